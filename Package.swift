@@ -1,0 +1,101 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// One package so that a single `swift build` and `swift test` cover the library, the command,
+/// the server and the benchmark. C libraries come from Debian's -dev packages through
+/// `systemLibrary` targets; no package from outside the toolchain is needed.
+let package = Package(
+    name: "keyauth",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "KeyAuth", targets: ["KeyAuth"]),
+        .executable(name: "keyauth", targets: ["keyauth"]),
+        .executable(name: "keyauth-server", targets: ["keyauth-server"]),
+        .executable(name: "keyauth-bench", targets: ["keyauth-bench"]),
+    ],
+    targets: [
+        // C at the edges: one module per C library, each imported by exactly one Swift target.
+        .systemLibrary(
+            name: "CKeyAuthOpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CKeyAuthPAM",
+            pkgConfig: "pam",
+            providers: [.apt(["libpam0g-dev"])]
+        ),
+        .systemLibrary(
+            name: "CKeyAuthMicroHTTPD",
+            path: "Server/Sources/CKeyAuthMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CKeyAuthSQLite",
+            path: "Server/Sources/CKeyAuthSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CKeyAuthPQ",
+            path: "Server/Sources/CKeyAuthPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+
+        // The library that Linux apps embed.
+        .target(
+            name: "KeyAuth",
+            dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM"]
+        ),
+        // The command's logic, as a library so that it is testable with injected I/O.
+        .target(
+            name: "KeyAuthCLI",
+            dependencies: ["KeyAuth"]
+        ),
+        .executableTarget(
+            name: "keyauth",
+            dependencies: ["KeyAuthCLI"]
+        ),
+
+        // The server.
+        .target(
+            name: "KeyAuthServer",
+            dependencies: ["KeyAuth", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
+            path: "Server/Sources/KeyAuthServer"
+        ),
+        .executableTarget(
+            name: "keyauth-server",
+            dependencies: ["KeyAuthServer"],
+            path: "Server/Sources/keyauth-server"
+        ),
+
+        // Release-mode benchmark: RS256 against `openssl speed`, and the server under load.
+        .executableTarget(
+            name: "keyauth-bench",
+            dependencies: ["KeyAuth"],
+            path: "Benchmarks/keyauth-bench"
+        ),
+
+        // Tests.
+        .target(
+            name: "KeyAuthTestSupport",
+            dependencies: ["KeyAuth"],
+            path: "Tests/KeyAuthTestSupport"
+        ),
+        .testTarget(
+            name: "KeyAuthTests",
+            dependencies: ["KeyAuth", "KeyAuthTestSupport"]
+        ),
+        .testTarget(
+            name: "KeyAuthCLITests",
+            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthTestSupport"]
+        ),
+        .testTarget(
+            name: "KeyAuthServerTests",
+            dependencies: ["KeyAuthServer", "KeyAuth", "KeyAuthTestSupport"],
+            path: "Server/Tests/KeyAuthServerTests"
+        ),
+    ]
+)

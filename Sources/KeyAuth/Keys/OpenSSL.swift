@@ -1,0 +1,173 @@
+internal import CKeyAuthOpenSSL
+
+/// Thin helpers over libcrypto. Everything that touches an OpenSSL pointer lives in `Keys/`.
+enum OpenSSL {
+    /// Drains OpenSSL's thread-local error queue into one error, so that a stale entry never
+    /// shows up in an unrelated later failure.
+    static func error(_ code: KeyAuthError.Code, _ message: String) -> KeyAuthError {
+        var texts: [String] = []
+        var firstCode: UInt = 0
+        while true {
+            let errorCode = ERR_get_error()
+            if errorCode == 0 { break }
+            if firstCode == 0 { firstCode = errorCode }
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(errorCode, &buffer, buffer.count)
+            texts.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        let native = NativeError(library: "openssl", code: Int(firstCode), text: texts.joined(separator: "; "))
+        return KeyAuthError(code, message, underlying: texts.isEmpty ? nil : native)
+    }
+
+    /// Forgets queued errors after a failure that was expected and handled.
+    static func clearErrors() {
+        ERR_clear_error()
+    }
+
+    /// SHA-256, fetched once: a fetch per operation costs measurable time on small inputs.
+    nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
+    static func sha256Digest(_ data: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = data.withUnsafeBytes { input in
+            digest.withUnsafeMutableBytes { output in
+                EVP_Digest(
+                    input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    &length, sha256, nil)
+            }
+        }
+        precondition(ok == 1 && length == 32, "SHA-256 cannot fail on valid input")
+        return digest
+    }
+
+    /// Cryptographically secure random bytes from OpenSSL's DRBG.
+    static func randomBytes(count: Int) throws(KeyAuthError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let ok = bytes.withUnsafeMutableBytes { buffer in
+            RAND_bytes(buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(count))
+        }
+        guard ok == 1 else { throw error(.cryptoFailed, "the random number generator failed") }
+        return bytes
+    }
+
+    /// Compares secrets in time that depends only on the length.
+    static func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        if lhs.isEmpty { return true }
+        return lhs.withUnsafeBytes { left in
+            rhs.withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, lhs.count) == 0 }
+        }
+    }
+
+    /// Overwrites memory in a way the compiler may not remove.
+    static func cleanse(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        OPENSSL_cleanse(base, buffer.count)
+    }
+
+    /// Runs `body` with a memory BIO over `bytes`, freed afterwards.
+    static func withReadBIO<Result>(
+        _ bytes: [UInt8], _ body: (OpaquePointer) throws(KeyAuthError) -> Result
+    ) throws(KeyAuthError) -> Result {
+        let bio: OpaquePointer? = bytes.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
+        guard let bio else { throw error(.cryptoFailed, "cannot allocate a memory BIO") }
+        defer { BIO_free(bio) }
+        return try body(bio)
+    }
+
+    /// Runs `write` against an empty memory BIO and returns what it wrote.
+    static func collectBIO(
+        _ what: String, _ write: (OpaquePointer) -> Int32
+    ) throws(KeyAuthError) -> [UInt8] {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw error(.cryptoFailed, "cannot allocate a memory BIO") }
+        defer { BIO_free(bio) }
+        guard write(bio) == 1 else { throw error(.cryptoFailed, "cannot encode \(what)") }
+        var data: UnsafeMutablePointer<CChar>?
+        let length = ckeyauth_BIO_get_mem_data(bio, &data)
+        guard let data, length > 0 else { return [] }
+        return data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+}
+
+/// The one owner of an `EVP_PKEY`.
+///
+/// An `EVP_PKEY` is safe to use from several threads at once for signing and verifying as long
+/// as each operation has its own context, which ``RSAOperations`` ensures; it is never mutated
+/// after construction, hence `@unchecked Sendable`.
+final class EVPKey: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(taking pointer: OpaquePointer) {
+        self.pointer = pointer
+    }
+
+    deinit {
+        EVP_PKEY_free(pointer)
+    }
+
+    var bits: Int { Int(EVP_PKEY_get_bits(pointer)) }
+
+    var isRSA: Bool { EVP_PKEY_is_a(pointer, "RSA") == 1 }
+
+    /// A big-number parameter ("n", "e", "d") as big-endian bytes without leading zeros.
+    func bigNumberParameter(_ name: String) -> [UInt8]? {
+        var number: OpaquePointer? = nil
+        guard EVP_PKEY_get_bn_param(pointer, name, &number) == 1, let number else {
+            OpenSSL.clearErrors()
+            return nil
+        }
+        defer { BN_clear_free(number) }
+        let count = Int((BN_num_bits(number) + 7) / 8)
+        var bytes = [UInt8](repeating: 0, count: count)
+        _ = bytes.withUnsafeMutableBytes { BN_bn2bin(number, $0.baseAddress?.assumingMemoryBound(to: UInt8.self)) }
+        return bytes
+    }
+
+    /// SubjectPublicKeyInfo DER.
+    func publicKeyDER() throws(KeyAuthError) -> [UInt8] {
+        var output: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_PUBKEY(pointer, &output)
+        guard length > 0, let output else { throw OpenSSL.error(.cryptoFailed, "cannot encode the public key") }
+        defer { ckeyauth_OPENSSL_free(output) }
+        return Array(UnsafeBufferPointer(start: output, count: Int(length)))
+    }
+}
+
+/// RS256 signing and verification over an ``EVPKey``, with a fresh context per operation.
+enum RSAOperations {
+    static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
+        guard let context = EVP_MD_CTX_new() else { throw OpenSSL.error(.cryptoFailed, "cannot allocate a digest") }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestSignInit_ex(context, nil, "SHA256", nil, nil, key.pointer, nil) == 1 else {
+            throw OpenSSL.error(.cryptoFailed, "cannot start an RS256 signature")
+        }
+        var length = 0
+        guard EVP_DigestSign(context, nil, &length, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
+        else { throw OpenSSL.error(.cryptoFailed, "cannot size the RS256 signature") }
+        var signature = [UInt8](repeating: 0, count: length)
+        let ok = signature.withUnsafeMutableBytes { output in
+            EVP_DigestSign(
+                context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count)
+        }
+        guard ok == 1 else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
+        return Array(signature.prefix(length))
+    }
+
+    static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit_ex(context, nil, "SHA256", nil, nil, key.pointer, nil) == 1 else {
+            OpenSSL.clearErrors()
+            return false
+        }
+        let result = signature.withUnsafeBytes { sig in
+            EVP_DigestVerify(
+                context, sig.baseAddress?.assumingMemoryBound(to: UInt8.self), sig.count,
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count)
+        }
+        if result != 1 { OpenSSL.clearErrors() }
+        return result == 1
+    }
+}

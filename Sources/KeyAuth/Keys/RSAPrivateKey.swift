@@ -1,0 +1,137 @@
+internal import CKeyAuthOpenSSL
+
+/// An RSA private key: signs device assertions (and, on the server, access tokens).
+///
+/// Only signing lives here; verification needs only ``RSAPublicKey``, so code that verifies
+/// never holds a private key.
+public struct RSAPrivateKey: Sendable {
+    let key: EVPKey
+    /// The matching public key.
+    public let publicKey: RSAPublicKey
+
+    /// PBKDF2-HMAC-SHA256 rounds for PIN-encrypted keys: OWASP's 2023 figure for SHA-256.
+    public static let pbkdf2Iterations = 600_000
+
+    private init(owning key: EVPKey) throws(KeyAuthError) {
+        self.key = key
+        self.publicKey = try RSAPublicKey(owning: key)
+    }
+
+    /// Generates a new key with public exponent 65537.
+    ///
+    /// - Parameter bits: 2048, 3072 (the default) or 4096.
+    /// - Throws: `.invalidArgument` for other sizes; `.cryptoFailed` if OpenSSL fails.
+    public static func generate(bits: Int = 3072) throws(KeyAuthError) -> RSAPrivateKey {
+        guard [2048, 3072, 4096].contains(bits) else {
+            throw KeyAuthError(.invalidArgument, "key size must be 2048, 3072 or 4096 bits, not \(bits)")
+        }
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else {
+            throw OpenSSL.error(.cryptoFailed, "cannot allocate a key context")
+        }
+        defer { EVP_PKEY_CTX_free(context) }
+        var pointer: OpaquePointer? = nil
+        guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1,
+            EVP_PKEY_generate(context, &pointer) == 1, let pointer
+        else { throw OpenSSL.error(.cryptoFailed, "RSA key generation failed") }
+        return try RSAPrivateKey(owning: EVPKey(taking: pointer))
+    }
+
+    /// Reads an unencrypted private key PEM (PKCS#8 `PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`).
+    ///
+    /// - Throws: `.wrongPIN` with no PIN for an encrypted key, `.keyCorrupt` for anything that is
+    ///   not an RSA private key.
+    public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
+        if Self.isEncryptedPEM(pem) {
+            throw KeyAuthError(.wrongPIN, "the key is encrypted and needs its PIN")
+        }
+        let key = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) in
+            // A callback that refuses, so OpenSSL never falls back to prompting on the terminal.
+            guard let pointer = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in -1 }, nil) else {
+                throw OpenSSL.error(.keyCorrupt, "not a PEM RSA private key")
+            }
+            return EVPKey(taking: pointer)
+        }
+        try self.init(owning: key)
+    }
+
+    /// Reads a PKCS#8 `ENCRYPTED PRIVATE KEY` PEM with its PIN.
+    ///
+    /// - Throws: `.wrongPIN` when the PIN does not decrypt the key, `.keyCorrupt` when the file
+    ///   is not an encrypted PKCS#8 structure at all.
+    public init(pemRepresentation pem: [UInt8], pin: SecretBytes) throws(KeyAuthError) {
+        guard Self.isEncryptedPEM(pem) else {
+            try self.init(pemRepresentation: pem)
+            return
+        }
+        let encrypted: OpaquePointer = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) in
+            guard let sig = PEM_read_bio_PKCS8(bio, nil, nil, nil) else {
+                throw OpenSSL.error(.keyCorrupt, "not an encrypted PKCS#8 private key")
+            }
+            return sig
+        }
+        defer { X509_SIG_free(encrypted) }
+        let info: OpaquePointer? = pin.withUnsafeBytes { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { PKCS8_decrypt(encrypted, $0.baseAddress, Int32($0.count)) }
+        }
+        guard let info else {
+            OpenSSL.clearErrors()
+            throw KeyAuthError(.wrongPIN, "wrong PIN")
+        }
+        defer { PKCS8_PRIV_KEY_INFO_free(info) }
+        guard let pointer = EVP_PKCS82PKEY(info) else {
+            // A wrong PIN that happens to leave valid padding decodes to garbage.
+            OpenSSL.clearErrors()
+            throw KeyAuthError(.wrongPIN, "wrong PIN")
+        }
+        try self.init(owning: EVPKey(taking: pointer))
+    }
+
+    static func isEncryptedPEM(_ pem: [UInt8]) -> Bool {
+        let marker = Array("-----BEGIN ENCRYPTED PRIVATE KEY-----".utf8)
+        guard pem.count >= marker.count else { return false }
+        for start in 0...(pem.count - marker.count) where pem[start] == marker[0] {
+            if Array(pem[start..<(start + marker.count)]) == marker { return true }
+        }
+        return false
+    }
+
+    /// The key as PKCS#8 PEM, encrypted with PBES2 (PBKDF2-HMAC-SHA256, 600,000 rounds,
+    /// AES-256-CBC) when a PIN is given.
+    ///
+    /// - Warning: without a PIN the result holds the private key in the clear; the caller
+    ///   should wrap it in ``SecretBytes`` or wipe it after writing it out.
+    public func pkcs8PEM(pin: SecretBytes? = nil, iterations: Int = pbkdf2Iterations) throws(KeyAuthError) -> [UInt8] {
+        guard let pin else {
+            return try OpenSSL.collectBIO("the private key") { bio in
+                PEM_write_bio_PKCS8PrivateKey(bio, key.pointer, nil, nil, 0, nil, nil)
+            }
+        }
+        guard let info = EVP_PKEY2PKCS8(key.pointer) else { throw OpenSSL.error(.cryptoFailed, "cannot encode the key") }
+        defer { PKCS8_PRIV_KEY_INFO_free(info) }
+        var salt = try OpenSSL.randomBytes(count: 16)
+        let algorithm = salt.withUnsafeMutableBytes { buffer in
+            PKCS5_pbe2_set_iv(
+                EVP_aes_256_cbc(), Int32(iterations), buffer.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                Int32(buffer.count), nil, NID_hmacWithSHA256)
+        }
+        guard let algorithm else { throw OpenSSL.error(.cryptoFailed, "cannot set up PBES2") }
+        let encrypted: OpaquePointer? = pin.withUnsafeBytes { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { PKCS8_set0_pbe($0.baseAddress, Int32($0.count), info, algorithm) }
+        }
+        guard let encrypted else {
+            X509_ALGOR_free(algorithm)
+            throw OpenSSL.error(.cryptoFailed, "cannot encrypt the key")
+        }
+        defer { X509_SIG_free(encrypted) }
+        return try OpenSSL.collectBIO("the encrypted private key") { bio in PEM_write_bio_PKCS8(bio, encrypted) }
+    }
+
+    /// Signs `message` with RSASSA-PKCS1-v1_5 SHA-256 (RS256). Deterministic.
+    public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        var result: Result<[UInt8], KeyAuthError> = .success([])
+        message.withUnsafeBytes { buffer in
+            result = Result { () throws(KeyAuthError) in try RSAOperations.sign(key, buffer) }
+        }
+        return try result.get()
+    }
+}

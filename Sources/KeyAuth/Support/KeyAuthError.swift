@@ -1,0 +1,88 @@
+/// The one error type of the KeyAuth library.
+///
+/// Callers switch on ``code``, which is stable across releases and extensible without breaking
+/// them (a struct, not an enum). ``message`` is for people: it names files and reasons but never
+/// holds a PIN, a token, or key material.
+public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable error code.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// No device key exists yet (register first).
+        public static let keyNotFound = Code(rawValue: "key_not_found")
+        /// The key file is readable by others, is a symlink, or belongs to another user.
+        public static let keyUnprotected = Code(rawValue: "key_unprotected")
+        /// The key file is truncated, not PEM, or not an RSA key.
+        public static let keyCorrupt = Code(rawValue: "key_corrupt")
+        /// A key does not meet the policy (size, exponent, private where public is expected).
+        public static let keyRejected = Code(rawValue: "key_rejected")
+        /// The user did not prove presence (PAM refused, prompt cancelled).
+        public static let presenceDenied = Code(rawValue: "presence_denied")
+        /// The presence check cannot run here (no terminal, no PAM service).
+        public static let presenceUnavailable = Code(rawValue: "presence_unavailable")
+        /// The PIN does not decrypt the key.
+        public static let wrongPIN = Code(rawValue: "wrong_pin")
+        /// Too many wrong PINs: wait before the next attempt.
+        public static let lockedOut = Code(rawValue: "locked_out")
+        /// A token is not a well-formed compact JWS.
+        public static let tokenMalformed = Code(rawValue: "token_malformed")
+        /// A signature does not verify (or the key is unknown).
+        public static let signatureInvalid = Code(rawValue: "signature_invalid")
+        /// A claim or header fails a check (expired, audience, replay, algorithm).
+        public static let claimInvalid = Code(rawValue: "claim_invalid")
+        /// The server answered with an OAuth error.
+        public static let serverRejected = Code(rawValue: "server_rejected")
+        /// The server could not be reached or timed out.
+        public static let transportFailed = Code(rawValue: "transport_failed")
+        /// The device is registered but waits for approval from another device.
+        public static let approvalPending = Code(rawValue: "approval_pending")
+        /// Reading or writing local state failed (disk full, permissions, I/O).
+        public static let storageFailed = Code(rawValue: "storage_failed")
+        /// OpenSSL failed for a reason that is not the caller's input.
+        public static let cryptoFailed = Code(rawValue: "crypto_failed")
+        /// An argument is outside what the API accepts.
+        public static let invalidArgument = Code(rawValue: "invalid_argument")
+        /// The operation was cancelled.
+        public static let cancelled = Code(rawValue: "cancelled")
+    }
+
+    /// What went wrong, for programs.
+    public let code: Code
+    /// What went wrong, for people. Never holds secrets.
+    public let message: String
+    /// The error from a lower layer, when there is one (an OpenSSL, PAM, or I/O failure).
+    public let underlying: (any Error & Sendable)?
+    /// For ``Code-swift.struct/lockedOut``: seconds until the next attempt is allowed.
+    public let retryAfter: Int?
+
+    public init(
+        _ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil, retryAfter: Int? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { message }
+}
+
+/// An error from a C library, carrying its native code and text.
+public struct NativeError: Error, Sendable, CustomStringConvertible {
+    /// Which library: "openssl", "pam", "errno".
+    public let library: String
+    /// The library's own code (`ERR_get_error`, a PAM return value, `errno`).
+    public let code: Int
+    /// The library's own text for the code.
+    public let text: String
+
+    public init(library: String, code: Int, text: String) {
+        self.library = library
+        self.code = code
+        self.text = text
+    }
+
+    public var description: String { "\(library) error \(code): \(text)" }
+}
