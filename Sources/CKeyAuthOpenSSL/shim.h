@@ -33,3 +33,14 @@ static inline int ckeyauth_EVP_PKEY_PUBLIC_KEY(void) {
     return EVP_PKEY_PUBLIC_KEY;
 }
 #endif
+
+#ifndef CKEYAUTH_OPENSSL_NAMES
+#define CKEYAUTH_OPENSSL_NAMES
+/// Some OpenSSL 3 calls keep the name pointer they are given (EVP_PKEY_CTX_new_from_name keeps
+/// the key type for later fetches, OSSL_PARAM_BLD keeps parameter names until to_param), so the
+/// names must have static storage; a Swift string bridged for one call does not.
+static inline const char *ckeyauth_name_RSA(void) { return "RSA"; }
+static inline const char *ckeyauth_name_SHA256(void) { return "SHA256"; }
+static inline const char *ckeyauth_param_n(void) { return OSSL_PKEY_PARAM_RSA_N; }
+static inline const char *ckeyauth_param_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
+#endif

@@ -25,7 +25,7 @@ enum OpenSSL {
     }
 
     /// SHA-256, fetched once: a fetch per operation costs measurable time on small inputs.
-    nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+    nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA256(), nil)
 
     static func sha256Digest(_ data: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
@@ -139,7 +139,7 @@ enum RSAOperations {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw OpenSSL.error(.cryptoFailed, "cannot allocate a digest") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit_ex(context, nil, "SHA256", nil, nil, key.pointer, nil) == 1 else {
+        guard EVP_DigestSignInit_ex(context, nil, ckeyauth_name_SHA256(), nil, nil, key.pointer, nil) == 1 else {
             throw OpenSSL.error(.cryptoFailed, "cannot start an RS256 signature")
         }
         var length = 0
@@ -158,7 +158,7 @@ enum RSAOperations {
     static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit_ex(context, nil, "SHA256", nil, nil, key.pointer, nil) == 1 else {
+        guard EVP_DigestVerifyInit_ex(context, nil, ckeyauth_name_SHA256(), nil, nil, key.pointer, nil) == 1 else {
             OpenSSL.clearErrors()
             return false
         }

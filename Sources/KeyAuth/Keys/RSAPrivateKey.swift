@@ -25,7 +25,7 @@ public struct RSAPrivateKey: Sendable {
         guard [2048, 3072, 4096].contains(bits) else {
             throw KeyAuthError(.invalidArgument, "key size must be 2048, 3072 or 4096 bits, not \(bits)")
         }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else {
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, ckeyauth_name_RSA(), nil) else {
             throw OpenSSL.error(.cryptoFailed, "cannot allocate a key context")
         }
         defer { EVP_PKEY_CTX_free(context) }

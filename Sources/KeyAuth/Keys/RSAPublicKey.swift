@@ -62,11 +62,12 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
             BN_free(n)
             BN_free(e)
         }
-        guard OSSL_PARAM_BLD_push_BN(builder, "n", n) == 1, OSSL_PARAM_BLD_push_BN(builder, "e", e) == 1,
-            let parameters = OSSL_PARAM_BLD_to_param(builder)
+        guard OSSL_PARAM_BLD_push_BN(builder, ckeyauth_param_n(), n) == 1,
+            OSSL_PARAM_BLD_push_BN(builder, ckeyauth_param_e(), e) == 1
         else { throw OpenSSL.error(.cryptoFailed, "cannot build RSA parameters") }
+        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else { throw OpenSSL.error(.cryptoFailed, "cannot build RSA parameters") }
         defer { OSSL_PARAM_free(parameters) }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else {
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, ckeyauth_name_RSA(), nil) else {
             throw OpenSSL.error(.cryptoFailed, "cannot allocate a key context")
         }
         defer { EVP_PKEY_CTX_free(context) }

@@ -12,6 +12,8 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
 
         /// No device key exists yet (register first).
         public static let keyNotFound = Code(rawValue: "key_not_found")
+        /// A device key already exists where a new one would be created.
+        public static let keyExists = Code(rawValue: "key_exists")
         /// The key file is readable by others, is a symlink, or belongs to another user.
         public static let keyUnprotected = Code(rawValue: "key_unprotected")
         /// The key file is truncated, not PEM, or not an RSA key.

@@ -1,0 +1,75 @@
+/// A compact JWS split and decoded, before any signature or claim check (PROTOCOL.md section 2,
+/// rules 1 and 2).
+///
+/// Parsing is strict so that one token has exactly one text: three segments, canonical
+/// base64url, JSON objects with no duplicate members, at most 8 KiB.
+public struct CompactJWS: Sendable {
+    /// Tokens longer than this are refused before any decoding.
+    public static let maximumLength = 8 * 1024
+
+    /// Header members that would let a token choose its own key or add unknown semantics.
+    public static let forbiddenHeaders: Set<String> = ["crit", "jwk", "jku", "x5u", "x5c"]
+
+    /// The decoded header.
+    public let header: [String: JSONValue]
+    /// The decoded payload bytes (JSON claims for a JWT; any bytes for a bare JWS).
+    public let payload: [UInt8]
+    /// The raw `header.payload` bytes as received: what the signature covers.
+    public let signingInput: [UInt8]
+    /// The decoded signature.
+    public let signature: [UInt8]
+
+    /// Splits and decodes a compact JWS and checks the header (rules 1 and 2).
+    ///
+    /// - Throws: `.tokenMalformed` for structure and encoding, `.claimInvalid` for a refused
+    ///   algorithm or header member.
+    public init(parsing token: String) throws(KeyAuthError) {
+        let bytes = Array(token.utf8)
+        guard !bytes.isEmpty else { throw KeyAuthError(.tokenMalformed, "the token is empty") }
+        guard bytes.count <= Self.maximumLength else {
+            throw KeyAuthError(.tokenMalformed, "the token is longer than \(Self.maximumLength) bytes")
+        }
+        let dots = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") }
+        guard dots.count == 2 else {
+            throw KeyAuthError(.tokenMalformed, "a token has exactly three dot-separated segments")
+        }
+        let headerBytes = bytes[..<dots[0]]
+        let payloadBytes = bytes[(dots[0] + 1)..<dots[1]]
+        let signatureBytes = bytes[(dots[1] + 1)...]
+        guard let headerJSON = Base64URL.decode(utf8: headerBytes), let payloadJSON = Base64URL.decode(utf8: payloadBytes),
+            let signature = Base64URL.decode(utf8: signatureBytes), !headerJSON.isEmpty, !payloadJSON.isEmpty,
+            !signature.isEmpty
+        else { throw KeyAuthError(.tokenMalformed, "a token segment is not canonical base64url") }
+        guard let header = try? JSONValue(parsing: headerJSON).objectValue else {
+            throw KeyAuthError(.tokenMalformed, "the token header is not a JSON object")
+        }
+        guard header["alg"]?.stringValue == "RS256" else {
+            throw KeyAuthError(.claimInvalid, "the token algorithm must be RS256")
+        }
+        if let forbidden = header.keys.first(where: { Self.forbiddenHeaders.contains($0) }) {
+            throw KeyAuthError(.claimInvalid, "the token header member \"\(forbidden)\" is not accepted")
+        }
+        self.header = header
+        self.payload = payloadJSON
+        self.signingInput = Array(bytes[..<dots[1]])
+        self.signature = signature
+    }
+
+    /// The payload as a JWT claims set.
+    ///
+    /// - Throws: `.tokenMalformed` when the payload is not a UTF-8 JSON object.
+    public func claims() throws(KeyAuthError) -> [String: JSONValue] {
+        guard let claims = try? JSONValue(parsing: payload).objectValue else {
+            throw KeyAuthError(.tokenMalformed, "the token payload is not a JSON object")
+        }
+        return claims
+    }
+
+    /// Whether the signature verifies with `key` over the raw signing input.
+    public func isSignatureValid(with key: RSAPublicKey) -> Bool {
+        key.isValidSignature(signature, for: signingInput)
+    }
+
+    /// The `kid` header, or nil.
+    public var keyID: String? { header["kid"]?.stringValue }
+}

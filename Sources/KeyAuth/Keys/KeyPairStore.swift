@@ -1,0 +1,115 @@
+/// Keeps one device key pair on disk: created once, loaded on every login, removed on reset.
+///
+/// The private key is PKCS#8 PEM in a 0700 directory with mode 0600, encrypted with the PIN when
+/// there is one. The public key sits beside it so that `pubkey` and `status` need no PIN.
+/// Writes are atomic and serialised by an exclusive lock, so two processes registering at once
+/// never leave two keys, and a process killed mid-write leaves the previous state intact.
+public struct KeyPairStore: Sendable {
+    /// The directory that holds the key files.
+    public let directory: String
+
+    /// - Parameter directory: created with mode 0700 on first write.
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    /// The private key file.
+    public var privateKeyPath: String { directory + "/device-key.pem" }
+    /// The public key file (SPKI PEM).
+    public var publicKeyPath: String { directory + "/device-key.pub" }
+    private var lockPath: String { directory + "/.lock" }
+
+    /// Whether a private key file exists (it may still be unreadable or corrupt).
+    public var hasKey: Bool { SecureFile.exists(privateKeyPath) }
+
+    /// Generates and stores a new key pair.
+    ///
+    /// Generation happens outside the lock (it takes a second for 3072 bits); the check that no
+    /// key exists and the write happen under it.
+    ///
+    /// - Parameters:
+    ///   - bits: 2048, 3072 or 4096.
+    ///   - pin: when given, the private key is stored encrypted with it.
+    /// - Throws: `.keyExists` when another key is already stored (perhaps by a concurrent
+    ///   process), `.storageFailed` when the files cannot be written.
+    @discardableResult
+    public func createKey(bits: Int = 3072, pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
+        let key = try RSAPrivateKey.generate(bits: bits)
+        try store(key, pin: pin)
+        return key
+    }
+
+    /// Stores an existing key pair (generated elsewhere, or imported).
+    ///
+    /// - Throws: `.keyExists` when a key is already stored.
+    public func store(_ key: RSAPrivateKey, pin: SecretBytes? = nil) throws(KeyAuthError) {
+        try SecureFile.createDirectory(directory)
+        var privatePEM = try key.pkcs8PEM(pin: pin)
+        defer { Crypto.wipe(&privatePEM) }
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            guard !hasKey else {
+                throw KeyAuthError(.keyExists, "a device key already exists in \(directory)")
+            }
+            // Public first: the private file's existence is what marks a key as present.
+            try SecureFile.write(Array(key.publicKey.pemRepresentation.utf8), to: publicKeyPath)
+            try SecureFile.write(privatePEM, to: privateKeyPath)
+        }
+    }
+
+    /// Whether the stored private key is encrypted with a PIN.
+    public func isEncrypted() throws(KeyAuthError) -> Bool {
+        var pem = try SecureFile.readProtected(privateKeyPath)
+        defer { Crypto.wipe(&pem) }
+        return RSAPrivateKey.isEncryptedPEM(pem)
+    }
+
+    /// Loads the private key, decrypting it with `pin` when it is encrypted.
+    ///
+    /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
+    ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`.
+    public func loadPrivateKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
+        var pem = try SecureFile.readProtected(privateKeyPath)
+        defer { Crypto.wipe(&pem) }
+        guard !pem.isEmpty else { throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) is empty") }
+        let key: RSAPrivateKey
+        do throws(KeyAuthError) {
+            if let pin {
+                key = try RSAPrivateKey(pemRepresentation: pem, pin: pin)
+            } else {
+                key = try RSAPrivateKey(pemRepresentation: pem)
+            }
+        } catch {
+            guard error.code == .keyCorrupt || error.code == .keyRejected else { throw error }
+            throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) is corrupt: \(error.message)", underlying: error)
+        }
+        if let stored = try? loadPublicKey(), stored != key.publicKey {
+            throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) does not match \(publicKeyPath)")
+        }
+        return key
+    }
+
+    /// Loads the public key without needing the PIN.
+    ///
+    /// - Throws: `.keyNotFound`, `.keyUnprotected`, `.keyCorrupt`.
+    public func loadPublicKey() throws(KeyAuthError) -> RSAPublicKey {
+        let pem = try SecureFile.readProtected(publicKeyPath)
+        do {
+            return try RSAPublicKey(pemRepresentation: String(decoding: pem, as: UTF8.self))
+        } catch {
+            throw KeyAuthError(.keyCorrupt, "\(publicKeyPath) is corrupt: \(error.message)", underlying: error)
+        }
+    }
+
+    /// Deletes the key pair and everything stored beside it for this key.
+    ///
+    /// - Parameter extraFiles: other files in the directory that belong to the key (PIN attempt
+    ///   counters, account metadata).
+    public func reset(alsoRemoving extraFiles: [String] = []) throws(KeyAuthError) {
+        guard SecureFile.exists(directory) else { return }
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            try SecureFile.remove(privateKeyPath)
+            try SecureFile.remove(publicKeyPath)
+            for file in extraFiles { try SecureFile.remove(directory + "/" + file) }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Glibc
+
+/// Files that hold secrets: created 0600 in 0700 directories, replaced atomically, and checked
+/// before they are trusted.
+///
+/// "Atomically" means a temporary file in the same directory, `fsync`, `rename`, then `fsync` of
+/// the directory: a process killed at any point leaves either the old file or the new one, never
+/// a torn mix, and a power cut after the call returns cannot undo the rename.
+package enum SecureFile {
+    /// Creates `path` and any missing parents with mode 0700 (existing ones are left as they are).
+    package static func createDirectory(_ path: String) throws(KeyAuthError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+                throw errnoError(.storageFailed, "cannot create the directory \(current)")
+            }
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw KeyAuthError(.storageFailed, "\(path) is not a directory")
+        }
+    }
+
+    /// Writes `bytes` to `path` atomically with mode 0600.
+    ///
+    /// - Throws: `.storageFailed` (disk full, permissions); the previous file is then untouched.
+    package static func write(_ bytes: [UInt8], to path: String) throws(KeyAuthError) {
+        let directory = parentDirectory(of: path)
+        let suffix = (try? Crypto.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? String(getpid())
+        let temporary = "\(directory)/.tmp-\(suffix)"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw errnoError(.storageFailed, "cannot create a file in \(directory)") }
+        var written = 0
+        var failure: KeyAuthError?
+        bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let result = Glibc.write(descriptor, buffer.baseAddress.map { $0 + written }, buffer.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errnoError(.storageFailed, "cannot write \(path)")
+                    return
+                }
+                written += result
+            }
+        }
+        if failure == nil && fsync(descriptor) != 0 { failure = errnoError(.storageFailed, "cannot sync \(path)") }
+        close(descriptor)
+        if failure == nil && rename(temporary, path) != 0 {
+            failure = errnoError(.storageFailed, "cannot replace \(path)")
+        }
+        if let failure {
+            unlink(temporary)
+            throw failure
+        }
+        syncDirectory(directory)
+    }
+
+    /// Reads a secret file after checking that nobody else can read or replace it, as OpenSSH
+    /// does for private keys.
+    ///
+    /// - Throws: `.keyNotFound` when missing, `.keyUnprotected` when it is a symlink, not a
+    ///   regular file, owned by another user, or has any group or other permission bit.
+    package static func readProtected(_ path: String) throws(KeyAuthError) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if descriptor < 0 {
+            if errno == ENOENT { throw KeyAuthError(.keyNotFound, "\(path) does not exist") }
+            if errno == ELOOP { throw KeyAuthError(.keyUnprotected, "\(path) is a symbolic link; refusing to use it") }
+            throw errnoError(.storageFailed, "cannot open \(path)")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw errnoError(.storageFailed, "cannot inspect \(path)") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw KeyAuthError(.keyUnprotected, "\(path) is not a regular file; refusing to use it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw KeyAuthError(.keyUnprotected, "\(path) belongs to another user; refusing to use it")
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "permissions \(String(mode, radix: 8)) for \(path) are too open: it is UNPROTECTED; "
+                    + "it must be readable only by you (chmod 600)")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        defer { Crypto.wipe(&chunk) }
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw errnoError(.storageFailed, "cannot read \(path)")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            guard bytes.count <= 1 << 20 else { throw KeyAuthError(.keyCorrupt, "\(path) is too large to be a key") }
+        }
+        return bytes
+    }
+
+    /// Whether `path` exists (without following a final symlink).
+    package static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// Removes `path`; a missing file is not an error.
+    package static func remove(_ path: String) throws(KeyAuthError) {
+        if unlink(path) != 0 && errno != ENOENT { throw errnoError(.storageFailed, "cannot remove \(path)") }
+        syncDirectory(parentDirectory(of: path))
+    }
+
+    /// Runs `body` holding an exclusive `flock` on `lockPath`, so that two processes never
+    /// interleave a check-then-write on the same state.
+    package static func withExclusiveLock<Result>(
+        _ lockPath: String, _ body: () throws(KeyAuthError) -> Result
+    ) throws(KeyAuthError) -> Result {
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw errnoError(.storageFailed, "cannot open the lock \(lockPath)") }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw errnoError(.storageFailed, "cannot lock \(lockPath)") }
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+
+    package static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    private static func syncDirectory(_ directory: String) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    package static func errnoError(_ code: KeyAuthError.Code, _ message: String) -> KeyAuthError {
+        let number = errno
+        let text = String(cString: strerror(number))
+        return KeyAuthError(
+            code, "\(message): \(text)", underlying: NativeError(library: "errno", code: Int(number), text: text))
+    }
+}
