@@ -77,7 +77,9 @@ struct KeyPairStoreTests {
         let stored = try store.loadPrivateKey().publicKey
         #expect(keys.map(\.publicKey).contains(stored))
         #expect(try store.loadPublicKey() == stored)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix(".tmp") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
+            $0.hasPrefix(".tmp")
+        }
         #expect(leftovers.isEmpty)
     }
 

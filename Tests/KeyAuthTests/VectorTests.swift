@@ -53,13 +53,16 @@ struct VectorTests {
             try after.verify(token, key: key)
         } throws: { ($0 as? KeyAuthError)?.code == .claimInvalid }
         var tampered = Array(token.utf8)
-        tampered[tampered.count - 5] = tampered[tampered.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        tampered[tampered.count - 5] =
+            tampered[tampered.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         #expect {
             try before.verify(String(decoding: tampered, as: UTF8.self), key: key)
         } throws: { ($0 as? KeyAuthError)?.code == .signatureInvalid }
     }
 
-    @Test("Wycheproof RSASSA-PKCS1-v1_5 SHA-256: valid signatures verify, invalid ones fail", arguments: [2048, 3072, 4096])
+    @Test(
+        "Wycheproof RSASSA-PKCS1-v1_5 SHA-256: valid signatures verify, invalid ones fail",
+        arguments: [2048, 3072, 4096])
     func wycheproofSignatures(bits: Int) throws {
         let file = try Vectors.load("wycheproof/rsa_signature_\(bits)_sha256_test.json")
         var checked = 0

@@ -36,7 +36,8 @@ public struct CompactJWS: Sendable {
         let headerBytes = bytes[..<dots[0]]
         let payloadBytes = bytes[(dots[0] + 1)..<dots[1]]
         let signatureBytes = bytes[(dots[1] + 1)...]
-        guard let headerJSON = Base64URL.decode(utf8: headerBytes), let payloadJSON = Base64URL.decode(utf8: payloadBytes),
+        guard let headerJSON = Base64URL.decode(utf8: headerBytes),
+            let payloadJSON = Base64URL.decode(utf8: payloadBytes),
             let signature = Base64URL.decode(utf8: signatureBytes), !headerJSON.isEmpty, !payloadJSON.isEmpty,
             !signature.isEmpty
         else { throw KeyAuthError(.tokenMalformed, "a token segment is not canonical base64url") }

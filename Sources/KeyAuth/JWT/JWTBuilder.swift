@@ -65,7 +65,9 @@ public struct JWTBuilder: Sendable {
     }
 
     /// Signs exact header and payload bytes (for known-answer vectors such as RFC 7515 A.2).
-    public static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: RSAPrivateKey) throws(KeyAuthError) -> String {
+    public static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: RSAPrivateKey) throws(KeyAuthError)
+        -> String
+    {
         let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
         let signature = try key.signature(for: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)

@@ -86,7 +86,9 @@ enum OpenSSL {
         var data: UnsafeMutablePointer<CChar>?
         let length = ckeyauth_BIO_get_mem_data(bio, &data)
         guard let data, length > 0 else { return [] }
-        return data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+        return data.withMemoryRebound(to: UInt8.self, capacity: length) {
+            Array(UnsafeBufferPointer(start: $0, count: length))
+        }
     }
 }
 
@@ -143,7 +145,9 @@ enum RSAOperations {
             throw OpenSSL.error(.cryptoFailed, "cannot start an RS256 signature")
         }
         var length = 0
-        guard EVP_DigestSign(context, nil, &length, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
+        guard
+            EVP_DigestSign(
+                context, nil, &length, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
         else { throw OpenSSL.error(.cryptoFailed, "cannot size the RS256 signature") }
         var signature = [UInt8](repeating: 0, count: length)
         let ok = signature.withUnsafeMutableBytes { output in

@@ -106,7 +106,9 @@ public struct RSAPrivateKey: Sendable {
                 PEM_write_bio_PKCS8PrivateKey(bio, key.pointer, nil, nil, 0, nil, nil)
             }
         }
-        guard let info = EVP_PKEY2PKCS8(key.pointer) else { throw OpenSSL.error(.cryptoFailed, "cannot encode the key") }
+        guard let info = EVP_PKEY2PKCS8(key.pointer) else {
+            throw OpenSSL.error(.cryptoFailed, "cannot encode the key")
+        }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
         var salt = try OpenSSL.randomBytes(count: 16)
         let algorithm = salt.withUnsafeMutableBytes { buffer in
@@ -116,7 +118,9 @@ public struct RSAPrivateKey: Sendable {
         }
         guard let algorithm else { throw OpenSSL.error(.cryptoFailed, "cannot set up PBES2") }
         let encrypted: OpaquePointer? = pin.withUnsafeBytes { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { PKCS8_set0_pbe($0.baseAddress, Int32($0.count), info, algorithm) }
+            buffer.withMemoryRebound(to: CChar.self) {
+                PKCS8_set0_pbe($0.baseAddress, Int32($0.count), info, algorithm)
+            }
         }
         guard let encrypted else {
             X509_ALGOR_free(algorithm)

@@ -56,8 +56,12 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         guard !modulus.isEmpty, !exponent.isEmpty else { throw KeyAuthError(.keyCorrupt, "empty RSA parameter") }
         guard let builder = OSSL_PARAM_BLD_new() else { throw OpenSSL.error(.cryptoFailed, "cannot allocate") }
         defer { OSSL_PARAM_BLD_free(builder) }
-        let n = modulus.withUnsafeBytes { BN_bin2bn($0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count), nil) }
-        let e = exponent.withUnsafeBytes { BN_bin2bn($0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count), nil) }
+        let n = modulus.withUnsafeBytes {
+            BN_bin2bn($0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count), nil)
+        }
+        let e = exponent.withUnsafeBytes {
+            BN_bin2bn($0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count), nil)
+        }
         defer {
             BN_free(n)
             BN_free(e)
@@ -65,7 +69,9 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         guard OSSL_PARAM_BLD_push_BN(builder, ckeyauth_param_n(), n) == 1,
             OSSL_PARAM_BLD_push_BN(builder, ckeyauth_param_e(), e) == 1
         else { throw OpenSSL.error(.cryptoFailed, "cannot build RSA parameters") }
-        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else { throw OpenSSL.error(.cryptoFailed, "cannot build RSA parameters") }
+        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else {
+            throw OpenSSL.error(.cryptoFailed, "cannot build RSA parameters")
+        }
         defer { OSSL_PARAM_free(parameters) }
         guard let context = EVP_PKEY_CTX_new_from_name(nil, ckeyauth_name_RSA(), nil) else {
             throw OpenSSL.error(.cryptoFailed, "cannot allocate a key context")
@@ -116,7 +122,9 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `.keyRejected` naming the failed rule.
     public func checkPolicy(allowedBits: ClosedRange<Int> = 2048...8192) throws(KeyAuthError) {
         guard allowedBits.contains(bits) else {
-            throw KeyAuthError(.keyRejected, "RSA keys must have \(allowedBits.lowerBound) to \(allowedBits.upperBound) bits, not \(bits)")
+            throw KeyAuthError(
+                .keyRejected,
+                "RSA keys must have \(allowedBits.lowerBound) to \(allowedBits.upperBound) bits, not \(bits)")
         }
         guard exponent == [0x01, 0x00, 0x01] else {
             throw KeyAuthError(.keyRejected, "RSA keys must use the public exponent 65537")

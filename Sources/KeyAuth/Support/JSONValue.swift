@@ -297,7 +297,11 @@ extension JSONValue {
         case .bool(let value): output += value ? "true" : "false"
         case .integer(let value): output += String(value)
         case .number(let value):
-            if value == value.rounded(), abs(value) < 1e15 { output += String(Int64(value)) } else { output += "\(value)" }
+            if value == value.rounded(), abs(value) < 1e15 {
+                output += String(Int64(value))
+            } else {
+                output += "\(value)"
+            }
         case .string(let value): Self.writeString(value, to: &output)
         case .array(let elements):
             output += "["

@@ -11,7 +11,8 @@ public final class SecretBytes: @unchecked Sendable {
     public init<Bytes: Collection>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
         storage.initializeMemory(as: UInt8.self, repeating: 0)
-        _ = UnsafeMutableRawBufferPointer(rebasing: storage[0..<bytes.count]).initializeMemory(as: UInt8.self, from: bytes)
+        _ = UnsafeMutableRawBufferPointer(rebasing: storage[0..<bytes.count]).initializeMemory(
+            as: UInt8.self, from: bytes)
         count = bytes.count
     }
 

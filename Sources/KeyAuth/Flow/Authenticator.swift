@@ -1,0 +1,237 @@
+import Foundation
+import Synchronization
+
+/// Logs a user in with a device key: TouchIDAuth's flow, done right.
+///
+/// 1. Check that the user is present (PIN, PAM, or explicitly nothing).
+/// 2. If there is no key: generate one, register its public key with a proof of possession, and
+///    if registration fails delete the new key, so the next attempt registers again (TouchIDAuth
+///    kept it and then logged in with a key the server never had).
+/// 3. Sign a short-lived assertion and authenticate with it; while the server says the device
+///    awaits approval, poll no faster than ``Configuration-swift.struct/pollInterval``.
+///
+/// With ``PINPresence`` the PIN is the key's passphrase: it encrypts a new key and decrypts an
+/// existing one, so the presence check and the key are bound.
+public final class Authenticator<Session: Sendable>: Sendable {
+    /// Settings of the flow.
+    public struct Configuration: Sendable {
+        /// The `aud` of assertions: the server's issuer URL.
+        public var audience: String?
+        /// Size of a new key.
+        public var keyBits: Int = 3072
+        /// The reason shown by the presence prompt (TouchIDAuth's prompt text).
+        public var reason: String = "Log in with your device key"
+        /// Whether to wait for approval when registration is pending (false: fail with
+        /// `.approvalPending` at once).
+        public var waitForApproval: Bool = true
+        /// Seconds between polls while pending (RFC 8628: at least 5).
+        public var pollInterval: Duration = .seconds(5)
+        /// Whether a new PIN is asked twice.
+        public var confirmNewPIN: Bool = true
+
+        public init(audience: String?, keyBits: Int = 3072, reason: String = "Log in with your device key") {
+            self.audience = audience
+            self.keyBits = keyBits
+            self.reason = reason
+        }
+    }
+
+    private struct Observers {
+        var state: AuthenticatorState = .idle
+        var continuations: [UUID: AsyncStream<AuthenticatorState>.Continuation] = [:]
+    }
+
+    /// Where the key lives.
+    public let store: KeyPairStore
+    /// How presence is checked.
+    public let presence: any PresenceCheck
+    /// The flow's settings.
+    public let configuration: Configuration
+    private let hooks: AuthenticatorHooks<Session>
+    private let observers = Mutex(Observers())
+
+    public init(
+        store: KeyPairStore, presence: any PresenceCheck, configuration: Configuration,
+        hooks: AuthenticatorHooks<Session>
+    ) {
+        self.store = store
+        self.presence = presence
+        self.configuration = configuration
+        self.hooks = hooks
+    }
+
+    /// The current state.
+    public var state: AuthenticatorState { observers.withLock { $0.state } }
+
+    /// A stream of state changes, starting with the current state; ends when the caller stops
+    /// iterating.
+    public func stateUpdates() -> AsyncStream<AuthenticatorState> {
+        let (stream, continuation) = AsyncStream<AuthenticatorState>.makeStream(bufferingPolicy: .unbounded)
+        let id = UUID()
+        let current = observers.withLock { observers in
+            observers.continuations[id] = continuation
+            return observers.state
+        }
+        continuation.yield(current)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.observers.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    private func transition(to state: AuthenticatorState) {
+        let continuations = observers.withLock { observers in
+            observers.state = state
+            return Array(observers.continuations.values)
+        }
+        for continuation in continuations { continuation.yield(state) }
+    }
+
+    /// Runs the whole flow and returns the session from the `authenticate` hook.
+    ///
+    /// - Throws: ``KeyAuthError`` (hook errors that are not one are wrapped as
+    ///   `.serverRejected`); the `onError` hook sees the same error first.
+    public func login() async throws(KeyAuthError) -> Session {
+        do {
+            let session = try await runFlow()
+            transition(to: .authenticated)
+            return session
+        } catch {
+            transition(to: .failed(error.code))
+            hooks.onError(error)
+            throw error
+        }
+    }
+
+    /// The callback form of ``login()``, for code that is not `async`.
+    public func start(completion: @escaping @Sendable (Result<Session, KeyAuthError>) -> Void) {
+        Task {
+            do throws(KeyAuthError) {
+                completion(.success(try await login()))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// Revokes the key through the `revoke` hook, then deletes it locally.
+    ///
+    /// - Parameter force: delete the key even when revocation fails (the server is gone).
+    public func reset(force: Bool = false) async throws(KeyAuthError) {
+        if let revoke = hooks.revoke, let publicKey = try? store.loadPublicKey() {
+            do {
+                try await revoke(publicKey)
+            } catch {
+                if !force { throw Self.wrap(error) }
+            }
+        }
+        try store.reset(alsoRemoving: ["pin-attempts", "pin-attempts.lock"])
+        transition(to: .idle)
+    }
+
+    private func runFlow() async throws(KeyAuthError) -> Session {
+        transition(to: .checkingPresence)
+        let key: RSAPrivateKey
+        if store.hasKey {
+            key = try await loadKey()
+        } else {
+            key = try await createAndRegisterKey()
+        }
+        while true {
+            transition(to: .signing)
+            let assertion = try await sign(with: key)
+            transition(to: .authenticating)
+            do {
+                return try await hooks.authenticate(assertion)
+            } catch {
+                let wrapped = Self.wrap(error)
+                guard wrapped.code == .approvalPending, configuration.waitForApproval else { throw wrapped }
+                transition(to: .awaitingApproval(keyID: key.publicKey.fingerprint))
+                do {
+                    try await Task.sleep(for: configuration.pollInterval)
+                } catch {
+                    throw KeyAuthError(.cancelled, "stopped waiting for approval")
+                }
+            }
+        }
+    }
+
+    private func loadKey() async throws(KeyAuthError) -> RSAPrivateKey {
+        if let pinPresence = presence as? PINPresence, try store.isEncrypted() {
+            return try await pinPresence.withPIN(reason: configuration.reason) { pin throws(KeyAuthError) in
+                try store.loadPrivateKey(pin: pin)
+            }
+        }
+        try await presence.verifyPresence(reason: configuration.reason)
+        return try store.loadPrivateKey()
+    }
+
+    private func createAndRegisterKey() async throws(KeyAuthError) -> RSAPrivateKey {
+        var pin: SecretBytes?
+        if let pinPresence = presence as? PINPresence {
+            pin = try await pinPresence.newPIN(confirm: configuration.confirmNewPIN)
+        } else {
+            try await presence.verifyPresence(reason: configuration.reason)
+        }
+        transition(to: .generatingKey)
+        let bits = configuration.keyBits
+        let key = try await Self.offCooperativePool { () throws(KeyAuthError) in try RSAPrivateKey.generate(bits: bits)
+        }
+        try store.store(key, pin: pin)
+        pin = nil
+        transition(to: .registering)
+        do {
+            let proof = try await sign(with: key)
+            let status = try await hooks.registerPublicKey(key.publicKey, proof)
+            if status == .pending {
+                transition(to: .awaitingApproval(keyID: key.publicKey.fingerprint))
+                guard configuration.waitForApproval else {
+                    throw KeyAuthError(
+                        .approvalPending,
+                        "the device is registered and waits for approval: run `keyauth devices approve "
+                            + "\(key.publicKey.fingerprint)` on an existing device")
+                }
+            }
+        } catch {
+            let wrapped = Self.wrap(error)
+            if wrapped.code != .approvalPending {
+                // The server never accepted this key: forget it, so the next attempt registers again.
+                try? store.reset(alsoRemoving: ["pin-attempts", "pin-attempts.lock"])
+            }
+            throw wrapped
+        }
+        return key
+    }
+
+    private func sign(with key: RSAPrivateKey) async throws(KeyAuthError) -> String {
+        let extra: [String: JSONValue]
+        do {
+            extra = try await hooks.jwtPayload()
+        } catch {
+            throw Self.wrap(error)
+        }
+        return try JWTBuilder(key: key, audience: configuration.audience).sign(claims: extra)
+    }
+
+    /// Runs CPU-heavy work (key generation) on a plain thread, not the cooperative pool.
+    private static func offCooperativePool<Value: Sendable>(
+        _ work: @escaping @Sendable () throws(KeyAuthError) -> Value
+    ) async throws(KeyAuthError) -> Value {
+        let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                do throws(KeyAuthError) {
+                    continuation.resume(returning: .success(try work()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    static func wrap(_ error: any Error) -> KeyAuthError {
+        if let error = error as? KeyAuthError { return error }
+        if error is CancellationError { return KeyAuthError(.cancelled, "cancelled") }
+        return KeyAuthError(.serverRejected, "\(error)", underlying: nil)
+    }
+}

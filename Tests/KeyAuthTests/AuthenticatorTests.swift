@@ -1,0 +1,203 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Synchronization
+import Testing
+
+/// Records what the hooks saw; stands in for a server in these unit tests (the command's
+/// end-to-end tests run the same flow against the real keyauth-server).
+final class HookRecorder: Sendable {
+    struct Calls {
+        var registered: [RSAPublicKey] = []
+        var proofs: [String] = []
+        var assertions: [String] = []
+        var errors: [KeyAuthError.Code] = []
+        var revoked: [RSAPublicKey] = []
+        var pendingAnswers = 0
+    }
+    let calls = Mutex(Calls())
+    let registration: RegistrationStatus
+    let failRegistration: Bool
+
+    init(registration: RegistrationStatus = .active, failRegistration: Bool = false, pendingAnswers: Int = 0) {
+        self.registration = registration
+        self.failRegistration = failRegistration
+        calls.withLock { $0.pendingAnswers = pendingAnswers }
+    }
+
+    var hooks: AuthenticatorHooks<String> {
+        AuthenticatorHooks(
+            registerPublicKey: { key, proof in
+                self.calls.withLock {
+                    $0.registered.append(key)
+                    $0.proofs.append(proof)
+                }
+                if self.failRegistration { throw KeyAuthError(.transportFailed, "server unreachable") }
+                return self.registration
+            },
+            jwtPayload: { ["device_name": "test-box"] },
+            authenticate: { assertion in
+                let pending = self.calls.withLock { calls -> Bool in
+                    calls.assertions.append(assertion)
+                    guard calls.pendingAnswers > 0 else { return false }
+                    calls.pendingAnswers -= 1
+                    return true
+                }
+                if pending { throw KeyAuthError(.approvalPending, "authorization_pending") }
+                return "session-token"
+            },
+            onError: { error in self.calls.withLock { $0.errors.append(error.code) } },
+            revoke: { key in self.calls.withLock { $0.revoked.append(key) } })
+    }
+}
+
+@Suite("Authenticator flow")
+struct AuthenticatorTests {
+    private func authenticator(
+        _ recorder: HookRecorder, directory: String, presence: (any PresenceCheck)? = nil, wait: Bool = true
+    ) -> Authenticator<String> {
+        var configuration = Authenticator<String>.Configuration(audience: "https://auth.example.test", keyBits: 2048)
+        configuration.pollInterval = .milliseconds(10)
+        configuration.waitForApproval = wait
+        return Authenticator(
+            store: KeyPairStore(directory: directory), presence: presence ?? NoPresence(), configuration: configuration,
+            hooks: recorder.hooks)
+    }
+
+    @Test("first login generates a key, registers it with a valid proof, then authenticates")
+    func firstLogin() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let flow = authenticator(recorder, directory: temporary.path)
+        let updates = flow.stateUpdates()
+        let session = try await flow.login()
+        #expect(session == "session-token")
+        let calls = recorder.calls.withLock { $0 }
+        let registered = try #require(calls.registered.first)
+        #expect(registered.bits == 2048)
+        let verifier = JWTVerifier(options: .init(audience: "https://auth.example.test"))
+        let proof = try verifier.verify(try #require(calls.proofs.first), key: registered)
+        #expect(proof.subject == registered.fingerprint)
+        let login = try verifier.verify(try #require(calls.assertions.first), key: registered)
+        #expect(login.claims["device_name"] == "test-box")
+        #expect(try KeyPairStore(directory: temporary.path).loadPublicKey() == registered)
+        var states: [AuthenticatorState] = []
+        for await state in updates {
+            states.append(state)
+            if state == .authenticated { break }
+        }
+        #expect(
+            states == [
+                .idle, .checkingPresence, .generatingKey, .registering, .signing, .authenticating, .authenticated,
+            ])
+    }
+
+    @Test("a second login reuses the key and does not register again")
+    func secondLogin() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        _ = try await authenticator(recorder, directory: temporary.path).login()
+        _ = try await authenticator(recorder, directory: temporary.path).login()
+        let calls = recorder.calls.withLock { $0 }
+        #expect(calls.registered.count == 1)
+        #expect(calls.assertions.count == 2)
+    }
+
+    @Test("a failed registration deletes the new key so that the next attempt registers again")
+    func failedRegistration() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let failing = HookRecorder(failRegistration: true)
+        let flow = authenticator(failing, directory: temporary.path)
+        await #expect {
+            try await flow.login()
+        } throws: { ($0 as? KeyAuthError)?.code == .transportFailed }
+        #expect(flow.state == .failed(.transportFailed))
+        #expect(failing.calls.withLock { $0.errors } == [.transportFailed])
+        #expect(!KeyPairStore(directory: temporary.path).hasKey)
+        let working = HookRecorder()
+        _ = try await authenticator(working, directory: temporary.path).login()
+        #expect(working.calls.withLock { $0.registered.count } == 1)
+    }
+
+    @Test("a pending registration polls until approved")
+    func pendingThenApproved() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder(registration: .pending, pendingAnswers: 2)
+        let flow = authenticator(recorder, directory: temporary.path)
+        let session = try await flow.login()
+        #expect(session == "session-token")
+        #expect(recorder.calls.withLock { $0.assertions.count } == 3)
+    }
+
+    @Test("with waiting off, a pending registration keeps the key and reports approval pending")
+    func pendingNoWait() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder(registration: .pending)
+        await #expect {
+            try await authenticator(recorder, directory: temporary.path, wait: false).login()
+        } throws: { ($0 as? KeyAuthError)?.code == .approvalPending }
+        #expect(KeyPairStore(directory: temporary.path).hasKey)
+    }
+
+    @Test("waiting for approval can be cancelled")
+    func cancelWaiting() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder(registration: .pending, pendingAnswers: 1_000_000)
+        let flow = authenticator(recorder, directory: temporary.path)
+        let task = Task { try await flow.login() }
+        try await Task.sleep(for: .milliseconds(300))
+        task.cancel()
+        await #expect {
+            try await task.value
+        } throws: { ($0 as? KeyAuthError)?.code == .cancelled }
+    }
+
+    @Test("with a PIN, the new key is encrypted with it and a wrong PIN fails the next login")
+    func pinBinding() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let attempts = temporary.path + "/pin-attempts"
+        let registering = PINPresence(reader: FixedSecretReader(answers: ["4321", "4321"]), attemptsFile: attempts)
+        _ = try await authenticator(recorder, directory: temporary.path, presence: registering).login()
+        #expect(try KeyPairStore(directory: temporary.path).isEncrypted())
+        let right = PINPresence(reader: FixedSecretReader(answers: ["4321"]), attemptsFile: attempts)
+        #expect(
+            try await authenticator(recorder, directory: temporary.path, presence: right).login() == "session-token")
+        let wrong = PINPresence(reader: FixedSecretReader(answers: ["9999"]), attemptsFile: attempts)
+        await #expect {
+            try await authenticator(recorder, directory: temporary.path, presence: wrong).login()
+        } throws: { ($0 as? KeyAuthError)?.code == .wrongPIN }
+        #expect(recorder.calls.withLock { $0.assertions.count } == 2)
+    }
+
+    @Test("reset revokes through the hook first, then deletes the key")
+    func reset() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let flow = authenticator(recorder, directory: temporary.path)
+        _ = try await flow.login()
+        let key = try KeyPairStore(directory: temporary.path).loadPublicKey()
+        try await flow.reset()
+        #expect(recorder.calls.withLock { $0.revoked } == [key])
+        #expect(!KeyPairStore(directory: temporary.path).hasKey)
+    }
+
+    @Test("the callback API delivers the same result as the async one")
+    func callbackAPI() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let flow = authenticator(HookRecorder(), directory: temporary.path)
+        let result = await withCheckedContinuation { continuation in
+            flow.start { continuation.resume(returning: $0) }
+        }
+        #expect(try result.get() == "session-token")
+    }
+}

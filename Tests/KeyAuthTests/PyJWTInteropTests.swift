@@ -1,0 +1,67 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+/// Interoperability with PyJWT (an independent implementation); `.ci/run` installs it.
+@Suite("Interoperability with PyJWT")
+struct PyJWTInteropTests {
+    /// Runs a Python snippet with arguments and returns its standard output.
+    private func python(_ script: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus,
+            String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        )
+    }
+
+    @Test("a token from the library verifies with PyJWT, with the expected claims")
+    func libraryToPyJWT() throws {
+        let key = TestKeys.first
+        let token = try JWTBuilder(key: key, audience: "https://auth.example.test").sign(claims: ["scope": "demo"])
+        let script = """
+            import sys, jwt
+            claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience="https://auth.example.test")
+            header = jwt.get_unverified_header(sys.argv[1])
+            print(claims["sub"], claims["scope"], header["kid"], header["typ"])
+            """
+        let result = try python(script, [token, key.publicKey.pemRepresentation])
+        #expect(result.status == 0, "\(result.output)")
+        let fingerprint = key.publicKey.fingerprint
+        #expect(result.output == "\(fingerprint) demo \(fingerprint) JWT")
+    }
+
+    @Test("a token from PyJWT verifies with the library, and PyJWT's tampered one does not")
+    func pyJWTToLibrary() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let key = TestKeys.second
+        let keyFile = temporary.path + "/key.pem"
+        try Data(try key.pkcs8PEM()).write(to: URL(fileURLWithPath: keyFile))
+        let fingerprint = key.publicKey.fingerprint
+        let script = """
+            import sys, time, jwt
+            now = int(time.time())
+            print(jwt.encode({"iss": sys.argv[2], "sub": sys.argv[2], "aud": "https://auth.example.test",
+                              "iat": now, "exp": now + 30, "jti": "pyjwt-1"},
+                             open(sys.argv[1]).read(), algorithm="RS256", headers={"kid": sys.argv[2]}))
+            """
+        let result = try python(script, [keyFile, fingerprint])
+        #expect(result.status == 0, "\(result.output)")
+        let verifier = JWTVerifier(options: .init(audience: "https://auth.example.test"))
+        let verified = try verifier.verify(result.output, resolver: SingleKeyResolver(key: key.publicKey))
+        #expect(verified.subject == fingerprint)
+        #expect(verified.jwtID == "pyjwt-1")
+        #expect(throws: KeyAuthError.self) {
+            try verifier.verify(result.output, resolver: SingleKeyResolver(key: TestKeys.first.publicKey))
+        }
+    }
+}
