@@ -1,1 +1,114 @@
-print("bench")
+import Foundation
+import KeyAuth
+
+// keyauth-bench: release-mode measurements that back the figures in README.md.
+//
+//   swift run -c release keyauth-bench rsa [--seconds N]
+//
+// `rsa` times RS256 signing and verification of a typical device assertion with the library,
+// and RSA key generation, then runs `openssl speed` for the same key sizes in the same
+// invocation, so that both are measured on the same machine under the same load.
+
+struct Rate {
+    let operations: Int
+    let seconds: Double
+    var perSecond: Double { Double(operations) / seconds }
+}
+
+func measure(seconds: Double, _ body: () throws -> Void) rethrows -> Rate {
+    let clock = ContinuousClock()
+    let start = clock.now
+    var operations = 0
+    var elapsed = 0.0
+    while elapsed < seconds {
+        for _ in 0..<16 { try body() }
+        operations += 16
+        let duration = clock.now - start
+        elapsed = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+    return Rate(operations: operations, seconds: elapsed)
+}
+
+/// Runs `openssl speed` and returns sign/s and verify/s per key size.
+func opensslSpeed(bits: [Int], seconds: Int) -> [Int: (sign: Double, verify: Double)] {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["openssl", "speed", "-seconds", String(seconds)] + bits.map { "rsa\($0)" }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    do { try process.run() } catch { return [:] }
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    var rates: [Int: (sign: Double, verify: Double)] = [:]
+    for line in text.split(separator: "\n") where line.hasPrefix("rsa ") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        // rsa 2048 bits 0.000667s 0.000019s   1500.0  52000.0
+        guard fields.count >= 7, let size = Int(fields[1]), let sign = Double(fields[5]), let verify = Double(fields[6])
+        else { continue }
+        rates[size] = (sign, verify)
+    }
+    return rates
+}
+
+func rsaBenchmark(seconds: Double) throws {
+    let sizes = [2048, 3072]
+    print("RS256 with the KeyAuth library vs `openssl speed` (single thread, \(seconds) s per figure)")
+    print("key    library sign/s  openssl sign/s  ratio   library verify/s  openssl verify/s  ratio")
+    var library: [Int: (sign: Double, verify: Double)] = [:]
+    for bits in sizes {
+        let key = try RSAPrivateKey.generate(bits: bits)
+        let builder = JWTBuilder(key: key, audience: "https://auth.example.test")
+        let token = try builder.sign()
+        let jws = try CompactJWS(parsing: token)
+        let input = jws.signingInput
+        let publicKey = key.publicKey
+        let sign = try measure(seconds: seconds) { _ = try key.signature(for: input) }
+        let verify = measure(seconds: seconds) {
+            precondition(jws.isSignatureValid(with: publicKey), "benchmark signature must verify")
+        }
+        library[bits] = (sign.perSecond, verify.perSecond)
+    }
+    let openssl = opensslSpeed(bits: sizes, seconds: max(1, Int(seconds.rounded())))
+    for bits in sizes {
+        guard let mine = library[bits] else { continue }
+        let theirs = openssl[bits]
+        func ratio(_ a: Double, _ b: Double?) -> String { b.map { String(format: "%.3f", a / $0) } ?? "n/a" }
+        print(
+            String(
+                format: "%-6d %14.1f  %14.1f  %5@   %16.1f  %16.1f  %5@", bits, mine.sign, theirs?.sign ?? 0,
+                ratio(mine.sign, theirs?.sign), mine.verify, theirs?.verify ?? 0, ratio(mine.verify, theirs?.verify)))
+    }
+    print("")
+    print("key generation (library, mean of 5):")
+    for bits in sizes {
+        let clock = ContinuousClock()
+        var total = Duration.zero
+        for _ in 0..<5 {
+            let start = clock.now
+            _ = try RSAPrivateKey.generate(bits: bits)
+            total += clock.now - start
+        }
+        print("  RSA-\(bits): \(total / 5)")
+    }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+var seconds = 3.0
+if let index = arguments.firstIndex(of: "--seconds"), index + 1 < arguments.count,
+    let value = Double(arguments[index + 1])
+{
+    seconds = value
+}
+switch arguments.first {
+case "rsa", nil:
+    do {
+        try rsaBenchmark(seconds: seconds)
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
+default:
+    FileHandle.standardError.write(Data("usage: keyauth-bench rsa [--seconds N]\n".utf8))
+    exit(64)
+}
