@@ -1,0 +1,311 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Proves presence with a PIN that also decrypts the private key at rest.
+///
+/// A PIN that is only compared with a stored value proves nothing against someone who can read
+/// the key file; here the PIN is the key's passphrase, so the real check is the decryption the
+/// key store runs inside ``withPIN(reason:_:)``. Wrong PINs are counted in a small file next to
+/// the key, so that the delay after five failures holds across processes: running `keyauth`
+/// again does not reset it.
+/// - Warning: the counter slows down guessing through this API only. Someone who can copy the key
+///   file can guess offline; the PBKDF2 cost of the key encryption is what protects it there.
+public struct PINPresence: PresenceCheck {
+    /// The shortest PIN accepted at registration, counted in Unicode scalars.
+    public static let minimumLength = 4
+    /// Consecutive wrong PINs allowed before a delay applies.
+    public static let freeAttempts = 5
+    /// The delay after the first failure beyond ``freeAttempts``; it doubles with each further one.
+    public static let baseDelay = 30
+    /// The longest delay, so that a forgotten PIN does not lock the person out for days.
+    public static let maximumDelay = 3600
+
+    /// A PIN, for the key store that records how a key is protected.
+    public var kind: PresenceKind { .pin }
+
+    /// Who asks for the PIN (the terminal, standard input, a test queue).
+    public let reader: any SecretReader
+
+    /// The file that counts wrong PINs, normally `<keydir>/pin-attempts`.
+    public let attemptsFile: String
+
+    private let now: @Sendable () -> Date
+
+    /// Creates a PIN check.
+    ///
+    /// - Parameters:
+    ///   - reader: Asks for the PIN.
+    ///   - attemptsFile: Where wrong PINs are counted; created with mode 0600 when first needed.
+    ///     A lock file with `.lock` appended sits next to it.
+    ///   - now: The clock; tests pass a fixed one so that they need not sleep through a delay.
+    public init(
+        reader: any SecretReader,
+        attemptsFile: String,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.reader = reader
+        self.attemptsFile = attemptsFile
+        self.now = now
+    }
+
+    /// Whether the reader can ask anybody.
+    public func isAvailable() -> Bool {
+        reader.isAvailable()
+    }
+
+    /// Reads a non-empty PIN without checking it.
+    ///
+    /// Only decryption can tell a right PIN from a wrong one, so a caller that uses the key should
+    /// call ``withPIN(reason:_:)`` instead; this exists for the protocol and for flows that only
+    /// need a person to answer. A lockout still applies.
+    /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` before asking when locked out,
+    ///   ``KeyAuthError/Code-swift.struct/presenceDenied`` for an empty PIN, or the reader's error.
+    public func verifyPresence(reason: String) async throws(KeyAuthError) {
+        let store = AttemptStore(path: attemptsFile)
+        try checkLockout(store.load())
+        let pin = try await reader.readSecret(prompt: prompt(reason))
+        guard pin.count > 0 else {
+            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
+        }
+    }
+
+    /// Asks for the PIN and lends it to `body`, which decrypts the key with it.
+    ///
+    /// The attempt is counted as a failure before `body` runs, so that a process killed during a
+    /// guess, or several processes guessing at once, cannot escape the count; a success resets it
+    /// and an error other than a wrong PIN takes the attempt back.
+    /// - Parameters:
+    ///   - reason: Why the key is needed, shown above the prompt.
+    ///   - body: Uses the PIN; throws ``KeyAuthError/Code-swift.struct/wrongPIN`` when it does not
+    ///     decrypt the key. The PIN must not escape it.
+    /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` with `retryAfter` before asking when
+    ///   too many wrong PINs were entered recently; ``KeyAuthError/Code-swift.struct/wrongPIN``
+    ///   (with `retryAfter` when this failure starts a delay);
+    ///   ``KeyAuthError/Code-swift.struct/presenceDenied`` for an empty PIN;
+    ///   ``KeyAuthError/Code-swift.struct/storageFailed`` when the attempts file cannot be used;
+    ///   the reader's and `body`'s other errors.
+    public func withPIN<Value>(
+        reason: String,
+        _ body: (SecretBytes) throws(KeyAuthError) -> Value
+    ) async throws(KeyAuthError) -> Value {
+        let store = AttemptStore(path: attemptsFile)
+        try checkLockout(store.load())
+        let pin = try await reader.readSecret(prompt: prompt(reason))
+        guard pin.count > 0 else {
+            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
+        }
+        try store.update { (state) throws(KeyAuthError) in
+            // Another process may have failed while this one waited for the person.
+            try checkLockout(state)
+            state.failures += 1
+            state.lastFailure = epochSeconds()
+        }
+        let result: Value
+        do {
+            result = try body(pin)
+        } catch {
+            guard error.code == .wrongPIN else {
+                try? store.update { state in state.failures = max(0, state.failures - 1) }
+                throw error
+            }
+            throw wrongPINError(after: try? store.load(), underlying: error)
+        }
+        try store.update { state in state = AttemptState() }
+        return result
+    }
+
+    /// Asks for a new PIN at registration, twice when `confirm` is true.
+    ///
+    /// - Returns: The new PIN, for the key store to encrypt the key with.
+    /// - Throws: ``KeyAuthError/Code-swift.struct/invalidArgument`` when the PIN is shorter than
+    ///   ``minimumLength`` or the two entries differ; the reader's errors.
+    public func newPIN(confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
+        let pin = try await reader.readSecret(prompt: "New PIN (at least \(Self.minimumLength) characters): ")
+        let length = pin.withUnsafeBytes { bytes in
+            // Counting scalar starts avoids decoding the PIN into a String that cannot be wiped.
+            bytes.reduce(0) { count, byte in byte & 0xC0 == 0x80 ? count : count + 1 }
+        }
+        guard length >= Self.minimumLength else {
+            throw KeyAuthError(.invalidArgument, "A PIN needs at least \(Self.minimumLength) characters.")
+        }
+        guard confirm else { return pin }
+        let repeated = try await reader.readSecret(prompt: "Repeat the new PIN: ")
+        guard pin.constantTimeEquals(repeated) else {
+            throw KeyAuthError(.invalidArgument, "The two PINs differ; nothing was changed.")
+        }
+        return pin
+    }
+
+    private func prompt(_ reason: String) -> String {
+        reason.isEmpty ? "PIN: " : "\(reason)\nPIN: "
+    }
+
+    private func epochSeconds() -> Int64 {
+        Int64(now().timeIntervalSince1970.rounded(.down))
+    }
+
+    /// Throws `.lockedOut` when `state` still imposes a delay.
+    private func checkLockout(_ state: AttemptState) throws(KeyAuthError) {
+        guard let seconds = Self.retryAfter(state, now: epochSeconds()) else { return }
+        throw KeyAuthError(
+            .lockedOut,
+            "Too many wrong PINs. Try again in \(Self.describe(seconds: seconds)).",
+            retryAfter: seconds
+        )
+    }
+
+    private func wrongPINError(after state: AttemptState?, underlying: KeyAuthError) -> KeyAuthError {
+        guard let state else {
+            return KeyAuthError(.wrongPIN, "Wrong PIN.", underlying: underlying)
+        }
+        if let seconds = Self.retryAfter(state, now: epochSeconds()) {
+            return KeyAuthError(
+                .wrongPIN,
+                "Wrong PIN. Too many wrong PINs: try again in \(Self.describe(seconds: seconds)).",
+                underlying: underlying,
+                retryAfter: seconds
+            )
+        }
+        let left = Self.freeAttempts - state.failures
+        return KeyAuthError(
+            .wrongPIN,
+            "Wrong PIN. \(left) attempt\(left == 1 ? "" : "s") left before a delay.",
+            underlying: underlying
+        )
+    }
+
+    /// The delay that `failures` consecutive wrong PINs impose, in seconds.
+    static func delay(afterFailures failures: Int) -> Int {
+        guard failures >= freeAttempts else { return 0 }
+        // 30 s << 7 already exceeds the cap; a smaller shift keeps huge counts from overflowing.
+        let shift = min(failures - freeAttempts, 7)
+        return min(baseDelay << shift, maximumDelay)
+    }
+
+    /// Seconds until the next attempt is allowed, or nil when it is allowed now.
+    static func retryAfter(_ state: AttemptState, now: Int64) -> Int? {
+        let delay = Int64(delay(afterFailures: state.failures))
+        guard delay > 0 else { return nil }
+        // A clock set backwards must not lengthen the wait beyond one full delay.
+        let elapsed = max(0, now - state.lastFailure)
+        guard elapsed < delay else { return nil }
+        return Int(delay - elapsed)
+    }
+
+    static func describe(seconds: Int) -> String {
+        if seconds < 60 {
+            return "\(seconds) second\(seconds == 1 ? "" : "s")"
+        }
+        let minutes = (seconds + 59) / 60
+        return "\(minutes) minute\(minutes == 1 ? "" : "s")"
+    }
+}
+
+/// What the attempts file holds.
+struct AttemptState: Codable, Equatable {
+    /// Consecutive wrong PINs (and attempts in progress).
+    var failures = 0
+    /// When the last of them started, in seconds since 1970.
+    var lastFailure: Int64 = 0
+}
+
+/// The attempts file: read without a lock, changed under an exclusive `flock` on a separate lock
+/// file and replaced atomically, so that a crash never leaves half a file and concurrent
+/// processes never lose a failure.
+struct AttemptStore {
+    let path: String
+
+    private var lockPath: String { path + ".lock" }
+
+    /// The current state; a missing file means no failures.
+    func load() throws(KeyAuthError) -> AttemptState {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return AttemptState() }
+            throw LineIO.error(.storageFailed, "Cannot read the PIN attempts file \(path).")
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 256)
+        while bytes.count <= 4096 {
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw LineIO.error(.storageFailed, "Cannot read the PIN attempts file \(path).")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        guard let state = try? JSONDecoder().decode(AttemptState.self, from: Data(bytes)), state.failures >= 0 else {
+            // Failing closed: a damaged counter must not silently become zero failures.
+            throw KeyAuthError(
+                .storageFailed, "The PIN attempts file \(path) is damaged; remove it to continue.")
+        }
+        return state
+    }
+
+    /// Changes the state under the lock and writes it back atomically.
+    func update(_ change: (inout AttemptState) throws(KeyAuthError) -> Void) throws(KeyAuthError) {
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard lock >= 0 else {
+            throw LineIO.error(.storageFailed, "Cannot open the PIN attempts lock \(lockPath).")
+        }
+        defer { close(lock) }
+        while flock(lock, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw LineIO.error(.storageFailed, "Cannot lock the PIN attempts file \(path).")
+            }
+        }
+        var state = try load()
+        let before = state
+        try change(&state)
+        if state != before {
+            try write(state)
+        }
+    }
+
+    /// Writes a temporary file in the same directory, syncs it, and renames it over the old one.
+    private func write(_ state: AttemptState) throws(KeyAuthError) {
+        guard let data = try? JSONEncoder().encode(state) else {
+            throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
+        }
+        let directory = Self.directory(of: path)
+        let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw LineIO.error(.storageFailed, "Cannot create a file in \(directory).")
+        }
+        var renamed = false
+        defer {
+            if !renamed { unlink(temporary) }
+        }
+        // The umask can only remove bits; fchmod makes the mode exactly 0600 whatever it is.
+        let text = String(decoding: data, as: UTF8.self) + "\n"
+        let written = fchmod(descriptor, 0o600) == 0 && LineIO.writeAll(descriptor, text)
+        let synced = written && fsync(descriptor) == 0
+        let failure = synced ? nil : LineIO.error(.storageFailed, "Cannot write the PIN attempts file \(path).")
+        close(descriptor)
+        if let failure { throw failure }
+        guard rename(temporary, path) == 0 else {
+            throw LineIO.error(.storageFailed, "Cannot replace the PIN attempts file \(path).")
+        }
+        renamed = true
+        // The rename itself is durable only once the directory is synced.
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            _ = fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+
+    private static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let directory = String(path[..<slash])
+        return directory.isEmpty ? "/" : directory
+    }
+}
