@@ -1,6 +1,10 @@
 import Foundation
 import KeyAuth
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 // keyauth-bench: release-mode measurements that back the figures in README.md.
 //
 //   swift run -c release keyauth-bench rsa [--seconds N]
@@ -93,6 +97,63 @@ func rsaBenchmark(seconds: Double) throws {
     }
 }
 
+/// Registers `devices` RSA-2048 keys with every server in `servers` (one user each, so all are
+/// active) and writes `count` unique pre-signed assertions, one per line, for the wrk script.
+func loadPrepare(devices: Int, count: Int, issuer: String, servers: [String], output: String) throws {
+    let keys = (0..<devices).map { _ in Box<RSAPrivateKey>() }
+    DispatchQueue.concurrentPerform(iterations: devices) { index in
+        keys[index].value = try? RSAPrivateKey.generate(bits: 2048)
+    }
+    let ready = keys.compactMap(\.value)
+    guard ready.count == devices else { throw KeyAuthError(.cryptoFailed, "key generation failed") }
+    for server in servers {
+        for (index, key) in ready.enumerated() {
+            let proof = try JWTBuilder(key: key, audience: issuer).sign()
+            let body: JSONValue = .object([
+                "user": .string("bench-\(index)"), "public_key": .string(key.publicKey.pemRepresentation),
+                "name": "bench", "proof": .string(proof),
+            ])
+            let status = try post(server + "/v1/devices", body: Array(body.serialized().utf8))
+            guard status == 201 || status == 200 else {
+                throw KeyAuthError(.serverRejected, "registration at \(server) answered \(status)")
+            }
+        }
+    }
+    let lines = (0..<count).map { _ in Box<String>() }
+    DispatchQueue.concurrentPerform(iterations: count) { index in
+        lines[index].value = try? JWTBuilder(key: ready[index % devices], audience: issuer, lifetime: 280).sign()
+    }
+    let text = lines.compactMap(\.value).joined(separator: "\n") + "\n"
+    try text.write(toFile: output, atomically: true, encoding: .utf8)
+}
+
+/// A mutable slot for results written from `concurrentPerform`, one index per thread.
+final class Box<Value>: @unchecked Sendable {
+    var value: Value?
+}
+
+/// A blocking JSON POST; returns the status code.
+func post(_ url: String, body: [UInt8]) throws -> Int {
+    guard let target = URL(string: url) else { throw KeyAuthError(.invalidArgument, "bad URL \(url)") }
+    var request = URLRequest(url: target)
+    request.httpMethod = "POST"
+    request.httpBody = Data(body)
+    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    let done = DispatchSemaphore(value: 0)
+    let status = Box<Int>()
+    URLSession.shared.dataTask(with: request) { _, response, _ in
+        status.value = (response as? HTTPURLResponse)?.statusCode
+        done.signal()
+    }.resume()
+    done.wait()
+    return status.value ?? 0
+}
+
+func option(_ name: String, in arguments: [String]) -> String? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 var seconds = 3.0
 if let index = arguments.firstIndex(of: "--seconds"), index + 1 < arguments.count,
@@ -108,7 +169,35 @@ case "rsa", nil:
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
     }
+case "load-prepare":
+    let rest = Array(arguments.dropFirst())
+    let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer"]
+    var servers: [String] = []
+    var skip = false
+    for argument in rest {
+        if skip {
+            skip = false
+        } else if flags.contains(argument) {
+            skip = true
+        } else {
+            servers.append(argument)
+        }
+    }
+    guard let output = option("--out", in: rest), let issuer = option("--issuer", in: rest), !servers.isEmpty else {
+        FileHandle.standardError.write(
+            Data("usage: keyauth-bench load-prepare --out FILE --issuer URL SERVER...\n".utf8))
+        exit(64)
+    }
+    do {
+        try loadPrepare(
+            devices: Int(option("--devices", in: rest) ?? "") ?? 200,
+            count: Int(option("--assertions", in: rest) ?? "") ?? 100_000, issuer: issuer, servers: servers,
+            output: output)
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
 default:
-    FileHandle.standardError.write(Data("usage: keyauth-bench rsa [--seconds N]\n".utf8))
+    FileHandle.standardError.write(Data("usage: keyauth-bench rsa [--seconds N] | load-prepare ...\n".utf8))
     exit(64)
 }

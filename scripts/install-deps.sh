@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what keyauth needs on Debian (as root): the C libraries' -dev packages, the
+# PostgreSQL server for the storage tests, and PyJWT for the interoperability tests.
+# Idempotent: it only calls apt-get when a package is missing.
+set -euo pipefail
+
+packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql wrk)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! python3 -c 'import jwt, cryptography' 2>/dev/null; then
+    echo "installing: PyJWT cryptography (pip)" >&2
+    python3 -m pip install -q --disable-pip-version-check PyJWT cryptography 2>&1 | grep -v -i "warning: running pip as" >&2 || true
+fi
