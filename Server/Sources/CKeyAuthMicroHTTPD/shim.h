@@ -7,4 +7,48 @@
 #include <sys/types.h>
 #include <microhttpd.h>
 
+/// MHD_start_daemon is variadic; Swift cannot call it. This is the one place the daemon's
+/// options are listed, each with a typed parameter so that Swift passes the right C types
+/// (the varargs list reads them by exact type; a wrong width would be read as garbage).
+/// The port argument is 0 because MHD_OPTION_SOCK_ADDR carries the address and port.
+static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
+    unsigned int flags,
+    const struct sockaddr *address,
+    unsigned int thread_pool_size,
+    unsigned int connection_limit,
+    unsigned int connection_timeout_seconds,
+    size_t connection_memory_limit,
+    MHD_AccessHandlerCallback handler,
+    void *handler_context,
+    MHD_RequestCompletedCallback completed,
+    void *completed_context)
+{
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, handler, handler_context,
+        MHD_OPTION_SOCK_ADDR, address,
+        MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
+        MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+        MHD_OPTION_END);
+}
+
+/// MHD_get_daemon_info is variadic; Swift cannot call it. Returns the port the daemon bound,
+/// which tests need after asking for port 0; 0 when the daemon cannot tell.
+static inline uint16_t ckeyauth_mhd_bound_port(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+/// MHD_get_connection_info is variadic; Swift cannot call it. Returns the peer's address
+/// (owned by libmicrohttpd, valid while the connection lives), or NULL.
+static inline const struct sockaddr *ckeyauth_mhd_client_address(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info == NULL ? NULL : info->client_addr;
+}
+
 #endif

@@ -1,0 +1,68 @@
+/// How users enroll their first device (PROTOCOL.md section 4, "Register").
+public enum EnrollmentMode: String, Sendable, CaseIterable {
+    /// A user's first device becomes active at once.
+    case open
+    /// A user's first device needs a one-time code from `keyauth-server enroll USER`.
+    case code
+}
+
+/// Everything `keyauth-server serve` can be told, with the documented defaults.
+///
+/// Filled from flags and `KEYAUTH_SERVER_*` environment variables by ``ServerCommand``; tests
+/// build it directly.
+public struct ServerConfiguration: Sendable {
+    /// Where to listen (`--listen`, default `127.0.0.1:8088`).
+    public var listen: ListenAddress
+    /// The public base URL: `iss` and `aud` of every token (`--issuer`, default
+    /// `http://HOST:PORT` of the bound address).
+    public var issuer: String?
+    /// The storage: a SQLite file path or a `postgres://` URL (`--db`).
+    public var database: String = "keyauth-server.db"
+    /// Whether first devices need an enrollment code (`--enrollment`).
+    public var enrollment: EnrollmentMode = .open
+    /// Whether to take the client address from the last `X-Forwarded-For` hop
+    /// (`--trust-proxy`). Only behind a proxy that sets it, or clients choose their address.
+    public var trustProxy: Bool = false
+    /// Failed logins and registrations allowed per client address and window (`--rate-limit`).
+    public var failureLimit: Int = 10
+    /// The rate-limit window in seconds.
+    public var failureWindowSeconds: Int64 = 60
+    /// Access token lifetime in seconds (`--token-lifetime`, PROTOCOL.md section 3: 900).
+    public var accessTokenLifetime: Int64 = 900
+    /// How long a pending device waits for approval before it expires (section 4: 10 minutes).
+    public var pendingLifetime: Int64 = defaultPendingLifetime
+    /// Ten minutes (PROTOCOL.md section 4).
+    public static let defaultPendingLifetime: Int64 = 600
+    /// How long an enrollment code is valid.
+    public var enrollmentCodeLifetime: Int64 = 900
+    /// Clock skew tolerated on assertion times (section 2: 10 s).
+    public var leeway: Int64 = 10
+    /// The longest assertion lifetime accepted (section 2: 300 s).
+    public var maximumAssertionLifetime: Int64 = 300
+    /// Size of the server's RSA signing key, generated on first start.
+    public var signingKeyBits: Int = 2048
+    /// libmicrohttpd worker threads (`--threads`).
+    public var threads: Int = 4
+    /// Simultaneous connections (`--max-connections`).
+    public var connectionLimit: Int = 1000
+    /// Idle seconds before a connection is closed (`--connection-timeout`).
+    public var connectionTimeoutSeconds: Int = 30
+    /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
+    public var maximumBodySize: Int = 64 * 1024
+    /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters.
+    public var cleanupIntervalSeconds: Int = 60
+    /// Whether to write one line per request to stderr.
+    public var logRequests: Bool = true
+
+    /// A configuration with every default, listening on `listen`.
+    public init(listen: ListenAddress) {
+        self.listen = listen
+    }
+
+    /// The issuer, or `http://HOST:PORT` when none was configured.
+    public func resolvedIssuer(boundPort: UInt16) -> String {
+        if let issuer { return issuer }
+        let host = listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host
+        return listen.isIPv6 ? "http://[\(host)]:\(boundPort)" : "http://\(host):\(boundPort)"
+    }
+}

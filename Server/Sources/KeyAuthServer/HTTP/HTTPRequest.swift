@@ -1,0 +1,34 @@
+/// One HTTP request as plain values, so that routing is testable without sockets.
+///
+/// The transport fills it from libmicrohttpd; tests build it directly.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, ... as sent (libmicrohttpd passes the token unchanged).
+    public var method: String
+    /// The path, percent-decoded, without the query string.
+    public var path: String
+    /// The query parameters, decoded; the first value wins for repeated names.
+    public var query: [String: String]
+    /// The header fields.
+    public var headers: HTTPHeaders
+    /// The body, at most the transport's limit (64 KiB).
+    public var body: [UInt8]
+    /// The peer's IP address as text (the proxy's, behind a proxy).
+    public var clientAddress: String
+    /// Set by the transport when the body exceeded the limit; ``body`` is then empty and the
+    /// responder answers 413 through the same error mapping as every other error.
+    public var bodyTooLarge: Bool
+
+    /// Creates a request.
+    public init(
+        method: String, path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = [], clientAddress: String = "127.0.0.1", bodyTooLarge: Bool = false
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.clientAddress = clientAddress
+        self.bodyTooLarge = bodyTooLarge
+    }
+}

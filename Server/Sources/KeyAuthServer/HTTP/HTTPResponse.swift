@@ -1,0 +1,36 @@
+import KeyAuth
+
+/// One HTTP response as plain values; the transport copies it into libmicrohttpd.
+public struct HTTPResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// The header fields (`Content-Type` included; the transport adds `Content-Length`).
+    public var headers: HTTPHeaders
+    /// The body.
+    public var body: [UInt8]
+
+    /// Creates a response.
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response. Every JSON answer says `no-store`: tokens must not be cached (RFC 6749
+    /// section 5.1) and nothing else here benefits from caching either.
+    public static func json(_ value: JSONValue, status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
+        -> HTTPResponse
+    {
+        var headers = extra
+        headers.set("Content-Type", "application/json")
+        if headers["Cache-Control"] == nil { headers.set("Cache-Control", "no-store") }
+        return HTTPResponse(status: status, headers: headers, body: Array((value.serialized() + "\n").utf8))
+    }
+
+    /// A plain-text response.
+    public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8")
+        -> HTTPResponse
+    {
+        HTTPResponse(status: status, headers: ["Content-Type": contentType], body: Array(text.utf8))
+    }
+}

@@ -1,0 +1,132 @@
+internal import CKeyAuthMicroHTTPD
+
+// libmicrohttpd's callbacks. They are global functions in this library file, not closures in
+// `main.swift`: a closure there is main-actor isolated and traps when a worker thread calls it.
+// Per-request state is a `RequestState` retained into `*con_cls` on the first call and
+// released in the completion callback, which libmicrohttpd always calls exactly once.
+
+/// The state of one request across the access handler's calls.
+final class RequestState {
+    var request: HTTPRequest
+    var bodyTooLarge = false
+    var discardedBytes = 0
+
+    init(request: HTTPRequest) {
+        self.request = request
+    }
+}
+
+/// The access handler: called once when the headers are in, once per body chunk, and once when
+/// the request is complete (then with `*upload_data_size == 0`).
+func httpServerAccessHandler(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
+    _ uploadDataSize: UnsafeMutablePointer<Int>?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let uploadDataSize, let requestContext else { return .NO }
+    let server = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+
+    guard let statePointer = requestContext.pointee else {
+        // First call: the headers are complete and no body byte has been read yet.
+        let state = RequestState(
+            request: HTTPRequest(
+                method: method.map { String(cString: $0) } ?? "",
+                path: url.map { String(cString: $0) } ?? "/",
+                clientAddress: ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""))
+        withExtendedLifetime(state) {
+            let pointer = Unmanaged.passUnretained(state).toOpaque()
+            MHD_get_connection_values(connection, .HEADER_KIND, httpServerCollectHeader, pointer)
+            MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, httpServerCollectQueryItem, pointer)
+        }
+        requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
+        server.inFlight.add(1, ordering: .relaxed)
+        // A declared length over the limit is refused before reading any of the body;
+        // libmicrohttpd then discards the rest and closes the connection after the answer.
+        if let declared = state.request.headers["Content-Length"], let length = Int(declared),
+            length > server.maximumBodySize
+        {
+            state.request.bodyTooLarge = true
+            return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+        }
+        return .YES
+    }
+
+    let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
+    let chunkSize = uploadDataSize.pointee
+    if chunkSize > 0 {
+        // A body chunk. The limit holds while reading: past it nothing more is kept, and a
+        // client that keeps streaming (chunked encoding has no declared length) is cut off.
+        if state.bodyTooLarge {
+            state.discardedBytes += chunkSize
+            if state.discardedBytes > server.maximumDiscardedBytes { return .NO }
+        } else if state.request.body.count + chunkSize > server.maximumBodySize {
+            state.bodyTooLarge = true
+            state.discardedBytes = state.request.body.count + chunkSize
+            state.request.body = []
+        } else if let uploadData {
+            uploadData.withMemoryRebound(to: UInt8.self, capacity: chunkSize) {
+                state.request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: chunkSize))
+            }
+        }
+        uploadDataSize.pointee = 0
+        return .YES
+    }
+
+    // The request is complete.
+    state.request.bodyTooLarge = state.bodyTooLarge
+    return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+}
+
+/// The completion callback: releases the request's state, whatever ended the request.
+func httpServerRequestCompleted(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ reason: MHD_RequestTerminationCode
+) {
+    guard let requestContext, let statePointer = requestContext.pointee else { return }
+    Unmanaged<RequestState>.fromOpaque(statePointer).release()
+    requestContext.pointee = nil
+    if let cls {
+        Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().inFlight.subtract(1, ordering: .releasing)
+    }
+}
+
+/// Header iterator: appends each field to the request (called synchronously, so the state is
+/// passed unretained).
+func httpServerCollectHeader(
+    _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
+    _ value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    guard let cls, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(cls).takeUnretainedValue()
+    state.request.headers.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+    return .YES
+}
+
+/// Query iterator: keeps the first value of each decoded parameter.
+func httpServerCollectQueryItem(
+    _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
+    _ value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    guard let cls, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(cls).takeUnretainedValue()
+    let name = String(cString: key)
+    if state.request.query[name] == nil {
+        state.request.query[name] = value.map { String(cString: $0) } ?? ""
+    }
+    return .YES
+}
+
+/// Copies `response` into a libmicrohttpd response and queues it.
+func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+    let created = response.body.withUnsafeBytes { bytes in
+        MHD_create_response_from_buffer(
+            bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    }
+    guard let created else { return .NO }
+    defer { MHD_destroy_response(created) }
+    for field in response.headers {
+        // libmicrohttpd refuses fields with CR or LF, so a bad value cannot split the response.
+        _ = MHD_add_response_header(created, field.name, field.value)
+    }
+    return MHD_queue_response(connection, UInt32(response.status), created)
+}

@@ -1,0 +1,158 @@
+internal import CKeyAuthMicroHTTPD
+import Glibc
+import Synchronization
+
+/// Tuning of the HTTP transport.
+public struct HTTPServerOptions: Sendable {
+    /// Where to listen.
+    public var address: ListenAddress
+    /// Worker threads in libmicrohttpd's pool; each runs one request at a time, blocking on
+    /// storage, so a few more threads than cores keeps the CPU busy while one waits for fsync.
+    public var threadPoolSize: Int = 4
+    /// Simultaneous connections accepted; more are refused at accept time.
+    public var connectionLimit: Int = 1000
+    /// Seconds a connection may stay idle (keep-alive or a stalled upload) before it is closed.
+    public var connectionTimeoutSeconds: Int = 30
+    /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
+    public var maximumBodySize: Int = 64 * 1024
+    /// Bytes of a too-large chunked body the transport reads and drops before it gives up on the
+    /// connection instead of answering 413, so a client cannot stream forever.
+    public var maximumDiscardedBytes: Int = 1024 * 1024
+    /// Seconds shutdown waits for requests in progress before closing connections anyway.
+    public var drainTimeoutSeconds: Int = 10
+
+    /// Options with defaults for everything but the address.
+    public init(address: ListenAddress) {
+        self.address = address
+    }
+}
+
+/// A transport failure: the daemon could not start.
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, with the address.
+    public let message: String
+    public var description: String { message }
+}
+
+/// The HTTP server: libmicrohttpd with its internal epoll thread pool, turning requests into
+/// ``HTTPRequest`` values for an ``HTTPResponder``.
+///
+/// libmicrohttpd owns the sockets, keep-alive, request parsing, connection limits and timeouts;
+/// this class only owns the daemon and the callbacks' shared context. The 64 KiB body limit is
+/// enforced while the body arrives (see `HTTPServer+Callbacks.swift`).
+public final class HTTPServer: Sendable {
+    private let daemon: MicroHTTPDaemon
+    private let context: HTTPServerContext
+    private let drainTimeoutSeconds: Int
+
+    /// The bound port (the kernel's choice when the options asked for port 0).
+    public let port: UInt16
+    /// The bound address.
+    public let address: ListenAddress
+
+    /// Starts listening and serving at once.
+    ///
+    /// - Throws: ``HTTPServerError`` when the address cannot be bound or the daemon fails.
+    public init(responder: any HTTPResponder, options: HTTPServerOptions) throws(HTTPServerError) {
+        let context = HTTPServerContext(
+            responder: responder, maximumBodySize: options.maximumBodySize,
+            maximumDiscardedBytes: options.maximumDiscardedBytes)
+        // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
+        // returns; released in `stop`/`deinit` after that.
+        let contextPointer = Unmanaged.passRetained(context).toOpaque()
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_ITC.rawValue
+        if options.address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        let started = options.address.withSocketAddress { socketAddress in
+            ckeyauth_mhd_start_daemon(
+                UInt32(flags), socketAddress, UInt32(max(options.threadPoolSize, 1)),
+                UInt32(max(options.connectionLimit, 1)), UInt32(max(options.connectionTimeoutSeconds, 1)),
+                // Per-connection buffer for headers and body chunks; the body is copied out in
+                // chunks, so this bounds memory per connection, not the body size.
+                32 * 1024, httpServerAccessHandler, contextPointer, httpServerRequestCompleted, contextPointer)
+        }
+        guard let started else {
+            Unmanaged<HTTPServerContext>.fromOpaque(contextPointer).release()
+            throw HTTPServerError(
+                message: "cannot listen on \(options.address) (address in use, or not allowed)")
+        }
+        self.daemon = MicroHTTPDaemon(taking: started)
+        self.context = context
+        self.drainTimeoutSeconds = options.drainTimeoutSeconds
+        let bound = ckeyauth_mhd_bound_port(started)
+        self.port = bound == 0 ? options.address.port : bound
+        self.address = options.address
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Requests currently being received or answered.
+    public var requestsInProgress: Int {
+        context.inFlight.load(ordering: .relaxed)
+    }
+
+    /// Stops gracefully: stops accepting connections, lets requests in progress finish (up to
+    /// the drain timeout), then closes every connection and joins the worker threads.
+    ///
+    /// Idempotent and safe to call from any thread but a worker's.
+    public func stop() {
+        daemon.stop(
+            drainingUntil: ServerClock.monotonicNanoseconds() + UInt64(max(drainTimeoutSeconds, 0)) * 1_000_000_000
+        ) {
+            context.inFlight.load(ordering: .acquiring)
+        } onStopped: {
+            // Balances the `passRetained` of `init`: no callback can run any more.
+            Unmanaged.passUnretained(context).release()
+        }
+    }
+}
+
+/// The one owner of an `MHD_Daemon`.
+///
+/// `@unchecked Sendable`: the pointer is only passed to libmicrohttpd functions that are
+/// thread-safe, and stopping (which is not reentrant) happens once, under the mutex.
+final class MicroHTTPDaemon: @unchecked Sendable {
+    private let pointer: OpaquePointer
+    private let running = Mutex(true)
+
+    init(taking pointer: OpaquePointer) {
+        self.pointer = pointer
+    }
+
+    deinit {
+        stop(drainingUntil: 0, inFlight: { 0 }, onStopped: {})
+    }
+
+    /// Quiesces (closes the listening socket, so new connections are refused), waits until
+    /// `inFlight` reaches zero or the monotonic `deadline` passes, then stops the daemon, which
+    /// closes the remaining connections and joins its threads.
+    func stop(drainingUntil deadline: UInt64, inFlight: () -> Int, onStopped: () -> Void) {
+        running.withLock { running in
+            guard running else { return }
+            running = false
+            let listener = MHD_quiesce_daemon(pointer)
+            if listener >= 0 { close(listener) }
+            while inFlight() > 0, ServerClock.monotonicNanoseconds() < deadline {
+                usleep(10_000)
+            }
+            MHD_stop_daemon(pointer)
+            onStopped()
+        }
+    }
+}
+
+/// What every callback of one daemon shares.
+final class HTTPServerContext: Sendable {
+    let responder: any HTTPResponder
+    let maximumBodySize: Int
+    let maximumDiscardedBytes: Int
+    /// Requests between their first callback and their completion notice.
+    let inFlight = Atomic<Int>(0)
+
+    init(responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int) {
+        self.responder = responder
+        self.maximumBodySize = maximumBodySize
+        self.maximumDiscardedBytes = maximumDiscardedBytes
+    }
+}

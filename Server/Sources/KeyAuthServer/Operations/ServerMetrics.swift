@@ -1,0 +1,94 @@
+import Synchronization
+
+/// Counters and a latency histogram in Prometheus text format (version 0.0.4) for `/metrics`.
+///
+/// Labels are bounded: routes are patterns (`/v1/devices/{kid}`), never raw paths, and results
+/// are a fixed vocabulary, so a client cannot grow the series without limit.
+final class ServerMetrics: Sendable {
+    /// Upper bounds of the latency buckets, in seconds.
+    static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+    private struct RequestKey: Hashable {
+        let route: String
+        let method: String
+        let status: Int
+    }
+
+    private struct Histogram {
+        var buckets = [UInt64](repeating: 0, count: ServerMetrics.latencyBuckets.count)
+        var count: UInt64 = 0
+        var sum: Double = 0
+    }
+
+    private struct State {
+        var requests: [RequestKey: UInt64] = [:]
+        var latency: [String: Histogram] = [:]
+        var logins: [String: UInt64] = [:]
+        var registrations: [String: UInt64] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Counts one answered request and its duration.
+    func recordRequest(route: String, method: String, status: Int, seconds: Double) {
+        state.withLock { state in
+            state.requests[RequestKey(route: route, method: method, status: status), default: 0] += 1
+            var histogram = state.latency[route] ?? Histogram()
+            for (index, bound) in Self.latencyBuckets.enumerated() where seconds <= bound {
+                histogram.buckets[index] += 1
+            }
+            histogram.count += 1
+            histogram.sum += seconds
+            state.latency[route] = histogram
+        }
+    }
+
+    /// Counts one login attempt by result (`success`, or an OAuth error code).
+    func recordLogin(result: String) {
+        state.withLock { $0.logins[result, default: 0] += 1 }
+    }
+
+    /// Counts one registration attempt by result (`active`, `pending`, `existing`, or an error).
+    func recordRegistration(result: String) {
+        state.withLock { $0.registrations[result, default: 0] += 1 }
+    }
+
+    /// The exposition text.
+    func render() -> String {
+        let snapshot = state.withLock { $0 }
+        var lines: [String] = []
+        lines.append("# HELP keyauth_http_requests_total HTTP requests answered, by route, method and status.")
+        lines.append("# TYPE keyauth_http_requests_total counter")
+        for (key, count) in snapshot.requests.sorted(by: {
+            ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status)
+        }) {
+            lines.append(
+                "keyauth_http_requests_total{route=\"\(key.route)\",method=\"\(key.method)\",status=\"\(key.status)\"} \(count)"
+            )
+        }
+        lines.append("# HELP keyauth_logins_total Login attempts at /oauth/token, by result.")
+        lines.append("# TYPE keyauth_logins_total counter")
+        for (result, count) in snapshot.logins.sorted(by: { $0.key < $1.key }) {
+            lines.append("keyauth_logins_total{result=\"\(result)\"} \(count)")
+        }
+        lines.append("# HELP keyauth_registrations_total Device registrations, by result.")
+        lines.append("# TYPE keyauth_registrations_total counter")
+        for (result, count) in snapshot.registrations.sorted(by: { $0.key < $1.key }) {
+            lines.append("keyauth_registrations_total{result=\"\(result)\"} \(count)")
+        }
+        lines.append("# HELP keyauth_http_request_duration_seconds Time to answer a request, by route.")
+        lines.append("# TYPE keyauth_http_request_duration_seconds histogram")
+        for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
+            for (index, bound) in Self.latencyBuckets.enumerated() {
+                lines.append(
+                    "keyauth_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(histogram.buckets[index])"
+                )
+            }
+            lines.append(
+                "keyauth_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)")
+            lines.append("keyauth_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)")
+            lines.append("keyauth_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,273 @@
+import Glibc
+import KeyAuth
+
+/// The HTTP face of the server: routes requests, parses bodies, applies the rate limit, and
+/// turns results and errors into responses; also counts metrics and writes the request log.
+///
+/// Plain Swift with no socket in sight, so every rule of PROTOCOL.md is testable by calling
+/// ``respond(to:)`` with ``HTTPRequest`` values.
+public final class KeyAuthResponder: HTTPResponder {
+    let service: KeyAuthService
+    let signingKeys: ServerSigningKeys
+    let rateLimiter: FailureRateLimiter
+    let metrics = ServerMetrics()
+    let log: any ServerLog
+    let trustProxy: Bool
+    let logRequests: Bool
+    let maximumBodySize: Int
+    /// The issuer URL all tokens name.
+    public let issuer: String
+
+    /// Builds the application on `storage`, loading the server's signing key or creating one.
+    ///
+    /// - Parameters:
+    ///   - configuration: the settings (issuer aside).
+    ///   - issuer: the resolved issuer URL.
+    ///   - storage: an open store.
+    ///   - log: where request and error lines go.
+    ///   - now: the clock (tests move it).
+    /// - Throws: ``StorageError``, or `KeyAuthError` when the signing key cannot be created or
+    ///   read.
+    public init(
+        configuration: ServerConfiguration, issuer: String, storage: any ServerStorage,
+        log: any ServerLog = StandardErrorLog(), now: @escaping @Sendable () -> Int64 = ServerClock.now
+    ) throws {
+        // Made now rather than on the first unknown key, so no request pays for it.
+        _ = DeviceKeyLookup.decoy
+        let keys = try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+        let settings = KeyAuthService.Settings(
+            issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
+            leeway: configuration.leeway, maximumAssertionLifetime: configuration.maximumAssertionLifetime,
+            accessTokenLifetime: configuration.accessTokenLifetime)
+        service = KeyAuthService(
+            settings: settings, storage: storage,
+            tokens: AccessTokens(
+                keys: keys, issuer: issuer, lifetime: configuration.accessTokenLifetime, leeway: configuration.leeway,
+                now: now),
+            enrollmentCodes: EnrollmentCodes(
+                storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
+            now: now)
+        signingKeys = keys
+        rateLimiter = FailureRateLimiter(
+            limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now)
+        self.log = log
+        self.trustProxy = configuration.trustProxy
+        self.logRequests = configuration.logRequests
+        self.maximumBodySize = configuration.maximumBodySize
+        self.issuer = issuer
+    }
+
+    public func respond(to request: HTTPRequest) -> HTTPResponse {
+        let start = ServerClock.monotonicNanoseconds()
+        let route = Route(path: request.path)
+        var response: HTTPResponse
+        do {
+            response = try dispatch(request, route: route)
+        } catch {
+            if !(error is ServiceError) {
+                log.error("\(request.method) \(route?.label ?? "unknown path"): \(error)")
+            }
+            response = HTTPResponse(error: error)
+        }
+        let seconds = Double(ServerClock.monotonicNanoseconds() - start) / 1e9
+        metrics.recordRequest(
+            route: route?.label ?? "unknown", method: Self.methodLabel(request.method), status: response.status,
+            seconds: seconds)
+        if logRequests {
+            // Unknown paths are cut short: a confused client may put anything in a path.
+            let path = route == nil ? String(request.path.prefix(64)) : request.path
+            log.request(method: request.method, path: path, status: response.status, milliseconds: seconds * 1000)
+        }
+        return response
+    }
+
+    /// Periodic housekeeping: forgets expired replay-cache entries, enrollment codes and
+    /// rate-limit counters.
+    public func purgeExpired() {
+        rateLimiter.purge()
+        do {
+            let now = service.now()
+            try service.storage.purgeExpiredJTIs(now: now)
+            try service.storage.purgeExpiredEnrollmentCodes(now: now)
+        } catch {
+            log.error("cleanup failed: \(error)")
+        }
+    }
+
+    // MARK: Dispatch
+
+    private func dispatch(_ request: HTTPRequest, route: Route?) throws -> HTTPResponse {
+        // The transport enforces the limit while reading; this check keeps the rule true for
+        // any other caller of the responder.
+        if request.bodyTooLarge || request.body.count > maximumBodySize {
+            throw ServiceError(.payloadTooLarge, "the request body is larger than \(maximumBodySize / 1024) KiB")
+        }
+        guard let route else { throw ServiceError(.notFound, "no such endpoint") }
+        guard route.allowedMethods.contains(request.method) else {
+            throw ServiceError(.methodNotAllowed(allowed: route.allowedMethods), "method not allowed on this endpoint")
+        }
+        switch (route, request.method) {
+        case (.token, _):
+            return try limited(request, record: metrics.recordLogin) { try token(request) }
+        case (.devices, "POST"):
+            return try limited(request, record: metrics.recordRegistration) { try register(request) }
+        case (.devices, _):
+            let actor = try service.authenticate(bearer: try bearerToken(request))
+            let devices = try service.listDevices(of: actor)
+            return .json(.object(["devices": .array(devices.map(deviceListEntry))]))
+        case (.device(let kid), _):
+            let actor = try service.authenticate(bearer: try bearerToken(request))
+            try service.revoke(kid: kid, by: actor)
+            return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
+        case (.approveDevice(let kid), _):
+            let actor = try service.authenticate(bearer: try bearerToken(request))
+            let device = try service.approve(kid: kid, by: actor)
+            return .json(registrationEntry(device))
+        case (.jwks, _):
+            return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
+        case (.openIDConfiguration, _):
+            return .json(openIDConfiguration, headers: ["Cache-Control": "public, max-age=300"])
+        case (.health, _):
+            try service.storage.healthCheck()
+            return .json(.object(["status": "ok"]))
+        case (.metrics, _):
+            return .text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        }
+    }
+
+    /// Runs a login or registration under the per-address failure limit, counting failures
+    /// (client errors other than `authorization_pending`, which polling clients get by design)
+    /// and recording the result for metrics.
+    private func limited(
+        _ request: HTTPRequest, record: (String) -> Void, _ body: () throws -> (HTTPResponse, String)
+    ) throws -> HTTPResponse {
+        let address = clientAddress(of: request)
+        if let retryAfter = rateLimiter.retryAfter(for: address) {
+            record("slow_down")
+            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
+        }
+        do {
+            let (response, result) = try body()
+            record(result)
+            return response
+        } catch let error as ServiceError {
+            record(error.kind.statusAndCode.code)
+            if error.kind != .authorizationPending { rateLimiter.recordFailure(for: address) }
+            throw error
+        } catch let error as StorageError {
+            record("temporarily_unavailable")
+            throw error
+        } catch {
+            record("server_error")
+            throw error
+        }
+    }
+
+    // MARK: Endpoints
+
+    private func token(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
+        try requireContentType(request, "application/x-www-form-urlencoded")
+        let form = try FormURLEncoded.parse(request.body)
+        guard let grantType = form["grant_type"], !grantType.isEmpty else {
+            throw ServiceError(.invalidRequest, "grant_type is missing")
+        }
+        guard grantType == KeyAuthService.jwtBearerGrant else {
+            throw ServiceError(.unsupportedGrantType, "only \(KeyAuthService.jwtBearerGrant) is supported")
+        }
+        guard let assertion = form["assertion"], !assertion.isEmpty else {
+            throw ServiceError(.invalidRequest, "assertion is missing")
+        }
+        let result = try service.login(assertion: assertion)
+        let body: JSONValue = .object([
+            "access_token": .string(result.accessToken), "token_type": "Bearer",
+            "expires_in": .integer(result.expiresIn),
+        ])
+        return (.json(body, headers: ["Cache-Control": "no-store", "Pragma": "no-cache"]), "success")
+    }
+
+    private func register(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
+        try requireContentType(request, "application/json")
+        let registration = try RegistrationRequest(json: request.body)
+        switch try service.register(registration) {
+        case .active(let device): return (.json(registrationEntry(device), status: 201), "active")
+        case .pending(let device): return (.json(registrationEntry(device), status: 202), "pending")
+        case .existing(let device): return (.json(registrationEntry(device), status: 200), "existing")
+        }
+    }
+
+    // MARK: Helpers
+
+    private var openIDConfiguration: JSONValue {
+        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        return .object([
+            "issuer": .string(issuer),
+            "token_endpoint": .string(base + "/oauth/token"),
+            "jwks_uri": .string(base + "/.well-known/jwks.json"),
+            "grant_types_supported": .array([.string(KeyAuthService.jwtBearerGrant)]),
+            "token_endpoint_auth_signing_alg_values_supported": .array(["RS256"]),
+        ])
+    }
+
+    private func registrationEntry(_ device: DeviceRecord) -> JSONValue {
+        .object([
+            "kid": .string(device.kid), "user": .string(device.user), "name": .string(device.name),
+            "status": .string(service.visibleStatus(device)),
+        ])
+    }
+
+    private func deviceListEntry(_ device: DeviceRecord) -> JSONValue {
+        .object([
+            "kid": .string(device.kid), "name": .string(device.name), "status": .string(service.visibleStatus(device)),
+            "created_at": .string(ServerClock.rfc3339(device.createdAt)),
+            "last_login_at": device.lastLoginAt.map { .string(ServerClock.rfc3339($0)) } ?? .null,
+        ])
+    }
+
+    private func requireContentType(_ request: HTTPRequest, _ expected: String) throws(ServiceError) {
+        let mediaType = request.headers["Content-Type"]?.split(separator: ";", maxSplits: 1).first
+            .map { $0.trimmingWhitespace().lowercased() }
+        guard mediaType == expected else {
+            throw ServiceError(.invalidRequest, "the Content-Type must be \(expected)")
+        }
+    }
+
+    private func bearerToken(_ request: HTTPRequest) throws(ServiceError) -> String {
+        guard let header = request.headers["Authorization"] else {
+            throw ServiceError(.invalidToken, "a Bearer access token is required")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw ServiceError(.invalidToken, "a Bearer access token is required")
+        }
+        let token = parts[1].trimmingWhitespace()
+        guard !token.isEmpty else { throw ServiceError(.invalidToken, "a Bearer access token is required") }
+        return token
+    }
+
+    /// The address the rate limit counts: the peer, or behind a trusted proxy the last
+    /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
+    func clientAddress(of request: HTTPRequest) -> String {
+        guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
+            let last = header.split(separator: ",").last?.trimmingWhitespace(), Self.isIPAddress(last)
+        else { return request.clientAddress }
+        return last
+    }
+
+    private static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+
+    /// Methods outside the known set share one label, so clients cannot grow the metrics.
+    private static func methodLabel(_ method: String) -> String {
+        ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"].contains(method) ? method : "OTHER"
+    }
+}
+
+extension Substring {
+    /// The text without leading and trailing spaces and tabs.
+    func trimmingWhitespace() -> String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}

@@ -1,0 +1,60 @@
+/// The server's endpoints (PROTOCOL.md section 4), matched from a path.
+enum Route: Sendable, Equatable {
+    case devices
+    case device(kid: String)
+    case approveDevice(kid: String)
+    case token
+    case jwks
+    case openIDConfiguration
+    case health
+    case metrics
+
+    /// The route for `path`, or nil for an unknown path (404).
+    init?(path: String) {
+        switch path {
+        case "/v1/devices": self = .devices
+        case "/oauth/token": self = .token
+        case "/.well-known/jwks.json": self = .jwks
+        case "/.well-known/openid-configuration": self = .openIDConfiguration
+        case "/healthz": self = .health
+        case "/metrics": self = .metrics
+        default:
+            let prefix = "/v1/devices/"
+            guard path.hasPrefix(prefix) else { return nil }
+            let rest = path.dropFirst(prefix.count)
+            let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
+            switch parts.count {
+            case 1 where !parts[0].isEmpty:
+                self = .device(kid: String(parts[0]))
+            case 2 where !parts[0].isEmpty && parts[1] == "approve":
+                self = .approveDevice(kid: String(parts[0]))
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// The methods the route answers; any other gets 405 with this list in `Allow`.
+    var allowedMethods: [String] {
+        switch self {
+        case .devices: ["GET", "POST"]
+        case .device: ["DELETE"]
+        case .approveDevice, .token: ["POST"]
+        case .jwks, .openIDConfiguration, .health, .metrics: ["GET", "HEAD"]
+        }
+    }
+
+    /// The pattern, for metrics labels: bounded, never a raw path.
+    var label: String {
+        switch self {
+        case .devices: "/v1/devices"
+        case .device: "/v1/devices/{kid}"
+        case .approveDevice: "/v1/devices/{kid}/approve"
+        case .token: "/oauth/token"
+        case .jwks: "/.well-known/jwks.json"
+        case .openIDConfiguration: "/.well-known/openid-configuration"
+        case .health: "/healthz"
+        case .metrics: "/metrics"
+        }
+    }
+}

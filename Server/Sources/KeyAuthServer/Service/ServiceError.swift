@@ -1,0 +1,43 @@
+/// A failure the client caused or must act on, named by what happened rather than by HTTP.
+///
+/// ``HTTPResponse/init(error:)`` (in `ServiceError+HTTP.swift`) is the one place that turns
+/// these into status codes and OAuth error codes (PROTOCOL.md section 6).
+struct ServiceError: Error, Sendable, Equatable {
+    enum Kind: Sendable, Equatable {
+        /// Malformed body, missing field, bad user or key format, wrong content type.
+        case invalidRequest
+        /// A `grant_type` other than the JWT bearer grant.
+        case unsupportedGrantType
+        /// An assertion (or registration proof) failed a check of section 2.
+        case invalidGrant
+        /// The device waits for approval.
+        case authorizationPending
+        /// The device was denied.
+        case deviceDenied
+        /// The pending registration expired.
+        case expiredToken
+        /// Missing, bad or expired Bearer token.
+        case invalidToken
+        /// Enrollment code required or wrong; a device of another user.
+        case accessDenied
+        /// Unknown path or device.
+        case notFound
+        /// Known path, wrong method; carries the allowed methods.
+        case methodNotAllowed(allowed: [String])
+        /// The key is registered to another user.
+        case keyConflict
+        /// The body exceeded the limit.
+        case payloadTooLarge
+        /// Too many failures from this address; carries the seconds to wait.
+        case slowDown(retryAfter: Int)
+    }
+
+    let kind: Kind
+    /// Text for the client. Never a token, a key, a code or internal detail.
+    let description: String
+
+    init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}

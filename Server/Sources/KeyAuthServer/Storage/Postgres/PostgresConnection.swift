@@ -1,0 +1,230 @@
+internal import CKeyAuthPQ
+import KeyAuth
+
+/// A value bound to a statement parameter.
+///
+/// Parameters travel in libpq's text format with an explicit type, so that the server never
+/// has to infer one (a parameter used twice, as in `CASE WHEN $1 = ...`, would be ambiguous).
+enum PostgresValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case text(String)
+    case bytes([UInt8])
+
+    // Type OIDs from PostgreSQL's catalog (`pg_type_d.h`, a server header libpq does not ship).
+    private static let int8OID: Oid = 20
+    private static let textOID: Oid = 25
+    private static let byteaOID: Oid = 17
+
+    /// The parameter type; 0 lets the server decide, which only NULL needs.
+    var typeOID: Oid {
+        switch self {
+        case .null: 0
+        case .integer: Self.int8OID
+        case .text: Self.textOID
+        case .bytes: Self.byteaOID
+        }
+    }
+
+    /// The text-format encoding libpq sends, without the terminating NUL; nil for NULL.
+    ///
+    /// - Throws: `.queryFailed` for text holding a NUL character: PostgreSQL cannot store one,
+    ///   and a C string would silently cut the value short there, so that `"a\0b"` would match
+    ///   the row of `"a"`.
+    func textFormat() throws(StorageError) -> [UInt8]? {
+        switch self {
+        case .null:
+            return nil
+        case .integer(let number):
+            return Array(String(number).utf8)
+        case .text(let text):
+            let bytes = Array(text.utf8)
+            guard !bytes.contains(0) else {
+                throw StorageError(.queryFailed, "a text value holds a NUL character, which PostgreSQL cannot store")
+            }
+            return bytes
+        case .bytes(let bytes):
+            // bytea's hex input format: `\x` then two lower-case digits per byte.
+            let digits = Array("0123456789abcdef".utf8)
+            var encoded: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
+            encoded.reserveCapacity(2 + bytes.count * 2)
+            for byte in bytes {
+                encoded.append(digits[Int(byte >> 4)])
+                encoded.append(digits[Int(byte & 0x0f)])
+            }
+            return encoded
+        }
+    }
+}
+
+/// The one owner of a libpq `PGconn`, used by one thread at a time (the pool's slot lock).
+///
+/// Only parameterised statements reach the server (`PQexecParams`): request data is never
+/// spliced into SQL text. A broken connection is repaired in place with `PQreset`, which keeps
+/// the connection parameters, so the pool never has to keep the URL around in another copy.
+final class PostgresConnection {
+    private let handle: OpaquePointer
+    private let location: PostgresLocation
+
+    /// Connects with `location`'s parameters, blocking for at most the connect timeout.
+    ///
+    /// A failed attempt still yields a connection object, in state ``isOpen`` false, so that
+    /// the pool can retry it later with ``reset()``.
+    /// - Throws: `.unavailable` only when libpq cannot even allocate a connection.
+    init(_ location: PostgresLocation) throws(StorageError) {
+        let parameters = location.connectionParameters
+        let handle = Self.withCStrings(parameters.map { Array($0.keyword.utf8) }) { keywords in
+            Self.withCStrings(parameters.map { Array($0.value.utf8) }) { values in
+                PQconnectdbParams(keywords, values, 1)
+            }
+        }
+        guard let handle else {
+            throw StorageError(.unavailable, "libpq cannot allocate a connection to \(location)")
+        }
+        self.handle = handle
+        self.location = location
+        // libpq prints notices to stderr by default, including the FATAL message a server sends
+        // to idle connections when it shuts down. Storage reports trouble through its errors;
+        // stray lines on the server's stderr would only confuse its log.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    /// Whether the connection is established and has not been seen to break.
+    var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Whether the connection is open and outside any transaction, as a pooled one must be.
+    var isIdle: Bool { isOpen && PQtransactionStatus(handle) == PQTRANS_IDLE }
+
+    /// Whether the connection is still usable, reading without blocking whatever the server
+    /// sent while it sat in the pool.
+    ///
+    /// libpq only notices that the server went away when it next reads. A server that shut
+    /// down or restarted has sent a FATAL message and closed the socket; reading both now
+    /// lets the pool reconnect *before* it sends a write, instead of losing that write to a
+    /// connection that was already dead. Two reads: the first may return only the message.
+    func checkOpen() -> Bool {
+        if PQconsumeInput(handle) == 1 {
+            PQconsumeInput(handle)
+        }
+        return isOpen
+    }
+
+    /// Closes and reopens the connection with the same parameters; true when it is open again.
+    @discardableResult
+    func reset() -> Bool {
+        PQreset(handle)
+        return isOpen
+    }
+
+    /// libpq's last error for this connection, password masked.
+    var nativeError: NativeError {
+        NativeError(
+            library: "libpq", code: Int(PQstatus(handle).rawValue),
+            text: location.redact(Self.trimmed(String(cString: PQerrorMessage(handle)))))
+    }
+
+    /// Runs one parameterised statement.
+    ///
+    /// - Returns: the result, whose rows and affected-row count stay readable until it is freed.
+    /// - Throws: `.unavailable` when the connection is broken or the server refuses service
+    ///   (SQLSTATE classes 08, 53 and 57P), `.queryFailed` for any other failure, carrying the
+    ///   SQLSTATE and the primary message (never the detail, which may quote row values).
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(StorageError) -> PostgresResult {
+        var encoded: [[UInt8]?] = []
+        encoded.reserveCapacity(parameters.count)
+        // The encodings may hold a private key in hex: wipe them, as the C copies are.
+        defer {
+            for index in encoded.indices {
+                if var bytes = encoded[index] {
+                    encoded[index] = nil
+                    Crypto.wipe(&bytes)
+                }
+            }
+        }
+        for parameter in parameters {
+            encoded.append(try parameter.textFormat())
+        }
+        let types = parameters.map(\.typeOID)
+        let pointer = Self.withCStrings(encoded) { values in
+            types.withUnsafeBufferPointer { types in
+                PQexecParams(handle, sql, Int32(parameters.count), types.baseAddress, values, nil, nil, 0)
+            }
+        }
+        guard let pointer else {
+            throw StorageError(
+                isOpen ? .queryFailed : .unavailable, "PostgreSQL did not answer a statement", underlying: nativeError)
+        }
+        let result = PostgresResult(taking: pointer)
+        let status = PQresultStatus(pointer)
+        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK else { return result }
+        let state = result.errorField(Self.sqlStateField) ?? ""
+        let text = result.errorField(Self.primaryMessageField) ?? Self.trimmed(String(cString: PQerrorMessage(handle)))
+        let refused = state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P")
+        throw StorageError(
+            !isOpen || refused ? .unavailable : .queryFailed, "a PostgreSQL statement failed",
+            underlying: NativeError(
+                library: "libpq", code: Int(status.rawValue),
+                text: location.redact(state.isEmpty ? text : "SQLSTATE \(state): \(text)")))
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT`, rolling back when it throws.
+    ///
+    /// When even the rollback fails, the connection is left inside the transaction; the pool
+    /// sees that it is not idle and resets it, which makes the server roll back.
+    func transaction<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result {
+        try execute("BEGIN")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // PG_DIAG_SQLSTATE and PG_DIAG_MESSAGE_PRIMARY are character-literal macros ('C', 'M'),
+    // which Swift does not import.
+    private static let sqlStateField = Int32(UInt8(ascii: "C"))
+    private static let primaryMessageField = Int32(UInt8(ascii: "M"))
+
+    private static func trimmed(_ text: String) -> String {
+        String(text.reversed().drop { $0.isWhitespace }.reversed())
+            .split(separator: "\n").map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
+    }
+
+    /// Copies `strings` into NUL-terminated C strings (nil stays a NULL pointer) that live only
+    /// during `body`, then wipes them: they hold the password and private keys in hex.
+    private static func withCStrings<Result>(
+        _ strings: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> Result
+    ) -> Result {
+        let buffers: [UnsafeMutableBufferPointer<CChar>?] = strings.map { bytes in
+            bytes.map { bytes in
+                let buffer = UnsafeMutableBufferPointer<CChar>.allocate(capacity: bytes.count + 1)
+                for (index, byte) in bytes.enumerated() {
+                    buffer[index] = CChar(bitPattern: byte)
+                }
+                buffer[bytes.count] = 0
+                return buffer
+            }
+        }
+        defer {
+            for case let buffer? in buffers {
+                buffer.update(repeating: 0)
+                buffer.deallocate()
+            }
+        }
+        // A terminating NULL, as PQconnectdbParams expects of its keyword and value arrays.
+        let pointers: [UnsafePointer<CChar>?] =
+            buffers.map { buffer in buffer?.baseAddress.map { UnsafePointer($0) } } + [nil]
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+}
+
+@available(*, unavailable)
+extension PostgresConnection: Sendable {}

@@ -1,0 +1,44 @@
+import KeyAuth
+
+/// A failure of the server's storage: the store is unreachable, busy, full or corrupt.
+///
+/// Never the client's fault, so the server answers 503 `temporarily_unavailable` (with
+/// `Retry-After`) and logs the native detail, which never reaches the client.
+public struct StorageError: Error, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable reason.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The store cannot be opened or reached.
+        public static let unavailable = Code(rawValue: "unavailable")
+        /// A statement failed (busy past the timeout, disk full, I/O error, corruption).
+        public static let queryFailed = Code(rawValue: "query_failed")
+        /// The store's schema is newer than this server understands.
+        public static let schemaTooNew = Code(rawValue: "schema_too_new")
+        /// The store was closed.
+        public static let closed = Code(rawValue: "closed")
+        /// The requested kind of storage is not available in this build.
+        public static let unsupported = Code(rawValue: "unsupported")
+    }
+
+    /// Why, for programs.
+    public let code: Code
+    /// Why, for operators' logs. Never sent to clients.
+    public let message: String
+    /// The database's own code and text (sqlite result code, SQLSTATE).
+    public let underlying: NativeError?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, underlying: NativeError? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        guard let underlying else { return message }
+        return "\(message) (\(underlying))"
+    }
+}

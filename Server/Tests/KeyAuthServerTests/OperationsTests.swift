@@ -1,0 +1,154 @@
+import KeyAuth
+import KeyAuthServer
+import Synchronization
+import Testing
+
+@Suite("Operations: routing, health, metrics, discovery")
+struct OperationsTests {
+    @Test("an unknown path gives 404 not_found and a known path with a wrong method 405 with Allow")
+    func notFoundAndMethodNotAllowed() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        for path in ["/", "/v1", "/v1/devices/", "/v1/devices/a/b/c", "/oauth/token/x", "/v1/devices/abc/deny"] {
+            let response = try api.send("GET", path)
+            #expect(response.status == 404, "\(path)")
+            #expect(response.errorCode == "not_found")
+        }
+        for (method, path, allowed) in [
+            ("GET", "/oauth/token", "POST"), ("PUT", "/v1/devices", "GET, POST"), ("POST", "/healthz", "GET, HEAD"),
+            ("GET", "/v1/devices/abc", "DELETE"), ("GET", "/v1/devices/abc/approve", "POST"),
+        ] {
+            let response = try api.send(method, path)
+            #expect(response.status == 405, "\(method) \(path)")
+            #expect(response.errorCode == "method_not_allowed")
+            #expect(response.headers["Allow"] == allowed)
+        }
+    }
+
+    @Test("a body the transport found too large gives 413 invalid_request")
+    func payloadTooLarge() throws {
+        let environment = TestEnvironment()
+        let (responder, _) = try environment.makeResponder()
+        let response = responder.respond(to: HTTPRequest(method: "POST", path: "/v1/devices", bodyTooLarge: true))
+        #expect(response.status == 413)
+        #expect(response.errorCode == "invalid_request")
+    }
+
+    @Test("/healthz answers ok, and 503 temporarily_unavailable with Retry-After when storage fails")
+    func health() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let healthy = try api.send("GET", "/healthz")
+        #expect(healthy.status == 200)
+        #expect(healthy.json == .object(["status": "ok"]))
+        api.storage.close()
+        let down = try api.send("GET", "/healthz")
+        #expect(down.status == 503)
+        #expect(down.errorCode == "temporarily_unavailable")
+        #expect(down.headers["Retry-After"] == "5")
+        let login = try api.login(ServerTestKeys.key("alice-1"))
+        #expect(login.status == 503)
+        #expect(login.errorCode == "temporarily_unavailable")
+    }
+
+    @Test("/metrics counts requests by route and status, logins and registrations by result, and latency")
+    func metrics() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let key = try ServerTestKeys.key("alice-1")
+        _ = try api.activeDevice(user: "alice", key: key)
+        _ = try api.login(assertion: "x.y.z")
+        _ = try api.send("GET", "/nowhere/secret-token-in-path")
+        let response = try api.send("GET", "/metrics")
+        #expect(response.status == 200)
+        #expect(response.headers["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+        let text = response.text
+        #expect(text.contains("keyauth_http_requests_total{route=\"/oauth/token\",method=\"POST\",status=\"200\"} 1"))
+        #expect(text.contains("keyauth_http_requests_total{route=\"/oauth/token\",method=\"POST\",status=\"400\"} 1"))
+        #expect(text.contains("keyauth_http_requests_total{route=\"unknown\",method=\"GET\",status=\"404\"} 1"))
+        #expect(text.contains("keyauth_logins_total{result=\"success\"} 1"))
+        #expect(text.contains("keyauth_logins_total{result=\"invalid_grant\"} 1"))
+        #expect(text.contains("keyauth_registrations_total{result=\"active\"} 1"))
+        #expect(text.contains("# TYPE keyauth_http_request_duration_seconds histogram"))
+        #expect(text.contains("keyauth_http_request_duration_seconds_count{route=\"/oauth/token\"} 2"))
+        #expect(text.contains("keyauth_http_request_duration_seconds_bucket{route=\"/oauth/token\",le=\"+Inf\"} 2"))
+        #expect(!text.contains("secret-token-in-path"))
+    }
+
+    @Test("the periodic cleanup forgets replay-cache entries only after the assertion could no longer be accepted")
+    func cleanup() throws {
+        let environment = TestEnvironment()
+        let (responder, storage) = try environment.makeResponder()
+        let api = TestAPI(
+            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer, clock: environment.clock,
+            storage: storage)
+        let key = try ServerTestKeys.key("alice-1")
+        let assertion = try api.assertion(key)
+        #expect(try api.register(user: "alice", key: key, proof: assertion).status == 201)
+        let jti = try #require(try CompactJWS(parsing: assertion).claims()["jti"]?.stringValue)
+        // Accepted until exp (30 s) plus the leeway (10 s): the entry must outlive that.
+        environment.clock.advance(by: 40)
+        responder.purgeExpired()
+        #expect(try api.login(assertion: assertion).errorCode == "invalid_grant")
+        #expect(try storage.claimJTI(keyID: key.publicKey.fingerprint, jti: jti, expiresAt: 0) == false)
+        environment.clock.advance(by: 1)
+        responder.purgeExpired()
+        #expect(try storage.claimJTI(keyID: key.publicKey.fingerprint, jti: jti, expiresAt: 0))
+    }
+
+    @Test("the OpenID configuration names the issuer, endpoints, grant and algorithm")
+    func discovery() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let response = try api.send("GET", "/.well-known/openid-configuration")
+        #expect(response.status == 200)
+        let json = try #require(response.json)
+        #expect(json["issuer"]?.stringValue == TestEnvironment.issuer)
+        #expect(json["token_endpoint"]?.stringValue == TestEnvironment.issuer + "/oauth/token")
+        #expect(json["jwks_uri"]?.stringValue == TestEnvironment.issuer + "/.well-known/jwks.json")
+        #expect(json["grant_types_supported"] == .array([.string(TestAPI.jwtBearer)]))
+        #expect(json["token_endpoint_auth_signing_alg_values_supported"] == .array(["RS256"]))
+    }
+
+    @Test("the request log has method, path, status and duration, and never a token or the query")
+    func requestLog() throws {
+        let environment = TestEnvironment()
+        let lines = CapturingLog()
+        let storage = try environment.openStorage()
+        let responder = try KeyAuthResponder(
+            configuration: try environment.configuration { $0.logRequests = true }, issuer: TestEnvironment.issuer,
+            storage: storage, log: lines, now: environment.clock.closure)
+        let api = TestAPI(
+            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer, clock: environment.clock,
+            storage: storage)
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        _ = try api.authorized("GET", "/v1/devices", token: token)
+        _ = try api.send("GET", "/\(token)")
+        let logged = lines.lines
+        #expect(logged.count == 4)
+        #expect(logged[0].contains(" POST /v1/devices 201 "))
+        #expect(logged[1].contains(" POST /oauth/token 200 "))
+        #expect(logged[2].contains(" GET /v1/devices 200 "))
+        #expect(logged.allSatisfy { $0.hasSuffix("ms") })
+        #expect(!logged.joined().contains(token))
+        #expect(!logged.joined().contains("BEGIN"))
+    }
+}
+
+/// Collects log lines for inspection.
+final class CapturingLog: ServerLog {
+    private let storage = LockedLines()
+
+    var lines: [String] { storage.all }
+
+    func write(line: String) {
+        storage.append(line)
+    }
+}
+
+final class LockedLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}

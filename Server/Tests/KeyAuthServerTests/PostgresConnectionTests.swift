@@ -1,0 +1,217 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+extension PostgresStorageTests {
+    /// What only PostgreSQL has: a URL with a password, a connection pool, a server that can go
+    /// away and come back.
+    @Suite("PostgreSQL connections")
+    struct PostgresConnectionTests {
+        @Test("masks the password in every form of URL")
+        func masksPasswords() {
+            #expect(
+                PostgresStorage.redacted("postgres://keyauth:s3cret@db.example:5432/keyauth")
+                    == "postgres://keyauth:***@db.example:5432/keyauth")
+            #expect(
+                PostgresStorage.redacted("postgresql://keyauth@db/keyauth?password=s3cret&sslmode=require")
+                    == "postgresql://keyauth@db/keyauth?password=***&sslmode=require")
+            #expect(
+                PostgresStorage.redacted("postgres://u:p%40ss:word@[::1]:5432/db?Password=x")
+                    == "postgres://u:***@[::1]:5432/db?Password=***")
+            #expect(PostgresStorage.redacted("postgres://db.example/keyauth") == "postgres://db.example/keyauth")
+            #expect(
+                PostgresStorage.redacted("host=db password=s3cret dbname=keyauth") == "<PostgreSQL connection string>")
+
+            let location = PostgresLocation("postgres://u:p%40ss@db/x")
+            #expect(location.redact("bad token p%40ss and p@ss") == "bad token *** and ***")
+            #expect(!"\(location)".contains("p%40ss"))
+        }
+
+        @Test("reports an unreachable server as unavailable, quickly and without the password")
+        func reportsUnreachableServer() {
+            let started = ContinuousClock.now
+            do {
+                _ = try PostgresStorage(url: "postgres://keyauth:s3cret-pw@127.0.0.1:1/keyauth")
+                Issue.record("connected to port 1")
+            } catch {
+                #expect(error.code == .unavailable)
+                #expect(!error.description.contains("s3cret-pw"))
+                #expect(error.description.contains("postgres://keyauth:***@127.0.0.1:1/keyauth"))
+                #expect(error.underlying?.library == "libpq")
+            }
+            #expect(ContinuousClock.now - started < .seconds(10))
+        }
+
+        @Test(
+            "refuses a wrong password as unavailable, without echoing it",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func refusesWrongPassword() throws {
+            let url = try #require(PostgresTestServer.url)
+            let wrong = try #require(replacingPassword(in: url, with: "not-the-password-42"))
+            do {
+                _ = try PostgresStorage(url: wrong)
+                Issue.record("connected with a wrong password")
+            } catch {
+                #expect(error.code == .unavailable)
+                #expect(!error.description.contains("not-the-password-42"))
+                #expect(error.description.contains("***"))
+            }
+        }
+
+        @Test(
+            "opens PostgreSQL for postgres:// and postgresql:// locations",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func opensThroughTheFactory() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let schemaURL = try #require(database.url)
+            let rest = try #require(schemaURL.range(of: "://")).upperBound
+            for scheme in ["postgres://", "postgresql://", "POSTGRES://"] {
+                let storage = try StorageFactory.open(scheme + schemaURL[rest...])
+                defer { storage.close() }
+                #expect(storage is PostgresStorage)
+                try storage.healthCheck()
+            }
+        }
+
+        @Test(
+            "retries a broken read on a fresh connection, never a broken write",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func retriesOnlyReads() throws {
+            let url = try #require(PostgresTestServer.url)
+            let pool = PostgresConnectionPool(location: PostgresLocation(url), size: 1, checkoutTimeoutSeconds: 5)
+            defer { pool.close() }
+            // The statement kills its own server process: the connection breaks mid-call, the
+            // one case the checkout test cannot see coming.
+            let calls = Counter()
+            let value = try pool.withConnection(retryingIfBroken: true) { connection throws(StorageError) in
+                let first = calls.increment() == 1
+                return try connection.execute(first ? "SELECT pg_terminate_backend(pg_backend_pid())" : "SELECT 42")
+                    .integer(0, 0)
+            }
+            #expect(value == 42)
+            #expect(calls.value == 2)
+
+            let writes = Counter()
+            do {
+                try pool.withConnection(retryingIfBroken: false) { connection throws(StorageError) in
+                    _ = writes.increment()
+                    try connection.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                }
+                Issue.record("a write on a broken connection reported success")
+            } catch {
+                #expect(error.code == .unavailable)
+            }
+            #expect(writes.value == 1)
+            // The pool repairs the connection on the next checkout.
+            let after = try pool.withConnection(retryingIfBroken: false) { connection throws(StorageError) in
+                try connection.execute("SELECT 7").integer(0, 0)
+            }
+            #expect(after == 7)
+        }
+
+        @Test(
+            "reconnects by itself after the server terminated its idle connections",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func reconnectsAfterTermination() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let storage = try database.open()
+            defer { storage.close() }
+            // Open every pooled connection (checkouts go round the pool), then kill them all.
+            for index in 0..<8 {
+                #expect(try storage.claimJTI(keyID: "kid", jti: "warm-\(index)", expiresAt: 100))
+            }
+            try database.execute(
+                """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE application_name = current_setting('application_name') AND pid <> pg_backend_pid()
+                """)
+            // Writes are not retried, so each one succeeding shows the dead connection was
+            // found and replaced at checkout, before the write was sent.
+            for index in 0..<8 {
+                #expect(try storage.claimJTI(keyID: "kid", jti: "after-\(index)", expiresAt: 100))
+            }
+            #expect(try !storage.claimJTI(keyID: "kid", jti: "warm-0", expiresAt: 100))
+        }
+
+        @Test(
+            "fails while the database is down and recovers by itself, losing nothing acknowledged",
+            .enabled(
+                if: PostgresTestServer.url != nil && PostgresTestServer.controlCommand != nil,
+                "KEYAUTH_TEST_POSTGRES_URL or KEYAUTH_TEST_POSTGRES_CTL is not set"))
+        func survivesAnOutage() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let storage = try database.open()
+            defer { storage.close() }
+            var acknowledged = StorageContract.device("kid-1", status: .active)
+            acknowledged.lastLoginAt = 1_234
+            #expect(try storage.insertDevice(acknowledged))
+            for index in 0..<8 {
+                #expect(try storage.claimJTI(keyID: "kid-1", jti: "before-\(index)", expiresAt: 100))
+            }
+
+            try PostgresTestServer.control("stop")
+            var restarted = false
+            defer { if !restarted { try? PostgresTestServer.control("start") } }
+
+            let started = ContinuousClock.now
+            #expect(StorageContract.errorCode { () throws(StorageError) in try storage.healthCheck() } == .unavailable)
+            #expect(
+                StorageContract.errorCode { () throws(StorageError) in _ = try storage.device(kid: "kid-1") }
+                    == .unavailable)
+            #expect(
+                StorageContract.errorCode { () throws(StorageError) in
+                    _ = try storage.claimJTI(keyID: "kid-1", jti: "during", expiresAt: 100)
+                } == .unavailable)
+            #expect(ContinuousClock.now - started < .seconds(15), "failing must be quick, for a prompt 503")
+
+            try PostgresTestServer.control("start")
+            restarted = true
+            // Wait with a connection of our own, so that the pool's connections are all still
+            // the dead ones when the writes below check them out.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !PostgresTestServer.isAccepting(url: url), ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+            for index in 0..<8 {
+                #expect(try storage.claimJTI(keyID: "kid-1", jti: "after-\(index)", expiresAt: 100))
+            }
+            try storage.healthCheck()
+            #expect(try storage.device(kid: "kid-1") == acknowledged)
+            for index in 0..<8 {
+                #expect(try !storage.claimJTI(keyID: "kid-1", jti: "before-\(index)", expiresAt: 100))
+            }
+        }
+
+        private func replacingPassword(in url: String, with password: String) -> String? {
+            guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else {
+                return nil
+            }
+            let userInfo = url[scheme.upperBound..<at]
+            let user = userInfo.split(separator: ":", maxSplits: 1).first ?? userInfo
+            return url[..<scheme.upperBound] + user + ":" + password + url[at...]
+        }
+    }
+}
+
+/// A thread-safe call counter.
+private final class Counter: Sendable {
+    private let count = Mutex(0)
+
+    /// Adds one; returns the new count.
+    func increment() -> Int {
+        count.withLock {
+            $0 += 1
+            return $0
+        }
+    }
+
+    var value: Int { count.withLock { $0 } }
+}

@@ -1,0 +1,471 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// One storage contract, run against SQLite and PostgreSQL.
+///
+/// Both implementations must behave identically: same return values, same ordering, same
+/// status transitions, same purge counts. Every check below therefore runs on both, and the
+/// PostgreSQL run is reported as skipped, never as passed, when `KEYAUTH_TEST_POSTGRES_URL` is
+/// unset (`eval "$(sudo .ci/postgres.sh)"` sets it).
+///
+/// Serialized because the outage test stops the PostgreSQL server: nothing else of this suite
+/// may run against it meanwhile. The concurrency checks spawn their own threads.
+@Suite("Server storage on SQLite and PostgreSQL", .serialized)
+struct PostgresStorageTests {
+    @Test("SQLite storage keeps the contract", arguments: StorageCheck.all)
+    func sqlite(_ check: StorageCheck) throws {
+        try check.run(on: .sqlite)
+    }
+
+    @Test(
+        "PostgreSQL storage keeps the contract",
+        .enabled(
+            if: StorageBackend.postgres != nil,
+            "KEYAUTH_TEST_POSTGRES_URL is not set; run `eval \"$(sudo .ci/postgres.sh)\"` first"),
+        arguments: StorageCheck.all)
+    func postgres(_ check: StorageCheck) throws {
+        let backend = try #require(StorageBackend.postgres)
+        try check.run(on: backend)
+    }
+}
+
+/// One named check of the storage contract, run on a fresh database.
+struct StorageCheck: Sendable, CustomTestStringConvertible {
+    let name: String
+    let body: @Sendable (TestDatabase) throws -> Void
+
+    var testDescription: String { name }
+
+    init(_ name: String, _ body: @escaping @Sendable (TestDatabase) throws -> Void) {
+        self.name = name
+        self.body = body
+    }
+
+    func run(on backend: StorageBackend) throws {
+        let database = try backend.makeDatabase()
+        defer { database.destroy() }
+        try body(database)
+    }
+
+    static let all: [StorageCheck] = [
+        StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
+        StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
+        StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
+        StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
+        StorageCheck("records logins", StorageContract.recordsLogins),
+        StorageCheck("claims a jti once per key and purges expired ones", StorageContract.claimsJTIs),
+        StorageCheck("consumes an enrollment code once, by its user, before expiry", StorageContract.consumesCodes),
+        StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
+        StorageCheck("refuses a duplicate enrollment code as a query failure", StorageContract.refusesDuplicateCodes),
+        StorageCheck("keeps signing keys oldest first, byte for byte", StorageContract.storesSigningKeys),
+        StorageCheck("passes the health check, then refuses every call once closed", StorageContract.closes),
+        StorageCheck("lets one of many concurrent replays across instances win", StorageContract.racesReplays),
+        StorageCheck("lets one of many concurrent uses of a code win", StorageContract.racesEnrollmentCodes),
+        StorageCheck("settles concurrent status changes with one winner", StorageContract.racesStatusChanges),
+        StorageCheck("registers a contested key for exactly one caller", StorageContract.racesRegistrations),
+        StorageCheck("shares signing keys between instances", StorageContract.sharesSigningKeys),
+        StorageCheck("migrates once when several instances start at once", StorageContract.migratesConcurrently),
+        StorageCheck("keeps everything across reopening", StorageContract.survivesReopening),
+        StorageCheck("refuses a schema newer than it knows", StorageContract.refusesNewerSchema),
+    ]
+}
+
+/// The checks, written once for every backend.
+enum StorageContract {
+    static func device(
+        _ kid: String, user: String = "alice", status: KeyAuthServer.DeviceStatus = .pending, createdAt: Int64 = 1_000
+    ) -> DeviceRecord {
+        DeviceRecord(
+            kid: kid, user: user, name: "\(user)'s \(kid) – ünïcode",
+            publicKeyPEM: "-----BEGIN PUBLIC KEY-----\n\(kid)\n",
+            status: status, createdAt: createdAt)
+    }
+
+    /// Calls `body` and returns the code of the ``StorageError`` it threw, or nil.
+    static func errorCode(_ body: () throws(StorageError) -> Void) -> StorageError.Code? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    static func insertsDevices(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        var full = device("kid-full", status: .active)
+        full.approvedAt = 1_001
+        full.revokedAt = 1_002
+        full.lastLoginAt = 1_003
+        #expect(try storage.insertDevice(full))
+        #expect(try storage.device(kid: "kid-full") == full)
+
+        let bare = device("kid-bare")
+        #expect(try storage.insertDevice(bare))
+        #expect(try storage.device(kid: "kid-bare") == bare)
+
+        // The same kid again, by anyone, changes nothing.
+        #expect(try !storage.insertDevice(device("kid-full", user: "mallory", status: .pending)))
+        #expect(try storage.device(kid: "kid-full") == full)
+        #expect(try storage.device(kid: "kid-unknown") == nil)
+        // Lookups are exact: no case folding, no prefix match.
+        #expect(try storage.device(kid: "KID-FULL") == nil)
+        #expect(try storage.device(kid: "kid-ful") == nil)
+    }
+
+    static func listsDevices(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let records = [
+            device("kid-c", user: "bob", createdAt: 30),
+            device("kid-b", user: "bob", createdAt: 10),
+            device("kid-a", user: "bob", createdAt: 30),
+            device("kid-d", user: "alice", createdAt: 50),
+            device("kid-e", user: "Bob", createdAt: 60),
+            device("kid-f", user: "émile", createdAt: 5),
+            device("kid-g", user: "zoe", createdAt: 1),
+        ]
+        for record in records {
+            #expect(try storage.insertDevice(record))
+        }
+        // Oldest first; equal times by kid.
+        #expect(try storage.devices(user: "bob").map(\.kid) == ["kid-b", "kid-a", "kid-c"])
+        #expect(try storage.devices(user: "nobody").isEmpty)
+        #expect(try storage.devices(user: "BOB").isEmpty)
+        // By user in UTF-8 byte order (upper case before lower, non-ASCII last), then age.
+        #expect(
+            try storage.allDevices().map(\.kid) == ["kid-e", "kid-d", "kid-b", "kid-a", "kid-c", "kid-g", "kid-f"])
+        #expect(try storage.allDevices().map(\.user) == ["Bob", "alice", "bob", "bob", "bob", "zoe", "émile"])
+    }
+
+    static func findsActiveDevices(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try !storage.hasActiveDevice(user: "alice"))
+        #expect(try storage.insertDevice(device("kid-1", status: .pending)))
+        #expect(try storage.insertDevice(device("kid-2", status: .denied)))
+        #expect(try storage.insertDevice(device("kid-3", user: "bob", status: .active)))
+        #expect(try !storage.hasActiveDevice(user: "alice"))
+        #expect(try storage.hasActiveDevice(user: "bob"))
+        #expect(try storage.updateStatus(kid: "kid-1", from: .pending, to: .active, at: 2_000))
+        #expect(try storage.hasActiveDevice(user: "alice"))
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 3_000))
+        #expect(try !storage.hasActiveDevice(user: "alice"))
+    }
+
+    static func updatesStatus(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1")))
+        #expect(try storage.insertDevice(device("kid-2")))
+
+        // Wrong expectation or unknown device: false, nothing changes.
+        #expect(try !storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_500))
+        #expect(try !storage.updateStatus(kid: "kid-unknown", from: .pending, to: .active, at: 1_500))
+        #expect(try storage.device(kid: "kid-1") == device("kid-1"))
+
+        // Approval stamps approved_at.
+        #expect(try storage.updateStatus(kid: "kid-1", from: .pending, to: .active, at: 2_000))
+        var expected = device("kid-1", status: .active)
+        expected.approvedAt = 2_000
+        #expect(try storage.device(kid: "kid-1") == expected)
+
+        // Revocation stamps revoked_at and keeps approved_at.
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 3_000))
+        expected.status = .revoked
+        expected.revokedAt = 3_000
+        #expect(try storage.device(kid: "kid-1") == expected)
+
+        // A late approval cannot undo the revocation.
+        #expect(try !storage.updateStatus(kid: "kid-1", from: .pending, to: .active, at: 4_000))
+        #expect(try !storage.updateStatus(kid: "kid-1", from: .active, to: .active, at: 4_000))
+        #expect(try storage.device(kid: "kid-1") == expected)
+
+        // Denial stamps revoked_at only.
+        #expect(try storage.updateStatus(kid: "kid-2", from: .pending, to: .denied, at: 5_000))
+        var denied = device("kid-2", status: .denied)
+        denied.revokedAt = 5_000
+        #expect(try storage.device(kid: "kid-2") == denied)
+
+        // A move to pending stamps nothing.
+        #expect(try storage.updateStatus(kid: "kid-2", from: .denied, to: .pending, at: 6_000))
+        denied.status = .pending
+        #expect(try storage.device(kid: "kid-2") == denied)
+    }
+
+    static func recordsLogins(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        try storage.recordLogin(kid: "kid-1", at: 7_000)
+        #expect(try storage.device(kid: "kid-1")?.lastLoginAt == 7_000)
+        try storage.recordLogin(kid: "kid-1", at: 8_000)
+        #expect(try storage.device(kid: "kid-1")?.lastLoginAt == 8_000)
+        // An unknown device is not an error.
+        try storage.recordLogin(kid: "kid-unknown", at: 9_000)
+        #expect(try storage.device(kid: "kid-unknown") == nil)
+    }
+
+    static func claimsJTIs(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 100))
+        #expect(try !storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 500))
+        // Per key: the same jti from another key is another assertion.
+        #expect(try storage.claimJTI(keyID: "kid-2", jti: "j1", expiresAt: 100))
+        #expect(try storage.claimJTI(keyID: "kid-1", jti: "j2", expiresAt: 200))
+        #expect(try storage.claimJTI(keyID: "kid-1", jti: "J1", expiresAt: 300))
+
+        // Strictly before `now`: an entry expiring at `now` stays.
+        #expect(try storage.purgeExpiredJTIs(now: 100) == 0)
+        #expect(try storage.purgeExpiredJTIs(now: 101) == 2)
+        #expect(try storage.purgeExpiredJTIs(now: 101) == 0)
+        #expect(try !storage.claimJTI(keyID: "kid-1", jti: "j2", expiresAt: 200))
+        // Once forgotten, a jti can be recorded again (its assertion has long expired).
+        #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 900))
+        #expect(try storage.purgeExpiredJTIs(now: 10_000) == 3)
+    }
+
+    static func consumesCodes(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let hash = Array(Crypto.sha256(Array("code-1".utf8)))
+        let other = Array(Crypto.sha256(Array("code-2".utf8)))
+        try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
+        try storage.insertEnrollmentCode(hash: other, user: "alice", expiresAt: 1_000)
+
+        // Another user's attempt fails and leaves the code usable.
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "mallory", now: 10))
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "Alice", now: 10))
+        #expect(try !storage.consumeEnrollmentCode(hash: Array(hash.reversed()), user: "alice", now: 10))
+        #expect(try storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 10))
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 11))
+
+        // Valid strictly before its expiry.
+        #expect(try !storage.consumeEnrollmentCode(hash: other, user: "alice", now: 1_000))
+        #expect(try storage.consumeEnrollmentCode(hash: other, user: "alice", now: 999))
+    }
+
+    static func purgesCodes(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let codes = (0..<4).map { Array(Crypto.sha256(Array("code-\($0)".utf8))) }
+        try storage.insertEnrollmentCode(hash: codes[0], user: "alice", expiresAt: 100)
+        try storage.insertEnrollmentCode(hash: codes[1], user: "alice", expiresAt: 200)
+        try storage.insertEnrollmentCode(hash: codes[2], user: "bob", expiresAt: 300)
+        try storage.insertEnrollmentCode(hash: codes[3], user: "bob", expiresAt: 300)
+        #expect(try storage.consumeEnrollmentCode(hash: codes[2], user: "bob", now: 50))
+
+        // The used one, and those expired strictly before `now`.
+        #expect(try storage.purgeExpiredEnrollmentCodes(now: 100) == 1)
+        #expect(try storage.purgeExpiredEnrollmentCodes(now: 101) == 1)
+        #expect(try storage.purgeExpiredEnrollmentCodes(now: 101) == 0)
+        #expect(try storage.consumeEnrollmentCode(hash: codes[1], user: "alice", now: 101))
+        #expect(try storage.purgeExpiredEnrollmentCodes(now: 0) == 1)
+        #expect(try storage.consumeEnrollmentCode(hash: codes[3], user: "bob", now: 150))
+    }
+
+    static func refusesDuplicateCodes(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let hash = Array(Crypto.sha256(Array("code".utf8)))
+        try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 100)
+        #expect(
+            errorCode { () throws(StorageError) in
+                try storage.insertEnrollmentCode(hash: hash, user: "bob", expiresAt: 900)
+            } == .queryFailed)
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "bob", now: 10))
+        #expect(try storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 10))
+    }
+
+    static func storesSigningKeys(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.signingKeys().isEmpty)
+        // Every byte value, NUL included, must survive.
+        let binary = (0...255).map { UInt8($0) } + Array("-----END PRIVATE KEY-----\n".utf8)
+        #expect(try storage.insertSigningKey(kid: "key-b", privatePEM: binary, createdAt: 20))
+        #expect(try storage.insertSigningKey(kid: "key-c", privatePEM: Array("pem-c".utf8), createdAt: 10))
+        #expect(try storage.insertSigningKey(kid: "key-a", privatePEM: Array("pem-a".utf8), createdAt: 20))
+        #expect(try storage.insertSigningKey(kid: "key-e", privatePEM: [], createdAt: 30))
+        #expect(try !storage.insertSigningKey(kid: "key-b", privatePEM: Array("other".utf8), createdAt: 5))
+
+        let keys = try storage.signingKeys()
+        #expect(keys.map(\.kid) == ["key-c", "key-a", "key-b", "key-e"])
+        #expect(keys.map(\.createdAt) == [10, 20, 20, 30])
+        #expect(keys.map(\.privatePEM) == [Array("pem-c".utf8), Array("pem-a".utf8), binary, []])
+    }
+
+    static func closes(_ database: TestDatabase) throws {
+        let storage = try database.open()
+        try storage.healthCheck()
+        #expect(try storage.insertDevice(device("kid-1")))
+        storage.close()
+        storage.close()
+        #expect(errorCode { () throws(StorageError) in try storage.healthCheck() } == .closed)
+        #expect(errorCode { () throws(StorageError) in _ = try storage.device(kid: "kid-1") } == .closed)
+        #expect(errorCode { () throws(StorageError) in _ = try storage.insertDevice(device("kid-2")) } == .closed)
+        #expect(
+            errorCode { () throws(StorageError) in _ = try storage.claimJTI(keyID: "k", jti: "j", expiresAt: 1) }
+                == .closed)
+    }
+
+    static func racesReplays(_ database: TestDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        for round in 0..<5 {
+            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) in
+                try (index.isMultiple(of: 2) ? first : second).claimJTI(
+                    keyID: "kid-1", jti: "jti-\(round)", expiresAt: 1_000)
+            }
+            let values = try outcomes.map { try $0.get() }
+            #expect(values.filter { $0 }.count == 1, "round \(round)")
+        }
+    }
+
+    static func racesEnrollmentCodes(_ database: TestDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        for round in 0..<5 {
+            let hash = Array(Crypto.sha256(Array("code-\(round)".utf8)))
+            try first.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
+            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) in
+                try (index.isMultiple(of: 2) ? first : second).consumeEnrollmentCode(
+                    hash: hash, user: "alice", now: 10)
+            }
+            let values = try outcomes.map { try $0.get() }
+            #expect(values.filter { $0 }.count == 1, "round \(round)")
+        }
+        #expect(try first.purgeExpiredEnrollmentCodes(now: 0) == 5)
+    }
+
+    static func racesStatusChanges(_ database: TestDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        for round in 0..<5 {
+            let kid = "kid-\(round)"
+            #expect(try first.insertDevice(device(kid)))
+            // Approvals and denials at once: exactly one wins and the record shows that one.
+            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> KeyAuthServer.DeviceStatus? in
+                let target: KeyAuthServer.DeviceStatus = index.isMultiple(of: 3) ? .denied : .active
+                let storage = index.isMultiple(of: 2) ? first : second
+                return try storage.updateStatus(kid: kid, from: .pending, to: target, at: Int64(100 + index))
+                    ? target : nil
+            }
+            let winners = try outcomes.compactMap { try $0.get() }
+            #expect(winners.count == 1, "round \(round)")
+            let stored = try second.device(kid: kid)
+            #expect(stored?.status == winners.first)
+            if stored?.status == .active {
+                #expect(stored?.approvedAt != nil && stored?.revokedAt == nil)
+            } else {
+                #expect(stored?.approvedAt == nil && stored?.revokedAt != nil)
+            }
+        }
+        // Revocation racing a late approval of an already active device: revocation sticks.
+        #expect(try first.insertDevice(device("kid-race", status: .active)))
+        let outcomes = runConcurrently(16) { (index: Int) throws(StorageError) -> Bool in
+            index == 0
+                ? try first.updateStatus(kid: "kid-race", from: .active, to: .revoked, at: 500)
+                : try second.updateStatus(kid: "kid-race", from: .pending, to: .active, at: 500)
+        }
+        #expect(try outcomes.map { try $0.get() } == [true] + Array(repeating: false, count: 15))
+        #expect(try first.device(kid: "kid-race")?.status == .revoked)
+    }
+
+    static func racesRegistrations(_ database: TestDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
+            try (index.isMultiple(of: 2) ? first : second).insertDevice(
+                device("kid-contested", user: "user-\(index)", createdAt: Int64(index)))
+        }
+        let values = try outcomes.map { try $0.get() }
+        #expect(values.filter { $0 }.count == 1)
+        let winner = try #require(values.firstIndex(of: true))
+        #expect(try first.device(kid: "kid-contested")?.user == "user-\(winner)")
+    }
+
+    static func sharesSigningKeys(_ database: TestDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        // Two servers starting at once on an empty store both insert their key ...
+        let outcomes = runConcurrently(2) { (index: Int) throws(StorageError) -> Bool in
+            try (index == 0 ? first : second).insertSigningKey(
+                kid: "key-\(index)", privatePEM: Array("pem-\(index)".utf8), createdAt: 100)
+        }
+        #expect(try outcomes.map { try $0.get() } == [true, true])
+        // ... and both see the same keys in the same order, so both sign with the same oldest one.
+        let seenByFirst = try first.signingKeys()
+        let seenBySecond = try second.signingKeys()
+        #expect(seenByFirst.map(\.kid) == ["key-0", "key-1"])
+        #expect(seenBySecond.map(\.kid) == seenByFirst.map(\.kid))
+        #expect(seenBySecond.map(\.privatePEM) == seenByFirst.map(\.privatePEM))
+        // A server started later loads them too.
+        let third = try database.open()
+        defer { third.close() }
+        #expect(try third.signingKeys().map(\.kid) == ["key-0", "key-1"])
+    }
+
+    static func migratesConcurrently(_ database: TestDatabase) throws {
+        for round in 0..<2 {
+            let outcomes = runConcurrently(4) { (_: Int) throws(StorageError) -> Bool in
+                let storage = try database.open()
+                defer { storage.close() }
+                try storage.healthCheck()
+                return true
+            }
+            for outcome in outcomes {
+                #expect(throws: Never.self, "round \(round)") { try outcome.get() }
+            }
+        }
+        let storage = try database.open()
+        defer { storage.close() }
+        try storage.healthCheck()
+        #expect(try storage.insertDevice(device("kid-1")))
+    }
+
+    static func survivesReopening(_ database: TestDatabase) throws {
+        let hash = Array(Crypto.sha256(Array("code".utf8)))
+        do {
+            let storage = try database.open()
+            defer { storage.close() }
+            #expect(try storage.insertDevice(device("kid-1", status: .active)))
+            #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 1_000))
+            try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
+            #expect(try storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 10))
+            #expect(try storage.insertSigningKey(kid: "key-1", privatePEM: Array("pem".utf8), createdAt: 5))
+        }
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.device(kid: "kid-1")?.status == .active)
+        #expect(try !storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 1_000))
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 11))
+        #expect(try storage.signingKeys().map(\.kid) == ["key-1"])
+    }
+
+    static func refusesNewerSchema(_ database: TestDatabase) throws {
+        let running = try database.open()
+        defer { running.close() }
+        try running.healthCheck()
+        try database.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
+        #expect(errorCode { () throws(StorageError) in _ = try database.open() } == .schemaTooNew)
+        // A server already running on it stops reporting healthy.
+        #expect(errorCode { () throws(StorageError) in try running.healthCheck() } == .unavailable)
+    }
+}

@@ -1,0 +1,148 @@
+import Dispatch
+import Glibc
+import KeyAuth
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+@Suite("SQLite storage")
+struct SQLiteStorageTests {
+    private func device(_ kid: String, user: String = "alice", status: KeyAuthServer.DeviceStatus = .active)
+        -> DeviceRecord
+    {
+        DeviceRecord(kid: kid, user: user, name: "n", publicKeyPEM: "pem", status: status, createdAt: 100)
+    }
+
+    @Test("a new file gets the schema at version 1, in WAL mode, recorded in schema_migrations")
+    func migrations() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        try storage.healthCheck()
+        _ = try storage.insertDevice(device("k1"))
+        #expect(access(environment.databasePath + "-wal", F_OK) == 0)
+        storage.close()
+        // Reopening applies nothing twice.
+        let reopened = try SQLiteStorage(path: environment.databasePath)
+        #expect(try reopened.device(kid: "k1")?.user == "alice")
+        let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+        let versions = try connection.query("SELECT version FROM schema_migrations") { $0.integer(0) }
+        #expect(versions == [1])
+        let mode = try connection.query("PRAGMA journal_mode") { $0.text(0) }
+        #expect(mode == ["wal"])
+        let synchronous = try connection.query("PRAGMA synchronous") { $0.integer(0) }
+        #expect(synchronous == [2])
+    }
+
+    @Test("a database from a newer server is refused rather than written to")
+    func newerSchema() throws {
+        let environment = TestEnvironment()
+        try SQLiteStorage(path: environment.databasePath).close()
+        try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+            .execute("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
+        #expect {
+            _ = try SQLiteStorage(path: environment.databasePath)
+        } throws: { error in
+            (error as? StorageError)?.code == .schemaTooNew
+        }
+    }
+
+    @Test("an unopenable path is a storage error")
+    func openFailures() throws {
+        #expect(throws: StorageError.self) { _ = try SQLiteStorage(path: "/nonexistent-directory/x/y.db") }
+        #expect(throws: StorageError.self) { _ = try StorageFactory.open("/nonexistent-directory/x/y.db") }
+    }
+
+    @Test("insertDevice refuses a duplicate kid; devices(user:) and hasActiveDevice see only that user")
+    func devices() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        #expect(try storage.insertDevice(device("k1")))
+        #expect(try storage.insertDevice(device("k1", user: "bob")) == false)
+        #expect(try storage.insertDevice(device("k2", user: "bob", status: .pending)))
+        #expect(try storage.devices(user: "alice").map(\.kid) == ["k1"])
+        #expect(try storage.hasActiveDevice(user: "alice"))
+        #expect(try storage.hasActiveDevice(user: "bob") == false)
+        #expect(try storage.allDevices().count == 2)
+        #expect(try storage.device(kid: "nope") == nil)
+    }
+
+    @Test("updateStatus only moves from the expected status, and stamps approval and revocation times")
+    func statusTransitions() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        _ = try storage.insertDevice(device("k1", status: .pending))
+        #expect(try storage.updateStatus(kid: "k1", from: .active, to: .revoked, at: 5) == false)
+        #expect(try storage.updateStatus(kid: "k1", from: .pending, to: .active, at: 200))
+        #expect(try storage.device(kid: "k1")?.approvedAt == 200)
+        #expect(try storage.updateStatus(kid: "k1", from: .pending, to: .active, at: 300) == false)
+        #expect(try storage.updateStatus(kid: "k1", from: .active, to: .revoked, at: 400))
+        let revoked = try storage.device(kid: "k1")
+        #expect(revoked?.status == .revoked)
+        #expect(revoked?.revokedAt == 400)
+        try storage.recordLogin(kid: "k1", at: 500)
+        #expect(try storage.device(kid: "k1")?.lastLoginAt == 500)
+    }
+
+    @Test("claimJTI succeeds once per key and jti, even under concurrent claims, and purging forgets expired ones")
+    func replayCache() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        let wins = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            if (try? storage.claimJTI(keyID: "k", jti: "j", expiresAt: 1000)) == true {
+                wins.add(1, ordering: .relaxed)
+            }
+        }
+        #expect(wins.load(ordering: .relaxed) == 1)
+        #expect(try storage.claimJTI(keyID: "other", jti: "j", expiresAt: 1000))
+        #expect(try storage.purgeExpiredJTIs(now: 999) == 0)
+        #expect(try storage.purgeExpiredJTIs(now: 1001) == 2)
+        #expect(try storage.claimJTI(keyID: "k", jti: "j", expiresAt: 2000))
+    }
+
+    @Test("an enrollment code is consumed once even under concurrent use")
+    func enrollmentCodes() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        let hash = Crypto.sha256(Array("code".utf8))
+        try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1000)
+        #expect(try storage.consumeEnrollmentCode(hash: hash, user: "bob", now: 10) == false)
+        let wins = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            if (try? storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 10)) == true {
+                wins.add(1, ordering: .relaxed)
+            }
+        }
+        #expect(wins.load(ordering: .relaxed) == 1)
+        try storage.insertEnrollmentCode(hash: Crypto.sha256([1]), user: "alice", expiresAt: 1000)
+        #expect(try storage.consumeEnrollmentCode(hash: Crypto.sha256([1]), user: "alice", now: 1000) == false)
+        #expect(try storage.purgeExpiredEnrollmentCodes(now: 1001) == 2)
+    }
+
+    @Test("the server signing key is created once and reused after a restart")
+    func signingKeyPersists() throws {
+        let environment = TestEnvironment()
+        let configuration = try environment.configuration()
+        let first = try SQLiteStorage(path: environment.databasePath)
+        let issuerKey = try KeyAuthResponder(
+            configuration: configuration, issuer: "https://x", storage: first, log: SilentLog()
+        ).signingKeys.signingKeyID
+        first.close()
+        let second = try SQLiteStorage(path: environment.databasePath)
+        let again = try KeyAuthResponder(
+            configuration: configuration, issuer: "https://x", storage: second, log: SilentLog()
+        ).signingKeys.signingKeyID
+        #expect(issuerKey == again)
+        #expect(try second.signingKeys().count == 1)
+    }
+
+    @Test("a closed storage throws StorageError for every call")
+    func closed() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        storage.close()
+        #expect(throws: StorageError.self) { try storage.healthCheck() }
+        #expect(throws: StorageError.self) { _ = try storage.claimJTI(keyID: "k", jti: "j", expiresAt: 1) }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import KeyAuth
+import Testing
+
+@testable import KeyAuthServer
+
+@Suite("keyauth-server command line")
+struct ServerCommandTests {
+    private func serve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
+        guard case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)
+        else { throw TestFailure("not serve") }
+        return configuration
+    }
+
+    @Test("serve defaults: 127.0.0.1:8088, keyauth-server.db, open enrollment, no proxy, 10 failures a minute")
+    func defaults() throws {
+        for arguments in [[], ["serve"]] {
+            let configuration = try serve(arguments)
+            #expect(configuration.listen.description == "127.0.0.1:8088")
+            #expect(configuration.database == "keyauth-server.db")
+            #expect(configuration.enrollment == .open)
+            #expect(configuration.trustProxy == false)
+            #expect(configuration.failureLimit == 10)
+            #expect(configuration.accessTokenLifetime == 900)
+            #expect(configuration.resolvedIssuer(boundPort: 8088) == "http://127.0.0.1:8088")
+        }
+    }
+
+    @Test("KEYAUTH_SERVER_* variables configure the server and flags override them")
+    func environmentAndFlags() throws {
+        let environment = [
+            "KEYAUTH_SERVER_LISTEN": "0.0.0.0:9000", "KEYAUTH_SERVER_ISSUER": "https://login.example",
+            "KEYAUTH_SERVER_DB": "/var/lib/keyauth/db", "KEYAUTH_SERVER_ENROLLMENT": "code",
+            "KEYAUTH_SERVER_TRUST_PROXY": "1", "KEYAUTH_SERVER_RATE_LIMIT": "5", "KEYAUTH_SERVER_THREADS": "8",
+        ]
+        let fromEnvironment = try serve([], environment)
+        #expect(fromEnvironment.listen.description == "0.0.0.0:9000")
+        #expect(fromEnvironment.issuer == "https://login.example")
+        #expect(fromEnvironment.database == "/var/lib/keyauth/db")
+        #expect(fromEnvironment.enrollment == .code)
+        #expect(fromEnvironment.trustProxy)
+        #expect(fromEnvironment.failureLimit == 5)
+        #expect(fromEnvironment.threads == 8)
+
+        let overridden = try serve(
+            [
+                "serve", "--listen", "[::1]:8443", "--issuer=https://other.example", "--db", "x.db", "--enrollment",
+                "open", "--trust-proxy=false", "--rate-limit", "20", "--token-lifetime", "600", "--quiet",
+            ], environment)
+        #expect(overridden.listen.isIPv6)
+        #expect(overridden.listen.port == 8443)
+        #expect(overridden.issuer == "https://other.example")
+        #expect(overridden.database == "x.db")
+        #expect(overridden.enrollment == .open)
+        #expect(overridden.trustProxy == false)
+        #expect(overridden.failureLimit == 20)
+        #expect(overridden.accessTokenLifetime == 600)
+        #expect(overridden.logRequests == false)
+    }
+
+    @Test(
+        "bad flags and values are usage errors",
+        arguments: [
+            ["--listen", "nowhere"], ["--listen", "127.0.0.1"], ["--listen", "example.com:80"],
+            ["--enrollment", "maybe"],
+            ["--issuer", "ftp://x"], ["--rate-limit", "0"], ["--frobnicate"], ["serve", "extra"], ["--db"], ["launch"],
+            ["enroll"], ["enroll", "bad user"], ["revoke"], ["--threads", "many"], ["--signing-key-bits", "3000"],
+            ["--db", "a", "--db", "b"],
+        ])
+    func usageErrors(_ arguments: [String]) {
+        #expect(throws: ServerConfigurationError.self) {
+            _ = try ServerCommand.parse(arguments: arguments, environment: [:])
+        }
+        let output = CapturedOutput()
+        #expect(ServerCommand.main(arguments: arguments, environment: [:], output: output.output) == 64)
+        #expect(output.error.hasPrefix("keyauth-server: "))
+    }
+
+    @Test("--help prints the usage with every command and variable")
+    func help() {
+        let output = CapturedOutput()
+        #expect(ServerCommand.main(arguments: ["--help"], environment: [:], output: output.output) == 0)
+        for word in ["serve", "enroll USER", "devices", "revoke KID", "--listen", "KEYAUTH_SERVER_DB", "--trust-proxy"]
+        {
+            #expect(output.standard.contains(word))
+        }
+    }
+
+    @Test("enroll prints a code that registers a first device in code mode; devices lists it; revoke revokes it")
+    func adminCommands() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let database = environment.databasePath
+        let enroll = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["enroll", "alice", "--db", database], environment: [:], output: enroll.output) == 0)
+        let code = enroll.standard.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(code.count == 22)
+        #expect(!enroll.error.contains(code))
+
+        let api = try environment.directAPI { $0.enrollment = .code }
+        let key = try ServerTestKeys.key("alice-1")
+        #expect(try api.register(user: "alice", key: key, code: code).status == 201)
+
+        let list = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["devices"], environment: ["KEYAUTH_SERVER_DB": database], output: list.output) == 0)
+        #expect(list.standard.contains("\(key.publicKey.fingerprint)\talice\ttest-device\tactive"))
+
+        let revoke = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["revoke", key.publicKey.fingerprint, "--db", database], environment: [:],
+                output: revoke.output) == 0)
+        #expect(revoke.standard.hasPrefix("revoked "))
+        #expect(try api.storage.device(kid: key.publicKey.fingerprint)?.status == .revoked)
+        #expect(try api.login(key).errorCode == "invalid_grant")
+
+        let unknown = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["revoke", "nope", "--db", database], environment: [:], output: unknown.output) == 1)
+        #expect(unknown.error.contains("no device"))
+    }
+
+    @Test("storage that cannot be opened is reported on one line with exit status 69")
+    func storageUnavailable() {
+        for database in ["/nonexistent-directory/x/y.db", "postgres://127.0.0.1:1/keyauth?connect_timeout=2"] {
+            let output = CapturedOutput()
+            let status = ServerCommand.main(
+                arguments: ["devices", "--db", database], environment: [:], output: output.output)
+            #expect(status == 69)
+            #expect(output.error.hasPrefix("keyauth-server: "))
+            #expect(output.error.split(separator: "\n").count == 1)
+        }
+    }
+
+    @Test("the built binary prints help, serves until SIGTERM and then exits 0")
+    func binary() throws {
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("keyauth-server")
+        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+            // `swift test` builds the executable along with the tests; a filtered build may not.
+            return
+        }
+        let help = try run(binary, ["--help"])
+        #expect(help.status == 0)
+        #expect(help.standard.contains("usage: keyauth-server"))
+
+        let environment = TestEnvironment()
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath]
+        let errorPipe = Pipe()
+        process.standardError = errorPipe
+        try process.run()
+        var banner = ""
+        while !banner.contains("\n") {
+            let data = errorPipe.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            banner += String(decoding: data, as: UTF8.self)
+        }
+        #expect(banner.hasPrefix("keyauth-server: listening on http://127.0.0.1:"))
+        let port = banner.split(separator: ":").dropFirst(3).first.flatMap { UInt16($0.prefix { $0.isNumber }) }
+        let response = try SocketTransport(port: try #require(port)).send(HTTPRequest(method: "GET", path: "/healthz"))
+        #expect(response.status == 200)
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let rest = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(rest.contains("GET /healthz 200"))
+        #expect(rest.contains("keyauth-server: stopped"))
+    }
+
+    private func run(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, standard: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// Collects what a command writes.
+final class CapturedOutput: Sendable {
+    private let standardLines = LockedLines()
+    private let errorLines = LockedLines()
+
+    var output: ServerCommand.Output {
+        ServerCommand.Output(
+            standard: { [standardLines] in standardLines.append($0) }, error: { [errorLines] in errorLines.append($0) })
+    }
+
+    var standard: String { standardLines.all.joined() }
+    var error: String { errorLines.all.joined() }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Glibc
+import KeyAuth
+
+/// A response as read off the socket.
+struct RawHTTPResponse {
+    var status: Int
+    /// Header names lowercased.
+    var headers: [String: String]
+    var body: [UInt8]
+
+    var json: JSONValue? { try? JSONValue(parsing: body) }
+    var errorCode: String? { json?["error"]?.stringValue }
+    var errorDescription: String? { json?["error_description"]?.stringValue }
+}
+
+/// A minimal HTTP/1.1 client over a raw TCP socket, so tests can send what real clients never
+/// would: bodies cut off mid-way, lying lengths, oversized chunked uploads.
+final class RawHTTPConnection {
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+
+    /// Connects to 127.0.0.1:`port`, with a receive timeout so a test never hangs.
+    init(port: UInt16, timeoutSeconds: Int = 10) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket() failed") }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(descriptor)
+            throw TestFailure("connect() to port \(port) failed")
+        }
+    }
+
+    deinit {
+        Glibc.close(descriptor)
+    }
+
+    /// Sends bytes exactly as given.
+    func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard sent > 0 else { throw TestFailure("send() failed") }
+            offset += sent
+        }
+    }
+
+    /// Sends text exactly as given.
+    func send(_ text: String) throws {
+        try send(Array(text.utf8))
+    }
+
+    /// Half-closes the connection: the server sees the end of the request stream.
+    func shutdownWrite() {
+        shutdown(descriptor, Int32(SHUT_WR))
+    }
+
+    /// Reads one response (Content-Length framed, as this server always answers).
+    func readResponse() throws -> RawHTTPResponse {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        var headerEnd: Int?
+        while headerEnd == nil {
+            headerEnd = Self.find(separator, in: buffer)
+            if headerEnd == nil { try fill() }
+        }
+        guard let headerEnd else { throw TestFailure("no header end") }
+        let head = String(decoding: buffer[..<headerEnd], as: UTF8.self)
+        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
+        guard !lines.isEmpty else { throw TestFailure("empty response") }
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw TestFailure("bad status line") }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
+        }
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let bodyStart = headerEnd + separator.count
+        while buffer.count < bodyStart + length { try fill() }
+        let body = Array(buffer[bodyStart..<(bodyStart + length)])
+        buffer.removeFirst(bodyStart + length)
+        return RawHTTPResponse(status: status, headers: headers, body: body)
+    }
+
+    /// Whether the server closed the connection (a read returns end of file).
+    func isClosedByServer() -> Bool {
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, 0) == 0
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { throw TestFailure("connection closed or timed out while reading") }
+        buffer.append(contentsOf: chunk[..<count])
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if Array(haystack[start..<(start + needle.count)]) == needle { return start }
+        }
+        return nil
+    }
+
+    /// The bytes of a request with `Content-Length`.
+    static func requestBytes(
+        method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = []
+    ) -> [UInt8] {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
+        text += "\r\n"
+        return Array(text.utf8) + body
+    }
+}
