@@ -33,8 +33,10 @@ package enum SecureFile {
         guard descriptor >= 0 else { throw errnoError(.storageFailed, "cannot create a file in \(directory)") }
         var written = 0
         var failure: KeyAuthError?
+        // The umask can only remove bits; make the mode exactly 0600 whatever it is.
+        if fchmod(descriptor, 0o600) != 0 { failure = errnoError(.storageFailed, "cannot set the mode of \(path)") }
         bytes.withUnsafeBytes { buffer in
-            while written < buffer.count {
+            while failure == nil && written < buffer.count {
                 let result = Glibc.write(descriptor, buffer.baseAddress.map { $0 + written }, buffer.count - written)
                 if result < 0 {
                     if errno == EINTR { continue }

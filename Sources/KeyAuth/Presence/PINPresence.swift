@@ -224,22 +224,13 @@ struct AttemptStore {
 
     /// The current state; a missing file means no failures.
     func load() throws(KeyAuthError) -> AttemptState {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return AttemptState() }
-            throw LineIO.error(.storageFailed, "Cannot read the PIN attempts file \(path).")
-        }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 256)
-        while bytes.count <= 4096 {
-            let count = read(descriptor, &chunk, chunk.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw LineIO.error(.storageFailed, "Cannot read the PIN attempts file \(path).")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
+        let bytes: [UInt8]
+        do {
+            bytes = try SecureFile.readProtected(path)
+        } catch  where error.code == .keyNotFound {
+            return AttemptState()
+        } catch {
+            throw KeyAuthError(.storageFailed, "Cannot use the PIN attempts file: \(error.message)", underlying: error)
         }
         guard let state = try? JSONDecoder().decode(AttemptState.self, from: Data(bytes)), state.failures >= 0 else {
             // Failing closed: a damaged counter must not silently become zero failures.
@@ -251,61 +242,15 @@ struct AttemptStore {
 
     /// Changes the state under the lock and writes it back atomically.
     func update(_ change: (inout AttemptState) throws(KeyAuthError) -> Void) throws(KeyAuthError) {
-        let lock = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard lock >= 0 else {
-            throw LineIO.error(.storageFailed, "Cannot open the PIN attempts lock \(lockPath).")
-        }
-        defer { close(lock) }
-        while flock(lock, LOCK_EX) != 0 {
-            guard errno == EINTR else {
-                throw LineIO.error(.storageFailed, "Cannot lock the PIN attempts file \(path).")
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            var state = try load()
+            let before = state
+            try change(&state)
+            guard state != before else { return }
+            guard let data = try? JSONEncoder().encode(state) else {
+                throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
             }
+            try SecureFile.write(Array(data) + [0x0A], to: path)
         }
-        var state = try load()
-        let before = state
-        try change(&state)
-        if state != before {
-            try write(state)
-        }
-    }
-
-    /// Writes a temporary file in the same directory, syncs it, and renames it over the old one.
-    private func write(_ state: AttemptState) throws(KeyAuthError) {
-        guard let data = try? JSONEncoder().encode(state) else {
-            throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
-        }
-        let directory = Self.directory(of: path)
-        let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw LineIO.error(.storageFailed, "Cannot create a file in \(directory).")
-        }
-        var renamed = false
-        defer {
-            if !renamed { unlink(temporary) }
-        }
-        // The umask can only remove bits; fchmod makes the mode exactly 0600 whatever it is.
-        let text = String(decoding: data, as: UTF8.self) + "\n"
-        let written = fchmod(descriptor, 0o600) == 0 && LineIO.writeAll(descriptor, text)
-        let synced = written && fsync(descriptor) == 0
-        let failure = synced ? nil : LineIO.error(.storageFailed, "Cannot write the PIN attempts file \(path).")
-        close(descriptor)
-        if let failure { throw failure }
-        guard rename(temporary, path) == 0 else {
-            throw LineIO.error(.storageFailed, "Cannot replace the PIN attempts file \(path).")
-        }
-        renamed = true
-        // The rename itself is durable only once the directory is synced.
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            _ = fsync(directoryDescriptor)
-            close(directoryDescriptor)
-        }
-    }
-
-    private static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        let directory = String(path[..<slash])
-        return directory.isEmpty ? "/" : directory
     }
 }
