@@ -185,6 +185,11 @@ struct JWTVerifierTests {
         let header = "{\"alg\":\"RS256\",\"kid\":\"\(kid)\"}"
         #expect(failure(try raw(header: header, payload: defaultPayload(removing: ["jti"]))) == .claimInvalid)
         #expect(failure(try raw(header: header, payload: defaultPayload(["jti": ""]))) == .claimInvalid)
+        #expect(failure(try raw(header: header, payload: defaultPayload(["jti": "a\u{0}b"]))) == .claimInvalid)
+        #expect(failure(try raw(header: header, payload: defaultPayload(["jti": "a b"]))) == .claimInvalid)
+        let long = String(repeating: "a", count: 257)
+        #expect(failure(try raw(header: header, payload: defaultPayload(["jti": .string(long)]))) == .claimInvalid)
+        #expect(failure(try raw(header: header, payload: defaultPayload(["jti": "uuid-like-0f8fad5b-d9cb"]))) == nil)
     }
 
     @Test("structure: segment counts, padding, foreign characters, non-JSON, duplicates, size")

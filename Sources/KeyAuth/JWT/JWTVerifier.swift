@@ -181,8 +181,13 @@ public struct JWTVerifier: Sendable {
         }
         try checkTimes(claims: claims)
         if options.requireJWTID {
-            guard let jwtID = claims["jti"]?.stringValue, !jwtID.isEmpty, jwtID.utf8.count <= 256 else {
+            guard let jwtID = claims["jti"]?.stringValue, !jwtID.isEmpty else {
                 throw KeyAuthError(.claimInvalid, "the token has no jti")
+            }
+            // Printable ASCII only (base64url in keyauth's own tokens): a NUL or control byte
+            // would otherwise reach the replay cache, where some databases cannot store it.
+            guard jwtID.utf8.count <= 256, jwtID.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw KeyAuthError(.claimInvalid, "the token jti must be at most 256 printable ASCII characters")
             }
         }
     }
