@@ -122,13 +122,15 @@ extension PostgresStorageTests {
             defer { database.destroy() }
             let storage = try database.open()
             defer { storage.close() }
-            // Open every pooled connection (checkouts go round the pool), then kill them all.
+            // Open every pooled connection (checkouts go round the pool), then kill them all and
+            // wait until their server processes have exited (a write racing the termination
+            // itself would rightly fail: it may have been sent to a dying process).
             for index in 0..<8 {
                 #expect(try storage.claimJTI(keyID: "kid", jti: "warm-\(index)", expiresAt: 100))
             }
             try database.execute(
                 """
-                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
                 WHERE application_name = current_setting('application_name') AND pid <> pg_backend_pid()
                 """)
             // Writes are not retried, so each one succeeding shows the dead connection was

@@ -9,17 +9,17 @@ import Testing
 ///
 /// Each backend creates empty databases; any number of storage instances can open the same
 /// database, which is how the tests stand in for several servers behind a load balancer.
-struct StorageBackend: Sendable, CustomTestStringConvertible {
+struct StorageContractBackend: Sendable, CustomTestStringConvertible {
     let name: String
-    let makeDatabase: @Sendable () throws -> TestDatabase
+    let makeDatabase: @Sendable () throws -> StorageContractDatabase
 
     var testDescription: String { name }
 
     /// A temporary SQLite file per database.
-    static let sqlite = StorageBackend(name: "SQLite") {
+    static let sqlite = StorageContractBackend(name: "SQLite") {
         let directory = TemporaryDirectory("keyauth-storage")
         let path = directory.path + "/keyauth.db"
-        return TestDatabase(
+        return StorageContractDatabase(
             open: { () throws(StorageError) in try SQLiteStorage(path: path) },
             execute: { sql in
                 try SQLiteConnection(path: path, busyTimeoutMilliseconds: 5000).execute(sql)
@@ -29,13 +29,13 @@ struct StorageBackend: Sendable, CustomTestStringConvertible {
 
     /// A fresh schema per database in the server `KEYAUTH_TEST_POSTGRES_URL` names, or nil when
     /// the variable is unset (the PostgreSQL tests are then reported as skipped).
-    static let postgres: StorageBackend? = PostgresTestServer.url.map { url in
-        StorageBackend(name: "PostgreSQL") { try PostgresTestServer.makeDatabase(url: url) }
+    static let postgres: StorageContractBackend? = PostgresTestServer.url.map { url in
+        StorageContractBackend(name: "PostgreSQL") { try PostgresTestServer.makeDatabase(url: url) }
     }
 }
 
 /// One empty database and the means to open storage instances on it.
-struct TestDatabase: Sendable {
+struct StorageContractDatabase: Sendable {
     /// The PostgreSQL URL that reaches this database; nil for SQLite.
     var url: String? = nil
     /// Opens a new storage instance, as a new server process would.
@@ -63,12 +63,12 @@ enum PostgresTestServer {
     /// Creates a schema of its own, so that every database starts empty and tests never see
     /// each other's rows, and a URL whose connections use it (`search_path`) and carry a unique
     /// `application_name`, by which a test can find their server processes.
-    static func makeDatabase(url: String) throws -> TestDatabase {
+    static func makeDatabase(url: String) throws -> StorageContractDatabase {
         let schema = "keyauth_test_" + UUID().uuidString.lowercased().replacing("-", with: "")
         try adminExecute(url: url, "CREATE SCHEMA \(schema)")
         let schemaURL =
             url + (url.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)&application_name=\(schema)"
-        return TestDatabase(
+        return StorageContractDatabase(
             url: schemaURL,
             open: { () throws(StorageError) in try PostgresStorage(url: schemaURL) },
             execute: { sql in try adminExecute(url: schemaURL, sql) },
@@ -85,15 +85,27 @@ enum PostgresTestServer {
     }
 
     /// Runs `KEYAUTH_TEST_POSTGRES_CTL action` and waits for it.
+    ///
+    /// Through `posix_spawn` and `waitpid` rather than Foundation's `Process`, whose
+    /// `waitUntilExit` was seen never to return after `pg_ctlcluster start` (the child exited,
+    /// unreaped). The command's standard streams go to /dev/null so that the database server
+    /// it starts does not inherit the test runner's output pipe and hold it open.
     static func control(_ action: String) throws {
         guard let controlCommand else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\(controlCommand) \(action)"]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw StorageError(.unavailable, "`\(controlCommand) \(action)` exited with \(process.terminationStatus)")
+        let command = "exec </dev/null >/dev/null 2>&1; \(controlCommand) \(action)"
+        let words: [String] = ["/bin/sh", "-c", command]
+        let arguments = words.map { word in strdup(word) }
+        defer { for argument in arguments { free(argument) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, "/bin/sh", nil, nil, arguments + [nil], environ)
+        guard spawned == 0 else {
+            throw StorageError(.unavailable, "cannot run `\(controlCommand) \(action)`: error \(spawned)")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+        // WIFEXITED and WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            throw StorageError(.unavailable, "`\(controlCommand) \(action)` failed with wait status \(status)")
         }
     }
 

@@ -24,11 +24,11 @@ struct PostgresStorageTests {
     @Test(
         "PostgreSQL storage keeps the contract",
         .enabled(
-            if: StorageBackend.postgres != nil,
+            if: StorageContractBackend.postgres != nil,
             "KEYAUTH_TEST_POSTGRES_URL is not set; run `eval \"$(sudo .ci/postgres.sh)\"` first"),
         arguments: StorageCheck.all)
     func postgres(_ check: StorageCheck) throws {
-        let backend = try #require(StorageBackend.postgres)
+        let backend = try #require(StorageContractBackend.postgres)
         try check.run(on: backend)
     }
 }
@@ -36,16 +36,16 @@ struct PostgresStorageTests {
 /// One named check of the storage contract, run on a fresh database.
 struct StorageCheck: Sendable, CustomTestStringConvertible {
     let name: String
-    let body: @Sendable (TestDatabase) throws -> Void
+    let body: @Sendable (StorageContractDatabase) throws -> Void
 
     var testDescription: String { name }
 
-    init(_ name: String, _ body: @escaping @Sendable (TestDatabase) throws -> Void) {
+    init(_ name: String, _ body: @escaping @Sendable (StorageContractDatabase) throws -> Void) {
         self.name = name
         self.body = body
     }
 
-    func run(on backend: StorageBackend) throws {
+    func run(on backend: StorageContractBackend) throws {
         let database = try backend.makeDatabase()
         defer { database.destroy() }
         try body(database)
@@ -95,7 +95,7 @@ enum StorageContract {
         }
     }
 
-    static func insertsDevices(_ database: TestDatabase) throws {
+    static func insertsDevices(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         var full = device("kid-full", status: .active)
@@ -118,7 +118,7 @@ enum StorageContract {
         #expect(try storage.device(kid: "kid-ful") == nil)
     }
 
-    static func listsDevices(_ database: TestDatabase) throws {
+    static func listsDevices(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         let records = [
@@ -143,7 +143,7 @@ enum StorageContract {
         #expect(try storage.allDevices().map(\.user) == ["Bob", "alice", "bob", "bob", "bob", "zoe", "émile"])
     }
 
-    static func findsActiveDevices(_ database: TestDatabase) throws {
+    static func findsActiveDevices(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try !storage.hasActiveDevice(user: "alice"))
@@ -158,7 +158,7 @@ enum StorageContract {
         #expect(try !storage.hasActiveDevice(user: "alice"))
     }
 
-    static func updatesStatus(_ database: TestDatabase) throws {
+    static func updatesStatus(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-1")))
@@ -198,7 +198,7 @@ enum StorageContract {
         #expect(try storage.device(kid: "kid-2") == denied)
     }
 
-    static func recordsLogins(_ database: TestDatabase) throws {
+    static func recordsLogins(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
@@ -211,7 +211,7 @@ enum StorageContract {
         #expect(try storage.device(kid: "kid-unknown") == nil)
     }
 
-    static func claimsJTIs(_ database: TestDatabase) throws {
+    static func claimsJTIs(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 100))
@@ -231,7 +231,7 @@ enum StorageContract {
         #expect(try storage.purgeExpiredJTIs(now: 10_000) == 3)
     }
 
-    static func consumesCodes(_ database: TestDatabase) throws {
+    static func consumesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         let hash = Array(Crypto.sha256(Array("code-1".utf8)))
@@ -251,7 +251,7 @@ enum StorageContract {
         #expect(try storage.consumeEnrollmentCode(hash: other, user: "alice", now: 999))
     }
 
-    static func purgesCodes(_ database: TestDatabase) throws {
+    static func purgesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         let codes = (0..<4).map { Array(Crypto.sha256(Array("code-\($0)".utf8))) }
@@ -270,7 +270,7 @@ enum StorageContract {
         #expect(try storage.consumeEnrollmentCode(hash: codes[3], user: "bob", now: 150))
     }
 
-    static func refusesDuplicateCodes(_ database: TestDatabase) throws {
+    static func refusesDuplicateCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         let hash = Array(Crypto.sha256(Array("code".utf8)))
@@ -283,7 +283,7 @@ enum StorageContract {
         #expect(try storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 10))
     }
 
-    static func storesSigningKeys(_ database: TestDatabase) throws {
+    static func storesSigningKeys(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.signingKeys().isEmpty)
@@ -301,7 +301,7 @@ enum StorageContract {
         #expect(keys.map(\.privatePEM) == [Array("pem-c".utf8), Array("pem-a".utf8), binary, []])
     }
 
-    static func closes(_ database: TestDatabase) throws {
+    static func closes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         try storage.healthCheck()
         #expect(try storage.insertDevice(device("kid-1")))
@@ -315,7 +315,7 @@ enum StorageContract {
                 == .closed)
     }
 
-    static func racesReplays(_ database: TestDatabase) throws {
+    static func racesReplays(_ database: StorageContractDatabase) throws {
         let first = try database.open()
         defer { first.close() }
         let second = try database.open()
@@ -330,7 +330,7 @@ enum StorageContract {
         }
     }
 
-    static func racesEnrollmentCodes(_ database: TestDatabase) throws {
+    static func racesEnrollmentCodes(_ database: StorageContractDatabase) throws {
         let first = try database.open()
         defer { first.close() }
         let second = try database.open()
@@ -348,7 +348,7 @@ enum StorageContract {
         #expect(try first.purgeExpiredEnrollmentCodes(now: 0) == 5)
     }
 
-    static func racesStatusChanges(_ database: TestDatabase) throws {
+    static func racesStatusChanges(_ database: StorageContractDatabase) throws {
         let first = try database.open()
         defer { first.close() }
         let second = try database.open()
@@ -384,7 +384,7 @@ enum StorageContract {
         #expect(try first.device(kid: "kid-race")?.status == .revoked)
     }
 
-    static func racesRegistrations(_ database: TestDatabase) throws {
+    static func racesRegistrations(_ database: StorageContractDatabase) throws {
         let first = try database.open()
         defer { first.close() }
         let second = try database.open()
@@ -399,7 +399,7 @@ enum StorageContract {
         #expect(try first.device(kid: "kid-contested")?.user == "user-\(winner)")
     }
 
-    static func sharesSigningKeys(_ database: TestDatabase) throws {
+    static func sharesSigningKeys(_ database: StorageContractDatabase) throws {
         let first = try database.open()
         defer { first.close() }
         let second = try database.open()
@@ -422,7 +422,7 @@ enum StorageContract {
         #expect(try third.signingKeys().map(\.kid) == ["key-0", "key-1"])
     }
 
-    static func migratesConcurrently(_ database: TestDatabase) throws {
+    static func migratesConcurrently(_ database: StorageContractDatabase) throws {
         for round in 0..<2 {
             let outcomes = runConcurrently(4) { (_: Int) throws(StorageError) -> Bool in
                 let storage = try database.open()
@@ -440,7 +440,7 @@ enum StorageContract {
         #expect(try storage.insertDevice(device("kid-1")))
     }
 
-    static func survivesReopening(_ database: TestDatabase) throws {
+    static func survivesReopening(_ database: StorageContractDatabase) throws {
         let hash = Array(Crypto.sha256(Array("code".utf8)))
         do {
             let storage = try database.open()
@@ -459,7 +459,7 @@ enum StorageContract {
         #expect(try storage.signingKeys().map(\.kid) == ["key-1"])
     }
 
-    static func refusesNewerSchema(_ database: TestDatabase) throws {
+    static func refusesNewerSchema(_ database: StorageContractDatabase) throws {
         let running = try database.open()
         defer { running.close() }
         try running.healthCheck()

@@ -14,7 +14,14 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
 
     /// Keeps `url` and prepares its masked form.
     init(_ url: String) {
-        self.url = url
+        // libpq recognises only lower-case schemes; `StorageFactory` accepts any case.
+        if let schemeEnd = url.range(of: "://"),
+            ["postgres", "postgresql"].contains(url[..<schemeEnd.lowerBound].lowercased())
+        {
+            self.url = url[..<schemeEnd.lowerBound].lowercased() + url[schemeEnd.lowerBound...]
+        } else {
+            self.url = url
+        }
         let parts = Self.passwords(in: url)
         redacted = parts.redacted
         var secrets: [String] = []
