@@ -165,6 +165,9 @@ struct JWTVerifierTests {
         #expect(try check(["exp": .number(1_800_000_030.5)]) == .claimInvalid)
         #expect(try check(["exp": .string("1800000030")]) == .claimInvalid)
         #expect(try check([:], removing: ["iat"]) == .claimInvalid)
+        // Fuzz/findings/lifetime-overflow: exp - iat overflowed Int64 and trapped.
+        #expect(try check(["iat": .integer(.min), "exp": .integer(.max)]) == .claimInvalid)
+        #expect(try check(["iat": .integer(.min), "exp": .integer(Self.now + 30)]) == .claimInvalid)
         #expect(try check([:], removing: ["exp"]) == .claimInvalid)
         let floatText = defaultPayload().replacingOccurrences(of: "\"iat\":\(Self.now)", with: "\"iat\":\(Self.now).0")
         #expect(failure(try raw(header: header, payload: floatText)) == .claimInvalid)

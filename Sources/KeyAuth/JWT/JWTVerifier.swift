@@ -206,7 +206,10 @@ public struct JWTVerifier: Sendable {
         guard issuedAt <= current + options.leeway else {
             throw KeyAuthError(.claimInvalid, "the token was issued in the future")
         }
-        guard expiresAt - issuedAt <= options.maximumLifetime else {
+        // exp = Int64.max with iat = Int64.min overflows; iat already passed the check above, so
+        // an overflow can only mean a lifetime far too long (found by the fuzzer, Fuzz/README.md).
+        let (lifetime, overflow) = expiresAt.subtractingReportingOverflow(issuedAt)
+        guard !overflow, lifetime <= options.maximumLifetime else {
             throw KeyAuthError(.claimInvalid, "the token lifetime exceeds \(options.maximumLifetime) seconds")
         }
     }

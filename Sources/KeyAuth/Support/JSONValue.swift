@@ -297,11 +297,9 @@ extension JSONValue {
         case .bool(let value): output += value ? "true" : "false"
         case .integer(let value): output += String(value)
         case .number(let value):
-            if value == value.rounded(), abs(value) < 1e15 {
-                output += String(Int64(value))
-            } else {
-                output += "\(value)"
-            }
+            // Swift always prints a fraction or an exponent ("1.0", "1e+16"), so a number stays a
+            // number through a round trip; non-finite values have no JSON form.
+            output += value.isFinite ? "\(value)" : "null"
         case .string(let value): Self.writeString(value, to: &output)
         case .array(let elements):
             output += "["
