@@ -1,0 +1,22 @@
+/// One of the user's devices, as `GET /v1/devices` lists it.
+public struct Device: Sendable, Hashable {
+    /// The key's fingerprint.
+    public let keyID: String
+    /// The device name given at registration.
+    public let name: String
+    /// Its current state.
+    public let status: DeviceStatus
+    /// When it was registered, RFC 3339 UTC as the server wrote it.
+    public let createdAt: String?
+    /// When it last logged in, RFC 3339 UTC, or nil if never.
+    public let lastLoginAt: String?
+
+    /// Creates a device record.
+    public init(keyID: String, name: String, status: DeviceStatus, createdAt: String?, lastLoginAt: String?) {
+        self.keyID = keyID
+        self.name = name
+        self.status = status
+        self.createdAt = createdAt
+        self.lastLoginAt = lastLoginAt
+    }
+}

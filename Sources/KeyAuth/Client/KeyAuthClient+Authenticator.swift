@@ -1,0 +1,67 @@
+import Synchronization
+
+extension KeyAuthClient {
+    /// Connects an ``Authenticator`` to this server: registration with proof of possession, and
+    /// login with the JWT bearer grant.
+    ///
+    /// While the server answers `authorization_pending`, the `authenticate` hook throws
+    /// `.approvalPending` and the authenticator polls (every ``Authenticator/Configuration-swift.struct/pollInterval``,
+    /// at least 5 s as RFC 8628 asks). A `slow_down` while polling waits the server's
+    /// `Retry-After` (5 s without one) and keeps polling, because the server counts pending
+    /// polls against the address's failure budget. `access_denied` and `expired_token` end the
+    /// wait with `.serverRejected`.
+    ///
+    /// - Parameters:
+    ///   - enrollment: who a new key belongs to; nil refuses to register, so that a login on a
+    ///     machine without a key fails instead of creating one silently.
+    ///   - onRegistered: called after the server recorded a new key, before any login attempt,
+    ///     so that the caller can remember the key id and state (and tell the person to approve).
+    ///   - onApprovalPending: called with the key id each time the server says approval is
+    ///     still pending.
+    public func authenticatorHooks(
+        enrollment: DeviceEnrollment?,
+        onRegistered: @escaping @Sendable (DeviceRegistration) async throws -> Void = { _ in },
+        onApprovalPending: @escaping @Sendable (_ keyID: String) -> Void = { _ in }
+    ) -> AuthenticatorHooks<AccessToken> {
+        let client = self
+        let waiting = Mutex(false)
+        return AuthenticatorHooks(
+            registerPublicKey: { publicKey, proof in
+                guard let enrollment else {
+                    throw KeyAuthError(.keyNotFound, "there is no device key: register this device first")
+                }
+                let registration = try await client.registerDevice(
+                    publicKey: publicKey, proof: proof, enrollment: enrollment)
+                switch registration.status {
+                case .active, .pending:
+                    try await onRegistered(registration)
+                    return registration.status == .active ? .active : .pending
+                default:
+                    throw KeyAuthError(
+                        .serverRejected, "the server already has this key as \(registration.status); it cannot log in")
+                }
+            },
+            authenticate: { assertion in
+                do throws(KeyAuthError) {
+                    let token = try await client.requestToken(assertion: assertion)
+                    waiting.withLock { $0 = false }
+                    return token
+                } catch {
+                    let keyID = (try? CompactJWS(parsing: assertion))?.keyID ?? ""
+                    if error.code == .approvalPending {
+                        waiting.withLock { $0 = true }
+                        onApprovalPending(keyID)
+                        throw error
+                    }
+                    if error.oauthError?.error == .slowDown, waiting.withLock({ $0 }) {
+                        try await Task.sleep(for: .seconds(max(5, error.retryAfter ?? 5)))
+                        throw KeyAuthError(
+                            .approvalPending, "this device waits for approval by another device of the user",
+                            underlying: error.oauthError)
+                    }
+                    throw error
+                }
+            }
+        )
+    }
+}

@@ -1,0 +1,296 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Talks to a keyauth server (PROTOCOL.md section 4): registration, login with the JWT bearer
+/// grant, device management and discovery.
+///
+/// Every failure is a ``KeyAuthError``: the server's RFC 6749 errors as `.serverRejected` with an
+/// ``OAuthError`` underneath (`authorization_pending` as `.approvalPending`, so that the
+/// ``Authenticator`` polls), and an unreachable or silent server as `.transportFailed`. No
+/// message ever holds a token, an assertion or a key: only the server's base URL and the
+/// server's own (sanitized) description.
+public struct KeyAuthClient: Sendable {
+    /// The grant type of RFC 7523 section 2.1.
+    public static let jwtBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+    /// The server's base URL, without a trailing slash.
+    public let serverURL: String
+    /// Seconds a request may take, connection included.
+    public var timeout: TimeInterval { exchange.timeout }
+    private let exchange: HTTPExchange
+    private let now: @Sendable () -> Date
+
+    /// Creates a client.
+    ///
+    /// - Parameters:
+    ///   - serverURL: `http` or `https` with a host, optionally a path prefix.
+    ///   - timeout: seconds a request may take before it fails with `.transportFailed`; a slow
+    ///     server must not hang a login forever.
+    ///   - now: the clock that turns `expires_in` into ``AccessToken/expiresAt``.
+    /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, or that carries a
+    ///   query, a fragment or credentials (they would leak into logs and proxies).
+    public init(
+        serverURL: String, timeout: TimeInterval = 10, now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(KeyAuthError) {
+        self.serverURL = try Self.normalizedServerURL(serverURL)
+        self.exchange = HTTPExchange(timeout: timeout)
+        self.now = now
+    }
+
+    /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
+    /// issuer and as a prefix for endpoint paths.
+    public static func normalizedServerURL(_ text: String) throws(KeyAuthError) -> String {
+        var trimmed = Substring(text)
+        while trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let components = URLComponents(string: String(trimmed)),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty
+        else {
+            throw KeyAuthError(.invalidArgument, "the server URL must be http:// or https:// with a host name")
+        }
+        guard components.query == nil, components.fragment == nil, components.user == nil,
+            components.password == nil
+        else {
+            throw KeyAuthError(.invalidArgument, "the server URL must not have a query, a fragment or credentials")
+        }
+        return String(trimmed)
+    }
+
+    // MARK: - Endpoints
+
+    /// Reads `/.well-known/openid-configuration` for the issuer and endpoints.
+    ///
+    /// - Throws: `.transportFailed`; `.serverRejected` for an error answer or a document without
+    ///   an `issuer`.
+    public func discover() async throws(KeyAuthError) -> ServerMetadata {
+        let reply = try await send("GET", "/.well-known/openid-configuration")
+        let object = try expectObject(reply, success: [200], operation: "discovery")
+        guard let issuer = object["issuer"]?.stringValue, !issuer.isEmpty else {
+            throw KeyAuthError(.serverRejected, "the discovery document of \(serverURL) has no issuer")
+        }
+        return ServerMetadata(
+            issuer: issuer, tokenEndpoint: object["token_endpoint"]?.stringValue,
+            jwksURI: object["jwks_uri"]?.stringValue,
+            grantTypesSupported: object["grant_types_supported"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+    }
+
+    /// Registers a public key with proof of possession (`POST /v1/devices`).
+    ///
+    /// - Parameters:
+    ///   - publicKey: the new key; only its SPKI PEM is sent.
+    ///   - proof: an assertion signed by the new key (PROTOCOL.md section 2).
+    ///   - enrollment: the user, the device name and an optional enrollment code.
+    /// - Returns: the server's record: 201 active, 202 pending, 200 an existing registration.
+    /// - Throws: `.serverRejected` (`invalid_request` for a bad user or key, 409 for a key of
+    ///   another user, `access_denied` for a missing or wrong enrollment code), `.transportFailed`.
+    public func registerDevice(
+        publicKey: RSAPublicKey, proof: String, enrollment: DeviceEnrollment
+    ) async throws(KeyAuthError) -> DeviceRegistration {
+        var members: [String: JSONValue] = [
+            "user": .string(enrollment.user), "public_key": .string(publicKey.pemRepresentation),
+            "name": .string(enrollment.deviceName), "proof": .string(proof),
+        ]
+        if let code = enrollment.enrollmentCode { members["enrollment_code"] = .string(code) }
+        let body = JSONValue.object(members).serialized(leadingKeys: ["user", "name", "public_key", "proof"])
+        let reply = try await send(
+            "POST", "/v1/devices", body: Array(body.utf8), contentType: "application/json")
+        let object = try expectObject(reply, success: [200, 201, 202], operation: "registration")
+        guard let keyID = object["kid"]?.stringValue, let status = object["status"]?.stringValue else {
+            throw KeyAuthError(.serverRejected, "the registration answer of \(serverURL) has no kid or status")
+        }
+        guard keyID == publicKey.fingerprint else {
+            throw KeyAuthError(.serverRejected, "the server recorded a key id that is not this key's fingerprint")
+        }
+        return DeviceRegistration(
+            keyID: keyID, user: object["user"]?.stringValue ?? enrollment.user,
+            name: object["name"]?.stringValue ?? enrollment.deviceName, status: DeviceStatus(rawValue: status),
+            isNew: reply.status != 200)
+    }
+
+    /// Logs in with a device assertion (`POST /oauth/token`, RFC 7523 JWT bearer grant).
+    ///
+    /// - Throws: `.approvalPending` while the device waits for approval (`authorization_pending`);
+    ///   `.serverRejected` with the ``OAuthError`` for `access_denied`, `expired_token`,
+    ///   `invalid_grant` and the rest; `.transportFailed`.
+    public func requestToken(assertion: String) async throws(KeyAuthError) -> AccessToken {
+        let body =
+            "grant_type=" + Self.formEncoded(Self.jwtBearerGrantType) + "&assertion=" + Self.formEncoded(assertion)
+        let sentAt = now()
+        let reply = try await send(
+            "POST", "/oauth/token", body: Array(body.utf8), contentType: "application/x-www-form-urlencoded")
+        let object = try expectObject(reply, success: [200], operation: "login")
+        guard let value = object["access_token"]?.stringValue, !value.isEmpty else {
+            throw KeyAuthError(.serverRejected, "the token answer of \(serverURL) has no access_token")
+        }
+        let tokenType = object["token_type"]?.stringValue ?? "Bearer"
+        guard tokenType.lowercased() == "bearer" else {
+            throw KeyAuthError(.serverRejected, "the server issued a \(tokenType) token; only Bearer is supported")
+        }
+        let lifetime: TimeInterval
+        if let expiresIn = object["expires_in"]?.integerValue, expiresIn > 0 {
+            lifetime = TimeInterval(expiresIn)
+        } else if let exp = (try? CompactJWS(parsing: value).claims())?["exp"]?.integerValue {
+            lifetime = max(0, TimeInterval(exp) - sentAt.timeIntervalSince1970)
+        } else {
+            // Without either, assume the shortest lifetime that still saves a login per command.
+            lifetime = 60
+        }
+        // Counting from when the request left keeps the expiry on the safe side of the server's.
+        return AccessToken(value: value, tokenType: "Bearer", expiresAt: sentAt.addingTimeInterval(lifetime))
+    }
+
+    /// Lists the caller's devices (`GET /v1/devices`).
+    ///
+    /// - Throws: `.serverRejected` with `invalid_token` when the token is expired or revoked.
+    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> [Device] {
+        let reply = try await send("GET", "/v1/devices", bearer: accessToken)
+        let object = try expectObject(reply, success: [200], operation: "device list")
+        guard let entries = object["devices"]?.arrayValue else {
+            throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
+        }
+        var devices: [Device] = []
+        for entry in entries {
+            guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
+                throw KeyAuthError(.serverRejected, "a device in the list of \(serverURL) has no kid or status")
+            }
+            devices.append(
+                Device(
+                    keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
+                    createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue))
+        }
+        return devices
+    }
+
+    /// Approves a pending device of the same user (`POST /v1/devices/{kid}/approve`).
+    ///
+    /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
+    ///   `not_found` for an unknown device, `access_denied` for another user's device.
+    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
+        let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
+        let reply = try await send("POST", path, bearer: accessToken)
+        try expectSuccess(reply, success: [200, 204], operation: "approval")
+    }
+
+    /// Revokes one of the caller's devices, or denies a pending one (`DELETE /v1/devices/{kid}`).
+    ///
+    /// - Throws: as ``approveDevice(keyID:accessToken:)``.
+    public func revokeDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
+        let path = "/v1/devices/" + (try Self.checkedKeyID(keyID))
+        let reply = try await send("DELETE", path, bearer: accessToken)
+        try expectSuccess(reply, success: [200, 204], operation: "revocation")
+    }
+
+    // MARK: - Plumbing
+
+    private func send(
+        _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
+        bearer: AccessToken? = nil
+    ) async throws(KeyAuthError) -> HTTPExchange.Reply {
+        guard let url = URL(string: serverURL + path) else {
+            throw KeyAuthError(.invalidArgument, "cannot form a request URL from \(serverURL)")
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue("keyauth/\(KeyAuthClient.version)", forHTTPHeaderField: "User-Agent")
+        if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+        if let bearer { request.setValue("Bearer " + bearer.value, forHTTPHeaderField: "Authorization") }
+        if let body { request.httpBody = Data(body) }
+        return try await exchange.send(request, server: serverURL)
+    }
+
+    /// The version sent as `User-Agent`, also printed by `keyauth --version`.
+    public static let version = "0.1.0"
+
+    private func expectObject(
+        _ reply: HTTPExchange.Reply, success: Set<Int>, operation: String
+    ) throws(KeyAuthError) -> [String: JSONValue] {
+        try expectSuccess(reply, success: success, operation: operation)
+        guard let object = try? JSONValue(parsing: reply.body).objectValue else {
+            throw KeyAuthError(.serverRejected, "the \(operation) answer of \(serverURL) is not a JSON object")
+        }
+        return object
+    }
+
+    private func expectSuccess(_ reply: HTTPExchange.Reply, success: Set<Int>, operation: String) throws(KeyAuthError) {
+        guard !success.contains(reply.status) else { return }
+        throw Self.error(for: Self.oauthError(in: reply), operation: operation)
+    }
+
+    /// The RFC 6749 error in an answer, or one derived from its status when the body is not one.
+    static func oauthError(in reply: HTTPExchange.Reply) -> OAuthError {
+        if let object = try? JSONValue(parsing: reply.body).objectValue, let code = object["error"]?.stringValue,
+            !code.isEmpty
+        {
+            return OAuthError(
+                error: OAuthError.Code(rawValue: code), errorDescription: object["error_description"]?.stringValue,
+                statusCode: reply.status, retryAfter: reply.retryAfter)
+        }
+        return OAuthError(
+            error: OAuthError.code(forStatus: reply.status),
+            errorDescription: "HTTP \(reply.status) without an OAuth error body", statusCode: reply.status,
+            retryAfter: reply.retryAfter)
+    }
+
+    /// Turns a server error into the library's error, with a message for people.
+    static func error(for oauth: OAuthError, operation: String) -> KeyAuthError {
+        let detail = oauth.errorDescription.map { ": \($0)" } ?? ""
+        let message: String
+        switch oauth.error {
+        case .authorizationPending:
+            return KeyAuthError(
+                .approvalPending, "this device waits for approval by another device of the user", underlying: oauth)
+        case .accessDenied where operation == "login":
+            message = "the server denied this device (access_denied)\(detail)"
+        case .expiredToken:
+            message = "the pending registration expired before another device approved it (expired_token)"
+        case .invalidGrant:
+            message = "the server refused the device key (invalid_grant)\(detail)"
+        case .invalidToken:
+            message = "the server refused the access token (invalid_token)\(detail)"
+        case .slowDown:
+            let wait = oauth.retryAfter.map { "; retry in \($0) s" } ?? ""
+            message = "the server limits failed attempts from this address (slow_down)\(wait)"
+        case .temporarilyUnavailable:
+            let wait = oauth.retryAfter.map { "; retry in \($0) s" } ?? ""
+            message = "the server is temporarily unavailable (temporarily_unavailable)\(wait)"
+        default:
+            message = "the server refused the \(operation) (\(oauth.error.rawValue))\(detail)"
+        }
+        return KeyAuthError(.serverRejected, message, underlying: oauth, retryAfter: oauth.retryAfter)
+    }
+
+    /// A kid goes into a URL path, so only the base64url alphabet is accepted.
+    static func checkedKeyID(_ keyID: String) throws(KeyAuthError) -> String {
+        guard isValidKeyID(keyID) else {
+            throw KeyAuthError(.invalidArgument, "a device id is 43 characters of base64url (A-Z a-z 0-9 - _)")
+        }
+        return keyID
+    }
+
+    /// Whether `keyID` has the shape of an RFC 7638 SHA-256 thumbprint.
+    public static func isValidKeyID(_ keyID: String) -> Bool {
+        keyID.utf8.count == 43 && Base64URL.decode(keyID)?.count == 32
+    }
+
+    /// `application/x-www-form-urlencoded` encoding: the unreserved characters and `:` stay as
+    /// they are (PROTOCOL.md writes the grant type that way), everything else is percent-encoded.
+    static func formEncoded(_ text: String) -> String {
+        var output = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"), UInt8(ascii: ":"):
+                output.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                output += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return output
+    }
+}

@@ -1,0 +1,118 @@
+/// An error answer from the server in the shape of RFC 6749 section 5.2.
+///
+/// The server reports every failure this way (PROTOCOL.md section 6), so callers decide on the
+/// ``error`` code and never on the human text. A ``KeyAuthError`` from ``KeyAuthClient`` carries it
+/// as `underlying` (see ``KeyAuthError/oauthError``): `authorization_pending` becomes
+/// `.approvalPending` so that the ``Authenticator`` polls, everything else `.serverRejected`.
+public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// An RFC 6749 / RFC 6750 / RFC 8628 error code; a struct so that codes a newer server sends
+    /// still compare and print.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// A malformed request, a missing field, a bad user or key format.
+        public static let invalidRequest = Code(rawValue: "invalid_request")
+        /// The grant type is not the JWT bearer grant.
+        public static let unsupportedGrantType = Code(rawValue: "unsupported_grant_type")
+        /// The assertion failed a check: unknown, revoked or wrong key, bad signature, replay.
+        public static let invalidGrant = Code(rawValue: "invalid_grant")
+        /// The device is registered and waits for another device to approve it (RFC 8628).
+        public static let authorizationPending = Code(rawValue: "authorization_pending")
+        /// The pending device was denied, or an enrollment code is required or wrong.
+        public static let accessDenied = Code(rawValue: "access_denied")
+        /// The pending registration expired before anyone approved it (RFC 8628).
+        public static let expiredToken = Code(rawValue: "expired_token")
+        /// Too many failures from this address; wait ``OAuthError/retryAfter`` seconds.
+        public static let slowDown = Code(rawValue: "slow_down")
+        /// The Bearer access token is missing, malformed or expired (RFC 6750).
+        public static let invalidToken = Code(rawValue: "invalid_token")
+        /// An unknown path or device.
+        public static let notFound = Code(rawValue: "not_found")
+        /// A known path with the wrong method.
+        public static let methodNotAllowed = Code(rawValue: "method_not_allowed")
+        /// The server failed; it never says why.
+        public static let serverError = Code(rawValue: "server_error")
+        /// The server's storage is unreachable; retry later.
+        public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
+    }
+
+    /// The `error` member.
+    public let error: Code
+    /// The `error_description` member, cleaned of control characters, shortened, and withheld
+    /// when it looks like it holds a token or a key.
+    public let errorDescription: String?
+    /// The HTTP status of the answer.
+    public let statusCode: Int
+    /// The `Retry-After` header in seconds, sent with 429 and 503.
+    public let retryAfter: Int?
+
+    /// Creates an error as the server sent it; the description is sanitized here so that no
+    /// caller can print a secret a faulty server echoed.
+    public init(error: Code, errorDescription: String?, statusCode: Int, retryAfter: Int? = nil) {
+        self.error = error
+        self.errorDescription = errorDescription.flatMap(Self.sanitized)
+        self.statusCode = statusCode
+        self.retryAfter = retryAfter
+    }
+
+    /// `code: description`, for logs.
+    public var description: String {
+        guard let errorDescription else { return error.rawValue }
+        return "\(error.rawValue): \(errorDescription)"
+    }
+
+    /// The code a server that sent no OAuth body most likely meant, from the HTTP status alone
+    /// (a proxy's 502 page, an empty 404).
+    static func code(forStatus status: Int) -> Code {
+        switch status {
+        case 401: .invalidToken
+        case 403: .accessDenied
+        case 404: .notFound
+        case 405: .methodNotAllowed
+        case 429: .slowDown
+        case 503: .temporarilyUnavailable
+        case 500...599: .serverError
+        default: .invalidRequest
+        }
+    }
+
+    /// Keeps printable text only, at most 300 characters, and drops the text entirely when it
+    /// contains something shaped like a JWT or a PEM block.
+    static func sanitized(_ text: String) -> String? {
+        if text.contains("-----BEGIN") { return "(withheld: the description contained key material)" }
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" })
+        if words.contains(where: { looksLikeJWT($0) }) {
+            return "(withheld: the description contained a token)"
+        }
+        var cleaned = String(
+            String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+        if cleaned.count > 300 { cleaned = String(cleaned.prefix(300)) + "…" }
+        cleaned = cleaned.trimmingSpaces()
+        return cleaned.isEmpty ? nil : cleaned
+    }
+
+    /// Three base64url segments separated by dots, long enough to be a signed token.
+    static func looksLikeJWT<Text: StringProtocol>(_ word: Text) -> Bool {
+        let segments = word.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, word.count >= 40 else { return false }
+        return segments.allSatisfy { segment in
+            segment.count >= 2
+                && segment.unicodeScalars.allSatisfy { scalar in
+                    ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)
+                        || scalar == "-" || scalar == "_"
+                }
+        }
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces.
+    func trimmingSpaces() -> String {
+        var scalars = Substring(self)
+        while scalars.first == " " { scalars.removeFirst() }
+        while scalars.last == " " { scalars.removeLast() }
+        return String(scalars)
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import KeyAuth
+
+/// An existing account opened for a command that uses its key: the account record, its key
+/// store, a client for its server, and a token provider whose authenticator logs in (and polls
+/// while the device waits for approval).
+struct AccountSession: Sendable {
+    let context: CommandContext
+    let accounts: AccountStore
+    let account: KeyAuthAccount
+    let keys: KeyPairStore
+    let client: KeyAuthClient
+    let authenticator: Authenticator<AccessToken>
+    let provider: AccessTokenProvider
+    let progress: ProgressReporter
+
+    /// Opens the account a command names (or the default one).
+    ///
+    /// - Throws: `.accountNotFound`, `.accountCorrupt` (also when the key file is missing),
+    ///   `.invalidArgument` for several accounts without a default, presence errors.
+    static func open(
+        context: CommandContext, account explicitName: String?, pinFromStandardInput: Bool,
+        waitForApproval: Bool
+    ) throws(KeyAuthError) -> AccountSession {
+        let accounts = try context.accountStore()
+        let name = try resolve(accounts, explicitName)
+        let account = try accounts.load(name)
+        let keys = try accounts.keyPairStore(for: name)
+        guard keys.hasKey else {
+            let hint =
+                account.status == .registering
+                ? "its registration did not finish" : "its device key \(keys.privateKeyPath) is missing"
+            throw KeyAuthError(
+                .accountCorrupt,
+                "account \(name) cannot log in: \(hint); run `keyauth reset --account \(name) --local-only` and register again"
+            )
+        }
+        let presence = try context.presence(
+            kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
+            keyDirectory: keys.directory)
+        let client = try context.client(for: account.serverURL)
+        let progress = ProgressReporter(io: context.io, user: account.user, showsApprovalLine: waitForApproval)
+        let hooks = client.authenticatorHooks(
+            enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })
+        var configuration = Authenticator<AccessToken>.Configuration(
+            audience: account.issuer, reason: "Log in to \(account.serverURL) as \(account.user)")
+        configuration.waitForApproval = waitForApproval
+        configuration.pollInterval = context.io.pollInterval
+        let authenticator = Authenticator(store: keys, presence: presence, configuration: configuration, hooks: hooks)
+        let provider = AccessTokenProvider(
+            account: name, credentials: accounts.credentials, authenticator: authenticator)
+        return AccountSession(
+            context: context, accounts: accounts, account: account, keys: keys, client: client,
+            authenticator: authenticator, provider: provider, progress: progress)
+    }
+
+    /// Resolves the account name; a malformed `--account` is a usage error.
+    static func resolve(_ accounts: AccountStore, _ explicitName: String?) throws(KeyAuthError) -> String {
+        do {
+            return try accounts.resolve(explicitName)
+        } catch {
+            guard error.code == .invalidArgument else { throw error }
+            throw KeyAuthError(.usage, error.message)
+        }
+    }
+
+    /// Logs in (presence check included), stores the token, and marks the account active.
+    ///
+    /// - Throws: the authenticator's errors; `.approvalPending` with the approve command when
+    ///   `--no-wait` was given and the device still waits.
+    func login() async throws(KeyAuthError) -> AccessToken {
+        let token: AccessToken
+        do {
+            token = try await progress.run(authenticator) { () throws(KeyAuthError) in try await provider.login() }
+        } catch {
+            throw explained(error)
+        }
+        if account.status != .active {
+            var updated = account
+            updated.status = .active
+            try accounts.save(updated)
+        }
+        return token
+    }
+
+    /// A valid token: the stored one, or a new login.
+    func accessToken() async throws(KeyAuthError) -> AccessToken {
+        if let token = try provider.storedToken() { return token }
+        return try await login()
+    }
+
+    /// Runs `body` with a valid token; when a stored token is refused (`invalid_token`: the
+    /// server restarted with new keys, or the clock jumped) it logs in once more and retries.
+    func withAccessToken<Value>(
+        _ body: (AccessToken) async throws(KeyAuthError) -> Value
+    ) async throws(KeyAuthError) -> Value {
+        guard let stored = try provider.storedToken() else { return try await body(try await login()) }
+        do {
+            return try await body(stored)
+        } catch {
+            guard error.oauthError?.error == .invalidToken else { throw error }
+            try provider.credentials.deleteToken(account: account.name)
+            return try await body(try await login())
+        }
+    }
+
+    /// Adds what to do next to the errors that leave the account unable to log in.
+    private func explained(_ error: KeyAuthError) -> KeyAuthError {
+        let name = account.name
+        if error.code == .cancelled, progress.sawApprovalPending {
+            return KeyAuthError(
+                .cancelled,
+                "stopped waiting for approval; run `keyauth login --account \(name)` once it is approved")
+        }
+        if error.code == .approvalPending {
+            let keyID = (try? keys.loadPublicKey().fingerprint) ?? account.keyID ?? "KID"
+            return KeyAuthError(
+                .approvalPending,
+                "this device still waits for approval: on a device already registered for \(account.user), "
+                    + "run `keyauth devices approve \(keyID)`", underlying: error.underlying)
+        }
+        switch error.oauthError?.error {
+        case .accessDenied?, .expiredToken?:
+            return KeyAuthError(
+                error.code,
+                error.message + "; run `keyauth reset --account \(name) --local-only` and register again",
+                underlying: error.underlying)
+        case .invalidGrant?:
+            return KeyAuthError(
+                error.code,
+                error.message + " (revoked or unknown: run `keyauth reset --account \(name) --local-only` "
+                    + "and register again)", underlying: error.underlying)
+        default:
+            return error
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import KeyAuth
+
+/// A command line, parsed and checked: what ``KeyAuthCommand`` runs.
+public enum Command: Sendable, Equatable {
+    /// `keyauth --help`, `keyauth help [COMMAND]`, `keyauth COMMAND --help`.
+    case help(topic: CommandName?)
+    /// `keyauth --version`.
+    case version
+    /// `keyauth register ...`.
+    case register(RegisterOptions)
+    /// `keyauth login ...`.
+    case login(LoginOptions)
+    /// `keyauth token ...`.
+    case token(TokenOptions)
+    /// `keyauth status ...`.
+    case status(StatusOptions)
+    /// `keyauth devices ...`.
+    case devices(DevicesOptions)
+    /// `keyauth pubkey ...`.
+    case pubkey(PubkeyOptions)
+    /// `keyauth reset ...`.
+    case reset(ResetOptions)
+}
+
+/// The commands of PROTOCOL.md section 7, plus `help`.
+public enum CommandName: String, Sendable, CaseIterable {
+    case register, login, token, status, devices, pubkey, reset, help
+}
+
+/// `keyauth register`.
+public struct RegisterOptions: Sendable, Equatable {
+    /// `--server URL`, normalized without a trailing slash.
+    public var serverURL: String
+    /// `--user NAME`.
+    public var user: String
+    /// `--name DEVICE`; the host name when nil.
+    public var deviceName: String?
+    /// `--bits 2048|3072|4096`.
+    public var bits: Int = 3072
+    /// `--presence pin|pam|none`.
+    public var presence: PresenceKind = .pin
+    /// `--pam-service NAME`.
+    public var pamService: String = "keyauth"
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+    /// `--enrollment-code CODE`.
+    public var enrollmentCode: String?
+    /// `--account NAME`.
+    public var account: String?
+    /// `--no-wait`.
+    public var noWait = false
+
+    /// Creates options with the defaults of PROTOCOL.md section 7.
+    public init(serverURL: String, user: String) {
+        self.serverURL = serverURL
+        self.user = user
+    }
+}
+
+/// `keyauth login`.
+public struct LoginOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+    /// `--no-wait`: fail at once while the device waits for approval.
+    public var noWait = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth token`.
+public struct TokenOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth status`.
+public struct StatusOptions: Sendable, Equatable {
+    /// `--account NAME`; all accounts when nil.
+    public var account: String?
+    /// `--json`.
+    public var json = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth devices`.
+public struct DevicesOptions: Sendable, Equatable {
+    /// What to do with the user's devices.
+    public enum Action: Sendable, Equatable {
+        /// `list` (the default).
+        case list
+        /// `approve KID`.
+        case approve(keyID: String)
+        /// `revoke KID`.
+        case revoke(keyID: String)
+    }
+
+    /// The action.
+    public var action: Action = .list
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+    /// `--json` (for `list`).
+    public var json = false
+
+    /// Creates the defaults.
+    public init(action: Action = .list) { self.action = action }
+}
+
+/// `keyauth pubkey`.
+public struct PubkeyOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--jwk`: print a JWK instead of PEM.
+    public var jwk = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth reset`.
+public struct ResetOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--local-only`: delete here without telling the server (it is gone).
+    public var localOnly = false
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}

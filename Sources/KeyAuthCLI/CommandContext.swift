@@ -1,0 +1,51 @@
+import Foundation
+import KeyAuth
+
+/// What every command builds its work from: the I/O, the keyauth home, clients and presence
+/// checks made the same way for all of them.
+struct CommandContext: Sendable {
+    let io: CommandIO
+
+    /// The accounts under `$KEYAUTH_HOME` (or its XDG default).
+    func accountStore() throws(KeyAuthError) -> AccountStore {
+        AccountStore(home: try AccountStore.defaultHome(environment: io.environment))
+    }
+
+    /// Seconds a request may take: `KEYAUTH_TIMEOUT`, else 10.
+    var timeout: TimeInterval {
+        if let text = io.environment["KEYAUTH_TIMEOUT"], let value = TimeInterval(text), value > 0 { return value }
+        return 10
+    }
+
+    /// A client for `serverURL` with the configured timeout.
+    func client(for serverURL: String) throws(KeyAuthError) -> KeyAuthClient {
+        try KeyAuthClient(serverURL: serverURL, timeout: timeout)
+    }
+
+    /// The presence check of an account, reading answers from standard input with `--pin-stdin`
+    /// and from the terminal otherwise.
+    ///
+    /// - Throws: `.presenceUnavailable` before anything happens when the PIN would have to be
+    ///   asked on a terminal that does not exist.
+    func presence(
+        kind: PresenceKind, pamService: String?, pinFromStandardInput: Bool, keyDirectory: String
+    ) throws(KeyAuthError) -> any PresenceCheck {
+        let reader: any SecretReader =
+            pinFromStandardInput ? StandardInputSecretReader(fileDescriptor: io.standardInput) : io.terminalReader
+        switch kind {
+        case .pin:
+            guard reader.isAvailable() else {
+                throw KeyAuthError(
+                    .presenceUnavailable,
+                    "there is no terminal to ask for the PIN: use --pin-stdin to read it from standard input")
+            }
+            return PINPresence(reader: reader, attemptsFile: keyDirectory + "/pin-attempts")
+        case .pam:
+            return PAMPresence(
+                serviceName: pamService ?? "keyauth", configurationDirectory: io.pamConfigurationDirectory,
+                prompter: reader)
+        case .none:
+            return NoPresence()
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Everything a command touches outside the keyauth home: output streams, standard input, the
+/// environment, whether streams are terminals, and the terminal prompt.
+///
+/// The binary passes ``standard()``; tests pass writers that collect text, a pipe for standard
+/// input and a scripted ``SecretReader``, so that commands run in-process without a terminal.
+public struct CommandIO: Sendable {
+    /// Writes text to standard output (tokens, keys, `--json` documents).
+    public var writeOutput: @Sendable (String) -> Void
+    /// Writes text to standard error (errors, progress, approval hints).
+    public var writeError: @Sendable (String) -> Void
+    /// The descriptor `--pin-stdin` reads from.
+    public var standardInput: Int32
+    /// The environment: `KEYAUTH_HOME`, `XDG_DATA_HOME`, `HOME`, `KEYAUTH_TIMEOUT`.
+    public var environment: [String: String]
+    /// Whether standard error is a terminal: spinners are drawn only then.
+    public var isErrorTerminal: Bool
+    /// Asks for PINs and PAM answers when `--pin-stdin` is not given.
+    public var terminalReader: any SecretReader
+    /// The default device name.
+    public var hostName: String
+    /// A directory read instead of `/etc/pam.d`, for tests of `--presence pam`.
+    public var pamConfigurationDirectory: String?
+    /// The wait between polls while a registration is pending; 5 s as RFC 8628 asks.
+    public var pollInterval: Duration
+
+    /// Creates an I/O set; every member has the meaning documented on its property.
+    public init(
+        writeOutput: @escaping @Sendable (String) -> Void, writeError: @escaping @Sendable (String) -> Void,
+        standardInput: Int32, environment: [String: String], isErrorTerminal: Bool,
+        terminalReader: any SecretReader, hostName: String, pamConfigurationDirectory: String? = nil,
+        pollInterval: Duration = .seconds(5)
+    ) {
+        self.writeOutput = writeOutput
+        self.writeError = writeError
+        self.standardInput = standardInput
+        self.environment = environment
+        self.isErrorTerminal = isErrorTerminal
+        self.terminalReader = terminalReader
+        self.hostName = hostName
+        self.pamConfigurationDirectory = pamConfigurationDirectory
+        self.pollInterval = pollInterval
+    }
+
+    /// The process's own streams, environment and terminal.
+    public static func standard() -> CommandIO {
+        CommandIO(
+            writeOutput: { writeAll(STDOUT_FILENO, $0) }, writeError: { writeAll(STDERR_FILENO, $0) },
+            standardInput: STDIN_FILENO, environment: ProcessInfo.processInfo.environment,
+            isErrorTerminal: isatty(STDERR_FILENO) == 1, terminalReader: TerminalSecretReader(),
+            hostName: currentHostName())
+    }
+
+    /// Writes one line to standard output.
+    func printOutput(_ line: String) {
+        writeOutput(line + "\n")
+    }
+
+    /// Writes one line to standard error.
+    func printError(_ line: String) {
+        writeError(line + "\n")
+    }
+
+    private static func writeAll(_ descriptor: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = write(descriptor, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
+    private static func currentHostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

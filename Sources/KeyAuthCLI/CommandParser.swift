@@ -1,0 +1,248 @@
+import KeyAuth
+
+/// Parses `keyauth` command lines by hand (no argument-parser package is available).
+///
+/// Options may come in any order after the command, as `--name value` or `--name=value`. An
+/// unknown command or option, a missing value, a repeated option or a value outside its set is a
+/// usage error (exit 64) whose message names the help to read.
+public enum CommandParser {
+    /// The options each command accepts: those taking a value, and flags.
+    private static let valueOptions: [CommandName: Set<String>] = [
+        .register: ["server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account"],
+        .login: ["account"], .token: ["account"], .status: ["account"], .devices: ["account"],
+        .pubkey: ["account"], .reset: ["account"], .help: [],
+    ]
+    private static let flagOptions: [CommandName: Set<String>] = [
+        .register: ["pin-stdin", "no-wait"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
+        .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"], .reset: ["local-only", "pin-stdin"],
+        .help: [],
+    ]
+
+    /// Parses the arguments after the program name.
+    ///
+    /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
+    public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
+        guard let first = arguments.first else {
+            throw usage("a command is needed: register, login, token, status, devices, pubkey or reset", nil)
+        }
+        switch first {
+        case "--help", "-h":
+            return .help(topic: nil)
+        case "--version", "-V", "version":
+            guard arguments.count == 1 else { throw usage("--version takes no arguments", nil) }
+            return .version
+        default:
+            break
+        }
+        guard let name = CommandName(rawValue: first) else {
+            if first.hasPrefix("-") { throw usage("unknown option \(first)", nil) }
+            throw usage("unknown command \"\(first)\"", nil)
+        }
+        let rest = Array(arguments.dropFirst())
+        if name == .help {
+            guard rest.count <= 1 else { throw usage("help takes at most one command name", .help) }
+            guard let topic = rest.first else { return .help(topic: nil) }
+            guard let topicName = CommandName(rawValue: topic) else { throw usage("unknown command \"\(topic)\"", nil) }
+            return .help(topic: topicName)
+        }
+        if rest.contains("--help") || rest.contains("-h") { return .help(topic: name) }
+        let parsed = try split(rest, command: name)
+        switch name {
+        case .register: return .register(try registerOptions(parsed))
+        case .login:
+            try parsed.expectPositionals(0)
+            var options = LoginOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            options.noWait = parsed.flags.contains("no-wait")
+            return .login(options)
+        case .token:
+            try parsed.expectPositionals(0)
+            var options = TokenOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .token(options)
+        case .status:
+            try parsed.expectPositionals(0)
+            var options = StatusOptions(account: parsed.values["account"])
+            options.json = parsed.flags.contains("json")
+            return .status(options)
+        case .devices: return .devices(try devicesOptions(parsed))
+        case .pubkey:
+            try parsed.expectPositionals(0)
+            var options = PubkeyOptions(account: parsed.values["account"])
+            options.jwk = parsed.flags.contains("jwk")
+            return .pubkey(options)
+        case .reset:
+            try parsed.expectPositionals(0)
+            var options = ResetOptions(account: parsed.values["account"])
+            options.localOnly = parsed.flags.contains("local-only")
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .reset(options)
+        case .help:
+            return .help(topic: nil)
+        }
+    }
+
+    /// A usage error whose message ends with where to read more.
+    static func usage(_ message: String, _ command: CommandName?) -> KeyAuthError {
+        let help = command.map { "keyauth \($0.rawValue) --help" } ?? "keyauth --help"
+        return KeyAuthError(.usage, "\(message) (see `\(help)`)")
+    }
+
+    /// Options and positionals of one command line.
+    struct ParsedArguments {
+        let command: CommandName
+        var values: [String: String] = [:]
+        var flags: Set<String> = []
+        var positionals: [String] = []
+
+        func expectPositionals(_ allowed: Int) throws(KeyAuthError) {
+            guard positionals.count <= allowed else {
+                throw CommandParser.usage("unexpected argument \"\(positionals[allowed])\"", command)
+            }
+        }
+    }
+
+    private static func split(_ arguments: [String], command: CommandName) throws(KeyAuthError) -> ParsedArguments {
+        var parsed = ParsedArguments(command: command)
+        let valueNames = valueOptions[command] ?? []
+        let flagNames = flagOptions[command] ?? []
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            // A KID is base64url and may start with "-" or "--": after `approve` or `revoke` the
+            // next argument is the KID unless it names one of this command's options.
+            let expectsKeyID =
+                command == .devices && parsed.positionals.count == 1
+                && ["approve", "revoke"].contains(parsed.positionals[0])
+                && !isOption(argument, values: valueNames, flags: flagNames)
+            if optionsEnded || expectsKeyID || !argument.hasPrefix("-") || argument == "-" {
+                parsed.positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            guard argument.hasPrefix("--") else {
+                throw usage("unknown option \(argument) for `keyauth \(command.rawValue)`", command)
+            }
+            let body = argument.dropFirst(2)
+            let name: String
+            var inlineValue: String?
+            if let equals = body.firstIndex(of: "=") {
+                name = String(body[..<equals])
+                inlineValue = String(body[body.index(after: equals)...])
+            } else {
+                name = String(body)
+            }
+            if valueNames.contains(name) {
+                let value: String
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    guard index < arguments.count, !arguments[index].hasPrefix("--") else {
+                        throw usage("--\(name) needs a value", command)
+                    }
+                    value = arguments[index]
+                    index += 1
+                }
+                guard !value.isEmpty else { throw usage("--\(name) needs a non-empty value", command) }
+                guard parsed.values.updateValue(value, forKey: name) == nil else {
+                    throw usage("--\(name) is given more than once", command)
+                }
+            } else if flagNames.contains(name) {
+                guard inlineValue == nil else { throw usage("--\(name) takes no value", command) }
+                parsed.flags.insert(name)
+            } else {
+                throw usage("unknown option --\(name) for `keyauth \(command.rawValue)`", command)
+            }
+        }
+        return parsed
+    }
+
+    /// Whether `argument` is `--name` or `--name=value` for an option of the command.
+    private static func isOption(_ argument: String, values: Set<String>, flags: Set<String>) -> Bool {
+        guard argument.hasPrefix("--") else { return false }
+        let name = argument.dropFirst(2).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+        return values.contains(name) || flags.contains(name)
+    }
+
+    private static func registerOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> RegisterOptions {
+        try parsed.expectPositionals(0)
+        guard let server = parsed.values["server"] else { throw usage("register needs --server URL", .register) }
+        guard let user = parsed.values["user"] else { throw usage("register needs --user NAME", .register) }
+        let serverURL: String
+        do {
+            serverURL = try KeyAuthClient.normalizedServerURL(server)
+        } catch {
+            throw usage("--server: \(error.message)", .register)
+        }
+        guard DeviceEnrollment.isValidUser(user) else {
+            throw usage("--user must be 1 to 64 characters of letters, digits and . _ @ -", .register)
+        }
+        var options = RegisterOptions(serverURL: serverURL, user: user)
+        if let name = parsed.values["name"] {
+            guard DeviceEnrollment.isValidDeviceName(name) else {
+                throw usage("--name must be 1 to 64 printable characters", .register)
+            }
+            options.deviceName = name
+        }
+        if let bits = parsed.values["bits"] {
+            guard let value = Int(bits), [2048, 3072, 4096].contains(value) else {
+                throw usage("--bits must be 2048, 3072 or 4096", .register)
+            }
+            options.bits = value
+        }
+        if let presence = parsed.values["presence"] {
+            guard let kind = PresenceKind(rawValue: presence) else {
+                throw usage("--presence must be pin, pam or none", .register)
+            }
+            options.presence = kind
+        }
+        if let service = parsed.values["pam-service"] {
+            guard options.presence == .pam else { throw usage("--pam-service needs --presence pam", .register) }
+            guard !service.contains("/"), service != ".", service != ".." else {
+                throw usage("--pam-service must be a plain service name", .register)
+            }
+            options.pamService = service
+        }
+        if parsed.flags.contains("pin-stdin"), options.presence == .none {
+            throw usage("--pin-stdin has no use with --presence none", .register)
+        }
+        if let account = parsed.values["account"] {
+            guard AccountStore.isValidAccountName(account) else {
+                throw usage("--account must be letters, digits and . _ @ : - (not starting with a dot)", .register)
+            }
+            options.account = account
+        }
+        options.enrollmentCode = parsed.values["enrollment-code"]
+        options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+        options.noWait = parsed.flags.contains("no-wait")
+        return options
+    }
+
+    private static func devicesOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> DevicesOptions {
+        var options = DevicesOptions()
+        options.account = parsed.values["account"]
+        options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+        options.json = parsed.flags.contains("json")
+        let positionals = parsed.positionals
+        switch positionals.first {
+        case nil, "list"?:
+            try parsed.expectPositionals(1)
+        case let action? where action == "approve" || action == "revoke":
+            guard positionals.count >= 2 else { throw usage("devices \(action) needs a KID", .devices) }
+            try parsed.expectPositionals(2)
+            let keyID = positionals[1]
+            guard KeyAuthClient.isValidKeyID(keyID) else {
+                throw usage("\"\(keyID)\" is not a device id (43 characters of base64url)", .devices)
+            }
+            options.action = action == "approve" ? .approve(keyID: keyID) : .revoke(keyID: keyID)
+        case let other?:
+            throw usage("unknown devices action \"\(other)\"; use list, approve KID or revoke KID", .devices)
+        }
+        return options
+    }
+}

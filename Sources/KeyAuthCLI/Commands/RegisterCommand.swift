@@ -1,0 +1,115 @@
+import Foundation
+import KeyAuth
+import Synchronization
+
+/// `keyauth register`: presence check, key generation, registration with proof of possession,
+/// then login; waits for approval when the server answers pending (unless `--no-wait`).
+struct RegisterCommand {
+    let context: CommandContext
+    let options: RegisterOptions
+
+    func run() async throws(KeyAuthError) {
+        let io = context.io
+        let accounts = try context.accountStore()
+        let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
+        let keys = try accounts.keyPairStore(for: name)
+        guard !keys.hasKey else {
+            throw KeyAuthError(
+                .keyExists,
+                "account \(name) already has a device key: use `keyauth login --account \(name)`, "
+                    + "or `keyauth reset --account \(name)` to start over")
+        }
+        let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
+        let presence = try context.presence(
+            kind: options.presence, pamService: options.pamService, pinFromStandardInput: options.pinFromStandardInput,
+            keyDirectory: keys.directory)
+        let client = try context.client(for: options.serverURL)
+        let issuer = try await Self.issuer(of: client)
+
+        let initial = KeyAuthAccount(
+            name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
+            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil)
+        try accounts.save(initial)
+        let record = Mutex(initial)
+        let progress = ProgressReporter(io: io, user: options.user)
+        let enrollment = DeviceEnrollment(
+            user: options.user, deviceName: deviceName, enrollmentCode: options.enrollmentCode)
+        let hooks = client.authenticatorHooks(
+            enrollment: enrollment,
+            onRegistered: { registration in
+                let account = record.withLock { account in
+                    account.keyID = registration.keyID
+                    account.status = registration.status == .active ? .active : .pending
+                    return account
+                }
+                try accounts.save(account)
+                if registration.status == .pending { progress.approvalNeeded(keyID: registration.keyID) }
+            },
+            onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })
+        var configuration = Authenticator<AccessToken>.Configuration(
+            audience: issuer, keyBits: options.bits, reason: "Register this device with \(options.serverURL)")
+        configuration.waitForApproval = !options.noWait
+        configuration.confirmNewPIN = !options.pinFromStandardInput
+        configuration.pollInterval = io.pollInterval
+        let authenticator = Authenticator(store: keys, presence: presence, configuration: configuration, hooks: hooks)
+        let provider = AccessTokenProvider(
+            account: name, credentials: accounts.credentials, authenticator: authenticator)
+
+        let token: AccessToken
+        do {
+            token = try await progress.run(authenticator, bits: options.bits) { () throws(KeyAuthError) in
+                try await provider.login()
+            }
+        } catch {
+            let account = record.withLock { $0 }
+            if error.code == .approvalPending, options.noWait, keys.hasKey {
+                try makeDefaultIfNeeded(accounts, name)
+                io.printOutput(
+                    "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
+                        + "(account \(name)); it waits for approval.")
+                return
+            }
+            if error.code == .cancelled, progress.sawApprovalPending, keys.hasKey {
+                try makeDefaultIfNeeded(accounts, name)
+                throw KeyAuthError(
+                    .cancelled,
+                    "stopped waiting for approval; this device stays registered as pending: "
+                        + "run `keyauth login --account \(name)` once it is approved")
+            }
+            // A key the server never accepted, or whose registration was denied or expired, is of
+            // no use: leave nothing behind, so that the next attempt starts clean.
+            let refused = error.oauthError?.error == .accessDenied || error.oauthError?.error == .expiredToken
+            if !keys.hasKey || refused { try? accounts.remove(name) }
+            throw error
+        }
+        var account = record.withLock { $0 }
+        account.status = .active
+        try accounts.save(account)
+        try makeDefaultIfNeeded(accounts, name)
+        io.printOutput(
+            "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
+                + "(account \(name)); logged in until \(Formatting.timestamp(token.expiresAt)).")
+    }
+
+    private func makeDefaultIfNeeded(_ accounts: AccountStore, _ name: String) throws(KeyAuthError) {
+        if let current = try accounts.defaultAccountName(), accounts.exists(current) { return }
+        try accounts.setDefaultAccount(name)
+    }
+
+    /// The issuer from discovery; the server URL itself when the server publishes none. An
+    /// unreachable server is not papered over: registering would fail a moment later anyway.
+    static func issuer(of client: KeyAuthClient) async throws(KeyAuthError) -> String {
+        do {
+            return try await client.discover().issuer
+        } catch {
+            if error.code == .transportFailed || error.code == .cancelled { throw error }
+            if error.oauthError?.error == .temporarilyUnavailable { throw error }
+            return client.serverURL
+        }
+    }
+
+    /// The host name when it is a valid device name, else a neutral one.
+    static func deviceName(fromHost host: String) -> String {
+        DeviceEnrollment.isValidDeviceName(host) ? host : "keyauth-device"
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import KeyAuth
+
+/// `keyauth status`: what is stored here, without contacting the server or asking for a PIN.
+struct StatusCommand {
+    let context: CommandContext
+    let options: StatusOptions
+
+    func run() throws(KeyAuthError) {
+        let accounts = try context.accountStore()
+        let names: [String]
+        if let explicit = options.account {
+            names = [try AccountSession.resolve(accounts, explicit)]
+        } else {
+            names = accounts.accountNames()
+        }
+        let defaultName =
+            try accounts.defaultAccountName().flatMap { accounts.exists($0) ? $0 : nil }
+            ?? (names.count == 1 && options.account == nil ? names.first : nil)
+        var entries: [JSONValue] = []
+        var lines: [String] = []
+        let now = Date()
+        for name in names {
+            let account = try accounts.load(name)
+            let keys = try accounts.keyPairStore(for: name)
+            let publicKey: RSAPublicKey?
+            do {
+                publicKey = try keys.loadPublicKey()
+            } catch {
+                guard error.code == .keyNotFound else { throw error }
+                publicKey = nil
+            }
+            let token = try accounts.credentials.loadToken(account: name)
+            let tokenValid = token.map { $0.expiresAt > now } ?? false
+            var entry: [String: JSONValue] = [
+                "name": .string(name), "default": .bool(name == defaultName), "server": .string(account.serverURL),
+                "issuer": .string(account.issuer), "user": .string(account.user),
+                "device_name": .string(account.deviceName), "presence": .string(account.presence.rawValue),
+                "status": .string(account.status.rawValue), "has_key": .bool(keys.hasKey),
+                "token_valid": .bool(tokenValid),
+            ]
+            entry["kid"] = (publicKey?.fingerprint ?? account.keyID).map(JSONValue.string) ?? .null
+            entry["key_bits"] = publicKey.map { .integer(Int64($0.bits)) } ?? .null
+            entry["pam_service"] = account.pamService.map(JSONValue.string) ?? .null
+            entry["token_expires_at"] = token.map { .string(Formatting.timestamp($0.expiresAt)) } ?? .null
+            entries.append(.object(entry))
+
+            lines.append(name + (name == defaultName ? " (default)" : ""))
+            lines.append("  server:      \(account.serverURL)")
+            if account.issuer != account.serverURL { lines.append("  issuer:      \(account.issuer)") }
+            lines.append("  user:        \(account.user)")
+            lines.append("  device:      \(account.deviceName)")
+            let fingerprint = publicKey.map { "\($0.fingerprint) (RSA \($0.bits))" } ?? "no key"
+            lines.append("  fingerprint: \(fingerprint)")
+            let presence =
+                account.presence == .pam
+                ? "pam (service \(account.pamService ?? "keyauth"))" : account.presence.rawValue
+            lines.append("  presence:    \(presence)")
+            lines.append("  status:      \(account.status.rawValue)")
+            lines.append("  token:       \(Self.describe(token, now: now))")
+        }
+        if options.json {
+            let document = JSONValue.object([
+                "accounts": .array(entries), "default": defaultName.map(JSONValue.string) ?? .null,
+                "home": .string(accounts.home),
+            ])
+            context.io.printOutput(document.serialized(leadingKeys: ["home", "default", "accounts", "name"]))
+        } else if names.isEmpty {
+            context.io.printOutput("No accounts in \(accounts.home); run `keyauth register --server URL --user NAME`.")
+        } else {
+            context.io.printOutput(lines.joined(separator: "\n"))
+        }
+    }
+
+    static func describe(_ token: AccessToken?, now: Date) -> String {
+        guard let token else { return "none" }
+        let remaining = token.expiresAt.timeIntervalSince(now)
+        guard remaining > 0 else { return "expired at \(Formatting.timestamp(token.expiresAt))" }
+        return "valid until \(Formatting.timestamp(token.expiresAt)) (\(Formatting.duration(remaining)) left)"
+    }
+}

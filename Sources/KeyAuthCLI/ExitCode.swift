@@ -1,0 +1,44 @@
+import KeyAuth
+
+/// The exit statuses of PROTOCOL.md section 7, from `sysexits.h`.
+public enum ExitCode: Int32, Sendable {
+    /// The command did what was asked.
+    case success = 0
+    /// Anything not listed below.
+    case failure = 1
+    /// The command line is wrong (EX_USAGE).
+    case usage = 64
+    /// A key or account file is corrupt or unprotected (EX_DATAERR).
+    case dataError = 65
+    /// The server cannot be reached or is unavailable (EX_UNAVAILABLE).
+    case unavailable = 69
+    /// The presence check failed or the server refused the login (EX_NOPERM).
+    case noPermission = 77
+
+    /// The status for an error, decided in this one place.
+    public init(for error: KeyAuthError) {
+        switch error.code {
+        case .usage:
+            self = .usage
+        case .keyCorrupt, .keyUnprotected, .accountCorrupt:
+            self = .dataError
+        case .transportFailed:
+            self = .unavailable
+        case .presenceDenied, .presenceUnavailable, .wrongPIN, .lockedOut, .cancelled, .approvalPending:
+            self = .noPermission
+        case .serverRejected:
+            switch error.oauthError?.error {
+            case .invalidGrant?, .accessDenied?, .expiredToken?, .invalidToken?: self = .noPermission
+            case .temporarilyUnavailable?: self = .unavailable
+            default: self = .failure
+            }
+        default:
+            self = .failure
+        }
+    }
+}
+
+extension KeyAuthError.Code {
+    /// The command line is wrong (an unknown option, a missing value); `keyauth` exits 64.
+    public static let usage = KeyAuthError.Code(rawValue: "usage")
+}

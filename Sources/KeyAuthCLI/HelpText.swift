@@ -1,0 +1,95 @@
+/// The text of `--help`, one page per command.
+enum HelpText {
+    static let overview = """
+        usage: keyauth <command> [options]
+
+        Log in to a keyauth server with a device key instead of a password.
+
+        commands:
+          register   generate a device key and register it with a server
+          login      prove presence, sign an assertion, get and store an access token
+          token      print a valid access token, logging in again when it has expired
+          status     show accounts, key fingerprints and token expiry
+          devices    list, approve or revoke this user's devices
+          pubkey     print this device's public key (PEM or JWK)
+          reset      revoke the key on the server, then delete it and the account here
+
+        options:
+          -h, --help     show help (also `keyauth <command> --help`)
+          -V, --version  show the version
+
+        State lives in $KEYAUTH_HOME (default $XDG_DATA_HOME/keyauth, else ~/.local/share/keyauth).
+        KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
+        Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
+        69 server unreachable, 77 presence check failed or login refused, 1 anything else.
+        """
+
+    static func page(for command: CommandName) -> String {
+        switch command {
+        case .register:
+            """
+            usage: keyauth register --server URL --user NAME [options]
+
+            Checks presence, generates a device key, registers it with proof of possession and
+            logs in. The first device of a user is active at once; a further device waits until
+            an existing device runs `keyauth devices approve KID` (or an enrollment code is given).
+
+            options:
+              --server URL            the server's base URL (http:// or https://)
+              --user NAME             the user name on the server
+              --name DEVICE           the device name (default: this host's name)
+              --bits 2048|3072|4096   key size (default 3072)
+              --presence pin|pam|none how to check presence (default pin; the PIN encrypts the key)
+              --pam-service NAME      the PAM service with --presence pam (default keyauth)
+              --pin-stdin             read the PIN from standard input, once
+              --enrollment-code CODE  a one-time code from `keyauth-server enroll`
+              --account NAME          the account name (default USER@HOST:PORT)
+              --no-wait               return at once when approval is needed
+            """
+        case .login:
+            """
+            usage: keyauth login [--account NAME] [--pin-stdin] [--no-wait]
+
+            Checks presence, signs an assertion with the device key, and stores a new access token.
+            While the device waits for approval it polls every 5 seconds (--no-wait: exit 77).
+            """
+        case .token:
+            """
+            usage: keyauth token [--account NAME] [--pin-stdin]
+
+            Prints a valid access token on standard output. A stored token is reused unless it
+            expires within 30 seconds; otherwise it logs in again (presence check included).
+            """
+        case .status:
+            """
+            usage: keyauth status [--account NAME] [--json]
+
+            Shows every account (or one): server, user, device, key fingerprint, presence check,
+            registration state and token expiry. --json prints a JSON document on standard output.
+            """
+        case .devices:
+            """
+            usage: keyauth devices [list | approve KID | revoke KID] [--account NAME] [--pin-stdin] [--json]
+
+            list          the user's devices and their state (default)
+            approve KID   let a pending device of the same user log in
+            revoke KID    revoke a device, or deny a pending one
+            """
+        case .pubkey:
+            """
+            usage: keyauth pubkey [--account NAME] [--jwk]
+
+            Prints the device's public key as SPKI PEM, or as a JWK with --jwk.
+            """
+        case .reset:
+            """
+            usage: keyauth reset [--account NAME] [--local-only] [--pin-stdin]
+
+            Revokes the device key on the server, then deletes the key, the account and its tokens
+            here. --local-only skips the server (when it is gone); the key stays registered there.
+            """
+        case .help:
+            "usage: keyauth help [COMMAND]"
+        }
+    }
+}

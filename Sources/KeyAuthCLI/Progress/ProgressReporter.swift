@@ -1,0 +1,76 @@
+import KeyAuth
+import Synchronization
+
+/// Shows what a long step is doing: a spinner on a terminal while the key is generated and while
+/// the device waits for approval, and the line to run on an existing device.
+///
+/// The approval line is printed by the hooks, synchronously and at most once, so that it appears
+/// whether or not standard error is a terminal and before `--no-wait` returns; the spinner
+/// follows the authenticator's states and is drawn only on a terminal.
+final class ProgressReporter: Sendable {
+    private let io: CommandIO
+    private let user: String
+    private let showsApprovalLine: Bool
+    private let spinner: Spinner?
+    private let approvalShown = Mutex(false)
+    private let approvalSeen = Mutex(false)
+
+    /// Whether the server said at least once that the device waits for approval, so that an
+    /// interruption can be explained as a stopped wait rather than a failure.
+    var sawApprovalPending: Bool { approvalSeen.withLock { $0 } }
+
+    /// - Parameters:
+    ///   - user: named in the approval line.
+    ///   - showsApprovalLine: false where the error message already carries the instruction.
+    init(io: CommandIO, user: String, showsApprovalLine: Bool = true) {
+        self.io = io
+        self.user = user
+        self.showsApprovalLine = showsApprovalLine
+        self.spinner = io.isErrorTerminal ? Spinner(write: io.writeError) : nil
+    }
+
+    /// Prints, once, what to run on an existing device.
+    func approvalNeeded(keyID: String) {
+        approvalSeen.withLock { $0 = true }
+        guard showsApprovalLine else { return }
+        let first = approvalShown.withLock { shown in
+            defer { shown = true }
+            return !shown
+        }
+        guard first else { return }
+        spinner?.stop()
+        io.printError(
+            "Approval needed: on a device already registered for \(user), run `keyauth devices approve \(keyID)`")
+    }
+
+    /// Runs `body` while following `authenticator`'s states on the terminal.
+    func run<Value: Sendable>(
+        _ authenticator: Authenticator<AccessToken>, bits: Int? = nil,
+        _ body: () async throws(KeyAuthError) -> Value
+    ) async throws(KeyAuthError) -> Value {
+        guard let spinner else { return try await body() }
+        let observer = Task {
+            for await state in authenticator.stateUpdates() {
+                switch state {
+                case .generatingKey:
+                    spinner.start("Generating a \(bits.map { "\($0)-bit " } ?? "")RSA key…")
+                case .awaitingApproval:
+                    spinner.start("Waiting for approval (Ctrl-C to stop)…")
+                default:
+                    spinner.stop()
+                }
+            }
+        }
+        defer { spinner.stop() }
+        do {
+            let value = try await body()
+            observer.cancel()
+            await observer.value
+            return value
+        } catch {
+            observer.cancel()
+            await observer.value
+            throw error
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import KeyAuth
+import KeyAuthCLI
+import Testing
+
+private let sampleKeyID = "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+
+@Suite("Command-line parsing")
+struct CommandParserTests {
+    @Test("register takes every flag of the contract, in either value form")
+    func registerFlags() throws {
+        let command = try CommandParser.parse([
+            "register", "--server", "http://127.0.0.1:8088/", "--user=alice", "--name", "my laptop", "--bits", "4096",
+            "--presence", "pam", "--pam-service", "login", "--enrollment-code", "CODE", "--account", "work",
+            "--no-wait", "--pin-stdin",
+        ])
+        var expected = RegisterOptions(serverURL: "http://127.0.0.1:8088", user: "alice")
+        expected.deviceName = "my laptop"
+        expected.bits = 4096
+        expected.presence = .pam
+        expected.pamService = "login"
+        expected.enrollmentCode = "CODE"
+        expected.account = "work"
+        expected.noWait = true
+        expected.pinFromStandardInput = true
+        #expect(command == .register(expected))
+    }
+
+    @Test("register defaults to a 3072-bit key checked by a PIN")
+    func registerDefaults() throws {
+        let command = try CommandParser.parse(["register", "--server", "https://auth.example", "--user", "bob"])
+        guard case .register(let options) = command else {
+            Issue.record("not a register command")
+            return
+        }
+        #expect(options.bits == 3072)
+        #expect(options.presence == .pin)
+        #expect(options.pamService == "keyauth")
+        #expect(options.deviceName == nil)
+        #expect(!options.noWait)
+    }
+
+    @Test("the other commands take their flags")
+    func otherCommands() throws {
+        var login = LoginOptions(account: "a")
+        login.pinFromStandardInput = true
+        #expect(try CommandParser.parse(["login", "--account", "a", "--pin-stdin"]) == .login(login))
+        #expect(try CommandParser.parse(["token"]) == .token(TokenOptions()))
+        var status = StatusOptions()
+        status.json = true
+        #expect(try CommandParser.parse(["status", "--json"]) == .status(status))
+        var pubkey = PubkeyOptions()
+        pubkey.jwk = true
+        #expect(try CommandParser.parse(["pubkey", "--jwk"]) == .pubkey(pubkey))
+        var reset = ResetOptions(account: "x")
+        reset.localOnly = true
+        #expect(try CommandParser.parse(["reset", "--local-only", "--account", "x"]) == .reset(reset))
+        #expect(try CommandParser.parse(["devices"]) == .devices(DevicesOptions()))
+        #expect(try CommandParser.parse(["devices", "list"]) == .devices(DevicesOptions()))
+        #expect(
+            try CommandParser.parse(["devices", "approve", sampleKeyID])
+                == .devices(DevicesOptions(action: .approve(keyID: sampleKeyID))))
+        #expect(
+            try CommandParser.parse(["devices", "revoke", sampleKeyID])
+                == .devices(DevicesOptions(action: .revoke(keyID: sampleKeyID))))
+    }
+
+    @Test("a KID that starts with dashes is still a KID after approve and revoke")
+    func dashedKeyID() throws {
+        let dashed = "-jE4jLmqxvpkkRwbgfnJol-CY9itkrEubq1JQUAwJlY"
+        let doubleDashed = "--E4jLmqxvpkkRwbgfnJol-CY9itkrEubq1JQUAwJlY"
+        #expect(
+            try CommandParser.parse(["devices", "approve", dashed])
+                == .devices(DevicesOptions(action: .approve(keyID: dashed))))
+        var options = DevicesOptions(action: .revoke(keyID: doubleDashed))
+        options.account = "work"
+        #expect(try CommandParser.parse(["devices", "--account", "work", "revoke", doubleDashed]) == .devices(options))
+        #expect(throws: KeyAuthError.self) { try CommandParser.parse(["devices", "approve", "--json"]) }
+    }
+
+    @Test("help and version have their usual spellings")
+    func helpAndVersion() throws {
+        #expect(try CommandParser.parse(["--help"]) == .help(topic: nil))
+        #expect(try CommandParser.parse(["-h"]) == .help(topic: nil))
+        #expect(try CommandParser.parse(["help", "devices"]) == .help(topic: .devices))
+        #expect(try CommandParser.parse(["register", "--help"]) == .help(topic: .register))
+        #expect(try CommandParser.parse(["devices", "approve", "-h"]) == .help(topic: .devices))
+        #expect(try CommandParser.parse(["--version"]) == .version)
+    }
+
+    @Test(
+        "malformed command lines are usage errors",
+        arguments: [
+            [], ["frobnicate"], ["--frob"], ["login", "--bogus"], ["login", "-x"], ["login", "extra"],
+            ["register", "--user", "alice"], ["register", "--server", "http://h"], ["register", "--server"],
+            ["register", "--server", "http://h", "--user"],
+            ["register", "--server", "http://h", "--user", "a", "--user", "b"],
+            ["register", "--server", "http://h", "--user", "a", "--bits", "1024"],
+            ["register", "--server", "http://h", "--user", "a", "--presence", "touchid"],
+            ["register", "--server", "http://h", "--user", "a", "--pam-service", "x"],
+            ["register", "--server", "ftp://h", "--user", "a"], ["register", "--server", "http://h", "--user", "a b"],
+            ["register", "--server", "http://h", "--user", "a", "--account", "../x"], ["status", "--json=yes"],
+            ["devices", "approve"], ["devices", "approve", "short"], ["devices", "burn"], ["help", "nothing"],
+            ["--version", "extra"],
+        ])
+    func usageErrors(arguments: [String]) {
+        let error = #expect(throws: KeyAuthError.self) { try CommandParser.parse(arguments) }
+        #expect(error?.code == .usage)
+        #expect(error.map { ExitCode(for: $0) } == .usage)
+        #expect(error?.message.contains("--help") == true)
+        #expect(error?.message.contains("\n") == false)
+    }
+
+    @Test("exit statuses follow the contract")
+    func exitStatuses() {
+        func status(_ code: KeyAuthError.Code, oauth: OAuthError.Code? = nil) -> ExitCode {
+            let underlying = oauth.map { OAuthError(error: $0, errorDescription: nil, statusCode: 400) }
+            return ExitCode(for: KeyAuthError(code, "x", underlying: underlying))
+        }
+        #expect(status(.keyCorrupt) == .dataError)
+        #expect(status(.keyUnprotected) == .dataError)
+        #expect(status(.accountCorrupt) == .dataError)
+        #expect(status(.transportFailed) == .unavailable)
+        #expect(status(.wrongPIN) == .noPermission)
+        #expect(status(.lockedOut) == .noPermission)
+        #expect(status(.presenceDenied) == .noPermission)
+        #expect(status(.serverRejected, oauth: .invalidGrant) == .noPermission)
+        #expect(status(.serverRejected, oauth: .accessDenied) == .noPermission)
+        #expect(status(.serverRejected, oauth: .temporarilyUnavailable) == .unavailable)
+        #expect(status(.serverRejected, oauth: .invalidRequest) == .failure)
+        #expect(status(.keyExists) == .failure)
+        #expect(status(.accountNotFound) == .failure)
+    }
+}

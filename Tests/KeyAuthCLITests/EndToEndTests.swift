@@ -1,0 +1,310 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A private keyauth home for one simulated machine, driving the built `keyauth` binary.
+private struct Machine {
+    let home: TemporaryDirectory
+
+    init() {
+        home = TemporaryDirectory("keyauth-e2e")
+    }
+
+    var environment: [String: String] {
+        [
+            "KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "KEYAUTH_TIMEOUT": "5",
+            "LANG": "C.UTF-8",
+        ]
+    }
+
+    func run(_ arguments: [String], standardInput: String = "", timeout: TimeInterval = 60) throws -> ProcessResult {
+        try runProcess(
+            Binaries.keyauth, arguments, environment: environment, standardInput: standardInput, timeout: timeout)
+    }
+
+    func register(_ server: ServerProcess, user: String, extra: [String] = [], pin: String? = nil) throws
+        -> ProcessResult
+    {
+        let presence = pin == nil ? ["--presence", "none"] : ["--pin-stdin"]
+        return try run(
+            ["register", "--server", server.url, "--user", user, "--bits", "2048"] + presence + extra,
+            standardInput: pin.map { $0 + "\n" } ?? "")
+    }
+
+    var accounts: AccountStore { AccountStore(home: home.path) }
+
+    func keyDirectory() throws -> String {
+        try accounts.directory(for: try accounts.resolve(nil))
+    }
+}
+
+/// Runs `body` with a fresh `keyauth-server` and removes everything afterwards.
+private func withServer(_ body: (ServerProcess) throws -> Void) throws {
+    let directory = TemporaryDirectory("keyauth-server")
+    defer { directory.remove() }
+    let server = try ServerProcess(directory: directory.path)
+    defer { server.stop() }
+    do {
+        try body(server)
+    } catch {
+        Issue.record("server log:\n\(server.log)")
+        throw error
+    }
+}
+
+private func expectOneErrorLine(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(result.errorLines.count == 1, "\(result.standardError)", sourceLocation: sourceLocation)
+    #expect(result.errorLines.first?.hasPrefix("keyauth: ") == true, sourceLocation: sourceLocation)
+}
+
+@Suite(
+    "The built keyauth binary against a real keyauth-server",
+    .serialized,
+    .enabled(if: Binaries.serverIsAvailable, "keyauth-server has not been built beyond its placeholder yet"))
+struct EndToEndTests {
+    @Test("a second device registers pending, the first approves it, and the second logs in")
+    func twoDeviceApproval() throws {
+        try withServer { server in
+            let laptop = Machine()
+            let desktop = Machine()
+            defer {
+                laptop.home.remove()
+                desktop.home.remove()
+            }
+            let first = try laptop.register(server, user: "alice", extra: ["--name", "laptop"])
+            #expect(first.status == 0, "\(first.standardError)")
+
+            let second = try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"])
+            #expect(second.status == 0, "\(second.standardError)")
+            let status = try desktop.run(["status", "--json"])
+            let account = try #require(try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue?.first)
+            #expect(account["status"]?.stringValue == "pending")
+            let keyID = try #require(account["kid"]?.stringValue)
+            #expect(second.standardError.contains("keyauth devices approve \(keyID)"))
+            #expect(!second.standardError.contains("\u{1B}"))
+
+            let early = try desktop.run(["login", "--no-wait"])
+            #expect(early.status == 77)
+            expectOneErrorLine(early)
+
+            let list = try laptop.run(["devices", "list", "--json"])
+            #expect(list.status == 0, "\(list.standardError)")
+            let devices = try #require(try JSONValue(parsing: list.standardOutput)["devices"]?.arrayValue)
+            #expect(devices.contains { $0["kid"]?.stringValue == keyID && $0["status"]?.stringValue == "pending" })
+
+            let approve = try laptop.run(["devices", "approve", keyID])
+            #expect(approve.status == 0, "\(approve.standardError)")
+            let login = try desktop.run(["login"])
+            #expect(login.status == 0, "\(login.standardError)")
+            let token = try desktop.run(["token"])
+            #expect(token.status == 0)
+            let claims = try CompactJWS(parsing: token.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
+                .claims()
+            #expect(claims["sub"]?.stringValue == "alice")
+            #expect(claims["cnf"]?["jkt"]?.stringValue == keyID)
+        }
+    }
+
+    @Test("the right PIN logs in, a wrong one exits 77 without showing it")
+    func pinRightAndWrong() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "bob", pin: "4826")
+            #expect(registered.status == 0, "\(registered.standardError)")
+            let wrong = try machine.run(["login", "--pin-stdin"], standardInput: "1111\n")
+            #expect(wrong.status == 77)
+            expectOneErrorLine(wrong)
+            #expect(!wrong.standardError.contains("1111"))
+            let right = try machine.run(["login", "--pin-stdin"], standardInput: "4826\n")
+            #expect(right.status == 0, "\(right.standardError)")
+            #expect(!right.standardOutput.contains("4826"))
+        }
+    }
+
+    @Test("a private key file with mode 0644 is refused with exit 65")
+    func unprotectedKey() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "carol").status == 0)
+            chmod(try machine.keyDirectory() + "/device-key.pem", 0o644)
+            let result = try machine.run(["login"])
+            #expect(result.status == 65)
+            expectOneErrorLine(result)
+        }
+    }
+
+    @Test("a corrupt private key file exits 65")
+    func corruptKey() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "dave").status == 0)
+            let path = try machine.keyDirectory() + "/device-key.pem"
+            try Data("-----BEGIN PRIVATE KEY-----\nAAAA\n".utf8).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o600)
+            let result = try machine.run(["login"])
+            #expect(result.status == 65)
+            expectOneErrorLine(result)
+        }
+    }
+
+    @Test("reset revokes the key on the server, so a saved copy of it can no longer log in")
+    func resetRevokes() throws {
+        try withServer { server in
+            let machine = Machine()
+            let thief = Machine()
+            defer {
+                machine.home.remove()
+                thief.home.remove()
+            }
+            #expect(try machine.register(server, user: "erin").status == 0)
+            // Keep a copy of the whole account, as someone who stole the files would.
+            try FileManager.default.copyItem(
+                atPath: machine.home.path + "/accounts", toPath: thief.home.path + "/accounts")
+            try FileManager.default.removeItem(
+                atPath: thief.home.path + "/accounts/" + (try machine.accounts.resolve(nil)) + "/token.json")
+            let reset = try machine.run(["reset"])
+            #expect(reset.status == 0, "\(reset.standardError)")
+            #expect(machine.accounts.accountNames().isEmpty)
+            let stolen = try thief.run(["login"])
+            #expect(stolen.status == 77)
+            expectOneErrorLine(stolen)
+        }
+    }
+
+    @Test("token prints the stored token until it nearly expires, then logs in again")
+    func tokenCachedAndRefreshed() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "frank", pin: "2580").status == 0)
+            // No PIN on standard input: a cached token must not need one.
+            let cached = try machine.run(["token", "--pin-stdin"])
+            #expect(cached.status == 0, "\(cached.standardError)")
+            let again = try machine.run(["token", "--pin-stdin"])
+            #expect(again.standardOutput == cached.standardOutput)
+
+            let name = try machine.accounts.resolve(nil)
+            let stored = try #require(try machine.accounts.credentials.loadToken(account: name))
+            try machine.accounts.credentials.saveToken(
+                AccessToken(value: stored.value, expiresAt: Date().addingTimeInterval(20)), account: name)
+            let withoutPIN = try machine.run(["token", "--pin-stdin"])
+            #expect(withoutPIN.status == 77)
+            let refreshed = try machine.run(["token", "--pin-stdin"], standardInput: "2580\n")
+            #expect(refreshed.status == 0, "\(refreshed.standardError)")
+            #expect(refreshed.standardOutput != cached.standardOutput)
+            #expect(refreshed.standardOutput.hasSuffix("\n"))
+        }
+    }
+
+    @Test("status --json is a parseable document with fingerprints and token expiry")
+    func statusJSON() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "grace").status == 0)
+            let result = try machine.run(["status", "--json"])
+            #expect(result.status == 0)
+            #expect(result.standardError.isEmpty)
+            let document = try JSONValue(parsing: result.standardOutput)
+            let account = try #require(document["accounts"]?.arrayValue?.first)
+            let publicKey = try machine.accounts.keyPairStore(for: try machine.accounts.resolve(nil)).loadPublicKey()
+            #expect(account["kid"]?.stringValue == publicKey.fingerprint)
+            #expect(account["token_expires_at"]?.stringValue != nil)
+            #expect(account["server"]?.stringValue == server.url)
+        }
+    }
+
+    @Test("Control-C while waiting for approval stops cleanly and leaves the device pending")
+    func interruptWhileWaiting() throws {
+        try withServer { server in
+            let laptop = Machine()
+            let desktop = Machine()
+            defer {
+                laptop.home.remove()
+                desktop.home.remove()
+            }
+            #expect(try laptop.register(server, user: "ivan").status == 0)
+            let waiting = try RunningProcess(
+                Binaries.keyauth,
+                ["register", "--server", server.url, "--user", "ivan", "--bits", "2048", "--presence", "none"],
+                environment: desktop.environment)
+            #expect(waiting.waitForError(containing: "keyauth devices approve"))
+            waiting.signal(SIGINT)
+            #expect(waiting.wait() == 130)
+            let lines = waiting.standardError.split(separator: "\n")
+            #expect(lines.last?.hasPrefix("keyauth: stopped waiting for approval") == true, "\(waiting.standardError)")
+            let name = try desktop.accounts.resolve(nil)
+            #expect(try desktop.accounts.load(name).status == .pending)
+
+            let keyID = try desktop.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+            #expect(try laptop.run(["devices", "approve", keyID]).status == 0)
+            let login = try desktop.run(["login"])
+            #expect(login.status == 0, "\(login.standardError)")
+        }
+    }
+
+    @Test("a stopped server gives exit 69, and reset --local-only still works")
+    func serverDown() throws {
+        let machine = Machine()
+        defer { machine.home.remove() }
+        var serverPort: UInt16 = 0
+        try withServer { server in
+            let registered = try machine.register(server, user: "heidi")
+            #expect(registered.status == 0, "\(registered.standardError)")
+            serverPort = server.port
+        }
+        let closed = ClosedPort(port: serverPort)
+        defer { withExtendedLifetime(closed) {} }
+        let login = try machine.run(["login"])
+        #expect(login.status == 69)
+        expectOneErrorLine(login)
+        let reset = try machine.run(["reset"])
+        #expect(reset.status == 69)
+        #expect(try machine.run(["reset", "--local-only"]).status == 0)
+        #expect(machine.accounts.accountNames().isEmpty)
+    }
+}
+
+@Suite("The built keyauth binary on its own")
+struct BinaryTests {
+    @Test("usage errors exit 64 with one line, and --version works")
+    func usage() throws {
+        let home = TemporaryDirectory("keyauth-bin")
+        defer { home.remove() }
+        let environment = ["KEYAUTH_HOME": home.path, "HOME": home.path]
+        for arguments in [[], ["nope"], ["login", "--bogus"], ["register", "--server"], ["register", "--user", "x"]] {
+            let result = try runProcess(Binaries.keyauth, arguments, environment: environment)
+            #expect(result.status == 64, "\(arguments)")
+            expectOneErrorLine(result)
+        }
+        let version = try runProcess(Binaries.keyauth, ["--version"], environment: environment)
+        #expect(version.status == 0)
+        #expect(version.standardOutput.hasPrefix("keyauth "))
+    }
+
+    @Test("an unreachable server exits 69 and leaves no account behind")
+    func unreachable() throws {
+        let home = TemporaryDirectory("keyauth-bin")
+        defer { home.remove() }
+        let closed = ClosedPort()
+        let port = closed.port
+        let result = try runProcess(
+            Binaries.keyauth,
+            [
+                "register", "--server", "http://127.0.0.1:\(port)", "--user", "x", "--presence", "none", "--bits",
+                "2048",
+            ],
+            environment: ["KEYAUTH_HOME": home.path, "HOME": home.path])
+        #expect(result.status == 69)
+        expectOneErrorLine(result)
+        #expect(AccountStore(home: home.path).accountNames().isEmpty)
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The outcome of one command.
+struct CommandResult: Sendable {
+    let status: Int32
+    let standardOutput: String
+    let standardError: String
+
+    var errorLines: [String] { standardError.split(separator: "\n").map(String.init) }
+}
+
+/// Collects what a command writes to one stream.
+final class OutputCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var buffer = ""
+
+    func append(_ text: String) { lock.withLock { buffer += text } }
+    var text: String { lock.withLock { buffer } }
+}
+
+/// Runs `KeyAuthCommand` in-process with a private keyauth home, scripted standard input and a
+/// scripted terminal.
+struct CommandHarness {
+    let home: TemporaryDirectory
+
+    init() {
+        home = TemporaryDirectory("keyauth-cli")
+    }
+
+    var environment: [String: String] { ["KEYAUTH_HOME": home.path, "HOME": home.path, "KEYAUTH_TIMEOUT": "5"] }
+
+    var accounts: AccountStore { AccountStore(home: home.path) }
+
+    /// Runs `arguments`.
+    ///
+    /// - Parameters:
+    ///   - standardInput: fed through a pipe, for `--pin-stdin`.
+    ///   - terminal: answers terminal prompts; a reader with no answers by default.
+    ///   - isTerminal: whether standard error pretends to be a terminal.
+    func run(
+        _ arguments: [String], standardInput: String = "",
+        terminal: any SecretReader = FixedSecretReader(answers: [String]()),
+        isTerminal: Bool = false, pollInterval: Duration = .milliseconds(50), pamDirectory: String? = nil
+    ) async -> CommandResult {
+        var descriptors: [Int32] = [0, 0]
+        guard pipe(&descriptors) == 0 else {
+            return CommandResult(status: -1, standardOutput: "", standardError: "pipe")
+        }
+        let bytes = Array(standardInput.utf8)
+        if !bytes.isEmpty { _ = bytes.withUnsafeBytes { write(descriptors[1], $0.baseAddress, $0.count) } }
+        close(descriptors[1])
+        defer { close(descriptors[0]) }
+        let output = OutputCollector()
+        let error = OutputCollector()
+        let io = CommandIO(
+            writeOutput: { output.append($0) }, writeError: { error.append($0) }, standardInput: descriptors[0],
+            environment: environment, isErrorTerminal: isTerminal, terminalReader: terminal, hostName: "test-host",
+            pamConfigurationDirectory: pamDirectory, pollInterval: pollInterval)
+        let status = await KeyAuthCommand.run(arguments, io: io)
+        return CommandResult(status: status, standardOutput: output.text, standardError: error.text)
+    }
+}
