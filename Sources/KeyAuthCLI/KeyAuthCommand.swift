@@ -30,8 +30,9 @@ public enum KeyAuthCommand {
         }
     }
 
-    /// The status after Control-C, as a shell reports a process ended by SIGINT (128 + 2).
-    public static let interruptedStatus: Int32 = 130
+    /// The status after Control-C: PROTOCOL.md section 7 lists no status for it, so it is the
+    /// contract's "anything else" (1), not the shell's 130.
+    public static let interruptedStatus: Int32 = 1
 
     /// Runs like ``run(_:io:)`` and turns Control-C into a clean stop, for the binary.
     ///

@@ -43,6 +43,15 @@ struct KeyPairStoreTests {
         #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
     }
 
+    @Test("an existing directory of ours with loose permissions is tightened to 0700")
+    func tightensDirectory() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        chmod(temporary.path, 0o755)
+        try KeyPairStore(directory: temporary.path).store(TestKeys.first)
+        #expect(mode(temporary.path) == 0o700)
+    }
+
     @Test("generates RSA keys of the default 3072 bits with exponent 65537")
     func generatesDefaultSize() throws {
         let temporary = TemporaryDirectory()

@@ -20,6 +20,11 @@ package enum SecureFile {
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw KeyAuthError(.storageFailed, "\(path) is not a directory")
         }
+        // A directory that already existed (a KEYAUTH_HOME made by hand at 0755) is tightened to
+        // 0700 when it is ours; someone else's directory is left alone and its files are checked.
+        if info.st_uid == geteuid() && info.st_mode & 0o077 != 0 && chmod(path, 0o700) != 0 {
+            throw errnoError(.storageFailed, "cannot restrict the directory \(path) to 0700")
+        }
     }
 
     /// Writes `bytes` to `path` atomically with mode 0600.
