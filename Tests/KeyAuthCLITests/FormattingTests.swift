@@ -1,0 +1,21 @@
+import Foundation
+import Testing
+
+@testable import KeyAuthCLI
+
+@Suite("Formatting")
+struct FormattingTests {
+    @Test("timestamps are RFC 3339 UTC with zero padding, as the server writes them")
+    func timestamps() {
+        #expect(Formatting.timestamp(Date(timeIntervalSince1970: 1_800_000_000)) == "2027-01-15T08:00:00Z")
+        #expect(Formatting.timestamp(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00Z")
+        #expect(Formatting.timestamp(Date(timeIntervalSince1970: 59.9)) == "1970-01-01T00:00:59Z")
+    }
+
+    @Test("durations read naturally")
+    func durations() {
+        #expect(Formatting.duration(42) == "42 s")
+        #expect(Formatting.duration(14 * 60 + 5) == "14 min")
+        #expect(Formatting.duration(3 * 3600 + 120) == "3 h 2 min")
+    }
+}
