@@ -53,6 +53,9 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
 
     static let all: [StorageCheck] = [
         StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
+        StorageCheck(
+            "lets exactly one of many concurrent servers store the first signing key",
+            StorageContract.insertsOnlyOneFirstSigningKey),
         StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
         StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
         StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
@@ -420,6 +423,25 @@ enum StorageContract {
         let third = try database.open()
         defer { third.close() }
         #expect(try third.signingKeys().map(\.kid) == ["key-0", "key-1"])
+    }
+
+    static func insertsOnlyOneFirstSigningKey(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        // Eight servers starting at once on an empty store: exactly one key becomes the key.
+        let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
+            try (index % 2 == 0 ? first : second).insertFirstSigningKey(
+                kid: "first-\(index)", privatePEM: Array("pem-\(index)".utf8), createdAt: 100)
+        }
+        let won = try outcomes.map { try $0.get() }
+        #expect(won.filter { $0 }.count == 1)
+        let winner = try #require(won.firstIndex(of: true))
+        #expect(try first.signingKeys().map(\.kid) == ["first-\(winner)"])
+        #expect(try second.signingKeys().map(\.kid) == ["first-\(winner)"])
+        #expect(try !first.insertFirstSigningKey(kid: "late", privatePEM: [1], createdAt: 1))
+        #expect(try second.signingKeys().count == 1)
     }
 
     static func migratesConcurrently(_ database: StorageContractDatabase) throws {

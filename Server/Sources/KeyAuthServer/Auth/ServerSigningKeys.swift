@@ -35,7 +35,9 @@ final class ServerSigningKeys: Sendable, JWTKeyResolver {
             let key = try RSAPrivateKey.generate(bits: bits)
             var pem = try key.pkcs8PEM()
             defer { Crypto.wipe(&pem) }
-            _ = try storage.insertSigningKey(kid: key.publicKey.fingerprint, privatePEM: pem, createdAt: now)
+            // Only the first of several servers starting together stores its key; the others read
+            // it back and sign with it too.
+            _ = try storage.insertFirstSigningKey(kid: key.publicKey.fingerprint, privatePEM: pem, createdAt: now)
             records = try storage.signingKeys()
         }
         var loaded: [(kid: String, key: RSAPrivateKey)] = []

@@ -46,6 +46,11 @@ public protocol ServerStorage: Sendable {
     ) throws(StorageError) -> Bool
 
     /// Records a successful login of the device `kid` at `time`.
+    ///
+    /// `last_login_at` is informational, so unlike every other write it need not be durable
+    /// when this returns: an implementation may keep it in memory and write it with later writes
+    /// (SQLite does, for at most a second), as long as its own reads show it at once. After a
+    /// crash it may then lag by that delay; nothing a client was answered depends on it.
     func recordLogin(kid: String, at time: Int64) throws(StorageError)
 
     // MARK: Replay cache
@@ -90,6 +95,13 @@ public protocol ServerStorage: Sendable {
     /// Two servers starting at once on an empty store may both insert a key; both then sign
     /// with the oldest one, so their tokens stay interchangeable.
     func insertSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
+
+    /// Adds a signing key only when the store has none yet, in one atomic step; returns false
+    /// (changing nothing) when some key already exists.
+    ///
+    /// Servers starting at once on an empty store each generate a key; this makes exactly one
+    /// of them the signing key, so every instance signs with, and publishes, the same key.
+    func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
 
     // MARK: Operations
 

@@ -246,6 +246,26 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
+    public func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool {
+        // Under READ COMMITTED a NOT EXISTS in the INSERT would see a snapshot taken before a
+        // concurrent insert committed; the advisory lock makes the check and the insert one step,
+        // and the check runs as its own statement after the lock, so it sees the winner's row.
+        try write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) in
+                try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.signingKeyLockKey)])
+                let existing = try connection.execute("SELECT COUNT(*) FROM signing_keys").integer(0, 0) ?? 0
+                guard existing == 0 else { return false }
+                return try connection.execute(
+                    "INSERT INTO signing_keys (kid, private_pem, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    [.text(kid), .bytes(privatePEM), .integer(createdAt)]
+                ).affectedRows == 1
+            }
+        }
+    }
+
+    /// The advisory lock that serialises the creation of the first signing key.
+    static let signingKeyLockKey: Int64 = 0x6B65_7961_7574_6831  // "keyauth1"
+
     // MARK: Operations
 
     public func healthCheck() throws(StorageError) {

@@ -3,18 +3,25 @@ import KeyAuth
 import Synchronization
 
 /// ``ServerStorage`` in one SQLite file: WAL mode, `synchronous=FULL`, one writer connection
-/// and a few reader connections, each behind its own `Mutex`.
+/// behind a group committer and a few reader connections, each behind its own `Mutex`.
 ///
 /// WAL lets readers run while the writer commits, so logins (which mostly read) do not queue
 /// behind registrations. SQLite allows one writer at a time anyway, so one write connection
 /// loses nothing. `synchronous=FULL` fsyncs the WAL on every commit: an answer the server sent
-/// (a consumed `jti`, a revocation) is on disk, even after `kill -9` or power loss.
+/// (a consumed `jti`, a revocation) is on disk, even after `kill -9` or power loss. Concurrent
+/// writes share one commit and one fsync (``SQLiteGroupCommitter``), each still answered only
+/// once it is durable.
+///
+/// `last_login_at` is informational and written lazily: ``recordLogin(kid:at:)`` returns at
+/// once and the time reaches the file with the next batch of writes or within a second. Reads
+/// through this instance see it immediately; after a crash it may lag by up to a second.
 ///
 /// The server's private signing key lives in this file (table `signing_keys`). That is
 /// acceptable for a single-host deployment where the file is as protected as a key file would
 /// be (mode 0600, owned by the service user); a PostgreSQL deployment may prefer a KMS.
 public final class SQLiteStorage: ServerStorage {
-    private let writer: SQLiteConnectionBox
+    /// Runs every write; internal so that tests can watch batches form.
+    let committer: SQLiteGroupCommitter
     private let readers: [SQLiteConnectionBox]
     private let nextReader = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
@@ -49,7 +56,7 @@ public final class SQLiteStorage: ServerStorage {
         try Self.retryingWhileBusy(until: deadline) { () throws(StorageError) in
             try SQLiteSchema.migrate(writerConnection, now: migrationTime)
         }
-        writer = SQLiteConnectionBox(writerConnection)
+        committer = SQLiteGroupCommitter(writerConnection)
         var readers: [SQLiteConnectionBox] = []
         for _ in 0..<max(readerCount, 1) {
             let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -79,10 +86,10 @@ public final class SQLiteStorage: ServerStorage {
     // MARK: Connection access
 
     private func write<Result: Sendable>(
-        _ body: (SQLiteConnection) throws(StorageError) -> Result
+        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
-        return try writer.with(body)
+        return try committer.write(body)
     }
 
     private func read<Result: Sendable>(
@@ -124,26 +131,42 @@ public final class SQLiteStorage: ServerStorage {
     }
 
     public func device(kid: String) throws(StorageError) -> DeviceRecord? {
-        try read { connection throws(StorageError) in
+        let stored = try read { connection throws(StorageError) in
             try connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE kid = ?", [.text(kid)]) {
                 row throws(StorageError) in try Self.device(from: row)
             }.first
         }
+        guard var device = stored else { return nil }
+        if let login = committer.pendingLogin(kid: kid) { device.lastLoginAt = login }
+        return device
     }
 
     public func devices(user: String) throws(StorageError) -> [DeviceRecord] {
-        try read { connection throws(StorageError) in
-            try connection.query(
-                "SELECT \(Self.deviceColumns) FROM devices WHERE user = ? ORDER BY created_at, kid", [.text(user)]
-            ) { row throws(StorageError) in try Self.device(from: row) }
-        }
+        withPendingLogins(
+            try read { connection throws(StorageError) in
+                try connection.query(
+                    "SELECT \(Self.deviceColumns) FROM devices WHERE user = ? ORDER BY created_at, kid", [.text(user)]
+                ) { row throws(StorageError) in try Self.device(from: row) }
+            })
     }
 
     public func allDevices() throws(StorageError) -> [DeviceRecord] {
-        try read { connection throws(StorageError) in
-            try connection.query("SELECT \(Self.deviceColumns) FROM devices ORDER BY user, created_at, kid") {
-                row throws(StorageError) in try Self.device(from: row)
-            }
+        withPendingLogins(
+            try read { connection throws(StorageError) in
+                try connection.query("SELECT \(Self.deviceColumns) FROM devices ORDER BY user, created_at, kid") {
+                    row throws(StorageError) in try Self.device(from: row)
+                }
+            })
+    }
+
+    /// `devices` with the login times recorded but not yet written.
+    private func withPendingLogins(_ devices: [DeviceRecord]) -> [DeviceRecord] {
+        let logins = committer.pendingLogins()
+        guard !logins.isEmpty else { return devices }
+        return devices.map { device in
+            var device = device
+            if let login = logins[device.kid] { device.lastLoginAt = login }
+            return device
         }
     }
 
@@ -170,11 +193,11 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
+    /// Notes the login in memory; it is written with the next batch of writes or within a
+    /// second (see ``SQLiteGroupCommitter``), and may lag by that much after a crash.
     public func recordLogin(kid: String, at time: Int64) throws(StorageError) {
-        try write { connection throws(StorageError) in
-            try connection.run("UPDATE devices SET last_login_at = ? WHERE kid = ?", [.integer(time), .text(kid)])
-            return ()
-        }
+        guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
+        try committer.recordLogin(kid: kid, at: time)
     }
 
     // MARK: Replay cache
@@ -187,9 +210,25 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
+    /// Rows deleted per write by ``purgeExpiredJTIs(now:)``.
+    static let purgeChunkSize = 1000
+
+    /// Deletes in chunks of ``purgeChunkSize``, each its own write: under load the cache gains
+    /// thousands of entries a second, and deleting a minute's worth in one statement would hold
+    /// up the batch of logins committed with it for as long.
     public func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int {
-        try write { connection throws(StorageError) in
-            try connection.run("DELETE FROM used_jtis WHERE expires_at < ?", [.integer(now)])
+        var total = 0
+        while true {
+            let deleted = try write { connection throws(StorageError) in
+                try connection.run(
+                    """
+                    DELETE FROM used_jtis WHERE (key_id, jti) IN
+                        (SELECT key_id, jti FROM used_jtis WHERE expires_at < ? LIMIT ?)
+                    """,
+                    [.integer(now), .integer(Int64(Self.purgeChunkSize))])
+            }
+            total += deleted
+            if deleted < Self.purgeChunkSize { return total }
         }
     }
 
@@ -244,6 +283,17 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
+    public func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool {
+        // One statement on the single writer: SQLite takes the write lock before the NOT EXISTS
+        // check, so two processes on one file cannot both insert.
+        try write { connection throws(StorageError) in
+            try connection.run(
+                "INSERT INTO signing_keys (kid, private_pem, created_at) SELECT ?, ?, ? "
+                    + "WHERE NOT EXISTS (SELECT 1 FROM signing_keys)",
+                [.text(kid), .blob(privatePEM), .integer(createdAt)]) == 1
+        }
+    }
+
     // MARK: Operations
 
     public func healthCheck() throws(StorageError) {
@@ -257,7 +307,7 @@ public final class SQLiteStorage: ServerStorage {
 
     public func close() {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        writer.close()
+        committer.close()
         for reader in readers { reader.close() }
     }
 
