@@ -8,6 +8,7 @@
 # server with wrk (2 threads, CONNECTIONS keep-alive connections) for SECONDS, and prints
 # logins/s, latency percentiles and the server's peak memory (VmHWM).
 set -euo pipefail
+[ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
 devices=${1:-200}
 seconds=${2:-10}
@@ -23,7 +24,7 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$wo
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 keyauth_port=$(free_port)
-"$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 1000000 \
+"$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 100000 --quiet \
     2>/dev/null &
 keyauth_pid=$!
 pids+=("$keyauth_pid")
@@ -33,6 +34,7 @@ node_pid=$!
 pids+=("$node_pid")
 for port in "$keyauth_port" "$node_port"; do
     for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+    curl -s -o /dev/null "http://127.0.0.1:$port/" || { echo "server on port $port did not start" >&2; exit 1; }
 done
 
 # Enough unique assertions for the fastest plausible rate, valid for 280 s.

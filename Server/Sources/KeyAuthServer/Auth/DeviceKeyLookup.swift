@@ -10,13 +10,16 @@ import Synchronization
 /// revoked. Both resolve to a decoy key whose private half was discarded at startup, so they
 /// also cost the same RSA verification as a registered key with a bad signature, leaving no
 /// timing difference to probe either. Revocation holds for assertions signed before it, since
-/// the lookup happens at verification time. One instance per request.
+/// the lookup happens at verification time: the device record is read on every request, and
+/// only the parsing of its key is cached (``DeviceKeyCache``). One instance per request.
 final class DeviceKeyLookup: JWTKeyResolver {
     private let storage: any ServerStorage
+    private let keys: DeviceKeyCache
     private let found = Mutex<DeviceRecord?>(nil)
 
-    init(storage: any ServerStorage) {
+    init(storage: any ServerStorage, keys: DeviceKeyCache) {
         self.storage = storage
+        self.keys = keys
     }
 
     /// The device the last lookup returned a key for.
@@ -31,7 +34,7 @@ final class DeviceKeyLookup: JWTKeyResolver {
         guard let device = try storage.device(kid: keyID), device.status != .revoked else { return Self.decoy }
         let key: RSAPublicKey
         do {
-            key = try RSAPublicKey(pemRepresentation: device.publicKeyPEM)
+            key = try keys.key(kid: keyID, pem: device.publicKeyPEM)
         } catch {
             // A stored key that no longer parses is the server's problem, not a bad assertion.
             throw StoredKeyUnreadable(kid: keyID)

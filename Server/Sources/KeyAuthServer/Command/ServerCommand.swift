@@ -79,7 +79,7 @@ public enum ServerCommand {
           --rate-limit N            failed logins/registrations per address and minute, default 10
                                     [KEYAUTH_SERVER_RATE_LIMIT]
           --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
-          --threads N               HTTP worker threads, default 4 [KEYAUTH_SERVER_THREADS]
+          --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
           --connection-timeout S    idle seconds before a connection closes, default 30
                                     [KEYAUTH_SERVER_CONNECTION_TIMEOUT]

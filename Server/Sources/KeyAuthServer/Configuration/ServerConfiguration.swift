@@ -41,8 +41,8 @@ public struct ServerConfiguration: Sendable {
     public var maximumAssertionLifetime: Int64 = 300
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
-    /// libmicrohttpd worker threads (`--threads`).
-    public var threads: Int = 4
+    /// libmicrohttpd worker threads (`--threads`); see ``HTTPServerOptions/threadPoolSize``.
+    public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
     /// Idle seconds before a connection is closed (`--connection-timeout`).

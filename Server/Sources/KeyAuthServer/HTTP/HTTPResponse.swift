@@ -21,10 +21,20 @@ public struct HTTPResponse: Sendable {
     public static func json(_ value: JSONValue, status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
         -> HTTPResponse
     {
+        json(serialized: Array(value.serialized().utf8), status: status, headers: extra)
+    }
+
+    /// A JSON response from JSON text already written (without the final newline), with the
+    /// same headers as ``json(_:status:headers:)``.
+    static func json(serialized body: [UInt8], status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
+        -> HTTPResponse
+    {
         var headers = extra
         headers.set("Content-Type", "application/json")
         if headers["Cache-Control"] == nil { headers.set("Cache-Control", "no-store") }
-        return HTTPResponse(status: status, headers: headers, body: Array((value.serialized() + "\n").utf8))
+        var body = body
+        body.append(UInt8(ascii: "\n"))
+        return HTTPResponse(status: status, headers: headers, body: body)
     }
 
     /// A plain-text response.

@@ -178,11 +178,16 @@ public final class KeyAuthResponder: HTTPResponder {
             throw ServiceError(.invalidRequest, "assertion is missing")
         }
         let result = try service.login(assertion: assertion)
-        let body: JSONValue = .object([
-            "access_token": .string(result.accessToken), "token_type": "Bearer",
-            "expires_in": .integer(result.expiresIn),
-        ])
-        return (.json(body, headers: ["Cache-Control": "no-store", "Pragma": "no-cache"]), "success")
+        // {"access_token":...,"expires_in":...,"token_type":"Bearer"}, written directly: the
+        // token is 700 bytes of base64url that JSONValue would escape one character at a time.
+        var body: [UInt8] = []
+        body.reserveCapacity(result.accessToken.utf8.count + 80)
+        JSONText.appendRaw("{\"access_token\":", to: &body)
+        JSONText.appendString(result.accessToken, to: &body)
+        JSONText.appendRaw(",\"expires_in\":", to: &body)
+        JSONText.appendInteger(result.expiresIn, to: &body)
+        JSONText.appendRaw(",\"token_type\":\"Bearer\"}", to: &body)
+        return (.json(serialized: body, headers: ["Cache-Control": "no-store", "Pragma": "no-cache"]), "success")
     }
 
     private func register(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
@@ -268,6 +273,9 @@ public final class KeyAuthResponder: HTTPResponder {
 extension Substring {
     /// The text without leading and trailing spaces and tabs.
     func trimmingWhitespace() -> String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return String(text)
     }
 }

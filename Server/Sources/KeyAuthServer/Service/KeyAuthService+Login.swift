@@ -18,7 +18,7 @@ extension KeyAuthService {
     /// device's state) is checked after the signature, so that pending and denied answers go
     /// only to the key's holder.
     func login(assertion: String) throws -> LoginResult {
-        let lookup = DeviceKeyLookup(storage: storage)
+        let lookup = DeviceKeyLookup(storage: storage, keys: deviceKeys)
         _ = try verifyAssertion(assertion, resolver: lookup)
         guard let device = lookup.device else {
             throw ServiceError(.invalidGrant, JWTVerifier.uniformFailure)

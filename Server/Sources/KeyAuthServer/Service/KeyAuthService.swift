@@ -21,6 +21,8 @@ struct KeyAuthService: Sendable {
     let tokens: AccessTokens
     let enrollmentCodes: EnrollmentCodes
     let now: @Sendable () -> Int64
+    /// Parsed device keys, shared by every login.
+    let deviceKeys = DeviceKeyCache()
 
     /// The assertion checks of PROTOCOL.md section 2 for logins and registration proofs.
     var assertionVerifier: JWTVerifier {

@@ -99,6 +99,12 @@ final class SQLiteConnection {
         }
     }
 
+    /// Whether a transaction is open: false again after SQLite rolled one back on its own (an
+    /// I/O error, a full disk), which a batch of writes must notice.
+    var isInTransaction: Bool {
+        sqlite3_get_autocommit(handle) == 0
+    }
+
     /// A cached prepared statement for `sql`.
     private func prepared(_ sql: String) throws(StorageError) -> SQLiteStatement {
         if let statement = statements[sql] { return statement }
