@@ -93,6 +93,33 @@ struct VectorTests {
         #expect(skippedSmallExponent <= 2)
     }
 
+    @Test(
+        "Wycheproof PKCS#1 v1.5 signature generation: SHA-256 signatures are reproduced byte for byte",
+        arguments: [2048, 3072, 4096])
+    func wycheproofSignatureGeneration(bits: Int) throws {
+        let file = try Vectors.load("wycheproof/rsa_pkcs1_\(bits)_sig_gen_test.json")
+        var reproduced = 0
+        for group in try #require(file["testGroups"]?.arrayValue) where group["sha"]?.stringValue == "SHA-256" {
+            let pem = try #require(group["privateKeyPem"]?.stringValue)
+            let key = try RSAPrivateKey(pemRepresentation: Array(pem.utf8))
+            for test in try #require(group["tests"]?.arrayValue) {
+                let message = hexBytes(try #require(test["msg"]?.stringValue))
+                let expected = hexBytes(try #require(test["sig"]?.stringValue))
+                let id = test["tcId"]?.integerValue ?? 0
+                switch test["result"]?.stringValue {
+                case "valid":
+                    #expect(try key.signature(for: message) == expected, "tcId \(id)")
+                    #expect(key.publicKey.isValidSignature(expected, for: message), "tcId \(id)")
+                    reproduced += 1
+                case "invalid":
+                    #expect(try key.signature(for: message) != expected, "tcId \(id)")
+                default: break
+                }
+            }
+        }
+        #expect(reproduced >= 8)
+    }
+
     @Test("Wycheproof JWS rs256 group: every vector gets its expected result")
     func wycheproofJWS() throws {
         let file = try Vectors.load("wycheproof/json_web_signature_test.json")

@@ -104,6 +104,8 @@ final class EVPKey: @unchecked Sendable {
     /// one per operation costs a fifth of an RSA-2048 verification. Each is used by one thread
     /// at a time: taken out under the lock, put back after.
     private let verifyContexts = Mutex(ContextPool())
+    /// The same for signing (PKCS#1 v1.5, SHA-256): a server signs an access token per login.
+    private let signContexts = Mutex(ContextPool())
 
     /// Raw context pointers; sendable because only the lock's holder touches them.
     private struct ContextPool: @unchecked Sendable {
@@ -115,18 +117,35 @@ final class EVPKey: @unchecked Sendable {
     }
 
     deinit {
-        verifyContexts.withLock { pool in
+        Self.free(verifyContexts)
+        Self.free(signContexts)
+        EVP_PKEY_free(pointer)
+    }
+
+    private static func free(_ pool: borrowing Mutex<ContextPool>) {
+        pool.withLock { pool in
             for context in pool.contexts { EVP_PKEY_CTX_free(context) }
         }
-        EVP_PKEY_free(pointer)
     }
 
     /// Runs `body` with a verification context for this key.
     func withVerifyContext<Result>(_ body: (OpaquePointer) -> Result?) -> Result? {
-        var context = verifyContexts.withLock { $0.contexts.popLast() }
+        withContext(from: verifyContexts, initialize: EVP_PKEY_verify_init, body)
+    }
+
+    /// Runs `body` with a signing context for this key.
+    func withSignContext<Result>(_ body: (OpaquePointer) -> Result?) -> Result? {
+        withContext(from: signContexts, initialize: EVP_PKEY_sign_init, body)
+    }
+
+    private func withContext<Result>(
+        from pool: borrowing Mutex<ContextPool>, initialize: (OpaquePointer?) -> Int32,
+        _ body: (OpaquePointer) -> Result?
+    ) -> Result? {
+        var context = pool.withLock { $0.contexts.popLast() }
         if context == nil {
             guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else { return nil }
-            guard EVP_PKEY_verify_init(fresh) == 1, EVP_PKEY_CTX_set_rsa_padding(fresh, RSA_PKCS1_PADDING) == 1,
+            guard initialize(fresh) == 1, EVP_PKEY_CTX_set_rsa_padding(fresh, RSA_PKCS1_PADDING) == 1,
                 EVP_PKEY_CTX_set_signature_md(fresh, OpenSSL.sha256) == 1
             else {
                 EVP_PKEY_CTX_free(fresh)
@@ -137,7 +156,7 @@ final class EVPKey: @unchecked Sendable {
         }
         guard let context else { return nil }
         let result = body(context)
-        let kept = verifyContexts.withLock { pool in
+        let kept = pool.withLock { pool in
             guard pool.contexts.count < 16 else { return false }
             pool.contexts.append(context)
             return true
@@ -177,27 +196,25 @@ final class EVPKey: @unchecked Sendable {
 /// RS256 signing and verification over an ``EVPKey``, with a fresh context per operation.
 enum RSAOperations {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else { throw OpenSSL.error(.cryptoFailed, "cannot allocate a digest") }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, OpenSSL.sha256, nil, key.pointer) == 1 else {
-            throw OpenSSL.error(.cryptoFailed, "cannot start an RS256 signature")
+        guard let digest = sha256(message) else { throw OpenSSL.error(.cryptoFailed, "cannot hash the message") }
+        var signature = [UInt8](repeating: 0, count: (key.bits + 7) / 8)
+        let length: Int? = key.withSignContext { context in
+            var length = signature.count
+            let ok = signature.withUnsafeMutableBytes { output in
+                digest.withUnsafeBytes { hash in
+                    EVP_PKEY_sign(
+                        context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
+                        hash.baseAddress?.assumingMemoryBound(to: UInt8.self), hash.count)
+                }
+            }
+            return ok == 1 ? length : nil
         }
-        var length = 0
-        guard
-            EVP_DigestSign(
-                context, nil, &length, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
-        else { throw OpenSSL.error(.cryptoFailed, "cannot size the RS256 signature") }
-        var signature = [UInt8](repeating: 0, count: length)
-        let ok = signature.withUnsafeMutableBytes { output in
-            EVP_DigestSign(
-                context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
-                message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count)
-        }
-        guard ok == 1 else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
+        guard let length else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
         return Array(signature.prefix(length))
     }
 
-    static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
+    /// SHA-256 with the pre-fetched digest.
+    private static func sha256(_ message: UnsafeRawBufferPointer) -> [UInt8]? {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let hashed = digest.withUnsafeMutableBytes { output in
@@ -205,7 +222,11 @@ enum RSAOperations {
                 message.baseAddress, message.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
                 OpenSSL.sha256, nil)
         }
-        guard hashed == 1, length == 32 else { return false }
+        return hashed == 1 && length == 32 ? digest : nil
+    }
+
+    static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
+        guard let digest = sha256(message) else { return false }
         let result = key.withVerifyContext { context in
             signature.withUnsafeBytes { sig in
                 digest.withUnsafeBytes { hash in
