@@ -15,13 +15,6 @@ import Testing
 /// stop would flush anything left in memory.
 @Suite("Crash durability")
 struct CrashDurabilityTests {
-    /// `keyauth-server` from the build products directory that holds the test bundle.
-    static let serverBinary: URL? = {
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("keyauth-server")
-        return FileManager.default.isExecutableFile(atPath: binary.path) ? binary : nil
-    }()
-
     /// Fixed, so that assertions signed for the first server are valid for the restarted one,
     /// which listens on another port: a refusal after the restart can only be the replay rule.
     static let issuer = "http://keyauth-crash.test"
@@ -30,9 +23,8 @@ struct CrashDurabilityTests {
 
     @Test(
         "every registration and login acknowledged before kill -9 is there after a restart",
-        .enabled(if: serverBinary != nil, "keyauth-server is not built next to the test bundle"))
+        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
     func killDuringLoad() throws {
-        let binary = try #require(Self.serverBinary)
         let directory = TemporaryDirectory("keyauth-crash")
         defer { directory.remove() }
         let database = directory.path + "/keyauth-server.db"
@@ -40,13 +32,15 @@ struct CrashDurabilityTests {
 
         // Load from several clients; the kill lands after a random number of acknowledged
         // registrations, plus a random fraction of a registration, with requests in flight.
-        let first = try SpawnedServer(binary: binary, database: database, log: directory.path + "/first.log")
+        let first = try KeyAuthServerProcess(
+            name: "first", database: database, issuer: Self.issuer, logPath: directory.path + "/first.log")
+        let firstPort = try first.waitUntilListening()
         let record = LoadRecord()
         let clients = DispatchGroup()
         for client in 0..<Self.clientCount {
             let mine = keys.indices.filter { $0 % Self.clientCount == client }.map { ($0, keys[$0]) }
             clients.enter()
-            Thread { [port = first.port] in
+            Thread { [port = firstPort] in
                 Self.runClient(keys: mine, port: port, record: record)
                 clients.leave()
             }.start()
@@ -57,10 +51,10 @@ struct CrashDurabilityTests {
             usleep(500)
         }
         usleep(UInt32.random(in: 0...4000))
-        first.kill()
+        let killed = first.kill()
         record.stop()
         #expect(clients.wait(timeout: .now() + 15) == .success, "a client hung after the kill")
-        #expect(first.process.terminationReason == .uncaughtSignal && first.process.terminationStatus == SIGKILL)
+        #expect(killed)
 
         let load = record.snapshot()
         #expect(load.failures.isEmpty, "answers other than 201/200 before the kill: \(load.failures.prefix(5))")
@@ -69,7 +63,7 @@ struct CrashDurabilityTests {
         #expect(!load.accepted.isEmpty)
 
         // The first program to open the database after the crash is the admin command.
-        let listing = try Self.runDevicesCommand(binary: binary, database: database)
+        let listing = try KeyAuthServerProcess.runCommand(["devices", "--db", database])
         #expect(listing.status == 0, "keyauth-server devices failed after the crash: \(listing.error)")
         let listed = Self.parseDevices(listing.output)
         for index in load.registered {
@@ -83,8 +77,9 @@ struct CrashDurabilityTests {
 
         // Restart on the same file: every acknowledged device logs in, no accepted assertion
         // is accepted twice.
-        let second = try SpawnedServer(binary: binary, database: database, log: directory.path + "/second.log")
-        let transport = SocketTransport(port: second.port)
+        let second = try KeyAuthServerProcess(
+            name: "second", database: database, issuer: Self.issuer, logPath: directory.path + "/second.log")
+        let transport = SocketTransport(port: try second.waitUntilListening())
         for index in load.registered {
             let response = try transport.send(Self.loginRequest(try Self.assertion(keys[index])))
             #expect(response.status == 200, "device \(index) cannot log in after the restart: \(response.text)")
@@ -178,28 +173,6 @@ struct CrashDurabilityTests {
 
     // MARK: - Inspecting the database
 
-    private static func runDevicesCommand(binary: URL, database: String) throws -> (
-        status: Int32, output: String, error: String
-    ) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["devices", "--db", database]
-        process.environment = SpawnedServer.environment
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        // The listing is a few kilobytes: read it all before waiting, so a full pipe cannot block.
-        let standard = output.fileHandleForReading.readDataToEndOfFile()
-        let diagnostics = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (
-            process.terminationStatus, String(decoding: standard, as: UTF8.self),
-            String(decoding: diagnostics, as: UTF8.self)
-        )
-    }
-
     /// `KID USER NAME STATUS CREATED LAST_LOGIN` lines by kid.
     private static func parseDevices(_ output: String) -> [String: (user: String, status: String)] {
         var devices: [String: (user: String, status: String)] = [:]
@@ -243,69 +216,4 @@ private final class LoadRecord: Sendable {
     func failed(_ text: String) { state.withLock { if !$0.isStopped { $0.failures.append(text) } } }
     func stop() { state.withLock { $0.isStopped = true } }
     func snapshot() -> Snapshot { state.withLock { $0 } }
-}
-
-/// A `keyauth-server serve` process on a free loopback port, its standard error in a file (a pipe
-/// nobody drains could fill and stall the server).
-private final class SpawnedServer {
-    let process = Process()
-    let port: UInt16
-
-    /// The test's environment without `KEYAUTH_SERVER_*`, which would change the configuration.
-    static var environment: [String: String] {
-        ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYAUTH_SERVER_") }
-    }
-
-    init(binary: URL, database: String, log: String) throws {
-        FileManager.default.createFile(atPath: log, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        defer { try? logHandle.close() }
-        process.executableURL = binary
-        process.arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", CrashDurabilityTests.issuer, "--quiet",
-            "--rate-limit", "100000", "--signing-key-bits", "2048",
-        ]
-        process.environment = Self.environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = logHandle
-        try process.run()
-
-        let marker = "listening on http://127.0.0.1:"
-        let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
-        var found: UInt16?
-        while found == nil {
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            if let range = text.range(of: marker) {
-                found = UInt16(text[range.upperBound...].prefix { $0.isNumber })
-                break
-            }
-            guard process.isRunning, ServerClock.monotonicNanoseconds() < deadline else {
-                if process.isRunning { process.terminate() }
-                throw TestFailure("keyauth-server did not start: \(text)")
-            }
-            usleep(10_000)
-        }
-        guard let found else { throw TestFailure("no port in the banner") }
-        port = found
-    }
-
-    deinit {
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
-    /// SIGKILL: no handler runs, nothing is flushed.
-    func kill() {
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    /// SIGTERM, the graceful stop; returns the exit status.
-    func terminate() -> Int32 {
-        process.terminate()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
 }

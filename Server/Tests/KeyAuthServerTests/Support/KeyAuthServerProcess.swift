@@ -87,6 +87,14 @@ final class KeyAuthServerProcess {
         }
     }
 
+    /// SIGKILL: no handler runs, nothing is flushed. Returns whether the signal ended it.
+    @discardableResult
+    func kill() -> Bool {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+    }
+
     /// SIGTERM, the graceful stop; returns the exit status.
     @discardableResult
     func terminate() -> Int32 {
