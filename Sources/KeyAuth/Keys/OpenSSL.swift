@@ -29,14 +29,17 @@ enum OpenSSL {
     nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA256(), nil)
 
     static func sha256Digest(_ data: [UInt8]) -> [UInt8] {
+        data.withUnsafeBytes { sha256Digest($0) }
+    }
+
+    /// SHA-256 of raw bytes, with the digest fetched once.
+    static func sha256Digest(_ input: UnsafeRawBufferPointer) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        let ok = data.withUnsafeBytes { input in
-            digest.withUnsafeMutableBytes { output in
-                EVP_Digest(
-                    input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    &length, sha256, nil)
-            }
+        let ok = digest.withUnsafeMutableBytes { output in
+            EVP_Digest(
+                input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
+                sha256, nil)
         }
         precondition(ok == 1 && length == 32, "SHA-256 cannot fail on valid input")
         return digest
@@ -196,7 +199,7 @@ final class EVPKey: @unchecked Sendable {
 /// RS256 signing and verification over an ``EVPKey``, with a fresh context per operation.
 enum RSAOperations {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        guard let digest = sha256(message) else { throw OpenSSL.error(.cryptoFailed, "cannot hash the message") }
+        let digest = OpenSSL.sha256Digest(message)
         var signature = [UInt8](repeating: 0, count: (key.bits + 7) / 8)
         let length: Int? = key.withSignContext { context in
             var length = signature.count
@@ -213,20 +216,8 @@ enum RSAOperations {
         return Array(signature.prefix(length))
     }
 
-    /// SHA-256 with the pre-fetched digest.
-    private static func sha256(_ message: UnsafeRawBufferPointer) -> [UInt8]? {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let hashed = digest.withUnsafeMutableBytes { output in
-            EVP_Digest(
-                message.baseAddress, message.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
-                OpenSSL.sha256, nil)
-        }
-        return hashed == 1 && length == 32 ? digest : nil
-    }
-
     static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
-        guard let digest = sha256(message) else { return false }
+        let digest = OpenSSL.sha256Digest(message)
         let result = key.withVerifyContext { context in
             signature.withUnsafeBytes { sig in
                 digest.withUnsafeBytes { hash in
