@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthTestSupport
 
 /// Assertions that break one rule of PROTOCOL.md section 2 each; every one must get
 /// `invalid_grant` at login (and as a registration proof).
@@ -55,7 +56,7 @@ enum HostileAssertion: String, CaseIterable, Sendable, CustomStringConvertible {
                 Array(JSONValue.object(["alg": "HS256", "typ": "JWT", "kid": .string(kid)]).serialized().utf8))
             let payloadPart = Base64URL.encode(Array(JSONValue.object(claims).serialized().utf8))
             let input = Array("\(headerPart).\(payloadPart)".utf8)
-            let mac = TestAPI.hmacSHA256(key: Array(key.publicKey.pemRepresentation.utf8), message: input)
+            let mac = hmacSHA256(key: Array(key.publicKey.pemRepresentation.utf8), message: input)
             return "\(headerPart).\(payloadPart).\(Base64URL.encode(mac))"
         case .tamperedPayload:
             let valid = try api.signed(header: header, payload: .object(claims), key: key)

@@ -128,14 +128,4 @@ struct TestAPI: Sendable {
         }
         return output
     }
-
-    // MARK: Hostile encodings
-
-    /// HMAC-SHA256 (RFC 2104), for the "HS256 signed with the public key as secret" attack.
-    static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        var block = key.count > 64 ? Crypto.sha256(key) : key
-        block += [UInt8](repeating: 0, count: 64 - block.count)
-        let inner = Crypto.sha256(block.map { $0 ^ 0x36 } + message)
-        return Crypto.sha256(block.map { $0 ^ 0x5C } + inner)
-    }
 }
