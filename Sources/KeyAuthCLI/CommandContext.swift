@@ -39,7 +39,7 @@ struct CommandContext: Sendable {
                     .presenceUnavailable,
                     "there is no terminal to ask for the PIN: use --pin-stdin to read it from standard input")
             }
-            return PINPresence(reader: reader, attemptsFile: keyDirectory + "/pin-attempts")
+            return PINPresence(reader: reader, attemptsFile: KeyPairStore(directory: keyDirectory).pinAttemptsPath)
         case .pam:
             return PAMPresence(
                 serviceName: pamService ?? "keyauth", configurationDirectory: io.pamConfigurationDirectory,

@@ -142,7 +142,7 @@ public struct AccountStore: Sendable {
     /// and forgets it as the default.
     public func remove(_ name: String) throws(KeyAuthError) {
         let directory = try directory(for: name)
-        try KeyPairStore(directory: directory).reset(alsoRemoving: ["pin-attempts", "pin-attempts.lock"])
+        try KeyPairStore(directory: directory).reset()
         try credentials.deleteToken(account: name)
         try SecureFile.remove(directory + "/account.json")
         try SecureFile.remove(directory + "/.lock")

@@ -125,7 +125,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
                 if !force { throw Self.wrap(error) }
             }
         }
-        try store.reset(alsoRemoving: ["pin-attempts", "pin-attempts.lock"])
+        try store.reset()
         transition(to: .idle)
     }
 
@@ -196,7 +196,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
             let wrapped = Self.wrap(error)
             if wrapped.code != .approvalPending {
                 // The server never accepted this key: forget it, so the next attempt registers again.
-                try? store.reset(alsoRemoving: ["pin-attempts", "pin-attempts.lock"])
+                try? store.reset()
             }
             throw wrapped
         }

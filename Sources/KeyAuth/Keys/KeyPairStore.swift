@@ -18,6 +18,10 @@ public struct KeyPairStore: Sendable {
     /// The public key file (SPKI PEM).
     public var publicKeyPath: String { directory + "/device-key.pub" }
     private var lockPath: String { directory + "/.lock" }
+    /// Where ``PINPresence`` counts wrong PINs for this key (its lock file sits beside it).
+    public var pinAttemptsPath: String { directory + "/pin-attempts" }
+    /// Files beside the key that belong to it and go when it goes.
+    static let keyMetadataFiles = ["pin-attempts", "pin-attempts.lock"]
 
     /// Whether a private key file exists (it may still be unreadable or corrupt).
     public var hasKey: Bool { SecureFile.exists(privateKeyPath) }
@@ -102,14 +106,16 @@ public struct KeyPairStore: Sendable {
 
     /// Deletes the key pair and everything stored beside it for this key.
     ///
-    /// - Parameter extraFiles: other files in the directory that belong to the key (PIN attempt
-    ///   counters, account metadata).
+    /// The PIN attempt counter goes with the key, so a new key starts with a clean count.
+    ///
+    /// - Parameter extraFiles: other files in the directory that belong to the key (account
+    ///   metadata).
     public func reset(alsoRemoving extraFiles: [String] = []) throws(KeyAuthError) {
         guard SecureFile.exists(directory) else { return }
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             try SecureFile.remove(privateKeyPath)
             try SecureFile.remove(publicKeyPath)
-            for file in extraFiles { try SecureFile.remove(directory + "/" + file) }
+            for file in Self.keyMetadataFiles + extraFiles { try SecureFile.remove(directory + "/" + file) }
         }
     }
 }
