@@ -1,17 +1,18 @@
 import Foundation
 import KeyAuth
 
-/// The published test vectors in `../shared/vectors/` (relative to the package root).
+/// The published test vectors in `Tests/Vectors/` (sources and licences in its README).
 ///
-/// They are read in place, never copied into the repository, so that a test agreeing with them
-/// is an interoperability result rather than a self-check.
+/// They are copies of files published by others, kept unmodified, so that a test agreeing with
+/// them is an interoperability result rather than a self-check; a clone of the repository alone
+/// has everything its tests read.
 public enum Vectors {
     /// The vectors folder; `KEYAUTH_VECTORS` overrides it.
     public static var directory: URL {
         if let override = ProcessInfo.processInfo.environment["KEYAUTH_VECTORS"] {
             return URL(fileURLWithPath: override)
         }
-        return packageRoot.deletingLastPathComponent().appendingPathComponent("shared/vectors")
+        return packageRoot.appendingPathComponent("Tests/Vectors")
     }
 
     /// The package root, found from this file's path.
