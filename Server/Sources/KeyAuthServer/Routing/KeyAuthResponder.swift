@@ -32,8 +32,9 @@ public final class KeyAuthResponder: HTTPResponder {
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage,
         log: any ServerLog = StandardErrorLog(), now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
-        // Made now rather than on the first unknown key, so no request pays for it.
-        _ = DeviceKeyLookup.decoy
+        // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
+        // request pays for them.
+        try DecoyKeys.shared.prepare([256, 384, 512])
         let keys = try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
         let settings = KeyAuthService.Settings(
             issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
