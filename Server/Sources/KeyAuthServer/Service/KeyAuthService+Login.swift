@@ -18,10 +18,10 @@ extension KeyAuthService {
     /// device's state) is checked after the signature, so that pending and denied answers go
     /// only to the key's holder.
     ///
-    /// A signature of a length no allowed key makes (256 to 1024 bytes) is refused first,
-    /// before any lookup, with the description an unknown key gets: it could verify under no
-    /// registered key, and refusing it before the registry is consulted keeps its cost free of
-    /// anything the registry holds.
+    /// A signature of a length that no allowed key makes (allowed keys make 256 to 1024 bytes)
+    /// is refused first, before any lookup, with the description an unknown key gets: it could
+    /// verify under no registered key, and refusing it before the registry is consulted keeps
+    /// its cost free of anything the registry holds.
     func login(assertion: String) throws -> LoginResult {
         let signature = Self.signature(ofCompactJWS: assertion)
         if let signature, !Self.allowedSignatureLengths.contains(signature.count) {
