@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first quick-start command: install what is missing, build in release mode,
-# start keyauth-server on an embedded SQLite file on loopback, register a device, log in,
+# start keyauth-server on an embedded SQLite file on loopback, issue an enrollment code (the
+# server requires one for a new user's first device), register a device with it, log in,
 # print the verified access token's claims, and stop the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +32,13 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/server.log" >&2; exit 1; }
 
+echo "== keyauth-server enroll demo (a one-time code for the user's first device)" >&2
+code=$("$bin/keyauth-server" enroll demo --db "$work/keyauth-server.db")
+
 export KEYAUTH_HOME="$work/client"
 echo "== keyauth register (RSA-3072 device key, no presence check for this unattended demo)" >&2
-"$bin/keyauth" register --server "http://127.0.0.1:$port" --user demo --name quickstart-device --presence none
+"$bin/keyauth" register --server "http://127.0.0.1:$port" --user demo --name quickstart-device --presence none \
+    --enrollment-code "$code"
 echo "== keyauth login" >&2
 "$bin/keyauth" login
 echo "== keyauth status" >&2

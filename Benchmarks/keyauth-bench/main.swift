@@ -12,6 +12,11 @@ import KeyAuth
 // `rsa` times RS256 signing and verification of a typical device assertion with the library,
 // and RSA key generation, then runs `openssl speed` for the same key sizes in the same
 // invocation, so that both are measured on the same machine under the same load.
+//
+//   keyauth-bench timing --server http://127.0.0.1:PORT [--code CODE] [--pairs N]
+//
+// `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
+// Benchmarks/timing/run.sh starts the server for it.
 
 struct Rate {
     let operations: Int
@@ -197,7 +202,24 @@ case "load-prepare":
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
     }
+case "timing":
+    let rest = Array(arguments.dropFirst())
+    guard let server = option("--server", in: rest) else {
+        FileHandle.standardError.write(
+            Data("usage: keyauth-bench timing --server http://127.0.0.1:PORT [--code CODE] [--pairs N]\n".utf8))
+        exit(64)
+    }
+    do {
+        try TimingBenchmark(
+            server: server, enrollmentCode: option("--code", in: rest),
+            pairs: Int(option("--pairs", in: rest) ?? "") ?? 3000
+        ).run()
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
 default:
-    FileHandle.standardError.write(Data("usage: keyauth-bench rsa [--seconds N] | load-prepare ...\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: keyauth-bench rsa [--seconds N] | load-prepare ... | timing --server URL ...\n".utf8))
     exit(64)
 }

@@ -131,7 +131,7 @@ struct DeviceLifecycleTests {
         #expect(try api.login(laptop).errorCode == "invalid_grant")
     }
 
-    @Test("devices of another user can be neither approved nor revoked (403 access_denied)")
+    @Test("devices of another user can be neither approved nor revoked, and look unknown (404 not_found)")
     func otherUsersDevices() throws {
         let environment = TestEnvironment()
         let api = try environment.directAPI()
@@ -146,9 +146,11 @@ struct DeviceLifecycleTests {
             ("DELETE", "/v1/devices/\(alice.publicKey.fingerprint)"),
         ] {
             let response = try api.authorized(method, path, token: bobToken)
-            #expect(response.status == 403)
-            #expect(response.errorCode == "access_denied")
+            #expect(response.status == 404)
+            #expect(response.errorCode == "not_found")
+            #expect(response.errorDescription == "no such device")
         }
+        #expect(try api.storage.device(kid: alicePhone.publicKey.fingerprint)?.status == .pending)
         #expect(try api.storage.device(kid: alice.publicKey.fingerprint)?.status == .active)
         let list = try api.authorized("GET", "/v1/devices", token: bobToken)
         #expect(list.json?["devices"]?.arrayValue?.count == 1)

@@ -82,6 +82,75 @@ struct EnrollmentTests {
         #expect(try api.register(user: "alice", key: try ServerTestKeys.key("alice-2")).status == 202)
     }
 
+    @Test("a user whose devices were all revoked gets a new one only with a code, even under open enrollment")
+    func revokedUserNeedsCode() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.enrollment = .open }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: token).status == 204)
+
+        let stranger = try ServerTestKeys.key("stranger")
+        let taken = try api.register(user: "alice", key: stranger)
+        #expect(taken.status == 403)
+        #expect(taken.errorCode == "access_denied")
+        #expect(taken.errorDescription?.contains("enrollment code") == true)
+        #expect(try api.storage.device(kid: stranger.publicKey.fingerprint) == nil)
+
+        let code = try EnrollmentCodes(storage: api.storage, now: environment.clock.closure).issue(for: "alice")
+        let phone = try ServerTestKeys.key("alice-2")
+        let back = try api.register(user: "alice", key: phone, code: code)
+        #expect(back.status == 201)
+        #expect(back.json?["status"]?.stringValue == "active")
+    }
+
+    @Test("a user left with pending devices but no active one cannot get another without a code")
+    func pendingOnlyUserNeedsCode() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.enrollment = .open }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        #expect(try api.register(user: "alice", key: try ServerTestKeys.key("alice-2")).status == 202)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: token).status == 204)
+        let response = try api.register(user: "alice", key: try ServerTestKeys.key("alice-3"))
+        #expect(response.status == 403)
+        #expect(response.errorCode == "access_denied")
+    }
+
+    @Test("under open enrollment a new user's first device is active; a known user's needs approval")
+    func openModeNewAndKnownUsers() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.enrollment = .open }
+        let first = try api.register(user: "carol", key: try ServerTestKeys.key("carol-1"))
+        #expect(first.status == 201)
+        #expect(first.json?["status"]?.stringValue == "active")
+        let second = try api.register(user: "carol", key: try ServerTestKeys.key("carol-2"))
+        #expect(second.status == 202)
+        #expect(second.json?["status"]?.stringValue == "pending")
+    }
+
+    @Test("the default configuration requires enrollment codes")
+    func defaultIsCode() throws {
+        #expect(ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:0")).enrollment == .code)
+    }
+
+    @Test("open enrollment warns on any address but loopback")
+    func openEnrollmentWarning() throws {
+        for (listen, mode, warns) in [
+            ("0.0.0.0:8088", EnrollmentMode.open, true), ("192.0.2.7:8088", .open, true), ("[::]:8088", .open, true),
+            ("[2001:db8::1]:8088", .open, true), ("127.0.0.1:8088", .open, false), ("127.4.5.6:8088", .open, false),
+            ("[::1]:8088", .open, false), ("[::ffff:127.0.0.1]:8088", .open, false), ("localhost:8088", .open, false),
+            ("0.0.0.0:8088", .code, false),
+        ] {
+            var configuration = ServerConfiguration(listen: try ListenAddress(parsing: listen))
+            configuration.enrollment = mode
+            #expect((configuration.openEnrollmentWarning != nil) == warns, "\(listen) \(mode)")
+        }
+        var exposed = ServerConfiguration(listen: try ListenAddress(parsing: "0.0.0.0:8088"))
+        exposed.enrollment = .open
+        #expect(exposed.openEnrollmentWarning?.contains("0.0.0.0:8088") == true)
+    }
+
     @Test("issuing a code for an invalid user name is refused")
     func invalidUser() throws {
         let environment = TestEnvironment()

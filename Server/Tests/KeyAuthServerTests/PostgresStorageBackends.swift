@@ -20,6 +20,7 @@ struct StorageContractBackend: Sendable, CustomTestStringConvertible {
         let directory = TemporaryDirectory("keyauth-storage")
         let path = directory.path + "/keyauth.db"
         return StorageContractDatabase(
+            firstMigration: SQLiteSchema.migrations[0].statements, userColumn: "user",
             open: { () throws(StorageError) in try SQLiteStorage(path: path) },
             execute: { sql in
                 try SQLiteConnection(path: path, busyTimeoutMilliseconds: 5000).execute(sql)
@@ -38,6 +39,11 @@ struct StorageContractBackend: Sendable, CustomTestStringConvertible {
 struct StorageContractDatabase: Sendable {
     /// The PostgreSQL URL that reaches this database; nil for SQLite.
     var url: String? = nil
+    /// The statements of the backend's schema version 1, to build a database as an older
+    /// server left it.
+    let firstMigration: [String]
+    /// What the backend calls the devices' user column (`user` is reserved in PostgreSQL).
+    let userColumn: String
     /// Opens a new storage instance, as a new server process would.
     let open: @Sendable () throws(StorageError) -> any ServerStorage
     /// Runs SQL directly, to arrange states the protocol cannot reach (a newer schema).
@@ -69,7 +75,7 @@ enum PostgresTestServer {
         let schemaURL =
             url + (url.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)&application_name=\(schema)"
         return StorageContractDatabase(
-            url: schemaURL,
+            url: schemaURL, firstMigration: PostgresSchema.migrations[0].statements, userColumn: "user_name",
             open: { () throws(StorageError) in try PostgresStorage(url: schemaURL) },
             execute: { sql in try adminExecute(url: schemaURL, sql) },
             destroy: { try? adminExecute(url: url, "DROP SCHEMA \(schema) CASCADE") })

@@ -58,6 +58,20 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageContract.insertsOnlyOneFirstSigningKey),
         StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
         StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
+        StorageCheck("knows which states a user's devices are in", StorageContract.findsDeviceStatuses),
+        StorageCheck(
+            "inserts a first device only for an unknown user, a pending one only below the cap",
+            StorageContract.insertsUnderRules),
+        StorageCheck(
+            "never lets concurrent pending registrations pass the cap", StorageContract.racesPendingCap),
+        StorageCheck(
+            "gives an unknown user's name to exactly one of many concurrent first devices",
+            StorageContract.racesFirstDevices),
+        StorageCheck("lists a user's devices page by page after a position", StorageContract.pagesDevices),
+        StorageCheck(
+            "purges expired pending and old denied devices, never active or revoked ones",
+            StorageContract.purgesDevices),
+        StorageCheck("upgrades a version-1 database, keeping its devices", StorageContract.upgradesVersionOne),
         StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
         StorageCheck("records logins", StorageContract.recordsLogins),
         StorageCheck("claims a jti once per key and purges expired ones", StorageContract.claimsJTIs),
@@ -105,6 +119,7 @@ enum StorageContract {
         full.approvedAt = 1_001
         full.revokedAt = 1_002
         full.lastLoginAt = 1_003
+        full.registeredFrom = "2001:db8::7"
         #expect(try storage.insertDevice(full))
         #expect(try storage.device(kid: "kid-full") == full)
 
@@ -159,6 +174,189 @@ enum StorageContract {
         #expect(try storage.hasActiveDevice(user: "alice"))
         #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 3_000))
         #expect(try !storage.hasActiveDevice(user: "alice"))
+    }
+
+    static func findsDeviceStatuses(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.deviceStatuses(user: "alice").isEmpty)
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.insertDevice(device("kid-2", status: .pending)))
+        #expect(try storage.insertDevice(device("kid-3", status: .pending)))
+        #expect(try storage.insertDevice(device("kid-4", user: "bob", status: .denied)))
+        #expect(try storage.deviceStatuses(user: "alice") == [.active, .pending])
+        #expect(try storage.deviceStatuses(user: "bob") == [.denied])
+        #expect(try storage.deviceStatuses(user: "Alice").isEmpty)
+        // A user whose only device was revoked is still known.
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 2_000))
+        #expect(try storage.updateStatus(kid: "kid-2", from: .pending, to: .denied, at: 2_000))
+        #expect(try storage.updateStatus(kid: "kid-3", from: .pending, to: .denied, at: 2_000))
+        #expect(try storage.deviceStatuses(user: "alice") == [.revoked, .denied])
+    }
+
+    static func insertsUnderRules(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        // A first device only while the user has no record at all.
+        var first = device("kid-first", status: .active)
+        first.registeredFrom = "192.0.2.1"
+        #expect(try storage.insertDevice(first, rule: .userHasNoDevices) == .inserted)
+        #expect(try storage.device(kid: "kid-first") == first)
+        #expect(
+            try storage.insertDevice(device("kid-second", status: .active), rule: .userHasNoDevices) == .userHasDevices)
+        #expect(try storage.updateStatus(kid: "kid-first", from: .active, to: .revoked, at: 1_100))
+        #expect(
+            try storage.insertDevice(device("kid-second", status: .active), rule: .userHasNoDevices) == .userHasDevices)
+        #expect(try storage.device(kid: "kid-second") == nil)
+        // A taken kid wins over every rule, whoever owns it.
+        #expect(try storage.insertDevice(device("kid-first", user: "bob"), rule: .userHasNoDevices) == .kidTaken)
+        #expect(try storage.insertDevice(device("kid-first"), rule: .unconditional) == .kidTaken)
+
+        // The cap counts only pending devices created after `createdAfter`.
+        let rule = DeviceInsertRule.pendingBelow(limit: 3, createdAfter: 1_000)
+        #expect(
+            try storage.insertDevice(device("kid-old", status: .pending, createdAt: 1_000), rule: rule) == .inserted)
+        #expect(
+            try storage.insertDevice(device("kid-denied", status: .denied, createdAt: 1_500), rule: rule) == .inserted)
+        for index in 0..<3 {
+            let kid = "kid-p\(index)"
+            #expect(try storage.insertDevice(device(kid, createdAt: 2_000 - Int64(index)), rule: rule) == .inserted)
+        }
+        #expect(
+            try storage.insertDevice(device("kid-p3", createdAt: 2_100), rule: rule)
+                == .pendingLimitReached(oldestCreatedAt: 1_998))
+        #expect(try storage.device(kid: "kid-p3") == nil)
+        // Another user's cap is their own; a device that is no longer pending frees a place.
+        #expect(try storage.insertDevice(device("kid-bob", user: "bob", createdAt: 2_100), rule: rule) == .inserted)
+        #expect(try storage.updateStatus(kid: "kid-p1", from: .pending, to: .active, at: 2_100))
+        #expect(try storage.insertDevice(device("kid-p3", createdAt: 2_100), rule: rule) == .inserted)
+        #expect(
+            try storage.insertDevice(device("kid-p4", createdAt: 2_100), rule: rule)
+                == .pendingLimitReached(oldestCreatedAt: 1_998))
+        #expect(try storage.insertDevice(device("kid-p0", createdAt: 2_100), rule: rule) == .kidTaken)
+    }
+
+    static func racesPendingCap(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        let rule = DeviceInsertRule.pendingBelow(limit: 10, createdAfter: 500)
+        for round in 0..<3 {
+            let user = "user-\(round)"
+            for index in 0..<9 {
+                #expect(
+                    try first.insertDevice(device("kid-\(round)-\(index)", user: user, createdAt: 1_000 + Int64(index)))
+                )
+            }
+            // 24 registrations at 9 of 10: exactly one gets the last place.
+            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> DeviceInsertion in
+                try (index.isMultiple(of: 2) ? first : second).insertDevice(
+                    device("kid-\(round)-new-\(index)", user: user, createdAt: 2_000), rule: rule)
+            }
+            let values = try outcomes.map { try $0.get() }
+            #expect(values.filter { $0 == .inserted }.count == 1, "round \(round)")
+            #expect(values.filter { $0 == .pendingLimitReached(oldestCreatedAt: 1_000) }.count == 23, "round \(round)")
+            #expect(try second.devices(user: user).filter { $0.status == .pending }.count == 10, "round \(round)")
+        }
+    }
+
+    static func racesFirstDevices(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> DeviceInsertion in
+            try (index.isMultiple(of: 2) ? first : second).insertDevice(
+                device("kid-\(index)", user: "carol", status: .active), rule: .userHasNoDevices)
+        }
+        let values = try outcomes.map { try $0.get() }
+        #expect(values.filter { $0 == .inserted }.count == 1)
+        #expect(values.filter { $0 == .userHasDevices }.count == 23)
+        #expect(try first.devices(user: "carol").count == 1)
+    }
+
+    static func pagesDevices(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        // 25 devices in 5 seconds, 5 a second, inserted out of order; and another user's.
+        let kids = (0..<25).map { "kid-\(String(format: "%02d", $0))" }
+        for (index, kid) in kids.enumerated().reversed() {
+            #expect(try storage.insertDevice(device(kid, createdAt: 100 + Int64(index / 5))))
+        }
+        #expect(try storage.insertDevice(device("kid-bob", user: "bob", createdAt: 100)))
+
+        var seen: [String] = []
+        var position = DeviceListPosition.start
+        while true {
+            let page = try storage.devices(user: "alice", after: position, limit: 7)
+            #expect(page.count <= 7)
+            seen += page.map(\.kid)
+            guard let last = page.last else { break }
+            position = last.listPosition
+        }
+        #expect(seen == kids)
+        // Resuming inside a second continues by kid; a position between kids works as well.
+        let middle = try storage.devices(
+            user: "alice", after: DeviceListPosition(createdAt: 102, kid: "kid-11"), limit: 3)
+        #expect(middle.map(\.kid) == ["kid-12", "kid-13", "kid-14"])
+        let between = try storage.devices(
+            user: "alice", after: DeviceListPosition(createdAt: 102, kid: "kid-11x"), limit: 2)
+        #expect(between.map(\.kid) == ["kid-12", "kid-13"])
+        #expect(
+            try storage.devices(user: "alice", after: DeviceListPosition(createdAt: 104, kid: "kid-24"), limit: 5)
+                .isEmpty)
+        #expect(try storage.devices(user: "bob", after: .start, limit: 100).map(\.kid) == ["kid-bob"])
+        #expect(try storage.devices(user: "alice").count == 25)
+    }
+
+    static func purgesDevices(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        for (kid, status, createdAt) in [
+            ("kid-pending-old", KeyAuthServer.DeviceStatus.pending, Int64(100)),
+            ("kid-pending-edge", .pending, 200), ("kid-pending-new", .pending, 300),
+            ("kid-active-old", .active, 100), ("kid-revoked-old", .revoked, 100),
+            ("kid-denied-old", .pending, 100), ("kid-denied-new", .pending, 100),
+        ] {
+            #expect(try storage.insertDevice(device(kid, status: status, createdAt: createdAt)))
+        }
+        #expect(try storage.updateStatus(kid: "kid-denied-old", from: .pending, to: .denied, at: 1_000))
+        #expect(try storage.updateStatus(kid: "kid-denied-new", from: .pending, to: .denied, at: 2_000))
+        #expect(try storage.updateStatus(kid: "kid-revoked-old", from: .revoked, to: .revoked, at: 100))
+
+        // Strictly before each bound.
+        #expect(try storage.purgeDevices(pendingCreatedBefore: 200, deniedBefore: 1_000) == 1)
+        #expect(try storage.device(kid: "kid-pending-old") == nil)
+        #expect(try storage.purgeDevices(pendingCreatedBefore: 201, deniedBefore: 1_001) == 2)
+        #expect(try storage.purgeDevices(pendingCreatedBefore: 201, deniedBefore: 1_001) == 0)
+        let left = try storage.devices(user: "alice").map(\.kid)
+        #expect(left == ["kid-active-old", "kid-denied-new", "kid-revoked-old", "kid-pending-new"])
+        // However old, active and revoked devices stay.
+        #expect(try storage.purgeDevices(pendingCreatedBefore: 10_000, deniedBefore: 10_000) == 2)
+        #expect(try storage.devices(user: "alice").map(\.kid) == ["kid-active-old", "kid-revoked-old"])
+    }
+
+    static func upgradesVersionOne(_ database: StorageContractDatabase) throws {
+        try database.execute("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        for statement in database.firstMigration {
+            try database.execute(statement)
+        }
+        try database.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0)")
+        try database.execute(
+            "INSERT INTO devices (kid, \(database.userColumn), name, public_key_pem, status, created_at) "
+                + "VALUES ('kid-old', 'alice', 'old', 'pem', 'active', 5)")
+        let storage = try database.open()
+        defer { storage.close() }
+        try storage.healthCheck()
+        let old = try storage.device(kid: "kid-old")
+        #expect(old?.status == .active)
+        #expect(old?.user == "alice")
+        #expect(old != nil && old?.registeredFrom == nil)
+        var new = device("kid-new", status: .pending, createdAt: 10)
+        new.registeredFrom = "198.51.100.4"
+        #expect(try storage.insertDevice(new))
+        #expect(try storage.devices(user: "alice") == [old, new].compactMap { $0 })
     }
 
     static func updatesStatus(_ database: StorageContractDatabase) throws {

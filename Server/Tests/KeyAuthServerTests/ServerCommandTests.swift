@@ -12,13 +12,13 @@ struct ServerCommandTests {
         return configuration
     }
 
-    @Test("serve defaults: 127.0.0.1:8088, keyauth-server.db, open enrollment, no proxy, 10 failures a minute")
+    @Test("serve defaults: 127.0.0.1:8088, keyauth-server.db, enrollment codes, no proxy, 10 failures a minute")
     func defaults() throws {
         for arguments in [[], ["serve"]] {
             let configuration = try serve(arguments)
             #expect(configuration.listen.description == "127.0.0.1:8088")
             #expect(configuration.database == "keyauth-server.db")
-            #expect(configuration.enrollment == .open)
+            #expect(configuration.enrollment == .code)
             #expect(configuration.trustProxy == false)
             #expect(configuration.failureLimit == 10)
             #expect(configuration.accessTokenLifetime == 900)

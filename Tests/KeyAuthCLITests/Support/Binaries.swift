@@ -224,7 +224,10 @@ final class ServerProcess: @unchecked Sendable {
         url = "http://127.0.0.1:\(port)"
         process = Process()
         process.executableURL = URL(fileURLWithPath: Binaries.server)
-        process.arguments = ["serve", "--listen", "127.0.0.1:\(port)", "--db", directory + "/server.db"]
+        // Open enrollment (not the default): the tests register first devices without codes.
+        process.arguments = [
+            "serve", "--listen", "127.0.0.1:\(port)", "--db", directory + "/server.db", "--enrollment", "open",
+        ]
         let log = directory + "/server.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log))

@@ -7,31 +7,39 @@ import Synchronization
 ///
 /// A revoked device resolves exactly like an unknown key, so the verifier reports both (and a
 /// bad signature) with the same error and description: nobody can probe which keys exist or were
-/// revoked. Both resolve to a decoy key whose private half was discarded at startup, so they
-/// also cost the same RSA verification as a registered key with a bad signature, leaving no
-/// timing difference to probe either. Revocation holds for assertions signed before it, since
-/// the lookup happens at verification time: the device record is read on every request, and
-/// only the parsing of its key is cached (``DeviceKeyCache``). One instance per request.
+/// revoked. Both resolve to a decoy key of the presented signature's size (``DecoyKeys``), so
+/// that they also cost the same RSA verification as a registered key with a bad signature,
+/// leaving no timing difference to probe either. A registered key that could not even start
+/// verifying the signature (another length, or a value not below its modulus, which OpenSSL
+/// refuses at once) is swapped for that decoy too, so that the cost of a failure depends only
+/// on the signature presented, never on whether or which key is registered.
+///
+/// Revocation holds for assertions signed before it, since the lookup happens at verification
+/// time: the device record is read on every request, and only the parsing of its key is cached
+/// (``DeviceKeyCache``). One instance per request.
 final class DeviceKeyLookup: JWTKeyResolver {
     private let storage: any ServerStorage
     private let keys: DeviceKeyCache
+    private let signature: [UInt8]
     private let found = Mutex<DeviceRecord?>(nil)
 
-    init(storage: any ServerStorage, keys: DeviceKeyCache) {
+    /// - Parameter signature: the decoded signature of the assertion being verified; its length
+    ///   must already be one that an allowed key makes.
+    init(storage: any ServerStorage, keys: DeviceKeyCache, signature: [UInt8]) {
         self.storage = storage
         self.keys = keys
+        self.signature = signature
     }
 
-    /// The device the last lookup returned a key for.
+    /// The device the last lookup returned its own key for.
     var device: DeviceRecord? {
         found.withLock { $0 }
     }
 
-    /// A key that no one can sign for: made at startup, its private key dropped at once.
-    static let decoy: RSAPublicKey? = try? RSAPrivateKey.generate(bits: 2048).publicKey
-
     func publicKey(forKeyID keyID: String) throws -> RSAPublicKey? {
-        guard let device = try storage.device(kid: keyID), device.status != .revoked else { return Self.decoy }
+        guard let device = try storage.device(kid: keyID), device.status != .revoked else {
+            return try DecoyKeys.shared.key(byteCount: signature.count)
+        }
         let key: RSAPublicKey
         do {
             key = try keys.key(kid: keyID, pem: device.publicKeyPEM)
@@ -39,9 +47,74 @@ final class DeviceKeyLookup: JWTKeyResolver {
             // A stored key that no longer parses is the server's problem, not a bad assertion.
             throw StoredKeyUnreadable(kid: keyID)
         }
+        guard key.modulus.count == signature.count, signature.lexicographicallyPrecedes(key.modulus) else {
+            return try DecoyKeys.shared.key(byteCount: signature.count)
+        }
         found.withLock { $0 = device }
         return key
     }
+}
+
+/// Public keys no one can sign for, one per signature length, that stand in for unknown and
+/// revoked keys so that refusing them costs a full RSA verification of that size.
+///
+/// A decoy needs no private key, only a modulus of the right size: a random odd number with
+/// e = 65537 costs the same public-key operation as a real key's product of two primes, and
+/// is made in microseconds where a real 8192-bit key pair would take minutes. Each is made on
+/// first use and kept for the life of the process (at most one per length from 256 to 1024
+/// bytes).
+///
+/// The top 64 bits of each modulus are set, so a real modulus of the same length is smaller
+/// (but for a chance of 2^-64): every signature below a real key's modulus is below the
+/// decoy's too. Together with the swap in ``DeviceKeyLookup``, a signature is refused at once
+/// exactly when it is not below the decoy's modulus, whether its key is registered or not.
+///
+/// - Warning: a decoy only hides which keys exist while nobody can sign for it, that is while
+///   its modulus stays unfactored. A random modulus is likely to have small prime factors but
+///   unlikely to be fully factorable; it lives only as long as the process.
+final class DecoyKeys: Sendable {
+    /// The decoys of this process.
+    static let shared = DecoyKeys()
+
+    private let keys = Mutex<[Int: RSAPublicKey]>([:])
+
+    /// The decoy for signatures of `byteCount` bytes.
+    ///
+    /// - Throws: ``DecoyUnavailable`` when the random generator or OpenSSL fails (a 500: an
+    ///   `invalid_grant` would be the one answer that differs from a registered key's).
+    func key(byteCount: Int) throws(DecoyUnavailable) -> RSAPublicKey {
+        if let key = keys.withLock({ $0[byteCount] }) { return key }
+        let key = try Self.make(byteCount: byteCount)
+        return keys.withLock { keys in
+            if let existing = keys[byteCount] { return existing }
+            keys[byteCount] = key
+            return key
+        }
+    }
+
+    /// Makes the decoys for `byteCounts` now, so that no request pays for them.
+    func prepare(_ byteCounts: [Int]) throws(DecoyUnavailable) {
+        for byteCount in byteCounts {
+            _ = try key(byteCount: byteCount)
+        }
+    }
+
+    private static func make(byteCount: Int) throws(DecoyUnavailable) -> RSAPublicKey {
+        guard byteCount >= 16 else { throw DecoyUnavailable(byteCount: byteCount) }
+        do {
+            var modulus = try Crypto.randomBytes(count: byteCount)
+            for index in 0..<8 { modulus[index] = 0xFF }
+            modulus[byteCount - 1] |= 1
+            return try RSAPublicKey(modulus: modulus, exponent: [0x01, 0x00, 0x01])
+        } catch {
+            throw DecoyUnavailable(byteCount: byteCount)
+        }
+    }
+}
+
+/// A decoy key could not be made: the random generator or OpenSSL failed.
+struct DecoyUnavailable: Error, Sendable {
+    let byteCount: Int
 }
 
 /// A registered device's stored public key cannot be parsed: a 500, never an `invalid_grant`.

@@ -72,7 +72,8 @@ public enum ServerCommand {
                                     [KEYAUTH_SERVER_ISSUER]
           --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
                                     [KEYAUTH_SERVER_DB]
-          --enrollment open|code    whether a first device needs a code from 'enroll', default open
+          --enrollment code|open    whether a new user's first device needs a code from 'enroll',
+                                    default code; open is for development on loopback
                                     [KEYAUTH_SERVER_ENROLLMENT]
           --trust-proxy             count the last X-Forwarded-For hop as the client address; only
                                     behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
@@ -327,6 +328,7 @@ public enum ServerCommand {
             "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
                 + "enrollment \(configuration.enrollment.rawValue))\n")
+        if let warning = configuration.openEnrollmentWarning { output.error("keyauth-server: \(warning)\n") }
         stopRequested.wait()
         output.error("keyauth-server: stopping: finishing requests in progress\n")
         runner.stop()

@@ -1,8 +1,16 @@
-/// How users enroll their first device (PROTOCOL.md section 4, "Register").
+import Glibc
+
+/// How a new user enrolls a first device (PROTOCOL.md section 4, "Register").
+///
+/// Either way, a user the server already knows (any device record, even revoked) gets a new
+/// device only by approval from one of their active devices or with a code: a name is never
+/// handed to whoever asks for it after its owner lost their last device.
 public enum EnrollmentMode: String, Sendable, CaseIterable {
-    /// A user's first device becomes active at once.
+    /// A new user's first device becomes active at once: anyone who reaches the server can
+    /// claim any unused user name. For development on loopback.
     case open
-    /// A user's first device needs a one-time code from `keyauth-server enroll USER`.
+    /// A new user's first device needs a one-time code from `keyauth-server enroll USER` (the
+    /// default).
     case code
 }
 
@@ -18,8 +26,8 @@ public struct ServerConfiguration: Sendable {
     public var issuer: String?
     /// The storage: a SQLite file path or a `postgres://` URL (`--db`).
     public var database: String = "keyauth-server.db"
-    /// Whether first devices need an enrollment code (`--enrollment`).
-    public var enrollment: EnrollmentMode = .open
+    /// Whether first devices need an enrollment code (`--enrollment`, default `code`).
+    public var enrollment: EnrollmentMode = .code
     /// Whether to take the client address from the last `X-Forwarded-For` hop
     /// (`--trust-proxy`). Only behind a proxy that sets it, or clients choose their address.
     public var trustProxy: Bool = false
@@ -33,6 +41,13 @@ public struct ServerConfiguration: Sendable {
     public var pendingLifetime: Int64 = defaultPendingLifetime
     /// Ten minutes (PROTOCOL.md section 4).
     public static let defaultPendingLifetime: Int64 = 600
+    /// The most pending (not yet expired) devices one user may have; registrations beyond get
+    /// 429 `slow_down` (PROTOCOL.md section 4), so nobody can flood a user's approval list.
+    public var maximumPendingDevices: Int = 10
+    /// How long expired pending devices and denied devices are kept before the periodic
+    /// cleanup deletes them: 24 hours, long enough for a client to see `expired_token` or
+    /// `access_denied`. Revoked devices are kept for good, as history.
+    public var deviceRetention: Int64 = 86_400
     /// How long an enrollment code is valid.
     public var enrollmentCodeLifetime: Int64 = 900
     /// Clock skew tolerated on assertion times (section 2: 10 s).
@@ -57,6 +72,28 @@ public struct ServerConfiguration: Sendable {
     /// A configuration with every default, listening on `listen`.
     public init(listen: ListenAddress) {
         self.listen = listen
+    }
+
+    /// The warning `serve` prints at start for open enrollment on an address other machines
+    /// can reach, where anyone could claim every unused user name; nil otherwise.
+    public var openEnrollmentWarning: String? {
+        guard enrollment == .open, !Self.isLoopback(listen.host) else { return nil }
+        return "warning: --enrollment open on \(listen): anyone who reaches the server can register a first "
+            + "device for any unused user name; use --enrollment code (the default) outside development"
+    }
+
+    /// Whether `host` (a numeric address) is a loopback address: 127.0.0.0/8, `::1`, or an
+    /// IPv4-mapped 127.x address.
+    static func isLoopback(_ host: String) -> Bool {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            return UInt32(bigEndian: v4.s_addr) >> 24 == 127
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes == Array(repeating: 0, count: 15) + [1] { return true }
+        return bytes.prefix(12) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF] && bytes[12] == 127
     }
 
     /// The issuer, or `http://HOST:PORT` when none was configured.

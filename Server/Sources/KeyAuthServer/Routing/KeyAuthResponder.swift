@@ -32,11 +32,13 @@ public final class KeyAuthResponder: HTTPResponder {
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage,
         log: any ServerLog = StandardErrorLog(), now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
-        // Made now rather than on the first unknown key, so no request pays for it.
-        _ = DeviceKeyLookup.decoy
+        // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
+        // request pays for them.
+        try DecoyKeys.shared.prepare([256, 384, 512])
         let keys = try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
         let settings = KeyAuthService.Settings(
             issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
+            maximumPendingDevices: configuration.maximumPendingDevices, deviceRetention: configuration.deviceRetention,
             leeway: configuration.leeway, maximumAssertionLifetime: configuration.maximumAssertionLifetime,
             accessTokenLifetime: configuration.accessTokenLifetime)
         service = KeyAuthService(
@@ -81,14 +83,15 @@ public final class KeyAuthResponder: HTTPResponder {
         return response
     }
 
-    /// Periodic housekeeping: forgets expired replay-cache entries, enrollment codes and
-    /// rate-limit counters.
+    /// Periodic housekeeping: forgets expired replay-cache entries, enrollment codes,
+    /// rate-limit counters, and pending and denied devices past their retention.
     public func purgeExpired() {
         rateLimiter.purge()
         do {
             let now = service.now()
             try service.storage.purgeExpiredJTIs(now: now)
             try service.storage.purgeExpiredEnrollmentCodes(now: now)
+            try service.purgeStaleDevices()
         } catch {
             log.error("cleanup failed: \(error)")
         }
@@ -113,8 +116,7 @@ public final class KeyAuthResponder: HTTPResponder {
             return try limited(request, record: metrics.recordRegistration) { try register(request) }
         case (.devices, _):
             let actor = try service.authenticate(bearer: try bearerToken(request))
-            let devices = try service.listDevices(of: actor)
-            return .json(.object(["devices": .array(devices.map(deviceListEntry))]))
+            return try deviceList(request, actor: actor)
         case (.device(let kid), _):
             let actor = try service.authenticate(bearer: try bearerToken(request))
             try service.revoke(kid: kid, by: actor)
@@ -122,7 +124,11 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.approveDevice(let kid), _):
             let actor = try service.authenticate(bearer: try bearerToken(request))
             let device = try service.approve(kid: kid, by: actor)
-            return .json(registrationEntry(device))
+            // The approved device as the list shows it, with its user, so that the client can
+            // show what it approved: name, creation time and where the request came from.
+            var fields = deviceFields(device)
+            fields["user"] = .string(device.user)
+            return .json(.object(fields))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
         case (.openIDConfiguration, _):
@@ -193,11 +199,37 @@ public final class KeyAuthResponder: HTTPResponder {
     private func register(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
         try requireContentType(request, "application/json")
         let registration = try RegistrationRequest(json: request.body)
-        switch try service.register(registration) {
+        switch try service.register(registration, from: clientAddress(of: request)) {
         case .active(let device): return (.json(registrationEntry(device), status: 201), "active")
         case .pending(let device): return (.json(registrationEntry(device), status: 202), "pending")
         case .existing(let device): return (.json(registrationEntry(device), status: 200), "existing")
         }
+    }
+
+    /// `GET /v1/devices`: one page of the caller's devices (PROTOCOL.md section 4, "Device
+    /// list"), so that no user's list, however long an attacker made it, becomes one huge answer.
+    private func deviceList(_ request: HTTPRequest, actor: DeviceRecord) throws -> HTTPResponse {
+        var limit = DeviceListCursor.defaultLimit
+        if let text = request.query["limit"] {
+            guard let value = Int(text), DeviceListCursor.limits.contains(value) else {
+                throw ServiceError(
+                    .invalidRequest,
+                    "limit must be a number from \(DeviceListCursor.limits.lowerBound) to "
+                        + "\(DeviceListCursor.limits.upperBound)")
+            }
+            limit = value
+        }
+        var position = DeviceListPosition.start
+        if let cursor = request.query["cursor"] {
+            guard let decoded = DeviceListCursor.decode(cursor) else {
+                throw ServiceError(.invalidRequest, "cursor is not one this server gave out")
+            }
+            position = decoded
+        }
+        let page = try service.listDevices(of: actor, after: position, limit: limit)
+        var body: [String: JSONValue] = ["devices": .array(page.devices.map(deviceListEntry))]
+        if let next = page.next { body["next_cursor"] = .string(DeviceListCursor.encode(next)) }
+        return .json(.object(body))
     }
 
     // MARK: Helpers
@@ -221,11 +253,17 @@ public final class KeyAuthResponder: HTTPResponder {
     }
 
     private func deviceListEntry(_ device: DeviceRecord) -> JSONValue {
-        .object([
+        .object(deviceFields(device))
+    }
+
+    /// The members of a device list entry (PROTOCOL.md section 4, "Device list").
+    private func deviceFields(_ device: DeviceRecord) -> [String: JSONValue] {
+        [
             "kid": .string(device.kid), "name": .string(device.name), "status": .string(service.visibleStatus(device)),
             "created_at": .string(ServerClock.rfc3339(device.createdAt)),
             "last_login_at": device.lastLoginAt.map { .string(ServerClock.rfc3339($0)) } ?? .null,
-        ])
+            "registered_from": device.registeredFrom.map(JSONValue.string) ?? .null,
+        ]
     }
 
     private func requireContentType(_ request: HTTPRequest, _ expected: String) throws(ServiceError) {

@@ -13,9 +13,17 @@ extension KeyAuthService {
         return device
     }
 
-    /// The caller's devices, oldest first.
-    func listDevices(of actor: DeviceRecord) throws -> [DeviceRecord] {
-        try storage.devices(user: actor.user)
+    /// One page of the caller's devices, oldest first, after `position`.
+    ///
+    /// - Returns: at most `limit` devices, and the position to continue from when more remain.
+    func listDevices(
+        of actor: DeviceRecord, after position: DeviceListPosition, limit: Int
+    ) throws -> (devices: [DeviceRecord], next: DeviceListPosition?) {
+        // One more than asked for tells whether another page exists without a count query.
+        var devices = try storage.devices(user: actor.user, after: position, limit: limit + 1)
+        guard devices.count > limit else { return (devices, nil) }
+        devices.removeLast(devices.count - limit)
+        return (devices, devices.last?.listPosition)
     }
 
     /// Approves a pending device of the caller's user.
@@ -67,13 +75,26 @@ extension KeyAuthService {
     }
 
     /// The device `kid`, which must belong to the actor's user.
+    ///
+    /// Another user's device gets the same 404 as an unknown one: a distinct answer would let
+    /// any user with a token find out which keys are registered, and to whom they do not belong.
     private func ownedDevice(kid: String, actor: DeviceRecord) throws -> DeviceRecord {
-        guard InputRules.isValidKID(kid), let device = try storage.device(kid: kid) else {
+        guard InputRules.isValidKID(kid), let device = try storage.device(kid: kid), device.user == actor.user else {
             throw ServiceError(.notFound, "no such device")
         }
-        guard device.user == actor.user else {
-            throw ServiceError(.accessDenied, "the device belongs to another user")
-        }
         return device
+    }
+
+    /// Deletes pending devices whose pending lifetime ended, and denied devices denied, more
+    /// than the retention period ago (24 hours by default); returns how many.
+    ///
+    /// Until then their clients still learn what happened (`expired_token`, `access_denied`);
+    /// after, the records would only fill the user's list. Revoked devices stay as history.
+    @discardableResult
+    func purgeStaleDevices() throws(StorageError) -> Int {
+        let time = now()
+        return try storage.purgeDevices(
+            pendingCreatedBefore: time - settings.pendingLifetime - settings.deviceRetention,
+            deniedBefore: time - settings.deviceRetention)
     }
 }

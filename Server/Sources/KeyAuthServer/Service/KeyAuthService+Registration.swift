@@ -55,7 +55,10 @@ extension KeyAuthService {
     /// Order matters: the cheap syntax checks, then proof of possession (so that nobody can
     /// learn anything about a key they do not hold), then the registry, and the enrollment code
     /// is used up only when the device is about to be stored.
-    func register(_ request: RegistrationRequest) throws -> RegistrationOutcome {
+    ///
+    /// - Parameter address: the client address the request came from, kept with the device so
+    ///   that whoever approves it can see where it came from.
+    func register(_ request: RegistrationRequest, from address: String) throws -> RegistrationOutcome {
         if request.publicKeyPEM.contains("PRIVATE KEY") {
             // Refused before parsing; the text is never stored or logged.
             throw ServiceError(.invalidRequest, "a private key was sent; send only the public key")
@@ -63,7 +66,7 @@ extension KeyAuthService {
         let key: RSAPublicKey
         do {
             key = try RSAPublicKey(pemRepresentation: request.publicKeyPEM)
-            try key.checkPolicy(allowedBits: 2048...8192)
+            try key.checkPolicy(allowedBits: Self.allowedKeyBits)
         } catch {
             let reason = error.code == .keyRejected ? error.message : "it is not an SPKI PEM RSA public key"
             throw ServiceError(.invalidRequest, "the public key is not accepted: \(reason)")
@@ -76,30 +79,90 @@ extension KeyAuthService {
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)
         }
-
-        let hasActive = try storage.hasActiveDevice(user: request.user)
-        var status: DeviceStatus = hasActive ? .pending : .active
+        var device = DeviceRecord(
+            kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: .pending,
+            createdAt: now(), registeredFrom: address)
+        var hasCode = false
         if let code = request.enrollmentCode {
             guard try enrollmentCodes.consume(code, user: request.user) else {
                 throw ServiceError(.accessDenied, "the enrollment code is not valid for this user")
             }
-            status = .active
-        } else if !hasActive && settings.enrollment == .code {
+            hasCode = true
+        }
+        // The rule depends on what the user has, which a concurrent registration may change
+        // between this read and the insert; the insert checks the rule again atomically, and a
+        // refusal because the user appeared meanwhile decides again from the new state.
+        for _ in 0..<3 {
+            let rule = try insertRule(for: &device, hasCode: hasCode)
+            if let outcome = try store(device, rule: rule) { return outcome }
+        }
+        throw StorageError(.queryFailed, "the user's devices kept changing during registration")
+    }
+
+    /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.
+    static let allowedKeyBits = 2048...8192
+
+    /// Decides whether `device` starts active or pending, and under which condition it may be
+    /// stored (PROTOCOL.md section 4, "Register").
+    ///
+    /// - A valid enrollment code: active, always.
+    /// - A user with an active device: pending, under the cap of pending devices.
+    /// - A user with records but no active device (all revoked, say): refused. Nobody is left to
+    ///   approve, and handing the name to the first asker would give a stranger the account.
+    /// - A new user: active under open enrollment, if still new when stored; else refused.
+    /// - Throws: ``ServiceError`` `.accessDenied` when a code is needed.
+    private func insertRule(for device: inout DeviceRecord, hasCode: Bool) throws -> DeviceInsertRule {
+        if hasCode {
+            device.status = .active
+            device.approvedAt = device.createdAt
+            return .unconditional
+        }
+        let statuses = try storage.deviceStatuses(user: device.user)
+        if statuses.contains(.active) {
+            device.status = .pending
+            device.approvedAt = nil
+            return .pendingBelow(
+                limit: settings.maximumPendingDevices, createdAfter: device.createdAt - settings.pendingLifetime)
+        }
+        guard statuses.isEmpty else {
+            throw ServiceError(
+                .accessDenied,
+                "this user has no active device to approve a new one; "
+                    + "registering needs an enrollment code from the administrator")
+        }
+        guard settings.enrollment == .open else {
             throw ServiceError(.accessDenied, "an enrollment code is required to register a first device")
         }
+        device.status = .active
+        device.approvedAt = device.createdAt
+        return .userHasNoDevices
+    }
 
-        let time = now()
-        let device = DeviceRecord(
-            kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: status,
-            createdAt: time, approvedAt: status == .active ? time : nil)
-        guard try storage.insertDevice(device) else {
+    /// Stores `device` under `rule` and turns the storage's answer into the registration's.
+    ///
+    /// - Returns: nil when the user turned out to have devices after all (`.userHasNoDevices`
+    ///   failed), so that the caller decides again.
+    /// - Throws: 429 `slow_down` when the user's pending devices are at the cap, with
+    ///   `Retry-After` set to when the oldest of them expires.
+    private func store(_ device: DeviceRecord, rule: DeviceInsertRule) throws -> RegistrationOutcome? {
+        switch try storage.insertDevice(device, rule: rule) {
+        case .inserted:
+            return device.status == .active ? .active(device) : .pending(device)
+        case .kidTaken:
             // Another request registered the same key in between.
-            guard let existing = try storage.device(kid: kid) else {
+            guard let existing = try storage.device(kid: device.kid) else {
                 throw StorageError(.queryFailed, "a device vanished during registration")
             }
-            return try existingOutcome(existing, user: request.user)
+            return try existingOutcome(existing, user: device.user)
+        case .userHasDevices:
+            return nil
+        case .pendingLimitReached(let oldestCreatedAt):
+            let retryAfter = oldestCreatedAt + settings.pendingLifetime - now()
+            throw ServiceError(
+                .slowDown(retryAfter: Int(clamping: max(retryAfter, 1))),
+                "this user already has \(settings.maximumPendingDevices) devices waiting for approval; "
+                    + "retry when one is approved, denied or expired")
         }
-        return status == .active ? .active(device) : .pending(device)
     }
 
     /// The answer for a key that is already registered: idempotent for its user, a conflict

@@ -11,6 +11,8 @@ struct KeyAuthService: Sendable {
         var issuer: String
         var enrollment: EnrollmentMode
         var pendingLifetime: Int64
+        var maximumPendingDevices: Int
+        var deviceRetention: Int64
         var leeway: Int64
         var maximumAssertionLifetime: Int64
         var accessTokenLifetime: Int64

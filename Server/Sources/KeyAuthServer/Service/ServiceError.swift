@@ -18,7 +18,7 @@ struct ServiceError: Error, Sendable, Equatable {
         case expiredToken
         /// Missing, bad or expired Bearer token.
         case invalidToken
-        /// Enrollment code required or wrong; a device of another user.
+        /// Enrollment code required or wrong.
         case accessDenied
         /// Unknown path or device.
         case notFound
@@ -28,7 +28,8 @@ struct ServiceError: Error, Sendable, Equatable {
         case keyConflict
         /// The body exceeded the limit.
         case payloadTooLarge
-        /// Too many failures from this address; carries the seconds to wait.
+        /// Too many failures from this address, or too many pending devices for the user;
+        /// carries the seconds to wait.
         case slowDown(retryAfter: Int)
     }
 

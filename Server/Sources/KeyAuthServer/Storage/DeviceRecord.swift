@@ -21,11 +21,16 @@ public struct DeviceRecord: Sendable, Hashable {
     public var revokedAt: Int64?
     /// When it last logged in successfully.
     public var lastLoginAt: Int64?
+    /// The client address the registration came from, as the server determined it (the last
+    /// `X-Forwarded-For` hop behind a trusted proxy), so that whoever approves a pending device
+    /// can tell a stranger's request from their own. Nil for devices stored before the server
+    /// recorded it.
+    public var registeredFrom: String?
 
     /// Creates a record; optional times default to "never".
     public init(
         kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus, createdAt: Int64,
-        approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil
+        approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil
     ) {
         self.kid = kid
         self.user = user
@@ -36,7 +41,60 @@ public struct DeviceRecord: Sendable, Hashable {
         self.approvedAt = approvedAt
         self.revokedAt = revokedAt
         self.lastLoginAt = lastLoginAt
+        self.registeredFrom = registeredFrom
     }
+
+    /// Where the device sits in a user's device list, which is ordered by creation time, then
+    /// by `kid` for devices registered in the same second.
+    public var listPosition: DeviceListPosition {
+        DeviceListPosition(createdAt: createdAt, kid: kid)
+    }
+}
+
+/// A place in a user's device list: the list continues with the devices after it in the order
+/// (`created_at`, `kid`). Pagination cursors carry one, so a page never repeats or skips a
+/// device even when devices are added or purged between requests.
+public struct DeviceListPosition: Sendable, Hashable {
+    /// The creation time of the last device already seen.
+    public var createdAt: Int64
+    /// Its `kid`.
+    public var kid: String
+
+    /// Creates a position.
+    public init(createdAt: Int64, kid: String) {
+        self.createdAt = createdAt
+        self.kid = kid
+    }
+
+    /// Before every device: the position a listing starts from.
+    public static let start = DeviceListPosition(createdAt: Int64.min, kid: "")
+}
+
+/// The condition under which ``ServerStorage/insertDevice(_:rule:)`` stores a device; the
+/// storage checks it and inserts in one atomic step, so concurrent registrations cannot both
+/// pass a check that only one of them should.
+public enum DeviceInsertRule: Sendable, Hashable {
+    /// No condition beyond the `kid` being free: a device enrolled with a one-time code.
+    case unconditional
+    /// The user has no device record at all: the first device of a new user under open
+    /// enrollment. Two strangers racing for one unused name cannot both get an active device.
+    case userHasNoDevices
+    /// The user has fewer than `limit` pending devices created after `createdAfter` (the ones
+    /// not yet expired): caps how many requests anyone can pile onto a user's approval list.
+    case pendingBelow(limit: Int, createdAfter: Int64)
+}
+
+/// What ``ServerStorage/insertDevice(_:rule:)`` did.
+public enum DeviceInsertion: Sendable, Hashable {
+    /// The device was stored.
+    case inserted
+    /// A device with the same `kid` exists (whoever owns it); nothing changed.
+    case kidTaken
+    /// `.userHasNoDevices` failed: the user has some device record; nothing changed.
+    case userHasDevices
+    /// `.pendingBelow` failed: the user's pending devices already reach the limit; carries the
+    /// creation time of the oldest one that counts, whose expiry frees a place.
+    case pendingLimitReached(oldestCreatedAt: Int64)
 }
 
 /// The stored states of a device. "Expired" is not stored: a `pending` device older than the

@@ -9,31 +9,42 @@
 /// worker directly on a database call is what the thread pool is for. Implementations must be
 /// safe to call from many threads at once (hence `Sendable`).
 ///
-/// Every state change that two requests could race on is one atomic statement: a unique
-/// constraint for the replay cache and device keys, a conditional `UPDATE` for status changes
-/// and enrollment codes. No implementation may check with a read and then write.
+/// Every state change that two requests could race on is one atomic step: a unique constraint
+/// for the replay cache and device keys, a conditional `UPDATE` for status changes and
+/// enrollment codes, and for conditional device inserts a check made under the write lock
+/// that the insert holds (SQLite's single writer, a per-user advisory lock in PostgreSQL). No
+/// implementation may check with a read outside that lock and then write.
 ///
 /// Every method throws ``StorageError`` when the store cannot be reached or fails; the server
 /// answers those with 503 `temporarily_unavailable`, never as a client error.
 public protocol ServerStorage: Sendable {
     // MARK: Devices
 
-    /// Adds a device; returns false, changing nothing, when a device with the same `kid` exists
-    /// (whoever owns it), so that the caller can tell an idempotent retry from a conflict.
-    func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool
+    /// Adds a device if `rule` holds, checking the rule and inserting in one atomic step.
+    ///
+    /// Registration decides between active, pending and refused from what the user already
+    /// has; without this, two requests could both see room under the pending cap (or both see
+    /// an unused user name) and both insert. The `kid` is checked first: a device with the same
+    /// `kid`, whoever owns it, gives `.kidTaken` whatever the rule, so that the caller can tell
+    /// an idempotent retry from a refusal.
+    func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion
 
     /// The device registered under `kid` (its key fingerprint), in any state.
     func device(kid: String) throws(StorageError) -> DeviceRecord?
 
-    /// All devices of `user`, oldest first; devices registered in the same second by `kid`.
-    func devices(user: String) throws(StorageError) -> [DeviceRecord]
+    /// Up to `limit` devices of `user` that come after `position` in the order (`created_at`,
+    /// `kid`): oldest first, devices registered in the same second by `kid` in byte order.
+    func devices(user: String, after position: DeviceListPosition, limit: Int) throws(StorageError) -> [DeviceRecord]
 
     /// All devices of all users, for the administrator's view, ordered by user then age.
     func allDevices() throws(StorageError) -> [DeviceRecord]
 
-    /// Whether `user` has at least one `active` device: decides whether a new device is the
-    /// user's first (active at once) or needs approval.
-    func hasActiveDevice(user: String) throws(StorageError) -> Bool
+    /// The states found among `user`'s stored devices; empty for a user the server does not
+    /// know (never registered, or only records that were purged).
+    ///
+    /// Registration reads it to tell a new user from an existing one (any record, even revoked)
+    /// and an existing user who can still approve (an `active` device) from one who cannot.
+    func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus>
 
     /// Moves a device from `expected` to `status` in one atomic step.
     ///
@@ -52,6 +63,12 @@ public protocol ServerStorage: Sendable {
     /// (SQLite does, for at most a second), as long as its own reads show it at once. After a
     /// crash it may then lag by that delay; nothing a client was answered depends on it.
     func recordLogin(kid: String, at time: Int64) throws(StorageError)
+
+    /// Deletes pending devices created before `pendingCreatedBefore` and denied devices denied
+    /// (`revoked_at`) before `deniedBefore`; returns how many. Active and revoked devices stay:
+    /// a revoked record is the history that keeps its user an existing user.
+    @discardableResult
+    func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int
 
     // MARK: Replay cache
 
@@ -110,4 +127,29 @@ public protocol ServerStorage: Sendable {
 
     /// Releases connections; later calls throw. Called once on shutdown.
     func close()
+}
+
+extension ServerStorage {
+    /// Adds a device unless its `kid` is taken; false, changing nothing, when a device with the
+    /// same `kid` exists (whoever owns it).
+    public func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {
+        try insertDevice(device, rule: .unconditional) == .inserted
+    }
+
+    /// Every device of `user`, oldest first, read page by page.
+    public func devices(user: String) throws(StorageError) -> [DeviceRecord] {
+        var all: [DeviceRecord] = []
+        var position = DeviceListPosition.start
+        while true {
+            let page = try devices(user: user, after: position, limit: 500)
+            all += page
+            guard page.count == 500, let last = page.last else { return all }
+            position = last.listPosition
+        }
+    }
+
+    /// Whether `user` has at least one `active` device, which could approve a new one.
+    public func hasActiveDevice(user: String) throws(StorageError) -> Bool {
+        try deviceStatuses(user: user).contains(.active)
+    }
 }

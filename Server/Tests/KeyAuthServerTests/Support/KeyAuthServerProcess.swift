@@ -34,7 +34,9 @@ final class KeyAuthServerProcess {
     ///   - database: the `--db` value.
     ///   - issuer: the `--issuer` value, shared by every instance of a deployment.
     ///   - logPath: the file that receives standard error.
-    init(name: String, database: String, issuer: String, logPath: String) throws {
+    ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
+    ///     code, nil to run with the server's default.
+    init(name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open") throws {
         guard let binary = Self.binary else { throw TestFailure("keyauth-server is not built") }
         self.name = name
         self.logPath = logPath
@@ -42,10 +44,11 @@ final class KeyAuthServerProcess {
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? logHandle.close() }
         process.executableURL = binary
-        process.arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
-            "--rate-limit", "100000", "--signing-key-bits", "2048", "--threads", "4",
-        ]
+        process.arguments =
+            [
+                "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
+                "--rate-limit", "100000", "--signing-key-bits", "2048", "--threads", "4",
+            ] + (enrollment.map { ["--enrollment", $0] } ?? [])
         process.environment = Self.environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice

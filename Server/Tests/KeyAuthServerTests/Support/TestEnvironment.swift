@@ -24,10 +24,13 @@ final class TestEnvironment: Sendable {
         directory.remove()
     }
 
-    /// A configuration for tests: port 0 on loopback, 2048-bit keys, no request log.
+    /// A configuration for tests: port 0 on loopback, 2048-bit keys, no request log, and open
+    /// enrollment (not the default), so that a test's first device needs no code unless the
+    /// test sets `.code` to check codes.
     func configuration(_ configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ServerConfiguration {
         var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:0"))
         configuration.database = databasePath
+        configuration.enrollment = .open
         configuration.signingKeyBits = 2048
         configuration.logRequests = false
         configuration.threads = 2

@@ -55,7 +55,18 @@ enum PostgresSchema {
                 )
                 """,
             ]
-        )
+        ),
+        (
+            2,
+            [
+                // Where a registration came from, shown to whoever approves it; NULL for
+                // devices registered before this version.
+                "ALTER TABLE devices ADD COLUMN registered_from TEXT",
+                // The periodic purge of expired pending and old denied devices looks them up by
+                // state, without scanning the active and revoked ones that make up the table.
+                "CREATE INDEX devices_by_status ON devices (status, created_at)",
+            ]
+        ),
     ]
 
     /// The newest version this build knows.

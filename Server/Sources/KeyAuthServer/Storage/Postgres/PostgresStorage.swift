@@ -5,9 +5,10 @@ import KeyAuth
 /// Everything that makes the instances one service lives in the database: devices and their
 /// states, the replay cache, enrollment codes and the server signing keys. So a `jti` accepted
 /// by one instance is refused by all, a code works once in total, and a token signed by one
-/// instance verifies on every other. Each race is settled by one statement: a primary key with
+/// instance verifies on every other. Each race is settled in the database: a primary key with
 /// `ON CONFLICT DO NOTHING` for claims and inserts, a conditional `UPDATE` for status changes
-/// and codes, checked by the affected-row count.
+/// and codes, checked by the affected-row count, and a per-user advisory lock around the check
+/// and insert of a conditional device insert (the pending cap).
 ///
 /// Semantics, ordering and units are those of ``SQLiteStorage``; one test suite runs against
 /// both. Every statement is parameterised and runs on a small pool of libpq connections that
@@ -72,7 +73,7 @@ public final class PostgresStorage: ServerStorage {
     // MARK: Devices
 
     private static let deviceColumns =
-        "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at"
+        "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from"
 
     private static func devices(from result: PostgresResult) throws(StorageError) -> [DeviceRecord] {
         var devices: [DeviceRecord] = []
@@ -86,24 +87,65 @@ public final class PostgresStorage: ServerStorage {
                 DeviceRecord(
                     kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,
                     approvedAt: result.integer(row, 6), revokedAt: result.integer(row, 7),
-                    lastLoginAt: result.integer(row, 8)))
+                    lastLoginAt: result.integer(row, 8), registeredFrom: result.text(row, 9)))
         }
         return devices
     }
 
-    public func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {
+    /// The first key of the two-key advisory locks that serialise conditional device inserts
+    /// per user (the second is the user name's hash): "keyd" in ASCII. The two-key form is a
+    /// key space of its own, apart from the one-key locks of migration and signing keys.
+    static let deviceInsertLockClass: Int32 = 0x6b65_7964
+
+    /// Checks the rule and inserts in one transaction that first takes a transaction-scoped
+    /// advisory lock for the user.
+    ///
+    /// Under READ COMMITTED a check in the same statement as the insert would read a snapshot
+    /// taken before a concurrent registration committed, so two could pass a cap of 10 at 9.
+    /// With the lock, registrations of one user run their check and insert one after another,
+    /// and each check is a statement of its own after the lock, which sees the previous
+    /// holder's committed row. Different users do not wait for each other (unless their names'
+    /// hashes collide, which only costs a wait).
+    public func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion {
         try write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                ON CONFLICT (kid) DO NOTHING
-                """,
-                [
-                    .text(device.kid), .text(device.user), .text(device.name), .text(device.publicKeyPEM),
-                    .text(device.status.rawValue), .integer(device.createdAt), Self.optional(device.approvedAt),
-                    Self.optional(device.revokedAt), Self.optional(device.lastLoginAt),
-                ]
-            ).affectedRows == 1
+            try connection.transaction { () throws(StorageError) -> DeviceInsertion in
+                try connection.execute(
+                    "SELECT pg_advisory_xact_lock(\(Self.deviceInsertLockClass), hashtext($1))", [.text(device.user)])
+                if try connection.execute("SELECT 1 FROM devices WHERE kid = $1", [.text(device.kid)]).rowCount > 0 {
+                    return .kidTaken
+                }
+                switch rule {
+                case .unconditional:
+                    break
+                case .userHasNoDevices:
+                    let known = try connection.execute(
+                        "SELECT 1 FROM devices WHERE user_name = $1 LIMIT 1", [.text(device.user)])
+                    if known.rowCount > 0 { return .userHasDevices }
+                case .pendingBelow(let limit, let createdAfter):
+                    let counted = try connection.execute(
+                        """
+                        SELECT COUNT(*), MIN(created_at) FROM devices
+                        WHERE user_name = $1 AND status = 'pending' AND created_at > $2
+                        """,
+                        [.text(device.user), .integer(createdAfter)])
+                    if let count = counted.integer(0, 0), count >= Int64(limit), let oldest = counted.integer(0, 1) {
+                        return .pendingLimitReached(oldestCreatedAt: oldest)
+                    }
+                }
+                let inserted = try connection.execute(
+                    """
+                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    ON CONFLICT (kid) DO NOTHING
+                    """,
+                    [
+                        .text(device.kid), .text(device.user), .text(device.name), .text(device.publicKeyPEM),
+                        .text(device.status.rawValue), .integer(device.createdAt), Self.optional(device.approvedAt),
+                        Self.optional(device.revokedAt), Self.optional(device.lastLoginAt),
+                        device.registeredFrom.map(PostgresValue.text) ?? .null,
+                    ])
+                // Another user's registration of the same key, under another user's lock.
+                return inserted.affectedRows == 1 ? .inserted : .kidTaken
+            }
         }
     }
 
@@ -115,12 +157,17 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    public func devices(user: String) throws(StorageError) -> [DeviceRecord] {
+    public func devices(
+        user: String, after position: DeviceListPosition, limit: Int
+    ) throws(StorageError) -> [DeviceRecord] {
         try read { connection throws(StorageError) in
             try Self.devices(
                 from: connection.execute(
-                    "SELECT \(Self.deviceColumns) FROM devices WHERE user_name = $1 ORDER BY created_at, kid",
-                    [.text(user)]))
+                    """
+                    SELECT \(Self.deviceColumns) FROM devices WHERE user_name = $1 AND (created_at, kid) > ($2, $3)
+                    ORDER BY created_at, kid LIMIT $4
+                    """,
+                    [.text(user), .integer(position.createdAt), .text(position.kid), .integer(Int64(max(limit, 0)))]))
         }
     }
 
@@ -132,11 +179,11 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    public func hasActiveDevice(user: String) throws(StorageError) -> Bool {
+    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus> {
         try read { connection throws(StorageError) in
-            try connection.execute(
-                "SELECT 1 FROM devices WHERE user_name = $1 AND status = 'active' LIMIT 1", [.text(user)]
-            ).rowCount > 0
+            let result = try connection.execute(
+                "SELECT DISTINCT status FROM devices WHERE user_name = $1", [.text(user)])
+            return Set((0..<result.rowCount).compactMap { row in result.text(row, 0).flatMap(DeviceStatus.init) })
         }
     }
 
@@ -163,6 +210,19 @@ public final class PostgresStorage: ServerStorage {
             try connection.execute(
                 "UPDATE devices SET last_login_at = $1 WHERE kid = $2", [.integer(time), .text(kid)])
             return ()
+        }
+    }
+
+    public func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int {
+        try write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                DELETE FROM devices
+                WHERE (status = 'pending' AND created_at < $1)
+                    OR (status = 'denied' AND COALESCE(revoked_at, created_at) < $2)
+                """,
+                [.integer(pendingCreatedBefore), .integer(deniedBefore)]
+            ).affectedRows
         }
     }
 

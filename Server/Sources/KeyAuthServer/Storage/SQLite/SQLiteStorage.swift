@@ -103,7 +103,7 @@ public final class SQLiteStorage: ServerStorage {
     // MARK: Devices
 
     private static let deviceColumns =
-        "kid, user, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at"
+        "kid, user, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from"
 
     private static func device(from row: SQLiteStatement) throws(StorageError) -> DeviceRecord {
         guard let kid = row.text(0), let user = row.text(1), let name = row.text(2), let pem = row.text(3),
@@ -111,22 +111,45 @@ public final class SQLiteStorage: ServerStorage {
         else { throw StorageError(.queryFailed, "a device row is incomplete") }
         return DeviceRecord(
             kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,
-            approvedAt: row.integer(6), revokedAt: row.integer(7), lastLoginAt: row.integer(8))
+            approvedAt: row.integer(6), revokedAt: row.integer(7), lastLoginAt: row.integer(8),
+            registeredFrom: row.text(9))
     }
 
-    public func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {
+    /// Checks the rule, then inserts, inside the one write transaction of the single writer
+    /// connection: `BEGIN IMMEDIATE` holds the database's write lock from before the first
+    /// check until the commit, so no other write (of this process or another) comes between.
+    public func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion {
         try write { connection throws(StorageError) in
-            let changed = try connection.run(
-                """
-                INSERT INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (kid) DO NOTHING
-                """,
+            let kidTaken = try !connection.query("SELECT 1 FROM devices WHERE kid = ?", [.text(device.kid)]) { _ in
+                true
+            }.isEmpty
+            if kidTaken { return .kidTaken }
+            switch rule {
+            case .unconditional:
+                break
+            case .userHasNoDevices:
+                let known = try !connection.query(
+                    "SELECT 1 FROM devices WHERE user = ? LIMIT 1", [.text(device.user)]
+                ) { _ in true }.isEmpty
+                if known { return .userHasDevices }
+            case .pendingBelow(let limit, let createdAfter):
+                let counted = try connection.query(
+                    "SELECT COUNT(*), MIN(created_at) FROM devices WHERE user = ? AND status = 'pending' AND created_at > ?",
+                    [.text(device.user), .integer(createdAfter)]
+                ) { row in (count: row.integer(0) ?? 0, oldest: row.integer(1)) }.first
+                if let counted, counted.count >= Int64(limit), let oldest = counted.oldest {
+                    return .pendingLimitReached(oldestCreatedAt: oldest)
+                }
+            }
+            try connection.run(
+                "INSERT INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     .text(device.kid), .text(device.user), .text(device.name), .text(device.publicKeyPEM),
                     .text(device.status.rawValue), .integer(device.createdAt), Self.optional(device.approvedAt),
                     Self.optional(device.revokedAt), Self.optional(device.lastLoginAt),
+                    device.registeredFrom.map(SQLiteValue.text) ?? .null,
                 ])
-            return changed == 1
+            return .inserted
         }
     }
 
@@ -141,11 +164,17 @@ public final class SQLiteStorage: ServerStorage {
         return device
     }
 
-    public func devices(user: String) throws(StorageError) -> [DeviceRecord] {
+    public func devices(
+        user: String, after position: DeviceListPosition, limit: Int
+    ) throws(StorageError) -> [DeviceRecord] {
         withPendingLogins(
             try read { connection throws(StorageError) in
                 try connection.query(
-                    "SELECT \(Self.deviceColumns) FROM devices WHERE user = ? ORDER BY created_at, kid", [.text(user)]
+                    """
+                    SELECT \(Self.deviceColumns) FROM devices WHERE user = ? AND (created_at, kid) > (?, ?)
+                    ORDER BY created_at, kid LIMIT ?
+                    """,
+                    [.text(user), .integer(position.createdAt), .text(position.kid), .integer(Int64(max(limit, 0)))]
                 ) { row throws(StorageError) in try Self.device(from: row) }
             })
     }
@@ -170,11 +199,12 @@ public final class SQLiteStorage: ServerStorage {
         }
     }
 
-    public func hasActiveDevice(user: String) throws(StorageError) -> Bool {
+    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus> {
         try read { connection throws(StorageError) in
-            try !connection.query(
-                "SELECT 1 FROM devices WHERE user = ? AND status = 'active' LIMIT 1", [.text(user)]
-            ) { _ in true }.isEmpty
+            Set(
+                try connection.query("SELECT DISTINCT status FROM devices WHERE user = ?", [.text(user)]) { row in
+                    row.text(0).flatMap(DeviceStatus.init(rawValue:))
+                }.compactMap { $0 })
         }
     }
 
@@ -198,6 +228,18 @@ public final class SQLiteStorage: ServerStorage {
     public func recordLogin(kid: String, at time: Int64) throws(StorageError) {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
         try committer.recordLogin(kid: kid, at: time)
+    }
+
+    public func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int {
+        try write { connection throws(StorageError) in
+            try connection.run(
+                """
+                DELETE FROM devices
+                WHERE (status = 'pending' AND created_at < ?1)
+                    OR (status = 'denied' AND COALESCE(revoked_at, created_at) < ?2)
+                """,
+                [.integer(pendingCreatedBefore), .integer(deniedBefore)])
+        }
     }
 
     // MARK: Replay cache
