@@ -45,6 +45,8 @@ public struct RegisterOptions: Sendable, Equatable {
     public var pinFromStandardInput = false
     /// `--enrollment-code CODE`.
     public var enrollmentCode: String?
+    /// `--insecure-http`: accept plain `http://` to a host that is not loopback.
+    public var insecureHTTP = false
     /// `--account NAME`.
     public var account: String?
     /// `--no-wait`.

@@ -26,23 +26,34 @@ public struct KeyAuthClient: Sendable {
     /// Creates a client.
     ///
     /// - Parameters:
-    ///   - serverURL: `http` or `https` with a host, optionally a path prefix.
+    ///   - serverURL: `https` with a host, optionally a path prefix; `http` only for a loopback
+    ///     host (`127.0.0.0/8`, `::1`, `localhost`) unless `allowInsecureHTTP` is true.
     ///   - timeout: seconds a request may take before it fails with `.transportFailed`; a slow
     ///     server must not hang a login forever.
+    ///   - allowInsecureHTTP: accept plain `http` to any host. Access tokens are bearer tokens:
+    ///     anyone on the path can read one and use it until it expires.
     ///   - now: the clock that turns `expires_in` into ``AccessToken/expiresAt``.
-    /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, or that carries a
-    ///   query, a fragment or credentials (they would leak into logs and proxies).
+    /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, that carries a
+    ///   query, a fragment or credentials (they would leak into logs and proxies), or that is
+    ///   plain http to a host other than loopback without `allowInsecureHTTP`.
     public init(
-        serverURL: String, timeout: TimeInterval = 10, now: @escaping @Sendable () -> Date = { Date() }
+        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws(KeyAuthError) {
-        self.serverURL = try Self.normalizedServerURL(serverURL)
+        self.serverURL = try Self.normalizedServerURL(serverURL, allowInsecureHTTP: allowInsecureHTTP)
         self.exchange = HTTPExchange(timeout: timeout)
         self.now = now
     }
 
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
-    public static func normalizedServerURL(_ text: String) throws(KeyAuthError) -> String {
+    ///
+    /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
+    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:now:)``; the
+    ///   message for plain http names `--insecure-http`, the command's way to allow it.
+    public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
+        -> String
+    {
         var trimmed = Substring(text)
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
         guard let components = URLComponents(string: String(trimmed)),
@@ -56,7 +67,32 @@ public struct KeyAuthClient: Sendable {
         else {
             throw KeyAuthError(.invalidArgument, "the server URL must not have a query, a fragment or credentials")
         }
+        if scheme == "http", !allowInsecureHTTP, !isLoopbackHost(host) {
+            throw KeyAuthError(
+                .invalidArgument,
+                "the server URL uses plain http:// to \(host), which is not loopback: access tokens would cross "
+                    + "the network readable by anyone on the path; use https://, or pass --insecure-http "
+                    + "(allowInsecureHTTP in the library) to accept that risk")
+        }
         return String(trimmed)
+    }
+
+    /// Whether `host` is this machine: `localhost`, an IPv4 address in `127.0.0.0/8`, or `::1`
+    /// (with or without brackets).
+    ///
+    /// Only literal addresses and the name `localhost` count; another name that resolves to
+    /// loopback today may resolve elsewhere tomorrow.
+    public static func isLoopbackHost(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name == "localhost" { return true }
+        var ipv4 = in_addr()
+        if inet_pton(AF_INET, name, &ipv4) == 1 {
+            return UInt32(bigEndian: ipv4.s_addr) >> 24 == 127
+        }
+        var ipv6 = in6_addr()
+        guard inet_pton(AF_INET6, name, &ipv6) == 1 else { return false }
+        return withUnsafeBytes(of: &ipv6) { bytes in bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1 }
     }
 
     // MARK: - Endpoints

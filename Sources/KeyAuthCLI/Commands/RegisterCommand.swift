@@ -23,12 +23,13 @@ struct RegisterCommand {
         let presence = try context.presence(
             kind: options.presence, pamService: options.pamService, pinFromStandardInput: options.pinFromStandardInput,
             keyDirectory: keys.directory)
-        let client = try context.client(for: options.serverURL)
+        let client = try context.client(for: options.serverURL, insecureHTTP: options.insecureHTTP)
         let issuer = try await Self.issuer(of: client)
 
         let initial = KeyAuthAccount(
             name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
-            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil)
+            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil,
+            insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
         let progress = ProgressReporter(io: io, user: options.user)

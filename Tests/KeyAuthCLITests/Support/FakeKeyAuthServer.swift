@@ -22,9 +22,13 @@ final class FakeKeyAuthServer: @unchecked Sendable {
 
     var url: String { responder.map(\.url) ?? "" }
 
-    init() throws {
-        responder = try LoopbackHTTPResponder { [unowned self] request in handle(request) }
+    /// Listens on `host`, 127.0.0.1 unless a test needs an address that is not loopback.
+    init(host: String = "127.0.0.1") throws {
+        responder = try LoopbackHTTPResponder(host: host) { [unowned self] request in handle(request) }
     }
+
+    /// Every request received, in order.
+    var requests: [LoopbackHTTPResponder.Request] { responder?.requests ?? [] }
 
     func stop() {
         responder?.stop()
