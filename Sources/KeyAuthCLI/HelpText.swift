@@ -35,7 +35,7 @@ enum HelpText {
             an existing device runs `keyauth devices approve KID` (or an enrollment code is given).
 
             options:
-              --server URL            the server's base URL (http:// or https://)
+              --server URL            the server's base URL (https://, or http:// on loopback)
               --user NAME             the user name on the server
               --name DEVICE           the device name (default: this host's name)
               --bits 2048|3072|4096   key size (default 3072)
@@ -45,6 +45,8 @@ enum HelpText {
               --enrollment-code CODE  a one-time code from `keyauth-server enroll`
               --account NAME          the account name (default USER@HOST:PORT)
               --no-wait               return at once when approval is needed
+              --insecure-http         allow plain http:// to a host that is not loopback
+                                      (tokens cross the network readable); remembered
             """
         case .login:
             """
