@@ -39,7 +39,8 @@ enum HelpText {
               --user NAME             the user name on the server
               --name DEVICE           the device name (default: this host's name)
               --bits 2048|3072|4096   key size (default 3072)
-              --presence pin|pam|none how to check presence (default pin; the PIN encrypts the key)
+              --presence pin|pam|none how to check presence (default pin: a PIN of at least
+                                      6 characters encrypts the key)
               --pam-service NAME      the PAM service with --presence pam (default keyauth)
               --pin-stdin             read the PIN from standard input, once
               --enrollment-code CODE  a one-time code from `keyauth-server enroll`

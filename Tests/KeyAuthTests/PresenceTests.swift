@@ -224,37 +224,80 @@ struct PresencePINTests {
 
     @Test("a new PIN is asked twice and returned when both entries match")
     func newPIN() async throws {
-        let (presence, reader) = check(["1357", "1357"])
-        let pin = try await presence.newPIN(confirm: true)
-        #expect(text(pin) == "1357")
+        let (presence, reader) = check(["135790", "135790"])
+        let pin = try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: true)
+        #expect(text(pin) == "135790")
         #expect(reader.requests.count == 2)
+        #expect(reader.requests.first?.prompt.contains("at least 6 characters") == true)
     }
 
     @Test("a new PIN that differs from its confirmation is rejected")
     func newPINMismatch() async throws {
-        let (presence, _) = check(["1357", "1358"])
-        let error = await #expect(throws: KeyAuthError.self) { try await presence.newPIN(confirm: true) }
+        let (presence, _) = check(["135790", "135791"])
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: true)
+        }
         #expect(error?.code == .invalidArgument)
         #expect(error?.message.contains("differ") == true)
     }
 
-    @Test("a new PIN needs four characters, counted as characters and not bytes")
+    @Test("a key file needs a PIN of six characters, counted as characters and not bytes")
     func newPINLength() async throws {
-        let (short, _) = check(["123"])
-        let error = await #expect(throws: KeyAuthError.self) { try await short.newPIN(confirm: false) }
-        #expect(error?.code == .invalidArgument)
-        let (accented, _) = check(["éé"])
-        let multibyte = await #expect(throws: KeyAuthError.self) { try await accented.newPIN(confirm: false) }
-        #expect(multibyte?.code == .invalidArgument)
-        let (once, reader) = check(["éèêë"])
-        _ = try await once.newPIN(confirm: false)
+        #expect(KeyPairStore.minimumPINLength == 6)
+        for short in ["4711", "12345", "ééé"] {
+            let (presence, _) = check([short])
+            let error = await #expect(throws: KeyAuthError.self) {
+                try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: false)
+            }
+            #expect(error?.code == .invalidArgument, "\(short)")
+            #expect(error?.message.contains("at least 6 characters") == true)
+        }
+        let (accented, reader) = check(["éèêëēė"])
+        _ = try await accented.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: false)
         #expect(reader.requests.count == 1)
+    }
+
+    @Test("the minimum is the caller's: a store that counts guesses itself may ask for four")
+    func newPINMinimumIsAParameter() async throws {
+        let (presence, reader) = check(["4711"])
+        let pin = try await presence.newPIN(minimumLength: 4, confirm: false)
+        #expect(text(pin) == "4711")
+        #expect(reader.requests.first?.prompt.contains("at least 4 characters") == true)
+    }
+
+    @Test("wrong PINs on a real PBKDF2 key file count; the right one resets the count and moves the file to scrypt")
+    func countsAcrossMigration() async throws {
+        let key = try RSAPrivateKey.generate(bits: 2048)
+        let store = KeyPairStore(directory: directory.path + "/key")
+        try store.store(key)
+        let legacy = try key.pkcs8PEM(pin: SecretBytes(utf8: "246802"), encryption: .legacyPBKDF2)
+        try Data(legacy).write(to: URL(fileURLWithPath: store.privateKeyPath))
+        chmod(store.privateKeyPath, 0o600)
+        let (presence, _) = check(["111111", "222222", "246802", "333333"])
+        let load = { (pin: SecretBytes) throws(KeyAuthError) in try store.loadPrivateKey(pin: pin) }
+        for left in [4, 3] {
+            let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
+            #expect(error?.code == .wrongPIN)
+            #expect(error?.message.contains("\(left) attempts left") == true)
+        }
+        #expect(
+            RSAPrivateKey.pinEncryption(
+                ofPEM: [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)))) == .legacyPBKDF2)
+        #expect(try await presence.withPIN(reason: "", load).publicKey == key.publicKey)
+        #expect(
+            RSAPrivateKey.pinEncryption(
+                ofPEM: [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)))) == .standard)
+        // The success reset the count: the next wrong PIN is the first again.
+        let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
+        #expect(error?.code == .wrongPIN)
+        #expect(error?.message.contains("4 attempts left") == true)
     }
 
     @Test("the PIN decrypts a real PIN-encrypted RSA key, and a wrong one fails with wrongPIN")
     func realKey() async throws {
         let key = try RSAPrivateKey.generate(bits: 2048)
-        let pem = try key.pkcs8PEM(pin: SecretBytes(utf8: "2468"), iterations: 1000)
+        let pem = try key.pkcs8PEM(
+            pin: SecretBytes(utf8: "2468"), encryption: PINKeyEncryption(.scrypt(n: 1024, r: 8, p: 1)))
         let (presence, _) = check(["2468", "8642"])
         let decrypted = try await presence.withPIN(reason: "") { (pin) throws(KeyAuthError) in
             try RSAPrivateKey(pemRepresentation: pem, pin: pin)
