@@ -74,8 +74,10 @@ enum HelpText {
             """
             usage: keyauth devices [list | approve KID | revoke KID] [--account NAME] [--pin-stdin] [--json]
 
-            list          the user's devices and their state (default)
-            approve KID   let a pending device of the same user log in
+            list          the user's devices, their state and the address each registered
+                          from (default; 100 a page, at most 1000)
+            approve KID   let a pending device of the same user log in; prints its name,
+                          creation time and address
             revoke KID    revoke a device, or deny a pending one
             """
         case .pubkey:

@@ -178,41 +178,90 @@ public struct KeyAuthClient: Sendable {
         return AccessToken(value: value, tokenType: "Bearer", expiresAt: sentAt.addingTimeInterval(lifetime))
     }
 
-    /// Lists the caller's devices (`GET /v1/devices`).
+    /// Devices asked for per page of `GET /v1/devices` (`limit`).
+    public static let devicePageSize = 100
+    /// Pages followed at most: a server that keeps answering with a `next_cursor`, by mistake or
+    /// on purpose, cannot keep the client fetching (and holding the answers) without end.
+    public static let maximumDevicePages = 10
+
+    /// Lists the caller's devices (`GET /v1/devices?limit=100`), following `next_cursor` for up
+    /// to ``maximumDevicePages`` pages.
     ///
-    /// - Throws: `.serverRejected` with `invalid_token` when the token is expired or revoked.
-    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> [Device] {
-        let reply = try await send("GET", "/v1/devices", bearer: accessToken)
-        let object = try expectObject(reply, success: [200], operation: "device list")
-        guard let entries = object["devices"]?.arrayValue else {
-            throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
-        }
+    /// - Returns: the devices; marked truncated when the server still had a `next_cursor` after
+    ///   the last page read.
+    /// - Throws: `.serverRejected` with `invalid_token` when the token is expired or revoked; for
+    ///   an answer without a `devices` array, an entry without `kid` or `status`, a
+    ///   `registered_from` that is neither a string nor null, or a `next_cursor` that is not a
+    ///   non-empty string (or repeats one already followed).
+    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> DeviceList {
         var devices: [Device] = []
-        for entry in entries {
-            guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
-                throw KeyAuthError(.serverRejected, "a device in the list of \(serverURL) has no kid or status")
+        var followed: Set<String> = []
+        var path = "/v1/devices?limit=\(Self.devicePageSize)"
+        for _ in 0..<Self.maximumDevicePages {
+            let reply = try await send("GET", path, bearer: accessToken)
+            let object = try expectObject(reply, success: [200], operation: "device list")
+            guard let entries = object["devices"]?.arrayValue else {
+                throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
             }
-            devices.append(
-                Device(
-                    keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
-                    createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue))
+            for entry in entries { devices.append(try device(from: entry, operation: "device list")) }
+            let cursor: String
+            switch object["next_cursor"] {
+            case nil, .null?:
+                return DeviceList(devices: devices, isTruncated: false)
+            case .string(let next)? where !next.isEmpty && next.utf8.count <= 1024 && !followed.contains(next):
+                cursor = next
+            default:
+                throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has an invalid next_cursor")
+            }
+            followed.insert(cursor)
+            path = "/v1/devices?limit=\(Self.devicePageSize)&cursor=" + Self.formEncoded(cursor)
         }
-        return devices
+        return DeviceList(devices: devices, isTruncated: true)
     }
 
     /// Approves a pending device of the same user (`POST /v1/devices/{kid}/approve`).
     ///
+    /// - Returns: the device as the server recorded it, with its name, creation time and the
+    ///   address it registered from, so that the caller can show what was let in.
     /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
-    ///   `not_found` for an unknown device, `access_denied` for another user's device.
-    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
+    ///   `not_found` for an unknown device, `access_denied` for another user's device, and for an
+    ///   answer that is not the entry of the device asked for.
+    @discardableResult
+    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) -> Device {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
         let reply = try await send("POST", path, bearer: accessToken)
-        try expectSuccess(reply, success: [200, 204], operation: "approval")
+        let object = try expectObject(reply, success: [200], operation: "approval")
+        let device = try device(from: .object(object), operation: "approval")
+        guard device.keyID == keyID else {
+            throw KeyAuthError(.serverRejected, "the approval answer of \(serverURL) names another device")
+        }
+        return device
+    }
+
+    /// One device entry of the device list or the approval answer.
+    private func device(from entry: JSONValue, operation: String) throws(KeyAuthError) -> Device {
+        guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
+            throw KeyAuthError(
+                .serverRejected, "a device in the \(operation) answer of \(serverURL) has no kid or status")
+        }
+        let registeredFrom: String?
+        switch entry["registered_from"] {
+        case nil, .null?: registeredFrom = nil
+        case .string(let address)?: registeredFrom = address
+        default:
+            throw KeyAuthError(
+                .serverRejected, "a device in the \(operation) answer of \(serverURL) has an invalid registered_from")
+        }
+        return Device(
+            keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
+            createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue,
+            registeredFrom: registeredFrom)
     }
 
     /// Revokes one of the caller's devices, or denies a pending one (`DELETE /v1/devices/{kid}`).
     ///
-    /// - Throws: as ``approveDevice(keyID:accessToken:)``.
+    /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
+    ///   `not_found` for an unknown device, `access_denied` for another user's device.
     public func revokeDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID))
         let reply = try await send("DELETE", path, bearer: accessToken)
