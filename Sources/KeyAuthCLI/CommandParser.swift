@@ -220,7 +220,11 @@ public enum CommandParser {
             }
             options.account = account
         }
-        options.enrollmentCode = parsed.values["enrollment-code"]
+        if parsed.values["enrollment-code"] == "-" {
+            options.enrollmentCodeFromStandardInput = true
+        } else {
+            options.enrollmentCode = parsed.values["enrollment-code"]
+        }
         options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
         options.noWait = parsed.flags.contains("no-wait")
         return options

@@ -43,7 +43,8 @@ enum HelpText {
                                       6 characters encrypts the key)
               --pam-service NAME      the PAM service with --presence pam (default keyauth)
               --pin-stdin             read the PIN from standard input, once
-              --enrollment-code CODE  a one-time code from `keyauth-server enroll`
+              --enrollment-code CODE  a one-time code from `keyauth-server enroll`; `-` reads it
+                                      from standard input (before the PIN with --pin-stdin)
               --account NAME          the account name (default USER@HOST:PORT)
               --no-wait               return at once when approval is needed
               --insecure-http         allow plain http:// to a host that is not loopback

@@ -134,8 +134,7 @@ struct DevicesCommandTests {
     private func registered() async throws -> (CommandHarness, FakeKeyAuthServer) {
         let harness = CommandHarness()
         let server = try FakeKeyAuthServer()
-        let result = await harness.run(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"])
+        let result = await harness.registerUnattended(server.url)
         #expect(result.status == 0, "\(result.standardError)")
         return (harness, server)
     }
@@ -187,11 +186,7 @@ struct DevicesCommandTests {
             second.home.remove()
         }
         server.registrationAddress = "203.0.113.77"
-        let pending = await second.run(
-            [
-                "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
-                "--name", "kitchen-pc", "--no-wait",
-            ])
+        let pending = await second.registerUnattended(server.url, extra: ["--name", "kitchen-pc", "--no-wait"])
         #expect(pending.status == 0, "\(pending.standardError)")
         let kid = try #require(server.keyIDs(withStatus: "pending").first)
         let approve = await first.run(["devices", "approve", kid])

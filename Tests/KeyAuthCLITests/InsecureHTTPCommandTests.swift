@@ -37,8 +37,7 @@ struct InsecureHTTPCommandTests {
     func registerRefusesPlainHTTP() async throws {
         let harness = CommandHarness()
         defer { harness.home.remove() }
-        let result = await harness.run(
-            ["register", "--server", "http://auth.example.com", "--user", "alice", "--presence", "none"])
+        let result = await harness.registerUnattended("http://auth.example.com")
         #expect(result.status == 64)
         #expect(result.errorLines.count == 1)
         #expect(result.standardError.contains("--insecure-http"))
@@ -56,16 +55,11 @@ struct InsecureHTTPCommandTests {
             server.stop()
             harness.home.remove()
         }
-        let refused = await harness.run(
-            ["register", "--server", server.url, "--user", "alice", "--presence", "none", "--bits", "2048"])
+        let refused = await harness.registerUnattended(server.url)
         #expect(refused.status == 64)
         #expect(server.requests.isEmpty)
 
-        let registered = await harness.run(
-            [
-                "register", "--server", server.url, "--user", "alice", "--presence", "none", "--bits", "2048",
-                "--insecure-http",
-            ])
+        let registered = await harness.registerUnattended(server.url, extra: ["--insecure-http"])
         #expect(registered.status == 0, "\(registered.standardError)")
         let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
         #expect(try harness.accounts.load(name).insecureHTTP)
@@ -97,11 +91,7 @@ struct InsecureHTTPCommandTests {
             server.stop()
             harness.home.remove()
         }
-        let result = await harness.run(
-            [
-                "register", "--server", server.url, "--user", "alice", "--presence", "none", "--bits", "2048",
-                "--insecure-http",
-            ])
+        let result = await harness.registerUnattended(server.url, extra: ["--insecure-http"])
         #expect(result.status == 0, "\(result.standardError)")
         let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
         #expect(try !harness.accounts.load(name).insecureHTTP)
