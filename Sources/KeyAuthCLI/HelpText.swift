@@ -21,7 +21,8 @@ enum HelpText {
         State lives in $KEYAUTH_HOME (default $XDG_DATA_HOME/keyauth, else ~/.local/share/keyauth).
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server unreachable, 77 presence check failed or login refused, 1 anything else.
+        69 server unreachable, 77 presence check failed or login refused, 130 Control-C
+        (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
 
     static func page(for command: CommandName) -> String {

@@ -238,7 +238,7 @@ struct EndToEndTests {
                 environment: desktop.environment)
             #expect(waiting.waitForError(containing: "keyauth devices approve"))
             waiting.signal(SIGINT)
-            #expect(waiting.wait() == 1)  // PROTOCOL.md section 7: "1 anything else"
+            #expect(waiting.wait() == 130)  // PROTOCOL.md section 7: 128 + SIGINT
             let lines = waiting.standardError.split(separator: "\n")
             #expect(lines.last?.hasPrefix("keyauth: stopped waiting for approval") == true, "\(waiting.standardError)")
             let name = try desktop.accounts.resolve(nil)

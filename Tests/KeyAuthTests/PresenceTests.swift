@@ -1,4 +1,5 @@
 import Foundation
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuth
@@ -461,7 +462,9 @@ struct PresencePAMTests {
     }
 }
 
-@Suite("Presence readers")
+/// Serialized: the terminal tests share the one process-wide slot that keeps a waiting
+/// prompt's settings for a signal handler.
+@Suite("Presence readers", .serialized)
 struct PresenceReaderTests {
     /// A pipe whose write end the test feeds.
     private struct Pipe {
@@ -549,7 +552,28 @@ struct PresenceReaderTests {
         try await Task.sleep(for: .milliseconds(50))
         output += terminal.readAvailable()
         #expect(!output.contains("s3cret"))
-        #expect(terminal.echoIsOn())
+        #expect(terminal.echoIsOn)
+    }
+
+    @Test("an interrupt at a waiting prompt restores echo and ends the line, once")
+    func interruptRestoresTerminal() async throws {
+        #expect(!TerminalSecretReader.restoreTerminalAfterInterrupt())
+        let terminal = try PseudoTerminal()
+        let reader = TerminalSecretReader(devicePath: terminal.path)
+        async let answer = reader.readSecret(prompt: "PIN: ")
+        _ = try await terminal.readUntil("PIN: ")
+        #expect(!terminal.echoIsOn)
+        #expect(TerminalSecretReader.restoreTerminalAfterInterrupt())
+        #expect(terminal.echoIsOn)
+        #expect(terminal.readAvailable(waiting: 500) == "\r\n")
+        #expect(!TerminalSecretReader.restoreTerminalAfterInterrupt())
+        // The prompt, still reading, finishes without ending the line a second time: all that
+        // shows is the terminal's own echo, on again.
+        terminal.send("s3cret\n")
+        #expect(text(try await answer) == "s3cret")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(terminal.readAvailable(waiting: 200) == "s3cret\r\n")
+        #expect(terminal.echoIsOn)
     }
 
     @Test("the terminal reader shows the answer when echo is requested")
@@ -565,38 +589,7 @@ struct PresenceReaderTests {
     }
 }
 
-/// A pseudo-terminal: the test holds the primary side, the reader opens the subordinate one.
-private final class PseudoTerminal {
-    let primary: Int32
-    let subordinate: Int32
-    let path: String
-
-    init() throws {
-        // Glibc's module hides posix_openpt and friends (they need _XOPEN_SOURCE); the ioctls
-        // they wrap are what Linux offers underneath.
-        primary = open("/dev/ptmx", O_RDWR | O_NOCTTY)
-        guard primary >= 0 else { throw KeyAuthError(.presenceUnavailable, "no /dev/ptmx") }
-        var unlock: Int32 = 0
-        var number: UInt32 = 0
-        let tiocsptlck: UInt = 0x4004_5431  // _IOW('T', 0x31, int)
-        let tiocgptn: UInt = 0x8004_5430  // _IOR('T', 0x30, unsigned int)
-        guard ioctl(primary, tiocsptlck, &unlock) == 0, ioctl(primary, tiocgptn, &number) == 0 else {
-            close(primary)
-            throw KeyAuthError(.presenceUnavailable, "cannot unlock the pseudo-terminal")
-        }
-        path = "/dev/pts/\(number)"
-        // Kept open so that the terminal outlives the reader's own descriptor.
-        subordinate = open(path, O_RDWR | O_NOCTTY)
-        guard subordinate >= 0 else {
-            close(primary)
-            throw KeyAuthError(.presenceUnavailable, "cannot open \(path)")
-        }
-    }
-
-    func send(_ text: String) {
-        _ = text.utf8CString.withUnsafeBytes { write(primary, $0.baseAddress, $0.count - 1) }
-    }
-
+extension PseudoTerminal {
     /// Reads what the terminal shows until `marker` appears, for at most five seconds.
     ///
     /// It sleeps between polls instead of blocking, so that the reader's task gets a thread of
@@ -611,30 +604,6 @@ private final class PseudoTerminal {
             throw KeyAuthError(.presenceUnavailable, "no prompt, got \(output.debugDescription)")
         }
         return output
-    }
-
-    /// Reads what the terminal shows now, without waiting.
-    func readAvailable() -> String {
-        var output: [UInt8] = []
-        var descriptor = pollfd(fd: primary, events: Int16(POLLIN), revents: 0)
-        while poll(&descriptor, 1, 0) == 1, descriptor.revents & Int16(POLLIN) != 0 {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let count = read(primary, &chunk, chunk.count)
-            guard count > 0 else { break }
-            output += chunk[0..<count]
-        }
-        return String(decoding: output, as: UTF8.self)
-    }
-
-    func echoIsOn() -> Bool {
-        var settings = termios()
-        guard tcgetattr(subordinate, &settings) == 0 else { return false }
-        return settings.c_lflag & tcflag_t(ECHO) != 0
-    }
-
-    deinit {
-        close(subordinate)
-        close(primary)
     }
 }
 
