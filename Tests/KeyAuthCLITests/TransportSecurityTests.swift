@@ -75,6 +75,24 @@ struct TransportSecurityTests {
         #expect(responder.requests.map(\.path) == ["/.well-known/openid-configuration"])
     }
 
+    @Test("a Location that echoes a token is withheld from the error")
+    func echoedTokenInLocation() async throws {
+        let token = try JWTBuilder(key: TestKeys.first, audience: "http://127.0.0.1").sign()
+        let responder = try LoopbackHTTPResponder { _ in
+            LoopbackHTTPResponder.Response(
+                status: 307, headers: ["Location": "https://collector.example/?t=\(token)&x=1"])
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.listDevices(
+                accessToken: AccessToken(value: token, expiresAt: Date().addingTimeInterval(60)))
+        }
+        #expect(error?.code == .serverRejected)
+        #expect(error?.message.contains(token) == false)
+        #expect(error?.message.contains("withheld") == true)
+    }
+
     @Test(
         "plain http is refused for hosts other than loopback, naming --insecure-http",
         arguments: ["http://example.com", "http://10.0.0.1:8088", "http://127.0.0.1.example.com", "http://[::2]"])

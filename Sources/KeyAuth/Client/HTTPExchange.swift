@@ -102,19 +102,27 @@ final class HTTPExchange: Sendable {
 
     /// The error for a 3xx answer: it names where the server pointed, so that a person can fix a
     /// server URL that moved (http to https, a new path) or see that something sent them away.
+    ///
+    /// A `Location` that carries something shaped like a token (a server echoing the bearer
+    /// token or the assertion into a URL) is withheld, as in ``OAuthError`` descriptions.
     static func redirectError(status: Int, location: String?, server: String) -> KeyAuthError {
-        let target = location.map { "to \(printable($0, limit: 200))" } ?? "without a Location"
+        let target: String
+        if let location {
+            let runs = location.split { character in
+                !(character.isASCII && (character.isLetter || character.isNumber || "-_.".contains(character)))
+            }
+            if runs.contains(where: { OAuthError.looksLikeJWT($0) }) {
+                target = "to a Location withheld because it contained a token"
+            } else {
+                target = "to " + (OAuthError.sanitized(location) ?? "an empty Location")
+            }
+        } else {
+            target = "without a Location"
+        }
         return KeyAuthError(
             .serverRejected,
             "the server at \(server) answered \(status), a redirect \(target); keyauth follows no redirects, "
                 + "so nothing was sent there: use the final URL as the server URL if you trust it")
-    }
-
-    /// A header value as it may appear in a message: control characters replaced, length capped.
-    private static func printable(_ text: String, limit: Int) -> String {
-        let scalars = text.unicodeScalars.prefix(limit).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }
-        let cleaned = String(String.UnicodeScalarView(scalars))
-        return text.unicodeScalars.count > limit ? cleaned + "..." : cleaned
     }
 
     private static func seconds(_ interval: TimeInterval) -> String {
