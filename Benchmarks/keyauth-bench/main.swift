@@ -8,6 +8,7 @@ import KeyAuth
 // keyauth-bench: release-mode measurements that back the figures in README.md.
 //
 //   swift run -c release keyauth-bench rsa [--seconds N]
+//   swift run -c release keyauth-bench pin [--guesses N] [--scrypt-p P,P,...]
 //
 // `rsa` times RS256 signing and verification of a typical device assertion with the library,
 // and RSA key generation, then runs `openssl speed` for the same key sizes in the same
@@ -17,6 +18,11 @@ import KeyAuth
 //
 // `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
 // Benchmarks/timing/run.sh starts the server for it.
+//
+// `pin` times what an offline guesser pays per PIN for a copied key file: one decryption with a
+// wrong PIN, for the scrypt encryption keyauth writes and for the PBKDF2 it wrote before,
+// alternating between them so that both see the same machine. `--scrypt-p` adds other scrypt
+// parallelisation values, to choose the standard one.
 
 struct Rate {
     let operations: Int
@@ -102,6 +108,90 @@ func rsaBenchmark(seconds: Double) throws {
     }
 }
 
+/// CPU seconds used by the calling thread so far: unlike wall time, it does not count the
+/// time other processes on a busy machine hold the cores.
+func threadCPUSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+func padded(_ text: String, _ width: Int) -> String {
+    text + String(repeating: " ", count: max(0, width - text.count))
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+/// Wall time of `openssl pkey` reading `pem` with the right PIN, process start included, or nil
+/// when it fails: the file must stay readable by standard tools.
+func opensslReadSeconds(_ pem: [UInt8], passphrase: String) -> Double? {
+    let file = NSTemporaryDirectory() + "/keyauth-bench-\(getpid()).pem"
+    guard FileManager.default.createFile(atPath: file, contents: Data(pem), attributes: [.posixPermissions: 0o600])
+    else { return nil }
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["openssl", "pkey", "-in", file, "-passin", "pass:" + passphrase, "-noout"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    let start = ContinuousClock.now
+    do { try process.run() } catch { return nil }
+    process.waitUntilExit()
+    let elapsed = ContinuousClock.now - start
+    guard process.terminationStatus == 0 else { return nil }
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
+
+func pinBenchmark(guesses: Int, extraScryptP: [UInt64]) throws {
+    let key = try RSAPrivateKey.generate(bits: 3072)
+    let pin = SecretBytes(utf8: "correct-pin-4711")
+    let wrong = SecretBytes(utf8: "wrong-pin-0000")
+    var encryptions = [PINKeyEncryption.standard, .legacyPBKDF2]
+    for p in extraScryptP {
+        let candidate = PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: p))
+        if !encryptions.contains(candidate) { encryptions.append(candidate) }
+    }
+    let files = try encryptions.map { try key.pkcs8PEM(pin: pin, encryption: $0) }
+    var wall = [[Double]](repeating: [], count: encryptions.count)
+    var cpu = [[Double]](repeating: [], count: encryptions.count)
+    func encryption(_ index: Int) -> PINKeyEncryption { encryptions[index] }
+    let clock = ContinuousClock()
+    for _ in 0..<guesses {
+        for (index, pem) in files.enumerated() {
+            let startCPU = threadCPUSeconds()
+            let start = clock.now
+            let outcome = Result { () throws(KeyAuthError) in try RSAPrivateKey(pemRepresentation: pem, pin: wrong) }
+            let elapsed = clock.now - start
+            wall[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            cpu[index].append(threadCPUSeconds() - startCPU)
+            guard case .failure(let error) = outcome, error.code == .wrongPIN else {
+                throw KeyAuthError(.cryptoFailed, "a wrong PIN did not fail as wrongPIN with \(encryption(index))")
+            }
+        }
+    }
+    print("Cost of one PIN guess against a copied RSA-3072 key file (wrong-PIN decryption, median of \(guesses))")
+    print("encryption                               wall s   CPU s   4-digit PINs, 1 core   6-digit PINs, 1 core")
+    for (index, encryption) in encryptions.enumerated() {
+        let perGuess = median(cpu[index])
+        print(
+            String(
+                format: "%@ %6.3f  %6.3f   %17.1f h   %17.1f d", padded(encryption.description, 40),
+                median(wall[index]),
+                perGuess, perGuess * 1e4 / 3600, perGuess * 1e6 / 86400))
+    }
+    print("")
+    print("openssl pkey -passin (right PIN, process start included):")
+    for (index, encryption) in encryptions.enumerated() {
+        let seconds = opensslReadSeconds(files[index], passphrase: "correct-pin-4711")
+        print("  \(encryption): " + (seconds.map { String(format: "%.3f s", $0) } ?? "FAILED to read"))
+    }
+}
+
 /// Registers `devices` RSA-2048 keys with every server in `servers` (one user each, so all are
 /// active) and writes `count` unique pre-signed assertions, one per line, for the wrk script.
 func loadPrepare(devices: Int, count: Int, issuer: String, servers: [String], output: String) throws {
@@ -174,6 +264,15 @@ case "rsa", nil:
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
     }
+case "pin":
+    let guesses = Int(option("--guesses", in: arguments) ?? "") ?? 10
+    let extra = (option("--scrypt-p", in: arguments) ?? "").split(separator: ",").compactMap { UInt64($0) }
+    do {
+        try pinBenchmark(guesses: max(1, guesses), extraScryptP: extra)
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
 case "load-prepare":
     let rest = Array(arguments.dropFirst())
     let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer"]
@@ -220,6 +319,8 @@ case "timing":
     }
 default:
     FileHandle.standardError.write(
-        Data("usage: keyauth-bench rsa [--seconds N] | load-prepare ... | timing --server URL ...\n".utf8))
+        Data(
+            ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] | load-prepare ... "
+                + "| timing --server URL ...\n").utf8))
     exit(64)
 }

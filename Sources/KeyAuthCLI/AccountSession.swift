@@ -38,7 +38,20 @@ struct AccountSession: Sendable {
         let presence = try context.presence(
             kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
             keyDirectory: keys.directory)
-        let client = try context.client(for: account.serverURL)
+        let client: KeyAuthClient
+        do {
+            client = try context.client(for: account.serverURL, insecureHTTP: account.insecureHTTP)
+        } catch {
+            // An account registered before plain http needed --insecure-http: say how to go on.
+            guard (try? KeyAuthClient.normalizedServerURL(account.serverURL, allowInsecureHTTP: true)) != nil else {
+                throw error
+            }
+            throw KeyAuthError(
+                .invalidArgument,
+                "account \(name) uses plain http:// to a host that is not loopback, where anyone on the path "
+                    + "can read its access tokens; register again with an https:// server URL, or with "
+                    + "--insecure-http to accept that risk", underlying: error)
+        }
         let progress = ProgressReporter(io: context.io, user: account.user, showsApprovalLine: waitForApproval)
         let hooks = client.authenticatorHooks(
             enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })

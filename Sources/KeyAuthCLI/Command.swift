@@ -45,6 +45,10 @@ public struct RegisterOptions: Sendable, Equatable {
     public var pinFromStandardInput = false
     /// `--enrollment-code CODE`.
     public var enrollmentCode: String?
+    /// `--enrollment-code -`: read the code from the first line of standard input.
+    public var enrollmentCodeFromStandardInput = false
+    /// `--insecure-http`: accept plain `http://` to a host that is not loopback.
+    public var insecureHTTP = false
     /// `--account NAME`.
     public var account: String?
     /// `--no-wait`.

@@ -18,8 +18,10 @@ struct CommandContext: Sendable {
     }
 
     /// A client for `serverURL` with the configured timeout.
-    func client(for serverURL: String) throws(KeyAuthError) -> KeyAuthClient {
-        try KeyAuthClient(serverURL: serverURL, timeout: timeout)
+    ///
+    /// - Parameter insecureHTTP: `--insecure-http` at registration, remembered by the account.
+    func client(for serverURL: String, insecureHTTP: Bool) throws(KeyAuthError) -> KeyAuthClient {
+        try KeyAuthClient(serverURL: serverURL, timeout: timeout, allowInsecureHTTP: insecureHTTP)
     }
 
     /// The presence check of an account, reading answers from standard input with `--pin-stdin`

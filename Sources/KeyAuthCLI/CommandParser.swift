@@ -13,7 +13,7 @@ public enum CommandParser {
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
-        .register: ["pin-stdin", "no-wait"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
+        .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
         .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"], .reset: ["local-only", "pin-stdin"],
         .help: [],
     ]
@@ -173,9 +173,10 @@ public enum CommandParser {
         try parsed.expectPositionals(0)
         guard let server = parsed.values["server"] else { throw usage("register needs --server URL", .register) }
         guard let user = parsed.values["user"] else { throw usage("register needs --user NAME", .register) }
+        let insecureHTTP = parsed.flags.contains("insecure-http")
         let serverURL: String
         do {
-            serverURL = try KeyAuthClient.normalizedServerURL(server)
+            serverURL = try KeyAuthClient.normalizedServerURL(server, allowInsecureHTTP: insecureHTTP)
         } catch {
             throw usage("--server: \(error.message)", .register)
         }
@@ -183,6 +184,8 @@ public enum CommandParser {
             throw usage("--user must be 1 to 64 characters of letters, digits and . _ @ -", .register)
         }
         var options = RegisterOptions(serverURL: serverURL, user: user)
+        // Remembered only where it matters, so that an https or loopback account never carries it.
+        options.insecureHTTP = insecureHTTP && (try? KeyAuthClient.normalizedServerURL(server)) == nil
         if let name = parsed.values["name"] {
             guard DeviceEnrollment.isValidDeviceName(name) else {
                 throw usage("--name must be 1 to 64 printable characters", .register)
@@ -217,7 +220,11 @@ public enum CommandParser {
             }
             options.account = account
         }
-        options.enrollmentCode = parsed.values["enrollment-code"]
+        if parsed.values["enrollment-code"] == "-" {
+            options.enrollmentCodeFromStandardInput = true
+        } else {
+            options.enrollmentCode = parsed.values["enrollment-code"]
+        }
         options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
         options.noWait = parsed.flags.contains("no-wait")
         return options

@@ -18,6 +18,15 @@ enum Formatting {
             + pad(parts.tm_hour, 2) + ":" + pad(parts.tm_min, 2) + ":" + pad(parts.tm_sec, 2) + "Z"
     }
 
+    /// Text from the server as it may go to a terminal: control characters (escape sequences
+    /// that could rewrite the screen) become `?`. An address the server saw may come from a
+    /// client's `X-Forwarded-For`, so it is anyone's text.
+    static func printable(_ text: String) -> String {
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? "?" : $0 }))
+    }
+
     static func duration(_ seconds: TimeInterval) -> String {
         let total = Int(seconds.rounded(.down))
         if total < 60 { return "\(total) s" }

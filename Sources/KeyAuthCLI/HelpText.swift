@@ -21,7 +21,8 @@ enum HelpText {
         State lives in $KEYAUTH_HOME (default $XDG_DATA_HOME/keyauth, else ~/.local/share/keyauth).
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server unreachable, 77 presence check failed or login refused, 1 anything else.
+        69 server unreachable, 77 presence check failed or login refused, 130 Control-C
+        (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
 
     static func page(for command: CommandName) -> String {
@@ -35,16 +36,20 @@ enum HelpText {
             an existing device runs `keyauth devices approve KID` (or an enrollment code is given).
 
             options:
-              --server URL            the server's base URL (http:// or https://)
+              --server URL            the server's base URL (https://, or http:// on loopback)
               --user NAME             the user name on the server
               --name DEVICE           the device name (default: this host's name)
               --bits 2048|3072|4096   key size (default 3072)
-              --presence pin|pam|none how to check presence (default pin; the PIN encrypts the key)
+              --presence pin|pam|none how to check presence (default pin: a PIN of at least
+                                      6 characters encrypts the key)
               --pam-service NAME      the PAM service with --presence pam (default keyauth)
               --pin-stdin             read the PIN from standard input, once
-              --enrollment-code CODE  a one-time code from `keyauth-server enroll`
+              --enrollment-code CODE  a one-time code from `keyauth-server enroll`; `-` reads it
+                                      from standard input (before the PIN with --pin-stdin)
               --account NAME          the account name (default USER@HOST:PORT)
               --no-wait               return at once when approval is needed
+              --insecure-http         allow plain http:// to a host that is not loopback
+                                      (tokens cross the network readable); remembered
             """
         case .login:
             """
@@ -71,8 +76,10 @@ enum HelpText {
             """
             usage: keyauth devices [list | approve KID | revoke KID] [--account NAME] [--pin-stdin] [--json]
 
-            list          the user's devices and their state (default)
-            approve KID   let a pending device of the same user log in
+            list          the user's devices, their state and the address each registered
+                          from (default; 100 a page, at most 1000)
+            approve KID   let a pending device of the same user log in; prints its name,
+                          creation time and address
             revoke KID    revoke a device, or deny a pending one
             """
         case .pubkey:

@@ -30,32 +30,44 @@ public enum KeyAuthCommand {
         }
     }
 
-    /// The status after Control-C: PROTOCOL.md section 7 lists no status for it, so it is the
-    /// contract's "anything else" (1), not the shell's 130.
-    public static let interruptedStatus: Int32 = 1
+    /// The status after Control-C (SIGINT): 130, 128 plus the signal's number, as shells report
+    /// a process that a signal ended.
+    public static let interruptedStatus: Int32 = 128 + SIGINT
 
-    /// Runs like ``run(_:io:)`` and turns Control-C into a clean stop, for the binary.
+    /// The signals that stop a command cleanly: Control-C, `kill`, and the terminal going away.
+    public static let stoppingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+
+    /// The exit status after `signal`: 128 plus its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+    public static func status(afterSignal signal: Int32) -> Int32 {
+        128 + signal
+    }
+
+    /// Runs like ``run(_:io:)`` and turns SIGINT, SIGTERM and SIGHUP into a clean stop, for the
+    /// binary.
     ///
-    /// SIGINT cancels the command's task: a wait for approval ends with one line saying the
-    /// device stays pending, and the spinner's line is erased. A blocking step that cannot see
-    /// the cancellation (a terminal prompt) does not keep the person waiting: the process exits
-    /// a second later regardless. Either way the status is ``interruptedStatus``.
-    /// - Warning: this installs a process-wide SIGINT disposition; embedding apps should call
-    ///   ``run(_:io:)`` and cancel its task themselves.
+    /// When a terminal prompt is waiting, its thread is blocked in `read(2)` where no
+    /// cancellation reaches it: the terminal's settings (echo) are put back, its line ended, and
+    /// the process exits at once. Otherwise the signal cancels the command's task: a wait for
+    /// approval ends with one line saying the device stays pending, and the spinner's line is
+    /// erased; a step that does not see the cancellation gets a second before the process exits
+    /// regardless, and a second signal exits at once. Either way the status is
+    /// ``status(afterSignal:)`` of the first signal.
+    /// - Warning: this installs process-wide handlers for those signals (``StopSignals``);
+    ///   embedding apps should call ``run(_:io:)`` and cancel its task themselves (and call
+    ///   `TerminalSecretReader.restoreTerminalAfterInterrupt()` if they stop on a signal).
     public static func runHandlingInterrupts(_ arguments: [String], io: CommandIO) async -> Int32 {
-        let interrupted = InterruptFlag()
+        let received = ReceivedSignal()
         let task = Task { await run(arguments, io: io) }
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler {
-            interrupted.set()
+        _ = StopSignals.install(stoppingSignals) { number in
+            let first = received.record(number)
+            let exitStatus = Self.status(afterSignal: first ?? number)
+            // A second signal, or one the task cannot see in time, ends the process.
+            if first != nil { exit(exitStatus) }
             task.cancel()
-            DispatchQueue.global().asyncAfter(deadline: .now() + 1) { exit(interruptedStatus) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 1) { exit(exitStatus) }
         }
-        source.resume()
         let status = await task.value
-        source.cancel()
-        return interrupted.isSet ? interruptedStatus : status
+        return received.first.map(Self.status(afterSignal:)) ?? status
     }
 
     /// `keyauth: <message>` on one line, with control characters removed.
@@ -91,10 +103,19 @@ public enum KeyAuthCommand {
     }
 }
 
-/// Whether SIGINT arrived, shared between the signal handler and the waiting task.
-private final class InterruptFlag: Sendable {
-    private let value = Mutex(false)
+/// The first stopping signal that arrived, shared between the thread that watches for signals
+/// and the waiting task.
+private final class ReceivedSignal: Sendable {
+    private let value = Mutex<Int32?>(nil)
 
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
+    /// Records `signal` unless one came before; returns the earlier one, if any.
+    func record(_ signal: Int32) -> Int32? {
+        value.withLock { first in
+            if let earlier = first { return earlier }
+            first = signal
+            return nil
+        }
+    }
+
+    var first: Int32? { value.withLock { $0 } }
 }

@@ -25,6 +25,25 @@ struct CommandParserTests {
         #expect(command == .register(expected))
     }
 
+    @Test("--enrollment-code - reads the code from standard input, and --insecure-http is kept only off loopback")
+    func enrollmentCodeFromStandardInput() throws {
+        let command = try CommandParser.parse([
+            "register", "--server", "http://auth.example:8088", "--user", "alice", "--enrollment-code", "-",
+            "--insecure-http",
+        ])
+        var expected = RegisterOptions(serverURL: "http://auth.example:8088", user: "alice")
+        expected.enrollmentCodeFromStandardInput = true
+        expected.insecureHTTP = true
+        #expect(command == .register(expected))
+        guard
+            case .register(let loopback) = try CommandParser.parse([
+                "register", "--server", "http://[::1]:8088", "--user", "alice", "--insecure-http",
+            ])
+        else { throw KeyAuthError(.usage, "not a register command") }
+        #expect(!loopback.insecureHTTP)
+        #expect(loopback.enrollmentCode == nil && !loopback.enrollmentCodeFromStandardInput)
+    }
+
     @Test("register defaults to a 3072-bit key checked by a PIN")
     func registerDefaults() throws {
         let command = try CommandParser.parse(["register", "--server", "https://auth.example", "--user", "bob"])

@@ -16,7 +16,7 @@ private func mode(of path: String) -> mode_t {
 
 /// Registers `user` on `server` with a PIN read from standard input, recording why it failed.
 private func registerWithPIN(
-    _ harness: CommandHarness, _ server: FakeKeyAuthServer, user: String = "alice", pin: String = "1234",
+    _ harness: CommandHarness, _ server: FakeKeyAuthServer, user: String = "alice", pin: String = "123456",
     extra: [String] = [], expectSuccess: Bool = true, sourceLocation: SourceLocation = #_sourceLocation
 ) async -> CommandResult {
     let result = await harness.run(
@@ -62,7 +62,7 @@ struct CommandTests {
             server.stop()
             harness.home.remove()
         }
-        let terminal = FixedSecretReader(answers: ["2468", "2468"])
+        let terminal = FixedSecretReader(answers: ["246802", "246802"])
         let result = await harness.run(
             ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--name", "laptop"],
             terminal: terminal)
@@ -97,11 +97,11 @@ struct CommandTests {
         let terminal = FixedSecretReader(answers: [String]())
         let result = await harness.run(
             ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
-            standardInput: "2468\n", terminal: terminal)
+            standardInput: "246802\n", terminal: terminal)
         #expect(result.status == 0, "\(result.standardError)")
         #expect(terminal.requests.isEmpty)
-        #expect(!result.standardError.contains("2468"))
-        #expect(!result.standardOutput.contains("2468"))
+        #expect(!result.standardError.contains("246802"))
+        #expect(!result.standardOutput.contains("246802"))
     }
 
     @Test("two different PINs at registration leave nothing behind")
@@ -114,7 +114,7 @@ struct CommandTests {
         }
         let result = await harness.run(
             ["register", "--server", server.url, "--user", "alice", "--bits", "2048"],
-            terminal: FixedSecretReader(answers: ["2468", "1357"]))
+            terminal: FixedSecretReader(answers: ["246802", "135790"]))
         #expect(result.status == 1)
         #expect(result.errorLines.count == 1)
         #expect(harness.accounts.accountNames().isEmpty)
@@ -221,13 +221,13 @@ struct CommandTests {
             server.stop()
             harness.home.remove()
         }
-        #expect(await registerWithPIN(harness, server, pin: "2468").status == 0)
-        let wrong = await harness.run(["login", "--pin-stdin"], standardInput: "9753\n")
+        #expect(await registerWithPIN(harness, server, pin: "246802").status == 0)
+        let wrong = await harness.run(["login", "--pin-stdin"], standardInput: "975310\n")
         #expect(wrong.status == 77)
         #expect(wrong.errorLines.count == 1)
         #expect(wrong.errorLines.first?.hasPrefix("keyauth: Wrong PIN") == true)
-        #expect(!wrong.standardError.contains("9753"))
-        let right = await harness.run(["login", "--pin-stdin"], standardInput: "2468\n")
+        #expect(!wrong.standardError.contains("975310"))
+        let right = await harness.run(["login", "--pin-stdin"], standardInput: "246802\n")
         #expect(right.status == 0, "\(right.standardError)")
         let none = await harness.run(["login", "--pin-stdin"])
         #expect(none.status == 77)
@@ -253,7 +253,7 @@ struct CommandTests {
 
         let expiring = AccessToken(value: stored.value, expiresAt: Date().addingTimeInterval(10))
         try harness.accounts.credentials.saveToken(expiring, account: name)
-        let refreshed = await harness.run(["token", "--pin-stdin"], standardInput: "1234\n")
+        let refreshed = await harness.run(["token", "--pin-stdin"], standardInput: "123456\n")
         #expect(refreshed.status == 0, "\(refreshed.standardError)")
         #expect(refreshed.standardOutput != stored.value + "\n")
         #expect(server.loginCount == logins + 1)
@@ -440,7 +440,7 @@ struct CommandTests {
         let name = try harness.accounts.resolve(nil)
         try harness.accounts.credentials.saveToken(
             AccessToken(value: "stale.to.ken", expiresAt: Date().addingTimeInterval(600)), account: name)
-        let result = await harness.run(["devices", "--pin-stdin"], standardInput: "1234\n")
+        let result = await harness.run(["devices", "--pin-stdin"], standardInput: "123456\n")
         #expect(result.status == 0, "\(result.standardError)")
         #expect(try harness.accounts.credentials.loadToken(account: name)?.value != "stale.to.ken")
     }

@@ -115,15 +115,15 @@ struct EndToEndTests {
         try withServer { server in
             let machine = Machine()
             defer { machine.home.remove() }
-            let registered = try machine.register(server, user: "bob", pin: "4826")
+            let registered = try machine.register(server, user: "bob", pin: "482604")
             #expect(registered.status == 0, "\(registered.standardError)")
-            let wrong = try machine.run(["login", "--pin-stdin"], standardInput: "1111\n")
+            let wrong = try machine.run(["login", "--pin-stdin"], standardInput: "111111\n")
             #expect(wrong.status == 77)
             expectOneErrorLine(wrong)
-            #expect(!wrong.standardError.contains("1111"))
-            let right = try machine.run(["login", "--pin-stdin"], standardInput: "4826\n")
+            #expect(!wrong.standardError.contains("111111"))
+            let right = try machine.run(["login", "--pin-stdin"], standardInput: "482604\n")
             #expect(right.status == 0, "\(right.standardError)")
-            #expect(!right.standardOutput.contains("4826"))
+            #expect(!right.standardOutput.contains("482604"))
         }
     }
 
@@ -184,7 +184,7 @@ struct EndToEndTests {
         try withServer { server in
             let machine = Machine()
             defer { machine.home.remove() }
-            #expect(try machine.register(server, user: "frank", pin: "2580").status == 0)
+            #expect(try machine.register(server, user: "frank", pin: "258025").status == 0)
             // No PIN on standard input: a cached token must not need one.
             let cached = try machine.run(["token", "--pin-stdin"])
             #expect(cached.status == 0, "\(cached.standardError)")
@@ -197,7 +197,7 @@ struct EndToEndTests {
                 AccessToken(value: stored.value, expiresAt: Date().addingTimeInterval(20)), account: name)
             let withoutPIN = try machine.run(["token", "--pin-stdin"])
             #expect(withoutPIN.status == 77)
-            let refreshed = try machine.run(["token", "--pin-stdin"], standardInput: "2580\n")
+            let refreshed = try machine.run(["token", "--pin-stdin"], standardInput: "258025\n")
             #expect(refreshed.status == 0, "\(refreshed.standardError)")
             #expect(refreshed.standardOutput != cached.standardOutput)
             #expect(refreshed.standardOutput.hasSuffix("\n"))
@@ -238,7 +238,7 @@ struct EndToEndTests {
                 environment: desktop.environment)
             #expect(waiting.waitForError(containing: "keyauth devices approve"))
             waiting.signal(SIGINT)
-            #expect(waiting.wait() == 1)  // PROTOCOL.md section 7: "1 anything else"
+            #expect(waiting.wait() == 130)  // PROTOCOL.md section 7: 128 + SIGINT
             let lines = waiting.standardError.split(separator: "\n")
             #expect(lines.last?.hasPrefix("keyauth: stopped waiting for approval") == true, "\(waiting.standardError)")
             let name = try desktop.accounts.resolve(nil)

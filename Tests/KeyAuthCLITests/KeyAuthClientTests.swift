@@ -171,11 +171,13 @@ struct KeyAuthClientTests {
         defer { responder.stop() }
         let client = try KeyAuthClient(serverURL: responder.url)
         let token = AccessToken(value: "tok.en.x", expiresAt: Date().addingTimeInterval(600))
-        let devices = try await client.listDevices(accessToken: token)
+        let list = try await client.listDevices(accessToken: token)
         #expect(
-            devices == [
+            list.devices == [
                 Device(keyID: kid, name: "a", status: .active, createdAt: "2025-01-01T00:00:00Z", lastLoginAt: nil)
             ])
+        #expect(!list.isTruncated)
+        #expect(responder.requests.first?.path == "/v1/devices?limit=100")
         let bad = AccessToken(value: "other.to.ken", expiresAt: Date().addingTimeInterval(600))
         let error = await #expect(throws: KeyAuthError.self) { try await client.listDevices(accessToken: bad) }
         #expect(error?.oauthError?.error == .invalidToken)

@@ -164,17 +164,31 @@ struct AuthenticatorTests {
         defer { temporary.remove() }
         let recorder = HookRecorder()
         let attempts = temporary.path + "/pin-attempts"
-        let registering = PINPresence(reader: FixedSecretReader(answers: ["4321", "4321"]), attemptsFile: attempts)
+        let registering = PINPresence(reader: FixedSecretReader(answers: ["432109", "432109"]), attemptsFile: attempts)
         _ = try await authenticator(recorder, directory: temporary.path, presence: registering).login()
         #expect(try KeyPairStore(directory: temporary.path).isEncrypted())
-        let right = PINPresence(reader: FixedSecretReader(answers: ["4321"]), attemptsFile: attempts)
+        let right = PINPresence(reader: FixedSecretReader(answers: ["432109"]), attemptsFile: attempts)
         #expect(
             try await authenticator(recorder, directory: temporary.path, presence: right).login() == "session-token")
-        let wrong = PINPresence(reader: FixedSecretReader(answers: ["9999"]), attemptsFile: attempts)
+        let wrong = PINPresence(reader: FixedSecretReader(answers: ["999999"]), attemptsFile: attempts)
         await #expect {
             try await authenticator(recorder, directory: temporary.path, presence: wrong).login()
         } throws: { ($0 as? KeyAuthError)?.code == .wrongPIN }
         #expect(recorder.calls.withLock { $0.assertions.count } == 2)
+    }
+
+    @Test("a new PIN shorter than six characters registers nothing and leaves no key")
+    func shortPINRefused() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let presence = PINPresence(
+            reader: FixedSecretReader(answers: ["4711", "4711"]), attemptsFile: temporary.path + "/pin-attempts")
+        await #expect {
+            try await authenticator(recorder, directory: temporary.path, presence: presence).login()
+        } throws: { ($0 as? KeyAuthError)?.code == .invalidArgument }
+        #expect(!KeyPairStore(directory: temporary.path).hasKey)
+        #expect(recorder.calls.withLock { $0.registered.isEmpty && $0.assertions.isEmpty })
     }
 
     @Test("reset revokes through the hook first, then deletes the key")

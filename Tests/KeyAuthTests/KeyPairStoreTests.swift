@@ -15,6 +15,33 @@ struct KeyPairStoreTests {
         caught(body)?.code
     }
 
+    /// Temporary files an atomic write left behind in `directory`; there should be none.
+    private func leftoverTemporaryFiles(in directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix(".tmp") }
+    }
+
+    /// Runs `openssl` and returns its status and standard output.
+    private func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
+
+    /// Stores `key` as keyauth did before scrypt: PBKDF2-HMAC-SHA256, 600,000 rounds.
+    private func writeLegacyKey(_ key: RSAPrivateKey, pin: SecretBytes, to store: KeyPairStore) throws {
+        try store.store(key)
+        let legacy = try key.pkcs8PEM(pin: pin, encryption: .legacyPBKDF2)
+        try Data(legacy).write(to: URL(fileURLWithPath: store.privateKeyPath))
+        chmod(store.privateKeyPath, 0o600)
+    }
+
     private func caught(_ body: () throws -> Void) -> KeyAuthError? {
         do {
             try body()
@@ -86,10 +113,7 @@ struct KeyPairStoreTests {
         let stored = try store.loadPrivateKey().publicKey
         #expect(keys.map(\.publicKey).contains(stored))
         #expect(try store.loadPublicKey() == stored)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
-            $0.hasPrefix(".tmp")
-        }
-        #expect(leftovers.isEmpty)
+        #expect(try leftoverTemporaryFiles(in: temporary.path).isEmpty)
     }
 
     @Test("a key file readable by the group or others is refused as unprotected")
@@ -154,36 +178,96 @@ struct KeyPairStoreTests {
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
         let store = KeyPairStore(directory: temporary.path)
-        try store.store(TestKeys.first, pin: SecretBytes(utf8: "2468"))
+        try store.store(TestKeys.first, pin: SecretBytes(utf8: "246802"))
         #expect(try store.isEncrypted())
         let pem = try String(contentsOfFile: store.privateKeyPath, encoding: .utf8)
         #expect(pem.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
-        #expect(try store.loadPrivateKey(pin: SecretBytes(utf8: "2468")).publicKey == TestKeys.first.publicKey)
-        #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "1357")) } == .wrongPIN)
+        #expect(try store.loadPrivateKey(pin: SecretBytes(utf8: "246802")).publicKey == TestKeys.first.publicKey)
+        #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
         #expect(code { _ = try store.loadPrivateKey() } == .wrongPIN)
         // Without the PIN, the public key is still there for `pubkey` and `status`.
         #expect(try store.loadPublicKey() == TestKeys.first.publicKey)
     }
 
-    @Test("the encrypted key uses PBKDF2-HMAC-SHA256 with 600,000 rounds and AES-256-CBC, per openssl")
+    @Test("the encrypted key uses scrypt N=16384 r=8 p=16 and AES-256-CBC, per openssl asn1parse")
     func pinEncryptionParameters() throws {
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
         let store = KeyPairStore(directory: temporary.path)
-        try store.store(TestKeys.first, pin: SecretBytes(utf8: "2468"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["asn1parse", "-in", store.privateKeyPath]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(output.contains("PBES2"))
-        #expect(output.contains("PBKDF2"))
-        #expect(output.contains("hmacWithSHA256"))
-        #expect(output.contains("aes-256-cbc"))
-        #expect(output.contains(":0927C0"))  // 600000 in hex
+        try store.store(TestKeys.first, pin: SecretBytes(utf8: "246802"))
+        let output = try openssl(["asn1parse", "-in", store.privateKeyPath]).output
+        #expect(output.contains(":PBES2"))
+        #expect(output.contains(":scrypt"))
+        #expect(!output.contains("PBKDF2"))
+        #expect(output.contains("INTEGER           :4000"))  // N = 16384
+        #expect(output.contains("INTEGER           :08"))  // r = 8
+        #expect(output.contains("INTEGER           :10"))  // p = 16
+        #expect(output.contains(":aes-256-cbc"))
+        let pem = try [UInt8](Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)))
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: pem) == .standard)
+        #expect(PINKeyEncryption.standard == PINKeyEncryption(.scrypt(n: 16384, r: 8, p: 16)))
+    }
+
+    @Test("openssl pkey reads the scrypt key file with the PIN and finds the same key")
+    func opensslReadsScryptFile() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path)
+        try store.store(TestKeys.first, pin: SecretBytes(utf8: "246802"))
+        let right = try openssl(["pkey", "-in", store.privateKeyPath, "-passin", "pass:246802", "-pubout"])
+        #expect(right.status == 0)
+        #expect(right.output == TestKeys.first.publicKey.pemRepresentation)
+        let wrong = try openssl(["pkey", "-in", store.privateKeyPath, "-passin", "pass:135790", "-pubout"])
+        #expect(wrong.status != 0)
+    }
+
+    @Test("a PBKDF2 key file opens with its PIN and is then rewritten with scrypt, which the same PIN opens")
+    func pbkdf2FileIsReencrypted() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path)
+        let pin = SecretBytes(utf8: "246802")
+        try writeLegacyKey(TestKeys.first, pin: pin, to: store)
+        #expect(try openssl(["asn1parse", "-in", store.privateKeyPath]).output.contains(":PBKDF2"))
+
+        let wrong = try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath))
+        #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
+        // A wrong PIN changes nothing.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)) == wrong)
+
+        #expect(try store.loadPrivateKey(pin: pin).publicKey == TestKeys.first.publicKey)
+        let output = try openssl(["asn1parse", "-in", store.privateKeyPath]).output
+        #expect(output.contains(":scrypt"))
+        #expect(!output.contains("PBKDF2"))
+        #expect(mode(store.privateKeyPath) == 0o600)
+        #expect(try store.loadPrivateKey(pin: pin).publicKey == TestKeys.first.publicKey)
+        #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
+        #expect(try leftoverTemporaryFiles(in: temporary.path).isEmpty)
+    }
+
+    @Test("a key file already in the standard encryption is left as it is after a login")
+    func standardFileIsNotRewritten() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path)
+        let pin = SecretBytes(utf8: "246802")
+        try store.store(TestKeys.first, pin: pin)
+        let before = try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath))
+        _ = try store.loadPrivateKey(pin: pin)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)) == before)
+    }
+
+    @Test("the encryption of a key file is read without the PIN")
+    func encryptionIsDescribed() throws {
+        let pin = SecretBytes(utf8: "246802")
+        let cheap = PINKeyEncryption(.scrypt(n: 1024, r: 8, p: 2))
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: try TestKeys.first.pkcs8PEM(pin: pin, encryption: cheap)) == cheap)
+        let legacy = try TestKeys.first.pkcs8PEM(pin: pin, encryption: .legacyPBKDF2)
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: legacy) == .legacyPBKDF2)
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: try TestKeys.first.pkcs8PEM()) == nil)
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: Array("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n".utf8)) == nil)
+        #expect(PINKeyEncryption.legacyPBKDF2.description == "PBKDF2-HMAC-SHA256 600000 rounds")
+        #expect(PINKeyEncryption.standard.description == "scrypt N=16384 r=8 p=16")
     }
 
     @Test("reset removes the key, its public half and listed metadata")

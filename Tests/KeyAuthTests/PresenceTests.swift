@@ -1,4 +1,5 @@
 import Foundation
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuth
@@ -224,37 +225,80 @@ struct PresencePINTests {
 
     @Test("a new PIN is asked twice and returned when both entries match")
     func newPIN() async throws {
-        let (presence, reader) = check(["1357", "1357"])
-        let pin = try await presence.newPIN(confirm: true)
-        #expect(text(pin) == "1357")
+        let (presence, reader) = check(["135790", "135790"])
+        let pin = try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: true)
+        #expect(text(pin) == "135790")
         #expect(reader.requests.count == 2)
+        #expect(reader.requests.first?.prompt.contains("at least 6 characters") == true)
     }
 
     @Test("a new PIN that differs from its confirmation is rejected")
     func newPINMismatch() async throws {
-        let (presence, _) = check(["1357", "1358"])
-        let error = await #expect(throws: KeyAuthError.self) { try await presence.newPIN(confirm: true) }
+        let (presence, _) = check(["135790", "135791"])
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: true)
+        }
         #expect(error?.code == .invalidArgument)
         #expect(error?.message.contains("differ") == true)
     }
 
-    @Test("a new PIN needs four characters, counted as characters and not bytes")
+    @Test("a key file needs a PIN of six characters, counted as characters and not bytes")
     func newPINLength() async throws {
-        let (short, _) = check(["123"])
-        let error = await #expect(throws: KeyAuthError.self) { try await short.newPIN(confirm: false) }
-        #expect(error?.code == .invalidArgument)
-        let (accented, _) = check(["éé"])
-        let multibyte = await #expect(throws: KeyAuthError.self) { try await accented.newPIN(confirm: false) }
-        #expect(multibyte?.code == .invalidArgument)
-        let (once, reader) = check(["éèêë"])
-        _ = try await once.newPIN(confirm: false)
+        #expect(KeyPairStore.minimumPINLength == 6)
+        for short in ["4711", "12345", "ééé"] {
+            let (presence, _) = check([short])
+            let error = await #expect(throws: KeyAuthError.self) {
+                try await presence.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: false)
+            }
+            #expect(error?.code == .invalidArgument, "\(short)")
+            #expect(error?.message.contains("at least 6 characters") == true)
+        }
+        let (accented, reader) = check(["éèêëēė"])
+        _ = try await accented.newPIN(minimumLength: KeyPairStore.minimumPINLength, confirm: false)
         #expect(reader.requests.count == 1)
+    }
+
+    @Test("the minimum is the caller's: a store that counts guesses itself may ask for four")
+    func newPINMinimumIsAParameter() async throws {
+        let (presence, reader) = check(["4711"])
+        let pin = try await presence.newPIN(minimumLength: 4, confirm: false)
+        #expect(text(pin) == "4711")
+        #expect(reader.requests.first?.prompt.contains("at least 4 characters") == true)
+    }
+
+    @Test("wrong PINs on a real PBKDF2 key file count; the right one resets the count and moves the file to scrypt")
+    func countsAcrossMigration() async throws {
+        let key = try RSAPrivateKey.generate(bits: 2048)
+        let store = KeyPairStore(directory: directory.path + "/key")
+        try store.store(key)
+        let legacy = try key.pkcs8PEM(pin: SecretBytes(utf8: "246802"), encryption: .legacyPBKDF2)
+        try Data(legacy).write(to: URL(fileURLWithPath: store.privateKeyPath))
+        chmod(store.privateKeyPath, 0o600)
+        let (presence, _) = check(["111111", "222222", "246802", "333333"])
+        let load = { (pin: SecretBytes) throws(KeyAuthError) in try store.loadPrivateKey(pin: pin) }
+        for left in [4, 3] {
+            let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
+            #expect(error?.code == .wrongPIN)
+            #expect(error?.message.contains("\(left) attempts left") == true)
+        }
+        #expect(
+            RSAPrivateKey.pinEncryption(
+                ofPEM: [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)))) == .legacyPBKDF2)
+        #expect(try await presence.withPIN(reason: "", load).publicKey == key.publicKey)
+        #expect(
+            RSAPrivateKey.pinEncryption(
+                ofPEM: [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.privateKeyPath)))) == .standard)
+        // The success reset the count: the next wrong PIN is the first again.
+        let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
+        #expect(error?.code == .wrongPIN)
+        #expect(error?.message.contains("4 attempts left") == true)
     }
 
     @Test("the PIN decrypts a real PIN-encrypted RSA key, and a wrong one fails with wrongPIN")
     func realKey() async throws {
         let key = try RSAPrivateKey.generate(bits: 2048)
-        let pem = try key.pkcs8PEM(pin: SecretBytes(utf8: "2468"), iterations: 1000)
+        let pem = try key.pkcs8PEM(
+            pin: SecretBytes(utf8: "2468"), encryption: PINKeyEncryption(.scrypt(n: 1024, r: 8, p: 1)))
         let (presence, _) = check(["2468", "8642"])
         let decrypted = try await presence.withPIN(reason: "") { (pin) throws(KeyAuthError) in
             try RSAPrivateKey(pemRepresentation: pem, pin: pin)
@@ -418,7 +462,9 @@ struct PresencePAMTests {
     }
 }
 
-@Suite("Presence readers")
+/// Serialized: the terminal tests share the one process-wide slot that keeps a waiting
+/// prompt's settings for a signal handler.
+@Suite("Presence readers", .serialized)
 struct PresenceReaderTests {
     /// A pipe whose write end the test feeds.
     private struct Pipe {
@@ -506,7 +552,28 @@ struct PresenceReaderTests {
         try await Task.sleep(for: .milliseconds(50))
         output += terminal.readAvailable()
         #expect(!output.contains("s3cret"))
-        #expect(terminal.echoIsOn())
+        #expect(terminal.echoIsOn)
+    }
+
+    @Test("an interrupt at a waiting prompt restores echo and ends the line, once")
+    func interruptRestoresTerminal() async throws {
+        #expect(!TerminalSecretReader.restoreTerminalAfterInterrupt())
+        let terminal = try PseudoTerminal()
+        let reader = TerminalSecretReader(devicePath: terminal.path)
+        async let answer = reader.readSecret(prompt: "PIN: ")
+        _ = try await terminal.readUntil("PIN: ")
+        #expect(!terminal.echoIsOn)
+        #expect(TerminalSecretReader.restoreTerminalAfterInterrupt())
+        #expect(terminal.echoIsOn)
+        #expect(terminal.readAvailable(waiting: 500) == "\r\n")
+        #expect(!TerminalSecretReader.restoreTerminalAfterInterrupt())
+        // The prompt, still reading, finishes without ending the line a second time: all that
+        // shows is the terminal's own echo, on again.
+        terminal.send("s3cret\n")
+        #expect(text(try await answer) == "s3cret")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(terminal.readAvailable(waiting: 200) == "s3cret\r\n")
+        #expect(terminal.echoIsOn)
     }
 
     @Test("the terminal reader shows the answer when echo is requested")
@@ -522,38 +589,7 @@ struct PresenceReaderTests {
     }
 }
 
-/// A pseudo-terminal: the test holds the primary side, the reader opens the subordinate one.
-private final class PseudoTerminal {
-    let primary: Int32
-    let subordinate: Int32
-    let path: String
-
-    init() throws {
-        // Glibc's module hides posix_openpt and friends (they need _XOPEN_SOURCE); the ioctls
-        // they wrap are what Linux offers underneath.
-        primary = open("/dev/ptmx", O_RDWR | O_NOCTTY)
-        guard primary >= 0 else { throw KeyAuthError(.presenceUnavailable, "no /dev/ptmx") }
-        var unlock: Int32 = 0
-        var number: UInt32 = 0
-        let tiocsptlck: UInt = 0x4004_5431  // _IOW('T', 0x31, int)
-        let tiocgptn: UInt = 0x8004_5430  // _IOR('T', 0x30, unsigned int)
-        guard ioctl(primary, tiocsptlck, &unlock) == 0, ioctl(primary, tiocgptn, &number) == 0 else {
-            close(primary)
-            throw KeyAuthError(.presenceUnavailable, "cannot unlock the pseudo-terminal")
-        }
-        path = "/dev/pts/\(number)"
-        // Kept open so that the terminal outlives the reader's own descriptor.
-        subordinate = open(path, O_RDWR | O_NOCTTY)
-        guard subordinate >= 0 else {
-            close(primary)
-            throw KeyAuthError(.presenceUnavailable, "cannot open \(path)")
-        }
-    }
-
-    func send(_ text: String) {
-        _ = text.utf8CString.withUnsafeBytes { write(primary, $0.baseAddress, $0.count - 1) }
-    }
-
+extension PseudoTerminal {
     /// Reads what the terminal shows until `marker` appears, for at most five seconds.
     ///
     /// It sleeps between polls instead of blocking, so that the reader's task gets a thread of
@@ -568,30 +604,6 @@ private final class PseudoTerminal {
             throw KeyAuthError(.presenceUnavailable, "no prompt, got \(output.debugDescription)")
         }
         return output
-    }
-
-    /// Reads what the terminal shows now, without waiting.
-    func readAvailable() -> String {
-        var output: [UInt8] = []
-        var descriptor = pollfd(fd: primary, events: Int16(POLLIN), revents: 0)
-        while poll(&descriptor, 1, 0) == 1, descriptor.revents & Int16(POLLIN) != 0 {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let count = read(primary, &chunk, chunk.count)
-            guard count > 0 else { break }
-            output += chunk[0..<count]
-        }
-        return String(decoding: output, as: UTF8.self)
-    }
-
-    func echoIsOn() -> Bool {
-        var settings = termios()
-        guard tcgetattr(subordinate, &settings) == 0 else { return false }
-        return settings.c_lflag & tcflag_t(ECHO) != 0
-    }
-
-    deinit {
-        close(subordinate)
-        close(primary)
     }
 }
 

@@ -6,6 +6,10 @@ import Foundation
 
 /// The one owner of a `URLSession`, which it invalidates when released so that clients made and
 /// dropped by an embedding app do not pile up sessions.
+///
+/// It follows no redirects: a 3xx answer is an error naming its `Location`, and nothing is sent
+/// again. URLSession would otherwise replay the request, `Authorization: Bearer` header and
+/// body included, to whatever origin the answer names.
 final class HTTPExchange: Sendable {
     /// One answer, read completely.
     struct Reply: Sendable {
@@ -28,7 +32,7 @@ final class HTTPExchange: Sendable {
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
-        session = URLSession(configuration: configuration)
+        session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
         self.timeout = timeout
     }
 
@@ -41,7 +45,8 @@ final class HTTPExchange: Sendable {
     /// - Parameter server: the server's base URL, the only part of the request that an error
     ///   message may show (never a header, a body, or the path's query).
     /// - Throws: `.transportFailed` with its own message for a refused connection, a timeout, an
-    ///   unknown host or a lost connection; `.cancelled` when the task was cancelled.
+    ///   unknown host or a lost connection; `.cancelled` when the task was cancelled;
+    ///   `.serverRejected` for a redirect (any 3xx), naming its status and `Location`.
     func send(_ request: URLRequest, server: String) async throws(KeyAuthError) -> Reply {
         var request = request
         request.timeoutInterval = timeout
@@ -61,6 +66,10 @@ final class HTTPExchange: Sendable {
         }
         guard data.count <= Self.maximumBodySize else {
             throw KeyAuthError(.serverRejected, "the server at \(server) sent an answer larger than 1 MiB")
+        }
+        guard !(300...399).contains(http.statusCode) else {
+            throw Self.redirectError(
+                status: http.statusCode, location: http.value(forHTTPHeaderField: "Location"), server: server)
         }
         let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { Int($0.trimmingSpaces()) }
         return Reply(status: http.statusCode, body: [UInt8](data), retryAfter: retryAfter)
@@ -91,7 +100,42 @@ final class HTTPExchange: Sendable {
         return KeyAuthError(.transportFailed, message, underlying: error)
     }
 
+    /// The error for a 3xx answer: it names where the server pointed, so that a person can fix a
+    /// server URL that moved (http to https, a new path) or see that something sent them away.
+    ///
+    /// A `Location` that carries something shaped like a token (a server echoing the bearer
+    /// token or the assertion into a URL) is withheld, as in ``OAuthError`` descriptions.
+    static func redirectError(status: Int, location: String?, server: String) -> KeyAuthError {
+        let target: String
+        if let location {
+            let runs = location.split { character in
+                !(character.isASCII && (character.isLetter || character.isNumber || "-_.".contains(character)))
+            }
+            if runs.contains(where: { OAuthError.looksLikeJWT($0) }) {
+                target = "to a Location withheld because it contained a token"
+            } else {
+                target = "to " + (OAuthError.sanitized(location) ?? "an empty Location")
+            }
+        } else {
+            target = "without a Location"
+        }
+        return KeyAuthError(
+            .serverRejected,
+            "the server at \(server) answered \(status), a redirect \(target); keyauth follows no redirects, "
+                + "so nothing was sent there: use the final URL as the server URL if you trust it")
+    }
+
     private static func seconds(_ interval: TimeInterval) -> String {
         interval == interval.rounded() ? "\(Int(interval)) s" : "\(interval) s"
+    }
+}
+
+/// Answers every redirect with "do not follow", so that URLSession hands back the 3xx itself.
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }

@@ -36,6 +36,10 @@ public struct KeyAuthAccount: Sendable, Hashable {
     public var presence: PresenceKind
     /// The PAM service, when ``presence`` is `.pam`.
     public var pamService: String?
+    /// Whether the person accepted plain `http://` to a host that is not loopback at
+    /// registration (`keyauth register --insecure-http`), so that later commands reach the
+    /// same server without asking again.
+    public var insecureHTTP: Bool
     /// How far registration got.
     public var status: Status
     /// When the account was created.
@@ -44,7 +48,8 @@ public struct KeyAuthAccount: Sendable, Hashable {
     /// Creates an account record.
     public init(
         name: String, serverURL: String, issuer: String, user: String, deviceName: String, keyID: String? = nil,
-        presence: PresenceKind, pamService: String? = nil, status: Status = .registering, createdAt: Date = Date()
+        presence: PresenceKind, pamService: String? = nil, insecureHTTP: Bool = false, status: Status = .registering,
+        createdAt: Date = Date()
     ) {
         self.name = name
         self.serverURL = serverURL
@@ -54,6 +59,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
         self.keyID = keyID
         self.presence = presence
         self.pamService = pamService
+        self.insecureHTTP = insecureHTTP
         self.status = status
         self.createdAt = createdAt
     }
@@ -68,6 +74,8 @@ public struct KeyAuthAccount: Sendable, Hashable {
         ]
         if let keyID { members["kid"] = .string(keyID) }
         if let pamService { members["pam_service"] = .string(pamService) }
+        // Written only when set: an account without it is the secure default.
+        if insecureHTTP { members["insecure_http"] = .bool(true) }
         return .object(members)
     }
 
@@ -94,10 +102,16 @@ public struct KeyAuthAccount: Sendable, Hashable {
         guard let presence = PresenceKind(rawValue: try string("presence")) else {
             throw KeyAuthError(.accountCorrupt, "the account file has an unknown presence kind")
         }
+        let insecureHTTP: Bool
+        switch object["insecure_http"] {
+        case nil, .null?: insecureHTTP = false
+        case .bool(let value)?: insecureHTTP = value
+        default: throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"insecure_http\"")
+        }
         self.init(
             name: try string("name"), serverURL: try string("server"), issuer: try string("issuer"),
             user: try string("user"), deviceName: try string("device_name"), keyID: try optionalString("kid"),
-            presence: presence, pamService: try optionalString("pam_service"),
+            presence: presence, pamService: try optionalString("pam_service"), insecureHTTP: insecureHTTP,
             status: Status(rawValue: try string("status")),
             createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
     }

@@ -26,23 +26,34 @@ public struct KeyAuthClient: Sendable {
     /// Creates a client.
     ///
     /// - Parameters:
-    ///   - serverURL: `http` or `https` with a host, optionally a path prefix.
+    ///   - serverURL: `https` with a host, optionally a path prefix; `http` only for a loopback
+    ///     host (`127.0.0.0/8`, `::1`, `localhost`) unless `allowInsecureHTTP` is true.
     ///   - timeout: seconds a request may take before it fails with `.transportFailed`; a slow
     ///     server must not hang a login forever.
+    ///   - allowInsecureHTTP: accept plain `http` to any host. Access tokens are bearer tokens:
+    ///     anyone on the path can read one and use it until it expires.
     ///   - now: the clock that turns `expires_in` into ``AccessToken/expiresAt``.
-    /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, or that carries a
-    ///   query, a fragment or credentials (they would leak into logs and proxies).
+    /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, that carries a
+    ///   query, a fragment or credentials (they would leak into logs and proxies), or that is
+    ///   plain http to a host other than loopback without `allowInsecureHTTP`.
     public init(
-        serverURL: String, timeout: TimeInterval = 10, now: @escaping @Sendable () -> Date = { Date() }
+        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws(KeyAuthError) {
-        self.serverURL = try Self.normalizedServerURL(serverURL)
+        self.serverURL = try Self.normalizedServerURL(serverURL, allowInsecureHTTP: allowInsecureHTTP)
         self.exchange = HTTPExchange(timeout: timeout)
         self.now = now
     }
 
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
-    public static func normalizedServerURL(_ text: String) throws(KeyAuthError) -> String {
+    ///
+    /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
+    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:now:)``; the
+    ///   message for plain http names `--insecure-http`, the command's way to allow it.
+    public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
+        -> String
+    {
         var trimmed = Substring(text)
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
         guard let components = URLComponents(string: String(trimmed)),
@@ -56,7 +67,32 @@ public struct KeyAuthClient: Sendable {
         else {
             throw KeyAuthError(.invalidArgument, "the server URL must not have a query, a fragment or credentials")
         }
+        if scheme == "http", !allowInsecureHTTP, !isLoopbackHost(host) {
+            throw KeyAuthError(
+                .invalidArgument,
+                "the server URL uses plain http:// to \(host), which is not loopback: access tokens would cross "
+                    + "the network readable by anyone on the path; use https://, or pass --insecure-http "
+                    + "(allowInsecureHTTP in the library) to accept that risk")
+        }
         return String(trimmed)
+    }
+
+    /// Whether `host` is this machine: `localhost`, an IPv4 address in `127.0.0.0/8`, or `::1`
+    /// (with or without brackets).
+    ///
+    /// Only literal addresses and the name `localhost` count; another name that resolves to
+    /// loopback today may resolve elsewhere tomorrow.
+    public static func isLoopbackHost(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name == "localhost" { return true }
+        var ipv4 = in_addr()
+        if inet_pton(AF_INET, name, &ipv4) == 1 {
+            return UInt32(bigEndian: ipv4.s_addr) >> 24 == 127
+        }
+        var ipv6 = in6_addr()
+        guard inet_pton(AF_INET6, name, &ipv6) == 1 else { return false }
+        return withUnsafeBytes(of: &ipv6) { bytes in bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1 }
     }
 
     // MARK: - Endpoints
@@ -142,41 +178,90 @@ public struct KeyAuthClient: Sendable {
         return AccessToken(value: value, tokenType: "Bearer", expiresAt: sentAt.addingTimeInterval(lifetime))
     }
 
-    /// Lists the caller's devices (`GET /v1/devices`).
+    /// Devices asked for per page of `GET /v1/devices` (`limit`).
+    public static let devicePageSize = 100
+    /// Pages followed at most: a server that keeps answering with a `next_cursor`, by mistake or
+    /// on purpose, cannot keep the client fetching (and holding the answers) without end.
+    public static let maximumDevicePages = 10
+
+    /// Lists the caller's devices (`GET /v1/devices?limit=100`), following `next_cursor` for up
+    /// to ``maximumDevicePages`` pages.
     ///
-    /// - Throws: `.serverRejected` with `invalid_token` when the token is expired or revoked.
-    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> [Device] {
-        let reply = try await send("GET", "/v1/devices", bearer: accessToken)
-        let object = try expectObject(reply, success: [200], operation: "device list")
-        guard let entries = object["devices"]?.arrayValue else {
-            throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
-        }
+    /// - Returns: the devices; marked truncated when the server still had a `next_cursor` after
+    ///   the last page read.
+    /// - Throws: `.serverRejected` with `invalid_token` when the token is expired or revoked; for
+    ///   an answer without a `devices` array, an entry without `kid` or `status`, a
+    ///   `registered_from` that is neither a string nor null, or a `next_cursor` that is not a
+    ///   non-empty string (or repeats one already followed).
+    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> DeviceList {
         var devices: [Device] = []
-        for entry in entries {
-            guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
-                throw KeyAuthError(.serverRejected, "a device in the list of \(serverURL) has no kid or status")
+        var followed: Set<String> = []
+        var path = "/v1/devices?limit=\(Self.devicePageSize)"
+        for _ in 0..<Self.maximumDevicePages {
+            let reply = try await send("GET", path, bearer: accessToken)
+            let object = try expectObject(reply, success: [200], operation: "device list")
+            guard let entries = object["devices"]?.arrayValue else {
+                throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
             }
-            devices.append(
-                Device(
-                    keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
-                    createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue))
+            for entry in entries { devices.append(try device(from: entry, operation: "device list")) }
+            let cursor: String
+            switch object["next_cursor"] {
+            case nil, .null?:
+                return DeviceList(devices: devices, isTruncated: false)
+            case .string(let next)? where !next.isEmpty && next.utf8.count <= 1024 && !followed.contains(next):
+                cursor = next
+            default:
+                throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has an invalid next_cursor")
+            }
+            followed.insert(cursor)
+            path = "/v1/devices?limit=\(Self.devicePageSize)&cursor=" + Self.formEncoded(cursor)
         }
-        return devices
+        return DeviceList(devices: devices, isTruncated: true)
     }
 
     /// Approves a pending device of the same user (`POST /v1/devices/{kid}/approve`).
     ///
+    /// - Returns: the device as the server recorded it, with its name, creation time and the
+    ///   address it registered from, so that the caller can show what was let in.
     /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
-    ///   `not_found` for an unknown device, `access_denied` for another user's device.
-    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
+    ///   `not_found` for an unknown device, `access_denied` for another user's device, and for an
+    ///   answer that is not the entry of the device asked for.
+    @discardableResult
+    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) -> Device {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
         let reply = try await send("POST", path, bearer: accessToken)
-        try expectSuccess(reply, success: [200, 204], operation: "approval")
+        let object = try expectObject(reply, success: [200], operation: "approval")
+        let device = try device(from: .object(object), operation: "approval")
+        guard device.keyID == keyID else {
+            throw KeyAuthError(.serverRejected, "the approval answer of \(serverURL) names another device")
+        }
+        return device
+    }
+
+    /// One device entry of the device list or the approval answer.
+    private func device(from entry: JSONValue, operation: String) throws(KeyAuthError) -> Device {
+        guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
+            throw KeyAuthError(
+                .serverRejected, "a device in the \(operation) answer of \(serverURL) has no kid or status")
+        }
+        let registeredFrom: String?
+        switch entry["registered_from"] {
+        case nil, .null?: registeredFrom = nil
+        case .string(let address)?: registeredFrom = address
+        default:
+            throw KeyAuthError(
+                .serverRejected, "a device in the \(operation) answer of \(serverURL) has an invalid registered_from")
+        }
+        return Device(
+            keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
+            createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue,
+            registeredFrom: registeredFrom)
     }
 
     /// Revokes one of the caller's devices, or denies a pending one (`DELETE /v1/devices/{kid}`).
     ///
-    /// - Throws: as ``approveDevice(keyID:accessToken:)``.
+    /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
+    ///   `not_found` for an unknown device, `access_denied` for another user's device.
     public func revokeDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID))
         let reply = try await send("DELETE", path, bearer: accessToken)

@@ -169,7 +169,8 @@ public final class Authenticator<Session: Sendable>: Sendable {
     private func createAndRegisterKey() async throws(KeyAuthError) -> RSAPrivateKey {
         var pin: SecretBytes?
         if let pinPresence = presence as? PINPresence {
-            pin = try await pinPresence.newPIN(confirm: configuration.confirmNewPIN)
+            pin = try await pinPresence.newPIN(
+                minimumLength: KeyPairStore.minimumPINLength, confirm: configuration.confirmNewPIN)
         } else {
             try await presence.verifyPresence(reason: configuration.reason)
         }

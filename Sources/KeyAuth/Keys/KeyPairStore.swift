@@ -1,12 +1,20 @@
 /// Keeps one device key pair on disk: created once, loaded on every login, removed on reset.
 ///
 /// The private key is PKCS#8 PEM in a 0700 directory with mode 0600, encrypted with the PIN when
-/// there is one. The public key sits beside it so that `pubkey` and `status` need no PIN.
+/// there is one (``PINKeyEncryption/standard``: scrypt). The public key sits beside it so that
+/// `pubkey` and `status` need no PIN.
 /// Writes are atomic and serialised by an exclusive lock, so two processes registering at once
 /// never leave two keys, and a process killed mid-write leaves the previous state intact.
 public struct KeyPairStore: Sendable {
     /// The directory that holds the key files.
     public let directory: String
+
+    /// The shortest PIN a new key file accepts, in characters.
+    ///
+    /// A copied key file can be guessed offline, beyond the reach of the attempt counter: at
+    /// about a third of a second per guess on one core, the 10^4 four-digit PINs fall in under
+    /// an hour, the 10^6 six-digit ones take months of core time.
+    public static let minimumPINLength = 6
 
     /// - Parameter directory: created with mode 0700 on first write.
     public init(directory: String) {
@@ -69,11 +77,26 @@ public struct KeyPairStore: Sendable {
 
     /// Loads the private key, decrypting it with `pin` when it is encrypted.
     ///
+    /// A key file encrypted otherwise than with ``PINKeyEncryption/standard`` (PBKDF2, as
+    /// keyauth wrote before scrypt) is re-encrypted with it once the PIN has proved right, so
+    /// that an older file does not stay cheaper to guess offline. That rewrite is atomic, checked
+    /// by decrypting the new file before it replaces the old one, and best effort: when it fails
+    /// (a full disk) the old file stays and the next login tries again.
+    ///
     /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
     ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`.
     public func loadPrivateKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
         var pem = try SecureFile.readProtected(privateKeyPath)
         defer { Crypto.wipe(&pem) }
+        let key = try decode(pem, pin: pin)
+        if let pin, RSAPrivateKey.isEncryptedPEM(pem), RSAPrivateKey.pinEncryption(ofPEM: pem) != .standard {
+            try? reencrypt(key, pin: pin, replacing: pem)
+        }
+        return key
+    }
+
+    /// Parses (and decrypts) a private key PEM and checks it against the stored public key.
+    private func decode(_ pem: [UInt8], pin: SecretBytes?) throws(KeyAuthError) -> RSAPrivateKey {
         guard !pem.isEmpty else { throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) is empty") }
         let key: RSAPrivateKey
         do throws(KeyAuthError) {
@@ -90,6 +113,25 @@ public struct KeyPairStore: Sendable {
             throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) does not match \(publicKeyPath)")
         }
         return key
+    }
+
+    /// Writes `key` encrypted with ``PINKeyEncryption/standard`` over the file that held `old`.
+    ///
+    /// Under the store's lock, and only if the file still holds `old`: another process may have
+    /// re-encrypted it meanwhile, or a reset and a new registration may have replaced the key.
+    private func reencrypt(_ key: RSAPrivateKey, pin: SecretBytes, replacing old: [UInt8]) throws(KeyAuthError) {
+        var fresh = try key.pkcs8PEM(pin: pin, encryption: .standard)
+        defer { Crypto.wipe(&fresh) }
+        // Never replace a key that opens with one that might not: losing it means registering again.
+        guard try RSAPrivateKey(pemRepresentation: fresh, pin: pin).publicKey == key.publicKey else {
+            throw KeyAuthError(.cryptoFailed, "the re-encrypted key does not decrypt to the same key")
+        }
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            var current = try SecureFile.readProtected(privateKeyPath)
+            defer { Crypto.wipe(&current) }
+            guard current == old else { return }
+            try SecureFile.write(fresh, to: privateKeyPath)
+        }
     }
 
     /// Loads the public key without needing the PIN.

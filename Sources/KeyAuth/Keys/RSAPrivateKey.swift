@@ -9,9 +9,6 @@ public struct RSAPrivateKey: Sendable {
     /// The matching public key.
     public let publicKey: RSAPublicKey
 
-    /// PBKDF2-HMAC-SHA256 rounds for PIN-encrypted keys: OWASP's 2023 figure for SHA-256.
-    public static let pbkdf2Iterations = 600_000
-
     private init(owning key: EVPKey) throws(KeyAuthError) {
         self.key = key
         self.publicKey = try RSAPublicKey(owning: key)
@@ -56,6 +53,8 @@ public struct RSAPrivateKey: Sendable {
 
     /// Reads a PKCS#8 `ENCRYPTED PRIVATE KEY` PEM with its PIN.
     ///
+    /// Every PBES2 key derivation that OpenSSL knows is read: scrypt as written now, PBKDF2 as
+    /// written before (``PINKeyEncryption/legacyPBKDF2``).
     /// - Throws: `.wrongPIN` when the PIN does not decrypt the key, `.keyCorrupt` when the file
     ///   is not an encrypted PKCS#8 structure at all.
     public init(pemRepresentation pem: [UInt8], pin: SecretBytes) throws(KeyAuthError) {
@@ -93,41 +92,6 @@ public struct RSAPrivateKey: Sendable {
             if Array(pem[start..<(start + marker.count)]) == marker { return true }
         }
         return false
-    }
-
-    /// The key as PKCS#8 PEM, encrypted with PBES2 (PBKDF2-HMAC-SHA256, 600,000 rounds,
-    /// AES-256-CBC) when a PIN is given.
-    ///
-    /// - Warning: without a PIN the result holds the private key in the clear; the caller
-    ///   should wrap it in ``SecretBytes`` or wipe it after writing it out.
-    public func pkcs8PEM(pin: SecretBytes? = nil, iterations: Int = pbkdf2Iterations) throws(KeyAuthError) -> [UInt8] {
-        guard let pin else {
-            return try OpenSSL.collectBIO("the private key") { bio in
-                PEM_write_bio_PKCS8PrivateKey(bio, key.pointer, nil, nil, 0, nil, nil)
-            }
-        }
-        guard let info = EVP_PKEY2PKCS8(key.pointer) else {
-            throw OpenSSL.error(.cryptoFailed, "cannot encode the key")
-        }
-        defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        var salt = try OpenSSL.randomBytes(count: 16)
-        let algorithm = salt.withUnsafeMutableBytes { buffer in
-            PKCS5_pbe2_set_iv(
-                EVP_aes_256_cbc(), Int32(iterations), buffer.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                Int32(buffer.count), nil, NID_hmacWithSHA256)
-        }
-        guard let algorithm else { throw OpenSSL.error(.cryptoFailed, "cannot set up PBES2") }
-        let encrypted: OpaquePointer? = pin.withUnsafeBytes { buffer in
-            buffer.withMemoryRebound(to: CChar.self) {
-                PKCS8_set0_pbe($0.baseAddress, Int32($0.count), info, algorithm)
-            }
-        }
-        guard let encrypted else {
-            X509_ALGOR_free(algorithm)
-            throw OpenSSL.error(.cryptoFailed, "cannot encrypt the key")
-        }
-        defer { X509_SIG_free(encrypted) }
-        return try OpenSSL.collectBIO("the encrypted private key") { bio in PEM_write_bio_PKCS8(bio, encrypted) }
     }
 
     /// Signs `message` with RSASSA-PKCS1-v1_5 SHA-256 (RS256). Deterministic.

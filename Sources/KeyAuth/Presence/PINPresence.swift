@@ -14,10 +14,9 @@ import Foundation
 /// the key, so that the delay after five failures holds across processes: running `keyauth`
 /// again does not reset it.
 /// - Warning: the counter slows down guessing through this API only. Someone who can copy the key
-///   file can guess offline; the PBKDF2 cost of the key encryption is what protects it there.
+///   file can guess offline; the scrypt cost of the key encryption and the PIN's length are what
+///   protect it there.
 public struct PINPresence: PresenceCheck {
-    /// The shortest PIN accepted at registration, counted in Unicode scalars.
-    public static let minimumLength = 4
     /// Consecutive wrong PINs allowed before a delay applies.
     public static let freeAttempts = 5
     /// The delay after the first failure beyond ``freeAttempts``; it doubles with each further one.
@@ -121,17 +120,24 @@ public struct PINPresence: PresenceCheck {
 
     /// Asks for a new PIN at registration, twice when `confirm` is true.
     ///
+    /// The shortest acceptable PIN depends on what guards the key, so the key store says it:
+    /// a key file can be copied and guessed offline, where only the key derivation's cost per
+    /// guess and the PIN's length hold the attacker back (``KeyPairStore/minimumPINLength``, 6);
+    /// a key in hardware that counts wrong guesses itself can do with fewer.
+    /// - Parameters:
+    ///   - minimumLength: The shortest PIN accepted, counted in Unicode scalars.
+    ///   - confirm: Whether to ask a second time and compare.
     /// - Returns: The new PIN, for the key store to encrypt the key with.
     /// - Throws: ``KeyAuthError/Code-swift.struct/invalidArgument`` when the PIN is shorter than
-    ///   ``minimumLength`` or the two entries differ; the reader's errors.
-    public func newPIN(confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
-        let pin = try await reader.readSecret(prompt: "New PIN (at least \(Self.minimumLength) characters): ")
+    ///   `minimumLength` or the two entries differ; the reader's errors.
+    public func newPIN(minimumLength: Int, confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
+        let pin = try await reader.readSecret(prompt: "New PIN (at least \(minimumLength) characters): ")
         let length = pin.withUnsafeBytes { bytes in
             // Counting scalar starts avoids decoding the PIN into a String that cannot be wiped.
             bytes.reduce(0) { count, byte in byte & 0xC0 == 0x80 ? count : count + 1 }
         }
-        guard length >= Self.minimumLength else {
-            throw KeyAuthError(.invalidArgument, "A PIN needs at least \(Self.minimumLength) characters.")
+        guard length >= minimumLength else {
+            throw KeyAuthError(.invalidArgument, "A PIN needs at least \(minimumLength) characters.")
         }
         guard confirm else { return pin }
         let repeated = try await reader.readSecret(prompt: "Repeat the new PIN: ")

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -54,8 +55,10 @@ extension SecretReader {
 ///
 /// The prompt goes to the terminal, not to standard output, so that `keyauth token | jq` still
 /// asks the person and not the pipe.
-/// - Warning: echo is restored on every return and thrown error, but a signal that kills the
-///   process while a secret is being typed (Control-C) leaves the terminal silent until `reset`.
+/// - Warning: echo is restored on every return and thrown error. A signal that ends the process
+///   while a prompt waits (Control-C) skips that: a program that stops on SIGINT, SIGTERM or
+///   SIGHUP should call ``restoreTerminalAfterInterrupt()`` first, or the terminal stays
+///   silent until `reset`. `keyauth` does.
 public struct TerminalSecretReader: SecretReader {
     /// The terminal device; `/dev/tty` is the controlling terminal whatever stdin is.
     public let devicePath: String
@@ -95,6 +98,28 @@ public struct TerminalSecretReader: SecretReader {
         LineIO.writeAll(descriptor, message + "\n")
     }
 
+    /// Puts back the settings of the terminal whose prompt is waiting, and ends its line, for a
+    /// program about to stop on a signal.
+    ///
+    /// Only `tcsetattr`, `write` and an atomic exchange run here, all async-signal-safe, so this
+    /// may be called from a `sigaction` handler once ``prepareForSignalHandlers()`` has run. The
+    /// saved state is taken: a second call, or the prompt itself returning, does nothing more.
+    /// - Returns: Whether a prompt was waiting; the caller should then exit rather than wait for
+    ///   the prompt's thread, which is blocked in `read(2)` where no cancellation reaches it.
+    @discardableResult
+    public static func restoreTerminalAfterInterrupt() -> Bool {
+        SavedTerminal.restore()
+    }
+
+    /// Sets up the storage that ``restoreTerminalAfterInterrupt()`` reads, for a program about to
+    /// install a signal handler that calls it.
+    ///
+    /// Swift initialises globals on first use, which is not async-signal-safe; after this call,
+    /// the handler only reads memory that already exists.
+    public static func prepareForSignalHandlers() {
+        SavedTerminal.prepare()
+    }
+
     /// The blocking part, run on its own thread.
     static func readLine(devicePath: String, prompt: String, echo: Bool) -> Result<SecretBytes, KeyAuthError> {
         let descriptor = open(devicePath, O_RDWR | O_NOCTTY | O_CLOEXEC)
@@ -106,16 +131,21 @@ public struct TerminalSecretReader: SecretReader {
         guard tcgetattr(descriptor, &original) == 0 else {
             return .failure(LineIO.error(.presenceUnavailable, "\(devicePath) is not a terminal."))
         }
+        // Saved before echo goes off, so that a signal arriving from here on finds what to put back.
+        let saved = SavedTerminal.save(descriptor, original)
         if !echo {
             var silent = original
             silent.c_lflag &= ~tcflag_t(ECHO | ECHOE | ECHOK | ECHONL)
             // TCSAFLUSH drops anything typed before the prompt, so it cannot end up as the answer.
             guard tcsetattr(descriptor, TCSAFLUSH, &silent) == 0 else {
+                if saved { _ = SavedTerminal.release(descriptor) }
                 return .failure(LineIO.error(.presenceUnavailable, "Cannot turn off echo on \(devicePath)."))
             }
         }
         defer {
-            if !echo {
+            // A signal handler that took the saved state has restored the terminal already.
+            let restoredHere = !saved || SavedTerminal.release(descriptor)
+            if !echo && restoredHere {
                 _ = tcsetattr(descriptor, TCSAFLUSH, &original)
                 // The Enter key was not echoed either; move the cursor off the prompt line.
                 LineIO.writeAll(descriptor, "\n")
@@ -126,6 +156,59 @@ public struct TerminalSecretReader: SecretReader {
             return .failure(LineIO.error(.presenceUnavailable, "Cannot write the prompt to \(devicePath)."))
         }
         return LineIO.readLine(from: descriptor)
+    }
+}
+
+/// The terminal settings of the prompt that is waiting, where a signal handler can reach them
+/// without allocating or locking: a buffer allocated once and never freed, and an atomic that
+/// says whose they are.
+///
+/// One slot is enough: there is one terminal and one prompt on it at a time. A second prompt
+/// that finds the slot taken restores its terminal itself and is simply not covered by a signal.
+private enum SavedTerminal {
+    /// The descriptor whose settings are saved; `free` when none, `filling` while being saved.
+    static let owner = Atomic<Int32>(free)
+    /// Written only by the prompt that moved `owner` to `filling`, before it publishes its
+    /// descriptor with release ordering; read only by whoever then takes the descriptor.
+    nonisolated(unsafe) static let settings: UnsafeMutablePointer<termios> = {
+        let buffer = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+        buffer.initialize(to: termios())
+        return buffer
+    }()
+    static let free: Int32 = -1
+    static let filling: Int32 = -2
+
+    /// Touches both globals, so that their one-time setup has run before any signal handler.
+    static func prepare() {
+        _ = settings
+        _ = owner.load(ordering: .relaxed)
+    }
+
+    /// Saves `settings` for `descriptor` if the slot is free.
+    static func save(_ descriptor: Int32, _ original: termios) -> Bool {
+        // Touch the buffer first, so that its one-time setup never runs inside a signal handler.
+        let buffer = settings
+        guard owner.compareExchange(expected: free, desired: filling, ordering: .acquiring).exchanged else {
+            return false
+        }
+        buffer.pointee = original
+        owner.store(descriptor, ordering: .releasing)
+        return true
+    }
+
+    /// Takes the slot back after the prompt; false when a signal handler took it first.
+    static func release(_ descriptor: Int32) -> Bool {
+        owner.compareExchange(expected: descriptor, desired: free, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Restores the saved settings and ends the line; false when no prompt was waiting.
+    static func restore() -> Bool {
+        let descriptor = owner.exchange(free, ordering: .acquiring)
+        guard descriptor >= 0 else { return false }
+        _ = tcsetattr(descriptor, TCSAFLUSH, settings)
+        var newline = UInt8(ascii: "\n")
+        _ = write(descriptor, &newline, 1)
+        return true
     }
 }
 

@@ -14,29 +14,31 @@ struct DevicesCommand {
         let io = context.io
         switch options.action {
         case .list:
-            let devices = try await session.withAccessToken { (token) throws(KeyAuthError) in
+            let list = try await session.withAccessToken { (token) throws(KeyAuthError) in
                 try await client.listDevices(accessToken: token)
             }
             if options.json {
-                let entries = devices.map { device in
+                let entries = list.devices.map { device in
                     JSONValue.object([
                         "kid": .string(device.keyID), "name": .string(device.name),
                         "status": .string(device.status.rawValue),
                         "created_at": device.createdAt.map(JSONValue.string) ?? .null,
                         "last_login_at": device.lastLoginAt.map(JSONValue.string) ?? .null,
+                        "registered_from": device.registeredFrom.map(JSONValue.string) ?? .null,
                         "this_device": .bool(device.keyID == ownKeyID),
                     ])
                 }
                 io.printOutput(
-                    JSONValue.object(["devices": .array(entries)]).serialized(leadingKeys: ["devices", "kid"]))
+                    JSONValue.object(["devices": .array(entries), "truncated": .bool(list.isTruncated)])
+                        .serialized(leadingKeys: ["devices", "kid"]))
             } else {
-                io.printOutput(Self.table(devices, ownKeyID: ownKeyID))
+                io.printOutput(Self.table(list, ownKeyID: ownKeyID))
             }
         case .approve(let keyID):
-            try await session.withAccessToken { (token) throws(KeyAuthError) in
+            let device = try await session.withAccessToken { (token) throws(KeyAuthError) in
                 try await client.approveDevice(keyID: keyID, accessToken: token)
             }
-            io.printOutput("Approved device \(keyID).")
+            io.printOutput(Self.approvalLine(device))
         case .revoke(let keyID):
             try await session.withAccessToken { (token) throws(KeyAuthError) in
                 try await client.revokeDevice(keyID: keyID, accessToken: token)
@@ -51,16 +53,28 @@ struct DevicesCommand {
         }
     }
 
-    static func table(_ devices: [Device], ownKeyID: String?) -> String {
+    /// What was approved, so that a person sees whose registration they let in: the name it
+    /// gave, when, and the address the server saw it come from.
+    static func approvalLine(_ device: Device) -> String {
+        let name = device.name.isEmpty ? "" : " \"\(Formatting.printable(device.name))\""
+        let created =
+            device.createdAt.map { "registered \(Formatting.printable($0))" } ?? "registered at an unknown time"
+        let address = device.registeredFrom.map { "from \(Formatting.printable($0))" } ?? "from an unknown address"
+        return "Approved device \(device.keyID)\(name), \(created) \(address)."
+    }
+
+    static func table(_ list: DeviceList, ownKeyID: String?) -> String {
+        let devices = list.devices
         guard !devices.isEmpty else { return "No devices." }
-        var rows = [["KID", "NAME", "STATUS", "CREATED", "LAST LOGIN"]]
+        var rows = [["KID", "NAME", "STATUS", "CREATED", "LAST LOGIN", "REGISTERED FROM"]]
         for device in devices {
-            rows.append([
-                device.keyID + (device.keyID == ownKeyID ? " *" : ""), device.name, device.status.rawValue,
-                device.createdAt ?? "-", device.lastLoginAt ?? "never",
-            ])
+            rows.append(
+                [
+                    device.keyID + (device.keyID == ownKeyID ? " *" : ""), device.name, device.status.rawValue,
+                    device.createdAt ?? "-", device.lastLoginAt ?? "never", device.registeredFrom ?? "-",
+                ].map(Formatting.printable))
         }
-        var widths = [Int](repeating: 0, count: 5)
+        var widths = [Int](repeating: 0, count: rows[0].count)
         for row in rows {
             for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
         }
@@ -70,6 +84,9 @@ struct DevicesCommand {
             }.joined(separator: "  ")
         }
         if ownKeyID.map({ id in devices.contains { $0.keyID == id } }) == true { lines.append("* this device") }
+        if list.isTruncated {
+            lines.append("showing the first \(devices.count) devices; the server has more")
+        }
         return lines.joined(separator: "\n")
     }
 }

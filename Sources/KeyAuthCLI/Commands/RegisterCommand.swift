@@ -20,20 +20,25 @@ struct RegisterCommand {
                     + "or `keyauth reset --account \(name)` to start over")
         }
         let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
+        // The code comes first on standard input, before the PIN that --pin-stdin reads next.
+        let enrollmentCode =
+            options.enrollmentCodeFromStandardInput
+            ? try await Self.enrollmentCode(fromDescriptor: io.standardInput) : options.enrollmentCode
         let presence = try context.presence(
             kind: options.presence, pamService: options.pamService, pinFromStandardInput: options.pinFromStandardInput,
             keyDirectory: keys.directory)
-        let client = try context.client(for: options.serverURL)
+        let client = try context.client(for: options.serverURL, insecureHTTP: options.insecureHTTP)
         let issuer = try await Self.issuer(of: client)
 
         let initial = KeyAuthAccount(
             name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
-            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil)
+            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil,
+            insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
         let progress = ProgressReporter(io: io, user: options.user)
         let enrollment = DeviceEnrollment(
-            user: options.user, deviceName: deviceName, enrollmentCode: options.enrollmentCode)
+            user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
         let hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in
@@ -106,6 +111,25 @@ struct RegisterCommand {
             if error.oauthError?.error == .temporarilyUnavailable { throw error }
             return client.serverURL
         }
+    }
+
+    /// One line of standard input as the enrollment code (`--enrollment-code -`), so that the
+    /// code never appears in the process list or the shell history.
+    ///
+    /// - Throws: `.usage` when input ends first or the line is blank.
+    static func enrollmentCode(fromDescriptor descriptor: Int32) async throws(KeyAuthError) -> String {
+        let line: SecretBytes
+        do {
+            line = try await StandardInputSecretReader(fileDescriptor: descriptor).readLine(prompt: "", echo: false)
+        } catch {
+            guard error.code == .cancelled else { throw error }
+            throw CommandParser.usage("--enrollment-code -: standard input ended before the enrollment code", .register)
+        }
+        let code = line.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .whitespaces)
+        guard !code.isEmpty else {
+            throw CommandParser.usage("--enrollment-code -: the first line of standard input is empty", .register)
+        }
+        return code
     }
 
     /// The host name when it is a valid device name, else a neutral one.

@@ -37,7 +37,7 @@ struct StatusCommand {
                 "issuer": .string(account.issuer), "user": .string(account.user),
                 "device_name": .string(account.deviceName), "presence": .string(account.presence.rawValue),
                 "status": .string(account.status.rawValue), "has_key": .bool(keys.hasKey),
-                "token_valid": .bool(tokenValid),
+                "token_valid": .bool(tokenValid), "insecure_http": .bool(account.insecureHTTP),
             ]
             entry["kid"] = (publicKey?.fingerprint ?? account.keyID).map(JSONValue.string) ?? .null
             entry["key_bits"] = publicKey.map { .integer(Int64($0.bits)) } ?? .null
@@ -46,7 +46,8 @@ struct StatusCommand {
             entries.append(.object(entry))
 
             lines.append(name + (name == defaultName ? " (default)" : ""))
-            lines.append("  server:      \(account.serverURL)")
+            let plainHTTP = account.insecureHTTP ? " (plain HTTP allowed by --insecure-http)" : ""
+            lines.append("  server:      \(account.serverURL)\(plainHTTP)")
             if account.issuer != account.serverURL { lines.append("  issuer:      \(account.issuer)") }
             lines.append("  user:        \(account.user)")
             lines.append("  device:      \(account.deviceName)")

@@ -66,4 +66,14 @@ struct CommandHarness {
         let status = await KeyAuthCommand.run(arguments, io: io)
         return CommandResult(status: status, standardOutput: output.text, standardError: error.text)
     }
+
+    /// Runs `keyauth register` for `user` at `serverURL` with no presence check and a 2048-bit
+    /// key (the fastest registration), adding `extra` arguments.
+    func registerUnattended(
+        _ serverURL: String, user: String = "alice", extra: [String] = [], standardInput: String = ""
+    ) async -> CommandResult {
+        await run(
+            ["register", "--server", serverURL, "--user", user, "--bits", "2048", "--presence", "none"] + extra,
+            standardInput: standardInput)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthTestSupport
 
 /// Just enough of the keyauth server, behind a ``LoopbackHTTPResponder``, to run commands
 /// in-process: it checks proofs and assertions with the real JWT code, keeps devices in memory,
@@ -10,10 +11,19 @@ final class FakeKeyAuthServer: @unchecked Sendable {
         let user: String
         let name: String
         var status: String
+        var registeredFrom: String? = "192.0.2.10"
     }
 
     private let lock = NSLock()
     private var devices: [String: Device] = [:]
+    /// Key ids in registration order, the order the device list pages through.
+    private var order: [String] = []
+    /// The address new registrations are recorded as coming from.
+    var registrationAddress: String? {
+        get { lock.withLock { nextAddress } }
+        set { lock.withLock { nextAddress = newValue } }
+    }
+    private var nextAddress: String? = "192.0.2.10"
     private var tokens: [String: String] = [:]
     private var overrides: [String: LoopbackHTTPResponder.Response] = [:]
     private(set) var tokenRequests = 0
@@ -22,9 +32,13 @@ final class FakeKeyAuthServer: @unchecked Sendable {
 
     var url: String { responder.map(\.url) ?? "" }
 
-    init() throws {
-        responder = try LoopbackHTTPResponder { [unowned self] request in handle(request) }
+    /// Listens on `host`, 127.0.0.1 unless a test needs an address that is not loopback.
+    init(host: String = "127.0.0.1") throws {
+        responder = try LoopbackHTTPResponder(host: host) { [unowned self] request in handle(request) }
     }
+
+    /// Every request received, in order.
+    var requests: [LoopbackHTTPResponder.Request] { responder?.requests ?? [] }
 
     func stop() {
         responder?.stop()
@@ -51,11 +65,33 @@ final class FakeKeyAuthServer: @unchecked Sendable {
         lock.withLock { devices.filter { $0.value.status == status }.map(\.key) }
     }
 
+    /// Adds `count` devices of `user` that never log in, to fill pages of the device list.
+    func addDevices(_ count: Int, user: String, status: String = "active") {
+        lock.withLock {
+            for index in 0..<count {
+                let kid =
+                    "fake-device-" + String(index) + String(repeating: "x", count: max(0, 31 - String(index).count))
+                devices[kid] = Device(
+                    key: TestKeys.second.publicKey, user: user, name: "device \(index)", status: status,
+                    registeredFrom: "198.51.100.\(index % 250)")
+                order.append(kid)
+            }
+        }
+    }
+
+    private var deviceListQueries: [String] = []
+
+    /// The query strings of the device-list requests received.
+    var listQueries: [String] { lock.withLock { deviceListQueries } }
+
     private func handle(_ request: LoopbackHTTPResponder.Request) -> LoopbackHTTPResponder.Response? {
         let route = "\(request.method) \(request.path)"
         if let response = lock.withLock({ overrides[route] }) { return response }
         let issuer = "http://" + (request.headers["host"] ?? "")
-        switch (request.method, request.path) {
+        let parts = request.path.split(separator: "?", maxSplits: 1).map(String.init)
+        let path = parts.first ?? request.path
+        let query = parts.count == 2 ? parts[1] : ""
+        switch (request.method, path) {
         case ("GET", "/.well-known/openid-configuration"):
             return .json(200, "{\"issuer\":\"\(issuer)\",\"token_endpoint\":\"\(issuer)/oauth/token\"}")
         case ("POST", "/v1/devices"):
@@ -64,16 +100,37 @@ final class FakeKeyAuthServer: @unchecked Sendable {
             return token(request, issuer: issuer)
         case ("GET", "/v1/devices"):
             guard let user = bearerUser(request) else { return .oauthError(401, "invalid_token", "bad token") }
-            let entries = lock.withLock {
-                devices.filter { $0.value.user == user }.map { kid, device in
-                    "{\"kid\":\"\(kid)\",\"name\":\"\(device.name)\",\"status\":\"\(device.status)\","
-                        + "\"created_at\":\"2025-01-01T00:00:00Z\",\"last_login_at\":null}"
-                }
-            }
-            return .json(200, "{\"devices\":[\(entries.joined(separator: ","))]}")
+            return listPage(user: user, query: query)
         default:
             return manage(request)
         }
+    }
+
+    /// One page of the device list as PROTOCOL.md section 4 has it: `limit` (at most 100),
+    /// an opaque `cursor`, and `next_cursor` only while devices remain.
+    private func listPage(user: String, query: String) -> LoopbackHTTPResponder.Response {
+        var parameters: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let items = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            if items.count == 2 { parameters[items[0]] = items[1].removingPercentEncoding }
+        }
+        let limit = min(100, max(1, Int(parameters["limit"] ?? "") ?? 100))
+        let start = parameters["cursor"].flatMap { $0.hasPrefix("after:") ? Int($0.dropFirst(6)) : nil } ?? 0
+        return lock.withLock {
+            deviceListQueries.append(query)
+            let mine = order.filter { devices[$0]?.user == user }
+            let page = mine.dropFirst(start).prefix(limit)
+            let entries = page.compactMap { kid in devices[kid].map { entry(kid: kid, device: $0) } }
+            let next = start + page.count < mine.count ? ",\"next_cursor\":\"after:\(start + page.count)\"" : ""
+            return .json(200, "{\"devices\":[\(entries.joined(separator: ","))]\(next)}")
+        }
+    }
+
+    private func entry(kid: String, device: Device) -> String {
+        let address = device.registeredFrom.map { "\"\($0)\"" } ?? "null"
+        return "{\"kid\":\"\(kid)\",\"user\":\"\(device.user)\",\"name\":\"\(device.name)\","
+            + "\"status\":\"\(device.status)\",\"created_at\":\"2025-01-01T00:00:00Z\",\"last_login_at\":null,"
+            + "\"registered_from\":\(address)}"
     }
 
     private func register(_ request: LoopbackHTTPResponder.Request, issuer: String) -> LoopbackHTTPResponder.Response {
@@ -86,7 +143,10 @@ final class FakeKeyAuthServer: @unchecked Sendable {
         let kid = key.fingerprint
         let hasActive = lock.withLock { devices.values.contains { $0.user == user && $0.status == "active" } }
         let status = !hasActive || body["enrollment_code"]?.stringValue == "good-code" ? "active" : "pending"
-        lock.withLock { devices[kid] = Device(key: key, user: user, name: name, status: status) }
+        lock.withLock {
+            if devices[kid] == nil { order.append(kid) }
+            devices[kid] = Device(key: key, user: user, name: name, status: status, registeredFrom: nextAddress)
+        }
         return .json(
             status == "active" ? 201 : 202,
             "{\"kid\":\"\(kid)\",\"user\":\"\(user)\",\"name\":\"\(name)\",\"status\":\"\(status)\"}")
@@ -132,7 +192,7 @@ final class FakeKeyAuthServer: @unchecked Sendable {
             }
             if request.method == "POST", parts.count == 4, parts[3] == "approve", device.status == "pending" {
                 devices[kid]?.status = "active"
-                return .json(200, "{\"kid\":\"\(kid)\",\"status\":\"active\"}")
+                return .json(200, devices[kid].map { entry(kid: kid, device: $0) } ?? "{}")
             }
             if request.method == "DELETE", parts.count == 3 {
                 devices[kid]?.status = device.status == "pending" ? "denied" : "revoked"

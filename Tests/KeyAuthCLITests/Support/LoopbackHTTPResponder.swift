@@ -36,6 +36,9 @@ final class LoopbackHTTPResponder: @unchecked Sendable {
     }
 
     let port: UInt16
+    /// The IPv4 address listened on: 127.0.0.1 unless another loopback address was asked for,
+    /// which makes a second responder another origin (another host, not just another port).
+    let host: String
     private let listener: Int32
     private let handler: @Sendable (Request) -> Response?
     private let lock = NSLock()
@@ -43,13 +46,14 @@ final class LoopbackHTTPResponder: @unchecked Sendable {
     private var heldConnections: [Int32] = []
     private var stopped = false
 
-    var url: String { "http://127.0.0.1:\(port)" }
+    var url: String { "http://\(host):\(port)" }
 
     /// The requests received so far.
     var requests: [Request] { lock.withLock { received } }
 
-    init(handler: @escaping @Sendable (Request) -> Response?) throws {
+    init(host: String = "127.0.0.1", handler: @escaping @Sendable (Request) -> Response?) throws {
         self.handler = handler
+        self.host = host
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EIO) }
         var yes: Int32 = 1
@@ -57,7 +61,7 @@ final class LoopbackHTTPResponder: @unchecked Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

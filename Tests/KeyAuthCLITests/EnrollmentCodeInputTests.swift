@@ -1,0 +1,75 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+import Testing
+
+@Suite("keyauth register --enrollment-code -")
+struct EnrollmentCodeInputTests {
+    /// Runs `body` with a server where alice already has an active device, so that a second one
+    /// needs the code (the fake server's valid code is `good-code`) to be active at once, and
+    /// a fresh home for that second device.
+    private func withFirstDevice(
+        _ body: (FakeKeyAuthServer, CommandHarness) async throws -> Void
+    ) async throws {
+        let server = try FakeKeyAuthServer()
+        let first = CommandHarness()
+        let second = CommandHarness()
+        defer {
+            server.stop()
+            first.home.remove()
+            second.home.remove()
+        }
+        let result = await first.registerUnattended(server.url)
+        #expect(result.status == 0, "\(result.standardError)")
+        try await body(server, second)
+    }
+
+    @Test("the code is the first line of standard input and is sent, never shown")
+    func codeFromStandardInput() async throws {
+        try await withFirstDevice { server, second in
+            let result = await second.registerUnattended(
+                server.url, extra: ["--enrollment-code", "-"], standardInput: "  good-code \n")
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(server.keyIDs(withStatus: "active").count == 2)
+            let registration = try #require(server.requests.last { $0.method == "POST" && $0.path == "/v1/devices" })
+            #expect(try JSONValue(parsing: registration.body)["enrollment_code"] == .string("good-code"))
+            #expect(!result.standardOutput.contains("good-code"))
+            #expect(!result.standardError.contains("good-code"))
+        }
+    }
+
+    @Test("with --pin-stdin the code is the first line and the PIN the second")
+    func codeThenPIN() async throws {
+        try await withFirstDevice { server, second in
+            let result = await second.run(
+                [
+                    "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",
+                    "--enrollment-code", "-",
+                ], standardInput: "good-code\n135790\n")
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(server.keyIDs(withStatus: "active").count == 2)
+            let name = try second.accounts.resolve(nil)
+            #expect(try second.accounts.keyPairStore(for: name).isEncrypted())
+            let login = await second.run(["login", "--pin-stdin"], standardInput: "135790\n")
+            #expect(login.status == 0, "\(login.standardError)")
+        }
+    }
+
+    @Test("no line, or a blank one, is a usage error that registers nothing", arguments: ["", "\n", "   \n"])
+    func missingCode(input: String) async throws {
+        let server = try FakeKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let result = await harness.registerUnattended(
+            server.url, extra: ["--enrollment-code", "-"], standardInput: input)
+        #expect(result.status == 64)
+        #expect(result.errorLines.count == 1)
+        #expect(result.standardError.contains("--enrollment-code -"))
+        #expect(harness.accounts.accountNames().isEmpty)
+        #expect(server.requests.isEmpty)
+    }
+}
