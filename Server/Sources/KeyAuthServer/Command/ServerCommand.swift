@@ -14,6 +14,9 @@ public enum ServerCommand {
         public static let failure: Int32 = 1
         /// Bad arguments or configuration.
         public static let usage: Int32 = 64
+        /// A file that holds the server's secrets is exposed: a database file other users can
+        /// read or that belongs to another user (EX_DATAERR, as `keyauth` for key files).
+        public static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
         public static let unavailable: Int32 = 69
     }
@@ -71,7 +74,8 @@ public enum ServerCommand {
           --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
                                     [KEYAUTH_SERVER_ISSUER]
           --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
-                                    [KEYAUTH_SERVER_DB]
+                                    [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
+                                    it must be mode 600 and owned by the server's user
           --enrollment open|code    whether a first device needs a code from 'enroll', default open
                                     [KEYAUTH_SERVER_ENROLLMENT]
           --trust-proxy             count the last X-Forwarded-For hop as the client address; only
@@ -88,8 +92,12 @@ public enum ServerCommand {
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           -h, --help                this text
 
+        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
+        database: only serve does.
+
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
-        69 storage or address unavailable, 1 anything else.
+        65 a database file other users can read or that belongs to another user, 69 storage or
+        address unavailable (or no database for an admin command), 1 anything else.
 
         """
 
@@ -205,10 +213,14 @@ public enum ServerCommand {
     }
 
     /// Runs the command and returns the exit status. `serve` blocks until SIGTERM or SIGINT.
+    ///
+    /// Every verb first sets the umask to 077, so that whatever it creates (the SQLite database,
+    /// its `-wal` and `-shm` files) is private to the server's user from the first byte.
     public static func main(
         arguments: [String], environment: [String: String], output: Output = .process,
         log: any ServerLog = StandardErrorLog()
     ) -> Int32 {
+        umask(0o077)
         let action: Action
         do {
             action = try parse(arguments: arguments, environment: environment)
@@ -272,10 +284,10 @@ public enum ServerCommand {
     ) -> Int32 {
         let storage: any ServerStorage
         do {
-            storage = try StorageFactory.open(database)
+            storage = try StorageFactory.open(database, creatingIfMissing: false)
         } catch {
             output.error("keyauth-server: \(error.description)\n")
-            return error.code == .unsupported ? ExitStatus.usage : ExitStatus.unavailable
+            return exitStatus(for: error)
         }
         defer { storage.close() }
         do {
@@ -290,6 +302,16 @@ public enum ServerCommand {
         } catch {
             output.error("keyauth-server: \(error)\n")
             return ExitStatus.failure
+        }
+    }
+
+    /// The exit status for a storage failure at start: 64 for a kind of storage this build
+    /// lacks, 65 for an exposed database file, 69 for anything else (unreachable, missing).
+    private static func exitStatus(for error: StorageError) -> Int32 {
+        switch error.code {
+        case .unsupported: ExitStatus.usage
+        case .unprotected: ExitStatus.dataError
+        default: ExitStatus.unavailable
         }
     }
 
@@ -314,7 +336,7 @@ public enum ServerCommand {
             runner = try ServerRunner(configuration: configuration, log: log)
         } catch let error as StorageError {
             output.error("keyauth-server: \(error.description)\n")
-            return error.code == .unsupported ? ExitStatus.usage : ExitStatus.unavailable
+            return exitStatus(for: error)
         } catch let error as HTTPServerError {
             output.error("keyauth-server: \(error.message)\n")
             return ExitStatus.unavailable
