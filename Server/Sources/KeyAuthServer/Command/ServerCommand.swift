@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import KeyAuth
 
 /// The `keyauth-server` command line (PROTOCOL.md section 7): parsing, help, and the admin
 /// commands, as a library so that it is testable with injected arguments, environment and output.
@@ -14,8 +15,9 @@ public enum ServerCommand {
         public static let failure: Int32 = 1
         /// Bad arguments or configuration.
         public static let usage: Int32 = 64
-        /// A file that holds the server's secrets is exposed: a database file other users can
-        /// read or that belongs to another user (EX_DATAERR, as `keyauth` for key files).
+        /// A file that holds the server's secrets is exposed or unusable: a database or signing
+        /// key file other users can read or that belongs to another user, or a signing key that
+        /// is missing or not a usable RSA key (EX_DATAERR, as `keyauth` for key files).
         public static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
         public static let unavailable: Int32 = 69
@@ -89,6 +91,10 @@ public enum ServerCommand {
                                     [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
           --signing-key-bits N      size of the signing key made on first start, 2048 (default),
                                     3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
+          --signing-key-file PATH   sign with this unencrypted PEM RSA key (2048 to 4096 bits, mode
+                                    600, owned by the server's user) instead of a key kept in the
+                                    database; it is then the only key published and accepted
+                                    [KEYAUTH_SERVER_SIGNING_KEY_FILE]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           -h, --help                this text
 
@@ -96,8 +102,9 @@ public enum ServerCommand {
         database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
-        65 a database file other users can read or that belongs to another user, 69 storage or
-        address unavailable (or no database for an admin command), 1 anything else.
+        65 a database or signing key file other users can read or that belongs to another user,
+        or a signing key file that is missing or not a usable RSA key, 69 storage or address
+        unavailable (or no database for an admin command), 1 anything else.
 
         """
 
@@ -199,6 +206,10 @@ public enum ServerCommand {
                 throw ServerConfigurationError("--signing-key-bits: expected 2048, 3072 or 4096")
             }
             configuration.signingKeyBits = value
+        }
+        if let file = setting("--signing-key-file", "SIGNING_KEY_FILE") {
+            guard !file.isEmpty else { throw ServerConfigurationError("--signing-key-file: empty path") }
+            configuration.signingKeyFile = file
         }
         return configuration
     }
@@ -315,6 +326,12 @@ public enum ServerCommand {
         }
     }
 
+    /// Whether `error` says the signing key (from its file or from storage) cannot be used:
+    /// missing, exposed, corrupt or against the key policy. Bad data, not a crash: exit 65.
+    private static func isUnusableKey(_ error: KeyAuthError) -> Bool {
+        [.keyNotFound, .keyUnprotected, .keyCorrupt, .keyRejected].contains(error.code)
+    }
+
     /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
     static func serve(_ configuration: ServerConfiguration, output: Output, log: any ServerLog) -> Int32 {
         // Signals become events on a dispatch source instead of killing the process; SIGPIPE
@@ -340,6 +357,9 @@ public enum ServerCommand {
         } catch let error as HTTPServerError {
             output.error("keyauth-server: \(error.message)\n")
             return ExitStatus.unavailable
+        } catch let error as KeyAuthError where Self.isUnusableKey(error) {
+            output.error("keyauth-server: \(error.message)\n")
+            return ExitStatus.dataError
         } catch {
             output.error("keyauth-server: cannot start: \(error)\n")
             return ExitStatus.failure
@@ -348,7 +368,8 @@ public enum ServerCommand {
         output.error(
             "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
-                + "enrollment \(configuration.enrollment.rawValue))\n")
+                + "enrollment \(configuration.enrollment.rawValue)"
+                + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + ")\n")
         stopRequested.wait()
         output.error("keyauth-server: stopping: finishing requests in progress\n")
         runner.stop()

@@ -41,6 +41,9 @@ public struct ServerConfiguration: Sendable {
     public var maximumAssertionLifetime: Int64 = 300
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
+    /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
+    /// the database; see ``ServerSigningKeys/load(file:)``.
+    public var signingKeyFile: String?
     /// libmicrohttpd worker threads (`--threads`); see ``HTTPServerOptions/threadPoolSize``.
     public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
     /// Simultaneous connections (`--max-connections`).

@@ -18,7 +18,8 @@ public final class KeyAuthResponder: HTTPResponder {
     /// The issuer URL all tokens name.
     public let issuer: String
 
-    /// Builds the application on `storage`, loading the server's signing key or creating one.
+    /// Builds the application on `storage`, loading the server's signing key (from the key file
+    /// when one is configured, else from storage) or creating one.
     ///
     /// - Parameters:
     ///   - configuration: the settings (issuer aside).
@@ -34,7 +35,12 @@ public final class KeyAuthResponder: HTTPResponder {
     ) throws {
         // Made now rather than on the first unknown key, so no request pays for it.
         _ = DeviceKeyLookup.decoy
-        let keys = try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+        let keys =
+            if let file = configuration.signingKeyFile {
+                try ServerSigningKeys.load(file: file)
+            } else {
+                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+            }
         let settings = KeyAuthService.Settings(
             issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
             leeway: configuration.leeway, maximumAssertionLifetime: configuration.maximumAssertionLifetime,
