@@ -24,8 +24,9 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$wo
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 keyauth_port=$(free_port)
+# All load comes from one address by design: no per-address limits.
 "$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 100000 --quiet \
-    2>/dev/null &
+    --max-connections-per-address 0 2>/dev/null &
 keyauth_pid=$!
 pids+=("$keyauth_pid")
 node_port=$(free_port)

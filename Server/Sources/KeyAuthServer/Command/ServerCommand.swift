@@ -87,7 +87,14 @@ public enum ServerCommand {
           --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
           --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
-          --connection-timeout S    idle seconds before a connection closes, default 30
+          --max-connections-per-address N
+                                    simultaneous connections from one IP address, 0 for no limit;
+                                    default 32, or 0 with --trust-proxy (limit at the proxy)
+                                    [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
+          --request-timeout S       seconds a connection has to send each whole request, from its
+                                    start or the previous response, default 10
+                                    [KEYAUTH_SERVER_REQUEST_TIMEOUT]
+          --connection-timeout S    idle seconds before a connection closes, default 10
                                     [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
           --signing-key-bits N      size of the signing key made on first start, 2048 (default),
                                     3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
@@ -197,6 +204,15 @@ public enum ServerCommand {
         if let value = try number("--threads", "THREADS", 1...256) { configuration.threads = value }
         if let value = try number("--max-connections", "MAX_CONNECTIONS", 1...1_000_000) {
             configuration.connectionLimit = value
+        }
+        if let value = try number("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", 0...1_000_000) {
+            configuration.connectionsPerAddressLimit = value
+        } else if configuration.trustProxy {
+            // Every connection comes from the proxy: a per-address limit would cap the proxy.
+            configuration.connectionsPerAddressLimit = 0
+        }
+        if let value = try number("--request-timeout", "REQUEST_TIMEOUT", 1...3600) {
+            configuration.requestTimeoutSeconds = value
         }
         if let value = try number("--connection-timeout", "CONNECTION_TIMEOUT", 1...3600) {
             configuration.connectionTimeoutSeconds = value

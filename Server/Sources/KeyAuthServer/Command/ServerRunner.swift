@@ -13,7 +13,7 @@ public final class ServerRunner: Sendable {
     public let responder: KeyAuthResponder
     /// The store, closed by ``stop()``.
     public let storage: any ServerStorage
-    private let cleanup: CleanupTimer
+    private let cleanup: RepeatingTimer
 
     /// The bound port.
     public var port: UInt16 { server.port }
@@ -37,7 +37,9 @@ public final class ServerRunner: Sendable {
         var options = HTTPServerOptions(address: configuration.listen)
         options.threadPoolSize = configuration.threads
         options.connectionLimit = configuration.connectionLimit
+        options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
         options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
+        options.requestTimeoutSeconds = configuration.requestTimeoutSeconds
         options.maximumBodySize = configuration.maximumBodySize
         do {
             if configuration.issuer != nil || configuration.listen.port != 0 {
@@ -63,7 +65,7 @@ public final class ServerRunner: Sendable {
         self.storage = storage
         let responder = self.responder
         responder.purgeExpired()
-        cleanup = CleanupTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
+        cleanup = RepeatingTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
     }
 
     /// Stops accepting connections, finishes requests in progress, stops the cleanup and closes
@@ -88,30 +90,5 @@ private final class ResponderSlot: HTTPResponder {
             return HTTPResponse(error: StorageError(.unavailable, "starting"))
         }
         return installed.respond(to: request)
-    }
-}
-
-/// Runs `action` every `intervalSeconds` on a background queue until cancelled.
-final class CleanupTimer: Sendable {
-    private let timer: Mutex<DispatchSourceTimer?>
-
-    init(intervalSeconds: Int, action: @escaping @Sendable () -> Void) {
-        let source = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
-        let interval = DispatchTimeInterval.seconds(max(intervalSeconds, 1))
-        source.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
-        source.setEventHandler(handler: action)
-        source.resume()
-        timer = Mutex(source)
-    }
-
-    func cancel() {
-        timer.withLock { timer in
-            timer?.cancel()
-            timer = nil
-        }
-    }
-
-    deinit {
-        cancel()
     }
 }

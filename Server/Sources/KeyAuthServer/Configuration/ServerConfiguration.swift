@@ -48,8 +48,17 @@ public struct ServerConfiguration: Sendable {
     public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
-    /// Idle seconds before a connection is closed (`--connection-timeout`).
-    public var connectionTimeoutSeconds: Int = 30
+    /// Simultaneous connections from one address, 0 for no limit
+    /// (`--max-connections-per-address`; see ``HTTPServerOptions/connectionsPerAddressLimit``).
+    /// The command line makes it 0 with `--trust-proxy` unless given: behind a proxy every
+    /// connection comes from the proxy's address.
+    public var connectionsPerAddressLimit: Int = HTTPServerOptions.defaultConnectionsPerAddressLimit
+    /// Idle seconds before a connection is closed (`--connection-timeout`; see
+    /// ``HTTPServerOptions/connectionTimeoutSeconds``).
+    public var connectionTimeoutSeconds: Int = HTTPServerOptions.defaultConnectionTimeoutSeconds
+    /// Seconds a connection has to deliver each complete request (`--request-timeout`; see
+    /// ``RequestDeadlines``).
+    public var requestTimeoutSeconds: Int = HTTPServerOptions.defaultRequestTimeoutSeconds
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
     public var maximumBodySize: Int = 64 * 1024
     /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters.
