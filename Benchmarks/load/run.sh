@@ -24,9 +24,10 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$wo
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 keyauth_port=$(free_port)
-# All load comes from one address by design: no per-address limits.
+# All load comes from one address by design: no per-address limits. No metrics listener: the
+# port after the free one found above may be taken.
 "$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 100000 --quiet \
-    --max-connections-per-address 0 2>/dev/null &
+    --max-connections-per-address 0 --metrics-listen off 2>/dev/null &
 keyauth_pid=$!
 pids+=("$keyauth_pid")
 node_port=$(free_port)

@@ -16,7 +16,8 @@ work=$(mktemp -d /tmp/keyauth-login-bench.XXXXXX)
 server_pid=""
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet 2>/dev/null &
+# No metrics listener: the port after the free one found above may be taken.
+"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --metrics-listen off 2>/dev/null &
 server_pid=$!
 for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
 

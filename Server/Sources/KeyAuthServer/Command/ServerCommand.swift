@@ -80,6 +80,10 @@ public enum ServerCommand {
                                     it must be mode 600 and owned by the server's user
           --enrollment open|code    whether a first device needs a code from 'enroll', default open
                                     [KEYAUTH_SERVER_ENROLLMENT]
+          --metrics-listen HOST:PORT|off
+                                    where /metrics and /healthz are served, apart from the public
+                                    listener; default 127.0.0.1 on the --listen port + 1
+                                    [KEYAUTH_SERVER_METRICS_LISTEN]
           --trust-proxy             count the last X-Forwarded-For hop as the client address; only
                                     behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
           --rate-limit N            failed logins/registrations per address and minute, default 10
@@ -182,6 +186,13 @@ public enum ServerCommand {
                 !issuer.contains("#"), !issuer.contains(" ")
             else { throw ServerConfigurationError("--issuer: expected an http:// or https:// URL, got \(issuer)") }
             configuration.issuer = issuer
+        }
+        if let metrics = setting("--metrics-listen", "METRICS_LISTEN") {
+            configuration.metricsListener =
+                metrics == "off" ? .off : .address(try ListenAddress(parsing: metrics, flag: "--metrics-listen"))
+        } else if configuration.listen.port == UInt16.max {
+            throw ServerConfigurationError(
+                "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
         }
         if let database = setting("--db", "DB") {
             guard !database.isEmpty else { throw ServerConfigurationError("--db: empty path") }
@@ -380,17 +391,25 @@ public enum ServerCommand {
             output.error("keyauth-server: cannot start: \(error)\n")
             return ExitStatus.failure
         }
-        let address = runner.server.address.isIPv6 ? "[\(runner.server.address.host)]" : runner.server.address.host
+        let address = Self.urlHost(runner.server.address)
+        // On the same line, so that whoever waits for "listening on" finds the metrics port too.
+        let metrics = runner.metricsServer.map { "metrics on http://\(Self.urlHost($0.address)):\($0.port)/metrics" }
         output.error(
             "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
                 + "enrollment \(configuration.enrollment.rawValue)"
-                + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + ")\n")
+                + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
+                + (metrics ?? "metrics off") + "\n")
         stopRequested.wait()
         output.error("keyauth-server: stopping: finishing requests in progress\n")
         runner.stop()
         output.error("keyauth-server: stopped\n")
         return ExitStatus.success
+    }
+
+    /// The host of `address` as a URL writes it (IPv6 in brackets).
+    private static func urlHost(_ address: ListenAddress) -> String {
+        address.isIPv6 ? "[\(address.host)]" : address.host
     }
 
     /// The process environment as a dictionary.

@@ -9,6 +9,8 @@ import Synchronization
 public final class ServerRunner: Sendable {
     /// The HTTP transport.
     public let server: HTTPServer
+    /// The metrics listener, unless it is off.
+    public let metricsServer: HTTPServer?
     /// The application.
     public let responder: KeyAuthResponder
     /// The store, closed by ``stop()``.
@@ -17,10 +19,13 @@ public final class ServerRunner: Sendable {
 
     /// The bound port.
     public var port: UInt16 { server.port }
+    /// The metrics listener's bound port, or nil when it is off.
+    public var metricsPort: UInt16? { metricsServer?.port }
     /// The issuer URL (configured, or derived from the bound address).
     public var issuer: String { responder.issuer }
 
-    /// Opens storage, loads or creates the signing key, starts listening and schedules cleanup.
+    /// Opens storage, loads or creates the signing key, starts listening (publicly, and for
+    /// metrics unless that is off) and schedules cleanup.
     ///
     /// - Parameters:
     ///   - configuration: the settings.
@@ -62,6 +67,21 @@ public final class ServerRunner: Sendable {
             storage.close()
             throw error
         }
+        if let metricsAddress = configuration.metricsAddress {
+            // A few threads and connections: one scraper and an operator's curl.
+            var metricsOptions = HTTPServerOptions(address: metricsAddress)
+            metricsOptions.threadPoolSize = 2
+            metricsOptions.connectionLimit = 64
+            do {
+                metricsServer = try HTTPServer(responder: responder.operations, options: metricsOptions)
+            } catch {
+                server.stop()
+                storage.close()
+                throw HTTPServerError(message: "\(error.message) for metrics; pass --metrics-listen HOST:PORT or off")
+            }
+        } else {
+            metricsServer = nil
+        }
         self.storage = storage
         let responder = self.responder
         responder.purgeExpired()
@@ -72,6 +92,7 @@ public final class ServerRunner: Sendable {
     /// storage. Idempotent.
     public func stop() {
         server.stop()
+        metricsServer?.stop()
         cleanup.cancel()
         storage.close()
     }

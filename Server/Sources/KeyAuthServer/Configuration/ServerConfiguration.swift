@@ -6,6 +6,17 @@ public enum EnrollmentMode: String, Sendable, CaseIterable {
     case code
 }
 
+/// Where `/metrics` is served (`--metrics-listen`).
+public enum MetricsListener: Sendable, Equatable {
+    /// 127.0.0.1 on the port after the public listener's (`127.0.0.1:8089` beside `:8088`), or a
+    /// port the kernel picks when the public one is 0: loopback only unless told otherwise.
+    case besidePublicListener
+    /// This address.
+    case address(ListenAddress)
+    /// No metrics listener (`off`).
+    case off
+}
+
 /// Everything `keyauth-server serve` can be told, with the documented defaults.
 ///
 /// Filled from flags and `KEYAUTH_SERVER_*` environment variables by ``ServerCommand``; tests
@@ -65,10 +76,25 @@ public struct ServerConfiguration: Sendable {
     public var cleanupIntervalSeconds: Int = 60
     /// Whether to write one line per request to stderr.
     public var logRequests: Bool = true
+    /// Where `/metrics` (and `/healthz`) are served apart from the public listener.
+    public var metricsListener: MetricsListener = .besidePublicListener
 
     /// A configuration with every default, listening on `listen`.
     public init(listen: ListenAddress) {
         self.listen = listen
+    }
+
+    /// The metrics listener's address, or nil when it is off.
+    ///
+    /// Beside a public port of 0 (tests), or of 65535 (which has no next port; the command line
+    /// refuses that default), the kernel picks the port.
+    public var metricsAddress: ListenAddress? {
+        switch metricsListener {
+        case .off: nil
+        case .address(let address): address
+        case .besidePublicListener:
+            .loopback(port: listen.port == 0 || listen.port == UInt16.max ? 0 : listen.port + 1)
+        }
     }
 
     /// The issuer, or `http://HOST:PORT` when none was configured.

@@ -2,7 +2,8 @@ import Glibc
 import KeyAuth
 
 /// The HTTP face of the server: routes requests, parses bodies, applies the rate limit, and
-/// turns results and errors into responses; also counts metrics and writes the request log.
+/// turns results and errors into responses; also counts metrics (served by ``operations`` on
+/// the metrics listener) and writes the request log.
 ///
 /// Plain Swift with no socket in sight, so every rule of PROTOCOL.md is testable by calling
 /// ``respond(to:)`` with ``HTTPRequest`` values.
@@ -11,6 +12,8 @@ public final class KeyAuthResponder: HTTPResponder {
     let signingKeys: ServerSigningKeys
     let rateLimiter: FailureRateLimiter
     let metrics = ServerMetrics()
+    /// The metrics listener's application, sharing this one's metrics and storage.
+    public let operations: OperationsResponder
     let log: any ServerLog
     let trustProxy: Bool
     let logRequests: Bool
@@ -54,6 +57,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
             now: now)
         signingKeys = keys
+        operations = OperationsResponder(metrics: metrics, storage: storage)
         rateLimiter = FailureRateLimiter(
             limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now)
         self.log = log
@@ -134,10 +138,7 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.openIDConfiguration, _):
             return .json(openIDConfiguration, headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
-            try service.storage.healthCheck()
-            return .json(.object(["status": "ok"]))
-        case (.metrics, _):
-            return .text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            return try operations.health()
         }
     }
 
