@@ -61,10 +61,7 @@ struct MetricsListenerTests {
     @Test("the default is loopback on the next port (any port beside port 0); flags, variables and errors")
     func parsing() throws {
         func metrics(_ arguments: [String], _ environment: [String: String] = [:]) throws -> String? {
-            guard
-                case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)
-            else { throw TestFailure("not serve") }
-            return configuration.metricsAddress?.description
+            try serveConfiguration(arguments, environment).metricsAddress?.description
         }
         #expect(try metrics([]) == "127.0.0.1:8089")
         #expect(try metrics(["--listen", "0.0.0.0:9000"]) == "127.0.0.1:9001")

@@ -136,10 +136,7 @@ struct SigningKeyFileTests {
     @Test("--signing-key-file and KEYAUTH_SERVER_SIGNING_KEY_FILE name the file; an empty one is a usage error")
     func parsing() throws {
         func file(_ arguments: [String], _ environment: [String: String]) throws -> String? {
-            guard
-                case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)
-            else { throw TestFailure("not serve") }
-            return configuration.signingKeyFile
+            try serveConfiguration(arguments, environment).signingKeyFile
         }
         #expect(try file([], [:]) == nil)
         #expect(try file([], ["KEYAUTH_SERVER_SIGNING_KEY_FILE": "/run/credentials/k.pem"]) == "/run/credentials/k.pem")

@@ -115,19 +115,15 @@ struct SlowClientTests {
 
     @Test("flags: 32 connections per address by default, none with --trust-proxy; 10 s request and idle timeouts")
     func flags() throws {
-        func serve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
-            guard
-                case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)
-            else { throw TestFailure("not serve") }
-            return configuration
-        }
-        let defaults = try serve([])
+        let defaults = try serveConfiguration([])
         #expect(defaults.connectionsPerAddressLimit == 32)
         #expect(defaults.requestTimeoutSeconds == 10)
         #expect(defaults.connectionTimeoutSeconds == 10)
-        #expect(try serve(["--trust-proxy"]).connectionsPerAddressLimit == 0)
-        #expect(try serve(["--trust-proxy", "--max-connections-per-address", "500"]).connectionsPerAddressLimit == 500)
-        let fromEnvironment = try serve(
+        #expect(try serveConfiguration(["--trust-proxy"]).connectionsPerAddressLimit == 0)
+        #expect(
+            try serveConfiguration(["--trust-proxy", "--max-connections-per-address", "500"]).connectionsPerAddressLimit
+                == 500)
+        let fromEnvironment = try serveConfiguration(
             [],
             [
                 "KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS": "0", "KEYAUTH_SERVER_REQUEST_TIMEOUT": "30",
@@ -137,7 +133,7 @@ struct SlowClientTests {
         #expect(fromEnvironment.requestTimeoutSeconds == 30)
         #expect(fromEnvironment.connectionTimeoutSeconds == 5)
         for bad in [["--max-connections-per-address", "-1"], ["--request-timeout", "0"], ["--request-timeout", "x"]] {
-            #expect(throws: ServerConfigurationError.self) { _ = try serve(bad) }
+            #expect(throws: ServerConfigurationError.self) { _ = try serveConfiguration(bad) }
         }
     }
 }

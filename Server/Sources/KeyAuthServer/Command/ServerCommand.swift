@@ -87,7 +87,10 @@ public enum ServerCommand {
           --trust-proxy             count the last X-Forwarded-For hop as the client address; only
                                     behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
           --rate-limit N            failed logins/registrations per address and minute, default 10
-                                    [KEYAUTH_SERVER_RATE_LIMIT]
+                                    [KEYAUTH_SERVER_RATE_LIMIT]; an address is an IPv4 address or
+                                    an IPv6 /64
+          --registration-limit N    registrations per address and minute, successful or not,
+                                    default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
           --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
           --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
@@ -209,6 +212,9 @@ public enum ServerCommand {
         let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
         configuration.logRequests = !(flags.bool("--quiet") ?? quiet ?? false)
         if let value = try number("--rate-limit", "RATE_LIMIT", 1...100_000) { configuration.failureLimit = value }
+        if let value = try number("--registration-limit", "REGISTRATION_LIMIT", 1...100_000) {
+            configuration.registrationLimit = value
+        }
         if let value = try number("--token-lifetime", "TOKEN_LIFETIME", 60...86_400) {
             configuration.accessTokenLifetime = Int64(value)
         }

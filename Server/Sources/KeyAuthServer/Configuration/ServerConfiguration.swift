@@ -36,7 +36,10 @@ public struct ServerConfiguration: Sendable {
     public var trustProxy: Bool = false
     /// Failed logins and registrations allowed per client address and window (`--rate-limit`).
     public var failureLimit: Int = 10
-    /// The rate-limit window in seconds.
+    /// Registration attempts allowed per client address and window, successful or not
+    /// (`--registration-limit`).
+    public var registrationLimit: Int = 20
+    /// The rate-limit window in seconds, for both limits.
     public var failureWindowSeconds: Int64 = 60
     /// Access token lifetime in seconds (`--token-lifetime`, PROTOCOL.md section 3: 900).
     public var accessTokenLifetime: Int64 = 900

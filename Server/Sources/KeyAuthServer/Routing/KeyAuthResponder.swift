@@ -1,4 +1,3 @@
-import Glibc
 import KeyAuth
 
 /// The HTTP face of the server: routes requests, parses bodies, applies the rate limit, and
@@ -10,7 +9,10 @@ import KeyAuth
 public final class KeyAuthResponder: HTTPResponder {
     let service: KeyAuthService
     let signingKeys: ServerSigningKeys
-    let rateLimiter: FailureRateLimiter
+    /// Failed logins and registrations per address.
+    let rateLimiter: AddressRateLimiter
+    /// Registration attempts per address, successful or not.
+    let registrationLimiter: AddressRateLimiter
     let metrics = ServerMetrics()
     /// The metrics listener's application, sharing this one's metrics and storage.
     public let operations: OperationsResponder
@@ -58,8 +60,10 @@ public final class KeyAuthResponder: HTTPResponder {
             now: now)
         signingKeys = keys
         operations = OperationsResponder(metrics: metrics, storage: storage)
-        rateLimiter = FailureRateLimiter(
+        rateLimiter = AddressRateLimiter(
             limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now)
+        registrationLimiter = AddressRateLimiter(
+            limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now)
         self.log = log
         self.trustProxy = configuration.trustProxy
         self.logRequests = configuration.logRequests
@@ -95,6 +99,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// rate-limit counters.
     public func purgeExpired() {
         rateLimiter.purge()
+        registrationLimiter.purge()
         do {
             let now = service.now()
             try service.storage.purgeExpiredJTIs(now: now)
@@ -120,7 +125,9 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.token, _):
             return try limited(request, record: metrics.recordLogin) { try token(request) }
         case (.devices, "POST"):
-            return try limited(request, record: metrics.recordRegistration) { try register(request) }
+            return try limited(request, attempts: registrationLimiter, record: metrics.recordRegistration) {
+                try register(request)
+            }
         case (.devices, _):
             let actor = try service.authenticate(bearer: try bearerToken(request))
             let devices = try service.listDevices(of: actor)
@@ -142,16 +149,29 @@ public final class KeyAuthResponder: HTTPResponder {
         }
     }
 
-    /// Runs a login or registration under the per-address failure limit, counting failures
-    /// (client errors other than `authorization_pending`, which polling clients get by design)
-    /// and recording the result for metrics.
+    /// Runs a login or registration under the per-address limits, counting failures (client
+    /// errors other than `authorization_pending`, which polling clients get by design) and
+    /// recording the result for metrics.
+    ///
+    /// - Parameter attempts: a second budget that counts every attempt that gets past the
+    ///   limits, successful or not (registrations: each valid one stores a device, pending ones
+    ///   included, so even valid ones must not come in floods).
     private func limited(
-        _ request: HTTPRequest, record: (String) -> Void, _ body: () throws -> (HTTPResponse, String)
+        _ request: HTTPRequest, attempts: AddressRateLimiter? = nil, record: (String) -> Void,
+        _ body: () throws -> (HTTPResponse, String)
     ) throws -> HTTPResponse {
-        let address = clientAddress(of: request)
+        let address = RateLimitKey(address: clientAddress(of: request))
         if let retryAfter = rateLimiter.retryAfter(for: address) {
             record("slow_down")
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
+        }
+        if let attempts {
+            if let retryAfter = attempts.retryAfter(for: address) {
+                record("slow_down")
+                throw ServiceError(
+                    .slowDown(retryAfter: retryAfter), "too many registrations from this address; retry later")
+            }
+            attempts.record(address)
         }
         do {
             let (response, result) = try body()
@@ -159,7 +179,7 @@ public final class KeyAuthResponder: HTTPResponder {
             return response
         } catch let error as ServiceError {
             record(error.kind.statusAndCode.code)
-            if error.kind != .authorizationPending { rateLimiter.recordFailure(for: address) }
+            if error.kind != .authorizationPending { rateLimiter.record(address) }
             throw error
         } catch let error as StorageError {
             record("temporarily_unavailable")
@@ -260,15 +280,9 @@ public final class KeyAuthResponder: HTTPResponder {
     /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
     func clientAddress(of request: HTTPRequest) -> String {
         guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
-            let last = header.split(separator: ",").last?.trimmingWhitespace(), Self.isIPAddress(last)
+            let last = header.split(separator: ",").last?.trimmingWhitespace(), RateLimitKey(parsing: last) != nil
         else { return request.clientAddress }
         return last
-    }
-
-    private static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
     /// Methods outside the known set share one label, so clients cannot grow the metrics.

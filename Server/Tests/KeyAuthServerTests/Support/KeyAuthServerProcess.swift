@@ -39,7 +39,8 @@ final class KeyAuthServerProcess {
             name: name,
             arguments: [
                 "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
-                "--rate-limit", "100000", "--signing-key-bits", "2048", "--threads", "4",
+                "--rate-limit", "100000", "--registration-limit", "100000", "--signing-key-bits", "2048",
+                "--threads", "4",
             ], logPath: logPath)
     }
 
