@@ -71,10 +71,11 @@ let package = Package(
             path: "Server/Sources/keyauth-server"
         ),
 
-        // Release-mode benchmark: RS256 against `openssl speed`, and the server under load.
+        // Release-mode benchmark: RS256 against `openssl speed`, the server under load, and the
+        // server's rate limiter.
         .executableTarget(
             name: "keyauth-bench",
-            dependencies: ["KeyAuth"],
+            dependencies: ["KeyAuth", "KeyAuthServer"],
             path: "Benchmarks/keyauth-bench"
         ),
 

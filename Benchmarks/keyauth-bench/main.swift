@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthServer
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -23,6 +24,12 @@ import KeyAuth
 // wrong PIN, for the scrypt encryption keyauth writes and for the PBKDF2 it wrote before,
 // alternating between them so that both see the same machine. `--scrypt-p` adds other scrypt
 // parallelisation values, to choose the standard one.
+//
+//   swift run -c release keyauth-bench rate-limiter [--addresses N] [--threads N]
+//
+// `rate-limiter` fills the server's per-address limiter to its bound (100,000 addresses by
+// default) and then times counting new addresses, each of which evicts the stalest one: the
+// cost an attacker with many addresses imposes on every login.
 
 struct Rate {
     let operations: Int
@@ -244,6 +251,45 @@ func post(_ url: String, body: [UInt8]) throws -> Int {
     return status.value ?? 0
 }
 
+/// Times ``AddressRateLimiter`` at its bound: first one thread, then `threads` at once.
+func rateLimiterBenchmark(addresses: Int, threads: Int) {
+    let limiter = AddressRateLimiter(limit: 10, window: 60, maximumAddresses: addresses, now: { 1_000_000 })
+    // Distinct IPv6 /64s: 2001:db8::/32 followed by a counter.
+    func key(_ index: Int) -> RateLimitKey {
+        RateLimitKey(address: "2001:db8:\(String(index >> 16, radix: 16)):\(String(index & 0xFFFF, radix: 16))::1")
+    }
+    let newKeys = (0..<(addresses * 4)).map { key(addresses + $0) }
+    for index in 0..<addresses { limiter.record(key(index)) }
+    print("tracked addresses: \(limiter.trackedAddresses) (bound \(addresses))")
+
+    let clock = ContinuousClock()
+    let single = newKeys.count / 2
+    var start = clock.now
+    for index in 0..<single { limiter.record(newKeys[index]) }
+    let singleSeconds = (clock.now - start) / .seconds(1)
+    print(
+        String(
+            format: "1 thread: %d new addresses, %.3f µs each (%.0f/s), tracked %d", single,
+            singleSeconds / Double(single) * 1e6, Double(single) / singleSeconds, limiter.trackedAddresses))
+
+    let perThread = (newKeys.count - single) / threads
+    start = clock.now
+    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+        let first = single + thread * perThread
+        for index in first..<(first + perThread) {
+            _ = limiter.retryAfter(for: newKeys[index])
+            limiter.record(newKeys[index])
+        }
+    }
+    let parallelSeconds = (clock.now - start) / .seconds(1)
+    let total = perThread * threads
+    print(
+        String(
+            format: "%d threads: %d new addresses (check + count), %.3f µs each in wall time (%.0f/s), tracked %d",
+            threads, total, parallelSeconds / Double(total) * 1e6, Double(total) / parallelSeconds,
+            limiter.trackedAddresses))
+}
+
 func option(_ name: String, in arguments: [String]) -> String? {
     guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
     return arguments[index + 1]
@@ -273,6 +319,10 @@ case "pin":
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
     }
+case "rate-limiter":
+    rateLimiterBenchmark(
+        addresses: Int(option("--addresses", in: arguments) ?? "") ?? AddressRateLimiter.defaultMaximumAddresses,
+        threads: Int(option("--threads", in: arguments) ?? "") ?? 4)
 case "load-prepare":
     let rest = Array(arguments.dropFirst())
     let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer"]
@@ -320,7 +370,7 @@ case "timing":
 default:
     FileHandle.standardError.write(
         Data(
-            ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] | load-prepare ... "
-                + "| timing --server URL ...\n").utf8))
+            ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | timing --server URL ...\n").utf8))
     exit(64)
 }

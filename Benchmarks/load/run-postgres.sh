@@ -58,9 +58,12 @@ issuer="http://keyauth.bench"
 start() {
     local name=$1 db=$2
     port=$(free_port)
-    # Open enrollment (loopback only): the benchmark registers first devices without codes.
+    # Open enrollment (loopback only): the benchmark registers first devices without codes. All
+    # load comes from one address by design: no per-address limits. No metrics listener: the port
+    # after the free one found above may be taken.
     "$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$db" --issuer "$issuer" --rate-limit 100000 \
-        --quiet --enrollment open 2>"$work/$name.log" &
+        --registration-limit 100000 --max-connections-per-address 0 --metrics-listen off --quiet \
+        --enrollment open 2>"$work/$name.log" &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0; sleep 0.1; done

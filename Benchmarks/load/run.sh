@@ -25,9 +25,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 keyauth_port=$(free_port)
 # Open enrollment (development mode, loopback only): the benchmark registers first devices
-# without enrollment codes.
+# without enrollment codes. All load comes from one address by design: no per-address limits.
+# No metrics listener: the port after the free one found above may be taken.
 "$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 100000 --quiet \
-    --enrollment open 2>/dev/null &
+    --registration-limit 100000 --max-connections-per-address 0 --metrics-listen off --enrollment open 2>/dev/null &
 keyauth_pid=$!
 pids+=("$keyauth_pid")
 node_port=$(free_port)

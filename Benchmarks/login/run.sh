@@ -16,8 +16,10 @@ work=$(mktemp -d /tmp/keyauth-login-bench.XXXXXX)
 server_pid=""
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# Open enrollment (loopback only): the benchmark registers its device without a code.
-"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --enrollment open 2>/dev/null &
+# Open enrollment (loopback only): the benchmark registers its device without a code. No metrics
+# listener: the port after the free one found above may be taken.
+"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --enrollment open \
+    --metrics-listen off 2>/dev/null &
 server_pid=$!
 for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
 

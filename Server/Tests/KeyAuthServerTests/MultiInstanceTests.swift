@@ -291,7 +291,7 @@ extension PostgresStorageTests {
 }
 
 /// The keys of a JWK set by `kid`, as a relying party holds them.
-private struct KeySetResolver: JWTKeyResolver {
+struct KeySetResolver: JWTKeyResolver {
     let keys: [String: RSAPublicKey]
 
     func publicKey(forKeyID keyID: String) -> RSAPublicKey? {
@@ -300,7 +300,7 @@ private struct KeySetResolver: JWTKeyResolver {
 }
 
 /// A client of one server process, signing assertions on the real clock (the servers run on it).
-private struct ServerClient: Sendable {
+struct ServerClient: Sendable {
     let name: String
     let transport: SocketTransport
     let issuer: String

@@ -51,15 +51,18 @@ struct OperationsTests {
         #expect(login.errorCode == "temporarily_unavailable")
     }
 
-    @Test("/metrics counts requests by route and status, logins and registrations by result, and latency")
+    @Test("/metrics counts requests, logins, registrations and latency, and is served on the metrics listener only")
     func metrics() throws {
         let environment = TestEnvironment()
-        let api = try environment.directAPI()
+        let (responder, storage) = try environment.makeResponder()
+        let api = TestAPI(
+            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer, clock: environment.clock,
+            storage: storage)
         let key = try ServerTestKeys.key("alice-1")
         _ = try api.activeDevice(user: "alice", key: key)
         _ = try api.login(assertion: "x.y.z")
         _ = try api.send("GET", "/nowhere/secret-token-in-path")
-        let response = try api.send("GET", "/metrics")
+        let response = responder.operations.respond(to: HTTPRequest(method: "GET", path: "/metrics"))
         #expect(response.status == 200)
         #expect(response.headers["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
         let text = response.text
@@ -73,6 +76,9 @@ struct OperationsTests {
         #expect(text.contains("keyauth_http_request_duration_seconds_count{route=\"/oauth/token\"} 2"))
         #expect(text.contains("keyauth_http_request_duration_seconds_bucket{route=\"/oauth/token\",le=\"+Inf\"} 2"))
         #expect(!text.contains("secret-token-in-path"))
+        let publicMetrics = try api.send("GET", "/metrics")
+        #expect(publicMetrics.status == 404)
+        #expect(publicMetrics.errorCode == "not_found")
     }
 
     @Test("the periodic cleanup forgets replay-cache entries only after the assertion could no longer be accepted")

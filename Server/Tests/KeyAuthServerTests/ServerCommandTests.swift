@@ -90,6 +90,8 @@ struct ServerCommandTests {
     func adminCommands() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
         let database = environment.databasePath
+        // Only `serve` creates a database; the admin commands need one.
+        try StorageFactory.open(database).close()
         let enroll = CapturedOutput()
         #expect(
             ServerCommand.main(

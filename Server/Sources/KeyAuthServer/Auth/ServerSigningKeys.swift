@@ -1,6 +1,7 @@
 import KeyAuth
 
-/// The server's RSA signing keys, loaded from storage or created on first start.
+/// The server's RSA signing keys, loaded from storage or created on first start, or read from
+/// the operator's key file (`ServerSigningKeys+File.swift`).
 ///
 /// The oldest stored key signs access tokens; every stored key is published in the JWKS, so a
 /// key added later (by a rotation, or by a second server that raced on an empty store) keeps
@@ -15,7 +16,8 @@ final class ServerSigningKeys: Sendable, JWTKeyResolver {
     /// The published order (oldest first).
     private let order: [String]
 
-    private init(records: [(kid: String, key: RSAPrivateKey)]) throws(KeyAuthError) {
+    /// The keys `records` (oldest first): the first signs, all are published.
+    init(records: [(kid: String, key: RSAPrivateKey)]) throws(KeyAuthError) {
         guard let first = records.first else { throw KeyAuthError(.keyNotFound, "no server signing key") }
         signingKey = first.key
         signingKeyID = first.kid

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import KeyAuth
 
 /// The `keyauth-server` command line (PROTOCOL.md section 7): parsing, help, and the admin
 /// commands, as a library so that it is testable with injected arguments, environment and output.
@@ -14,6 +15,10 @@ public enum ServerCommand {
         public static let failure: Int32 = 1
         /// Bad arguments or configuration.
         public static let usage: Int32 = 64
+        /// A file that holds the server's secrets is exposed or unusable: a database or signing
+        /// key file other users can read or that belongs to another user, or a signing key that
+        /// is missing or not a usable RSA key (EX_DATAERR, as `keyauth` for key files).
+        public static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
         public static let unavailable: Int32 = 69
     }
@@ -71,26 +76,50 @@ public enum ServerCommand {
           --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
                                     [KEYAUTH_SERVER_ISSUER]
           --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
-                                    [KEYAUTH_SERVER_DB]
+                                    [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
+                                    it must be mode 600 and owned by the server's user
           --enrollment code|open    whether a new user's first device needs a code from 'enroll',
                                     default code; open is for development on loopback
                                     [KEYAUTH_SERVER_ENROLLMENT]
+          --metrics-listen HOST:PORT|off
+                                    where /metrics and /healthz are served, apart from the public
+                                    listener; default 127.0.0.1 on the --listen port + 1
+                                    [KEYAUTH_SERVER_METRICS_LISTEN]
           --trust-proxy             count the last X-Forwarded-For hop as the client address; only
                                     behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
           --rate-limit N            failed logins/registrations per address and minute, default 10
-                                    [KEYAUTH_SERVER_RATE_LIMIT]
+                                    [KEYAUTH_SERVER_RATE_LIMIT]; an address is an IPv4 address or
+                                    an IPv6 /64
+          --registration-limit N    registrations per address and minute, successful or not,
+                                    default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
           --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
           --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
-          --connection-timeout S    idle seconds before a connection closes, default 30
+          --max-connections-per-address N
+                                    simultaneous connections from one IP address, 0 for no limit;
+                                    default 32, or 0 with --trust-proxy (limit at the proxy)
+                                    [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
+          --request-timeout S       seconds a connection has to send each whole request, from its
+                                    start or the previous response, default 10
+                                    [KEYAUTH_SERVER_REQUEST_TIMEOUT]
+          --connection-timeout S    idle seconds before a connection closes, default 10
                                     [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
           --signing-key-bits N      size of the signing key made on first start, 2048 (default),
                                     3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
+          --signing-key-file PATH   sign with this unencrypted PEM RSA key (2048 to 4096 bits, mode
+                                    600, owned by the server's user) instead of a key kept in the
+                                    database; it is then the only key published and accepted
+                                    [KEYAUTH_SERVER_SIGNING_KEY_FILE]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           -h, --help                this text
 
+        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
+        database: only serve does.
+
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
-        69 storage or address unavailable, 1 anything else.
+        65 a database or signing key file other users can read or that belongs to another user,
+        or a signing key file that is missing or not a usable RSA key, 69 storage or address
+        unavailable (or no database for an admin command), 1 anything else.
 
         """
 
@@ -162,6 +191,13 @@ public enum ServerCommand {
             else { throw ServerConfigurationError("--issuer: expected an http:// or https:// URL, got \(issuer)") }
             configuration.issuer = issuer
         }
+        if let metrics = setting("--metrics-listen", "METRICS_LISTEN") {
+            configuration.metricsListener =
+                metrics == "off" ? .off : .address(try ListenAddress(parsing: metrics, flag: "--metrics-listen"))
+        } else if configuration.listen.port == UInt16.max {
+            throw ServerConfigurationError(
+                "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
+        }
         if let database = setting("--db", "DB") {
             guard !database.isEmpty else { throw ServerConfigurationError("--db: empty path") }
             configuration.database = database
@@ -177,12 +213,24 @@ public enum ServerCommand {
         let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
         configuration.logRequests = !(flags.bool("--quiet") ?? quiet ?? false)
         if let value = try number("--rate-limit", "RATE_LIMIT", 1...100_000) { configuration.failureLimit = value }
+        if let value = try number("--registration-limit", "REGISTRATION_LIMIT", 1...100_000) {
+            configuration.registrationLimit = value
+        }
         if let value = try number("--token-lifetime", "TOKEN_LIFETIME", 60...86_400) {
             configuration.accessTokenLifetime = Int64(value)
         }
         if let value = try number("--threads", "THREADS", 1...256) { configuration.threads = value }
         if let value = try number("--max-connections", "MAX_CONNECTIONS", 1...1_000_000) {
             configuration.connectionLimit = value
+        }
+        if let value = try number("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", 0...1_000_000) {
+            configuration.connectionsPerAddressLimit = value
+        } else if configuration.trustProxy {
+            // Every connection comes from the proxy: a per-address limit would cap the proxy.
+            configuration.connectionsPerAddressLimit = 0
+        }
+        if let value = try number("--request-timeout", "REQUEST_TIMEOUT", 1...3600) {
+            configuration.requestTimeoutSeconds = value
         }
         if let value = try number("--connection-timeout", "CONNECTION_TIMEOUT", 1...3600) {
             configuration.connectionTimeoutSeconds = value
@@ -192,6 +240,10 @@ public enum ServerCommand {
                 throw ServerConfigurationError("--signing-key-bits: expected 2048, 3072 or 4096")
             }
             configuration.signingKeyBits = value
+        }
+        if let file = setting("--signing-key-file", "SIGNING_KEY_FILE") {
+            guard !file.isEmpty else { throw ServerConfigurationError("--signing-key-file: empty path") }
+            configuration.signingKeyFile = file
         }
         return configuration
     }
@@ -206,10 +258,14 @@ public enum ServerCommand {
     }
 
     /// Runs the command and returns the exit status. `serve` blocks until SIGTERM or SIGINT.
+    ///
+    /// Every verb first sets the umask to 077, so that whatever it creates (the SQLite database,
+    /// its `-wal` and `-shm` files) is private to the server's user from the first byte.
     public static func main(
         arguments: [String], environment: [String: String], output: Output = .process,
         log: any ServerLog = StandardErrorLog()
     ) -> Int32 {
+        umask(0o077)
         let action: Action
         do {
             action = try parse(arguments: arguments, environment: environment)
@@ -273,10 +329,10 @@ public enum ServerCommand {
     ) -> Int32 {
         let storage: any ServerStorage
         do {
-            storage = try StorageFactory.open(database)
+            storage = try StorageFactory.open(database, creatingIfMissing: false)
         } catch {
             output.error("keyauth-server: \(error.description)\n")
-            return error.code == .unsupported ? ExitStatus.usage : ExitStatus.unavailable
+            return exitStatus(for: error)
         }
         defer { storage.close() }
         do {
@@ -292,6 +348,22 @@ public enum ServerCommand {
             output.error("keyauth-server: \(error)\n")
             return ExitStatus.failure
         }
+    }
+
+    /// The exit status for a storage failure at start: 64 for a kind of storage this build
+    /// lacks, 65 for an exposed database file, 69 for anything else (unreachable, missing).
+    private static func exitStatus(for error: StorageError) -> Int32 {
+        switch error.code {
+        case .unsupported: ExitStatus.usage
+        case .unprotected: ExitStatus.dataError
+        default: ExitStatus.unavailable
+        }
+    }
+
+    /// Whether `error` says the signing key (from its file or from storage) cannot be used:
+    /// missing, exposed, corrupt or against the key policy. Bad data, not a crash: exit 65.
+    private static func isUnusableKey(_ error: KeyAuthError) -> Bool {
+        [.keyNotFound, .keyUnprotected, .keyCorrupt, .keyRejected].contains(error.code)
     }
 
     /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
@@ -315,25 +387,37 @@ public enum ServerCommand {
             runner = try ServerRunner(configuration: configuration, log: log)
         } catch let error as StorageError {
             output.error("keyauth-server: \(error.description)\n")
-            return error.code == .unsupported ? ExitStatus.usage : ExitStatus.unavailable
+            return exitStatus(for: error)
         } catch let error as HTTPServerError {
             output.error("keyauth-server: \(error.message)\n")
             return ExitStatus.unavailable
+        } catch let error as KeyAuthError where Self.isUnusableKey(error) {
+            output.error("keyauth-server: \(error.message)\n")
+            return ExitStatus.dataError
         } catch {
             output.error("keyauth-server: cannot start: \(error)\n")
             return ExitStatus.failure
         }
-        let address = runner.server.address.isIPv6 ? "[\(runner.server.address.host)]" : runner.server.address.host
+        let address = Self.urlHost(runner.server.address)
+        // On the same line, so that whoever waits for "listening on" finds the metrics port too.
+        let metrics = runner.metricsServer.map { "metrics on http://\(Self.urlHost($0.address)):\($0.port)/metrics" }
         output.error(
             "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
-                + "enrollment \(configuration.enrollment.rawValue))\n")
+                + "enrollment \(configuration.enrollment.rawValue)"
+                + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
+                + (metrics ?? "metrics off") + "\n")
         if let warning = configuration.openEnrollmentWarning { output.error("keyauth-server: \(warning)\n") }
         stopRequested.wait()
         output.error("keyauth-server: stopping: finishing requests in progress\n")
         runner.stop()
         output.error("keyauth-server: stopped\n")
         return ExitStatus.success
+    }
+
+    /// The host of `address` as a URL writes it (IPv6 in brackets).
+    private static func urlHost(_ address: ListenAddress) -> String {
+        address.isIPv6 ? "[\(address.host)]" : address.host
     }
 
     /// The process environment as a dictionary.

@@ -9,18 +9,23 @@ import Synchronization
 public final class ServerRunner: Sendable {
     /// The HTTP transport.
     public let server: HTTPServer
+    /// The metrics listener, unless it is off.
+    public let metricsServer: HTTPServer?
     /// The application.
     public let responder: KeyAuthResponder
     /// The store, closed by ``stop()``.
     public let storage: any ServerStorage
-    private let cleanup: CleanupTimer
+    private let cleanup: RepeatingTimer
 
     /// The bound port.
     public var port: UInt16 { server.port }
+    /// The metrics listener's bound port, or nil when it is off.
+    public var metricsPort: UInt16? { metricsServer?.port }
     /// The issuer URL (configured, or derived from the bound address).
     public var issuer: String { responder.issuer }
 
-    /// Opens storage, loads or creates the signing key, starts listening and schedules cleanup.
+    /// Opens storage, loads or creates the signing key, starts listening (publicly, and for
+    /// metrics unless that is off) and schedules cleanup.
     ///
     /// - Parameters:
     ///   - configuration: the settings.
@@ -37,7 +42,9 @@ public final class ServerRunner: Sendable {
         var options = HTTPServerOptions(address: configuration.listen)
         options.threadPoolSize = configuration.threads
         options.connectionLimit = configuration.connectionLimit
+        options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
         options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
+        options.requestTimeoutSeconds = configuration.requestTimeoutSeconds
         options.maximumBodySize = configuration.maximumBodySize
         do {
             if configuration.issuer != nil || configuration.listen.port != 0 {
@@ -60,16 +67,32 @@ public final class ServerRunner: Sendable {
             storage.close()
             throw error
         }
+        if let metricsAddress = configuration.metricsAddress {
+            // A few threads and connections: one scraper and an operator's curl.
+            var metricsOptions = HTTPServerOptions(address: metricsAddress)
+            metricsOptions.threadPoolSize = 2
+            metricsOptions.connectionLimit = 64
+            do {
+                metricsServer = try HTTPServer(responder: responder.operations, options: metricsOptions)
+            } catch {
+                server.stop()
+                storage.close()
+                throw HTTPServerError(message: "\(error.message) for metrics; pass --metrics-listen HOST:PORT or off")
+            }
+        } else {
+            metricsServer = nil
+        }
         self.storage = storage
         let responder = self.responder
         responder.purgeExpired()
-        cleanup = CleanupTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
+        cleanup = RepeatingTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
     }
 
     /// Stops accepting connections, finishes requests in progress, stops the cleanup and closes
     /// storage. Idempotent.
     public func stop() {
         server.stop()
+        metricsServer?.stop()
         cleanup.cancel()
         storage.close()
     }
@@ -88,30 +111,5 @@ private final class ResponderSlot: HTTPResponder {
             return HTTPResponse(error: StorageError(.unavailable, "starting"))
         }
         return installed.respond(to: request)
-    }
-}
-
-/// Runs `action` every `intervalSeconds` on a background queue until cancelled.
-final class CleanupTimer: Sendable {
-    private let timer: Mutex<DispatchSourceTimer?>
-
-    init(intervalSeconds: Int, action: @escaping @Sendable () -> Void) {
-        let source = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
-        let interval = DispatchTimeInterval.seconds(max(intervalSeconds, 1))
-        source.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
-        source.setEventHandler(handler: action)
-        source.resume()
-        timer = Mutex(source)
-    }
-
-    func cancel() {
-        timer.withLock { timer in
-            timer?.cancel()
-            timer = nil
-        }
-    }
-
-    deinit {
-        cancel()
     }
 }

@@ -14,6 +14,17 @@ public enum EnrollmentMode: String, Sendable, CaseIterable {
     case code
 }
 
+/// Where `/metrics` is served (`--metrics-listen`).
+public enum MetricsListener: Sendable, Equatable {
+    /// 127.0.0.1 on the port after the public listener's (`127.0.0.1:8089` beside `:8088`), or a
+    /// port the kernel picks when the public one is 0: loopback only unless told otherwise.
+    case besidePublicListener
+    /// This address.
+    case address(ListenAddress)
+    /// No metrics listener (`off`).
+    case off
+}
+
 /// Everything `keyauth-server serve` can be told, with the documented defaults.
 ///
 /// Filled from flags and `KEYAUTH_SERVER_*` environment variables by ``ServerCommand``; tests
@@ -33,7 +44,10 @@ public struct ServerConfiguration: Sendable {
     public var trustProxy: Bool = false
     /// Failed logins and registrations allowed per client address and window (`--rate-limit`).
     public var failureLimit: Int = 10
-    /// The rate-limit window in seconds.
+    /// Registration attempts allowed per client address and window, successful or not
+    /// (`--registration-limit`).
+    public var registrationLimit: Int = 20
+    /// The rate-limit window in seconds, for both limits.
     public var failureWindowSeconds: Int64 = 60
     /// Access token lifetime in seconds (`--token-lifetime`, PROTOCOL.md section 3: 900).
     public var accessTokenLifetime: Int64 = 900
@@ -56,18 +70,32 @@ public struct ServerConfiguration: Sendable {
     public var maximumAssertionLifetime: Int64 = 300
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
+    /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
+    /// the database; see ``ServerSigningKeys/load(file:)``.
+    public var signingKeyFile: String?
     /// libmicrohttpd worker threads (`--threads`); see ``HTTPServerOptions/threadPoolSize``.
     public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
-    /// Idle seconds before a connection is closed (`--connection-timeout`).
-    public var connectionTimeoutSeconds: Int = 30
+    /// Simultaneous connections from one address, 0 for no limit
+    /// (`--max-connections-per-address`; see ``HTTPServerOptions/connectionsPerAddressLimit``).
+    /// The command line makes it 0 with `--trust-proxy` unless given: behind a proxy every
+    /// connection comes from the proxy's address.
+    public var connectionsPerAddressLimit: Int = HTTPServerOptions.defaultConnectionsPerAddressLimit
+    /// Idle seconds before a connection is closed (`--connection-timeout`; see
+    /// ``HTTPServerOptions/connectionTimeoutSeconds``).
+    public var connectionTimeoutSeconds: Int = HTTPServerOptions.defaultConnectionTimeoutSeconds
+    /// Seconds a connection has to deliver each complete request (`--request-timeout`; see
+    /// ``RequestDeadlines``).
+    public var requestTimeoutSeconds: Int = HTTPServerOptions.defaultRequestTimeoutSeconds
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
     public var maximumBodySize: Int = 64 * 1024
     /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters.
     public var cleanupIntervalSeconds: Int = 60
     /// Whether to write one line per request to stderr.
     public var logRequests: Bool = true
+    /// Where `/metrics` (and `/healthz`) are served apart from the public listener.
+    public var metricsListener: MetricsListener = .besidePublicListener
 
     /// A configuration with every default, listening on `listen`.
     public init(listen: ListenAddress) {
@@ -94,6 +122,19 @@ public struct ServerConfiguration: Sendable {
         let bytes = withUnsafeBytes(of: v6) { Array($0) }
         if bytes == Array(repeating: 0, count: 15) + [1] { return true }
         return bytes.prefix(12) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF] && bytes[12] == 127
+    }
+
+    /// The metrics listener's address, or nil when it is off.
+    ///
+    /// Beside a public port of 0 (tests), or of 65535 (which has no next port; the command line
+    /// refuses that default), the kernel picks the port.
+    public var metricsAddress: ListenAddress? {
+        switch metricsListener {
+        case .off: nil
+        case .address(let address): address
+        case .besidePublicListener:
+            .loopback(port: listen.port == 0 || listen.port == UInt16.max ? 0 : listen.port + 1)
+        }
     }
 
     /// The issuer, or `http://HOST:PORT` when none was configured.

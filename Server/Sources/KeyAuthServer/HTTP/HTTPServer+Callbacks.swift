@@ -72,7 +72,8 @@ func httpServerAccessHandler(
         return .YES
     }
 
-    // The request is complete.
+    // The request is complete: the time to answer it does not count against its deadline.
+    connectionClock(of: connection)?.requestReceived()
     state.request.bodyTooLarge = state.bodyTooLarge
     return httpServerQueue(server.responder.respond(to: state.request), on: connection)
 }
@@ -82,12 +83,45 @@ func httpServerRequestCompleted(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ reason: MHD_RequestTerminationCode
 ) {
+    if let connection {
+        connectionClock(of: connection)?.requestEnded(now: ServerClock.monotonicNanoseconds())
+    }
     guard let requestContext, let statePointer = requestContext.pointee else { return }
     Unmanaged<RequestState>.fromOpaque(statePointer).release()
     requestContext.pointee = nil
     if let cls {
         Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().inFlight.subtract(1, ordering: .releasing)
     }
+}
+
+/// The connection notice: registers each accepted connection with the request deadlines, its
+/// ``ConnectionClock`` retained into the socket context, and unregisters and releases it when
+/// the connection closes (libmicrohttpd closes the socket after this returns).
+func httpServerConnectionNotice(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ notice: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let connection, let socketContext else { return }
+    let server = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    switch notice {
+    case .CONNECTION_NOTIFY_STARTED:
+        let descriptor = ckeyauth_mhd_connection_socket(connection)
+        guard descriptor >= 0 else { return }
+        let clock = server.deadlines.connectionStarted(descriptor: descriptor)
+        socketContext.pointee = Unmanaged.passRetained(clock).toOpaque()
+    case .CONNECTION_NOTIFY_CLOSED:
+        guard let pointer = socketContext.pointee else { return }
+        socketContext.pointee = nil
+        server.deadlines.connectionClosed(Unmanaged<ConnectionClock>.fromOpaque(pointer).takeRetainedValue())
+    default:
+        break
+    }
+}
+
+/// The clock of `connection`, registered by the connection notice (alive until the connection
+/// closes, so the callbacks of its requests may use it unretained).
+private func connectionClock(of connection: OpaquePointer) -> ConnectionClock? {
+    ckeyauth_mhd_socket_context(connection).map { Unmanaged<ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
 }
 
 /// Header iterator: appends each field to the request (called synchronously, so the state is

@@ -20,8 +20,27 @@ public struct HTTPServerOptions: Sendable {
     public static let defaultThreadPoolSize = 32
     /// Simultaneous connections accepted; more are refused at accept time.
     public var connectionLimit: Int = 1000
+    /// Simultaneous connections accepted from one IP address (0: no limit), so that one client
+    /// cannot take every slot of ``connectionLimit``; more are refused at accept time.
+    public var connectionsPerAddressLimit: Int = defaultConnectionsPerAddressLimit
+    /// 32: as many as the thread pool serves at once, and more than a client library or a
+    /// benchmark opens to one server.
+    public static let defaultConnectionsPerAddressLimit = 32
     /// Seconds a connection may stay idle (keep-alive or a stalled upload) before it is closed.
-    public var connectionTimeoutSeconds: Int = 30
+    ///
+    /// 10 rather than libmicrohttpd's custom of minutes: every keyauth client sends its request
+    /// as soon as it connects, so a connection quiet for 10 s only holds a slot. The request
+    /// deadline closes a quiet keep-alive connection at the same age; this timeout still bounds
+    /// a client that stops reading its response.
+    public var connectionTimeoutSeconds: Int = defaultConnectionTimeoutSeconds
+    /// See ``connectionTimeoutSeconds``.
+    public static let defaultConnectionTimeoutSeconds = 10
+    /// Seconds a connection has to deliver each complete request (head and body), counted from
+    /// its start or from the previous response, however it trickles its bytes (see
+    /// ``RequestDeadlines``).
+    public var requestTimeoutSeconds: Int = defaultRequestTimeoutSeconds
+    /// 10: a login or registration is a few kilobytes, sent in milliseconds even on a poor link.
+    public static let defaultRequestTimeoutSeconds = 10
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
     public var maximumBodySize: Int = 64 * 1024
     /// Bytes of a too-large chunked body the transport reads and drops before it gives up on the
@@ -46,8 +65,9 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// The HTTP server: libmicrohttpd with its internal epoll thread pool, turning requests into
 /// ``HTTPRequest`` values for an ``HTTPResponder``.
 ///
-/// libmicrohttpd owns the sockets, keep-alive, request parsing, connection limits and timeouts;
-/// this class only owns the daemon and the callbacks' shared context. The 64 KiB body limit is
+/// libmicrohttpd owns the sockets, keep-alive, request parsing, connection limits (in total and
+/// per address) and the idle timeout; this class owns the daemon, the callbacks' shared context
+/// and the request deadline libmicrohttpd lacks (``RequestDeadlines``). The 64 KiB body limit is
 /// enforced while the body arrives (see `HTTPServer+Callbacks.swift`).
 public final class HTTPServer: Sendable {
     private let daemon: MicroHTTPDaemon
@@ -65,7 +85,8 @@ public final class HTTPServer: Sendable {
     public init(responder: any HTTPResponder, options: HTTPServerOptions) throws(HTTPServerError) {
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
-            maximumDiscardedBytes: options.maximumDiscardedBytes)
+            maximumDiscardedBytes: options.maximumDiscardedBytes,
+            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
@@ -74,12 +95,15 @@ public final class HTTPServer: Sendable {
         let started = options.address.withSocketAddress { socketAddress in
             ckeyauth_mhd_start_daemon(
                 UInt32(flags), socketAddress, UInt32(max(options.threadPoolSize, 1)),
-                UInt32(max(options.connectionLimit, 1)), UInt32(max(options.connectionTimeoutSeconds, 1)),
+                UInt32(max(options.connectionLimit, 1)), UInt32(max(options.connectionsPerAddressLimit, 0)),
+                UInt32(max(options.connectionTimeoutSeconds, 1)),
                 // Per-connection buffer for headers and body chunks; the body is copied out in
                 // chunks, so this bounds memory per connection, not the body size.
-                32 * 1024, httpServerAccessHandler, contextPointer, httpServerRequestCompleted, contextPointer)
+                32 * 1024, httpServerAccessHandler, contextPointer, httpServerRequestCompleted, contextPointer,
+                httpServerConnectionNotice, contextPointer)
         }
         guard let started else {
+            context.deadlines.cancel()
             Unmanaged<HTTPServerContext>.fromOpaque(contextPointer).release()
             throw HTTPServerError(
                 message: "cannot listen on \(options.address) (address in use, or not allowed)")
@@ -94,6 +118,11 @@ public final class HTTPServer: Sendable {
 
     deinit {
         stop()
+    }
+
+    /// Connections currently open.
+    public var openConnections: Int {
+        context.deadlines.count
     }
 
     /// Requests currently being received or answered.
@@ -111,6 +140,7 @@ public final class HTTPServer: Sendable {
         ) {
             context.inFlight.load(ordering: .acquiring)
         } onStopped: {
+            context.deadlines.cancel()
             // Balances the `passRetained` of `init`: no callback can run any more.
             Unmanaged.passUnretained(context).release()
         }
@@ -158,10 +188,13 @@ final class HTTPServerContext: Sendable {
     let maximumDiscardedBytes: Int
     /// Requests between their first callback and their completion notice.
     let inFlight = Atomic<Int>(0)
+    /// The open connections' request deadlines.
+    let deadlines: RequestDeadlines
 
-    init(responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int) {
+    init(responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int, deadlines: RequestDeadlines) {
         self.responder = responder
         self.maximumBodySize = maximumBodySize
         self.maximumDiscardedBytes = maximumDiscardedBytes
+        self.deadlines = deadlines
     }
 }

@@ -13,27 +13,39 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// Whether the address is IPv6.
     public let isIPv6: Bool
 
+    /// 127.0.0.1 on `port`.
+    public static func loopback(port: UInt16) -> ListenAddress {
+        ListenAddress(host: "127.0.0.1", port: port, isIPv6: false)
+    }
+
+    private init(host: String, port: UInt16, isIPv6: Bool) {
+        self.host = host
+        self.port = port
+        self.isIPv6 = isIPv6
+    }
+
     /// Parses `HOST:PORT`.
     ///
+    /// - Parameter flag: the option the text came from, for messages.
     /// - Throws: ``ServerConfigurationError`` naming the problem.
-    public init(parsing text: String) throws(ServerConfigurationError) {
+    public init(parsing text: String, flag: String = "--listen") throws(ServerConfigurationError) {
         var host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                throw ServerConfigurationError("--listen: expected [IPv6]:PORT, got \(text)")
+                throw ServerConfigurationError("\(flag): expected [IPv6]:PORT, got \(text)")
             }
             host = text[text.index(after: text.startIndex)..<close]
             portText = text[text.index(close, offsetBy: 2)...]
         } else {
             guard let colon = text.lastIndex(of: ":") else {
-                throw ServerConfigurationError("--listen: expected HOST:PORT, got \(text)")
+                throw ServerConfigurationError("\(flag): expected HOST:PORT, got \(text)")
             }
             host = text[..<colon]
             portText = text[text.index(after: colon)...]
         }
         guard let port = UInt16(portText) else {
-            throw ServerConfigurationError("--listen: \(portText) is not a port number")
+            throw ServerConfigurationError("\(flag): \(portText) is not a port number")
         }
         if host.isEmpty { host = "0.0.0.0" }
         if host == "localhost" { host = "127.0.0.1" }
@@ -44,7 +56,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         } else if inet_pton(AF_INET6, String(host), &v6) == 1 {
             isIPv6 = true
         } else {
-            throw ServerConfigurationError("--listen: \(host) is not a numeric IP address")
+            throw ServerConfigurationError("\(flag): \(host) is not a numeric IP address")
         }
         self.host = String(host)
         self.port = port

@@ -1,16 +1,21 @@
-import Glibc
 import KeyAuth
 
 /// The HTTP face of the server: routes requests, parses bodies, applies the rate limit, and
-/// turns results and errors into responses; also counts metrics and writes the request log.
+/// turns results and errors into responses; also counts metrics (served by ``operations`` on
+/// the metrics listener) and writes the request log.
 ///
 /// Plain Swift with no socket in sight, so every rule of PROTOCOL.md is testable by calling
 /// ``respond(to:)`` with ``HTTPRequest`` values.
 public final class KeyAuthResponder: HTTPResponder {
     let service: KeyAuthService
     let signingKeys: ServerSigningKeys
-    let rateLimiter: FailureRateLimiter
+    /// Failed logins and registrations per address.
+    let rateLimiter: AddressRateLimiter
+    /// Registration attempts per address, successful or not.
+    let registrationLimiter: AddressRateLimiter
     let metrics = ServerMetrics()
+    /// The metrics listener's application, sharing this one's metrics and storage.
+    public let operations: OperationsResponder
     let log: any ServerLog
     let trustProxy: Bool
     let logRequests: Bool
@@ -18,7 +23,8 @@ public final class KeyAuthResponder: HTTPResponder {
     /// The issuer URL all tokens name.
     public let issuer: String
 
-    /// Builds the application on `storage`, loading the server's signing key or creating one.
+    /// Builds the application on `storage`, loading the server's signing key (from the key file
+    /// when one is configured, else from storage) or creating one.
     ///
     /// - Parameters:
     ///   - configuration: the settings (issuer aside).
@@ -35,7 +41,12 @@ public final class KeyAuthResponder: HTTPResponder {
         // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
         // request pays for them.
         try DecoyKeys.shared.prepare([256, 384, 512])
-        let keys = try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+        let keys =
+            if let file = configuration.signingKeyFile {
+                try ServerSigningKeys.load(file: file)
+            } else {
+                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+            }
         let settings = KeyAuthService.Settings(
             issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
             maximumPendingDevices: configuration.maximumPendingDevices, deviceRetention: configuration.deviceRetention,
@@ -50,8 +61,11 @@ public final class KeyAuthResponder: HTTPResponder {
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
             now: now)
         signingKeys = keys
-        rateLimiter = FailureRateLimiter(
+        operations = OperationsResponder(metrics: metrics, storage: storage)
+        rateLimiter = AddressRateLimiter(
             limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now)
+        registrationLimiter = AddressRateLimiter(
+            limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now)
         self.log = log
         self.trustProxy = configuration.trustProxy
         self.logRequests = configuration.logRequests
@@ -87,6 +101,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// rate-limit counters, and pending and denied devices past their retention.
     public func purgeExpired() {
         rateLimiter.purge()
+        registrationLimiter.purge()
         do {
             let now = service.now()
             try service.storage.purgeExpiredJTIs(now: now)
@@ -113,7 +128,9 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.token, _):
             return try limited(request, record: metrics.recordLogin) { try token(request) }
         case (.devices, "POST"):
-            return try limited(request, record: metrics.recordRegistration) { try register(request) }
+            return try limited(request, attempts: registrationLimiter, record: metrics.recordRegistration) {
+                try register(request)
+            }
         case (.devices, _):
             let actor = try service.authenticate(bearer: try bearerToken(request))
             return try deviceList(request, actor: actor)
@@ -134,23 +151,33 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.openIDConfiguration, _):
             return .json(openIDConfiguration, headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
-            try service.storage.healthCheck()
-            return .json(.object(["status": "ok"]))
-        case (.metrics, _):
-            return .text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            return try operations.health()
         }
     }
 
-    /// Runs a login or registration under the per-address failure limit, counting failures
-    /// (client errors other than `authorization_pending`, which polling clients get by design)
-    /// and recording the result for metrics.
+    /// Runs a login or registration under the per-address limits, counting failures (client
+    /// errors other than `authorization_pending`, which polling clients get by design) and
+    /// recording the result for metrics.
+    ///
+    /// - Parameter attempts: a second budget that counts every attempt that gets past the
+    ///   limits, successful or not (registrations: each valid one stores a device, pending ones
+    ///   included, so even valid ones must not come in floods).
     private func limited(
-        _ request: HTTPRequest, record: (String) -> Void, _ body: () throws -> (HTTPResponse, String)
+        _ request: HTTPRequest, attempts: AddressRateLimiter? = nil, record: (String) -> Void,
+        _ body: () throws -> (HTTPResponse, String)
     ) throws -> HTTPResponse {
-        let address = clientAddress(of: request)
+        let address = RateLimitKey(address: clientAddress(of: request))
         if let retryAfter = rateLimiter.retryAfter(for: address) {
             record("slow_down")
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
+        }
+        if let attempts {
+            if let retryAfter = attempts.retryAfter(for: address) {
+                record("slow_down")
+                throw ServiceError(
+                    .slowDown(retryAfter: retryAfter), "too many registrations from this address; retry later")
+            }
+            attempts.record(address)
         }
         do {
             let (response, result) = try body()
@@ -158,7 +185,7 @@ public final class KeyAuthResponder: HTTPResponder {
             return response
         } catch let error as ServiceError {
             record(error.kind.statusAndCode.code)
-            if error.kind != .authorizationPending { rateLimiter.recordFailure(for: address) }
+            if error.kind != .authorizationPending { rateLimiter.record(address) }
             throw error
         } catch let error as StorageError {
             record("temporarily_unavailable")
@@ -291,15 +318,9 @@ public final class KeyAuthResponder: HTTPResponder {
     /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
     func clientAddress(of request: HTTPRequest) -> String {
         guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
-            let last = header.split(separator: ",").last?.trimmingWhitespace(), Self.isIPAddress(last)
+            let last = header.split(separator: ",").last?.trimmingWhitespace(), RateLimitKey(parsing: last) != nil
         else { return request.clientAddress }
         return last
-    }
-
-    private static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
     /// Methods outside the known set share one label, so clients cannot grow the metrics.

@@ -1,4 +1,7 @@
-/// The server's endpoints (PROTOCOL.md section 4), matched from a path.
+/// The server's public endpoints (PROTOCOL.md section 4), matched from a path.
+///
+/// `/metrics` is not one of them: it is served on the metrics listener only
+/// (``OperationsResponder``), so here it is an unknown path.
 enum Route: Sendable, Equatable {
     case devices
     case device(kid: String)
@@ -7,7 +10,6 @@ enum Route: Sendable, Equatable {
     case jwks
     case openIDConfiguration
     case health
-    case metrics
 
     /// The route for `path`, or nil for an unknown path (404).
     init?(path: String) {
@@ -17,7 +19,6 @@ enum Route: Sendable, Equatable {
         case "/.well-known/jwks.json": self = .jwks
         case "/.well-known/openid-configuration": self = .openIDConfiguration
         case "/healthz": self = .health
-        case "/metrics": self = .metrics
         default:
             let prefix = "/v1/devices/"
             guard path.hasPrefix(prefix) else { return nil }
@@ -40,7 +41,7 @@ enum Route: Sendable, Equatable {
         case .devices: ["GET", "POST"]
         case .device: ["DELETE"]
         case .approveDevice, .token: ["POST"]
-        case .jwks, .openIDConfiguration, .health, .metrics: ["GET", "HEAD"]
+        case .jwks, .openIDConfiguration, .health: ["GET", "HEAD"]
         }
     }
 
@@ -54,7 +55,6 @@ enum Route: Sendable, Equatable {
         case .jwks: "/.well-known/jwks.json"
         case .openIDConfiguration: "/.well-known/openid-configuration"
         case .health: "/healthz"
-        case .metrics: "/metrics"
         }
     }
 }

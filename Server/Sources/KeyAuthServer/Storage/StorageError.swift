@@ -21,6 +21,11 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let closed = Code(rawValue: "closed")
         /// The requested kind of storage is not available in this build.
         public static let unsupported = Code(rawValue: "unsupported")
+        /// A database file other users can read or replace, or that belongs to another user:
+        /// it holds the server's signing key, so the server refuses to use it.
+        public static let unprotected = Code(rawValue: "unprotected")
+        /// No database at the path an admin command was given (only `serve` creates one).
+        public static let notFound = Code(rawValue: "not_found")
     }
 
     /// Why, for programs.

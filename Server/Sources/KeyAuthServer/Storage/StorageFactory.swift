@@ -2,14 +2,32 @@
 public enum StorageFactory {
     /// Opens (and migrates) the store named by `location`.
     ///
-    /// - Parameter location: a `postgres://` or `postgresql://` URL, or a SQLite file path.
+    /// A SQLite file is checked before it is opened and restricted to mode 0600 afterwards
+    /// (``SQLiteFilePermissions``): it holds the server's signing key.
+    ///
+    /// - Parameters:
+    ///   - location: a `postgres://` or `postgresql://` URL, or a SQLite file path.
+    ///   - creatingIfMissing: whether a missing SQLite file may be created. Only `serve` creates
+    ///     a database; an admin command pointed at the wrong path must say so rather than list
+    ///     an empty new database.
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
-    ///   server cannot be reached).
-    public static func open(_ location: String) throws(StorageError) -> any ServerStorage {
+    ///   server cannot be reached, `.unprotected` for a SQLite file others can read or that
+    ///   belongs to another user, `.notFound` for a missing file that may not be created).
+    public static func open(_ location: String, creatingIfMissing: Bool = true) throws(StorageError)
+        -> any ServerStorage
+    {
         if isPostgresURL(location) {
             return try PostgresStorage(url: location)
         }
-        return try SQLiteStorage(path: location)
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
+        let storage = try SQLiteStorage(path: location)
+        do {
+            try SQLiteFilePermissions.restrict(location)
+        } catch {
+            storage.close()
+            throw error
+        }
+        return storage
     }
 
     /// Whether `location` names a PostgreSQL server rather than a file.

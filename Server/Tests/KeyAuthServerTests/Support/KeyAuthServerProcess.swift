@@ -36,19 +36,36 @@ final class KeyAuthServerProcess {
     ///   - logPath: the file that receives standard error.
     ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
     ///     code, nil to run with the server's default.
-    init(name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open") throws {
+    convenience init(
+        name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open"
+    ) throws {
+        try self.init(
+            name: name,
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
+                "--rate-limit", "100000", "--registration-limit", "100000", "--signing-key-bits", "2048",
+                "--threads", "4",
+            ] + (enrollment.map { ["--enrollment", $0] } ?? []), logPath: logPath)
+    }
+
+    /// Launches the binary with exactly `arguments` and returns without waiting.
+    ///
+    /// - Parameter umask: the file mode creation mask the server starts with (set by a shell
+    ///   that then `exec`s it), to show that the server's files do not depend on it.
+    init(name: String, arguments: [String], logPath: String, umask: String? = nil) throws {
         guard let binary = Self.binary else { throw TestFailure("keyauth-server is not built") }
         self.name = name
         self.logPath = logPath
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? logHandle.close() }
-        process.executableURL = binary
-        process.arguments =
-            [
-                "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
-                "--rate-limit", "100000", "--signing-key-bits", "2048", "--threads", "4",
-            ] + (enrollment.map { ["--enrollment", $0] } ?? [])
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary.path] + arguments
+        } else {
+            process.executableURL = binary
+            process.arguments = arguments
+        }
         process.environment = Self.environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
@@ -98,6 +115,19 @@ final class KeyAuthServerProcess {
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
     }
 
+    /// Waits for a process that should stop by itself (a refused start) and returns its exit
+    /// status; one still running after `timeout` seconds is killed, and nil is returned.
+    func waitUntilExit(timeout: UInt64 = 30) -> Int32? {
+        let deadline = ServerClock.monotonicNanoseconds() + timeout * 1_000_000_000
+        while process.isRunning, ServerClock.monotonicNanoseconds() < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            kill()
+            return nil
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
     /// SIGTERM, the graceful stop; returns the exit status.
     @discardableResult
     func terminate() -> Int32 {
@@ -110,12 +140,15 @@ final class KeyAuthServerProcess {
     ///
     /// The output of these commands is small, so both pipes are read to their end before
     /// waiting: neither can fill up and block the command.
-    static func runCommand(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+    static func runCommand(
+        _ arguments: [String], environment extra: [String: String] = [:], currentDirectory: String? = nil
+    ) throws -> (status: Int32, output: String, error: String) {
         guard let binary else { throw TestFailure("keyauth-server is not built") }
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
-        process.environment = environment
+        process.environment = environment.merging(extra) { $1 }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         process.standardInput = FileHandle.nullDevice
         let output = Pipe()
         let error = Pipe()

@@ -21,23 +21,36 @@ final class RawHTTPConnection {
     private var buffer: [UInt8] = []
 
     /// Connects to 127.0.0.1:`port`, with a receive timeout so a test never hangs.
-    init(port: UInt16, timeoutSeconds: Int = 10) throws {
+    ///
+    /// - Parameter sourceAddress: a loopback address (`127.0.0.77`) to connect from, so that a
+    ///   test can be several clients; the kernel's choice (127.0.0.1) when nil.
+    init(port: UInt16, timeoutSeconds: Int = 10, sourceAddress: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket() failed") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        if let sourceAddress {
+            guard Self.withIPv4Address(sourceAddress, port: 0, { bind(descriptor, $0, $1) }) == 0 else {
+                Glibc.close(descriptor)
+                throw TestFailure("bind() to \(sourceAddress) failed")
             }
         }
-        guard result == 0 else {
+        guard Self.withIPv4Address("127.0.0.1", port: port, { connect(descriptor, $0, $1) }) == 0 else {
             Glibc.close(descriptor)
             throw TestFailure("connect() to port \(port) failed")
+        }
+    }
+
+    /// Lends `body` a `sockaddr_in` for `address` and `port`, and its length.
+    private static func withIPv4Address(
+        _ address: String, port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32
+    ) -> Int32 {
+        var socketAddress = sockaddr_in()
+        socketAddress.sin_family = sa_family_t(AF_INET)
+        socketAddress.sin_port = port.bigEndian
+        socketAddress.sin_addr.s_addr = inet_addr(address)
+        return withUnsafePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 
@@ -99,6 +112,16 @@ final class RawHTTPConnection {
     func isClosedByServer() -> Bool {
         var byte: UInt8 = 0
         return recv(descriptor, &byte, 1, 0) == 0
+    }
+
+    /// Whether the server closed (or reset) the connection within `milliseconds`, without
+    /// waiting for the receive timeout when it did not.
+    func isClosedByServer(waitingMilliseconds milliseconds: Int32) -> Bool {
+        var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&request, 1, milliseconds) == 1 else { return false }
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, Int32(MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno == ECONNRESET)
     }
 
     private func fill() throws {

@@ -18,12 +18,14 @@ struct DirectTransport: TestTransport {
     }
 }
 
-/// Sends the request over a fresh TCP connection to 127.0.0.1:`port`.
+/// Sends the request over a fresh TCP connection to 127.0.0.1:`port`, from `sourceAddress`
+/// (another loopback address, to be another client) or the kernel's choice.
 struct SocketTransport: TestTransport {
     let port: UInt16
+    var sourceAddress: String? = nil
 
     func send(_ request: HTTPRequest) throws -> HTTPResponse {
-        let connection = try RawHTTPConnection(port: port)
+        let connection = try RawHTTPConnection(port: port, sourceAddress: sourceAddress)
         var path = request.path
         if !request.query.isEmpty {
             path += "?" + request.query.map { "\($0.key)=\($0.value)" }.joined(separator: "&")

@@ -1,0 +1,164 @@
+import Foundation
+import Glibc
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// `--signing-key-file`: the operator keeps the signing key out of the database. The built
+/// binary runs on the real clock, so the clients here sign on it too.
+@Suite("The signing key from a file")
+struct SigningKeyFileTests {
+    static let binaryBuilt = KeyAuthServerProcess.binary != nil
+    static let issuer = "http://keyauth.test"
+
+    @Test(
+        "with a key file, tokens are signed by it, the JWKS holds only it, and database keys neither sign nor verify",
+        .enabled(if: binaryBuilt))
+    func signsWithTheFileKeyOnly() throws {
+        let directory = TemporaryDirectory("keyauth-keyfile")
+        defer { directory.remove() }
+        let database = directory.path + "/ka.db"
+        let device = try ServerTestKeys.key("alice-1")
+
+        // A server without the file stores a key of its own and signs a token with it.
+        let before = try Self.serve(database, in: directory)
+        let tokenFromDatabaseKey: String
+        do {
+            defer { before.terminate() }
+            let client = ServerClient(name: "database key", port: try before.waitUntilListening(), issuer: Self.issuer)
+            #expect(try client.register(user: "alice", key: device).status == 201)
+            tokenFromDatabaseKey = try client.accessToken(device)
+        }
+        let storage = try StorageFactory.open(database)
+        defer { storage.close() }
+        let storedKeys = try storage.signingKeys().map(\.kid)
+        #expect(storedKeys.count == 1)
+        #expect(PostgresStorageTests.MultiInstanceTests.keyID(of: tokenFromDatabaseKey) == storedKeys.first)
+
+        let fileKey = try ServerTestKeys.key("signing-key-file")
+        let keyFile = directory.path + "/signing-key.pem"
+        try SecureFile.write(try fileKey.pkcs8PEM(), to: keyFile)
+        let server = try Self.serve(database, in: directory, extra: ["--signing-key-file", keyFile])
+        defer { server.terminate() }
+        let client = ServerClient(name: "file key", port: try server.waitUntilListening(), issuer: Self.issuer)
+        #expect(server.log.contains(", signing key \(keyFile))"))
+
+        let published = try client.jwks()
+        #expect(Array(published.keys) == [fileKey.publicKey.fingerprint])
+        #expect(published[fileKey.publicKey.fingerprint] == fileKey.publicKey)
+
+        let token = try client.accessToken(device)
+        #expect(PostgresStorageTests.MultiInstanceTests.keyID(of: token) == fileKey.publicKey.fingerprint)
+        let verified = try PostgresStorageTests.MultiInstanceTests.verifyAccessToken(
+            token, keys: [fileKey.publicKey.fingerprint: fileKey.publicKey])
+        #expect(verified.subject == "alice")
+        #expect(try client.authorized("GET", "/v1/devices", token: token).status == 200)
+
+        // The database's key may be the one that leaked: its tokens no longer open anything.
+        let refused = try client.authorized("GET", "/v1/devices", token: tokenFromDatabaseKey)
+        #expect(refused.status == 401)
+        #expect(refused.errorCode == "invalid_token")
+        #expect(try storage.signingKeys().map(\.kid) == storedKeys)
+    }
+
+    @Test("a server started with a key file on a new database writes no key into it", .enabled(if: binaryBuilt))
+    func writesNoKey() throws {
+        let directory = TemporaryDirectory("keyauth-keyfile")
+        defer { directory.remove() }
+        let database = directory.path + "/ka.db"
+        let keyFile = directory.path + "/signing-key.pem"
+        try SecureFile.write(try ServerTestKeys.key("signing-key-file").pkcs8PEM(), to: keyFile)
+        let server = try Self.serve(database, in: directory, extra: ["--signing-key-file", keyFile])
+        let client = ServerClient(name: "file key", port: try server.waitUntilListening(), issuer: Self.issuer)
+        #expect(try client.register(user: "bob", key: try ServerTestKeys.key("bob-1")).status == 201)
+        #expect(server.terminate() == 0)
+        let storage = try StorageFactory.open(database)
+        defer { storage.close() }
+        #expect(try storage.signingKeys().isEmpty)
+        #expect(try storage.allDevices().count == 1)
+    }
+
+    @Test(
+        "an exposed, missing, linked, encrypted, non-RSA or small key file is refused with exit 65 naming it",
+        .enabled(if: binaryBuilt))
+    func unusableKeyFilesRefused() throws {
+        let directory = TemporaryDirectory("keyauth-keyfile")
+        defer { directory.remove() }
+        let key = try ServerTestKeys.key("signing-key-file")
+        let pem = try key.pkcs8PEM()
+        let good = directory.path + "/good.pem"
+        try SecureFile.write(pem, to: good)
+
+        var cases: [(file: String, problem: String)] = []
+        let exposed = directory.path + "/exposed.pem"
+        try SecureFile.write(pem, to: exposed)
+        chmod(exposed, 0o644)
+        cases.append((exposed, "permissions 644 for \(exposed) are too open"))
+        let groupReadable = directory.path + "/group.pem"
+        try SecureFile.write(pem, to: groupReadable)
+        chmod(groupReadable, 0o640)
+        cases.append((groupReadable, "permissions 640 for \(groupReadable) are too open"))
+        let missing = directory.path + "/missing.pem"
+        cases.append((missing, "\(missing) does not exist"))
+        let link = directory.path + "/link.pem"
+        symlink(good, link)
+        cases.append((link, "\(link) is a symbolic link"))
+        let encrypted = directory.path + "/encrypted.pem"
+        let weak = PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 1000))
+        try SecureFile.write(try key.pkcs8PEM(pin: SecretBytes(Array("1234".utf8)), encryption: weak), to: encrypted)
+        cases.append((encrypted, "\(encrypted) is encrypted"))
+        let publicKey = directory.path + "/public.pem"
+        try SecureFile.write(Array(key.publicKey.pemRepresentation.utf8), to: publicKey)
+        cases.append((publicKey, "\(publicKey) is not a PEM RSA private key"))
+        let small = directory.path + "/small.pem"
+        try SecureFile.write(try ServerTestKeys.opensslKey(bits: 1024).pkcs8PEM(), to: small)
+        cases.append((small, "\(small): RSA keys must have 2048 to 4096 bits, not 1024"))
+        if geteuid() == 0 {
+            let foreign = directory.path + "/foreign.pem"
+            try SecureFile.write(pem, to: foreign)
+            chown(foreign, 65534, 65534)
+            cases.append((foreign, "\(foreign) belongs to another user"))
+        }
+
+        for (file, problem) in cases {
+            let server = try Self.serve(
+                directory.path + "/ka-\(UUID().uuidString).db", in: directory, extra: ["--signing-key-file", file])
+            #expect(server.waitUntilExit() == 65, "\(file)")
+            let log = server.log
+            #expect(log.hasPrefix("keyauth-server: --signing-key-file: "), "\(log)")
+            #expect(log.contains(problem), "\(log)")
+            #expect(log.split(separator: "\n").count == 1, "\(log)")
+            #expect(!log.contains("PRIVATE KEY"))
+        }
+    }
+
+    @Test("--signing-key-file and KEYAUTH_SERVER_SIGNING_KEY_FILE name the file; an empty one is a usage error")
+    func parsing() throws {
+        func file(_ arguments: [String], _ environment: [String: String]) throws -> String? {
+            try serveConfiguration(arguments, environment).signingKeyFile
+        }
+        #expect(try file([], [:]) == nil)
+        #expect(try file([], ["KEYAUTH_SERVER_SIGNING_KEY_FILE": "/run/credentials/k.pem"]) == "/run/credentials/k.pem")
+        #expect(
+            try file(["--signing-key-file", "/etc/k.pem"], ["KEYAUTH_SERVER_SIGNING_KEY_FILE": "/x"]) == "/etc/k.pem")
+        #expect(throws: ServerConfigurationError.self) {
+            _ = try ServerCommand.parse(arguments: ["--signing-key-file="], environment: [:])
+        }
+    }
+
+    /// `keyauth-server serve` on `database` with the shared issuer, its log in `directory`; open
+    /// enrollment, so that the tests register first devices without codes.
+    static func serve(_ database: String, in directory: TemporaryDirectory, extra: [String] = []) throws
+        -> KeyAuthServerProcess
+    {
+        try KeyAuthServerProcess(
+            name: "keyfile",
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
+                "--enrollment", "open",
+            ] + extra,
+            logPath: directory.path + "/server-\(UUID().uuidString).log")
+    }
+}
