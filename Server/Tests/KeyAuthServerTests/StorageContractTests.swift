@@ -52,6 +52,8 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
     }
 
     static let all: [StorageCheck] = [
+        StorageCheck(
+            "has a driver that binds $n by number and reads every value type back", StorageContract.driverRoundTrips),
         StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
         StorageCheck(
             "lets exactly one of many concurrent servers store the first signing key",
@@ -115,6 +117,50 @@ enum StorageContract {
         } catch {
             return error.code
         }
+    }
+
+    static func driverRoundTrips(_ database: StorageContractDatabase) throws {
+        let connection = try database.connect()
+        // Out of order and repeated, as `updateStatus` writes them.
+        let bytes = (0...255).map { UInt8($0) }
+        let values: [SQLValue] = [.text("ünï\u{1}"), .integer(Int64.min), .blob(bytes), .null, .integer(-300)]
+        let row = try connection.execute(
+            "SELECT $3, $2, $1, $2, $4, $5, CAST(-7 AS \(connection.dialect.integer)), 'x'", values
+        ).firstRow
+        #expect(
+            row?.values == [
+                .blob(bytes), .integer(Int64.min), .text("ünï\u{1}"), .integer(Int64.min), .null, .integer(-300),
+                .integer(-7), .text("x"),
+            ])
+        #expect(row?.blob(0) == bytes && row?.integer(1) == Int64.min && row?.text(2) == "ünï\u{1}")
+        // Strict accessors: a column of another type reads as nil.
+        #expect(row?.text(1) == nil && row?.integer(2) == nil && row?.blob(2) == nil && row?.integer(4) == nil)
+        // A value the statement needs but was not given is an error, not NULL (PostgreSQL calls
+        // it a protocol violation, class 08, like a broken connection).
+        #expect(errorCode { () throws(StorageError) in _ = try connection.execute("SELECT $1, $2", [.null]) } != nil)
+
+        // Changed rows count writes only: a query after an update reports 0.
+        try connection.execute("CREATE TABLE driver_check (id \(connection.dialect.integer) PRIMARY KEY, note TEXT)")
+        #expect(try connection.execute("INSERT INTO driver_check VALUES (1, 'a'), (2, 'b')").affectedRowCount == 2)
+        #expect(try connection.execute("UPDATE driver_check SET note = 'c'").affectedRowCount == 2)
+        let read = try connection.execute("SELECT id, note FROM driver_check ORDER BY id")
+        #expect(read.affectedRowCount == 0)
+        #expect(read.rows.map(\.values) == [[.integer(1), .text("c")], [.integer(2), .text("c")]])
+        #expect(try connection.execute("DELETE FROM driver_check WHERE id = $1", [.integer(2)]).affectedRowCount == 1)
+
+        // A transaction inside a transaction is a savepoint: its failure undoes only its own work.
+        try connection.transaction { () throws(StorageError) in
+            try connection.execute("INSERT INTO driver_check VALUES (3, 'kept')")
+            #expect(
+                errorCode { () throws(StorageError) in
+                    try connection.transaction { () throws(StorageError) in
+                        try connection.execute("INSERT INTO driver_check VALUES (4, 'undone')")
+                        try connection.execute("INSERT INTO driver_check VALUES (3, 'duplicate')")
+                    }
+                } == .queryFailed)
+        }
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT id FROM driver_check ORDER BY id") { $0.integer(0) } == [1, 3])
     }
 
     static func insertsDevices(_ database: StorageContractDatabase) throws {
