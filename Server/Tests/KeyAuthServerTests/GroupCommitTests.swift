@@ -6,23 +6,35 @@ import Testing
 
 @testable import KeyAuthServer
 
+/// SQLite's group commit, seen from outside: what a caller of the storage can observe about
+/// durability and batching (results, errors, what another connection reads), never the
+/// committer's own counters.
 @Suite("Group commit of SQLite writes")
 struct GroupCommitTests {
-    /// Holds the committer inside a write, starts `writes` calls of `body` on threads of their
-    /// own, one at a time, each once the previous one's write is queued, then lets the committer
-    /// go: all of them run in one batch. Returns once every call has returned.
+    /// Storage over a ``QueueWatchingDatabase`` on the environment's file.
+    private static func open(_ environment: TestEnvironment) throws -> (SQLStorage, QueueWatchingDatabase) {
+        let database = try QueueWatchingDatabase(path: environment.databasePath)
+        return (try SQLStorage(database: database, location: environment.databasePath, now: { 1 }), database)
+    }
+
+    /// Holds the group commit inside a write, starts `writes` calls of `body` on threads of their
+    /// own, one at a time, each once the previous one's write is queued, runs `whileHeld`, then
+    /// lets the commit go: all the writes run in the next batch, in the order started. Returns
+    /// once every call has returned.
     ///
-    /// Each call must queue exactly one write. Over sockets, starting them one at a time also
-    /// gives each request its own server thread: a thread blocked on its write does not accept.
+    /// Each call must queue exactly one write through `database`. Over sockets, starting them
+    /// one at a time also gives each request its own server thread: a thread blocked on its
+    /// write does not accept.
     private static func inOneBatch(
-        _ storage: SQLiteStorage, writes: Int, _ body: @escaping @Sendable (Int) -> Void
+        _ database: QueueWatchingDatabase, writes: Int, _ body: @escaping @Sendable (Int) -> Void,
+        whileHeld: () throws -> Void = {}
     ) throws {
         let holding = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let finished = DispatchGroup()
         finished.enter()
         Thread {
-            _ = try? storage.committer.write { _ in
+            _ = try? database.sqlite.write { _ in
                 holding.signal()
                 release.wait()
             }
@@ -33,6 +45,7 @@ struct GroupCommitTests {
             release.signal()
             finished.wait()
         }
+        let queuedBefore = database.queuedWrites
         for index in 0..<writes {
             finished.enter()
             Thread {
@@ -40,31 +53,25 @@ struct GroupCommitTests {
                 finished.leave()
             }.start()
             let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
-            while storage.committer.queuedWriteCount <= index, ServerClock.monotonicNanoseconds() < deadline {
+            while database.queuedWrites <= queuedBefore + index, ServerClock.monotonicNanoseconds() < deadline {
                 usleep(500)
             }
-            try #require(storage.committer.queuedWriteCount == index + 1, "write \(index) was not queued")
+            try #require(database.queuedWrites == queuedBefore + index + 1, "write \(index) was not queued")
         }
+        try whileHeld()
     }
 
-    @Test("concurrent claims share one transaction, and each jti is granted exactly once within it")
+    @Test("writes queued together run in the order queued: of three claims of each jti, the first wins")
     func claimsInOneBatch() throws {
         let environment = TestEnvironment()
-        let storage = try SQLiteStorage(path: environment.databasePath)
+        let (storage, database) = try Self.open(environment)
         let results = Mutex<[Int: Bool]>([:])
-        let commitsBefore = storage.committer.commitCount
-        try Self.inOneBatch(storage, writes: 48) { index in
+        try Self.inOneBatch(database, writes: 48) { index in
             let granted = (try? storage.claimJTI(keyID: "k", jti: "j\(index % 16)", expiresAt: 1000)) ?? false
             results.withLock { $0[index] = granted }
         }
-        // The held write's batch, then one batch of all 48 claims.
-        #expect(storage.committer.commitCount - commitsBefore == 2)
         let all = results.withLock { $0 }
-        #expect(all.count == 48)
-        for jti in 0..<16 {
-            let winners = all.filter { $0.key % 16 == jti && $0.value }
-            #expect(winners.count == 1, "jti j\(jti) was granted \(winners.count) times")
-        }
+        #expect((0..<48).map { all[$0] } == (0..<48).map { $0 < 16 })
         storage.close()
         // Durable: another instance of the file refuses every granted jti.
         let reopened = try SQLiteStorage(path: environment.databasePath)
@@ -74,33 +81,141 @@ struct GroupCommitTests {
         }
     }
 
-    @Test("a write that fails inside a batch is rolled back alone; the others commit")
-    func failureIsolated() throws {
-        let environment = TestEnvironment()
-        let storage = try SQLiteStorage(path: environment.databasePath)
+    /// Claims `prefix0`, `prefix1`, ... in one batch, except that write `special` runs
+    /// `specialWrite` instead; returns each write's outcome, by index.
+    private static func claimsInOneBatch(
+        _ storage: SQLStorage, _ database: QueueWatchingDatabase, writes: Int, prefix: String, special: Int,
+        _ specialWrite: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Bool
+    ) throws -> [Int: Result<Bool, StorageError>] {
         let results = Mutex<[Int: Result<Bool, StorageError>]>([:])
-        try Self.inOneBatch(storage, writes: 10) { index in
+        try inOneBatch(database, writes: writes) { index in
             let result = Result { () throws(StorageError) -> Bool in
-                guard index == 5 else { return try storage.claimJTI(keyID: "k", jti: "x\(index)", expiresAt: 1000) }
-                return try storage.committer.write { connection throws(StorageError) in
-                    try connection.run(
-                        "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ('k', 'x5', 1000)")
-                    throw StorageError(.queryFailed, "the write failed after its insert")
+                guard index == special else {
+                    return try storage.claimJTI(keyID: "k", jti: "\(prefix)\(index)", expiresAt: 1000)
                 }
+                return try database.write(specialWrite)
             }
             results.withLock { $0[index] = result }
         }
-        let all = results.withLock { $0 }
+        return results.withLock { $0 }
+    }
+
+    /// The message of the error `outcome` failed with, or nil.
+    private static func errorMessage(_ outcome: Result<Bool, StorageError>?) -> String? {
+        guard case .failure(let error) = outcome else { return nil }
+        return error.message
+    }
+
+    @Test("a write that fails inside a batch is rolled back alone; the others commit")
+    func failureIsolated() throws {
+        let environment = TestEnvironment()
+        let (storage, database) = try Self.open(environment)
+        let all = try Self.claimsInOneBatch(storage, database, writes: 10, prefix: "x", special: 5) {
+            connection throws(StorageError) in
+            try connection.execute("INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ('k', 'x5', 1000)")
+            throw StorageError(.queryFailed, "the write failed after its insert")
+        }
         for index in 0..<10 where index != 5 {
             #expect((try? all[index]?.get()) == true)
         }
-        #expect(throws: StorageError.self) { try all[5]?.get() }
+        // Its own error, not the batch's.
+        #expect(Self.errorMessage(all[5]) == "the write failed after its insert")
         storage.close()
         let reopened = try SQLiteStorage(path: environment.databasePath)
         defer { reopened.close() }
         #expect(try reopened.claimJTI(keyID: "k", jti: "x4", expiresAt: 1000) == false)
         // The failed write's insert was undone with it.
         #expect(try reopened.claimJTI(keyID: "k", jti: "x5", expiresAt: 1000))
+    }
+
+    @Test("the writes of a batch share its transaction: when SQLite loses it, all of them fail and none is stored")
+    func batchSharesItsTransaction() throws {
+        let environment = TestEnvironment()
+        let (storage, database) = try Self.open(environment)
+        // Write 3 ends the transaction, as SQLite does on its own after an I/O error or a full disk.
+        let all = try Self.claimsInOneBatch(storage, database, writes: 8, prefix: "y", special: 3) {
+            connection throws(StorageError) in
+            try connection.execute("ROLLBACK")
+            throw StorageError(.queryFailed, "the transaction was lost")
+        }
+        for index in 0..<8 {
+            // Claims 0 to 2 had succeeded inside the batch; they are answered with its failure.
+            #expect(Self.errorMessage(all[index]) == "SQLite rolled back a batch of writes", "write \(index)")
+        }
+        // The next batch is a fresh transaction.
+        #expect(try storage.claimJTI(keyID: "k", jti: "after", expiresAt: 1000))
+        storage.close()
+        let reopened = try SQLiteStorage(path: environment.databasePath)
+        defer { reopened.close() }
+        for index in 0..<8 where index != 3 {
+            #expect(try reopened.claimJTI(keyID: "k", jti: "y\(index)", expiresAt: 1000), "write \(index) was stored")
+        }
+        #expect(try !reopened.claimJTI(keyID: "k", jti: "after", expiresAt: 1000))
+    }
+
+    @Test("a write is in the file when it returns: a connection opened right after sees it")
+    func visibleWhenReturned() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        defer { storage.close() }
+        let path = environment.databasePath
+        let outcomes = runConcurrently(32) { (index: Int) throws(StorageError) -> [Int64?] in
+            guard try storage.claimJTI(keyID: "k", jti: "v\(index)", expiresAt: 1000) else { return [] }
+            return try SQLiteConnection(path: path, busyTimeoutMilliseconds: 5000).query(
+                "SELECT COUNT(*) FROM used_jtis WHERE key_id = 'k' AND jti = $1", [.text("v\(index)")]
+            ) { $0.integer(0) }
+        }
+        for (index, outcome) in outcomes.enumerated() {
+            #expect(try outcome.get() == [1], "claim \(index)")
+        }
+    }
+
+    @Test("closing answers every write it accepted, makes them durable, then refuses writes")
+    func closeFinishesAcceptedWrites() throws {
+        let environment = TestEnvironment()
+        let (storage, database) = try Self.open(environment)
+        let results = Mutex<[Int: Result<Bool, StorageError>]>([:])
+        let closed = DispatchGroup()
+        try Self.inOneBatch(
+            database, writes: 5,
+            { index in
+                let result = Result { () throws(StorageError) in
+                    try storage.claimJTI(keyID: "k", jti: "c\(index)", expiresAt: 1000)
+                }
+                results.withLock { $0[index] = result }
+            },
+            whileHeld: {
+                closed.enter()
+                Thread {
+                    storage.close()
+                    closed.leave()
+                }.start()
+                // Until `close` refuses new writes; what it accepted meanwhile it must answer.
+                var refusal: StorageError.Code?
+                let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
+                while refusal == nil, ServerClock.monotonicNanoseconds() < deadline {
+                    refusal = StorageContract.errorCode { () throws(StorageError) in
+                        _ = try database.sqlite.submit { _ in () }
+                    }
+                    usleep(500)
+                }
+                try #require(refusal == .closed)
+            })
+        #expect(closed.wait(timeout: .now() + 20) == .success, "close did not return")
+        let all = results.withLock { $0 }
+        for index in 0..<5 {
+            #expect((try? all[index]?.get()) == true, "write \(index)")
+        }
+        #expect(
+            StorageContract.errorCode { () throws(StorageError) in
+                _ = try storage.claimJTI(keyID: "k", jti: "late", expiresAt: 1000)
+            } == .closed)
+        let reopened = try SQLiteStorage(path: environment.databasePath)
+        defer { reopened.close() }
+        for index in 0..<5 {
+            #expect(try !reopened.claimJTI(keyID: "k", jti: "c\(index)", expiresAt: 1000), "write \(index)")
+        }
+        #expect(try reopened.claimJTI(keyID: "k", jti: "late", expiresAt: 1000))
     }
 
     @Test("last_login_at is read back at once, written with the next batch, within a second, and on close")
@@ -136,34 +251,15 @@ struct GroupCommitTests {
         #expect(throws: StorageError.self) { try storage.recordLogin(kid: "k1", at: 800) }
     }
 
-    @Test("purging more expired jtis than one chunk deletes them all, and only them")
-    func purgeInChunks() throws {
-        let environment = TestEnvironment()
-        let storage = try SQLiteStorage(path: environment.databasePath)
-        defer { storage.close() }
-        let expired = SQLiteStorage.purgeChunkSize * 2 + 500
-        try storage.committer.write { connection throws(StorageError) in
-            for index in 0..<expired {
-                try connection.run(
-                    "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ('k', ?, 100)", [.text("old-\(index)")])
-            }
-        }
-        #expect(try storage.claimJTI(keyID: "k", jti: "fresh", expiresAt: 10_000))
-        #expect(try storage.purgeExpiredJTIs(now: 5_000) == expired)
-        #expect(try storage.purgeExpiredJTIs(now: 5_000) == 0)
-        #expect(try storage.claimJTI(keyID: "k", jti: "fresh", expiresAt: 10_000) == false)
-        #expect(try storage.claimJTI(keyID: "k", jti: "old-0", expiresAt: 10_000))
-    }
-
     @Test("concurrent logins over sockets: exactly one 200 per assertion, replays refused, also within one batch")
     func concurrentLoginsOverSockets() throws {
         let environment = TestEnvironment()
-        let runner = try environment.startServer {
+        let (storage, database) = try Self.open(environment)
+        let runner = try environment.startServer(storage: storage) {
             $0.threads = 16
             $0.failureLimit = 100_000
         }
         defer { runner.stop() }
-        let storage = try #require(runner.storage as? SQLiteStorage)
         let api = environment.socketAPI(runner)
         var keys: [RSAPrivateKey] = []
         for index in 1...4 {
@@ -176,7 +272,7 @@ struct GroupCommitTests {
         // queued, so every replay meets its original inside one batch: one of each pair wins.
         let held = try (0..<8).map { try api.assertion(keys[$0 % keys.count]) }
         let heldStatuses = Mutex<[Int: [Int]]>([:])
-        try Self.inOneBatch(storage, writes: 16) { index in
+        try Self.inOneBatch(database, writes: 16) { index in
             let status = (try? api.login(assertion: held[index % 8]).status) ?? 0
             heldStatuses.withLock { $0[index % 8, default: []].append(status) }
         }
@@ -200,5 +296,56 @@ struct GroupCommitTests {
         for (index, statuses) in all {
             #expect(statuses.sorted() == [200, 400, 400], "assertion \(index) got \(statuses)")
         }
+    }
+}
+
+/// A SQLite database that counts the writes it has queued for the group commit, so that a test
+/// can hold a batch open until every write it started is in it; otherwise the plain
+/// ``SQLiteDatabase``. The count lives here, in the test, not in the committer.
+final class QueueWatchingDatabase: SQLDatabase {
+    let sqlite: SQLiteDatabase
+    private let queued = Atomic<Int>(0)
+
+    init(path: String) throws(StorageError) {
+        sqlite = try SQLiteDatabase(path: path, readerCount: 2, busyTimeoutMilliseconds: 5000)
+    }
+
+    /// Writes queued through ``write(_:)`` so far.
+    var queuedWrites: Int { queued.load(ordering: .acquiring) }
+
+    var dialect: SQLDialect { sqlite.dialect }
+
+    func read<Result: Sendable>(
+        _ body: (any SQLConnection) throws(StorageError) -> Result
+    ) throws(StorageError) -> Result {
+        try sqlite.read(body)
+    }
+
+    func write<Result: Sendable>(
+        _ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Result
+    ) throws(StorageError) -> Result {
+        let write = try sqlite.submit(body)
+        queued.add(1, ordering: .releasing)
+        return try write.result()
+    }
+
+    func migrate(_ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Void) throws(StorageError) {
+        try sqlite.migrate(body)
+    }
+
+    func writeEventually(_ write: SQLDeferredWrite) throws(StorageError) {
+        try sqlite.writeEventually(write)
+    }
+
+    func pendingValue(of sql: String, key: String) -> SQLValue? {
+        sqlite.pendingValue(of: sql, key: key)
+    }
+
+    func pendingValues(of sql: String) -> [String: SQLValue] {
+        sqlite.pendingValues(of: sql)
+    }
+
+    func close() {
+        sqlite.close()
     }
 }

@@ -5,12 +5,12 @@ import Testing
 
 @testable import KeyAuthServer
 
-extension PostgresStorageTests {
+extension StorageContractTests {
     /// Two `keyauth-server serve` processes of the built binary on one PostgreSQL database, as
     /// behind a load balancer: whatever one server accepts, records or changes, the other must
     /// honour at once, since a client's next request may reach either.
     ///
-    /// Nested in ``PostgresStorageTests`` to share its `.serialized` trait: its outage test stops
+    /// Nested in ``StorageContractTests`` to share its `.serialized` trait: its outage test stops
     /// the PostgreSQL server, which would fail these tests if they ran meanwhile.
     ///
     /// Each test has a fresh schema (`PostgresTestServer.makeDatabase`), dropped at the end, and
@@ -191,7 +191,7 @@ extension PostgresStorageTests {
             for round in 1...Self.simultaneousStartRounds {
                 try withServers(startingAtOnce: true) { a, b, url in
                     #expect(
-                        try Self.count("schema_migrations", url: url) == Int64(PostgresSchema.migrations.count),
+                        try Self.count("schema_migrations", url: url) == Int64(SQLSchema.migrations.count),
                         "round \(round): the migrations ran more than once")
                     let key = try ServerTestKeys.key("multi-race")
                     let registered = try a.register(user: "frank", key: key)
@@ -285,7 +285,7 @@ extension PostgresStorageTests {
         static func count(_ table: String, url: String) throws -> Int64? {
             let connection = try PostgresConnection(PostgresLocation(url))
             guard connection.isOpen else { throw TestFailure("cannot connect to count \(table)") }
-            return try connection.execute("SELECT count(*) FROM \(table)").integer(0, 0)
+            return try connection.execute("SELECT count(*) FROM \(table)").firstRow?.integer(0)
         }
     }
 }

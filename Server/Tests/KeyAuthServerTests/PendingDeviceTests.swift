@@ -210,6 +210,9 @@ struct PendingDeviceTests {
         var legacy = try #require(try direct.storage.device(kid: stranger.publicKey.fingerprint))
         legacy.kid = Base64URL.encode(Crypto.sha256(Array("legacy".utf8)))
         legacy.registeredFrom = nil
+        // A second later, so that the list's order does not hang on comparing the fixed kid with
+        // the random key's fingerprint (devices of the same second are ordered by kid).
+        legacy.createdAt += 1
         #expect(try direct.storage.insertDevice(legacy))
         let carol = try direct.accessToken(stranger)
         let carolList = try direct.authorized("GET", "/v1/devices", token: carol)

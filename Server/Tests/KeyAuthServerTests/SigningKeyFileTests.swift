@@ -35,7 +35,7 @@ struct SigningKeyFileTests {
         defer { storage.close() }
         let storedKeys = try storage.signingKeys().map(\.kid)
         #expect(storedKeys.count == 1)
-        #expect(PostgresStorageTests.MultiInstanceTests.keyID(of: tokenFromDatabaseKey) == storedKeys.first)
+        #expect(StorageContractTests.MultiInstanceTests.keyID(of: tokenFromDatabaseKey) == storedKeys.first)
 
         let fileKey = try ServerTestKeys.key("signing-key-file")
         let keyFile = directory.path + "/signing-key.pem"
@@ -50,8 +50,8 @@ struct SigningKeyFileTests {
         #expect(published[fileKey.publicKey.fingerprint] == fileKey.publicKey)
 
         let token = try client.accessToken(device)
-        #expect(PostgresStorageTests.MultiInstanceTests.keyID(of: token) == fileKey.publicKey.fingerprint)
-        let verified = try PostgresStorageTests.MultiInstanceTests.verifyAccessToken(
+        #expect(StorageContractTests.MultiInstanceTests.keyID(of: token) == fileKey.publicKey.fingerprint)
+        let verified = try StorageContractTests.MultiInstanceTests.verifyAccessToken(
             token, keys: [fileKey.publicKey.fingerprint: fileKey.publicKey])
         #expect(verified.subject == "alice")
         #expect(try client.authorized("GET", "/v1/devices", token: token).status == 200)

@@ -40,7 +40,11 @@ final class TestEnvironment: Sendable {
 
     /// Opens the database, seeding the shared server signing key so no test waits for one.
     func openStorage() throws -> SQLiteStorage {
-        let storage = try SQLiteStorage(path: databasePath, now: clock.closure)
+        try seedSigningKey(SQLiteStorage(path: databasePath, now: clock.closure))
+    }
+
+    /// `storage`, after storing the shared server signing key in it unless it has a key.
+    func seedSigningKey<Storage: ServerStorage>(_ storage: Storage) throws -> Storage {
         if try storage.signingKeys().isEmpty {
             let key = try ServerTestKeys.key("server")
             _ = try storage.insertSigningKey(
@@ -68,10 +72,14 @@ final class TestEnvironment: Sendable {
     }
 
     /// A real server on 127.0.0.1, port 0, with the default issuer (which names the bound port).
-    func startServer(_ configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ServerRunner {
-        try ServerRunner(
-            configuration: try configuration(configure), storage: try openStorage(), log: SilentLog(),
-            now: clock.closure)
+    ///
+    /// - Parameter storage: the server's storage; by default ``openStorage()``.
+    func startServer(
+        storage: (any ServerStorage)? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) throws -> ServerRunner {
+        let seeded: any ServerStorage = try storage.map { try seedSigningKey($0) } ?? openStorage()
+        return try ServerRunner(
+            configuration: try configuration(configure), storage: seeded, log: SilentLog(), now: clock.closure)
     }
 
     /// A test API that talks to `runner` over sockets.

@@ -1,28 +1,22 @@
 internal import CKeyAuthPQ
 import KeyAuth
 
-/// A value bound to a statement parameter.
-///
-/// Parameters travel in libpq's text format with an explicit type, so that the server never
-/// has to infer one (a parameter used twice, as in `CASE WHEN $1 = ...`, would be ambiguous).
-enum PostgresValue: Sendable, Hashable {
-    case null
-    case integer(Int64)
-    case text(String)
-    case bytes([UInt8])
-
+/// How a value travels as a statement parameter: in libpq's text format with an explicit type,
+/// so that the server never has to infer one (a parameter used twice, as in
+/// `CASE WHEN $1 = ...`, would be ambiguous).
+extension SQLValue {
     // Type OIDs from PostgreSQL's catalog (`pg_type_d.h`, a server header libpq does not ship).
-    private static let int8OID: Oid = 20
-    private static let textOID: Oid = 25
-    private static let byteaOID: Oid = 17
+    fileprivate static let int8OID: Oid = 20
+    fileprivate static let textOID: Oid = 25
+    fileprivate static let byteaOID: Oid = 17
 
     /// The parameter type; 0 lets the server decide, which only NULL needs.
-    var typeOID: Oid {
+    fileprivate var typeOID: Oid {
         switch self {
         case .null: 0
         case .integer: Self.int8OID
         case .text: Self.textOID
-        case .bytes: Self.byteaOID
+        case .blob: Self.byteaOID
         }
     }
 
@@ -31,7 +25,7 @@ enum PostgresValue: Sendable, Hashable {
     /// - Throws: `.queryFailed` for text holding a NUL character: PostgreSQL cannot store one,
     ///   and a C string would silently cut the value short there, so that `"a\0b"` would match
     ///   the row of `"a"`.
-    func textFormat() throws(StorageError) -> [UInt8]? {
+    fileprivate func textFormat() throws(StorageError) -> [UInt8]? {
         switch self {
         case .null:
             return nil
@@ -43,7 +37,7 @@ enum PostgresValue: Sendable, Hashable {
                 throw StorageError(.queryFailed, "a text value holds a NUL character, which PostgreSQL cannot store")
             }
             return bytes
-        case .bytes(let bytes):
+        case .blob(let bytes):
             // bytea's hex input format: `\x` then two lower-case digits per byte.
             let digits = Array("0123456789abcdef".utf8)
             var encoded: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
@@ -57,14 +51,19 @@ enum PostgresValue: Sendable, Hashable {
     }
 }
 
-/// The one owner of a libpq `PGconn`, used by one thread at a time (the pool's slot lock).
+/// The PostgreSQL driver: the one owner of a libpq `PGconn`, used by one thread at a time (the
+/// pool's slot lock).
 ///
 /// Only parameterised statements reach the server (`PQexecParams`): request data is never
-/// spliced into SQL text. A broken connection is repaired in place with `PQreset`, which keeps
+/// spliced into SQL text. Results come in binary format, decoded by column type into
+/// ``SQLValue``s, so that reading needs no text parsing and does not depend on server settings
+/// such as `bytea_output`. A broken connection is repaired in place with `PQreset`, which keeps
 /// the connection parameters, so the pool never has to keep the URL around in another copy.
-final class PostgresConnection {
+final class PostgresConnection: SQLConnection {
     private let handle: OpaquePointer
     private let location: PostgresLocation
+
+    var dialect: SQLDialect { .postgres }
 
     /// Connects with `location`'s parameters, blocking for at most the connect timeout.
     ///
@@ -99,6 +98,12 @@ final class PostgresConnection {
     /// Whether the connection is open and outside any transaction, as a pooled one must be.
     var isIdle: Bool { isOpen && PQtransactionStatus(handle) == PQTRANS_IDLE }
 
+    /// Whether a transaction is open, failed statements included (it then awaits a rollback).
+    var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
     /// Whether the connection is still usable, reading without blocking whatever the server
     /// sent while it sat in the pool.
     ///
@@ -127,16 +132,15 @@ final class PostgresConnection {
             text: location.redact(Self.trimmed(String(cString: PQerrorMessage(handle)))))
     }
 
-    /// Runs one parameterised statement.
+    /// Runs one parameterised statement and reads all its rows.
     ///
-    /// - Returns: the result, whose rows and affected-row count stay readable until it is freed.
     /// - Throws: `.unavailable` when the connection is broken or the server refuses service
     ///   (SQLSTATE classes 08, 53 and 57P), `.queryFailed` for any other failure, carrying the
     ///   SQLSTATE and the primary message (never the detail, which may quote row values).
     @discardableResult
-    func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(StorageError) -> PostgresResult {
+    func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> SQLResult {
         var encoded: [[UInt8]?] = []
-        encoded.reserveCapacity(parameters.count)
+        encoded.reserveCapacity(bindings.count)
         // The encodings may hold a private key in hex: wipe them, as the C copies are.
         defer {
             for index in encoded.indices {
@@ -146,13 +150,14 @@ final class PostgresConnection {
                 }
             }
         }
-        for parameter in parameters {
-            encoded.append(try parameter.textFormat())
+        for binding in bindings {
+            encoded.append(try binding.textFormat())
         }
-        let types = parameters.map(\.typeOID)
+        let types = bindings.map(\.typeOID)
         let pointer = Self.withCStrings(encoded) { values in
             types.withUnsafeBufferPointer { types in
-                PQexecParams(handle, sql, Int32(parameters.count), types.baseAddress, values, nil, nil, 0)
+                PQexecParams(
+                    handle, sql, Int32(bindings.count), types.baseAddress, values, nil, nil, Self.binaryFormat)
             }
         }
         guard let pointer else {
@@ -161,7 +166,9 @@ final class PostgresConnection {
         }
         let result = PostgresResult(taking: pointer)
         let status = PQresultStatus(pointer)
-        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK else { return result }
+        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK else {
+            return SQLResult(rows: result.rows(), affectedRowCount: result.affectedRowCount)
+        }
         let state = result.errorField(Self.sqlStateField) ?? ""
         let text = result.errorField(Self.primaryMessageField) ?? Self.trimmed(String(cString: PQerrorMessage(handle)))
         let refused = state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P")
@@ -172,21 +179,8 @@ final class PostgresConnection {
                 text: location.redact(state.isEmpty ? text : "SQLSTATE \(state): \(text)")))
     }
 
-    /// Runs `body` between `BEGIN` and `COMMIT`, rolling back when it throws.
-    ///
-    /// When even the rollback fails, the connection is left inside the transaction; the pool
-    /// sees that it is not idle and resets it, which makes the server roll back.
-    func transaction<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result {
-        try execute("BEGIN")
-        do {
-            let result = try body()
-            try execute("COMMIT")
-            return result
-        } catch {
-            _ = try? execute("ROLLBACK")
-            throw error
-        }
-    }
+    /// `resultFormat` 1: every result column in binary.
+    private static let binaryFormat: Int32 = 1
 
     // PG_DIAG_SQLSTATE and PG_DIAG_MESSAGE_PRIMARY are character-literal macros ('C', 'M'),
     // which Swift does not import.

@@ -136,3 +136,40 @@ final class PostgresConnectionSlot: Sendable {
         }
     }
 }
+
+/// The pool as the storage's database: reads and the migration may run again on a repaired
+/// connection; writes never do, since the server may have committed one before the connection
+/// broke.
+extension PostgresConnectionPool: SQLDatabase {
+    var dialect: SQLDialect { .postgres }
+
+    func read<Result: Sendable>(
+        _ body: (any SQLConnection) throws(StorageError) -> Result
+    ) throws(StorageError) -> Result {
+        try withConnection(retryingIfBroken: true) { connection throws(StorageError) in try body(connection) }
+    }
+
+    func write<Result: Sendable>(
+        _ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Result
+    ) throws(StorageError) -> Result {
+        try withConnection(retryingIfBroken: false) { connection throws(StorageError) in try body(connection) }
+    }
+
+    /// Migrating is one transaction that checks the version first, so it is safe to repeat.
+    func migrate(_ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Void) throws(StorageError) {
+        try withConnection(retryingIfBroken: true) { connection throws(StorageError) in try body(connection) }
+    }
+
+    /// Written at once: every instance must see a login another one recorded, and a shared
+    /// database has no batch to add it to.
+    func writeEventually(_ write: SQLDeferredWrite) throws(StorageError) {
+        try self.write { connection throws(StorageError) in
+            try connection.execute(write.sql, write.bindings)
+            return ()
+        }
+    }
+
+    func pendingValue(of sql: String, key: String) -> SQLValue? { nil }
+
+    func pendingValues(of sql: String) -> [String: SQLValue] { [:] }
+}

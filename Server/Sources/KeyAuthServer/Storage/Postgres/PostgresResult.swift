@@ -1,6 +1,6 @@
 internal import CKeyAuthPQ
 
-/// The one owner of a libpq `PGresult`, read in text format.
+/// The one owner of a libpq `PGresult` whose columns came in binary format.
 final class PostgresResult {
     private let pointer: OpaquePointer
 
@@ -12,64 +12,59 @@ final class PostgresResult {
         PQclear(pointer)
     }
 
-    /// How many rows a query returned.
-    var rowCount: Int { Int(PQntuples(pointer)) }
-
-    /// How many rows an `INSERT`, `UPDATE` or `DELETE` changed (0 for other statements).
-    var affectedRows: Int { Int(String(cString: PQcmdTuples(pointer))) ?? 0 }
+    /// How many rows an `INSERT`, `UPDATE` or `DELETE` changed; 0 for other statements
+    /// (libpq counts a `SELECT`'s rows here too, which ``SQLResult`` does not).
+    var affectedRowCount: Int {
+        guard !String(cString: PQcmdStatus(pointer)).hasPrefix("SELECT") else { return 0 }
+        return Int(String(cString: PQcmdTuples(pointer))) ?? 0
+    }
 
     /// Field `code` of the error (a `PG_DIAG_*` letter), or nil when absent.
     func errorField(_ code: Int32) -> String? {
         PQresultErrorField(pointer, code).map { String(cString: $0) }
     }
 
-    /// Column `column` of row `row` as text, or nil when NULL.
-    func text(_ row: Int, _ column: Int) -> String? {
-        guard PQgetisnull(pointer, Int32(row), Int32(column)) == 0,
-            let value = PQgetvalue(pointer, Int32(row), Int32(column))
-        else { return nil }
-        return String(cString: value)
-    }
-
-    /// Column `column` of row `row` as an integer, or nil when NULL.
-    func integer(_ row: Int, _ column: Int) -> Int64? {
-        text(row, column).flatMap { Int64($0) }
-    }
-
-    /// Column `column` of row `row`, selected as `encode(value, 'hex')`, as bytes (nil when
-    /// NULL or not hex).
-    ///
-    /// Selecting hex rather than raw `bytea` keeps the result independent of the server's
-    /// `bytea_output` setting. The hex text in the result is wiped once decoded, because the
-    /// column may be a private key; libpq's own input buffer is beyond our reach.
-    func hexBytes(_ row: Int, _ column: Int) -> [UInt8]? {
-        guard PQgetisnull(pointer, Int32(row), Int32(column)) == 0,
-            let value = PQgetvalue(pointer, Int32(row), Int32(column))
-        else { return nil }
-        let count = Int(PQgetlength(pointer, Int32(row), Int32(column)))
-        let digits = UnsafeMutableBufferPointer(start: value, count: count)
-        defer { digits.update(repeating: 0) }
-        guard count.isMultiple(of: 2) else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count / 2)
-        var index = 0
-        while index < count {
-            guard let high = Self.hexValue(digits[index]), let low = Self.hexValue(digits[index + 1]) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-            index += 2
+    /// Every row, each column decoded by its type.
+    func rows() -> [SQLRow] {
+        let columns = PQnfields(pointer)
+        return (0..<PQntuples(pointer)).map { row in
+            SQLRow(values: (0..<columns).map { column in value(row, column) })
         }
-        return bytes
     }
 
-    private static func hexValue(_ digit: CChar) -> UInt8? {
-        let digit = UInt8(bitPattern: digit)
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
-        default: return nil
+    // Type OIDs from PostgreSQL's catalog (`pg_type_d.h`, a server header libpq does not ship).
+    private static let boolOID: Oid = 16
+    private static let byteaOID: Oid = 17
+    private static let int8OID: Oid = 20
+    private static let int2OID: Oid = 21
+    private static let int4OID: Oid = 23
+    private static let textOIDs: Set<Oid> = [19, 25, 705, 1042, 1043]  // name, text, unknown, char(n), varchar
+
+    /// One column in binary format: integers big-endian, text as UTF-8, bytea as its bytes.
+    /// Other types are returned as bytes (the storage reads none).
+    ///
+    /// bytea bytes in the result are wiped once copied, because the column may be a private
+    /// key; libpq's own input buffer is beyond our reach.
+    private func value(_ row: Int32, _ column: Int32) -> SQLValue {
+        guard PQgetisnull(pointer, row, column) == 0, let value = PQgetvalue(pointer, row, column) else {
+            return .null
+        }
+        let bytes = UnsafeMutableRawBufferPointer(
+            start: UnsafeMutableRawPointer(value), count: Int(PQgetlength(pointer, row, column)))
+        switch PQftype(pointer, column) {
+        case Self.int8OID where bytes.count == 8, Self.int4OID where bytes.count == 4,
+            Self.int2OID where bytes.count == 2, Self.boolOID where bytes.count == 1:
+            // Two's complement, big-endian: sign-extend from the first byte.
+            var number: Int64 = Int64(Int8(bitPattern: bytes[0]))
+            for byte in bytes.dropFirst() {
+                number = number << 8 | Int64(byte)
+            }
+            return .integer(number)
+        case let type where Self.textOIDs.contains(type):
+            return .text(String(decoding: bytes, as: UTF8.self))
+        default:
+            defer { _ = bytes.initializeMemory(as: UInt8.self, repeating: 0) }
+            return .blob(Array(bytes))
         }
     }
 }

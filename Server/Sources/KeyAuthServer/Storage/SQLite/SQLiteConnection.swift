@@ -1,21 +1,15 @@
 internal import CKeyAuthSQLite
 import KeyAuth
 
-/// A value bound to a statement parameter or read from a result column.
-enum SQLiteValue: Sendable, Hashable {
-    case null
-    case integer(Int64)
-    case text(String)
-    case blob([UInt8])
-}
-
-/// The one owner of a `sqlite3` handle, with its prepared statements.
+/// The SQLite driver: the one owner of a `sqlite3` handle, with its prepared statements.
 ///
 /// A handle is used by one thread at a time (it is opened with `SQLITE_OPEN_NOMUTEX` because
-/// ``SQLiteStorage`` keeps each connection behind a `Mutex`), so the class is not `Sendable`.
-final class SQLiteConnection {
-    let handle: OpaquePointer
+/// ``SQLiteDatabase`` keeps each connection behind a `Mutex`), so the class is not `Sendable`.
+final class SQLiteConnection: SQLConnection {
+    private let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
+
+    var dialect: SQLDialect { .sqlite }
 
     /// Opens (creating if needed) the database file at `path` and sets the per-connection
     /// pragmas: a busy timeout so that a concurrent admin command waits instead of failing, and
@@ -46,57 +40,21 @@ final class SQLiteConnection {
         sqlite3_close_v2(handle)
     }
 
-    /// Runs SQL without parameters (pragmas, schema). Never used with request data.
-    func execute(_ sql: String) throws(StorageError) {
-        var message: UnsafeMutablePointer<CChar>?
-        let result = sqlite3_exec(handle, sql, nil, nil, &message)
-        defer { sqlite3_free(message) }
-        guard result == SQLITE_OK else {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(result))
-            throw StorageError(
-                .queryFailed, "SQLite statement failed",
-                underlying: NativeError(library: "sqlite", code: Int(result), text: text))
-        }
-    }
-
-    /// Runs a parameterised statement that returns no rows.
+    /// Runs one statement through a cached prepared statement and reads all its rows.
     ///
-    /// - Returns: the number of rows it changed.
+    /// The statement is reset before returning, which ends its implicit read transaction, so
+    /// that no WAL snapshot is held between calls.
     @discardableResult
-    func run(_ sql: String, _ bindings: [SQLiteValue] = []) throws(StorageError) -> Int {
+    func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> SQLResult {
         let statement = try prepared(sql)
         defer { statement.reset() }
         try statement.bind(bindings)
-        while try statement.step() {}
-        return Int(sqlite3_changes(handle))
-    }
-
-    /// Runs a parameterised query and maps each row.
-    func query<Row>(
-        _ sql: String, _ bindings: [SQLiteValue] = [], row: (SQLiteStatement) throws(StorageError) -> Row
-    ) throws(StorageError) -> [Row] {
-        let statement = try prepared(sql)
-        // Resetting ends the implicit read transaction, so the WAL snapshot is never held.
-        defer { statement.reset() }
-        try statement.bind(bindings)
-        var rows: [Row] = []
+        let changesBefore = sqlite3_total_changes64(handle)
+        var rows: [SQLRow] = []
         while try statement.step() {
-            rows.append(try row(statement))
+            rows.append(statement.row())
         }
-        return rows
-    }
-
-    /// Runs `body` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back when it throws.
-    func transaction<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result {
-        try execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try execute("COMMIT")
-            return result
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
-        }
+        return SQLResult(rows: rows, affectedRowCount: Int(sqlite3_total_changes64(handle) - changesBefore))
     }
 
     /// Whether a transaction is open: false again after SQLite rolled one back on its own (an
@@ -106,15 +64,27 @@ final class SQLiteConnection {
     }
 
     /// A cached prepared statement for `sql`.
+    ///
+    /// - Throws: `.queryFailed` when `sql` does not compile or holds more than one statement
+    ///   (SQLite would silently ignore the rest).
     private func prepared(_ sql: String) throws(StorageError) -> SQLiteStatement {
         if let statement = statements[sql] { return statement }
         var pointer: OpaquePointer?
-        let result = sqlite3_prepare_v2(handle, sql, -1, &pointer, nil)
+        var trailingText = false
+        let result = sql.withCString { text in
+            var tail: UnsafePointer<CChar>?
+            let result = sqlite3_prepare_v2(handle, text, -1, &pointer, &tail)
+            trailingText = tail.map { !String(cString: $0).allSatisfy(\.isWhitespace) } ?? false
+            return result
+        }
         guard result == SQLITE_OK, let pointer else {
             throw StorageError(
                 .queryFailed, "cannot prepare a SQLite statement", underlying: Self.native(result, handle))
         }
         let statement = SQLiteStatement(taking: pointer, connection: handle)
+        guard !trailingText else {
+            throw StorageError(.queryFailed, "a SQLite statement text holds more than one statement")
+        }
         statements[sql] = statement
         return statement
     }

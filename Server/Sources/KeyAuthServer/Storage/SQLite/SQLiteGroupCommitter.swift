@@ -1,8 +1,9 @@
 import Dispatch
 import Synchronization
 
-/// Group commit for the one SQLite write connection: writes from many request threads are run
-/// by a single committer in one transaction, made durable by one fsync, and only then answered.
+/// Group commit, a layer over the one SQLite write connection: writes from many request
+/// threads are run by a single committer in one transaction, made durable by one fsync, and
+/// only then answered.
 ///
 /// With `synchronous=FULL` every commit fsyncs the WAL, and an fsync costs far more than the
 /// statements it protects. One transaction per write serializes the server on the disk; here a
@@ -16,18 +17,19 @@ import Synchronization
 /// - A write's caller gets its result only after the transaction holding it is durable; if
 ///   `BEGIN` or `COMMIT` fails, every write of the batch fails with that error (a 503), so
 ///   nothing that was answered can be lost by `kill -9` or power loss.
-/// - Writes run one after another in arrival order on one connection, each with its own result:
-///   two claims of the same `jti` in one batch see each other, and exactly one inserts.
+/// - Writes run one after another in the order they were queued, on one connection, each with
+///   its own result: two claims of the same `jti` in one batch see each other, and the first
+///   one inserts.
 /// - A write that throws is rolled back to its savepoint and fails alone; the rest of the batch
 ///   commits. If SQLite aborted the whole transaction, the whole batch fails.
 ///
-/// Device `last_login_at` times are the exception: ``recordLogin(kid:at:)`` only notes them in
-/// memory, and they are written with the next batch, or at the latest a second later. They are
-/// informational, so after a crash they may lag by up to a second; reads in this process see
-/// them at once through ``pendingLogin(kid:)``.
+/// Deferred writes (``writeEventually(_:)``, informational updates such as `last_login_at`) are
+/// the exception: they are only noted in memory, and written with the next batch, or at the
+/// latest a second later. After a crash they may lag by up to a second; reads in this process
+/// see them at once through ``pendingValue(of:key:)``.
 final class SQLiteGroupCommitter: Sendable {
-    /// How long a recorded login may wait for a batch before it is written on its own.
-    static let loginFlushDelay = DispatchTimeInterval.seconds(1)
+    /// How long a deferred write may wait for a batch before it is written on its own.
+    static let deferredFlushDelay = DispatchTimeInterval.seconds(1)
 
     private struct Queue: Sendable {
         var pending: [any SQLiteBatchedWrite] = []
@@ -36,20 +38,19 @@ final class SQLiteGroupCommitter: Sendable {
         var isClosed = false
     }
 
-    /// Login times, under a lock of their own: every login reads them (``pendingLogin(kid:)``)
-    /// and should not contend with the writers' queue.
-    private struct LoginTimes: Sendable {
+    /// Deferred values by statement, then by key, under a lock of their own: every login reads
+    /// them and should not contend with the writers' queue.
+    private struct DeferredWrites: Sendable {
         /// Not yet given to a batch.
-        var recorded: [String: Int64] = [:]
+        var recorded: [String: [String: SQLValue]] = [:]
         /// In the batch being committed (still shown to readers until it is).
-        var flushing: [String: Int64] = [:]
+        var flushing: [String: [String: SQLValue]] = [:]
         var flushScheduled = false
         var isClosed = false
     }
 
     private let writes = Mutex(Queue())
-    private let logins = Mutex(LoginTimes())
-    private let commits = Atomic<Int>(0)
+    private let deferred = Mutex(DeferredWrites())
     /// Confines the connection: every statement on it runs on this serial queue.
     private let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
     private let writer: SQLiteConnectionBox
@@ -58,15 +59,14 @@ final class SQLiteGroupCommitter: Sendable {
         writer = SQLiteConnectionBox(connection)
     }
 
-    /// Runs `body` on the write connection in the next batch and returns its result once the
-    /// batch is durable.
+    /// Queues `body` for the next batch and returns at once; the returned write's `result()`
+    /// waits until the batch is durable.
     ///
     /// `body` runs on the committer's queue and must not call back into the storage.
-    /// - Throws: the error `body` threw (its changes are rolled back), or the batch's `BEGIN` or
-    ///   `COMMIT` error, or `.closed`.
-    func write<Result: Sendable>(
-        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Result
-    ) throws(StorageError) -> Result {
+    /// - Throws: `.closed` after ``close()``.
+    func submit<Value: Sendable>(
+        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Value
+    ) throws(StorageError) -> SQLiteQueuedWrite<Value> {
         let write = SQLiteQueuedWrite(body)
         try writes.withLock { queued throws(StorageError) in
             guard !queued.isClosed else { throw StorageError(.closed, "the storage is closed") }
@@ -77,42 +77,45 @@ final class SQLiteGroupCommitter: Sendable {
                 queue.async { self.drain() }
             }
         }
-        return try write.result()
+        return write
     }
 
-    /// Notes a successful login; written with the next batch or within ``loginFlushDelay``.
-    func recordLogin(kid: String, at time: Int64) throws(StorageError) {
-        try logins.withLock { logins throws(StorageError) in
-            guard !logins.isClosed else { throw StorageError(.closed, "the storage is closed") }
-            logins.recorded[kid] = time
-            scheduleLoginFlush(&logins)
+    /// Runs `body` on the write connection in the next batch and returns its result once the
+    /// batch is durable.
+    ///
+    /// - Throws: the error `body` threw (its changes are rolled back), or the batch's `BEGIN` or
+    ///   `COMMIT` error, or `.closed`.
+    func write<Value: Sendable>(
+        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Value
+    ) throws(StorageError) -> Value {
+        try submit(body).result()
+    }
+
+    /// Notes a deferred write; written with the next batch or within ``deferredFlushDelay``.
+    func writeEventually(_ write: SQLDeferredWrite) throws(StorageError) {
+        try deferred.withLock { deferred throws(StorageError) in
+            guard !deferred.isClosed else { throw StorageError(.closed, "the storage is closed") }
+            deferred.recorded[write.sql, default: [:]][write.key] = write.value
+            scheduleDeferredFlush(&deferred)
         }
     }
 
-    /// Transactions committed (or attempted) so far: fewer than writes when batches formed.
-    var commitCount: Int {
-        commits.load(ordering: .relaxed)
+    /// The value of a deferred write of `sql` for `key` that is not yet committed, if any.
+    func pendingValue(of sql: String, key: String) -> SQLValue? {
+        deferred.withLock { $0.recorded[sql]?[key] ?? $0.flushing[sql]?[key] }
     }
 
-    /// Writes waiting for the next batch.
-    var queuedWriteCount: Int {
-        writes.withLock { $0.pending.count }
-    }
-
-    /// The login time of `kid` that is recorded but not yet committed, if any.
-    func pendingLogin(kid: String) -> Int64? {
-        logins.withLock { $0.recorded[kid] ?? $0.flushing[kid] }
-    }
-
-    /// Every login time recorded but not yet committed, for reads of many devices.
-    func pendingLogins() -> [String: Int64] {
-        logins.withLock { logins in
-            logins.flushing.isEmpty ? logins.recorded : logins.flushing.merging(logins.recorded) { _, newer in newer }
+    /// Every value of deferred writes of `sql` not yet committed, for reads of many rows.
+    func pendingValues(of sql: String) -> [String: SQLValue] {
+        deferred.withLock { deferred in
+            let recorded = deferred.recorded[sql] ?? [:]
+            guard let flushing = deferred.flushing[sql] else { return recorded }
+            return flushing.merging(recorded) { _, newer in newer }
         }
     }
 
-    /// Refuses new writes, waits for the accepted ones, writes the pending login times and
-    /// closes the connection. Idempotent.
+    /// Refuses new writes, waits for the accepted ones, writes the deferred ones and closes the
+    /// connection. Idempotent.
     func close() {
         let wasOpen = writes.withLock { queued in
             let wasOpen = !queued.isClosed
@@ -123,11 +126,11 @@ final class SQLiteGroupCommitter: Sendable {
         // Every write accepted before `isClosed` was set is in a drain scheduled ahead of this
         // block (or in the one running), so it has been answered when the block runs.
         queue.sync {
-            let last = logins.withLock { logins in
-                logins.isClosed = true
-                return Self.takeRecorded(&logins)
+            let last = deferred.withLock { deferred in
+                deferred.isClosed = true
+                return Self.takeRecorded(&deferred)
             }
-            if !last.isEmpty { commit([], logins: last) }
+            if !last.isEmpty { commit([], deferred: last) }
             writer.close()
         }
     }
@@ -143,50 +146,51 @@ final class SQLiteGroupCommitter: Sendable {
                 return queued.pending
             }
             guard !batch.isEmpty else { return }
-            commit(batch, logins: logins.withLock { Self.takeRecorded(&$0) })
+            commit(batch, deferred: deferred.withLock { Self.takeRecorded(&$0) })
         }
     }
 
-    /// Writes the login times that no batch has taken within the flush delay.
-    private func flushLogins() {
-        let recorded = logins.withLock { logins in
-            logins.flushScheduled = false
-            return Self.takeRecorded(&logins)
+    /// Writes the deferred writes that no batch has taken within the flush delay.
+    private func flushDeferred() {
+        let recorded = deferred.withLock { deferred in
+            deferred.flushScheduled = false
+            return Self.takeRecorded(&deferred)
         }
-        if !recorded.isEmpty { commit([], logins: recorded) }
+        if !recorded.isEmpty { commit([], deferred: recorded) }
     }
 
-    /// Moves the recorded login times to the batch being committed.
-    private static func takeRecorded(_ logins: inout LoginTimes) -> [String: Int64] {
-        logins.flushing = logins.recorded
-        logins.recorded = [:]
-        return logins.flushing
+    /// Moves the recorded deferred writes to the batch being committed.
+    private static func takeRecorded(_ deferred: inout DeferredWrites) -> [String: [String: SQLValue]] {
+        deferred.flushing = deferred.recorded
+        deferred.recorded = [:]
+        return deferred.flushing
     }
 
-    private func scheduleLoginFlush(_ logins: inout LoginTimes) {
-        guard !logins.flushScheduled else { return }
-        logins.flushScheduled = true
-        queue.asyncAfter(deadline: .now() + Self.loginFlushDelay) { self.flushLogins() }
+    private func scheduleDeferredFlush(_ deferred: inout DeferredWrites) {
+        guard !deferred.flushScheduled else { return }
+        deferred.flushScheduled = true
+        queue.asyncAfter(deadline: .now() + Self.deferredFlushDelay) { self.flushDeferred() }
     }
 
     /// Runs one batch in one transaction and answers its writes.
-    private func commit(_ batch: [any SQLiteBatchedWrite], logins committed: [String: Int64]) {
-        commits.add(1, ordering: .relaxed)
+    private func commit(_ batch: [any SQLiteBatchedWrite], deferred committed: [String: [String: SQLValue]]) {
         var failure: StorageError?
         do {
             try writer.with { connection throws(StorageError) in
-                try Self.runTransaction(batch, logins: committed, on: connection)
+                try Self.runTransaction(batch, deferred: committed, on: connection)
             }
         } catch {
             failure = error
         }
-        logins.withLock { logins in
-            logins.flushing = [:]
-            // Times that did not reach the disk are kept for a later batch, unless a newer login
-            // of the same device was recorded meanwhile.
-            if failure != nil, !committed.isEmpty, !logins.isClosed {
-                logins.recorded.merge(committed) { newer, _ in newer }
-                scheduleLoginFlush(&logins)
+        deferred.withLock { deferred in
+            deferred.flushing = [:]
+            // Values that did not reach the disk are kept for a later batch, unless a newer one
+            // for the same key was recorded meanwhile.
+            if failure != nil, !committed.isEmpty, !deferred.isClosed {
+                for (sql, values) in committed {
+                    deferred.recorded[sql, default: [:]].merge(values) { newer, _ in newer }
+                }
+                scheduleDeferredFlush(&deferred)
             }
         }
         for write in batch {
@@ -195,28 +199,30 @@ final class SQLiteGroupCommitter: Sendable {
     }
 
     private static func runTransaction(
-        _ writes: [any SQLiteBatchedWrite], logins: [String: Int64], on connection: SQLiteConnection
+        _ writes: [any SQLiteBatchedWrite], deferred: [String: [String: SQLValue]], on connection: SQLiteConnection
     ) throws(StorageError) {
-        try connection.run("BEGIN IMMEDIATE")
+        try connection.execute("BEGIN IMMEDIATE")
         do throws(StorageError) {
             for write in writes {
-                try connection.run("SAVEPOINT batched_write")
+                try connection.execute("SAVEPOINT batched_write")
                 if !write.perform(on: connection) {
                     guard connection.isInTransaction else {
                         throw StorageError(.queryFailed, "SQLite rolled back a batch of writes")
                     }
-                    try connection.run("ROLLBACK TO batched_write")
+                    try connection.execute("ROLLBACK TO batched_write")
                 }
-                try connection.run("RELEASE batched_write")
+                try connection.execute("RELEASE batched_write")
             }
-            for (kid, time) in logins {
-                // Informational: a failure here must not cost the batch its writes.
-                _ = try? connection.run(
-                    "UPDATE devices SET last_login_at = ? WHERE kid = ?", [.integer(time), .text(kid)])
+            for (sql, values) in deferred {
+                for (key, value) in values {
+                    // Informational: a failure here must not cost the batch its writes.
+                    let write = SQLDeferredWrite(sql: sql, key: key, value: value)
+                    _ = try? connection.execute(write.sql, write.bindings)
+                }
             }
-            try connection.run("COMMIT")
+            try connection.execute("COMMIT")
         } catch {
-            if connection.isInTransaction { _ = try? connection.run("ROLLBACK") }
+            if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
             throw error
         }
     }
@@ -252,7 +258,7 @@ final class SQLiteQueuedWrite<Value: Sendable>: SQLiteBatchedWrite {
         done.signal()
     }
 
-    /// Blocks until the batch holding this write is committed (or failed).
+    /// Blocks until the batch holding this write is committed (or failed). Call it once.
     func result() throws(StorageError) -> Value {
         done.wait()
         guard let outcome = outcome.withLock({ $0 }) else {

@@ -6,24 +6,47 @@ import KeyAuth
 final class SQLiteStatement {
     private let pointer: OpaquePointer
     private let connection: OpaquePointer
+    /// For each SQLite parameter (1, 2, ...), the index of its value in the bindings.
+    ///
+    /// The storage writes `$1`, `$2`, ... as PostgreSQL does. SQLite reads `$1` as a parameter
+    /// *named* "$1" and numbers parameters in order of first appearance, so `$2 ... $1` would
+    /// swap values if bound by position; binding by name keeps one SQL text for both.
+    private let valueIndexes: [Int]
 
     init(taking pointer: OpaquePointer, connection: OpaquePointer) {
         self.pointer = pointer
         self.connection = connection
+        var valueIndexes: [Int] = []
+        let count = sqlite3_bind_parameter_count(pointer)
+        if count > 0 {
+            for parameter in 1...count {
+                // `$n` (or `?n`) names value n; a nameless `?` takes the value at its position.
+                let name = sqlite3_bind_parameter_name(pointer, parameter).map { String(cString: $0) }
+                let number = name.flatMap { Int($0.dropFirst()) } ?? Int(parameter)
+                valueIndexes.append(number - 1)
+            }
+        }
+        self.valueIndexes = valueIndexes
     }
 
     deinit {
         sqlite3_finalize(pointer)
     }
 
-    /// Binds `values` to parameters 1, 2, ... Text and blobs are copied by SQLite
+    /// Binds `values` to `$1`, `$2`, ... Text and blobs are copied by SQLite
     /// (`SQLITE_TRANSIENT`), so no Swift pointer outlives the call.
-    func bind(_ values: [SQLiteValue]) throws(StorageError) {
+    ///
+    /// - Throws: `.queryFailed` when the statement needs a value that `values` lacks.
+    func bind(_ values: [SQLValue]) throws(StorageError) {
         sqlite3_clear_bindings(pointer)
-        for (offset, value) in values.enumerated() {
+        for (offset, valueIndex) in valueIndexes.enumerated() {
+            guard values.indices.contains(valueIndex) else {
+                throw StorageError(
+                    .queryFailed, "a SQLite statement needs parameter \(valueIndex + 1) of \(values.count)")
+            }
             let index = Int32(offset + 1)
             let result: Int32
-            switch value {
+            switch values[valueIndex] {
             case .null:
                 result = sqlite3_bind_null(pointer, index)
             case .integer(let number):
@@ -64,25 +87,27 @@ final class SQLiteStatement {
         sqlite3_reset(pointer)
     }
 
-    /// Column `index` as an integer, or nil when NULL.
-    func integer(_ index: Int32) -> Int64? {
-        sqlite3_column_type(pointer, index) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, index)
+    /// The current row, each column as the type SQLite stored it in. There are no floating
+    /// point columns; one would read as an integer.
+    func row() -> SQLRow {
+        SQLRow(values: (0..<sqlite3_column_count(pointer)).map(value))
     }
 
-    /// Column `index` as text, or nil when NULL.
-    func text(_ index: Int32) -> String? {
-        guard sqlite3_column_type(pointer, index) != SQLITE_NULL, let bytes = sqlite3_column_text(pointer, index) else {
-            return nil
+    private func value(_ column: Int32) -> SQLValue {
+        switch sqlite3_column_type(pointer, column) {
+        case SQLITE_NULL:
+            return .null
+        case SQLITE_TEXT:
+            guard let bytes = sqlite3_column_text(pointer, column) else { return .text("") }
+            let count = Int(sqlite3_column_bytes(pointer, column))
+            return .text(String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(pointer, column))
+            guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default:
+            return .integer(sqlite3_column_int64(pointer, column))
         }
-        let count = Int(sqlite3_column_bytes(pointer, index))
-        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
-    }
-
-    /// Column `index` as bytes (empty when NULL).
-    func blob(_ index: Int32) -> [UInt8] {
-        let count = Int(sqlite3_column_bytes(pointer, index))
-        guard count > 0, let bytes = sqlite3_column_blob(pointer, index) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
 }
 

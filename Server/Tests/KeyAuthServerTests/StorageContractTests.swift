@@ -15,7 +15,7 @@ import Testing
 /// Serialized because the outage test stops the PostgreSQL server: nothing else of this suite
 /// may run against it meanwhile. The concurrency checks spawn their own threads.
 @Suite("Server storage on SQLite and PostgreSQL", .serialized)
-struct PostgresStorageTests {
+struct StorageContractTests {
     @Test("SQLite storage keeps the contract", arguments: StorageCheck.all)
     func sqlite(_ check: StorageCheck) throws {
         try check.run(on: .sqlite)
@@ -52,6 +52,8 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
     }
 
     static let all: [StorageCheck] = [
+        StorageCheck(
+            "has a driver that binds $n by number and reads every value type back", StorageContract.driverRoundTrips),
         StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
         StorageCheck(
             "lets exactly one of many concurrent servers store the first signing key",
@@ -72,9 +74,14 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             "purges expired pending and old denied devices, never active or revoked ones",
             StorageContract.purgesDevices),
         StorageCheck("upgrades a version-1 database, keeping its devices", StorageContract.upgradesVersionOne),
+        StorageCheck(
+            "upgrades a version-2 database as the previous release left it, keeping every table",
+            StorageContract.upgradesVersionTwo),
         StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
         StorageCheck("records logins", StorageContract.recordsLogins),
         StorageCheck("claims a jti once per key and purges expired ones", StorageContract.claimsJTIs),
+        StorageCheck(
+            "purges more expired jtis than one chunk, all of them and only them", StorageContract.purgesJTIsInChunks),
         StorageCheck("consumes an enrollment code once, by its user, before expiry", StorageContract.consumesCodes),
         StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
         StorageCheck("refuses a duplicate enrollment code as a query failure", StorageContract.refusesDuplicateCodes),
@@ -110,6 +117,50 @@ enum StorageContract {
         } catch {
             return error.code
         }
+    }
+
+    static func driverRoundTrips(_ database: StorageContractDatabase) throws {
+        let connection = try database.connect()
+        // Out of order and repeated, as `updateStatus` writes them.
+        let bytes = (0...255).map { UInt8($0) }
+        let values: [SQLValue] = [.text("ünï\u{1}"), .integer(Int64.min), .blob(bytes), .null, .integer(-300)]
+        let row = try connection.execute(
+            "SELECT $3, $2, $1, $2, $4, $5, CAST(-7 AS \(connection.dialect.integer)), 'x'", values
+        ).firstRow
+        #expect(
+            row?.values == [
+                .blob(bytes), .integer(Int64.min), .text("ünï\u{1}"), .integer(Int64.min), .null, .integer(-300),
+                .integer(-7), .text("x"),
+            ])
+        #expect(row?.blob(0) == bytes && row?.integer(1) == Int64.min && row?.text(2) == "ünï\u{1}")
+        // Strict accessors: a column of another type reads as nil.
+        #expect(row?.text(1) == nil && row?.integer(2) == nil && row?.blob(2) == nil && row?.integer(4) == nil)
+        // A value the statement needs but was not given is an error, not NULL (PostgreSQL calls
+        // it a protocol violation, class 08, like a broken connection).
+        #expect(errorCode { () throws(StorageError) in _ = try connection.execute("SELECT $1, $2", [.null]) } != nil)
+
+        // Changed rows count writes only: a query after an update reports 0.
+        try connection.execute("CREATE TABLE driver_check (id \(connection.dialect.integer) PRIMARY KEY, note TEXT)")
+        #expect(try connection.execute("INSERT INTO driver_check VALUES (1, 'a'), (2, 'b')").affectedRowCount == 2)
+        #expect(try connection.execute("UPDATE driver_check SET note = 'c'").affectedRowCount == 2)
+        let read = try connection.execute("SELECT id, note FROM driver_check ORDER BY id")
+        #expect(read.affectedRowCount == 0)
+        #expect(read.rows.map(\.values) == [[.integer(1), .text("c")], [.integer(2), .text("c")]])
+        #expect(try connection.execute("DELETE FROM driver_check WHERE id = $1", [.integer(2)]).affectedRowCount == 1)
+
+        // A transaction inside a transaction is a savepoint: its failure undoes only its own work.
+        try connection.transaction { () throws(StorageError) in
+            try connection.execute("INSERT INTO driver_check VALUES (3, 'kept')")
+            #expect(
+                errorCode { () throws(StorageError) in
+                    try connection.transaction { () throws(StorageError) in
+                        try connection.execute("INSERT INTO driver_check VALUES (4, 'undone')")
+                        try connection.execute("INSERT INTO driver_check VALUES (3, 'duplicate')")
+                    }
+                } == .queryFailed)
+        }
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT id FROM driver_check ORDER BY id") { $0.integer(0) } == [1, 3])
     }
 
     static func insertsDevices(_ database: StorageContractDatabase) throws {
@@ -359,6 +410,51 @@ enum StorageContract {
         #expect(try storage.devices(user: "alice") == [old, new].compactMap { $0 })
     }
 
+    static func upgradesVersionTwo(_ database: StorageContractDatabase) throws {
+        try database.execute("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        for statement in database.versionTwoSchema {
+            try database.execute(statement)
+        }
+        try database.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0), (2, 0)")
+        let user = database.userColumn
+        try database.execute(
+            "INSERT INTO devices (kid, \(user), name, public_key_pem, status, created_at, last_login_at, registered_from) "
+                + "VALUES ('kid-old', 'alice', 'old', 'pem', 'active', 5, 7, '192.0.2.9')")
+        try database.execute(
+            "INSERT INTO devices (kid, \(user), name, public_key_pem, status, created_at) "
+                + "VALUES ('kid-pending', 'alice', 'new', 'pem', 'pending', 6)")
+        let code = Array(Crypto.sha256(Array("old-code".utf8)))
+        let codeHex = code.map { String(format: "%02x", $0) }.joined()
+        try database.execute(
+            "INSERT INTO enrollment_codes (code_hash, \(user), expires_at) VALUES (\(database.hexBlob(codeHex)), 'alice', 1000)"
+        )
+        try database.execute("INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ('kid-old', 'jti-old', 1000)")
+        try database.execute(
+            "INSERT INTO signing_keys (kid, private_pem, created_at) VALUES ('key-old', \(database.hexBlob("00ff10")), 1)"
+        )
+
+        let storage = try database.open()
+        defer { storage.close() }
+        try storage.healthCheck()
+        var old = device("kid-old", status: .active, createdAt: 5)
+        old.name = "old"
+        old.publicKeyPEM = "pem"
+        old.lastLoginAt = 7
+        old.registeredFrom = "192.0.2.9"
+        #expect(try storage.device(kid: "kid-old") == old)
+        #expect(try storage.devices(user: "alice").map(\.kid) == ["kid-old", "kid-pending"])
+        #expect(try storage.deviceStatuses(user: "alice") == [.active, .pending])
+        #expect(try storage.insertDevice(device("kid-new"), rule: .userHasNoDevices) == .userHasDevices)
+        #expect(try storage.allDevices().map(\.user) == ["alice", "alice"])
+        // The code stays its user's, under the column's new name.
+        #expect(try !storage.consumeEnrollmentCode(hash: code, user: "bob", now: 10))
+        #expect(try storage.consumeEnrollmentCode(hash: code, user: "alice", now: 10))
+        #expect(try !storage.claimJTI(keyID: "kid-old", jti: "jti-old", expiresAt: 1000))
+        #expect(try storage.signingKeys().map(\.privatePEM) == [[0x00, 0xff, 0x10]])
+        // One logical schema: both tables' user column is `user_name` now, on either backend.
+        try database.execute("SELECT devices.user_name, enrollment_codes.user_name FROM devices, enrollment_codes")
+    }
+
     static func updatesStatus(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
@@ -430,6 +526,22 @@ enum StorageContract {
         // Once forgotten, a jti can be recorded again (its assertion has long expired).
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 900))
         #expect(try storage.purgeExpiredJTIs(now: 10_000) == 3)
+    }
+
+    static func purgesJTIsInChunks(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let expired = SQLStorage.purgeChunkSize * 2 + 500
+        try database.execute(
+            """
+            WITH RECURSIVE numbers (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM numbers WHERE n < \(expired - 1))
+            INSERT INTO used_jtis (key_id, jti, expires_at) SELECT 'k', 'old-' || n, 100 FROM numbers
+            """)
+        #expect(try storage.claimJTI(keyID: "k", jti: "fresh", expiresAt: 10_000))
+        #expect(try storage.purgeExpiredJTIs(now: 5_000) == expired)
+        #expect(try storage.purgeExpiredJTIs(now: 5_000) == 0)
+        #expect(try storage.claimJTI(keyID: "k", jti: "fresh", expiresAt: 10_000) == false)
+        #expect(try storage.claimJTI(keyID: "k", jti: "old-0", expiresAt: 10_000))
     }
 
     static func consumesCodes(_ database: StorageContractDatabase) throws {

@@ -20,13 +20,100 @@ struct StorageContractBackend: Sendable, CustomTestStringConvertible {
         let directory = TemporaryDirectory("keyauth-storage")
         let path = directory.path + "/keyauth.db"
         return StorageContractDatabase(
-            firstMigration: SQLiteSchema.migrations[0].statements, userColumn: "user",
+            firstMigration: SQLSchema.migrations[0].statements(.sqlite), userColumn: "user",
+            versionTwoSchema: sqliteVersionTwoSchema, hexBlob: { "X'\($0)'" },
             open: { () throws(StorageError) in try SQLiteStorage(path: path) },
-            execute: { sql in
-                try SQLiteConnection(path: path, busyTimeoutMilliseconds: 5000).execute(sql)
-            },
+            connect: { try SQLiteConnection(path: path, busyTimeoutMilliseconds: 5000) },
             destroy: { directory.remove() })
     }
+
+    /// SQLite's schema version 2 (`SQLiteSchema.swift` before schema version 3).
+    static let sqliteVersionTwoSchema = [
+        """
+        CREATE TABLE devices (
+            kid TEXT PRIMARY KEY NOT NULL,
+            user TEXT NOT NULL,
+            name TEXT NOT NULL,
+            public_key_pem TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'denied', 'revoked')),
+            created_at INTEGER NOT NULL,
+            approved_at INTEGER,
+            revoked_at INTEGER,
+            last_login_at INTEGER
+        )
+        """,
+        "CREATE INDEX devices_by_user ON devices (user, created_at)",
+        """
+        CREATE TABLE used_jtis (
+            key_id TEXT NOT NULL,
+            jti TEXT NOT NULL,
+            expires_at INTEGER NOT NULL,
+            PRIMARY KEY (key_id, jti)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX used_jtis_by_expiry ON used_jtis (expires_at)",
+        """
+        CREATE TABLE enrollment_codes (
+            code_hash BLOB PRIMARY KEY NOT NULL,
+            user TEXT NOT NULL,
+            expires_at INTEGER NOT NULL,
+            used_at INTEGER
+        )
+        """,
+        """
+        CREATE TABLE signing_keys (
+            kid TEXT PRIMARY KEY NOT NULL,
+            private_pem BLOB NOT NULL,
+            created_at INTEGER NOT NULL
+        )
+        """,
+        "ALTER TABLE devices ADD COLUMN registered_from TEXT",
+        "CREATE INDEX devices_by_status ON devices (status, created_at)",
+    ]
+
+    /// PostgreSQL's schema version 2 (`PostgresSchema.swift` before schema version 3).
+    static let postgresVersionTwoSchema = [
+        """
+        CREATE TABLE devices (
+            kid TEXT COLLATE "C" PRIMARY KEY,
+            user_name TEXT COLLATE "C" NOT NULL,
+            name TEXT NOT NULL,
+            public_key_pem TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'denied', 'revoked')),
+            created_at BIGINT NOT NULL,
+            approved_at BIGINT,
+            revoked_at BIGINT,
+            last_login_at BIGINT
+        )
+        """,
+        "CREATE INDEX devices_by_user ON devices (user_name, created_at)",
+        """
+        CREATE TABLE used_jtis (
+            key_id TEXT NOT NULL,
+            jti TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            PRIMARY KEY (key_id, jti)
+        )
+        """,
+        "CREATE INDEX used_jtis_by_expiry ON used_jtis (expires_at)",
+        """
+        CREATE TABLE enrollment_codes (
+            code_hash BYTEA PRIMARY KEY,
+            user_name TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            used_at BIGINT
+        )
+        """,
+        """
+        CREATE TABLE signing_keys (
+            kid TEXT COLLATE "C" PRIMARY KEY,
+            private_pem BYTEA NOT NULL,
+            created_at BIGINT NOT NULL
+        )
+        """,
+        "ALTER TABLE devices ADD COLUMN registered_from TEXT",
+        "CREATE INDEX devices_by_status ON devices (status, created_at)",
+    ]
 
     /// A fresh schema per database in the server `KEYAUTH_TEST_POSTGRES_URL` names, or nil when
     /// the variable is unset (the PostgreSQL tests are then reported as skipped).
@@ -42,14 +129,25 @@ struct StorageContractDatabase: Sendable {
     /// The statements of the backend's schema version 1, to build a database as an older
     /// server left it.
     let firstMigration: [String]
-    /// What the backend calls the devices' user column (`user` is reserved in PostgreSQL).
+    /// What the backend called the devices' user column before version 3 (`user` is reserved
+    /// in PostgreSQL).
     let userColumn: String
+    /// The backend's whole schema at version 2, as the release before the unified storage
+    /// wrote it, kept here verbatim rather than taken from the migration list.
+    let versionTwoSchema: [String]
+    /// A literal of the byte string with these hex digits, in the backend's SQL.
+    let hexBlob: @Sendable (String) -> String
     /// Opens a new storage instance, as a new server process would.
     let open: @Sendable () throws(StorageError) -> any ServerStorage
-    /// Runs SQL directly, to arrange states the protocol cannot reach (a newer schema).
-    let execute: @Sendable (String) throws -> Void
+    /// A connection of the backend's driver, outside any storage instance.
+    let connect: @Sendable () throws -> any SQLConnection
     /// Removes the database.
     let destroy: @Sendable () -> Void
+
+    /// Runs SQL directly, to arrange states the protocol cannot reach (a newer schema).
+    func execute(_ sql: String) throws {
+        try connect().execute(sql)
+    }
 }
 
 /// The PostgreSQL server the tests use, from `.ci/postgres.sh`.
@@ -75,19 +173,25 @@ enum PostgresTestServer {
         let schemaURL =
             url + (url.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)&application_name=\(schema)"
         return StorageContractDatabase(
-            url: schemaURL, firstMigration: PostgresSchema.migrations[0].statements, userColumn: "user_name",
+            url: schemaURL, firstMigration: SQLSchema.migrations[0].statements(.postgres), userColumn: "user_name",
+            versionTwoSchema: StorageContractBackend.postgresVersionTwoSchema, hexBlob: { "decode('\($0)', 'hex')" },
             open: { () throws(StorageError) in try PostgresStorage(url: schemaURL) },
-            execute: { sql in try adminExecute(url: schemaURL, sql) },
+            connect: { try connect(url: schemaURL) },
             destroy: { try? adminExecute(url: url, "DROP SCHEMA \(schema) CASCADE") })
     }
 
-    /// Runs `sql` on a connection of its own.
-    static func adminExecute(url: String, _ sql: String) throws {
+    /// A connection of its own to `url`.
+    static func connect(url: String) throws -> PostgresConnection {
         let connection = try PostgresConnection(PostgresLocation(url))
         guard connection.isOpen else {
             throw StorageError(.unavailable, "cannot connect for test setup", underlying: connection.nativeError)
         }
-        try connection.execute(sql)
+        return connection
+    }
+
+    /// Runs `sql` on a connection of its own.
+    static func adminExecute(url: String, _ sql: String) throws {
+        try connect(url: url).execute(sql)
     }
 
     /// Runs `KEYAUTH_TEST_POSTGRES_CTL action` and waits for it.

@@ -1,0 +1,125 @@
+/// The storage schema as one list of numbered migrations for every backend, applied in order
+/// at start inside one transaction; dialect differences are fragments from ``SQLDialect``.
+///
+/// Each applied version is recorded in `schema_migrations`. A migration is never edited after
+/// release, only followed by a new one, so that every database, new or upgraded, SQLite or
+/// PostgreSQL, reaches the same logical schema.
+///
+/// Several servers may start at once against one database, so migrating first takes the
+/// migration lock (an advisory lock in PostgreSQL; SQLite's write transaction): the second
+/// server waits, then finds the schema current and changes nothing. The lock ends with the
+/// transaction, and with the connection when a server dies, so a crashed migration never
+/// leaves it held.
+enum SQLSchema {
+    /// One step of the schema: migration `n` brings it from version `n - 1` to `n`.
+    struct Migration: Sendable {
+        let version: Int64
+        /// The statements, with the dialect's fragments filled in.
+        let statements: @Sendable (SQLDialect) -> [String]
+    }
+
+    static let migrations: [Migration] = [
+        Migration(version: 1) { sql in
+            [
+                """
+                CREATE TABLE devices (
+                    kid \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    \(sql.originalUserColumn) \(sql.orderedText) NOT NULL,
+                    name TEXT NOT NULL,
+                    public_key_pem TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'denied', 'revoked')),
+                    created_at \(sql.integer) NOT NULL,
+                    approved_at \(sql.integer),
+                    revoked_at \(sql.integer),
+                    last_login_at \(sql.integer)
+                )
+                """,
+                "CREATE INDEX devices_by_user ON devices (\(sql.originalUserColumn), created_at)",
+                """
+                CREATE TABLE used_jtis (
+                    key_id TEXT NOT NULL,
+                    jti TEXT NOT NULL,
+                    expires_at \(sql.integer) NOT NULL,
+                    PRIMARY KEY (key_id, jti)
+                )\(sql.keyOnlyTable)
+                """,
+                "CREATE INDEX used_jtis_by_expiry ON used_jtis (expires_at)",
+                """
+                CREATE TABLE enrollment_codes (
+                    code_hash \(sql.bytes) PRIMARY KEY NOT NULL,
+                    \(sql.originalUserColumn) TEXT NOT NULL,
+                    expires_at \(sql.integer) NOT NULL,
+                    used_at \(sql.integer)
+                )
+                """,
+                """
+                CREATE TABLE signing_keys (
+                    kid \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    private_pem \(sql.bytes) NOT NULL,
+                    created_at \(sql.integer) NOT NULL
+                )
+                """,
+            ]
+        },
+        Migration(version: 2) { _ in
+            [
+                // Where a registration came from, shown to whoever approves it; NULL for
+                // devices registered before this version.
+                "ALTER TABLE devices ADD COLUMN registered_from TEXT",
+                // The periodic purge of expired pending and old denied devices looks them up by
+                // state, without scanning the active and revoked ones that make up the table.
+                "CREATE INDEX devices_by_status ON devices (status, created_at)",
+            ]
+        },
+        Migration(version: 3) { sql in
+            // One name for the user column everywhere, so that every query is written once.
+            // SQLite renames it in place and keeps its index; PostgreSQL has it already.
+            guard sql.originalUserColumn != "user_name" else { return [] }
+            return ["devices", "enrollment_codes"].map { table in
+                "ALTER TABLE \(table) RENAME COLUMN \(sql.originalUserColumn) TO user_name"
+            }
+        },
+    ]
+
+    /// The newest version this build knows.
+    static var latestVersion: Int64 { migrations.last?.version ?? 0 }
+
+    /// Serialises migrations of one database: "keyauth" in ASCII. Waiting for another server's
+    /// migration fails after 30 s rather than hanging a start.
+    static let migrationLock = SQLLock(key: .single(0x6b_6579_6175_7468), timeoutSeconds: 30)
+
+    /// Brings the database up to ``latestVersion``.
+    ///
+    /// Safe to repeat: it applies only the versions that `schema_migrations` lacks.
+    /// - Throws: `.schemaTooNew` when a newer server migrated the database, whose schema this
+    ///   build must not write to; `.queryFailed` when a statement fails or waiting for another
+    ///   server's migration timed out.
+    static func migrate(_ connection: any SQLConnection, now: Int64) throws(StorageError) {
+        let sql = connection.dialect
+        try connection.transaction { () throws(StorageError) in
+            try connection.lock(migrationLock)
+            try connection.execute(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version \(sql.integer) PRIMARY KEY, applied_at \(sql.integer) NOT NULL
+                )
+                """)
+            let current =
+                try connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+                .firstRow?.integer(0) ?? 0
+            guard current <= latestVersion else {
+                throw StorageError(
+                    .schemaTooNew, "the database schema version \(current) is newer than this server (\(latestVersion))"
+                )
+            }
+            for migration in migrations where migration.version > current {
+                for statement in migration.statements(sql) {
+                    try connection.execute(statement)
+                }
+                try connection.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                    [.integer(migration.version), .integer(now)])
+            }
+        }
+    }
+}

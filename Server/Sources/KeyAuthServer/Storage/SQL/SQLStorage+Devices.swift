@@ -1,0 +1,176 @@
+/// The `devices` table: registered device keys and their life cycle.
+extension SQLStorage {
+    static let deviceColumns =
+        "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from"
+
+    /// Serialises conditional device inserts per user: "keyd" in ASCII, the user name hashed.
+    static func deviceInsertLock(user: String) -> SQLLock {
+        SQLLock(key: .named(space: 0x6b65_7964, name: user))
+    }
+
+    /// Records a login; deferred, see ``recordLogin(kid:at:)``.
+    static let recordLoginSQL = "UPDATE devices SET last_login_at = $1 WHERE kid = $2"
+
+    /// Checks the rule, then inserts, in one transaction under the user's insert lock.
+    ///
+    /// Under PostgreSQL's READ COMMITTED, a check in the same statement as the insert would read
+    /// a snapshot taken before a concurrent registration committed, so two could pass a cap of
+    /// 10 at 9. With the lock, registrations of one user run their check and insert one after
+    /// another, and each check is a statement of its own after the lock, which sees the previous
+    /// holder's committed row. SQLite needs no lock: its write transaction holds the database's
+    /// only write lock from before the first check until the commit.
+    public func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> DeviceInsertion in
+                try connection.lock(Self.deviceInsertLock(user: device.user))
+                if try connection.exists("SELECT 1 FROM devices WHERE kid = $1", [.text(device.kid)]) {
+                    return .kidTaken
+                }
+                switch rule {
+                case .unconditional:
+                    break
+                case .userHasNoDevices:
+                    let known = try connection.exists(
+                        "SELECT 1 FROM devices WHERE user_name = $1 LIMIT 1", [.text(device.user)])
+                    if known { return .userHasDevices }
+                case .pendingBelow(let limit, let createdAfter):
+                    let counted = try connection.execute(
+                        """
+                        SELECT COUNT(*), MIN(created_at) FROM devices
+                        WHERE user_name = $1 AND status = 'pending' AND created_at > $2
+                        """,
+                        [.text(device.user), .integer(createdAfter)]
+                    ).firstRow
+                    if let count = counted?.integer(0), count >= Int64(limit), let oldest = counted?.integer(1) {
+                        return .pendingLimitReached(oldestCreatedAt: oldest)
+                    }
+                }
+                let inserted = try connection.execute(
+                    """
+                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    ON CONFLICT (kid) DO NOTHING
+                    """,
+                    device.columnValues)
+                // Another user's registration of the same key, under that user's lock.
+                return inserted.affectedRowCount == 1 ? .inserted : .kidTaken
+            }
+        }
+    }
+
+    public func device(kid: String) throws(StorageError) -> DeviceRecord? {
+        let stored = try database.read { connection throws(StorageError) in
+            try connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE kid = $1", [.text(kid)]) {
+                row throws(StorageError) in try DeviceRecord(row: row)
+            }.first
+        }
+        guard var device = stored else { return nil }
+        if case .integer(let time) = database.pendingValue(of: Self.recordLoginSQL, key: kid) {
+            device.lastLoginAt = time
+        }
+        return device
+    }
+
+    public func devices(
+        user: String, after position: DeviceListPosition, limit: Int
+    ) throws(StorageError) -> [DeviceRecord] {
+        withRecordedLogins(
+            try database.read { connection throws(StorageError) in
+                try connection.query(
+                    """
+                    SELECT \(Self.deviceColumns) FROM devices WHERE user_name = $1 AND (created_at, kid) > ($2, $3)
+                    ORDER BY created_at, kid LIMIT $4
+                    """,
+                    [.text(user), .integer(position.createdAt), .text(position.kid), .integer(Int64(max(limit, 0)))]
+                ) { row throws(StorageError) in try DeviceRecord(row: row) }
+            })
+    }
+
+    public func allDevices() throws(StorageError) -> [DeviceRecord] {
+        withRecordedLogins(
+            try database.read { connection throws(StorageError) in
+                try connection.query("SELECT \(Self.deviceColumns) FROM devices ORDER BY user_name, created_at, kid") {
+                    row throws(StorageError) in try DeviceRecord(row: row)
+                }
+            })
+    }
+
+    /// `devices` with the login times recorded but not yet written.
+    private func withRecordedLogins(_ devices: [DeviceRecord]) -> [DeviceRecord] {
+        let logins = database.pendingValues(of: Self.recordLoginSQL)
+        guard !logins.isEmpty else { return devices }
+        return devices.map { device in
+            var device = device
+            if case .integer(let time) = logins[device.kid] { device.lastLoginAt = time }
+            return device
+        }
+    }
+
+    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus> {
+        try database.read { connection throws(StorageError) in
+            Set(
+                try connection.query("SELECT DISTINCT status FROM devices WHERE user_name = $1", [.text(user)]) { row in
+                    row.text(0).flatMap(DeviceStatus.init(rawValue:))
+                }.compactMap { $0 })
+        }
+    }
+
+    /// One conditional `UPDATE`. Under PostgreSQL's READ COMMITTED a concurrent update of the
+    /// same row waits, then re-checks the `WHERE` clause against the committed row; SQLite runs
+    /// writes one at a time. Either way the loser of a race matches nothing.
+    public func updateStatus(
+        kid: String, from expected: DeviceStatus, to status: DeviceStatus, at time: Int64
+    ) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                UPDATE devices SET status = $1,
+                    approved_at = CASE WHEN $1 = 'active' THEN $4 ELSE approved_at END,
+                    revoked_at = CASE WHEN $1 IN ('revoked', 'denied') THEN $4 ELSE revoked_at END
+                WHERE kid = $2 AND status = $3
+                """,
+                [.text(status.rawValue), .text(kid), .text(expected.rawValue), .integer(time)]
+            ).affectedRowCount == 1
+        }
+    }
+
+    /// Notes the login as a deferred write: SQLite writes it with the next batch of writes or
+    /// within a second, and may lose that second in a crash; PostgreSQL writes it at once.
+    /// Reads through this instance show it either way.
+    public func recordLogin(kid: String, at time: Int64) throws(StorageError) {
+        try database.writeEventually(SQLDeferredWrite(sql: Self.recordLoginSQL, key: kid, value: .integer(time)))
+    }
+
+    public func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                DELETE FROM devices
+                WHERE (status = 'pending' AND created_at < $1)
+                    OR (status = 'denied' AND COALESCE(revoked_at, created_at) < $2)
+                """,
+                [.integer(pendingCreatedBefore), .integer(deniedBefore)]
+            ).affectedRowCount
+        }
+    }
+}
+
+extension DeviceRecord {
+    /// Reads a row of ``SQLStorage/deviceColumns``.
+    init(row: SQLRow) throws(StorageError) {
+        guard let kid = row.text(0), let user = row.text(1), let name = row.text(2), let pem = row.text(3),
+            let status = row.text(4).flatMap(DeviceStatus.init(rawValue:)), let createdAt = row.integer(5)
+        else { throw StorageError(.queryFailed, "a device row is incomplete") }
+        self.init(
+            kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,
+            approvedAt: row.integer(6), revokedAt: row.integer(7), lastLoginAt: row.integer(8),
+            registeredFrom: row.text(9))
+    }
+
+    /// The values of ``SQLStorage/deviceColumns``, in order.
+    var columnValues: [SQLValue] {
+        [
+            .text(kid), .text(user), .text(name), .text(publicKeyPEM), .text(status.rawValue), .integer(createdAt),
+            SQLValue(approvedAt), SQLValue(revokedAt), SQLValue(lastLoginAt), SQLValue(registeredFrom),
+        ]
+    }
+}

@@ -1,0 +1,37 @@
+/// The `used_jtis` table: the replay cache of accepted device assertions.
+extension SQLStorage {
+    /// One insert that detects the conflict: never a read first, or two concurrent replays
+    /// could both succeed.
+    public func claimJTI(keyID: String, jti: String, expiresAt: Int64) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                [.text(keyID), .text(jti), .integer(expiresAt)]
+            ).affectedRowCount == 1
+        }
+    }
+
+    /// Rows deleted per write by ``purgeExpiredJTIs(now:)``.
+    static let purgeChunkSize = 1000
+
+    /// Deletes in chunks of ``purgeChunkSize``, each its own write: under load the cache gains
+    /// thousands of entries a second, and deleting a minute's worth in one statement would hold
+    /// up the logins waiting behind it (in SQLite, the batch committed with it; in PostgreSQL,
+    /// the row locks and the transaction's WAL) for as long.
+    public func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int {
+        var total = 0
+        while true {
+            let deleted = try database.write { connection throws(StorageError) in
+                try connection.execute(
+                    """
+                    DELETE FROM used_jtis WHERE (key_id, jti) IN
+                        (SELECT key_id, jti FROM used_jtis WHERE expires_at < $1 LIMIT $2)
+                    """,
+                    [.integer(now), .integer(Int64(Self.purgeChunkSize))]
+                ).affectedRowCount
+            }
+            total += deleted
+            if deleted < Self.purgeChunkSize { return total }
+        }
+    }
+}
