@@ -25,6 +25,13 @@ let package = Package(
             pkgConfig: "pam",
             providers: [.apt(["libpam0g-dev"])]
         ),
+        // The TPM Software Stack, for what OpenSSL's tpm2 provider does not expose: the TPM's
+        // properties (manufacturer, lockout counters), its supported key sizes, key blob parsing.
+        .systemLibrary(
+            name: "CKeyAuthTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
         .systemLibrary(
             name: "CKeyAuthMicroHTTPD",
             path: "Server/Sources/CKeyAuthMicroHTTPD",
@@ -47,7 +54,7 @@ let package = Package(
         // The library that Linux apps embed.
         .target(
             name: "KeyAuth",
-            dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM"]
+            dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM", "CKeyAuthTSS2"]
         ),
         // The command's logic, as a library so that it is testable with injected I/O.
         .target(

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what keyauth needs on Debian (as root): the C libraries' -dev packages, the
-# PostgreSQL server for the storage tests, and PyJWT for the interoperability tests.
+# PostgreSQL server for the storage tests, PyJWT for the interoperability tests, and the TPM
+# stack: OpenSSL's tpm2 provider, the TSS libraries, and a software TPM for the TPM tests.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
-packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql wrk)
+packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql wrk
+    tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

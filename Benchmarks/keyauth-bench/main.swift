@@ -30,6 +30,11 @@ import KeyAuthServer
 // `rate-limiter` fills the server's per-address limiter to its bound (100,000 addresses by
 // default) and then times counting new addresses, each of which evicts the stalest one: the
 // cost an attacker with many addresses imposes on every login.
+//
+//   KEYAUTH_TPM_TCTI=swtpm:host=127.0.0.1,port=P keyauth-bench tpm [--signatures N] [--generations N]
+//
+// `tpm` times TPM-held keys next to file keys (TPMBenchmark.swift); Benchmarks/tpm/run.sh starts
+// a software TPM for it.
 
 struct Rate {
     let operations: Int
@@ -323,6 +328,17 @@ case "rate-limiter":
     rateLimiterBenchmark(
         addresses: Int(option("--addresses", in: arguments) ?? "") ?? AddressRateLimiter.defaultMaximumAddresses,
         threads: Int(option("--threads", in: arguments) ?? "") ?? 4)
+case "tpm":
+    do {
+        try TPMBenchmark(
+            connection: TPMConnection.fromEnvironment(),
+            signatures: max(1, Int(option("--signatures", in: arguments) ?? "") ?? 50),
+            generations: max(1, Int(option("--generations", in: arguments) ?? "") ?? 5)
+        ).run()
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
 case "load-prepare":
     let rest = Array(arguments.dropFirst())
     let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer"]
@@ -371,6 +387,7 @@ default:
     FileHandle.standardError.write(
         Data(
             ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
-                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | timing --server URL ...\n").utf8))
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | timing --server URL ... "
+                + "| tpm [--signatures N] [--generations N]\n").utf8))
     exit(64)
 }

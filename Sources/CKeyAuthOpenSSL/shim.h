@@ -5,11 +5,14 @@
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/decoder.h>
+#include <openssl/encoder.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <openssl/provider.h>
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
@@ -32,6 +35,10 @@ static inline void ckeyauth_OPENSSL_free(void *pointer) {
 static inline int ckeyauth_EVP_PKEY_PUBLIC_KEY(void) {
     return EVP_PKEY_PUBLIC_KEY;
 }
+/// EVP_PKEY_KEYPAIR likewise.
+static inline int ckeyauth_EVP_PKEY_KEYPAIR(void) {
+    return EVP_PKEY_KEYPAIR;
+}
 #endif
 
 #ifndef CKEYAUTH_OPENSSL_NAMES
@@ -43,4 +50,14 @@ static inline const char *ckeyauth_name_RSA(void) { return "RSA"; }
 static inline const char *ckeyauth_name_SHA256(void) { return "SHA256"; }
 static inline const char *ckeyauth_param_n(void) { return OSSL_PKEY_PARAM_RSA_N; }
 static inline const char *ckeyauth_param_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
+#endif
+
+#ifndef CKEYAUTH_OPENSSL_TPM2
+#define CKEYAUTH_OPENSSL_TPM2
+/// Names for the tpm2 provider's key generation and signing parameters, with static storage for
+/// the same reason as above: an OSSL_PARAM array holds the pointers until the call that reads it.
+static inline const char *ckeyauth_param_user_auth(void) { return "user-auth"; }
+static inline const char *ckeyauth_param_pad_mode(void) { return OSSL_SIGNATURE_PARAM_PAD_MODE; }
+static inline const char *ckeyauth_param_digest(void) { return OSSL_SIGNATURE_PARAM_DIGEST; }
+static inline const char *ckeyauth_pad_mode_pkcs1(void) { return OSSL_PKEY_RSA_PAD_MODE_PKCSV15; }
 #endif

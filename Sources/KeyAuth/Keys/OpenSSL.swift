@@ -200,20 +200,23 @@ final class EVPKey: @unchecked Sendable {
 enum RSAOperations {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
         let digest = OpenSSL.sha256Digest(message)
-        var signature = [UInt8](repeating: 0, count: (key.bits + 7) / 8)
-        let length: Int? = key.withSignContext { context in
-            var length = signature.count
-            let ok = signature.withUnsafeMutableBytes { output in
-                digest.withUnsafeBytes { hash in
-                    EVP_PKEY_sign(
-                        context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
-                        hash.baseAddress?.assumingMemoryBound(to: UInt8.self), hash.count)
-                }
+        let signature = key.withSignContext { sign(digest, with: $0, capacity: (key.bits + 7) / 8) }
+        guard let signature else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
+        return signature
+    }
+
+    /// `EVP_PKEY_sign` of a digest with a context set up for it (padding, digest), or nil.
+    static func sign(_ digest: [UInt8], with context: OpaquePointer, capacity: Int) -> [UInt8]? {
+        var signature = [UInt8](repeating: 0, count: capacity)
+        var length = signature.count
+        let ok = signature.withUnsafeMutableBytes { output in
+            digest.withUnsafeBytes { hash in
+                EVP_PKEY_sign(
+                    context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
+                    hash.baseAddress?.assumingMemoryBound(to: UInt8.self), hash.count)
             }
-            return ok == 1 ? length : nil
         }
-        guard let length else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
-        return Array(signature.prefix(length))
+        return ok == 1 ? Array(signature.prefix(length)) : nil
     }
 
     static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {

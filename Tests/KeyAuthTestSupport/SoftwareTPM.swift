@@ -1,0 +1,162 @@
+import Foundation
+import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A software TPM (swtpm) for one test, with its own state directory and loopback port.
+///
+/// swtpm runs under a small shell that kills it when this process's end of a pipe closes: on
+/// ``stop()``, when the instance is released, and also when the test process dies or is killed,
+/// so that no TPM outlives the test run. It is killed with SIGKILL, like a TPM losing power. Each instance starts from a fresh state, which makes it
+/// a different TPM (new seeds) from every other instance: a second instance is "another machine".
+///
+/// The state directory is absolute: swtpm changes its working directory, and a relative one puts
+/// the TPM into failure mode. `--flags not-need-init,startup-clear` makes it usable at once.
+/// Its lockout parameters are swtpm's defaults: 3 tries, then 1000 seconds per try regained.
+public final class SoftwareTPM: @unchecked Sendable {
+    /// The TPM's state (NV memory, seeds); kept across ``stop()`` and ``start()``.
+    public let stateDirectory: TemporaryDirectory
+    /// The command port; the control port is the next one.
+    public private(set) var port: UInt16 = 0
+    private var process: Process?
+    private var lifeline: Pipe?
+
+    /// The TCTI string that reaches this TPM.
+    public var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+
+    /// The connection for the library.
+    public var connection: TPMConnection {
+        get throws { try TPMConnection(tcti: tcti) }
+    }
+
+    /// Starts a TPM with a fresh state.
+    public init() throws {
+        stateDirectory = TemporaryDirectory("keyauth-swtpm")
+        var lastError: Error = SoftwareTPMError("no free port pair found")
+        for _ in 0..<10 {
+            port = Self.freePortPair()
+            do {
+                try start()
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        stateDirectory.remove()
+        throw lastError
+    }
+
+    deinit {
+        stop()
+        stateDirectory.remove()
+    }
+
+    /// Whether swtpm is running.
+    public var isRunning: Bool { process?.isRunning ?? false }
+
+    /// Starts swtpm on ``port`` with the existing state (after ``stop()``: "the TPM came back").
+    public func start() throws {
+        guard !isRunning else { return }
+        let script = """
+            exec 3<&0
+            swtpm socket --tpm2 --tpmstate dir="$1" --server type=tcp,bindaddr=127.0.0.1,port="$2" \
+                --ctrl type=tcp,bindaddr=127.0.0.1,port="$3" --flags not-need-init,startup-clear --log file=- &
+            tpm=$!
+            { read -r _ <&3; kill -KILL "$tpm" 2>/dev/null; } &
+            wait "$tpm"
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)]
+        let lifeline = Pipe()
+        process.standardInput = lifeline
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try Self.withDefaultSignalMask { try process.run() }
+        self.process = process
+        self.lifeline = lifeline
+        // Ready when the command port accepts a connection (closed at once: swtpm serves one
+        // client at a time).
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            guard process.isRunning else { break }
+            if Self.canConnect(port: port) { return }
+            usleep(20_000)
+        }
+        stop()
+        throw SoftwareTPMError("swtpm did not start on port \(port)")
+    }
+
+    /// Stops swtpm (as a TPM that vanished: no orderly shutdown) and waits until it has exited.
+    public func stop() {
+        guard let process else { return }
+        try? lifeline?.fileHandleForWriting.close()
+        process.waitUntilExit()
+        self.process = nil
+        self.lifeline = nil
+    }
+
+    /// Runs `body` with no signal blocked on the calling thread.
+    ///
+    /// A spawned child inherits the spawning thread's signal mask, and dispatch worker threads
+    /// block nearly every signal: the shell would then never see SIGCHLD (its `wait` would never
+    /// return) and swtpm would ignore SIGTERM.
+    private static func withDefaultSignalMask<Result>(_ body: () throws -> Result) rethrows -> Result {
+        var empty = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&empty)
+        pthread_sigmask(SIG_SETMASK, &empty, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        return try body()
+    }
+
+    /// A port P such that P and P + 1 were both free a moment ago.
+    private static func freePortPair() -> UInt16 {
+        for _ in 0..<50 {
+            let port = UInt16.random(in: 20_000...60_000)
+            if isFree(port), isFree(port + 1) { return port }
+        }
+        return UInt16.random(in: 20_000...60_000)
+    }
+
+    private static func isFree(_ port: UInt16) -> Bool {
+        withLoopbackSocket(port) { bind($0, $1, $2) == 0 }
+    }
+
+    private static func canConnect(port: UInt16) -> Bool {
+        withLoopbackSocket(port) { connect($0, $1, $2) == 0 }
+    }
+
+    /// Runs `body` with a fresh TCP socket and the address 127.0.0.1:`port`; closes the socket.
+    private static func withLoopbackSocket(
+        _ port: UInt16, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = loopback(port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+    }
+
+    private static func loopback(_ port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+}
+
+/// A software TPM could not be started.
+public struct SoftwareTPMError: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
