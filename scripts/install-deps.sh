@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs what keyauth needs on Debian (as root): the C libraries' -dev packages, the
-# PostgreSQL server for the storage tests, and PyJWT for the interoperability tests.
+# Installs what keyauth needs on Debian (as root): the C libraries' -dev packages (libcurl's for
+# Foundation's networking when the Swift runtime is linked statically), the PostgreSQL server
+# for the storage tests, the tools that build and check the Debian package (dpkg-dev, lintian,
+# man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages), and PyJWT
+# for the interoperability tests.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
-packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql wrk)
+packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
+    libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
