@@ -303,11 +303,13 @@ def server_page(binary_dir, version, date):
 
 def release_date(version):
     """The date of VERSION in CHANGELOG.md, else of the last commit."""
-    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as file:
-        for line in file:
-            match = re.match(r"## " + re.escape(version) + r" - (\d{4}-\d{2}-\d{2})\s*$", line)
-            if match:
-                return match.group(1)
+    changelog = os.path.join(ROOT, "CHANGELOG.md")
+    if os.path.exists(changelog):
+        with open(changelog, encoding="utf-8") as file:
+            for line in file:
+                match = re.match(r"## " + re.escape(version) + r" - (\d{4}-\d{2}-\d{2})\s*$", line)
+                if match:
+                    return match.group(1)
     result = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%cs"], capture_output=True, text=True)
     if result.returncode == 0 and result.stdout.strip():
         return result.stdout.strip()
