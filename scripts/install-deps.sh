@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs what keyauth needs on Debian (as root): the C libraries' -dev packages, the
-# PostgreSQL server for the storage tests, PyJWT for the interoperability tests, and the TPM
-# stack: OpenSSL's tpm2 provider, the TSS libraries, and a software TPM for the TPM tests.
+# Installs what keyauth needs on Debian (as root): the C libraries' -dev packages (libcurl's for
+# Foundation's networking when the Swift runtime is linked statically), the PostgreSQL server
+# for the storage tests, the TPM stack (OpenSSL's tpm2 provider, the TSS libraries, and a
+# software TPM for the TPM tests), the tools that build and check the Debian package (dpkg-dev,
+# lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages),
+# and PyJWT for the interoperability tests.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
-packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql wrk
+packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
+    libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools)
 missing=()
 for package in "${packages[@]}"; do

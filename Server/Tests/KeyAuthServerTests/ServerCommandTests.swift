@@ -86,6 +86,21 @@ struct ServerCommandTests {
         }
     }
 
+    @Test("--version and -V print the version keyauth --version prints; with anything else they are usage errors")
+    func version() {
+        for arguments in [["--version"], ["-V"]] {
+            let output = CapturedOutput()
+            #expect(ServerCommand.main(arguments: arguments, environment: [:], output: output.output) == 0)
+            #expect(output.standard == "keyauth-server \(KeyAuthClient.version)\n")
+            #expect(output.error.isEmpty)
+        }
+        for arguments in [["serve", "--version"], ["--version", "extra"], ["-V", "devices"]] {
+            let output = CapturedOutput()
+            #expect(ServerCommand.main(arguments: arguments, environment: [:], output: output.output) == 64)
+            #expect(output.standard.isEmpty)
+        }
+    }
+
     @Test("enroll prints a code that registers a first device in code mode; devices lists it; revoke revokes it")
     func adminCommands() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
@@ -149,6 +164,9 @@ struct ServerCommandTests {
         let help = try run(binary, ["--help"])
         #expect(help.status == 0)
         #expect(help.standard.contains("usage: keyauth-server"))
+        let version = try run(binary, ["--version"])
+        #expect(version.status == 0)
+        #expect(version.standard == "keyauth-server 0.1.0\n")
 
         let environment = TestEnvironment()
         let process = Process()

@@ -35,6 +35,8 @@ public enum ServerCommand {
         case revoke(kid: String, database: String)
         /// Print the help text.
         case help
+        /// Print the version, the same as `keyauth --version`'s.
+        case version
     }
 
     /// Where a command writes: standard output and standard error, one string at a time.
@@ -112,6 +114,7 @@ public enum ServerCommand {
                                     [KEYAUTH_SERVER_SIGNING_KEY_FILE]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           -h, --help                this text
+          -V, --version             print the version
 
         enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
         database: only serve does.
@@ -131,6 +134,7 @@ public enum ServerCommand {
     {
         var arguments = arguments
         if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" { return .help }
+        if arguments == ["--version"] || arguments == ["-V"] { return .version }
         let verb: String
         if let first = arguments.first, !first.hasPrefix("-") {
             verb = first
@@ -276,6 +280,9 @@ public enum ServerCommand {
         switch action {
         case .help:
             output.standard(helpText)
+            return ExitStatus.success
+        case .version:
+            output.standard("keyauth-server \(KeyAuthClient.version)\n")
             return ExitStatus.success
         case .serve(let configuration):
             return serve(configuration, output: output, log: log)

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# CI: builds the Debian package, checks it with lintian, installs it, checks what it installed,
+# and purges it again, checking that nothing of it is left.
+#
+#   bash .ci/package.sh        (as root, on a machine where keyauth is not installed)
+#
+# After `dpkg -i`: the keyauth system user exists; `man keyauth` and `man keyauth-server` open
+# and say what --help says (packaging/tests/manpages.sh); the bash completion completes
+# (packaging/tests/completion.sh); /etc/keyauth/server.conf lists every serve option
+# (packaging/tests/server-conf.sh); the unit passes `systemd-analyze verify` and scores "OK" or
+# better in `systemd-analyze security`; the binaries run with /opt/swift hidden; and the
+# installed server, run as the keyauth user on /var/lib/keyauth as the unit runs it, registers
+# a device and logs it in. Then `dpkg --purge keyauth` must remove every file `dpkg -L` listed,
+# /var/lib/keyauth and the link `systemctl enable` made; the keyauth user stays (Debian policy).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+
+log() { echo "package.sh: $*" >&2; }
+die() {
+    log "FAILED: $*"
+    exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "run as root: it installs and purges the package"
+if dpkg-query -W -f='${Status}' keyauth 2>/dev/null | grep -q installed; then
+    die "keyauth is installed on this machine; this check installs and purges it (with /var/lib/keyauth), so run it elsewhere"
+fi
+for leftover in /var/lib/keyauth /etc/keyauth; do
+    [ ! -e "$leftover" ] || die "$leftover exists; this check would delete it on purge, so run it elsewhere"
+done
+
+echo "== build-deb" >&2
+deb=$(bash scripts/build-deb.sh | tail -1)
+version=$(dpkg-deb -f "$deb" Version)
+log "$deb: $(du -h "$deb" | cut -f1), Installed-Size $(dpkg-deb -f "$deb" Installed-Size) KiB"
+log "Depends: $(dpkg-deb -f "$deb" Depends)"
+
+echo "== lintian" >&2
+lintian --fail-on error --display-info "$deb" 2>&1 | grep -v -e 'running with root privileges' -e spelling-error-in-binary >&2 || true
+lintian --fail-on error "$deb" >/dev/null 2>&1 || die "lintian reports errors"
+
+echo "== install" >&2
+# --path-include: container images often exclude man pages and docs from every package.
+dpkg --path-include='/usr/share/man/*' --path-include='/usr/share/doc/keyauth/*' -i "$deb" >&2
+cleanup() {
+    if dpkg-query -W -f='${Status}' keyauth 2>/dev/null | grep -q installed; then
+        log "purging keyauth after a failure"
+        dpkg --purge keyauth >&2 || true
+    fi
+}
+trap cleanup EXIT
+files=$(mktemp)
+dpkg -L keyauth >"$files"
+
+getent passwd keyauth | grep -q ':/var/lib/keyauth:' || die "no keyauth user with home /var/lib/keyauth"
+[ "$(id -u keyauth)" -lt 1000 ] || die "the keyauth user is not a system user"
+getent group keyauth >/dev/null || die "no keyauth group"
+dpkg-query -W -f='${Conffiles}\n' keyauth | grep -q ' /etc/keyauth/server.conf ' || die "server.conf is not a conffile"
+dpkg-query -W -f='${Conffiles}\n' keyauth | grep -q ' /etc/pam.d/keyauth ' || die "/etc/pam.d/keyauth is not a conffile"
+
+echo "== man pages" >&2
+[ "$(man -w keyauth)" = /usr/share/man/man1/keyauth.1.gz ] || die "man -w keyauth: $(man -w keyauth 2>&1)"
+[ "$(man -w keyauth-server)" = /usr/share/man/man8/keyauth-server.8.gz ] || die "man -w keyauth-server"
+MANPAGER=cat MANWIDTH=80 man keyauth-server 2>/dev/null | head -5 | grep -q 'keyauth-server - ' || die "man keyauth-server shows no NAME line"
+MANPAGER=cat MANWIDTH=80 man keyauth 2>/dev/null | grep -q '^COMMANDS' || die "man keyauth shows no COMMANDS"
+bash packaging/tests/manpages.sh /usr/bin /usr/share/man >&2
+
+echo "== completions" >&2
+bash packaging/tests/completion.sh /usr/share/bash-completion/completions /usr/bin >&2
+
+echo "== settings file" >&2
+bash packaging/tests/server-conf.sh /usr/bin /etc/keyauth/server.conf >&2
+
+echo "== systemd" >&2
+unit=/lib/systemd/system/keyauth-server.service
+verify=$(systemd-analyze verify "$unit" 2>&1) || die "systemd-analyze verify: $verify"
+[ -z "$verify" ] || die "systemd-analyze verify: $verify"
+security=$(systemd-analyze security --offline=yes "$unit" 2>&1 | grep 'Overall exposure level') ||
+    die "systemd-analyze security printed no exposure level"
+log "$security"
+grep -qE ': [0-9.]+ (SAFE|OK) ' <<<"$security" || die "the unit's exposure is worse than OK"
+
+echo "== binaries without the Swift toolchain" >&2
+if ldd /usr/bin/keyauth /usr/bin/keyauth-server | grep -q /opt/swift; then
+    die "a binary loads a library from /opt/swift"
+fi
+upstream=${version%-*}
+[ "$(env -i PATH=/usr/bin:/bin keyauth --version)" = "keyauth $upstream" ] || die "keyauth --version"
+[ "$(env -i PATH=/usr/bin:/bin keyauth-server --version)" = "keyauth-server $upstream" ] || die "keyauth-server --version"
+if [ -d /opt/swift ] && unshare --mount true 2>/dev/null; then
+    # With /opt/swift empty, as on a machine that never had the toolchain.
+    hidden=$(unshare --mount sh -c 'mount -t tmpfs none /opt/swift && env -i PATH=/usr/bin:/bin keyauth-server --version')
+    [ "$hidden" = "keyauth-server $upstream" ] || die "keyauth-server --version with /opt/swift hidden: $hidden"
+    log "keyauth-server --version runs with /opt/swift hidden"
+fi
+
+echo "== the installed server, as the unit runs it" >&2
+# systemd would create the state directory (StateDirectory=keyauth, mode 0700); without a
+# running systemd, do the same by hand so that purge has it to remove.
+install -d -m 0700 -o keyauth -g keyauth /var/lib/keyauth
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+server_log=$(mktemp)
+as_keyauth=(setpriv --reuid=keyauth --regid=keyauth --clear-groups --)
+(cd /var/lib/keyauth && exec "${as_keyauth[@]}" env -i PATH=/usr/bin:/bin \
+    KEYAUTH_SERVER_DB=/var/lib/keyauth/keyauth-server.db \
+    keyauth-server serve --listen "127.0.0.1:$port" --metrics-listen off) 2>"$server_log" &
+server=$!
+for _ in $(seq 50); do
+    grep -q 'listening on' "$server_log" && break
+    sleep 0.2
+done
+grep -q 'listening on' "$server_log" || die "the server did not start: $(cat "$server_log")"
+code=$("${as_keyauth[@]}" keyauth-server enroll alice --db /var/lib/keyauth/keyauth-server.db 2>/dev/null)
+client_home=$(mktemp -d)
+printf '%s\n' "$code" | env -i PATH=/usr/bin:/bin KEYAUTH_HOME="$client_home" keyauth register \
+    --server "http://127.0.0.1:$port" --user alice --presence none --enrollment-code - >&2 ||
+    die "keyauth register against the installed server"
+env -i PATH=/usr/bin:/bin KEYAUTH_HOME="$client_home" keyauth login >&2 || die "keyauth login"
+kill -TERM "$server"
+wait "$server" || die "the server did not exit 0 on SIGTERM: $(cat "$server_log")"
+[ "$(stat -c '%a %U' /var/lib/keyauth/keyauth-server.db)" = "600 keyauth" ] || die "the database is not 0600 keyauth"
+rm -rf "$client_home" "$server_log"
+# What `systemctl enable keyauth-server` leaves behind, for purge to remove.
+ln -sf "$unit" /etc/systemd/system/multi-user.target.wants/keyauth-server.service
+
+echo "== purge" >&2
+dpkg --purge keyauth >&2
+trap - EXIT
+left=()
+while IFS= read -r path; do
+    [ -e "$path" ] || [ -L "$path" ] || continue
+    # A directory other packages also use (/usr/bin, /etc/pam.d) stays.
+    if [ -d "$path" ] && dpkg -S "$path" >/dev/null 2>&1; then continue; fi
+    [ "$path" = /. ] && continue
+    left+=("$path")
+done <"$files"
+for path in /var/lib/keyauth /etc/keyauth /etc/systemd/system/multi-user.target.wants/keyauth-server.service; do
+    [ -e "$path" ] || [ -L "$path" ] && left+=("$path")
+done
+rm -f "$files"
+[ ${#left[@]} -eq 0 ] || die "left after purge: ${left[*]}"
+getent passwd keyauth >/dev/null && log "the keyauth user stays after purge, as Debian policy asks"
+
+log "the package builds, passes lintian, installs, works and purges cleanly ($(($(date +%s) - started)) s)"

@@ -1,0 +1,49 @@
+# fish completion for keyauth(1). Installed as
+# /usr/share/fish/vendor_completions.d/keyauth.fish.
+
+set -l commands register login token status devices pubkey reset help
+
+function __keyauth_accounts
+    set -l home $KEYAUTH_HOME
+    if test -z "$home"
+        if test -n "$XDG_DATA_HOME"
+            set home $XDG_DATA_HOME/keyauth
+        else
+            set home $HOME/.local/share/keyauth
+        end
+    end
+    command ls -1 $home/accounts 2>/dev/null
+end
+
+complete -c keyauth -f
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -s h -l help -d 'Show help'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -s V -l version -d 'Show the version'
+
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a register -d 'Generate a device key and register it with a server'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a login -d 'Prove presence, sign an assertion, get and store an access token'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a token -d 'Print a valid access token'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a reset -d 'Revoke the key on the server, then delete it here'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
+complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
+
+# Options several commands share.
+complete -c keyauth -n "__fish_seen_subcommand_from register login token status devices pubkey reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token devices reset" -l pin-stdin -d 'Read the PIN from standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token status devices pubkey reset" -s h -l help -d 'Show help'
+
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l name -x -d 'The device name'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l bits -x -a '2048 3072 4096' -d 'Key size'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l presence -x -a 'pin pam none' -d 'How to check presence'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l pam-service -x -a '(command ls -1 /etc/pam.d)' -d 'The PAM service'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l enrollment-code -x -d 'A one-time code from keyauth-server enroll, - for standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login" -l no-wait -d 'Return at once when approval is needed'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l insecure-http -d 'Allow plain http:// to a host that is not loopback'
+complete -c keyauth -n "__fish_seen_subcommand_from status devices" -l json -d 'Print JSON'
+complete -c keyauth -n "__fish_seen_subcommand_from devices; and not __fish_seen_subcommand_from list approve revoke" -a 'list approve revoke'
+complete -c keyauth -n "__fish_seen_subcommand_from pubkey" -l jwk -d 'Print a JWK instead of PEM'
+complete -c keyauth -n "__fish_seen_subcommand_from reset" -l local-only -d 'Skip the server'

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Builds the Debian package dist/keyauth_VERSION-REVISION_ARCH.deb with dpkg-deb.
+#
+#   bash scripts/build-deb.sh
+#
+# Builds keyauth and keyauth-server in release mode with the Swift runtime linked statically
+# (--static-swift-stdlib, in .build-deb/), so the package needs no Swift toolchain; strips them;
+# writes the man pages from their --help (scripts/make-manpages.py); and lays out the package
+# from packaging/: completions, /etc/pam.d/keyauth, /etc/keyauth/server.conf (conffiles), the
+# systemd unit, the maintainer scripts, the DEP-5 copyright and the changelogs. Depends comes
+# from dpkg-shlibdeps on the stripped binaries (plus adduser, which postinst uses), and the
+# build fails unless it names the five C libraries keyauth is built on.
+#
+# The version is the one `keyauth --version` prints (KeyAuthClient.version); the Debian
+# revision and the maintainer come from the top entry of packaging/debian/changelog, which must
+# be for that version. File times are set to the last commit's (SOURCE_DATE_EPOCH), so two
+# builds of one commit give the same package contents.
+#
+# Needs: the Swift toolchain, dpkg-dev (dpkg-shlibdeps), binutils (strip), python3, gzip.
+# Environment: KEYAUTH_DEB_SKIP_BUILD=1 packages the binaries already in .build-deb/release.
+set -euo pipefail
+umask 022
+cd "$(dirname "$0")/.."
+root=$PWD
+
+log() { echo "build-deb: $*" >&2; }
+
+scratch=$root/.build-deb
+if [ "${KEYAUTH_DEB_SKIP_BUILD:-}" != 1 ]; then
+    log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server)"
+    for product in keyauth keyauth-server; do
+        swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
+            -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now >&2
+    done
+fi
+bin=$scratch/release
+
+version=$("$bin/keyauth" --version | awk '{ print $2 }')
+server_version=$("$bin/keyauth-server" --version | awk '{ print $2 }')
+if [ -z "$version" ] || [ "$version" != "$server_version" ]; then
+    log "keyauth says version '$version' and keyauth-server '$server_version'; they must agree"
+    exit 1
+fi
+
+# The top entry of the Debian changelog: "keyauth (VERSION-REVISION) ..." and its trailer.
+changelog=$root/packaging/debian/changelog
+debian_version=$(sed -n '1s/^keyauth (\([^)]*\)).*/\1/p' "$changelog")
+if [ "${debian_version%-*}" != "$version" ]; then
+    log "packaging/debian/changelog starts with $debian_version, not $version-N: add an entry for $version"
+    exit 1
+fi
+maintainer=$(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$changelog" | head -1)
+arch=$(dpkg --print-architecture)
+package=keyauth_${debian_version}_${arch}
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+
+stage=$root/dist/stage/$package
+rm -rf "$stage"
+mkdir -p "$stage/DEBIAN" "$root/dist"
+
+# Binaries, stripped of symbols and build notes.
+install -d "$stage/usr/bin"
+for program in keyauth keyauth-server; do
+    install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
+    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
+done
+
+# Man pages from the stripped binaries' --help, so they describe exactly what is shipped.
+log "man pages"
+manual=$root/dist/stage/man
+rm -rf "$manual"
+python3 "$root/scripts/make-manpages.py" "$stage/usr/bin" "$manual"
+install -d "$stage/usr/share/man/man1" "$stage/usr/share/man/man8"
+gzip -9n <"$manual/keyauth.1" >"$stage/usr/share/man/man1/keyauth.1.gz"
+gzip -9n <"$manual/keyauth-server.8" >"$stage/usr/share/man/man8/keyauth-server.8.gz"
+
+# Completions, configuration, the unit.
+completions=$root/packaging/completions
+install -D -m 0644 "$completions/bash/keyauth" "$stage/usr/share/bash-completion/completions/keyauth"
+install -D -m 0644 "$completions/bash/keyauth-server" "$stage/usr/share/bash-completion/completions/keyauth-server"
+install -D -m 0644 "$completions/zsh/_keyauth" "$stage/usr/share/zsh/vendor-completions/_keyauth"
+install -D -m 0644 "$completions/zsh/_keyauth-server" "$stage/usr/share/zsh/vendor-completions/_keyauth-server"
+install -D -m 0644 "$completions/fish/keyauth.fish" "$stage/usr/share/fish/vendor_completions.d/keyauth.fish"
+install -D -m 0644 "$completions/fish/keyauth-server.fish" "$stage/usr/share/fish/vendor_completions.d/keyauth-server.fish"
+install -D -m 0644 "$root/packaging/etc/pam.d/keyauth" "$stage/etc/pam.d/keyauth"
+install -D -m 0644 "$root/packaging/etc/keyauth/server.conf" "$stage/etc/keyauth/server.conf"
+install -D -m 0644 "$root/packaging/systemd/keyauth-server.service" "$stage/lib/systemd/system/keyauth-server.service"
+
+# Documentation: copyright, both changelogs, the README and the contract.
+doc=$stage/usr/share/doc/keyauth
+install -D -m 0644 "$root/packaging/debian/copyright" "$doc/copyright"
+gzip -9n <"$changelog" >"$doc/changelog.Debian.gz"
+gzip -9n <"$root/CHANGELOG.md" >"$doc/changelog.gz"
+gzip -9n <"$root/README.md" >"$doc/README.md.gz"
+gzip -9n <"$root/docs/PROTOCOL.md" >"$doc/PROTOCOL.md.gz"
+if [ -f "$root/packaging/debian/lintian-overrides" ]; then
+    install -D -m 0644 "$root/packaging/debian/lintian-overrides" "$stage/usr/share/lintian/overrides/keyauth"
+fi
+
+# Depends: the shared libraries the binaries load, found by dpkg-shlibdeps (which wants a
+# debian/control to read, so it runs in a scratch directory that has one).
+log "dpkg-shlibdeps"
+shlibs_dir=$root/dist/stage/shlibdeps
+rm -rf "$shlibs_dir"
+mkdir -p "$shlibs_dir/debian"
+printf 'Source: keyauth\n\nPackage: keyauth\nArchitecture: any\n' >"$shlibs_dir/debian/control"
+shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" 2>&1 |
+    sed -n 's/^shlibs:Depends=//p')
+for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5; do
+    if ! grep -qE "(^|, )$library( |,|\$)" <<<"$shlibs"; then
+        log "dpkg-shlibdeps found no $library in: $shlibs"
+        exit 1
+    fi
+done
+if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server")"; then
+    log "a binary still loads a library from the Swift toolchain"
+    exit 1
+fi
+depends="$shlibs, adduser"
+
+# Control files.
+install -m 0755 "$root/packaging/debian/postinst" "$root/packaging/debian/prerm" \
+    "$root/packaging/debian/postrm" "$stage/DEBIAN/"
+(cd "$stage" && find etc -type f | sort | sed 's|^|/|') >"$stage/DEBIAN/conffiles"
+chmod 0644 "$stage/DEBIAN/conffiles"
+# Installed-Size as dpkg-gencontrol counts it: KiB per file, rounded up, and 1 per directory.
+installed_size=$(cd "$stage" && find . -path ./DEBIAN -prune -o \( -type f -printf '%s\n' \) -o \( -type d -printf '1024\n' \) |
+    awk '{ total += int(($1 + 1023) / 1024) } END { print total }')
+sed -e "s|@VERSION@|$debian_version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
+    -e "s|@INSTALLED_SIZE@|$installed_size|" -e "s|@DEPENDS@|$depends|" \
+    "$root/packaging/debian/control.in" >"$stage/DEBIAN/control"
+(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$stage/DEBIAN/md5sums"
+chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
+
+find "$stage" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+deb=$root/dist/$package.deb
+dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >&2
+log "Depends: $depends"
+log "$(du -h "$deb" | cut -f1) $deb (installed: $installed_size KiB)"
+echo "$deb"
