@@ -180,14 +180,14 @@ public enum CommandParser {
         } catch {
             throw usage("--server: \(error.message)", .register)
         }
-        guard DeviceEnrollment.isValidUser(user) else {
+        guard InputRules.isValidUser(user) else {
             throw usage("--user must be 1 to 64 characters of letters, digits and . _ @ -", .register)
         }
         var options = RegisterOptions(serverURL: serverURL, user: user)
         // Remembered only where it matters, so that an https or loopback account never carries it.
         options.insecureHTTP = insecureHTTP && (try? KeyAuthClient.normalizedServerURL(server)) == nil
         if let name = parsed.values["name"] {
-            guard DeviceEnrollment.isValidDeviceName(name) else {
+            guard InputRules.isValidDeviceName(name) else {
                 throw usage("--name must be 1 to 64 printable characters", .register)
             }
             options.deviceName = name
@@ -243,7 +243,7 @@ public enum CommandParser {
             guard positionals.count >= 2 else { throw usage("devices \(action) needs a KID", .devices) }
             try parsed.expectPositionals(2)
             let keyID = positionals[1]
-            guard KeyAuthClient.isValidKeyID(keyID) else {
+            guard InputRules.isValidKeyID(keyID) else {
                 throw usage("\"\(keyID)\" is not a device id (43 characters of base64url)", .devices)
             }
             options.action = action == "approve" ? .approve(keyID: keyID) : .revoke(keyID: keyID)

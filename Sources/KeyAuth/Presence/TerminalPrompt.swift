@@ -43,7 +43,7 @@ extension SecretReader {
 
     /// Writes the message to standard error, where it does not mix with a command's output.
     public func display(_ message: String, isError: Bool) {
-        LineIO.writeAll(STDERR_FILENO, message + "\n")
+        DescriptorIO.writeAll(STDERR_FILENO, message + "\n")
     }
 
     /// Most readers can always ask; the terminal reader checks for a terminal.
@@ -91,11 +91,11 @@ public struct TerminalSecretReader: SecretReader {
     public func display(_ message: String, isError: Bool) {
         let descriptor = open(devicePath, O_WRONLY | O_NOCTTY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            LineIO.writeAll(STDERR_FILENO, message + "\n")
+            DescriptorIO.writeAll(STDERR_FILENO, message + "\n")
             return
         }
         defer { close(descriptor) }
-        LineIO.writeAll(descriptor, message + "\n")
+        DescriptorIO.writeAll(descriptor, message + "\n")
     }
 
     /// Puts back the settings of the terminal whose prompt is waiting, and ends its line, for a
@@ -148,11 +148,11 @@ public struct TerminalSecretReader: SecretReader {
             if !echo && restoredHere {
                 _ = tcsetattr(descriptor, TCSAFLUSH, &original)
                 // The Enter key was not echoed either; move the cursor off the prompt line.
-                LineIO.writeAll(descriptor, "\n")
+                DescriptorIO.writeAll(descriptor, "\n")
             }
         }
         // The prompt is written after echo is off, so whoever sees it may start typing safely.
-        guard LineIO.writeAll(descriptor, prompt) else {
+        guard DescriptorIO.writeAll(descriptor, prompt) else {
             return .failure(LineIO.error(.presenceUnavailable, "Cannot write the prompt to \(devicePath)."))
         }
         return LineIO.readLine(from: descriptor)
@@ -307,25 +307,6 @@ enum LineIO {
         let number = errno
         let native = NativeError(library: "errno", code: Int(number), text: String(cString: strerror(number)))
         return KeyAuthError(code, message, underlying: native)
-    }
-
-    /// Writes all of `text`, retrying after signals and short writes.
-    @discardableResult
-    static func writeAll(_ descriptor: Int32, _ text: String) -> Bool {
-        var bytes = Array(text.utf8)
-        return bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                guard let base = buffer.baseAddress else { return false }
-                let written = write(descriptor, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                offset += written
-            }
-            return true
-        }
     }
 
     /// Reads one line byte by byte into a buffer that is wiped afterwards.

@@ -134,6 +134,6 @@ struct RegisterCommand {
 
     /// The host name when it is a valid device name, else a neutral one.
     static func deviceName(fromHost host: String) -> String {
-        DeviceEnrollment.isValidDeviceName(host) ? host : "keyauth-device"
+        InputRules.isValidDeviceName(host) ? host : "keyauth-device"
     }
 }

@@ -159,7 +159,7 @@ final class FakeKeyAuthServer: @unchecked Sendable {
             let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
             if parts.count == 2 { form[parts[0]] = parts[1].removingPercentEncoding }
         }
-        guard form["grant_type"] == KeyAuthClient.jwtBearerGrantType else {
+        guard form["grant_type"] == OAuthGrantType.jwtBearer.rawValue else {
             return .oauthError(400, "unsupported_grant_type", "grant")
         }
         guard let assertion = form["assertion"], let jws = try? CompactJWS(parsing: assertion),

@@ -52,14 +52,7 @@ public enum ServerCommand {
 
         /// The process's standard output and standard error.
         public static let process = Output(
-            standard: { text in
-                let bytes = Array(text.utf8)
-                _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
-            },
-            error: { text in
-                let bytes = Array(text.utf8)
-                _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-            })
+            standard: { DescriptorIO.writeAll(STDOUT_FILENO, $0) }, error: { DescriptorIO.writeAll(STDERR_FILENO, $0) })
     }
 
     /// The help text of `keyauth-server --help`.
@@ -150,7 +143,7 @@ public enum ServerCommand {
             guard let user = positionals.first else { throw ServerConfigurationError("enroll: missing USER") }
             guard InputRules.isValidUser(user) else {
                 throw ServerConfigurationError(
-                    "enroll: the user name must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -")
+                    "enroll: the user name must be \(InputRules.userRule)")
             }
             return .enroll(user: user, database: database)
         case "devices":
@@ -295,7 +288,8 @@ public enum ServerCommand {
                     lines.append(
                         [
                             device.kid, device.user, device.name, expired ? "expired" : device.status.rawValue,
-                            ServerClock.rfc3339(device.createdAt), device.lastLoginAt.map(ServerClock.rfc3339) ?? "-",
+                            RFC3339.string(fromSeconds: device.createdAt),
+                            device.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? "-",
                         ].joined(separator: "\t"))
                 }
                 output.standard(lines.joined(separator: "\n") + "\n")

@@ -143,13 +143,14 @@ public final class KeyAuthResponder: HTTPResponder {
             let device = try service.approve(kid: kid, by: actor)
             // The approved device as the list shows it, with its user, so that the client can
             // show what it approved: name, creation time and where the request came from.
-            var fields = deviceFields(device)
+            var fields = deviceEntry(device).jsonMembers
             fields["user"] = .string(device.user)
             return .json(.object(fields))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
         case (.openIDConfiguration, _):
-            return .json(openIDConfiguration, headers: ["Cache-Control": "public, max-age=300"])
+            return .json(
+                ServerMetadata(keyAuthServerAt: issuer).jsonValue, headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
             return try operations.health()
         }
@@ -168,12 +169,12 @@ public final class KeyAuthResponder: HTTPResponder {
     ) throws -> HTTPResponse {
         let address = RateLimitKey(address: clientAddress(of: request))
         if let retryAfter = rateLimiter.retryAfter(for: address) {
-            record("slow_down")
+            record(OAuthError.Code.slowDown.rawValue)
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
         }
         if let attempts {
             if let retryAfter = attempts.retryAfter(for: address) {
-                record("slow_down")
+                record(OAuthError.Code.slowDown.rawValue)
                 throw ServiceError(
                     .slowDown(retryAfter: retryAfter), "too many registrations from this address; retry later")
             }
@@ -184,14 +185,14 @@ public final class KeyAuthResponder: HTTPResponder {
             record(result)
             return response
         } catch let error as ServiceError {
-            record(error.kind.statusAndCode.code)
+            record(error.kind.statusAndCode.code.rawValue)
             if error.kind != .authorizationPending { rateLimiter.record(address) }
             throw error
         } catch let error as StorageError {
-            record("temporarily_unavailable")
+            record(OAuthError.Code.temporarilyUnavailable.rawValue)
             throw error
         } catch {
-            record("server_error")
+            record(OAuthError.Code.serverError.rawValue)
             throw error
         }
     }
@@ -200,32 +201,34 @@ public final class KeyAuthResponder: HTTPResponder {
 
     private func token(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
         try requireContentType(request, "application/x-www-form-urlencoded")
-        let form = try FormURLEncoded.parse(request.body)
+        let form: [String: String]
+        do {
+            form = try FormURLEncoding.decode(request.body)
+        } catch {
+            throw ServiceError(.invalidRequest, error.message)
+        }
         guard let grantType = form["grant_type"], !grantType.isEmpty else {
             throw ServiceError(.invalidRequest, "grant_type is missing")
         }
-        guard grantType == KeyAuthService.jwtBearerGrant else {
-            throw ServiceError(.unsupportedGrantType, "only \(KeyAuthService.jwtBearerGrant) is supported")
+        guard grantType == OAuthGrantType.jwtBearer.rawValue else {
+            throw ServiceError(.unsupportedGrantType, "only \(OAuthGrantType.jwtBearer) is supported")
         }
         guard let assertion = form["assertion"], !assertion.isEmpty else {
             throw ServiceError(.invalidRequest, "assertion is missing")
         }
         let result = try service.login(assertion: assertion)
-        // {"access_token":...,"expires_in":...,"token_type":"Bearer"}, written directly: the
-        // token is 700 bytes of base64url that JSONValue would escape one character at a time.
-        var body: [UInt8] = []
-        body.reserveCapacity(result.accessToken.utf8.count + 80)
-        JSONText.appendRaw("{\"access_token\":", to: &body)
-        JSONText.appendString(result.accessToken, to: &body)
-        JSONText.appendRaw(",\"expires_in\":", to: &body)
-        JSONText.appendInteger(result.expiresIn, to: &body)
-        JSONText.appendRaw(",\"token_type\":\"Bearer\"}", to: &body)
+        let body = TokenResponse(accessToken: result.accessToken, expiresIn: result.expiresIn).jsonBytes
         return (.json(serialized: body, headers: ["Cache-Control": "no-store", "Pragma": "no-cache"]), "success")
     }
 
     private func register(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
         try requireContentType(request, "application/json")
-        let registration = try RegistrationRequest(json: request.body)
+        let registration: RegistrationRequest
+        do {
+            registration = try RegistrationRequest(json: request.body)
+        } catch {
+            throw ServiceError(.invalidRequest, error.problem)
+        }
         switch try service.register(registration, from: clientAddress(of: request)) {
         case .active(let device): return (.json(registrationEntry(device), status: 201), "active")
         case .pending(let device): return (.json(registrationEntry(device), status: 202), "pending")
@@ -254,43 +257,26 @@ public final class KeyAuthResponder: HTTPResponder {
             position = decoded
         }
         let page = try service.listDevices(of: actor, after: position, limit: limit)
-        var body: [String: JSONValue] = ["devices": .array(page.devices.map(deviceListEntry))]
-        if let next = page.next { body["next_cursor"] = .string(DeviceListCursor.encode(next)) }
-        return .json(.object(body))
+        return .json(
+            DeviceListPage(devices: page.devices.map(deviceEntry), nextCursor: page.next.map(DeviceListCursor.encode))
+                .jsonValue)
     }
 
     // MARK: Helpers
 
-    private var openIDConfiguration: JSONValue {
-        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
-        return .object([
-            "issuer": .string(issuer),
-            "token_endpoint": .string(base + "/oauth/token"),
-            "jwks_uri": .string(base + "/.well-known/jwks.json"),
-            "grant_types_supported": .array([.string(KeyAuthService.jwtBearerGrant)]),
-            "token_endpoint_auth_signing_alg_values_supported": .array(["RS256"]),
-        ])
-    }
-
     private func registrationEntry(_ device: DeviceRecord) -> JSONValue {
-        .object([
-            "kid": .string(device.kid), "user": .string(device.user), "name": .string(device.name),
-            "status": .string(service.visibleStatus(device)),
-        ])
+        RegistrationResponse(
+            keyID: device.kid, user: device.user, name: device.name,
+            status: KeyAuth.DeviceStatus(rawValue: service.visibleStatus(device))
+        ).jsonValue
     }
 
-    private func deviceListEntry(_ device: DeviceRecord) -> JSONValue {
-        .object(deviceFields(device))
-    }
-
-    /// The members of a device list entry (PROTOCOL.md section 4, "Device list").
-    private func deviceFields(_ device: DeviceRecord) -> [String: JSONValue] {
-        [
-            "kid": .string(device.kid), "name": .string(device.name), "status": .string(service.visibleStatus(device)),
-            "created_at": .string(ServerClock.rfc3339(device.createdAt)),
-            "last_login_at": device.lastLoginAt.map { .string(ServerClock.rfc3339($0)) } ?? .null,
-            "registered_from": device.registeredFrom.map(JSONValue.string) ?? .null,
-        ]
+    /// A device as the device list shows it (PROTOCOL.md section 4, "Device list").
+    private func deviceEntry(_ device: DeviceRecord) -> Device {
+        Device(
+            keyID: device.kid, name: device.name, status: KeyAuth.DeviceStatus(rawValue: service.visibleStatus(device)),
+            createdAt: RFC3339.string(fromSeconds: device.createdAt),
+            lastLoginAt: device.lastLoginAt.map(RFC3339.string(fromSeconds:)), registeredFrom: device.registeredFrom)
     }
 
     private func requireContentType(_ request: HTTPRequest, _ expected: String) throws(ServiceError) {

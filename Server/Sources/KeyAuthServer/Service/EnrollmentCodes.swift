@@ -33,7 +33,7 @@ public struct EnrollmentCodes: Sendable {
     ///   `KeyAuthError` when the random generator fails.
     public func issue(for user: String) throws -> String {
         guard InputRules.isValidUser(user) else {
-            throw ServerConfigurationError("the user name must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -")
+            throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
         let code = Base64URL.encode(try Crypto.randomBytes(count: Self.codeBytes))
         try storage.insertEnrollmentCode(hash: Self.hash(code), user: user, expiresAt: now() + lifetime)

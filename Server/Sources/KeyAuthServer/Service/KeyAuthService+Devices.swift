@@ -79,7 +79,7 @@ extension KeyAuthService {
     /// Another user's device gets the same 404 as an unknown one: a distinct answer would let
     /// any user with a token find out which keys are registered, and to whom they do not belong.
     private func ownedDevice(kid: String, actor: DeviceRecord) throws -> DeviceRecord {
-        guard InputRules.isValidKID(kid), let device = try storage.device(kid: kid), device.user == actor.user else {
+        guard InputRules.isValidKeyID(kid), let device = try storage.device(kid: kid), device.user == actor.user else {
             throw ServiceError(.notFound, "no such device")
         }
         return device

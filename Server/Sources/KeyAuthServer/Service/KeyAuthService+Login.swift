@@ -9,9 +9,6 @@ struct LoginResult: Sendable {
 }
 
 extension KeyAuthService {
-    /// The only grant accepted at `/oauth/token` (RFC 7523).
-    static let jwtBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-
     /// Logs in with a device assertion (PROTOCOL.md sections 2 and 4, "Log in").
     ///
     /// Rules 1 to 7 are the verifier's, with a resolver that hides revoked devices; rule 8 (the

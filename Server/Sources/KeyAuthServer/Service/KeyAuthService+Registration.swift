@@ -1,44 +1,5 @@
 import KeyAuth
 
-/// A parsed `POST /v1/devices` body.
-struct RegistrationRequest: Sendable {
-    var user: String
-    var publicKeyPEM: String
-    var name: String
-    var proof: String
-    var enrollmentCode: String?
-
-    /// Reads and checks the JSON body's fields (types, user and name syntax).
-    ///
-    /// - Throws: ``ServiceError`` `.invalidRequest` naming the field, never echoing its value.
-    init(json body: [UInt8]) throws(ServiceError) {
-        guard let object = try? JSONValue(parsing: body).objectValue else {
-            throw ServiceError(.invalidRequest, "the body must be a JSON object")
-        }
-        func string(_ field: String) throws(ServiceError) -> String {
-            guard let value = object[field]?.stringValue else {
-                throw ServiceError(.invalidRequest, "the field \"\(field)\" is missing or not a string")
-            }
-            return value
-        }
-        user = try string("user")
-        publicKeyPEM = try string("public_key")
-        name = try string("name")
-        proof = try string("proof")
-        switch object["enrollment_code"] {
-        case nil, .null?: enrollmentCode = nil
-        case .string(let code)?: enrollmentCode = code.isEmpty ? nil : code
-        default: throw ServiceError(.invalidRequest, "the field \"enrollment_code\" must be a string")
-        }
-        guard InputRules.isValidUser(user) else {
-            throw ServiceError(.invalidRequest, "\"user\" must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -")
-        }
-        guard InputRules.isValidDeviceName(name) else {
-            throw ServiceError(.invalidRequest, "\"name\" must be 1 to 64 printable characters")
-        }
-    }
-}
-
 /// What a registration did.
 enum RegistrationOutcome: Sendable, Equatable {
     /// A new active device (201).

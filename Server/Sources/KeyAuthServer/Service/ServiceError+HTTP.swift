@@ -2,21 +2,21 @@ import KeyAuth
 
 extension ServiceError.Kind {
     /// The HTTP status and OAuth error code of each kind (PROTOCOL.md section 6).
-    var statusAndCode: (status: Int, code: String) {
+    var statusAndCode: (status: Int, code: OAuthError.Code) {
         switch self {
-        case .invalidRequest: (400, "invalid_request")
-        case .unsupportedGrantType: (400, "unsupported_grant_type")
-        case .invalidGrant: (400, "invalid_grant")
-        case .authorizationPending: (400, "authorization_pending")
-        case .deviceDenied: (400, "access_denied")
-        case .expiredToken: (400, "expired_token")
-        case .invalidToken: (401, "invalid_token")
-        case .accessDenied: (403, "access_denied")
-        case .notFound: (404, "not_found")
-        case .methodNotAllowed: (405, "method_not_allowed")
-        case .keyConflict: (409, "invalid_request")
-        case .payloadTooLarge: (413, "invalid_request")
-        case .slowDown: (429, "slow_down")
+        case .invalidRequest: (400, .invalidRequest)
+        case .unsupportedGrantType: (400, .unsupportedGrantType)
+        case .invalidGrant: (400, .invalidGrant)
+        case .authorizationPending: (400, .authorizationPending)
+        case .deviceDenied: (400, .accessDenied)
+        case .expiredToken: (400, .expiredToken)
+        case .invalidToken: (401, .invalidToken)
+        case .accessDenied: (403, .accessDenied)
+        case .notFound: (404, .notFound)
+        case .methodNotAllowed: (405, .methodNotAllowed)
+        case .keyConflict: (409, .invalidRequest)
+        case .payloadTooLarge: (413, .invalidRequest)
+        case .slowDown: (429, .slowDown)
         }
     }
 }
@@ -29,7 +29,7 @@ extension HTTPResponse {
     /// with `Retry-After`; anything else is a bug and becomes 500 `server_error` without detail.
     init(error: any Error) {
         let status: Int
-        let code: String
+        let code: OAuthError.Code
         let description: String
         var headers = HTTPHeaders()
         switch error {
@@ -43,15 +43,15 @@ extension HTTPResponse {
             default: break
             }
         case is StorageError:
-            (status, code) = (503, "temporarily_unavailable")
+            (status, code) = (503, .temporarilyUnavailable)
             description = "the server's storage is unavailable; try again later"
             headers.set("Retry-After", "5")
         default:
-            (status, code) = (500, "server_error")
+            (status, code) = (500, .serverError)
             description = "internal server error"
         }
         self = .json(
-            .object(["error": .string(code), "error_description": .string(description)]), status: status,
+            .object(["error": .string(code.rawValue), "error_description": .string(description)]), status: status,
             headers: headers)
     }
 }

@@ -17,3 +17,9 @@ public struct DeviceStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// The key was revoked and can never log in again.
     public static let revoked = DeviceStatus(rawValue: "revoked")
 }
+
+extension DeviceStatus {
+    /// The states a server stores. `expired` is not one of them: a pending device older than the
+    /// pending lifetime is reported as expired, so expiry needs no background job to be exact.
+    package static let stored: [DeviceStatus] = [.pending, .active, .denied, .revoked]
+}
