@@ -49,10 +49,14 @@ let package = Package(
             name: "KeyAuth",
             dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM"]
         ),
+        // The one argument parser of both commands.
+        .target(
+            name: "KeyAuthArguments"
+        ),
         // The command's logic, as a library so that it is testable with injected I/O.
         .target(
             name: "KeyAuthCLI",
-            dependencies: ["KeyAuth"]
+            dependencies: ["KeyAuth", "KeyAuthArguments"]
         ),
         .executableTarget(
             name: "keyauth",
@@ -62,7 +66,7 @@ let package = Package(
         // The server.
         .target(
             name: "KeyAuthServer",
-            dependencies: ["KeyAuth", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
+            dependencies: ["KeyAuth", "KeyAuthArguments", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
             path: "Server/Sources/KeyAuthServer"
         ),
         .executableTarget(
@@ -91,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthCLITests",
-            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthTestSupport"]
+            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthTestSupport"]
         ),
         .testTarget(
             name: "KeyAuthServerTests",

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import KeyAuth
+import KeyAuthArguments
 
 /// The `keyauth-server` command line (PROTOCOL.md section 7): parsing, help, and the admin
 /// commands, as a library so that it is testable with injected arguments, environment and output.
@@ -429,69 +430,48 @@ public enum ServerCommand {
     }
 }
 
-/// Splits `--flag value`, `--flag=value` and boolean `--flag` arguments from positionals.
+/// The server's command line as ``ArgumentParser`` splits it, with the server's messages: every
+/// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
+/// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["--trust-proxy", "--quiet"]
-    private var values: [String: String] = [:]
-    private var booleans: [String: Bool] = [:]
-    private var positionals: [String] = []
-    private var used: Set<String> = []
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet"]
+    private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            index += 1
-            guard argument.hasPrefix("--") else {
-                positionals.append(argument)
-                continue
-            }
-            var name = argument
-            var inline: String?
-            if let equals = argument.firstIndex(of: "=") {
-                name = String(argument[..<equals])
-                inline = String(argument[argument.index(after: equals)...])
-            }
-            guard values[name] == nil, booleans[name] == nil else {
-                throw ServerConfigurationError("\(name) is given more than once")
-            }
-            if Self.booleanFlags.contains(name) {
-                switch inline?.lowercased() {
-                case nil, "true", "1", "yes": booleans[name] = true
-                case "false", "0", "no": booleans[name] = false
-                default: throw ServerConfigurationError("\(name): expected true or false")
-                }
-                continue
-            }
-            if let inline {
-                values[name] = inline
-            } else {
-                guard index < arguments.count else { throw ServerConfigurationError("\(name) needs a value") }
-                values[name] = arguments[index]
-                index += 1
+        do {
+            parsed = try ArgumentParser.parse(arguments, syntax: .keyauthServer(flags: Self.booleanFlags))
+        } catch {
+            switch error {
+            case .repeated(let name): throw ServerConfigurationError("--\(name) is given more than once")
+            case .missingValue(let name): throw ServerConfigurationError("--\(name) needs a value")
+            case .invalidBoolean(let name), .flagTakesNoValue(let name):
+                throw ServerConfigurationError("--\(name): expected true or false")
+            case .unknownOption(let option), .emptyValue(let option):
+                throw ServerConfigurationError("unknown option \(option); see keyauth-server --help")
             }
         }
     }
 
-    mutating func value(_ name: String) -> String? {
-        used.insert(name)
-        return values[name]
+    /// The value of `--name` (the flag spelled with its dashes).
+    mutating func value(_ flag: String) -> String? {
+        parsed.value(String(flag.dropFirst(2)))
     }
 
-    mutating func bool(_ name: String) -> Bool? {
-        used.insert(name)
-        return booleans[name]
+    /// The boolean `--name`, nil when absent.
+    mutating func bool(_ flag: String) -> Bool? {
+        parsed.flag(String(flag.dropFirst(2)))
     }
 
     /// Refuses flags nobody asked for and extra positionals; returns the positionals.
     @discardableResult
     func finish(allowingPositionals count: Int) throws(ServerConfigurationError) -> [String] {
-        if let unknown = (Array(values.keys) + Array(booleans.keys)).sorted().first(where: { !used.contains($0) }) {
-            throw ServerConfigurationError("unknown option \(unknown); see keyauth-server --help")
+        if let unknown = parsed.unreadOptions().first {
+            throw ServerConfigurationError("unknown option --\(unknown); see keyauth-server --help")
         }
-        guard positionals.count <= count else {
-            throw ServerConfigurationError("unexpected argument \(positionals[count]); see keyauth-server --help")
+        guard parsed.positionals.count <= count else {
+            throw ServerConfigurationError(
+                "unexpected argument \(parsed.positionals[count]); see keyauth-server --help")
         }
-        return positionals
+        return parsed.positionals
     }
 }
