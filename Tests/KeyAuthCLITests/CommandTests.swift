@@ -545,7 +545,7 @@ struct CommandTests {
 
 /// A terminal reader for a process that has no terminal.
 private struct UnavailableReader: SecretReader {
-    func readLine(prompt: String, echo: Bool) async throws(KeyAuthError) -> SecretBytes {
+    func readLine(prompt: String, echo: Bool) throws(KeyAuthError) -> SecretBytes {
         throw KeyAuthError(.presenceUnavailable, "no terminal")
     }
 

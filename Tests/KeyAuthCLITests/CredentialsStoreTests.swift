@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
@@ -91,7 +92,7 @@ struct CredentialsStoreTests {
             store: keys, presence: NoPresence(), configuration: .init(audience: "http://issuer"), hooks: hooks)
         let credentials = InMemoryCredentialsStore()
         let provider = AccessTokenProvider(
-            account: "a", credentials: credentials, authenticator: authenticator, now: { now })
+            account: "a", credentials: credentials, authenticator: authenticator, clock: .fixed(now))
 
         try credentials.saveToken(AccessToken(value: "stored", expiresAt: now.addingTimeInterval(31)), account: "a")
         #expect(try await provider.accessToken().value == "stored")

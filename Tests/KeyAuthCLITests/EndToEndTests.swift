@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 

@@ -102,7 +102,7 @@ struct KeyAuthClientTests {
         }
         defer { responder.stop() }
         let now = Date(timeIntervalSince1970: 1_700_000_000)
-        let client = try KeyAuthClient(serverURL: responder.url + "/", now: { now })
+        let client = try KeyAuthClient(serverURL: responder.url + "/", clock: .fixed(now))
         let assertion = try sampleAssertion()
         let token = try await client.requestToken(assertion: assertion)
         #expect(token.value == "abc.def.ghi")
@@ -224,7 +224,7 @@ struct KeyAuthClientTests {
             if request.path == "/v1/devices" {
                 let body = try? JSONValue(parsing: request.body)
                 let pem = body?["public_key"]?.stringValue ?? ""
-                let kid = (try? RSAPublicKey(pemRepresentation: pem))?.fingerprint ?? ""
+                let kid = (try? RSAPublicKey(pemRepresentation: Array(pem.utf8)))?.fingerprint ?? ""
                 return .json(202, "{\"kid\":\"\(kid)\",\"user\":\"u\",\"name\":\"n\",\"status\":\"pending\"}")
             }
             counter.append("x")
@@ -256,7 +256,8 @@ struct KeyAuthClientTests {
         let responder = try LoopbackHTTPResponder { request in
             if request.path == "/v1/devices" {
                 let body = try? JSONValue(parsing: request.body)
-                let kid = (try? RSAPublicKey(pemRepresentation: body?["public_key"]?.stringValue ?? ""))?.fingerprint
+                let pem = Array((body?["public_key"]?.stringValue ?? "").utf8)
+                let kid = (try? RSAPublicKey(pemRepresentation: pem))?.fingerprint
                 return .json(202, "{\"kid\":\"\(kid ?? "")\",\"user\":\"u\",\"name\":\"n\",\"status\":\"pending\"}")
             }
             counter.append("x")

@@ -22,7 +22,7 @@ public enum Vectors {
     }
 
     /// Parses a vectors file as JSON.
-    public static func load(_ relativePath: String) throws -> JSONValue {
+    package static func load(_ relativePath: String) throws -> JSONValue {
         let data = try Data(contentsOf: directory.appendingPathComponent(relativePath))
         return try JSONValue(parsing: [UInt8](data), maximumDepth: 64)
     }

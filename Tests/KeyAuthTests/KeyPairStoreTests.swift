@@ -184,7 +184,8 @@ struct KeyPairStoreTests {
         #expect(pem.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
         #expect(try store.loadPrivateKey(pin: SecretBytes(utf8: "246802")).publicKey == TestKeys.first.publicKey)
         #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
-        #expect(code { _ = try store.loadPrivateKey() } == .wrongPIN)
+        // Without a PIN the key is not wrongly unlocked: it says it is encrypted.
+        #expect(code { _ = try store.loadPrivateKey() } == .keyEncrypted)
         // Without the PIN, the public key is still there for `pubkey` and `status`.
         #expect(try store.loadPublicKey() == TestKeys.first.publicKey)
     }
@@ -284,5 +285,21 @@ struct KeyPairStoreTests {
         #expect(code { _ = try store.loadPrivateKey() } == .keyNotFound)
         try store.store(TestKeys.second)
         #expect(try store.loadPrivateKey().publicKey == TestKeys.second.publicKey)
+    }
+
+    @Test("an app's default store is under XDG_DATA_HOME, else HOME, and its name stays one directory")
+    func defaultStore() throws {
+        let xdg = try KeyPairStore.default(appName: "myapp", environment: ["XDG_DATA_HOME": "/x/data", "HOME": "/h"])
+        #expect(xdg.directory == "/x/data/myapp/key")
+        let home = try KeyPairStore.default(appName: "my.app-2", environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"])
+        #expect(home.directory == "/h/.local/share/my.app-2/key")
+        for name in ["", "..", ".hidden", "a/b", "a b"] {
+            let error = #expect(throws: KeyAuthError.self) {
+                try KeyPairStore.default(appName: name, environment: ["HOME": "/h"])
+            }
+            #expect(error?.code == .invalidArgument, "\(name)")
+        }
+        let error = #expect(throws: KeyAuthError.self) { try KeyPairStore.default(appName: "myapp", environment: [:]) }
+        #expect(error?.code == .storageFailed)
     }
 }

@@ -1,5 +1,6 @@
 import KeyAuth
 import KeyAuthServer
+import KeyAuthTestSupport
 import Testing
 
 @Suite("Login at /oauth/token")
@@ -37,18 +38,14 @@ struct LoginTests {
         let kid = try #require(jwk["kid"]?.stringValue)
         #expect(kid == serverKey.fingerprint)
 
-        let verifier = JWTVerifier(
-            options: .init(
-                audience: TestEnvironment.issuer, maximumLifetime: 900, subjectIsKeyFingerprint: false,
-                expectedIssuer: TestEnvironment.issuer, expectedType: "at+jwt"),
-            now: environment.clock.closure)
-        let verified = try verifier.verify(token, resolver: SingleKeyResolver(key: serverKey, keyID: kid))
+        let verified = try CheckedAccessToken(
+            token, issuer: TestEnvironment.issuer, keys: [kid: serverKey], clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         #expect(verified.header["typ"]?.stringValue == "at+jwt")
         #expect(verified.header["kid"]?.stringValue == kid)
         #expect(verified.claims["cnf"]?["jkt"]?.stringValue == key.publicKey.fingerprint)
         #expect(verified.expiresAt - verified.issuedAt == 900)
-        #expect(verified.jwtID?.isEmpty == false)
+        #expect(verified.jwtID.isEmpty == false)
     }
 
     @Test("every hostile assertion is refused with 400 invalid_grant", arguments: HostileAssertion.allCases)

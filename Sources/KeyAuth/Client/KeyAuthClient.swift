@@ -18,7 +18,7 @@ public struct KeyAuthClient: Sendable {
     /// Seconds a request may take, connection included.
     public var timeout: TimeInterval { exchange.timeout }
     private let exchange: HTTPExchange
-    private let now: @Sendable () -> Date
+    private let clock: KeyAuthClock
 
     /// Creates a client.
     ///
@@ -29,24 +29,23 @@ public struct KeyAuthClient: Sendable {
     ///     server must not hang a login forever.
     ///   - allowInsecureHTTP: accept plain `http` to any host. Access tokens are bearer tokens:
     ///     anyone on the path can read one and use it until it expires.
-    ///   - now: the clock that turns `expires_in` into ``AccessToken/expiresAt``.
+    ///   - clock: the time source that turns `expires_in` into ``AccessToken/expiresAt``.
     /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, that carries a
     ///   query, a fragment or credentials (they would leak into logs and proxies), or that is
     ///   plain http to a host other than loopback without `allowInsecureHTTP`.
     public init(
-        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false,
-        now: @escaping @Sendable () -> Date = { Date() }
+        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false, clock: KeyAuthClock = .system
     ) throws(KeyAuthError) {
         self.serverURL = try Self.normalizedServerURL(serverURL, allowInsecureHTTP: allowInsecureHTTP)
         self.exchange = HTTPExchange(timeout: timeout)
-        self.now = now
+        self.clock = clock
     }
 
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
     ///
     /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
-    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:now:)``; the
+    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:clock:)``; the
     ///   message for plain http names `--insecure-http`, the command's way to allow it.
     public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
         -> String
@@ -137,7 +136,7 @@ public struct KeyAuthClient: Sendable {
     ///   `invalid_grant` and the rest; `.transportFailed`.
     public func requestToken(assertion: String) async throws(KeyAuthError) -> AccessToken {
         let body = FormURLEncoding.encode(["grant_type": OAuthGrantType.jwtBearer.rawValue, "assertion": assertion])
-        let sentAt = now()
+        let sentAt = clock.now
         let reply = try await send(
             "POST", "/oauth/token", body: Array(body.utf8), contentType: "application/x-www-form-urlencoded")
         let object = try expectObject(reply, success: [200], operation: "login")

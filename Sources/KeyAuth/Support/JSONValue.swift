@@ -3,7 +3,7 @@
 /// JWT checks need what `JSONSerialization` hides: whether a number was written as an integer,
 /// whether an object repeats a key (two `exp` members must not mean whichever one a parser
 /// keeps), and byte-exact control of the output.
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     /// A number written without fraction or exponent that fits in 64 bits.
@@ -15,30 +15,30 @@ public enum JSONValue: Sendable, Hashable {
     case object([String: JSONValue])
 
     /// The string, when this is a string.
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// The integer, when this is an integer (not `1.0`, not `"1"`).
-    public var integerValue: Int64? {
+    package var integerValue: Int64? {
         if case .integer(let value) = self { return value }
         return nil
     }
 
     /// The members, when this is an object.
-    public var objectValue: [String: JSONValue]? {
+    package var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil
     }
 
     /// The elements, when this is an array.
-    public var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let value) = self { return value }
         return nil
     }
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         objectValue?[key]
     }
 }
@@ -47,14 +47,14 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue {
     /// Why a text is not acceptable JSON.
-    public struct ParseError: Error, Sendable, Equatable {
-        public let reason: String
-        public let offset: Int
+    package struct ParseError: Error, Sendable, Equatable {
+        package let reason: String
+        package let offset: Int
     }
 
     /// Parses UTF-8 JSON text strictly: one value, optional surrounding whitespace, no duplicate
     /// object keys, nesting at most `maximumDepth`.
-    public init<Bytes: Collection>(parsing bytes: Bytes, maximumDepth: Int = 32) throws(ParseError)
+    package init<Bytes: Collection>(parsing bytes: Bytes, maximumDepth: Int = 32) throws(ParseError)
     where Bytes.Element == UInt8 {
         var parser = Parser(bytes: Array(bytes), maximumDepth: maximumDepth)
         parser.skipWhitespace()
@@ -65,7 +65,7 @@ extension JSONValue {
     }
 
     /// Parses a JSON string.
-    public init(parsing text: String) throws(ParseError) {
+    package init(parsing text: String) throws(ParseError) {
         try self.init(parsing: Array(text.utf8))
     }
 }
@@ -278,7 +278,7 @@ private struct Parser {
 extension JSONValue {
     /// Compact JSON text. Object members listed in `leadingKeys` come first in that order, the
     /// rest sorted, so that the output is the same on every run.
-    public func serialized(leadingKeys: [String] = []) -> String {
+    package func serialized(leadingKeys: [String] = []) -> String {
         String(decoding: serializedBytes(leadingKeys: leadingKeys), as: UTF8.self)
     }
 
@@ -368,7 +368,7 @@ package enum JSONText {
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int64) { self = .integer(value) }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
 }

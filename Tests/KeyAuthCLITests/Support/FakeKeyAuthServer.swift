@@ -136,7 +136,7 @@ final class FakeKeyAuthServer: @unchecked Sendable {
     private func register(_ request: LoopbackHTTPResponder.Request, issuer: String) -> LoopbackHTTPResponder.Response {
         guard let body = try? JSONValue(parsing: request.body), let user = body["user"]?.stringValue,
             let pem = body["public_key"]?.stringValue, let name = body["name"]?.stringValue,
-            let proof = body["proof"]?.stringValue, let key = try? RSAPublicKey(pemRepresentation: pem),
+            let proof = body["proof"]?.stringValue, let key = try? RSAPublicKey(pemRepresentation: Array(pem.utf8)),
             let jws = try? CompactJWS(parsing: proof), jws.isSignatureValid(with: key),
             (try? jws.claims())?["aud"]?.stringValue == issuer
         else { return .oauthError(400, "invalid_request", "bad registration") }

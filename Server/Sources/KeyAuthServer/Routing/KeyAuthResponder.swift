@@ -50,16 +50,15 @@ public final class KeyAuthResponder: HTTPResponder {
         let settings = KeyAuthService.Settings(
             issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
             maximumPendingDevices: configuration.maximumPendingDevices, deviceRetention: configuration.deviceRetention,
-            leeway: configuration.leeway, maximumAssertionLifetime: configuration.maximumAssertionLifetime,
             accessTokenLifetime: configuration.accessTokenLifetime)
+        let clock = KeyAuthClock.seconds(now)
         service = KeyAuthService(
             settings: settings, storage: storage,
-            tokens: AccessTokens(
-                keys: keys, issuer: issuer, lifetime: configuration.accessTokenLifetime, leeway: configuration.leeway,
-                now: now),
+            tokens: AccessTokens(keys: keys, issuer: issuer, lifetime: configuration.accessTokenLifetime, clock: clock),
             enrollmentCodes: EnrollmentCodes(
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
-            now: now)
+            assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),
+            loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared), now: now)
         signingKeys = keys
         operations = OperationsResponder(metrics: metrics, storage: storage)
         rateLimiter = AddressRateLimiter(
@@ -267,14 +266,14 @@ public final class KeyAuthResponder: HTTPResponder {
     private func registrationEntry(_ device: DeviceRecord) -> JSONValue {
         RegistrationResponse(
             keyID: device.kid, user: device.user, name: device.name,
-            status: KeyAuth.DeviceStatus(rawValue: service.visibleStatus(device))
+            status: service.visibleStatus(device)
         ).jsonValue
     }
 
     /// A device as the device list shows it (PROTOCOL.md section 4, "Device list").
     private func deviceEntry(_ device: DeviceRecord) -> Device {
         Device(
-            keyID: device.kid, name: device.name, status: KeyAuth.DeviceStatus(rawValue: service.visibleStatus(device)),
+            keyID: device.kid, name: device.name, status: service.visibleStatus(device),
             createdAt: RFC3339.string(fromSeconds: device.createdAt),
             lastLoginAt: device.lastLoginAt.map(RFC3339.string(fromSeconds:)), registeredFrom: device.registeredFrom)
     }

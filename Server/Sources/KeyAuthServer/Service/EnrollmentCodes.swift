@@ -35,7 +35,7 @@ public struct EnrollmentCodes: Sendable {
         guard InputRules.isValidUser(user) else {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
-        let code = Base64URL.encode(try Crypto.randomBytes(count: Self.codeBytes))
+        let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.codeBytes))
         try storage.insertEnrollmentCode(hash: Self.hash(code), user: user, expiresAt: now() + lifetime)
         return code
     }
@@ -47,6 +47,6 @@ public struct EnrollmentCodes: Sendable {
 
     /// The stored form of a code.
     static func hash(_ code: String) -> [UInt8] {
-        Crypto.sha256(Array(code.utf8))
+        CryptoPrimitives.sha256(Array(code.utf8))
     }
 }

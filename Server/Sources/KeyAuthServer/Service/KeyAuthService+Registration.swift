@@ -26,7 +26,7 @@ extension KeyAuthService {
         }
         let key: RSAPublicKey
         do {
-            key = try RSAPublicKey(pemRepresentation: request.publicKeyPEM)
+            key = try RSAPublicKey(pemRepresentation: Array(request.publicKeyPEM.utf8))
             try key.checkPolicy(allowedBits: Self.allowedKeyBits)
         } catch {
             let reason = error.code == .keyRejected ? error.message : "it is not an SPKI PEM RSA public key"
@@ -34,8 +34,10 @@ extension KeyAuthService {
         }
         let kid = key.fingerprint
         // Proof of possession: an assertion signed by the submitted key, whose kid is that key's
-        // fingerprint (any other kid resolves to nothing).
-        _ = try verifyAssertion(request.proof, resolver: SingleKeyResolver(key: key, keyID: kid))
+        // fingerprint (any other kid names a key nobody registered here).
+        let proof = try parseAssertion(request.proof)
+        guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        try claimJWTID(of: try verifyAssertion(proof, key: key))
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)

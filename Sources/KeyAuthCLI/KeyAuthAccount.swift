@@ -1,4 +1,5 @@
 import Foundation
+import KeyAuth
 
 /// One registration of this machine: a server, a user, and the device key kept for them.
 ///
@@ -65,7 +66,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
     }
 
     /// The JSON object stored in `account.json`.
-    public var jsonValue: JSONValue {
+    package var jsonValue: JSONValue {
         var members: [String: JSONValue] = [
             "name": .string(name), "server": .string(serverURL), "issuer": .string(issuer), "user": .string(user),
             "device_name": .string(deviceName), "presence": .string(presence.rawValue),
@@ -82,7 +83,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
     /// Reads an account from its JSON object.
     ///
     /// - Throws: `.accountCorrupt` naming the first member that is missing or wrong.
-    public init(jsonValue: JSONValue) throws(KeyAuthError) {
+    package init(jsonValue: JSONValue) throws(KeyAuthError) {
         guard let object = jsonValue.objectValue else {
             throw KeyAuthError(.accountCorrupt, "the account file is not a JSON object")
         }

@@ -1,57 +1,46 @@
 import KeyAuth
 import Synchronization
 
-/// The login resolver: finds an assertion's key among registered devices and remembers the
-/// device it found, for the state check that follows verification (PROTOCOL.md section 2,
-/// rules 3 and 8).
+/// The key a login's signature is verified with (PROTOCOL.md section 2, rules 3 and 4): the
+/// registered device's key when it can check the signature, a decoy otherwise.
 ///
-/// A revoked device resolves exactly like an unknown key, so the verifier reports both (and a
-/// bad signature) with the same error and description: nobody can probe which keys exist or were
-/// revoked. Both resolve to a decoy key of the presented signature's size (``DecoyKeys``), so
-/// that they also cost the same RSA verification as a registered key with a bad signature,
-/// leaving no timing difference to probe either. A registered key that could not even start
-/// verifying the signature (another length, or a value not below its modulus, which OpenSSL
-/// refuses at once) is swapped for that decoy too, so that the cost of a failure depends only
-/// on the signature presented, never on whether or which key is registered.
+/// An unknown and a revoked device get a decoy key of the presented signature's size
+/// (``DecoyKeys``), so that refusing them costs the same RSA verification as a registered key
+/// with a bad signature and gets the same answer: nobody can probe which keys exist or were
+/// revoked. A registered key that could not even start verifying the signature (another length,
+/// or a value not below its modulus, which OpenSSL refuses at once) is swapped for that decoy
+/// too, so that the cost of a failure depends only on the signature presented, never on
+/// whether or which key is registered.
 ///
-/// Revocation holds for assertions signed before it, since the lookup happens at verification
-/// time: the device record is read on every request, and only the parsing of its key is cached
-/// (``DeviceKeyCache``). One instance per request.
-final class DeviceKeyLookup: JWTKeyResolver {
-    private let storage: any ServerStorage
-    private let keys: DeviceKeyCache
-    private let signature: [UInt8]
-    private let found = Mutex<DeviceRecord?>(nil)
+/// The device record is read on every login, so a revocation holds at once, even for
+/// assertions signed before it; only the parsing of its key is cached (``DeviceKeyCache``).
+struct LoginKeys: Sendable {
+    /// Parsed device keys, shared by every login.
+    let cache: DeviceKeyCache
+    /// The stand-ins for unknown and revoked keys.
+    let decoys: DecoyKeys
 
-    /// - Parameter signature: the decoded signature of the assertion being verified; its length
-    ///   must already be one that an allowed key makes.
-    init(storage: any ServerStorage, keys: DeviceKeyCache, signature: [UInt8]) {
-        self.storage = storage
-        self.keys = keys
-        self.signature = signature
-    }
-
-    /// The device the last lookup returned its own key for.
-    var device: DeviceRecord? {
-        found.withLock { $0 }
-    }
-
-    func publicKey(forKeyID keyID: String) throws -> RSAPublicKey? {
-        guard let device = try storage.device(kid: keyID), device.status != .revoked else {
-            return try DecoyKeys.shared.key(byteCount: signature.count)
+    /// The key to verify `signature` with, for the device registered under the assertion's key
+    /// id (nil when there is none).
+    ///
+    /// - Returns: the key, and the device when the key is its own (nil for a decoy).
+    /// - Throws: ``StoredKeyUnreadable`` when a registered device's stored key no longer parses,
+    ///   ``DecoyUnavailable`` when a decoy cannot be made: the server's problem, a 500.
+    func key(for device: DeviceRecord?, signature: [UInt8]) throws -> (key: RSAPublicKey, device: DeviceRecord?) {
+        guard let device, device.status != .revoked else {
+            return (try decoys.key(byteCount: signature.count), nil)
         }
         let key: RSAPublicKey
         do {
-            key = try keys.key(kid: keyID, pem: device.publicKeyPEM)
+            key = try cache.key(kid: device.kid, pem: device.publicKeyPEM)
         } catch {
             // A stored key that no longer parses is the server's problem, not a bad assertion.
-            throw StoredKeyUnreadable(kid: keyID)
+            throw StoredKeyUnreadable(kid: device.kid)
         }
         guard key.modulus.count == signature.count, signature.lexicographicallyPrecedes(key.modulus) else {
-            return try DecoyKeys.shared.key(byteCount: signature.count)
+            return (try decoys.key(byteCount: signature.count), nil)
         }
-        found.withLock { $0 = device }
-        return key
+        return (key, device)
     }
 }
 
@@ -66,7 +55,7 @@ final class DeviceKeyLookup: JWTKeyResolver {
 ///
 /// The top 64 bits of each modulus are set, so a real modulus of the same length is smaller
 /// (but for a chance of 2^-64): every signature below a real key's modulus is below the
-/// decoy's too. Together with the swap in ``DeviceKeyLookup``, a signature is refused at once
+/// decoy's too. Together with the swap in ``LoginKeys``, a signature is refused at once
 /// exactly when it is not below the decoy's modulus, whether its key is registered or not.
 ///
 /// - Warning: a decoy only hides which keys exist while nobody can sign for it, that is while
@@ -102,7 +91,7 @@ final class DecoyKeys: Sendable {
     private static func make(byteCount: Int) throws(DecoyUnavailable) -> RSAPublicKey {
         guard byteCount >= 16 else { throw DecoyUnavailable(byteCount: byteCount) }
         do {
-            var modulus = try Crypto.randomBytes(count: byteCount)
+            var modulus = try CryptoPrimitives.randomBytes(count: byteCount)
             for index in 0..<8 { modulus[index] = 0xFF }
             modulus[byteCount - 1] |= 1
             return try RSAPublicKey(modulus: modulus, exponent: [0x01, 0x00, 0x01])
@@ -120,16 +109,4 @@ struct DecoyUnavailable: Error, Sendable {
 /// A registered device's stored public key cannot be parsed: a 500, never an `invalid_grant`.
 struct StoredKeyUnreadable: Error, Sendable {
     let kid: String
-}
-
-/// The replay cache of assertions, in storage so that it survives restarts (rule 7).
-struct StorageReplayCache: JWTReplayCache {
-    let storage: any ServerStorage
-    /// Added to `exp`: the verifier accepts a token until `exp + leeway`, so its `jti` must be
-    /// remembered at least that long.
-    let leeway: Int64
-
-    func claim(jwtID: String, keyID: String, expiresAt: Int64) throws -> Bool {
-        try storage.claimJTI(keyID: keyID, jti: jwtID, expiresAt: expiresAt + leeway)
-    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyAuth
 
 /// The accounts of this machine under one keyauth home, one directory each.
 ///
@@ -11,7 +12,9 @@ import Foundation
 /// <home>/accounts/<name>/token.json     the current access token (FileCredentialsStore)
 /// ```
 /// One key per server and user keeps a compromise of one registration from touching another,
-/// and lets a person hold accounts on several servers on one machine.
+/// and lets a person hold accounts on several servers on one machine. This is the command's
+/// layout, not the library's: an app keeps its key where ``KeyPairStore/default(appName:environment:)``
+/// says and its tokens in a ``FileCredentialsStore`` of its own.
 public struct AccountStore: Sendable {
     /// The keyauth home.
     public let home: String
@@ -39,21 +42,14 @@ public struct AccountStore: Sendable {
         if let port = components?.port { host += ":\(port)" }
         let name = String(
             String.UnicodeScalarView(
-                (user + "@" + host).unicodeScalars.map { isAccountNameScalar($0) ? $0 : "_" }))
+                (user + "@" + host).unicodeScalars.map { FileCredentialsStore.isAccountNameScalar($0) ? $0 : "_" }))
         return name.hasPrefix(".") ? "_" + name.dropFirst() : name
     }
 
-    /// Whether `name` can name an account directory: 1 to 128 characters of
-    /// `[A-Za-z0-9._@:-]`, not starting with a dot, so that it can never leave `accounts/`.
+    /// Whether `name` can name an account directory: the rule of ``FileCredentialsStore``, whose
+    /// directories these are.
     public static func isValidAccountName(_ name: String) -> Bool {
-        let scalars = name.unicodeScalars
-        guard (1...128).contains(scalars.count), scalars.first != "." else { return false }
-        return scalars.allSatisfy(isAccountNameScalar)
-    }
-
-    private static func isAccountNameScalar(_ scalar: Unicode.Scalar) -> Bool {
-        ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)
-            || scalar == "." || scalar == "_" || scalar == "@" || scalar == ":" || scalar == "-"
+        FileCredentialsStore.isValidAccountName(name)
     }
 
     /// The directory that holds one directory per account.
