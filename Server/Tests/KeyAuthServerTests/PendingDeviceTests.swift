@@ -210,6 +210,9 @@ struct PendingDeviceTests {
         var legacy = try #require(try direct.storage.device(kid: stranger.publicKey.fingerprint))
         legacy.kid = Base64URL.encode(CryptoPrimitives.sha256(Array("legacy".utf8)))
         legacy.registeredFrom = nil
+        // A second later, so that it is listed second: in the same second the order would be by
+        // kid, and the test keys (so their kids) are new in every run.
+        legacy.createdAt += 1
         #expect(try direct.storage.insertDevice(legacy))
         let carol = try direct.accessToken(stranger)
         let carolList = try direct.authorized("GET", "/v1/devices", token: carol)

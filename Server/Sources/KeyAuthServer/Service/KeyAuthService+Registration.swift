@@ -85,7 +85,7 @@ extension KeyAuthService {
             device.status = .pending
             device.approvedAt = nil
             return .pendingBelow(
-                limit: settings.maximumPendingDevices, createdAfter: device.createdAt - settings.pendingLifetime)
+                limit: settings.maximumPendingDevices, createdAfter: device.createdAt - registry.pendingLifetime)
         }
         guard statuses.isEmpty else {
             throw ServiceError(
@@ -120,7 +120,7 @@ extension KeyAuthService {
         case .userHasDevices:
             return nil
         case .pendingLimitReached(let oldestCreatedAt):
-            let retryAfter = oldestCreatedAt + settings.pendingLifetime - now()
+            let retryAfter = oldestCreatedAt + registry.pendingLifetime - now()
             throw ServiceError(
                 .slowDown(retryAfter: Int(clamping: max(retryAfter, 1))),
                 "this user already has \(settings.maximumPendingDevices) devices waiting for approval; "

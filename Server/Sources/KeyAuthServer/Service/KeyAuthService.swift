@@ -11,30 +11,33 @@ struct KeyAuthService: Sendable {
     struct Settings: Sendable {
         var issuer: String
         var enrollment: EnrollmentMode
-        var pendingLifetime: Int64
         var maximumPendingDevices: Int
-        var deviceRetention: Int64
         var accessTokenLifetime: Int64
     }
 
     let settings: Settings
-    let storage: any ServerStorage
+    /// The device records and their rules.
+    let registry: DeviceRegistry
     let tokens: AccessTokens
     let enrollmentCodes: EnrollmentCodes
     /// The checks of PROTOCOL.md section 2, for logins and registration proofs; one per server.
     let assertions: DeviceAssertionVerifier
     /// The keys logins are verified with: registered ones, or decoys.
     let loginKeys: LoginKeys
-    let now: @Sendable () -> Int64
+
+    /// The store behind the registry.
+    var storage: any ServerStorage { registry.storage }
+    /// The clock, in seconds since 1970.
+    var now: @Sendable () -> Int64 { registry.now }
 
     /// Whether a pending device has waited longer than the pending lifetime.
     func isExpiredPending(_ device: DeviceRecord) -> Bool {
-        device.status == .pending && now() >= device.createdAt + settings.pendingLifetime
+        registry.isExpiredPending(device)
     }
 
     /// The state a client sees: `expired` for a pending device past its lifetime.
     func visibleStatus(_ device: DeviceRecord) -> KeyAuth.DeviceStatus {
-        isExpiredPending(device) ? .expired : KeyAuth.DeviceStatus(rawValue: device.status.rawValue)
+        registry.visibleStatus(device)
     }
 
     /// Checks an assertion's structure and header (``DeviceAssertionVerifier/parse(_:)``).

@@ -12,21 +12,31 @@ extension ServiceError.Kind {
         case .expiredToken: (400, .expiredToken)
         case .invalidToken: (401, .invalidToken)
         case .accessDenied: (403, .accessDenied)
-        case .notFound: (404, .notFound)
-        case .methodNotAllowed: (405, .methodNotAllowed)
+        case .unknownDevice: (404, .notFound)
         case .keyConflict: (409, .invalidRequest)
-        case .payloadTooLarge: (413, .invalidRequest)
         case .slowDown: (429, .slowDown)
         }
     }
 }
 
+extension RoutingError.Kind {
+    /// The HTTP status and OAuth error code of each kind (PROTOCOL.md section 6).
+    var statusAndCode: (status: Int, code: OAuthError.Code) {
+        switch self {
+        case .notFound: (404, .notFound)
+        case .methodNotAllowed: (405, .methodNotAllowed)
+        case .payloadTooLarge: (413, .invalidRequest)
+        }
+    }
+}
+
 extension HTTPResponse {
-    /// The error response for any failure: the one place that maps domain errors to HTTP
-    /// (PROTOCOL.md section 6).
+    /// The error response for any failure: the one place that maps errors to HTTP (PROTOCOL.md
+    /// section 6).
     ///
-    /// ``ServiceError`` maps by kind; ``StorageError`` becomes 503 `temporarily_unavailable`
-    /// with `Retry-After`; anything else is a bug and becomes 500 `server_error` without detail.
+    /// ``ServiceError`` and ``RoutingError`` map by kind; ``StorageError`` becomes 503
+    /// `temporarily_unavailable` with `Retry-After`; anything else is a bug and becomes 500
+    /// `server_error` without detail.
     init(error: any Error) {
         let status: Int
         let code: OAuthError.Code
@@ -38,9 +48,14 @@ extension HTTPResponse {
             description = error.description
             switch error.kind {
             case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
-            case .methodNotAllowed(let allowed): headers.set("Allow", allowed.joined(separator: ", "))
             case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
             default: break
+            }
+        case let error as RoutingError:
+            (status, code) = error.kind.statusAndCode
+            description = error.description
+            if case .methodNotAllowed(let allowed) = error.kind {
+                headers.set("Allow", allowed.joined(separator: ", "))
             }
         case is StorageError:
             (status, code) = (503, .temporarilyUnavailable)
