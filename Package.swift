@@ -95,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthCLITests",
-            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthTestSupport"]
+            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthServer", "KeyAuthTestSupport"]
         ),
         .testTarget(
             name: "KeyAuthServerTests",

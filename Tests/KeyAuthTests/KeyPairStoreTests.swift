@@ -5,12 +5,6 @@ import Testing
 
 @Suite("KeyPairStore")
 struct KeyPairStoreTests {
-    private func mode(_ path: String) -> mode_t {
-        var info = stat()
-        stat(path, &info)
-        return info.st_mode & 0o777
-    }
-
     private func code(_ body: () throws -> Void) -> KeyAuthError.Code? {
         caught(body)?.code
     }
@@ -59,9 +53,9 @@ struct KeyPairStoreTests {
         #expect(!store.hasKey)
         try store.store(TestKeys.first)
         #expect(store.hasKey)
-        #expect(mode(store.directory) == 0o700)
-        #expect(mode(store.privateKeyPath) == 0o600)
-        #expect(mode(store.publicKeyPath) == 0o600)
+        #expect(fileMode(store.directory) == 0o700)
+        #expect(fileMode(store.privateKeyPath) == 0o600)
+        #expect(fileMode(store.publicKeyPath) == 0o600)
         let loaded = try store.loadPrivateKey()
         #expect(loaded.publicKey == TestKeys.first.publicKey)
         #expect(try store.loadPublicKey().fingerprint == TestKeys.first.publicKey.fingerprint)
@@ -76,7 +70,7 @@ struct KeyPairStoreTests {
         defer { temporary.remove() }
         chmod(temporary.path, 0o755)
         try KeyPairStore(directory: temporary.path).store(TestKeys.first)
-        #expect(mode(temporary.path) == 0o700)
+        #expect(fileMode(temporary.path) == 0o700)
     }
 
     @Test("generates RSA keys of the default 3072 bits with exponent 65537")
@@ -240,7 +234,7 @@ struct KeyPairStoreTests {
         let output = try openssl(["asn1parse", "-in", store.privateKeyPath]).output
         #expect(output.contains(":scrypt"))
         #expect(!output.contains("PBKDF2"))
-        #expect(mode(store.privateKeyPath) == 0o600)
+        #expect(fileMode(store.privateKeyPath) == 0o600)
         #expect(try store.loadPrivateKey(pin: pin).publicKey == TestKeys.first.publicKey)
         #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
         #expect(try leftoverTemporaryFiles(in: temporary.path).isEmpty)

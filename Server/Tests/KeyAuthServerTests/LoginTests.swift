@@ -20,6 +20,25 @@ struct LoginTests {
         #expect(try api.storage.device(kid: key.publicKey.fingerprint)?.lastLoginAt == environment.clock.now)
     }
 
+    @Test("the access token's header and claims are written in their fixed order, byte for byte")
+    func accessTokenBytes() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        let parts = token.split(separator: ".").map { String(decoding: Base64URL.decode($0) ?? [], as: UTF8.self) }
+        #expect(parts.count == 3)
+        let serverKID = try ServerTestKeys.key("server").publicKey.fingerprint
+        #expect(parts[0] == "{\"alg\":\"RS256\",\"typ\":\"at+jwt\",\"kid\":\"\(serverKID)\"}")
+        let now = environment.clock.now
+        let issuer = TestEnvironment.issuer
+        let prefix =
+            "{\"iss\":\"\(issuer)\",\"sub\":\"alice\",\"aud\":\"\(issuer)\",\"cnf\":{\"jkt\":\"\(key.publicKey.fingerprint)\"},"
+            + "\"exp\":\(now + 900),\"iat\":\(now),\"jti\":\""
+        #expect(parts[1].hasPrefix(prefix), "\(parts[1])")
+        #expect(parts[1].hasSuffix("\"}") && parts[1].count == prefix.count + 22 + 2)
+    }
+
     @Test("the access token verifies with the JWKS key and carries iss, sub, aud, exp, jti and cnf.jkt")
     func accessTokenVerifiesWithJWKS() throws {
         let environment = TestEnvironment()

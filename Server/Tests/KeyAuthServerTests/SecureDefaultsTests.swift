@@ -47,8 +47,7 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "open enrollment: after alice's only device is revoked, a stranger registering alice gets 403, not 201",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "open enrollment: after alice's only device is revoked, a stranger registering alice gets 403, not 201")
     func revokedUserTakeover() throws {
         let served = try Served(enrollment: "open")
         defer { served.stop() }
@@ -76,8 +75,7 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "by default a new user's first device needs a code from keyauth-server enroll",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "by default a new user's first device needs a code from keyauth-server enroll")
     func defaultNeedsCode() throws {
         let served = try Served(enrollment: nil)
         defer { served.stop() }
@@ -94,10 +92,9 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "open enrollment on a non-loopback address prints a warning at start",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "open enrollment on a non-loopback address prints a warning at start")
     func openEnrollmentWarning() throws {
-        let binary = try #require(KeyAuthServerProcess.binary)
+        let binary = URL(fileURLWithPath: try Binaries.require(KeyAuthServerProcess.binary.path))
         let directory = TemporaryDirectory("keyauth-secure")
         defer { directory.remove() }
         for (listen, enrollment, warns) in [

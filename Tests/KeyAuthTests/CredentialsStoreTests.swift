@@ -1,18 +1,11 @@
 import Foundation
 import KeyAuth
-import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-private func mode(of path: String) -> mode_t {
-    var info = stat()
-    stat(path, &info)
-    return info.st_mode & 0o777
-}
 
 @Suite("Credentials stores and the access token provider")
 struct CredentialsStoreTests {
@@ -25,8 +18,8 @@ struct CredentialsStoreTests {
         #expect(try store.loadToken(account: "alice@host") == nil)
         try store.saveToken(token, account: "alice@host")
         let path = try store.path(for: "alice@host")
-        #expect(mode(of: path) == 0o600)
-        #expect(mode(of: home.path + "/accounts/alice@host") == 0o700)
+        #expect(fileMode(path) == 0o600)
+        #expect(fileMode(home.path + "/accounts/alice@host") == 0o700)
         #expect(try store.loadToken(account: "alice@host") == token)
         #expect(try store.loadToken(account: "bob@host") == nil)
         try store.deleteToken(account: "alice@host")
@@ -103,50 +96,5 @@ struct CredentialsStoreTests {
         #expect(try credentials.loadToken(account: "a")?.value == "fresh1")
         #expect(try await provider.accessToken().value == "fresh1")
         #expect(logins.text.count == 1)
-    }
-
-    @Test("account files round-trip and a damaged one is accountCorrupt")
-    func accountStore() throws {
-        let home = TemporaryDirectory("keyauth-accounts")
-        defer { home.remove() }
-        let accounts = AccountStore(home: home.path)
-        let account = KeyAuthAccount(
-            name: "alice@example.com", serverURL: "https://example.com", issuer: "https://example.com",
-            user: "alice", deviceName: "laptop", keyID: nil, presence: .pam, pamService: "login", status: .pending,
-            createdAt: Date(timeIntervalSince1970: 1_700_000_000))
-        try accounts.save(account)
-        #expect(try accounts.load("alice@example.com") == account)
-        #expect(accounts.accountNames() == ["alice@example.com"])
-        #expect(try accounts.resolve(nil) == "alice@example.com")
-        let file = try accounts.accountFile(for: "alice@example.com")
-        #expect(mode(of: file) == 0o600)
-        try Data("{\"name\":".utf8).write(to: URL(fileURLWithPath: file))
-        chmod(file, 0o600)
-        let error = #expect(throws: KeyAuthError.self) { try accounts.load("alice@example.com") }
-        #expect(error?.code == .accountCorrupt)
-    }
-
-    @Test("the default account name is user@host:port, sanitized")
-    func defaultAccountName() {
-        #expect(
-            AccountStore.defaultAccountName(user: "alice", serverURL: "http://127.0.0.1:8088") == "alice@127.0.0.1:8088"
-        )
-        #expect(
-            AccountStore.defaultAccountName(user: "bob", serverURL: "https://auth.example.com/base")
-                == "bob@auth.example.com")
-        #expect(
-            AccountStore.isValidAccountName(AccountStore.defaultAccountName(user: "a", serverURL: "http://[::1]:80")))
-    }
-
-    @Test("the keyauth home follows KEYAUTH_HOME, then XDG_DATA_HOME, then HOME")
-    func homeResolution() throws {
-        #expect(
-            try AccountStore.defaultHome(environment: ["KEYAUTH_HOME": "/k", "XDG_DATA_HOME": "/x", "HOME": "/h"])
-                == "/k")
-        #expect(try AccountStore.defaultHome(environment: ["XDG_DATA_HOME": "/x", "HOME": "/h"]) == "/x/keyauth")
-        #expect(
-            try AccountStore.defaultHome(environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"])
-                == "/h/.local/share/keyauth")
-        #expect(throws: KeyAuthError.self) { try AccountStore.defaultHome(environment: [:]) }
     }
 }

@@ -1,33 +1,34 @@
 import Foundation
-import Glibc
-import KeyAuthServer
+import Synchronization
 
-/// A `keyauth-server serve` process of the built binary on a free loopback port, its standard
-/// error in a file (a pipe nobody drains could fill and stall the server).
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `keyauth-server serve` process of the built binary on a loopback port the kernel picks, its
+/// standard error in a file (a pipe nobody drains could fill and stall the server): the one way
+/// tests start the server as a process, for the server's own tests and the command's.
 ///
 /// Starting and waiting are separate steps, so that a test can launch several servers at the
-/// same instant and only then wait for each.
-final class KeyAuthServerProcess {
-    /// `keyauth-server` from the build products directory that holds the test bundle.
-    static let binary: URL? = {
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("keyauth-server")
-        return FileManager.default.isExecutableFile(atPath: binary.path) ? binary : nil
-    }()
+/// same instant and only then wait for each. A binary that is not built fails the test.
+public final class KeyAuthServerProcess: @unchecked Sendable {
+    /// `keyauth-server` in the build products directory.
+    public static var binary: URL { URL(fileURLWithPath: Binaries.server) }
 
     /// The test's environment without `KEYAUTH_SERVER_*`, which would change the configuration.
-    static var environment: [String: String] {
+    public static var environment: [String: String] {
         ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYAUTH_SERVER_") }
     }
 
     /// A name for failure messages.
-    let name: String
+    public let name: String
     /// Where standard error goes.
-    let logPath: String
+    public let logPath: String
     private let process = Process()
-    private var boundPort: UInt16?
+    private let boundPort = Mutex<UInt16?>(nil)
 
-    /// Launches `keyauth-server serve` on 127.0.0.1, port 0, and returns without waiting.
+    /// Launches `keyauth-server serve` on 127.0.0.1, port 0, for a deployment of several
+    /// instances, and returns without waiting.
     ///
     /// - Parameters:
     ///   - name: a name for messages (`A`, `B`).
@@ -36,7 +37,7 @@ final class KeyAuthServerProcess {
     ///   - logPath: the file that receives standard error.
     ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
     ///     code, nil to run with the server's default.
-    convenience init(
+    public convenience init(
         name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open"
     ) throws {
         try self.init(
@@ -48,12 +49,25 @@ final class KeyAuthServerProcess {
             ] + (enrollment.map { ["--enrollment", $0] } ?? []), logPath: logPath)
     }
 
+    /// A server for client tests, started and listening: its own SQLite file in `directory`,
+    /// open enrollment (first devices need no code), the default issuer (its URL) and limits.
+    public static func started(in directory: String) throws -> KeyAuthServerProcess {
+        let server = try KeyAuthServerProcess(
+            name: "server",
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", directory + "/server.db", "--enrollment", "open",
+            ], logPath: directory + "/server.log")
+        try server.waitUntilListening()
+        return server
+    }
+
     /// Launches the binary with exactly `arguments` and returns without waiting.
     ///
     /// - Parameter umask: the file mode creation mask the server starts with (set by a shell
     ///   that then `exec`s it), to show that the server's files do not depend on it.
-    init(name: String, arguments: [String], logPath: String, umask: String? = nil) throws {
-        guard let binary = Self.binary else { throw TestFailure("keyauth-server is not built") }
+    /// - Throws: ``TestFailure`` when the binary is not built.
+    public init(name: String, arguments: [String], logPath: String, umask: String? = nil) throws {
+        let binary = try Binaries.require(Self.binary.path)
         self.name = name
         self.logPath = logPath
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
@@ -61,9 +75,9 @@ final class KeyAuthServerProcess {
         defer { try? logHandle.close() }
         if let umask {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary.path] + arguments
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments
         } else {
-            process.executableURL = binary
+            process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = arguments
         }
         process.environment = Self.environment
@@ -81,27 +95,33 @@ final class KeyAuthServerProcess {
     }
 
     /// What the server wrote to standard error so far.
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The bound port, once ``waitUntilListening(timeout:)`` has seen it.
+    public var port: UInt16 { boundPort.withLock { $0 } ?? 0 }
+
+    /// `http://127.0.0.1:PORT`, the server's URL and default issuer.
+    public var url: String { "http://127.0.0.1:\(port)" }
 
     /// The port from the `listening on` banner, waiting for it up to `timeout` seconds.
     ///
     /// - Throws: ``TestFailure`` with the server's log when it exits or stays silent.
     @discardableResult
-    func waitUntilListening(timeout: UInt64 = 30) throws -> UInt16 {
-        if let boundPort { return boundPort }
+    public func waitUntilListening(timeout: TimeInterval = 30) throws -> UInt16 {
+        if let port = boundPort.withLock({ $0 }) { return port }
         let marker = "listening on http://127.0.0.1:"
-        let deadline = ServerClock.monotonicNanoseconds() + timeout * 1_000_000_000
+        let deadline = Date().addingTimeInterval(timeout)
         while true {
             let text = log
             if let range = text.range(of: marker), let port = UInt16(text[range.upperBound...].prefix { $0.isNumber }) {
-                boundPort = port
+                boundPort.withLock { $0 = port }
                 return port
             }
             guard process.isRunning else {
                 throw TestFailure("server \(name) exited with status \(process.terminationStatus): \(text)")
             }
-            guard ServerClock.monotonicNanoseconds() < deadline else {
-                throw TestFailure("server \(name) did not start within \(timeout) s: \(text)")
+            guard Date() < deadline else {
+                throw TestFailure("server \(name) did not start within \(Int(timeout)) s: \(text)")
             }
             usleep(10_000)
         }
@@ -109,7 +129,7 @@ final class KeyAuthServerProcess {
 
     /// SIGKILL: no handler runs, nothing is flushed. Returns whether the signal ended it.
     @discardableResult
-    func kill() -> Bool {
+    public func kill() -> Bool {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
@@ -117,9 +137,9 @@ final class KeyAuthServerProcess {
 
     /// Waits for a process that should stop by itself (a refused start) and returns its exit
     /// status; one still running after `timeout` seconds is killed, and nil is returned.
-    func waitUntilExit(timeout: UInt64 = 30) -> Int32? {
-        let deadline = ServerClock.monotonicNanoseconds() + timeout * 1_000_000_000
-        while process.isRunning, ServerClock.monotonicNanoseconds() < deadline { usleep(10_000) }
+    public func waitUntilExit(timeout: TimeInterval = 30) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
         guard !process.isRunning else {
             kill()
             return nil
@@ -130,7 +150,7 @@ final class KeyAuthServerProcess {
 
     /// SIGTERM, the graceful stop; returns the exit status.
     @discardableResult
-    func terminate() -> Int32 {
+    public func terminate() -> Int32 {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         return process.terminationStatus
@@ -140,12 +160,12 @@ final class KeyAuthServerProcess {
     ///
     /// The output of these commands is small, so both pipes are read to their end before
     /// waiting: neither can fill up and block the command.
-    static func runCommand(
+    /// - Throws: ``TestFailure`` when the binary is not built.
+    public static func runCommand(
         _ arguments: [String], environment extra: [String: String] = [:], currentDirectory: String? = nil
     ) throws -> (status: Int32, output: String, error: String) {
-        guard let binary else { throw TestFailure("keyauth-server is not built") }
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = URL(fileURLWithPath: try Binaries.require(binary.path))
         process.arguments = arguments
         process.environment = environment.merging(extra) { $1 }
         if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }

@@ -4,41 +4,56 @@ import Foundation
     import Glibc
 #endif
 
-/// A tiny HTTP/1.1 responder on a loopback port, for client tests that need real sockets but
-/// not the real server: each request goes to `handler`, whose answer is sent with
+/// A tiny HTTP/1.1 responder on a loopback port, for client tests that need real sockets (the
+/// real server runs behind it in the command tests, a script where a misbehaving one is needed): each request goes to `handler`, whose answer is sent with
 /// `Connection: close`. A nil answer holds the connection open without replying, to test
 /// timeouts.
-final class LoopbackHTTPResponder: @unchecked Sendable {
-    struct Request: Sendable {
-        let method: String
-        let path: String
+public final class LoopbackHTTPResponder: @unchecked Sendable {
+    /// One request as received.
+    public struct Request: Sendable {
+        /// The method.
+        public let method: String
+        /// The path, query included.
+        public let path: String
         /// Header names in lower case.
-        let headers: [String: String]
-        let body: [UInt8]
+        public let headers: [String: String]
+        /// The body.
+        public let body: [UInt8]
 
-        var bodyText: String { String(decoding: body, as: UTF8.self) }
+        /// The body as UTF-8 text.
+        public var bodyText: String { String(decoding: body, as: UTF8.self) }
     }
 
-    struct Response: Sendable {
-        var status: Int
-        var headers: [String: String] = [:]
-        var body: [UInt8] = []
+    /// One answer to send.
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [String: String] = [:]
+        public var body: [UInt8] = []
 
-        static func json(_ status: Int, _ text: String, headers: [String: String] = [:]) -> Response {
+        public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
+        /// A JSON answer.
+        public static func json(_ status: Int, _ text: String, headers: [String: String] = [:]) -> Response {
             var all = headers
             all["Content-Type"] = "application/json"
             return Response(status: status, headers: all, body: Array(text.utf8))
         }
 
-        static func oauthError(_ status: Int, _ code: String, _ description: String) -> Response {
+        /// An RFC 6749 error answer.
+        public static func oauthError(_ status: Int, _ code: String, _ description: String) -> Response {
             json(status, "{\"error\":\"\(code)\",\"error_description\":\"\(description)\"}")
         }
     }
 
-    let port: UInt16
+    /// The bound port.
+    public let port: UInt16
     /// The IPv4 address listened on: 127.0.0.1 unless another loopback address was asked for,
     /// which makes a second responder another origin (another host, not just another port).
-    let host: String
+    public let host: String
     private let listener: Int32
     private let handler: @Sendable (Request) -> Response?
     private let lock = NSLock()
@@ -46,12 +61,15 @@ final class LoopbackHTTPResponder: @unchecked Sendable {
     private var heldConnections: [Int32] = []
     private var stopped = false
 
-    var url: String { "http://\(host):\(port)" }
+    /// `http://HOST:PORT`.
+    public var url: String { "http://\(host):\(port)" }
 
     /// The requests received so far.
-    var requests: [Request] { lock.withLock { received } }
+    public var requests: [Request] { lock.withLock { received } }
 
-    init(host: String = "127.0.0.1", handler: @escaping @Sendable (Request) -> Response?) throws {
+    /// Listens on `host` (an IPv4 loopback address unless a test needs another) at a port the
+    /// kernel picks, answering each request with `handler`.
+    public init(host: String = "127.0.0.1", handler: @escaping @Sendable (Request) -> Response?) throws {
         self.handler = handler
         self.host = host
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -87,7 +105,7 @@ final class LoopbackHTTPResponder: @unchecked Sendable {
 
     /// Closes the listener and every held connection; later calls do nothing, because the
     /// descriptor numbers may already belong to other sockets of the test process.
-    func stop() {
+    public func stop() {
         let held: [Int32]? = lock.withLock {
             guard !stopped else { return nil }
             stopped = true
