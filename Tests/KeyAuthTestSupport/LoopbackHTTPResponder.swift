@@ -1,4 +1,5 @@
 import Foundation
+import KeyAuth
 
 #if canImport(Glibc)
     import Glibc
@@ -155,14 +156,7 @@ public final class LoopbackHTTPResponder: @unchecked Sendable {
         headers["Connection"] = "close"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
-        let bytes = Array(head.utf8) + response.body
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            if written <= 0 { break }
-            offset += written
-        }
+        DescriptorIO.writeAll(connection, bytes: Array(head.utf8) + response.body)
         shutdown(connection, Int32(SHUT_WR))
         close(connection)
     }
