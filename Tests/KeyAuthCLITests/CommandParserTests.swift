@@ -143,6 +143,8 @@ struct CommandParserTests {
         #expect(status(.accountCorrupt) == .dataError)
         #expect(status(.transportFailed) == .unavailable)
         #expect(status(.wrongPIN) == .noPermission)
+        // An encrypted key where none was expected: the library says so now, the status stays.
+        #expect(status(.keyEncrypted) == .noPermission)
         #expect(status(.lockedOut) == .noPermission)
         #expect(status(.presenceDenied) == .noPermission)
         #expect(status(.serverRejected, oauth: .invalidGrant) == .noPermission)
