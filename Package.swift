@@ -56,10 +56,14 @@ let package = Package(
             name: "KeyAuth",
             dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM", "CKeyAuthTSS2"]
         ),
+        // The one argument parser of both commands.
+        .target(
+            name: "KeyAuthArguments"
+        ),
         // The command's logic, as a library so that it is testable with injected I/O.
         .target(
             name: "KeyAuthCLI",
-            dependencies: ["KeyAuth"]
+            dependencies: ["KeyAuth", "KeyAuthArguments"]
         ),
         .executableTarget(
             name: "keyauth",
@@ -69,7 +73,7 @@ let package = Package(
         // The server.
         .target(
             name: "KeyAuthServer",
-            dependencies: ["KeyAuth", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
+            dependencies: ["KeyAuth", "KeyAuthArguments", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
             path: "Server/Sources/KeyAuthServer"
         ),
         .executableTarget(
@@ -98,7 +102,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthCLITests",
-            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthTestSupport"]
+            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthServer", "KeyAuthTestSupport"]
         ),
         .testTarget(
             name: "KeyAuthServerTests",

@@ -61,12 +61,10 @@ struct TimingBenchmark {
 
     /// Registers `key` for the user `timing`, with the enrollment code when one was given.
     private func register(_ key: RSAPrivateKey) throws {
-        var body: [String: JSONValue] = [
-            "user": "timing", "name": "timing-benchmark", "public_key": .string(key.publicKey.pemRepresentation),
-            "proof": .string(try JWTBuilder(key: key, audience: server).sign()),
-        ]
-        if let enrollmentCode { body["enrollment_code"] = .string(enrollmentCode) }
-        let status = try post(server + "/v1/devices", body: Array(JSONValue.object(body).serialized().utf8))
+        let request = RegistrationRequest(
+            user: "timing", name: "timing-benchmark", publicKeyPEM: key.publicKey.pemRepresentation,
+            proof: try JWTBuilder(key: key, audience: server).sign(), enrollmentCode: enrollmentCode)
+        let status = try post(server + "/v1/devices", body: request.jsonBody)
         guard status == 201 else { throw KeyAuthError(.serverRejected, "registration answered \(status)") }
     }
 
@@ -80,8 +78,7 @@ struct TimingBenchmark {
     }
 
     static func loginRequest(_ assertion: String, host: String) -> [UInt8] {
-        let body =
-            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
+        let body = FormURLEncoding.encode(["grant_type": OAuthGrantType.jwtBearer.rawValue, "assertion": assertion])
         return Array(
             ("POST /oauth/token HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                 + "Content-Length: \(body.utf8.count)\r\n\r\n" + body).utf8)

@@ -216,11 +216,9 @@ func loadPrepare(devices: Int, count: Int, issuer: String, servers: [String], ou
     for server in servers {
         for (index, key) in ready.enumerated() {
             let proof = try JWTBuilder(key: key, audience: issuer).sign()
-            let body: JSONValue = .object([
-                "user": .string("bench-\(index)"), "public_key": .string(key.publicKey.pemRepresentation),
-                "name": "bench", "proof": .string(proof),
-            ])
-            let status = try post(server + "/v1/devices", body: Array(body.serialized().utf8))
+            let request = RegistrationRequest(
+                user: "bench-\(index)", name: "bench", publicKeyPEM: key.publicKey.pemRepresentation, proof: proof)
+            let status = try post(server + "/v1/devices", body: request.jsonBody)
             guard status == 201 || status == 200 else {
                 throw KeyAuthError(.serverRejected, "registration at \(server) answered \(status)")
             }

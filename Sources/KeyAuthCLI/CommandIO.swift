@@ -51,7 +51,8 @@ public struct CommandIO: Sendable {
     /// The process's own streams, environment and terminal.
     public static func standard() -> CommandIO {
         CommandIO(
-            writeOutput: { writeAll(STDOUT_FILENO, $0) }, writeError: { writeAll(STDERR_FILENO, $0) },
+            writeOutput: { DescriptorIO.writeAll(STDOUT_FILENO, $0) },
+            writeError: { DescriptorIO.writeAll(STDERR_FILENO, $0) },
             standardInput: STDIN_FILENO, environment: ProcessInfo.processInfo.environment,
             isErrorTerminal: isatty(STDERR_FILENO) == 1, terminalReader: TerminalSecretReader(),
             hostName: currentHostName())
@@ -65,21 +66,6 @@ public struct CommandIO: Sendable {
     /// Writes one line to standard error.
     func printError(_ line: String) {
         writeError(line + "\n")
-    }
-
-    private static func writeAll(_ descriptor: Int32, _ text: String) {
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = write(descriptor, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
-        }
     }
 
     private static func currentHostName() -> String {

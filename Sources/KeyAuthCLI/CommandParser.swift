@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthArguments
 
 /// Parses `keyauth` command lines by hand (no argument-parser package is available).
 ///
@@ -103,70 +104,40 @@ public enum CommandParser {
     }
 
     private static func split(_ arguments: [String], command: CommandName) throws(KeyAuthError) -> ParsedArguments {
-        var parsed = ParsedArguments(command: command)
-        let valueNames = valueOptions[command] ?? []
-        let flagNames = flagOptions[command] ?? []
-        var index = 0
-        var optionsEnded = false
-        while index < arguments.count {
-            let argument = arguments[index]
-            index += 1
-            // A KID is base64url and may start with "-" or "--": after `approve` or `revoke` the
-            // next argument is the KID unless it names one of this command's options.
-            let expectsKeyID =
+        let syntax = ArgumentSyntax.keyauth(
+            valueOptions: valueOptions[command] ?? [], flags: flagOptions[command] ?? [])
+        let split: KeyAuthArguments.ParsedArguments
+        do {
+            split = try ArgumentParser.parse(arguments, syntax: syntax) { parsed, argument in
+                // A KID is base64url and may start with "-" or "--": after `approve` or `revoke`
+                // the next argument is the KID unless it names one of this command's options.
                 command == .devices && parsed.positionals.count == 1
-                && ["approve", "revoke"].contains(parsed.positionals[0])
-                && !isOption(argument, values: valueNames, flags: flagNames)
-            if optionsEnded || expectsKeyID || !argument.hasPrefix("-") || argument == "-" {
-                parsed.positionals.append(argument)
-                continue
+                    && ["approve", "revoke"].contains(parsed.positionals[0])
+                    && !isOption(argument, syntax: syntax)
             }
-            if argument == "--" {
-                optionsEnded = true
-                continue
-            }
-            guard argument.hasPrefix("--") else {
-                throw usage("unknown option \(argument) for `keyauth \(command.rawValue)`", command)
-            }
-            let body = argument.dropFirst(2)
-            let name: String
-            var inlineValue: String?
-            if let equals = body.firstIndex(of: "=") {
-                name = String(body[..<equals])
-                inlineValue = String(body[body.index(after: equals)...])
-            } else {
-                name = String(body)
-            }
-            if valueNames.contains(name) {
-                let value: String
-                if let inlineValue {
-                    value = inlineValue
-                } else {
-                    guard index < arguments.count, !arguments[index].hasPrefix("--") else {
-                        throw usage("--\(name) needs a value", command)
-                    }
-                    value = arguments[index]
-                    index += 1
-                }
-                guard !value.isEmpty else { throw usage("--\(name) needs a non-empty value", command) }
-                guard parsed.values.updateValue(value, forKey: name) == nil else {
-                    throw usage("--\(name) is given more than once", command)
-                }
-            } else if flagNames.contains(name) {
-                guard inlineValue == nil else { throw usage("--\(name) takes no value", command) }
-                parsed.flags.insert(name)
-            } else {
-                throw usage("unknown option --\(name) for `keyauth \(command.rawValue)`", command)
-            }
+        } catch {
+            throw usage(message(for: error, command: command), command)
         }
-        return parsed
+        return ParsedArguments(
+            command: command, values: split.values, flags: Set(split.flags.keys), positionals: split.positionals)
+    }
+
+    /// The usage message for a command line the parser refused.
+    private static func message(for error: ArgumentError, command: CommandName) -> String {
+        switch error {
+        case .unknownOption(let option): "unknown option \(option) for `keyauth \(command.rawValue)`"
+        case .missingValue(let name): "--\(name) needs a value"
+        case .emptyValue(let name): "--\(name) needs a non-empty value"
+        case .repeated(let name): "--\(name) is given more than once"
+        case .flagTakesNoValue(let name), .invalidBoolean(let name): "--\(name) takes no value"
+        }
     }
 
     /// Whether `argument` is `--name` or `--name=value` for an option of the command.
-    private static func isOption(_ argument: String, values: Set<String>, flags: Set<String>) -> Bool {
+    private static func isOption(_ argument: String, syntax: ArgumentSyntax) -> Bool {
         guard argument.hasPrefix("--") else { return false }
         let name = argument.dropFirst(2).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
-        return values.contains(name) || flags.contains(name)
+        return syntax.valueOptions.contains(name) || syntax.flags.contains(name)
     }
 
     private static func registerOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> RegisterOptions {
@@ -180,14 +151,14 @@ public enum CommandParser {
         } catch {
             throw usage("--server: \(error.message)", .register)
         }
-        guard DeviceEnrollment.isValidUser(user) else {
+        guard InputRules.isValidUser(user) else {
             throw usage("--user must be 1 to 64 characters of letters, digits and . _ @ -", .register)
         }
         var options = RegisterOptions(serverURL: serverURL, user: user)
         // Remembered only where it matters, so that an https or loopback account never carries it.
         options.insecureHTTP = insecureHTTP && (try? KeyAuthClient.normalizedServerURL(server)) == nil
         if let name = parsed.values["name"] {
-            guard DeviceEnrollment.isValidDeviceName(name) else {
+            guard InputRules.isValidDeviceName(name) else {
                 throw usage("--name must be 1 to 64 printable characters", .register)
             }
             options.deviceName = name
@@ -243,7 +214,7 @@ public enum CommandParser {
             guard positionals.count >= 2 else { throw usage("devices \(action) needs a KID", .devices) }
             try parsed.expectPositionals(2)
             let keyID = positionals[1]
-            guard KeyAuthClient.isValidKeyID(keyID) else {
+            guard InputRules.isValidKeyID(keyID) else {
                 throw usage("\"\(keyID)\" is not a device id (43 characters of base64url)", .devices)
             }
             options.action = action == "approve" ? .approve(keyID: keyID) : .revoke(keyID: keyID)

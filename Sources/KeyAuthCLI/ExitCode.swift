@@ -24,7 +24,7 @@ public enum ExitCode: Int32, Sendable {
             self = .dataError
         case .transportFailed:
             self = .unavailable
-        case .presenceDenied, .presenceUnavailable, .wrongPIN, .lockedOut, .cancelled, .approvalPending:
+        case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled, .approvalPending:
             self = .noPermission
         case .serverRejected:
             switch error.oauthError?.error {
@@ -41,4 +41,8 @@ public enum ExitCode: Int32, Sendable {
 extension KeyAuthError.Code {
     /// The command line is wrong (an unknown option, a missing value); `keyauth` exits 64.
     public static let usage = KeyAuthError.Code(rawValue: "usage")
+    /// No account of that name exists under the keyauth home.
+    public static let accountNotFound = KeyAuthError.Code(rawValue: "account_not_found")
+    /// An account file is not valid: truncated, not JSON, or missing a member.
+    public static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
 }

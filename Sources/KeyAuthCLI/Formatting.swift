@@ -1,21 +1,11 @@
 import Foundation
+import KeyAuth
 
 /// How times are shown: RFC 3339 UTC, as the server writes them.
 enum Formatting {
-    /// RFC 3339 in UTC (`2026-11-29T15:28:01Z`), computed with `gmtime_r`.
-    ///
-    /// `ISO8601DateFormatter` would load ICU's time-zone data on every run, a measurable share
-    /// of a `keyauth login` that otherwise takes a few tens of milliseconds.
+    /// RFC 3339 in UTC (`2026-11-29T15:28:01Z`), whole seconds rounded down.
     static func timestamp(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        guard gmtime_r(&seconds, &parts) != nil else { return String(Int64(seconds)) }
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return pad(parts.tm_year + 1900, 4) + "-" + pad(parts.tm_mon + 1, 2) + "-" + pad(parts.tm_mday, 2) + "T"
-            + pad(parts.tm_hour, 2) + ":" + pad(parts.tm_min, 2) + ":" + pad(parts.tm_sec, 2) + "Z"
+        RFC3339.string(fromSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 
     /// Text from the server as it may go to a terminal: control characters (escape sequences

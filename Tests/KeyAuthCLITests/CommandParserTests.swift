@@ -120,6 +120,9 @@ struct CommandParserTests {
             ["register", "--server", "http://h", "--user", "a", "--account", "../x"], ["status", "--json=yes"],
             ["devices", "approve"], ["devices", "approve", "short"], ["devices", "burn"], ["help", "nothing"],
             ["--version", "extra"],
+            // The server's device-name rule: no whitespace at either end, no format characters.
+            ["register", "--server", "http://h", "--user", "a", "--name", "laptop "],
+            ["register", "--server", "http://h", "--user", "a", "--name", "lap\u{200E}top"],
         ])
     func usageErrors(arguments: [String]) {
         let error = #expect(throws: KeyAuthError.self) { try CommandParser.parse(arguments) }
@@ -140,6 +143,8 @@ struct CommandParserTests {
         #expect(status(.accountCorrupt) == .dataError)
         #expect(status(.transportFailed) == .unavailable)
         #expect(status(.wrongPIN) == .noPermission)
+        // An encrypted key where none was expected: the library says so now, the status stays.
+        #expect(status(.keyEncrypted) == .noPermission)
         #expect(status(.lockedOut) == .noPermission)
         #expect(status(.presenceDenied) == .noPermission)
         #expect(status(.serverRejected, oauth: .invalidGrant) == .noPermission)

@@ -8,15 +8,9 @@ import Testing
     import Glibc
 #endif
 
-private func mode(of path: String) -> mode_t {
-    var info = stat()
-    stat(path, &info)
-    return info.st_mode & 0o777
-}
-
 /// Registers `user` on `server` with a PIN read from standard input, recording why it failed.
 private func registerWithPIN(
-    _ harness: CommandHarness, _ server: FakeKeyAuthServer, user: String = "alice", pin: String = "123456",
+    _ harness: CommandHarness, _ server: InProcessKeyAuthServer, user: String = "alice", pin: String = "123456",
     extra: [String] = [], expectSuccess: Bool = true, sourceLocation: SourceLocation = #_sourceLocation
 ) async -> CommandResult {
     let result = await harness.run(
@@ -28,7 +22,7 @@ private func registerWithPIN(
     return result
 }
 
-@Suite("Commands with injected I/O against an in-process fake server")
+@Suite("Commands with injected I/O against the server in-process")
 struct CommandTests {
     @Test("--version prints the version and --help the overview")
     func versionAndHelp() async {
@@ -57,7 +51,7 @@ struct CommandTests {
     @Test("register on a terminal asks for the PIN twice and stores 0600 files in 0700 directories")
     func registerOnTerminal() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -76,10 +70,10 @@ struct CommandTests {
         #expect(account.presence == .pin)
         #expect(account.issuer == server.url)
         let directory = try harness.accounts.directory(for: name)
-        #expect(mode(of: harness.home.path + "/accounts") == 0o700)
-        #expect(mode(of: directory) == 0o700)
+        #expect(fileMode(harness.home.path + "/accounts") == 0o700)
+        #expect(fileMode(directory) == 0o700)
         for file in ["account.json", "device-key.pem", "device-key.pub", "token.json"] {
-            #expect(mode(of: directory + "/" + file) == 0o600, "\(file)")
+            #expect(fileMode(directory + "/" + file) == 0o600, "\(file)")
         }
         #expect(try harness.accounts.defaultAccountName() == name)
         #expect(try KeyPairStore(directory: directory).isEncrypted())
@@ -89,7 +83,7 @@ struct CommandTests {
     @Test("register with --pin-stdin reads the PIN once and asks the terminal nothing")
     func registerWithStandardInput() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -107,7 +101,7 @@ struct CommandTests {
     @Test("two different PINs at registration leave nothing behind")
     func pinMismatch() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -124,7 +118,7 @@ struct CommandTests {
     func pendingNoWait() async throws {
         let first = CommandHarness()
         let second = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             first.home.remove()
@@ -162,7 +156,7 @@ struct CommandTests {
     func registerWaitsForApproval() async throws {
         let first = CommandHarness()
         let second = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             first.home.remove()
@@ -179,7 +173,7 @@ struct CommandTests {
         }
         let keyID = try #require(pending)
         try await Task.sleep(for: .milliseconds(200))
-        server.setStatus("active", of: keyID)
+        try server.setStatus("active", of: keyID)
         let result = await registration
         #expect(result.status == 0, "\(result.standardError)")
         #expect(result.standardError.contains("keyauth devices approve \(keyID)"))
@@ -191,7 +185,7 @@ struct CommandTests {
     func deniedWhileWaiting() async throws {
         let first = CommandHarness()
         let second = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             first.home.remove()
@@ -216,7 +210,7 @@ struct CommandTests {
     @Test("a wrong PIN exits 77 with one line that does not show the PIN")
     func wrongPIN() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -236,7 +230,7 @@ struct CommandTests {
     @Test("token reuses a stored token and logs in again when it is about to expire")
     func tokenCachedAndRefreshed() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -265,7 +259,7 @@ struct CommandTests {
     @Test("status --json describes the account and its key")
     func statusJSON() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -293,7 +287,7 @@ struct CommandTests {
     @Test("several accounts need --account unless one is the default")
     func severalAccounts() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -316,7 +310,7 @@ struct CommandTests {
     @Test("a corrupt account file exits 65")
     func corruptAccount() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -338,7 +332,7 @@ struct CommandTests {
     @Test("a private key readable by others, or corrupt, exits 65 before any network use")
     func badKeyFiles() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -367,7 +361,7 @@ struct CommandTests {
     @Test("an unreachable server exits 69 and reset --local-only still cleans up")
     func serverDown() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer { harness.home.remove() }
         #expect(
             await harness.run([
@@ -395,7 +389,7 @@ struct CommandTests {
     @Test("reset revokes the key on the server before deleting it here")
     func resetRevokes() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -413,7 +407,7 @@ struct CommandTests {
     @Test("devices list shows this device and --json parses")
     func devicesList() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -431,7 +425,7 @@ struct CommandTests {
     @Test("a refused stored token is replaced by a new login once")
     func invalidStoredToken() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -448,7 +442,7 @@ struct CommandTests {
     @Test("register refuses an account that already has a key")
     func registerTwice() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             harness.home.remove()
@@ -462,7 +456,7 @@ struct CommandTests {
     @Test("PAM presence: the account remembers the service, and a denying stack exits 77")
     func pamPresence() async throws {
         let harness = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         let pam = TemporaryDirectory("keyauth-pam")
         defer {
             server.stop()
@@ -506,7 +500,7 @@ struct CommandTests {
     func pendingDoesNotWait() async throws {
         let first = CommandHarness()
         let second = CommandHarness()
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         defer {
             server.stop()
             first.home.remove()
@@ -545,7 +539,7 @@ struct CommandTests {
 
 /// A terminal reader for a process that has no terminal.
 private struct UnavailableReader: SecretReader {
-    func readLine(prompt: String, echo: Bool) async throws(KeyAuthError) -> SecretBytes {
+    func readLine(prompt: String, echo: Bool) throws(KeyAuthError) -> SecretBytes {
         throw KeyAuthError(.presenceUnavailable, "no terminal")
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
@@ -22,13 +23,13 @@ private struct Machine {
         ]
     }
 
-    func run(_ arguments: [String], standardInput: String = "", timeout: TimeInterval = 60) throws -> ProcessResult {
+    func run(_ arguments: [String], standardInput: String = "", timeout: TimeInterval = 60) throws -> CommandResult {
         try runProcess(
             Binaries.keyauth, arguments, environment: environment, standardInput: standardInput, timeout: timeout)
     }
 
-    func register(_ server: ServerProcess, user: String, extra: [String] = [], pin: String? = nil) throws
-        -> ProcessResult
+    func register(_ server: KeyAuthServerProcess, user: String, extra: [String] = [], pin: String? = nil) throws
+        -> CommandResult
     {
         let presence = pin == nil ? ["--presence", "none"] : ["--pin-stdin"]
         return try run(
@@ -44,11 +45,11 @@ private struct Machine {
 }
 
 /// Runs `body` with a fresh `keyauth-server` and removes everything afterwards.
-private func withServer(_ body: (ServerProcess) throws -> Void) throws {
+private func withServer(_ body: (KeyAuthServerProcess) throws -> Void) throws {
     let directory = TemporaryDirectory("keyauth-server")
     defer { directory.remove() }
-    let server = try ServerProcess(directory: directory.path)
-    defer { server.stop() }
+    let server = try KeyAuthServerProcess.started(in: directory.path)
+    defer { server.terminate() }
     do {
         try body(server)
     } catch {
@@ -57,15 +58,7 @@ private func withServer(_ body: (ServerProcess) throws -> Void) throws {
     }
 }
 
-private func expectOneErrorLine(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) {
-    #expect(result.errorLines.count == 1, "\(result.standardError)", sourceLocation: sourceLocation)
-    #expect(result.errorLines.first?.hasPrefix("keyauth: ") == true, sourceLocation: sourceLocation)
-}
-
-@Suite(
-    "The built keyauth binary against a real keyauth-server",
-    .serialized,
-    .enabled(if: Binaries.serverIsAvailable, "keyauth-server has not been built beyond its placeholder yet"))
+@Suite("The built keyauth binary against a real keyauth-server", .serialized)
 struct EndToEndTests {
     @Test("a second device registers pending, the first approves it, and the second logs in")
     func twoDeviceApproval() throws {
@@ -270,41 +263,5 @@ struct EndToEndTests {
         #expect(reset.status == 69)
         #expect(try machine.run(["reset", "--local-only"]).status == 0)
         #expect(machine.accounts.accountNames().isEmpty)
-    }
-}
-
-@Suite("The built keyauth binary on its own")
-struct BinaryTests {
-    @Test("usage errors exit 64 with one line, and --version works")
-    func usage() throws {
-        let home = TemporaryDirectory("keyauth-bin")
-        defer { home.remove() }
-        let environment = ["KEYAUTH_HOME": home.path, "HOME": home.path]
-        for arguments in [[], ["nope"], ["login", "--bogus"], ["register", "--server"], ["register", "--user", "x"]] {
-            let result = try runProcess(Binaries.keyauth, arguments, environment: environment)
-            #expect(result.status == 64, "\(arguments)")
-            expectOneErrorLine(result)
-        }
-        let version = try runProcess(Binaries.keyauth, ["--version"], environment: environment)
-        #expect(version.status == 0)
-        #expect(version.standardOutput.hasPrefix("keyauth "))
-    }
-
-    @Test("an unreachable server exits 69 and leaves no account behind")
-    func unreachable() throws {
-        let home = TemporaryDirectory("keyauth-bin")
-        defer { home.remove() }
-        let closed = ClosedPort()
-        let port = closed.port
-        let result = try runProcess(
-            Binaries.keyauth,
-            [
-                "register", "--server", "http://127.0.0.1:\(port)", "--user", "x", "--presence", "none", "--bits",
-                "2048",
-            ],
-            environment: ["KEYAUTH_HOME": home.path, "HOME": home.path])
-        #expect(result.status == 69)
-        expectOneErrorLine(result)
-        #expect(AccountStore(home: home.path).accountNames().isEmpty)
     }
 }

@@ -7,12 +7,12 @@ import Testing
 @Suite("keyauth register --enrollment-code -")
 struct EnrollmentCodeInputTests {
     /// Runs `body` with a server where alice already has an active device, so that a second one
-    /// needs the code (the fake server's valid code is `good-code`) to be active at once, and
-    /// a fresh home for that second device.
+    /// needs a code to be active at once, a fresh home for that second device, and a valid code
+    /// for alice.
     private func withFirstDevice(
-        _ body: (FakeKeyAuthServer, CommandHarness) async throws -> Void
+        _ body: (InProcessKeyAuthServer, CommandHarness, String) async throws -> Void
     ) async throws {
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         let first = CommandHarness()
         let second = CommandHarness()
         defer {
@@ -22,31 +22,31 @@ struct EnrollmentCodeInputTests {
         }
         let result = await first.registerUnattended(server.url)
         #expect(result.status == 0, "\(result.standardError)")
-        try await body(server, second)
+        try await body(server, second, try server.enrollmentCode(for: "alice"))
     }
 
     @Test("the code is the first line of standard input and is sent, never shown")
     func codeFromStandardInput() async throws {
-        try await withFirstDevice { server, second in
+        try await withFirstDevice { server, second, code in
             let result = await second.registerUnattended(
-                server.url, extra: ["--enrollment-code", "-"], standardInput: "  good-code \n")
+                server.url, extra: ["--enrollment-code", "-"], standardInput: "  \(code) \n")
             #expect(result.status == 0, "\(result.standardError)")
             #expect(server.keyIDs(withStatus: "active").count == 2)
             let registration = try #require(server.requests.last { $0.method == "POST" && $0.path == "/v1/devices" })
-            #expect(try JSONValue(parsing: registration.body)["enrollment_code"] == .string("good-code"))
-            #expect(!result.standardOutput.contains("good-code"))
-            #expect(!result.standardError.contains("good-code"))
+            #expect(try JSONValue(parsing: registration.body)["enrollment_code"] == .string(code))
+            #expect(!result.standardOutput.contains(code))
+            #expect(!result.standardError.contains(code))
         }
     }
 
     @Test("with --pin-stdin the code is the first line and the PIN the second")
     func codeThenPIN() async throws {
-        try await withFirstDevice { server, second in
+        try await withFirstDevice { server, second, code in
             let result = await second.run(
                 [
                     "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",
                     "--enrollment-code", "-",
-                ], standardInput: "good-code\n135790\n")
+                ], standardInput: "\(code)\n135790\n")
             #expect(result.status == 0, "\(result.standardError)")
             #expect(server.keyIDs(withStatus: "active").count == 2)
             let name = try second.accounts.resolve(nil)
@@ -58,7 +58,7 @@ struct EnrollmentCodeInputTests {
 
     @Test("no line, or a blank one, is a usage error that registers nothing", arguments: ["", "\n", "   \n"])
     func missingCode(input: String) async throws {
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         let harness = CommandHarness()
         defer {
             server.stop()

@@ -49,7 +49,7 @@ struct InsecureHTTPCommandTests {
         .enabled(if: nonLoopbackAddress != nil, "the machine has no address outside 127.0.0.0/8"))
     func insecureHTTPIsRemembered() async throws {
         let address = try #require(nonLoopbackAddress)
-        let server = try FakeKeyAuthServer(host: address)
+        let server = try InProcessKeyAuthServer(host: address)
         let harness = CommandHarness()
         defer {
             server.stop()
@@ -85,7 +85,7 @@ struct InsecureHTTPCommandTests {
 
     @Test("--insecure-http is not remembered where it is not needed")
     func notRememberedForLoopback() async throws {
-        let server = try FakeKeyAuthServer()
+        let server = try InProcessKeyAuthServer()
         let harness = CommandHarness()
         defer {
             server.stop()

@@ -22,24 +22,18 @@ public enum Vectors {
     }
 
     /// Parses a vectors file as JSON.
-    public static func load(_ relativePath: String) throws -> JSONValue {
+    package static func load(_ relativePath: String) throws -> JSONValue {
         let data = try Data(contentsOf: directory.appendingPathComponent(relativePath))
         return try JSONValue(parsing: [UInt8](data), maximumDepth: 64)
     }
 }
 
-/// Hex decoding for vector files.
+/// Hex decoding for vector files; empty for text that is not hex.
 public func hexBytes(_ hex: String) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var iterator = hex.utf8.makeIterator()
-    while let high = iterator.next(), let low = iterator.next() {
-        guard let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return [] }
-        bytes.append(value)
-    }
-    return bytes
+    Hex.decode(Array(hex.utf8)) ?? []
 }
 
 /// Hex encoding for messages.
 public func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { String(format: "%02x", $0) }.joined()
+    Hex.encode(bytes)
 }

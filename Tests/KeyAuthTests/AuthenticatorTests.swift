@@ -35,7 +35,11 @@ final class HookRecorder: Sendable {
                 if self.failRegistration { throw KeyAuthError(.transportFailed, "server unreachable") }
                 return self.registration
             },
-            jwtPayload: { ["device_name": "test-box"] },
+            jwtPayload: {
+                var claims = JWTClaims()
+                claims.set("device_name", string: "test-box")
+                return claims
+            },
             authenticate: { assertion in
                 let pending = self.calls.withLock { calls -> Bool in
                     calls.assertions.append(assertion)
@@ -76,11 +80,11 @@ struct AuthenticatorTests {
         let calls = recorder.calls.withLock { $0 }
         let registered = try #require(calls.registered.first)
         #expect(registered.bits == 2048)
-        let verifier = JWTVerifier(options: .init(audience: "https://auth.example.test"))
-        let proof = try verifier.verify(try #require(calls.proofs.first), key: registered)
+        let verifier = DeviceAssertionVerifier(audience: "https://auth.example.test")
+        let proof = try verifier.verify(verifier.parse(try #require(calls.proofs.first)), key: registered)
         #expect(proof.subject == registered.fingerprint)
-        let login = try verifier.verify(try #require(calls.assertions.first), key: registered)
-        #expect(login.claims["device_name"] == "test-box")
+        let login = try verifier.verify(verifier.parse(try #require(calls.assertions.first)), key: registered)
+        #expect(try login.claims.string("device_name") == "test-box")
         #expect(try KeyPairStore(directory: temporary.path).loadPublicKey() == registered)
         var states: [AuthenticatorState] = []
         for await state in updates {
@@ -213,5 +217,80 @@ struct AuthenticatorTests {
             flow.start { continuation.resume(returning: $0) }
         }
         #expect(try result.get() == "session-token")
+    }
+
+    @Test("a presence check that holds the key's secret unlocks the key itself, with no downcast in the flow")
+    func presenceThatUnlocks() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let vault = VaultPresence()
+        let recorder = HookRecorder()
+        _ = try await authenticator(recorder, directory: temporary.path, presence: vault).login()
+        // The new key is protected by the check's own secret, not left in the clear.
+        #expect(try KeyPairStore(directory: temporary.path).isEncrypted())
+        #expect(vault.calls == ["secretForNewKey(minimum 6, confirm true)"])
+        #expect(
+            try await authenticator(recorder, directory: temporary.path, presence: vault).login() == "session-token")
+        #expect(vault.calls == ["secretForNewKey(minimum 6, confirm true)", "unlock"])
+    }
+
+    @Test("a hook's own error is kept underneath as hookFailed, not reported as a server refusal")
+    func hookErrorKept() async throws {
+        struct NetworkDown: Error, Equatable {}
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let hooks = AuthenticatorHooks<String>(
+            registerPublicKey: { _, _ in .active }, authenticate: { _ in throw NetworkDown() })
+        let flow = Authenticator(
+            store: KeyPairStore(directory: temporary.path), presence: NoPresence(),
+            configuration: .init(audience: "https://auth.example.test", keyBits: 2048), hooks: hooks)
+        let error = await #expect(throws: KeyAuthError.self) { try await flow.login() }
+        #expect(error?.code == .hookFailed)
+        #expect(error?.underlying as? NetworkDown == NetworkDown())
+        #expect(error?.message.contains("authenticate") == true)
+    }
+
+    @Test("a pending registration's error names no command of the keyauth tool")
+    func pendingMessageIsAppNeutral() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder(registration: .pending)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await authenticator(recorder, directory: temporary.path, wait: false).login()
+        }
+        #expect(error?.code == .approvalPending)
+        #expect(error?.message.contains("keyauth") == false)
+        #expect(
+            error?.message.contains(try KeyPairStore(directory: temporary.path).loadPublicKey().fingerprint) == true)
+    }
+}
+
+/// A presence check with a secret of its own, as a TPM key store has: it protects new keys with
+/// the secret and opens them with it, and records what the flow asked.
+private final class VaultPresence: PresenceCheck, @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [String] = []
+    private let secret = "vault-secret-0451"
+
+    var calls: [String] { lock.withLock { recorded } }
+    var kind: PresenceKind { .none }
+    func isAvailable() -> Bool { true }
+
+    func verifyPresence(reason: String) async throws(KeyAuthError) {
+        lock.withLock { recorded.append("verifyPresence") }
+    }
+
+    func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key) async throws(KeyAuthError)
+        -> Key
+    {
+        lock.withLock { recorded.append("unlock") }
+        return try open(SecretBytes(utf8: secret))
+    }
+
+    func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
+        -> SecretBytes?
+    {
+        lock.withLock { recorded.append("secretForNewKey(minimum \(minimumLength), confirm \(confirm))") }
+        return SecretBytes(utf8: secret)
     }
 }

@@ -30,15 +30,4 @@ struct JSONValueTests {
         #expect(value.serialized() == "\"a\\\"b\\\\c\\n\\u0001é\"")
         #expect(try JSONValue(parsing: value.serialized()) == value)
     }
-
-    @Test("base64url decoding is canonical")
-    func base64URL() {
-        #expect(Base64URL.decode("Zm9v") == Array("foo".utf8))
-        #expect(Base64URL.decode("Zm9v=") == nil)
-        #expect(Base64URL.decode("Zm8") == Array("fo".utf8))
-        #expect(Base64URL.decode("Zm9") == nil)  // non-zero unused bits
-        #expect(Base64URL.decode("Zm+v") == nil)
-        #expect(Base64URL.decode("Z") == nil)
-        #expect(Base64URL.encode(Array("fo".utf8)) == "Zm8")
-    }
 }

@@ -5,12 +5,6 @@ import Testing
 
 @Suite("KeyPairStore")
 struct KeyPairStoreTests {
-    private func mode(_ path: String) -> mode_t {
-        var info = stat()
-        stat(path, &info)
-        return info.st_mode & 0o777
-    }
-
     private func code(_ body: () throws -> Void) -> KeyAuthError.Code? {
         caught(body)?.code
     }
@@ -59,9 +53,9 @@ struct KeyPairStoreTests {
         #expect(!store.hasKey)
         try store.store(TestKeys.first)
         #expect(store.hasKey)
-        #expect(mode(store.directory) == 0o700)
-        #expect(mode(store.privateKeyPath) == 0o600)
-        #expect(mode(store.publicKeyPath) == 0o600)
+        #expect(fileMode(store.directory) == 0o700)
+        #expect(fileMode(store.privateKeyPath) == 0o600)
+        #expect(fileMode(store.publicKeyPath) == 0o600)
         let loaded = try store.loadPrivateKey()
         #expect(loaded.publicKey == TestKeys.first.publicKey)
         #expect(try store.loadPublicKey().fingerprint == TestKeys.first.publicKey.fingerprint)
@@ -76,7 +70,7 @@ struct KeyPairStoreTests {
         defer { temporary.remove() }
         chmod(temporary.path, 0o755)
         try KeyPairStore(directory: temporary.path).store(TestKeys.first)
-        #expect(mode(temporary.path) == 0o700)
+        #expect(fileMode(temporary.path) == 0o700)
     }
 
     @Test("generates RSA keys of the default 3072 bits with exponent 65537")
@@ -184,7 +178,8 @@ struct KeyPairStoreTests {
         #expect(pem.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----"))
         #expect(try store.loadPrivateKey(pin: SecretBytes(utf8: "246802")).publicKey == TestKeys.first.publicKey)
         #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
-        #expect(code { _ = try store.loadPrivateKey() } == .wrongPIN)
+        // Without a PIN the key is not wrongly unlocked: it says it is encrypted.
+        #expect(code { _ = try store.loadPrivateKey() } == .keyEncrypted)
         // Without the PIN, the public key is still there for `pubkey` and `status`.
         #expect(try store.loadPublicKey() == TestKeys.first.publicKey)
     }
@@ -239,7 +234,7 @@ struct KeyPairStoreTests {
         let output = try openssl(["asn1parse", "-in", store.privateKeyPath]).output
         #expect(output.contains(":scrypt"))
         #expect(!output.contains("PBKDF2"))
-        #expect(mode(store.privateKeyPath) == 0o600)
+        #expect(fileMode(store.privateKeyPath) == 0o600)
         #expect(try store.loadPrivateKey(pin: pin).publicKey == TestKeys.first.publicKey)
         #expect(code { _ = try store.loadPrivateKey(pin: SecretBytes(utf8: "135790")) } == .wrongPIN)
         #expect(try leftoverTemporaryFiles(in: temporary.path).isEmpty)
@@ -284,5 +279,21 @@ struct KeyPairStoreTests {
         #expect(code { _ = try store.loadPrivateKey() } == .keyNotFound)
         try store.store(TestKeys.second)
         #expect(try store.loadPrivateKey().publicKey == TestKeys.second.publicKey)
+    }
+
+    @Test("an app's default store is under XDG_DATA_HOME, else HOME, and its name stays one directory")
+    func defaultStore() throws {
+        let xdg = try KeyPairStore.default(appName: "myapp", environment: ["XDG_DATA_HOME": "/x/data", "HOME": "/h"])
+        #expect(xdg.directory == "/x/data/myapp/key")
+        let home = try KeyPairStore.default(appName: "my.app-2", environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"])
+        #expect(home.directory == "/h/.local/share/my.app-2/key")
+        for name in ["", "..", ".hidden", "a/b", "a b"] {
+            let error = #expect(throws: KeyAuthError.self) {
+                try KeyPairStore.default(appName: name, environment: ["HOME": "/h"])
+            }
+            #expect(error?.code == .invalidArgument, "\(name)")
+        }
+        let error = #expect(throws: KeyAuthError.self) { try KeyPairStore.default(appName: "myapp", environment: [:]) }
+        #expect(error?.code == .storageFailed)
     }
 }

@@ -26,7 +26,9 @@ struct PyJWTInteropTests {
     @Test("a token from the library verifies with PyJWT, with the expected claims")
     func libraryToPyJWT() throws {
         let key = TestKeys.first
-        let token = try JWTBuilder(key: key, audience: "https://auth.example.test").sign(claims: ["scope": "demo"])
+        var claims = JWTClaims()
+        claims.set("scope", string: "demo")
+        let token = try JWTBuilder(key: key, audience: "https://auth.example.test").sign(claims: claims)
         let script = """
             import sys, jwt
             claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience="https://auth.example.test")
@@ -56,12 +58,14 @@ struct PyJWTInteropTests {
             """
         let result = try python(script, [keyFile, fingerprint])
         #expect(result.status == 0, "\(result.output)")
-        let verifier = JWTVerifier(options: .init(audience: "https://auth.example.test"))
-        let verified = try verifier.verify(result.output, resolver: SingleKeyResolver(key: key.publicKey))
+        let verifier = DeviceAssertionVerifier(audience: "https://auth.example.test")
+        let assertion = try verifier.parse(result.output)
+        #expect(assertion.keyID == fingerprint)
+        let verified = try verifier.verify(assertion, key: key.publicKey)
         #expect(verified.subject == fingerprint)
         #expect(verified.jwtID == "pyjwt-1")
         #expect(throws: KeyAuthError.self) {
-            try verifier.verify(result.output, resolver: SingleKeyResolver(key: TestKeys.first.publicKey))
+            try verifier.verify(verifier.parse(result.output), key: TestKeys.first.publicKey)
         }
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import KeyAuth
+import KeyAuthTestSupport
 import Synchronization
 import Testing
 

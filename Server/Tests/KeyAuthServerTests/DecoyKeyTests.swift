@@ -28,7 +28,7 @@ struct DecoyKeyTests {
                 assertion: try resigned(assertion, [UInt8](repeating: 0x01, count: length)))
             #expect(response.status == 400, "length \(length)")
             #expect(response.errorCode == "invalid_grant", "length \(length)")
-            #expect(response.errorDescription == JWTVerifier.uniformFailure, "length \(length)")
+            #expect(response.errorDescription == DeviceAssertionVerifier.uniformFailure, "length \(length)")
         }
         for length in [256, 384, 1024] {
             let response = try api.login(
@@ -51,14 +51,14 @@ struct DecoyKeyTests {
         for length in [256, 257, 384, 512, 1024] {
             let signature = [UInt8](repeating: 0x01, count: length)
             for kid in [try ServerTestKeys.key("stranger").publicKey.fingerprint, revoked.publicKey.fingerprint] {
-                let lookup = DeviceKeyLookup(storage: storage, keys: DeviceKeyCache(), signature: signature)
-                let key = try #require(try lookup.publicKey(forKeyID: kid))
+                let loginKeys = LoginKeys(cache: DeviceKeyCache(), decoys: .shared)
+                let (key, device) = try loginKeys.key(for: try storage.device(kid: kid), signature: signature)
                 #expect(key.modulus.count == length)
                 #expect(Array(key.modulus.prefix(8)) == [UInt8](repeating: 0xFF, count: 8))
                 #expect(key.modulus.last.map { $0 & 1 } == 1)
                 #expect(key.exponent == [0x01, 0x00, 0x01])
                 #expect(key == (try DecoyKeys.shared.key(byteCount: length)))
-                #expect(lookup.device == nil)
+                #expect(device == nil)
             }
         }
     }
@@ -75,8 +75,8 @@ struct DecoyKeyTests {
                     kid: kid, user: "alice", name: "laptop", publicKeyPEM: key.publicKey.pemRepresentation,
                     status: .active, createdAt: environment.clock.now)))
         func lookUp(_ signature: [UInt8]) throws -> (RSAPublicKey?, DeviceRecord?) {
-            let lookup = DeviceKeyLookup(storage: storage, keys: DeviceKeyCache(), signature: signature)
-            return (try lookup.publicKey(forKeyID: kid), lookup.device)
+            let loginKeys = LoginKeys(cache: DeviceKeyCache(), decoys: .shared)
+            return try loginKeys.key(for: try storage.device(kid: kid), signature: signature)
         }
         // A signature the key can check: the key itself.
         let real = try key.signature(for: Array("message".utf8))

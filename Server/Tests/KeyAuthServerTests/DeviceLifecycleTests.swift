@@ -1,5 +1,6 @@
 import KeyAuth
 import KeyAuthServer
+import KeyAuthTestSupport
 import Testing
 
 @Suite("Device states: approval, denial, expiry, revocation")
@@ -106,7 +107,7 @@ struct DeviceLifecycleTests {
         let refused = try api.login(assertion: preSigned)
         #expect(refused.status == 400)
         #expect(refused.errorCode == "invalid_grant")
-        #expect(refused.errorDescription == JWTVerifier.uniformFailure)
+        #expect(refused.errorDescription == DeviceAssertionVerifier.uniformFailure)
 
         let withOldToken = try api.authorized("GET", "/v1/devices", token: phoneToken)
         #expect(withOldToken.status == 401)
@@ -201,13 +202,12 @@ struct DeviceLifecycleTests {
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         let stranger = try ServerTestKeys.key("stranger")
-        let foreign = try JWTBuilder(key: stranger, audience: api.issuer, lifetime: 900, now: environment.clock.closure)
-            .sign(
-                claims: [
-                    "iss": .string(api.issuer), "sub": "alice",
-                    "cnf": .object(["jkt": .string(laptop.publicKey.fingerprint)]),
-                ],
-                type: "at+jwt")
+        var claims = JWTClaims()
+        claims.set("iss", string: api.issuer)
+        claims.set("sub", string: "alice")
+        try claims.setJSON("cnf", json: "{\"jkt\":\"\(laptop.publicKey.fingerprint)\"}")
+        let foreign = try JWTBuilder(key: stranger, audience: api.issuer, lifetime: 900, clock: environment.clock.clock)
+            .sign(claims: claims, type: "at+jwt")
         let assertionAsToken = try api.assertion(laptop)
         let cases: [HTTPHeaders] = [
             [:], ["Authorization": "Basic YWxpY2U6cHc="], ["Authorization": "Bearer"],

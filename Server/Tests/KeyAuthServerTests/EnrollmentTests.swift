@@ -54,7 +54,7 @@ struct EnrollmentTests {
                 == false)
         #expect(
             try storage.consumeEnrollmentCode(
-                hash: Crypto.sha256(Array(code.utf8)), user: "alice", now: environment.clock.now))
+                hash: CryptoPrimitives.sha256(Array(code.utf8)), user: "alice", now: environment.clock.now))
         storage.close()
         let file = try #require(FileManagerLite.contents(of: environment.databasePath))
         #expect(!file.containsSubsequence(Array(code.utf8)))

@@ -1,5 +1,6 @@
 import KeyAuth
 import KeyAuthServer
+import KeyAuthTestSupport
 import Testing
 
 @Suite("Login at /oauth/token")
@@ -17,6 +18,25 @@ struct LoginTests {
         #expect(response.json?["access_token"]?.stringValue?.isEmpty == false)
         #expect(response.headers["Cache-Control"] == "no-store")
         #expect(try api.storage.device(kid: key.publicKey.fingerprint)?.lastLoginAt == environment.clock.now)
+    }
+
+    @Test("the access token's header and claims are written in their fixed order, byte for byte")
+    func accessTokenBytes() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        let parts = token.split(separator: ".").map { String(decoding: Base64URL.decode($0) ?? [], as: UTF8.self) }
+        #expect(parts.count == 3)
+        let serverKID = try ServerTestKeys.key("server").publicKey.fingerprint
+        #expect(parts[0] == "{\"alg\":\"RS256\",\"typ\":\"at+jwt\",\"kid\":\"\(serverKID)\"}")
+        let now = environment.clock.now
+        let issuer = TestEnvironment.issuer
+        let prefix =
+            "{\"iss\":\"\(issuer)\",\"sub\":\"alice\",\"aud\":\"\(issuer)\",\"cnf\":{\"jkt\":\"\(key.publicKey.fingerprint)\"},"
+            + "\"exp\":\(now + 900),\"iat\":\(now),\"jti\":\""
+        #expect(parts[1].hasPrefix(prefix), "\(parts[1])")
+        #expect(parts[1].hasSuffix("\"}") && parts[1].count == prefix.count + 22 + 2)
     }
 
     @Test("the access token verifies with the JWKS key and carries iss, sub, aud, exp, jti and cnf.jkt")
@@ -37,18 +57,14 @@ struct LoginTests {
         let kid = try #require(jwk["kid"]?.stringValue)
         #expect(kid == serverKey.fingerprint)
 
-        let verifier = JWTVerifier(
-            options: .init(
-                audience: TestEnvironment.issuer, maximumLifetime: 900, subjectIsKeyFingerprint: false,
-                expectedIssuer: TestEnvironment.issuer, expectedType: "at+jwt"),
-            now: environment.clock.closure)
-        let verified = try verifier.verify(token, resolver: SingleKeyResolver(key: serverKey, keyID: kid))
+        let verified = try CheckedAccessToken(
+            token, issuer: TestEnvironment.issuer, keys: [kid: serverKey], clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         #expect(verified.header["typ"]?.stringValue == "at+jwt")
         #expect(verified.header["kid"]?.stringValue == kid)
         #expect(verified.claims["cnf"]?["jkt"]?.stringValue == key.publicKey.fingerprint)
         #expect(verified.expiresAt - verified.issuedAt == 900)
-        #expect(verified.jwtID?.isEmpty == false)
+        #expect(verified.jwtID.isEmpty == false)
     }
 
     @Test("every hostile assertion is refused with 400 invalid_grant", arguments: HostileAssertion.allCases)

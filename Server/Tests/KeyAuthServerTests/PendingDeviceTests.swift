@@ -91,7 +91,7 @@ struct PendingDeviceTests {
         environment.clock.advance(by: 1)
         responder.purgeExpired()
         #expect(try storage.device(kid: tablet.publicKey.fingerprint) == nil)
-        #expect(try api.login(tablet).errorDescription == JWTVerifier.uniformFailure)
+        #expect(try api.login(tablet).errorDescription == DeviceAssertionVerifier.uniformFailure)
 
         // The pending device expired at start + 600; it goes 24 h later.
         environment.clock.advance(by: start + 600 + 86_400 - environment.clock.now)
@@ -100,7 +100,7 @@ struct PendingDeviceTests {
         environment.clock.advance(by: 1)
         responder.purgeExpired()
         #expect(try storage.device(kid: phone.publicKey.fingerprint) == nil)
-        #expect(try api.login(phone).errorDescription == JWTVerifier.uniformFailure)
+        #expect(try api.login(phone).errorDescription == DeviceAssertionVerifier.uniformFailure)
 
         // Active and revoked devices stay for good.
         environment.clock.advance(by: 365 * 86_400)
@@ -117,7 +117,7 @@ struct PendingDeviceTests {
         let api = try environment.directAPI()
         let token = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
         for index in 0..<249 {
-            let kid = Base64URL.encode(Crypto.sha256(Array("paged-\(index)".utf8)))
+            let kid = Base64URL.encode(CryptoPrimitives.sha256(Array("paged-\(index)".utf8)))
             #expect(
                 try api.storage.insertDevice(
                     DeviceRecord(
@@ -208,10 +208,10 @@ struct PendingDeviceTests {
         #expect(plain.status == 201)
         #expect(try direct.storage.device(kid: stranger.publicKey.fingerprint)?.registeredFrom == "192.0.2.1")
         var legacy = try #require(try direct.storage.device(kid: stranger.publicKey.fingerprint))
-        legacy.kid = Base64URL.encode(Crypto.sha256(Array("legacy".utf8)))
+        legacy.kid = Base64URL.encode(CryptoPrimitives.sha256(Array("legacy".utf8)))
         legacy.registeredFrom = nil
-        // A second later, so that the list's order does not hang on comparing the fixed kid with
-        // the random key's fingerprint (devices of the same second are ordered by kid).
+        // A second later, so that it is listed second: in the same second the order would be by
+        // kid, and the test keys (so their kids) are new in every run.
         legacy.createdAt += 1
         #expect(try direct.storage.insertDevice(legacy))
         let carol = try direct.accessToken(stranger)

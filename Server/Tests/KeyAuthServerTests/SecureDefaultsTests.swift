@@ -47,8 +47,7 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "open enrollment: after alice's only device is revoked, a stranger registering alice gets 403, not 201",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "open enrollment: after alice's only device is revoked, a stranger registering alice gets 403, not 201")
     func revokedUserTakeover() throws {
         let served = try Served(enrollment: "open")
         defer { served.stop() }
@@ -76,8 +75,7 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "by default a new user's first device needs a code from keyauth-server enroll",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "by default a new user's first device needs a code from keyauth-server enroll")
     func defaultNeedsCode() throws {
         let served = try Served(enrollment: nil)
         defer { served.stop() }
@@ -94,10 +92,9 @@ struct SecureDefaultsTests {
     }
 
     @Test(
-        "open enrollment on a non-loopback address prints a warning at start",
-        .enabled(if: KeyAuthServerProcess.binary != nil, "keyauth-server is not built next to the test bundle"))
+        "open enrollment on a non-loopback address prints a warning at start")
     func openEnrollmentWarning() throws {
-        let binary = try #require(KeyAuthServerProcess.binary)
+        let binary = URL(fileURLWithPath: try Binaries.require(KeyAuthServerProcess.binary.path))
         let directory = TemporaryDirectory("keyauth-secure")
         defer { directory.remove() }
         for (listen, enrollment, warns) in [
@@ -193,7 +190,7 @@ struct SecureDefaultsTests {
         let stored = runConcurrently(52) { (thread: Int) throws(StorageError) -> Int in
             var count = 0
             for index in (thread * 50)..<(thread * 50 + 50) {
-                let kid = Base64URL.encode(Crypto.sha256(Array("flood-\(index)".utf8)))
+                let kid = Base64URL.encode(CryptoPrimitives.sha256(Array("flood-\(index)".utf8)))
                 let device = DeviceRecord(
                     kid: kid, user: "alice", name: "alice-laptop", publicKeyPEM: "-----BEGIN PUBLIC KEY-----\n",
                     status: .denied, createdAt: start + Int64(index / 100))

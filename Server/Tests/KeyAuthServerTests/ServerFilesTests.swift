@@ -11,13 +11,11 @@ import Testing
 /// common umask 022, in a directory other users may enter.
 @Suite("The server's files are private to its user")
 struct ServerFilesTests {
-    static let binaryBuilt = KeyAuthServerProcess.binary != nil
     static let canSwitchUser =
-        binaryBuilt && geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser")
+        geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser")
 
     @Test(
-        "under umask 022, serve creates the database, its -wal and its -shm with mode 600",
-        .enabled(if: binaryBuilt))
+        "under umask 022, serve creates the database, its -wal and its -shm with mode 600")
     func createdPrivate() throws {
         let directory = Self.enterableDirectory()
         defer { directory.remove() }
@@ -26,7 +24,7 @@ struct ServerFilesTests {
         defer { server.terminate() }
         try server.waitUntilListening()
         for file in [database, database + "-wal", database + "-shm"] {
-            #expect(Self.mode(of: file) == 0o600, "\(file)")
+            #expect(fileMode(file) == 0o600, "\(file)")
         }
     }
 
@@ -57,8 +55,7 @@ struct ServerFilesTests {
     }
 
     @Test(
-        "a database file with group or other permission bits is refused with exit status 65 and the chmod fix",
-        .enabled(if: binaryBuilt))
+        "a database file with group or other permission bits is refused with exit status 65 and the chmod fix")
     func exposedDatabaseRefused() throws {
         let directory = Self.enterableDirectory()
         defer { directory.remove() }
@@ -78,7 +75,7 @@ struct ServerFilesTests {
                 #expect(result.status == 65, "\(arguments)")
                 #expect(result.error == expected, "\(arguments)")
             }
-            #expect(Self.mode(of: database) == mode_t(mode), "the server must not silently change the mode")
+            #expect(fileMode(database) == mode_t(mode), "the server must not silently change the mode")
         }
         chmod(database, 0o600)
         #expect(try KeyAuthServerProcess.runCommand(["devices", "--db", database]).status == 0)
@@ -103,8 +100,7 @@ struct ServerFilesTests {
     }
 
     @Test(
-        "enroll, devices and revoke on a missing database create nothing and exit 69 naming the path",
-        .enabled(if: binaryBuilt))
+        "enroll, devices and revoke on a missing database create nothing and exit 69 naming the path")
     func adminCommandsCreateNothing() throws {
         let directory = Self.enterableDirectory()
         defer { directory.remove() }
@@ -138,12 +134,12 @@ struct ServerFilesTests {
             #expect(
                 FileManager.default.createFile(
                     atPath: database + suffix, contents: nil, attributes: [.posixPermissions: 0o644]))
-            #expect(Self.mode(of: database + suffix) == 0o644)
+            #expect(fileMode(database + suffix) == 0o644)
         }
         let storage = try StorageFactory.open(database)
         defer { storage.close() }
         for file in [database, database + "-wal", database + "-shm"] {
-            #expect(Self.mode(of: file) == 0o600, "\(file)")
+            #expect(fileMode(file) == 0o600, "\(file)")
         }
         try storage.healthCheck()
     }
@@ -172,13 +168,6 @@ struct ServerFilesTests {
             name: "files",
             arguments: ["serve", "--listen", "127.0.0.1:0", "--db", database, "--quiet"] + extra,
             logPath: directory.path + "/server-\(UUID().uuidString).log", umask: "022")
-    }
-
-    /// The permission bits of `path`, or nil when it does not exist.
-    static func mode(of path: String) -> mode_t? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return info.st_mode & 0o777
     }
 
     /// Runs a command as the unprivileged user `nobody`.

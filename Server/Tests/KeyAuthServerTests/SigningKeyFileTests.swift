@@ -10,12 +10,10 @@ import Testing
 /// binary runs on the real clock, so the clients here sign on it too.
 @Suite("The signing key from a file")
 struct SigningKeyFileTests {
-    static let binaryBuilt = KeyAuthServerProcess.binary != nil
     static let issuer = "http://keyauth.test"
 
     @Test(
-        "with a key file, tokens are signed by it, the JWKS holds only it, and database keys neither sign nor verify",
-        .enabled(if: binaryBuilt))
+        "with a key file, tokens are signed by it, the JWKS holds only it, and database keys neither sign nor verify")
     func signsWithTheFileKeyOnly() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
         defer { directory.remove() }
@@ -63,7 +61,7 @@ struct SigningKeyFileTests {
         #expect(try storage.signingKeys().map(\.kid) == storedKeys)
     }
 
-    @Test("a server started with a key file on a new database writes no key into it", .enabled(if: binaryBuilt))
+    @Test("a server started with a key file on a new database writes no key into it")
     func writesNoKey() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
         defer { directory.remove() }
@@ -81,8 +79,7 @@ struct SigningKeyFileTests {
     }
 
     @Test(
-        "an exposed, missing, linked, encrypted, non-RSA or small key file is refused with exit 65 naming it",
-        .enabled(if: binaryBuilt))
+        "an exposed, missing, linked, encrypted, non-RSA or small key file is refused with exit 65 naming it")
     func unusableKeyFilesRefused() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
         defer { directory.remove() }

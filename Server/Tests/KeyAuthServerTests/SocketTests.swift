@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthTestSupport
 import Synchronization
 import Testing
 
@@ -50,12 +51,9 @@ struct SocketTests {
         let jwk = try #require(jwks.json?["keys"]?.arrayValue?.first)
         let serverKey = try RSAPublicKey(
             jwk: JWK(modulus: try #require(jwk["n"]?.stringValue), exponent: try #require(jwk["e"]?.stringValue)))
-        let verified = try JWTVerifier(
-            options: .init(
-                audience: runner.issuer, maximumLifetime: 900, subjectIsKeyFingerprint: false,
-                expectedIssuer: runner.issuer, expectedType: "at+jwt"),
-            now: environment.clock.closure
-        ).verify(token, resolver: SingleKeyResolver(key: serverKey, keyID: try #require(jwk["kid"]?.stringValue)))
+        let verified = try CheckedAccessToken(
+            token, issuer: runner.issuer, keys: [try #require(jwk["kid"]?.stringValue): serverKey],
+            clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         let list = try api.authorized("GET", "/v1/devices", token: token)
         #expect(list.status == 200)

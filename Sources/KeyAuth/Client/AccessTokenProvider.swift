@@ -15,19 +15,20 @@ public struct AccessTokenProvider: Sendable {
     public let authenticator: Authenticator<AccessToken>
     /// A stored token that expires within this many seconds is not handed out.
     public var refreshMargin: TimeInterval = 30
-    private let now: @Sendable () -> Date
+    /// The clock that judges stored tokens.
+    public let clock: KeyAuthClock
 
     /// Creates a provider.
     ///
-    /// - Parameter now: the clock that judges stored tokens; tests pass a fixed one.
+    /// - Parameter clock: the time source; tests pass a fixed one.
     public init(
         account: String, credentials: any CredentialsStore, authenticator: Authenticator<AccessToken>,
-        now: @escaping @Sendable () -> Date = { Date() }
+        clock: KeyAuthClock = .system
     ) {
         self.account = account
         self.credentials = credentials
         self.authenticator = authenticator
-        self.now = now
+        self.clock = clock
     }
 
     /// The stored token when it is valid for more than ``refreshMargin`` seconds, else nil.
@@ -35,7 +36,7 @@ public struct AccessTokenProvider: Sendable {
     /// - Throws: the store's errors.
     public func storedToken() throws(KeyAuthError) -> AccessToken? {
         guard let token = try credentials.loadToken(account: account),
-            token.isValid(for: refreshMargin, now: now())
+            token.isValid(for: refreshMargin, now: clock.now)
         else { return nil }
         return token
     }

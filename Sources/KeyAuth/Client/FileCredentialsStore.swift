@@ -24,10 +24,24 @@ public struct FileCredentialsStore: CredentialsStore {
     ///
     /// - Throws: `.invalidArgument` for a name that could leave ``directory``.
     public func path(for account: String) throws(KeyAuthError) -> String {
-        guard AccountStore.isValidAccountName(account) else {
+        guard Self.isValidAccountName(account) else {
             throw KeyAuthError(.invalidArgument, "\"\(account)\" is not a valid account name")
         }
         return "\(directory)/\(account)/\(fileName)"
+    }
+
+    /// Whether `name` can name an account's directory: 1 to 128 characters of
+    /// `[A-Za-z0-9._@:-]`, not starting with a dot, so that it can never leave ``directory``.
+    public static func isValidAccountName(_ name: String) -> Bool {
+        let scalars = name.unicodeScalars
+        guard (1...128).contains(scalars.count), scalars.first != "." else { return false }
+        return scalars.allSatisfy(isAccountNameScalar)
+    }
+
+    /// Whether `scalar` may appear in an account name.
+    package static func isAccountNameScalar(_ scalar: Unicode.Scalar) -> Bool {
+        ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)
+            || scalar == "." || scalar == "_" || scalar == "@" || scalar == ":" || scalar == "-"
     }
 
     /// Reads the token; a missing or damaged file is no token.

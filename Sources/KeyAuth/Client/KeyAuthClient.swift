@@ -13,15 +13,12 @@ import Foundation
 /// message ever holds a token, an assertion or a key: only the server's base URL and the
 /// server's own (sanitized) description.
 public struct KeyAuthClient: Sendable {
-    /// The grant type of RFC 7523 section 2.1.
-    public static let jwtBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-
     /// The server's base URL, without a trailing slash.
     public let serverURL: String
     /// Seconds a request may take, connection included.
     public var timeout: TimeInterval { exchange.timeout }
     private let exchange: HTTPExchange
-    private let now: @Sendable () -> Date
+    private let clock: KeyAuthClock
 
     /// Creates a client.
     ///
@@ -32,24 +29,23 @@ public struct KeyAuthClient: Sendable {
     ///     server must not hang a login forever.
     ///   - allowInsecureHTTP: accept plain `http` to any host. Access tokens are bearer tokens:
     ///     anyone on the path can read one and use it until it expires.
-    ///   - now: the clock that turns `expires_in` into ``AccessToken/expiresAt``.
+    ///   - clock: the time source that turns `expires_in` into ``AccessToken/expiresAt``.
     /// - Throws: `.invalidArgument` for a URL that is not http(s) with a host, that carries a
     ///   query, a fragment or credentials (they would leak into logs and proxies), or that is
     ///   plain http to a host other than loopback without `allowInsecureHTTP`.
     public init(
-        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false,
-        now: @escaping @Sendable () -> Date = { Date() }
+        serverURL: String, timeout: TimeInterval = 10, allowInsecureHTTP: Bool = false, clock: KeyAuthClock = .system
     ) throws(KeyAuthError) {
         self.serverURL = try Self.normalizedServerURL(serverURL, allowInsecureHTTP: allowInsecureHTTP)
         self.exchange = HTTPExchange(timeout: timeout)
-        self.now = now
+        self.clock = clock
     }
 
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
     ///
     /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
-    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:now:)``; the
+    /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:clock:)``; the
     ///   message for plain http names `--insecure-http`, the command's way to allow it.
     public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
         -> String
@@ -104,13 +100,7 @@ public struct KeyAuthClient: Sendable {
     public func discover() async throws(KeyAuthError) -> ServerMetadata {
         let reply = try await send("GET", "/.well-known/openid-configuration")
         let object = try expectObject(reply, success: [200], operation: "discovery")
-        guard let issuer = object["issuer"]?.stringValue, !issuer.isEmpty else {
-            throw KeyAuthError(.serverRejected, "the discovery document of \(serverURL) has no issuer")
-        }
-        return ServerMetadata(
-            issuer: issuer, tokenEndpoint: object["token_endpoint"]?.stringValue,
-            jwksURI: object["jwks_uri"]?.stringValue,
-            grantTypesSupported: object["grant_types_supported"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        return try read(object, "the discovery document", ServerMetadata.init(jsonValue:))
     }
 
     /// Registers a public key with proof of possession (`POST /v1/devices`).
@@ -125,25 +115,18 @@ public struct KeyAuthClient: Sendable {
     public func registerDevice(
         publicKey: RSAPublicKey, proof: String, enrollment: DeviceEnrollment
     ) async throws(KeyAuthError) -> DeviceRegistration {
-        var members: [String: JSONValue] = [
-            "user": .string(enrollment.user), "public_key": .string(publicKey.pemRepresentation),
-            "name": .string(enrollment.deviceName), "proof": .string(proof),
-        ]
-        if let code = enrollment.enrollmentCode { members["enrollment_code"] = .string(code) }
-        let body = JSONValue.object(members).serialized(leadingKeys: ["user", "name", "public_key", "proof"])
-        let reply = try await send(
-            "POST", "/v1/devices", body: Array(body.utf8), contentType: "application/json")
+        let request = RegistrationRequest(
+            user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: publicKey.pemRepresentation,
+            proof: proof, enrollmentCode: enrollment.enrollmentCode)
+        let reply = try await send("POST", "/v1/devices", body: request.jsonBody, contentType: "application/json")
         let object = try expectObject(reply, success: [200, 201, 202], operation: "registration")
-        guard let keyID = object["kid"]?.stringValue, let status = object["status"]?.stringValue else {
-            throw KeyAuthError(.serverRejected, "the registration answer of \(serverURL) has no kid or status")
-        }
-        guard keyID == publicKey.fingerprint else {
+        let answer = try read(object, "the registration answer", RegistrationResponse.init(jsonValue:))
+        guard answer.keyID == publicKey.fingerprint else {
             throw KeyAuthError(.serverRejected, "the server recorded a key id that is not this key's fingerprint")
         }
         return DeviceRegistration(
-            keyID: keyID, user: object["user"]?.stringValue ?? enrollment.user,
-            name: object["name"]?.stringValue ?? enrollment.deviceName, status: DeviceStatus(rawValue: status),
-            isNew: reply.status != 200)
+            keyID: answer.keyID, user: answer.user ?? enrollment.user, name: answer.name ?? enrollment.deviceName,
+            status: answer.status, isNew: reply.status != 200)
     }
 
     /// Logs in with a device assertion (`POST /oauth/token`, RFC 7523 JWT bearer grant).
@@ -152,21 +135,19 @@ public struct KeyAuthClient: Sendable {
     ///   `.serverRejected` with the ``OAuthError`` for `access_denied`, `expired_token`,
     ///   `invalid_grant` and the rest; `.transportFailed`.
     public func requestToken(assertion: String) async throws(KeyAuthError) -> AccessToken {
-        let body =
-            "grant_type=" + Self.formEncoded(Self.jwtBearerGrantType) + "&assertion=" + Self.formEncoded(assertion)
-        let sentAt = now()
+        let body = FormURLEncoding.encode(["grant_type": OAuthGrantType.jwtBearer.rawValue, "assertion": assertion])
+        let sentAt = clock.now
         let reply = try await send(
             "POST", "/oauth/token", body: Array(body.utf8), contentType: "application/x-www-form-urlencoded")
         let object = try expectObject(reply, success: [200], operation: "login")
-        guard let value = object["access_token"]?.stringValue, !value.isEmpty else {
-            throw KeyAuthError(.serverRejected, "the token answer of \(serverURL) has no access_token")
-        }
-        let tokenType = object["token_type"]?.stringValue ?? "Bearer"
-        guard tokenType.lowercased() == "bearer" else {
-            throw KeyAuthError(.serverRejected, "the server issued a \(tokenType) token; only Bearer is supported")
+        let answer = try read(object, "the token answer", TokenResponse.init(jsonValue:))
+        let value = answer.accessToken
+        guard answer.tokenType.lowercased() == TokenResponse.bearer.lowercased() else {
+            throw KeyAuthError(
+                .serverRejected, "the server issued a \(answer.tokenType) token; only Bearer is supported")
         }
         let lifetime: TimeInterval
-        if let expiresIn = object["expires_in"]?.integerValue, expiresIn > 0 {
+        if let expiresIn = answer.expiresIn {
             lifetime = TimeInterval(expiresIn)
         } else if let exp = (try? CompactJWS(parsing: value).claims())?["exp"]?.integerValue {
             lifetime = max(0, TimeInterval(exp) - sentAt.timeIntervalSince1970)
@@ -175,7 +156,8 @@ public struct KeyAuthClient: Sendable {
             lifetime = 60
         }
         // Counting from when the request left keeps the expiry on the safe side of the server's.
-        return AccessToken(value: value, tokenType: "Bearer", expiresAt: sentAt.addingTimeInterval(lifetime))
+        return AccessToken(
+            value: value, tokenType: TokenResponse.bearer, expiresAt: sentAt.addingTimeInterval(lifetime))
     }
 
     /// Devices asked for per page of `GET /v1/devices` (`limit`).
@@ -200,21 +182,19 @@ public struct KeyAuthClient: Sendable {
         for _ in 0..<Self.maximumDevicePages {
             let reply = try await send("GET", path, bearer: accessToken)
             let object = try expectObject(reply, success: [200], operation: "device list")
-            guard let entries = object["devices"]?.arrayValue else {
-                throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has no devices array")
+            let page: DeviceListPage
+            do {
+                page = try DeviceListPage(jsonValue: .object(object))
+            } catch {
+                throw malformed(error, document: "the device list", operation: "device list")
             }
-            for entry in entries { devices.append(try device(from: entry, operation: "device list")) }
-            let cursor: String
-            switch object["next_cursor"] {
-            case nil, .null?:
-                return DeviceList(devices: devices, isTruncated: false)
-            case .string(let next)? where !next.isEmpty && next.utf8.count <= 1024 && !followed.contains(next):
-                cursor = next
-            default:
+            devices += page.devices
+            guard let cursor = page.nextCursor else { return DeviceList(devices: devices, isTruncated: false) }
+            guard !followed.contains(cursor) else {
                 throw KeyAuthError(.serverRejected, "the device list of \(serverURL) has an invalid next_cursor")
             }
             followed.insert(cursor)
-            path = "/v1/devices?limit=\(Self.devicePageSize)&cursor=" + Self.formEncoded(cursor)
+            path = "/v1/devices?limit=\(Self.devicePageSize)&cursor=" + FormURLEncoding.encode(cursor)
         }
         return DeviceList(devices: devices, isTruncated: true)
     }
@@ -231,31 +211,37 @@ public struct KeyAuthClient: Sendable {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
         let reply = try await send("POST", path, bearer: accessToken)
         let object = try expectObject(reply, success: [200], operation: "approval")
-        let device = try device(from: .object(object), operation: "approval")
+        let device: Device
+        do {
+            device = try Device(jsonValue: .object(object))
+        } catch {
+            throw malformed(WireFormatError(error.problem, isInEntry: true), document: "", operation: "approval")
+        }
         guard device.keyID == keyID else {
             throw KeyAuthError(.serverRejected, "the approval answer of \(serverURL) names another device")
         }
         return device
     }
 
-    /// One device entry of the device list or the approval answer.
-    private func device(from entry: JSONValue, operation: String) throws(KeyAuthError) -> Device {
-        guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
-            throw KeyAuthError(
-                .serverRejected, "a device in the \(operation) answer of \(serverURL) has no kid or status")
+    /// Reads a document with a wire type's decoder, naming the server and the document when it
+    /// does not have the protocol's shape.
+    private func read<Value>(
+        _ object: [String: JSONValue], _ document: String,
+        _ decode: (JSONValue) throws(WireFormatError) -> Value
+    ) throws(KeyAuthError) -> Value {
+        do {
+            return try decode(.object(object))
+        } catch {
+            throw malformed(error, document: document, operation: "")
         }
-        let registeredFrom: String?
-        switch entry["registered_from"] {
-        case nil, .null?: registeredFrom = nil
-        case .string(let address)?: registeredFrom = address
-        default:
-            throw KeyAuthError(
-                .serverRejected, "a device in the \(operation) answer of \(serverURL) has an invalid registered_from")
-        }
-        return Device(
-            keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
-            createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue,
-            registeredFrom: registeredFrom)
+    }
+
+    /// The error for an answer without the protocol's shape; a problem in one device entry names
+    /// the operation whose answer held it.
+    private func malformed(_ error: WireFormatError, document: String, operation: String) -> KeyAuthError {
+        let subject =
+            error.isInEntry ? "a device in the \(operation) answer of \(serverURL)" : "\(document) of \(serverURL)"
+        return KeyAuthError(.serverRejected, "\(subject) \(error.problem)")
     }
 
     /// Revokes one of the caller's devices, or denies a pending one (`DELETE /v1/devices/{kid}`).
@@ -350,32 +336,14 @@ public struct KeyAuthClient: Sendable {
 
     /// A kid goes into a URL path, so only the base64url alphabet is accepted.
     static func checkedKeyID(_ keyID: String) throws(KeyAuthError) -> String {
-        guard isValidKeyID(keyID) else {
+        guard InputRules.isValidKeyID(keyID) else {
             throw KeyAuthError(.invalidArgument, "a device id is 43 characters of base64url (A-Z a-z 0-9 - _)")
         }
         return keyID
     }
 
-    /// Whether `keyID` has the shape of an RFC 7638 SHA-256 thumbprint.
+    /// Whether `keyID` has the shape of an RFC 7638 SHA-256 thumbprint, as the server requires.
     public static func isValidKeyID(_ keyID: String) -> Bool {
-        keyID.utf8.count == 43 && Base64URL.decode(keyID)?.count == 32
-    }
-
-    /// `application/x-www-form-urlencoded` encoding: the unreserved characters and `:` stay as
-    /// they are (PROTOCOL.md writes the grant type that way), everything else is percent-encoded.
-    static func formEncoded(_ text: String) -> String {
-        var output = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"), UInt8(ascii: ":"):
-                output.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = String(byte, radix: 16, uppercase: true)
-                output += "%" + (hex.count == 1 ? "0" + hex : hex)
-            }
-        }
-        return output
+        InputRules.isValidKeyID(keyID)
     }
 }

@@ -1,10 +1,3 @@
-extension KeyAuthError.Code {
-    /// No account of that name exists under the keyauth home.
-    public static let accountNotFound = KeyAuthError.Code(rawValue: "account_not_found")
-    /// An account file is not valid: truncated, not JSON, or missing a member.
-    public static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
-}
-
 extension KeyAuthError {
     /// The server's RFC 6749 error behind this one, when the server answered with one.
     ///

@@ -10,8 +10,10 @@ import Synchronization
 /// 3. Sign a short-lived assertion and authenticate with it; while the server says the device
 ///    awaits approval, poll no faster than ``Configuration-swift.struct/pollInterval``.
 ///
-/// With ``PINPresence`` the PIN is the key's passphrase: it encrypts a new key and decrypts an
-/// existing one, so the presence check and the key are bound.
+/// The presence check opens the key (``PresenceCheck/unlock(reason:_:)``) and gives a new key its
+/// secret (``PresenceCheck/secretForNewKey(reason:minimumLength:confirm:)``): with
+/// ``PINPresence`` the PIN is the key's passphrase, so the check and the key are bound, and a
+/// check of another kind (a TPM's) binds its key its own way without the flow knowing it.
 public final class Authenticator<Session: Sendable>: Sendable {
     /// Settings of the flow.
     public struct Configuration: Sendable {
@@ -28,6 +30,8 @@ public final class Authenticator<Session: Sendable>: Sendable {
         public var pollInterval: Duration = .seconds(5)
         /// Whether a new PIN is asked twice.
         public var confirmNewPIN: Bool = true
+        /// The clock that dates assertions.
+        public var clock: KeyAuthClock = .system
 
         public init(audience: String?, keyBits: Int = 3072, reason: String = "Log in with your device key") {
             self.audience = audience
@@ -89,8 +93,9 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     /// Runs the whole flow and returns the session from the `authenticate` hook.
     ///
-    /// - Throws: ``KeyAuthError`` (hook errors that are not one are wrapped as
-    ///   `.serverRejected`); the `onError` hook sees the same error first.
+    /// - Throws: ``KeyAuthError``; a hook's error that is not one comes as `.hookFailed` with the
+    ///   hook's error as ``KeyAuthError/underlying``; the `onError` hook sees the same error
+    ///   first.
     public func login() async throws(KeyAuthError) -> Session {
         do {
             let session = try await runFlow()
@@ -122,7 +127,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
             do {
                 try await revoke(publicKey)
             } catch {
-                if !force { throw Self.wrap(error) }
+                if !force { throw Self.wrap(error, hook: "revoke") }
             }
         }
         try store.reset()
@@ -144,7 +149,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
             do {
                 return try await hooks.authenticate(assertion)
             } catch {
-                let wrapped = Self.wrap(error)
+                let wrapped = Self.wrap(error, hook: "authenticate")
                 guard wrapped.code == .approvalPending, configuration.waitForApproval else { throw wrapped }
                 transition(to: .awaitingApproval(keyID: key.publicKey.fingerprint))
                 do {
@@ -157,23 +162,16 @@ public final class Authenticator<Session: Sendable>: Sendable {
     }
 
     private func loadKey() async throws(KeyAuthError) -> RSAPrivateKey {
-        if let pinPresence = presence as? PINPresence, try store.isEncrypted() {
-            return try await pinPresence.withPIN(reason: configuration.reason) { pin throws(KeyAuthError) in
-                try store.loadPrivateKey(pin: pin)
-            }
+        let store = self.store
+        return try await presence.unlock(reason: configuration.reason) { (secret) throws(KeyAuthError) in
+            try store.loadPrivateKey(pin: secret)
         }
-        try await presence.verifyPresence(reason: configuration.reason)
-        return try store.loadPrivateKey()
     }
 
     private func createAndRegisterKey() async throws(KeyAuthError) -> RSAPrivateKey {
-        var pin: SecretBytes?
-        if let pinPresence = presence as? PINPresence {
-            pin = try await pinPresence.newPIN(
-                minimumLength: KeyPairStore.minimumPINLength, confirm: configuration.confirmNewPIN)
-        } else {
-            try await presence.verifyPresence(reason: configuration.reason)
-        }
+        var pin = try await presence.secretForNewKey(
+            reason: configuration.reason, minimumLength: KeyPairStore.minimumPINLength,
+            confirm: configuration.confirmNewPIN)
         transition(to: .generatingKey)
         let bits = configuration.keyBits
         let key = try await Self.offCooperativePool { () throws(KeyAuthError) in try RSAPrivateKey.generate(bits: bits)
@@ -189,12 +187,12 @@ public final class Authenticator<Session: Sendable>: Sendable {
                 guard configuration.waitForApproval else {
                     throw KeyAuthError(
                         .approvalPending,
-                        "the device is registered and waits for approval: run `keyauth devices approve "
-                            + "\(key.publicKey.fingerprint)` on an existing device")
+                        "the device is registered as \(key.publicKey.fingerprint) and waits for approval by "
+                            + "another device of the user")
                 }
             }
         } catch {
-            let wrapped = Self.wrap(error)
+            let wrapped = Self.wrap(error, hook: "registerPublicKey")
             if wrapped.code != .approvalPending {
                 // The server never accepted this key: forget it, so the next attempt registers again.
                 try? store.reset()
@@ -205,13 +203,14 @@ public final class Authenticator<Session: Sendable>: Sendable {
     }
 
     private func sign(with key: RSAPrivateKey) async throws(KeyAuthError) -> String {
-        let extra: [String: JSONValue]
+        let extra: JWTClaims
         do {
             extra = try await hooks.jwtPayload()
         } catch {
-            throw Self.wrap(error)
+            throw Self.wrap(error, hook: "jwtPayload")
         }
-        return try JWTBuilder(key: key, audience: configuration.audience).sign(claims: extra)
+        return try JWTBuilder(key: key, audience: configuration.audience, clock: configuration.clock).sign(
+            claims: extra)
     }
 
     /// Runs CPU-heavy work (key generation) on a plain thread, not the cooperative pool.
@@ -230,9 +229,12 @@ public final class Authenticator<Session: Sendable>: Sendable {
         return try result.get()
     }
 
-    static func wrap(_ error: any Error) -> KeyAuthError {
+    /// A hook's error as the library's: a ``KeyAuthError`` as it is, a cancellation as
+    /// `.cancelled`, anything else as `.hookFailed` with the app's error kept underneath, where
+    /// the app can inspect it (its own network failure is not a server's refusal).
+    static func wrap(_ error: any Error, hook: String) -> KeyAuthError {
         if let error = error as? KeyAuthError { return error }
         if error is CancellationError { return KeyAuthError(.cancelled, "cancelled") }
-        return KeyAuthError(.serverRejected, "\(error)", underlying: nil)
+        return KeyAuthError(.hookFailed, "the \(hook) hook failed: \(error)", underlying: error)
     }
 }

@@ -8,7 +8,7 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
     public var registerPublicKey:
         @Sendable (_ publicKey: RSAPublicKey, _ proof: String) async throws -> RegistrationStatus
     /// Extra claims for each assertion (TouchIDAuth's `jwtPayload`); they may override defaults.
-    public var jwtPayload: @Sendable () async throws -> [String: JSONValue]
+    public var jwtPayload: @Sendable () async throws -> JWTClaims
     /// Logs in with a signed assertion and returns the application's session (an access token).
     ///
     /// Throw a ``KeyAuthError`` with code `.approvalPending` while the server still waits for
@@ -21,7 +21,7 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
 
     public init(
         registerPublicKey: @escaping @Sendable (RSAPublicKey, String) async throws -> RegistrationStatus,
-        jwtPayload: @escaping @Sendable () async throws -> [String: JSONValue] = { [:] },
+        jwtPayload: @escaping @Sendable () async throws -> JWTClaims = { JWTClaims() },
         authenticate: @escaping @Sendable (String) async throws -> Session,
         onError: @escaping @Sendable (KeyAuthError) -> Void = { _ in },
         revoke: (@Sendable (RSAPublicKey) async throws -> Void)? = nil

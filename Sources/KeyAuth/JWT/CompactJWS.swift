@@ -3,27 +3,27 @@
 ///
 /// Parsing is strict so that one token has exactly one text: three segments, canonical
 /// base64url, JSON objects with no duplicate members, at most 8 KiB.
-public struct CompactJWS: Sendable {
+package struct CompactJWS: Sendable {
     /// Tokens longer than this are refused before any decoding.
-    public static let maximumLength = 8 * 1024
+    package static let maximumLength = 8 * 1024
 
     /// Header members that would let a token choose its own key or add unknown semantics.
-    public static let forbiddenHeaders: Set<String> = ["crit", "jwk", "jku", "x5u", "x5c"]
+    package static let forbiddenHeaders: Set<String> = ["crit", "jwk", "jku", "x5u", "x5c"]
 
     /// The decoded header.
-    public let header: [String: JSONValue]
+    package let header: [String: JSONValue]
     /// The decoded payload bytes (JSON claims for a JWT; any bytes for a bare JWS).
-    public let payload: [UInt8]
+    package let payload: [UInt8]
     /// The raw `header.payload` bytes as received: what the signature covers.
-    public let signingInput: [UInt8]
+    package let signingInput: [UInt8]
     /// The decoded signature.
-    public let signature: [UInt8]
+    package let signature: [UInt8]
 
     /// Splits and decodes a compact JWS and checks the header (rules 1 and 2).
     ///
     /// - Throws: `.tokenMalformed` for structure and encoding, `.claimInvalid` for a refused
     ///   algorithm or header member.
-    public init(parsing token: String) throws(KeyAuthError) {
+    package init(parsing token: String) throws(KeyAuthError) {
         let bytes = Array(token.utf8)
         guard !bytes.isEmpty else { throw KeyAuthError(.tokenMalformed, "the token is empty") }
         guard bytes.count <= Self.maximumLength else {
@@ -59,7 +59,7 @@ public struct CompactJWS: Sendable {
     /// The payload as a JWT claims set.
     ///
     /// - Throws: `.tokenMalformed` when the payload is not a UTF-8 JSON object.
-    public func claims() throws(KeyAuthError) -> [String: JSONValue] {
+    package func claims() throws(KeyAuthError) -> [String: JSONValue] {
         guard let claims = try? JSONValue(parsing: payload).objectValue else {
             throw KeyAuthError(.tokenMalformed, "the token payload is not a JSON object")
         }
@@ -67,10 +67,10 @@ public struct CompactJWS: Sendable {
     }
 
     /// Whether the signature verifies with `key` over the raw signing input.
-    public func isSignatureValid(with key: RSAPublicKey) -> Bool {
+    package func isSignatureValid(with key: RSAPublicKey) -> Bool {
         key.isValidSignature(signature, for: signingInput)
     }
 
     /// The `kid` header, or nil.
-    public var keyID: String? { header["kid"]?.stringValue }
+    package var keyID: String? { header["kid"]?.stringValue }
 }

@@ -1,9 +1,8 @@
-import Foundation
-
 /// Builds and signs RS256 JWTs: device assertions by default, any token with overrides.
 ///
 /// TouchIDAuth's `jwtPayload` hook survives as `claims` overrides; what it lacked (a key-bound
 /// `sub`, an audience, a short `exp`, and a `jti` for replay protection) is added by default.
+/// The server signs its access tokens here too, so both sides write claims one way.
 public struct JWTBuilder: Sendable {
     /// The default lifetime of a device assertion, in seconds (PROTOCOL.md section 2).
     public static let defaultLifetime: Int64 = 30
@@ -14,32 +13,36 @@ public struct JWTBuilder: Sendable {
     public var audience: String?
     /// `exp - iat`, in seconds.
     public var lifetime: Int64
-    private let now: @Sendable () -> Int64
+    /// The clock that sets `iat`.
+    public let clock: KeyAuthClock
+    /// The key's fingerprint, computed once: `iss`, `sub` and `kid` of an assertion.
+    private let fingerprint: String
 
     /// - Parameters:
     ///   - key: the private key that signs.
     ///   - audience: the `aud` claim, omitted when nil.
     ///   - lifetime: seconds from `iat` to `exp`.
-    ///   - now: the clock, in seconds since 1970.
+    ///   - clock: the time source; tests pass a fixed one.
     public init(
-        key: RSAPrivateKey, audience: String? = nil, lifetime: Int64 = defaultLifetime,
-        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+        key: RSAPrivateKey, audience: String? = nil, lifetime: Int64 = defaultLifetime, clock: KeyAuthClock = .system
     ) {
         self.key = key
         self.audience = audience
         self.lifetime = lifetime
-        self.now = now
+        self.clock = clock
+        self.fingerprint = key.publicKey.fingerprint
     }
 
     /// The default claims: `iss` = `sub` = fingerprint, `aud`, `iat`, `exp`, and a 128-bit `jti`.
-    public func defaultClaims() throws(KeyAuthError) -> [String: JSONValue] {
-        let fingerprint = key.publicKey.fingerprint
-        let issuedAt = now()
-        var claims: [String: JSONValue] = [
-            "iss": .string(fingerprint), "sub": .string(fingerprint), "iat": .integer(issuedAt),
-            "exp": .integer(issuedAt + lifetime), "jti": .string(Base64URL.encode(try Crypto.randomBytes(count: 16))),
-        ]
-        if let audience { claims["aud"] = .string(audience) }
+    public func defaultClaims() throws(KeyAuthError) -> JWTClaims {
+        let issuedAt = clock.seconds
+        var claims = JWTClaims()
+        claims.set("iss", string: fingerprint)
+        claims.set("sub", string: fingerprint)
+        if let audience { claims.set("aud", string: audience) }
+        claims.set("iat", integer: issuedAt)
+        claims.set("exp", integer: issuedAt + lifetime)
+        claims.set("jti", string: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16)))
         return claims
     }
 
@@ -50,22 +53,30 @@ public struct JWTBuilder: Sendable {
     ///   - type: the `typ` header (`JWT`, or `at+jwt` for access tokens).
     ///   - keyID: the `kid` header; the key's fingerprint by default.
     /// - Returns: the compact JWS.
-    public func sign(claims: [String: JSONValue] = [:], type: String = "JWT", keyID: String? = nil) throws(KeyAuthError)
+    public func sign(claims: JWTClaims = JWTClaims(), type: String = "JWT", keyID: String? = nil) throws(KeyAuthError)
         -> String
     {
         var payload = try defaultClaims()
-        payload.merge(claims) { _, override in override }
-        let header: JSONValue = .object([
-            "alg": "RS256", "typ": .string(type), "kid": .string(keyID ?? key.publicKey.fingerprint),
-        ])
+        payload.merge(claims)
         return try Self.sign(
-            headerJSON: Array(header.serialized(leadingKeys: ["alg", "typ", "kid"]).utf8),
-            payloadJSON: Array(JSONValue.object(payload).serialized(leadingKeys: ["iss", "sub", "aud"]).utf8),
+            headerJSON: Self.header(type: type, keyID: keyID ?? fingerprint), payloadJSON: payload.serializedBytes(),
             key: key)
     }
 
-    /// Signs exact header and payload bytes (for known-answer vectors such as RFC 7515 A.2).
-    public static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: RSAPrivateKey) throws(KeyAuthError)
+    /// `{"alg":"RS256","typ":...,"kid":...}`.
+    package static func header(type: String, keyID: String) -> [UInt8] {
+        var header: [UInt8] = []
+        JSONText.appendRaw("{\"alg\":\"RS256\",\"typ\":", to: &header)
+        JSONText.appendString(type, to: &header)
+        JSONText.appendRaw(",\"kid\":", to: &header)
+        JSONText.appendString(keyID, to: &header)
+        JSONText.appendRaw("}", to: &header)
+        return header
+    }
+
+    /// Signs exact header and payload bytes (for known-answer vectors such as RFC 7515 A.2, and
+    /// for tests that need a token no builder would make).
+    package static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: RSAPrivateKey) throws(KeyAuthError)
         -> String
     {
         let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)

@@ -30,7 +30,7 @@ public struct JWK: Sendable, Hashable, Codable {
     }
 
     /// The JWK as a JSON object, with extra members such as `kid`, `alg` and `use`.
-    public func jsonValue(extra: [String: JSONValue] = [:]) -> JSONValue {
+    package func jsonValue(extra: [String: JSONValue] = [:]) -> JSONValue {
         var members: [String: JSONValue] = ["kty": .string(keyType), "n": .string(modulus), "e": .string(exponent)]
         members.merge(extra) { _, new in new }
         return .object(members)

@@ -21,6 +21,39 @@ public struct KeyPairStore: Sendable {
         self.directory = directory
     }
 
+    /// The store an app keeps its device key in by default: `$XDG_DATA_HOME/<appName>/key`, or
+    /// `$HOME/.local/share/<appName>/key` when `XDG_DATA_HOME` is unset or relative (as the XDG
+    /// specification requires).
+    ///
+    /// - Parameters:
+    ///   - appName: the app's directory name: letters, digits, `.`, `_` and `-`, not starting
+    ///     with a dot, so that it stays one directory under the data home.
+    ///   - environment: the process environment (`ProcessInfo.processInfo.environment`).
+    /// - Throws: `.invalidArgument` for another app name; `.storageFailed` when neither
+    ///   `XDG_DATA_HOME` nor `HOME` gives a directory.
+    public static func `default`(appName: String, environment: [String: String]) throws(KeyAuthError)
+        -> KeyPairStore
+    {
+        let scalars = appName.unicodeScalars
+        guard (1...128).contains(scalars.count), scalars.first != ".",
+            scalars.allSatisfy({
+                $0.isASCII
+                    && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0))
+            })
+        else {
+            throw KeyAuthError(.invalidArgument, "\"\(appName)\" is not a usable app directory name")
+        }
+        let dataHome: String
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            dataHome = data
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            dataHome = home + "/.local/share"
+        } else {
+            throw KeyAuthError(.storageFailed, "cannot find a data directory: set XDG_DATA_HOME or HOME")
+        }
+        return KeyPairStore(directory: dataHome + "/" + appName + "/key")
+    }
+
     /// The private key file.
     public var privateKeyPath: String { directory + "/device-key.pem" }
     /// The public key file (SPKI PEM).
@@ -57,7 +90,7 @@ public struct KeyPairStore: Sendable {
     public func store(_ key: RSAPrivateKey, pin: SecretBytes? = nil) throws(KeyAuthError) {
         try SecureFile.createDirectory(directory)
         var privatePEM = try key.pkcs8PEM(pin: pin)
-        defer { Crypto.wipe(&privatePEM) }
+        defer { CryptoPrimitives.wipe(&privatePEM) }
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             guard !hasKey else {
                 throw KeyAuthError(.keyExists, "a device key already exists in \(directory)")
@@ -71,7 +104,7 @@ public struct KeyPairStore: Sendable {
     /// Whether the stored private key is encrypted with a PIN.
     public func isEncrypted() throws(KeyAuthError) -> Bool {
         var pem = try SecureFile.readProtected(privateKeyPath)
-        defer { Crypto.wipe(&pem) }
+        defer { CryptoPrimitives.wipe(&pem) }
         return RSAPrivateKey.isEncryptedPEM(pem)
     }
 
@@ -87,7 +120,7 @@ public struct KeyPairStore: Sendable {
     ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`.
     public func loadPrivateKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
         var pem = try SecureFile.readProtected(privateKeyPath)
-        defer { Crypto.wipe(&pem) }
+        defer { CryptoPrimitives.wipe(&pem) }
         let key = try decode(pem, pin: pin)
         if let pin, RSAPrivateKey.isEncryptedPEM(pem), RSAPrivateKey.pinEncryption(ofPEM: pem) != .standard {
             try? reencrypt(key, pin: pin, replacing: pem)
@@ -121,14 +154,14 @@ public struct KeyPairStore: Sendable {
     /// re-encrypted it meanwhile, or a reset and a new registration may have replaced the key.
     private func reencrypt(_ key: RSAPrivateKey, pin: SecretBytes, replacing old: [UInt8]) throws(KeyAuthError) {
         var fresh = try key.pkcs8PEM(pin: pin, encryption: .standard)
-        defer { Crypto.wipe(&fresh) }
+        defer { CryptoPrimitives.wipe(&fresh) }
         // Never replace a key that opens with one that might not: losing it means registering again.
         guard try RSAPrivateKey(pemRepresentation: fresh, pin: pin).publicKey == key.publicKey else {
             throw KeyAuthError(.cryptoFailed, "the re-encrypted key does not decrypt to the same key")
         }
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             var current = try SecureFile.readProtected(privateKeyPath)
-            defer { Crypto.wipe(&current) }
+            defer { CryptoPrimitives.wipe(&current) }
             guard current == old else { return }
             try SecureFile.write(fresh, to: privateKeyPath)
         }
@@ -140,7 +173,7 @@ public struct KeyPairStore: Sendable {
     public func loadPublicKey() throws(KeyAuthError) -> RSAPublicKey {
         let pem = try SecureFile.readProtected(publicKeyPath)
         do {
-            return try RSAPublicKey(pemRepresentation: String(decoding: pem, as: UTF8.self))
+            return try RSAPublicKey(pemRepresentation: pem)
         } catch {
             throw KeyAuthError(.keyCorrupt, "\(publicKeyPath) is corrupt: \(error.message)", underlying: error)
         }

@@ -35,11 +35,12 @@ public struct RSAPrivateKey: Sendable {
 
     /// Reads an unencrypted private key PEM (PKCS#8 `PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`).
     ///
-    /// - Throws: `.wrongPIN` with no PIN for an encrypted key, `.keyCorrupt` for anything that is
-    ///   not an RSA private key.
+    /// - Throws: `.keyEncrypted` for an `ENCRYPTED PRIVATE KEY` (read it with
+    ///   ``init(pemRepresentation:pin:)``), `.keyCorrupt` for anything that is not an RSA private
+    ///   key.
     public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
         if Self.isEncryptedPEM(pem) {
-            throw KeyAuthError(.wrongPIN, "the key is encrypted and needs its PIN")
+            throw KeyAuthError(.keyEncrypted, "the key is encrypted and needs its PIN")
         }
         let key = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) in
             // A callback that refuses, so OpenSSL never falls back to prompting on the terminal.
@@ -86,12 +87,7 @@ public struct RSAPrivateKey: Sendable {
     }
 
     static func isEncryptedPEM(_ pem: [UInt8]) -> Bool {
-        let marker = Array("-----BEGIN ENCRYPTED PRIVATE KEY-----".utf8)
-        guard pem.count >= marker.count else { return false }
-        for start in 0...(pem.count - marker.count) where pem[start] == marker[0] {
-            if Array(pem[start..<(start + marker.count)]) == marker { return true }
-        }
-        return false
+        PEMText.contains(pem, "-----BEGIN ENCRYPTED PRIVATE KEY-----")
     }
 
     /// Signs `message` with RSASSA-PKCS1-v1_5 SHA-256 (RS256). Deterministic.

@@ -24,15 +24,15 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         self.derRepresentation = try key.publicKeyDER()
     }
 
-    /// Reads a `-----BEGIN PUBLIC KEY-----` (SPKI) PEM.
+    /// Reads a `-----BEGIN PUBLIC KEY-----` (SPKI) PEM, given as bytes like a private key's PEM.
     ///
     /// - Throws: `.keyRejected` for any private key PEM (never parsed, so never kept in memory
-    ///   longer than the caller's string), `.keyCorrupt` for anything else that is not an SPKI key.
-    public init(pemRepresentation pem: String) throws(KeyAuthError) {
-        guard !pem.contains("PRIVATE KEY") else {
+    ///   longer than the caller's bytes), `.keyCorrupt` for anything else that is not an SPKI key.
+    public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
+        guard !PEMText.contains(pem, "PRIVATE KEY") else {
             throw KeyAuthError(.keyRejected, "a private key was given where a public key is expected")
         }
-        let key = try OpenSSL.withReadBIO(Array(pem.utf8)) { bio throws(KeyAuthError) in
+        let key = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) in
             guard let pointer = PEM_read_bio_PUBKEY(bio, nil, nil, nil) else {
                 throw OpenSSL.error(.keyCorrupt, "not a PEM public key (SubjectPublicKeyInfo)")
             }

@@ -32,7 +32,7 @@ package enum SecureFile {
     /// - Throws: `.storageFailed` (disk full, permissions); the previous file is then untouched.
     package static func write(_ bytes: [UInt8], to path: String) throws(KeyAuthError) {
         let directory = parentDirectory(of: path)
-        let suffix = (try? Crypto.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? String(getpid())
+        let suffix = (try? CryptoPrimitives.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? String(getpid())
         let temporary = "\(directory)/.tmp-\(suffix)"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw errnoError(.storageFailed, "cannot create a file in \(directory)") }
@@ -93,7 +93,7 @@ package enum SecureFile {
         }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        defer { Crypto.wipe(&chunk) }
+        defer { CryptoPrimitives.wipe(&chunk) }
         while true {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {

@@ -33,23 +33,21 @@ public struct PINPresence: PresenceCheck {
     /// The file that counts wrong PINs, normally `<keydir>/pin-attempts`.
     public let attemptsFile: String
 
-    private let now: @Sendable () -> Date
+    /// The clock that times the delays.
+    public let clock: KeyAuthClock
 
     /// Creates a PIN check.
     ///
     /// - Parameters:
-    ///   - reader: Asks for the PIN.
+    ///   - reader: Asks for the PIN; it is run on a thread of its own, as it blocks.
     ///   - attemptsFile: Where wrong PINs are counted; created with mode 0600 when first needed.
     ///     A lock file with `.lock` appended sits next to it.
-    ///   - now: The clock; tests pass a fixed one so that they need not sleep through a delay.
-    public init(
-        reader: any SecretReader,
-        attemptsFile: String,
-        now: @escaping @Sendable () -> Date = { Date() }
-    ) {
+    ///   - clock: The time source; tests pass their own so that they need not sleep through a
+    ///     delay.
+    public init(reader: any SecretReader, attemptsFile: String, clock: KeyAuthClock = .system) {
         self.reader = reader
         self.attemptsFile = attemptsFile
-        self.now = now
+        self.clock = clock
     }
 
     /// Whether the reader can ask anybody.
@@ -67,10 +65,25 @@ public struct PINPresence: PresenceCheck {
     public func verifyPresence(reason: String) async throws(KeyAuthError) {
         let store = AttemptStore(path: attemptsFile)
         try checkLockout(store.load())
-        let pin = try await reader.readSecret(prompt: prompt(reason))
+        let pin = try await BlockingThread.read(reader, prompt: prompt(reason))
         guard pin.count > 0 else {
             throw KeyAuthError(.presenceDenied, "No PIN was entered.")
         }
+    }
+
+    /// Asks for the PIN and opens the key with it: ``withPIN(reason:_:)``, so that wrong PINs
+    /// count towards the delay.
+    public func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+    }
+
+    /// Asks for the new key's PIN: ``newPIN(minimumLength:confirm:)``.
+    public func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
+        -> SecretBytes?
+    {
+        try await newPIN(minimumLength: minimumLength, confirm: confirm)
     }
 
     /// Asks for the PIN and lends it to `body`, which decrypts the key with it.
@@ -94,7 +107,7 @@ public struct PINPresence: PresenceCheck {
     ) async throws(KeyAuthError) -> Value {
         let store = AttemptStore(path: attemptsFile)
         try checkLockout(store.load())
-        let pin = try await reader.readSecret(prompt: prompt(reason))
+        let pin = try await BlockingThread.read(reader, prompt: prompt(reason))
         guard pin.count > 0 else {
             throw KeyAuthError(.presenceDenied, "No PIN was entered.")
         }
@@ -131,7 +144,7 @@ public struct PINPresence: PresenceCheck {
     /// - Throws: ``KeyAuthError/Code-swift.struct/invalidArgument`` when the PIN is shorter than
     ///   `minimumLength` or the two entries differ; the reader's errors.
     public func newPIN(minimumLength: Int, confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
-        let pin = try await reader.readSecret(prompt: "New PIN (at least \(minimumLength) characters): ")
+        let pin = try await BlockingThread.read(reader, prompt: "New PIN (at least \(minimumLength) characters): ")
         let length = pin.withUnsafeBytes { bytes in
             // Counting scalar starts avoids decoding the PIN into a String that cannot be wiped.
             bytes.reduce(0) { count, byte in byte & 0xC0 == 0x80 ? count : count + 1 }
@@ -140,7 +153,7 @@ public struct PINPresence: PresenceCheck {
             throw KeyAuthError(.invalidArgument, "A PIN needs at least \(minimumLength) characters.")
         }
         guard confirm else { return pin }
-        let repeated = try await reader.readSecret(prompt: "Repeat the new PIN: ")
+        let repeated = try await BlockingThread.read(reader, prompt: "Repeat the new PIN: ")
         guard pin.constantTimeEquals(repeated) else {
             throw KeyAuthError(.invalidArgument, "The two PINs differ; nothing was changed.")
         }
@@ -152,7 +165,7 @@ public struct PINPresence: PresenceCheck {
     }
 
     private func epochSeconds() -> Int64 {
-        Int64(now().timeIntervalSince1970.rounded(.down))
+        clock.seconds
     }
 
     /// Throws `.lockedOut` when `state` still imposes a delay.

@@ -1,5 +1,3 @@
-import Foundation
-
 /// Proves that a person is at the machine before the device key is used.
 ///
 /// On macOS the original keyauth asked Touch ID; on Linux there is no such sensor everywhere, so the
@@ -25,6 +23,53 @@ public protocol PresenceCheck: Sendable {
     ///   run, ``KeyAuthError/Code-swift.struct/lockedOut`` after too many failures, or
     ///   ``KeyAuthError/Code-swift.struct/cancelled``.
     func verifyPresence(reason: String) async throws(KeyAuthError)
+
+    /// Proves presence and opens the device key with what the check yields, for a key that is
+    /// protected by the check itself (a PIN that decrypts the key file, a TPM key's
+    /// authorization).
+    ///
+    /// A check that has no secret of its own proves presence and calls `open` with nil (the
+    /// default); ``PINPresence`` asks for the PIN and counts wrong ones across processes.
+    /// - Parameters:
+    ///   - reason: Why the key is needed, shown to the user.
+    ///   - open: Opens the key with the secret; throws `.wrongPIN` when the secret does not open
+    ///     it. The secret must not escape it.
+    /// - Throws: what ``verifyPresence(reason:)`` throws, `.wrongPIN` (with `retryAfter` when a
+    ///   delay starts), `.lockedOut`, and `open`'s other errors.
+    func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key) async throws(KeyAuthError)
+        -> Key
+
+    /// Proves presence before a new device key is made, and returns the secret that will protect
+    /// it, or nil when the check protects nothing (the default).
+    ///
+    /// - Parameters:
+    ///   - reason: Why a key is being made, shown to the user.
+    ///   - minimumLength: The shortest secret the key store accepts, in characters: a key file
+    ///     that can be copied and guessed offline needs a longer one than a key in hardware that
+    ///     counts wrong guesses itself.
+    ///   - confirm: Whether to ask twice and compare, where the check asks at all.
+    /// - Throws: what ``verifyPresence(reason:)`` throws; `.invalidArgument` for a secret that is
+    ///   too short or entered differently twice.
+    func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
+        -> SecretBytes?
+}
+
+extension PresenceCheck {
+    /// Proves presence, then opens the key without a secret.
+    public func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        try await verifyPresence(reason: reason)
+        return try open(nil)
+    }
+
+    /// Proves presence; the new key is protected by nothing of this check's.
+    public func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
+        -> SecretBytes?
+    {
+        try await verifyPresence(reason: reason)
+        return nil
+    }
 }
 
 /// The kinds of presence check, stored next to a key so that later runs use the same one.
@@ -35,26 +80,4 @@ public enum PresenceKind: String, Sendable, Codable {
     case pam
     /// No check at all; only for machines without a person in front of them.
     case none
-}
-
-/// Runs blocking work (a terminal read, a PAM transaction) on its own thread.
-///
-/// The cooperative thread pool has as many threads as cores; a `read(2)` that waits for a person
-/// to type would starve every other task of one of them. A dedicated thread per prompt is cheap
-/// next to the seconds a person takes to answer.
-enum BlockingThread {
-    /// Runs `body` on a new thread and resumes with its result.
-    static func run<Value: Sendable>(
-        _ body: @escaping @Sendable () -> Result<Value, KeyAuthError>
-    ) async throws(KeyAuthError) -> Value {
-        if Task.isCancelled {
-            throw KeyAuthError(.cancelled, "The prompt was cancelled before it started.")
-        }
-        let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: body()) }
-            thread.name = "keyauth-blocking"
-            thread.start()
-        }
-        return try result.get()
-    }
 }

@@ -3,7 +3,7 @@
 /// JWS segments must be canonical: no padding, no whitespace, nothing outside the URL-safe
 /// alphabet, and no non-zero trailing bits. Accepting variants would let two different strings
 /// stand for the same token, which defeats replay caches keyed on the token text.
-public enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     private static let decodeTable: [UInt8] = {
@@ -13,7 +13,7 @@ public enum Base64URL {
     }()
 
     /// Encodes bytes as base64url without padding.
-    public static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var output = [UInt8]()
         output.reserveCapacity((bytes.count * 4 + 2) / 3)
         var iterator = bytes.makeIterator()
@@ -32,12 +32,12 @@ public enum Base64URL {
 
     /// Decodes strict base64url; returns nil on padding, a foreign character, an impossible
     /// length, or non-zero unused bits.
-    public static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
+    package static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
         decode(utf8: Array(text.utf8))
     }
 
     /// Decodes strict base64url from UTF-8 bytes.
-    public static func decode<Bytes: Collection>(utf8 input: Bytes) -> [UInt8]? where Bytes.Element == UInt8 {
+    package static func decode<Bytes: Collection>(utf8 input: Bytes) -> [UInt8]? where Bytes.Element == UInt8 {
         let count = input.count
         if count % 4 == 1 { return nil }
         var output = [UInt8]()

@@ -3,7 +3,7 @@
 /// JWT checks need what `JSONSerialization` hides: whether a number was written as an integer,
 /// whether an object repeats a key (two `exp` members must not mean whichever one a parser
 /// keeps), and byte-exact control of the output.
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     /// A number written without fraction or exponent that fits in 64 bits.
@@ -15,30 +15,30 @@ public enum JSONValue: Sendable, Hashable {
     case object([String: JSONValue])
 
     /// The string, when this is a string.
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// The integer, when this is an integer (not `1.0`, not `"1"`).
-    public var integerValue: Int64? {
+    package var integerValue: Int64? {
         if case .integer(let value) = self { return value }
         return nil
     }
 
     /// The members, when this is an object.
-    public var objectValue: [String: JSONValue]? {
+    package var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil
     }
 
     /// The elements, when this is an array.
-    public var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let value) = self { return value }
         return nil
     }
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         objectValue?[key]
     }
 }
@@ -47,14 +47,14 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue {
     /// Why a text is not acceptable JSON.
-    public struct ParseError: Error, Sendable, Equatable {
-        public let reason: String
-        public let offset: Int
+    package struct ParseError: Error, Sendable, Equatable {
+        package let reason: String
+        package let offset: Int
     }
 
     /// Parses UTF-8 JSON text strictly: one value, optional surrounding whitespace, no duplicate
     /// object keys, nesting at most `maximumDepth`.
-    public init<Bytes: Collection>(parsing bytes: Bytes, maximumDepth: Int = 32) throws(ParseError)
+    package init<Bytes: Collection>(parsing bytes: Bytes, maximumDepth: Int = 32) throws(ParseError)
     where Bytes.Element == UInt8 {
         var parser = Parser(bytes: Array(bytes), maximumDepth: maximumDepth)
         parser.skipWhitespace()
@@ -65,7 +65,7 @@ extension JSONValue {
     }
 
     /// Parses a JSON string.
-    public init(parsing text: String) throws(ParseError) {
+    package init(parsing text: String) throws(ParseError) {
         try self.init(parsing: Array(text.utf8))
     }
 }
@@ -178,15 +178,8 @@ private struct Parser {
         guard index + 4 <= bytes.count else { throw error("short unicode escape") }
         var value: UInt16 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt16
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt16(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt16(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt16(byte - UInt8(ascii: "A") + 10)
-            default: throw error("bad unicode escape")
-            }
-            value = value << 4 | digit
+            guard let digit = Hex.value(ofDigit: bytes[index]) else { throw error("bad unicode escape") }
+            value = value << 4 | UInt16(digit)
             index += 1
         }
         return value
@@ -285,69 +278,97 @@ private struct Parser {
 extension JSONValue {
     /// Compact JSON text. Object members listed in `leadingKeys` come first in that order, the
     /// rest sorted, so that the output is the same on every run.
-    public func serialized(leadingKeys: [String] = []) -> String {
-        var output = ""
+    package func serialized(leadingKeys: [String] = []) -> String {
+        String(decoding: serializedBytes(leadingKeys: leadingKeys), as: UTF8.self)
+    }
+
+    /// The UTF-8 bytes of ``serialized(leadingKeys:)``, for callers that sign or send them.
+    package func serializedBytes(leadingKeys: [String] = []) -> [UInt8] {
+        var output: [UInt8] = []
         write(to: &output, leadingKeys: leadingKeys)
         return output
     }
 
-    private func write(to output: inout String, leadingKeys: [String]) {
+    /// Appends the compact JSON text of this value to `output`.
+    package func write(to output: inout [UInt8], leadingKeys: [String] = []) {
         switch self {
-        case .null: output += "null"
-        case .bool(let value): output += value ? "true" : "false"
-        case .integer(let value): output += String(value)
+        case .null: JSONText.appendRaw("null", to: &output)
+        case .bool(let value): JSONText.appendRaw(value ? "true" : "false", to: &output)
+        case .integer(let value): JSONText.appendInteger(value, to: &output)
         case .number(let value):
             // Swift always prints a fraction or an exponent ("1.0", "1e+16"), so a number stays a
             // number through a round trip; non-finite values have no JSON form.
-            output += value.isFinite ? "\(value)" : "null"
-        case .string(let value): Self.writeString(value, to: &output)
+            JSONText.appendRaw(value.isFinite ? "\(value)" : "null", to: &output)
+        case .string(let value): JSONText.appendString(value, to: &output)
         case .array(let elements):
-            output += "["
+            output.append(UInt8(ascii: "["))
             for (position, element) in elements.enumerated() {
-                if position > 0 { output += "," }
+                if position > 0 { output.append(UInt8(ascii: ",")) }
                 element.write(to: &output, leadingKeys: leadingKeys)
             }
-            output += "]"
+            output.append(UInt8(ascii: "]"))
         case .object(let members):
-            output += "{"
+            output.append(UInt8(ascii: "{"))
             let leading = leadingKeys.filter { members[$0] != nil }
             let rest = members.keys.filter { !leading.contains($0) }.sorted()
             for (position, key) in (leading + rest).enumerated() {
-                if position > 0 { output += "," }
-                Self.writeString(key, to: &output)
-                output += ":"
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                JSONText.appendString(key, to: &output)
+                output.append(UInt8(ascii: ":"))
                 members[key]?.write(to: &output, leadingKeys: leadingKeys)
             }
-            output += "}"
+            output.append(UInt8(ascii: "}"))
         }
     }
+}
 
-    private static func writeString(_ value: String, to output: inout String) {
-        output += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case "\u{08}": output += "\\b"
-            case "\u{0C}": output += "\\f"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    output.unicodeScalars.append(scalar)
-                }
+/// Appends JSON text to a byte buffer: the one JSON writer, used by ``JSONValue`` and directly by
+/// the few documents written on every login (the access token's claims, the token response).
+///
+/// A string without anything to escape (the common case: base64url, user names, URLs) is copied
+/// as it is; escaping character by character was a tenth of a login's CPU after RSA.
+package enum JSONText {
+    /// Appends `value` as a JSON string literal, quotes included: quotes, backslashes and
+    /// control characters escaped, everything else (non-ASCII included) as UTF-8.
+    package static func appendString(_ value: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        let needsEscaping = value.utf8.contains { byte in
+            byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+        }
+        guard needsEscaping else {
+            output.append(contentsOf: value.utf8)
+            output.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): appendRaw("\\\"", to: &output)
+            case UInt8(ascii: "\\"): appendRaw("\\\\", to: &output)
+            case 0x0A: appendRaw("\\n", to: &output)
+            case 0x0D: appendRaw("\\r", to: &output)
+            case 0x09: appendRaw("\\t", to: &output)
+            case 0x08: appendRaw("\\b", to: &output)
+            case 0x0C: appendRaw("\\f", to: &output)
+            case 0x00..<0x20: appendRaw("\\u00" + Hex.encode([byte]), to: &output)
+            default: output.append(byte)
             }
         }
-        output += "\""
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `text` as it is: JSON punctuation and member names.
+    package static func appendRaw(_ text: String, to output: inout [UInt8]) {
+        output.append(contentsOf: text.utf8)
+    }
+
+    /// Appends `value` in decimal.
+    package static func appendInteger(_ value: Int64, to output: inout [UInt8]) {
+        output.append(contentsOf: String(value).utf8)
     }
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int64) { self = .integer(value) }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
 }

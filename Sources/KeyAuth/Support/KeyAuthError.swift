@@ -26,6 +26,8 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
         public static let presenceUnavailable = Code(rawValue: "presence_unavailable")
         /// The PIN does not decrypt the key.
         public static let wrongPIN = Code(rawValue: "wrong_pin")
+        /// An encrypted key was given where an unencrypted one is read (no PIN was offered).
+        public static let keyEncrypted = Code(rawValue: "key_encrypted")
         /// Too many wrong PINs: wait before the next attempt.
         public static let lockedOut = Code(rawValue: "locked_out")
         /// A token is not a well-formed compact JWS.
@@ -48,6 +50,9 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(rawValue: "invalid_argument")
         /// The operation was cancelled.
         public static let cancelled = Code(rawValue: "cancelled")
+        /// An application's hook (``AuthenticatorHooks``) failed with an error of its own, kept
+        /// as ``KeyAuthError/underlying``: the app's network failure is not a server refusal.
+        public static let hookFailed = Code(rawValue: "hook_failed")
     }
 
     /// What went wrong, for programs.

@@ -120,7 +120,7 @@ struct RegisterCommand {
     static func enrollmentCode(fromDescriptor descriptor: Int32) async throws(KeyAuthError) -> String {
         let line: SecretBytes
         do {
-            line = try await StandardInputSecretReader(fileDescriptor: descriptor).readLine(prompt: "", echo: false)
+            line = try await BlockingThread.read(StandardInputSecretReader(fileDescriptor: descriptor), prompt: "")
         } catch {
             guard error.code == .cancelled else { throw error }
             throw CommandParser.usage("--enrollment-code -: standard input ended before the enrollment code", .register)
@@ -134,6 +134,6 @@ struct RegisterCommand {
 
     /// The host name when it is a valid device name, else a neutral one.
     static func deviceName(fromHost host: String) -> String {
-        DeviceEnrollment.isValidDeviceName(host) ? host : "keyauth-device"
+        InputRules.isValidDeviceName(host) ? host : "keyauth-device"
     }
 }

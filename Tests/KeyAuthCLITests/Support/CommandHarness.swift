@@ -2,28 +2,11 @@ import Foundation
 import KeyAuth
 import KeyAuthCLI
 import KeyAuthTestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// The outcome of one command.
-struct CommandResult: Sendable {
-    let status: Int32
-    let standardOutput: String
-    let standardError: String
-
-    var errorLines: [String] { standardError.split(separator: "\n").map(String.init) }
-}
-
-/// Collects what a command writes to one stream.
-final class OutputCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var buffer = ""
-
-    func append(_ text: String) { lock.withLock { buffer += text } }
-    var text: String { lock.withLock { buffer } }
-}
 
 /// Runs `KeyAuthCommand` in-process with a private keyauth home, scripted standard input and a
 /// scripted terminal.
@@ -76,4 +59,10 @@ struct CommandHarness {
             ["register", "--server", serverURL, "--user", user, "--bits", "2048", "--presence", "none"] + extra,
             standardInput: standardInput)
     }
+}
+
+/// Checks that a failed command printed exactly one line, starting `keyauth: `.
+func expectOneErrorLine(_ result: CommandResult, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(result.errorLines.count == 1, "\(result.standardError)", sourceLocation: sourceLocation)
+    #expect(result.errorLines.first?.hasPrefix("keyauth: ") == true, sourceLocation: sourceLocation)
 }

@@ -27,11 +27,11 @@ final class DeviceKeyCache: Sendable {
     /// The key parsed from `pem`, the stored key of device `kid`.
     ///
     /// - Throws: what `RSAPublicKey(pemRepresentation:)` throws; failures are not cached.
-    func key(kid: String, pem: String) throws -> RSAPublicKey {
+    func key(kid: String, pem: String) throws(KeyAuthError) -> RSAPublicKey {
         if let entry = entries.withLock({ $0[kid] }), entry.pem == pem {
             return entry.key
         }
-        let key = try RSAPublicKey(pemRepresentation: pem)
+        let key = try RSAPublicKey(pemRepresentation: Array(pem.utf8))
         entries.withLock { entries in
             if entries[kid] == nil, entries.count >= capacity {
                 entries.remove(at: entries.startIndex)

@@ -24,13 +24,13 @@ extension ServerSigningKeys {
         } catch {
             throw KeyAuthError(error.code, "--signing-key-file: \(error.message)", underlying: error.underlying)
         }
-        defer { Crypto.wipe(&pem) }
+        defer { CryptoPrimitives.wipe(&pem) }
         let key: RSAPrivateKey
         do {
             key = try RSAPrivateKey(pemRepresentation: pem)
         } catch {
             let problem =
-                error.code == .wrongPIN
+                error.code == .keyEncrypted
                 ? "is encrypted; the server needs it unencrypted (protect the file instead)"
                 : "is not a PEM RSA private key"
             throw KeyAuthError(.keyCorrupt, "--signing-key-file: \(path) \(problem)", underlying: error)

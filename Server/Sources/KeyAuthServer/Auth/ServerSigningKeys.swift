@@ -6,7 +6,7 @@ import KeyAuth
 /// The oldest stored key signs access tokens; every stored key is published in the JWKS, so a
 /// key added later (by a rotation, or by a second server that raced on an empty store) keeps
 /// verifying the tokens it signed.
-final class ServerSigningKeys: Sendable, JWTKeyResolver {
+final class ServerSigningKeys: Sendable {
     /// The key that signs access tokens.
     let signingKey: RSAPrivateKey
     /// Its fingerprint: the `kid` of issued tokens.
@@ -36,7 +36,7 @@ final class ServerSigningKeys: Sendable, JWTKeyResolver {
         if records.isEmpty {
             let key = try RSAPrivateKey.generate(bits: bits)
             var pem = try key.pkcs8PEM()
-            defer { Crypto.wipe(&pem) }
+            defer { CryptoPrimitives.wipe(&pem) }
             // Only the first of several servers starting together stores its key; the others read
             // it back and sign with it too.
             _ = try storage.insertFirstSigningKey(kid: key.publicKey.fingerprint, privatePEM: pem, createdAt: now)
@@ -44,7 +44,7 @@ final class ServerSigningKeys: Sendable, JWTKeyResolver {
         }
         var loaded: [(kid: String, key: RSAPrivateKey)] = []
         for var record in records {
-            defer { Crypto.wipe(&record.privatePEM) }
+            defer { CryptoPrimitives.wipe(&record.privatePEM) }
             let key = try RSAPrivateKey(pemRepresentation: record.privatePEM)
             guard key.publicKey.fingerprint == record.kid else {
                 throw KeyAuthError(.keyCorrupt, "the stored signing key \(record.kid) does not match its kid")
@@ -64,7 +64,7 @@ final class ServerSigningKeys: Sendable, JWTKeyResolver {
         ])
     }
 
-    /// Only our own keys verify access tokens.
+    /// The published key `keyID`: only our own keys verify access tokens.
     func publicKey(forKeyID keyID: String) -> RSAPublicKey? {
         publicKeys[keyID]
     }

@@ -1,9 +1,11 @@
 import Dispatch
 import Glibc
+import KeyAuth
 import Synchronization
 
 /// A running server: storage, application, HTTP transport and the periodic cleanup, started
-/// together and stopped in the right order.
+/// together and stopped in the right order; and the composition root, the one place where the
+/// server's object graph is built.
 ///
 /// Used by `keyauth-server serve` and by tests, which start it on port 0 and read ``port``.
 public final class ServerRunner: Sendable {
@@ -46,11 +48,13 @@ public final class ServerRunner: Sendable {
         options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
         options.requestTimeoutSeconds = configuration.requestTimeoutSeconds
         options.maximumBodySize = configuration.maximumBodySize
+        func application(issuer: String) throws -> KeyAuthResponder {
+            KeyAuthResponder(
+                try Self.compose(configuration: configuration, issuer: issuer, storage: storage, log: log, now: now))
+        }
         do {
             if configuration.issuer != nil || configuration.listen.port != 0 {
-                let issuer = configuration.resolvedIssuer(boundPort: configuration.listen.port)
-                responder = try KeyAuthResponder(
-                    configuration: configuration, issuer: issuer, storage: storage, log: log, now: now)
+                responder = try application(issuer: configuration.resolvedIssuer(boundPort: configuration.listen.port))
                 server = try HTTPServer(responder: responder, options: options)
             } else {
                 // Port 0 without an issuer: the default issuer names the port the kernel picks,
@@ -58,9 +62,7 @@ public final class ServerRunner: Sendable {
                 // arrive in between get 503).
                 let slot = ResponderSlot()
                 server = try HTTPServer(responder: slot, options: options)
-                responder = try KeyAuthResponder(
-                    configuration: configuration, issuer: configuration.resolvedIssuer(boundPort: server.port),
-                    storage: storage, log: log, now: now)
+                responder = try application(issuer: configuration.resolvedIssuer(boundPort: server.port))
                 slot.install(responder)
             }
         } catch {
@@ -95,6 +97,59 @@ public final class ServerRunner: Sendable {
         metricsServer?.stop()
         cleanup.cancel()
         storage.close()
+    }
+
+    /// Builds the application on `storage`: signing keys (from the key file when one is
+    /// configured, else from storage, created on first start), access tokens, the assertion
+    /// verifier, the device registry and the service, the attempt limits and the metrics.
+    ///
+    /// - Throws: ``StorageError``, or `KeyAuthError` when the signing key cannot be created or
+    ///   read, or a decoy key cannot be made.
+    static func compose(
+        configuration: ServerConfiguration, issuer: String, storage: any ServerStorage, log: any ServerLog,
+        now: @escaping @Sendable () -> Int64
+    ) throws -> KeyAuthResponder.Collaborators {
+        // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
+        // request pays for them.
+        try DecoyKeys.shared.prepare([256, 384, 512])
+        let signingKeys =
+            if let file = configuration.signingKeyFile {
+                try ServerSigningKeys.load(file: file)
+            } else {
+                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+            }
+        let clock = KeyAuthClock.seconds(now)
+        let service = KeyAuthService(
+            settings: KeyAuthService.Settings(
+                issuer: issuer, enrollment: configuration.enrollment,
+                maximumPendingDevices: configuration.maximumPendingDevices,
+                accessTokenLifetime: configuration.accessTokenLifetime),
+            registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
+            tokens: AccessTokens(
+                keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime, clock: clock),
+            enrollmentCodes: EnrollmentCodes(
+                storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
+            assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),
+            loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared))
+        let limits = AttemptLimits(
+            failures: AddressRateLimiter(
+                limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now),
+            registrations: AddressRateLimiter(
+                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
+        return KeyAuthResponder.Collaborators(
+            service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,
+            trustProxy: configuration.trustProxy, logRequests: configuration.logRequests,
+            maximumBodySize: configuration.maximumBodySize)
+    }
+}
+
+extension DeviceRegistry {
+    /// The registry with the device lifetimes of `configuration` (the defaults for the admin
+    /// commands, which take no serve options).
+    init(configuration: ServerConfiguration, storage: any ServerStorage, now: @escaping @Sendable () -> Int64) {
+        self.init(
+            storage: storage, pendingLifetime: configuration.pendingLifetime,
+            deviceRetention: configuration.deviceRetention, now: now)
     }
 }
 

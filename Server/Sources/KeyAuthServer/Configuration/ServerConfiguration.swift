@@ -61,13 +61,11 @@ public struct ServerConfiguration: Sendable {
     /// How long expired pending devices and denied devices are kept before the periodic
     /// cleanup deletes them: 24 hours, long enough for a client to see `expired_token` or
     /// `access_denied`. Revoked devices are kept for good, as history.
-    public var deviceRetention: Int64 = 86_400
+    public var deviceRetention: Int64 = defaultDeviceRetention
+    /// 24 hours (PROTOCOL.md section 5).
+    public static let defaultDeviceRetention: Int64 = 86_400
     /// How long an enrollment code is valid.
     public var enrollmentCodeLifetime: Int64 = 900
-    /// Clock skew tolerated on assertion times (section 2: 10 s).
-    public var leeway: Int64 = 10
-    /// The longest assertion lifetime accepted (section 2: 300 s).
-    public var maximumAssertionLifetime: Int64 = 300
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in

@@ -18,7 +18,7 @@ public struct HTTPResponse: Sendable {
 
     /// A JSON response. Every JSON answer says `no-store`: tokens must not be cached (RFC 6749
     /// section 5.1) and nothing else here benefits from caching either.
-    public static func json(_ value: JSONValue, status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
+    package static func json(_ value: JSONValue, status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
         -> HTTPResponse
     {
         json(serialized: Array(value.serialized().utf8), status: status, headers: extra)

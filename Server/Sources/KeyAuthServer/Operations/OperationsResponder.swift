@@ -7,20 +7,19 @@
 /// 404 for `/metrics`. `/healthz` is on both: load balancers probe the public one.
 public final class OperationsResponder: HTTPResponder {
     private let metrics: ServerMetrics
-    private let storage: any ServerStorage
+    private let service: KeyAuthService
 
-    init(metrics: ServerMetrics, storage: any ServerStorage) {
+    init(metrics: ServerMetrics, service: KeyAuthService) {
         self.metrics = metrics
-        self.storage = storage
+        self.service = service
     }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
         guard request.path == "/metrics" || request.path == "/healthz" else {
-            return HTTPResponse(error: ServiceError(.notFound, "no such endpoint"))
+            return HTTPResponse(error: RoutingError.noSuchEndpoint)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
-            return HTTPResponse(
-                error: ServiceError(.methodNotAllowed(allowed: ["GET", "HEAD"]), "method not allowed on this endpoint"))
+            return HTTPResponse(error: RoutingError.methodNotAllowed(["GET", "HEAD"]))
         }
         if request.path == "/metrics" {
             return .text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
@@ -32,11 +31,11 @@ public final class OperationsResponder: HTTPResponder {
         }
     }
 
-    /// The `/healthz` answer: `{"status":"ok"}` when storage answers.
+    /// The `/healthz` answer: `{"status":"ok"}` when the service's storage answers.
     ///
     /// - Throws: ``StorageError`` when it does not (503 for the caller).
     func health() throws(StorageError) -> HTTPResponse {
-        try storage.healthCheck()
+        try service.checkHealth()
         return .json(.object(["status": "ok"]))
     }
 }

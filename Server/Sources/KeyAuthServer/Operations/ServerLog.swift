@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuth
 
 /// Where the server writes its log lines.
 ///
@@ -15,7 +16,7 @@ extension ServerLog {
         let rounded = (milliseconds * 10).rounded() / 10
         write(
             line:
-                "\(ServerClock.rfc3339(ServerClock.now())) \(Self.sanitise(method, limit: 16)) \(Self.sanitise(path, limit: 128)) \(status) \(rounded)ms"
+                "\(RFC3339.string(fromSeconds: ServerClock.now())) \(Self.sanitise(method, limit: 16)) \(Self.sanitise(path, limit: 128)) \(status) \(rounded)ms"
         )
     }
 
@@ -23,7 +24,7 @@ extension ServerLog {
     func error(_ detail: String) {
         write(
             line:
-                "\(ServerClock.rfc3339(ServerClock.now())) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))"
+                "\(RFC3339.string(fromSeconds: ServerClock.now())) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))"
         )
     }
 
@@ -39,8 +40,8 @@ extension ServerLog {
     }
 }
 
-/// Writes lines to standard error, each with one `write(2)` so that lines from different worker
-/// threads never interleave.
+/// Writes lines to standard error, each in one `write(2)` where the kernel takes it whole, so that
+/// lines from different worker threads do not interleave.
 public struct StandardErrorLog: ServerLog {
     /// Creates the log.
     public init() {}
@@ -48,7 +49,7 @@ public struct StandardErrorLog: ServerLog {
     public func write(line: String) {
         var bytes = Array(line.utf8)
         bytes.append(0x0A)
-        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+        DescriptorIO.writeAll(STDERR_FILENO, bytes: bytes)
     }
 }
 

@@ -24,7 +24,7 @@ enum DeviceListCursor {
             let text = String(validating: bytes, as: UTF8.self), let dot = text.firstIndex(of: ".")
         else { return nil }
         let kid = String(text[text.index(after: dot)...])
-        guard let createdAt = Int64(text[..<dot]), InputRules.isValidKID(kid) else { return nil }
+        guard let createdAt = Int64(text[..<dot]), InputRules.isValidKeyID(kid) else { return nil }
         return DeviceListPosition(createdAt: createdAt, kid: kid)
     }
 }

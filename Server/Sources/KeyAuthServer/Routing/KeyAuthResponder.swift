@@ -1,20 +1,32 @@
 import KeyAuth
 
-/// The HTTP face of the server: routes requests, parses bodies, applies the rate limit, and
+/// The HTTP face of the server: routes requests to the service under the attempt limits and
 /// turns results and errors into responses; also counts metrics (served by ``operations`` on
 /// the metrics listener) and writes the request log.
 ///
 /// Plain Swift with no socket in sight, so every rule of PROTOCOL.md is testable by calling
-/// ``respond(to:)`` with ``HTTPRequest`` values.
+/// ``respond(to:)`` with ``HTTPRequest`` values. Its collaborators are built by the composition
+/// root, ``ServerRunner``, and handed in.
 public final class KeyAuthResponder: HTTPResponder {
+    /// What the responder works with, built by the composition root
+    /// (``ServerRunner/compose(configuration:issuer:storage:log:now:)``).
+    struct Collaborators: Sendable {
+        let service: KeyAuthService
+        let signingKeys: ServerSigningKeys
+        let limits: AttemptLimits
+        let metrics: ServerMetrics
+        let log: any ServerLog
+        /// Whether the last `X-Forwarded-For` hop is the client address (`--trust-proxy`).
+        let trustProxy: Bool
+        let logRequests: Bool
+        let maximumBodySize: Int
+    }
+
     let service: KeyAuthService
     let signingKeys: ServerSigningKeys
-    /// Failed logins and registrations per address.
-    let rateLimiter: AddressRateLimiter
-    /// Registration attempts per address, successful or not.
-    let registrationLimiter: AddressRateLimiter
-    let metrics = ServerMetrics()
-    /// The metrics listener's application, sharing this one's metrics and storage.
+    let limits: AttemptLimits
+    let metrics: ServerMetrics
+    /// The metrics listener's application, sharing this one's metrics and service.
     public let operations: OperationsResponder
     let log: any ServerLog
     let trustProxy: Bool
@@ -23,54 +35,32 @@ public final class KeyAuthResponder: HTTPResponder {
     /// The issuer URL all tokens name.
     public let issuer: String
 
-    /// Builds the application on `storage`, loading the server's signing key (from the key file
-    /// when one is configured, else from storage) or creating one.
+    /// The responder over collaborators already built.
+    init(_ collaborators: Collaborators) {
+        service = collaborators.service
+        signingKeys = collaborators.signingKeys
+        limits = collaborators.limits
+        metrics = collaborators.metrics
+        operations = OperationsResponder(metrics: collaborators.metrics, service: collaborators.service)
+        log = collaborators.log
+        trustProxy = collaborators.trustProxy
+        logRequests = collaborators.logRequests
+        maximumBodySize = collaborators.maximumBodySize
+        issuer = collaborators.service.settings.issuer
+    }
+
+    /// The application on `storage`, composed as ``ServerRunner`` composes it: for tests and
+    /// tools that answer requests without a listener.
     ///
-    /// - Parameters:
-    ///   - configuration: the settings (issuer aside).
-    ///   - issuer: the resolved issuer URL.
-    ///   - storage: an open store.
-    ///   - log: where request and error lines go.
-    ///   - now: the clock (tests move it).
     /// - Throws: ``StorageError``, or `KeyAuthError` when the signing key cannot be created or
     ///   read.
-    public init(
+    public convenience init(
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage,
         log: any ServerLog = StandardErrorLog(), now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
-        // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
-        // request pays for them.
-        try DecoyKeys.shared.prepare([256, 384, 512])
-        let keys =
-            if let file = configuration.signingKeyFile {
-                try ServerSigningKeys.load(file: file)
-            } else {
-                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
-            }
-        let settings = KeyAuthService.Settings(
-            issuer: issuer, enrollment: configuration.enrollment, pendingLifetime: configuration.pendingLifetime,
-            maximumPendingDevices: configuration.maximumPendingDevices, deviceRetention: configuration.deviceRetention,
-            leeway: configuration.leeway, maximumAssertionLifetime: configuration.maximumAssertionLifetime,
-            accessTokenLifetime: configuration.accessTokenLifetime)
-        service = KeyAuthService(
-            settings: settings, storage: storage,
-            tokens: AccessTokens(
-                keys: keys, issuer: issuer, lifetime: configuration.accessTokenLifetime, leeway: configuration.leeway,
-                now: now),
-            enrollmentCodes: EnrollmentCodes(
-                storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
-            now: now)
-        signingKeys = keys
-        operations = OperationsResponder(metrics: metrics, storage: storage)
-        rateLimiter = AddressRateLimiter(
-            limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now)
-        registrationLimiter = AddressRateLimiter(
-            limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now)
-        self.log = log
-        self.trustProxy = configuration.trustProxy
-        self.logRequests = configuration.logRequests
-        self.maximumBodySize = configuration.maximumBodySize
-        self.issuer = issuer
+        self.init(
+            try ServerRunner.compose(configuration: configuration, issuer: issuer, storage: storage, log: log, now: now)
+        )
     }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
@@ -80,7 +70,7 @@ public final class KeyAuthResponder: HTTPResponder {
         do {
             response = try dispatch(request, route: route)
         } catch {
-            if !(error is ServiceError) {
+            if !(error is ServiceError || error is RoutingError) {
                 log.error("\(request.method) \(route?.label ?? "unknown path"): \(error)")
             }
             response = HTTPResponse(error: error)
@@ -97,16 +87,13 @@ public final class KeyAuthResponder: HTTPResponder {
         return response
     }
 
-    /// Periodic housekeeping: forgets expired replay-cache entries, enrollment codes,
-    /// rate-limit counters, and pending and denied devices past their retention.
+    /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
+    /// replay-cache entries, enrollment codes, and pending and denied devices past their
+    /// retention.
     public func purgeExpired() {
-        rateLimiter.purge()
-        registrationLimiter.purge()
+        limits.purge()
         do {
-            let now = service.now()
-            try service.storage.purgeExpiredJTIs(now: now)
-            try service.storage.purgeExpiredEnrollmentCodes(now: now)
-            try service.purgeStaleDevices()
+            try service.purgeExpired()
         } catch {
             log.error("cleanup failed: \(error)")
         }
@@ -118,200 +105,45 @@ public final class KeyAuthResponder: HTTPResponder {
         // The transport enforces the limit while reading; this check keeps the rule true for
         // any other caller of the responder.
         if request.bodyTooLarge || request.body.count > maximumBodySize {
-            throw ServiceError(.payloadTooLarge, "the request body is larger than \(maximumBodySize / 1024) KiB")
+            throw RoutingError(.payloadTooLarge, "the request body is larger than \(maximumBodySize / 1024) KiB")
         }
-        guard let route else { throw ServiceError(.notFound, "no such endpoint") }
+        guard let route else { throw RoutingError.noSuchEndpoint }
         guard route.allowedMethods.contains(request.method) else {
-            throw ServiceError(.methodNotAllowed(allowed: route.allowedMethods), "method not allowed on this endpoint")
+            throw RoutingError.methodNotAllowed(route.allowedMethods)
         }
         switch (route, request.method) {
         case (.token, _):
-            return try limited(request, record: metrics.recordLogin) { try token(request) }
+            return try limits.run(from: clientKey(request), countsEveryAttempt: false, record: metrics.recordLogin) {
+                let result = try service.login(assertion: try request.jwtBearerAssertion())
+                return (Self.tokenResponse(result), "success")
+            }
         case (.devices, "POST"):
-            return try limited(request, attempts: registrationLimiter, record: metrics.recordRegistration) {
-                try register(request)
+            return try limits.run(
+                from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration
+            ) {
+                let registration = try request.registrationRequest()
+                return registrationResponse(try service.register(registration, from: clientAddress(of: request)))
             }
         case (.devices, _):
-            let actor = try service.authenticate(bearer: try bearerToken(request))
-            return try deviceList(request, actor: actor)
+            let actor = try service.authenticate(bearer: try request.bearerToken())
+            let query = try request.deviceListQuery()
+            let page = try service.listDevices(of: actor, after: query.position, limit: query.limit)
+            return .json(deviceListPage(page.devices, next: page.next).jsonValue)
         case (.device(let kid), _):
-            let actor = try service.authenticate(bearer: try bearerToken(request))
+            let actor = try service.authenticate(bearer: try request.bearerToken())
             try service.revoke(kid: kid, by: actor)
             return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
         case (.approveDevice(let kid), _):
-            let actor = try service.authenticate(bearer: try bearerToken(request))
-            let device = try service.approve(kid: kid, by: actor)
-            // The approved device as the list shows it, with its user, so that the client can
-            // show what it approved: name, creation time and where the request came from.
-            var fields = deviceFields(device)
-            fields["user"] = .string(device.user)
-            return .json(.object(fields))
+            let actor = try service.authenticate(bearer: try request.bearerToken())
+            return .json(approvalEntry(try service.approve(kid: kid, by: actor)))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
         case (.openIDConfiguration, _):
-            return .json(openIDConfiguration, headers: ["Cache-Control": "public, max-age=300"])
+            return .json(
+                ServerMetadata(keyAuthServerAt: issuer).jsonValue, headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
             return try operations.health()
         }
-    }
-
-    /// Runs a login or registration under the per-address limits, counting failures (client
-    /// errors other than `authorization_pending`, which polling clients get by design) and
-    /// recording the result for metrics.
-    ///
-    /// - Parameter attempts: a second budget that counts every attempt that gets past the
-    ///   limits, successful or not (registrations: each valid one stores a device, pending ones
-    ///   included, so even valid ones must not come in floods).
-    private func limited(
-        _ request: HTTPRequest, attempts: AddressRateLimiter? = nil, record: (String) -> Void,
-        _ body: () throws -> (HTTPResponse, String)
-    ) throws -> HTTPResponse {
-        let address = RateLimitKey(address: clientAddress(of: request))
-        if let retryAfter = rateLimiter.retryAfter(for: address) {
-            record("slow_down")
-            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
-        }
-        if let attempts {
-            if let retryAfter = attempts.retryAfter(for: address) {
-                record("slow_down")
-                throw ServiceError(
-                    .slowDown(retryAfter: retryAfter), "too many registrations from this address; retry later")
-            }
-            attempts.record(address)
-        }
-        do {
-            let (response, result) = try body()
-            record(result)
-            return response
-        } catch let error as ServiceError {
-            record(error.kind.statusAndCode.code)
-            if error.kind != .authorizationPending { rateLimiter.record(address) }
-            throw error
-        } catch let error as StorageError {
-            record("temporarily_unavailable")
-            throw error
-        } catch {
-            record("server_error")
-            throw error
-        }
-    }
-
-    // MARK: Endpoints
-
-    private func token(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
-        try requireContentType(request, "application/x-www-form-urlencoded")
-        let form = try FormURLEncoded.parse(request.body)
-        guard let grantType = form["grant_type"], !grantType.isEmpty else {
-            throw ServiceError(.invalidRequest, "grant_type is missing")
-        }
-        guard grantType == KeyAuthService.jwtBearerGrant else {
-            throw ServiceError(.unsupportedGrantType, "only \(KeyAuthService.jwtBearerGrant) is supported")
-        }
-        guard let assertion = form["assertion"], !assertion.isEmpty else {
-            throw ServiceError(.invalidRequest, "assertion is missing")
-        }
-        let result = try service.login(assertion: assertion)
-        // {"access_token":...,"expires_in":...,"token_type":"Bearer"}, written directly: the
-        // token is 700 bytes of base64url that JSONValue would escape one character at a time.
-        var body: [UInt8] = []
-        body.reserveCapacity(result.accessToken.utf8.count + 80)
-        JSONText.appendRaw("{\"access_token\":", to: &body)
-        JSONText.appendString(result.accessToken, to: &body)
-        JSONText.appendRaw(",\"expires_in\":", to: &body)
-        JSONText.appendInteger(result.expiresIn, to: &body)
-        JSONText.appendRaw(",\"token_type\":\"Bearer\"}", to: &body)
-        return (.json(serialized: body, headers: ["Cache-Control": "no-store", "Pragma": "no-cache"]), "success")
-    }
-
-    private func register(_ request: HTTPRequest) throws -> (HTTPResponse, String) {
-        try requireContentType(request, "application/json")
-        let registration = try RegistrationRequest(json: request.body)
-        switch try service.register(registration, from: clientAddress(of: request)) {
-        case .active(let device): return (.json(registrationEntry(device), status: 201), "active")
-        case .pending(let device): return (.json(registrationEntry(device), status: 202), "pending")
-        case .existing(let device): return (.json(registrationEntry(device), status: 200), "existing")
-        }
-    }
-
-    /// `GET /v1/devices`: one page of the caller's devices (PROTOCOL.md section 4, "Device
-    /// list"), so that no user's list, however long an attacker made it, becomes one huge answer.
-    private func deviceList(_ request: HTTPRequest, actor: DeviceRecord) throws -> HTTPResponse {
-        var limit = DeviceListCursor.defaultLimit
-        if let text = request.query["limit"] {
-            guard let value = Int(text), DeviceListCursor.limits.contains(value) else {
-                throw ServiceError(
-                    .invalidRequest,
-                    "limit must be a number from \(DeviceListCursor.limits.lowerBound) to "
-                        + "\(DeviceListCursor.limits.upperBound)")
-            }
-            limit = value
-        }
-        var position = DeviceListPosition.start
-        if let cursor = request.query["cursor"] {
-            guard let decoded = DeviceListCursor.decode(cursor) else {
-                throw ServiceError(.invalidRequest, "cursor is not one this server gave out")
-            }
-            position = decoded
-        }
-        let page = try service.listDevices(of: actor, after: position, limit: limit)
-        var body: [String: JSONValue] = ["devices": .array(page.devices.map(deviceListEntry))]
-        if let next = page.next { body["next_cursor"] = .string(DeviceListCursor.encode(next)) }
-        return .json(.object(body))
-    }
-
-    // MARK: Helpers
-
-    private var openIDConfiguration: JSONValue {
-        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
-        return .object([
-            "issuer": .string(issuer),
-            "token_endpoint": .string(base + "/oauth/token"),
-            "jwks_uri": .string(base + "/.well-known/jwks.json"),
-            "grant_types_supported": .array([.string(KeyAuthService.jwtBearerGrant)]),
-            "token_endpoint_auth_signing_alg_values_supported": .array(["RS256"]),
-        ])
-    }
-
-    private func registrationEntry(_ device: DeviceRecord) -> JSONValue {
-        .object([
-            "kid": .string(device.kid), "user": .string(device.user), "name": .string(device.name),
-            "status": .string(service.visibleStatus(device)),
-        ])
-    }
-
-    private func deviceListEntry(_ device: DeviceRecord) -> JSONValue {
-        .object(deviceFields(device))
-    }
-
-    /// The members of a device list entry (PROTOCOL.md section 4, "Device list").
-    private func deviceFields(_ device: DeviceRecord) -> [String: JSONValue] {
-        [
-            "kid": .string(device.kid), "name": .string(device.name), "status": .string(service.visibleStatus(device)),
-            "created_at": .string(ServerClock.rfc3339(device.createdAt)),
-            "last_login_at": device.lastLoginAt.map { .string(ServerClock.rfc3339($0)) } ?? .null,
-            "registered_from": device.registeredFrom.map(JSONValue.string) ?? .null,
-        ]
-    }
-
-    private func requireContentType(_ request: HTTPRequest, _ expected: String) throws(ServiceError) {
-        let mediaType = request.headers["Content-Type"]?.split(separator: ";", maxSplits: 1).first
-            .map { $0.trimmingWhitespace().lowercased() }
-        guard mediaType == expected else {
-            throw ServiceError(.invalidRequest, "the Content-Type must be \(expected)")
-        }
-    }
-
-    private func bearerToken(_ request: HTTPRequest) throws(ServiceError) -> String {
-        guard let header = request.headers["Authorization"] else {
-            throw ServiceError(.invalidToken, "a Bearer access token is required")
-        }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw ServiceError(.invalidToken, "a Bearer access token is required")
-        }
-        let token = parts[1].trimmingWhitespace()
-        guard !token.isEmpty else { throw ServiceError(.invalidToken, "a Bearer access token is required") }
-        return token
     }
 
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last
@@ -323,18 +155,12 @@ public final class KeyAuthResponder: HTTPResponder {
         return last
     }
 
+    private func clientKey(_ request: HTTPRequest) -> RateLimitKey {
+        RateLimitKey(address: clientAddress(of: request))
+    }
+
     /// Methods outside the known set share one label, so clients cannot grow the metrics.
     private static func methodLabel(_ method: String) -> String {
         ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"].contains(method) ? method : "OTHER"
-    }
-}
-
-extension Substring {
-    /// The text without leading and trailing spaces and tabs.
-    func trimmingWhitespace() -> String {
-        var text = self
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return String(text)
     }
 }

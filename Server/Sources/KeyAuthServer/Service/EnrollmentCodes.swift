@@ -33,9 +33,9 @@ public struct EnrollmentCodes: Sendable {
     ///   `KeyAuthError` when the random generator fails.
     public func issue(for user: String) throws -> String {
         guard InputRules.isValidUser(user) else {
-            throw ServerConfigurationError("the user name must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -")
+            throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
-        let code = Base64URL.encode(try Crypto.randomBytes(count: Self.codeBytes))
+        let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.codeBytes))
         try storage.insertEnrollmentCode(hash: Self.hash(code), user: user, expiresAt: now() + lifetime)
         return code
     }
@@ -47,6 +47,6 @@ public struct EnrollmentCodes: Sendable {
 
     /// The stored form of a code.
     static func hash(_ code: String) -> [UInt8] {
-        Crypto.sha256(Array(code.utf8))
+        CryptoPrimitives.sha256(Array(code.utf8))
     }
 }

@@ -1,44 +1,5 @@
 import KeyAuth
 
-/// A parsed `POST /v1/devices` body.
-struct RegistrationRequest: Sendable {
-    var user: String
-    var publicKeyPEM: String
-    var name: String
-    var proof: String
-    var enrollmentCode: String?
-
-    /// Reads and checks the JSON body's fields (types, user and name syntax).
-    ///
-    /// - Throws: ``ServiceError`` `.invalidRequest` naming the field, never echoing its value.
-    init(json body: [UInt8]) throws(ServiceError) {
-        guard let object = try? JSONValue(parsing: body).objectValue else {
-            throw ServiceError(.invalidRequest, "the body must be a JSON object")
-        }
-        func string(_ field: String) throws(ServiceError) -> String {
-            guard let value = object[field]?.stringValue else {
-                throw ServiceError(.invalidRequest, "the field \"\(field)\" is missing or not a string")
-            }
-            return value
-        }
-        user = try string("user")
-        publicKeyPEM = try string("public_key")
-        name = try string("name")
-        proof = try string("proof")
-        switch object["enrollment_code"] {
-        case nil, .null?: enrollmentCode = nil
-        case .string(let code)?: enrollmentCode = code.isEmpty ? nil : code
-        default: throw ServiceError(.invalidRequest, "the field \"enrollment_code\" must be a string")
-        }
-        guard InputRules.isValidUser(user) else {
-            throw ServiceError(.invalidRequest, "\"user\" must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -")
-        }
-        guard InputRules.isValidDeviceName(name) else {
-            throw ServiceError(.invalidRequest, "\"name\" must be 1 to 64 printable characters")
-        }
-    }
-}
-
 /// What a registration did.
 enum RegistrationOutcome: Sendable, Equatable {
     /// A new active device (201).
@@ -65,7 +26,7 @@ extension KeyAuthService {
         }
         let key: RSAPublicKey
         do {
-            key = try RSAPublicKey(pemRepresentation: request.publicKeyPEM)
+            key = try RSAPublicKey(pemRepresentation: Array(request.publicKeyPEM.utf8))
             try key.checkPolicy(allowedBits: Self.allowedKeyBits)
         } catch {
             let reason = error.code == .keyRejected ? error.message : "it is not an SPKI PEM RSA public key"
@@ -73,8 +34,10 @@ extension KeyAuthService {
         }
         let kid = key.fingerprint
         // Proof of possession: an assertion signed by the submitted key, whose kid is that key's
-        // fingerprint (any other kid resolves to nothing).
-        _ = try verifyAssertion(request.proof, resolver: SingleKeyResolver(key: key, keyID: kid))
+        // fingerprint (any other kid names a key nobody registered here).
+        let proof = try parseAssertion(request.proof)
+        guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        try claimJWTID(of: try verifyAssertion(proof, key: key))
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)
@@ -122,7 +85,7 @@ extension KeyAuthService {
             device.status = .pending
             device.approvedAt = nil
             return .pendingBelow(
-                limit: settings.maximumPendingDevices, createdAfter: device.createdAt - settings.pendingLifetime)
+                limit: settings.maximumPendingDevices, createdAfter: device.createdAt - registry.pendingLifetime)
         }
         guard statuses.isEmpty else {
             throw ServiceError(
@@ -157,7 +120,7 @@ extension KeyAuthService {
         case .userHasDevices:
             return nil
         case .pendingLimitReached(let oldestCreatedAt):
-            let retryAfter = oldestCreatedAt + settings.pendingLifetime - now()
+            let retryAfter = oldestCreatedAt + registry.pendingLifetime - now()
             throw ServiceError(
                 .slowDown(retryAfter: Int(clamping: max(retryAfter, 1))),
                 "this user already has \(settings.maximumPendingDevices) devices waiting for approval; "

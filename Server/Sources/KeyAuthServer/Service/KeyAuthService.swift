@@ -1,68 +1,87 @@
 import KeyAuth
 
-/// The server's behaviour, free of HTTP: registration, login and device management.
+/// The server's behaviour, free of HTTP: registration, login, device management and the
+/// housekeeping of its storage.
 ///
 /// Each operation takes parsed input and returns a result or throws ``ServiceError`` (the
 /// client's problem), ``StorageError`` (503) or anything else (500). The responder turns those
-/// into HTTP; tests may call the operations directly.
+/// into HTTP; the admin commands call the same operations; tests may call them directly.
 struct KeyAuthService: Sendable {
     /// The settings the operations depend on.
     struct Settings: Sendable {
         var issuer: String
         var enrollment: EnrollmentMode
-        var pendingLifetime: Int64
         var maximumPendingDevices: Int
-        var deviceRetention: Int64
-        var leeway: Int64
-        var maximumAssertionLifetime: Int64
         var accessTokenLifetime: Int64
     }
 
     let settings: Settings
-    let storage: any ServerStorage
+    /// The device records and their rules.
+    let registry: DeviceRegistry
     let tokens: AccessTokens
     let enrollmentCodes: EnrollmentCodes
-    let now: @Sendable () -> Int64
-    /// Parsed device keys, shared by every login.
-    let deviceKeys = DeviceKeyCache()
+    /// The checks of PROTOCOL.md section 2, for logins and registration proofs; one per server.
+    let assertions: DeviceAssertionVerifier
+    /// The keys logins are verified with: registered ones, or decoys.
+    let loginKeys: LoginKeys
 
-    /// The assertion checks of PROTOCOL.md section 2 for logins and registration proofs.
-    var assertionVerifier: JWTVerifier {
-        JWTVerifier(
-            options: .init(
-                audience: settings.issuer, leeway: settings.leeway, maximumLifetime: settings.maximumAssertionLifetime,
-                requireJWTID: true, subjectIsKeyFingerprint: true),
-            now: now)
-    }
-
-    /// Where accepted assertion `jti`s are remembered.
-    var replayCache: StorageReplayCache {
-        StorageReplayCache(storage: storage, leeway: settings.leeway)
-    }
+    /// The store behind the registry.
+    var storage: any ServerStorage { registry.storage }
+    /// The clock, in seconds since 1970.
+    var now: @Sendable () -> Int64 { registry.now }
 
     /// Whether a pending device has waited longer than the pending lifetime.
     func isExpiredPending(_ device: DeviceRecord) -> Bool {
-        device.status == .pending && now() >= device.createdAt + settings.pendingLifetime
+        registry.isExpiredPending(device)
     }
 
     /// The state a client sees: `expired` for a pending device past its lifetime.
-    func visibleStatus(_ device: DeviceRecord) -> String {
-        isExpiredPending(device) ? "expired" : device.status.rawValue
+    func visibleStatus(_ device: DeviceRecord) -> KeyAuth.DeviceStatus {
+        registry.visibleStatus(device)
     }
 
-    /// Verifies an assertion, turning every verification failure into `invalid_grant`.
+    /// Checks an assertion's structure and header (``DeviceAssertionVerifier/parse(_:)``).
     ///
-    /// Unknown key, bad signature and revoked key share one description (the verifier's
-    /// uniform text); other failures say which rule failed, never echoing the token.
-    /// Storage failures and unreadable stored keys pass through unchanged.
-    func verifyAssertion(_ assertion: String, resolver: some JWTKeyResolver) throws -> VerifiedJWT {
+    /// - Throws: ``ServiceError`` `.invalidGrant` (see ``invalidGrant(_:)``).
+    func parseAssertion(_ assertion: String) throws(ServiceError) -> ParsedDeviceAssertion {
         do {
-            return try assertionVerifier.verify(assertion, resolver: resolver, replayCache: replayCache)
-        } catch let error as KeyAuthError {
-            let description =
-                error.code == .signatureInvalid
-                ? JWTVerifier.uniformFailure : "the assertion is not valid: \(error.message)"
-            throw ServiceError(.invalidGrant, description)
+            return try assertions.parse(assertion)
+        } catch {
+            throw Self.invalidGrant(error)
         }
+    }
+
+    /// Verifies an assertion's signature with `key` and its claims.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidGrant` (see ``invalidGrant(_:)``).
+    func verifyAssertion(_ assertion: ParsedDeviceAssertion, key: RSAPublicKey) throws(ServiceError) -> VerifiedJWT {
+        do {
+            return try assertions.verify(assertion, key: key)
+        } catch {
+            throw Self.invalidGrant(error)
+        }
+    }
+
+    /// Records the assertion's `jti` (rule 7): only the service claims it, in storage, so that a
+    /// replay is refused across restarts and instances.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidGrant` for a replay, ``StorageError``.
+    func claimJWTID(of assertion: VerifiedJWT) throws {
+        // The verifier accepts the assertion until exp + leeway, so its jti is kept that long.
+        guard
+            try storage.claimJTI(
+                keyID: assertion.keyID, jti: assertion.jwtID,
+                expiresAt: assertion.expiresAt + DeviceAssertionVerifier.leeway)
+        else { throw Self.invalidGrant(KeyAuthError(.claimInvalid, "the assertion was already used")) }
+    }
+
+    /// A verification failure as `invalid_grant`: unknown key, bad signature and revoked key
+    /// share one description (the verifier's uniform text); other failures say which rule
+    /// failed, never echoing the token.
+    static func invalidGrant(_ error: KeyAuthError) -> ServiceError {
+        let description =
+            error.code == .signatureInvalid
+            ? DeviceAssertionVerifier.uniformFailure : "the assertion is not valid: \(error.message)"
+        return ServiceError(.invalidGrant, description)
     }
 }

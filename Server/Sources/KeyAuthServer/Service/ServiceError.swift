@@ -1,6 +1,7 @@
-/// A failure the client caused or must act on, named by what happened rather than by HTTP.
+/// A failure the client caused or must act on, named by what happened in the service rather than
+/// by HTTP (an unknown path or method is a ``RoutingError``).
 ///
-/// ``HTTPResponse/init(error:)`` (in `ServiceError+HTTP.swift`) is the one place that turns
+/// ``HTTPResponse/init(error:)`` (in `HTTPResponse+Error.swift`) is the one place that turns
 /// these into status codes and OAuth error codes (PROTOCOL.md section 6).
 struct ServiceError: Error, Sendable, Equatable {
     enum Kind: Sendable, Equatable {
@@ -20,14 +21,10 @@ struct ServiceError: Error, Sendable, Equatable {
         case invalidToken
         /// Enrollment code required or wrong.
         case accessDenied
-        /// Unknown path or device.
-        case notFound
-        /// Known path, wrong method; carries the allowed methods.
-        case methodNotAllowed(allowed: [String])
+        /// No such device, or another user's (the same answer, so neither can be probed).
+        case unknownDevice
         /// The key is registered to another user.
         case keyConflict
-        /// The body exceeded the limit.
-        case payloadTooLarge
         /// Too many failures from this address, or too many pending devices for the user;
         /// carries the seconds to wait.
         case slowDown(retryAfter: Int)

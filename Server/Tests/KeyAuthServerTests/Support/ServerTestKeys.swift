@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthTestSupport
 import Synchronization
 
 /// RSA-2048 keys shared by the server tests, made once per process: generation is the slowest
@@ -49,11 +50,5 @@ enum ServerTestKeys {
     }
 }
 
-/// A failure in test setup, with a message.
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
+/// The test support's failure, by the name the server's tests have always used.
+typealias TestFailure = KeyAuthTestSupport.TestFailure

@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthServer
+import KeyAuthTestSupport
 
 /// The protocol's requests, built the way a client would build them, plus hostile variants.
 struct TestAPI: Sendable {
@@ -21,8 +22,8 @@ struct TestAPI: Sendable {
         _ key: RSAPrivateKey, claims: [String: JSONValue] = [:], lifetime: Int64 = 30, type: String = "JWT",
         keyID: String? = nil
     ) throws -> String {
-        let builder = JWTBuilder(key: key, audience: issuer, lifetime: lifetime, now: clock.closure)
-        var payload = try builder.defaultClaims()
+        let builder = JWTBuilder(key: key, audience: issuer, lifetime: lifetime, clock: clock.clock)
+        var payload = try defaultClaims(builder)
         for (name, value) in claims {
             payload[name] = value == .null ? nil : value
         }
@@ -40,7 +41,11 @@ struct TestAPI: Sendable {
 
     /// The default claims of an assertion by `key`.
     func defaultClaims(_ key: RSAPrivateKey) throws -> [String: JSONValue] {
-        try JWTBuilder(key: key, audience: issuer, now: clock.closure).defaultClaims()
+        try defaultClaims(JWTBuilder(key: key, audience: issuer, clock: clock.clock))
+    }
+
+    private func defaultClaims(_ builder: JWTBuilder) throws -> [String: JSONValue] {
+        try builder.defaultClaims().jsonValue.objectValue ?? [:]
     }
 
     // MARK: Requests

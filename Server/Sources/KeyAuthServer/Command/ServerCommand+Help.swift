@@ -1,0 +1,63 @@
+extension ServerCommand {
+    /// The help text of `keyauth-server --help`.
+    public static let helpText = """
+        usage: keyauth-server [serve] [options]
+               keyauth-server enroll USER [--db PATH]
+               keyauth-server devices [--db PATH]
+               keyauth-server revoke KID [--db PATH]
+
+        Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
+
+        serve options (environment variable in brackets):
+          --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
+          --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
+                                    [KEYAUTH_SERVER_ISSUER]
+          --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
+                                    [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
+                                    it must be mode 600 and owned by the server's user
+          --enrollment code|open    whether a new user's first device needs a code from 'enroll',
+                                    default code; open is for development on loopback
+                                    [KEYAUTH_SERVER_ENROLLMENT]
+          --metrics-listen HOST:PORT|off
+                                    where /metrics and /healthz are served, apart from the public
+                                    listener; default 127.0.0.1 on the --listen port + 1
+                                    [KEYAUTH_SERVER_METRICS_LISTEN]
+          --trust-proxy             count the last X-Forwarded-For hop as the client address; only
+                                    behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
+          --rate-limit N            failed logins/registrations per address and minute, default 10
+                                    [KEYAUTH_SERVER_RATE_LIMIT]; an address is an IPv4 address or
+                                    an IPv6 /64
+          --registration-limit N    registrations per address and minute, successful or not,
+                                    default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
+          --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
+          --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
+          --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
+          --max-connections-per-address N
+                                    simultaneous connections from one IP address, 0 for no limit;
+                                    default 32, or 0 with --trust-proxy (limit at the proxy)
+                                    [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
+          --request-timeout S       seconds a connection has to send each whole request, from its
+                                    start or the previous response, default 10
+                                    [KEYAUTH_SERVER_REQUEST_TIMEOUT]
+          --connection-timeout S    idle seconds before a connection closes, default 10
+                                    [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
+          --signing-key-bits N      size of the signing key made on first start, 2048 (default),
+                                    3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
+          --signing-key-file PATH   sign with this unencrypted PEM RSA key (2048 to 4096 bits, mode
+                                    600, owned by the server's user) instead of a key kept in the
+                                    database; it is then the only key published and accepted
+                                    [KEYAUTH_SERVER_SIGNING_KEY_FILE]
+          --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
+          -h, --help                this text
+          -V, --version             print the version
+
+        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
+        database: only serve does.
+
+        The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
+        65 a database or signing key file other users can read or that belongs to another user,
+        or a signing key file that is missing or not a usable RSA key, 69 storage or address
+        unavailable (or no database for an admin command), 1 anything else.
+
+        """
+}

@@ -1,0 +1,72 @@
+import KeyAuth
+
+extension ServiceError.Kind {
+    /// The HTTP status and OAuth error code of each kind (PROTOCOL.md section 6).
+    var statusAndCode: (status: Int, code: OAuthError.Code) {
+        switch self {
+        case .invalidRequest: (400, .invalidRequest)
+        case .unsupportedGrantType: (400, .unsupportedGrantType)
+        case .invalidGrant: (400, .invalidGrant)
+        case .authorizationPending: (400, .authorizationPending)
+        case .deviceDenied: (400, .accessDenied)
+        case .expiredToken: (400, .expiredToken)
+        case .invalidToken: (401, .invalidToken)
+        case .accessDenied: (403, .accessDenied)
+        case .unknownDevice: (404, .notFound)
+        case .keyConflict: (409, .invalidRequest)
+        case .slowDown: (429, .slowDown)
+        }
+    }
+}
+
+extension RoutingError.Kind {
+    /// The HTTP status and OAuth error code of each kind (PROTOCOL.md section 6).
+    var statusAndCode: (status: Int, code: OAuthError.Code) {
+        switch self {
+        case .notFound: (404, .notFound)
+        case .methodNotAllowed: (405, .methodNotAllowed)
+        case .payloadTooLarge: (413, .invalidRequest)
+        }
+    }
+}
+
+extension HTTPResponse {
+    /// The error response for any failure: the one place that maps errors to HTTP (PROTOCOL.md
+    /// section 6).
+    ///
+    /// ``ServiceError`` and ``RoutingError`` map by kind; ``StorageError`` becomes 503
+    /// `temporarily_unavailable` with `Retry-After`; anything else is a bug and becomes 500
+    /// `server_error` without detail.
+    init(error: any Error) {
+        let status: Int
+        let code: OAuthError.Code
+        let description: String
+        var headers = HTTPHeaders()
+        switch error {
+        case let error as ServiceError:
+            (status, code) = error.kind.statusAndCode
+            description = error.description
+            switch error.kind {
+            case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
+            case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
+            default: break
+            }
+        case let error as RoutingError:
+            (status, code) = error.kind.statusAndCode
+            description = error.description
+            if case .methodNotAllowed(let allowed) = error.kind {
+                headers.set("Allow", allowed.joined(separator: ", "))
+            }
+        case is StorageError:
+            (status, code) = (503, .temporarilyUnavailable)
+            description = "the server's storage is unavailable; try again later"
+            headers.set("Retry-After", "5")
+        default:
+            (status, code) = (500, .serverError)
+            description = "internal server error"
+        }
+        self = .json(
+            .object(["error": .string(code.rawValue), "error_description": .string(description)]), status: status,
+            headers: headers)
+    }
+}

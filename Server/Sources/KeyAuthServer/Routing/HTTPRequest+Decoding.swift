@@ -1,0 +1,104 @@
+import KeyAuth
+
+/// Reading what a request carries, in one place for every endpoint: the form body of the token
+/// endpoint, the JSON body of registration, the Bearer token and the device list's query.
+///
+/// Every failure is ``ServiceError`` `.invalidRequest` (`.invalidToken` for the Bearer token)
+/// with a description that names the problem and never echoes a value.
+extension HTTPRequest {
+    /// The assertion of a JWT bearer grant (`application/x-www-form-urlencoded`, RFC 7523).
+    ///
+    /// - Throws: `.invalidRequest` for another content type, a body that does not decode, a
+    ///   missing `grant_type` or `assertion`; `.unsupportedGrantType` for another grant.
+    func jwtBearerAssertion() throws(ServiceError) -> String {
+        try requireContentType("application/x-www-form-urlencoded")
+        let form: [String: String]
+        do {
+            form = try FormURLEncoding.decode(body)
+        } catch {
+            throw ServiceError(.invalidRequest, error.message)
+        }
+        guard let grantType = form["grant_type"], !grantType.isEmpty else {
+            throw ServiceError(.invalidRequest, "grant_type is missing")
+        }
+        guard grantType == OAuthGrantType.jwtBearer.rawValue else {
+            throw ServiceError(.unsupportedGrantType, "only \(OAuthGrantType.jwtBearer) is supported")
+        }
+        guard let assertion = form["assertion"], !assertion.isEmpty else {
+            throw ServiceError(.invalidRequest, "assertion is missing")
+        }
+        return assertion
+    }
+
+    /// The registration body (`application/json`).
+    ///
+    /// - Throws: `.invalidRequest` for another content type or a body ``RegistrationRequest``
+    ///   refuses.
+    func registrationRequest() throws(ServiceError) -> RegistrationRequest {
+        try requireContentType("application/json")
+        do {
+            return try RegistrationRequest(json: body)
+        } catch {
+            throw ServiceError(.invalidRequest, error.problem)
+        }
+    }
+
+    /// The token of an `Authorization: Bearer` header.
+    ///
+    /// - Throws: `.invalidToken` when the header is missing or not a Bearer token.
+    func bearerToken() throws(ServiceError) -> String {
+        guard let header = headers["Authorization"] else {
+            throw ServiceError(.invalidToken, "a Bearer access token is required")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw ServiceError(.invalidToken, "a Bearer access token is required")
+        }
+        let token = parts[1].trimmingWhitespace()
+        guard !token.isEmpty else { throw ServiceError(.invalidToken, "a Bearer access token is required") }
+        return token
+    }
+
+    /// The `limit` and `cursor` of `GET /v1/devices` (PROTOCOL.md section 4, "Device list").
+    ///
+    /// - Throws: `.invalidRequest` for a limit outside 1 to 100 or a cursor this server did not
+    ///   write.
+    func deviceListQuery() throws(ServiceError) -> (limit: Int, position: DeviceListPosition) {
+        var limit = DeviceListCursor.defaultLimit
+        if let text = query["limit"] {
+            guard let value = Int(text), DeviceListCursor.limits.contains(value) else {
+                throw ServiceError(
+                    .invalidRequest,
+                    "limit must be a number from \(DeviceListCursor.limits.lowerBound) to "
+                        + "\(DeviceListCursor.limits.upperBound)")
+            }
+            limit = value
+        }
+        var position = DeviceListPosition.start
+        if let cursor = query["cursor"] {
+            guard let decoded = DeviceListCursor.decode(cursor) else {
+                throw ServiceError(.invalidRequest, "cursor is not one this server gave out")
+            }
+            position = decoded
+        }
+        return (limit, position)
+    }
+
+    private func requireContentType(_ expected: String) throws(ServiceError) {
+        let mediaType = headers["Content-Type"]?.split(separator: ";", maxSplits: 1).first
+            .map { $0.trimmingWhitespace().lowercased() }
+        guard mediaType == expected else {
+            throw ServiceError(.invalidRequest, "the Content-Type must be \(expected)")
+        }
+    }
+}
+
+extension Substring {
+    /// The text without leading and trailing spaces and tabs.
+    func trimmingWhitespace() -> String {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return String(text)
+    }
+}

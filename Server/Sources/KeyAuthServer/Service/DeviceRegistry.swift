@@ -1,0 +1,121 @@
+import KeyAuth
+
+/// The device records and the rules that change them (PROTOCOL.md section 5): what a client sees
+/// of a device's state, revocation and denial with their retry, approval, and the purge of
+/// records past their retention.
+///
+/// One owner for both ways in: ``KeyAuthService`` uses it for the HTTP API, and the admin
+/// commands (`keyauth-server devices` and `revoke`) use it directly, since they need no signing
+/// key or verifier and must not create one in the database.
+struct DeviceRegistry: Sendable {
+    let storage: any ServerStorage
+    /// How long a pending device waits for approval before it expires.
+    let pendingLifetime: Int64
+    /// How long expired pending and denied devices are kept.
+    let deviceRetention: Int64
+    let now: @Sendable () -> Int64
+
+    /// What a revocation did.
+    enum Revocation: Sendable, Equatable {
+        /// An active device was revoked.
+        case revoked(DeviceRecord)
+        /// A pending device was denied.
+        case denied(DeviceRecord)
+        /// The device was already revoked or denied; nothing changed.
+        case unchanged(DeviceRecord)
+    }
+
+    /// Whether a pending device has waited longer than the pending lifetime.
+    func isExpiredPending(_ device: DeviceRecord) -> Bool {
+        device.status == .pending && now() >= device.createdAt + pendingLifetime
+    }
+
+    /// The state a client sees: `expired` for a pending device past its lifetime.
+    func visibleStatus(_ device: DeviceRecord) -> KeyAuth.DeviceStatus {
+        isExpiredPending(device) ? .expired : KeyAuth.DeviceStatus(rawValue: device.status.rawValue)
+    }
+
+    /// Revokes an active device or denies a pending one; a device already revoked or denied is
+    /// left as it is (revocation is idempotent).
+    ///
+    /// A concurrent approval can move a pending device to active between the read and the
+    /// conditional update; the revocation retries so that it wins.
+    /// - Parameters:
+    ///   - kid: the device.
+    ///   - owner: the user the device must belong to (the caller's, on the HTTP path); nil for
+    ///     the administrator, who may revoke any device.
+    /// - Throws: ``ServiceError`` `.unknownDevice` for a device that does not exist or belongs
+    ///   to another user; ``StorageError``, also when the device kept changing.
+    func revoke(kid: String, ownedBy owner: String?) throws -> Revocation {
+        for _ in 0..<3 {
+            let target = try device(kid: kid, ownedBy: owner)
+            let next: DeviceStatus
+            switch target.status {
+            case .active: next = .revoked
+            case .pending: next = .denied
+            case .denied, .revoked: return .unchanged(target)
+            }
+            if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
+                return target.status == .active ? .revoked(target) : .denied(target)
+            }
+        }
+        throw StorageError(.queryFailed, "the device kept changing during revocation")
+    }
+
+    /// Approves a pending device of `owner`.
+    ///
+    /// - Returns: the device after approval (approving an active device again is a no-op).
+    /// - Throws: ``ServiceError`` `.unknownDevice`, `.expiredToken` for a pending device past its
+    ///   lifetime, `.invalidRequest` for a denied or revoked one; ``StorageError``.
+    func approve(kid: String, ownedBy owner: String) throws -> DeviceRecord {
+        let target = try device(kid: kid, ownedBy: owner)
+        switch target.status {
+        case .active:
+            return target
+        case .pending:
+            if isExpiredPending(target) {
+                throw ServiceError(.expiredToken, "the registration expired before it was approved")
+            }
+            guard try storage.updateStatus(kid: kid, from: .pending, to: .active, at: now()) else {
+                // Someone denied (or approved) it first: report what it is now.
+                let current = try device(kid: kid, ownedBy: owner)
+                guard current.status == .active else {
+                    throw ServiceError(
+                        .invalidRequest, "the device is \(current.status.rawValue) and cannot be approved")
+                }
+                return current
+            }
+            return try device(kid: kid, ownedBy: owner)
+        case .denied, .revoked:
+            throw ServiceError(.invalidRequest, "the device is \(target.status.rawValue) and cannot be approved")
+        }
+    }
+
+    /// The device `kid`, which must belong to `owner` when one is given.
+    ///
+    /// Another user's device gets the same answer as an unknown one: a distinct answer would let
+    /// any user with a token find out which keys are registered, and to whom they do not belong.
+    func device(kid: String, ownedBy owner: String?) throws -> DeviceRecord {
+        guard InputRules.isValidKeyID(kid), let device = try storage.device(kid: kid),
+            owner == nil || device.user == owner
+        else { throw ServiceError(.unknownDevice, "no such device") }
+        return device
+    }
+
+    /// Every device of every user, for the administrator, ordered by user then age.
+    func allDevices() throws(StorageError) -> [DeviceRecord] {
+        try storage.allDevices()
+    }
+
+    /// Deletes pending devices whose pending lifetime ended, and denied devices denied, more
+    /// than the retention period ago (24 hours by default); returns how many.
+    ///
+    /// Until then their clients still learn what happened (`expired_token`, `access_denied`);
+    /// after, the records would only fill the user's list. Revoked devices stay as history.
+    @discardableResult
+    func purgeStale() throws(StorageError) -> Int {
+        let time = now()
+        return try storage.purgeDevices(
+            pendingCreatedBefore: time - pendingLifetime - deviceRetention, deniedBefore: time - deviceRetention)
+    }
+}

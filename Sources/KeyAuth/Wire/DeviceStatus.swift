@@ -1,0 +1,25 @@
+/// The state of a device key on the server (PROTOCOL.md section 5).
+///
+/// A struct rather than an enum so that a state a newer server adds still decodes and prints.
+public struct DeviceStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// The key can log in.
+    public static let active = DeviceStatus(rawValue: "active")
+    /// The key waits for another device of the user to approve it.
+    public static let pending = DeviceStatus(rawValue: "pending")
+    /// Another device denied the pending key.
+    public static let denied = DeviceStatus(rawValue: "denied")
+    /// Nobody approved the pending key within ten minutes.
+    public static let expired = DeviceStatus(rawValue: "expired")
+    /// The key was revoked and can never log in again.
+    public static let revoked = DeviceStatus(rawValue: "revoked")
+}
+
+extension DeviceStatus {
+    /// The states a server stores. `expired` is not one of them: a pending device older than the
+    /// pending lifetime is reported as expired, so expiry needs no background job to be exact.
+    package static let stored: [DeviceStatus] = [.pending, .active, .denied, .revoked]
+}

@@ -1,0 +1,74 @@
+/// `application/x-www-form-urlencoded`, the token endpoint's body format and the device list's
+/// query: encoded by the client, decoded by the server, with one set of rules.
+package enum FormURLEncoding {
+    /// Why a form body cannot be read; the message names the problem, never a value.
+    package struct DecodingError: Error, Sendable, Equatable {
+        /// What is wrong, for the client.
+        package let message: String
+    }
+
+    /// Percent-encodes `text`: the unreserved characters and `:` stay as they are (PROTOCOL.md
+    /// writes the grant type that way), everything else becomes `%XX` with upper-case digits.
+    package static func encode(_ text: String) -> String {
+        var output = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"), UInt8(ascii: ":"):
+                output.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                output += "%" + Hex.encode([byte], uppercase: true)
+            }
+        }
+        return output
+    }
+
+    /// `name=value` pairs joined with `&`, each part encoded, in the order given.
+    package static func encode(_ pairs: KeyValuePairs<String, String>) -> String {
+        pairs.map { encode($0.key) + "=" + encode($0.value) }.joined(separator: "&")
+    }
+
+    /// The name-value pairs of `body`.
+    ///
+    /// - Throws: ``DecodingError`` for bad percent-encoding, invalid UTF-8 or a repeated
+    ///   parameter (RFC 6749 section 3.2: parameters must not be included more than once).
+    package static func decode(_ body: [UInt8]) throws(DecodingError) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = try decodeComponent(parts[0])
+            let value = parts.count > 1 ? try decodeComponent(parts[1]) : ""
+            guard result[name] == nil else {
+                throw DecodingError(message: "the parameter \"\(name.prefix(32))\" is repeated")
+            }
+            result[name] = value
+        }
+        return result
+    }
+
+    private static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "+") {
+                output.append(UInt8(ascii: " "))
+            } else if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.endIndex, let high = Hex.value(ofDigit: bytes[index + 1]),
+                    let low = Hex.value(ofDigit: bytes[index + 2])
+                else { throw DecodingError(message: "the form body has bad percent-encoding") }
+                output.append(high << 4 | low)
+                index += 2
+            } else {
+                output.append(byte)
+            }
+            index += 1
+        }
+        guard let text = String(validating: output, as: UTF8.self) else {
+            throw DecodingError(message: "the form body is not UTF-8")
+        }
+        return text
+    }
+}

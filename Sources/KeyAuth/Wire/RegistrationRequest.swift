@@ -1,0 +1,103 @@
+/// The body of `POST /v1/devices` (PROTOCOL.md section 4, "Register"): who the device belongs to,
+/// its name, its public key and a proof of possession.
+package struct RegistrationRequest: Sendable, Equatable {
+    /// `user`.
+    package var user: String
+    /// `name`: the device name.
+    package var name: String
+    /// `public_key`: SPKI PEM.
+    package var publicKeyPEM: String
+    /// `proof`: an assertion signed by the key being registered.
+    package var proof: String
+    /// `enrollment_code`, when the person has one; an empty string counts as none.
+    package var enrollmentCode: String?
+
+    package init(user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil) {
+        self.user = user
+        self.name = name
+        self.publicKeyPEM = publicKeyPEM
+        self.proof = proof
+        self.enrollmentCode = enrollmentCode
+    }
+
+    /// The JSON body, `user`, `name`, `public_key` and `proof` first.
+    package var jsonBody: [UInt8] {
+        var members: [String: JSONValue] = [
+            "user": .string(user), "public_key": .string(publicKeyPEM), "name": .string(name),
+            "proof": .string(proof),
+        ]
+        if let enrollmentCode { members["enrollment_code"] = .string(enrollmentCode) }
+        return JSONValue.object(members).serializedBytes(leadingKeys: ["user", "name", "public_key", "proof"])
+    }
+
+    /// Reads and checks a body as the server does: a JSON object of strings, a user and a device
+    /// name that follow ``InputRules``.
+    ///
+    /// - Throws: ``WireFormatError`` naming the field, never echoing its value.
+    package init(json body: [UInt8]) throws(WireFormatError) {
+        guard let object = try? JSONValue(parsing: body).objectValue else {
+            throw WireFormatError("the body must be a JSON object")
+        }
+        func string(_ field: String) throws(WireFormatError) -> String {
+            guard let value = object[field]?.stringValue else {
+                throw WireFormatError("the field \"\(field)\" is missing or not a string")
+            }
+            return value
+        }
+        user = try string("user")
+        publicKeyPEM = try string("public_key")
+        name = try string("name")
+        proof = try string("proof")
+        switch object["enrollment_code"] {
+        case nil, .null?: enrollmentCode = nil
+        case .string(let code)?: enrollmentCode = code.isEmpty ? nil : code
+        default: throw WireFormatError("the field \"enrollment_code\" must be a string")
+        }
+        guard InputRules.isValidUser(user) else {
+            throw WireFormatError("\"user\" must be \(InputRules.userRule)")
+        }
+        guard InputRules.isValidDeviceName(name) else {
+            throw WireFormatError("\"name\" must be 1 to 64 printable characters")
+        }
+    }
+}
+
+/// The answer to a registration (201, 202, or 200 for a key already registered): the device as
+/// the server recorded it.
+package struct RegistrationResponse: Sendable, Equatable {
+    /// `kid`: the key's fingerprint as the server computed it.
+    package var keyID: String
+    /// `user`; nil when a client reads an answer without it.
+    package var user: String?
+    /// `name`; nil when a client reads an answer without it.
+    package var name: String?
+    /// `status`: `active`, `pending`, or the state of an existing registration.
+    package var status: DeviceStatus
+
+    package init(keyID: String, user: String?, name: String?, status: DeviceStatus) {
+        self.keyID = keyID
+        self.user = user
+        self.name = name
+        self.status = status
+    }
+
+    /// `{"kid":...,"name":...,"status":...,"user":...}`.
+    package var jsonValue: JSONValue {
+        var members: [String: JSONValue] = ["kid": .string(keyID), "status": .string(status.rawValue)]
+        if let user { members["user"] = .string(user) }
+        if let name { members["name"] = .string(name) }
+        return .object(members)
+    }
+
+    /// Reads an answer as a client: `kid` and `status` are required.
+    ///
+    /// - Throws: ``WireFormatError`` when either is missing.
+    package init(jsonValue object: JSONValue) throws(WireFormatError) {
+        guard let keyID = object["kid"]?.stringValue, let status = object["status"]?.stringValue else {
+            throw WireFormatError("has no kid or status")
+        }
+        self.init(
+            keyID: keyID, user: object["user"]?.stringValue, name: object["name"]?.stringValue,
+            status: DeviceStatus(rawValue: status))
+    }
+}

@@ -1,0 +1,68 @@
+/// What a server announces in `/.well-known/openid-configuration` (PROTOCOL.md section 4).
+///
+/// The client reads it for the ``issuer``: assertions must carry it as `aud`, and a server behind
+/// a proxy may have an issuer that differs from the URL the client was given.
+public struct ServerMetadata: Sendable, Hashable {
+    /// The server's issuer URL, the audience of device assertions.
+    public let issuer: String
+    /// The token endpoint, when announced.
+    public let tokenEndpoint: String?
+    /// Where the server's public signing keys are, when announced.
+    public let jwksURI: String?
+    /// The grant types the token endpoint accepts.
+    public let grantTypesSupported: [String]
+    /// The assertion signing algorithms the token endpoint accepts
+    /// (`token_endpoint_auth_signing_alg_values_supported`).
+    public let signingAlgorithmsSupported: [String]
+
+    /// Creates metadata, for tests and for apps that configure a server without discovery.
+    public init(
+        issuer: String, tokenEndpoint: String? = nil, jwksURI: String? = nil, grantTypesSupported: [String] = [],
+        signingAlgorithmsSupported: [String] = []
+    ) {
+        self.issuer = issuer
+        self.tokenEndpoint = tokenEndpoint
+        self.jwksURI = jwksURI
+        self.grantTypesSupported = grantTypesSupported
+        self.signingAlgorithmsSupported = signingAlgorithmsSupported
+    }
+}
+
+extension ServerMetadata {
+    /// What a keyauth server at `issuer` announces: its token endpoint and JWKS under the issuer,
+    /// the JWT bearer grant, RS256 assertions.
+    package init(keyAuthServerAt issuer: String) {
+        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        self.init(
+            issuer: issuer, tokenEndpoint: base + "/oauth/token", jwksURI: base + "/.well-known/jwks.json",
+            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue], signingAlgorithmsSupported: ["RS256"])
+    }
+
+    /// The discovery document.
+    package var jsonValue: JSONValue {
+        var members: [String: JSONValue] = [
+            "issuer": .string(issuer), "grant_types_supported": .array(grantTypesSupported.map(JSONValue.string)),
+            "token_endpoint_auth_signing_alg_values_supported": .array(
+                signingAlgorithmsSupported.map(JSONValue.string)),
+        ]
+        if let tokenEndpoint { members["token_endpoint"] = .string(tokenEndpoint) }
+        if let jwksURI { members["jwks_uri"] = .string(jwksURI) }
+        return .object(members)
+    }
+
+    /// Reads a discovery document as a client: a non-empty `issuer` is required, the rest is
+    /// optional and members of the wrong type count as absent.
+    ///
+    /// - Throws: ``WireFormatError`` when the issuer is missing.
+    package init(jsonValue object: JSONValue) throws(WireFormatError) {
+        guard let issuer = object["issuer"]?.stringValue, !issuer.isEmpty else {
+            throw WireFormatError("has no issuer")
+        }
+        self.init(
+            issuer: issuer, tokenEndpoint: object["token_endpoint"]?.stringValue,
+            jwksURI: object["jwks_uri"]?.stringValue,
+            grantTypesSupported: object["grant_types_supported"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            signingAlgorithmsSupported: object["token_endpoint_auth_signing_alg_values_supported"]?.arrayValue?
+                .compactMap(\.stringValue) ?? [])
+    }
+}

@@ -1,0 +1,49 @@
+/// The token endpoint's success answer (RFC 6749 section 5.1, PROTOCOL.md section 3):
+/// `{"access_token":...,"expires_in":...,"token_type":"Bearer"}`.
+package struct TokenResponse: Sendable, Equatable {
+    /// The token type keyauth issues and accepts.
+    package static let bearer = "Bearer"
+
+    /// `access_token`.
+    package var accessToken: String
+    /// `expires_in` in seconds; nil when a client reads an answer without a positive integer.
+    package var expiresIn: Int64?
+    /// `token_type`; `Bearer` when a client reads an answer without one.
+    package var tokenType: String
+
+    package init(accessToken: String, expiresIn: Int64?, tokenType: String = bearer) {
+        self.accessToken = accessToken
+        self.expiresIn = expiresIn
+        self.tokenType = tokenType
+    }
+
+    /// The answer's JSON bytes, written member by member: the token is 700 bytes of base64url
+    /// that a general serializer would look at character by character on every login.
+    package var jsonBytes: [UInt8] {
+        var body: [UInt8] = []
+        body.reserveCapacity(accessToken.utf8.count + 80)
+        JSONText.appendRaw("{\"access_token\":", to: &body)
+        JSONText.appendString(accessToken, to: &body)
+        if let expiresIn {
+            JSONText.appendRaw(",\"expires_in\":", to: &body)
+            JSONText.appendInteger(expiresIn, to: &body)
+        }
+        JSONText.appendRaw(",\"token_type\":", to: &body)
+        JSONText.appendString(tokenType, to: &body)
+        JSONText.appendRaw("}", to: &body)
+        return body
+    }
+
+    /// Reads an answer as a client: a non-empty `access_token` is required.
+    ///
+    /// - Throws: ``WireFormatError`` when it is missing or empty.
+    package init(jsonValue object: JSONValue) throws(WireFormatError) {
+        guard let token = object["access_token"]?.stringValue, !token.isEmpty else {
+            throw WireFormatError("has no access_token")
+        }
+        let expiresIn = object["expires_in"]?.integerValue
+        self.init(
+            accessToken: token, expiresIn: expiresIn.flatMap { $0 > 0 ? $0 : nil },
+            tokenType: object["token_type"]?.stringValue ?? Self.bearer)
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import KeyAuth
+
+/// The accounts of this machine under one keyauth home, one directory each.
+///
+/// Layout (directories 0700, files 0600, created on first use):
+/// ```
+/// <home>/default                        the default account's name
+/// <home>/accounts/<name>/account.json   server, issuer, user, device, kid, presence, status
+/// <home>/accounts/<name>/device-key.pem the private key (KeyPairStore)
+/// <home>/accounts/<name>/device-key.pub the public key
+/// <home>/accounts/<name>/token.json     the current access token (FileCredentialsStore)
+/// ```
+/// One key per server and user keeps a compromise of one registration from touching another,
+/// and lets a person hold accounts on several servers on one machine. This is the command's
+/// layout, not the library's: an app keeps its key where ``KeyPairStore/default(appName:environment:)``
+/// says and its tokens in a ``FileCredentialsStore`` of its own.
+public struct AccountStore: Sendable {
+    /// The keyauth home.
+    public let home: String
+
+    /// - Parameter home: usually ``defaultHome(environment:)``.
+    public init(home: String) {
+        self.home = home
+    }
+
+    /// `$KEYAUTH_HOME`, else `$XDG_DATA_HOME/keyauth`, else `~/.local/share/keyauth`.
+    ///
+    /// A relative `XDG_DATA_HOME` is ignored, as the XDG specification requires.
+    /// - Throws: `.storageFailed` when neither variable nor `HOME` is set.
+    public static func defaultHome(environment: [String: String]) throws(KeyAuthError) -> String {
+        if let home = environment["KEYAUTH_HOME"], !home.isEmpty { return home }
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/keyauth" }
+        if let user = environment["HOME"], !user.isEmpty { return user + "/.local/share/keyauth" }
+        throw KeyAuthError(.storageFailed, "cannot find a home for keyauth: set KEYAUTH_HOME or HOME")
+    }
+
+    /// `<user>@<host[:port]>` of the server, with anything outside `[A-Za-z0-9._@:-]` made `_`.
+    public static func defaultAccountName(user: String, serverURL: String) -> String {
+        let components = URLComponents(string: serverURL)
+        var host = components?.host ?? "server"
+        if let port = components?.port { host += ":\(port)" }
+        let name = String(
+            String.UnicodeScalarView(
+                (user + "@" + host).unicodeScalars.map { FileCredentialsStore.isAccountNameScalar($0) ? $0 : "_" }))
+        return name.hasPrefix(".") ? "_" + name.dropFirst() : name
+    }
+
+    /// Whether `name` can name an account directory: the rule of ``FileCredentialsStore``, whose
+    /// directories these are.
+    public static func isValidAccountName(_ name: String) -> Bool {
+        FileCredentialsStore.isValidAccountName(name)
+    }
+
+    /// The directory that holds one directory per account.
+    public var accountsDirectory: String { home + "/accounts" }
+    private var defaultFile: String { home + "/default" }
+
+    /// The directory of account `name`.
+    ///
+    /// - Throws: `.invalidArgument` for a name that ``isValidAccountName(_:)`` refuses.
+    public func directory(for name: String) throws(KeyAuthError) -> String {
+        guard Self.isValidAccountName(name) else {
+            throw KeyAuthError(
+                .invalidArgument, "\"\(name)\" is not a valid account name (letters, digits and . _ @ : -)")
+        }
+        return accountsDirectory + "/" + name
+    }
+
+    /// The account file of `name`.
+    public func accountFile(for name: String) throws(KeyAuthError) -> String {
+        try directory(for: name) + "/account.json"
+    }
+
+    /// The key store of account `name`.
+    public func keyPairStore(for name: String) throws(KeyAuthError) -> KeyPairStore {
+        KeyPairStore(directory: try directory(for: name))
+    }
+
+    /// The token store for all accounts of this home.
+    public var credentials: FileCredentialsStore {
+        FileCredentialsStore(directory: accountsDirectory)
+    }
+
+    /// The names of the accounts that have an account file, sorted.
+    public func accountNames() -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: accountsDirectory)) ?? []
+        return entries.filter { name in
+            Self.isValidAccountName(name) && SecureFile.exists(accountsDirectory + "/" + name + "/account.json")
+        }.sorted()
+    }
+
+    /// Whether account `name` has an account file.
+    public func exists(_ name: String) -> Bool {
+        guard let file = try? accountFile(for: name) else { return false }
+        return SecureFile.exists(file)
+    }
+
+    /// Reads account `name`.
+    ///
+    /// - Throws: `.accountNotFound`; `.accountCorrupt` for a damaged file or one that names
+    ///   another account; `.keyUnprotected` for a file others can write or read.
+    public func load(_ name: String) throws(KeyAuthError) -> KeyAuthAccount {
+        let file = try accountFile(for: name)
+        let bytes: [UInt8]
+        do {
+            bytes = try SecureFile.readProtected(file)
+        } catch {
+            if error.code == .keyNotFound {
+                throw KeyAuthError(.accountNotFound, "there is no account named \(name)")
+            }
+            if error.code == .keyCorrupt { throw KeyAuthError(.accountCorrupt, "\(file) is too large") }
+            throw error
+        }
+        let account: KeyAuthAccount
+        do {
+            account = try KeyAuthAccount(jsonValue: try JSONValue(parsing: bytes))
+        } catch let error as KeyAuthError {
+            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: \(error.message)")
+        } catch {
+            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: it is not valid JSON")
+        }
+        guard account.name == name else {
+            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: it names another account")
+        }
+        return account
+    }
+
+    /// Writes the account file atomically, creating the directories.
+    public func save(_ account: KeyAuthAccount) throws(KeyAuthError) {
+        let directory = try directory(for: account.name)
+        try SecureFile.createDirectory(directory)
+        try SecureFile.write(
+            Array((account.jsonValue.serialized(leadingKeys: ["name"]) + "\n").utf8), to: directory + "/account.json")
+    }
+
+    /// Deletes everything of account `name`: key, token, PIN counter, account file, directory;
+    /// and forgets it as the default.
+    public func remove(_ name: String) throws(KeyAuthError) {
+        let directory = try directory(for: name)
+        try KeyPairStore(directory: directory).reset()
+        try credentials.deleteToken(account: name)
+        try SecureFile.remove(directory + "/account.json")
+        try SecureFile.remove(directory + "/.lock")
+        if SecureFile.exists(directory) {
+            do {
+                try FileManager.default.removeItem(atPath: directory)
+            } catch {
+                throw KeyAuthError(.storageFailed, "cannot remove the directory \(directory)")
+            }
+        }
+        if (try? defaultAccountName()) == name {
+            try SecureFile.remove(defaultFile)
+        }
+    }
+
+    /// The name in the `default` file, if any.
+    public func defaultAccountName() throws(KeyAuthError) -> String? {
+        guard let data = FileManager.default.contents(atPath: defaultFile) else { return nil }
+        let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return name.isEmpty ? nil : name
+    }
+
+    /// Makes `name` the default account.
+    public func setDefaultAccount(_ name: String) throws(KeyAuthError) {
+        _ = try directory(for: name)
+        try SecureFile.createDirectory(home)
+        try SecureFile.write(Array((name + "\n").utf8), to: defaultFile)
+    }
+
+    /// The account a command means: `explicit` when given, else the default account when it
+    /// exists, else the only account.
+    ///
+    /// - Throws: `.accountNotFound` when there is no account (or not the one named);
+    ///   `.invalidArgument` when several accounts exist and none is the default.
+    public func resolve(_ explicit: String?) throws(KeyAuthError) -> String {
+        if let explicit {
+            _ = try directory(for: explicit)
+            guard exists(explicit) else {
+                throw KeyAuthError(.accountNotFound, "there is no account named \(explicit)")
+            }
+            return explicit
+        }
+        if let name = try defaultAccountName(), exists(name) { return name }
+        let names = accountNames()
+        if names.count == 1, let only = names.first { return only }
+        if names.isEmpty {
+            throw KeyAuthError(
+                .accountNotFound, "there is no account yet: run `keyauth register --server URL --user NAME`")
+        }
+        throw KeyAuthError(
+            .invalidArgument, "there are \(names.count) accounts and no default: choose one with --account NAME")
+    }
+}

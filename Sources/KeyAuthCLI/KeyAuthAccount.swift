@@ -1,0 +1,119 @@
+import Foundation
+import KeyAuth
+
+/// One registration of this machine: a server, a user, and the device key kept for them.
+///
+/// Stored as `accounts/<name>/account.json` next to the key, so that later commands know where
+/// to log in, which audience to sign for, and which presence check protects the key without
+/// asking again.
+public struct KeyAuthAccount: Sendable, Hashable {
+    /// How far registration got.
+    public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The key is being generated or sent; an account left in this state was interrupted.
+        public static let registering = Status(rawValue: "registering")
+        /// The server recorded the key; another device must approve it.
+        public static let pending = Status(rawValue: "pending")
+        /// The key has logged in.
+        public static let active = Status(rawValue: "active")
+    }
+
+    /// The account's name, also its directory name.
+    public var name: String
+    /// The server's base URL, without a trailing slash.
+    public var serverURL: String
+    /// The server's issuer URL: the audience of assertions.
+    public var issuer: String
+    /// The user name on the server.
+    public var user: String
+    /// The device name registered with the key.
+    public var deviceName: String
+    /// The key's fingerprint once the server recorded it.
+    public var keyID: String?
+    /// How the key is protected.
+    public var presence: PresenceKind
+    /// The PAM service, when ``presence`` is `.pam`.
+    public var pamService: String?
+    /// Whether the person accepted plain `http://` to a host that is not loopback at
+    /// registration (`keyauth register --insecure-http`), so that later commands reach the
+    /// same server without asking again.
+    public var insecureHTTP: Bool
+    /// How far registration got.
+    public var status: Status
+    /// When the account was created.
+    public var createdAt: Date
+
+    /// Creates an account record.
+    public init(
+        name: String, serverURL: String, issuer: String, user: String, deviceName: String, keyID: String? = nil,
+        presence: PresenceKind, pamService: String? = nil, insecureHTTP: Bool = false, status: Status = .registering,
+        createdAt: Date = Date()
+    ) {
+        self.name = name
+        self.serverURL = serverURL
+        self.issuer = issuer
+        self.user = user
+        self.deviceName = deviceName
+        self.keyID = keyID
+        self.presence = presence
+        self.pamService = pamService
+        self.insecureHTTP = insecureHTTP
+        self.status = status
+        self.createdAt = createdAt
+    }
+
+    /// The JSON object stored in `account.json`.
+    package var jsonValue: JSONValue {
+        var members: [String: JSONValue] = [
+            "name": .string(name), "server": .string(serverURL), "issuer": .string(issuer), "user": .string(user),
+            "device_name": .string(deviceName), "presence": .string(presence.rawValue),
+            "status": .string(status.rawValue),
+            "created_at": .integer(Int64(createdAt.timeIntervalSince1970.rounded(.down))),
+        ]
+        if let keyID { members["kid"] = .string(keyID) }
+        if let pamService { members["pam_service"] = .string(pamService) }
+        // Written only when set: an account without it is the secure default.
+        if insecureHTTP { members["insecure_http"] = .bool(true) }
+        return .object(members)
+    }
+
+    /// Reads an account from its JSON object.
+    ///
+    /// - Throws: `.accountCorrupt` naming the first member that is missing or wrong.
+    package init(jsonValue: JSONValue) throws(KeyAuthError) {
+        guard let object = jsonValue.objectValue else {
+            throw KeyAuthError(.accountCorrupt, "the account file is not a JSON object")
+        }
+        func string(_ key: String) throws(KeyAuthError) -> String {
+            guard let value = object[key]?.stringValue, !value.isEmpty else {
+                throw KeyAuthError(.accountCorrupt, "the account file has no valid \"\(key)\"")
+            }
+            return value
+        }
+        func optionalString(_ key: String) throws(KeyAuthError) -> String? {
+            guard let value = object[key], value != .null else { return nil }
+            guard let text = value.stringValue else {
+                throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"\(key)\"")
+            }
+            return text
+        }
+        guard let presence = PresenceKind(rawValue: try string("presence")) else {
+            throw KeyAuthError(.accountCorrupt, "the account file has an unknown presence kind")
+        }
+        let insecureHTTP: Bool
+        switch object["insecure_http"] {
+        case nil, .null?: insecureHTTP = false
+        case .bool(let value)?: insecureHTTP = value
+        default: throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"insecure_http\"")
+        }
+        self.init(
+            name: try string("name"), serverURL: try string("server"), issuer: try string("issuer"),
+            user: try string("user"), deviceName: try string("device_name"), keyID: try optionalString("kid"),
+            presence: presence, pamService: try optionalString("pam_service"), insecureHTTP: insecureHTTP,
+            status: Status(rawValue: try string("status")),
+            createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
+    }
+}

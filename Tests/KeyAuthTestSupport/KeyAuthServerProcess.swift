@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `keyauth-server serve` process of the built binary on a loopback port the kernel picks, its
+/// standard error in a file (a pipe nobody drains could fill and stall the server): the one way
+/// tests start the server as a process, for the server's own tests and the command's.
+///
+/// Starting and waiting are separate steps, so that a test can launch several servers at the
+/// same instant and only then wait for each. A binary that is not built fails the test.
+public final class KeyAuthServerProcess: @unchecked Sendable {
+    /// `keyauth-server` in the build products directory.
+    public static var binary: URL { URL(fileURLWithPath: Binaries.server) }
+
+    /// The test's environment without `KEYAUTH_SERVER_*`, which would change the configuration.
+    public static var environment: [String: String] {
+        ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYAUTH_SERVER_") }
+    }
+
+    /// A name for failure messages.
+    public let name: String
+    /// Where standard error goes.
+    public let logPath: String
+    private let process = Process()
+    private let boundPort = Mutex<UInt16?>(nil)
+
+    /// Launches `keyauth-server serve` on 127.0.0.1, port 0, for a deployment of several
+    /// instances, and returns without waiting.
+    ///
+    /// - Parameters:
+    ///   - name: a name for messages (`A`, `B`).
+    ///   - database: the `--db` value.
+    ///   - issuer: the `--issuer` value, shared by every instance of a deployment.
+    ///   - logPath: the file that receives standard error.
+    ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
+    ///     code, nil to run with the server's default.
+    public convenience init(
+        name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open"
+    ) throws {
+        try self.init(
+            name: name,
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
+                "--rate-limit", "100000", "--registration-limit", "100000", "--signing-key-bits", "2048",
+                "--threads", "4",
+            ] + (enrollment.map { ["--enrollment", $0] } ?? []), logPath: logPath)
+    }
+
+    /// A server for client tests, started and listening: its own SQLite file in `directory`,
+    /// open enrollment (first devices need no code), the default issuer (its URL) and limits.
+    public static func started(in directory: String) throws -> KeyAuthServerProcess {
+        let server = try KeyAuthServerProcess(
+            name: "server",
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", directory + "/server.db", "--enrollment", "open",
+            ], logPath: directory + "/server.log")
+        try server.waitUntilListening()
+        return server
+    }
+
+    /// Launches the binary with exactly `arguments` and returns without waiting.
+    ///
+    /// - Parameter umask: the file mode creation mask the server starts with (set by a shell
+    ///   that then `exec`s it), to show that the server's files do not depend on it.
+    /// - Throws: ``TestFailure`` when the binary is not built.
+    public init(name: String, arguments: [String], logPath: String, umask: String? = nil) throws {
+        let binary = try Binaries.require(Self.binary.path)
+        self.name = name
+        self.logPath = logPath
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        defer { try? logHandle.close() }
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = arguments
+        }
+        process.environment = Self.environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = logHandle
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// What the server wrote to standard error so far.
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The bound port, once ``waitUntilListening(timeout:)`` has seen it.
+    public var port: UInt16 { boundPort.withLock { $0 } ?? 0 }
+
+    /// `http://127.0.0.1:PORT`, the server's URL and default issuer.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// The port from the `listening on` banner, waiting for it up to `timeout` seconds.
+    ///
+    /// - Throws: ``TestFailure`` with the server's log when it exits or stays silent.
+    @discardableResult
+    public func waitUntilListening(timeout: TimeInterval = 30) throws -> UInt16 {
+        if let port = boundPort.withLock({ $0 }) { return port }
+        let marker = "listening on http://127.0.0.1:"
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let text = log
+            if let range = text.range(of: marker), let port = UInt16(text[range.upperBound...].prefix { $0.isNumber }) {
+                boundPort.withLock { $0 = port }
+                return port
+            }
+            guard process.isRunning else {
+                throw TestFailure("server \(name) exited with status \(process.terminationStatus): \(text)")
+            }
+            guard Date() < deadline else {
+                throw TestFailure("server \(name) did not start within \(Int(timeout)) s: \(text)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    /// SIGKILL: no handler runs, nothing is flushed. Returns whether the signal ended it.
+    @discardableResult
+    public func kill() -> Bool {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+    }
+
+    /// Waits for a process that should stop by itself (a refused start) and returns its exit
+    /// status; one still running after `timeout` seconds is killed, and nil is returned.
+    public func waitUntilExit(timeout: TimeInterval = 30) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            kill()
+            return nil
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// SIGTERM, the graceful stop; returns the exit status.
+    @discardableResult
+    public func terminate() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Runs an admin command of the built binary (`enroll`, `devices`, `revoke`) to completion.
+    ///
+    /// The output of these commands is small, so both pipes are read to their end before
+    /// waiting: neither can fill up and block the command.
+    /// - Throws: ``TestFailure`` when the binary is not built.
+    public static func runCommand(
+        _ arguments: [String], environment extra: [String: String] = [:], currentDirectory: String? = nil
+    ) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Binaries.require(binary.path))
+        process.arguments = arguments
+        process.environment = environment.merging(extra) { $1 }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        process.standardInput = FileHandle.nullDevice
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let standard = output.fileHandleForReading.readDataToEndOfFile()
+        let diagnostics = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, String(decoding: standard, as: UTF8.self),
+            String(decoding: diagnostics, as: UTF8.self)
+        )
+    }
+}

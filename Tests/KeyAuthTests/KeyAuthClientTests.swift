@@ -1,0 +1,278 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+/// A well-formed assertion, so that tests can check it never shows up in an error.
+private func sampleAssertion() throws -> String {
+    try JWTBuilder(key: TestKeys.first, audience: "http://127.0.0.1").sign()
+}
+
+@Suite("KeyAuthClient error mapping and requests")
+struct KeyAuthClientTests {
+    @Test("authorization_pending becomes approvalPending so that the authenticator polls")
+    func authorizationPending() async throws {
+        let responder = try LoopbackHTTPResponder { _ in .oauthError(400, "authorization_pending", "wait") }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.requestToken(assertion: sampleAssertion())
+        }
+        #expect(error?.code == .approvalPending, "\(error?.message ?? "")")
+        #expect(error?.oauthError?.error == .authorizationPending)
+    }
+
+    @Test(
+        "access_denied, expired_token and invalid_grant are serverRejected and told apart by the OAuth code",
+        arguments: ["access_denied", "expired_token", "invalid_grant"])
+    func refusalsAreDistinguishable(code: String) async throws {
+        let responder = try LoopbackHTTPResponder { _ in .oauthError(400, code, "refused") }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let assertion = try sampleAssertion()
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: assertion) }
+        #expect(error?.code == .serverRejected)
+        #expect(error?.oauthError?.error == OAuthError.Code(rawValue: code))
+        #expect(error?.oauthError?.statusCode == 400)
+        #expect(error?.message.contains(assertion) == false)
+    }
+
+    @Test("a description that echoes a token is withheld")
+    func echoedTokenIsWithheld() async throws {
+        let assertion = try sampleAssertion()
+        let responder = try LoopbackHTTPResponder { _ in .oauthError(400, "invalid_grant", "bad token \(assertion)") }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: assertion) }
+        #expect(error?.message.contains(assertion) == false)
+        #expect(error?.oauthError?.errorDescription?.contains("withheld") == true)
+    }
+
+    @Test("an answer without an OAuth body gets a code from its status")
+    func statusWithoutBody() async throws {
+        let responder = try LoopbackHTTPResponder { _ in
+            LoopbackHTTPResponder.Response(status: 502, body: Array("<html>bad gateway</html>".utf8))
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.discover() }
+        #expect(error?.code == .serverRejected)
+        #expect(error?.oauthError?.error == .serverError)
+        #expect(error?.oauthError?.statusCode == 502)
+    }
+
+    @Test("503 carries Retry-After")
+    func retryAfter() async throws {
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(503, "{\"error\":\"temporarily_unavailable\"}", headers: ["Retry-After": "7"])
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
+        #expect(error?.oauthError?.error == .temporarilyUnavailable)
+        #expect(error?.oauthError?.retryAfter == 7)
+        #expect(error?.retryAfter == 7)
+    }
+
+    @Test("a refused connection is transportFailed with its own message")
+    func connectionRefused() async throws {
+        let closed = ClosedPort()
+        let client = try KeyAuthClient(serverURL: "http://127.0.0.1:\(closed.port)", timeout: 2)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.discover() }
+        #expect(error?.code == .transportFailed)
+        #expect(error?.message.contains("connection refused") == true)
+    }
+
+    @Test("a server that never answers is transportFailed after the timeout")
+    func timeout() async throws {
+        let responder = try LoopbackHTTPResponder { _ in nil }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url, timeout: 0.5)
+        // The message names the timeout, which tells it from a refused or dropped connection; no
+        // wall-clock bound is asserted, since shared CI machines make those flaky.
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
+        #expect(error?.code == .transportFailed)
+        #expect(error?.message.contains("did not answer within") == true)
+    }
+
+    @Test("login posts the JWT bearer grant as a form and computes the expiry")
+    func tokenRequest() async throws {
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(200, "{\"access_token\":\"abc.def.ghi\",\"token_type\":\"Bearer\",\"expires_in\":900}")
+        }
+        defer { responder.stop() }
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        let client = try KeyAuthClient(serverURL: responder.url + "/", clock: .fixed(now))
+        let assertion = try sampleAssertion()
+        let token = try await client.requestToken(assertion: assertion)
+        #expect(token.value == "abc.def.ghi")
+        #expect(token.expiresAt == now.addingTimeInterval(900))
+        #expect(!token.description.contains("abc.def.ghi"))
+        let request = try #require(responder.requests.first)
+        #expect(request.method == "POST")
+        #expect(request.path == "/oauth/token")
+        #expect(request.headers["content-type"] == "application/x-www-form-urlencoded")
+        #expect(request.bodyText == "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=\(assertion)")
+    }
+
+    @Test("registration sends the public key and proof and reports new and existing records")
+    func registration() async throws {
+        let key = TestKeys.first.publicKey
+        let responder = try LoopbackHTTPResponder { request in
+            let status = request.headers["x-test"] == nil ? 202 : 200
+            return .json(
+                status, "{\"kid\":\"\(key.fingerprint)\",\"user\":\"alice\",\"name\":\"laptop\",\"status\":\"pending\"}"
+            )
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let registration = try await client.registerDevice(
+            publicKey: key, proof: "p.r.f", enrollment: DeviceEnrollment(user: "alice", deviceName: "laptop"))
+        #expect(registration.status == .pending)
+        #expect(registration.isNew)
+        #expect(registration.keyID == key.fingerprint)
+        let request = try #require(responder.requests.first)
+        let body = try JSONValue(parsing: request.body)
+        #expect(request.path == "/v1/devices")
+        #expect(body["user"]?.stringValue == "alice")
+        #expect(body["public_key"]?.stringValue == key.pemRepresentation)
+        #expect(body["proof"]?.stringValue == "p.r.f")
+        #expect(body["enrollment_code"] == nil)
+    }
+
+    @Test("a registration answer for another key id is refused")
+    func registrationKeyMismatch() async throws {
+        let other = TestKeys.second.publicKey.fingerprint
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(201, "{\"kid\":\"\(other)\",\"user\":\"alice\",\"name\":\"x\",\"status\":\"active\"}")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.registerDevice(
+                publicKey: TestKeys.first.publicKey, proof: "p.r.f",
+                enrollment: DeviceEnrollment(user: "alice", deviceName: "x"))
+        }
+        #expect(error?.code == .serverRejected)
+    }
+
+    @Test("device management sends the Bearer token and parses the list")
+    func deviceList() async throws {
+        let kid = TestKeys.first.publicKey.fingerprint
+        let responder = try LoopbackHTTPResponder { request in
+            guard request.headers["authorization"] == "Bearer tok.en.x" else {
+                return .oauthError(401, "invalid_token", "no")
+            }
+            return .json(
+                200,
+                "{\"devices\":[{\"kid\":\"\(kid)\",\"name\":\"a\",\"status\":\"active\","
+                    + "\"created_at\":\"2025-01-01T00:00:00Z\",\"last_login_at\":null}]}")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let token = AccessToken(value: "tok.en.x", expiresAt: Date().addingTimeInterval(600))
+        let list = try await client.listDevices(accessToken: token)
+        #expect(
+            list.devices == [
+                Device(keyID: kid, name: "a", status: .active, createdAt: "2025-01-01T00:00:00Z", lastLoginAt: nil)
+            ])
+        #expect(!list.isTruncated)
+        #expect(responder.requests.first?.path == "/v1/devices?limit=100")
+        let bad = AccessToken(value: "other.to.ken", expiresAt: Date().addingTimeInterval(600))
+        let error = await #expect(throws: KeyAuthError.self) { try await client.listDevices(accessToken: bad) }
+        #expect(error?.oauthError?.error == .invalidToken)
+        #expect(error?.message.contains("other.to.ken") == false)
+    }
+
+    @Test("a kid that is not a fingerprint never reaches the network")
+    func badKeyID() async throws {
+        let responder = try LoopbackHTTPResponder { _ in LoopbackHTTPResponder.Response(status: 204) }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let token = AccessToken(value: "t", expiresAt: Date().addingTimeInterval(600))
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.revokeDevice(keyID: "../../admin", accessToken: token)
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(responder.requests.isEmpty)
+    }
+
+    @Test("discovery reads the issuer")
+    func discovery() async throws {
+        let responder = try LoopbackHTTPResponder { _ in .json(200, "{\"issuer\":\"https://auth.example\"}") }
+        defer { responder.stop() }
+        let metadata = try await KeyAuthClient(serverURL: responder.url).discover()
+        #expect(metadata.issuer == "https://auth.example")
+    }
+
+    @Test(
+        "server URLs must be http(s) with a host and nothing that leaks",
+        arguments: [
+            "ftp://example.com", "example.com", "http://", "http://user:pw@example.com", "http://example.com/?a=b",
+        ])
+    func invalidServerURL(url: String) {
+        #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: url) }
+    }
+
+    @Test("the authenticator hooks poll through authorization_pending until the device is approved")
+    func pollingHooks() async throws {
+        let directory = TemporaryDirectory("keyauth-poll")
+        defer { directory.remove() }
+        let store = KeyPairStore(directory: directory.path)
+        let counter = OutputCollector()
+        let responder = try LoopbackHTTPResponder { request in
+            if request.path == "/v1/devices" {
+                let body = try? JSONValue(parsing: request.body)
+                let pem = body?["public_key"]?.stringValue ?? ""
+                let kid = (try? RSAPublicKey(pemRepresentation: Array(pem.utf8)))?.fingerprint ?? ""
+                return .json(202, "{\"kid\":\"\(kid)\",\"user\":\"u\",\"name\":\"n\",\"status\":\"pending\"}")
+            }
+            counter.append("x")
+            if counter.text.count < 3 { return .oauthError(400, "authorization_pending", "wait") }
+            return .json(200, "{\"access_token\":\"a.b.c\",\"token_type\":\"Bearer\",\"expires_in\":60}")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let pendingCalls = OutputCollector()
+        let hooks = client.authenticatorHooks(
+            enrollment: DeviceEnrollment(user: "u", deviceName: "n"),
+            onApprovalPending: { _ in pendingCalls.append("p") })
+        var configuration = Authenticator<AccessToken>.Configuration(audience: responder.url, keyBits: 2048)
+        configuration.pollInterval = .milliseconds(20)
+        let authenticator = Authenticator(
+            store: store, presence: NoPresence(), configuration: configuration, hooks: hooks)
+        let token = try await authenticator.login()
+        #expect(token.value == "a.b.c")
+        #expect(pendingCalls.text == "pp")
+        #expect(counter.text.count == 3)
+    }
+
+    @Test("expired_token ends the wait for approval")
+    func expiredEndsPolling() async throws {
+        let directory = TemporaryDirectory("keyauth-poll")
+        defer { directory.remove() }
+        let store = KeyPairStore(directory: directory.path)
+        let counter = OutputCollector()
+        let responder = try LoopbackHTTPResponder { request in
+            if request.path == "/v1/devices" {
+                let body = try? JSONValue(parsing: request.body)
+                let pem = Array((body?["public_key"]?.stringValue ?? "").utf8)
+                let kid = (try? RSAPublicKey(pemRepresentation: pem))?.fingerprint
+                return .json(202, "{\"kid\":\"\(kid ?? "")\",\"user\":\"u\",\"name\":\"n\",\"status\":\"pending\"}")
+            }
+            counter.append("x")
+            return counter.text.count < 2
+                ? .oauthError(400, "authorization_pending", "wait") : .oauthError(400, "expired_token", "too late")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        var configuration = Authenticator<AccessToken>.Configuration(audience: responder.url, keyBits: 2048)
+        configuration.pollInterval = .milliseconds(20)
+        let authenticator = Authenticator(
+            store: store, presence: NoPresence(), configuration: configuration,
+            hooks: client.authenticatorHooks(enrollment: DeviceEnrollment(user: "u", deviceName: "n")))
+        let error = await #expect(throws: KeyAuthError.self) { try await authenticator.login() }
+        #expect(error?.oauthError?.error == .expiredToken)
+        #expect(counter.text.count == 2)
+    }
+}
