@@ -8,7 +8,7 @@ import Testing
 
 @Suite("SQLite storage")
 struct SQLiteStorageTests {
-    private func device(_ kid: String, user: String = "alice", status: KeyAuthServer.DeviceStatus = .active)
+    private func device(_ kid: String, user: String = "alice", status: DeviceStatus.Stored = .active)
         -> DeviceRecord
     {
         DeviceRecord(kid: kid, user: user, name: "n", publicKeyPEM: "pem", status: status, createdAt: 100)
@@ -105,7 +105,7 @@ struct SQLiteStorageTests {
     func enrollmentCodes() throws {
         let environment = TestEnvironment()
         let storage = try SQLiteStorage(path: environment.databasePath)
-        let hash = Crypto.sha256(Array("code".utf8))
+        let hash = CryptoPrimitives.sha256(Array("code".utf8))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1000)
         #expect(try storage.consumeEnrollmentCode(hash: hash, user: "bob", now: 10) == false)
         let wins = Atomic<Int>(0)
@@ -115,8 +115,9 @@ struct SQLiteStorageTests {
             }
         }
         #expect(wins.load(ordering: .relaxed) == 1)
-        try storage.insertEnrollmentCode(hash: Crypto.sha256([1]), user: "alice", expiresAt: 1000)
-        #expect(try storage.consumeEnrollmentCode(hash: Crypto.sha256([1]), user: "alice", now: 1000) == false)
+        try storage.insertEnrollmentCode(hash: CryptoPrimitives.sha256([1]), user: "alice", expiresAt: 1000)
+        #expect(
+            try storage.consumeEnrollmentCode(hash: CryptoPrimitives.sha256([1]), user: "alice", now: 1000) == false)
         #expect(try storage.purgeExpiredEnrollmentCodes(now: 1001) == 2)
     }
 

@@ -101,7 +101,7 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
 /// The checks, written once for every backend.
 enum StorageContract {
     static func device(
-        _ kid: String, user: String = "alice", status: KeyAuthServer.DeviceStatus = .pending, createdAt: Int64 = 1_000
+        _ kid: String, user: String = "alice", status: DeviceStatus.Stored = .pending, createdAt: Int64 = 1_000
     ) -> DeviceRecord {
         DeviceRecord(
             kid: kid, user: user, name: "\(user)'s \(kid) – ünïcode",
@@ -365,7 +365,7 @@ enum StorageContract {
         let storage = try database.open()
         defer { storage.close() }
         for (kid, status, createdAt) in [
-            ("kid-pending-old", KeyAuthServer.DeviceStatus.pending, Int64(100)),
+            ("kid-pending-old", DeviceStatus.Stored.pending, Int64(100)),
             ("kid-pending-edge", .pending, 200), ("kid-pending-new", .pending, 300),
             ("kid-active-old", .active, 100), ("kid-revoked-old", .revoked, 100),
             ("kid-denied-old", .pending, 100), ("kid-denied-new", .pending, 100),
@@ -423,7 +423,7 @@ enum StorageContract {
         try database.execute(
             "INSERT INTO devices (kid, \(user), name, public_key_pem, status, created_at) "
                 + "VALUES ('kid-pending', 'alice', 'new', 'pem', 'pending', 6)")
-        let code = Array(Crypto.sha256(Array("old-code".utf8)))
+        let code = Array(CryptoPrimitives.sha256(Array("old-code".utf8)))
         let codeHex = code.map { String(format: "%02x", $0) }.joined()
         try database.execute(
             "INSERT INTO enrollment_codes (code_hash, \(user), expires_at) VALUES (\(database.hexBlob(codeHex)), 'alice', 1000)"
@@ -547,8 +547,8 @@ enum StorageContract {
     static func consumesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let hash = Array(Crypto.sha256(Array("code-1".utf8)))
-        let other = Array(Crypto.sha256(Array("code-2".utf8)))
+        let hash = Array(CryptoPrimitives.sha256(Array("code-1".utf8)))
+        let other = Array(CryptoPrimitives.sha256(Array("code-2".utf8)))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
         try storage.insertEnrollmentCode(hash: other, user: "alice", expiresAt: 1_000)
 
@@ -567,7 +567,7 @@ enum StorageContract {
     static func purgesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let codes = (0..<4).map { Array(Crypto.sha256(Array("code-\($0)".utf8))) }
+        let codes = (0..<4).map { Array(CryptoPrimitives.sha256(Array("code-\($0)".utf8))) }
         try storage.insertEnrollmentCode(hash: codes[0], user: "alice", expiresAt: 100)
         try storage.insertEnrollmentCode(hash: codes[1], user: "alice", expiresAt: 200)
         try storage.insertEnrollmentCode(hash: codes[2], user: "bob", expiresAt: 300)
@@ -586,7 +586,7 @@ enum StorageContract {
     static func refusesDuplicateCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let hash = Array(Crypto.sha256(Array("code".utf8)))
+        let hash = Array(CryptoPrimitives.sha256(Array("code".utf8)))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 100)
         #expect(
             errorCode { () throws(StorageError) in
@@ -649,7 +649,7 @@ enum StorageContract {
         let second = try database.open()
         defer { second.close() }
         for round in 0..<5 {
-            let hash = Array(Crypto.sha256(Array("code-\(round)".utf8)))
+            let hash = Array(CryptoPrimitives.sha256(Array("code-\(round)".utf8)))
             try first.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
             let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) in
                 try (index.isMultiple(of: 2) ? first : second).consumeEnrollmentCode(
@@ -670,8 +670,8 @@ enum StorageContract {
             let kid = "kid-\(round)"
             #expect(try first.insertDevice(device(kid)))
             // Approvals and denials at once: exactly one wins and the record shows that one.
-            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> KeyAuthServer.DeviceStatus? in
-                let target: KeyAuthServer.DeviceStatus = index.isMultiple(of: 3) ? .denied : .active
+            let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) -> DeviceStatus.Stored? in
+                let target: DeviceStatus.Stored = index.isMultiple(of: 3) ? .denied : .active
                 let storage = index.isMultiple(of: 2) ? first : second
                 return try storage.updateStatus(kid: kid, from: .pending, to: target, at: Int64(100 + index))
                     ? target : nil
@@ -773,7 +773,7 @@ enum StorageContract {
     }
 
     static func survivesReopening(_ database: StorageContractDatabase) throws {
-        let hash = Array(Crypto.sha256(Array("code".utf8)))
+        let hash = Array(CryptoPrimitives.sha256(Array("code".utf8)))
         do {
             let storage = try database.open()
             defer { storage.close() }

@@ -21,7 +21,3 @@ package enum CryptoPrimitives {
         bytes.withUnsafeMutableBytes { OpenSSL.cleanse($0) }
     }
 }
-
-/// The former name, kept at package level only (apps never see it, so it shadows nothing) for
-/// the server's storage code, which moves to ``CryptoPrimitives`` with the storage rewrite.
-package typealias Crypto = CryptoPrimitives

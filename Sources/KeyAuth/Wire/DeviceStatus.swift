@@ -19,7 +19,20 @@ public struct DeviceStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
 }
 
 extension DeviceStatus {
-    /// The states a server stores. `expired` is not one of them: a pending device older than the
+    /// The states a server stores: a closed set, so that the server's decisions on a device
+    /// switch over every case. `expired` is not one of them: a pending device older than the
     /// pending lifetime is reported as expired, so expiry needs no background job to be exact.
-    package static let stored: [DeviceStatus] = [.pending, .active, .denied, .revoked]
+    public enum Stored: String, Sendable, Hashable, CaseIterable {
+        /// Registered, waiting for approval by an active device of the same user.
+        case pending
+        /// May log in.
+        case active
+        /// Refused while pending; can never log in.
+        case denied
+        /// Removed after being active; can never log in again.
+        case revoked
+
+        /// The same state as the wire names it.
+        public var status: DeviceStatus { DeviceStatus(rawValue: rawValue) }
+    }
 }

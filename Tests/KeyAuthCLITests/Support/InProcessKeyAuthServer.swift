@@ -118,7 +118,7 @@ final class InProcessKeyAuthServer: Sendable {
 
     /// Sets a device's state as another device or the administrator would.
     func setStatus(_ status: String, of keyID: String) throws {
-        guard let target = KeyAuthServer.DeviceStatus(rawValue: status), let device = try storage.device(kid: keyID),
+        guard let target = DeviceStatus.Stored(rawValue: status), let device = try storage.device(kid: keyID),
             try storage.updateStatus(kid: keyID, from: device.status, to: target, at: ServerClock.now())
         else { throw TestFailure("cannot set \(keyID) to \(status)") }
     }
@@ -130,7 +130,7 @@ final class InProcessKeyAuthServer: Sendable {
 
     /// Adds `count` devices of `user` that never log in, to fill pages of the device list: named
     /// `fake-device-N`, registered from `198.51.100.N`, a second after the devices before them.
-    func addDevices(_ count: Int, user: String, status: KeyAuthServer.DeviceStatus = .active) throws {
+    func addDevices(_ count: Int, user: String, status: DeviceStatus.Stored = .active) throws {
         let createdAt = ServerClock.now() + 1
         for index in 0..<count {
             let kid = Base64URL.encode(CryptoPrimitives.sha256(Array("\(user)-\(index)".utf8)))

@@ -31,8 +31,8 @@ struct DeviceRegistry: Sendable {
     }
 
     /// The state a client sees: `expired` for a pending device past its lifetime.
-    func visibleStatus(_ device: DeviceRecord) -> KeyAuth.DeviceStatus {
-        isExpiredPending(device) ? .expired : KeyAuth.DeviceStatus(rawValue: device.status.rawValue)
+    func visibleStatus(_ device: DeviceRecord) -> DeviceStatus {
+        isExpiredPending(device) ? .expired : device.status.status
     }
 
     /// Revokes an active device or denies a pending one; a device already revoked or denied is
@@ -49,7 +49,7 @@ struct DeviceRegistry: Sendable {
     func revoke(kid: String, ownedBy owner: String?) throws -> Revocation {
         for _ in 0..<3 {
             let target = try device(kid: kid, ownedBy: owner)
-            let next: DeviceStatus
+            let next: DeviceStatus.Stored
             switch target.status {
             case .active: next = .revoked
             case .pending: next = .denied

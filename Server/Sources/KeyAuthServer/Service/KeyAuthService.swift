@@ -36,7 +36,7 @@ struct KeyAuthService: Sendable {
     }
 
     /// The state a client sees: `expired` for a pending device past its lifetime.
-    func visibleStatus(_ device: DeviceRecord) -> KeyAuth.DeviceStatus {
+    func visibleStatus(_ device: DeviceRecord) -> DeviceStatus {
         registry.visibleStatus(device)
     }
 

@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// A registered device key and its state (PROTOCOL.md section 5).
 ///
 /// Times are seconds since 1970 (UTC), the unit JWT claims use, so comparisons with `iat` and
@@ -12,7 +14,7 @@ public struct DeviceRecord: Sendable, Hashable {
     /// The public key as SPKI PEM. Never a private key: registration refuses those.
     public var publicKeyPEM: String
     /// Where the device is in its life cycle.
-    public var status: DeviceStatus
+    public var status: DeviceStatus.Stored
     /// When the device was registered.
     public var createdAt: Int64
     /// When it became active, by approval or as the user's first device.
@@ -29,7 +31,7 @@ public struct DeviceRecord: Sendable, Hashable {
 
     /// Creates a record; optional times default to "never".
     public init(
-        kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus, createdAt: Int64,
+        kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus.Stored, createdAt: Int64,
         approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil
     ) {
         self.kid = kid
@@ -95,19 +97,6 @@ public enum DeviceInsertion: Sendable, Hashable {
     /// `.pendingBelow` failed: the user's pending devices already reach the limit; carries the
     /// creation time of the oldest one that counts, whose expiry frees a place.
     case pendingLimitReached(oldestCreatedAt: Int64)
-}
-
-/// The stored states of a device. "Expired" is not stored: a `pending` device older than the
-/// pending lifetime is expired, so expiry needs no background job to be exact.
-public enum DeviceStatus: String, Sendable, Hashable, CaseIterable {
-    /// Registered, waiting for approval by an active device of the same user.
-    case pending
-    /// May log in.
-    case active
-    /// Refused while pending; can never log in.
-    case denied
-    /// Removed after being active; can never log in again.
-    case revoked
 }
 
 /// One of the server's own RSA signing keys.

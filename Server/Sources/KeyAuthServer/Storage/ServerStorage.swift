@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// Everything `keyauth-server` keeps: devices, the replay cache, enrollment codes and the
 /// server's own signing keys.
 ///
@@ -44,7 +46,7 @@ public protocol ServerStorage: Sendable {
     ///
     /// Registration reads it to tell a new user from an existing one (any record, even revoked)
     /// and an existing user who can still approve (an `active` device) from one who cannot.
-    func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus>
+    func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus.Stored>
 
     /// Moves a device from `expected` to `status` in one atomic step.
     ///
@@ -53,7 +55,7 @@ public protocol ServerStorage: Sendable {
     /// - Returns: false when the device does not exist or is no longer in `expected` (someone
     ///   else changed it first), so a revocation can never be undone by a late approval.
     func updateStatus(
-        kid: String, from expected: DeviceStatus, to status: DeviceStatus, at time: Int64
+        kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool
 
     /// Records a successful login of the device `kid` at `time`.

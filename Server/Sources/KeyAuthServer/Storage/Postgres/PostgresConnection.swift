@@ -146,7 +146,7 @@ final class PostgresConnection: SQLConnection {
             for index in encoded.indices {
                 if var bytes = encoded[index] {
                     encoded[index] = nil
-                    Crypto.wipe(&bytes)
+                    CryptoPrimitives.wipe(&bytes)
                 }
             }
         }

@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// A PostgreSQL `--db` URL with everything libpq needs to connect, and a masked form for messages.
 ///
 /// The URL carries the database password, and operators paste log lines into tickets, so the
@@ -114,7 +116,9 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+            guard let high = iterator.next().flatMap(Hex.value(ofDigit:)),
+                let low = iterator.next().flatMap(Hex.value(ofDigit:))
+            else {
                 return nil
             }
             bytes.append(high << 4 | low)
@@ -122,12 +126,4 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         return String(validating: bytes, as: UTF8.self)
     }
 
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }

@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// The `devices` table: registered device keys and their life cycle.
 extension SQLStorage {
     static let deviceColumns =
@@ -105,11 +107,11 @@ extension SQLStorage {
         }
     }
 
-    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus> {
+    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus.Stored> {
         try database.read { connection throws(StorageError) in
             Set(
                 try connection.query("SELECT DISTINCT status FROM devices WHERE user_name = $1", [.text(user)]) { row in
-                    row.text(0).flatMap(DeviceStatus.init(rawValue:))
+                    row.text(0).flatMap(DeviceStatus.Stored.init(rawValue:))
                 }.compactMap { $0 })
         }
     }
@@ -118,7 +120,7 @@ extension SQLStorage {
     /// same row waits, then re-checks the `WHERE` clause against the committed row; SQLite runs
     /// writes one at a time. Either way the loser of a race matches nothing.
     public func updateStatus(
-        kid: String, from expected: DeviceStatus, to status: DeviceStatus, at time: Int64
+        kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
@@ -158,7 +160,7 @@ extension DeviceRecord {
     /// Reads a row of ``SQLStorage/deviceColumns``.
     init(row: SQLRow) throws(StorageError) {
         guard let kid = row.text(0), let user = row.text(1), let name = row.text(2), let pem = row.text(3),
-            let status = row.text(4).flatMap(DeviceStatus.init(rawValue:)), let createdAt = row.integer(5)
+            let status = row.text(4).flatMap(DeviceStatus.Stored.init(rawValue:)), let createdAt = row.integer(5)
         else { throw StorageError(.queryFailed, "a device row is incomplete") }
         self.init(
             kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,

@@ -13,7 +13,7 @@ extension SQLStorage {
             var keys: [SigningKeyRecord] = []
             for row in rows {
                 guard let kid = row.text(0), let pem = row.blob(1), let createdAt = row.integer(2) else {
-                    for var key in keys { Crypto.wipe(&key.privatePEM) }
+                    for var key in keys { CryptoPrimitives.wipe(&key.privatePEM) }
                     throw StorageError(.queryFailed, "a signing key row is incomplete")
                 }
                 keys.append(SigningKeyRecord(kid: kid, privatePEM: pem, createdAt: createdAt))
