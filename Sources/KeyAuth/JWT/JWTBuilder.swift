@@ -1,4 +1,4 @@
-/// Builds and signs RS256 JWTs: device assertions by default, any token with overrides.
+/// Builds and signs JWTs: device assertions by default, any token with overrides.
 ///
 /// TouchIDAuth's `jwtPayload` hook survives as `claims` overrides; what it lacked (a key-bound
 /// `sub`, an audience, a short `exp`, and a `jti` for replay protection) is added by default.
@@ -7,8 +7,8 @@ public struct JWTBuilder: Sendable {
     /// The default lifetime of a device assertion, in seconds (PROTOCOL.md section 2).
     public static let defaultLifetime: Int64 = 30
 
-    /// The signing key.
-    public let key: RSAPrivateKey
+    /// The signing key; its algorithm is the token's `alg`.
+    public let key: any JWSSigner
     /// The `aud` claim; the server's issuer URL for device assertions.
     public var audience: String?
     /// `exp - iat`, in seconds.
@@ -19,18 +19,18 @@ public struct JWTBuilder: Sendable {
     private let fingerprint: String
 
     /// - Parameters:
-    ///   - key: the private key that signs.
+    ///   - key: the private key that signs (a device key, or a server's token key).
     ///   - audience: the `aud` claim, omitted when nil.
     ///   - lifetime: seconds from `iat` to `exp`.
     ///   - clock: the time source; tests pass a fixed one.
     public init(
-        key: RSAPrivateKey, audience: String? = nil, lifetime: Int64 = defaultLifetime, clock: KeyAuthClock = .system
+        key: any JWSSigner, audience: String? = nil, lifetime: Int64 = defaultLifetime, clock: KeyAuthClock = .system
     ) {
         self.key = key
         self.audience = audience
         self.lifetime = lifetime
         self.clock = clock
-        self.fingerprint = key.publicKey.fingerprint
+        self.fingerprint = key.keyID
     }
 
     /// The default claims: `iss` = `sub` = fingerprint, `aud`, `iat`, `exp`, and a 128-bit `jti`.
@@ -59,14 +59,15 @@ public struct JWTBuilder: Sendable {
         var payload = try defaultClaims()
         payload.merge(claims)
         return try Self.sign(
-            headerJSON: Self.header(type: type, keyID: keyID ?? fingerprint), payloadJSON: payload.serializedBytes(),
+            headerJSON: Self.header(algorithm: key.algorithm, type: type, keyID: keyID ?? fingerprint),
+            payloadJSON: payload.serializedBytes(),
             key: key)
     }
 
-    /// `{"alg":"RS256","typ":...,"kid":...}`.
-    package static func header(type: String, keyID: String) -> [UInt8] {
+    /// `{"alg":...,"typ":...,"kid":...}`.
+    package static func header(algorithm: JWSAlgorithm = .rs256, type: String, keyID: String) -> [UInt8] {
         var header: [UInt8] = []
-        JSONText.appendRaw("{\"alg\":\"RS256\",\"typ\":", to: &header)
+        JSONText.appendRaw("{\"alg\":\"\(algorithm.rawValue)\",\"typ\":", to: &header)
         JSONText.appendString(type, to: &header)
         JSONText.appendRaw(",\"kid\":", to: &header)
         JSONText.appendString(keyID, to: &header)
@@ -76,7 +77,7 @@ public struct JWTBuilder: Sendable {
 
     /// Signs exact header and payload bytes (for known-answer vectors such as RFC 7515 A.2, and
     /// for tests that need a token no builder would make).
-    package static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: RSAPrivateKey) throws(KeyAuthError)
+    package static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
         -> String
     {
         let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
