@@ -10,6 +10,9 @@ final class RequestState {
     var request: HTTPRequest
     var bodyTooLarge = false
     var discardedBytes = 0
+    /// The response waiting for durability while the connection is suspended; the access
+    /// handler queues it when libmicrohttpd calls again after the resume.
+    var held: HeldResponse?
 
     init(request: HTTPRequest) {
         self.request = request
@@ -17,7 +20,8 @@ final class RequestState {
 }
 
 /// The access handler: called once when the headers are in, once per body chunk, and once when
-/// the request is complete (then with `*upload_data_size == 0`).
+/// the request is complete (then with `*upload_data_size == 0`), and once more after a
+/// suspension for durability (``HeldResponse``) ended.
 func httpServerAccessHandler(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
     _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
@@ -46,12 +50,17 @@ func httpServerAccessHandler(
             length > server.maximumBodySize
         {
             state.request.bodyTooLarge = true
-            return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+            return httpServerAnswer(state, server: server, on: connection)
         }
         return .YES
     }
 
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
+    if let held = state.held {
+        // Called again after the resume: the response waited long enough.
+        state.held = nil
+        return httpServerQueue(held.takeResponse(), on: connection)
+    }
     let chunkSize = uploadDataSize.pointee
     if chunkSize > 0 {
         // A body chunk. The limit holds while reading: past it nothing more is kept, and a
@@ -75,7 +84,35 @@ func httpServerAccessHandler(
     // The request is complete: the time to answer it does not count against its deadline.
     connectionClock(of: connection)?.requestReceived()
     state.request.bodyTooLarge = state.bodyTooLarge
-    return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+    return httpServerAnswer(state, server: server, on: connection)
+}
+
+/// Answers the request: queues the response at once when nothing it depends on waits for the
+/// disk, else holds it with the connection suspended until the storage reports the outcome, so
+/// that no worker thread sits idle through an fsync (see ``DurabilityScope``).
+private func httpServerAnswer(
+    _ state: RequestState, server: HTTPServerContext, on connection: OpaquePointer
+) -> MHD_Result {
+    let (response, durability) = DurabilityScope.run { server.responder.respond(to: state.request) }
+    switch durability.outcome {
+    case .durable:
+        return httpServerQueue(response, on: connection)
+    case .failed(let error):
+        return httpServerQueue(HTTPResponse(error: error), on: connection)
+    case .pending:
+        let held = HeldResponse(response, connection: connection)
+        guard server.holdResponses.suspend(connection, holding: held) else {
+            // Stopping, past the drain: nothing can wait any longer, and the response may not
+            // go out before its data is durable.
+            return httpServerQueue(
+                HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection)
+        }
+        state.held = held
+        durability.whenDurable { failure in
+            if held.resume(failure: failure) { server.holdResponses.resumed(held) }
+        }
+        return .YES
+    }
 }
 
 /// The completion callback: releases the request's state, whatever ended the request.
