@@ -45,7 +45,10 @@ final class SQLiteDatabase: SQLDatabase {
         guard mode?.lowercased() == "wal" else {
             throw StorageError(.unavailable, "cannot switch \(path) to WAL mode (got \(mode ?? "nothing"))")
         }
-        committer = try SQLiteGroupCommitter(writerConnection, log: log ?? SQLiteWALFile(databasePath: path))
+        committer = try SQLiteGroupCommitter(
+            writerConnection,
+            checkpointer: SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+            log: log ?? SQLiteWALFile(databasePath: path))
         var readers: [SQLiteConnectionBox] = []
         for _ in 0..<max(readerCount, 1) {
             let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)

@@ -30,6 +30,11 @@ import Synchronization
 ///   commits. If SQLite aborted the whole transaction, every write of the batch fails, and the
 ///   next write opens a new batch.
 ///
+/// Checkpoints (copying the log's pages into the database file, with two fsyncs) run on a
+/// connection and a queue of their own, at most every ``checkpointInterval``, never inside a
+/// `COMMIT`: SQLite's automatic checkpoint would run in the `COMMIT` of every thousandth page,
+/// under the writer's lock, and stop every write for as long.
+///
 /// Deferred writes (``writeEventually(_:)``, informational updates such as `last_login_at`) are
 /// the exception: they are only noted in memory, and written with the next batch, or at the
 /// latest a second later. After a crash they may lag by up to a second; reads in this process
@@ -37,6 +42,9 @@ import Synchronization
 final class SQLiteGroupCommitter: Sendable {
     /// How long a deferred write may wait for a batch before it is written on its own.
     static let deferredFlushDelay = DispatchTimeInterval.seconds(1)
+    /// The least time between two checkpoints: a few a second keep the log to a few megabytes
+    /// under load, and each costs two fsyncs.
+    static let checkpointInterval: UInt64 = 250_000_000
 
     /// The write connection and the batch open on it, under one lock.
     private struct Writer {
@@ -67,14 +75,25 @@ final class SQLiteGroupCommitter: Sendable {
     /// Runs commits and syncs, one at a time.
     private let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
     private let log: any SQLiteWALSync
+    /// The connection that checkpoints, used only on ``checkpointQueue``.
+    private let checkpointer: SQLiteConnectionBox
+    private let checkpointQueue = DispatchQueue(label: "keyauth.sqlite.checkpoint")
+    /// When the last checkpoint ended (monotonic nanoseconds), or `nil` while one is running.
+    private let lastCheckpoint = Mutex<UInt64?>(0)
 
     /// - Parameters:
     ///   - connection: the write connection; switched to `synchronous=NORMAL` here, since
-    ///     `log` makes each commit durable.
+    ///     `log` makes each commit durable, and to no automatic checkpoint.
+    ///   - checkpointer: a connection of its own for checkpoints.
     ///   - log: what makes committed batches durable.
-    init(_ connection: consuming sending SQLiteConnection, log: any SQLiteWALSync) throws(StorageError) {
+    init(
+        _ connection: consuming sending SQLiteConnection, checkpointer: consuming sending SQLiteConnection,
+        log: any SQLiteWALSync
+    ) throws(StorageError) {
         try connection.execute("PRAGMA synchronous = NORMAL")
+        try connection.execute("PRAGMA wal_autocheckpoint = 0")
         writer = Mutex(Writer(connection: connection))
+        self.checkpointer = SQLiteConnectionBox(checkpointer)
         self.log = log
     }
 
@@ -193,6 +212,7 @@ final class SQLiteGroupCommitter: Sendable {
             commit(deferred: last, closing: true)
             writer.withLock { $0.connection = nil }
         }
+        checkpointQueue.sync { checkpointer.close() }
     }
 
     // MARK: Under the writer's lock
@@ -303,7 +323,28 @@ final class SQLiteGroupCommitter: Sendable {
         }
         restoreDeferred(committed, failed: failure != nil)
         batch.settle(failure)
+        if failure == nil { checkpointIfDue() }
         return true
+    }
+
+    /// Starts a passive checkpoint on the checkpoint queue unless one is running or the last one
+    /// ended less than ``checkpointInterval`` ago. A passive checkpoint never waits for the
+    /// writer, and the writer never waits for it.
+    private func checkpointIfDue() {
+        let now = ServerClock.monotonicNanoseconds()
+        let due = lastCheckpoint.withLock { last in
+            guard let ended = last, now - ended >= Self.checkpointInterval else { return false }
+            last = nil
+            return true
+        }
+        guard due else { return }
+        checkpointQueue.async {
+            // A failure only leaves the log longer; the next checkpoint tries again.
+            _ = try? self.checkpointer.with { connection throws(StorageError) in
+                try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            }
+            self.lastCheckpoint.withLock { $0 = ServerClock.monotonicNanoseconds() }
+        }
     }
 
     /// Writes the deferred values into the open transaction and commits it.
