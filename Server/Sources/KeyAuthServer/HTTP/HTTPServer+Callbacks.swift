@@ -32,11 +32,12 @@ func httpServerAccessHandler(
 
     guard let statePointer = requestContext.pointee else {
         // First call: the headers are complete and no body byte has been read yet.
+        let tracked = trackedConnection(of: connection)
         let state = RequestState(
             request: HTTPRequest(
                 method: method.map { String(cString: $0) } ?? "",
                 path: url.map { String(cString: $0) } ?? "/",
-                clientAddress: ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""))
+                clientAddress: tracked?.clientAddress ?? clientAddress(of: connection)))
         withExtendedLifetime(state) {
             let pointer = Unmanaged.passUnretained(state).toOpaque()
             MHD_get_connection_values(connection, .HEADER_KIND, httpServerCollectHeader, pointer)
@@ -82,7 +83,7 @@ func httpServerAccessHandler(
     }
 
     // The request is complete: the time to answer it does not count against its deadline.
-    connectionClock(of: connection)?.requestReceived()
+    trackedConnection(of: connection)?.requestReceived()
     state.request.bodyTooLarge = state.bodyTooLarge
     return httpServerAnswer(state, server: server, on: connection)
 }
@@ -121,7 +122,7 @@ func httpServerRequestCompleted(
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ reason: MHD_RequestTerminationCode
 ) {
     if let connection {
-        connectionClock(of: connection)?.requestEnded(now: ServerClock.monotonicNanoseconds())
+        trackedConnection(of: connection)?.requestEnded(now: ServerClock.monotonicNanoseconds())
     }
     guard let requestContext, let statePointer = requestContext.pointee else { return }
     Unmanaged<RequestState>.fromOpaque(statePointer).release()
@@ -132,7 +133,7 @@ func httpServerRequestCompleted(
 }
 
 /// The connection notice: registers each accepted connection with the request deadlines, its
-/// ``ConnectionClock`` retained into the socket context, and unregisters and releases it when
+/// ``TrackedConnection`` retained into the socket context, and unregisters and releases it when
 /// the connection closes (libmicrohttpd closes the socket after this returns).
 func httpServerConnectionNotice(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
@@ -144,21 +145,27 @@ func httpServerConnectionNotice(
     case .CONNECTION_NOTIFY_STARTED:
         let descriptor = ckeyauth_mhd_connection_socket(connection)
         guard descriptor >= 0 else { return }
-        let clock = server.deadlines.connectionStarted(descriptor: descriptor)
-        socketContext.pointee = Unmanaged.passRetained(clock).toOpaque()
+        let tracked = server.deadlines.connectionStarted(
+            descriptor: descriptor, clientAddress: clientAddress(of: connection))
+        socketContext.pointee = Unmanaged.passRetained(tracked).toOpaque()
     case .CONNECTION_NOTIFY_CLOSED:
         guard let pointer = socketContext.pointee else { return }
         socketContext.pointee = nil
-        server.deadlines.connectionClosed(Unmanaged<ConnectionClock>.fromOpaque(pointer).takeRetainedValue())
+        server.deadlines.connectionClosed(Unmanaged<TrackedConnection>.fromOpaque(pointer).takeRetainedValue())
     default:
         break
     }
 }
 
-/// The clock of `connection`, registered by the connection notice (alive until the connection
-/// closes, so the callbacks of its requests may use it unretained).
-private func connectionClock(of connection: OpaquePointer) -> ConnectionClock? {
-    ckeyauth_mhd_socket_context(connection).map { Unmanaged<ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
+/// The tracking of `connection`, registered by the connection notice (alive until the
+/// connection closes, so the callbacks of its requests may use it unretained).
+private func trackedConnection(of connection: OpaquePointer) -> TrackedConnection? {
+    ckeyauth_mhd_socket_context(connection).map { Unmanaged<TrackedConnection>.fromOpaque($0).takeUnretainedValue() }
+}
+
+/// The peer's address of `connection` as text, or "" for a family without one.
+private func clientAddress(of connection: OpaquePointer) -> String {
+    ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""
 }
 
 /// Header iterator: appends each field to the request (called synchronously, so the state is
