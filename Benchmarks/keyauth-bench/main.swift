@@ -20,6 +20,11 @@ import KeyAuthServer
 // `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
 // Benchmarks/timing/run.sh starts the server for it.
 //
+//   swift run -c release keyauth-bench login-path [--logins N]
+//
+// `login-path` splits the CPU time of a login inside the server, without sockets, into the RSA
+// operations and the rest (LoginPathBenchmark.swift).
+//
 //   keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N]
 //                              [--keys-out FILE] [--keys-in FILE] [SERVER...]
 //
@@ -413,6 +418,13 @@ case "load-prepare":
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
     }
+case "login-path":
+    do {
+        try LoginPathBenchmark(logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000)).run()
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
 case "timing":
     let rest = Array(arguments.dropFirst())
     guard let server = option("--server", in: rest) else {
@@ -433,7 +445,8 @@ default:
     FileHandle.standardError.write(
         Data(
             ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
-                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | timing --server URL ... "
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] "
+                + "| timing --server URL ... "
                 + "| tpm [--signatures N] [--generations N]\n").utf8))
     exit(64)
 }

@@ -32,7 +32,7 @@
 #
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
-# CPU time went. ES256: the Node server signs with ES256; keyauth-server takes part once it has a
+# CPU time went (profile-summary.py). ES256: the Node server signs with ES256; keyauth-server takes part once it has a
 # `--signing-algorithm` serve option, until then the script says so and measures Node alone.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
@@ -317,7 +317,8 @@ for name, value, target, met in checks:
 EOF
 
 if [ -n "$profile" ]; then
+    logins=$(awk '/requests in/ {print $1}' "$work/1-keyauth-server.txt")
     echo
-    echo "== where keyauth-server's CPU went (perf, round 1; $profile)"
-    perf report -i "$profile" --no-children --sort dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15
+    echo "where keyauth-server's CPU went in round 1 (perf record -g, $logins logins; $profile):"
+    perf script -i "$profile" 2>/dev/null | python3 Benchmarks/load/profile-summary.py "$logins"
 fi
