@@ -4,7 +4,7 @@
 #
 #   bash Benchmarks/load/run.sh [--alg RS256|ES256] [--seconds N] [--rounds N] [--devices N]
 #                               [--connections N] [--threads N] [--node-server PATH]
-#                               [--ceiling-seconds N] [--profile FILE]
+#                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
 #
 # The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
 # benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
@@ -32,8 +32,11 @@
 #
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
-# CPU time went (profile-summary.py). ES256: the Node server signs with ES256; keyauth-server takes part once it has a
-# `--signing-algorithm` serve option, until then the script says so and measures Node alone.
+# CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
+# (an earlier build, say) as a third server, "keyauth-other", under the same load and checks, to
+# measure a change in one run. ES256: the Node server signs with ES256; keyauth-server takes part
+# once it has a `--signing-algorithm` serve option, until then the script says so and measures
+# Node alone.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
@@ -46,6 +49,7 @@ devices=200
 connections=32
 threads=""
 profile=""
+compare_server=""
 ceiling_seconds=10
 node_server=${KEYAUTH_NODE_FAIR_SERVER:-$root/../shared/bench/node-fair-login-server.mjs}
 usage() {
@@ -63,6 +67,7 @@ while [ $# -gt 0 ]; do
     --node-server) node_server=${2:?}; shift 2 ;;
     --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
     --profile) profile=${2:?}; shift 2 ;;
+    --compare-server) compare_server=${2:?}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
     esac
@@ -131,29 +136,39 @@ ceiling_before=$(ceiling)
 # One issuer for both servers, so that one set of assertions (aud) serves both.
 issuer="http://keyauth.bench"
 servers=()
-if [ "$with_keyauth" = 1 ]; then
-    keyauth_port=$(free_port)
+declare -A port_by_server pid_by_server
+# start_keyauth NAME BINARY: a keyauth-server on a SQLite file of its own.
+start_keyauth() {
+    local name=$1 binary=$2 port
+    port=$(free_port)
     # Open enrollment (loopback only): the benchmark registers first devices without codes. All
     # load comes from one address by design: no per-address limits. No metrics listener.
-    "$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --issuer "$issuer" \
+    "$binary" serve --listen "127.0.0.1:$port" --db "$work/$name.db" --issuer "$issuer" \
         --enrollment open --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 \
-        --metrics-listen off --quiet "${keyauth_flags[@]}" 2>"$work/keyauth-server.log" &
-    keyauth_pid=$!
-    pids+=("$keyauth_pid")
-    wait_healthy keyauth-server "$keyauth_port"
-    servers+=(keyauth-server)
+        --metrics-listen off --quiet "${keyauth_flags[@]}" 2>"$work/$name.log" &
+    pid_by_server[$name]=$!
+    pids+=("$!")
+    port_by_server[$name]=$port
+    wait_healthy "$name" "$port"
+    servers+=("$name")
+}
+if [ "$with_keyauth" = 1 ]; then
+    start_keyauth keyauth-server "$bin/keyauth-server"
+    keyauth_pid=${pid_by_server[keyauth-server]}
+    [ -z "$compare_server" ] || start_keyauth keyauth-other "$compare_server"
 fi
 node_port=$(free_port)
 PORT=$node_port ALG=$alg ISSUER=$issuer node "$node_server" >"$work/node-fair.log" 2>&1 &
 node_pid=$!
 pids+=("$node_pid")
+port_by_server[node-fair]=$node_port
 wait_healthy node-fair "$node_port"
 servers+=(node-fair)
 
-port_of() { if [ "$1" = keyauth-server ]; then echo "$keyauth_port"; else echo "$node_port"; fi; }
+port_of() { echo "${port_by_server[$1]}"; }
 # pids_of SERVER: the server's processes (Node: the cluster's primary and its workers).
 pids_of() {
-    if [ "$1" = keyauth-server ]; then echo "$keyauth_pid"; else echo "$node_pid $(pgrep -P "$node_pid" | tr '\n' ' ')"; fi
+    if [ "$1" = node-fair ]; then echo "$node_pid $(pgrep -P "$node_pid" | tr '\n' ' ')"; else echo "${pid_by_server[$1]}"; fi
 }
 urls=()
 for server in "${servers[@]}"; do urls+=("http://127.0.0.1:$(port_of "$server")"); done
@@ -314,6 +329,12 @@ if alg == "RS256":
 print()
 for name, value, target, met in checks:
     print(f"{name:78} {value:8.2f}  target {target:7}  {'met' if met else 'NOT met'}")
+other = by_server.get("keyauth-other")
+if other:
+    other_rates = {r[0]: r[1] for r in other}
+    changes = [r[1] / other_rates[r[0]] for r in keyauth if r[0] in other_rates]
+    print(f"{'keyauth-server vs keyauth-other, logins/s (median of per-round ratios)':78} "
+          f"{statistics.median(changes):8.2f}  ({', '.join(f'{x:.2f}' for x in changes)})")
 EOF
 
 if [ -n "$profile" ]; then
