@@ -20,6 +20,18 @@ import KeyAuthServer
 // `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
 // Benchmarks/timing/run.sh starts the server for it.
 //
+//   swift run -c release keyauth-bench login-path [--logins N]
+//
+// `login-path` splits the CPU time of a login inside the server, without sockets, into the RSA
+// operations and the rest (LoginPathBenchmark.swift).
+//
+//   keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N]
+//                              [--keys-out FILE] [--keys-in FILE] [SERVER...]
+//
+// `load-prepare` registers RSA-2048 device keys with each SERVER and pre-signs unique
+// assertions for the wrk script of Benchmarks/load (run.sh, run-postgres.sh); `--keys-out` keeps
+// the keys so that a later call with `--keys-in` signs fresh assertions for them.
+//
 // `pin` times what an offline guesser pays per PIN for a copied key file: one decryption with a
 // wrong PIN, for the scrypt encryption keyauth writes and for the PBKDF2 it wrote before,
 // alternating between them so that both see the same machine. `--scrypt-p` adds other scrypt
@@ -206,13 +218,24 @@ func pinBenchmark(guesses: Int, extraScryptP: [UInt64]) throws {
 
 /// Registers `devices` RSA-2048 keys with every server in `servers` (one user each, so all are
 /// active) and writes `count` unique pre-signed assertions, one per line, for the wrk script.
-func loadPrepare(devices: Int, count: Int, issuer: String, servers: [String], output: String) throws {
-    let keys = (0..<devices).map { _ in Box<RSAPrivateKey>() }
-    DispatchQueue.concurrentPerform(iterations: devices) { index in
-        keys[index].value = try? RSAPrivateKey.generate(bits: 2048)
+///
+/// With `keysIn` the device keys are read from that file (written by an earlier run with
+/// `keysOut`) instead of generated, so that a benchmark registers its keys once and signs a
+/// fresh set of assertions (new `jti`s) for each of its rounds.
+func loadPrepare(
+    devices: Int, count: Int, issuer: String, servers: [String], output: String, keysIn: String?,
+    keysOut: String?
+) throws {
+    let ready = try keysIn.map(readDeviceKeys) ?? generateDeviceKeys(devices)
+    if let keysOut {
+        var pems: [UInt8] = []
+        for key in ready { pems += try key.pkcs8PEM() }
+        // Throwaway benchmark keys, but private keys all the same: readable by the owner only.
+        guard
+            FileManager.default.createFile(
+                atPath: keysOut, contents: Data(pems), attributes: [.posixPermissions: 0o600])
+        else { throw KeyAuthError(.invalidArgument, "cannot write \(keysOut)") }
     }
-    let ready = keys.compactMap(\.value)
-    guard ready.count == devices else { throw KeyAuthError(.cryptoFailed, "key generation failed") }
     for server in servers {
         for (index, key) in ready.enumerated() {
             let proof = try JWTBuilder(key: key, audience: issuer).sign()
@@ -226,10 +249,33 @@ func loadPrepare(devices: Int, count: Int, issuer: String, servers: [String], ou
     }
     let lines = (0..<count).map { _ in Box<String>() }
     DispatchQueue.concurrentPerform(iterations: count) { index in
-        lines[index].value = try? JWTBuilder(key: ready[index % devices], audience: issuer, lifetime: 280).sign()
+        lines[index].value = try? JWTBuilder(key: ready[index % ready.count], audience: issuer, lifetime: 280).sign()
     }
-    let text = lines.compactMap(\.value).joined(separator: "\n") + "\n"
-    try text.write(toFile: output, atomically: true, encoding: .utf8)
+    guard lines.allSatisfy({ $0.value != nil }) else { throw KeyAuthError(.cryptoFailed, "signing failed") }
+    let text = lines.compactMap(\.value).map { $0 + "\n" }.joined()
+    try text.write(toFile: output, atomically: false, encoding: .utf8)
+}
+
+/// `count` new RSA-2048 device keys, generated on every core.
+func generateDeviceKeys(_ count: Int) throws -> [RSAPrivateKey] {
+    let keys = (0..<count).map { _ in Box<RSAPrivateKey>() }
+    DispatchQueue.concurrentPerform(iterations: count) { index in
+        keys[index].value = try? RSAPrivateKey.generate(bits: 2048)
+    }
+    let ready = keys.compactMap(\.value)
+    guard ready.count == count, count > 0 else { throw KeyAuthError(.cryptoFailed, "key generation failed") }
+    return ready
+}
+
+/// The device keys of a `--keys-out` file: concatenated unencrypted PKCS#8 PEMs.
+func readDeviceKeys(_ path: String) throws -> [RSAPrivateKey] {
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    let end = "-----END PRIVATE KEY-----"
+    let keys = try text.components(separatedBy: end).dropLast().map {
+        try RSAPrivateKey(pemRepresentation: Array(($0 + end + "\n").utf8))
+    }
+    guard !keys.isEmpty else { throw KeyAuthError(.invalidArgument, "no keys in \(path)") }
+    return keys
 }
 
 /// A mutable slot for results written from `concurrentPerform`, one index per thread.
@@ -339,7 +385,7 @@ case "tpm":
     }
 case "load-prepare":
     let rest = Array(arguments.dropFirst())
-    let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer"]
+    let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer", "--keys-in", "--keys-out"]
     var servers: [String] = []
     var skip = false
     for argument in rest {
@@ -351,16 +397,28 @@ case "load-prepare":
             servers.append(argument)
         }
     }
-    guard let output = option("--out", in: rest), let issuer = option("--issuer", in: rest), !servers.isEmpty else {
+    let keysIn = option("--keys-in", in: rest)
+    guard let output = option("--out", in: rest), let issuer = option("--issuer", in: rest),
+        !servers.isEmpty || keysIn != nil
+    else {
         FileHandle.standardError.write(
-            Data("usage: keyauth-bench load-prepare --out FILE --issuer URL SERVER...\n".utf8))
+            Data(
+                ("usage: keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N] "
+                    + "[--keys-out FILE] [--keys-in FILE] [SERVER...]\n").utf8))
         exit(64)
     }
     do {
         try loadPrepare(
             devices: Int(option("--devices", in: rest) ?? "") ?? 200,
             count: Int(option("--assertions", in: rest) ?? "") ?? 100_000, issuer: issuer, servers: servers,
-            output: output)
+            output: output, keysIn: keysIn, keysOut: option("--keys-out", in: rest))
+    } catch {
+        FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
+        exit(1)
+    }
+case "login-path":
+    do {
+        try LoginPathBenchmark(logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000)).run()
     } catch {
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
@@ -385,7 +443,8 @@ default:
     FileHandle.standardError.write(
         Data(
             ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
-                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | timing --server URL ... "
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] "
+                + "| timing --server URL ... "
                 + "| tpm [--signatures N] [--generations N]\n").utf8))
     exit(64)
 }

@@ -1,65 +1,345 @@
 #!/usr/bin/env bash
-# Load benchmark of POST /oauth/token: keyauth-server (SQLite, replay protection and durable
-# storage on) against a minimal Node.js server that only checks the signature, in one run.
+# Login throughput, measured fairly: keyauth-server against a Node.js server that does the same
+# work per login, under the same load, in one run.
 #
-#   bash Benchmarks/load/run.sh [DEVICES] [SECONDS] [CONNECTIONS]
+#   bash Benchmarks/load/run.sh [--alg RS256|ES256] [--seconds N] [--rounds N] [--devices N]
+#                               [--connections N] [--threads N] [--node-server PATH]
+#                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
 #
-# Registers DEVICES RSA-2048 keys with each server, pre-signs unique assertions, drives each
-# server with wrk (2 threads, CONNECTIONS keep-alive connections) for SECONDS, and prints
-# logins/s, latency percentiles and the server's peak memory (VmHWM).
+# The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
+# benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
+# --node-server PATH or set KEYAUTH_NODE_FAIR_SERVER). It runs on node:cluster with one worker per
+# core and does per login what keyauth-server does (RS256 verification of the assertion, claim
+# checks, a jti replay map, an at+jwt access token signed with ALG), but keeps everything in
+# memory: no durable storage.
+#
+# One invocation:
+#   1. builds keyauth-server and keyauth-bench in release mode;
+#   2. measures the machine's signing ceiling, `openssl speed -multi $(nproc)` for the access
+#      token's algorithm (rsa2048 for RS256, ecdsap256 for ES256), before and after the runs;
+#   3. starts keyauth-server (SQLite file: synchronous=FULL durability, replay cache on) and the
+#      Node server with the same issuer, registers DEVICES RSA-2048 keys with both
+#      (`keyauth-bench load-prepare`), and checks with a few sample assertions that each answers a
+#      login with an access token of ALG and refuses the same assertion a second time;
+#   4. for each of ROUNDS rounds, signs a fresh set of unique assertions and drives each server
+#      with `wrk -t2 -cCONNECTIONS` (keep-alive, the same assertions for both, every one a new
+#      jti) for SECONDS, alternating which server goes first; a run with any non-2xx answer or
+#      socket error fails the benchmark;
+#   5. prints per run logins/s, p50/p99 latency, CPU time per login and peak RSS (VmHWM; for Node
+#      the sum over the primary and its workers), then per server the median and spread of the
+#      rounds, the ratio to Node (median of the per-round ratios) and to the ceiling, against
+#      the targets.
+#
+# --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
+# keyauth-server process with `perf record -g` during the first round's run and prints where its
+# CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
+# (an earlier build, say) as a third server, "keyauth-other", under the same load and checks, to
+# measure a change in one run. ES256: the Node server signs with ES256; keyauth-server takes part
+# once it has a `--signing-algorithm` serve option, until then the script says so and measures
+# Node alone.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
-devices=${1:-200}
-seconds=${2:-10}
-connections=${3:-32}
+root=$(pwd)
 
-bash scripts/install-deps.sh
+alg=RS256
+seconds=10
+rounds=3
+devices=200
+connections=32
+threads=""
+profile=""
+compare_server=""
+ceiling_seconds=10
+node_server=${KEYAUTH_NODE_FAIR_SERVER:-$root/../shared/bench/node-fair-login-server.mjs}
+usage() {
+    sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 64
+}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --alg) alg=${2:?}; shift 2 ;;
+    --seconds) seconds=${2:?}; shift 2 ;;
+    --rounds) rounds=${2:?}; shift 2 ;;
+    --devices) devices=${2:?}; shift 2 ;;
+    --connections) connections=${2:?}; shift 2 ;;
+    --threads) threads=${2:?}; shift 2 ;;
+    --node-server) node_server=${2:?}; shift 2 ;;
+    --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
+    --profile) profile=${2:?}; shift 2 ;;
+    --compare-server) compare_server=${2:?}; shift 2 ;;
+    -h | --help) usage ;;
+    *) echo "run.sh: unknown argument $1" >&2; usage ;;
+    esac
+done
+case $alg in
+RS256) ceiling_test=rsa2048 ;;
+ES256) ceiling_test=ecdsap256 ;;
+*) echo "run.sh: --alg takes RS256 or ES256, not $alg" >&2; exit 64 ;;
+esac
+if [ ! -f "$node_server" ]; then
+    cat >&2 <<EOF
+run.sh: the comparison server is missing: $node_server
+It is not part of this repository. Pass its path with --node-server PATH or KEYAUTH_NODE_FAIR_SERVER
+(it is node-fair-login-server.mjs in the shared benchmark folder, ../shared/bench/ by default).
+EOF
+    exit 66
+fi
+for tool in node wrk openssl curl python3; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 69; }
+done
+[ -z "$profile" ] || command -v perf >/dev/null || { echo "run.sh: --profile needs perf" >&2; exit 69; }
+
 swift build -c release --product keyauth-server >&2
 swift build -c release --product keyauth-bench >&2
 bin=$(swift build -c release --show-bin-path)
+cores=$(nproc)
+
+keyauth_flags=()
+with_keyauth=1
+if [ "$alg" != RS256 ]; then
+    if "$bin/keyauth-server" --help 2>&1 | grep -q -- "--signing-algorithm"; then
+        keyauth_flags+=(--signing-algorithm "$alg")
+    else
+        echo "run.sh: this keyauth-server signs access tokens with RS256 only (no --signing-algorithm" \
+            "option yet); measuring the Node server with $alg alone" >&2
+        with_keyauth=0
+    fi
+fi
+[ -z "$threads" ] || keyauth_flags+=(--threads "$threads")
+
 work=$(mktemp -d /tmp/keyauth-load.XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_healthy() {
+    local name=$1 port=$2
+    for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0; sleep 0.1; done
+    echo "run.sh: $name did not start: $(cat "$work/$name.log" 2>/dev/null)" >&2
+    exit 1
+}
 
-keyauth_port=$(free_port)
-# Open enrollment (development mode, loopback only): the benchmark registers first devices
-# without enrollment codes. All load comes from one address by design: no per-address limits.
-# No metrics listener: the port after the free one found above may be taken.
-"$bin/keyauth-server" serve --listen "127.0.0.1:$keyauth_port" --db "$work/bench.db" --rate-limit 100000 --quiet \
-    --registration-limit 100000 --max-connections-per-address 0 --metrics-listen off --enrollment open 2>/dev/null &
-keyauth_pid=$!
-pids+=("$keyauth_pid")
+# ceiling: sign/s of all cores together for the access token's algorithm.
+ceiling() {
+    openssl speed -multi "$cores" -seconds "$ceiling_seconds" "$ceiling_test" 2>/dev/null | awk -v t="$ceiling_test" '
+        t == "rsa2048" && $1 == "rsa" && $2 == "2048" {print $6}
+        t == "ecdsap256" && $3 == "ecdsa" && $4 == "(nistp256)" {print $7}'
+}
+echo "== signing ceiling: openssl speed -multi $cores -seconds $ceiling_seconds $ceiling_test" >&2
+ceiling_before=$(ceiling)
+
+# One issuer for both servers, so that one set of assertions (aud) serves both.
+issuer="http://keyauth.bench"
+servers=()
+declare -A port_by_server pid_by_server
+# start_keyauth NAME BINARY: a keyauth-server on a SQLite file of its own.
+start_keyauth() {
+    local name=$1 binary=$2 port
+    port=$(free_port)
+    # Open enrollment (loopback only): the benchmark registers first devices without codes. All
+    # load comes from one address by design: no per-address limits. No metrics listener.
+    "$binary" serve --listen "127.0.0.1:$port" --db "$work/$name.db" --issuer "$issuer" \
+        --enrollment open --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 \
+        --metrics-listen off --quiet "${keyauth_flags[@]}" 2>"$work/$name.log" &
+    pid_by_server[$name]=$!
+    pids+=("$!")
+    port_by_server[$name]=$port
+    wait_healthy "$name" "$port"
+    servers+=("$name")
+}
+if [ "$with_keyauth" = 1 ]; then
+    start_keyauth keyauth-server "$bin/keyauth-server"
+    keyauth_pid=${pid_by_server[keyauth-server]}
+    [ -z "$compare_server" ] || start_keyauth keyauth-other "$compare_server"
+fi
 node_port=$(free_port)
-node Benchmarks/load/node-baseline.js "$node_port" &
+PORT=$node_port ALG=$alg ISSUER=$issuer node "$node_server" >"$work/node-fair.log" 2>&1 &
 node_pid=$!
 pids+=("$node_pid")
-for port in "$keyauth_port" "$node_port"; do
-    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-    curl -s -o /dev/null "http://127.0.0.1:$port/" || { echo "server on port $port did not start" >&2; exit 1; }
-done
+port_by_server[node-fair]=$node_port
+wait_healthy node-fair "$node_port"
+servers+=(node-fair)
 
-# Enough unique assertions for the fastest plausible rate, valid for 280 s.
-count=$((seconds * 12000))
-echo "== registering $devices RSA-2048 keys and signing $count assertions" >&2
-"$bin/keyauth-bench" load-prepare --devices "$devices" --assertions "$count" --out "$work/assertions.txt" \
-    --issuer "http://127.0.0.1:$keyauth_port" "http://127.0.0.1:$keyauth_port" "http://127.0.0.1:$node_port"
-
-run() {
-    local name=$1 port=$2 pid=$3
-    KEYAUTH_ASSERTIONS="$work/assertions.txt" KEYAUTH_THREADS=2 \
-        wrk -t2 -c"$connections" -d"${seconds}s" --latency -s Benchmarks/load/login.lua "http://127.0.0.1:$port" \
-        >"$work/$name.txt"
-    local rate p50 p99 non2xx peak
-    rate=$(awk '/Requests\/sec/ {print $2}' "$work/$name.txt")
-    p50=$(awk '$1 == "50%" {print $2}' "$work/$name.txt")
-    p99=$(awk '$1 == "99%" {print $2}' "$work/$name.txt")
-    non2xx=$(awk '/Non-2xx/ {print $5}' "$work/$name.txt")
-    peak=$(awk '/VmHWM/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status")
-    printf '%-16s %10s req/s   p50 %-9s p99 %-9s non-2xx %-6s peak memory %s\n' \
-        "$name" "$rate" "$p50" "$p99" "${non2xx:-0}" "$peak"
+port_of() { echo "${port_by_server[$1]}"; }
+# pids_of SERVER: the server's processes (Node: the cluster's primary and its workers).
+pids_of() {
+    if [ "$1" = node-fair ]; then echo "$node_pid $(pgrep -P "$node_pid" | tr '\n' ' ')"; else echo "${pid_by_server[$1]}"; fi
 }
-echo "== POST /oauth/token, wrk -t2 -c$connections -d${seconds}s, $(nproc) cores" >&2
-run keyauth-server "$keyauth_port" "$keyauth_pid"
-run node-baseline "$node_port" "$node_pid"
+urls=()
+for server in "${servers[@]}"; do urls+=("http://127.0.0.1:$(port_of "$server")"); done
+
+echo "== registering $devices RSA-2048 device keys with ${servers[*]}" >&2
+"$bin/keyauth-bench" load-prepare --devices "$devices" --assertions 0 --keys-out "$work/keys" --out /dev/null \
+    --issuer "$issuer" "${urls[@]}"
+# The Node workers learn keys registered with another worker through the primary.
+sleep 1
+
+# login_twice SERVER ASSERTION: posts the assertion twice on one keep-alive connection (the Node
+# server's replay map is per worker, and a connection stays with its worker); prints the first
+# answer's body, then both statuses on one line.
+login_twice() {
+    local url form
+    url="http://127.0.0.1:$(port_of "$1")/oauth/token"
+    form="grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=$2"
+    curl -s -H 'Content-Type: application/x-www-form-urlencoded' -w '\n%{http_code}\n' \
+        --data "$form" "$url" --next -H 'Content-Type: application/x-www-form-urlencoded' \
+        -w '\n%{http_code}\n' -o /dev/null --data "$form" "$url" |
+        awk 'NR == 1 {print} NR > 1 && $0 != "" {s = s (s ? " " : "") $0} END {print s}'
+}
+# Sample logins: a 200 with an access token signed with ALG, then the same assertion refused.
+"$bin/keyauth-bench" load-prepare --keys-in "$work/keys" --assertions 3 --out "$work/samples.txt" --issuer "$issuer"
+for server in "${servers[@]}"; do
+    while read -r assertion; do
+        answer=$(login_twice "$server" "$assertion")
+        statuses=$(tail -n 1 <<<"$answer")
+        token_alg=$(head -n 1 <<<"$answer" | python3 -c '
+import base64, json, sys
+token = json.load(sys.stdin)["access_token"]
+header = token.split(".")[0]
+print(json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["alg"])' 2>/dev/null || echo none)
+        if [ "$statuses" != "200 400" ] || [ "$token_alg" != "$alg" ]; then
+            echo "run.sh: $server answered a sample assertion and its replay with $statuses (expected 200 400)," \
+                "token alg $token_alg: $(head -n 1 <<<"$answer")" >&2
+            exit 1
+        fi
+    done <"$work/samples.txt"
+done
+echo "== sample logins: 200 with an $alg access token, replay refused (400), on ${servers[*]}" >&2
+
+ticks=$(getconf CLK_TCK)
+cpu_ticks() {
+    local total=0 pid
+    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
+    echo "$total"
+}
+peak_kib() {
+    local total=0 pid
+    for pid in "$@"; do total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0))); done
+    echo "$total"
+}
+
+# drive ROUND SERVER: one wrk run on the round's assertions; appends a line to $work/results.
+drive() {
+    local round=$1 server=$2 out="$work/$1-$2.txt" before after load perf_pid=""
+    read -r -a server_pids <<<"$(pids_of "$server")"
+    load=$(awk '{print $1}' /proc/loadavg)
+    before=$(cpu_ticks "${server_pids[@]}")
+    if [ -n "$profile" ] && [ "$round" = 1 ] && [ "$server" = keyauth-server ]; then
+        perf record -q -e cpu-clock -g -p "$keyauth_pid" -o "$profile" -- sleep "$seconds" 2>/dev/null &
+        perf_pid=$!
+    fi
+    KEYAUTH_ASSERTIONS="$work/assertions-$round.txt" KEYAUTH_THREADS=2 \
+        wrk -t2 -c"$connections" -d"${seconds}s" --latency -s Benchmarks/load/login.lua \
+        "http://127.0.0.1:$(port_of "$server")" >"$out"
+    [ -z "$perf_pid" ] || wait "$perf_pid"
+    after=$(cpu_ticks "${server_pids[@]}")
+    local rate requests p50 p99 non2xx errors
+    rate=$(awk '/Requests\/sec/ {print $2}' "$out")
+    requests=$(awk '/requests in/ {print $1}' "$out")
+    p50=$(awk '$1 == "50%" {print $2}' "$out")
+    p99=$(awk '$1 == "99%" {print $2}' "$out")
+    non2xx=$(awk '/Non-2xx/ {n = $5} END {print n + 0}' "$out")
+    errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
+    if [ "$non2xx" != 0 ] || [ "${errors:-0}" != 0 ]; then
+        echo "run.sh: $server, round $round: $non2xx non-2xx answers, ${errors:-0} socket errors" >&2
+        cat "$out" >&2
+        exit 1
+    fi
+    echo "$round $server $rate $(to_ms "$p50") $(to_ms "$p99") $(peak_kib "${server_pids[@]}") \
+$(awk -v t=$((after - before)) -v n="$requests" -v hz="$ticks" 'BEGIN {printf "%.3f", 1000 * t / hz / n}') $load" \
+        >>"$work/results"
+}
+# to_ms VALUE: wrk's 512.00us, 6.31ms or 1.02s in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        if (v ~ /us$/) printf "%.3f", v / 1000; else if (v ~ /ms$/) printf "%.3f", v + 0;
+        else if (v ~ /s$/) printf "%.3f", v * 1000; else printf "%.3f", v }'
+}
+
+# The fastest plausible rate: RS256 logins cannot outrun RSA signing; ES256 ones are bound by
+# the RS256 verification of the assertion and the HTTP work.
+if [ "$alg" = RS256 ]; then
+    per_second=$(awk -v c="$ceiling_before" 'BEGIN {printf "%d", c * 1.3 + 1000}')
+else
+    per_second=25000
+fi
+count=$((seconds * per_second))
+: >"$work/results"
+echo "== $alg logins: wrk -t2 -c$connections -d${seconds}s (keep-alive), $rounds rounds, $cores cores" >&2
+for round in $(seq 1 "$rounds"); do
+    echo "== round $round: signing $count unique assertions" >&2
+    "$bin/keyauth-bench" load-prepare --keys-in "$work/keys" --assertions "$count" \
+        --out "$work/assertions-$round.txt" --issuer "$issuer"
+    order=("${servers[@]}")
+    if [ $((round % 2)) = 0 ]; then
+        order=()
+        for ((i = ${#servers[@]} - 1; i >= 0; i--)); do order+=("${servers[$i]}"); done
+    fi
+    for server in "${order[@]}"; do drive "$round" "$server"; done
+    rm -f "$work/assertions-$round.txt"
+done
+ceiling_after=$(ceiling)
+
+echo
+echo "$alg logins, wrk -t2 -c$connections -d${seconds}s, $rounds rounds, $cores cores ($(uname -m)), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "signing ceiling, openssl speed -multi $cores $ceiling_test: $ceiling_before sign/s before the runs," \
+    "$ceiling_after after"
+printf '%-5s %-15s %10s %9s %9s %10s %11s %6s\n' round server logins/s "p50 ms" "p99 ms" "peak MiB" "CPU ms/login" load
+awk '{printf "%-5s %-15s %10.0f %9.2f %9.2f %10.1f %11.3f %6s\n", $1, $2, $3, $4, $5, $6 / 1024, $7, $8}' "$work/results"
+
+python3 - "$work/results" "$alg" "$ceiling_before" "$ceiling_after" <<'EOF'
+import statistics, sys
+path, alg, before, after = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+runs = [line.split() for line in open(path)]
+by_server = {}
+for round_, server, rate, p50, p99, peak, cpu, load in runs:
+    by_server.setdefault(server, []).append((int(round_), float(rate), float(p50), float(p99), int(peak), float(cpu)))
+print()
+print(f"{'server':15} {'logins/s median (min-max)':>28} {'p50 ms':>7} {'p99 ms (max)':>13} {'peak MiB':>9} {'CPU ms/login':>12}")
+for server, rows in by_server.items():
+    rates = [r[1] for r in rows]
+    print(f"{server:15} {statistics.median(rates):>10.0f} ({min(rates):>7.0f}-{max(rates):>7.0f})"
+          f" {statistics.median(r[2] for r in rows):>7.2f}"
+          f" {statistics.median(r[3] for r in rows):>6.2f} ({max(r[3] for r in rows):>5.2f})"
+          f" {max(r[4] for r in rows) / 1024:>9.1f} {statistics.median(r[5] for r in rows):>12.3f}")
+keyauth, node = by_server.get("keyauth-server"), by_server.get("node-fair")
+if not keyauth:
+    sys.exit(0)
+ceiling = max(before, after)
+node_rates = {r[0]: r[1] for r in node}
+ratios = [r[1] / node_rates[r[0]] for r in keyauth if r[0] in node_rates]
+rate = statistics.median(r[1] for r in keyauth)
+p99 = statistics.median(r[3] for r in keyauth)
+peak = max(r[4] for r in keyauth) / 1024
+target_node = 1.1 if alg == "RS256" else 1.5
+checks = [
+    (f"logins/s vs Node (median of per-round ratios {', '.join(f'{x:.2f}' for x in ratios)})",
+     statistics.median(ratios), f">= {target_node}", statistics.median(ratios) >= target_node),
+    ("p99 latency, ms (median of rounds)", p99, "< 10", p99 < 10),
+    ("peak RSS, MiB", peak, "< 64", peak < 64),
+]
+if alg == "RS256":
+    checks.insert(1, (f"logins/s vs signing ceiling ({ceiling:.0f} sign/s, the higher measurement)",
+                      rate / ceiling, ">= 0.7", rate / ceiling >= 0.7))
+print()
+for name, value, target, met in checks:
+    print(f"{name:78} {value:8.2f}  target {target:7}  {'met' if met else 'NOT met'}")
+other = by_server.get("keyauth-other")
+if other:
+    other_rates = {r[0]: r[1] for r in other}
+    changes = [r[1] / other_rates[r[0]] for r in keyauth if r[0] in other_rates]
+    print(f"{'keyauth-server vs keyauth-other, logins/s (median of per-round ratios)':78} "
+          f"{statistics.median(changes):8.2f}  ({', '.join(f'{x:.2f}' for x in changes)})")
+EOF
+
+if [ -n "$profile" ]; then
+    logins=$(awk '/requests in/ {print $1}' "$work/1-keyauth-server.txt")
+    echo
+    echo "where keyauth-server's CPU went in round 1 (perf record -g, $logins logins; $profile):"
+    perf script -i "$profile" 2>/dev/null | python3 Benchmarks/load/profile-summary.py "$logins"
+fi

@@ -17,35 +17,27 @@ struct GroupCommitTests {
         return (try SQLStorage(database: database, location: environment.databasePath, now: { 1 }), database)
     }
 
-    /// Holds the group commit inside a write, starts `writes` calls of `body` on threads of their
-    /// own, one at a time, each once the previous one's write is queued, runs `whileHeld`, then
-    /// lets the commit go: all the writes run in the next batch, in the order started. Returns
-    /// once every call has returned.
+    /// Holds the group commit in the fsync of a batch of its own, starts `writes` calls of
+    /// `body` on threads of their own, one at a time, each once the previous one's write has run
+    /// in the next batch, runs `whileHeld`, then lets the fsync go: all the writes are in that
+    /// next batch, in the order started. Returns once every call has returned.
     ///
-    /// Each call must queue exactly one write through `database`. Over sockets, starting them
-    /// one at a time also gives each request its own server thread: a thread blocked on its
-    /// write does not accept.
+    /// Each call must make exactly one write through `database`.
     private static func inOneBatch(
         _ database: QueueWatchingDatabase, writes: Int, _ body: @escaping @Sendable (Int) -> Void,
         whileHeld: () throws -> Void = {}
     ) throws {
-        let holding = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
+        database.disk.hold()
+        // A write of its own, inside a scope so that it does not wait: its batch is committed at
+        // once and its fsync stalls on the held disk, and the writes below form the next batch.
+        _ = try DurabilityScope.run { try database.sqlite.write { _ in () } }
+        try #require(database.disk.waitUntilStalled(), "the group commit did not reach the fsync")
         let finished = DispatchGroup()
-        finished.enter()
-        Thread {
-            _ = try? database.sqlite.write { _ in
-                holding.signal()
-                release.wait()
-            }
-            finished.leave()
-        }.start()
-        holding.wait()
         defer {
-            release.signal()
+            database.disk.release()
             finished.wait()
         }
-        let queuedBefore = database.queuedWrites
+        let ranBefore = database.queuedWrites
         for index in 0..<writes {
             finished.enter()
             Thread {
@@ -53,10 +45,10 @@ struct GroupCommitTests {
                 finished.leave()
             }.start()
             let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
-            while database.queuedWrites <= queuedBefore + index, ServerClock.monotonicNanoseconds() < deadline {
+            while database.queuedWrites <= ranBefore + index, ServerClock.monotonicNanoseconds() < deadline {
                 usleep(500)
             }
-            try #require(database.queuedWrites == queuedBefore + index + 1, "write \(index) was not queued")
+            try #require(database.queuedWrites == ranBefore + index + 1, "write \(index) did not run")
         }
         try whileHeld()
     }
@@ -138,17 +130,22 @@ struct GroupCommitTests {
             try connection.execute("ROLLBACK")
             throw StorageError(.queryFailed, "the transaction was lost")
         }
-        for index in 0..<8 {
+        for index in 0..<4 {
             // Claims 0 to 2 had succeeded inside the batch; they are answered with its failure.
             #expect(Self.errorMessage(all[index]) == "SQLite rolled back a batch of writes", "write \(index)")
         }
-        // The next batch is a fresh transaction.
+        for index in 4..<8 {
+            // The writes after it opened a fresh transaction.
+            #expect((try? all[index]?.get()) == true, "write \(index)")
+        }
         #expect(try storage.claimJTI(keyID: "k", jti: "after", expiresAt: 1000))
         storage.close()
         let reopened = try SQLiteStorage(path: environment.databasePath)
         defer { reopened.close() }
         for index in 0..<8 where index != 3 {
-            #expect(try reopened.claimJTI(keyID: "k", jti: "y\(index)", expiresAt: 1000), "write \(index) was stored")
+            #expect(
+                try reopened.claimJTI(keyID: "k", jti: "y\(index)", expiresAt: 1000) == (index < 4),
+                "write \(index) was stored or not")
         }
         #expect(try !reopened.claimJTI(keyID: "k", jti: "after", expiresAt: 1000))
     }
@@ -195,7 +192,10 @@ struct GroupCommitTests {
                 let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
                 while refusal == nil, ServerClock.monotonicNanoseconds() < deadline {
                     refusal = StorageContract.errorCode { () throws(StorageError) in
-                        _ = try database.sqlite.submit { _ in () }
+                        // In a scope, so that an accepted probe does not wait for the held disk.
+                        _ = try DurabilityScope.run { () throws(StorageError) in
+                            try database.sqlite.write { _ in () }
+                        }
                     }
                     usleep(500)
                 }
@@ -256,7 +256,6 @@ struct GroupCommitTests {
         let environment = TestEnvironment()
         let (storage, database) = try Self.open(environment)
         let runner = try environment.startServer(storage: storage) {
-            $0.threads = 16
             $0.failureLimit = 100_000
         }
         defer { runner.stop() }
@@ -268,8 +267,8 @@ struct GroupCommitTests {
             keys.append(key)
         }
 
-        // 16 requests (8 assertions, each twice) held at the replay-cache claim until all are
-        // queued, so every replay meets its original inside one batch: one of each pair wins.
+        // 16 requests (8 assertions, each twice) whose claims all run in one batch, held until
+        // all have run, so every replay meets its original inside it: one of each pair wins.
         let held = try (0..<8).map { try api.assertion(keys[$0 % keys.count]) }
         let heldStatuses = Mutex<[Int: [Int]]>([:])
         try Self.inOneBatch(database, writes: 16) { index in
@@ -299,21 +298,25 @@ struct GroupCommitTests {
     }
 }
 
-/// A SQLite database that counts the writes it has queued for the group commit, so that a test
-/// can hold a batch open until every write it started is in it; otherwise the plain
-/// ``SQLiteDatabase``. The count lives here, in the test, not in the committer.
+/// A SQLite database on a disk whose fsync a test can stall, counting the writes that have run
+/// (in a batch, not necessarily durable yet); otherwise the plain ``SQLiteDatabase``. The count
+/// lives here, in the test, not in the committer.
 final class QueueWatchingDatabase: SQLDatabase {
     let sqlite: SQLiteDatabase
-    private let queued = Atomic<Int>(0)
+    let disk: StallableDisk
+    private let ran = Atomic<Int>(0)
 
     init(path: String) throws(StorageError) {
-        sqlite = try SQLiteDatabase(path: path, readerCount: 2, busyTimeoutMilliseconds: 5000)
+        disk = StallableDisk(SQLiteWALFile(databasePath: path))
+        sqlite = try SQLiteDatabase(path: path, readerCount: 2, busyTimeoutMilliseconds: 5000, log: disk)
     }
 
-    /// Writes queued through ``write(_:)`` so far.
-    var queuedWrites: Int { queued.load(ordering: .acquiring) }
+    /// Writes that have run through ``write(_:)`` so far.
+    var queuedWrites: Int { ran.load(ordering: .acquiring) }
 
     var dialect: SQLDialect { sqlite.dialect }
+
+    var writesBlockUntilDurable: Bool { sqlite.writesBlockUntilDurable }
 
     func read<Result: Sendable>(
         _ body: (any SQLConnection) throws(StorageError) -> Result
@@ -324,9 +327,11 @@ final class QueueWatchingDatabase: SQLDatabase {
     func write<Result: Sendable>(
         _ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result {
-        let write = try sqlite.submit(body)
-        queued.add(1, ordering: .releasing)
-        return try write.result()
+        try sqlite.write { connection throws(StorageError) in
+            // Counted whether the body succeeds or fails: it ran in the batch either way.
+            defer { self.ran.add(1, ordering: .releasing) }
+            return try body(connection)
+        }
     }
 
     func migrate(_ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Void) throws(StorageError) {

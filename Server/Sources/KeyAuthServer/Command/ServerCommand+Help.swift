@@ -30,7 +30,8 @@ extension ServerCommand {
           --registration-limit N    registrations per address and minute, successful or not,
                                     default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
           --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
-          --threads N               HTTP worker threads, default 32 [KEYAUTH_SERVER_THREADS]
+          --threads N               HTTP worker threads, default one per core with SQLite, 32 with
+                                    PostgreSQL [KEYAUTH_SERVER_THREADS]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
           --max-connections-per-address N
                                     simultaneous connections from one IP address, 0 for no limit;

@@ -42,7 +42,9 @@ public final class ServerRunner: Sendable {
     ) throws {
         let storage = try storage ?? StorageFactory.open(configuration.database)
         var options = HTTPServerOptions(address: configuration.listen)
-        options.threadPoolSize = configuration.threads
+        options.threadPoolSize =
+            configuration.threads
+            ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: storage.writesBlockUntilDurable)
         options.connectionLimit = configuration.connectionLimit
         options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
         options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds

@@ -71,8 +71,9 @@ public struct ServerConfiguration: Sendable {
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
     /// the database; see ``ServerSigningKeys/load(file:)``.
     public var signingKeyFile: String?
-    /// libmicrohttpd worker threads (`--threads`); see ``HTTPServerOptions/threadPoolSize``.
-    public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
+    /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
+    /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
+    public var threads: Int?
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit

@@ -10,6 +10,9 @@ final class RequestState {
     var request: HTTPRequest
     var bodyTooLarge = false
     var discardedBytes = 0
+    /// The response waiting for durability while the connection is suspended; the access
+    /// handler queues it when libmicrohttpd calls again after the resume.
+    var held: HeldResponse?
 
     init(request: HTTPRequest) {
         self.request = request
@@ -17,7 +20,8 @@ final class RequestState {
 }
 
 /// The access handler: called once when the headers are in, once per body chunk, and once when
-/// the request is complete (then with `*upload_data_size == 0`).
+/// the request is complete (then with `*upload_data_size == 0`), and once more after a
+/// suspension for durability (``HeldResponse``) ended.
 func httpServerAccessHandler(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
     _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
@@ -28,11 +32,12 @@ func httpServerAccessHandler(
 
     guard let statePointer = requestContext.pointee else {
         // First call: the headers are complete and no body byte has been read yet.
+        let tracked = trackedConnection(of: connection)
         let state = RequestState(
             request: HTTPRequest(
                 method: method.map { String(cString: $0) } ?? "",
                 path: url.map { String(cString: $0) } ?? "/",
-                clientAddress: ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""))
+                clientAddress: tracked?.clientAddress ?? clientAddress(of: connection)))
         withExtendedLifetime(state) {
             let pointer = Unmanaged.passUnretained(state).toOpaque()
             MHD_get_connection_values(connection, .HEADER_KIND, httpServerCollectHeader, pointer)
@@ -46,12 +51,17 @@ func httpServerAccessHandler(
             length > server.maximumBodySize
         {
             state.request.bodyTooLarge = true
-            return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+            return httpServerAnswer(state, server: server, on: connection)
         }
         return .YES
     }
 
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
+    if let held = state.held {
+        // Called again after the resume: the response waited long enough.
+        state.held = nil
+        return httpServerQueue(held.takeResponse(), on: connection)
+    }
     let chunkSize = uploadDataSize.pointee
     if chunkSize > 0 {
         // A body chunk. The limit holds while reading: past it nothing more is kept, and a
@@ -73,9 +83,37 @@ func httpServerAccessHandler(
     }
 
     // The request is complete: the time to answer it does not count against its deadline.
-    connectionClock(of: connection)?.requestReceived()
+    trackedConnection(of: connection)?.requestReceived()
     state.request.bodyTooLarge = state.bodyTooLarge
-    return httpServerQueue(server.responder.respond(to: state.request), on: connection)
+    return httpServerAnswer(state, server: server, on: connection)
+}
+
+/// Answers the request: queues the response at once when nothing it depends on waits for the
+/// disk, else holds it with the connection suspended until the storage reports the outcome, so
+/// that no worker thread sits idle through an fsync (see ``DurabilityScope``).
+private func httpServerAnswer(
+    _ state: RequestState, server: HTTPServerContext, on connection: OpaquePointer
+) -> MHD_Result {
+    let (response, durability) = DurabilityScope.run { server.responder.respond(to: state.request) }
+    switch durability.outcome {
+    case .durable:
+        return httpServerQueue(response, on: connection)
+    case .failed(let error):
+        return httpServerQueue(HTTPResponse(error: error), on: connection)
+    case .pending:
+        let held = HeldResponse(response, connection: connection)
+        guard server.holdResponses.suspend(connection, holding: held) else {
+            // Stopping, past the drain: nothing can wait any longer, and the response may not
+            // go out before its data is durable.
+            return httpServerQueue(
+                HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection)
+        }
+        state.held = held
+        durability.whenDurable { failure in
+            if held.resume(failure: failure) { server.holdResponses.resumed(held) }
+        }
+        return .YES
+    }
 }
 
 /// The completion callback: releases the request's state, whatever ended the request.
@@ -84,7 +122,7 @@ func httpServerRequestCompleted(
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ reason: MHD_RequestTerminationCode
 ) {
     if let connection {
-        connectionClock(of: connection)?.requestEnded(now: ServerClock.monotonicNanoseconds())
+        trackedConnection(of: connection)?.requestEnded(now: ServerClock.monotonicNanoseconds())
     }
     guard let requestContext, let statePointer = requestContext.pointee else { return }
     Unmanaged<RequestState>.fromOpaque(statePointer).release()
@@ -95,7 +133,7 @@ func httpServerRequestCompleted(
 }
 
 /// The connection notice: registers each accepted connection with the request deadlines, its
-/// ``ConnectionClock`` retained into the socket context, and unregisters and releases it when
+/// ``TrackedConnection`` retained into the socket context, and unregisters and releases it when
 /// the connection closes (libmicrohttpd closes the socket after this returns).
 func httpServerConnectionNotice(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
@@ -107,21 +145,27 @@ func httpServerConnectionNotice(
     case .CONNECTION_NOTIFY_STARTED:
         let descriptor = ckeyauth_mhd_connection_socket(connection)
         guard descriptor >= 0 else { return }
-        let clock = server.deadlines.connectionStarted(descriptor: descriptor)
-        socketContext.pointee = Unmanaged.passRetained(clock).toOpaque()
+        let tracked = server.deadlines.connectionStarted(
+            descriptor: descriptor, clientAddress: clientAddress(of: connection))
+        socketContext.pointee = Unmanaged.passRetained(tracked).toOpaque()
     case .CONNECTION_NOTIFY_CLOSED:
         guard let pointer = socketContext.pointee else { return }
         socketContext.pointee = nil
-        server.deadlines.connectionClosed(Unmanaged<ConnectionClock>.fromOpaque(pointer).takeRetainedValue())
+        server.deadlines.connectionClosed(Unmanaged<TrackedConnection>.fromOpaque(pointer).takeRetainedValue())
     default:
         break
     }
 }
 
-/// The clock of `connection`, registered by the connection notice (alive until the connection
-/// closes, so the callbacks of its requests may use it unretained).
-private func connectionClock(of connection: OpaquePointer) -> ConnectionClock? {
-    ckeyauth_mhd_socket_context(connection).map { Unmanaged<ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
+/// The tracking of `connection`, registered by the connection notice (alive until the
+/// connection closes, so the callbacks of its requests may use it unretained).
+private func trackedConnection(of connection: OpaquePointer) -> TrackedConnection? {
+    ckeyauth_mhd_socket_context(connection).map { Unmanaged<TrackedConnection>.fromOpaque($0).takeUnretainedValue() }
+}
+
+/// The peer's address of `connection` as text, or "" for a family without one.
+private func clientAddress(of connection: OpaquePointer) -> String {
+    ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""
 }
 
 /// Header iterator: appends each field to the request (called synchronously, so the state is

@@ -1,20 +1,24 @@
 import Glibc
 import Synchronization
 
-/// When one connection began to owe the server a complete request.
+/// An open connection as the server tracks it: its socket, its peer's address, and when it
+/// began to owe the server a complete request.
 ///
 /// Created when libmicrohttpd accepts the connection and kept in its socket context until the
 /// connection's close notice, which libmicrohttpd sends before it closes the socket, so the
 /// descriptor stays this connection's for the object's whole registration.
-final class ConnectionClock: Sendable {
+final class TrackedConnection: Sendable {
     /// The connection's socket.
     let descriptor: Int32
+    /// The peer's IP address as text, formatted once for all the connection's requests.
+    let clientAddress: String
     /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
     /// of the previous response), or 0 while a received request is being answered.
     private let owedSince: Atomic<UInt64>
 
-    init(descriptor: Int32, now: UInt64) {
+    init(descriptor: Int32, clientAddress: String, now: UInt64) {
         self.descriptor = descriptor
+        self.clientAddress = clientAddress
         owedSince = Atomic(now)
     }
 
@@ -42,7 +46,7 @@ final class ConnectionClock: Sendable {
 /// libmicrohttpd's own timeout counts idle time only, so a client that sends one header line
 /// every few seconds keeps a connection (and with many of them, every connection slot) forever.
 /// libmicrohttpd has no deadline for a whole request, so this builds one beside it: every
-/// connection registers a ``ConnectionClock`` when it starts, and a sweep each second shuts down
+/// connection registers a ``TrackedConnection`` when it starts, and a sweep each second shuts down
 /// (`shutdown(2)`, not `close`) the sockets of connections past their deadline. libmicrohttpd
 /// then sees the end of the stream and closes the connection on its own thread, with all its
 /// bookkeeping, as if the client had hung up.
@@ -52,7 +56,7 @@ final class ConnectionClock: Sendable {
 /// the kernel has already handed to a newer connection is never touched.
 final class RequestDeadlines: Sendable {
     private let timeoutNanoseconds: UInt64
-    private let connections = Mutex<[ObjectIdentifier: ConnectionClock]>([:])
+    private let connections = Mutex<[ObjectIdentifier: TrackedConnection]>([:])
     private let sweeper = Mutex<RepeatingTimer?>(nil)
 
     /// Starts the sweep, once a second.
@@ -65,15 +69,16 @@ final class RequestDeadlines: Sendable {
     }
 
     /// Registers a connection that libmicrohttpd just accepted.
-    func connectionStarted(descriptor: Int32) -> ConnectionClock {
-        let clock = ConnectionClock(descriptor: descriptor, now: ServerClock.monotonicNanoseconds())
-        connections.withLock { $0[ObjectIdentifier(clock)] = clock }
-        return clock
+    func connectionStarted(descriptor: Int32, clientAddress: String) -> TrackedConnection {
+        let connection = TrackedConnection(
+            descriptor: descriptor, clientAddress: clientAddress, now: ServerClock.monotonicNanoseconds())
+        connections.withLock { $0[ObjectIdentifier(connection)] = connection }
+        return connection
     }
 
     /// Forgets a connection; libmicrohttpd closes its socket after this returns.
-    func connectionClosed(_ clock: ConnectionClock) {
-        _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(clock)) }
+    func connectionClosed(_ connection: TrackedConnection) {
+        _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// Connections currently registered.
@@ -86,8 +91,8 @@ final class RequestDeadlines: Sendable {
     func sweep(now: UInt64) -> Int {
         connections.withLock { connections in
             var overdue = 0
-            for clock in connections.values where clock.isOverdue(now: now, timeout: timeoutNanoseconds) {
-                shutdown(clock.descriptor, Int32(SHUT_RDWR))
+            for connection in connections.values where connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
+                shutdown(connection.descriptor, Int32(SHUT_RDWR))
                 overdue += 1
             }
             return overdue

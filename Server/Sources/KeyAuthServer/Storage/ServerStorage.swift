@@ -4,12 +4,14 @@ import KeyAuth
 /// server's own signing keys.
 ///
 /// The protocol is synchronous on purpose. libmicrohttpd calls the server on its own worker
-/// threads, one request per thread at a time, and expects an answer before that callback
-/// returns; there is no event loop to hand a suspended task back to. An `async` storage would
-/// force every request to block its worker on a semaphore while a task runs elsewhere, which costs
-/// a thread hop per query and risks exhausting Swift's cooperative pool under load. Blocking the
-/// worker directly on a database call is what the thread pool is for. Implementations must be
-/// safe to call from many threads at once (hence `Sendable`).
+/// threads, one request per thread at a time; an `async` storage would force every request to
+/// block its worker on a semaphore while a task runs elsewhere, which costs a thread hop per
+/// query and risks exhausting Swift's cooperative pool under load. Statements take microseconds;
+/// what takes milliseconds is making a write durable, and that wait need not hold a thread: with
+/// SQLite, inside the transport's ``DurabilityScope``, a write returns once it has run and the
+/// transport suspends the connection until the write is durable. PostgreSQL's writes block their
+/// thread, and its servers run more threads for it (``writesBlockUntilDurable``).
+/// Implementations must be safe to call from many threads at once (hence `Sendable`).
 ///
 /// Every state change that two requests could race on is one atomic step: a unique constraint
 /// for the replay cache and device keys, a conditional `UPDATE` for status changes and
@@ -123,6 +125,11 @@ public protocol ServerStorage: Sendable {
     func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
 
     // MARK: Operations
+
+    /// Whether a write holds its caller's thread until it is durable (PostgreSQL), rather than
+    /// returning once it has run and leaving the wait for durability to a ``DurabilityScope``
+    /// (SQLite's group commit). The HTTP transport sizes its thread pool by it.
+    var writesBlockUntilDurable: Bool { get }
 
     /// Runs a trivial query, for `/healthz`.
     func healthCheck() throws(StorageError)

@@ -143,6 +143,9 @@ final class PostgresConnectionSlot: Sendable {
 extension PostgresConnectionPool: SQLDatabase {
     var dialect: SQLDialect { .postgres }
 
+    /// libpq's calls block, and PostgreSQL's commit is durable when it returns.
+    var writesBlockUntilDurable: Bool { true }
+
     func read<Result: Sendable>(
         _ body: (any SQLConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result {

@@ -19,8 +19,10 @@ protocol SQLDatabase: Sendable {
     ) throws(StorageError) -> Result
 
     /// Runs work that changes data, atomically: when `body` throws, none of its changes stay.
-    /// Returns once the change is durable. Never retried, since a write may have committed
-    /// before a broken connection could say so.
+    /// Returns once the change is durable, or, inside a ``DurabilityScope`` of a database whose
+    /// writes do not block (``writesBlockUntilDurable``), once it has run, with the scope holding
+    /// what must become durable before anything built on the result is released. Never retried,
+    /// since a write may have committed before a broken connection could say so.
     ///
     /// Statements in `body` that must see each other's effects under a lock go inside
     /// ``SQLConnection/transaction(_:)``; a single statement needs none.
@@ -44,6 +46,11 @@ protocol SQLDatabase: Sendable {
 
     /// Every value of deferred writes of `sql` not yet committed, by key.
     func pendingValues(of sql: String) -> [String: SQLValue]
+
+    /// Whether a write holds its caller's thread until it is durable (PostgreSQL) rather than
+    /// handing the wait to a ``DurabilityScope`` (SQLite's group commit); the HTTP transport
+    /// sizes its thread pool by it.
+    var writesBlockUntilDurable: Bool { get }
 
     /// Finishes accepted work and releases the connections; later calls throw `.closed`.
     /// Idempotent.

@@ -59,9 +59,12 @@ extension SQLStorage {
         }
     }
 
+    /// Every login reads its device by `kid`: the text is built once, not per call.
+    static let deviceByKIDSQL = "SELECT \(deviceColumns) FROM devices WHERE kid = $1"
+
     public func device(kid: String) throws(StorageError) -> DeviceRecord? {
         let stored = try database.read { connection throws(StorageError) in
-            try connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE kid = $1", [.text(kid)]) {
+            try connection.query(Self.deviceByKIDSQL, [.text(kid)]) {
                 row throws(StorageError) in try DeviceRecord(row: row)
             }.first
         }

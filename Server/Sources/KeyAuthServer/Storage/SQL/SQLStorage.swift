@@ -58,6 +58,8 @@ public final class SQLStorage: ServerStorage {
         }
     }
 
+    public var writesBlockUntilDurable: Bool { database.writesBlockUntilDurable }
+
     public func close() {
         database.close()
     }

@@ -1,15 +1,20 @@
 import Glibc
 import Synchronization
 
-/// One SQLite file as an ``SQLDatabase``: WAL mode, `synchronous=FULL`, one writer connection
-/// behind a group committer and a few reader connections, each behind its own `Mutex`.
+/// One SQLite file as an ``SQLDatabase``: WAL mode, one writer connection behind a group
+/// committer and a few reader connections, each behind its own `Mutex`.
 ///
 /// WAL lets readers run while the writer commits, so logins (which mostly read) do not queue
 /// behind registrations. SQLite allows one writer at a time anyway, so one write connection
-/// loses nothing. `synchronous=FULL` fsyncs the WAL on every commit: an answer the server sent
-/// (a consumed `jti`, a revocation) is on disk, even after `kill -9` or power loss. Concurrent
-/// writes share one commit and one fsync (``SQLiteGroupCommitter``), each still answered only
-/// once it is durable; deferred writes (`last_login_at`) ride along with the next batch.
+/// loses nothing. Every commit is fsynced before anything it decided is answered (what
+/// `synchronous=FULL` does, done by the committer outside the write lock; see
+/// ``SQLiteWALFile``): an answer the server sent (a consumed `jti`, a revocation) is on disk,
+/// even after `kill -9` or power loss. Concurrent writes share one commit and one fsync
+/// (``SQLiteGroupCommitter``); deferred writes (`last_login_at`) ride along with the next batch.
+///
+/// Inside a ``DurabilityScope`` a write returns once it has run and the scope holds its batch,
+/// and a read notes the newest batch it may have seen; a request that wrote in a batch not yet
+/// committed reads on the writer connection, which sees that batch.
 final class SQLiteDatabase: SQLDatabase {
     private let committer: SQLiteGroupCommitter
     private let readers: [SQLiteConnectionBox]
@@ -25,8 +30,11 @@ final class SQLiteDatabase: SQLDatabase {
     ///   - path: the database file (created if missing).
     ///   - readerCount: connections for reads, besides the one writer.
     ///   - busyTimeoutMilliseconds: how long a statement waits for another process's lock.
+    ///   - log: what makes commits durable; by default `fdatasync` of the file's WAL.
     /// - Throws: ``StorageError`` when the file cannot be opened or switched to WAL.
-    init(path: String, readerCount: Int, busyTimeoutMilliseconds: Int32) throws(StorageError) {
+    init(
+        path: String, readerCount: Int, busyTimeoutMilliseconds: Int32, log: (any SQLiteWALSync)? = nil
+    ) throws(StorageError) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         let writerConnection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         // Several processes may open a new file at once. Switching to WAL needs an exclusive
@@ -37,7 +45,10 @@ final class SQLiteDatabase: SQLDatabase {
         guard mode?.lowercased() == "wal" else {
             throw StorageError(.unavailable, "cannot switch \(path) to WAL mode (got \(mode ?? "nothing"))")
         }
-        committer = SQLiteGroupCommitter(writerConnection)
+        committer = try SQLiteGroupCommitter(
+            writerConnection,
+            checkpointer: SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+            log: log ?? SQLiteWALFile(databasePath: path))
         var readers: [SQLiteConnectionBox] = []
         for _ in 0..<max(readerCount, 1) {
             let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -65,31 +76,35 @@ final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    /// Runs `body` on the next reader, round robin.
+    /// Runs `body` on the next reader, round robin; on the writer when the current
+    /// ``DurabilityScope`` wrote in a batch not yet committed, so that a request reads what its
+    /// own writes saw.
     func read<Result: Sendable>(
         _ body: (any SQLConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
+        if committer.scopeHasOpenBatch {
+            return try committer.read { connection throws(StorageError) in try body(connection) }
+        }
         let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue
-        return try readers[(index & Int.max) % readers.count].with { connection throws(StorageError) in
+        let result = try readers[(index & Int.max) % readers.count].with { connection throws(StorageError) in
             try body(connection)
         }
+        committer.noteRead()
+        return result
     }
 
-    /// Queues `body` for the next batch of the group commit and returns at once; the write's
-    /// `result()` waits until the batch is durable.
-    func submit<Result: Sendable>(
-        _ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Result
-    ) throws(StorageError) -> SQLiteQueuedWrite<Result> {
-        guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
-        return try committer.submit { connection throws(StorageError) in try body(connection) }
-    }
-
+    /// Runs `body` in the group commit's open batch; returns once the batch is durable, or at
+    /// once inside a ``DurabilityScope``, which then holds the batch.
     func write<Result: Sendable>(
         _ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result {
-        try submit(body).result()
+        guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
+        return try committer.write { connection throws(StorageError) in try body(connection) }
     }
+
+    /// SQLite's writes wait for their fsync without a thread inside a ``DurabilityScope``.
+    var writesBlockUntilDurable: Bool { false }
 
     /// A write through the group commit, retried while another process holds the file (several
     /// servers or commands opening a new file at once) until the busy timeout.

@@ -2,26 +2,38 @@ import Dispatch
 import Synchronization
 
 /// Group commit, a layer over the one SQLite write connection: writes from many request
-/// threads are run by a single committer in one transaction, made durable by one fsync, and
-/// only then answered.
+/// threads share one transaction and one fsync, and nothing a write decided reaches a client
+/// before that fsync has returned.
 ///
-/// With `synchronous=FULL` every commit fsyncs the WAL, and an fsync costs far more than the
-/// statements it protects. One transaction per write serializes the server on the disk; here a
-/// request thread queues its write and blocks, the committer takes every write queued so far,
-/// runs each in its own savepoint inside one `BEGIN IMMEDIATE ... COMMIT`, and wakes the waiters
-/// once `COMMIT` has returned. Writes that arrive while a commit is in flight form the next
-/// batch, so batches grow with load and an idle server still commits a lone write at once (no
-/// timer delays it).
+/// An fsync costs far more than the statements it protects (milliseconds against microseconds),
+/// so one transaction per write would serialize the server on the disk. Here a write runs at
+/// once, on the caller's thread, under the writer's lock, inside the batch that is open (or
+/// opens one with `BEGIN IMMEDIATE`), in a savepoint of its own. A committer on a serial queue
+/// commits the open batch and then makes it durable (``SQLiteWALSync``) outside the lock, so the
+/// next batch fills while the fsync of the last one runs: batches grow with load, and an idle
+/// server still commits a lone write at once (no timer delays it). The writer connection runs
+/// with `synchronous=NORMAL`, so `COMMIT` itself does not wait for the disk; the sync that
+/// `FULL` would run inside it runs right after, outside the lock (see ``SQLiteWALFile``).
+///
+/// A caller learns its write's result at once and the batch's outcome later:
+/// - inside a ``DurabilityScope`` (the HTTP transport), ``write(_:)`` returns the result and
+///   notes the batch in the scope; the transport holds the response until the batch settles;
+/// - otherwise ``write(_:)`` blocks until the batch is durable, as a plain durable write would.
 ///
 /// Guarantees:
-/// - A write's caller gets its result only after the transaction holding it is durable; if
-///   `BEGIN` or `COMMIT` fails, every write of the batch fails with that error (a 503), so
-///   nothing that was answered can be lost by `kill -9` or power loss.
-/// - Writes run one after another in the order they were queued, on one connection, each with
-///   its own result: two claims of the same `jti` in one batch see each other, and the first
-///   one inserts.
+/// - Nothing decided by a write is answered before its batch is durable; if `COMMIT` or the
+///   sync fails, every write of the batch fails with that error (a 503), so nothing that was
+///   answered can be lost by `kill -9` or power loss.
+/// - Writes run one after another, in the order they take the lock, on one connection, each with
+///   its own result: two claims of the same `jti` see each other, and the first one inserts.
 /// - A write that throws is rolled back to its savepoint and fails alone; the rest of the batch
-///   commits. If SQLite aborted the whole transaction, the whole batch fails.
+///   commits. If SQLite aborted the whole transaction, every write of the batch fails, and the
+///   next write opens a new batch.
+///
+/// Checkpoints (copying the log's pages into the database file, with two fsyncs) run on a
+/// connection and a queue of their own, at most every ``checkpointInterval``, never inside a
+/// `COMMIT`: SQLite's automatic checkpoint would run in the `COMMIT` of every thousandth page,
+/// under the writer's lock, and stop every write for as long.
 ///
 /// Deferred writes (``writeEventually(_:)``, informational updates such as `last_login_at`) are
 /// the exception: they are only noted in memory, and written with the next batch, or at the
@@ -30,16 +42,23 @@ import Synchronization
 final class SQLiteGroupCommitter: Sendable {
     /// How long a deferred write may wait for a batch before it is written on its own.
     static let deferredFlushDelay = DispatchTimeInterval.seconds(1)
+    /// The least time between two checkpoints: a few a second keep the log to a few megabytes
+    /// under load, and each costs two fsyncs.
+    static let checkpointInterval: UInt64 = 250_000_000
 
-    private struct Queue: Sendable {
-        var pending: [any SQLiteBatchedWrite] = []
-        /// Whether a drain is scheduled or running on the queue.
-        var draining = false
+    /// The write connection and the batch open on it, under one lock.
+    private struct Writer {
+        var connection: SQLiteConnection?
+        /// The batch whose transaction is open, if any.
+        var open: SQLiteCommitBatch?
+        var nextSequence: UInt64 = 1
+        /// Whether a commit is scheduled or running on the queue.
+        var committing = false
         var isClosed = false
     }
 
     /// Deferred values by statement, then by key, under a lock of their own: every login reads
-    /// them and should not contend with the writers' queue.
+    /// them and should not contend with the writers.
     private struct DeferredWrites: Sendable {
         /// Not yet given to a batch.
         var recorded: [String: [String: SQLValue]] = [:]
@@ -49,46 +68,106 @@ final class SQLiteGroupCommitter: Sendable {
         var isClosed = false
     }
 
-    private let writes = Mutex(Queue())
+    private let writer: Mutex<Writer>
     private let deferred = Mutex(DeferredWrites())
-    /// Confines the connection: every statement on it runs on this serial queue.
+    /// The newest batch whose commit has begun: what a reader connection may see.
+    private let newestCommitting = Mutex<SQLiteCommitBatch?>(nil)
+    /// Runs commits and syncs, one at a time.
     private let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
-    private let writer: SQLiteConnectionBox
+    private let log: any SQLiteWALSync
+    /// The connection that checkpoints, used only on ``checkpointQueue``.
+    private let checkpointer: SQLiteConnectionBox
+    private let checkpointQueue = DispatchQueue(label: "keyauth.sqlite.checkpoint")
+    /// When the last checkpoint ended (monotonic nanoseconds), or `nil` while one is running.
+    private let lastCheckpoint = Mutex<UInt64?>(0)
 
-    init(_ connection: consuming sending SQLiteConnection) {
-        writer = SQLiteConnectionBox(connection)
+    /// - Parameters:
+    ///   - connection: the write connection; switched to `synchronous=NORMAL` here, since
+    ///     `log` makes each commit durable, and to no automatic checkpoint.
+    ///   - checkpointer: a connection of its own for checkpoints.
+    ///   - log: what makes committed batches durable.
+    init(
+        _ connection: consuming sending SQLiteConnection, checkpointer: consuming sending SQLiteConnection,
+        log: any SQLiteWALSync
+    ) throws(StorageError) {
+        try connection.execute("PRAGMA synchronous = NORMAL")
+        try connection.execute("PRAGMA wal_autocheckpoint = 0")
+        writer = Mutex(Writer(connection: connection))
+        self.checkpointer = SQLiteConnectionBox(checkpointer)
+        self.log = log
     }
 
-    /// Queues `body` for the next batch and returns at once; the returned write's `result()`
-    /// waits until the batch is durable.
+    private var identity: ObjectIdentifier { ObjectIdentifier(self) }
+
+    /// Runs `body` on the write connection in the open batch, and returns its result together
+    /// with the batch, which settles once the batch is durable or failed.
     ///
-    /// `body` runs on the committer's queue and must not call back into the storage.
-    /// - Throws: `.closed` after ``close()``.
-    func submit<Value: Sendable>(
-        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Value
-    ) throws(StorageError) -> SQLiteQueuedWrite<Value> {
-        let write = SQLiteQueuedWrite(body)
-        try writes.withLock { queued throws(StorageError) in
-            guard !queued.isClosed else { throw StorageError(.closed, "the storage is closed") }
-            queued.pending.append(write)
-            if !queued.draining {
-                // Scheduled under the lock, so that `close` finds it ahead of its own block.
-                queued.draining = true
-                queue.async { self.drain() }
+    /// `body` runs under the writer's lock and must not call back into the storage.
+    /// - Throws: the error `body` threw (its changes are rolled back), `BEGIN`'s error, the
+    ///   batch's error when SQLite aborted its transaction, or `.closed`.
+    func perform<Value: Sendable>(
+        _ body: (SQLiteConnection) throws(StorageError) -> Value
+    ) throws(StorageError) -> (Value, SQLiteCommitBatch) {
+        let (result, scheduleCommit) = writer.withLock {
+            (writer: inout Writer) -> (Result<(Value, SQLiteCommitBatch), StorageError>, Bool) in
+            guard !writer.isClosed, let connection = writer.connection else {
+                return (.failure(StorageError(.closed, "the storage is closed")), false)
             }
+            let result = Result { () throws(StorageError) -> (Value, SQLiteCommitBatch) in
+                let batch = try Self.openBatch(&writer, on: connection, committer: identity)
+                return (try Self.runInSavepoint(body, batch: batch, writer: &writer, on: connection), batch)
+            }
+            // Whatever the write's outcome, an open batch must reach the committer.
+            let scheduleCommit = writer.open != nil && !writer.committing
+            if scheduleCommit { writer.committing = true }
+            return (result, scheduleCommit)
         }
-        return write
+        if scheduleCommit { queue.async { self.commitOpenBatches() } }
+        return try result.get()
     }
 
-    /// Runs `body` on the write connection in the next batch and returns its result once the
-    /// batch is durable.
+    /// Runs `body` on the write connection and returns its result once its batch is durable,
+    /// or at once inside a ``DurabilityScope``, which then holds the batch.
     ///
-    /// - Throws: the error `body` threw (its changes are rolled back), or the batch's `BEGIN` or
-    ///   `COMMIT` error, or `.closed`.
+    /// - Throws: as ``perform(_:)``, and the batch's error when it failed.
     func write<Value: Sendable>(
-        _ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Value
+        _ body: (SQLiteConnection) throws(StorageError) -> Value
     ) throws(StorageError) -> Value {
-        try submit(body).result()
+        let (value, batch) = try perform(body)
+        if let scope = DurabilityScope.current {
+            scope.require(batch)
+        } else {
+            try batch.wait()
+        }
+        return value
+    }
+
+    /// Runs a read on the write connection, which sees the open batch's changes: for a request
+    /// that wrote in a batch not yet committed.
+    func read<Value: Sendable>(
+        _ body: (SQLiteConnection) throws(StorageError) -> Value
+    ) throws(StorageError) -> Value {
+        try writer.withLock { (writer: inout Writer) throws(StorageError) -> Value in
+            guard !writer.isClosed, let connection = writer.connection else {
+                throw StorageError(.closed, "the storage is closed")
+            }
+            return try body(connection)
+        }
+    }
+
+    /// Whether the current ``DurabilityScope`` wrote in a batch of this committer that is not yet
+    /// committed.
+    var scopeHasOpenBatch: Bool {
+        DurabilityScope.current?.hasOpenBatch(on: identity) ?? false
+    }
+
+    /// Notes in the current ``DurabilityScope`` that a read may have seen the newest committed
+    /// batch, when that batch is not yet durable. Call it after the read.
+    func noteRead() {
+        guard let scope = DurabilityScope.current,
+            let batch = newestCommitting.withLock({ $0 }), !batch.isSettled
+        else { return }
+        scope.require(batch)
     }
 
     /// Notes a deferred write; written with the next batch or within ``deferredFlushDelay``.
@@ -114,40 +193,78 @@ final class SQLiteGroupCommitter: Sendable {
         }
     }
 
-    /// Refuses new writes, waits for the accepted ones, writes the deferred ones and closes the
-    /// connection. Idempotent.
+    /// Refuses new writes, commits and syncs the open batch (its writes are answered), writes
+    /// the deferred ones and closes the connection. Idempotent.
     func close() {
-        let wasOpen = writes.withLock { queued in
-            let wasOpen = !queued.isClosed
-            queued.isClosed = true
+        let wasOpen = writer.withLock { writer in
+            let wasOpen = !writer.isClosed
+            writer.isClosed = true
             return wasOpen
         }
         guard wasOpen else { return }
-        // Every write accepted before `isClosed` was set is in a drain scheduled ahead of this
-        // block (or in the one running), so it has been answered when the block runs.
+        // A commit scheduled before this block runs ahead of it; the open batch, if any, is
+        // committed here.
         queue.sync {
             let last = deferred.withLock { deferred in
                 deferred.isClosed = true
                 return Self.takeRecorded(&deferred)
             }
-            if !last.isEmpty { commit([], deferred: last) }
-            writer.close()
+            commit(deferred: last, closing: true)
+            writer.withLock { $0.connection = nil }
+        }
+        checkpointQueue.sync { checkpointer.close() }
+    }
+
+    // MARK: Under the writer's lock
+
+    /// The open batch, or a new one after `BEGIN IMMEDIATE`.
+    private static func openBatch(
+        _ writer: inout Writer, on connection: SQLiteConnection, committer: ObjectIdentifier
+    ) throws(StorageError) -> SQLiteCommitBatch {
+        if let open = writer.open { return open }
+        try connection.execute("BEGIN IMMEDIATE")
+        let batch = SQLiteCommitBatch(sequence: writer.nextSequence, committer: committer)
+        writer.nextSequence += 1
+        writer.open = batch
+        return batch
+    }
+
+    /// Runs one write in its own savepoint of the open batch.
+    private static func runInSavepoint<Value>(
+        _ body: (SQLiteConnection) throws(StorageError) -> Value, batch: SQLiteCommitBatch, writer: inout Writer,
+        on connection: SQLiteConnection
+    ) throws(StorageError) -> Value {
+        do throws(StorageError) {
+            try connection.execute("SAVEPOINT batched_write")
+            let value: Value
+            do throws(StorageError) {
+                value = try body(connection)
+            } catch {
+                guard connection.isInTransaction else { throw error }
+                try connection.execute("ROLLBACK TO batched_write")
+                try connection.execute("RELEASE batched_write")
+                throw error
+            }
+            try connection.execute("RELEASE batched_write")
+            return value
+        } catch {
+            guard connection.isInTransaction else {
+                // SQLite ended the transaction on its own (an I/O error, a full disk, or a body
+                // that ended it): the batch's earlier writes are gone with it.
+                let lost = StorageError(.queryFailed, "SQLite rolled back a batch of writes")
+                writer.open = nil
+                batch.settle(lost)
+                throw lost
+            }
+            throw error
         }
     }
 
     // MARK: On the queue
 
-    /// Commits batches until no write is waiting.
-    private func drain() {
-        while true {
-            let batch = writes.withLock { queued -> [any SQLiteBatchedWrite] in
-                if queued.pending.isEmpty { queued.draining = false }
-                defer { queued.pending = [] }
-                return queued.pending
-            }
-            guard !batch.isEmpty else { return }
-            commit(batch, deferred: deferred.withLock { Self.takeRecorded(&$0) })
-        }
+    /// Commits and syncs batches until none is open.
+    private func commitOpenBatches() {
+        while commit(deferred: deferred.withLock { Self.takeRecorded(&$0) }, closing: false) {}
     }
 
     /// Writes the deferred writes that no batch has taken within the flush delay.
@@ -156,7 +273,7 @@ final class SQLiteGroupCommitter: Sendable {
             deferred.flushScheduled = false
             return Self.takeRecorded(&deferred)
         }
-        if !recorded.isEmpty { commit([], deferred: recorded) }
+        if !recorded.isEmpty { commit(deferred: recorded, closing: false) }
     }
 
     /// Moves the recorded deferred writes to the batch being committed.
@@ -172,98 +289,97 @@ final class SQLiteGroupCommitter: Sendable {
         queue.asyncAfter(deadline: .now() + Self.deferredFlushDelay) { self.flushDeferred() }
     }
 
-    /// Runs one batch in one transaction and answers its writes.
-    private func commit(_ batch: [any SQLiteBatchedWrite], deferred committed: [String: [String: SQLValue]]) {
-        var failure: StorageError?
-        do {
-            try writer.with { connection throws(StorageError) in
-                try Self.runTransaction(batch, deferred: committed, on: connection)
+    /// Commits the open batch with `deferred` (opening one for the deferred writes alone when
+    /// none is open), syncs it and settles it. Returns whether a batch was committed; when none
+    /// was, the queue's commit run ends (unless `closing`, which runs outside it).
+    @discardableResult
+    private func commit(deferred committed: [String: [String: SQLValue]], closing: Bool) -> Bool {
+        let taken = writer.withLock { (writer: inout Writer) -> (SQLiteCommitBatch, StorageError?)? in
+            guard let connection = writer.connection, writer.open != nil || !committed.isEmpty,
+                let batch = try? Self.openBatch(&writer, on: connection, committer: identity)
+            else {
+                // Nothing to commit (or BEGIN failed for deferred writes alone, which are kept
+                // for later): the commit run ends, and the next write schedules a new one.
+                if !closing { writer.committing = false }
+                return nil
             }
-        } catch {
-            failure = error
+            writer.open = nil
+            newestCommitting.withLock { $0 = batch }
+            let failure = Self.commitTransaction(deferred: committed, on: connection)
+            batch.markCommitted()
+            return (batch, failure)
         }
+        guard let (batch, commitFailure) = taken else {
+            restoreDeferred(committed, failed: !committed.isEmpty)
+            return false
+        }
+        var failure = commitFailure
+        if failure == nil {
+            do {
+                try log.sync()
+            } catch {
+                failure = error
+            }
+        }
+        restoreDeferred(committed, failed: failure != nil)
+        batch.settle(failure)
+        if failure == nil { checkpointIfDue() }
+        return true
+    }
+
+    /// Starts a passive checkpoint on the checkpoint queue unless one is running or the last one
+    /// ended less than ``checkpointInterval`` ago. A passive checkpoint never waits for the
+    /// writer, and the writer never waits for it.
+    private func checkpointIfDue() {
+        let now = ServerClock.monotonicNanoseconds()
+        let due = lastCheckpoint.withLock { last in
+            guard let ended = last, now - ended >= Self.checkpointInterval else { return false }
+            last = nil
+            return true
+        }
+        guard due else { return }
+        checkpointQueue.async {
+            // A failure only leaves the log longer; the next checkpoint tries again.
+            _ = try? self.checkpointer.with { connection throws(StorageError) in
+                try connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            }
+            self.lastCheckpoint.withLock { $0 = ServerClock.monotonicNanoseconds() }
+        }
+    }
+
+    /// Writes the deferred values into the open transaction and commits it.
+    ///
+    /// - Returns: nil when committed, else the error (the transaction is rolled back).
+    private static func commitTransaction(
+        deferred: [String: [String: SQLValue]], on connection: SQLiteConnection
+    ) -> StorageError? {
+        for (sql, values) in deferred {
+            for (key, value) in values {
+                // Informational: a failure here must not cost the batch its writes.
+                let write = SQLDeferredWrite(sql: sql, key: key, value: value)
+                _ = try? connection.execute(write.sql, write.bindings)
+            }
+        }
+        do {
+            try connection.execute("COMMIT")
+            return nil
+        } catch {
+            if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
+            return error
+        }
+    }
+
+    /// Ends the deferred values' flush: values that did not reach the disk are kept for a later
+    /// batch, unless a newer one for the same key was recorded meanwhile.
+    private func restoreDeferred(_ committed: [String: [String: SQLValue]], failed: Bool) {
         deferred.withLock { deferred in
             deferred.flushing = [:]
-            // Values that did not reach the disk are kept for a later batch, unless a newer one
-            // for the same key was recorded meanwhile.
-            if failure != nil, !committed.isEmpty, !deferred.isClosed {
+            if failed, !committed.isEmpty, !deferred.isClosed {
                 for (sql, values) in committed {
                     deferred.recorded[sql, default: [:]].merge(values) { newer, _ in newer }
                 }
                 scheduleDeferredFlush(&deferred)
             }
         }
-        for write in batch {
-            write.finish(failure: failure)
-        }
-    }
-
-    private static func runTransaction(
-        _ writes: [any SQLiteBatchedWrite], deferred: [String: [String: SQLValue]], on connection: SQLiteConnection
-    ) throws(StorageError) {
-        try connection.execute("BEGIN IMMEDIATE")
-        do throws(StorageError) {
-            for write in writes {
-                try connection.execute("SAVEPOINT batched_write")
-                if !write.perform(on: connection) {
-                    guard connection.isInTransaction else {
-                        throw StorageError(.queryFailed, "SQLite rolled back a batch of writes")
-                    }
-                    try connection.execute("ROLLBACK TO batched_write")
-                }
-                try connection.execute("RELEASE batched_write")
-            }
-            for (sql, values) in deferred {
-                for (key, value) in values {
-                    // Informational: a failure here must not cost the batch its writes.
-                    let write = SQLDeferredWrite(sql: sql, key: key, value: value)
-                    _ = try? connection.execute(write.sql, write.bindings)
-                }
-            }
-            try connection.execute("COMMIT")
-        } catch {
-            if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
-            throw error
-        }
-    }
-}
-
-/// A queued write as the committer sees it, whatever its result type.
-protocol SQLiteBatchedWrite: AnyObject, Sendable {
-    /// Runs the write inside the batch's transaction; false when it threw.
-    func perform(on connection: SQLiteConnection) -> Bool
-    /// Wakes the waiting caller; `failure` (the batch's error) replaces the write's own result.
-    func finish(failure: StorageError?)
-}
-
-/// One caller's write, its result and the semaphore the caller waits on.
-final class SQLiteQueuedWrite<Value: Sendable>: SQLiteBatchedWrite {
-    private let body: @Sendable (SQLiteConnection) throws(StorageError) -> Value
-    private let outcome = Mutex<Result<Value, StorageError>?>(nil)
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping @Sendable (SQLiteConnection) throws(StorageError) -> Value) {
-        self.body = body
-    }
-
-    func perform(on connection: SQLiteConnection) -> Bool {
-        let result = Result { () throws(StorageError) in try body(connection) }
-        outcome.withLock { $0 = result }
-        if case .success = result { return true }
-        return false
-    }
-
-    func finish(failure: StorageError?) {
-        if let failure { outcome.withLock { $0 = .failure(failure) } }
-        done.signal()
-    }
-
-    /// Blocks until the batch holding this write is committed (or failed). Call it once.
-    func result() throws(StorageError) -> Value {
-        done.wait()
-        guard let outcome = outcome.withLock({ $0 }) else {
-            throw StorageError(.queryFailed, "a batched write finished without running")
-        }
-        return try outcome.get()
     }
 }

@@ -1,0 +1,107 @@
+internal import CKeyAuthMicroHTTPD
+import Synchronization
+
+/// A response that waits, with its connection suspended, until what it depends on is durable.
+///
+/// The worker thread that built the response suspends the connection and goes on serving other
+/// connections. When the storage reports the outcome (``DurabilityScope/whenDurable(_:)``, on
+/// the group commit's queue) or the server stops, ``resume(failure:)`` resumes the connection;
+/// libmicrohttpd then calls the access handler again on the connection's worker thread, which
+/// queues ``takeResponse()``. Only resuming crosses threads: libmicrohttpd allows
+/// `MHD_resume_connection` from any thread, and everything else happens on the worker.
+///
+/// `@unchecked Sendable`: the connection pointer is only passed to `MHD_resume_connection`,
+/// once, under the state's lock; the rest is immutable or behind the lock.
+final class HeldResponse: @unchecked Sendable {
+    private enum State {
+        case waiting
+        case resumed(failure: StorageError?)
+        case taken
+    }
+
+    /// The connection, suspended while the state is `waiting`. libmicrohttpd keeps a suspended
+    /// connection alive, and the pointer is not used once resumed.
+    private let connection: OpaquePointer
+    private let response: HTTPResponse
+    private let state = Mutex(State.waiting)
+
+    init(_ response: HTTPResponse, connection: OpaquePointer) {
+        self.response = response
+        self.connection = connection
+    }
+
+    /// Resumes the connection, unless it was resumed already: with nil the response goes out,
+    /// with an error a 503 goes out instead. Returns whether this call resumed it.
+    @discardableResult
+    func resume(failure: StorageError?) -> Bool {
+        let resumed = state.withLock { state in
+            guard case .waiting = state else { return false }
+            state = .resumed(failure: failure)
+            return true
+        }
+        if resumed { MHD_resume_connection(connection) }
+        return resumed
+    }
+
+    /// The response to queue now that the connection is resumed: the one held, or a 503 when
+    /// what it depends on could not be made durable (the response may promise something, a
+    /// consumed `jti` or a stored device, that a crash could take back).
+    func takeResponse() -> HTTPResponse {
+        state.withLock { state in
+            defer { state = .taken }
+            guard case .resumed(let failure) = state else {
+                return HTTPResponse(error: StorageError(.unavailable, "a held response was taken before it resumed"))
+            }
+            return failure.map { HTTPResponse(error: $0) } ?? response
+        }
+    }
+}
+
+/// The responses of one daemon that wait with their connections suspended, so that stopping can
+/// resume every one of them: libmicrohttpd must not be stopped while a connection is suspended.
+final class HeldResponses: Sendable {
+    private struct State {
+        var held: [ObjectIdentifier: HeldResponse] = [:]
+        var isReleasing = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Suspends `connection` and registers `held`, unless the daemon is stopping (then nothing
+    /// happens and the result is false).
+    ///
+    /// Call it from the access handler of `connection`, the one place libmicrohttpd allows a
+    /// suspension. The registration happens after the suspension, under the same lock as
+    /// ``releaseAll(failure:)``, so that no connection is resumed before it was suspended and
+    /// none is left suspended by a stop.
+    func suspend(_ connection: OpaquePointer, holding held: HeldResponse) -> Bool {
+        state.withLock { state in
+            guard !state.isReleasing else { return false }
+            MHD_suspend_connection(connection)
+            state.held[ObjectIdentifier(held)] = held
+            return true
+        }
+    }
+
+    /// Forgets `held`, which has resumed its connection.
+    func resumed(_ held: HeldResponse) {
+        _ = state.withLock { $0.held.removeValue(forKey: ObjectIdentifier(held)) }
+    }
+
+    /// Responses currently held.
+    var count: Int {
+        state.withLock { $0.held.count }
+    }
+
+    /// Resumes every held connection, whose response becomes a 503 with `failure`, and refuses to
+    /// hold any more: the last step before the daemon stops. Returns how many it resumed.
+    @discardableResult
+    func releaseAll(failure: StorageError) -> Int {
+        let all = state.withLock { state in
+            state.isReleasing = true
+            defer { state.held = [:] }
+            return Array(state.held.values)
+        }
+        return all.filter { $0.resume(failure: failure) }.count
+    }
+}

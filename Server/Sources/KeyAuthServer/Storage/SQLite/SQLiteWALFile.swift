@@ -1,0 +1,90 @@
+import Glibc
+import KeyAuth
+import Synchronization
+
+/// What makes committed SQLite transactions durable; the group committer calls it after each
+/// commit. Tests put a slow or stalled disk in its place.
+protocol SQLiteWALSync: Sendable {
+    /// Returns once every transaction committed before the call is durable.
+    ///
+    /// - Throws: ``StorageError`` when the data cannot be made durable.
+    func sync() throws(StorageError)
+}
+
+/// The write-ahead log of one SQLite file, synced with `fdatasync` on a descriptor of its own.
+///
+/// SQLite documents `synchronous=FULL` in WAL mode as `NORMAL` plus one sync of the WAL after
+/// each commit. With `FULL` that sync runs inside `COMMIT`, under the database's write lock, so
+/// nothing could be written while it ran. The writer connection therefore runs with `NORMAL`
+/// (a commit appends its frames to the log, and checkpoints still sync before and after), and
+/// the group committer calls ``sync()`` right after each commit, outside the write lock: the
+/// same sync, one step later, while the next batch's statements already run. An `fdatasync`
+/// covers every byte written to the file before it was called, from any descriptor, so one call
+/// makes every batch committed before it durable.
+///
+/// The log stays the same file while the server's connections are open (SQLite removes it only
+/// when the last connection closes). Should another file ever take its place, the next sync
+/// notices the new inode and syncs the database file too, which a checkpoint filled from the old
+/// log before it went away. The directory is synced once per log file, so that the file itself
+/// survives a power loss.
+final class SQLiteWALFile: SQLiteWALSync {
+    private let databasePath: String
+    private let logPath: String
+    /// The log's descriptor, or -1 before the first sync.
+    private let descriptor = Mutex<Int32>(-1)
+
+    /// - Parameter databasePath: the database file; its log is the same path with `-wal`.
+    init(databasePath: String) {
+        self.databasePath = databasePath
+        self.logPath = databasePath + "-wal"
+    }
+
+    deinit {
+        descriptor.withLock { if $0 >= 0 { Glibc.close($0) } }
+    }
+
+    func sync() throws(StorageError) {
+        try descriptor.withLock { (descriptor: inout Int32) throws(StorageError) in
+            if descriptor < 0 || Self.isReplaced(descriptor, path: logPath) {
+                if descriptor >= 0 {
+                    Glibc.close(descriptor)
+                    descriptor = -1
+                    try Self.syncFile(databasePath)
+                }
+                descriptor = open(logPath, O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { throw Self.failure("cannot open the SQLite log \(logPath)") }
+                try Self.syncFile(Self.directory(of: logPath))
+            }
+            guard fdatasync(descriptor) == 0 else { throw Self.failure("cannot sync the SQLite log \(logPath)") }
+        }
+    }
+
+    /// Whether `path` no longer names the file open on `descriptor`.
+    private static func isReplaced(_ descriptor: Int32, path: String) -> Bool {
+        var open = stat()
+        var named = stat()
+        guard fstat(descriptor, &open) == 0, stat(path, &named) == 0 else { return true }
+        return open.st_ino != named.st_ino || open.st_dev != named.st_dev
+    }
+
+    /// `fsync` of the file or directory at `path`.
+    private static func syncFile(_ path: String) throws(StorageError) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure("cannot open \(path) to sync it") }
+        defer { Glibc.close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw failure("cannot sync \(path)") }
+    }
+
+    private static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The error for the failed call just made, with `errno`.
+    private static func failure(_ message: String) -> StorageError {
+        let number = errno
+        return StorageError(
+            .queryFailed, message,
+            underlying: NativeError(library: "errno", code: Int(number), text: String(cString: strerror(number))))
+    }
+}

@@ -1,0 +1,194 @@
+import Dispatch
+import Foundation
+import KeyAuth
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+/// Responses held, with their connections suspended, while the writes they depend on wait for
+/// the disk: seen over real sockets, with the SQLite log's fsync stalled by the test.
+@Suite("Responses held until durable")
+struct HeldResponseTests {
+    /// A server with 2 worker threads on storage whose fsync the test holds, and a socket API.
+    private static func start(_ environment: TestEnvironment) throws -> (ServerRunner, TestAPI, StallableDisk) {
+        let disk = StallableDisk(SQLiteWALFile(databasePath: environment.databasePath))
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 2, busyTimeoutMilliseconds: 5000, log: disk)
+        let storage = try SQLStorage(
+            database: database, location: environment.databasePath, now: environment.clock.closure)
+        let runner = try environment.startServer(storage: storage) {
+            $0.threads = 2
+            $0.failureLimit = 100_000
+        }
+        return (runner, environment.socketAPI(runner), disk)
+    }
+
+    /// Waits up to 20 s for `condition`.
+    private static func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
+        while !condition() {
+            guard ServerClock.monotonicNanoseconds() < deadline else { return false }
+            usleep(2_000)
+        }
+        return true
+    }
+
+    @Test("more logins than worker threads wait for the disk at once, none answered before it, all 200 after")
+    func manyLoginsFewThreads() throws {
+        let environment = TestEnvironment()
+        let (runner, api, disk) = try Self.start(environment)
+        defer { runner.stop() }
+        let key = try ServerTestKeys.key("held-1")
+        #expect(try api.register(user: "held", key: key).status == 201)
+        let assertions = try (0..<12).map { _ in try api.assertion(key) }
+
+        disk.hold()
+        let logins = ConcurrentLogins(api, assertions)
+        // With a worker blocked per login, 2 threads could take only 2 of the 12 at a time.
+        #expect(Self.eventually { runner.server.requestsInProgress == 12 }, "\(runner.server.requestsInProgress)")
+        #expect(Self.eventually { runner.server.heldResponses == 12 })
+        // Nothing is answered while the claims are not durable.
+        usleep(200_000)
+        #expect(logins.statuses.isEmpty)
+
+        disk.release()
+        #expect(logins.waitForAll())
+        #expect(logins.statuses == Dictionary(uniqueKeysWithValues: (0..<12).map { ($0, 200) }))
+        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
+        // Durable: each jti is refused now, also by a second instance of the file.
+        #expect(try api.login(assertion: assertions[0]).errorCode == "invalid_grant")
+        let reopened = try SQLiteStorage(path: environment.databasePath)
+        defer { reopened.close() }
+        #expect(try !reopened.claimJTI(keyID: key.publicKey.fingerprint, jti: Self.jwtID(assertions[11]), expiresAt: 0))
+    }
+
+    @Test("a client that hangs up while its response is held costs nothing: the server keeps serving")
+    func clientLeavesWhileHeld() throws {
+        let environment = TestEnvironment()
+        let (runner, api, disk) = try Self.start(environment)
+        defer { runner.stop() }
+        let key = try ServerTestKeys.key("held-2")
+        #expect(try api.register(user: "leaver", key: key).status == 201)
+
+        disk.hold()
+        let form = Array(
+            "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(key)))"
+                .utf8)
+        do {
+            let connection = try RawHTTPConnection(port: runner.port)
+            try connection.send(
+                RawHTTPConnection.requestBytes(
+                    method: "POST", path: "/oauth/token",
+                    headers: [("Content-Type", "application/x-www-form-urlencoded")], body: form))
+            #expect(Self.eventually { runner.server.heldResponses == 1 })
+            // The connection closes here, while its response is held.
+        }
+        disk.release()
+        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
+        #expect(try api.login(key).status == 200)
+        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.openConnections == 0 })
+    }
+
+    @Test("stopping waits for held responses: they go out once durable, then the server stops")
+    func stopDrainsHeld() throws {
+        let environment = TestEnvironment()
+        let (runner, api, disk) = try Self.start(environment)
+        let key = try ServerTestKeys.key("held-3")
+        #expect(try api.register(user: "drained", key: key).status == 201)
+        let assertions = try (0..<6).map { _ in try api.assertion(key) }
+
+        disk.hold()
+        let logins = ConcurrentLogins(api, assertions)
+        #expect(Self.eventually { runner.server.heldResponses == 6 })
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            runner.stop()
+            stopped.signal()
+        }.start()
+        #expect(Self.eventually { (try? RawHTTPConnection(port: runner.port)) == nil }, "still accepting")
+        #expect(stopped.wait(timeout: .now()) == .timedOut)
+
+        disk.release()
+        #expect(stopped.wait(timeout: .now() + 30) == .success)
+        #expect(logins.waitForAll())
+        #expect(logins.statuses == Dictionary(uniqueKeysWithValues: (0..<6).map { ($0, 200) }))
+    }
+
+    @Test("past the drain timeout, held responses become 503s and the daemon stops cleanly")
+    func stopPastDrainTimeout() throws {
+        let environment = TestEnvironment()
+        let disk = StallableDisk(SQLiteWALFile(databasePath: environment.databasePath))
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        defer { database.close() }
+        var options = HTTPServerOptions(address: .loopback(port: 0))
+        options.threadPoolSize = 1
+        options.drainTimeoutSeconds = 1
+        let server = try HTTPServer(responder: WritingResponder(database: database), options: options)
+
+        disk.hold()
+        // A batch stalled in its fsync; the request's write joins the next one.
+        _ = try DurabilityScope.run { try database.write { _ in () } }
+        #expect(disk.waitUntilStalled())
+        let connection = try RawHTTPConnection(port: server.port)
+        try connection.send(RawHTTPConnection.requestBytes(method: "POST", path: "/", headers: [], body: []))
+        #expect(Self.eventually { server.heldResponses == 1 })
+
+        // libmicrohttpd aborts the process when stopped with a connection suspended.
+        server.stop()
+        let response = try connection.readResponse()
+        #expect(response.status == 503)
+        #expect(response.errorCode == "temporarily_unavailable")
+        #expect(server.heldResponses == 0)
+        disk.release()
+    }
+
+    /// The `jti` claim of a compact JWS.
+    private static func jwtID(_ token: String) throws -> String {
+        let payload = token.split(separator: ".")[1]
+        guard let bytes = Base64URL.decode(String(payload)), let jti = try JSONValue(parsing: bytes)["jti"]?.stringValue
+        else { throw TestFailure("no jti in \(token)") }
+        return jti
+    }
+}
+
+/// Logins of the given assertions, each on a thread and a connection of its own, started at once.
+private final class ConcurrentLogins: Sendable {
+    private let results = Mutex<[Int: Int]>([:])
+    private let done = DispatchGroup()
+
+    init(_ api: TestAPI, _ assertions: [String]) {
+        for (index, assertion) in assertions.enumerated() {
+            done.enter()
+            Thread {
+                let status = (try? api.login(assertion: assertion).status) ?? 0
+                self.results.withLock { $0[index] = status }
+                self.done.leave()
+            }.start()
+        }
+    }
+
+    /// The statuses answered so far, by index.
+    var statuses: [Int: Int] { results.withLock { $0 } }
+
+    /// Waits up to 30 s for every answer.
+    func waitForAll() -> Bool {
+        done.wait(timeout: .now() + 30) == .success
+    }
+}
+
+/// Answers every request with 200 after one write, which a stalled disk keeps from being
+/// durable.
+private struct WritingResponder: HTTPResponder {
+    let database: SQLiteDatabase
+
+    func respond(to request: HTTPRequest) -> HTTPResponse {
+        do {
+            try database.write { _ in () }
+            return .text("written")
+        } catch {
+            return HTTPResponse(error: error)
+        }
+    }
+}
