@@ -535,6 +535,26 @@ struct CommandTests {
         #expect(result.status == 77)
         #expect(result.standardError.contains("--pin-stdin"))
     }
+
+    @Test("a malformed KEYAUTH_TPM_TCTI is a usage error where a TPM would be asked, and --key-store file ignores it")
+    func malformedTCTI() async throws {
+        let harness = CommandHarness(tcti: "device:/dev/tpmrm0\nmssim:")
+        let server = try InProcessKeyAuthServer()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let automatic = await harness.registerUnattended(server.url)
+        #expect(automatic.status == 64)
+        #expect(automatic.errorLines.count == 1)
+        #expect(automatic.standardError.contains("KEYAUTH_TPM_TCTI"))
+        #expect(harness.accounts.accountNames().isEmpty)
+        let file = await harness.registerUnattended(server.url, extra: ["--key-store", "file"])
+        #expect(file.status == 0, "\(file.standardError)")
+        #expect(file.standardOutput.hasPrefix("Key store: file\n"))
+        #expect(await harness.run(["login"]).status == 0)
+        #expect(await harness.run(["status"]).standardOutput.contains("  key store:   file\n"))
+    }
 }
 
 /// A terminal reader for a process that has no terminal.

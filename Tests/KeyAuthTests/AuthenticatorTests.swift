@@ -238,6 +238,7 @@ struct AuthenticatorTests {
     @Test("with a TPM, the key is made in it with a secret of at least 4, opened without the check's count, and signs")
     func tpmKey() async throws {
         let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
         let vault = VaultPresence()
@@ -261,12 +262,12 @@ struct AuthenticatorTests {
         for token in calls.proofs + calls.assertions {
             #expect(try verifier.verify(verifier.parse(token), key: registered).subject == registered.fingerprint)
         }
-        withExtendedLifetime(tpm) {}
     }
 
     @Test("with a PIN and a TPM key, a wrong PIN fails at signing with the TPM's count, and no attempts file")
     func tpmKeyWrongPIN() async throws {
         let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
         let recorder = HookRecorder()
