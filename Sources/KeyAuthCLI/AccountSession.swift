@@ -17,7 +17,8 @@ struct AccountSession: Sendable {
     /// Opens the account a command names (or the default one).
     ///
     /// - Throws: `.accountNotFound`, `.accountCorrupt` (also when the key file is missing),
-    ///   `.invalidArgument` for several accounts without a default, presence errors.
+    ///   `.invalidArgument` for several accounts without a default, `.usage` for a malformed
+    ///   `KEYAUTH_TPM_TCTI` with a TPM key, presence errors.
     static func open(
         context: CommandContext, account explicitName: String?, pinFromStandardInput: Bool,
         waitForApproval: Bool
@@ -25,16 +26,19 @@ struct AccountSession: Sendable {
         let accounts = try context.accountStore()
         let name = try resolve(accounts, explicitName)
         let account = try accounts.load(name)
-        let keys = try accounts.keyPairStore(for: name)
-        guard keys.hasKey else {
+        let files = try accounts.keyPairStore(for: name)
+        guard let kind = files.storedKind else {
             let hint =
                 account.status == .registering
-                ? "its registration did not finish" : "its device key \(keys.privateKeyPath) is missing"
+                ? "its registration did not finish"
+                : "its device key \(account.keyStore == .tpm ? files.tpmKeyPath : files.privateKeyPath) is missing"
             throw KeyAuthError(
                 .accountCorrupt,
                 "account \(name) cannot log in: \(hint); run `keyauth reset --account \(name) --local-only` and register again"
             )
         }
+        // A TPM key signs on the TPM that KEYAUTH_TPM_TCTI names (the kernel's by default).
+        let keys = kind == .tpm ? try accounts.keyPairStore(for: name, keyStore: .tpm(context.tpmConnection())) : files
         let presence = try context.presence(
             kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
             keyDirectory: keys.directory)

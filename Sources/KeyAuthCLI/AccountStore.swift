@@ -7,7 +7,8 @@ import KeyAuth
 /// ```
 /// <home>/default                        the default account's name
 /// <home>/accounts/<name>/account.json   server, issuer, user, device, kid, presence, status
-/// <home>/accounts/<name>/device-key.pem the private key (KeyPairStore)
+/// <home>/accounts/<name>/device-key.pem the private key, for a key file (KeyPairStore)
+/// <home>/accounts/<name>/device-key.tpm the TPM's key blob, for a TPM key (KeyPairStore)
 /// <home>/accounts/<name>/device-key.pub the public key
 /// <home>/accounts/<name>/token.json     the current access token (FileCredentialsStore)
 /// ```
@@ -73,8 +74,10 @@ public struct AccountStore: Sendable {
     }
 
     /// The key store of account `name`.
-    public func keyPairStore(for name: String) throws(KeyAuthError) -> KeyPairStore {
-        KeyPairStore(directory: try directory(for: name))
+    ///
+    /// - Parameter keyStore: where a new key goes, and the TPM that opens a TPM key.
+    public func keyPairStore(for name: String, keyStore: KeyStore = .file) throws(KeyAuthError) -> KeyPairStore {
+        KeyPairStore(directory: try directory(for: name), keyStore: keyStore)
     }
 
     /// The token store for all accounts of this home.

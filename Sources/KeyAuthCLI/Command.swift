@@ -35,8 +35,11 @@ public struct RegisterOptions: Sendable, Equatable {
     public var user: String
     /// `--name DEVICE`; the host name when nil.
     public var deviceName: String?
-    /// `--bits 2048|3072|4096`.
-    public var bits: Int = 3072
+    /// `--bits 2048|3072|4096`; nil for the key store's default (3072 for a key file, the TPM's
+    /// largest up to 3072 for a TPM key).
+    public var bits: Int?
+    /// `--key-store tpm|file|auto`; nil for `auto`: the TPM when one answers, a key file otherwise.
+    public var keyStore: KeyStore.Kind?
     /// `--presence pin|pam|none`.
     public var presence: PresenceKind = .pin
     /// `--pam-service NAME`.

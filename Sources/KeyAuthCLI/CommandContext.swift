@@ -24,6 +24,19 @@ struct CommandContext: Sendable {
         try KeyAuthClient(serverURL: serverURL, timeout: timeout, allowInsecureHTTP: insecureHTTP)
     }
 
+    /// The TPM that `KEYAUTH_TPM_TCTI` names, or the kernel resource manager.
+    ///
+    /// Asked only where a TPM is used (a TPM key, `--key-store tpm|auto`), so that a malformed
+    /// variable does not stop accounts with key files.
+    /// - Throws: `.usage` naming the variable when it is not a TCTI string.
+    func tpmConnection() throws(KeyAuthError) -> TPMConnection {
+        do {
+            return try TPMConnection.fromEnvironment(io.environment)
+        } catch {
+            throw KeyAuthError(.usage, "\(TPMConnection.environmentVariable): \(error.message)")
+        }
+    }
+
     /// The presence check of an account, reading answers from standard input with `--pin-stdin`
     /// and from the terminal otherwise.
     ///

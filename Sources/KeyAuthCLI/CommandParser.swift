@@ -9,7 +9,9 @@ import KeyAuthArguments
 public enum CommandParser {
     /// The options each command accepts: those taking a value, and flags.
     private static let valueOptions: [CommandName: Set<String>] = [
-        .register: ["server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account"],
+        .register: [
+            "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
+        ],
         .login: ["account"], .token: ["account"], .status: ["account"], .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
@@ -168,6 +170,12 @@ public enum CommandParser {
                 throw usage("--bits must be 2048, 3072 or 4096", .register)
             }
             options.bits = value
+        }
+        if let keyStore = parsed.values["key-store"], keyStore != "auto" {
+            guard let kind = KeyStore.Kind(rawValue: keyStore) else {
+                throw usage("--key-store must be tpm, file or auto", .register)
+            }
+            options.keyStore = kind
         }
         if let presence = parsed.values["presence"] {
             guard let kind = PresenceKind(rawValue: presence) else {

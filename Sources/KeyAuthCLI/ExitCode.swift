@@ -10,7 +10,7 @@ public enum ExitCode: Int32, Sendable {
     case usage = 64
     /// A key or account file is corrupt or unprotected (EX_DATAERR).
     case dataError = 65
-    /// The server cannot be reached or is unavailable (EX_UNAVAILABLE).
+    /// The server or the TPM cannot be reached or is unavailable (EX_UNAVAILABLE).
     case unavailable = 69
     /// The presence check failed or the server refused the login (EX_NOPERM).
     case noPermission = 77
@@ -22,7 +22,7 @@ public enum ExitCode: Int32, Sendable {
             self = .usage
         case .keyCorrupt, .keyUnprotected, .accountCorrupt:
             self = .dataError
-        case .transportFailed:
+        case .transportFailed, .tpmUnavailable:
             self = .unavailable
         case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled, .approvalPending:
             self = .noPermission

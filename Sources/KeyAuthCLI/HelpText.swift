@@ -20,8 +20,9 @@ enum HelpText {
 
         State lives in $KEYAUTH_HOME (default $XDG_DATA_HOME/keyauth, else ~/.local/share/keyauth).
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
+        KEYAUTH_TPM_TCTI selects the TPM (default device:/dev/tpmrm0, the kernel's resource manager).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server unreachable, 77 presence check failed or login refused, 130 Control-C
+        69 server or TPM unreachable, 77 presence check failed or login refused, 130 Control-C
         (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
 
@@ -34,14 +35,21 @@ enum HelpText {
             Checks presence, generates a device key, registers it with proof of possession and
             logs in. The first device of a user is active at once; a further device waits until
             an existing device runs `keyauth devices approve KID` (or an enrollment code is given).
+            With a TPM (KEYAUTH_TPM_TCTI, default device:/dev/tpmrm0) the key is made in the TPM
+            and never leaves it; the choice is printed and remembered.
 
             options:
               --server URL            the server's base URL (https://, or http:// on loopback)
               --user NAME             the user name on the server
               --name DEVICE           the device name (default: this host's name)
-              --bits 2048|3072|4096   key size (default 3072)
-              --presence pin|pam|none how to check presence (default pin: a PIN of at least
-                                      6 characters encrypts the key)
+              --key-store tpm|file|auto
+                                      where the key lives (default auto: the TPM when one
+                                      answers, else a key file)
+              --bits 2048|3072|4096   key size (default 3072; in a TPM, 3072 where it can,
+                                      else 2048)
+              --presence pin|pam|none how to check presence (default pin: in a TPM, a PIN of
+                                      at least 4 characters that the TPM checks and limits;
+                                      in a key file, one of at least 6 that encrypts it)
               --pam-service NAME      the PAM service with --presence pam (default keyauth)
               --pin-stdin             read the PIN from standard input, once
               --enrollment-code CODE  a one-time code from `keyauth-server enroll`; `-` reads it
@@ -69,8 +77,9 @@ enum HelpText {
             """
             usage: keyauth status [--account NAME] [--json]
 
-            Shows every account (or one): server, user, device, key fingerprint, presence check,
-            registration state and token expiry. --json prints a JSON document on standard output.
+            Shows every account (or one): server, user, device, key fingerprint, key store (tpm,
+            with the TPM's manufacturer, or file), presence check, registration state and token
+            expiry. --json prints a JSON document on standard output.
             """
         case .devices:
             """

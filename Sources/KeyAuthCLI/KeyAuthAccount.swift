@@ -35,6 +35,9 @@ public struct KeyAuthAccount: Sendable, Hashable {
     public var keyID: String?
     /// How the key is protected.
     public var presence: PresenceKind
+    /// Where the key lives: a key file or a TPM (`key_store` in `account.json`; an account
+    /// written before TPM keys existed has a key file).
+    public var keyStore: KeyStore.Kind
     /// The PAM service, when ``presence`` is `.pam`.
     public var pamService: String?
     /// Whether the person accepted plain `http://` to a host that is not loopback at
@@ -49,8 +52,8 @@ public struct KeyAuthAccount: Sendable, Hashable {
     /// Creates an account record.
     public init(
         name: String, serverURL: String, issuer: String, user: String, deviceName: String, keyID: String? = nil,
-        presence: PresenceKind, pamService: String? = nil, insecureHTTP: Bool = false, status: Status = .registering,
-        createdAt: Date = Date()
+        presence: PresenceKind, keyStore: KeyStore.Kind = .file, pamService: String? = nil, insecureHTTP: Bool = false,
+        status: Status = .registering, createdAt: Date = Date()
     ) {
         self.name = name
         self.serverURL = serverURL
@@ -59,6 +62,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
         self.deviceName = deviceName
         self.keyID = keyID
         self.presence = presence
+        self.keyStore = keyStore
         self.pamService = pamService
         self.insecureHTTP = insecureHTTP
         self.status = status
@@ -70,6 +74,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
         var members: [String: JSONValue] = [
             "name": .string(name), "server": .string(serverURL), "issuer": .string(issuer), "user": .string(user),
             "device_name": .string(deviceName), "presence": .string(presence.rawValue),
+            "key_store": .string(keyStore.rawValue),
             "status": .string(status.rawValue),
             "created_at": .integer(Int64(createdAt.timeIntervalSince1970.rounded(.down))),
         ]
@@ -103,6 +108,16 @@ public struct KeyAuthAccount: Sendable, Hashable {
         guard let presence = PresenceKind(rawValue: try string("presence")) else {
             throw KeyAuthError(.accountCorrupt, "the account file has an unknown presence kind")
         }
+        let keyStore: KeyStore.Kind
+        switch object["key_store"] {
+        case nil, .null?: keyStore = .file
+        case .string(let text)?:
+            guard let kind = KeyStore.Kind(rawValue: text) else {
+                throw KeyAuthError(.accountCorrupt, "the account file has an unknown key store")
+            }
+            keyStore = kind
+        default: throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"key_store\"")
+        }
         let insecureHTTP: Bool
         switch object["insecure_http"] {
         case nil, .null?: insecureHTTP = false
@@ -112,7 +127,8 @@ public struct KeyAuthAccount: Sendable, Hashable {
         self.init(
             name: try string("name"), serverURL: try string("server"), issuer: try string("issuer"),
             user: try string("user"), deviceName: try string("device_name"), keyID: try optionalString("kid"),
-            presence: presence, pamService: try optionalString("pam_service"), insecureHTTP: insecureHTTP,
+            presence: presence, keyStore: keyStore, pamService: try optionalString("pam_service"),
+            insecureHTTP: insecureHTTP,
             status: Status(rawValue: try string("status")),
             createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
     }

@@ -33,7 +33,9 @@ struct BinaryTests {
                 "register", "--server", "http://127.0.0.1:\(port)", "--user", "x", "--presence", "none", "--bits",
                 "2048",
             ],
-            environment: ["KEYAUTH_HOME": home.path, "HOME": home.path])
+            environment: [
+                "KEYAUTH_HOME": home.path, "HOME": home.path, TPMConnection.environmentVariable: SoftwareTPM.absentTCTI,
+            ])
         #expect(result.status == 69)
         expectOneErrorLine(result)
         #expect(AccountStore(home: home.path).accountNames().isEmpty)

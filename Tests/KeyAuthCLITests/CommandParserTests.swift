@@ -44,14 +44,15 @@ struct CommandParserTests {
         #expect(loopback.enrollmentCode == nil && !loopback.enrollmentCodeFromStandardInput)
     }
 
-    @Test("register defaults to a 3072-bit key checked by a PIN")
+    @Test("register defaults to the key store's size, the automatic key store and a PIN")
     func registerDefaults() throws {
         let command = try CommandParser.parse(["register", "--server", "https://auth.example", "--user", "bob"])
         guard case .register(let options) = command else {
             Issue.record("not a register command")
             return
         }
-        #expect(options.bits == 3072)
+        #expect(options.bits == nil)
+        #expect(options.keyStore == nil)
         #expect(options.presence == .pin)
         #expect(options.pamService == "keyauth")
         #expect(options.deviceName == nil)

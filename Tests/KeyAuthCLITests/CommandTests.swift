@@ -496,6 +496,41 @@ struct CommandTests {
         #expect(denied.standardError.contains("PAM"))
     }
 
+    @Test("PAM presence with a TPM key: the key has no authorization value, and PAM gates every login")
+    func pamPresenceWithTPM() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let harness = CommandHarness(tcti: tpm.tcti)
+        let server = try InProcessKeyAuthServer()
+        let pam = TemporaryDirectory("keyauth-pam")
+        defer {
+            server.stop()
+            harness.home.remove()
+            pam.remove()
+        }
+        let service = pam.path + "/keyauth-test"
+        try "auth required pam_permit.so\naccount required pam_permit.so\n".write(
+            toFile: service, atomically: true, encoding: .utf8)
+        let registered = await harness.run(
+            [
+                "register", "--server", server.url, "--user", "pat", "--bits", "2048", "--presence", "pam",
+                "--pam-service", "keyauth-test",
+            ], pamDirectory: pam.path)
+        #expect(registered.status == 0, "\(registered.standardError)")
+        #expect(registered.standardOutput.hasPrefix("Key store: TPM (IBM)\n"))
+        let keys = try harness.accounts.keyPairStore(for: try harness.accounts.resolve(nil))
+        #expect(try !keys.loadTPMKey().key.requiresPIN)
+        #expect(await harness.run(["login"], pamDirectory: pam.path).status == 0)
+
+        try "auth required pam_deny.so\naccount required pam_deny.so\n".write(
+            toFile: service, atomically: true, encoding: .utf8)
+        let logins = server.loginCount
+        let denied = await harness.run(["login"], pamDirectory: pam.path)
+        #expect(denied.status == 77)
+        #expect(denied.standardError.contains("PAM"))
+        #expect(server.loginCount == logins)
+    }
+
     @Test("token and devices do not wait for approval, and reset of a never-approved device skips revocation")
     func pendingDoesNotWait() async throws {
         let first = CommandHarness()
@@ -534,6 +569,26 @@ struct CommandTests {
             ["register", "--server", "http://127.0.0.1:9", "--user", "a"], terminal: UnavailableReader())
         #expect(result.status == 77)
         #expect(result.standardError.contains("--pin-stdin"))
+    }
+
+    @Test("a malformed KEYAUTH_TPM_TCTI is a usage error where a TPM would be asked, and --key-store file ignores it")
+    func malformedTCTI() async throws {
+        let harness = CommandHarness(tcti: "device:/dev/tpmrm0\nmssim:")
+        let server = try InProcessKeyAuthServer()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let automatic = await harness.registerUnattended(server.url)
+        #expect(automatic.status == 64)
+        #expect(automatic.errorLines.count == 1)
+        #expect(automatic.standardError.contains("KEYAUTH_TPM_TCTI"))
+        #expect(harness.accounts.accountNames().isEmpty)
+        let file = await harness.registerUnattended(server.url, extra: ["--key-store", "file"])
+        #expect(file.status == 0, "\(file.standardError)")
+        #expect(file.standardOutput.hasPrefix("Key store: file\n"))
+        #expect(await harness.run(["login"]).status == 0)
+        #expect(await harness.run(["status"]).standardOutput.contains("  key store:   file\n"))
     }
 }
 

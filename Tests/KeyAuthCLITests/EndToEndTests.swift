@@ -8,56 +8,6 @@ import Testing
     import Glibc
 #endif
 
-/// A private keyauth home for one simulated machine, driving the built `keyauth` binary.
-private struct Machine {
-    let home: TemporaryDirectory
-
-    init() {
-        home = TemporaryDirectory("keyauth-e2e")
-    }
-
-    var environment: [String: String] {
-        [
-            "KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "KEYAUTH_TIMEOUT": "5",
-            "LANG": "C.UTF-8",
-        ]
-    }
-
-    func run(_ arguments: [String], standardInput: String = "", timeout: TimeInterval = 60) throws -> CommandResult {
-        try runProcess(
-            Binaries.keyauth, arguments, environment: environment, standardInput: standardInput, timeout: timeout)
-    }
-
-    func register(_ server: KeyAuthServerProcess, user: String, extra: [String] = [], pin: String? = nil) throws
-        -> CommandResult
-    {
-        let presence = pin == nil ? ["--presence", "none"] : ["--pin-stdin"]
-        return try run(
-            ["register", "--server", server.url, "--user", user, "--bits", "2048"] + presence + extra,
-            standardInput: pin.map { $0 + "\n" } ?? "")
-    }
-
-    var accounts: AccountStore { AccountStore(home: home.path) }
-
-    func keyDirectory() throws -> String {
-        try accounts.directory(for: try accounts.resolve(nil))
-    }
-}
-
-/// Runs `body` with a fresh `keyauth-server` and removes everything afterwards.
-private func withServer(_ body: (KeyAuthServerProcess) throws -> Void) throws {
-    let directory = TemporaryDirectory("keyauth-server")
-    defer { directory.remove() }
-    let server = try KeyAuthServerProcess.started(in: directory.path)
-    defer { server.terminate() }
-    do {
-        try body(server)
-    } catch {
-        Issue.record("server log:\n\(server.log)")
-        throw error
-    }
-}
-
 @Suite("The built keyauth binary against a real keyauth-server", .serialized)
 struct EndToEndTests {
     @Test("a second device registers pending, the first approves it, and the second logs in")

@@ -23,6 +23,10 @@ public final class SoftwareTPM: @unchecked Sendable {
     private var process: Process?
     private var lifeline: Pipe?
 
+    /// A TCTI that reaches no TPM: the environment of a machine without one, so that a test
+    /// expecting key files never uses a TPM the machine running it may have.
+    public static let absentTCTI = "device:/nonexistent/keyauth-test/tpmrm0"
+
     /// The TCTI string that reaches this TPM.
     public var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
 
@@ -87,6 +91,13 @@ public final class SoftwareTPM: @unchecked Sendable {
         }
         stop()
         throw SoftwareTPMError("swtpm did not start on port \(port)")
+    }
+
+    /// Gives the owner hierarchy a password, with tpm2-tools, as an administrator who took
+    /// ownership would: keyauth then cannot make keys on this TPM.
+    public func setOwnerPassword(_ password: String) throws {
+        let result = try ExternalCommand.run(["tpm2_changeauth", "-T", tcti, "-c", "owner", password])
+        guard result.status == 0 else { throw SoftwareTPMError("tpm2_changeauth failed: \(result.errorOutput)") }
     }
 
     /// Stops swtpm (as a TPM that vanished: no orderly shutdown) and waits until it has exited.

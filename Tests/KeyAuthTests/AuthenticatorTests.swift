@@ -58,14 +58,15 @@ final class HookRecorder: Sendable {
 @Suite("Authenticator flow")
 struct AuthenticatorTests {
     private func authenticator(
-        _ recorder: HookRecorder, directory: String, presence: (any PresenceCheck)? = nil, wait: Bool = true
+        _ recorder: HookRecorder, directory: String, presence: (any PresenceCheck)? = nil, wait: Bool = true,
+        keyStore: KeyStore = .file
     ) -> Authenticator<String> {
         var configuration = Authenticator<String>.Configuration(audience: "https://auth.example.test", keyBits: 2048)
         configuration.pollInterval = .milliseconds(10)
         configuration.waitForApproval = wait
         return Authenticator(
-            store: KeyPairStore(directory: directory), presence: presence ?? NoPresence(), configuration: configuration,
-            hooks: recorder.hooks)
+            store: KeyPairStore(directory: directory, keyStore: keyStore), presence: presence ?? NoPresence(),
+            configuration: configuration, hooks: recorder.hooks)
     }
 
     @Test("first login generates a key, registers it with a valid proof, then authenticates")
@@ -234,6 +235,64 @@ struct AuthenticatorTests {
         #expect(vault.calls == ["secretForNewKey(minimum 6, confirm true)", "unlock"])
     }
 
+    @Test("with a TPM, the key is made in it with a secret of at least 4, opened without the check's count, and signs")
+    func tpmKey() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let vault = VaultPresence()
+        let recorder = HookRecorder()
+        let keyStore = KeyStore.automatic(try tpm.connection)
+        _ = try await authenticator(recorder, directory: temporary.path, presence: vault, keyStore: keyStore).login()
+        #expect(vault.calls == ["secretForNewKey(minimum 4, confirm true)"])
+        let store = KeyPairStore(directory: temporary.path)
+        #expect(store.storedKind == .tpm)
+        #expect(try store.loadTPMKey().key.requiresPIN)
+        _ = try await authenticator(recorder, directory: temporary.path, presence: vault, keyStore: keyStore).login()
+        #expect(vault.calls == ["secretForNewKey(minimum 4, confirm true)", "unlockHardwareKey"])
+
+        // One proof and one assertion per login, each signed by the TPM key that was registered.
+        let calls = recorder.calls.withLock { $0 }
+        let registered = try #require(calls.registered.first)
+        #expect(registered == (try store.loadPublicKey()))
+        #expect(calls.proofs.count == 1)
+        #expect(calls.assertions.count == 2)
+        let verifier = DeviceAssertionVerifier(audience: "https://auth.example.test")
+        for token in calls.proofs + calls.assertions {
+            #expect(try verifier.verify(verifier.parse(token), key: registered).subject == registered.fingerprint)
+        }
+    }
+
+    @Test("with a PIN and a TPM key, a wrong PIN fails at signing with the TPM's count, and no attempts file")
+    func tpmKeyWrongPIN() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let attempts = temporary.path + "/pin-attempts"
+        let keyStore = KeyStore.tpm(try tpm.connection)
+        let registering = PINPresence(reader: FixedSecretReader(answers: ["2468", "2468"]), attemptsFile: attempts)
+        _ = try await authenticator(recorder, directory: temporary.path, presence: registering, keyStore: keyStore)
+            .login()
+        let wrong = PINPresence(reader: FixedSecretReader(answers: ["1357"]), attemptsFile: attempts)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await authenticator(recorder, directory: temporary.path, presence: wrong, keyStore: keyStore).login()
+        }
+        #expect(error?.code == .wrongPIN)
+        #expect(error?.message == "wrong PIN; the TPM locks out after 2 more wrong PINs")
+        #expect(try tpm.connection.info().lockoutCounter == 1)
+        #expect(!FileManager.default.fileExists(atPath: attempts))
+        #expect(recorder.calls.withLock { $0.assertions.count } == 1, "the refused signature sent nothing")
+
+        let right = PINPresence(reader: FixedSecretReader(answers: ["2468"]), attemptsFile: attempts)
+        #expect(
+            try await authenticator(recorder, directory: temporary.path, presence: right, keyStore: keyStore).login()
+                == "session-token")
+        #expect(!FileManager.default.fileExists(atPath: attempts))
+    }
+
     @Test("a hook's own error is kept underneath as hookFailed, not reported as a server refusal")
     func hookErrorKept() async throws {
         struct NetworkDown: Error, Equatable {}
@@ -284,6 +343,13 @@ private final class VaultPresence: PresenceCheck, @unchecked Sendable {
         -> Key
     {
         lock.withLock { recorded.append("unlock") }
+        return try open(SecretBytes(utf8: secret))
+    }
+
+    func unlockHardwareKey<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        lock.withLock { recorded.append("unlockHardwareKey") }
         return try open(SecretBytes(utf8: secret))
     }
 

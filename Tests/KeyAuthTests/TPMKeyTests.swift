@@ -21,37 +21,6 @@ struct TPMKeyTests {
         try withExtendedLifetime(tpm) { try body(tpm, connection, key) }
     }
 
-    /// The DER inside a PEM.
-    private func der(ofPEM pem: [UInt8]) throws -> [UInt8] {
-        let body = String(decoding: pem, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("-----") }
-        return try #require(Data(base64Encoded: body.joined())).map { $0 }
-    }
-
-    private func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
-
-    /// How many windows of `der` (either byte order) of the size of one RSA prime divide the
-    /// modulus: a prime factor lying anywhere in plain text is found.
-    private func primeFactorsFound(in der: [UInt8], key: RSAPublicKey) throws -> Int {
-        let script = """
-            import sys
-            der = bytes.fromhex(sys.argv[1]); n = int(sys.argv[2], 16); size = int(sys.argv[3])
-            found = 0
-            for i in range(len(der) - size + 1):
-                for window in (der[i:i + size], der[i:i + size][::-1]):
-                    x = int.from_bytes(window, "big")
-                    if 1 < x < n and n % x == 0:
-                        found += 1
-            print(found)
-            """
-        let result = try ExternalCommand.run([
-            "python3", "-c", script, hex(der), hex(key.modulus), String(key.bits / 16),
-        ])
-        #expect(result.status == 0, "\(result.errorOutput)")
-        return try #require(Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)))
-    }
-
     @Test("a key made with a PIN signs RS256 in the TPM, verifiable with its public key")
     func signsWithPIN() throws {
         try withFreshKey(pin: pin) { _, connection, key in
@@ -98,9 +67,13 @@ struct TPMKeyTests {
             #expect(stock.status != 0)
 
             // Neither prime is anywhere in the blob; the same search finds both in a file key.
-            #expect(try primeFactorsFound(in: der(ofPEM: key.pemRepresentation), key: key.publicKey) == 0)
+            #expect(
+                try RSAPrimeSearch.factorsFound(in: RSAPrimeSearch.der(ofPEM: key.pemRepresentation), of: key.publicKey)
+                    == 0)
             let fileKey = TestKeys.first
-            #expect(try primeFactorsFound(in: der(ofPEM: fileKey.pkcs8PEM()), key: fileKey.publicKey) >= 2)
+            #expect(
+                try RSAPrimeSearch.factorsFound(
+                    in: RSAPrimeSearch.der(ofPEM: fileKey.pkcs8PEM()), of: fileKey.publicKey) >= 2)
         }
     }
 

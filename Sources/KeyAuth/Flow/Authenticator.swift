@@ -10,17 +10,23 @@ import Synchronization
 /// 3. Sign a short-lived assertion and authenticate with it; while the server says the device
 ///    awaits approval, poll no faster than ``Configuration-swift.struct/pollInterval``.
 ///
-/// The presence check opens the key (``PresenceCheck/unlock(reason:_:)``) and gives a new key its
-/// secret (``PresenceCheck/secretForNewKey(reason:minimumLength:confirm:)``): with
-/// ``PINPresence`` the PIN is the key's passphrase, so the check and the key are bound, and a
-/// check of another kind (a TPM's) binds its key its own way without the flow knowing it.
+/// The presence check opens the key (``PresenceCheck/unlock(reason:_:)`` for a key file,
+/// ``PresenceCheck/unlockHardwareKey(reason:_:)`` for a TPM key) and gives a new key its secret
+/// (``PresenceCheck/secretForNewKey(reason:minimumLength:confirm:)``): with ``PINPresence`` the
+/// PIN is the key file's passphrase, or the TPM key's authorization value, so the check and the
+/// key are bound either way.
+///
+/// The store decides where a new key goes (``KeyStore``): a key file, or a TPM, whose key never
+/// leaves it. Each assertion is signed once, through ``DeviceKey``; with a TPM key that is one
+/// TPM signature per login (a registration signs twice: the proof of possession, then the login).
 public final class Authenticator<Session: Sendable>: Sendable {
     /// Settings of the flow.
     public struct Configuration: Sendable {
         /// The `aud` of assertions: the server's issuer URL.
         public var audience: String?
-        /// Size of a new key.
-        public var keyBits: Int = 3072
+        /// Size of a new key; nil for the store's default (3072 for a key file; for a TPM key
+        /// 3072 where the TPM supports it, else 2048).
+        public var keyBits: Int?
         /// The reason shown by the presence prompt (TouchIDAuth's prompt text).
         public var reason: String = "Log in with your device key"
         /// Whether to wait for approval when registration is pending (false: fail with
@@ -33,7 +39,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
         /// The clock that dates assertions.
         public var clock: KeyAuthClock = .system
 
-        public init(audience: String?, keyBits: Int = 3072, reason: String = "Log in with your device key") {
+        public init(audience: String?, keyBits: Int? = nil, reason: String = "Log in with your device key") {
             self.audience = audience
             self.keyBits = keyBits
             self.reason = reason
@@ -136,7 +142,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     private func runFlow() async throws(KeyAuthError) -> Session {
         transition(to: .checkingPresence)
-        let key: RSAPrivateKey
+        let key: DeviceKey
         if store.hasKey {
             key = try await loadKey()
         } else {
@@ -161,23 +167,32 @@ public final class Authenticator<Session: Sendable>: Sendable {
         }
     }
 
-    private func loadKey() async throws(KeyAuthError) -> RSAPrivateKey {
+    private func loadKey() async throws(KeyAuthError) -> DeviceKey {
         let store = self.store
-        return try await presence.unlock(reason: configuration.reason) { (secret) throws(KeyAuthError) in
-            try store.loadPrivateKey(pin: secret)
+        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
+        // A TPM counts wrong PINs itself; a key file needs the check's own count.
+        if store.storedKind == .tpm {
+            return try await presence.unlockHardwareKey(reason: configuration.reason, open)
         }
+        return try await presence.unlock(reason: configuration.reason, open)
     }
 
-    private func createAndRegisterKey() async throws(KeyAuthError) -> RSAPrivateKey {
-        var pin = try await presence.secretForNewKey(
-            reason: configuration.reason, minimumLength: KeyPairStore.minimumPINLength,
+    /// Asks for the new key's secret and makes the key; the secret goes out of scope here, and
+    /// only a TPM key, which needs it for every signature, keeps it.
+    private func createKey() async throws(KeyAuthError) -> DeviceKey {
+        // Decided before the PIN is asked: its rules depend on where the key will live.
+        let store = self.store.resolvingAutomatic()
+        let pin = try await presence.secretForNewKey(
+            reason: configuration.reason, minimumLength: store.newKeyKind.minimumPINLength,
             confirm: configuration.confirmNewPIN)
         transition(to: .generatingKey)
         let bits = configuration.keyBits
-        let key = try await Self.offCooperativePool { () throws(KeyAuthError) in try RSAPrivateKey.generate(bits: bits)
+        return try await Self.offCooperativePool { () throws(KeyAuthError) in try store.createKey(bits: bits, pin: pin)
         }
-        try store.store(key, pin: pin)
-        pin = nil
+    }
+
+    private func createAndRegisterKey() async throws(KeyAuthError) -> DeviceKey {
+        let key = try await createKey()
         transition(to: .registering)
         do {
             let proof = try await sign(with: key)
@@ -202,18 +217,21 @@ public final class Authenticator<Session: Sendable>: Sendable {
         return key
     }
 
-    private func sign(with key: RSAPrivateKey) async throws(KeyAuthError) -> String {
+    private func sign(with key: DeviceKey) async throws(KeyAuthError) -> String {
         let extra: JWTClaims
         do {
             extra = try await hooks.jwtPayload()
         } catch {
             throw Self.wrap(error, hook: "jwtPayload")
         }
-        return try JWTBuilder(key: key, audience: configuration.audience, clock: configuration.clock).sign(
-            claims: extra)
+        let builder = JWTBuilder(key: key, audience: configuration.audience, clock: configuration.clock)
+        guard key.kind == .tpm else { return try builder.sign(claims: extra) }
+        // A hardware TPM takes tens to hundreds of milliseconds per signature: not on the pool.
+        return try await Self.offCooperativePool { () throws(KeyAuthError) in try builder.sign(claims: extra) }
     }
 
-    /// Runs CPU-heavy work (key generation) on a plain thread, not the cooperative pool.
+    /// Runs CPU-heavy or blocking work (key generation, in memory or in a TPM) on a plain thread,
+    /// not the cooperative pool.
     private static func offCooperativePool<Value: Sendable>(
         _ work: @escaping @Sendable () throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {

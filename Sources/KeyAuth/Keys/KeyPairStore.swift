@@ -1,13 +1,30 @@
 /// Keeps one device key pair on disk: created once, loaded on every login, removed on reset.
 ///
-/// The private key is PKCS#8 PEM in a 0700 directory with mode 0600, encrypted with the PIN when
-/// there is one (``PINKeyEncryption/standard``: scrypt). The public key sits beside it so that
-/// `pubkey` and `status` need no PIN.
-/// Writes are atomic and serialised by an exclusive lock, so two processes registering at once
-/// never leave two keys, and a process killed mid-write leaves the previous state intact.
+/// A key is one of two kinds, and the store sees from its files which (``storedKind``):
+/// - a **key file**: PKCS#8 PEM, encrypted with the PIN when there is one
+///   (``PINKeyEncryption/standard``: scrypt), `device-key.pem`;
+/// - a **TPM key**: the `TSS2 PRIVATE KEY` blob that the TPM wrapped its private key in,
+///   `device-key.tpm`, useless on any other TPM. The PIN is the key's authorization value,
+///   checked by the TPM when it signs, not by anything on disk.
+///
+/// Where new keys go is the app's choice (``KeyStore``). The public key sits beside either kind
+/// (`device-key.pub`), so that `pubkey` and `status` need no PIN and no TPM. Files are 0600 in a
+/// 0700 directory. Writes are atomic and serialised by an exclusive lock, so two processes
+/// registering at once never leave two keys, and a process killed mid-write leaves the previous
+/// state intact.
+///
+/// ```swift
+/// let store = KeyPairStore(directory: keyDirectory, keyStore: .automatic(try TPMConnection.fromEnvironment()))
+/// let created = try store.createKey(pin: pin)      // in the TPM when one answers, else a file
+/// let key = try store.loadKey(pin: pin)            // either kind, no hint needed
+/// let signature = try key.signature(for: message)  // made by the TPM for a TPM key
+/// try store.reset()                                // deletes the files; nothing stays in the TPM
+/// ```
 public struct KeyPairStore: Sendable {
     /// The directory that holds the key files.
     public let directory: String
+    /// Where new keys are made, and the TPM that opens TPM keys.
+    public let keyStore: KeyStore
 
     /// The shortest PIN a new key file accepts, in characters.
     ///
@@ -16,9 +33,19 @@ public struct KeyPairStore: Sendable {
     /// an hour, the 10^6 six-digit ones take months of core time.
     public static let minimumPINLength = 6
 
-    /// - Parameter directory: created with mode 0700 on first write.
-    public init(directory: String) {
+    /// The shortest PIN a new TPM key accepts, in characters: the TPM locks out after as many
+    /// wrong ones as its owner allows (``TPMInfo/maximumTries``; 3 on swtpm), and a copy of the
+    /// blob is useless for guessing anywhere else.
+    public static let minimumTPMPINLength = 4
+
+    /// - Parameters:
+    ///   - directory: created with mode 0700 on first write.
+    ///   - keyStore: where ``createKey(bits:pin:)`` makes keys; files by default. A TPM key
+    ///     already stored is opened on this choice's TPM, or on the kernel resource manager
+    ///     (``TPMConnection/kernelResourceManager``) under `.file`.
+    public init(directory: String, keyStore: KeyStore = .file) {
         self.directory = directory
+        self.keyStore = keyStore
     }
 
     /// The store an app keeps its device key in by default: `$XDG_DATA_HOME/<appName>/key`, or
@@ -29,11 +56,12 @@ public struct KeyPairStore: Sendable {
     ///   - appName: the app's directory name: letters, digits, `.`, `_` and `-`, not starting
     ///     with a dot, so that it stays one directory under the data home.
     ///   - environment: the process environment (`ProcessInfo.processInfo.environment`).
+    ///   - keyStore: where new keys are made; files by default.
     /// - Throws: `.invalidArgument` for another app name; `.storageFailed` when neither
     ///   `XDG_DATA_HOME` nor `HOME` gives a directory.
-    public static func `default`(appName: String, environment: [String: String]) throws(KeyAuthError)
-        -> KeyPairStore
-    {
+    public static func `default`(
+        appName: String, environment: [String: String], keyStore: KeyStore = .file
+    ) throws(KeyAuthError) -> KeyPairStore {
         let scalars = appName.unicodeScalars
         guard (1...128).contains(scalars.count), scalars.first != ".",
             scalars.allSatisfy({
@@ -51,61 +79,166 @@ public struct KeyPairStore: Sendable {
         } else {
             throw KeyAuthError(.storageFailed, "cannot find a data directory: set XDG_DATA_HOME or HOME")
         }
-        return KeyPairStore(directory: dataHome + "/" + appName + "/key")
+        return KeyPairStore(directory: dataHome + "/" + appName + "/key", keyStore: keyStore)
     }
 
-    /// The private key file.
+    /// The key file of a file key.
     public var privateKeyPath: String { directory + "/device-key.pem" }
+    /// The `TSS2 PRIVATE KEY` blob of a TPM key.
+    public var tpmKeyPath: String { directory + "/device-key.tpm" }
     /// The public key file (SPKI PEM).
     public var publicKeyPath: String { directory + "/device-key.pub" }
     private var lockPath: String { directory + "/.lock" }
-    /// Where ``PINPresence`` counts wrong PINs for this key (its lock file sits beside it).
+    /// Where ``PINPresence`` counts wrong PINs for a key file (its lock file sits beside it); a
+    /// TPM counts wrong PINs for its keys itself.
     public var pinAttemptsPath: String { directory + "/pin-attempts" }
     /// Files beside the key that belong to it and go when it goes.
     static let keyMetadataFiles = ["pin-attempts", "pin-attempts.lock"]
 
-    /// Whether a private key file exists (it may still be unreadable or corrupt).
-    public var hasKey: Bool { SecureFile.exists(privateKeyPath) }
+    /// Whether a private key file or a TPM key blob exists (it may still be unreadable or corrupt).
+    public var hasKey: Bool { storedKind != nil }
 
-    /// Generates and stores a new key pair.
-    ///
-    /// Generation happens outside the lock (it takes a second for 3072 bits); the check that no
-    /// key exists and the write happen under it.
-    ///
-    /// - Parameters:
-    ///   - bits: 2048, 3072 or 4096.
-    ///   - pin: when given, the private key is stored encrypted with it.
-    /// - Throws: `.keyExists` when another key is already stored (perhaps by a concurrent
-    ///   process), `.storageFailed` when the files cannot be written.
-    @discardableResult
-    public func createKey(bits: Int = 3072, pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
-        let key = try RSAPrivateKey.generate(bits: bits)
-        try store(key, pin: pin)
-        return key
+    /// The kind of the stored key, from its file name; nil when there is none.
+    public var storedKind: KeyStore.Kind? {
+        if SecureFile.exists(tpmKeyPath) { return .tpm }
+        if SecureFile.exists(privateKeyPath) { return .file }
+        return nil
     }
 
-    /// Stores an existing key pair (generated elsewhere, or imported).
+    /// This store with ``KeyStore/automatic(_:)`` decided for the moment: `.tpm` when its TPM
+    /// answers now and can make keys (``TPMInfo/canCreateKeys``), `.file` otherwise. Other
+    /// choices are returned unchanged.
+    ///
+    /// Decide once per new key, before asking for its PIN: the PIN's rules depend on the kind
+    /// (``KeyStore/Kind/minimumPINLength``).
+    public func resolvingAutomatic() -> KeyPairStore {
+        guard case .automatic(let tpm) = keyStore else { return self }
+        let usable = (try? tpm.infoForNewKeys()) != nil
+        return KeyPairStore(directory: directory, keyStore: usable ? .tpm(tpm) : .file)
+    }
+
+    /// The kind a new key gets; for `.automatic` this asks the TPM whether it answers.
+    public var newKeyKind: KeyStore.Kind {
+        if case .tpm = resolvingAutomatic().keyStore { return .tpm }
+        return .file
+    }
+
+    /// Generates and stores a new key pair, where ``keyStore`` says.
+    ///
+    /// Generation happens outside the lock (it takes a second for 3072 bits, longer in a hardware
+    /// TPM); the check that no key exists and the write happen under it. A TPM key is stored as
+    /// its blob only: the private key never leaves the TPM.
+    ///
+    /// - Parameters:
+    ///   - bits: 2048, 3072 or 4096. By default 3072 for a key file, and for a TPM key 3072 where
+    ///     the TPM supports it, else 2048 (``TPMInfo/preferredRSAKeySize``).
+    ///   - pin: a key file is stored encrypted with it; a TPM key gets it as its authorization
+    ///     value (at most ``TPMKey/maximumPINBytes`` bytes). The caller keeps and wipes it; the
+    ///     returned key holds on to it for a TPM key, which needs it for every signature.
+    /// - Throws: `.keyExists` when another key is already stored (perhaps by a concurrent
+    ///   process), `.storageFailed` when the files cannot be written, `.invalidArgument` for a
+    ///   size the TPM does not support or a PIN too long for it, `.tpmUnavailable` when the
+    ///   chosen TPM does not answer.
+    @discardableResult
+    public func createKey(bits: Int? = nil, pin: SecretBytes? = nil) throws(KeyAuthError) -> DeviceKey {
+        switch keyStore {
+        case .file:
+            let key = try RSAPrivateKey.generate(bits: bits ?? 3072)
+            try store(key, pin: pin)
+            return DeviceKey(key)
+        case .tpm(let tpm):
+            return DeviceKey(try createTPMKey(bits: bits, pin: pin, on: tpm))
+        case .automatic:
+            return try resolvingAutomatic().createKey(bits: bits, pin: pin)
+        }
+    }
+
+    /// Has `tpm` generate a key and stores its blob.
+    private func createTPMKey(bits: Int?, pin: SecretBytes?, on tpm: TPMConnection) throws(KeyAuthError)
+        -> TPMSigningKey
+    {
+        if let pin { try TPMKey.checkLength(of: pin) }
+        // Read before the key is made: a software TPM serves one connection at a time.
+        let info = try tpm.infoForNewKeys()
+        let size = bits ?? info.preferredRSAKeySize
+        guard info.rsaKeySizes.contains(size) else {
+            let sizes = info.rsaKeySizes.map(String.init).joined(separator: " or ")
+            throw KeyAuthError(
+                .invalidArgument,
+                "the TPM at \(tpm.tcti) (\(info.manufacturer)) makes RSA keys of \(sizes) bits, not \(size)")
+        }
+        let key = try TPMKey.generate(bits: size, pin: pin, on: tpm)
+        guard key.isBoundToTPM else {
+            throw KeyAuthError(.cryptoFailed, "the TPM at \(tpm.tcti) made a key that it would let leave it")
+        }
+        try store(key)
+        return TPMSigningKey(key: key, pin: pin, on: tpm)
+    }
+
+    /// Stores an existing key pair (generated elsewhere, or imported) as a key file.
     ///
     /// - Throws: `.keyExists` when a key is already stored.
     public func store(_ key: RSAPrivateKey, pin: SecretBytes? = nil) throws(KeyAuthError) {
-        try SecureFile.createDirectory(directory)
         var privatePEM = try key.pkcs8PEM(pin: pin)
         defer { CryptoPrimitives.wipe(&privatePEM) }
+        try storeNew(publicKey: key.publicKey, privatePart: privatePEM, at: privateKeyPath)
+    }
+
+    /// Stores a TPM key's blob (one made by ``TPMKey/generate(bits:pin:on:)``).
+    ///
+    /// - Throws: `.keyExists` when a key is already stored.
+    public func store(_ key: TPMKey) throws(KeyAuthError) {
+        try storeNew(publicKey: key.publicKey, privatePart: key.pemRepresentation, at: tpmKeyPath)
+    }
+
+    /// Writes a new key's two files under the lock, unless a key of either kind exists.
+    private func storeNew(publicKey: RSAPublicKey, privatePart: [UInt8], at path: String) throws(KeyAuthError) {
+        try SecureFile.createDirectory(directory)
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             guard !hasKey else {
                 throw KeyAuthError(.keyExists, "a device key already exists in \(directory)")
             }
             // Public first: the private file's existence is what marks a key as present.
-            try SecureFile.write(Array(key.publicKey.pemRepresentation.utf8), to: publicKeyPath)
-            try SecureFile.write(privatePEM, to: privateKeyPath)
+            try SecureFile.write(Array(publicKey.pemRepresentation.utf8), to: publicKeyPath)
+            try SecureFile.write(privatePart, to: path)
         }
     }
 
-    /// Whether the stored private key is encrypted with a PIN.
+    /// Whether the stored key file is encrypted with a PIN (key files only).
     public func isEncrypted() throws(KeyAuthError) -> Bool {
         var pem = try SecureFile.readProtected(privateKeyPath)
         defer { CryptoPrimitives.wipe(&pem) }
         return RSAPrivateKey.isEncryptedPEM(pem)
+    }
+
+    /// Opens the stored key, of either kind, for signing.
+    ///
+    /// A key file is read and decrypted with `pin` here, so a wrong PIN fails here. A TPM key's
+    /// blob is read and checked here, but the TPM checks `pin` only when the key signs: a wrong
+    /// PIN fails at ``DeviceKey/signature(for:)``, and counts toward the TPM's lockout there.
+    ///
+    /// - Throws: what ``loadPrivateKey(pin:)`` and ``loadTPMKey(pin:)`` throw.
+    public func loadKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> DeviceKey {
+        guard storedKind == .tpm else { return DeviceKey(try loadPrivateKey(pin: pin)) }
+        return DeviceKey(try loadTPMKey(pin: pin))
+    }
+
+    /// Reads the TPM key's blob, for signing with `pin` on ``keyStore``'s TPM.
+    ///
+    /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
+    ///   (not a TPM key blob, or not matching the stored public key). Nothing here asks the TPM.
+    public func loadTPMKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> TPMSigningKey {
+        let blob = try SecureFile.readProtected(tpmKeyPath)
+        let key: TPMKey
+        do {
+            key = try TPMKey(pemRepresentation: blob)
+        } catch {
+            throw KeyAuthError(.keyCorrupt, "\(tpmKeyPath) is corrupt: \(error.message)", underlying: error)
+        }
+        if let stored = try? loadPublicKey(), stored != key.publicKey {
+            throw KeyAuthError(.keyCorrupt, "\(tpmKeyPath) does not match \(publicKeyPath)")
+        }
+        return TPMSigningKey(key: key, pin: pin, on: keyStore.tpmConnection ?? .kernelResourceManager)
     }
 
     /// Loads the private key, decrypting it with `pin` when it is encrypted.
@@ -117,8 +250,13 @@ public struct KeyPairStore: Sendable {
     /// (a full disk) the old file stays and the next login tries again.
     ///
     /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
-    ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`.
+    ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`;
+    ///   `.invalidArgument` when the stored key is a TPM key, whose private half no file holds.
     public func loadPrivateKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
+        guard storedKind != .tpm else {
+            throw KeyAuthError(
+                .invalidArgument, "the device key in \(directory) is held by a TPM: open it with loadKey")
+        }
         var pem = try SecureFile.readProtected(privateKeyPath)
         defer { CryptoPrimitives.wipe(&pem) }
         let key = try decode(pem, pin: pin)
@@ -181,7 +319,9 @@ public struct KeyPairStore: Sendable {
 
     /// Deletes the key pair and everything stored beside it for this key.
     ///
-    /// The PIN attempt counter goes with the key, so a new key starts with a clean count.
+    /// The PIN attempt counter goes with the key, so a new key starts with a clean count. A TPM
+    /// key goes with its blob: the TPM holds keys only while they sign, so nothing of it remains
+    /// there, and the TPM need not answer for a reset.
     ///
     /// - Parameter extraFiles: other files in the directory that belong to the key (account
     ///   metadata).
@@ -189,6 +329,7 @@ public struct KeyPairStore: Sendable {
         guard SecureFile.exists(directory) else { return }
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             try SecureFile.remove(privateKeyPath)
+            try SecureFile.remove(tpmKeyPath)
             try SecureFile.remove(publicKeyPath)
             for file in Self.keyMetadataFiles + extraFiles { try SecureFile.remove(directory + "/" + file) }
         }

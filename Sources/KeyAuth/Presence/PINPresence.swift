@@ -13,6 +13,9 @@ import Foundation
 /// key store runs inside ``withPIN(reason:_:)``. Wrong PINs are counted in a small file next to
 /// the key, so that the delay after five failures holds across processes: running `keyauth`
 /// again does not reset it.
+///
+/// For a TPM key the PIN is the key's authorization value instead, and the TPM checks and counts
+/// it (``unlockHardwareKey(reason:_:)``); the attempts file is not used for such a key.
 /// - Warning: the counter slows down guessing through this API only. Someone who can copy the key
 ///   file can guess offline; the scrypt cost of the key encryption and the PIN's length are what
 ///   protect it there.
@@ -65,10 +68,7 @@ public struct PINPresence: PresenceCheck {
     public func verifyPresence(reason: String) async throws(KeyAuthError) {
         let store = AttemptStore(path: attemptsFile)
         try checkLockout(store.load())
-        let pin = try await BlockingThread.read(reader, prompt: prompt(reason))
-        guard pin.count > 0 else {
-            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
-        }
+        _ = try await readPIN(reason: reason)
     }
 
     /// Asks for the PIN and opens the key with it: ``withPIN(reason:_:)``, so that wrong PINs
@@ -77,6 +77,18 @@ public struct PINPresence: PresenceCheck {
         async throws(KeyAuthError) -> Key
     {
         try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+    }
+
+    /// Asks for the PIN of a key whose hardware checks it (a TPM key) and lends it to `open`.
+    ///
+    /// The attempts file is neither read nor written: the TPM counts wrong PINs, and its lockout
+    /// cannot be lifted by deleting a file.
+    /// - Throws: ``KeyAuthError/Code-swift.struct/presenceDenied`` for an empty PIN, the reader's
+    ///   and `open`'s errors.
+    public func unlockHardwareKey<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        try await open(readPIN(reason: reason))
     }
 
     /// Asks for the new key's PIN: ``newPIN(minimumLength:confirm:)``.
@@ -107,10 +119,7 @@ public struct PINPresence: PresenceCheck {
     ) async throws(KeyAuthError) -> Value {
         let store = AttemptStore(path: attemptsFile)
         try checkLockout(store.load())
-        let pin = try await BlockingThread.read(reader, prompt: prompt(reason))
-        guard pin.count > 0 else {
-            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
-        }
+        let pin = try await readPIN(reason: reason)
         try store.update { (state) throws(KeyAuthError) in
             // Another process may have failed while this one waited for the person.
             try checkLockout(state)
@@ -160,8 +169,13 @@ public struct PINPresence: PresenceCheck {
         return pin
     }
 
-    private func prompt(_ reason: String) -> String {
-        reason.isEmpty ? "PIN: " : "\(reason)\nPIN: "
+    /// Asks for the PIN under `reason`; an empty answer proves nothing.
+    private func readPIN(reason: String) async throws(KeyAuthError) -> SecretBytes {
+        let pin = try await BlockingThread.read(reader, prompt: reason.isEmpty ? "PIN: " : "\(reason)\nPIN: ")
+        guard pin.count > 0 else {
+            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
+        }
+        return pin
     }
 
     private func epochSeconds() -> Int64 {

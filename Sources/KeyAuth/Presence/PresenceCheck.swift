@@ -39,6 +39,22 @@ public protocol PresenceCheck: Sendable {
     func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key) async throws(KeyAuthError)
         -> Key
 
+    /// Proves presence and opens a key whose hardware checks the secret and counts wrong ones
+    /// itself (a TPM key, whose PIN is its authorization value).
+    ///
+    /// Like ``unlock(reason:_:)``, but the check keeps no count of its own: the hardware's count
+    /// cannot be reset by deleting a file, and a second count beside it would only disagree with
+    /// it. `open` usually cannot tell a wrong secret yet (the TPM sees it when the key signs);
+    /// the default proves presence and calls `open` with nil, and ``PINPresence`` asks for the
+    /// PIN without its attempts file.
+    /// - Parameters:
+    ///   - reason: Why the key is needed, shown to the user.
+    ///   - open: Opens the key with the secret. The secret must not escape it, except inside the
+    ///     key it returns, which needs it for every signature.
+    /// - Throws: what ``verifyPresence(reason:)`` throws, and `open`'s errors.
+    func unlockHardwareKey<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+
     /// Proves presence before a new device key is made, and returns the secret that will protect
     /// it, or nil when the check protects nothing (the default).
     ///
@@ -61,6 +77,13 @@ extension PresenceCheck {
     {
         try await verifyPresence(reason: reason)
         return try open(nil)
+    }
+
+    /// What ``unlock(reason:_:)`` does: a check without a count of its own has nothing to skip.
+    public func unlockHardwareKey<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        try await unlock(reason: reason, open)
     }
 
     /// Proves presence; the new key is protected by nothing of this check's.

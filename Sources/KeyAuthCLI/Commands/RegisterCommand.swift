@@ -8,18 +8,31 @@ struct RegisterCommand {
     let context: CommandContext
     let options: RegisterOptions
 
+    /// Where the new key goes, decided before anything is asked or sent.
+    struct KeyStoreChoice {
+        let keyStore: KeyStore
+        let kind: KeyStore.Kind
+        /// The key size: `--bits`, or the store's default.
+        let bits: Int
+        /// The line that tells the person, such as `Key store: TPM (IBM)`.
+        let line: String
+    }
+
     func run() async throws(KeyAuthError) {
         let io = context.io
         let accounts = try context.accountStore()
         let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
-        let keys = try accounts.keyPairStore(for: name)
-        guard !keys.hasKey else {
+        guard try !accounts.keyPairStore(for: name).hasKey else {
             throw KeyAuthError(
                 .keyExists,
                 "account \(name) already has a device key: use `keyauth login --account \(name)`, "
                     + "or `keyauth reset --account \(name)` to start over")
         }
         let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
+        let choice = try chooseKeyStore()
+        // Before the PIN prompt: a TPM key's PIN may be shorter than a key file's.
+        io.printOutput(choice.line)
+        let keys = try accounts.keyPairStore(for: name, keyStore: choice.keyStore)
         // The code comes first on standard input, before the PIN that --pin-stdin reads next.
         let enrollmentCode =
             options.enrollmentCodeFromStandardInput
@@ -32,7 +45,8 @@ struct RegisterCommand {
 
         let initial = KeyAuthAccount(
             name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
-            presence: options.presence, pamService: options.presence == .pam ? options.pamService : nil,
+            presence: options.presence, keyStore: choice.kind,
+            pamService: options.presence == .pam ? options.pamService : nil,
             insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
@@ -52,7 +66,7 @@ struct RegisterCommand {
             },
             onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })
         var configuration = Authenticator<AccessToken>.Configuration(
-            audience: issuer, keyBits: options.bits, reason: "Register this device with \(options.serverURL)")
+            audience: issuer, keyBits: choice.bits, reason: "Register this device with \(options.serverURL)")
         configuration.waitForApproval = !options.noWait
         configuration.confirmNewPIN = !options.pinFromStandardInput
         configuration.pollInterval = io.pollInterval
@@ -62,7 +76,8 @@ struct RegisterCommand {
 
         let token: AccessToken
         do {
-            token = try await progress.run(authenticator, bits: options.bits) { () throws(KeyAuthError) in
+            let newKey = "a \(choice.bits)-bit RSA key" + (choice.kind == .tpm ? " in the TPM" : "")
+            token = try await progress.run(authenticator, newKey: newKey) { () throws(KeyAuthError) in
                 try await provider.login()
             }
         } catch {
@@ -94,6 +109,36 @@ struct RegisterCommand {
         io.printOutput(
             "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
                 + "(account \(name)); logged in until \(Formatting.timestamp(token.expiresAt)).")
+    }
+
+    /// `--key-store`: `file` as asked; `tpm` when the TPM answers (exit 69 naming the TCTI when
+    /// not); `auto` the TPM when one answers and can make keys, a key file otherwise. For a TPM
+    /// key, a `--bits` the TPM cannot make is a usage error.
+    private func chooseKeyStore() throws(KeyAuthError) -> KeyStoreChoice {
+        let fileBits = options.bits ?? 3072
+        if options.keyStore == .file {
+            return KeyStoreChoice(keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file")
+        }
+        let tpm = try context.tpmConnection()
+        let info: TPMInfo
+        do {
+            info = try tpm.infoForNewKeys()
+        } catch {
+            guard options.keyStore == .tpm else {
+                return KeyStoreChoice(
+                    keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file (\(error.message))")
+            }
+            throw error
+        }
+        if let bits = options.bits, !info.rsaKeySizes.contains(bits) {
+            let sizes = info.rsaKeySizes.map(String.init).joined(separator: " or ")
+            throw CommandParser.usage(
+                "--bits \(bits): the TPM at \(tpm.tcti) (\(info.manufacturer)) makes RSA keys of \(sizes) bits "
+                    + "(--key-store file makes a key file of any size)", .register)
+        }
+        return KeyStoreChoice(
+            keyStore: .tpm(tpm), kind: .tpm, bits: options.bits ?? info.preferredRSAKeySize,
+            line: "Key store: TPM (\(info.manufacturer))")
     }
 
     private func makeDefaultIfNeeded(_ accounts: AccountStore, _ name: String) throws(KeyAuthError) {

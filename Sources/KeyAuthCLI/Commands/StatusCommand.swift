@@ -2,6 +2,9 @@ import Foundation
 import KeyAuth
 
 /// `keyauth status`: what is stored here, without contacting the server or asking for a PIN.
+///
+/// For an account with a TPM key it also asks the TPM who made it; a TPM that does not answer is
+/// reported as such, and the rest of the status is shown all the same.
 struct StatusCommand {
     let context: CommandContext
     let options: StatusOptions
@@ -20,6 +23,7 @@ struct StatusCommand {
         var entries: [JSONValue] = []
         var lines: [String] = []
         let now = Date()
+        var tpm: TPMReport?
         for name in names {
             let account = try accounts.load(name)
             let keys = try accounts.keyPairStore(for: name)
@@ -32,13 +36,19 @@ struct StatusCommand {
             }
             let token = try accounts.credentials.loadToken(account: name)
             let tokenValid = token.map { $0.expiresAt > now } ?? false
+            let keyStore = keys.storedKind ?? account.keyStore
+            if keyStore == .tpm, tpm == nil { tpm = TPMReport(context: context) }
+            let report = keyStore == .tpm ? tpm : nil
             var entry: [String: JSONValue] = [
                 "name": .string(name), "default": .bool(name == defaultName), "server": .string(account.serverURL),
                 "issuer": .string(account.issuer), "user": .string(account.user),
                 "device_name": .string(account.deviceName), "presence": .string(account.presence.rawValue),
                 "status": .string(account.status.rawValue), "has_key": .bool(keys.hasKey),
                 "token_valid": .bool(tokenValid), "insecure_http": .bool(account.insecureHTTP),
+                "key_store": .string(keyStore.rawValue),
             ]
+            entry["tpm_available"] = report.map { .bool($0.info != nil) } ?? .null
+            entry["tpm_manufacturer"] = report?.info.map { .string($0.manufacturer) } ?? .null
             entry["kid"] = (publicKey?.fingerprint ?? account.keyID).map(JSONValue.string) ?? .null
             entry["key_bits"] = publicKey.map { .integer(Int64($0.bits)) } ?? .null
             entry["pam_service"] = account.pamService.map(JSONValue.string) ?? .null
@@ -53,6 +63,7 @@ struct StatusCommand {
             lines.append("  device:      \(account.deviceName)")
             let fingerprint = publicKey.map { "\($0.fingerprint) (RSA \($0.bits))" } ?? "no key"
             lines.append("  fingerprint: \(fingerprint)")
+            lines.append("  key store:   \(report?.summary ?? keyStore.rawValue)")
             let presence =
                 account.presence == .pam
                 ? "pam (service \(account.pamService ?? "keyauth"))" : account.presence.rawValue
@@ -70,6 +81,27 @@ struct StatusCommand {
             context.io.printOutput("No accounts in \(accounts.home); run `keyauth register --server URL --user NAME`.")
         } else {
             context.io.printOutput(lines.joined(separator: "\n"))
+        }
+    }
+
+    /// What the TPM of `KEYAUTH_TPM_TCTI` says about itself, asked once per run.
+    struct TPMReport {
+        /// Its properties, or nil when it did not answer.
+        let info: TPMInfo?
+        /// The line for the key store: `tpm (manufacturer IBM)`, or why the TPM cannot be asked.
+        let summary: String
+
+        init(context: CommandContext) {
+            do {
+                let connection = try context.tpmConnection()
+                let info = try connection.info()
+                self.info = info
+                let lockout = info.isLockedOut ? ", locked after too many wrong PINs" : ""
+                summary = "tpm (manufacturer \(info.manufacturer)\(lockout))"
+            } catch {
+                info = nil
+                summary = "tpm (\(error.message))"
+            }
         }
     }
 

@@ -44,8 +44,10 @@ final class ProgressReporter: Sendable {
     }
 
     /// Runs `body` while following `authenticator`'s states on the terminal.
+    ///
+    /// - Parameter newKey: what a new key is, for the spinner ("a 3072-bit RSA key in the TPM").
     func run<Value: Sendable>(
-        _ authenticator: Authenticator<AccessToken>, bits: Int? = nil,
+        _ authenticator: Authenticator<AccessToken>, newKey: String = "an RSA key",
         _ body: () async throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
         guard let spinner else { return try await body() }
@@ -53,7 +55,7 @@ final class ProgressReporter: Sendable {
             for await state in authenticator.stateUpdates() {
                 switch state {
                 case .generatingKey:
-                    spinner.start("Generating a \(bits.map { "\($0)-bit " } ?? "")RSA key…")
+                    spinner.start("Generating \(newKey)…")
                 case .awaitingApproval:
                     spinner.start("Waiting for approval (Ctrl-C to stop)…")
                 default:

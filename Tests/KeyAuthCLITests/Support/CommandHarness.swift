@@ -9,15 +9,20 @@ import Testing
 #endif
 
 /// Runs `KeyAuthCommand` in-process with a private keyauth home, scripted standard input and a
-/// scripted terminal.
+/// scripted terminal, on a machine without a TPM (``SoftwareTPM/absentTCTI``) unless `tcti`
+/// names one.
 struct CommandHarness {
     let home: TemporaryDirectory
+    let tcti: String
 
-    init() {
+    init(tcti: String = SoftwareTPM.absentTCTI) {
         home = TemporaryDirectory("keyauth-cli")
+        self.tcti = tcti
     }
 
-    var environment: [String: String] { ["KEYAUTH_HOME": home.path, "HOME": home.path, "KEYAUTH_TIMEOUT": "5"] }
+    var environment: [String: String] {
+        ["KEYAUTH_HOME": home.path, "HOME": home.path, "KEYAUTH_TIMEOUT": "5", TPMConnection.environmentVariable: tcti]
+    }
 
     var accounts: AccountStore { AccountStore(home: home.path) }
 

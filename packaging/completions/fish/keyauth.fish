@@ -37,6 +37,7 @@ complete -c keyauth -n "__fish_seen_subcommand_from register login token status 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l name -x -d 'The device name'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l key-store -x -a 'tpm file auto' -d 'Where the key lives'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l bits -x -a '2048 3072 4096' -d 'Key size'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l presence -x -a 'pin pam none' -d 'How to check presence'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l pam-service -x -a '(command ls -1 /etc/pam.d)' -d 'The PAM service'

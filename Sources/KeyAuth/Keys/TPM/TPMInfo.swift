@@ -24,6 +24,9 @@ public struct TPMInfo: Sendable, Hashable {
     public let lockoutRecovery: Int
     /// Whether the TPM is refusing authorizations now (`TPMA_PERMANENT.inLockout`).
     public let isLockedOut: Bool
+    /// Whether the owner hierarchy has a password (`TPMA_PERMANENT.ownerAuthSet`). keyauth makes
+    /// its keys under the owner hierarchy without a password, so such a TPM cannot make them.
+    public let hasOwnerPassword: Bool
     /// Which of the RSA key sizes 2048, 3072 and 4096 the TPM accepts (`TPM2_TestParms`).
     public let rsaKeySizes: [Int]
 
@@ -33,9 +36,21 @@ public struct TPMInfo: Sendable, Hashable {
     /// The largest RSA size keyauth uses for new keys on this TPM: 3072 when supported, else 2048.
     public var preferredRSAKeySize: Int { rsaKeySizes.contains(3072) ? 3072 : 2048 }
 
+    /// Whether keyauth can make keys here: RSA-2048 at least, and no owner password.
+    public var canCreateKeys: Bool { reasonKeysCannotBeCreated == nil }
+
+    /// Why keyauth cannot make keys here, or nil when it can.
+    var reasonKeysCannotBeCreated: String? {
+        if hasOwnerPassword {
+            return "it has an owner password, and keyauth makes its keys under the owner hierarchy without one"
+        }
+        if !rsaKeySizes.contains(2048) { return "it does not make RSA-2048 keys" }
+        return nil
+    }
+
     public init(
         manufacturer: String, vendor: String, lockoutCounter: Int, maximumTries: Int, lockoutInterval: Int,
-        lockoutRecovery: Int, isLockedOut: Bool, rsaKeySizes: [Int]
+        lockoutRecovery: Int, isLockedOut: Bool, hasOwnerPassword: Bool = false, rsaKeySizes: [Int]
     ) {
         self.manufacturer = manufacturer
         self.vendor = vendor
@@ -44,6 +59,7 @@ public struct TPMInfo: Sendable, Hashable {
         self.lockoutInterval = lockoutInterval
         self.lockoutRecovery = lockoutRecovery
         self.isLockedOut = isLockedOut
+        self.hasOwnerPassword = hasOwnerPassword
         self.rsaKeySizes = rsaKeySizes
     }
 }
@@ -68,8 +84,21 @@ extension TPMConnection {
                 lockoutInterval: Int(properties[TPMProperty.lockoutInterval] ?? 0),
                 lockoutRecovery: Int(properties[TPMProperty.lockoutRecovery] ?? 0),
                 isLockedOut: (properties[TPMProperty.permanent] ?? 0) & TPMProperty.inLockout != 0,
+                hasOwnerPassword: (properties[TPMProperty.permanent] ?? 0) & TPMProperty.ownerAuthSet != 0,
                 rsaKeySizes: [2048, 3072, 4096].filter { tpm.acceptsRSA(bits: $0) })
         }
+    }
+
+    /// Reads the TPM's properties before a key is made on it, checking that it can make one.
+    ///
+    /// - Throws: `.tpmUnavailable` naming the TCTI when no TPM answers, or when it cannot make
+    ///   keyauth's keys (``TPMInfo/canCreateKeys``), saying why.
+    public func infoForNewKeys() throws(KeyAuthError) -> TPMInfo {
+        let info = try info()
+        if let reason = info.reasonKeysCannotBeCreated {
+            throw KeyAuthError(.tpmUnavailable, "the TPM at \(tcti) cannot make keys: \(reason)")
+        }
+        return info
     }
 
     /// Whether a TPM answers here: the connection opens and the TPM reports its manufacturer.
@@ -97,6 +126,8 @@ enum TPMProperty {
     static let lockoutRecovery: UInt32 = 0x211
     /// `TPMA_PERMANENT.inLockout`.
     static let inLockout: UInt32 = 0x200
+    /// `TPMA_PERMANENT.ownerAuthSet`.
+    static let ownerAuthSet: UInt32 = 0x1
 
     /// Four characters per 32-bit word, big-endian, without padding spaces or NULs.
     static func text(of words: [UInt32]) -> String {

@@ -113,7 +113,7 @@ public struct TPMKey: Sendable {
             in: TPMProvider(connection: tpm))
     }
 
-    private static func checkLength(of pin: SecretBytes) throws(KeyAuthError) {
+    static func checkLength(of pin: SecretBytes) throws(KeyAuthError) {
         guard (1...maximumPINBytes).contains(pin.count) else {
             throw KeyAuthError(.invalidArgument, "a TPM key's PIN must be 1 to \(maximumPINBytes) bytes long")
         }

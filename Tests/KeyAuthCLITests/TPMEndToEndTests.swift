@@ -1,0 +1,388 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The parts of one account's TPM key on disk.
+private struct AccountFiles: Equatable {
+    let blob: Data
+    let publicKey: Data
+    let account: Data
+
+    init(_ directory: String) throws {
+        blob = try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.tpm"))
+        publicKey = try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.pub"))
+        account = try Data(contentsOf: URL(fileURLWithPath: directory + "/account.json"))
+    }
+}
+
+/// The first account of `status --json`.
+private func statusEntry(_ machine: Machine) throws -> JSONValue {
+    let status = try machine.run(["status", "--json"])
+    #expect(status.status == 0, "\(status.standardError)")
+    return try #require(try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue?.first)
+}
+
+/// How many signatures the TPM made for a run of `keyauth` with `TSS2_LOG=esys+trace`: the TPM
+/// stack logs each `Esys_Sign` call once on standard error.
+private func tpmSignatures(in result: CommandResult) -> Int {
+    result.errorLines.filter { $0.contains("Esys_Sign_Async(") }.count
+}
+
+/// The PIN of every TPM account in these tests: 4 characters, enough for a TPM key.
+private let pin = "2468"
+
+extension Machine {
+    /// `keyauth login --pin-stdin` with `pin`.
+    fileprivate func login(pin: String) throws -> CommandResult {
+        try run(["login", "--pin-stdin"], standardInput: pin + "\n")
+    }
+}
+
+/// Runs `body` with a fresh software TPM, a fresh server, and a machine on that TPM where `user`
+/// has registered with ``pin``.
+private func withTPMAccount(
+    user: String, _ body: (SoftwareTPM, KeyAuthServerProcess, Machine) throws -> Void
+) throws {
+    let tpm = try SoftwareTPM()
+    defer { withExtendedLifetime(tpm) {} }
+    try withServer { server in
+        let machine = Machine(tpm: tpm)
+        defer { machine.home.remove() }
+        let registered = try machine.register(server, user: user, pin: pin)
+        try #require(registered.status == 0, "\(registered.standardError)")
+        try body(tpm, server, machine)
+    }
+}
+
+/// The built `keyauth` with keys held by a software TPM (swtpm), against a real server: each test
+/// starts its own TPMs with fresh states, so lockout counters never leak between tests.
+@Suite("The built keyauth binary with a software TPM", .serialized)
+struct TPMEndToEndTests {
+    @Test("register and log in with a TPM key and a 4-character PIN; only the TPM's blob is stored")
+    func registerAndLogin() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let registered = try machine.run(
+                ["register", "--server", server.url, "--user", "alice", "--pin-stdin"], standardInput: pin + "\n")
+            #expect(registered.status == 0, "\(registered.standardError)")
+            #expect(registered.standardOutput.hasPrefix("Key store: TPM (IBM)\n"))
+            #expect(!registered.standardOutput.contains(pin))
+
+            let directory = try machine.keyDirectory()
+            let account = try machine.accounts.load(try machine.accounts.resolve(nil))
+            #expect(account.keyStore == .tpm)
+            let accountJSON = try JSONValue(
+                parsing: Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/account.json"))))
+            #expect(accountJSON["key_store"]?.stringValue == "tpm")
+            #expect(fileMode(directory + "/device-key.tpm") == 0o600)
+            #expect(!FileManager.default.fileExists(atPath: directory + "/device-key.pem"))
+
+            // The stored file is the TPM's blob, and no RSA private key in any form.
+            let blob = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.tpm")))
+            let pem = String(decoding: blob, as: UTF8.self)
+            #expect(pem.hasPrefix("-----BEGIN TSS2 PRIVATE KEY-----\n"))
+            #expect(pem.components(separatedBy: "PRIVATE KEY-----").count == 3, "one BEGIN and one END, nothing else")
+            let publicKey = try machine.accounts.keyPairStore(for: account.name).loadPublicKey()
+            #expect(publicKey.bits == 3072, "3072 bits where the TPM supports it")
+            #expect(try RSAPrimeSearch.factorsFound(in: RSAPrimeSearch.der(ofPEM: blob), of: publicKey) == 0)
+            let asn1 = try ExternalCommand.run(["openssl", "asn1parse", "-in", directory + "/device-key.tpm"])
+            #expect(asn1.output.contains(":2.23.133.10.1.3"))
+            #expect(!asn1.output.contains("rsaEncryption"))
+            #expect(try ExternalCommand.run(["openssl", "pkey", "-in", directory + "/device-key.tpm"]).status != 0)
+
+            let login = try machine.login(pin: pin)
+            #expect(login.status == 0, "\(login.standardError)")
+            let token = try machine.run(["token", "--pin-stdin"])
+            let claims = try CompactJWS(parsing: token.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
+                .claims()
+            #expect(claims["cnf"]?["jkt"]?.stringValue == publicKey.fingerprint)
+            #expect(!FileManager.default.fileExists(atPath: directory + "/pin-attempts"), "the TPM counts PINs")
+
+            let status = try machine.run(["status"])
+            #expect(status.standardOutput.contains("  key store:   tpm (manufacturer IBM)\n"))
+            let entry = try statusEntry(machine)
+            #expect(entry["key_store"]?.stringValue == "tpm")
+            #expect(entry["tpm_manufacturer"]?.stringValue == "IBM")
+            #expect(entry["tpm_available"] == .bool(true))
+        }
+    }
+
+    @Test("a login signs once in the TPM, and its assertion verifies with stock OpenSSL and PyJWT")
+    func assertionVerifiesElsewhere() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let server = try InProcessKeyAuthServer()
+        let machine = Machine(tpm: tpm)
+        defer {
+            server.stop()
+            machine.home.remove()
+        }
+        let trace = ["TSS2_LOG": "esys+trace"]
+        let registered = try machine.run(
+            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+            standardInput: pin + "\n", extraEnvironment: trace)
+        #expect(registered.status == 0, "\(registered.standardError)")
+        #expect(tpmSignatures(in: registered) == 2, "the proof of possession, then the first login")
+        let login = try machine.run(["login", "--pin-stdin"], standardInput: pin + "\n", extraEnvironment: trace)
+        #expect(login.status == 0, "\(login.standardError)")
+        #expect(tpmSignatures(in: login) == 1)
+
+        let body = try #require(server.requests.last(where: { $0.method == "POST" && $0.path == "/oauth/token" }))
+            .bodyText
+        let field = try #require(body.split(separator: "&").first { $0.hasPrefix("assertion=") })
+        let assertion = String(field.dropFirst("assertion=".count))
+        let parts = assertion.split(separator: ".")
+        try #require(parts.count == 3)
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let publicKeyPEM = try machine.run(["pubkey"]).standardOutput
+        try Data(publicKeyPEM.utf8).write(to: URL(fileURLWithPath: scratch.path + "/key.pub"))
+        try Data((parts[0] + "." + parts[1]).utf8).write(to: URL(fileURLWithPath: scratch.path + "/input"))
+        try Data(try #require(Base64URL.decode(parts[2]))).write(to: URL(fileURLWithPath: scratch.path + "/signature"))
+        let verified = try ExternalCommand.run([
+            "openssl", "dgst", "-sha256", "-verify", scratch.path + "/key.pub", "-signature",
+            scratch.path + "/signature", scratch.path + "/input",
+        ])
+        #expect(verified.status == 0, "\(verified.errorOutput)")
+        #expect(verified.output.contains("Verified OK"))
+
+        let script = """
+            import sys, jwt
+            claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience=sys.argv[3])
+            print(claims["sub"] == jwt.get_unverified_header(sys.argv[1])["kid"])
+            """
+        let pyjwt = try ExternalCommand.run(["python3", "-c", script, assertion, publicKeyPEM, server.url])
+        #expect(pyjwt.status == 0, "\(pyjwt.errorOutput)")
+        #expect(pyjwt.output == "True\n")
+    }
+
+    @Test("a wrong PIN is refused and counted by the TPM, and the right one still logs in")
+    func wrongPIN() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        // The server's own responder in-process, which counts the logins it was asked for.
+        let server = try InProcessKeyAuthServer()
+        let machine = Machine(tpm: tpm)
+        defer {
+            server.stop()
+            machine.home.remove()
+        }
+        #expect(try machine.register(url: server.url, user: "bob", pin: pin).status == 0)
+        let before = server.loginCount
+        let wrong = try machine.login(pin: "1357")
+        #expect(wrong.status == 77)
+        #expect(wrong.errorLines == ["keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs"])
+        #expect(!wrong.standardError.contains("1357"))
+        #expect(try tpm.connection.info().lockoutCounter == 1)
+        #expect(server.loginCount == before, "nothing was sent")
+        #expect(!FileManager.default.fileExists(atPath: try machine.keyDirectory() + "/pin-attempts"))
+
+        let right = try machine.login(pin: pin)
+        #expect(right.status == 0, "\(right.standardError)")
+    }
+
+    @Test("repeated wrong PINs reach the TPM's lockout, and the command says how long it lasts")
+    func lockout() throws {
+        try withTPMAccount(user: "carol") { tpm, _, machine in
+            var messages: [String] = []
+            for _ in 0..<3 {
+                let wrong = try machine.login(pin: "0000")
+                #expect(wrong.status == 77)
+                expectOneErrorLine(wrong)
+                messages += wrong.errorLines
+            }
+            #expect(
+                messages == [
+                    "keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs",
+                    "keyauth: wrong PIN; the TPM locks out after 1 more wrong PIN",
+                    "keyauth: wrong PIN; the TPM is now locked and refuses its keys for up to 1000 seconds",
+                ])
+            let info = try tpm.connection.info()
+            #expect(info.isLockedOut)
+            // Now even the right PIN is refused, by the TPM, with its wait.
+            let locked = try machine.login(pin: pin)
+            #expect(locked.status == 77)
+            #expect(
+                locked.errorLines == [
+                    "keyauth: the TPM is locked after too many wrong PINs and refuses its keys for up to 1000 seconds"
+                ])
+            let status = try machine.run(["status"])
+            #expect(status.standardOutput.contains("tpm (manufacturer IBM, locked after too many wrong PINs)"))
+        }
+    }
+
+    @Test("the account's whole directory copied to another TPM, or to a machine without one, cannot sign")
+    func copiedDirectory() throws {
+        let tpm = try SoftwareTPM()
+        let otherTPM = try SoftwareTPM()
+        defer { withExtendedLifetime((tpm, otherTPM)) {} }
+        let server = try InProcessKeyAuthServer()
+        let machine = Machine(tpm: tpm)
+        let thief = Machine(tpm: otherTPM)
+        let noTPM = Machine()
+        defer {
+            server.stop()
+            machine.home.remove()
+            thief.home.remove()
+            noTPM.home.remove()
+        }
+        #expect(try machine.register(url: server.url, user: "dave", pin: pin).status == 0)
+        let name = try machine.accounts.resolve(nil)
+        for copy in [thief, noTPM] {
+            try FileManager.default.copyItem(
+                atPath: machine.home.path + "/accounts", toPath: copy.home.path + "/accounts")
+            // Without the stored token: the copy must sign to log in.
+            try FileManager.default.removeItem(atPath: copy.home.path + "/accounts/" + name + "/token.json")
+        }
+        let before = server.loginCount
+        let elsewhere = try thief.login(pin: pin)
+        #expect(elsewhere.status == 65)
+        expectOneErrorLine(elsewhere)
+        #expect(elsewhere.standardError.contains("made by another TPM"))
+        #expect(elsewhere.standardError.contains(otherTPM.tcti))
+        let nowhere = try noTPM.login(pin: pin)
+        #expect(nowhere.status == 69)
+        #expect(nowhere.standardError.contains(SoftwareTPM.absentTCTI))
+        #expect(server.loginCount == before, "no assertion was made")
+        // The original still logs in.
+        #expect(try machine.login(pin: pin).status == 0)
+    }
+
+    @Test("a TPM that stops gives exit 69 naming its TCTI and loses nothing; once back, logins work")
+    func tpmStopped() throws {
+        try withTPMAccount(user: "erin") { tpm, server, machine in
+            let directory = try machine.keyDirectory()
+            let before = try AccountFiles(directory)
+            tpm.stop()
+
+            let login = try machine.login(pin: pin)
+            #expect(login.status == 69)
+            expectOneErrorLine(login)
+            #expect(login.standardError.contains("the TPM at \(tpm.tcti) is unavailable"))
+            // A stored token needs no TPM, and status still reports, saying the TPM is gone.
+            #expect(try machine.run(["token", "--pin-stdin"]).status == 0)
+            let status = try machine.run(["status"])
+            #expect(status.status == 0)
+            #expect(status.standardOutput.contains("key store:   tpm (the TPM at \(tpm.tcti) is unavailable"))
+            let entry = try statusEntry(machine)
+            #expect(entry["tpm_available"] == .bool(false))
+            #expect(entry["tpm_manufacturer"] == .null)
+            // Registering another account in the TPM is refused before anything is stored.
+            let second = try machine.run(
+                ["register", "--server", server.url, "--user", "erin2", "--key-store", "tpm", "--presence", "none"])
+            #expect(second.status == 69)
+            #expect(second.standardError.contains(tpm.tcti))
+            #expect(machine.accounts.accountNames().count == 1)
+            #expect(try AccountFiles(directory) == before)
+
+            try tpm.start()
+            let again = try machine.login(pin: pin)
+            #expect(again.status == 0, "\(again.standardError)")
+        }
+    }
+
+    @Test("reset deletes the blob and leaves nothing in the TPM; --local-only works with the TPM gone")
+    func reset() throws {
+        try withTPMAccount(user: "frank") { tpm, server, machine in
+            let directory = try machine.keyDirectory()
+            let reset = try machine.run(["reset", "--pin-stdin"], standardInput: pin + "\n")
+            #expect(reset.status == 0, "\(reset.standardError)")
+            #expect(!FileManager.default.fileExists(atPath: directory + "/device-key.tpm"))
+            #expect(!FileManager.default.fileExists(atPath: directory))
+            for handles in ["handles-transient", "handles-persistent"] {
+                let listed = try ExternalCommand.run(["tpm2_getcap", "-T", tpm.tcti, handles])
+                #expect(listed.status == 0, "\(listed.errorOutput)")
+                #expect(listed.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(handles)")
+            }
+
+            // Another user: one whose devices were all revoked comes back only with a code.
+            let again = try machine.register(server, user: "grace", pin: pin)
+            #expect(again.status == 0, "\(again.standardError)")
+            let name = try machine.accounts.resolve(nil)
+            try machine.accounts.credentials.deleteToken(account: name)
+            tpm.stop()
+            // Revoking needs a login, and the login needs the TPM.
+            #expect(try machine.run(["reset", "--pin-stdin"], standardInput: pin + "\n").status == 69)
+            #expect(try machine.run(["reset", "--local-only"]).status == 0)
+            #expect(machine.accounts.accountNames().isEmpty)
+        }
+    }
+
+    @Test("auto picks the TPM when one answers and a key file when KEYAUTH_TPM_TCTI points nowhere")
+    func automaticChoice() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let withTPM = Machine(tpm: tpm)
+            let withoutTPM = Machine()
+            defer {
+                withTPM.home.remove()
+                withoutTPM.home.remove()
+            }
+            let inTPM = try withTPM.register(server, user: "grace", extra: ["--key-store", "auto"])
+            #expect(inTPM.status == 0, "\(inTPM.standardError)")
+            #expect(inTPM.standardOutput.hasPrefix("Key store: TPM (IBM)\n"))
+            #expect(try statusEntry(withTPM)["key_store"]?.stringValue == "tpm")
+            // --presence none: an empty authorization value, and logins need no PIN.
+            let blob = try Data(contentsOf: URL(fileURLWithPath: try withTPM.keyDirectory() + "/device-key.tpm"))
+            #expect(try !TPMKey(pemRepresentation: Array(blob)).requiresPIN)
+            #expect(try withTPM.run(["login"]).status == 0)
+
+            let inFile = try withoutTPM.register(server, user: "heidi")
+            #expect(inFile.status == 0, "\(inFile.standardError)")
+            #expect(
+                inFile.standardOutput.hasPrefix(
+                    "Key store: file (the TPM at \(SoftwareTPM.absentTCTI) is unavailable"))
+            let entry = try statusEntry(withoutTPM)
+            #expect(entry["key_store"]?.stringValue == "file")
+            #expect(entry["tpm_available"] == .null)
+            let directory = try withoutTPM.keyDirectory()
+            #expect(FileManager.default.fileExists(atPath: directory + "/device-key.pem"))
+            #expect(!FileManager.default.fileExists(atPath: directory + "/device-key.tpm"))
+            #expect(try withoutTPM.run(["login"]).status == 0)
+
+            // Asked for explicitly: a TPM that is not there is exit 69, and leaves nothing behind.
+            let forced = try withoutTPM.run(
+                ["register", "--server", server.url, "--user", "ivan", "--key-store", "tpm", "--presence", "none"])
+            #expect(forced.status == 69)
+            expectOneErrorLine(forced)
+            #expect(forced.standardError.contains(SoftwareTPM.absentTCTI))
+            #expect(withoutTPM.accounts.accountNames().count == 1)
+            // And a key file when asked for, though a TPM answers.
+            let file = try withTPM.register(server, user: "judy", extra: ["--key-store", "file", "--account", "judy"])
+            #expect(file.status == 0, "\(file.standardError)")
+            #expect(file.standardOutput.hasPrefix("Key store: file\n"))
+            #expect(try withTPM.accounts.keyPairStore(for: "judy").storedKind == .file)
+        }
+    }
+
+    @Test("a TPM key's PIN may have 4 characters, a key file's needs 6; --bits the TPM cannot make is a usage error")
+    func pinAndSizeRules() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let tooBig = try machine.run(
+                ["register", "--server", server.url, "--user", "kim", "--bits", "4096", "--presence", "none"])
+            #expect(tooBig.status == 64)
+            expectOneErrorLine(tooBig)
+            #expect(tooBig.standardError.contains("2048 or 3072"))
+            let shortForFile = try machine.register(server, user: "kim", extra: ["--key-store", "file"], pin: pin)
+            #expect(shortForFile.status == 1)
+            #expect(shortForFile.standardError.contains("at least 6 characters"))
+            #expect(machine.accounts.accountNames().isEmpty)
+            let shortForTPM = try machine.register(server, user: "kim", pin: pin)
+            #expect(shortForTPM.status == 0, "\(shortForTPM.standardError)")
+        }
+    }
+}
