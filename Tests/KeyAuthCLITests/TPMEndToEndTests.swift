@@ -290,6 +290,46 @@ struct TPMEndToEndTests {
         }
     }
 
+    @Test("a TPM that stops while a login waits at its PIN prompt gives exit 69, and the account is unchanged")
+    func tpmStoppedDuringLogin() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        // The server's own responder in-process, which counts the logins it was asked for.
+        let server = try InProcessKeyAuthServer()
+        let machine = Machine(tpm: tpm)
+        defer {
+            server.stop()
+            machine.home.remove()
+        }
+        try #require(try machine.register(url: server.url, user: "erin", pin: pin).status == 0)
+        let name = try machine.accounts.resolve(nil)
+        // Without the stored token, as after it expired: this login must sign.
+        try machine.accounts.credentials.deleteToken(account: name)
+        let directory = try machine.keyDirectory()
+        let before = try AccountFiles(directory)
+        let entries = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        let logins = server.loginCount
+
+        let process = try TerminalProcess(Binaries.keyauth, ["login"], environment: machine.environment)
+        let shown = process.readUntil("PIN: ")
+        try #require(shown.hasSuffix("PIN: "), "\(shown.debugDescription) \(process.standardError)")
+        tpm.stop()
+        process.type(pin + "\n")
+        #expect(process.wait() == 69)
+        let errorLines = process.standardError.split(separator: "\n")
+        #expect(errorLines.count == 1, "\(errorLines)")
+        #expect(process.standardError.contains("the TPM at \(tpm.tcti) is unavailable"))
+        #expect(!process.standardError.contains(pin))
+        #expect(try AccountFiles(directory) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == entries)
+        #expect(server.loginCount == logins, "no assertion reached the server")
+
+        try tpm.start()
+        let again = try machine.login(pin: pin)
+        #expect(again.status == 0, "\(again.standardError)")
+        #expect(server.loginCount == logins + 1)
+    }
+
     @Test("reset deletes the blob and leaves nothing in the TPM; --local-only works with the TPM gone")
     func reset() throws {
         try withTPMAccount(user: "frank") { tpm, server, machine in

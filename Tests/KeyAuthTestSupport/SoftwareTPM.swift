@@ -75,6 +75,10 @@ public final class SoftwareTPM: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)]
         let lifeline = Pipe()
+        // Only this process may hold the write end: a child spawned without closing inherited
+        // descriptors (posix_spawn, as TerminalProcess does) would keep the lifeline open, and
+        // stop() would wait for swtpm forever.
+        _ = fcntl(lifeline.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
         process.standardInput = lifeline
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
