@@ -126,7 +126,7 @@ extension ESAPIConnection {
     }
 
     /// Has the TPM derive a primary key of `hierarchy` from `template`; the caller flushes it.
-    private func createPrimary(
+    func createPrimary(
         in hierarchy: UInt32, template: TPM2B_PUBLIC, doing operation: String
     ) throws(KeyAuthError) -> (handle: UInt32, publicArea: TPMT_PUBLIC) {
         var sensitive = TPM2B_SENSITIVE_CREATE()
@@ -144,7 +144,7 @@ extension ESAPIConnection {
     }
 
     /// The attestation key's public area, marshalled, and its RSA public key.
-    private func attestationKeyParts(of area: TPMT_PUBLIC) throws(KeyAuthError) -> ([UInt8], RSAPublicKey) {
+    func attestationKeyParts(of area: TPMT_PUBLIC) throws(KeyAuthError) -> ([UInt8], RSAPublicKey) {
         var area = area
         var marshalled = [UInt8](repeating: 0, count: MemoryLayout<TPMT_PUBLIC>.size)
         var offset = 0
@@ -178,7 +178,7 @@ extension ESAPIConnection {
         return handle
     }
 
-    private func flush(_ handle: UInt32) {
+    func flush(_ handle: UInt32) {
         _ = Esys_FlushContext(context, handle)
     }
 
@@ -212,7 +212,7 @@ extension ESAPIConnection {
 
     /// A restricted RSA-2048 signing key for RSASSA with SHA-256, bound to the TPM, with an empty
     /// authorization value and outside dictionary-attack protection (there is no secret to guess).
-    private static var attestationKeyTemplate: TPM2B_PUBLIC {
+    static var attestationKeyTemplate: TPM2B_PUBLIC {
         var template = TPM2B_PUBLIC()
         template.publicArea.type = TPM2_ALG_RSA
         template.publicArea.nameAlg = TPM2_ALG_SHA256
@@ -239,7 +239,7 @@ extension ESAPIConnection {
     }
 
     /// `ESYS_TR_RH_OWNER`.
-    private static let ownerHierarchy: UInt32 = 0x101
+    static let ownerHierarchy: UInt32 = 0x101
     /// `ESYS_TR_RH_ENDORSEMENT`.
-    private static let endorsementHierarchy: UInt32 = 0x10B
+    static let endorsementHierarchy: UInt32 = 0x10B
 }
