@@ -114,18 +114,13 @@ extension ESAPIConnection {
     /// of the endorsement hierarchy), with a 256-byte zero `unique` field.
     static var endorsementKeyTemplate: TPM2B_PUBLIC {
         var template = TPM2B_PUBLIC()
-        template.publicArea.type = TPM2_ALG_RSA
+        makeRSAStorageKey(&template.publicArea)
         template.publicArea.nameAlg = TPM2_ALG_SHA256
         template.publicArea.objectAttributes =
             TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN
             | TPMA_OBJECT_ADMINWITHPOLICY | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT
         template.publicArea.authPolicy.size = UInt16(endorsementPolicy.count)
         withUnsafeMutableBytes(of: &template.publicArea.authPolicy.buffer) { $0.copyBytes(from: endorsementPolicy) }
-        template.publicArea.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_AES
-        template.publicArea.parameters.rsaDetail.symmetric.keyBits.aes = 128
-        template.publicArea.parameters.rsaDetail.symmetric.mode.aes = TPM2_ALG_CFB
-        template.publicArea.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL
-        template.publicArea.parameters.rsaDetail.keyBits = 2048
         template.publicArea.unique.rsa.size = 256
         return template
     }

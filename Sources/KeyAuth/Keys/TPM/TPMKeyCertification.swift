@@ -200,14 +200,20 @@ extension ESAPIConnection {
             template.publicArea.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256
             template.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL
         } else {
-            template.publicArea.type = TPM2_ALG_RSA
-            template.publicArea.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_AES
-            template.publicArea.parameters.rsaDetail.symmetric.keyBits.aes = 128
-            template.publicArea.parameters.rsaDetail.symmetric.mode.aes = TPM2_ALG_CFB
-            template.publicArea.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL
-            template.publicArea.parameters.rsaDetail.keyBits = 2048
+            Self.makeRSAStorageKey(&template.publicArea)
         }
         return template
+    }
+
+    /// Makes `area` an RSA-2048 restricted decryption key's parameters as storage keys and
+    /// endorsement keys have them: AES-128 in CFB mode for its children, no signing scheme.
+    static func makeRSAStorageKey(_ area: inout TPMT_PUBLIC) {
+        area.type = TPM2_ALG_RSA
+        area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_AES
+        area.parameters.rsaDetail.symmetric.keyBits.aes = 128
+        area.parameters.rsaDetail.symmetric.mode.aes = TPM2_ALG_CFB
+        area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL
+        area.parameters.rsaDetail.keyBits = 2048
     }
 
     /// A restricted RSA-2048 signing key for RSASSA with SHA-256, bound to the TPM, with an empty
