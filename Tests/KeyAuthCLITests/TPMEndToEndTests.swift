@@ -60,6 +60,20 @@ private func withTPMAccount(
     }
 }
 
+/// Runs `body` with a fresh software TPM, the server's responder in-process (which counts the
+/// logins it was asked for), and a machine on that TPM.
+private func withTPMAndCountingServer(_ body: (SoftwareTPM, InProcessKeyAuthServer, Machine) throws -> Void) throws {
+    let tpm = try SoftwareTPM()
+    defer { withExtendedLifetime(tpm) {} }
+    let server = try InProcessKeyAuthServer()
+    let machine = Machine(tpm: tpm)
+    defer {
+        server.stop()
+        machine.home.remove()
+    }
+    try body(tpm, server, machine)
+}
+
 /// The built `keyauth` with keys held by a software TPM (swtpm), against a real server: each test
 /// starts its own TPMs with fresh states, so lockout counters never leak between tests.
 @Suite("The built keyauth binary with a software TPM", .serialized)
@@ -118,76 +132,64 @@ struct TPMEndToEndTests {
 
     @Test("a login signs once in the TPM, and its assertion verifies with stock OpenSSL and PyJWT")
     func assertionVerifiesElsewhere() throws {
-        let tpm = try SoftwareTPM()
-        defer { withExtendedLifetime(tpm) {} }
-        let server = try InProcessKeyAuthServer()
-        let machine = Machine(tpm: tpm)
-        defer {
-            server.stop()
-            machine.home.remove()
+        try withTPMAndCountingServer { _, server, machine in
+            let trace = ["TSS2_LOG": "esys+trace"]
+            let registered = try machine.run(
+                ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+                standardInput: pin + "\n", extraEnvironment: trace)
+            #expect(registered.status == 0, "\(registered.standardError)")
+            #expect(tpmSignatures(in: registered) == 2, "the proof of possession, then the first login")
+            let login = try machine.run(["login", "--pin-stdin"], standardInput: pin + "\n", extraEnvironment: trace)
+            #expect(login.status == 0, "\(login.standardError)")
+            #expect(tpmSignatures(in: login) == 1)
+
+            let body = try #require(server.requests.last(where: { $0.method == "POST" && $0.path == "/oauth/token" }))
+                .bodyText
+            let field = try #require(body.split(separator: "&").first { $0.hasPrefix("assertion=") })
+            let assertion = String(field.dropFirst("assertion=".count))
+            let parts = assertion.split(separator: ".")
+            try #require(parts.count == 3)
+            let scratch = TemporaryDirectory()
+            defer { scratch.remove() }
+            let publicKeyPEM = try machine.run(["pubkey"]).standardOutput
+            try Data(publicKeyPEM.utf8).write(to: URL(fileURLWithPath: scratch.path + "/key.pub"))
+            try Data((parts[0] + "." + parts[1]).utf8).write(to: URL(fileURLWithPath: scratch.path + "/input"))
+            try Data(try #require(Base64URL.decode(parts[2]))).write(
+                to: URL(fileURLWithPath: scratch.path + "/signature"))
+            let verified = try ExternalCommand.run([
+                "openssl", "dgst", "-sha256", "-verify", scratch.path + "/key.pub", "-signature",
+                scratch.path + "/signature", scratch.path + "/input",
+            ])
+            #expect(verified.status == 0, "\(verified.errorOutput)")
+            #expect(verified.output.contains("Verified OK"))
+
+            let script = """
+                import sys, jwt
+                claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience=sys.argv[3])
+                print(claims["sub"] == jwt.get_unverified_header(sys.argv[1])["kid"])
+                """
+            let pyjwt = try ExternalCommand.run(["/usr/bin/python3", "-c", script, assertion, publicKeyPEM, server.url])
+            #expect(pyjwt.status == 0, "\(pyjwt.errorOutput)")
+            #expect(pyjwt.output == "True\n")
         }
-        let trace = ["TSS2_LOG": "esys+trace"]
-        let registered = try machine.run(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
-            standardInput: pin + "\n", extraEnvironment: trace)
-        #expect(registered.status == 0, "\(registered.standardError)")
-        #expect(tpmSignatures(in: registered) == 2, "the proof of possession, then the first login")
-        let login = try machine.run(["login", "--pin-stdin"], standardInput: pin + "\n", extraEnvironment: trace)
-        #expect(login.status == 0, "\(login.standardError)")
-        #expect(tpmSignatures(in: login) == 1)
-
-        let body = try #require(server.requests.last(where: { $0.method == "POST" && $0.path == "/oauth/token" }))
-            .bodyText
-        let field = try #require(body.split(separator: "&").first { $0.hasPrefix("assertion=") })
-        let assertion = String(field.dropFirst("assertion=".count))
-        let parts = assertion.split(separator: ".")
-        try #require(parts.count == 3)
-        let scratch = TemporaryDirectory()
-        defer { scratch.remove() }
-        let publicKeyPEM = try machine.run(["pubkey"]).standardOutput
-        try Data(publicKeyPEM.utf8).write(to: URL(fileURLWithPath: scratch.path + "/key.pub"))
-        try Data((parts[0] + "." + parts[1]).utf8).write(to: URL(fileURLWithPath: scratch.path + "/input"))
-        try Data(try #require(Base64URL.decode(parts[2]))).write(to: URL(fileURLWithPath: scratch.path + "/signature"))
-        let verified = try ExternalCommand.run([
-            "openssl", "dgst", "-sha256", "-verify", scratch.path + "/key.pub", "-signature",
-            scratch.path + "/signature", scratch.path + "/input",
-        ])
-        #expect(verified.status == 0, "\(verified.errorOutput)")
-        #expect(verified.output.contains("Verified OK"))
-
-        let script = """
-            import sys, jwt
-            claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience=sys.argv[3])
-            print(claims["sub"] == jwt.get_unverified_header(sys.argv[1])["kid"])
-            """
-        let pyjwt = try ExternalCommand.run(["python3", "-c", script, assertion, publicKeyPEM, server.url])
-        #expect(pyjwt.status == 0, "\(pyjwt.errorOutput)")
-        #expect(pyjwt.output == "True\n")
     }
 
     @Test("a wrong PIN is refused and counted by the TPM, and the right one still logs in")
     func wrongPIN() throws {
-        let tpm = try SoftwareTPM()
-        defer { withExtendedLifetime(tpm) {} }
-        // The server's own responder in-process, which counts the logins it was asked for.
-        let server = try InProcessKeyAuthServer()
-        let machine = Machine(tpm: tpm)
-        defer {
-            server.stop()
-            machine.home.remove()
-        }
-        #expect(try machine.register(url: server.url, user: "bob", pin: pin).status == 0)
-        let before = server.loginCount
-        let wrong = try machine.login(pin: "1357")
-        #expect(wrong.status == 77)
-        #expect(wrong.errorLines == ["keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs"])
-        #expect(!wrong.standardError.contains("1357"))
-        #expect(try tpm.connection.info().lockoutCounter == 1)
-        #expect(server.loginCount == before, "nothing was sent")
-        #expect(!FileManager.default.fileExists(atPath: try machine.keyDirectory() + "/pin-attempts"))
+        try withTPMAndCountingServer { tpm, server, machine in
+            #expect(try machine.register(url: server.url, user: "bob", pin: pin).status == 0)
+            let before = server.loginCount
+            let wrong = try machine.login(pin: "1357")
+            #expect(wrong.status == 77)
+            #expect(wrong.errorLines == ["keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs"])
+            #expect(!wrong.standardError.contains("1357"))
+            #expect(try tpm.connection.info().lockoutCounter == 1)
+            #expect(server.loginCount == before, "nothing was sent")
+            #expect(!FileManager.default.fileExists(atPath: try machine.keyDirectory() + "/pin-attempts"))
 
-        let right = try machine.login(pin: pin)
-        #expect(right.status == 0, "\(right.standardError)")
+            let right = try machine.login(pin: pin)
+            #expect(right.status == 0, "\(right.standardError)")
+        }
     }
 
     @Test("repeated wrong PINs reach the TPM's lockout, and the command says how long it lasts")
@@ -287,6 +289,39 @@ struct TPMEndToEndTests {
             try tpm.start()
             let again = try machine.login(pin: pin)
             #expect(again.status == 0, "\(again.standardError)")
+        }
+    }
+
+    @Test("a TPM that stops while a login waits at its PIN prompt gives exit 69, and the account is unchanged")
+    func tpmStoppedDuringLogin() throws {
+        try withTPMAndCountingServer { tpm, server, machine in
+            try #require(try machine.register(url: server.url, user: "erin", pin: pin).status == 0)
+            let name = try machine.accounts.resolve(nil)
+            // Without the stored token, as after it expired: this login must sign.
+            try machine.accounts.credentials.deleteToken(account: name)
+            let directory = try machine.keyDirectory()
+            let before = try AccountFiles(directory)
+            let entries = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+            let logins = server.loginCount
+
+            let process = try TerminalProcess(Binaries.keyauth, ["login"], environment: machine.environment)
+            let shown = process.readUntil("PIN: ")
+            try #require(shown.hasSuffix("PIN: "), "\(shown.debugDescription) \(process.standardError)")
+            tpm.stop()
+            process.type(pin + "\n")
+            #expect(process.wait() == 69)
+            let errorLines = process.standardError.split(separator: "\n")
+            #expect(errorLines.count == 1, "\(errorLines)")
+            #expect(process.standardError.contains("the TPM at \(tpm.tcti) is unavailable"))
+            #expect(!process.standardError.contains(pin))
+            #expect(try AccountFiles(directory) == before)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == entries)
+            #expect(server.loginCount == logins, "no assertion reached the server")
+
+            try tpm.start()
+            let again = try machine.login(pin: pin)
+            #expect(again.status == 0, "\(again.standardError)")
+            #expect(server.loginCount == logins + 1)
         }
     }
 

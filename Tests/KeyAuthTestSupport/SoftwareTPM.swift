@@ -35,9 +35,42 @@ public final class SoftwareTPM: @unchecked Sendable {
         get throws { try TPMConnection(tcti: tcti) }
     }
 
+    /// The local CA that signed the TPM's endorsement key certificates, when it was made with
+    /// them: `swtpm-localca-rootca-cert.pem` (the root) and `issuercert.pem` (the intermediate
+    /// that signed them).
+    public let endorsementCA: TemporaryDirectory?
+
+    /// The root certificate of ``endorsementCA``.
+    public var endorsementRootCertificatePath: String? {
+        endorsementCA.map { $0.path + "/swtpm-localca-rootca-cert.pem" }
+    }
+
+    /// The intermediate certificate of ``endorsementCA``, which signed the TPM's certificates.
+    public var endorsementIntermediateCertificatePath: String? {
+        endorsementCA.map { $0.path + "/issuercert.pem" }
+    }
+
     /// Starts a TPM with a fresh state.
-    public init() throws {
+    ///
+    /// - Parameter endorsementCertificates: manufacture the TPM first as a vendor would, with
+    ///   `swtpm_setup --create-ek-cert`: endorsement keys (RSA-2048 and NIST P-384) whose
+    ///   certificates, signed by a local CA of its own (``endorsementCA``), are stored in NV
+    ///   memory. Without it the TPM has no certificates, like many firmware TPMs.
+    public init(endorsementCertificates: Bool = false) throws {
         stateDirectory = TemporaryDirectory("keyauth-swtpm")
+        if endorsementCertificates {
+            let authority = TemporaryDirectory("keyauth-swtpm-ca")
+            endorsementCA = authority
+            do {
+                try Self.manufacture(state: stateDirectory.path, authority: authority.path)
+            } catch {
+                authority.remove()
+                stateDirectory.remove()
+                throw error
+            }
+        } else {
+            endorsementCA = nil
+        }
         var lastError: Error = SoftwareTPMError("no free port pair found")
         for _ in 0..<10 {
             port = Self.freePortPair()
@@ -49,12 +82,47 @@ public final class SoftwareTPM: @unchecked Sendable {
             }
         }
         stateDirectory.remove()
+        endorsementCA?.remove()
         throw lastError
     }
 
     deinit {
         stop()
         stateDirectory.remove()
+        endorsementCA?.remove()
+    }
+
+    /// Runs `swtpm_setup` on `state` with a local CA in `authority`, configured there rather than
+    /// in /etc and /var/lib, so that each TPM has its own CA and nothing outside the test's
+    /// directories is touched.
+    private static func manufacture(state: String, authority: String) throws {
+        let files = [
+            "localca.conf": """
+            statedir = \(authority)
+            signingkey = \(authority)/signkey.pem
+            issuercert = \(authority)/issuercert.pem
+            certserial = \(authority)/certserial
+
+            """,
+            "localca.options": "--platform-manufacturer keyauth-tests\n",
+            "setup.conf": """
+            create_certs_tool = /usr/bin/swtpm_localca
+            create_certs_tool_config = \(authority)/localca.conf
+            create_certs_tool_options = \(authority)/localca.options
+            active_pcr_banks = sha256
+
+            """,
+        ]
+        for (name, contents) in files {
+            try Data(contents.utf8).write(to: URL(fileURLWithPath: authority + "/" + name))
+        }
+        let result = try ExternalCommand.run([
+            "swtpm_setup", "--tpm2", "--tpmstate", state, "--create-ek-cert", "--config", authority + "/setup.conf",
+            "--overwrite",
+        ])
+        guard result.status == 0 else {
+            throw SoftwareTPMError("swtpm_setup failed: \(result.output) \(result.errorOutput)")
+        }
     }
 
     /// Whether swtpm is running.
@@ -75,6 +143,10 @@ public final class SoftwareTPM: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)]
         let lifeline = Pipe()
+        // Only this process may hold the write end: a child spawned without closing inherited
+        // descriptors (posix_spawn, as TerminalProcess does) would keep the lifeline open, and
+        // stop() would wait for swtpm forever.
+        _ = fcntl(lifeline.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
         process.standardInput = lifeline
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice

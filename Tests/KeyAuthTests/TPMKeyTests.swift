@@ -121,7 +121,9 @@ struct TPMKeyTests {
                 claims = jwt.decode(sys.argv[1], sys.argv[2], algorithms=["RS256"], audience="https://auth.example.test")
                 print(claims["sub"], jwt.get_unverified_header(sys.argv[1])["kid"])
                 """
-            let result = try ExternalCommand.run(["python3", "-c", script, token, key.publicKey.pemRepresentation])
+            let result = try ExternalCommand.run([
+                "/usr/bin/python3", "-c", script, token, key.publicKey.pemRepresentation,
+            ])
             #expect(result.status == 0, "\(result.errorOutput)")
             #expect(result.output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(fingerprint) \(fingerprint)")
         }

@@ -139,7 +139,8 @@ enum TPMProperty {
 
 /// One ESAPI connection to a TPM: the TCTI the loader opened, and the ESYS context over it.
 final class ESAPIConnection {
-    private let context: OpaquePointer
+    /// The ESYS context; extensions in other files issue their own commands over it.
+    let context: OpaquePointer
     private var tcti: OpaquePointer?
     let connection: TPMConnection
 
@@ -215,7 +216,7 @@ final class ESAPIConnection {
     }
 
     /// `ESYS_TR_NONE`.
-    private static let noSession: UInt32 = 0xFFF
+    static let noSession: UInt32 = 0xFFF
     /// `TPM2_CAP_TPM_PROPERTIES`.
     private static let tpmProperties: UInt32 = 6
 
@@ -224,7 +225,7 @@ final class ESAPIConnection {
             responseCode: TPMResponseCode(status), text: Tss2_RC_Decode(status).map { String(cString: $0) } ?? "")
     }
 
-    private static func error(_ status: UInt32, doing operation: String, on connection: TPMConnection) -> KeyAuthError {
+    static func error(_ status: UInt32, doing operation: String, on connection: TPMConnection) -> KeyAuthError {
         failure(status).error(doing: operation, on: connection)
     }
 }

@@ -32,6 +32,10 @@ public struct TPMKey: Sendable {
     /// inside it (`sensitiveDataOrigin`), and subject to its dictionary-attack lockout (no `noDA`).
     public let isBoundToTPM: Bool
 
+    /// The key's TPM name: the name algorithm (SHA-256, `0x000B`) followed by the SHA-256 of its
+    /// public area. A ``TPMKeyCertification`` names the key it certifies by this value.
+    public let tpmName: [UInt8]
+
     /// The longest PIN a TPM key takes, in bytes: an authorization value may not be longer than
     /// the digest of the key's name algorithm, SHA-256.
     public static let maximumPINBytes = 32
@@ -49,6 +53,8 @@ public struct TPMKey: Sendable {
         publicKey = try RSAPublicKey(modulus: blob.modulus, exponent: blob.exponent)
         requiresPIN = !blob.hasEmptyAuthorization
         isBoundToTPM = blob.isFixedToTPM && blob.wasGeneratedInTPM && blob.isProtectedFromDictionaryAttacks
+        // The stored TPM2B_PUBLIC is a 2-byte size, then the public area the name is computed over.
+        tpmName = [0x00, 0x0B] + CryptoPrimitives.sha256(Array(blob.publicPart.dropFirst(2)))
     }
 
     /// Has the TPM generate a new key.

@@ -32,6 +32,10 @@ struct TPMKeyBlob {
     let isProtectedFromDictionaryAttacks: Bool
     /// `sensitiveDataOrigin`: the TPM generated the private key; nobody ever held it outside.
     let wasGeneratedInTPM: Bool
+    /// The key's `TPM2B_PUBLIC` as stored, for loading it with the TPM stack.
+    let publicPart: [UInt8]
+    /// The key's `TPM2B_PRIVATE` as stored: encrypted by the parent, readable only by this TPM.
+    let privatePart: [UInt8]
 
     /// - Throws: `.keyCorrupt` for anything but an RSA `TSS2 PRIVATE KEY`.
     init(pem: [UInt8]) throws(KeyAuthError) {
@@ -52,9 +56,11 @@ struct TPMKeyBlob {
             }
         }
         guard let parent = key.read(tag: 0x02), (1...5).contains(parent.bytes.count),
-            let publicPart = key.read(tag: 0x04), key.read(tag: 0x04) != nil, key.isAtEnd
+            let publicPart = key.read(tag: 0x04), let privatePart = key.read(tag: 0x04), key.isAtEnd
         else { throw Self.corrupt("the parent, public or private part is missing") }
         self.hasEmptyAuthorization = emptyAuth
+        self.publicPart = Array(publicPart.bytes)
+        self.privatePart = Array(privatePart.bytes)
         self.parent = parent.bytes.reduce(0) { ($0 << 8) | UInt32($1) }
 
         var offset = 0
@@ -65,20 +71,27 @@ struct TPMKeyBlob {
         guard status == 0, offset == publicPart.bytes.count else { throw Self.corrupt("the public part is malformed") }
         let area = unmarshalled.publicArea
         guard area.type == TPM2_ALG_RSA else { throw Self.corrupt("the key is not an RSA key") }
-        let detail = area.parameters.rsaDetail
-        let modulusSize = Int(area.unique.rsa.size)
-        let modulus = withUnsafeBytes(of: area.unique.rsa.buffer) { Array($0.prefix(modulusSize)) }
-        guard modulusSize > 0, modulusSize * 8 == Int(detail.keyBits) else {
+        guard let (modulus, exponent) = Self.rsaNumbers(of: area) else {
             throw Self.corrupt("the modulus does not match the key size")
         }
-        // An exponent of 0 means the default, 65537 (TPM 2.0 Part 2, TPMS_RSA_PARMS).
-        let exponent = detail.exponent == 0 ? 65537 : detail.exponent
-        self.modulus = Array(modulus.drop { $0 == 0 })
-        self.exponent = withUnsafeBytes(of: exponent.bigEndian) { Array($0.drop { $0 == 0 }) }
+        self.modulus = modulus
+        self.exponent = exponent
         let attributes = area.objectAttributes
         isFixedToTPM = attributes & TPMA_OBJECT_FIXEDTPM != 0 && attributes & TPMA_OBJECT_FIXEDPARENT != 0
         isProtectedFromDictionaryAttacks = attributes & TPMA_OBJECT_NODA == 0
         wasGeneratedInTPM = attributes & TPMA_OBJECT_SENSITIVEDATAORIGIN != 0
+    }
+
+    /// The modulus and exponent of an RSA public area, big-endian without leading zeros; nil when
+    /// the modulus does not have the size the area declares.
+    static func rsaNumbers(of area: TPMT_PUBLIC) -> (modulus: [UInt8], exponent: [UInt8])? {
+        let detail = area.parameters.rsaDetail
+        let modulusSize = Int(area.unique.rsa.size)
+        guard area.type == TPM2_ALG_RSA, modulusSize > 0, modulusSize * 8 == Int(detail.keyBits) else { return nil }
+        let modulus = withUnsafeBytes(of: area.unique.rsa.buffer) { Array($0.prefix(modulusSize)) }
+        // An exponent of 0 means the default, 65537 (TPM 2.0 Part 2, TPMS_RSA_PARMS).
+        let exponent = detail.exponent == 0 ? 65537 : detail.exponent
+        return (Array(modulus.drop { $0 == 0 }), withUnsafeBytes(of: exponent.bigEndian) { Array($0.drop { $0 == 0 }) })
     }
 
     /// 2.23.133.10.1.3, DER-encoded without tag and length.
