@@ -31,7 +31,7 @@ struct AccessTokens: Sendable {
         verifier = JWTVerifier(
             rules: JWTVerifier.Rules(
                 audience: issuer, leeway: DeviceAssertionVerifier.leeway, maximumLifetime: lifetime,
-                requireJWTID: true, subjectIsKeyID: false, expectedIssuer: issuer, expectedType: "at+jwt"),
+                requireJWTID: true, subjectIsKeyID: false, expectedIssuer: issuer, expectedTypes: ["at+jwt"]),
             clock: clock)
     }
 

@@ -27,7 +27,7 @@ struct CheckedAccessToken {
         let verifier = JWTVerifier(
             rules: JWTVerifier.Rules(
                 audience: issuer, maximumLifetime: lifetime, requireJWTID: true, subjectIsKeyID: false,
-                expectedIssuer: issuer, expectedType: "at+jwt"),
+                expectedIssuer: issuer, expectedTypes: ["at+jwt"]),
             clock: clock)
         let parsed = try verifier.parse(token)
         guard let keyID = parsed.jws.keyID, let key = keys[keyID] else {
