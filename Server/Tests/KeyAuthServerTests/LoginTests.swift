@@ -58,7 +58,7 @@ struct LoginTests {
         #expect(kid == serverKey.fingerprint)
 
         let verified = try CheckedAccessToken(
-            token, issuer: TestEnvironment.issuer, keys: [kid: serverKey], clock: environment.clock.clock)
+            token, issuer: TestEnvironment.issuer, keys: [kid: .rsa(serverKey)], clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         #expect(verified.header["typ"]?.stringValue == "at+jwt")
         #expect(verified.header["kid"]?.stringValue == kid)

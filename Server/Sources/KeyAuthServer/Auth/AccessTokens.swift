@@ -18,8 +18,7 @@ struct AccessTokens: Sendable {
     let keys: ServerSigningKeys
     let issuer: String
     let lifetime: Int64
-    /// Signs with the oldest key, `iat` from the server's clock.
-    private let builder: JWTBuilder
+    let clock: KeyAuthClock
     /// The access-token rules, made once.
     private let verifier: JWTVerifier
 
@@ -27,26 +26,31 @@ struct AccessTokens: Sendable {
         self.keys = keys
         self.issuer = issuer
         self.lifetime = lifetime
-        builder = JWTBuilder(key: keys.signingKey, audience: issuer, lifetime: lifetime, clock: clock)
+        self.clock = clock
         verifier = JWTVerifier(
             rules: JWTVerifier.Rules(
                 audience: issuer, leeway: DeviceAssertionVerifier.leeway, maximumLifetime: lifetime,
-                requireJWTID: true, subjectIsKeyID: false, expectedIssuer: issuer, expectedTypes: ["at+jwt"]),
+                requireJWTID: true, subjectIsKeyID: false, expectedIssuer: issuer, expectedTypes: ["at+jwt"],
+                algorithms: Set(JWSAlgorithm.allCases)),
             clock: clock)
     }
 
-    /// A signed `at+jwt` for `user`, bound to the device `deviceKID` through `cnf.jkt`: `iss`,
-    /// `sub`, `aud`, then `cnf`, `exp`, `iat` and `jti`, in the order ``JWTBuilder`` writes.
+    /// A signed `at+jwt` for `user`, bound to the device `deviceKID` through `cnf.jkt`, signed
+    /// by the key that is current now: `iss`, `sub`, `aud`, then `cnf`, `exp`, `iat` and `jti`,
+    /// in the order ``JWTBuilder`` writes.
     func issue(user: String, deviceKID: String) throws(KeyAuthError) -> String {
+        let key = try keys.current(at: clock.seconds)
         var claims = JWTClaims()
         claims.set("iss", string: issuer)
         claims.set("sub", string: user)
         claims["cnf"] = .object(["jkt": .string(deviceKID)])
-        return try builder.sign(claims: claims, type: "at+jwt", keyID: keys.signingKeyID)
+        return try JWTBuilder(key: key.signer, audience: issuer, lifetime: lifetime, clock: clock).sign(
+            claims: claims, type: "at+jwt", keyID: key.kid)
     }
 
-    /// Checks a Bearer token with the same strictness as assertions: RS256 only, our keys only,
-    /// `typ` `at+jwt`, `iss` and `aud` equal to the issuer, unexpired, lifetime bounded.
+    /// Checks a Bearer token with the same strictness as assertions: our published keys only,
+    /// each with its own algorithm, `typ` `at+jwt`, `iss` and `aud` equal to the issuer,
+    /// unexpired, lifetime bounded.
     ///
     /// - Throws: ``ServiceError`` `.invalidToken` for any failure, never saying which check
     ///   failed beyond a generic text.
@@ -54,9 +58,9 @@ struct AccessTokens: Sendable {
         let invalid = ServiceError(.invalidToken, "the access token is not valid")
         do {
             let parsed = try verifier.parse(token)
-            guard let keyID = parsed.jws.keyID ?? parsed.claims["sub"]?.stringValue,
-                let key = keys.publicKey(forKeyID: keyID)
-            else { throw invalid }
+            guard let keyID = parsed.jws.keyID, let key = keys.publicKey(forKeyID: keyID, now: clock.seconds) else {
+                throw invalid
+            }
             let claims = try verifier.verify(parsed, keyID: keyID, key: key)
             let user = try claims.string("sub")
             guard let deviceKID = claims["cnf"]?["jkt"]?.stringValue, !deviceKID.isEmpty, !user.isEmpty else {

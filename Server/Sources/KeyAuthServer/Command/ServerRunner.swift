@@ -25,6 +25,10 @@ public final class ServerRunner: Sendable {
     public var metricsPort: UInt16? { metricsServer?.port }
     /// The issuer URL (configured, or derived from the bound address).
     public var issuer: String { responder.issuer }
+    /// The algorithm of the key signing access tokens now.
+    public var tokenAlgorithm: JWSAlgorithm {
+        (try? responder.service.tokens.keys.current(at: ServerClock.now()).entry.algorithm) ?? .rs256
+    }
 
     /// Opens storage, loads or creates the signing key, starts listening (publicly, and for
     /// metrics unless that is off) and schedules cleanup.
@@ -116,7 +120,9 @@ public final class ServerRunner: Sendable {
             if let file = configuration.signingKeyFile {
                 try ServerSigningKeys.load(file: file)
             } else {
-                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+                try ServerSigningKeys.loadOrCreate(
+                    storage: storage, algorithm: configuration.tokenAlgorithm, rsaBits: configuration.signingKeyBits,
+                    now: now())
             }
         let clock = KeyAuthClock.seconds(now)
         let service = KeyAuthService(
