@@ -44,7 +44,7 @@ extension StorageContractTests {
                 let jwksOfB = try b.jwks()
                 let verified = try Self.verifyAccessToken(tokenFromB, keys: jwksOfA)
                 #expect(verified.subject == "alice")
-                #expect(verified.claims["cnf"]?["jkt"]?.stringValue == key.publicKey.fingerprint)
+                #expect(verified.claims["client_id"]?.stringValue == key.publicKey.fingerprint)
                 #expect(try Self.verifyAccessToken(tokenFromA, keys: jwksOfB).subject == "alice")
 
                 // One signing key for the deployment, published by both.

@@ -18,6 +18,8 @@ complete -c keyauth-server -l db -r -F -d 'Storage: a SQLite file or postgres://
 complete -c keyauth-server -n $serving -l listen -x -d 'Address to listen on, HOST:PORT'
 complete -c keyauth-server -n $serving -l issuer -x -d 'Public base URL, iss and aud of tokens'
 complete -c keyauth-server -n $serving -l enrollment -x -a 'code open' -d 'Whether a first device needs an enrollment code'
+complete -c keyauth-server -n $serving -l dpop -x -a 'optional required' -d 'Whether access tokens must be DPoP-bound'
+complete -c keyauth-server -n $serving -l dpop-nonce -d 'Require DPoP proofs to carry a server nonce'
 complete -c keyauth-server -n $serving -l metrics-listen -x -a off -d 'Where /metrics and /healthz are served'
 complete -c keyauth-server -n $serving -l trust-proxy -d 'Count the last X-Forwarded-For hop as the client address'
 complete -c keyauth-server -n $serving -l rate-limit -x -d 'Failed logins and registrations per address and minute'

@@ -18,6 +18,10 @@ final class ServerSigningKeys: Sendable {
         let entry: SigningKeySchedule.Entry
         /// Signs with the key, its `kid` computed once.
         let signer: ServerSigner
+        /// The secret the server's DPoP nonces are made with under this key: a hash of the
+        /// private key, so that every instance holding the key makes and accepts the same
+        /// nonces without sharing anything else (``DPoPNonces``).
+        let nonceSecret: [UInt8]
         /// What the JWK set publishes and verification uses.
         var publicKey: JWSPublicKey { signer.key.publicKey }
     }
@@ -46,7 +50,12 @@ final class ServerSigningKeys: Sendable {
         let entry = SigningKeySchedule.Entry(
             kid: signer.keyID, algorithm: key.algorithm, createdAt: 0, activeFrom: 0, retiredAt: nil)
         var state = Loaded()
-        state.keys = [signer.keyID: LoadedKey(kid: signer.keyID, entry: entry, signer: signer)]
+        var pem = (try? key.pkcs8PEM()) ?? Array(signer.keyID.utf8)
+        defer { CryptoPrimitives.wipe(&pem) }
+        state.keys = [
+            signer.keyID: LoadedKey(
+                kid: signer.keyID, entry: entry, signer: signer, nonceSecret: Self.nonceSecret(privatePEM: pem))
+        ]
         state.schedule = SigningKeySchedule([entry])
         loaded = Mutex(state)
     }
@@ -103,7 +112,8 @@ final class ServerSigningKeys: Sendable {
                 kid: record.kid, algorithm: record.algorithm, createdAt: record.createdAt,
                 activeFrom: record.activeFrom, retiredAt: record.retiredAt)
             if let existing = known[record.kid] {
-                keys[record.kid] = LoadedKey(kid: record.kid, entry: entry, signer: existing.signer)
+                keys[record.kid] = LoadedKey(
+                    kid: record.kid, entry: entry, signer: existing.signer, nonceSecret: existing.nonceSecret)
                 continue
             }
             let key = try JWSPrivateKey(pemRepresentation: record.privatePEM)
@@ -111,13 +121,20 @@ final class ServerSigningKeys: Sendable {
                 throw KeyAuthError(
                     .keyCorrupt, "the stored signing key \(record.kid) does not match its kid and algorithm")
             }
-            keys[record.kid] = LoadedKey(kid: record.kid, entry: entry, signer: ServerSigner(key))
+            keys[record.kid] = LoadedKey(
+                kid: record.kid, entry: entry, signer: ServerSigner(key),
+                nonceSecret: Self.nonceSecret(privatePEM: record.privatePEM))
         }
         loaded.withLock { state in
             state.keys = keys
             state.schedule = SigningKeySchedule(keys.values.map(\.entry))
             state.lastReload = now
         }
+    }
+
+    /// SHA-256 over a label and the private key: a secret only the key's holders can compute.
+    private static func nonceSecret(privatePEM: [UInt8]) -> [UInt8] {
+        CryptoPrimitives.sha256(Array("keyauth DPoP nonce secret\n".utf8) + privatePEM)
     }
 
     /// The key that signs at `now`.

@@ -27,6 +27,11 @@ extension ServerCommand {
           --enrollment code|open    whether a new user's first device needs a code from 'enroll',
                                     default code; open is for development on loopback
                                     [KEYAUTH_SERVER_ENROLLMENT]
+          --dpop optional|required  whether access tokens must be bound to the device key with a
+                                    DPoP proof (RFC 9449); optional (default) still issues Bearer
+                                    tokens to requests without a proof [KEYAUTH_SERVER_DPOP]
+          --dpop-nonce              require DPoP proofs to carry a nonce from the server's
+                                    DPoP-Nonce header [KEYAUTH_SERVER_DPOP_NONCE=1]
           --metrics-listen HOST:PORT|off
                                     where /metrics and /healthz are served, apart from the public
                                     listener; default 127.0.0.1 on the --listen port + 1

@@ -90,6 +90,14 @@ extension ServerCommand {
             }
             configuration.enrollment = enrollment
         }
+        if let mode = setting("--dpop", "DPOP") {
+            guard let dpop = DPoPMode(rawValue: mode) else {
+                throw ServerConfigurationError("--dpop: expected optional or required, got \(mode)")
+            }
+            configuration.dpop = dpop
+        }
+        let dpopNonce = try parseBool(environment["KEYAUTH_SERVER_DPOP_NONCE"], "KEYAUTH_SERVER_DPOP_NONCE")
+        configuration.dpopNonce = flags.bool("--dpop-nonce") ?? dpopNonce ?? false
         let trustProxy = try parseBool(environment["KEYAUTH_SERVER_TRUST_PROXY"], "KEYAUTH_SERVER_TRUST_PROXY")
         configuration.trustProxy = flags.bool("--trust-proxy") ?? trustProxy ?? false
         let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
@@ -207,7 +215,7 @@ extension ServerCommand {
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet"]
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "dpop-nonce"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {

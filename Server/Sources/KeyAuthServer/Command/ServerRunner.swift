@@ -129,10 +129,14 @@ public final class ServerRunner: Sendable {
             settings: KeyAuthService.Settings(
                 issuer: issuer, enrollment: configuration.enrollment,
                 maximumPendingDevices: configuration.maximumPendingDevices,
-                accessTokenLifetime: configuration.accessTokenLifetime),
+                accessTokenLifetime: configuration.accessTokenLifetime,
+                dpop: DPoPSettings(
+                    mode: configuration.dpop,
+                    nonces: configuration.dpopNonce ? DPoPNonces(keys: signingKeys) : nil)),
             registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
             tokens: AccessTokens(
-                keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime, clock: clock),
+                keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime,
+                requireDPoP: configuration.dpop == .required, clock: clock),
             enrollmentCodes: EnrollmentCodes(
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
             assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),

@@ -15,6 +15,16 @@ public enum EnrollmentMode: String, Sendable, CaseIterable {
     case code
 }
 
+/// Whether access tokens must be bound to the device key with DPoP (RFC 9449) (`--dpop`).
+public enum DPoPMode: String, Sendable, CaseIterable {
+    /// A token request with a DPoP proof gets a DPoP-bound token, one without gets a Bearer
+    /// token (the default, so that scripts can still use `keyauth token`).
+    case optional
+    /// Token requests without a proof are refused, and so are Bearer tokens at the resource
+    /// endpoints: a copied token is worthless without the device key.
+    case required
+}
+
 /// Where `/metrics` is served (`--metrics-listen`).
 public enum MetricsListener: Sendable, Equatable {
     /// 127.0.0.1 on the port after the public listener's (`127.0.0.1:8089` beside `:8088`), or a
@@ -69,6 +79,11 @@ public struct ServerConfiguration: Sendable {
     public var enrollmentCodeLifetime: Int64 = 900
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
+    /// Whether tokens must be DPoP-bound (`--dpop`, default optional).
+    public var dpop: DPoPMode = .optional
+    /// Whether DPoP proofs must carry a nonce the server handed out (`--dpop-nonce`), which
+    /// bounds how long a proof made in advance stays usable to the nonce's lifetime.
+    public var dpopNonce: Bool = false
     /// The algorithm of the signing key made on first start (`--token-alg`, default RS256, which
     /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
     /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.
