@@ -53,12 +53,14 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
 
     /// A server for client tests, started and listening: its own SQLite file in `directory`,
     /// open enrollment (first devices need no code), the default issuer (its URL) and limits.
-    public static func started(in directory: String) throws -> KeyAuthServerProcess {
+    ///
+    /// - Parameter extraArguments: more `serve` options (`--dpop required`).
+    public static func started(in directory: String, extraArguments: [String] = []) throws -> KeyAuthServerProcess {
         let server = try KeyAuthServerProcess(
             name: "server",
             arguments: [
                 "serve", "--listen", "127.0.0.1:0", "--db", directory + "/server.db", "--enrollment", "open",
-            ], logPath: directory + "/server.log")
+            ] + extraArguments, logPath: directory + "/server.log")
         try server.waitUntilListening()
         return server
     }

@@ -1,0 +1,23 @@
+import KeyAuth
+
+/// `keyauth proof METHOD URL`: prints a DPoP proof (RFC 9449) for one request, signed with the
+/// device key and bound (`ath`) to the account's stored DPoP-bound token, for a script that sends
+/// `Authorization: DPoP $(keyauth token)` and `DPoP: $(keyauth proof ...)`.
+///
+/// Signing needs the private key, so a PIN-protected key asks for its PIN; nothing is sent to
+/// the server.
+struct ProofCommand {
+    let context: CommandContext
+    let options: ProofOptions
+
+    func run() async throws(KeyAuthError) {
+        let session = try AccountSession.open(
+            context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
+            waitForApproval: false)
+        let stored = try session.provider.storedToken()
+        let token = stored?.tokenType == TokenResponse.dpop ? stored?.value : nil
+        let proofs = try await session.proofs()
+        context.io.printOutput(
+            try proofs.proof(method: options.method, url: options.url, accessToken: token, nonce: options.nonce))
+    }
+}
