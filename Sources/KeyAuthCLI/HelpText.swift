@@ -65,8 +65,8 @@ enum HelpText {
 
             Prints a valid access token on standard output. A stored token is reused unless it
             expires within 30 seconds; otherwise it logs in again (presence check included).
-            The token is a Bearer token unless the server requires DPoP (--dpop required): then
-            it is bound to the device key, and each request needs a proof from `keyauth proof`:
+            The token is a Bearer token unless the server requires DPoP: then it is bound to
+            the device key, and each request needs a proof from `keyauth proof`:
               curl -H "Authorization: DPoP $(keyauth token)" \\
                    -H "DPoP: $(keyauth proof GET https://api.example/x)" https://api.example/x
             """
@@ -77,8 +77,8 @@ enum HelpText {
             Prints a DPoP proof (RFC 9449) for one request of METHOD to URL, signed with the
             device key and bound to the account's stored DPoP-bound token (as printed by
             `keyauth token`), for a request's DPoP header. Each request needs a proof of its own.
-            Signing needs the key: with --presence pin it asks for the PIN (or reads it with
-            --pin-stdin); pam and none keys sign without asking.
+            Signing needs the key: a PIN-protected key asks for its PIN (or reads it with
+            --pin-stdin); other keys sign without asking.
               --nonce VALUE   the server's DPoP-Nonce, when it answered use_dpop_nonce
             """
         case .status:
