@@ -212,6 +212,25 @@ struct AccessTokenVerifierTests {
         #expect(KeySetDocument(body: []).cacheControl == nil)
     }
 
+    @Test(
+        "Cache-Control max-age is kept within 60 s and 24 h, 300 s without one, the shortest for no-store",
+        arguments: [
+            ("max-age=5", 60), ("public, max-age=999999", 86_400), (nil, 300), ("public, max-age=abc", 300),
+            ("no-store, max-age=3600", 60), ("max-age=3600, no-cache", 60), ("max-age=900", 900),
+        ] as [(String?, Int64)])
+    func maxAgeBounds(_ cacheControl: String?, _ freshFor: Int64) async throws {
+        let issuer = FakeIssuer(cacheControl: cacheControl)
+        issuer.publish(.p256(serverKey.publicKey))
+        let verifier = try verifier(issuer)
+        _ = try await verifier.verify(try token())
+        clock.advance(by: freshFor - 1)
+        _ = try await verifier.verify(try token(lifetime: 86_400))
+        #expect(issuer.fetches.withLock { $0 } == 1)
+        clock.advance(by: 1)
+        _ = try await verifier.verify(try token(lifetime: 86_400))
+        #expect(issuer.fetches.withLock { $0 } == 2)
+    }
+
     @Test("when the issuer is down the cached set keeps serving for 24 h, then verification fails closed")
     func failsClosed() async throws {
         let issuer = FakeIssuer(cacheControl: "max-age=60")

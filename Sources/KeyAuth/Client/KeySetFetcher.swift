@@ -164,12 +164,13 @@ actor KeySetCache {
         return uri
     }
 
-    /// `max-age` of a `Cache-Control` value, bounded; the default without one.
+    /// `max-age` of a `Cache-Control` value, bounded; the default without one. `no-store` or
+    /// `no-cache` anywhere in the value means the shortest time, whatever `max-age` says.
     static func maxAge(_ cacheControl: String?) -> Int64 {
         var seconds = defaultMaxAge
         for directive in (cacheControl ?? "").split(separator: ",") {
             let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces().lowercased() }
-            if parts.first == "no-store" || parts.first == "no-cache" { seconds = minimumMaxAge }
+            if parts.first == "no-store" || parts.first == "no-cache" { return minimumMaxAge }
             if parts.count == 2, parts[0] == "max-age", let value = Int64(parts[1]) { seconds = value }
         }
         return min(max(seconds, minimumMaxAge), maximumMaxAge)
