@@ -107,9 +107,14 @@ struct DPoPTests {
         #expect(try fixture.get(token: bearerToken, scheme: "Bearer", proof: nil).status == 200)
     }
 
-    @Test("hostile proofs built with PyJWT are refused with invalid_dpop_proof; a correct PyJWT proof passes")
-    func hostileProofs() throws {
-        let fixture = try Fixture()
+    @Test(
+        "hostile proofs built with PyJWT are refused with invalid_dpop_proof; a correct PyJWT proof passes, once",
+        arguments: [false, true])
+    func hostileProofs(overSocket: Bool) throws {
+        let environment = TestEnvironment()
+        let runner = overSocket ? try environment.startServer() : nil
+        defer { runner?.stop() }
+        let fixture = try Fixture(environment: environment, api: runner.map { environment.socketAPI($0) })
         let token = try fixture.boundToken()
         let now = fixture.clock.now
         let url = fixture.url("/v1/devices")
@@ -147,8 +152,13 @@ struct DPoPTests {
             #expect(response.errorCode == "invalid_dpop_proof", "\(name): \(response.text)")
             #expect(response.headers["WWW-Authenticate"]?.contains("invalid_dpop_proof") == true, "\(name)")
         }
-        let valid = try fixture.get(token: token, scheme: "DPoP", proof: try #require(proofs["valid"]))
+        let validProof = proofs["valid"] ?? ""
+        let valid = try fixture.get(token: token, scheme: "DPoP", proof: validProof)
         #expect(valid.status == 200, "\(valid.text)")
+        let replayed = try fixture.get(token: token, scheme: "DPoP", proof: validProof)
+        #expect(replayed.status == 401 && replayed.errorCode == "invalid_dpop_proof", "\(replayed.text)")
+        let asBearer = try fixture.get(token: token, scheme: "Bearer", proof: validProof)
+        #expect(asBearer.status == 401, "\(asBearer.text)")
         #expect(proofs.count == cases.count)
     }
 

@@ -200,7 +200,111 @@ struct KeyRotationTests {
         }
     }
 
+    @Test(
+        "tokens signed before and after a rotation verify in PyJWT, jwcrypto and AccessTokenVerifier; a retired key leaves the set",
+        arguments: [(JWSAlgorithm.rs256, JWSAlgorithm.es256), (.es256, .edDSA), (.edDSA, .rs256)])
+    func rotationInterop(_ from: JWSAlgorithm, _ to: JWSAlgorithm) async throws {
+        // The real clock: PyJWT and jwcrypto check exp and iat against it.
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let api = try environment.directAPI()
+        let responder = try #require((api.transport as? DirectTransport)?.responder)
+        let rotation = SigningKeyRotation(storage: api.storage, tokenLifetime: 900, now: environment.clock.closure)
+        // The test database starts with an RSA key: a first rotation makes `from` the current one.
+        if from != .rs256 {
+            _ = try rotation.rotate(to: from, delay: 0)
+            environment.clock.advance(by: 1)
+            responder.purgeExpired()
+        }
+        let device = try ServerTestKeys.key("alice-1")
+        let before = try api.activeDevice(user: "alice", key: device)
+        let (newKID, _) = try rotation.rotate(to: to, delay: 0)
+        environment.clock.advance(by: 1)
+        responder.purgeExpired()
+        let after = try api.accessToken(device)
+        #expect(try CompactJWS(parsing: before, algorithms: [from]).keyID != newKID)
+        #expect(try CompactJWS(parsing: after, algorithms: [to]).keyID == newKID)
+
+        let jwks = try api.send("GET", "/.well-known/jwks.json").text
+        let discovery = try api.send("GET", "/.well-known/openid-configuration").text
+        let external = try Self.verifyExternally(
+            jwks: jwks, issuer: TestEnvironment.issuer, tokens: [before, after])
+        #expect(external == ["pyjwt:alice", "jwcrypto:alice", "pyjwt:alice", "jwcrypto:alice"])
+
+        let fetcher = FixedDocuments([
+            TestEnvironment.issuer + "/.well-known/openid-configuration": discovery,
+            TestEnvironment.issuer + "/.well-known/jwks.json": jwks,
+        ])
+        let verifier = try AccessTokenVerifier(
+            issuer: TestEnvironment.issuer, fetcher: fetcher, clock: environment.clock.clock)
+        for token in [before, after] {
+            let claims = try await verifier.verify(token)
+            #expect(claims.user == "alice")
+            #expect(claims.clientID == device.publicKey.fingerprint)
+            #expect(try verifier.verify(token, keySet: JWKSet(json: Array(jwks.utf8))).user == "alice")
+        }
+
+        // Once the old key's last token expired, the cleanup retires it and the set drops it.
+        environment.clock.advance(by: 900 + DeviceAssertionVerifier.leeway + 1)
+        responder.purgeExpired()
+        #expect(try Self.publishedKeyIDs(api) == [newKID])
+        let retiredSet = try JWKSet(json: Array(try api.send("GET", "/.well-known/jwks.json").text.utf8))
+        let error = #expect(throws: KeyAuthError.self) { try verifier.verify(before, keySet: retiredSet) }
+        #expect(error?.code == .signatureInvalid || error?.code == .claimInvalid)
+    }
+
     // MARK: - Helpers
+
+    /// Serves fixed documents by URL, as an issuer would.
+    struct FixedDocuments: KeySetFetcher {
+        let documents: [String: String]
+
+        init(_ documents: [String: String]) {
+            self.documents = documents
+        }
+
+        func fetch(_ url: String) async throws(KeyAuthError) -> KeySetDocument {
+            guard let text = documents[url] else { throw KeyAuthError(.transportFailed, "no document at \(url)") }
+            return KeySetDocument(body: Array(text.utf8), cacheControl: "max-age=300")
+        }
+    }
+
+    /// Verifies each token with PyJWT and with jwcrypto against `jwks`, checking the signature
+    /// with the key its kid names, iss, aud and the times: "library:sub" or "library:error".
+    static func verifyExternally(jwks: String, issuer: String, tokens: [String]) throws -> [String] {
+        let directory = TemporaryDirectory("keyauth-rotation")
+        defer { directory.remove() }
+        let input = directory.path + "/input.json"
+        let spec: [String: Any] = ["jwks": jwks, "issuer": issuer, "tokens": tokens]
+        try JSONSerialization.data(withJSONObject: spec).write(to: URL(fileURLWithPath: input))
+        let result = try ExternalCommand.run(["/usr/bin/python3", "-c", Self.externalVerifiers, input])
+        guard result.status == 0 else { throw TestFailure("python3 failed: \(result.errorOutput)") }
+        return result.output.split(separator: "\n").map(String.init)
+    }
+
+    static let externalVerifiers = """
+        import json, sys
+        import jwt
+        from jwcrypto import jwk as cjwk, jwt as cjwt
+        spec = json.load(open(sys.argv[1]))
+        keyset = json.loads(spec["jwks"])
+        pyjwt_keys = {key.key_id: key for key in jwt.PyJWKSet.from_dict(keyset).keys}
+        algs = {entry["kid"]: entry["alg"] for entry in keyset["keys"]}
+        jwcrypto_keys = cjwk.JWKSet.from_json(spec["jwks"])
+        for token in spec["tokens"]:
+            kid = jwt.get_unverified_header(token)["kid"]
+            try:
+                claims = jwt.decode(token, pyjwt_keys[kid].key, algorithms=[algs[kid]],
+                    audience=spec["issuer"], issuer=spec["issuer"], leeway=30)
+                print("pyjwt:" + claims["sub"])
+            except Exception as error:
+                print("pyjwt:error " + type(error).__name__)
+            try:
+                checked = cjwt.JWT(jwt=token, key=jwcrypto_keys, algs=[algs[kid]],
+                    check_claims={"iss": spec["issuer"], "aud": spec["issuer"], "exp": None})
+                print("jwcrypto:" + json.loads(checked.claims)["sub"])
+            except Exception as error:
+                print("jwcrypto:error " + type(error).__name__)
+        """
 
     static func publishedKeys(_ api: TestAPI) throws -> [String: JWSPublicKey] {
         let response = try api.send("GET", "/.well-known/jwks.json")
