@@ -187,6 +187,53 @@ struct AccessTokenVerifierTests {
         #expect(await refusal("DPoP " + bound, stale) == .dpopProofInvalid)
     }
 
+    @Test(
+        "htu and the request URL are compared after RFC 3986 normalization",
+        arguments: [
+            ("https://API.Example.test:443/items", "https://api.example.test/items"),
+            ("HTTP://api.example.test:80", "http://api.example.test/"),
+            ("http://api.example.test:8080/a?q=1#f", "http://api.example.test:8080/a"),
+            ("https://api.example.test/%7euser/%2fx/%e2%82%ac", "https://api.example.test/~user/%2Fx/%E2%82%AC"),
+            ("https://api.example.test/a/./b/../c/", "https://api.example.test/a/c/"),
+            ("https://api.example.test/a/%2E%2E/b", "https://api.example.test/b"),
+            ("https://api.example.test/..", "https://api.example.test/"),
+            ("https://[::1]:8443/x", "https://[::1]:8443/x"),
+        ])
+    func urlNormalization(_ written: String, _ normalized: String) {
+        #expect(DPoPProofVerifier.normalizedURL(written) == normalized)
+    }
+
+    @Test(
+        "what is not an absolute http(s) URL has no normal form",
+        arguments: [
+            "/items", "ftp://api.example.test/x", "https://user:pw@api.example.test/x",
+        ])
+    func urlNormalizationRefuses(_ written: String) {
+        #expect(DPoPProofVerifier.normalizedURL(written) == nil)
+    }
+
+    @Test("a proof signed for one URL spelling passes for another spelling of it, and not for another token")
+    func proofURLSpellingAndTokenHash() async throws {
+        let issuer = FakeIssuer()
+        issuer.publish(.p256(serverKey.publicKey))
+        let verifier = try verifier(issuer)
+        let bound = try token(bound: true)
+        let proof = try DPoPProofBuilder(key: device, clock: clock.clock).proof(
+            method: "GET", url: "https://api.example.test/%7Ealice/./orders", accessToken: bound)
+        let claims = try await verifier.verify(
+            authorization: "DPoP " + bound, dpopProof: proof, method: "GET",
+            url: "https://API.example.test:443/~alice/orders?page=2")
+        #expect(claims.user == "alice")
+        let other = try token(bound: true)
+        let forOther = try DPoPProofBuilder(key: device, clock: clock.clock).proof(
+            method: "GET", url: "https://api.example.test/orders", accessToken: other)
+        await #expect {
+            try await verifier.verify(
+                authorization: "DPoP " + bound, dpopProof: forOther, method: "GET",
+                url: "https://api.example.test/orders")
+        } throws: { ($0 as? KeyAuthError)?.code == .dpopProofInvalid }
+    }
+
     @Test("the JWK set is cached for max-age, fetched again for an unknown kid at most every 30 s")
     func caching() async throws {
         let issuer = FakeIssuer(cacheControl: "max-age=120")

@@ -110,9 +110,13 @@ public struct DPoPProofVerifier: Sendable {
         Base64URL.encode(CryptoPrimitives.sha256(Array(token.utf8)))
     }
 
-    /// A URL as RFC 9449 section 4.3 compares `htu`: scheme and host in lower case, the default
-    /// port (80 for http, 443 for https) removed, an empty path as `/`, no query or fragment, no
-    /// user information. Nil for what is not an absolute http(s) URL.
+    /// A URL as RFC 9449 section 4.3 compares `htu`, with the syntax- and scheme-based
+    /// normalization of RFC 3986 sections 6.2.2 and 6.2.3: scheme and host in lower case, the
+    /// default port (80 for http, 443 for https) removed, an empty path as `/`, percent-encoded
+    /// unreserved characters decoded and the other escapes' hex digits in upper case, `.` and
+    /// `..` segments removed; no query or fragment, no user information. So a client and a
+    /// server that spell one URL differently still agree. Nil for what is not an absolute
+    /// http(s) URL.
     public static func normalizedURL(_ text: String) -> String? {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             scheme == "http" || scheme == "https", let host = components.host?.lowercased(), !host.isEmpty,
@@ -122,8 +126,65 @@ public struct DPoPProofVerifier: Sendable {
         if let port = components.port, !(scheme == "http" && port == 80), !(scheme == "https" && port == 443) {
             result += ":\(port)"
         }
-        let path = components.percentEncodedPath
+        guard let path = normalizedPath(components.percentEncodedPath) else { return nil }
         return result + (path.isEmpty ? "/" : path)
+    }
+
+    /// A percent-encoded path with its escapes normalized and its dot segments removed (RFC 3986
+    /// sections 6.2.2.1 to 6.2.2.3 and 5.2.4); nil for a malformed escape.
+    private static func normalizedPath(_ path: String) -> String? {
+        var bytes: [UInt8] = []
+        var input = Array(path.utf8)[...]
+        while let byte = input.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard input.count >= 2, let high = hexValue(input.removeFirst()), let low = hexValue(input.removeFirst())
+            else { return nil }
+            let decoded = high << 4 | low
+            if isUnreserved(decoded) {
+                bytes.append(decoded)
+            } else {
+                let hex = String(decoded, radix: 16, uppercase: true)
+                bytes.append(contentsOf: ("%" + (hex.count == 1 ? "0" + hex : hex)).utf8)
+            }
+        }
+        var segments: [Substring] = []
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: "/", omittingEmptySubsequences: false)
+        for (index, segment) in parts.enumerated() {
+            let isLast = index == parts.count - 1
+            switch segment {
+            case ".":
+                if isLast { segments.append("") }
+            case "..":
+                if segments.count > 1 { segments.removeLast() }
+                if isLast { segments.append("") }
+            default:
+                segments.append(segment)
+            }
+        }
+        return segments.joined(separator: "/")
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// RFC 3986 section 2.3: ALPHA, DIGIT, `-`, `.`, `_`, `~`.
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            true
+        default: false
+        }
     }
 
     private static func invalid(_ reason: String) -> KeyAuthError {
