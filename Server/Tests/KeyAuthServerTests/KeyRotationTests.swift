@@ -65,6 +65,9 @@ struct KeyRotationTests {
         #expect(published.first?["use"]?.stringValue == "sig")
         #expect(
             published.first?["kty"]?.stringValue == ["RS256": "RSA", "ES256": "EC", "EdDSA": "OKP"][algorithm.rawValue])
+        let curves: [JWSAlgorithm: String] = [.es256: "P-256", .edDSA: "Ed25519"]
+        #expect(published.first?["crv"]?.stringValue == curves[algorithm])
+        #expect(published.first?["d"] == nil)
         let key = try JWSPublicKey(jwk: JWK(jsonValue: try #require(published.first)))
         #expect(published.first?["kid"]?.stringValue == key.thumbprint)
         #expect(jws.keyID == key.thumbprint)
