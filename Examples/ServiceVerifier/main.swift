@@ -8,6 +8,11 @@
 //   keyauth-example-service --issuer https://auth.example.com --public-url https://api.example.com
 //
 // The verification itself is the block under "Verify": everything else is plumbing.
+//
+// A process per request keeps no state between requests: it fetches the issuer's keys each time,
+// and its DPoP replay cache forgets a proof when it exits, so a proof replayed within its 60 s
+// passes again. A long-running service keeps one verifier for its lifetime (several instances
+// share a `DPoPReplayCache`); this one only shows the calls.
 import Foundation
 import KeyAuth
 

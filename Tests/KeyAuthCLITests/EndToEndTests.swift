@@ -318,6 +318,16 @@ struct EndToEndTests {
             #expect(misdirected.contains(#"WWW-Authenticate: DPoP error="invalid_dpop_proof""#))
             let noProof = try exampleService(server, ["Authorization: DPoP " + token])
             #expect(noProof.hasPrefix("HTTP/1.1 401 "))
+
+            // With no stored token, proof logs in first, so that the token printed after it matches.
+            try machine.accounts.credentials.deleteToken(account: try machine.accounts.resolve(nil))
+            let firstProof = try machine.run(["proof", "GET", url])
+            #expect(firstProof.status == 0, "\(firstProof.standardError)")
+            let newToken = try machine.run(["token"]).standardOutput.trimmed
+            #expect(newToken != token)
+            let afterLogin = try exampleService(
+                server, ["Authorization: DPoP " + newToken, "DPoP: " + firstProof.standardOutput.trimmed])
+            #expect(afterLogin.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(afterLogin)")
         }
     }
 
