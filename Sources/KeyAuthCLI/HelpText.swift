@@ -66,9 +66,8 @@ enum HelpText {
             Prints a valid access token on standard output. A stored token is reused unless it
             expires within 30 seconds; otherwise it logs in again (presence check included).
             The token is a Bearer token unless the server requires DPoP: then it is bound to
-            the device key, and each request needs a proof from `keyauth proof`:
-              curl -H "Authorization: DPoP $(keyauth token)" \\
-                   -H "DPoP: $(keyauth proof GET https://api.example/x)" https://api.example/x
+            the device key, and each request needs a proof of its own from `keyauth proof`
+            (see `keyauth proof --help`).
             """
         case .proof:
             """
@@ -78,8 +77,16 @@ enum HelpText {
             device key and bound to the account's stored DPoP-bound token (as printed by
             `keyauth token`), for a request's DPoP header. Each request needs a proof of its own.
             Signing needs the key: a PIN-protected key asks for its PIN (or reads it with
-            --pin-stdin); other keys sign without asking.
+            --pin-stdin); other keys sign without asking. With no valid stored token it logs
+            in first, so that the proof matches the token `keyauth token` prints next.
+
+            options:
+              --account NAME  the account (default: the only one, or the default account)
+              --pin-stdin     read the PIN from standard input
               --nonce VALUE   the server's DPoP-Nonce, when it answered use_dpop_nonce
+
+            For a script's curl:
+              curl -H "Authorization: DPoP $(keyauth token)" -H "DPoP: $(keyauth proof GET URL)" URL
             """
         case .status:
             """
