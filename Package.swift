@@ -90,6 +90,14 @@ let package = Package(
             path: "Benchmarks/keyauth-bench"
         ),
 
+        // An example service that accepts keyauth tokens, for service authors to copy; built
+        // by `swift build`, so CI keeps it compiling, and run by the end-to-end tests.
+        .executableTarget(
+            name: "keyauth-example-service",
+            dependencies: ["KeyAuth"],
+            path: "Examples/ServiceVerifier"
+        ),
+
         // Tests.
         .target(
             name: "KeyAuthTestSupport",

@@ -61,3 +61,16 @@ static inline const char *ckeyauth_param_pad_mode(void) { return OSSL_SIGNATURE_
 static inline const char *ckeyauth_param_digest(void) { return OSSL_SIGNATURE_PARAM_DIGEST; }
 static inline const char *ckeyauth_pad_mode_pkcs1(void) { return OSSL_PKEY_RSA_PAD_MODE_PKCSV15; }
 #endif
+
+#ifndef CKEYAUTH_OPENSSL_CURVES
+#define CKEYAUTH_OPENSSL_CURVES
+#include <openssl/ec.h>
+#include <openssl/hmac.h>
+/// Names for EC P-256 and Ed25519 keys, with static storage for the reasons above: key contexts
+/// and parameter builders keep these pointers beyond the call that receives them.
+static inline const char *ckeyauth_name_EC(void) { return "EC"; }
+static inline const char *ckeyauth_name_ED25519(void) { return "ED25519"; }
+static inline const char *ckeyauth_name_P256(void) { return "P-256"; }
+static inline const char *ckeyauth_param_group(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
+static inline const char *ckeyauth_param_pub(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
+#endif

@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import Synchronization
 
 /// An existing account opened for a command that uses its key: the account record, its key
 /// store, a client for its server, and a token provider whose authenticator logs in (and polls
@@ -13,6 +14,15 @@ struct AccountSession: Sendable {
     let authenticator: Authenticator<AccessToken>
     let provider: AccessTokenProvider
     let progress: ProgressReporter
+    /// The device key's proof builder, once a login bound its token or a command unlocked the
+    /// key, so that one command asks for the PIN once.
+    let proofKey: ProofKey
+
+    /// When the command's logins bind their token to the device key: only when the server
+    /// requires it. The stored token is the one `keyauth token` prints for scripts, so it stays
+    /// a Bearer token where the server allows one; a bound one would also make every `devices`
+    /// command unlock the key (and ask for a PIN) to sign its proofs.
+    static let dpopPolicy = KeyAuthClient.DPoPPolicy.whenRequired
 
     /// Opens the account a command names (or the default one).
     ///
@@ -57,8 +67,11 @@ struct AccountSession: Sendable {
                     + "--insecure-http to accept that risk", underlying: error)
         }
         let progress = ProgressReporter(io: context.io, user: account.user, showsApprovalLine: waitForApproval)
+        let proofKey = ProofKey()
         let hooks = client.authenticatorHooks(
-            enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })
+            enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) },
+            dpop: Self.dpopPolicy,
+            onProofKey: { proofKey.set($0) })
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: account.issuer, reason: "Log in to \(account.serverURL) as \(account.user)")
         configuration.waitForApproval = waitForApproval
@@ -68,7 +81,7 @@ struct AccountSession: Sendable {
             account: name, credentials: accounts.credentials, authenticator: authenticator)
         return AccountSession(
             context: context, accounts: accounts, account: account, keys: keys, client: client,
-            authenticator: authenticator, provider: provider, progress: progress)
+            authenticator: authenticator, provider: provider, progress: progress, proofKey: proofKey)
     }
 
     /// Resolves the account name; a malformed `--account` is a usage error.
@@ -106,19 +119,38 @@ struct AccountSession: Sendable {
         return try await login()
     }
 
-    /// Runs `body` with a valid token; when a stored token is refused (`invalid_token`: the
-    /// server restarted with new keys, or the clock jumped) it logs in once more and retries.
+    /// Runs `body` with a valid token, and for a DPoP-bound token the device key's proof builder;
+    /// when a stored token is refused (`invalid_token`: the server restarted with new keys, the
+    /// clock jumped, the server now requires DPoP) it logs in once more and retries.
     func withAccessToken<Value>(
-        _ body: (AccessToken) async throws(KeyAuthError) -> Value
+        _ body: (AccessToken, DPoPProofBuilder?) async throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
-        guard let stored = try provider.storedToken() else { return try await body(try await login()) }
+        func run(_ token: AccessToken) async throws(KeyAuthError) -> Value {
+            try await body(token, token.tokenType == TokenResponse.dpop ? try await proofs() : nil)
+        }
+        guard let stored = try provider.storedToken() else { return try await run(try await login()) }
         do {
-            return try await body(stored)
+            return try await run(stored)
         } catch {
             guard error.oauthError?.error == .invalidToken else { throw error }
             try provider.credentials.deleteToken(account: account.name)
-            return try await body(try await login())
+            return try await run(try await login())
         }
+    }
+
+    /// The device key's proof builder: the one a login of this command used, or the key unlocked
+    /// now (the presence check asks for the PIN of a PIN-protected key).
+    func proofs() async throws(KeyAuthError) -> DPoPProofBuilder {
+        if let known = proofKey.builder { return known }
+        let store = keys
+        let key = try await authenticator.presence.unlock(
+            reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
+        ) { (secret) throws(KeyAuthError) in
+            try store.loadPrivateKey(pin: secret)
+        }
+        let builder = DPoPProofBuilder(key: key)
+        proofKey.set(builder)
+        return builder
     }
 
     /// Adds what to do next to the errors that leave the account unable to log in.
@@ -150,5 +182,16 @@ struct AccountSession: Sendable {
         default:
             return error
         }
+    }
+}
+
+/// The proof builder an ``AccountSession`` keeps for the rest of its command.
+final class ProofKey: Sendable {
+    private let value = Mutex<DPoPProofBuilder?>(nil)
+
+    var builder: DPoPProofBuilder? { value.withLock { $0 } }
+
+    func set(_ builder: DPoPProofBuilder) {
+        value.withLock { $0 = builder }
     }
 }

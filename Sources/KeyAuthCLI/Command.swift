@@ -12,6 +12,8 @@ public enum Command: Sendable, Equatable {
     case login(LoginOptions)
     /// `keyauth token ...`.
     case token(TokenOptions)
+    /// `keyauth proof METHOD URL ...`.
+    case proof(ProofOptions)
     /// `keyauth status ...`.
     case status(StatusOptions)
     /// `keyauth devices ...`.
@@ -24,7 +26,7 @@ public enum Command: Sendable, Equatable {
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, status, devices, pubkey, reset, help
+    case register, login, token, proof, status, devices, pubkey, reset, help
 }
 
 /// `keyauth register`.
@@ -86,6 +88,26 @@ public struct TokenOptions: Sendable, Equatable {
 
     /// Creates the defaults.
     public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth proof`.
+public struct ProofOptions: Sendable, Equatable {
+    /// `METHOD`: the HTTP method of the request the proof is for.
+    public var method: String
+    /// `URL`: the request's URL (its query is left out of the proof).
+    public var url: String
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+    /// `--nonce VALUE`: the server's `DPoP-Nonce`, when it asks for one.
+    public var nonce: String?
+
+    /// Creates options for a request of `method` to `url`.
+    public init(method: String, url: String) {
+        self.method = method
+        self.url = url
+    }
 }
 
 /// `keyauth status`.

@@ -12,11 +12,13 @@ public enum CommandParser {
         .register: [
             "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
         ],
-        .login: ["account"], .token: ["account"], .status: ["account"], .devices: ["account"],
+        .login: ["account"], .token: ["account"], .proof: ["account", "nonce"], .status: ["account"],
+        .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
+        .proof: ["pin-stdin"],
         .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"], .reset: ["local-only", "pin-stdin"],
         .help: [],
     ]
@@ -26,7 +28,7 @@ public enum CommandParser {
     /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
-            throw usage("a command is needed: register, login, token, status, devices, pubkey or reset", nil)
+            throw usage("a command is needed: register, login, token, proof, status, devices, pubkey or reset", nil)
         }
         switch first {
         case "--help", "-h":
@@ -63,6 +65,21 @@ public enum CommandParser {
             var options = TokenOptions(account: parsed.values["account"])
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
             return .token(options)
+        case .proof:
+            try parsed.expectPositionals(2)
+            guard parsed.positionals.count == 2 else { throw usage("proof needs METHOD and URL", .proof) }
+            let method = parsed.positionals[0]
+            guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else {
+                throw usage("METHOD must be an HTTP method in capitals, such as GET or POST", .proof)
+            }
+            guard DPoPProofVerifier.normalizedURL(parsed.positionals[1]) != nil else {
+                throw usage("URL must be an absolute http:// or https:// URL", .proof)
+            }
+            var options = ProofOptions(method: method, url: parsed.positionals[1])
+            options.account = parsed.values["account"]
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            options.nonce = parsed.values["nonce"]
+            return .proof(options)
         case .status:
             try parsed.expectPositionals(0)
             var options = StatusOptions(account: parsed.values["account"])

@@ -9,6 +9,7 @@ enum HelpText {
           register   generate a device key and register it with a server
           login      prove presence, sign an assertion, get and store an access token
           token      print a valid access token, logging in again when it has expired
+          proof      print a DPoP proof for one request with the stored token
           status     show accounts, key fingerprints and token expiry
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
@@ -72,6 +73,28 @@ enum HelpText {
 
             Prints a valid access token on standard output. A stored token is reused unless it
             expires within 30 seconds; otherwise it logs in again (presence check included).
+            The token is a Bearer token unless the server requires DPoP: then it is bound to
+            the device key, and each request needs a proof of its own from `keyauth proof`
+            (see `keyauth proof --help`).
+            """
+        case .proof:
+            """
+            usage: keyauth proof METHOD URL [--account NAME] [--pin-stdin] [--nonce VALUE]
+
+            Prints a DPoP proof (RFC 9449) for one request of METHOD to URL, signed with the
+            device key and bound to the account's stored DPoP-bound token (as printed by
+            `keyauth token`), for a request's DPoP header. Each request needs a proof of its own.
+            Signing needs the key: a PIN-protected key asks for its PIN (or reads it with
+            --pin-stdin); other keys sign without asking. With no valid stored token it logs
+            in first, so that the proof matches the token `keyauth token` prints next.
+
+            options:
+              --account NAME  the account (default: the only one, or the default account)
+              --pin-stdin     read the PIN from standard input
+              --nonce VALUE   the server's DPoP-Nonce, when it answered use_dpop_nonce
+
+            For a script's curl:
+              curl -H "Authorization: DPoP $(keyauth token)" -H "DPoP: $(keyauth proof GET URL)" URL
             """
         case .status:
             """

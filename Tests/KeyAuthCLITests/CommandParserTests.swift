@@ -84,6 +84,23 @@ struct CommandParserTests {
                 == .devices(DevicesOptions(action: .revoke(keyID: sampleKeyID))))
     }
 
+    @Test("proof takes METHOD, URL, --account, --pin-stdin and --nonce")
+    func proofOptions() throws {
+        var expected = ProofOptions(method: "DELETE", url: "https://api.example/orders/7?force=1")
+        expected.account = "work"
+        expected.pinFromStandardInput = true
+        expected.nonce = "n0nce"
+        #expect(
+            try CommandParser.parse([
+                "proof", "DELETE", "https://api.example/orders/7?force=1", "--account", "work", "--pin-stdin",
+                "--nonce=n0nce",
+            ]) == .proof(expected))
+        #expect(
+            try CommandParser.parse(["proof", "GET", "http://127.0.0.1:8088/v1/devices"])
+                == .proof(ProofOptions(method: "GET", url: "http://127.0.0.1:8088/v1/devices")))
+        #expect(try CommandParser.parse(["proof", "--help"]) == .help(topic: .proof))
+    }
+
     @Test("a KID that starts with dashes is still a KID after approve and revoke")
     func dashedKeyID() throws {
         let dashed = "-jE4jLmqxvpkkRwbgfnJol-CY9itkrEubq1JQUAwJlY"
@@ -120,7 +137,9 @@ struct CommandParserTests {
             ["register", "--server", "ftp://h", "--user", "a"], ["register", "--server", "http://h", "--user", "a b"],
             ["register", "--server", "http://h", "--user", "a", "--account", "../x"], ["status", "--json=yes"],
             ["devices", "approve"], ["devices", "approve", "short"], ["devices", "burn"], ["help", "nothing"],
-            ["--version", "extra"],
+            ["--version", "extra"], ["proof"], ["proof", "GET"], ["proof", "get", "https://api.example/x"],
+            ["proof", "GET", "/x"], ["proof", "GET", "ftp://api.example/x"], ["proof", "GET", "https://a/x", "extra"],
+            ["proof", "GET", "https://a/x", "--nonce"],
             // The server's device-name rule: no whitespace at either end, no format characters.
             ["register", "--server", "http://h", "--user", "a", "--name", "laptop "],
             ["register", "--server", "http://h", "--user", "a", "--name", "lap\u{200E}top"],

@@ -49,7 +49,9 @@ struct EndToEndTests {
             let claims = try CompactJWS(parsing: token.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
                 .claims()
             #expect(claims["sub"]?.stringValue == "alice")
-            #expect(claims["cnf"]?["jkt"]?.stringValue == keyID)
+            // `keyauth token` prints a Bearer token where proofs are optional: the device is its client_id.
+            #expect(claims["client_id"]?.stringValue == keyID)
+            #expect(claims["cnf"] == nil)
         }
     }
 
@@ -147,6 +149,137 @@ struct EndToEndTests {
         }
     }
 
+    @Test("where DPoP is optional, token prints a Bearer token that curl can use as it is")
+    func bearerWhereDPoPIsOptional() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "heidi").status == 0)
+            let token = try machine.run(["token"])
+            #expect(token.status == 0, "\(token.standardError)")
+            #expect(token.standardError.isEmpty)
+            let stored = try machine.accounts.credentials.loadToken(account: try machine.accounts.resolve(nil))
+            #expect(stored?.tokenType == "Bearer")
+            let value = token.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            let answer = try curl(server.url + "/v1/devices", ["-H", "Authorization: Bearer " + value])
+            #expect(answer.status == 200, "\(answer.body)")
+            #expect(try machine.run(["devices"]).status == 0)
+        }
+    }
+
+    @Test("where DPoP is required with nonces, the CLI binds its token, and token plus proof work from curl once")
+    func dpopRequiredWithNonces() throws {
+        try withServer(extraArguments: ["--dpop", "required", "--dpop-nonce"]) { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "ivan")
+            #expect(registered.status == 0, "\(registered.standardError)")
+            let stored = try machine.accounts.credentials.loadToken(account: try machine.accounts.resolve(nil))
+            #expect(stored?.tokenType == "DPoP")
+            // Proofs are signed per request, with the nonce the login learned.
+            let devices = try machine.run(["devices", "--json"])
+            #expect(devices.status == 0, "\(devices.standardError)")
+            #expect(
+                devices.standardOutput.contains(
+                    try machine.accounts.keyPairStore(for: try machine.accounts.resolve(nil)).loadPublicKey()
+                        .fingerprint))
+
+            let token = try machine.run(["token"])
+            #expect(token.status == 0)
+            #expect(token.standardError.contains("keyauth proof"))
+            let value = token.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(value == stored?.value)
+            let url = server.url + "/v1/devices"
+            let asBearer = try curl(url, ["-H", "Authorization: Bearer " + value])
+            #expect(asBearer.status == 401)
+
+            let first = try machine.run(["proof", "GET", url])
+            #expect(first.status == 0, "\(first.standardError)")
+            let withoutNonce = try curl(
+                url, ["-H", "Authorization: DPoP " + value, "-H", "DPoP: " + first.standardOutput.trimmed])
+            #expect(withoutNonce.status == 401)
+            #expect(withoutNonce.body.contains("use_dpop_nonce"))
+            let nonce = try #require(withoutNonce.headers["dpop-nonce"])
+            let proof = try machine.run(["proof", "GET", url, "--nonce", nonce])
+            #expect(proof.status == 0)
+            let headers = ["-H", "Authorization: DPoP " + value, "-H", "DPoP: " + proof.standardOutput.trimmed]
+            let allowed = try curl(url, headers)
+            #expect(allowed.status == 200, "\(allowed.body)")
+            let replayed = try curl(url, headers)
+            #expect(replayed.status == 401)
+            #expect(replayed.body.contains("invalid_dpop_proof"))
+            let otherMethod = try machine.run(["proof", "DELETE", url, "--nonce", nonce])
+            let wrongMethod = try curl(
+                url, ["-H", "Authorization: DPoP " + value, "-H", "DPoP: " + otherMethod.standardOutput.trimmed])
+            #expect(wrongMethod.status == 401)
+            #expect(try machine.run(["proof", "get", url]).status == 64)
+        }
+    }
+
+    @Test("the example service allows a Bearer token and refuses a missing, altered or foreign one with the reason")
+    func exampleServiceBearer() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "judy").status == 0)
+            let token = try machine.run(["token"]).standardOutput.trimmed
+            let keyID = try machine.accounts.keyPairStore(for: try machine.accounts.resolve(nil)).loadPublicKey()
+                .fingerprint
+            let allowed = try exampleService(server, ["Authorization: Bearer " + token])
+            #expect(allowed.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(allowed)")
+            #expect(allowed.hasSuffix("allowed: judy, Bearer from device \(keyID), amr [\"swk\"]\n"))
+
+            let missing = try exampleService(server, [])
+            #expect(missing.hasPrefix("HTTP/1.1 401 "))
+            #expect(missing.contains("refused: the request has no Authorization header"))
+            var altered = Array(token)
+            altered[altered.count - 5] = altered[altered.count - 5] == "A" ? "B" : "A"
+            let forged = try exampleService(server, ["Authorization: Bearer " + String(altered)])
+            #expect(forged.hasPrefix("HTTP/1.1 401 "))
+            #expect(forged.contains("refused: "))
+            #expect(!forged.contains(token))
+            let otherIssuer = try exampleService(
+                server, ["Authorization: Bearer " + token], issuer: "http://127.0.0.1:1")
+            #expect(otherIssuer.hasPrefix("HTTP/1.1 503 "), "\(otherIssuer)")
+        }
+    }
+
+    @Test("the example service checks a DPoP-bound token's proof: right request allowed, Bearer or wrong URL refused")
+    func exampleServiceDPoP() throws {
+        try withServer(extraArguments: ["--dpop", "required"]) { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "kim").status == 0)
+            let token = try machine.run(["token"]).standardOutput.trimmed
+            let url = "https://api.example.test/orders"
+            let proof = try machine.run(["proof", "GET", url + "?page=2"]).standardOutput.trimmed
+            let allowed = try exampleService(
+                server, ["Authorization: DPoP " + token, "DPoP: " + proof], path: "/orders?page=2")
+            #expect(allowed.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(allowed)")
+            #expect(allowed.contains("allowed: kim, DPoP-bound to device "))
+
+            let asBearer = try exampleService(server, ["Authorization: Bearer " + token, "DPoP: " + proof])
+            #expect(asBearer.hasPrefix("HTTP/1.1 401 "))
+            #expect(asBearer.contains("refused: "))
+            let otherURL = try machine.run(["proof", "GET", "https://api.example.test/admin"]).standardOutput.trimmed
+            let misdirected = try exampleService(server, ["Authorization: DPoP " + token, "DPoP: " + otherURL])
+            #expect(misdirected.hasPrefix("HTTP/1.1 401 "))
+            #expect(misdirected.contains(#"WWW-Authenticate: DPoP error="invalid_dpop_proof""#))
+            let noProof = try exampleService(server, ["Authorization: DPoP " + token])
+            #expect(noProof.hasPrefix("HTTP/1.1 401 "))
+
+            // With no stored token, proof logs in first, so that the token printed after it matches.
+            try machine.accounts.credentials.deleteToken(account: try machine.accounts.resolve(nil))
+            let firstProof = try machine.run(["proof", "GET", url])
+            #expect(firstProof.status == 0, "\(firstProof.standardError)")
+            let newToken = try machine.run(["token"]).standardOutput.trimmed
+            #expect(newToken != token)
+            let afterLogin = try exampleService(
+                server, ["Authorization: DPoP " + newToken, "DPoP: " + firstProof.standardOutput.trimmed])
+            #expect(afterLogin.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(afterLogin)")
+        }
+    }
+
     @Test("status --json is a parseable document with fingerprints and token expiry")
     func statusJSON() throws {
         try withServer { server in
@@ -214,4 +347,47 @@ struct EndToEndTests {
         #expect(try machine.run(["reset", "--local-only"]).status == 0)
         #expect(machine.accounts.accountNames().isEmpty)
     }
+}
+
+extension String {
+    /// Without the line end a command prints.
+    fileprivate var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}
+
+/// What curl got: the status, lower-cased header names, and the body.
+private struct CurlAnswer {
+    let status: Int
+    let headers: [String: String]
+    let body: String
+}
+
+/// Sends a GET with `headers` (curl arguments) through curl, the way a script would.
+private func curl(_ url: String, _ headers: [String]) throws -> CurlAnswer {
+    let result = try runProcess(
+        "/usr/bin/curl", ["-s", "-i", "--max-time", "10"] + headers + [url], environment: ["PATH": "/usr/bin:/bin"])
+    let parts = result.standardOutput.components(separatedBy: "\r\n\r\n")
+    let head = parts.first?.components(separatedBy: "\r\n") ?? []
+    let statusLine = head.first?.split(separator: " ") ?? []
+    var fields: [String: String] = [:]
+    for line in head.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return CurlAnswer(
+        status: statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0, headers: fields,
+        body: parts.dropFirst().joined(separator: "\r\n\r\n"))
+}
+
+/// Runs the example service on one GET request with `headers`, for the public URL
+/// `https://api.example.test`, and returns its whole answer.
+private func exampleService(
+    _ server: KeyAuthServerProcess, _ headers: [String], path: String = "/orders", issuer: String? = nil
+) throws -> String {
+    let request = (["GET \(path) HTTP/1.1", "Host: api.example.test"] + headers).joined(separator: "\r\n") + "\r\n\r\n"
+    let result = try runProcess(
+        Binaries.exampleService,
+        ["--issuer", issuer ?? server.url, "--public-url", "https://api.example.test"],
+        environment: ["PATH": "/usr/bin:/bin"], standardInput: request)
+    #expect(result.status == 0, "\(result.standardError)")
+    return result.standardOutput
 }

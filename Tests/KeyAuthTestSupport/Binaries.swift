@@ -1,6 +1,6 @@
 import Foundation
 
-/// The built `keyauth` and `keyauth-server` executables, found beside the test bundle.
+/// The built `keyauth`, `keyauth-server` and example executables, found beside the test bundle.
 ///
 /// A test that needs one and does not find it fails, saying so; it is never skipped, so that a
 /// build that lost a binary cannot pass its tests.
@@ -27,6 +27,8 @@ public enum Binaries {
     public static var keyauth: String { directory + "/keyauth" }
     /// The `keyauth-server` command.
     public static var server: String { directory + "/keyauth-server" }
+    /// The example service of `Examples/ServiceVerifier`.
+    public static var exampleService: String { directory + "/keyauth-example-service" }
 
     /// `path` when it is an executable file.
     ///

@@ -37,8 +37,10 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
     ///   - logPath: the file that receives standard error.
     ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
     ///     code, nil to run with the server's default.
+    ///   - extraArguments: more `serve` options (`--cleanup-interval 1`, `--dpop required`).
     public convenience init(
-        name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open"
+        name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open",
+        extraArguments: [String] = []
     ) throws {
         try self.init(
             name: name,
@@ -46,17 +48,19 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
                 "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
                 "--rate-limit", "100000", "--registration-limit", "100000", "--signing-key-bits", "2048",
                 "--threads", "4",
-            ] + (enrollment.map { ["--enrollment", $0] } ?? []), logPath: logPath)
+            ] + (enrollment.map { ["--enrollment", $0] } ?? []) + extraArguments, logPath: logPath)
     }
 
     /// A server for client tests, started and listening: its own SQLite file in `directory`,
     /// open enrollment (first devices need no code), the default issuer (its URL) and limits.
-    public static func started(in directory: String) throws -> KeyAuthServerProcess {
+    ///
+    /// - Parameter extraArguments: more `serve` options (`--dpop required`).
+    public static func started(in directory: String, extraArguments: [String] = []) throws -> KeyAuthServerProcess {
         let server = try KeyAuthServerProcess(
             name: "server",
             arguments: [
                 "serve", "--listen", "127.0.0.1:0", "--db", directory + "/server.db", "--enrollment", "open",
-            ], logPath: directory + "/server.log")
+            ] + extraArguments, logPath: directory + "/server.log")
         try server.waitUntilListening()
         return server
     }

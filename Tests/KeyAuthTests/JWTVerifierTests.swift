@@ -25,7 +25,7 @@ struct JWTVerifierTests {
         let token = try server.sign(claims: claims, type: "at+jwt")
         let rules = JWTVerifier.Rules(
             audience: issuer, maximumLifetime: 3600, requireJWTID: false, subjectIsKeyID: false,
-            expectedIssuer: issuer, expectedType: "at+jwt")
+            expectedIssuer: issuer, expectedTypes: ["at+jwt"])
         let accessVerifier = JWTVerifier(rules: rules, clock: .fixed(seconds: Self.now + 100))
         let verified = try accessVerifier.verify(token, key: TestKeys.second.publicKey)
         #expect(try verified.string("sub") == "alice")

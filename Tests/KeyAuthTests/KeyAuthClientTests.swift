@@ -184,6 +184,81 @@ struct KeyAuthClientTests {
         #expect(error?.message.contains("other.to.ken") == false)
     }
 
+    @Test(
+        "with a server that supports DPoP, a login binds its token after one nonce challenge, and each request has a proof"
+    )
+    func dpopBinding() async throws {
+        let device = TestKeys.first
+        let kid = device.publicKey.fingerprint
+        let proofs = DPoPProofVerifier()
+        let responder = try LoopbackHTTPResponder { request in
+            let origin = "http://" + (request.headers["host"] ?? "")
+            let url = origin + request.path
+            switch request.path {
+            case "/.well-known/openid-configuration":
+                let metadata = ServerMetadata(keyAuthServerAt: origin)
+                return .json(200, metadata.jsonValue.serialized())
+            case "/oauth/token":
+                guard let proof = request.headers["dpop"],
+                    let verified = try? proofs.verify(proof, method: "POST", url: url)
+                else { return .oauthError(400, "invalid_dpop_proof", "no proof") }
+                guard verified.keyThumbprint == kid else { return .oauthError(400, "invalid_dpop_proof", "key") }
+                guard verified.nonce == "n-1" else {
+                    var answer = LoopbackHTTPResponder.Response.oauthError(400, "use_dpop_nonce", "nonce")
+                    answer.headers["DPoP-Nonce"] = "n-1"
+                    return answer
+                }
+                return .json(200, "{\"access_token\":\"bound.to.ken\",\"token_type\":\"DPoP\",\"expires_in\":900}")
+            default:
+                guard request.headers["authorization"] == "DPoP bound.to.ken", let proof = request.headers["dpop"],
+                    let verified = try? proofs.verify(
+                        proof, method: request.method, url: url, accessToken: "bound.to.ken"),
+                    verified.keyThumbprint == kid, verified.nonce == "n-1"
+                else { return .oauthError(401, "invalid_token", "no") }
+                return .json(200, "{\"devices\":[]}")
+            }
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        #expect(try await client.shouldBindTokens(.whenSupported))
+        #expect(try await !client.shouldBindTokens(.whenRequired))
+        #expect(try await !client.shouldBindTokens(.never))
+        let builder = DPoPProofBuilder(key: device)
+        let token = try await client.requestToken(assertion: try sampleAssertion(), proofs: builder)
+        #expect(token.tokenType == "DPoP")
+        #expect(token.value == "bound.to.ken")
+        let logins = responder.requests.filter { $0.path == "/oauth/token" }
+        #expect(logins.count == 2)
+        #expect(logins.map { $0.headers["dpop"] != nil } == [true, true])
+        #expect(logins.first?.headers["dpop"] != logins.last?.headers["dpop"])
+
+        let list = try await client.listDevices(accessToken: token, proofs: builder)
+        #expect(list.devices.isEmpty)
+        _ = try await client.listDevices(accessToken: token, proofs: builder)
+        let listings = responder.requests.filter { $0.path.hasPrefix("/v1/devices") }
+        // The nonce learned at login serves the requests after it; each has a proof of its own.
+        #expect(listings.count == 2)
+        #expect(Set(listings.compactMap { $0.headers["dpop"] }).count == 2)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.listDevices(accessToken: token)
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(responder.requests.count == 5)
+    }
+
+    @Test("a DPoP token that a Bearer login did not ask for is refused")
+    func unaskedDPoPToken() async throws {
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(200, "{\"access_token\":\"abc.def.ghi\",\"token_type\":\"DPoP\",\"expires_in\":900}")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await client.requestToken(assertion: try sampleAssertion())
+        }
+        #expect(error?.code == .serverRejected)
+    }
+
     @Test("a kid that is not a fingerprint never reaches the network")
     func badKeyID() async throws {
         let responder = try LoopbackHTTPResponder { _ in LoopbackHTTPResponder.Response(status: 204) }
@@ -221,6 +296,8 @@ struct KeyAuthClientTests {
         let store = KeyPairStore(directory: directory.path)
         let counter = OutputCollector()
         let responder = try LoopbackHTTPResponder { request in
+            // No discovery document: the hooks then ask for Bearer tokens, and only logins count.
+            if request.path.hasPrefix("/.well-known/") { return .json(404, "{}") }
             if request.path == "/v1/devices" {
                 let body = try? JSONValue(parsing: request.body)
                 let pem = body?["public_key"]?.stringValue ?? ""
@@ -254,6 +331,8 @@ struct KeyAuthClientTests {
         let store = KeyPairStore(directory: directory.path)
         let counter = OutputCollector()
         let responder = try LoopbackHTTPResponder { request in
+            // No discovery document: the hooks then ask for Bearer tokens, and only logins count.
+            if request.path.hasPrefix("/.well-known/") { return .json(404, "{}") }
             if request.path == "/v1/devices" {
                 let body = try? JSONValue(parsing: request.body)
                 let pem = Array((body?["public_key"]?.stringValue ?? "").utf8)

@@ -44,14 +44,18 @@ expect() {
 }
 
 expect "register reset" _keyauth keyauth re
-expect "devices help login pubkey register reset status token" _keyauth keyauth ""
+expect "devices help login proof pubkey register reset status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
 expect "2048 3072 4096" _keyauth keyauth register --bits ""
 expect "approve list revoke" _keyauth keyauth devices ""
 expect "--help --version" _keyauth keyauth --
 expect "enroll" _keyauth_server keyauth-server e
-expect "devices enroll help revoke serve" _keyauth_server keyauth-server ""
+expect "devices enroll help keys revoke serve" _keyauth_server keyauth-server ""
+expect "list rotate" _keyauth_server keyauth-server keys ""
+expect "ES256 EdDSA RS256" _keyauth_server keyauth-server keys rotate --alg ""
+expect "--alg" _keyauth_server keyauth-server keys rotate --a
+expect "--db --delay" _keyauth_server keyauth-server keys rotate --d
 expect "--enrollment" _keyauth_server keyauth-server serve --enr
 expect "code open" _keyauth_server keyauth-server --enrollment ""
 expect "--db --help" _keyauth_server keyauth-server revoke --
@@ -70,6 +74,8 @@ if [ -n "$bin_dir" ]; then
     offered=" $(complete_words _keyauth_server keyauth-server serve --) "
     for option in $("$bin_dir/keyauth-server" --help | awk '/options/ { inside = 1 } inside' | long_options_in); do
         [ "$option" = --version ] && continue # only alone, checked above
+        # Options of `keys rotate` only, checked after it below.
+        [ "$option" = --alg ] || [ "$option" = --delay ] && continue
         [[ $offered == *" $option "* ]] || fail "keyauth-server serve --<TAB> does not offer $option"
     done
 fi

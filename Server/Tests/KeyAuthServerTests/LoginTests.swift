@@ -33,13 +33,13 @@ struct LoginTests {
         let now = environment.clock.now
         let issuer = TestEnvironment.issuer
         let prefix =
-            "{\"iss\":\"\(issuer)\",\"sub\":\"alice\",\"aud\":\"\(issuer)\",\"cnf\":{\"jkt\":\"\(key.publicKey.fingerprint)\"},"
-            + "\"exp\":\(now + 900),\"iat\":\(now),\"jti\":\""
+            "{\"iss\":\"\(issuer)\",\"sub\":\"alice\",\"aud\":\"\(issuer)\",\"amr\":[\"swk\"],"
+            + "\"client_id\":\"\(key.publicKey.fingerprint)\",\"exp\":\(now + 900),\"iat\":\(now),\"jti\":\""
         #expect(parts[1].hasPrefix(prefix), "\(parts[1])")
         #expect(parts[1].hasSuffix("\"}") && parts[1].count == prefix.count + 22 + 2)
     }
 
-    @Test("the access token verifies with the JWKS key and carries iss, sub, aud, exp, jti and cnf.jkt")
+    @Test("the access token verifies with the JWKS key and carries iss, sub, aud, exp, jti and client_id, no cnf")
     func accessTokenVerifiesWithJWKS() throws {
         let environment = TestEnvironment()
         let api = try environment.directAPI()
@@ -58,11 +58,14 @@ struct LoginTests {
         #expect(kid == serverKey.fingerprint)
 
         let verified = try CheckedAccessToken(
-            token, issuer: TestEnvironment.issuer, keys: [kid: serverKey], clock: environment.clock.clock)
+            token, issuer: TestEnvironment.issuer, keys: [kid: .rsa(serverKey)], clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         #expect(verified.header["typ"]?.stringValue == "at+jwt")
         #expect(verified.header["kid"]?.stringValue == kid)
-        #expect(verified.claims["cnf"]?["jkt"]?.stringValue == key.publicKey.fingerprint)
+        // A token asked for without a DPoP proof is a Bearer token: client_id names the device,
+        // and no cnf claims a binding that resource servers would enforce (RFC 9449 section 7.1).
+        #expect(verified.claims["client_id"]?.stringValue == key.publicKey.fingerprint)
+        #expect(verified.claims["cnf"] == nil)
         #expect(verified.expiresAt - verified.issuedAt == 900)
         #expect(verified.jwtID.isEmpty == false)
     }

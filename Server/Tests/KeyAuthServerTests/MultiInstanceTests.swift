@@ -44,14 +44,14 @@ extension StorageContractTests {
                 let jwksOfB = try b.jwks()
                 let verified = try Self.verifyAccessToken(tokenFromB, keys: jwksOfA)
                 #expect(verified.subject == "alice")
-                #expect(verified.claims["cnf"]?["jkt"]?.stringValue == key.publicKey.fingerprint)
+                #expect(verified.claims["client_id"]?.stringValue == key.publicKey.fingerprint)
                 #expect(try Self.verifyAccessToken(tokenFromA, keys: jwksOfB).subject == "alice")
 
                 // One signing key for the deployment, published by both.
                 let signingKID = try #require(Self.keyID(of: tokenFromA))
                 #expect(Self.keyID(of: tokenFromB) == signingKID)
                 #expect(jwksOfA[signingKID] != nil && jwksOfB[signingKID] != nil)
-                #expect(jwksOfA[signingKID]?.fingerprint == signingKID)
+                #expect(jwksOfA[signingKID]?.thumbprint == signingKID)
 
                 // A's device API takes B's token, and shows the login B recorded.
                 let listed = try a.authorized("GET", "/v1/devices", token: tokenFromB)
@@ -225,6 +225,49 @@ extension StorageContractTests {
                 """)
         }
 
+        @Test(
+            "a key rotated with `keyauth-server keys rotate` is published by both servers, then both sign with it; older tokens keep working",
+            .enabled(if: isEnabled, disabledReason))
+        func rotatesSigningKeysTogether() throws {
+            try withServers(extraArguments: ["--cleanup-interval", "1"]) { a, b, url in
+                let key = try ServerTestKeys.key("multi-rotate")
+                #expect(try a.register(user: "gina", key: key).status == 201)
+                let before = try a.accessToken(key)
+                let oldKID = try #require(Self.keyID(of: before))
+
+                let rotated = try KeyAuthServerProcess.runCommand(
+                    ["keys", "rotate", "--alg", "ES256", "--delay", "3", "--db", url])
+                #expect(rotated.status == 0, "keyauth-server keys rotate failed: \(rotated.error)")
+                let newKID = rotated.output.trimmingCharacters(in: .whitespacesAndNewlines)
+                // Both publish it within a cleanup interval, before it signs anything.
+                try Self.waitUntil("both servers publish \(newKID)") {
+                    try a.jwks()[newKID] != nil && b.jwks()[newKID] != nil
+                }
+                try Self.waitUntil("both servers sign with \(newKID)") {
+                    try Self.keyID(of: a.accessToken(key)) == newKID && Self.keyID(of: b.accessToken(key)) == newKID
+                }
+                let after = try b.accessToken(key)
+                for server in [a, b] {
+                    let published = try server.jwks()
+                    #expect(Set(published.keys) == [oldKID, newKID], "server \(server.name)")
+                    for token in [before, after] {
+                        #expect(try Self.verifyAccessToken(token, keys: published).subject == "gina")
+                        let listed = try server.authorized("GET", "/v1/devices", token: token)
+                        #expect(listed.status == 200, "server \(server.name): \(listed.text)")
+                    }
+                }
+            }
+        }
+
+        /// Polls `condition` every 100 ms for up to 30 s (a condition, not a timing, is tested).
+        static func waitUntil(_ what: String, _ condition: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(30)
+            while try !condition() {
+                guard Date() < deadline else { throw TestFailure("gave up waiting until \(what)") }
+                usleep(100_000)
+            }
+        }
+
         // MARK: - Fixture
 
         /// Runs `body` with two servers on a fresh schema, then stops them (expecting a clean
@@ -237,7 +280,8 @@ extension StorageContractTests {
         ///     ``startsTogetherOnAnEmptyDatabase()``).
         ///   - body: gets clients for A and B and the database URL both use.
         private func withServers(
-            startingAtOnce: Bool = false, _ body: (ServerClient, ServerClient, String) throws -> Void
+            startingAtOnce: Bool = false, extraArguments: [String] = [],
+            _ body: (ServerClient, ServerClient, String) throws -> Void
         ) throws {
             let url = try #require(PostgresTestServer.url)
             let database = try PostgresTestServer.makeDatabase(url: url)
@@ -256,7 +300,8 @@ extension StorageContractTests {
             }
             for name in ["A", "B"] {
                 let server = try KeyAuthServerProcess(
-                    name: name, database: schemaURL, issuer: Self.issuer, logPath: "\(directory.path)/\(name).log")
+                    name: name, database: schemaURL, issuer: Self.issuer, logPath: "\(directory.path)/\(name).log",
+                    extraArguments: extraArguments)
                 servers.append(server)
                 if !startingAtOnce { try server.waitUntilListening() }
             }
@@ -268,13 +313,13 @@ extension StorageContractTests {
 
         /// Verifies an access token as any relying party would: with a published JWK set, the
         /// issuer as `iss` and `aud`, and `typ` `at+jwt` (PROTOCOL.md section 3).
-        static func verifyAccessToken(_ token: String, keys: [String: RSAPublicKey]) throws -> CheckedAccessToken {
+        static func verifyAccessToken(_ token: String, keys: [String: JWSPublicKey]) throws -> CheckedAccessToken {
             try CheckedAccessToken(token, issuer: issuer, keys: keys)
         }
 
         /// The `kid` in a token's header.
         static func keyID(of token: String) -> String? {
-            (try? CompactJWS(parsing: token))?.header["kid"]?.stringValue
+            (try? CompactJWS(parsing: token, algorithms: Set(JWSAlgorithm.allCases)))?.header["kid"]?.stringValue
         }
 
         /// The number of rows of `table` in the schema that `url` selects.
@@ -347,17 +392,17 @@ struct ServerClient: Sendable {
     }
 
     /// `GET /.well-known/jwks.json`, as keys by `kid`.
-    func jwks() throws -> [String: RSAPublicKey] {
+    func jwks() throws -> [String: JWSPublicKey] {
         let response = try transport.send(HTTPRequest(method: "GET", path: "/.well-known/jwks.json"))
         guard response.status == 200, let entries = response.json?["keys"]?.arrayValue else {
             throw TestFailure("GET /.well-known/jwks.json on server \(name): \(response.status) \(response.text)")
         }
-        var keys: [String: RSAPublicKey] = [:]
+        var keys: [String: JWSPublicKey] = [:]
         for entry in entries {
-            guard let kid = entry["kid"]?.stringValue, let modulus = entry["n"]?.stringValue,
-                let exponent = entry["e"]?.stringValue, entry["kty"]?.stringValue == "RSA"
-            else { throw TestFailure("a JWK of server \(name) lacks kid, kty, n or e: \(response.text)") }
-            keys[kid] = try RSAPublicKey(jwk: JWK(keyType: "RSA", modulus: modulus, exponent: exponent))
+            guard let kid = entry["kid"]?.stringValue else {
+                throw TestFailure("a JWK of server \(name) lacks kid: \(response.text)")
+            }
+            keys[kid] = try JWSPublicKey(jwk: JWK(jsonValue: entry))
         }
         return keys
     }

@@ -45,12 +45,12 @@ struct SigningKeyFileTests {
 
         let published = try client.jwks()
         #expect(Array(published.keys) == [fileKey.publicKey.fingerprint])
-        #expect(published[fileKey.publicKey.fingerprint] == fileKey.publicKey)
+        #expect(published[fileKey.publicKey.fingerprint] == .rsa(fileKey.publicKey))
 
         let token = try client.accessToken(device)
         #expect(StorageContractTests.MultiInstanceTests.keyID(of: token) == fileKey.publicKey.fingerprint)
         let verified = try StorageContractTests.MultiInstanceTests.verifyAccessToken(
-            token, keys: [fileKey.publicKey.fingerprint: fileKey.publicKey])
+            token, keys: [fileKey.publicKey.fingerprint: .rsa(fileKey.publicKey)])
         #expect(verified.subject == "alice")
         #expect(try client.authorized("GET", "/v1/devices", token: token).status == 200)
 
@@ -108,7 +108,7 @@ struct SigningKeyFileTests {
         cases.append((encrypted, "\(encrypted) is encrypted"))
         let publicKey = directory.path + "/public.pem"
         try SecureFile.write(Array(key.publicKey.pemRepresentation.utf8), to: publicKey)
-        cases.append((publicKey, "\(publicKey) is not a PEM RSA private key"))
+        cases.append((publicKey, "\(publicKey) is not a PEM private key"))
         let small = directory.path + "/small.pem"
         try SecureFile.write(try ServerTestKeys.opensslKey(bits: 1024).pkcs8PEM(), to: small)
         cases.append((small, "\(small): RSA keys must have 2048 to 4096 bits, not 1024"))

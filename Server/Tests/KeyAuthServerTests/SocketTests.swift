@@ -52,7 +52,7 @@ struct SocketTests {
         let serverKey = try RSAPublicKey(
             jwk: JWK(modulus: try #require(jwk["n"]?.stringValue), exponent: try #require(jwk["e"]?.stringValue)))
         let verified = try CheckedAccessToken(
-            token, issuer: runner.issuer, keys: [try #require(jwk["kid"]?.stringValue): serverKey],
+            token, issuer: runner.issuer, keys: [try #require(jwk["kid"]?.stringValue): .rsa(serverKey)],
             clock: environment.clock.clock)
         #expect(verified.subject == "alice")
         let list = try api.authorized("GET", "/v1/devices", token: token)

@@ -86,6 +86,9 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
         StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
         StorageCheck("refuses a duplicate enrollment code as a query failure", StorageContract.refusesDuplicateCodes),
         StorageCheck("keeps signing keys oldest first, byte for byte", StorageContract.storesSigningKeys),
+        StorageCheck(
+            "keeps signing keys' algorithms and rotation dates, and retires them by wiping the key",
+            StorageContract.rotatesSigningKeys),
         StorageCheck("passes the health check, then refuses every call once closed", StorageContract.closes),
         StorageCheck("lets one of many concurrent replays across instances win", StorageContract.racesReplays),
         StorageCheck("lets one of many concurrent uses of a code win", StorageContract.racesEnrollmentCodes),
@@ -451,6 +454,9 @@ enum StorageContract {
         #expect(try storage.consumeEnrollmentCode(hash: code, user: "alice", now: 10))
         #expect(try !storage.claimJTI(keyID: "kid-old", jti: "jti-old", expiresAt: 1000))
         #expect(try storage.signingKeys().map(\.privatePEM) == [[0x00, 0xff, 0x10]])
+        // A key from before rotation existed is RS256 and signed from its creation.
+        let migrated = try #require(try storage.signingKeys().first)
+        #expect(migrated.algorithm == .rs256 && migrated.activeFrom == 1 && migrated.retiredAt == nil)
         // One logical schema: both tables' user column is `user_name` now, on either backend.
         try database.execute("SELECT devices.user_name, enrollment_codes.user_name FROM devices, enrollment_codes")
     }
@@ -612,6 +618,38 @@ enum StorageContract {
         #expect(keys.map(\.kid) == ["key-c", "key-a", "key-b", "key-e"])
         #expect(keys.map(\.createdAt) == [10, 20, 20, 30])
         #expect(keys.map(\.privatePEM) == [Array("pem-c".utf8), Array("pem-a".utf8), binary, []])
+    }
+
+    static func rotatesSigningKeys(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let first = SigningKeyRecord(kid: "key-1", privatePEM: Array("pem-1".utf8), createdAt: 100)
+        #expect(try storage.insertFirstSigningKey(first))
+        // Made later but signing earlier than the rotation below: ordered by active_from.
+        let next = SigningKeyRecord(
+            kid: "key-2", privatePEM: Array("pem-2".utf8), createdAt: 200, algorithm: .es256, activeFrom: 800)
+        let other = SigningKeyRecord(
+            kid: "key-3", privatePEM: Array("pem-3".utf8), createdAt: 150, algorithm: .edDSA, activeFrom: 900)
+        #expect(try storage.insertSigningKey(other))
+        #expect(try storage.insertSigningKey(next))
+        #expect(try !storage.insertFirstSigningKey(next))
+        let keys = try storage.signingKeys()
+        #expect(keys.map(\.kid) == ["key-1", "key-2", "key-3"])
+        #expect(keys.map(\.algorithm) == [.rs256, .es256, .edDSA])
+        #expect(keys.map(\.activeFrom) == [100, 800, 900])
+
+        #expect(try storage.retireSigningKey(kid: "key-1", at: 2000))
+        #expect(try !storage.retireSigningKey(kid: "key-1", at: 2001))
+        #expect(try !storage.retireSigningKey(kid: "key-unknown", at: 2001))
+        #expect(try storage.signingKeys().map(\.kid) == ["key-2", "key-3"])
+        let all = try storage.signingKeys(includingRetired: true)
+        #expect(all.map(\.kid) == ["key-1", "key-2", "key-3"])
+        // The retired key's private key is gone from the store; its dates stay for `keys list`.
+        #expect(all.first?.privatePEM == [])
+        #expect(all.first?.retiredAt == 2000)
+        #expect(all.first?.createdAt == 100)
+        // A store with only retired keys is not empty: no second "first" key.
+        #expect(try !storage.insertFirstSigningKey(SigningKeyRecord(kid: "key-4", privatePEM: [1], createdAt: 3000)))
     }
 
     static func closes(_ database: StorageContractDatabase) throws {

@@ -16,7 +16,13 @@ final class HTTPExchange: Sendable {
         let status: Int
         let body: [UInt8]
         let retryAfter: Int?
+        /// The header fields the protocol reads, by lower-case name (`cache-control`,
+        /// `dpop-nonce`, `www-authenticate`).
+        var headers: [String: String] = [:]
     }
+
+    /// The header fields ``Reply/headers`` keeps.
+    static let keptHeaders = ["cache-control", "dpop-nonce", "www-authenticate"]
 
     /// Answers larger than this are refused: nothing the protocol sends comes close.
     static let maximumBodySize = 1 << 20
@@ -72,7 +78,11 @@ final class HTTPExchange: Sendable {
                 status: http.statusCode, location: http.value(forHTTPHeaderField: "Location"), server: server)
         }
         let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { Int($0.trimmingSpaces()) }
-        return Reply(status: http.statusCode, body: [UInt8](data), retryAfter: retryAfter)
+        var headers: [String: String] = [:]
+        for name in Self.keptHeaders {
+            if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
+        }
+        return Reply(status: http.statusCode, body: [UInt8](data), retryAfter: retryAfter, headers: headers)
     }
 
     /// A message per failure that a person can act on, without the request's content.

@@ -18,13 +18,43 @@ extension KeyAuthClient {
     ///     so that the caller can remember the key id and state (and tell the person to approve).
     ///   - onApprovalPending: called with the key id each time the server says approval is
     ///     still pending.
+    ///   - dpop: when to bind tokens to the device key (``DPoPPolicy``); bound tokens need the
+    ///     key for every request after, through `onProofKey`.
+    ///   - onProofKey: called with the device key's proof builder after each login that bound its
+    ///     token, so that the caller can sign the proofs of the requests that use it.
     public func authenticatorHooks(
         enrollment: DeviceEnrollment?,
         onRegistered: @escaping @Sendable (DeviceRegistration) async throws -> Void = { _ in },
-        onApprovalPending: @escaping @Sendable (_ keyID: String) -> Void = { _ in }
+        onApprovalPending: @escaping @Sendable (_ keyID: String) -> Void = { _ in },
+        dpop: DPoPPolicy = .whenSupported,
+        onProofKey: @escaping @Sendable (DPoPProofBuilder) -> Void = { _ in }
     ) -> AuthenticatorHooks<AccessToken> {
         let client = self
         let waiting = Mutex(false)
+        @Sendable func logIn(_ assertion: String, _ proofs: DPoPProofBuilder?) async throws -> AccessToken {
+            do throws(KeyAuthError) {
+                var bind = false
+                if proofs != nil { bind = try await client.shouldBindTokens(dpop) }
+                let token = try await client.requestToken(assertion: assertion, proofs: bind ? proofs : nil)
+                waiting.withLock { $0 = false }
+                if bind, let proofs { onProofKey(proofs) }
+                return token
+            } catch {
+                let keyID = (try? CompactJWS(parsing: assertion))?.keyID ?? ""
+                if error.code == .approvalPending {
+                    waiting.withLock { $0 = true }
+                    onApprovalPending(keyID)
+                    throw error
+                }
+                if error.oauthError?.error == .slowDown, waiting.withLock({ $0 }) {
+                    try await Task.sleep(for: .seconds(max(5, error.retryAfter ?? 5)))
+                    throw KeyAuthError(
+                        .approvalPending, "this device waits for approval by another device of the user",
+                        underlying: error.oauthError)
+                }
+                throw error
+            }
+        }
         return AuthenticatorHooks(
             registerPublicKey: { publicKey, proof in
                 guard let enrollment else {
@@ -41,27 +71,8 @@ extension KeyAuthClient {
                         .serverRejected, "the server already has this key as \(registration.status); it cannot log in")
                 }
             },
-            authenticate: { assertion in
-                do throws(KeyAuthError) {
-                    let token = try await client.requestToken(assertion: assertion)
-                    waiting.withLock { $0 = false }
-                    return token
-                } catch {
-                    let keyID = (try? CompactJWS(parsing: assertion))?.keyID ?? ""
-                    if error.code == .approvalPending {
-                        waiting.withLock { $0 = true }
-                        onApprovalPending(keyID)
-                        throw error
-                    }
-                    if error.oauthError?.error == .slowDown, waiting.withLock({ $0 }) {
-                        try await Task.sleep(for: .seconds(max(5, error.retryAfter ?? 5)))
-                        throw KeyAuthError(
-                            .approvalPending, "this device waits for approval by another device of the user",
-                            underlying: error.oauthError)
-                    }
-                    throw error
-                }
-            }
+            authenticate: { assertion in try await logIn(assertion, nil) },
+            authenticateWithProofs: { assertion, proofs in try await logIn(assertion, proofs) }
         )
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -19,6 +20,20 @@ public struct KeyAuthClient: Sendable {
     public var timeout: TimeInterval { exchange.timeout }
     private let exchange: HTTPExchange
     private let clock: KeyAuthClock
+    /// What the client learned of the server's DPoP support and its last nonce.
+    private let dpopState = DPoPState()
+
+    /// Whether a login binds its token to the device key with a DPoP proof (RFC 9449).
+    public enum DPoPPolicy: Sendable, Equatable {
+        /// When the server lists `dpop_signing_alg_values_supported`: a copied token is then
+        /// useless without the key (the default).
+        case whenSupported
+        /// Only when the server requires it (`dpop_bound_access_tokens_required`): a Bearer token
+        /// for scripts that send it with `curl -H "Authorization: Bearer ..."`.
+        case whenRequired
+        /// Never: Bearer tokens only.
+        case never
+    }
 
     /// Creates a client.
     ///
@@ -129,22 +144,58 @@ public struct KeyAuthClient: Sendable {
             status: answer.status, isNew: reply.status != 200)
     }
 
-    /// Logs in with a device assertion (`POST /oauth/token`, RFC 7523 JWT bearer grant).
+    /// Whether a login under `policy` binds its token, from the server's discovery document
+    /// (read once per client).
     ///
+    /// - Throws: as ``discover()``, except for a server whose document cannot be read, which is
+    ///   taken as one without DPoP.
+    public func shouldBindTokens(_ policy: DPoPPolicy) async throws(KeyAuthError) -> Bool {
+        guard policy != .never else { return false }
+        let metadata: ServerMetadata?
+        if let known = dpopState.metadata {
+            metadata = known
+        } else {
+            do {
+                metadata = try await discover()
+            } catch {
+                guard error.code == .serverRejected else { throw error }
+                metadata = nil
+            }
+            dpopState.metadata = metadata
+        }
+        guard let metadata, metadata.supportsDPoP else { return false }
+        return policy == .whenSupported || metadata.dpopRequired
+    }
+
+    /// Logs in with a device assertion (`POST /oauth/token`, RFC 7523 JWT bearer grant), with a
+    /// DPoP proof of `proofs`' key when given, which binds the token to that key.
+    ///
+    /// A server that answers `use_dpop_nonce` gets the same assertion once more, with a proof that
+    /// carries the nonce it sent.
+    /// - Parameter proofs: the device key's proof builder; nil for a Bearer token.
     /// - Throws: `.approvalPending` while the device waits for approval (`authorization_pending`);
     ///   `.serverRejected` with the ``OAuthError`` for `access_denied`, `expired_token`,
-    ///   `invalid_grant` and the rest; `.transportFailed`.
-    public func requestToken(assertion: String) async throws(KeyAuthError) -> AccessToken {
+    ///   `invalid_grant`, `invalid_dpop_proof` and the rest; `.transportFailed`.
+    public func requestToken(assertion: String, proofs: DPoPProofBuilder? = nil) async throws(KeyAuthError)
+        -> AccessToken
+    {
         let body = FormURLEncoding.encode(["grant_type": OAuthGrantType.jwtBearer.rawValue, "assertion": assertion])
         let sentAt = clock.now
-        let reply = try await send(
-            "POST", "/oauth/token", body: Array(body.utf8), contentType: "application/x-www-form-urlencoded")
+        let reply = try await sendRetryingNonce(proofs: proofs) { (proof) throws(KeyAuthError) in
+            try await send(
+                "POST", "/oauth/token", body: Array(body.utf8), contentType: "application/x-www-form-urlencoded",
+                proof: proof, proofAccessToken: nil)
+        }
         let object = try expectObject(reply, success: [200], operation: "login")
         let answer = try read(object, "the token answer", TokenResponse.init(jsonValue:))
         let value = answer.accessToken
-        guard answer.tokenType.lowercased() == TokenResponse.bearer.lowercased() else {
+        let tokenType: String
+        switch answer.tokenType.lowercased() {
+        case TokenResponse.bearer.lowercased(): tokenType = TokenResponse.bearer
+        case TokenResponse.dpop.lowercased() where proofs != nil: tokenType = TokenResponse.dpop
+        default:
             throw KeyAuthError(
-                .serverRejected, "the server issued a \(answer.tokenType) token; only Bearer is supported")
+                .serverRejected, "the server issued a \(answer.tokenType) token, which this login did not ask for")
         }
         let lifetime: TimeInterval
         if let expiresIn = answer.expiresIn {
@@ -156,8 +207,7 @@ public struct KeyAuthClient: Sendable {
             lifetime = 60
         }
         // Counting from when the request left keeps the expiry on the safe side of the server's.
-        return AccessToken(
-            value: value, tokenType: TokenResponse.bearer, expiresAt: sentAt.addingTimeInterval(lifetime))
+        return AccessToken(value: value, tokenType: tokenType, expiresAt: sentAt.addingTimeInterval(lifetime))
     }
 
     /// Devices asked for per page of `GET /v1/devices` (`limit`).
@@ -175,12 +225,14 @@ public struct KeyAuthClient: Sendable {
     ///   an answer without a `devices` array, an entry without `kid` or `status`, a
     ///   `registered_from` that is neither a string nor null, or a `next_cursor` that is not a
     ///   non-empty string (or repeats one already followed).
-    public func listDevices(accessToken: AccessToken) async throws(KeyAuthError) -> DeviceList {
+    public func listDevices(accessToken: AccessToken, proofs: DPoPProofBuilder? = nil) async throws(KeyAuthError)
+        -> DeviceList
+    {
         var devices: [Device] = []
         var followed: Set<String> = []
         var path = "/v1/devices?limit=\(Self.devicePageSize)"
         for _ in 0..<Self.maximumDevicePages {
-            let reply = try await send("GET", path, bearer: accessToken)
+            let reply = try await send("GET", path, accessToken: accessToken, proofs: proofs)
             let object = try expectObject(reply, success: [200], operation: "device list")
             let page: DeviceListPage
             do {
@@ -207,9 +259,11 @@ public struct KeyAuthClient: Sendable {
     ///   `not_found` for an unknown device, `access_denied` for another user's device, and for an
     ///   answer that is not the entry of the device asked for.
     @discardableResult
-    public func approveDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) -> Device {
+    public func approveDevice(keyID: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil)
+        async throws(KeyAuthError) -> Device
+    {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
-        let reply = try await send("POST", path, bearer: accessToken)
+        let reply = try await send("POST", path, accessToken: accessToken, proofs: proofs)
         let object = try expectObject(reply, success: [200], operation: "approval")
         let device: Device
         do {
@@ -248,17 +302,61 @@ public struct KeyAuthClient: Sendable {
     ///
     /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
     ///   `not_found` for an unknown device, `access_denied` for another user's device.
-    public func revokeDevice(keyID: String, accessToken: AccessToken) async throws(KeyAuthError) {
+    public func revokeDevice(keyID: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil)
+        async throws(KeyAuthError)
+    {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID))
-        let reply = try await send("DELETE", path, bearer: accessToken)
+        let reply = try await send("DELETE", path, accessToken: accessToken, proofs: proofs)
         try expectSuccess(reply, success: [200, 204], operation: "revocation")
     }
 
     // MARK: - Plumbing
 
+    /// A resource request with `accessToken`: as Bearer, or for a DPoP token with the DPoP scheme
+    /// and a fresh proof of `proofs`' key (again once with the server's nonce when it asks).
+    ///
+    /// - Throws: `.invalidArgument` for a DPoP token without `proofs`; the request's errors.
+    private func send(_ method: String, _ path: String, accessToken: AccessToken, proofs: DPoPProofBuilder?)
+        async throws(KeyAuthError) -> HTTPExchange.Reply
+    {
+        guard accessToken.tokenType == TokenResponse.dpop else {
+            return try await send(method, path, authorization: "Bearer " + accessToken.value)
+        }
+        guard let proofs else {
+            throw KeyAuthError(.invalidArgument, "a DPoP-bound access token needs the device key to sign a proof")
+        }
+        return try await sendRetryingNonce(proofs: proofs) { (proof) throws(KeyAuthError) in
+            try await send(
+                method, path, authorization: "DPoP " + accessToken.value, proof: proof,
+                proofAccessToken: accessToken.value)
+        }
+    }
+
+    /// Sends with a proof from `proofs` (none when nil), and once more with a new proof when the
+    /// server answers `use_dpop_nonce` with a `DPoP-Nonce`; remembers the server's last nonce.
+    private func sendRetryingNonce(
+        proofs: DPoPProofBuilder?, _ attempt: (DPoPAttempt?) async throws(KeyAuthError) -> HTTPExchange.Reply
+    ) async throws(KeyAuthError) -> HTTPExchange.Reply {
+        guard let proofs else { return try await attempt(nil) }
+        var reply = try await attempt(DPoPAttempt(builder: proofs, nonce: dpopState.nonce))
+        if let nonce = reply.headers["dpop-nonce"] {
+            let retry = Self.oauthError(in: reply).error == .useDPoPNonce && nonce != dpopState.nonce
+            dpopState.nonce = nonce
+            if retry { reply = try await attempt(DPoPAttempt(builder: proofs, nonce: nonce)) }
+            if let next = reply.headers["dpop-nonce"] { dpopState.nonce = next }
+        }
+        return reply
+    }
+
+    /// One proof to sign for a request: the builder and the nonce to put in it.
+    private struct DPoPAttempt {
+        let builder: DPoPProofBuilder
+        let nonce: String?
+    }
+
     private func send(
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
-        bearer: AccessToken? = nil
+        authorization: String? = nil, proof: DPoPAttempt? = nil, proofAccessToken: String? = nil
     ) async throws(KeyAuthError) -> HTTPExchange.Reply {
         guard let url = URL(string: serverURL + path) else {
             throw KeyAuthError(.invalidArgument, "cannot form a request URL from \(serverURL)")
@@ -268,7 +366,12 @@ public struct KeyAuthClient: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         request.setValue("keyauth/\(KeyAuthClient.version)", forHTTPHeaderField: "User-Agent")
         if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
-        if let bearer { request.setValue("Bearer " + bearer.value, forHTTPHeaderField: "Authorization") }
+        if let authorization { request.setValue(authorization, forHTTPHeaderField: "Authorization") }
+        if let proof {
+            let signed = try proof.builder.proof(
+                method: method, url: serverURL + path, accessToken: proofAccessToken, nonce: proof.nonce)
+            request.setValue(signed, forHTTPHeaderField: "DPoP")
+        }
         if let body { request.httpBody = Data(body) }
         return try await exchange.send(request, server: serverURL)
     }
@@ -345,5 +448,28 @@ public struct KeyAuthClient: Sendable {
     /// Whether `keyID` has the shape of an RFC 7638 SHA-256 thumbprint, as the server requires.
     public static func isValidKeyID(_ keyID: String) -> Bool {
         InputRules.isValidKeyID(keyID)
+    }
+}
+
+/// What a client learned of its server's DPoP support, and the server's last nonce: shared by
+/// copies of the client, so that a nonce learned at login serves the requests after it.
+private final class DPoPState: Sendable {
+    private struct State {
+        var metadata: ServerMetadata??
+        var nonce: String?
+    }
+
+    private let state = Mutex(State())
+
+    /// The discovery document once read (`.some(nil)`: read and not usable).
+    var metadata: ServerMetadata?? {
+        get { state.withLock { $0.metadata } }
+        set { state.withLock { $0.metadata = newValue } }
+    }
+
+    /// The last `DPoP-Nonce` the server sent.
+    var nonce: String? {
+        get { state.withLock { $0.nonce } }
+        set { state.withLock { $0.nonce = newValue } }
     }
 }

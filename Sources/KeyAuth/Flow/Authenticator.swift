@@ -153,6 +153,11 @@ public final class Authenticator<Session: Sendable>: Sendable {
             let assertion = try await sign(with: key)
             transition(to: .authenticating)
             do {
+                if let authenticateWithProofs = hooks.authenticateWithProofs {
+                    let proofs = DPoPProofBuilder(
+                        signer: key, publicKey: key.publicKey.jwk, clock: configuration.clock)
+                    return try await authenticateWithProofs(assertion, proofs)
+                }
                 return try await hooks.authenticate(assertion)
             } catch {
                 let wrapped = Self.wrap(error, hook: "authenticate")

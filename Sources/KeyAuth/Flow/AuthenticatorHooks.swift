@@ -14,6 +14,11 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
     /// Throw a ``KeyAuthError`` with code `.approvalPending` while the server still waits for
     /// another device to approve this one; the authenticator then polls.
     public var authenticate: @Sendable (_ assertion: String) async throws -> Session
+    /// Logs in like ``authenticate``, with the device key's DPoP proof builder as well, so that
+    /// the session can be bound to the key (RFC 9449); when set, the authenticator calls it
+    /// instead of ``authenticate``.
+    public var authenticateWithProofs:
+        (@Sendable (_ assertion: String, _ proofs: DPoPProofBuilder) async throws -> Session)?
     /// Called once with every error that ends a flow.
     public var onError: @Sendable (_ error: KeyAuthError) -> Void
     /// Called by ``Authenticator/reset()`` before the key is deleted, to revoke it on the server.
@@ -24,11 +29,13 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
         jwtPayload: @escaping @Sendable () async throws -> JWTClaims = { JWTClaims() },
         authenticate: @escaping @Sendable (String) async throws -> Session,
         onError: @escaping @Sendable (KeyAuthError) -> Void = { _ in },
-        revoke: (@Sendable (RSAPublicKey) async throws -> Void)? = nil
+        revoke: (@Sendable (RSAPublicKey) async throws -> Void)? = nil,
+        authenticateWithProofs: (@Sendable (String, DPoPProofBuilder) async throws -> Session)? = nil
     ) {
         self.registerPublicKey = registerPublicKey
         self.jwtPayload = jwtPayload
         self.authenticate = authenticate
+        self.authenticateWithProofs = authenticateWithProofs
         self.onError = onError
         self.revoke = revoke
     }

@@ -12,6 +12,8 @@ package struct CompactJWS: Sendable {
 
     /// The decoded header.
     package let header: [String: JSONValue]
+    /// The header's `alg`, one of those the parser was told to accept.
+    package let algorithm: JWSAlgorithm
     /// The decoded payload bytes (JSON claims for a JWT; any bytes for a bare JWS).
     package let payload: [UInt8]
     /// The raw `header.payload` bytes as received: what the signature covers.
@@ -21,9 +23,16 @@ package struct CompactJWS: Sendable {
 
     /// Splits and decodes a compact JWS and checks the header (rules 1 and 2).
     ///
+    /// - Parameters:
+    ///   - algorithms: the `alg` values accepted; RS256 alone for device assertions. `none` and
+    ///     the HMAC family are not ``JWSAlgorithm`` values, so no caller can accept them.
+    ///   - permittedHeaders: members of ``forbiddenHeaders`` this kind of token carries on
+    ///     purpose (`jwk` in a DPoP proof, whose checker then binds that key).
     /// - Throws: `.tokenMalformed` for structure and encoding, `.claimInvalid` for a refused
     ///   algorithm or header member.
-    package init(parsing token: String) throws(KeyAuthError) {
+    package init(
+        parsing token: String, algorithms: Set<JWSAlgorithm> = [.rs256], permittedHeaders: Set<String> = []
+    ) throws(KeyAuthError) {
         let bytes = Array(token.utf8)
         guard !bytes.isEmpty else { throw KeyAuthError(.tokenMalformed, "the token is empty") }
         guard bytes.count <= Self.maximumLength else {
@@ -44,13 +53,22 @@ package struct CompactJWS: Sendable {
         guard let header = try? JSONValue(parsing: headerJSON).objectValue else {
             throw KeyAuthError(.tokenMalformed, "the token header is not a JSON object")
         }
-        guard header["alg"]?.stringValue == "RS256" else {
-            throw KeyAuthError(.claimInvalid, "the token algorithm must be RS256")
+        guard let name = header["alg"]?.stringValue, let algorithm = JWSAlgorithm(rawValue: name),
+            algorithms.contains(algorithm)
+        else {
+            let names = JWSAlgorithm.allCases.filter(algorithms.contains).map(\.rawValue)
+            throw KeyAuthError(
+                .claimInvalid,
+                names.count == 1
+                    ? "the token algorithm must be \(names[0])"
+                    : "the token algorithm must be one of \(names.joined(separator: ", "))")
         }
-        if let forbidden = header.keys.first(where: { Self.forbiddenHeaders.contains($0) }) {
-            throw KeyAuthError(.claimInvalid, "the token header member \"\(forbidden)\" is not accepted")
+        let forbidden = Self.forbiddenHeaders.subtracting(permittedHeaders)
+        if let member = header.keys.first(where: forbidden.contains) {
+            throw KeyAuthError(.claimInvalid, "the token header member \"\(member)\" is not accepted")
         }
         self.header = header
+        self.algorithm = algorithm
         self.payload = payloadJSON
         self.signingInput = Array(bytes[..<dots[1]])
         self.signature = signature
@@ -68,7 +86,13 @@ package struct CompactJWS: Sendable {
 
     /// Whether the signature verifies with `key` over the raw signing input.
     package func isSignatureValid(with key: RSAPublicKey) -> Bool {
-        key.isValidSignature(signature, for: signingInput)
+        isSignatureValid(with: .rsa(key))
+    }
+
+    /// Whether the token's `alg` is the one `key` allows and the signature verifies with it over
+    /// the raw signing input.
+    package func isSignatureValid(with key: JWSPublicKey) -> Bool {
+        algorithm == key.algorithm && key.isValidSignature(signature, for: signingInput)
     }
 
     /// The `kid` header, or nil.

@@ -22,13 +22,17 @@ package struct JWTVerifier: Sendable {
         package var requireIssuedAt: Bool = true
         /// The `iss` required, when set.
         package var expectedIssuer: String?
-        /// The `typ` header required, when set (`at+jwt` for access tokens).
-        package var expectedType: String?
+        /// The `typ` header values accepted, when set (`at+jwt` for access tokens).
+        package var expectedTypes: Set<String>?
+        /// The `alg` values accepted; each key still verifies only its own algorithm.
+        package var algorithms: Set<JWSAlgorithm> = [.rs256]
+        /// Whether `sub` must be a non-empty string (access tokens name their user there).
+        package var requireSubject: Bool = false
 
         package init(
             audience: String? = nil, leeway: Int64 = 10, maximumLifetime: Int64 = 300, requireJWTID: Bool = true,
             subjectIsKeyID: Bool = true, requireIssuedAt: Bool = true, expectedIssuer: String? = nil,
-            expectedType: String? = nil
+            expectedTypes: Set<String>? = nil, algorithms: Set<JWSAlgorithm> = [.rs256], requireSubject: Bool = false
         ) {
             self.audience = audience
             self.leeway = leeway
@@ -37,7 +41,9 @@ package struct JWTVerifier: Sendable {
             self.subjectIsKeyID = subjectIsKeyID
             self.requireIssuedAt = requireIssuedAt
             self.expectedIssuer = expectedIssuer
-            self.expectedType = expectedType
+            self.expectedTypes = expectedTypes
+            self.algorithms = algorithms
+            self.requireSubject = requireSubject
         }
     }
 
@@ -66,9 +72,12 @@ package struct JWTVerifier: Sendable {
     /// - Throws: `.tokenMalformed` for structure and encoding, `.claimInvalid` for a refused
     ///   algorithm, header member or type.
     package func parse(_ token: String) throws(KeyAuthError) -> Parsed {
-        let jws = try CompactJWS(parsing: token)
-        if let expectedType = rules.expectedType, jws.header["typ"]?.stringValue != expectedType {
-            throw KeyAuthError(.claimInvalid, "the token type must be \(expectedType)")
+        let jws = try CompactJWS(parsing: token, algorithms: rules.algorithms)
+        if let expectedTypes = rules.expectedTypes,
+            !expectedTypes.contains(jws.header["typ"]?.stringValue ?? "")
+        {
+            throw KeyAuthError(
+                .claimInvalid, "the token type must be \(expectedTypes.sorted().joined(separator: " or "))")
         }
         return Parsed(jws: jws, claims: JWTClaims(try jws.claims()))
     }
@@ -78,6 +87,14 @@ package struct JWTVerifier: Sendable {
     ///
     /// - Throws: `.signatureInvalid` with ``uniformFailure``, or `.claimInvalid` naming the rule.
     package func verify(_ parsed: Parsed, keyID: String, key: RSAPublicKey) throws(KeyAuthError) -> JWTClaims {
+        try verify(parsed, keyID: keyID, key: .rsa(key))
+    }
+
+    /// The signature with `key`, which must be for the token's own `alg` (a token whose `alg`
+    /// is not the key's gets the uniform failure), then the claims for `keyID`.
+    ///
+    /// - Throws: `.signatureInvalid` with ``uniformFailure``, or `.claimInvalid` naming the rule.
+    package func verify(_ parsed: Parsed, keyID: String, key: JWSPublicKey) throws(KeyAuthError) -> JWTClaims {
         guard parsed.jws.isSignatureValid(with: key) else {
             throw KeyAuthError(.signatureInvalid, Self.uniformFailure)
         }
@@ -97,6 +114,11 @@ package struct JWTVerifier: Sendable {
         if rules.subjectIsKeyID {
             guard claims["sub"]?.stringValue == keyID, claims["iss"]?.stringValue == keyID else {
                 throw KeyAuthError(.claimInvalid, "sub and iss must equal the key fingerprint")
+            }
+        }
+        if rules.requireSubject {
+            guard let subject = claims["sub"]?.stringValue, !subject.isEmpty else {
+                throw KeyAuthError(.claimInvalid, "the token has no sub")
             }
         }
         if let issuer = rules.expectedIssuer, claims["iss"]?.stringValue != issuer {
@@ -124,13 +146,22 @@ package struct JWTVerifier: Sendable {
         }
     }
 
-    /// Rule 6: integer `exp` and `iat`, not expired, not issued in the future, lifetime bounded.
+    /// Rule 6: integer `exp` and `iat`, not expired, not issued in the future, lifetime bounded;
+    /// and an `nbf`, when present, an integer that has passed (RFC 7519 section 4.1.5).
     package func checkTimes(claims: JWTClaims) throws(KeyAuthError) {
         guard let expiresAt = claims["exp"]?.integerValue else {
             throw KeyAuthError(.claimInvalid, "exp must be an integer")
         }
         let current = clock.seconds
         guard expiresAt > current - rules.leeway else { throw KeyAuthError(.claimInvalid, "the token has expired") }
+        if claims.contains("nbf") {
+            guard let notBefore = claims["nbf"]?.integerValue else {
+                throw KeyAuthError(.claimInvalid, "nbf must be an integer")
+            }
+            guard notBefore <= current + rules.leeway else {
+                throw KeyAuthError(.claimInvalid, "the token is not valid yet (nbf)")
+            }
+        }
         guard let issuedAt = claims["iat"]?.integerValue else {
             if !claims.contains("iat") && !rules.requireIssuedAt { return }
             throw KeyAuthError(.claimInvalid, "iat must be an integer")

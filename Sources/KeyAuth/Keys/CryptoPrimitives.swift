@@ -1,9 +1,29 @@
+internal import CKeyAuthOpenSSL
+
 /// Digests, random bytes, constant-time comparison and wiping, over OpenSSL: shared by the
 /// library, the command and the server. Not named `Crypto`, which would shadow swift-crypto.
 package enum CryptoPrimitives {
     /// SHA-256 of `data`.
     package static func sha256(_ data: [UInt8]) -> [UInt8] {
         OpenSSL.sha256Digest(data)
+    }
+
+    /// HMAC-SHA-256 of `message` under `key` (RFC 2104): what the server's DPoP nonces carry.
+    package static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = output.withUnsafeMutableBytes { out in
+            key.withUnsafeBytes { secret in
+                message.withUnsafeBytes { input in
+                    HMAC(
+                        OpenSSL.sha256, secret.baseAddress, Int32(secret.count),
+                        input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count,
+                        out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
+                }
+            }
+        }
+        precondition(ok != nil && length == 32, "HMAC-SHA-256 cannot fail on valid input")
+        return output
     }
 
     /// Random bytes from OpenSSL's CSPRNG.

@@ -9,7 +9,7 @@ public struct RSAPrivateKey: Sendable {
     /// The matching public key.
     public let publicKey: RSAPublicKey
 
-    private init(owning key: EVPKey) throws(KeyAuthError) {
+    init(owning key: EVPKey) throws(KeyAuthError) {
         self.key = key
         self.publicKey = try RSAPublicKey(owning: key)
     }

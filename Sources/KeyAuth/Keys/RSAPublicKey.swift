@@ -43,12 +43,7 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Reads a DER SubjectPublicKeyInfo.
     public init(derRepresentation der: [UInt8]) throws(KeyAuthError) {
-        let pointer: OpaquePointer? = der.withUnsafeBytes { buffer in
-            var cursor = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
-            return d2i_PUBKEY(nil, &cursor, buffer.count)
-        }
-        guard let pointer else { throw OpenSSL.error(.keyCorrupt, "not a DER public key (SubjectPublicKeyInfo)") }
-        try self.init(owning: EVPKey(taking: pointer))
+        try self.init(owning: EVPKey.readPublicKey(der: der))
     }
 
     /// Builds a key from its modulus and exponent (big-endian bytes), as a JWK carries them.
@@ -86,9 +81,9 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Builds a key from a JWK's `n` and `e` (strict base64url).
     public init(jwk: JWK) throws(KeyAuthError) {
-        guard jwk.keyType == "RSA", let n = Base64URL.decode(jwk.modulus), let e = Base64URL.decode(jwk.exponent) else {
-            throw KeyAuthError(.keyCorrupt, "not an RSA JWK")
-        }
+        guard jwk.keyType == "RSA", let modulus = jwk.modulus, let exponent = jwk.exponent,
+            let n = Base64URL.decode(modulus), let e = Base64URL.decode(exponent)
+        else { throw KeyAuthError(.keyCorrupt, "not an RSA JWK") }
         try self.init(modulus: n, exponent: e)
     }
 

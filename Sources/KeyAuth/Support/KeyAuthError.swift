@@ -50,6 +50,15 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(rawValue: "invalid_argument")
         /// The operation was cancelled.
         public static let cancelled = Code(rawValue: "cancelled")
+        /// A DPoP proof (RFC 9449) is missing, malformed, or fails a check: another method,
+        /// URL, key or access token, a replay, a time outside the window. Resource servers answer
+        /// it with 401 and `WWW-Authenticate: DPoP error="invalid_dpop_proof"`.
+        public static let dpopProofInvalid = Code(rawValue: "invalid_dpop_proof")
+        /// The DPoP proof lacks the nonce the server requires, or carries an old one: send it
+        /// again with the nonce of the `DPoP-Nonce` header (`use_dpop_nonce`, RFC 9449 section 8).
+        public static let dpopNonceRequired = Code(rawValue: "use_dpop_nonce")
+        /// The issuer's JWK set cannot be fetched and no cached copy is recent enough to use.
+        public static let keySetUnavailable = Code(rawValue: "key_set_unavailable")
         /// An application's hook (``AuthenticatorHooks``) failed with an error of its own, kept
         /// as ``KeyAuthError/underlying``: the app's network failure is not a server refusal.
         public static let hookFailed = Code(rawValue: "hook_failed")

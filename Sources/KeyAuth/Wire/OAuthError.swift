@@ -32,6 +32,11 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notFound = Code(rawValue: "not_found")
         /// A known path with the wrong method.
         public static let methodNotAllowed = Code(rawValue: "method_not_allowed")
+        /// A DPoP proof is missing or fails a check (RFC 9449 section 5.3 and 7.1).
+        public static let invalidDPoPProof = Code(rawValue: "invalid_dpop_proof")
+        /// The DPoP proof must carry the nonce of the answer's `DPoP-Nonce` header (RFC 9449
+        /// section 8).
+        public static let useDPoPNonce = Code(rawValue: "use_dpop_nonce")
         /// The server failed; it never says why.
         public static let serverError = Code(rawValue: "server_error")
         /// The server's storage is unreachable; retry later.

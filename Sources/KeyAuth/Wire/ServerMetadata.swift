@@ -14,28 +14,41 @@ public struct ServerMetadata: Sendable, Hashable {
     /// The assertion signing algorithms the token endpoint accepts
     /// (`token_endpoint_auth_signing_alg_values_supported`).
     public let signingAlgorithmsSupported: [String]
+    /// The algorithms of the DPoP proofs the server accepts (`dpop_signing_alg_values_supported`,
+    /// RFC 9449 section 5.1); empty for a server without DPoP.
+    public let dpopSigningAlgorithmsSupported: [String]
+    /// Whether the server issues only DPoP-bound tokens (`dpop_bound_access_tokens_required`, a
+    /// keyauth member): then a token request needs a proof.
+    public let dpopRequired: Bool
 
     /// Creates metadata, for tests and for apps that configure a server without discovery.
     public init(
         issuer: String, tokenEndpoint: String? = nil, jwksURI: String? = nil, grantTypesSupported: [String] = [],
-        signingAlgorithmsSupported: [String] = []
+        signingAlgorithmsSupported: [String] = [], dpopSigningAlgorithmsSupported: [String] = [],
+        dpopRequired: Bool = false
     ) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
         self.jwksURI = jwksURI
         self.grantTypesSupported = grantTypesSupported
         self.signingAlgorithmsSupported = signingAlgorithmsSupported
+        self.dpopSigningAlgorithmsSupported = dpopSigningAlgorithmsSupported
+        self.dpopRequired = dpopRequired
     }
+
+    /// Whether the server binds tokens to a proof's key when the token request carries one.
+    public var supportsDPoP: Bool { !dpopSigningAlgorithmsSupported.isEmpty }
 }
 
 extension ServerMetadata {
     /// What a keyauth server at `issuer` announces: its token endpoint and JWKS under the issuer,
-    /// the JWT bearer grant, RS256 assertions.
-    package init(keyAuthServerAt issuer: String) {
+    /// the JWT bearer grant, RS256 assertions, DPoP proofs of the three algorithms.
+    package init(keyAuthServerAt issuer: String, dpopRequired: Bool = false) {
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         self.init(
             issuer: issuer, tokenEndpoint: base + "/oauth/token", jwksURI: base + "/.well-known/jwks.json",
-            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue], signingAlgorithmsSupported: ["RS256"])
+            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue], signingAlgorithmsSupported: ["RS256"],
+            dpopSigningAlgorithmsSupported: JWSAlgorithm.allCases.map(\.rawValue), dpopRequired: dpopRequired)
     }
 
     /// The discovery document.
@@ -47,6 +60,10 @@ extension ServerMetadata {
         ]
         if let tokenEndpoint { members["token_endpoint"] = .string(tokenEndpoint) }
         if let jwksURI { members["jwks_uri"] = .string(jwksURI) }
+        if supportsDPoP {
+            members["dpop_signing_alg_values_supported"] = .array(dpopSigningAlgorithmsSupported.map(JSONValue.string))
+            members["dpop_bound_access_tokens_required"] = .bool(dpopRequired)
+        }
         return .object(members)
     }
 
@@ -63,6 +80,9 @@ extension ServerMetadata {
             jwksURI: object["jwks_uri"]?.stringValue,
             grantTypesSupported: object["grant_types_supported"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             signingAlgorithmsSupported: object["token_endpoint_auth_signing_alg_values_supported"]?.arrayValue?
-                .compactMap(\.stringValue) ?? [])
+                .compactMap(\.stringValue) ?? [],
+            dpopSigningAlgorithmsSupported: object["dpop_signing_alg_values_supported"]?.arrayValue?
+                .compactMap(\.stringValue) ?? [],
+            dpopRequired: object["dpop_bound_access_tokens_required"] == .bool(true))
     }
 }

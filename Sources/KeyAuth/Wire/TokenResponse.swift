@@ -1,8 +1,11 @@
 /// The token endpoint's success answer (RFC 6749 section 5.1, PROTOCOL.md section 3):
 /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"}`.
 package struct TokenResponse: Sendable, Equatable {
-    /// The token type keyauth issues and accepts.
+    /// The type of a token sent as `Authorization: Bearer`.
     package static let bearer = "Bearer"
+    /// The type of a DPoP-bound token (RFC 9449 section 5), sent as `Authorization: DPoP` with a
+    /// proof.
+    package static let dpop = "DPoP"
 
     /// `access_token`.
     package var accessToken: String

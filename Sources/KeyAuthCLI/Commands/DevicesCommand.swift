@@ -14,8 +14,8 @@ struct DevicesCommand {
         let io = context.io
         switch options.action {
         case .list:
-            let list = try await session.withAccessToken { (token) throws(KeyAuthError) in
-                try await client.listDevices(accessToken: token)
+            let list = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.listDevices(accessToken: token, proofs: proofs)
             }
             if options.json {
                 let entries = list.devices.map { device in
@@ -35,13 +35,13 @@ struct DevicesCommand {
                 io.printOutput(Self.table(list, ownKeyID: ownKeyID))
             }
         case .approve(let keyID):
-            let device = try await session.withAccessToken { (token) throws(KeyAuthError) in
-                try await client.approveDevice(keyID: keyID, accessToken: token)
+            let device = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.approveDevice(keyID: keyID, accessToken: token, proofs: proofs)
             }
             io.printOutput(Self.approvalLine(device))
         case .revoke(let keyID):
-            try await session.withAccessToken { (token) throws(KeyAuthError) in
-                try await client.revokeDevice(keyID: keyID, accessToken: token)
+            try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.revokeDevice(keyID: keyID, accessToken: token, proofs: proofs)
             }
             io.printOutput("Revoked device \(keyID).")
             if keyID == ownKeyID {

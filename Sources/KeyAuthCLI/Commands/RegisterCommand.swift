@@ -64,7 +64,7 @@ struct RegisterCommand {
                 try accounts.save(account)
                 if registration.status == .pending { progress.approvalNeeded(keyID: registration.keyID) }
             },
-            onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) })
+            onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) }, dpop: AccountSession.dpopPolicy)
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: issuer, keyBits: choice.bits, reason: "Register this device with \(options.serverURL)")
         configuration.waitForApproval = !options.noWait

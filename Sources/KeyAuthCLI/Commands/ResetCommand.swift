@@ -29,8 +29,8 @@ struct ResetCommand {
         let client = session.client
         var revoked = true
         do {
-            try await session.withAccessToken { (token) throws(KeyAuthError) in
-                try await client.revokeDevice(keyID: keyID, accessToken: token)
+            try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.revokeDevice(keyID: keyID, accessToken: token, proofs: proofs)
             }
         } catch {
             // A key that never became active cannot log in to revoke itself, and is no threat:

@@ -64,11 +64,12 @@ struct Machine {
     }
 }
 
-/// Runs `body` with a fresh `keyauth-server` and removes everything afterwards.
-func withServer(_ body: (KeyAuthServerProcess) throws -> Void) throws {
+/// Runs `body` with a fresh `keyauth-server` (given `extraArguments`) and removes everything
+/// afterwards.
+func withServer(extraArguments: [String] = [], _ body: (KeyAuthServerProcess) throws -> Void) throws {
     let directory = TemporaryDirectory("keyauth-server")
     defer { directory.remove() }
-    let server = try KeyAuthServerProcess.started(in: directory.path)
+    let server = try KeyAuthServerProcess.started(in: directory.path, extraArguments: extraArguments)
     defer { server.terminate() }
     do {
         try body(server)

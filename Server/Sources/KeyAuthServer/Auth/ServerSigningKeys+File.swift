@@ -4,19 +4,21 @@ extension ServerSigningKeys {
     /// The key sizes a signing key file may have: what the server would generate itself.
     static let fileKeyBits = 2048...4096
 
-    /// Reads the one signing key from `--signing-key-file`: an unencrypted PEM RSA private key
-    /// (PKCS#8 as `openssl genpkey` writes it), checked like a client's key file.
+    /// Reads the one signing key from `--signing-key-file`: an unencrypted PEM private key
+    /// (PKCS#8 as `openssl genpkey` writes it) of RSA, EC P-256 or Ed25519, checked like a
+    /// client's key file; its type decides the tokens' algorithm (RS256, ES256 or EdDSA).
     ///
     /// Operators keep the key out of the database when the database is shared, backed up or
     /// replicated more widely than a key should be, or when the key comes from systemd
     /// credentials or a secrets manager. The file's key is then the only one: it signs, it alone
     /// is published in the JWKS and accepts access tokens, and keys stored in the database are
-    /// ignored, because keeping the key elsewhere may be the answer to a leaked database.
+    /// ignored, because keeping the key elsewhere may be the answer to a leaked database. Such a
+    /// key does not rotate: the operator replaces the file.
     ///
     /// - Throws: `KeyAuthError` naming the file: `.keyNotFound` when it is missing,
     ///   `.keyUnprotected` when it is a symlink, another user's, or has group or other permission
-    ///   bits, `.keyCorrupt` when it is not an unencrypted RSA private key, `.keyRejected` for a
-    ///   size outside 2048 to 4096 bits or an exponent other than 65537.
+    ///   bits, `.keyCorrupt` when it is not an unencrypted private key, `.keyRejected` for another
+    ///   type or curve, an RSA size outside 2048 to 4096 bits or an exponent other than 65537.
     static func load(file path: String) throws(KeyAuthError) -> ServerSigningKeys {
         var pem: [UInt8]
         do {
@@ -25,21 +27,27 @@ extension ServerSigningKeys {
             throw KeyAuthError(error.code, "--signing-key-file: \(error.message)", underlying: error.underlying)
         }
         defer { CryptoPrimitives.wipe(&pem) }
-        let key: RSAPrivateKey
+        let key: JWSPrivateKey
         do {
-            key = try RSAPrivateKey(pemRepresentation: pem)
+            key = try JWSPrivateKey(pemRepresentation: pem)
         } catch {
             let problem =
-                error.code == .keyEncrypted
-                ? "is encrypted; the server needs it unencrypted (protect the file instead)"
-                : "is not a PEM RSA private key"
-            throw KeyAuthError(.keyCorrupt, "--signing-key-file: \(path) \(problem)", underlying: error)
+                switch error.code {
+                case .keyEncrypted: "is encrypted; the server needs it unencrypted (protect the file instead)"
+                case .keyRejected: "is not an RSA, EC P-256 or Ed25519 key"
+                default: "is not a PEM private key"
+                }
+            throw KeyAuthError(
+                error.code == .keyRejected ? .keyRejected : .keyCorrupt, "--signing-key-file: \(path) \(problem)",
+                underlying: error)
         }
-        do {
-            try key.publicKey.checkPolicy(allowedBits: fileKeyBits)
-        } catch {
-            throw KeyAuthError(.keyRejected, "--signing-key-file: \(path): \(error.message)")
+        if case .rsa(let rsa) = key {
+            do {
+                try rsa.publicKey.checkPolicy(allowedBits: fileKeyBits)
+            } catch {
+                throw KeyAuthError(.keyRejected, "--signing-key-file: \(path): \(error.message)")
+            }
         }
-        return try ServerSigningKeys(records: [(key.publicKey.fingerprint, key)])
+        return ServerSigningKeys(fixed: key)
     }
 }

@@ -1,71 +1,219 @@
 import KeyAuth
+import Synchronization
 
-/// The server's RSA signing keys, loaded from storage or created on first start, or read from
-/// the operator's key file (`ServerSigningKeys+File.swift`).
+/// The server's signing keys: loaded from storage (created on first start) and rotated there,
+/// or the one key of the operator's key file (`ServerSigningKeys+File.swift`).
 ///
-/// The oldest stored key signs access tokens; every stored key is published in the JWKS, so a
-/// key added later (by a rotation, or by a second server that raced on an empty store) keeps
-/// verifying the tokens it signed.
+/// Which key signs is decided per token by ``SigningKeySchedule`` from the loaded rows and the
+/// clock, so a rotation takes effect at its `active_from` on every instance. The rows are read
+/// again by the periodic cleanup and, at most every ``reloadInterval`` seconds, when a token
+/// names a key this instance has not loaded (a key another instance or `keys rotate` added);
+/// keys already parsed are kept, so a reload parses only new keys.
 final class ServerSigningKeys: Sendable {
-    /// The key that signs access tokens.
-    let signingKey: RSAPrivateKey
-    /// Its fingerprint: the `kid` of issued tokens.
-    let signingKeyID: String
-    /// Every published key by `kid`.
-    let publicKeys: [String: RSAPublicKey]
-    /// The published order (oldest first).
-    private let order: [String]
-
-    /// The keys `records` (oldest first): the first signs, all are published.
-    init(records: [(kid: String, key: RSAPrivateKey)]) throws(KeyAuthError) {
-        guard let first = records.first else { throw KeyAuthError(.keyNotFound, "no server signing key") }
-        signingKey = first.key
-        signingKeyID = first.kid
-        var keys: [String: RSAPublicKey] = [:]
-        for record in records { keys[record.kid] = record.key.publicKey }
-        publicKeys = keys
-        order = records.map(\.kid)
+    /// A loaded key.
+    struct LoadedKey: Sendable {
+        /// The public key's thumbprint: the `kid` of the tokens it signs.
+        let kid: String
+        /// The key's dates.
+        let entry: SigningKeySchedule.Entry
+        /// Signs with the key, its `kid` computed once.
+        let signer: ServerSigner
+        /// The secret the server's DPoP nonces are made with under this key: a hash of the
+        /// private key, so that every instance holding the key makes and accepts the same
+        /// nonces without sharing anything else (``DPoPNonces``).
+        let nonceSecret: [UInt8]
+        /// What the JWK set publishes and verification uses.
+        var publicKey: JWSPublicKey { signer.key.publicKey }
     }
 
-    /// Loads the stored keys, generating and storing one of `bits` when there is none.
+    /// The fewest seconds between two reloads for an unknown `kid`, so that tokens naming made-up
+    /// keys cannot make every request read the database.
+    static let reloadInterval: Int64 = 30
+
+    private struct Loaded: Sendable {
+        var keys: [String: LoadedKey] = [:]
+        var schedule = SigningKeySchedule([])
+        var lastReload: Int64 = .min
+    }
+
+    /// Where the keys come from: storage, or nil for a key file (never reloaded nor rotated).
+    private let storage: (any ServerStorage)?
+    private let loaded: Mutex<Loaded>
+
+    /// Whether the keys rotate through storage; false for `--signing-key-file`.
+    var rotates: Bool { storage != nil }
+
+    /// Keys that do not come from storage (the key file): `key` signs from the beginning of time.
+    init(fixed key: JWSPrivateKey) {
+        storage = nil
+        let signer = ServerSigner(key)
+        let entry = SigningKeySchedule.Entry(
+            kid: signer.keyID, algorithm: key.algorithm, createdAt: 0, activeFrom: 0, retiredAt: nil)
+        var state = Loaded()
+        var pem = (try? key.pkcs8PEM()) ?? Array(signer.keyID.utf8)
+        defer { CryptoPrimitives.wipe(&pem) }
+        state.keys = [
+            signer.keyID: LoadedKey(
+                kid: signer.keyID, entry: entry, signer: signer, nonceSecret: Self.nonceSecret(privatePEM: pem))
+        ]
+        state.schedule = SigningKeySchedule([entry])
+        loaded = Mutex(state)
+    }
+
+    /// Keys read from `storage` now; ``reload(now:)`` reads them again.
     ///
-    /// - Throws: ``StorageError`` when storage fails, `KeyAuthError` when a stored key cannot
-    ///   be read (the server must not start with a key it cannot use).
-    static func loadOrCreate(storage: any ServerStorage, bits: Int, now: Int64) throws -> ServerSigningKeys {
-        var records = try storage.signingKeys()
-        if records.isEmpty {
-            let key = try RSAPrivateKey.generate(bits: bits)
+    /// - Throws: ``StorageError``; `KeyAuthError` when a stored key cannot be read or does not
+    ///   match its `kid`, or when there is none (the server must not start with a key it cannot
+    ///   use).
+    init(storage: any ServerStorage, now: Int64) throws {
+        self.storage = storage
+        loaded = Mutex(Loaded())
+        try reload(now: now)
+        guard loaded.withLock({ !$0.keys.isEmpty }) else {
+            throw KeyAuthError(.keyNotFound, "no server signing key")
+        }
+    }
+
+    /// Loads the stored keys, generating and storing a key for `algorithm` when there is none.
+    ///
+    /// - Parameter rsaBits: the size of a generated RSA key.
+    /// - Throws: as ``init(storage:now:)``.
+    static func loadOrCreate(
+        storage: any ServerStorage, algorithm: JWSAlgorithm = .rs256, rsaBits: Int = 2048, now: Int64
+    ) throws -> ServerSigningKeys {
+        if try storage.signingKeys().isEmpty {
+            let key = try JWSPrivateKey.generate(for: algorithm, rsaBits: rsaBits)
             var pem = try key.pkcs8PEM()
             defer { CryptoPrimitives.wipe(&pem) }
+            let record = SigningKeyRecord(kid: key.keyID, privatePEM: pem, createdAt: now, algorithm: algorithm)
             // Only the first of several servers starting together stores its key; the others read
-            // it back and sign with it too.
-            _ = try storage.insertFirstSigningKey(kid: key.publicKey.fingerprint, privatePEM: pem, createdAt: now)
-            records = try storage.signingKeys()
-        }
-        var loaded: [(kid: String, key: RSAPrivateKey)] = []
-        for var record in records {
-            defer { CryptoPrimitives.wipe(&record.privatePEM) }
-            let key = try RSAPrivateKey(pemRepresentation: record.privatePEM)
-            guard key.publicKey.fingerprint == record.kid else {
-                throw KeyAuthError(.keyCorrupt, "the stored signing key \(record.kid) does not match its kid")
+            // it back and sign with it too. A store whose every key was retired gets a new one.
+            if try !storage.insertFirstSigningKey(record), try storage.signingKeys().isEmpty {
+                _ = try storage.insertSigningKey(record)
             }
-            loaded.append((record.kid, key))
         }
-        return try ServerSigningKeys(records: loaded)
+        return try ServerSigningKeys(storage: storage, now: now)
     }
 
-    /// The JWK set of `/.well-known/jwks.json`: `kty`, `n`, `e`, `kid`, `alg`, `use`.
+    /// Reads the stored keys again: new ones are parsed and published, retired ones dropped.
+    ///
+    /// - Throws: ``StorageError``; `KeyAuthError` for a stored key that cannot be read or does
+    ///   not match its `kid` (the keys loaded before stay in use).
+    func reload(now: Int64) throws {
+        guard let storage else { return }
+        var records = try storage.signingKeys()
+        defer {
+            for index in records.indices { CryptoPrimitives.wipe(&records[index].privatePEM) }
+        }
+        let known = loaded.withLock { $0.keys }
+        var keys: [String: LoadedKey] = [:]
+        for record in records {
+            let entry = SigningKeySchedule.Entry(
+                kid: record.kid, algorithm: record.algorithm, createdAt: record.createdAt,
+                activeFrom: record.activeFrom, retiredAt: record.retiredAt)
+            if let existing = known[record.kid] {
+                keys[record.kid] = LoadedKey(
+                    kid: record.kid, entry: entry, signer: existing.signer, nonceSecret: existing.nonceSecret)
+                continue
+            }
+            let key = try JWSPrivateKey(pemRepresentation: record.privatePEM)
+            guard key.keyID == record.kid, key.algorithm == record.algorithm else {
+                throw KeyAuthError(
+                    .keyCorrupt, "the stored signing key \(record.kid) does not match its kid and algorithm")
+            }
+            keys[record.kid] = LoadedKey(
+                kid: record.kid, entry: entry, signer: ServerSigner(key),
+                nonceSecret: Self.nonceSecret(privatePEM: record.privatePEM))
+        }
+        loaded.withLock { state in
+            state.keys = keys
+            state.schedule = SigningKeySchedule(keys.values.map(\.entry))
+            state.lastReload = now
+        }
+    }
+
+    /// SHA-256 over a label and the private key: a secret only the key's holders can compute.
+    private static func nonceSecret(privatePEM: [UInt8]) -> [UInt8] {
+        CryptoPrimitives.sha256(Array("keyauth DPoP nonce secret\n".utf8) + privatePEM)
+    }
+
+    /// The key that signs at `now`.
+    ///
+    /// - Throws: `KeyAuthError` `.keyNotFound` when no key is loaded (never after a successful
+    ///   start: the current key is never retired).
+    func current(at now: Int64) throws(KeyAuthError) -> LoadedKey {
+        let key = loaded.withLock { state in state.schedule.currentKeyID(at: now).flatMap { state.keys[$0] } }
+        guard let key else { throw KeyAuthError(.keyNotFound, "no server signing key") }
+        return key
+    }
+
+    /// The published key `keyID`: only our own keys verify access tokens. An unknown `kid`
+    /// reloads the keys first, at most every ``reloadInterval`` seconds; a reload that fails
+    /// leaves the keys as they were.
+    func publicKey(forKeyID keyID: String, now: Int64) -> JWSPublicKey? {
+        let (key, due) = loaded.withLock { state in
+            (state.keys[keyID]?.publicKey, state.lastReload <= now - Self.reloadInterval)
+        }
+        if let key { return key }
+        guard rotates, due else { return nil }
+        loaded.withLock { $0.lastReload = now }
+        try? reload(now: now)
+        return loaded.withLock { $0.keys[keyID]?.publicKey }
+    }
+
+    /// The keys by `kid` as loaded, for the JWKS and `keys list`.
+    var keys: [LoadedKey] {
+        loaded.withLock { state in state.schedule.entries.compactMap { state.keys[$0.kid] } }
+    }
+
+    /// The JWK set of `/.well-known/jwks.json`: every published key (next, current and previous)
+    /// with `kid`, `alg` and `use`, in the order they take over signing.
     var jwks: JSONValue {
         .object([
             "keys": .array(
-                order.compactMap { kid in
-                    publicKeys[kid]?.jwk.jsonValue(extra: ["kid": .string(kid), "alg": "RS256", "use": "sig"])
+                keys.map { key in
+                    key.publicKey.jwk.jsonValue(extra: [
+                        "kid": .string(key.kid), "alg": .string(key.entry.algorithm.rawValue), "use": "sig",
+                    ])
                 })
         ])
     }
 
-    /// The published key `keyID`: only our own keys verify access tokens.
-    func publicKey(forKeyID keyID: String) -> RSAPublicKey? {
-        publicKeys[keyID]
+    /// Retires the previous keys whose last token has expired at `now` (after a reload, so that
+    /// the decision uses what every instance sees), and drops them from the JWK set.
+    ///
+    /// - Returns: the retired keys' `kid`s (those another instance retired first are not
+    ///   included).
+    /// - Throws: ``StorageError``; `KeyAuthError` from the reload.
+    @discardableResult
+    func retireExpired(now: Int64, tokenLifetime: Int64, leeway: Int64) throws -> [String] {
+        guard let storage else { return [] }
+        try reload(now: now)
+        let candidates = loaded.withLock {
+            $0.schedule.retirable(at: now, tokenLifetime: tokenLifetime, leeway: leeway)
+        }
+        var retired: [String] = []
+        for kid in candidates where try storage.retireSigningKey(kid: kid, at: now) {
+            retired.append(kid)
+        }
+        if !candidates.isEmpty { try reload(now: now) }
+        return retired
+    }
+}
+
+/// A server key as a ``JWSSigner`` whose `kid` is computed once, not for every token it signs.
+struct ServerSigner: JWSSigner {
+    let key: JWSPrivateKey
+    let keyID: String
+
+    init(_ key: JWSPrivateKey) {
+        self.key = key
+        keyID = key.keyID
+    }
+
+    var algorithm: JWSAlgorithm { key.algorithm }
+
+    func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        try key.signature(for: message)
     }
 }

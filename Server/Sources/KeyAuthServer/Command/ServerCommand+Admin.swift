@@ -47,6 +47,57 @@ extension ServerCommand {
         }
     }
 
+    /// `keys list` and `keys rotate`: the signing keys with their states, or a new key that
+    /// signs after the publication delay. With a signing key file there is nothing to rotate.
+    static func keys(_ action: KeysAction, options: KeysOptions, output: Output) -> Int32 {
+        if let file = options.signingKeyFile {
+            guard action == .list else {
+                output.error(
+                    "keyauth-server: the server signs with --signing-key-file \(file), which does not rotate: "
+                        + "put a new key in the file and restart the servers to change it\n")
+                return ExitStatus.failure
+            }
+            output.error(
+                "keyauth-server: the server signs with --signing-key-file \(file); the keys stored in the "
+                    + "database below are not used\n")
+        }
+        return withStorage(options.database, output: output) { storage in
+            let rotation = SigningKeyRotation(
+                storage: storage, tokenLifetime: options.tokenLifetime, now: ServerClock.now)
+            switch action {
+            case .list:
+                var lines = ["KID\tALG\tSTATE\tCREATED\tSIGNS_FROM\tRETIRES"]
+                for key in try rotation.list() {
+                    lines.append(
+                        [
+                            key.kid, key.algorithm.rawValue, Self.stateName(key.state),
+                            RFC3339.string(fromSeconds: key.createdAt), RFC3339.string(fromSeconds: key.activeFrom),
+                            key.retiresAt.map(RFC3339.string(fromSeconds:)) ?? "-",
+                        ].joined(separator: "\t"))
+                }
+                output.standard(lines.joined(separator: "\n") + "\n")
+            case .rotate(let requested, let delay):
+                let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
+                let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
+                output.standard("\(kid)\n")
+                output.error(
+                    "keyauth-server: new \(algorithm.rawValue) signing key \(kid) is published now and signs from "
+                        + "\(RFC3339.string(fromSeconds: activeFrom)) (in \(delay) s); the current key stays published "
+                        + "until its last token has expired\n")
+            }
+        }
+    }
+
+    /// The state column of `keys list`.
+    private static func stateName(_ state: SigningKeySchedule.State) -> String {
+        switch state {
+        case .next: "next"
+        case .current: "current"
+        case .previous: "previous"
+        case .retired: "retired"
+        }
+    }
+
     private static func withStorage(
         _ database: String, output: Output, _ body: (any ServerStorage) throws -> Void
     ) -> Int32 {

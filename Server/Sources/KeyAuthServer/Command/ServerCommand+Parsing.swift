@@ -37,6 +37,8 @@ extension ServerCommand {
             let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
             try flags.finish(allowingPositionals: 0)
             return .devices(database: database)
+        case "keys":
+            return try keysAction(flags: &flags, environment: environment)
         case "revoke":
             let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
             let positionals = try flags.finish(allowingPositionals: 1)
@@ -88,6 +90,14 @@ extension ServerCommand {
             }
             configuration.enrollment = enrollment
         }
+        if let mode = setting("--dpop", "DPOP") {
+            guard let dpop = DPoPMode(rawValue: mode) else {
+                throw ServerConfigurationError("--dpop: expected optional or required, got \(mode)")
+            }
+            configuration.dpop = dpop
+        }
+        let dpopNonce = try parseBool(environment["KEYAUTH_SERVER_DPOP_NONCE"], "KEYAUTH_SERVER_DPOP_NONCE")
+        configuration.dpopNonce = flags.bool("--dpop-nonce") ?? dpopNonce ?? false
         let trustProxy = try parseBool(environment["KEYAUTH_SERVER_TRUST_PROXY"], "KEYAUTH_SERVER_TRUST_PROXY")
         configuration.trustProxy = flags.bool("--trust-proxy") ?? trustProxy ?? false
         let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
@@ -100,6 +110,9 @@ extension ServerCommand {
             configuration.accessTokenLifetime = Int64(value)
         }
         if let value = try number("--threads", "THREADS", 1...256) { configuration.threads = value }
+        if let value = try number("--cleanup-interval", "CLEANUP_INTERVAL", 1...3600) {
+            configuration.cleanupIntervalSeconds = value
+        }
         if let value = try number("--max-connections", "MAX_CONNECTIONS", 1...1_000_000) {
             configuration.connectionLimit = value
         }
@@ -121,11 +134,71 @@ extension ServerCommand {
             }
             configuration.signingKeyBits = value
         }
+        if let name = setting("--token-alg", "TOKEN_ALG") {
+            configuration.tokenAlgorithm = try tokenAlgorithm(name, flag: "--token-alg")
+        }
         if let file = setting("--signing-key-file", "SIGNING_KEY_FILE") {
             guard !file.isEmpty else { throw ServerConfigurationError("--signing-key-file: empty path") }
             configuration.signingKeyFile = file
         }
         return configuration
+    }
+
+    /// `keys list` and `keys rotate [--alg ALG] [--delay SECONDS]`, with `--db`, the server's
+    /// `--token-lifetime` (for when previous keys retire) and `--signing-key-file` (which does not
+    /// rotate) read like `serve` reads them.
+    private static func keysAction(
+        flags: inout FlagParser, environment: [String: String]
+    ) throws(ServerConfigurationError) -> Action {
+        func setting(_ flag: String, _ variable: String) -> String? {
+            flags.value(flag) ?? environment["KEYAUTH_SERVER_" + variable]
+        }
+        var options = KeysOptions(database: setting("--db", "DB") ?? "keyauth-server.db")
+        if let text = setting("--token-lifetime", "TOKEN_LIFETIME") {
+            guard let value = Int64(text), (60...86_400).contains(value) else {
+                throw ServerConfigurationError("--token-lifetime: expected a number from 60 to 86400, got \(text)")
+            }
+            options.tokenLifetime = value
+        }
+        options.signingKeyFile = setting("--signing-key-file", "SIGNING_KEY_FILE").flatMap { $0.isEmpty ? nil : $0 }
+        let rotateAlgorithm = flags.value("--alg")
+        let delay = flags.value("--delay")
+        let configuredAlgorithm = environment["KEYAUTH_SERVER_TOKEN_ALG"]
+        let positionals = try flags.finish(allowingPositionals: 1)
+        switch positionals.first {
+        case "list"?, nil:
+            guard rotateAlgorithm == nil, delay == nil else {
+                throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server --help")
+            }
+            return .keys(.list, options)
+        case "rotate"?:
+            var algorithm: JWSAlgorithm?
+            if let name = rotateAlgorithm {
+                algorithm = try tokenAlgorithm(name, flag: "--alg")
+            } else if let name = configuredAlgorithm {
+                algorithm = try tokenAlgorithm(name, flag: "KEYAUTH_SERVER_TOKEN_ALG")
+            }
+            var seconds = SigningKeyRotation.defaultDelay
+            if let delay {
+                guard let value = Int64(delay), (0...86_400).contains(value) else {
+                    throw ServerConfigurationError("--delay: expected seconds from 0 to 86400, got \(delay)")
+                }
+                seconds = value
+            }
+            return .keys(.rotate(algorithm: algorithm, delay: seconds), options)
+        case let other?:
+            throw ServerConfigurationError("keys: unknown action \(other); expected list or rotate")
+        }
+    }
+
+    /// `RS256`, `ES256` or `EdDSA`, as `--token-alg` and `keys rotate --alg` take them.
+    private static func tokenAlgorithm(_ name: String, flag: String) throws(ServerConfigurationError)
+        -> JWSAlgorithm
+    {
+        guard let algorithm = JWSAlgorithm(rawValue: name) else {
+            throw ServerConfigurationError("\(flag): expected RS256, ES256 or EdDSA, got \(name)")
+        }
+        return algorithm
     }
 
     private static func parseBool(_ text: String?, _ name: String) throws(ServerConfigurationError) -> Bool? {
@@ -142,7 +215,7 @@ extension ServerCommand {
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet"]
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "dpop-nonce"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {

@@ -47,7 +47,7 @@ extension ServerCommand {
         output.error(
             "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
-                + "enrollment \(configuration.enrollment.rawValue)"
+                + "enrollment \(configuration.enrollment.rawValue), tokens \(runner.tokenAlgorithm.rawValue)"
                 + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
                 + (metrics ?? "metrics off") + "\n")
         if let warning = configuration.openEnrollmentWarning { output.error("keyauth-server: \(warning)\n") }

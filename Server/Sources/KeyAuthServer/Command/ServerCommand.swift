@@ -35,10 +35,36 @@ public enum ServerCommand {
         case devices(database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
+        /// List or rotate the server's signing keys.
+        case keys(KeysAction, KeysOptions)
         /// Print the help text.
         case help
         /// Print the version, the same as `keyauth --version`'s.
         case version
+    }
+
+    /// What `keyauth-server keys` does.
+    public enum KeysAction: Sendable, Equatable {
+        /// `keys list`: every key with its state and dates.
+        case list
+        /// `keys rotate`: a new key of `algorithm` (nil: `KEYAUTH_SERVER_TOKEN_ALG`, else the
+        /// current key's) that signs after `delay` seconds.
+        case rotate(algorithm: JWSAlgorithm?, delay: Int64)
+    }
+
+    /// The settings `keyauth-server keys` shares with `serve`.
+    public struct KeysOptions: Sendable, Equatable {
+        /// `--db`.
+        public var database: String
+        /// `--token-lifetime`: when previous keys retire.
+        public var tokenLifetime: Int64 = 900
+        /// `--signing-key-file`: the server signs with a file's key, which does not rotate.
+        public var signingKeyFile: String?
+
+        /// Options for `database` with the defaults.
+        public init(database: String) {
+            self.database = database
+        }
     }
 
     /// Where a command writes: standard output and standard error, one string at a time.
@@ -90,6 +116,8 @@ public enum ServerCommand {
             return listDevices(database: database, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
+        case .keys(let action, let options):
+            return keys(action, options: options, output: output)
         }
     }
 

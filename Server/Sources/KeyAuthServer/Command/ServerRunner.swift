@@ -25,6 +25,10 @@ public final class ServerRunner: Sendable {
     public var metricsPort: UInt16? { metricsServer?.port }
     /// The issuer URL (configured, or derived from the bound address).
     public var issuer: String { responder.issuer }
+    /// The algorithm of the key signing access tokens now.
+    public var tokenAlgorithm: JWSAlgorithm {
+        (try? responder.service.tokens.keys.current(at: ServerClock.now()).entry.algorithm) ?? .rs256
+    }
 
     /// Opens storage, loads or creates the signing key, starts listening (publicly, and for
     /// metrics unless that is off) and schedules cleanup.
@@ -118,17 +122,23 @@ public final class ServerRunner: Sendable {
             if let file = configuration.signingKeyFile {
                 try ServerSigningKeys.load(file: file)
             } else {
-                try ServerSigningKeys.loadOrCreate(storage: storage, bits: configuration.signingKeyBits, now: now())
+                try ServerSigningKeys.loadOrCreate(
+                    storage: storage, algorithm: configuration.tokenAlgorithm, rsaBits: configuration.signingKeyBits,
+                    now: now())
             }
         let clock = KeyAuthClock.seconds(now)
         let service = KeyAuthService(
             settings: KeyAuthService.Settings(
                 issuer: issuer, enrollment: configuration.enrollment,
                 maximumPendingDevices: configuration.maximumPendingDevices,
-                accessTokenLifetime: configuration.accessTokenLifetime),
+                accessTokenLifetime: configuration.accessTokenLifetime,
+                dpop: DPoPSettings(
+                    mode: configuration.dpop,
+                    nonces: configuration.dpopNonce ? DPoPNonces(keys: signingKeys) : nil)),
             registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
             tokens: AccessTokens(
-                keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime, clock: clock),
+                keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime,
+                requireDPoP: configuration.dpop == .required, clock: clock),
             enrollmentCodes: EnrollmentCodes(
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
             assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),

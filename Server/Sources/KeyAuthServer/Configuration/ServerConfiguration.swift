@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuth
 
 /// How a new user enrolls a first device (PROTOCOL.md section 4, "Register").
 ///
@@ -12,6 +13,16 @@ public enum EnrollmentMode: String, Sendable, CaseIterable {
     /// A new user's first device needs a one-time code from `keyauth-server enroll USER` (the
     /// default).
     case code
+}
+
+/// Whether access tokens must be bound to the device key with DPoP (RFC 9449) (`--dpop`).
+public enum DPoPMode: String, Sendable, CaseIterable {
+    /// A token request with a DPoP proof gets a DPoP-bound token, one without gets a Bearer
+    /// token (the default, so that scripts can still use `keyauth token`).
+    case optional
+    /// Token requests without a proof are refused, and so are Bearer tokens at the resource
+    /// endpoints: a copied token is worthless without the device key.
+    case required
 }
 
 /// Where `/metrics` is served (`--metrics-listen`).
@@ -68,6 +79,15 @@ public struct ServerConfiguration: Sendable {
     public var enrollmentCodeLifetime: Int64 = 900
     /// Size of the server's RSA signing key, generated on first start.
     public var signingKeyBits: Int = 2048
+    /// Whether tokens must be DPoP-bound (`--dpop`, default optional).
+    public var dpop: DPoPMode = .optional
+    /// Whether DPoP proofs must carry a nonce the server handed out (`--dpop-nonce`), which
+    /// bounds how long a proof made in advance stays usable to the nonce's lifetime.
+    public var dpopNonce: Bool = false
+    /// The algorithm of the signing key made on first start (`--token-alg`, default RS256, which
+    /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
+    /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.
+    public var tokenAlgorithm: JWSAlgorithm = .rs256
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
     /// the database; see ``ServerSigningKeys/load(file:)``.
     public var signingKeyFile: String?
@@ -89,7 +109,9 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeoutSeconds: Int = HTTPServerOptions.defaultRequestTimeoutSeconds
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
     public var maximumBodySize: Int = 64 * 1024
-    /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters.
+    /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters,
+    /// which also reload the signing keys (publishing a rotated key) and retire old ones
+    /// (`--cleanup-interval`).
     public var cleanupIntervalSeconds: Int = 60
     /// Whether to write one line per request to stderr.
     public var logRequests: Bool = true

@@ -15,6 +15,8 @@ extension ServiceError.Kind {
         case .unknownDevice: (404, .notFound)
         case .keyConflict: (409, .invalidRequest)
         case .slowDown: (429, .slowDown)
+        case .invalidDPoPProof(let atResource): (atResource ? 401 : 400, .invalidDPoPProof)
+        case .useDPoPNonce(_, let atResource): (atResource ? 401 : 400, .useDPoPNonce)
         }
     }
 }
@@ -49,6 +51,11 @@ extension HTTPResponse {
             switch error.kind {
             case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
             case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
+            case .invalidDPoPProof(let atResource):
+                if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "invalid_dpop_proof")) }
+            case .useDPoPNonce(let nonce, let atResource):
+                headers.set("DPoP-Nonce", nonce)
+                if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "use_dpop_nonce")) }
             default: break
             }
         case let error as RoutingError:
@@ -68,5 +75,11 @@ extension HTTPResponse {
         self = .json(
             .object(["error": .string(code.rawValue), "error_description": .string(description)]), status: status,
             headers: headers)
+    }
+
+    /// The `WWW-Authenticate` challenge of a resource endpoint's DPoP error (RFC 9449 section 7.1),
+    /// with the algorithms proofs may use.
+    static func dpopChallenge(error: String) -> String {
+        "DPoP error=\"\(error)\", algs=\"\(JWSAlgorithm.allCases.map(\.rawValue).joined(separator: " "))\""
     }
 }

@@ -43,20 +43,15 @@ extension HTTPRequest {
         }
     }
 
-    /// The token of an `Authorization: Bearer` header.
+    /// The `DPoP` header (RFC 9449), or nil without one.
     ///
-    /// - Throws: `.invalidToken` when the header is missing or not a Bearer token.
-    func bearerToken() throws(ServiceError) -> String {
-        guard let header = headers["Authorization"] else {
-            throw ServiceError(.invalidToken, "a Bearer access token is required")
+    /// - Throws: `.invalidDPoPProof` when there is more than one (section 4.3, check 1).
+    func dpopProof(atResource: Bool) throws(ServiceError) -> String? {
+        let values = headers.values(for: "DPoP")
+        guard values.count <= 1 else {
+            throw ServiceError(.invalidDPoPProof(atResource: atResource), "a request carries at most one DPoP proof")
         }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw ServiceError(.invalidToken, "a Bearer access token is required")
-        }
-        let token = parts[1].trimmingWhitespace()
-        guard !token.isEmpty else { throw ServiceError(.invalidToken, "a Bearer access token is required") }
-        return token
+        return values.first.map { Substring($0).trimmingWhitespace() }
     }
 
     /// The `limit` and `cursor` of `GET /v1/devices` (PROTOCOL.md section 4, "Device list").

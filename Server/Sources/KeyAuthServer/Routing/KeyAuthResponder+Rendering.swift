@@ -3,11 +3,15 @@ import KeyAuth
 /// The documents the endpoints answer with, written by the protocol's wire types
 /// (PROTOCOL.md section 4).
 extension KeyAuthResponder {
-    /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"}`, never cached.
-    static func tokenResponse(_ result: LoginResult) -> HTTPResponse {
-        .json(
-            serialized: TokenResponse(accessToken: result.accessToken, expiresIn: result.expiresIn).jsonBytes,
-            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
+    /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"|"DPoP"}`, never cached; with
+    /// a fresh `DPoP-Nonce` when nonces are on.
+    static func tokenResponse(_ result: LoginResult, nonce: String?) -> HTTPResponse {
+        var headers: HTTPHeaders = ["Cache-Control": "no-store", "Pragma": "no-cache"]
+        if let nonce { headers.set("DPoP-Nonce", nonce) }
+        return .json(
+            serialized: TokenResponse(
+                accessToken: result.accessToken, expiresIn: result.expiresIn, tokenType: result.tokenType
+            ).jsonBytes, headers: headers)
     }
 
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with

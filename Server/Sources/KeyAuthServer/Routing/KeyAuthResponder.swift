@@ -114,8 +114,10 @@ public final class KeyAuthResponder: HTTPResponder {
         switch (route, request.method) {
         case (.token, _):
             return try limits.run(from: clientKey(request), countsEveryAttempt: false, record: metrics.recordLogin) {
-                let result = try service.login(assertion: try request.jwtBearerAssertion())
-                return (Self.tokenResponse(result), "success")
+                let assertion = try request.jwtBearerAssertion()
+                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
+                let result = try service.login(assertion: assertion, proof: proof)
+                return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
             }
         case (.devices, "POST"):
             return try limits.run(
@@ -125,25 +127,34 @@ public final class KeyAuthResponder: HTTPResponder {
                 return registrationResponse(try service.register(registration, from: clientAddress(of: request)))
             }
         case (.devices, _):
-            let actor = try service.authenticate(bearer: try request.bearerToken())
+            let actor = try authenticate(request)
             let query = try request.deviceListQuery()
             let page = try service.listDevices(of: actor, after: query.position, limit: query.limit)
             return .json(deviceListPage(page.devices, next: page.next).jsonValue)
         case (.device(let kid), _):
-            let actor = try service.authenticate(bearer: try request.bearerToken())
+            let actor = try authenticate(request)
             try service.revoke(kid: kid, by: actor)
             return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
         case (.approveDevice(let kid), _):
-            let actor = try service.authenticate(bearer: try request.bearerToken())
+            let actor = try authenticate(request)
             return .json(approvalEntry(try service.approve(kid: kid, by: actor)))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
         case (.openIDConfiguration, _):
             return .json(
-                ServerMetadata(keyAuthServerAt: issuer).jsonValue, headers: ["Cache-Control": "public, max-age=300"])
+                ServerMetadata(keyAuthServerAt: issuer, dpopRequired: service.settings.dpop.mode == .required)
+                    .jsonValue,
+                headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
             return try operations.health()
         }
+    }
+
+    /// The device acting through a resource request's access token (and DPoP proof).
+    private func authenticate(_ request: HTTPRequest) throws -> DeviceRecord {
+        try service.authenticate(
+            authorization: request.headers["Authorization"], proof: try request.dpopProof(atResource: true),
+            method: request.method, path: request.path)
     }
 
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last

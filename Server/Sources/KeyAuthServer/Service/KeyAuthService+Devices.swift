@@ -1,14 +1,15 @@
 import KeyAuth
 
 extension KeyAuthService {
-    /// Checks a Bearer token and that the device it names (`cnf.jkt`) is still an active device
-    /// of the token's user, so revoking a device also ends its tokens at once.
+    /// Checks a request's access token and its binding (``checkAccessToken(authorization:proof:method:path:)``)
+    /// and that the device it names (`cnf.jkt`, or `client_id` for a Bearer token) is still an
+    /// active device of the token's user, so revoking a device also ends its tokens at once.
     ///
     /// - Returns: the acting device.
-    func authenticate(bearer token: String) throws -> DeviceRecord {
-        let subject = try tokens.verify(token)
-        guard let device = try storage.device(kid: subject.deviceKID), device.status == .active,
-            device.user == subject.user
+    func authenticate(authorization: String?, proof: String?, method: String, path: String) throws -> DeviceRecord {
+        let claims = try checkAccessToken(authorization: authorization, proof: proof, method: method, path: path)
+        guard let device = try storage.device(kid: claims.deviceKeyID), device.status == .active,
+            device.user == claims.user
         else { throw ServiceError(.invalidToken, "the access token is not valid") }
         return device
     }

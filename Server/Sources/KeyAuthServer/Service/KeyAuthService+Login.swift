@@ -6,6 +6,8 @@ struct LoginResult: Sendable {
     let accessToken: String
     /// Its lifetime in seconds.
     let expiresIn: Int64
+    /// `DPoP` for a token bound to the device key, `Bearer` otherwise.
+    let tokenType: String
 }
 
 extension KeyAuthService {
@@ -18,18 +20,28 @@ extension KeyAuthService {
     /// key, and refusing it before the registry is consulted keeps its cost free of anything
     /// the registry holds. The state (rule 8) is checked after the signature, so that pending
     /// and denied answers go only to the key's holder.
-    func login(assertion: String) throws -> LoginResult {
+    ///
+    /// With a DPoP proof (already checked by ``checkTokenRequestProof(_:)``), the proof's key
+    /// must be the assertion's, and the token is bound to it (`cnf.jkt`, `token_type` `DPoP`).
+    func login(assertion: String, proof: VerifiedDPoPProof? = nil) throws -> LoginResult {
         let parsed = try parseAssertion(assertion)
         let stored = try storage.device(kid: parsed.keyID)
         let (key, device) = try loginKeys.key(for: stored, signature: parsed.signature)
         let verified = try verifyAssertion(parsed, key: key)
         // Only a device's own key returns one; a decoy verifies nothing.
         guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        if let proof, proof.keyThumbprint != device.kid {
+            throw ServiceError(
+                .invalidDPoPProof(atResource: false), "the DPoP proof is not signed by the assertion's device key")
+        }
         try claimJWTID(of: verified)
+        if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
-        let token = try tokens.issue(user: device.user, deviceKID: device.kid)
+        let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil)
         try storage.recordLogin(kid: device.kid, at: now())
-        return LoginResult(accessToken: token, expiresIn: settings.accessTokenLifetime)
+        return LoginResult(
+            accessToken: token, expiresIn: settings.accessTokenLifetime,
+            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer)
     }
 
     /// Rule 8: only an active device logs in; the others learn why.

@@ -1,3 +1,5 @@
+import KeyAuth
+
 extension KeyAuthService {
     /// Whether the service can answer: its storage runs a trivial query (`/healthz`).
     ///
@@ -7,11 +9,16 @@ extension KeyAuthService {
     }
 
     /// Forgets what has expired: replay-cache entries, enrollment codes, and pending and denied
-    /// devices past their retention.
-    func purgeExpired() throws(StorageError) {
+    /// devices past their retention; reloads the signing keys (publishing a rotation's new key)
+    /// and retires the previous keys whose last token has expired.
+    ///
+    /// - Throws: ``StorageError``; `KeyAuthError` when a stored signing key cannot be read.
+    func purgeExpired() throws {
         let time = now()
         try storage.purgeExpiredJTIs(now: time)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try registry.purgeStale()
+        try tokens.keys.retireExpired(
+            now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
     }
 }

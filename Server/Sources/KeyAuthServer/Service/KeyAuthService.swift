@@ -13,6 +13,8 @@ struct KeyAuthService: Sendable {
         var enrollment: EnrollmentMode
         var maximumPendingDevices: Int
         var accessTokenLifetime: Int64
+        /// `--dpop` and `--dpop-nonce`.
+        var dpop = DPoPSettings()
     }
 
     let settings: Settings

@@ -28,6 +28,12 @@ struct ServiceError: Error, Sendable, Equatable {
         /// Too many failures from this address, or too many pending devices for the user;
         /// carries the seconds to wait.
         case slowDown(retryAfter: Int)
+        /// A DPoP proof is missing or fails a check (RFC 9449): 400 at the token endpoint, 401
+        /// at a resource endpoint.
+        case invalidDPoPProof(atResource: Bool)
+        /// The proof lacks the server's nonce, or carries an old one; carries a fresh nonce for
+        /// the `DPoP-Nonce` header.
+        case useDPoPNonce(nonce: String, atResource: Bool)
     }
 
     let kind: Kind

@@ -99,22 +99,42 @@ public enum DeviceInsertion: Sendable, Hashable {
     case pendingLimitReached(oldestCreatedAt: Int64)
 }
 
-/// One of the server's own RSA signing keys.
+/// One of the server's own signing keys, and where it is in its life (PROTOCOL.md section 3,
+/// "Key rotation").
+///
+/// A key is *next* until ``activeFrom``, *current* from then until a newer key's `activeFrom`
+/// passes, then *previous* (published, no longer signing) until the cleanup retires it once
+/// every token it signed has expired. Retirement keeps the row for `keys list` and wipes the
+/// private key. Which key signs is a function of these rows and the clock only, so every
+/// instance on one database agrees without talking to the others.
 public struct SigningKeyRecord: Sendable {
-    /// The public key's fingerprint, used as `kid` in access tokens and the JWKS.
+    /// The public key's thumbprint, used as `kid` in access tokens and the JWKS.
     public var kid: String
-    /// The private key, PKCS#8 PEM.
+    /// The private key, PKCS#8 PEM; empty once the key is retired.
     ///
     /// - Warning: secret. SQLite storage keeps it in the database file (protect the file like a
     ///   key file); callers wipe this copy after parsing it.
     public var privatePEM: [UInt8]
-    /// When it was created; the oldest key signs.
+    /// When it was created.
     public var createdAt: Int64
+    /// The algorithm it signs with: RS256, ES256 or EdDSA.
+    public var algorithm: JWSAlgorithm
+    /// From when it may sign: its creation for a first key, creation plus the publication delay
+    /// for a rotation, so that caches see it in the JWKS before any token names it.
+    public var activeFrom: Int64
+    /// When the cleanup retired it (it is then gone from the JWKS); nil while published.
+    public var retiredAt: Int64?
 
-    /// Creates a record.
-    public init(kid: String, privatePEM: [UInt8], createdAt: Int64) {
+    /// Creates a record; by default an RS256 key that may sign from its creation.
+    public init(
+        kid: String, privatePEM: [UInt8], createdAt: Int64, algorithm: JWSAlgorithm = .rs256,
+        activeFrom: Int64? = nil, retiredAt: Int64? = nil
+    ) {
         self.kid = kid
         self.privatePEM = privatePEM
         self.createdAt = createdAt
+        self.algorithm = algorithm
+        self.activeFrom = activeFrom ?? createdAt
+        self.retiredAt = retiredAt
     }
 }

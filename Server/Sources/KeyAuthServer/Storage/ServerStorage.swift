@@ -106,23 +106,26 @@ public protocol ServerStorage: Sendable {
 
     // MARK: Server signing keys
 
-    /// The server's signing keys, oldest first. The oldest signs; all are published.
+    /// The server's signing keys, in the order they took over signing (`active_from`, then
+    /// `created_at`, then `kid`); retired keys only when `includingRetired`.
     ///
     /// - Warning: the records hold private keys in PEM; callers wipe them after parsing.
-    func signingKeys() throws(StorageError) -> [SigningKeyRecord]
+    func signingKeys(includingRetired: Bool) throws(StorageError) -> [SigningKeyRecord]
 
     /// Adds a signing key; returns false when one with the same `kid` exists.
-    ///
-    /// Two servers starting at once on an empty store may both insert a key; both then sign
-    /// with the oldest one, so their tokens stay interchangeable.
-    func insertSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
+    func insertSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool
 
-    /// Adds a signing key only when the store has none yet, in one atomic step; returns false
-    /// (changing nothing) when some key already exists.
+    /// Adds a signing key only when the store has none yet (retired ones included), in one
+    /// atomic step; returns false (changing nothing) when some key already exists.
     ///
     /// Servers starting at once on an empty store each generate a key; this makes exactly one
     /// of them the signing key, so every instance signs with, and publishes, the same key.
-    func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
+    func insertFirstSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool
+
+    /// Retires the key `kid` at `time`: it leaves the JWKS, and its private key is wiped from
+    /// the store (the row stays, for `keys list`). Returns false when it is unknown or already
+    /// retired.
+    func retireSigningKey(kid: String, at time: Int64) throws(StorageError) -> Bool
 
     // MARK: Operations
 
@@ -139,6 +142,25 @@ public protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+    /// The published (not retired) signing keys, in the order they took over signing.
+    ///
+    /// - Warning: the records hold private keys in PEM; callers wipe them after parsing.
+    public func signingKeys() throws(StorageError) -> [SigningKeyRecord] {
+        try signingKeys(includingRetired: false)
+    }
+
+    /// Adds an RS256 signing key that may sign from its creation; false when the `kid` exists.
+    public func insertSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool {
+        try insertSigningKey(SigningKeyRecord(kid: kid, privatePEM: privatePEM, createdAt: createdAt))
+    }
+
+    /// ``insertFirstSigningKey(_:)`` for an RS256 key that may sign from its creation.
+    public func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError)
+        -> Bool
+    {
+        try insertFirstSigningKey(SigningKeyRecord(kid: kid, privatePEM: privatePEM, createdAt: createdAt))
+    }
+
     /// Adds a device unless its `kid` is taken; false, changing nothing, when a device with the
     /// same `kid` exists (whoever owns it).
     public func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {

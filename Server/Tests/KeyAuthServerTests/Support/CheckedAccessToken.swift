@@ -21,13 +21,14 @@ struct CheckedAccessToken {
     /// - Throws: ``KeyAuthError`` for a token that fails any check, or whose `kid` is not in
     ///   `keys`.
     init(
-        _ token: String, issuer: String, keys: [String: RSAPublicKey], lifetime: Int64 = 900,
+        _ token: String, issuer: String, keys: [String: JWSPublicKey], lifetime: Int64 = 900,
         clock: KeyAuthClock = .system
     ) throws {
         let verifier = JWTVerifier(
             rules: JWTVerifier.Rules(
                 audience: issuer, maximumLifetime: lifetime, requireJWTID: true, subjectIsKeyID: false,
-                expectedIssuer: issuer, expectedType: "at+jwt"),
+                expectedIssuer: issuer, expectedTypes: ["at+jwt"],
+                algorithms: Set(JWSAlgorithm.allCases)),
             clock: clock)
         let parsed = try verifier.parse(token)
         guard let keyID = parsed.jws.keyID, let key = keys[keyID] else {

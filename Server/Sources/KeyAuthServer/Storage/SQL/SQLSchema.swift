@@ -79,6 +79,18 @@ enum SQLSchema {
                 "ALTER TABLE \(table) RENAME COLUMN \(sql.originalUserColumn) TO user_name"
             }
         },
+        Migration(version: 4) { sql in
+            [
+                // Signing keys of any of the three algorithms, and their rotation dates: a key
+                // signs from `active_from` until a newer key's passes, and is published until
+                // `retired_at` (PROTOCOL.md section 3, "Key rotation"). Keys stored before this
+                // version are RS256 and signed from their creation.
+                "ALTER TABLE signing_keys ADD COLUMN algorithm TEXT NOT NULL DEFAULT 'RS256'",
+                "ALTER TABLE signing_keys ADD COLUMN active_from \(sql.integer)",
+                "ALTER TABLE signing_keys ADD COLUMN retired_at \(sql.integer)",
+                "UPDATE signing_keys SET active_from = created_at",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

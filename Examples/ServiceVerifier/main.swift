@@ -1,0 +1,114 @@
+// An example service that trusts keyauth tokens, for service authors to copy.
+//
+// It answers one HTTP request read from standard input, the way a service started per
+// connection by systemd (`Accept=yes`) or inetd does, and writes the answer to standard output:
+// 200 with the user and device when the token (and for a DPoP-bound token, its proof) passes,
+// 401 with the reason when it does not, 503 when the issuer's keys cannot be had.
+//
+//   keyauth-example-service --issuer https://auth.example.com --public-url https://api.example.com
+//
+// The verification itself is the block under "Verify": everything else is plumbing.
+//
+// A process per request keeps no state between requests: it fetches the issuer's keys each time,
+// and its DPoP replay cache forgets a proof when it exits, so a proof replayed within its 60 s
+// passes again. A long-running service keeps one verifier for its lifetime (several instances
+// share a `DPoPReplayCache`); this one only shows the calls.
+import Foundation
+import KeyAuth
+
+/// The options: the keyauth server's issuer URL, and the URL clients use to reach this service
+/// (DPoP proofs name it; the `Host` header's origin over http when not given).
+struct Options {
+    var issuer = ""
+    var publicURL: String?
+    var requireDPoP = false
+
+    init(_ arguments: [String]) throws(KeyAuthError) {
+        var remaining = arguments[...]
+        while let name = remaining.popFirst() {
+            switch name {
+            case "--issuer": issuer = remaining.popFirst() ?? ""
+            case "--public-url": publicURL = remaining.popFirst()
+            case "--require-dpop": requireDPoP = true
+            default: throw KeyAuthError(.invalidArgument, "unknown option \(name)")
+            }
+        }
+        guard !issuer.isEmpty else {
+            throw KeyAuthError(
+                .invalidArgument, "usage: keyauth-example-service --issuer URL [--public-url URL] [--require-dpop]")
+        }
+    }
+}
+
+/// The request line and the headers of one HTTP/1.1 request (names in lower case).
+struct RequestHead {
+    var method = ""
+    var path = ""
+    var headers: [String: String] = [:]
+
+    /// Reads up to the empty line that ends the head.
+    static func read() -> RequestHead? {
+        var head = RequestHead()
+        guard let requestLine = readLine()?.trimmingSuffix("\r") else { return nil }
+        let parts = requestLine.split(separator: " ")
+        guard parts.count == 3 else { return nil }
+        head.method = String(parts[0])
+        head.path = String(parts[1])
+        while let line = readLine()?.trimmingSuffix("\r"), !line.isEmpty {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
+            head.headers[line[..<colon].lowercased()] = String(value)
+        }
+        return head
+    }
+}
+
+extension String {
+    func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}
+
+/// Writes an HTTP answer with a plain-text body.
+func answer(_ status: Int, _ reason: String, _ body: String, headers: [String] = []) {
+    var text = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+    for header in headers { text += header + "\r\n" }
+    print(text + "Content-Length: \(body.utf8.count + 1)\r\n\r\n" + body)
+}
+
+let options: Options
+do throws(KeyAuthError) {
+    options = try Options(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    print(error.message)
+    exit(64)
+}
+guard let request = RequestHead.read() else {
+    answer(400, "Bad Request", "refused: not an HTTP request")
+    exit(0)
+}
+
+// Verify. One verifier serves every request of a long-running service: it caches the
+// issuer's keys and remembers the proofs already used.
+do throws(KeyAuthError) {
+    let verifier = try AccessTokenVerifier(issuer: options.issuer, requireDPoP: options.requireDPoP)
+    let origin = options.publicURL ?? "http://" + (request.headers["host"] ?? "localhost")
+    let claims = try await verifier.verify(
+        authorization: request.headers["authorization"], dpopProof: request.headers["dpop"],
+        method: request.method, url: origin + request.path)
+    let binding = claims.isDPoPBound ? "DPoP-bound to" : "Bearer from"
+    answer(200, "OK", "allowed: \(claims.user), \(binding) device \(claims.deviceKeyID), amr \(claims.amr)")
+} catch {
+    switch error.code {
+    case .keySetUnavailable:
+        answer(503, "Service Unavailable", "refused: \(error.message)")
+    case .dpopProofInvalid:
+        answer(
+            401, "Unauthorized", "refused: \(error.message)",
+            headers: [#"WWW-Authenticate: DPoP error="invalid_dpop_proof""#])
+    default:
+        answer(
+            401, "Unauthorized", "refused: \(error.message)",
+            headers: [#"WWW-Authenticate: Bearer error="invalid_token", DPoP error="invalid_token""#])
+    }
+}

@@ -1,0 +1,46 @@
+import KeyAuth
+
+/// The server's DPoP nonces (RFC 9449 section 8, `--dpop-nonce`): values a client must put in
+/// its proofs, so that a proof signed in advance is useless after the nonce's lifetime.
+///
+/// A nonce is the time it was made and an HMAC of that time under a secret derived from the
+/// current signing key; it is accepted for ``lifetime`` seconds under any published key's
+/// secret. Nothing is stored: every instance holding the same keys makes and accepts the same
+/// nonces, and a rotation only makes clients fetch a new nonce once the old key retires.
+struct DPoPNonces: Sendable {
+    /// Seconds a nonce is accepted.
+    static let lifetime: Int64 = 300
+    /// Seconds a nonce may come from the future (another instance's clock a little ahead).
+    static let leeway: Int64 = 10
+
+    let keys: ServerSigningKeys
+
+    /// A fresh nonce for `now`.
+    ///
+    /// - Throws: `KeyAuthError` when no key is loaded.
+    func issue(now: Int64) throws(KeyAuthError) -> String {
+        let secret = try keys.current(at: now).nonceSecret
+        let time = Self.bytes(of: now)
+        return Base64URL.encode(time + Self.tag(secret: secret, time: time))
+    }
+
+    /// Whether `nonce` is one of ours, made at most ``lifetime`` seconds ago.
+    func isValid(_ nonce: String, now: Int64) -> Bool {
+        guard let bytes = Base64URL.decode(nonce), bytes.count == 24 else { return false }
+        let time = Array(bytes[0..<8])
+        let issuedAt = time.reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        guard issuedAt <= now + Self.leeway, now - issuedAt <= Self.lifetime else { return false }
+        let tag = Array(bytes[8...])
+        return keys.keys.contains {
+            CryptoPrimitives.constantTimeEquals(Self.tag(secret: $0.nonceSecret, time: time), tag)
+        }
+    }
+
+    private static func bytes(of time: Int64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: time >> (8 * (7 - $0))) }
+    }
+
+    private static func tag(secret: [UInt8], time: [UInt8]) -> [UInt8] {
+        Array(CryptoPrimitives.hmacSHA256(key: secret, message: Array("dpop-nonce".utf8) + time).prefix(16))
+    }
+}
