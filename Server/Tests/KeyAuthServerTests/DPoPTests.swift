@@ -268,6 +268,8 @@ struct DPoPTests {
 
     /// A server with an active device, and requests with DPoP proofs for it.
     struct Fixture {
+        /// Kept for the fixture's life: its directory holds the database the server syncs.
+        let environment: TestEnvironment
         let api: TestAPI
         let clock: TestClock
         let device: RSAPrivateKey
@@ -276,6 +278,7 @@ struct DPoPTests {
             environment: TestEnvironment = TestEnvironment(), configure: (inout ServerConfiguration) -> Void = { _ in },
             registering: Bool = true, api: TestAPI? = nil
         ) throws {
+            self.environment = environment
             self.api = try api ?? environment.directAPI(configure)
             clock = environment.clock
             device = try ServerTestKeys.key("dpop-device")
