@@ -94,6 +94,35 @@ struct TPMEndorsementCertificateTests {
         let credential = try makeCredential(for: certification.attestationKeyName, secret: secret)
         #expect(try connection.activateCredential(credential.blob, encryptedSecret: credential.secret) == secret)
 
+        // keyauth's own TPM2_MakeCredential, as a server will run it, makes what the TPM opens.
+        let challenge = Array(0..<32).map { UInt8($0) }
+        let made = try TPMCredential.make(
+            secret: challenge, for: certification.attestationKeyName, endorsementKey: endorsementKey)
+        #expect(made.encryptedSecret.count == 256)
+        #expect(
+            try connection.activateCredential(made.credentialBlob, encryptedSecret: made.encryptedSecret) == challenge)
+        var tampered = made.credentialBlob
+        tampered[tampered.count - 1] ^= 1
+        let altered = try #require(throws: KeyAuthError.self) {
+            try connection.activateCredential(tampered, encryptedSecret: made.encryptedSecret)
+        }
+        #expect(altered.code == .keyCorrupt)
+        let forOtherName = try TPMCredential.make(secret: challenge, for: key.tpmName, endorsementKey: endorsementKey)
+        #expect(
+            (try? connection.activateCredential(
+                forOtherName.credentialBlob, encryptedSecret: forOtherName.encryptedSecret))
+                == nil)
+
+        for (badSecret, badName) in [
+            ([UInt8](), certification.attestationKeyName), (challenge + [0], certification.attestationKeyName),
+            (challenge, Array(certification.attestationKeyName.dropLast())),
+        ] {
+            let refused = try #require(throws: KeyAuthError.self) {
+                try TPMCredential.make(secret: badSecret, for: badName, endorsementKey: endorsementKey)
+            }
+            #expect(refused.code == .invalidArgument)
+        }
+
         // Another TPM cannot open it, and neither can this one for a key other than its attestation key.
         let elsewhere = try #require(throws: KeyAuthError.self) {
             try other.connection.activateCredential(credential.blob, encryptedSecret: credential.secret)
