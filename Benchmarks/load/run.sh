@@ -34,9 +34,8 @@
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
 # CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
 # (an earlier build, say) as a third server, "keyauth-other", under the same load and checks, to
-# measure a change in one run. ES256: the Node server signs with ES256; keyauth-server takes part
-# once it has a `--signing-algorithm` serve option, until then the script says so and measures
-# Node alone.
+# measure a change in one run. ES256: both servers sign access tokens with ES256 (keyauth-server
+# with `--token-alg ES256` on its fresh database); the device assertions stay RS256.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
@@ -98,11 +97,11 @@ cores=$(nproc)
 keyauth_flags=()
 with_keyauth=1
 if [ "$alg" != RS256 ]; then
-    if "$bin/keyauth-server" --help 2>&1 | grep -q -- "--signing-algorithm"; then
-        keyauth_flags+=(--signing-algorithm "$alg")
+    if "$bin/keyauth-server" --help 2>&1 | grep -q -- "--token-alg"; then
+        keyauth_flags+=(--token-alg "$alg")
     else
-        echo "run.sh: this keyauth-server signs access tokens with RS256 only (no --signing-algorithm" \
-            "option yet); measuring the Node server with $alg alone" >&2
+        echo "run.sh: this keyauth-server signs access tokens with RS256 only (no --token-alg" \
+            "option); measuring the Node server with $alg alone" >&2
         with_keyauth=0
     fi
 fi
