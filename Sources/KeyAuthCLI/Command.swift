@@ -12,6 +12,8 @@ public enum Command: Sendable, Equatable {
     case login(LoginOptions)
     /// `keyauth token ...`.
     case token(TokenOptions)
+    /// `keyauth logout ...`.
+    case logout(LogoutOptions)
     /// `keyauth status ...`.
     case status(StatusOptions)
     /// `keyauth devices ...`.
@@ -24,7 +26,7 @@ public enum Command: Sendable, Equatable {
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, status, devices, pubkey, reset, help
+    case register, login, token, logout, status, devices, pubkey, reset, help
 }
 
 /// `keyauth register`.
@@ -88,6 +90,15 @@ public struct TokenOptions: Sendable, Equatable {
     public init(account: String? = nil) { self.account = account }
 }
 
+/// `keyauth logout`.
+public struct LogoutOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
 /// `keyauth status`.
 public struct StatusOptions: Sendable, Equatable {
     /// `--account NAME`; all accounts when nil.
@@ -143,6 +154,8 @@ public struct ResetOptions: Sendable, Equatable {
     public var localOnly = false
     /// `--pin-stdin`.
     public var pinFromStandardInput = false
+    /// `--yes`: do not ask for confirmation on a terminal.
+    public var assumeYes = false
 
     /// Creates the defaults.
     public init(account: String? = nil) { self.account = account }

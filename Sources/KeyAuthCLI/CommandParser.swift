@@ -12,12 +12,13 @@ public enum CommandParser {
         .register: [
             "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
         ],
-        .login: ["account"], .token: ["account"], .status: ["account"], .devices: ["account"],
+        .login: ["account"], .token: ["account"], .logout: ["account"], .status: ["account"], .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
-        .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"], .reset: ["local-only", "pin-stdin"],
+        .logout: [], .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"],
+        .reset: ["local-only", "pin-stdin", "yes"],
         .help: [],
     ]
 
@@ -26,7 +27,7 @@ public enum CommandParser {
     /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
-            throw usage("a command is needed: register, login, token, status, devices, pubkey or reset", nil)
+            throw usage("a command is needed: register, login, token, logout, status, devices, pubkey or reset", nil)
         }
         switch first {
         case "--help", "-h":
@@ -63,6 +64,9 @@ public enum CommandParser {
             var options = TokenOptions(account: parsed.values["account"])
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
             return .token(options)
+        case .logout:
+            try parsed.expectPositionals(0)
+            return .logout(LogoutOptions(account: parsed.values["account"]))
         case .status:
             try parsed.expectPositionals(0)
             var options = StatusOptions(account: parsed.values["account"])
@@ -79,6 +83,7 @@ public enum CommandParser {
             var options = ResetOptions(account: parsed.values["account"])
             options.localOnly = parsed.flags.contains("local-only")
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            options.assumeYes = parsed.flags.contains("yes")
             return .reset(options)
         case .help:
             return .help(topic: nil)

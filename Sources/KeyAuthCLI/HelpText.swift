@@ -9,6 +9,7 @@ enum HelpText {
           register   generate a device key and register it with a server
           login      prove presence, sign an assertion, get and store an access token
           token      print a valid access token, logging in again when it has expired
+          logout     forget the stored access token; keep the key and the registration
           status     show accounts, key fingerprints and token expiry
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
@@ -22,7 +23,8 @@ enum HelpText {
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
         KEYAUTH_TPM_TCTI selects the TPM (default device:/dev/tpmrm0, the kernel's resource manager).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server or TPM unreachable, 77 presence check failed or login refused, 130 Control-C
+        69 server or TPM unreachable, 75 rate-limited by the server (try again later),
+        77 presence check failed or login refused, 130 Control-C
         (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
 
@@ -71,7 +73,15 @@ enum HelpText {
             usage: keyauth token [--account NAME] [--pin-stdin]
 
             Prints a valid access token on standard output. A stored token is reused unless it
-            expires within 30 seconds; otherwise it logs in again (presence check included).
+            expires within 30 seconds, with no presence check and no terminal needed (cron jobs,
+            services); otherwise it logs in again (presence check included).
+            """
+        case .logout:
+            """
+            usage: keyauth logout [--account NAME]
+
+            Deletes the stored access token. The device key and its registration stay, so
+            `keyauth login` signs in again.
             """
         case .status:
             """
@@ -99,10 +109,12 @@ enum HelpText {
             """
         case .reset:
             """
-            usage: keyauth reset [--account NAME] [--local-only] [--pin-stdin]
+            usage: keyauth reset [--account NAME] [--local-only] [--pin-stdin] [--yes]
 
             Revokes the device key on the server, then deletes the key, the account and its tokens
             here. --local-only skips the server (when it is gone); the key stays registered there.
+            A device the server has refused is deleted here without asking for the PIN. On a
+            terminal it asks for confirmation first; --yes skips the question.
             """
         case .help:
             "usage: keyauth help [COMMAND]"

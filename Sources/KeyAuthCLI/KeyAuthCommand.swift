@@ -91,6 +91,8 @@ public enum KeyAuthCommand {
             try await LoginCommand(context: context, options: options).run()
         case .token(let options):
             try await TokenCommand(context: context, options: options).run()
+        case .logout(let options):
+            try LogoutCommand(context: context, options: options).run()
         case .status(let options):
             try StatusCommand(context: context, options: options).run()
         case .devices(let options):

@@ -146,16 +146,13 @@ struct RegisterCommand {
         try accounts.setDefaultAccount(name)
     }
 
-    /// The issuer from discovery; the server URL itself when the server publishes none. An
-    /// unreachable server is not papered over: registering would fail a moment later anyway.
+    /// The issuer from discovery.
+    ///
+    /// Every keyauth server publishes its discovery document, so an answer without one means
+    /// `--server` names something else (a web site, another port): the error says so and names
+    /// the URL tried, before a key is made or anything is stored.
     static func issuer(of client: KeyAuthClient) async throws(KeyAuthError) -> String {
-        do {
-            return try await client.discover().issuer
-        } catch {
-            if error.code == .transportFailed || error.code == .cancelled { throw error }
-            if error.oauthError?.error == .temporarilyUnavailable { throw error }
-            return client.serverURL
-        }
+        try await client.discover().issuer
     }
 
     /// One line of standard input as the enrollment code (`--enrollment-code -`), so that the

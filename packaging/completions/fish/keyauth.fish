@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token status devices pubkey reset help
+set -l commands register login token logout status devices pubkey reset help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -22,6 +22,7 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -s V -l versi
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a register -d 'Generate a device key and register it with a server'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a login -d 'Prove presence, sign an assertion, get and store an access token'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a token -d 'Print a valid access token'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Forget the stored access token; keep the key'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
@@ -30,9 +31,9 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'S
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token status devices pubkey reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token logout status devices pubkey reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
 complete -c keyauth -n "__fish_seen_subcommand_from register login token devices reset" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token status devices pubkey reset" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token logout status devices pubkey reset" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
@@ -47,4 +48,5 @@ complete -c keyauth -n "__fish_seen_subcommand_from register" -l insecure-http -
 complete -c keyauth -n "__fish_seen_subcommand_from status devices" -l json -d 'Print JSON'
 complete -c keyauth -n "__fish_seen_subcommand_from devices; and not __fish_seen_subcommand_from list approve revoke" -a 'list approve revoke'
 complete -c keyauth -n "__fish_seen_subcommand_from pubkey" -l jwk -d 'Print a JWK instead of PEM'
+complete -c keyauth -n "__fish_seen_subcommand_from reset" -l yes -d 'Do not ask for confirmation'
 complete -c keyauth -n "__fish_seen_subcommand_from reset" -l local-only -d 'Skip the server'
