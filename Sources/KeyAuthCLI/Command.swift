@@ -14,6 +14,8 @@ public enum Command: Sendable, Equatable {
     case token(TokenOptions)
     /// `keyauth logout ...`.
     case logout(LogoutOptions)
+    /// `keyauth pin change ...`.
+    case pinChange(PINChangeOptions)
     /// `keyauth status ...`.
     case status(StatusOptions)
     /// `keyauth devices ...`.
@@ -26,7 +28,7 @@ public enum Command: Sendable, Equatable {
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, logout, status, devices, pubkey, reset, help
+    case register, login, token, logout, status, devices, pubkey, pin, reset, help
 }
 
 /// `keyauth register`.
@@ -94,6 +96,18 @@ public struct TokenOptions: Sendable, Equatable {
 public struct LogoutOptions: Sendable, Equatable {
     /// `--account NAME`.
     public var account: String?
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth pin change`.
+public struct PINChangeOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`: the current PIN on the first line of standard input, the new one on the
+    /// second.
+    public var pinFromStandardInput = false
 
     /// Creates the defaults.
     public init(account: String? = nil) { self.account = account }

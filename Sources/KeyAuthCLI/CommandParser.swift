@@ -12,12 +12,13 @@ public enum CommandParser {
         .register: [
             "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
         ],
-        .login: ["account"], .token: ["account"], .logout: ["account"], .status: ["account"], .devices: ["account"],
+        .login: ["account"], .token: ["account"], .logout: ["account"], .pin: ["account"], .status: ["account"],
+        .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
-        .logout: [], .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"],
+        .logout: [], .pin: ["pin-stdin"], .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
         .help: [],
     ]
@@ -27,7 +28,8 @@ public enum CommandParser {
     /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
-            throw usage("a command is needed: register, login, token, logout, status, devices, pubkey or reset", nil)
+            throw usage(
+                "a command is needed: register, login, token, logout, status, devices, pubkey, pin or reset", nil)
         }
         switch first {
         case "--help", "-h":
@@ -67,6 +69,14 @@ public enum CommandParser {
         case .logout:
             try parsed.expectPositionals(0)
             return .logout(LogoutOptions(account: parsed.values["account"]))
+        case .pin:
+            guard parsed.positionals.first == "change" else {
+                throw usage("pin needs an action: `keyauth pin change`", .pin)
+            }
+            try parsed.expectPositionals(1)
+            var options = PINChangeOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .pinChange(options)
         case .status:
             try parsed.expectPositionals(0)
             var options = StatusOptions(account: parsed.values["account"])

@@ -13,6 +13,7 @@ enum HelpText {
           status     show accounts, key fingerprints and token expiry
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
+          pin        change the PIN of the device key (`keyauth pin change`)
           reset      revoke the key on the server, then delete it and the account here
 
         options:
@@ -106,6 +107,16 @@ enum HelpText {
             usage: keyauth pubkey [--account NAME] [--jwk]
 
             Prints the device's public key as SPKI PEM, or as a JWK with --jwk.
+            """
+        case .pin:
+            """
+            usage: keyauth pin change [--account NAME] [--pin-stdin]
+
+            Asks for the current PIN, then twice for a new one, and encrypts the key file under
+            the new PIN in place; the device stays registered. --pin-stdin reads the current PIN
+            from the first line of standard input and the new one from the second.
+            A TPM key's PIN is its TPM authorization value, which this version cannot change:
+            run `keyauth reset` and register again to choose a new one.
             """
         case .reset:
             """

@@ -93,6 +93,8 @@ public enum KeyAuthCommand {
             try await TokenCommand(context: context, options: options).run()
         case .logout(let options):
             try LogoutCommand(context: context, options: options).run()
+        case .pinChange(let options):
+            try await PINChangeCommand(context: context, options: options).run()
         case .status(let options):
             try StatusCommand(context: context, options: options).run()
         case .devices(let options):

@@ -219,7 +219,7 @@ struct CommandTests {
         let wrong = await harness.run(["login", "--pin-stdin"], standardInput: "975310\n")
         #expect(wrong.status == 77)
         #expect(wrong.errorLines.count == 1)
-        #expect(wrong.errorLines.first?.hasPrefix("keyauth: Wrong PIN") == true)
+        #expect(wrong.errorLines.first?.hasPrefix("keyauth: wrong PIN") == true)
         #expect(!wrong.standardError.contains("975310"))
         let right = await harness.run(["login", "--pin-stdin"], standardInput: "246802\n")
         #expect(right.status == 0, "\(right.standardError)")
