@@ -151,14 +151,16 @@ struct AccountSession: Sendable {
             let keyID = (try? keys.loadPublicKey().fingerprint) ?? account.keyID ?? "KID"
             return KeyAuthError(
                 .approvalPending,
-                "this device still waits for approval: on a device already registered for \(account.user), "
-                    + "run `keyauth devices approve \(keyID)`", underlying: error.underlying)
+                ProgressReporter.approvalHint(
+                    user: account.user, keyID: keyID, lead: "this device still waits for approval"),
+                underlying: error.underlying)
         }
         switch error.oauthError?.error {
         case .accessDenied?, .expiredToken?:
             return KeyAuthError(
                 error.code,
-                error.message + "; run `keyauth reset --account \(name) --local-only` and register again",
+                error.message + "; to start again, run `keyauth reset --account \(name) --local-only`, then "
+                    + "`keyauth register --server \(account.serverURL) --user \(account.user)`",
                 underlying: error.underlying)
         case .invalidGrant?:
             return KeyAuthError(

@@ -130,9 +130,12 @@ public struct DevicesOptions: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         /// `list` (the default).
         case list
-        /// `approve KID`.
+        /// `approve KID`: a whole key ID, or a unique prefix of at least 8 characters (the short
+        /// code a pending registration prints).
         case approve(keyID: String)
-        /// `revoke KID`.
+        /// `approve` alone: show the pending devices and ask which.
+        case choosePending
+        /// `revoke KID`: a whole key ID or a unique prefix, as for `approve`.
         case revoke(keyID: String)
     }
 

@@ -234,15 +234,22 @@ public enum CommandParser {
         case nil, "list"?:
             try parsed.expectPositionals(1)
         case let action? where action == "approve" || action == "revoke":
-            guard positionals.count >= 2 else { throw usage("devices \(action) needs a KID", .devices) }
+            if options.json { throw usage("--json is only for `keyauth devices list`", .devices) }
+            guard positionals.count >= 2 else {
+                guard action == "approve" else { throw usage("devices revoke needs a KID", .devices) }
+                options.action = .choosePending
+                return options
+            }
             try parsed.expectPositionals(2)
             let keyID = positionals[1]
-            guard InputRules.isValidKeyID(keyID) else {
-                throw usage("\"\(keyID)\" is not a device id (43 characters of base64url)", .devices)
+            guard DeviceMatch.isValidPrefix(keyID) else {
+                throw usage(
+                    "\"\(keyID)\" is not a device id: give at least its first \(DeviceMatch.shortCodeLength) "
+                        + "characters (base64url)", .devices)
             }
             options.action = action == "approve" ? .approve(keyID: keyID) : .revoke(keyID: keyID)
         case let other?:
-            throw usage("unknown devices action \"\(other)\"; use list, approve KID or revoke KID", .devices)
+            throw usage("unknown devices action \"\(other)\"; use list, approve [KID] or revoke KID", .devices)
         }
         return options
     }

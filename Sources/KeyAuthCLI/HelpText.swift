@@ -94,13 +94,17 @@ enum HelpText {
             """
         case .devices:
             """
-            usage: keyauth devices [list | approve KID | revoke KID] [--account NAME] [--pin-stdin] [--json]
+            usage: keyauth devices [list | approve [KID] | revoke KID] [--account NAME] [--pin-stdin] [--json]
 
             list          the user's devices, their state and the address each registered
-                          from (default; 100 a page, at most 1000)
+                          from (default; 100 a page, at most 1000; pending ones marked !)
             approve KID   let a pending device of the same user log in; prints its name,
                           creation time and address
+            approve       list the pending devices and ask which one to approve
             revoke KID    revoke a device, or deny a pending one
+
+            A KID may be shortened to any unique prefix of 8 or more characters, such as the
+            short code a pending registration prints.
             """
         case .pubkey:
             """

@@ -84,6 +84,15 @@ struct CommandParserTests {
                 == .devices(DevicesOptions(action: .revoke(keyID: sampleKeyID))))
     }
 
+    @Test("approve takes a short code of 8 characters or more, or nothing to choose among the pending ones")
+    func shortCodes() throws {
+        #expect(
+            try CommandParser.parse(["devices", "approve", "K1P-mIKd"])
+                == .devices(DevicesOptions(action: .approve(keyID: "K1P-mIKd"))))
+        #expect(try CommandParser.parse(["devices", "approve"]) == .devices(DevicesOptions(action: .choosePending)))
+        #expect(throws: KeyAuthError.self) { try CommandParser.parse(["devices", "revoke", "K1P-mIK"]) }
+    }
+
     @Test("a KID that starts with dashes is still a KID after approve and revoke")
     func dashedKeyID() throws {
         let dashed = "-jE4jLmqxvpkkRwbgfnJol-CY9itkrEubq1JQUAwJlY"
@@ -119,7 +128,8 @@ struct CommandParserTests {
             ["register", "--server", "http://h", "--user", "a", "--pam-service", "x"],
             ["register", "--server", "ftp://h", "--user", "a"], ["register", "--server", "http://h", "--user", "a b"],
             ["register", "--server", "http://h", "--user", "a", "--account", "../x"], ["status", "--json=yes"],
-            ["devices", "approve"], ["devices", "approve", "short"], ["devices", "burn"], ["help", "nothing"],
+            ["devices", "approve", "--json"], ["devices", "approve", "short"], ["devices", "revoke"],
+            ["devices", "burn"], ["help", "nothing"],
             ["--version", "extra"],
             // The server's device-name rule: no whitespace at either end, no format characters.
             ["register", "--server", "http://h", "--user", "a", "--name", "laptop "],

@@ -4,20 +4,10 @@ import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
-/// A keyauth home with one account whose key file opens with `pin`; its server (port 9) never
-/// answers, so a login that got past the PIN exits 69.
+/// A machine whose key file opens with `pin`; its server (port 9) never answers, so a login
+/// that got past the PIN exits 69.
 private func machineWithPINKey(_ pin: String) throws -> Machine {
-    let machine = Machine()
-    let accounts = machine.accounts
-    let server = "http://127.0.0.1:9"
-    let name = AccountStore.defaultAccountName(user: "alice", serverURL: server)
-    try accounts.save(
-        KeyAuthAccount(
-            name: name, serverURL: server, issuer: server, user: "alice", deviceName: "laptop",
-            keyID: TestKeys.first.publicKey.fingerprint, presence: .pin, status: .active))
-    try accounts.keyPairStore(for: name).store(TestKeys.first, pin: SecretBytes(utf8: pin))
-    try accounts.setDefaultAccount(name)
-    return machine
+    try Machine.withStoredAccount(server: "http://127.0.0.1:9", pin: pin)
 }
 
 @Suite("PIN prompts and PIN changes with the built binary", .serialized)

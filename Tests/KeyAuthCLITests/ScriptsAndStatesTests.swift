@@ -8,21 +8,6 @@ import Testing
     import Glibc
 #endif
 
-/// A keyauth home with one active account on `server` whose key needs no presence check, for
-/// tests where a scripted server answers.
-private func homeWithAccount(server: String, presence: PresenceKind = .none) throws -> Machine {
-    let machine = Machine()
-    let accounts = machine.accounts
-    let name = AccountStore.defaultAccountName(user: "alice", serverURL: server)
-    try accounts.save(
-        KeyAuthAccount(
-            name: name, serverURL: server, issuer: server, user: "alice", deviceName: "laptop",
-            keyID: TestKeys.first.publicKey.fingerprint, presence: presence, status: .active))
-    try accounts.keyPairStore(for: name).store(TestKeys.first, pin: nil)
-    try accounts.setDefaultAccount(name)
-    return machine
-}
-
 @Suite("The built binary in scripts, and the states it reports", .serialized)
 struct ScriptsAndStatesTests {
     @Test("keyauth token in a new session without a terminal prints the stored token, with no PIN asked")
@@ -83,7 +68,7 @@ struct ScriptsAndStatesTests {
             return response
         }
         defer { responder.stop() }
-        let machine = try homeWithAccount(server: "http://127.0.0.1:\(responder.port)")
+        let machine = try Machine.withStoredAccount(server: "http://127.0.0.1:\(responder.port)")
         defer { machine.home.remove() }
         let login = try machine.run(["login"])
         #expect(login.status == 75)
@@ -147,7 +132,7 @@ struct ScriptsAndStatesTests {
 
     @Test("reset on a terminal asks first: no keeps the account, --yes does not ask")
     func resetConfirmation() throws {
-        let machine = try homeWithAccount(server: "http://127.0.0.1:9")
+        let machine = try Machine.withStoredAccount(server: "http://127.0.0.1:9")
         defer { machine.home.remove() }
         let name = try machine.accounts.resolve(nil)
         let declined = try TerminalProcess(

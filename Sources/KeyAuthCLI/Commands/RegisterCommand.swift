@@ -86,7 +86,8 @@ struct RegisterCommand {
                 try makeDefaultIfNeeded(accounts, name)
                 io.printOutput(
                     "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
-                        + "(account \(name)); it waits for approval.")
+                        + "(account \(name)); it waits for approval (short code "
+                        + "\(DeviceMatch.shortCode(account.keyID ?? "")); then run `keyauth login --account \(name)`).")
                 return
             }
             if error.code == .cancelled, progress.sawApprovalPending, keys.hasKey {
@@ -100,6 +101,12 @@ struct RegisterCommand {
             // no use: leave nothing behind, so that the next attempt starts clean.
             let refused = error.oauthError?.error == .accessDenied || error.oauthError?.error == .expiredToken
             if !keys.hasKey || refused { try? accounts.remove(name) }
+            if error.oauthError?.error == .expiredToken {
+                throw KeyAuthError(
+                    error.code,
+                    error.message + "; nothing is kept here: run the same `keyauth register` to start again",
+                    underlying: error.underlying)
+            }
             throw error
         }
         var account = record.withLock { $0 }
