@@ -16,6 +16,8 @@ public enum Command: Sendable, Equatable {
     case logout(LogoutOptions)
     /// `keyauth pin change ...`.
     case pinChange(PINChangeOptions)
+    /// `keyauth default [ACCOUNT]`: show or set the default account.
+    case defaultAccount(account: String?)
     /// `keyauth status ...`.
     case status(StatusOptions)
     /// `keyauth devices ...`.
@@ -28,7 +30,9 @@ public enum Command: Sendable, Equatable {
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, logout, status, devices, pubkey, pin, reset, help
+    case register, login, token, logout, status, devices, pubkey, pin, reset
+    case defaultAccount = "default"
+    case help
 }
 
 /// `keyauth register`.

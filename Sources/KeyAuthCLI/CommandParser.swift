@@ -12,13 +12,15 @@ public enum CommandParser {
         .register: [
             "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
         ],
-        .login: ["account"], .token: ["account"], .logout: ["account"], .pin: ["account"], .status: ["account"],
+        .login: ["account"], .token: ["account"], .logout: ["account"], .pin: ["account"], .defaultAccount: [],
+        .status: ["account"],
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
-        .logout: [], .pin: ["pin-stdin"], .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"],
+        .logout: [], .pin: ["pin-stdin"], .defaultAccount: [], .status: ["json"], .devices: ["pin-stdin", "json"],
+        .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
         .help: [],
     ]
@@ -29,7 +31,8 @@ public enum CommandParser {
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
             throw usage(
-                "a command is needed: register, login, token, logout, status, devices, pubkey, pin or reset", nil)
+                "a command is needed: register, login, token, logout, status, devices, pubkey, pin, default or reset",
+                nil)
         }
         switch first {
         case "--help", "-h":
@@ -69,6 +72,9 @@ public enum CommandParser {
         case .logout:
             try parsed.expectPositionals(0)
             return .logout(LogoutOptions(account: parsed.values["account"]))
+        case .defaultAccount:
+            try parsed.expectPositionals(1)
+            return .defaultAccount(account: parsed.positionals.first)
         case .pin:
             guard parsed.positionals.first == "change" else {
                 throw usage("pin needs an action: `keyauth pin change`", .pin)

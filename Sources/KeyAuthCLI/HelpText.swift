@@ -14,6 +14,7 @@ enum HelpText {
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
           pin        change the PIN of the device key (`keyauth pin change`)
+          default    show or set the account used without --account
           reset      revoke the key on the server, then delete it and the account here
 
         options:
@@ -111,6 +112,14 @@ enum HelpText {
             usage: keyauth pubkey [--account NAME] [--jwk]
 
             Prints the device's public key as SPKI PEM, or as a JWK with --jwk.
+            """
+        case .defaultAccount:
+            """
+            usage: keyauth default [ACCOUNT]
+
+            Sets the account that commands use when none is named; without ACCOUNT, prints it.
+            ACCOUNT, as wherever an account is named, may be shortened to the user name (alice
+            for alice@host:8088) when only one account starts with it.
             """
         case .pin:
             """

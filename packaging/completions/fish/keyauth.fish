@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token logout status devices pubkey pin reset help
+set -l commands register login token logout status devices pubkey pin default reset help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -25,6 +25,8 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a token -d '
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Forget the stored access token; keep the key'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pin -d 'Change the PIN of the device key'
 complete -c keyauth -n "__fish_seen_subcommand_from pin" -a change -d 'Change the PIN'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a default -d 'Show or set the default account'
+complete -c keyauth -n "__fish_seen_subcommand_from default" -x -a '(__keyauth_accounts)'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
