@@ -44,7 +44,9 @@ public struct KeyAuthClient: Sendable {
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
     ///
-    /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
+    /// - Parameters:
+    ///   - text: the URL as the person gave it.
+    ///   - allowInsecureHTTP: accept `http://` to a host that is not loopback.
     /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:clock:)``; the
     ///   message for plain http names `--insecure-http`, the command's way to allow it.
     public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
