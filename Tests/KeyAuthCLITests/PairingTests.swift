@@ -5,23 +5,31 @@ import Testing
 
 @testable import KeyAuthCLI
 
+/// Runs `body` with a laptop registered for alice and a desktop registered after it, pending
+/// (`--no-wait`, named "desktop"), the desktop's KID and what its registration printed.
+private func withPendingDesktop(_ body: (Machine, Machine, String, CommandResult) throws -> Void) throws {
+    try withServer { server in
+        let laptop = Machine()
+        let desktop = Machine()
+        defer {
+            laptop.home.remove()
+            desktop.home.remove()
+        }
+        #expect(try laptop.register(server, user: "alice", extra: ["--name", "laptop"]).status == 0)
+        let pending = try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"])
+        #expect(pending.status == 0, "\(pending.standardError)")
+        let keyID = try #require(try desktop.accounts.load(desktop.accounts.resolve(nil)).keyID)
+        try body(laptop, desktop, keyID, pending)
+    }
+}
+
 @Suite("Pairing a second device with short codes, with the built binary", .serialized)
 struct PairingTests {
     @Test(
         "a pending registration prints its short code; the first device lists it, marks it and approves it by that code"
     )
     func shortCodeApproval() throws {
-        try withServer { server in
-            let laptop = Machine()
-            let desktop = Machine()
-            defer {
-                laptop.home.remove()
-                desktop.home.remove()
-            }
-            #expect(try laptop.register(server, user: "alice", extra: ["--name", "laptop"]).status == 0)
-            let pending = try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"])
-            #expect(pending.status == 0, "\(pending.standardError)")
-            let keyID = try #require(try desktop.accounts.load(desktop.accounts.resolve(nil)).keyID)
+        try withPendingDesktop { laptop, desktop, keyID, pending in
             let short = String(keyID.prefix(8))
             #expect(pending.standardError.contains("run `keyauth devices approve \(short)` (short code \(short)"))
             #expect(pending.standardOutput.contains("short code \(short)"))
@@ -47,16 +55,7 @@ struct PairingTests {
 
     @Test("approve with no argument on a terminal shows the pending devices and approves the one chosen")
     func chooseOnTerminal() throws {
-        try withServer { server in
-            let laptop = Machine()
-            let desktop = Machine()
-            defer {
-                laptop.home.remove()
-                desktop.home.remove()
-            }
-            #expect(try laptop.register(server, user: "alice").status == 0)
-            #expect(try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"]).status == 0)
-            let keyID = try #require(try desktop.accounts.load(desktop.accounts.resolve(nil)).keyID)
+        try withPendingDesktop { laptop, desktop, keyID, _ in
             let process = try TerminalProcess(
                 Binaries.keyauth, ["devices", "approve"], environment: laptop.environment)
             #expect(process.readUntil("Enter for none] ").contains("Approve which one? [1-1, or Enter for none] "))
@@ -70,16 +69,7 @@ struct PairingTests {
 
     @Test("revoking a pending device says it was denied, and the denied device is told so")
     func denyPending() throws {
-        try withServer { server in
-            let laptop = Machine()
-            let desktop = Machine()
-            defer {
-                laptop.home.remove()
-                desktop.home.remove()
-            }
-            #expect(try laptop.register(server, user: "alice").status == 0)
-            #expect(try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"]).status == 0)
-            let keyID = try #require(try desktop.accounts.load(desktop.accounts.resolve(nil)).keyID)
+        try withPendingDesktop { laptop, desktop, keyID, _ in
             let deny = try laptop.run(["devices", "revoke", String(keyID.prefix(10))])
             #expect(deny.status == 0, "\(deny.standardError)")
             #expect(deny.standardOutput == "Denied pending device \(keyID) \"desktop\"; it cannot log in.\n")
