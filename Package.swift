@@ -97,6 +97,23 @@ let package = Package(
             dependencies: ["KeyAuth"],
             path: "Examples/ServiceVerifier"
         ),
+        // The README's code examples, built by every `swift build` so that they keep compiling;
+        // the README shows these files (a test checks that it shows them as they are).
+        .executableTarget(
+            name: "LoginExample",
+            dependencies: ["KeyAuth"],
+            path: "Examples/LoginExample"
+        ),
+        .executableTarget(
+            name: "TPMKeyExample",
+            dependencies: ["KeyAuth"],
+            path: "Examples/TPMKeyExample"
+        ),
+        .executableTarget(
+            name: "VerifyAssertionExample",
+            dependencies: ["KeyAuth"],
+            path: "Examples/VerifyAssertionExample"
+        ),
 
         // Tests.
         .target(

@@ -56,7 +56,16 @@ package enum ArgumentParser {
                 value = inlineValue
             } else {
                 guard index < arguments.count, syntax.valuesMayStartWithDashes || !arguments[index].hasPrefix("--")
-                else { throw ArgumentError.missingValue(name) }
+                else {
+                    // An option kept for the caller may be one it does not know at all: whether
+                    // "needs a value" or "unknown option" is right is decided once it has read its own.
+                    guard syntax.keepsUnknownOptions, !syntax.valueOptions.contains(name) else {
+                        throw ArgumentError.missingValue(name)
+                    }
+                    parsed.valuesMissing.insert(name)
+                    parsed.order.append(name)
+                    continue
+                }
                 value = arguments[index]
                 index += 1
             }
@@ -140,6 +149,8 @@ package struct ParsedArguments: Sendable, Equatable {
     package var positionals: [String] = []
     /// The option and flag names in the order given.
     package var order: [String] = []
+    /// Kept options given last without a value (``ArgumentSyntax/keepsUnknownOptions``).
+    package var valuesMissing: Set<String> = []
     /// The names a caller has asked for, for ``unreadOptions()``.
     private var read: Set<String> = []
 
@@ -160,7 +171,12 @@ package struct ParsedArguments: Sendable, Equatable {
     /// The options given but never read through ``value(_:)`` or ``flag(_:)``, sorted: unknown to
     /// the command.
     package func unreadOptions() -> [String] {
-        (Array(values.keys) + Array(flags.keys)).filter { !read.contains($0) }.sorted()
+        (Array(values.keys) + Array(flags.keys) + Array(valuesMissing)).filter { !read.contains($0) }.sorted()
+    }
+
+    /// The options a caller asked for that were given last without their value, sorted.
+    package func readOptionsMissingValues() -> [String] {
+        valuesMissing.filter { read.contains($0) }.sorted()
     }
 }
 

@@ -49,9 +49,16 @@ struct AccountSession: Sendable {
         }
         // A TPM key signs on the TPM that KEYAUTH_TPM_TCTI names (the kernel's by default).
         let keys = kind == .tpm ? try accounts.keyPairStore(for: name, keyStore: .tpm(context.tpmConnection())) : files
-        let presence = try context.presence(
-            kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
-            keyDirectory: keys.directory)
+        // Without a terminal the check fails only when the key is used: a stored token needs no PIN.
+        let presence: any PresenceCheck
+        do {
+            presence = try context.presence(
+                kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
+                keyDirectory: keys.directory)
+        } catch {
+            guard error.code == .presenceUnavailable else { throw error }
+            presence = UnavailablePresence(kind: account.presence, reason: error)
+        }
         let client: KeyAuthClient
         do {
             client = try context.client(for: account.serverURL, insecureHTTP: account.insecureHTTP)
@@ -103,14 +110,25 @@ struct AccountSession: Sendable {
         do {
             token = try await progress.run(authenticator) { () throws(KeyAuthError) in try await provider.login() }
         } catch {
+            if error.oauthError?.error == .invalidGrant { recordRefusal() }
             throw explained(error)
         }
-        if account.status != .active {
+        if account.status != .active || account.refusedAt != nil {
             var updated = account
             updated.status = .active
+            updated.refusedAt = nil
             try accounts.save(updated)
         }
         return token
+    }
+
+    /// Remembers in the account that the server refused its key now, for `status` and `reset`.
+    ///
+    /// Best effort: the refusal itself is what the person must see, not a failure to record it.
+    private func recordRefusal() {
+        var updated = account
+        updated.refusedAt = Date()
+        try? accounts.save(updated)
     }
 
     /// A valid token: the stored one, or a new login.
@@ -165,20 +183,23 @@ struct AccountSession: Sendable {
             let keyID = (try? keys.loadPublicKey().fingerprint) ?? account.keyID ?? "KID"
             return KeyAuthError(
                 .approvalPending,
-                "this device still waits for approval: on a device already registered for \(account.user), "
-                    + "run `keyauth devices approve \(keyID)`", underlying: error.underlying)
+                ProgressReporter.approvalHint(
+                    user: account.user, keyID: keyID, lead: "this device still waits for approval"),
+                underlying: error.underlying)
         }
         switch error.oauthError?.error {
         case .accessDenied?, .expiredToken?:
             return KeyAuthError(
                 error.code,
-                error.message + "; run `keyauth reset --account \(name) --local-only` and register again",
+                error.message + "; to start again, run `keyauth reset --account \(name) --local-only`, then "
+                    + "`keyauth register --server \(account.serverURL) --user \(account.user)`",
                 underlying: error.underlying)
         case .invalidGrant?:
             return KeyAuthError(
                 error.code,
-                error.message + " (revoked or unknown: run `keyauth reset --account \(name) --local-only` "
-                    + "and register again)", underlying: error.underlying)
+                error.message + ": this device was revoked, or is unknown to this server; run "
+                    + "`keyauth reset --account \(name)` to delete it here, then register again",
+                underlying: error.underlying)
         default:
             return error
         }

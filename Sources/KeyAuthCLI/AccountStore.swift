@@ -174,15 +174,28 @@ public struct AccountStore: Sendable {
     /// The account a command means: `explicit` when given, else the default account when it
     /// exists, else the only account.
     ///
-    /// - Throws: `.accountNotFound` when there is no account (or not the one named);
-    ///   `.invalidArgument` when several accounts exist and none is the default.
+    /// `explicit` may be shortened to the start of an account name that ends before an `@` or a
+    /// `:` (`alice` or `alice@host` for `alice@host:8088`), as long as one account matches.
+    /// - Throws: `.accountNotFound` when there is no account (or not the one named), listing the
+    ///   accounts that exist; `.invalidArgument` when several accounts exist and none is the
+    ///   default, or a short name matches several (listing them).
     public func resolve(_ explicit: String?) throws(KeyAuthError) -> String {
         if let explicit {
             _ = try directory(for: explicit)
-            guard exists(explicit) else {
-                throw KeyAuthError(.accountNotFound, "there is no account named \(explicit)")
+            if exists(explicit) { return explicit }
+            let names = accountNames()
+            let matches = names.filter { name in
+                name.hasPrefix(explicit + "@") || name.hasPrefix(explicit + ":")
             }
-            return explicit
+            if matches.count == 1, let only = matches.first { return only }
+            guard matches.isEmpty else {
+                throw KeyAuthError(
+                    .invalidArgument,
+                    "\(explicit) matches \(matches.count) accounts: \(matches.joined(separator: ", ")); "
+                        + "give --account one of them")
+            }
+            let existing = names.isEmpty ? "there are none yet" : "the accounts are \(names.joined(separator: ", "))"
+            throw KeyAuthError(.accountNotFound, "there is no account named \(explicit); \(existing)")
         }
         if let name = try defaultAccountName(), exists(name) { return name }
         let names = accountNames()

@@ -14,6 +14,12 @@ public enum Command: Sendable, Equatable {
     case token(TokenOptions)
     /// `keyauth proof METHOD URL ...`.
     case proof(ProofOptions)
+    /// `keyauth logout ...`.
+    case logout(LogoutOptions)
+    /// `keyauth pin change ...`.
+    case pinChange(PINChangeOptions)
+    /// `keyauth default [ACCOUNT]`: show or set the default account.
+    case defaultAccount(account: String?)
     /// `keyauth status ...`.
     case status(StatusOptions)
     /// `keyauth devices ...`.
@@ -26,7 +32,9 @@ public enum Command: Sendable, Equatable {
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, proof, status, devices, pubkey, reset, help
+    case register, login, token, proof, logout, status, devices, pubkey, pin, reset
+    case defaultAccount = "default"
+    case help
 }
 
 /// `keyauth register`.
@@ -110,6 +118,27 @@ public struct ProofOptions: Sendable, Equatable {
     }
 }
 
+/// `keyauth logout`.
+public struct LogoutOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth pin change`.
+public struct PINChangeOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`: the current PIN on the first line of standard input, the new one on the
+    /// second.
+    public var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
 /// `keyauth status`.
 public struct StatusOptions: Sendable, Equatable {
     /// `--account NAME`; all accounts when nil.
@@ -127,9 +156,12 @@ public struct DevicesOptions: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         /// `list` (the default).
         case list
-        /// `approve KID`.
+        /// `approve KID`: a whole key ID, or a unique prefix of at least 8 characters (the short
+        /// code a pending registration prints).
         case approve(keyID: String)
-        /// `revoke KID`.
+        /// `approve` alone: show the pending devices and ask which.
+        case choosePending
+        /// `revoke KID`: a whole key ID or a unique prefix, as for `approve`.
         case revoke(keyID: String)
     }
 
@@ -165,6 +197,8 @@ public struct ResetOptions: Sendable, Equatable {
     public var localOnly = false
     /// `--pin-stdin`.
     public var pinFromStandardInput = false
+    /// `--yes`: do not ask for confirmation on a terminal.
+    public var assumeYes = false
 
     /// Creates the defaults.
     public init(account: String? = nil) { self.account = account }

@@ -54,7 +54,10 @@ struct CommandContext: Sendable {
                     .presenceUnavailable,
                     "there is no terminal to ask for the PIN: use --pin-stdin to read it from standard input")
             }
-            return PINPresence(reader: reader, attemptsFile: KeyPairStore(directory: keyDirectory).pinAttemptsPath)
+            var check = PINPresence(reader: reader, attemptsFile: KeyPairStore(directory: keyDirectory).pinAttemptsPath)
+            // Standard input holds one answer: asking again would read the next line.
+            if pinFromStandardInput { check.attemptsPerRun = 1 }
+            return check
         case .pam:
             return PAMPresence(
                 serviceName: pamService ?? "keyauth", configurationDirectory: io.pamConfigurationDirectory,

@@ -12,14 +12,17 @@ public enum CommandParser {
         .register: [
             "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
         ],
-        .login: ["account"], .token: ["account"], .proof: ["account", "nonce"], .status: ["account"],
+        .login: ["account"], .token: ["account"], .proof: ["account", "nonce"], .logout: ["account"], .pin: ["account"],
+        .defaultAccount: [], .status: ["account"],
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
         .proof: ["pin-stdin"],
-        .status: ["json"], .devices: ["pin-stdin", "json"], .pubkey: ["jwk"], .reset: ["local-only", "pin-stdin"],
+        .logout: [], .pin: ["pin-stdin"], .defaultAccount: [], .status: ["json"], .devices: ["pin-stdin", "json"],
+        .pubkey: ["jwk"],
+        .reset: ["local-only", "pin-stdin", "yes"],
         .help: [],
     ]
 
@@ -28,7 +31,9 @@ public enum CommandParser {
     /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
-            throw usage("a command is needed: register, login, token, proof, status, devices, pubkey or reset", nil)
+            throw usage(
+                "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default or reset",
+                nil)
         }
         switch first {
         case "--help", "-h":
@@ -80,6 +85,20 @@ public enum CommandParser {
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
             options.nonce = parsed.values["nonce"]
             return .proof(options)
+        case .logout:
+            try parsed.expectPositionals(0)
+            return .logout(LogoutOptions(account: parsed.values["account"]))
+        case .defaultAccount:
+            try parsed.expectPositionals(1)
+            return .defaultAccount(account: parsed.positionals.first)
+        case .pin:
+            guard parsed.positionals.first == "change" else {
+                throw usage("pin needs an action: `keyauth pin change`", .pin)
+            }
+            try parsed.expectPositionals(1)
+            var options = PINChangeOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .pinChange(options)
         case .status:
             try parsed.expectPositionals(0)
             var options = StatusOptions(account: parsed.values["account"])
@@ -96,6 +115,7 @@ public enum CommandParser {
             var options = ResetOptions(account: parsed.values["account"])
             options.localOnly = parsed.flags.contains("local-only")
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            options.assumeYes = parsed.flags.contains("yes")
             return .reset(options)
         case .help:
             return .help(topic: nil)
@@ -236,15 +256,22 @@ public enum CommandParser {
         case nil, "list"?:
             try parsed.expectPositionals(1)
         case let action? where action == "approve" || action == "revoke":
-            guard positionals.count >= 2 else { throw usage("devices \(action) needs a KID", .devices) }
+            if options.json { throw usage("--json is only for `keyauth devices list`", .devices) }
+            guard positionals.count >= 2 else {
+                guard action == "approve" else { throw usage("devices revoke needs a KID", .devices) }
+                options.action = .choosePending
+                return options
+            }
             try parsed.expectPositionals(2)
             let keyID = positionals[1]
-            guard InputRules.isValidKeyID(keyID) else {
-                throw usage("\"\(keyID)\" is not a device id (43 characters of base64url)", .devices)
+            guard DeviceMatch.isValidPrefix(keyID) else {
+                throw usage(
+                    "\"\(keyID)\" is not a device id: give at least its first \(DeviceMatch.shortCodeLength) "
+                        + "characters (base64url)", .devices)
             }
             options.action = action == "approve" ? .approve(keyID: keyID) : .revoke(keyID: keyID)
         case let other?:
-            throw usage("unknown devices action \"\(other)\"; use list, approve KID or revoke KID", .devices)
+            throw usage("unknown devices action \"\(other)\"; use list, approve [KID] or revoke KID", .devices)
         }
         return options
     }

@@ -12,6 +12,9 @@ public enum ExitCode: Int32, Sendable {
     case dataError = 65
     /// The server or the TPM cannot be reached or is unavailable (EX_UNAVAILABLE).
     case unavailable = 69
+    /// The server limits this address for now (429 `slow_down`); the same command succeeds
+    /// later (EX_TEMPFAIL), so a script can tell it from a refusal and retry.
+    case temporaryFailure = 75
     /// The presence check failed or the server refused the login (EX_NOPERM).
     case noPermission = 77
 
@@ -30,6 +33,7 @@ public enum ExitCode: Int32, Sendable {
             switch error.oauthError?.error {
             case .invalidGrant?, .accessDenied?, .expiredToken?, .invalidToken?: self = .noPermission
             case .temporarilyUnavailable?: self = .unavailable
+            case .slowDown?: self = .temporaryFailure
             default: self = .failure
             }
         default:
@@ -43,6 +47,8 @@ extension KeyAuthError.Code {
     public static let usage = KeyAuthError.Code(rawValue: "usage")
     /// No account of that name exists under the keyauth home.
     public static let accountNotFound = KeyAuthError.Code(rawValue: "account_not_found")
+    /// The person answered no to a confirmation (`keyauth reset` on a terminal); exit 1.
+    public static let declined = KeyAuthError.Code(rawValue: "declined")
     /// An account file is not valid: truncated, not JSON, or missing a member.
     public static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
 }

@@ -10,9 +10,12 @@ enum HelpText {
           login      prove presence, sign an assertion, get and store an access token
           token      print a valid access token, logging in again when it has expired
           proof      print a DPoP proof for one request with the stored token
+          logout     forget the stored access token; keep the key and the registration
           status     show accounts, key fingerprints and token expiry
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
+          pin        change the PIN of the device key (`keyauth pin change`)
+          default    show or set the account used without --account
           reset      revoke the key on the server, then delete it and the account here
 
         options:
@@ -23,7 +26,8 @@ enum HelpText {
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
         KEYAUTH_TPM_TCTI selects the TPM (default device:/dev/tpmrm0, the kernel's resource manager).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server or TPM unreachable, 77 presence check failed or login refused, 130 Control-C
+        69 server or TPM unreachable, 75 rate-limited by the server (try again later),
+        77 presence check failed or login refused, 130 Control-C
         (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
 
@@ -72,10 +76,18 @@ enum HelpText {
             usage: keyauth token [--account NAME] [--pin-stdin]
 
             Prints a valid access token on standard output. A stored token is reused unless it
-            expires within 30 seconds; otherwise it logs in again (presence check included).
+            expires within 30 seconds, with no presence check and no terminal needed (cron jobs,
+            services); otherwise it logs in again (presence check included).
             The token is a Bearer token unless the server requires DPoP: then it is bound to
             the device key, and each request needs a proof of its own from `keyauth proof`
             (see `keyauth proof --help`).
+            """
+        case .logout:
+            """
+            usage: keyauth logout [--account NAME]
+
+            Deletes the stored access token. The device key and its registration stay, so
+            `keyauth login` signs in again.
             """
         case .proof:
             """
@@ -106,13 +118,17 @@ enum HelpText {
             """
         case .devices:
             """
-            usage: keyauth devices [list | approve KID | revoke KID] [--account NAME] [--pin-stdin] [--json]
+            usage: keyauth devices [list | approve [KID] | revoke KID] [--account NAME] [--pin-stdin] [--json]
 
             list          the user's devices, their state and the address each registered
-                          from (default; 100 a page, at most 1000)
+                          from (default; 100 a page, at most 1000; pending ones marked !)
             approve KID   let a pending device of the same user log in; prints its name,
                           creation time and address
+            approve       list the pending devices and ask which one to approve
             revoke KID    revoke a device, or deny a pending one
+
+            A KID may be shortened to any unique prefix of 8 or more characters, such as the
+            short code a pending registration prints.
             """
         case .pubkey:
             """
@@ -120,12 +136,32 @@ enum HelpText {
 
             Prints the device's public key as SPKI PEM, or as a JWK with --jwk.
             """
+        case .defaultAccount:
+            """
+            usage: keyauth default [ACCOUNT]
+
+            Sets the account that commands use when none is named; without ACCOUNT, prints it.
+            ACCOUNT, as wherever an account is named, may be shortened to the user name (alice
+            for alice@host:8088) when only one account starts with it.
+            """
+        case .pin:
+            """
+            usage: keyauth pin change [--account NAME] [--pin-stdin]
+
+            Asks for the current PIN, then twice for a new one, and encrypts the key file under
+            the new PIN in place; the device stays registered. --pin-stdin reads the current PIN
+            from the first line of standard input and the new one from the second.
+            A TPM key's PIN is its TPM authorization value, which this version cannot change:
+            run `keyauth reset` and register again to choose a new one.
+            """
         case .reset:
             """
-            usage: keyauth reset [--account NAME] [--local-only] [--pin-stdin]
+            usage: keyauth reset [--account NAME] [--local-only] [--pin-stdin] [--yes]
 
             Revokes the device key on the server, then deletes the key, the account and its tokens
             here. --local-only skips the server (when it is gone); the key stays registered there.
+            A device the server has refused is deleted here without asking for the PIN. On a
+            terminal it asks for confirmation first; --yes skips the question.
             """
         case .help:
             "usage: keyauth help [COMMAND]"

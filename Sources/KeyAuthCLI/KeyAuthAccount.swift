@@ -48,6 +48,10 @@ public struct KeyAuthAccount: Sendable, Hashable {
     public var status: Status
     /// When the account was created.
     public var createdAt: Date
+    /// When the server last refused this device's key at login (`invalid_grant`: revoked, or
+    /// unknown to the server), so that `keyauth status` and `keyauth reset` tell the truth
+    /// without asking for the PIN; nil once a login succeeds again.
+    public var refusedAt: Date?
 
     /// Creates an account record.
     public init(
@@ -82,6 +86,7 @@ public struct KeyAuthAccount: Sendable, Hashable {
         if let pamService { members["pam_service"] = .string(pamService) }
         // Written only when set: an account without it is the secure default.
         if insecureHTTP { members["insecure_http"] = .bool(true) }
+        if let refusedAt { members["refused_at"] = .integer(Int64(refusedAt.timeIntervalSince1970.rounded(.down))) }
         return .object(members)
     }
 
@@ -124,6 +129,12 @@ public struct KeyAuthAccount: Sendable, Hashable {
         case .bool(let value)?: insecureHTTP = value
         default: throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"insecure_http\"")
         }
+        let refusedAt: Date?
+        switch object["refused_at"] {
+        case nil, .null?: refusedAt = nil
+        case .integer(let seconds)?: refusedAt = Date(timeIntervalSince1970: TimeInterval(seconds))
+        default: throw KeyAuthError(.accountCorrupt, "the account file has an invalid \"refused_at\"")
+        }
         self.init(
             name: try string("name"), serverURL: try string("server"), issuer: try string("issuer"),
             user: try string("user"), deviceName: try string("device_name"), keyID: try optionalString("kid"),
@@ -131,5 +142,6 @@ public struct KeyAuthAccount: Sendable, Hashable {
             insecureHTTP: insecureHTTP,
             status: Status(rawValue: try string("status")),
             createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
+        self.refusedAt = refusedAt
     }
 }

@@ -93,6 +93,12 @@ public enum KeyAuthCommand {
             try await TokenCommand(context: context, options: options).run()
         case .proof(let options):
             try await ProofCommand(context: context, options: options).run()
+        case .logout(let options):
+            try LogoutCommand(context: context, options: options).run()
+        case .defaultAccount(let account):
+            try DefaultAccountCommand(context: context, account: account).run()
+        case .pinChange(let options):
+            try await PINChangeCommand(context: context, options: options).run()
         case .status(let options):
             try StatusCommand(context: context, options: options).run()
         case .devices(let options):

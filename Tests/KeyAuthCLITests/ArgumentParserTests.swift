@@ -38,12 +38,24 @@ struct ArgumentParserTests {
     }
 
     @Test(
-        "keyauth-server's syntax refuses repeats before reading, bad booleans and a missing value",
+        "keyauth-server's syntax refuses repeats before reading and bad booleans",
         arguments: [
             (["--db", "a", "--db"], ArgumentError.repeated("db")), (["--quiet", "--quiet"], .repeated("quiet")),
-            (["--quiet=maybe"], .invalidBoolean("quiet")), (["--db"], .missingValue("db")),
+            (["--quiet=maybe"], .invalidBoolean("quiet")),
         ])
     func serverRefusals(arguments: [String], expected: ArgumentError) {
         #expect(throws: expected) { try ArgumentParser.parse(arguments, syntax: server) }
+    }
+
+    @Test("keyauth-server's syntax leaves a last option without a value to the caller: unknown, or missing its value")
+    func serverMissingValue() throws {
+        var parsed = try ArgumentParser.parse(["--listen", "x", "--bogus"], syntax: server)
+        #expect(parsed.value("listen") == "x")
+        #expect(parsed.unreadOptions() == ["bogus"])
+        #expect(parsed.readOptionsMissingValues().isEmpty)
+        var known = try ArgumentParser.parse(["--db"], syntax: server)
+        #expect(known.value("db") == nil)
+        #expect(known.readOptionsMissingValues() == ["db"])
+        #expect(known.unreadOptions().isEmpty)
     }
 }

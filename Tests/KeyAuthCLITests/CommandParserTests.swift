@@ -101,6 +101,15 @@ struct CommandParserTests {
         #expect(try CommandParser.parse(["proof", "--help"]) == .help(topic: .proof))
     }
 
+    @Test("approve takes a short code of 8 characters or more, or nothing to choose among the pending ones")
+    func shortCodes() throws {
+        #expect(
+            try CommandParser.parse(["devices", "approve", "K1P-mIKd"])
+                == .devices(DevicesOptions(action: .approve(keyID: "K1P-mIKd"))))
+        #expect(try CommandParser.parse(["devices", "approve"]) == .devices(DevicesOptions(action: .choosePending)))
+        #expect(throws: KeyAuthError.self) { try CommandParser.parse(["devices", "revoke", "K1P-mIK"]) }
+    }
+
     @Test("a KID that starts with dashes is still a KID after approve and revoke")
     func dashedKeyID() throws {
         let dashed = "-jE4jLmqxvpkkRwbgfnJol-CY9itkrEubq1JQUAwJlY"
@@ -136,8 +145,10 @@ struct CommandParserTests {
             ["register", "--server", "http://h", "--user", "a", "--pam-service", "x"],
             ["register", "--server", "ftp://h", "--user", "a"], ["register", "--server", "http://h", "--user", "a b"],
             ["register", "--server", "http://h", "--user", "a", "--account", "../x"], ["status", "--json=yes"],
-            ["devices", "approve"], ["devices", "approve", "short"], ["devices", "burn"], ["help", "nothing"],
-            ["--version", "extra"], ["proof"], ["proof", "GET"], ["proof", "get", "https://api.example/x"],
+            ["devices", "approve", "--json"], ["devices", "approve", "short"], ["devices", "revoke"],
+            ["devices", "burn"], ["help", "nothing"],
+            ["--version", "extra"],
+            ["proof"], ["proof", "GET"], ["proof", "get", "https://api.example/x"],
             ["proof", "GET", "/x"], ["proof", "GET", "ftp://api.example/x"], ["proof", "GET", "https://a/x", "extra"],
             ["proof", "GET", "https://a/x", "--nonce"],
             // The server's device-name rule: no whitespace at either end, no format characters.

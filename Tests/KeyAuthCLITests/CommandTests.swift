@@ -134,7 +134,8 @@ struct CommandTests {
         let pending = try #require(server.keyIDs(withStatus: "pending").first)
         #expect(
             result.errorLines == [
-                "Approval needed: on a device already registered for alice, run `keyauth devices approve \(pending)`"
+                "Approval needed: on a device already registered for alice, run `keyauth devices approve "
+                    + "\(pending.prefix(8))` (short code \(pending.prefix(8)) of KID \(pending))"
             ])
         #expect(!result.standardError.contains("\u{1B}"))
         let name = try second.accounts.resolve(nil)
@@ -143,7 +144,7 @@ struct CommandTests {
         let stillPending = await second.run(["login", "--no-wait"])
         #expect(stillPending.status == 77)
         #expect(stillPending.errorLines.count == 1)
-        #expect(stillPending.standardError.contains("keyauth devices approve \(pending)"))
+        #expect(stillPending.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
 
         let approve = await first.run(["devices", "approve", pending])
         #expect(approve.status == 0, "\(approve.standardError)")
@@ -176,7 +177,7 @@ struct CommandTests {
         try server.setStatus("active", of: keyID)
         let result = await registration
         #expect(result.status == 0, "\(result.standardError)")
-        #expect(result.standardError.contains("keyauth devices approve \(keyID)"))
+        #expect(result.standardError.contains("keyauth devices approve \(keyID.prefix(8))"))
         // On a terminal a spinner is drawn and erased in place.
         #expect(result.standardError.contains("\r\u{1B}[K"))
     }
@@ -219,7 +220,7 @@ struct CommandTests {
         let wrong = await harness.run(["login", "--pin-stdin"], standardInput: "975310\n")
         #expect(wrong.status == 77)
         #expect(wrong.errorLines.count == 1)
-        #expect(wrong.errorLines.first?.hasPrefix("keyauth: Wrong PIN") == true)
+        #expect(wrong.errorLines.first?.hasPrefix("keyauth: wrong PIN") == true)
         #expect(!wrong.standardError.contains("975310"))
         let right = await harness.run(["login", "--pin-stdin"], standardInput: "246802\n")
         #expect(right.status == 0, "\(right.standardError)")
@@ -553,7 +554,7 @@ struct CommandTests {
             let result = await second.run(arguments)
             #expect(result.status == 77, "\(arguments)")
             #expect(result.errorLines.count == 1)
-            #expect(result.standardError.contains("keyauth devices approve \(pending)"))
+            #expect(result.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
         }
         let reset = await second.run(["reset"])
         #expect(reset.status == 0, "\(reset.standardError)")

@@ -28,7 +28,7 @@ struct EndToEndTests {
             let account = try #require(try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue?.first)
             #expect(account["status"]?.stringValue == "pending")
             let keyID = try #require(account["kid"]?.stringValue)
-            #expect(second.standardError.contains("keyauth devices approve \(keyID)"))
+            #expect(second.standardError.contains("keyauth devices approve \(keyID.prefix(8))"))
             #expect(!second.standardError.contains("\u{1B}"))
 
             let early = try desktop.run(["login", "--no-wait"])

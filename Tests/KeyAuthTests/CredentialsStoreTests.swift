@@ -97,4 +97,34 @@ struct CredentialsStoreTests {
         #expect(try await provider.accessToken().value == "fresh1")
         #expect(logins.text.count == 1)
     }
+
+    @Test("five concurrent accessToken() calls share one login")
+    func concurrentCallersShareOneLogin() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let keys = KeyPairStore(directory: directory.path + "/key")
+        try keys.store(TestKeys.first)
+        let logins = OutputCollector()
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let hooks = AuthenticatorHooks<AccessToken>(
+            registerPublicKey: { _, _ in .active },
+            authenticate: { _ in
+                logins.append("x")
+                // A login takes a while (a PIN prompt, a server): the other callers arrive meanwhile.
+                try await Task.sleep(for: .milliseconds(200))
+                return AccessToken(value: "fresh\(logins.text.count)", expiresAt: now.addingTimeInterval(900))
+            })
+        let authenticator = Authenticator(
+            store: keys, presence: NoPresence(), configuration: .init(audience: "http://issuer"), hooks: hooks)
+        let provider = AccessTokenProvider(
+            account: "a", credentials: InMemoryCredentialsStore(), authenticator: authenticator, clock: .fixed(now))
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<5 { group.addTask { try await provider.accessToken().value } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(tokens == Array(repeating: "fresh1", count: 5))
+        #expect(logins.text.count == 1)
+        // The next login after that one is a new login.
+        #expect(try await provider.login().value == "fresh2")
+    }
 }

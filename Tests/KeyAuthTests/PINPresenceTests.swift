@@ -42,7 +42,7 @@ struct PresencePINTests {
         let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", decrypt) }
         #expect(error?.code == .wrongPIN)
         #expect(error?.retryAfter == nil)
-        #expect(error?.message.contains("4 attempts left") == true)
+        #expect(error?.message.contains("a delay starts after 4 more wrong PINs") == true)
         #expect(error?.message.contains("1111") == false)
     }
 
@@ -221,7 +221,7 @@ struct PresencePINTests {
         for left in [4, 3] {
             let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
             #expect(error?.code == .wrongPIN)
-            #expect(error?.message.contains("\(left) attempts left") == true)
+            #expect(error?.message.contains("a delay starts after \(left) more wrong PINs") == true)
         }
         #expect(
             RSAPrivateKey.pinEncryption(
@@ -233,7 +233,7 @@ struct PresencePINTests {
         // The success reset the count: the next wrong PIN is the first again.
         let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", load) }
         #expect(error?.code == .wrongPIN)
-        #expect(error?.message.contains("4 attempts left") == true)
+        #expect(error?.message.contains("a delay starts after 4 more wrong PINs") == true)
     }
 
     @Test("the PIN decrypts a real PIN-encrypted RSA key, and a wrong one fails with wrongPIN")

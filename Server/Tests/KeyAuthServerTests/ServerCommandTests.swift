@@ -76,6 +76,20 @@ struct ServerCommandTests {
         #expect(output.error.hasPrefix("keyauth-server: "))
     }
 
+    @Test(
+        "an unknown option last on the line is unknown, a known one without its value needs a value",
+        arguments: [
+            (["--bogus"], "keyauth-server: unknown option --bogus; see keyauth-server --help\n"),
+            (["devices", "--bogus"], "keyauth-server: unknown option --bogus; see keyauth-server --help\n"),
+            (["--listen", "127.0.0.1:0", "--db"], "keyauth-server: --db needs a value\n"),
+            (["enroll", "alice", "--db"], "keyauth-server: --db needs a value\n"),
+        ])
+    func unknownOptionWording(_ arguments: [String], _ expected: String) {
+        let output = CapturedOutput()
+        #expect(ServerCommand.main(arguments: arguments, environment: [:], output: output.output) == 64)
+        #expect(output.error == expected)
+    }
+
     @Test("--help prints the usage with every command and variable")
     func help() {
         let output = CapturedOutput()

@@ -6,6 +6,10 @@ import Foundation
 /// The device key plays the part of a refresh token: nothing long-lived is stored besides the
 /// key, and each new token needs the presence check again, so a stolen token file is worth at
 /// most one token lifetime.
+///
+/// Concurrent callers share one login: while a login runs, ``accessToken()`` and ``login()``
+/// wait for it instead of starting another (one presence check, not one per caller). Copies of a
+/// provider share that login too.
 public struct AccessTokenProvider: Sendable {
     /// The account whose token is stored.
     public let account: String
@@ -17,10 +21,16 @@ public struct AccessTokenProvider: Sendable {
     public var refreshMargin: TimeInterval = 30
     /// The clock that judges stored tokens.
     public let clock: KeyAuthClock
+    /// The login in flight, shared by every copy of this provider.
+    private let inFlight = LoginInFlight()
 
     /// Creates a provider.
     ///
-    /// - Parameter clock: the time source; tests pass a fixed one.
+    /// - Parameters:
+    ///   - account: the name the token is stored under.
+    ///   - credentials: where tokens are kept between runs.
+    ///   - authenticator: logs in with the device key when no stored token is valid.
+    ///   - clock: the time source; tests pass a fixed one.
     public init(
         account: String, credentials: any CredentialsStore, authenticator: Authenticator<AccessToken>,
         clock: KeyAuthClock = .system
@@ -47,17 +57,30 @@ public struct AccessTokenProvider: Sendable {
     /// - Throws: as ``login()``, and the store's errors.
     public func accessToken() async throws(KeyAuthError) -> AccessToken {
         if let token = try storedToken() { return token }
-        return try await login()
+        return try await inFlight.join(logIn(unlessStored: true))
     }
 
-    /// Logs in with the device key (presence check included) and stores the new token.
+    /// Logs in with the device key (presence check included) and stores the new token; when a
+    /// login is already running, waits for that one instead.
     ///
     /// - Throws: the ``Authenticator``'s errors: `.wrongPIN`, `.presenceDenied`,
-    ///   `.approvalPending`, `.serverRejected`, `.transportFailed`, key errors.
+    ///   `.approvalPending`, `.serverRejected`, `.transportFailed`, `.hookFailed`, key errors;
+    ///   `.cancelled` when the caller is cancelled and no other waits for the login.
     @discardableResult
     public func login() async throws(KeyAuthError) -> AccessToken {
-        let token = try await authenticator.login()
-        try credentials.saveToken(token, account: account)
-        return token
+        try await inFlight.join(logIn(unlessStored: false))
+    }
+
+    /// The login a ``LoginInFlight`` runs; with `unlessStored`, it first takes a token that a
+    /// login finished just before it stored, so a caller that arrives a moment late does not
+    /// log in again.
+    private func logIn(unlessStored: Bool) -> @Sendable () async throws(KeyAuthError) -> AccessToken {
+        let provider = self
+        return { () throws(KeyAuthError) -> AccessToken in
+            if unlessStored, let token = try provider.storedToken() { return token }
+            let token = try await provider.authenticator.login()
+            try provider.credentials.saveToken(token, account: provider.account)
+            return token
+        }
     }
 }

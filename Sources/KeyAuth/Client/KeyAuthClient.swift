@@ -59,7 +59,9 @@ public struct KeyAuthClient: Sendable {
     /// Checks a server URL and removes trailing slashes, so that it can serve as the fallback
     /// issuer and as a prefix for endpoint paths.
     ///
-    /// - Parameter allowInsecureHTTP: accept `http://` to a host that is not loopback.
+    /// - Parameters:
+    ///   - text: the URL as the person gave it.
+    ///   - allowInsecureHTTP: accept `http://` to a host that is not loopback.
     /// - Throws: `.invalidArgument`, as ``init(serverURL:timeout:allowInsecureHTTP:clock:)``; the
     ///   message for plain http names `--insecure-http`, the command's way to allow it.
     public static func normalizedServerURL(_ text: String, allowInsecureHTTP: Bool = false) throws(KeyAuthError)
@@ -110,12 +112,23 @@ public struct KeyAuthClient: Sendable {
 
     /// Reads `/.well-known/openid-configuration` for the issuer and endpoints.
     ///
+    /// A wrong `--server` (a web site, a typo in the port, another OAuth server) is the usual
+    /// cause of a failed discovery, so its error names the URL tried and says so.
     /// - Throws: `.transportFailed`; `.serverRejected` for an error answer or a document without
     ///   an `issuer`.
     public func discover() async throws(KeyAuthError) -> ServerMetadata {
-        let reply = try await send("GET", "/.well-known/openid-configuration")
-        let object = try expectObject(reply, success: [200], operation: "discovery")
-        return try read(object, "the discovery document", ServerMetadata.init(jsonValue:))
+        let path = "/.well-known/openid-configuration"
+        do {
+            let reply = try await send("GET", path)
+            let object = try expectObject(reply, success: [200], operation: "discovery")
+            return try read(object, "the discovery document", ServerMetadata.init(jsonValue:))
+        } catch {
+            guard error.code == .serverRejected else { throw error }
+            throw KeyAuthError(
+                .serverRejected,
+                "\(serverURL) does not look like a keyauth server: GET \(serverURL + path) failed (\(error.message))",
+                underlying: error.underlying ?? error)
+        }
     }
 
     /// Registers a public key with proof of possession (`POST /v1/devices`).
@@ -426,8 +439,8 @@ public struct KeyAuthClient: Sendable {
         case .invalidToken:
             message = "the server refused the access token (invalid_token)\(detail)"
         case .slowDown:
-            let wait = oauth.retryAfter.map { "; retry in \($0) s" } ?? ""
-            message = "the server limits failed attempts from this address (slow_down)\(wait)"
+            let wait = oauth.retryAfter.map { "try again in \($0) s" } ?? "try again later"
+            message = "rate-limited: the server refuses more attempts from this address for now (slow_down); \(wait)"
         case .temporarilyUnavailable:
             let wait = oauth.retryAfter.map { "; retry in \($0) s" } ?? ""
             message = "the server is temporarily unavailable (temporarily_unavailable)\(wait)"

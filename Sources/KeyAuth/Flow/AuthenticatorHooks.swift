@@ -21,7 +21,7 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
         (@Sendable (_ assertion: String, _ proofs: DPoPProofBuilder) async throws -> Session)?
     /// Called once with every error that ends a flow.
     public var onError: @Sendable (_ error: KeyAuthError) -> Void
-    /// Called by ``Authenticator/reset()`` before the key is deleted, to revoke it on the server.
+    /// Called by ``Authenticator/reset(force:)`` before the key is deleted, to revoke it on the server.
     public var revoke: (@Sendable (_ publicKey: RSAPublicKey) async throws -> Void)?
 
     public init(

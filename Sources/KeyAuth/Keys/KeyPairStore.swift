@@ -291,17 +291,52 @@ public struct KeyPairStore: Sendable {
     /// Under the store's lock, and only if the file still holds `old`: another process may have
     /// re-encrypted it meanwhile, or a reset and a new registration may have replaced the key.
     private func reencrypt(_ key: RSAPrivateKey, pin: SecretBytes, replacing old: [UInt8]) throws(KeyAuthError) {
+        _ = try writeEncrypted(key, pin: pin) { current in current == old }
+    }
+
+    /// Encrypts the key file's key under a new PIN, in place of the current one
+    /// (`keyauth pin change`), without registering again.
+    ///
+    /// The caller opens the key with the current PIN first (through ``PINPresence``, so that
+    /// wrong PINs count). The new file is written atomically and checked by decrypting it before
+    /// it replaces the old one: a crash leaves one of the two files, each opening with its PIN.
+    /// - Parameters:
+    ///   - key: the stored key, opened with the current PIN.
+    ///   - pin: the new PIN; at least ``minimumPINLength`` characters is the caller's check.
+    /// - Throws: `.invalidArgument` for a TPM key (its PIN is its TPM authorization value, which
+    ///   the TPM itself would have to change); `.keyNotFound`; `.keyCorrupt` when the stored key
+    ///   is no longer `key` (a reset and a new registration meanwhile); `.storageFailed`.
+    public func replacePIN(of key: RSAPrivateKey, with pin: SecretBytes) throws(KeyAuthError) {
+        guard storedKind != .tpm else {
+            throw KeyAuthError(.invalidArgument, "the device key in \(directory) is held by a TPM")
+        }
+        let written = try writeEncrypted(key, pin: pin) { (_) throws(KeyAuthError) in
+            try loadPublicKey() == key.publicKey
+        }
+        guard written else {
+            throw KeyAuthError(.keyCorrupt, "the device key in \(directory) changed while its PIN was being changed")
+        }
+    }
+
+    /// Writes `key` encrypted under `pin` with ``PINKeyEncryption/standard`` over the key file,
+    /// under the store's lock and only when `isStillCurrent` accepts the file's present bytes.
+    ///
+    /// - Returns: whether the file was written.
+    private func writeEncrypted(
+        _ key: RSAPrivateKey, pin: SecretBytes, when isStillCurrent: ([UInt8]) throws(KeyAuthError) -> Bool
+    ) throws(KeyAuthError) -> Bool {
         var fresh = try key.pkcs8PEM(pin: pin, encryption: .standard)
         defer { CryptoPrimitives.wipe(&fresh) }
         // Never replace a key that opens with one that might not: losing it means registering again.
         guard try RSAPrivateKey(pemRepresentation: fresh, pin: pin).publicKey == key.publicKey else {
             throw KeyAuthError(.cryptoFailed, "the re-encrypted key does not decrypt to the same key")
         }
-        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+        return try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) -> Bool in
             var current = try SecureFile.readProtected(privateKeyPath)
             defer { CryptoPrimitives.wipe(&current) }
-            guard current == old else { return }
+            guard try isStillCurrent(current) else { return false }
             try SecureFile.write(fresh, to: privateKeyPath)
+            return true
         }
     }
 

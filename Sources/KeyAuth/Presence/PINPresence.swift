@@ -39,6 +39,15 @@ public struct PINPresence: PresenceCheck {
     /// The clock that times the delays.
     public let clock: KeyAuthClock
 
+    /// How many times one ``unlock(reason:_:)`` asks before it gives up with the wrong-PIN
+    /// error, and how many times ``newPIN(minimumLength:confirm:)`` asks again after a PIN that
+    /// is too short or a confirmation that differs.
+    ///
+    /// A typo should not cost a whole command; three tries is what `sudo` gives. Each wrong PIN
+    /// still counts towards the delay. Set it to 1 for a reader that is not a person (standard
+    /// input), where asking again would only read the next line.
+    public var attemptsPerRun = 3
+
     /// Creates a PIN check.
     ///
     /// - Parameters:
@@ -73,10 +82,26 @@ public struct PINPresence: PresenceCheck {
 
     /// Asks for the PIN and opens the key with it: ``withPIN(reason:_:)``, so that wrong PINs
     /// count towards the delay.
+    ///
+    /// Asks up to ``attemptsPerRun`` times, showing the wrong-PIN message between tries, and
+    /// stops at once when a delay starts or input ends.
     public func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
         async throws(KeyAuthError) -> Key
     {
-        try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+        var attempt = 1
+        var previous: KeyAuthError?
+        while true {
+            do {
+                return try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+            } catch {
+                // Input that ends at a second prompt leaves the wrong PIN as the outcome.
+                if error.code == .cancelled, let previous { throw previous }
+                guard error.code == .wrongPIN, error.retryAfter == nil, attempt < attemptsPerRun else { throw error }
+                reader.display(error.message, isError: true)
+                previous = error
+                attempt += 1
+            }
+        }
     }
 
     /// Asks for the PIN of a key whose hardware checks it (a TPM key) and lends it to `open`.
@@ -153,6 +178,25 @@ public struct PINPresence: PresenceCheck {
     /// - Throws: ``KeyAuthError/Code-swift.struct/invalidArgument`` when the PIN is shorter than
     ///   `minimumLength` or the two entries differ; the reader's errors.
     public func newPIN(minimumLength: Int, confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
+        // Only a person who confirms can be asked again; a single answer from a script stands.
+        let tries = confirm ? max(1, attemptsPerRun) : 1
+        var attempt = 1
+        var previous: KeyAuthError?
+        while true {
+            do {
+                return try await readNewPIN(minimumLength: minimumLength, confirm: confirm)
+            } catch {
+                if error.code == .cancelled, let previous { throw previous }
+                guard error.code == .invalidArgument, attempt < tries else { throw error }
+                reader.display(error.message + " Try again.", isError: true)
+                previous = error
+                attempt += 1
+            }
+        }
+    }
+
+    /// One round of ``newPIN(minimumLength:confirm:)``.
+    private func readNewPIN(minimumLength: Int, confirm: Bool) async throws(KeyAuthError) -> SecretBytes {
         let pin = try await BlockingThread.read(reader, prompt: "New PIN (at least \(minimumLength) characters): ")
         let length = pin.withUnsafeBytes { bytes in
             // Counting scalar starts avoids decoding the PIN into a String that cannot be wiped.
@@ -164,7 +208,7 @@ public struct PINPresence: PresenceCheck {
         guard confirm else { return pin }
         let repeated = try await BlockingThread.read(reader, prompt: "Repeat the new PIN: ")
         guard pin.constantTimeEquals(repeated) else {
-            throw KeyAuthError(.invalidArgument, "The two PINs differ; nothing was changed.")
+            throw KeyAuthError(.invalidArgument, "The two PINs differ.")
         }
         return pin
     }
@@ -173,7 +217,7 @@ public struct PINPresence: PresenceCheck {
     private func readPIN(reason: String) async throws(KeyAuthError) -> SecretBytes {
         let pin = try await BlockingThread.read(reader, prompt: reason.isEmpty ? "PIN: " : "\(reason)\nPIN: ")
         guard pin.count > 0 else {
-            throw KeyAuthError(.presenceDenied, "No PIN was entered.")
+            throw KeyAuthError(.presenceDenied, "no PIN was entered")
         }
         return pin
     }
@@ -187,19 +231,19 @@ public struct PINPresence: PresenceCheck {
         guard let seconds = Self.retryAfter(state, now: epochSeconds()) else { return }
         throw KeyAuthError(
             .lockedOut,
-            "Too many wrong PINs. Try again in \(Self.describe(seconds: seconds)).",
+            "too many wrong PINs; try again in \(Self.describe(seconds: seconds))",
             retryAfter: seconds
         )
     }
 
     private func wrongPINError(after state: AttemptState?, underlying: KeyAuthError) -> KeyAuthError {
         guard let state else {
-            return KeyAuthError(.wrongPIN, "Wrong PIN.", underlying: underlying)
+            return KeyAuthError(.wrongPIN, "wrong PIN", underlying: underlying)
         }
         if let seconds = Self.retryAfter(state, now: epochSeconds()) {
             return KeyAuthError(
                 .wrongPIN,
-                "Wrong PIN. Too many wrong PINs: try again in \(Self.describe(seconds: seconds)).",
+                "wrong PIN; too many wrong PINs; try again in \(Self.describe(seconds: seconds))",
                 underlying: underlying,
                 retryAfter: seconds
             )
@@ -207,7 +251,7 @@ public struct PINPresence: PresenceCheck {
         let left = Self.freeAttempts - state.failures
         return KeyAuthError(
             .wrongPIN,
-            "Wrong PIN. \(left) attempt\(left == 1 ? "" : "s") left before a delay.",
+            "wrong PIN; a delay starts after \(left) more wrong PIN\(left == 1 ? "" : "s")",
             underlying: underlying
         )
     }

@@ -86,7 +86,8 @@ struct RegisterCommand {
                 try makeDefaultIfNeeded(accounts, name)
                 io.printOutput(
                     "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
-                        + "(account \(name)); it waits for approval.")
+                        + "(account \(name)); it waits for approval (short code "
+                        + "\(DeviceMatch.shortCode(account.keyID ?? "")); then run `keyauth login --account \(name)`).")
                 return
             }
             if error.code == .cancelled, progress.sawApprovalPending, keys.hasKey {
@@ -100,6 +101,12 @@ struct RegisterCommand {
             // no use: leave nothing behind, so that the next attempt starts clean.
             let refused = error.oauthError?.error == .accessDenied || error.oauthError?.error == .expiredToken
             if !keys.hasKey || refused { try? accounts.remove(name) }
+            if error.oauthError?.error == .expiredToken {
+                throw KeyAuthError(
+                    error.code,
+                    error.message + "; nothing is kept here: run the same `keyauth register` to start again",
+                    underlying: error.underlying)
+            }
             throw error
         }
         var account = record.withLock { $0 }
@@ -146,16 +153,13 @@ struct RegisterCommand {
         try accounts.setDefaultAccount(name)
     }
 
-    /// The issuer from discovery; the server URL itself when the server publishes none. An
-    /// unreachable server is not papered over: registering would fail a moment later anyway.
+    /// The issuer from discovery.
+    ///
+    /// Every keyauth server publishes its discovery document, so an answer without one means
+    /// `--server` names something else (a web site, another port): the error says so and names
+    /// the URL tried, before a key is made or anything is stored.
     static func issuer(of client: KeyAuthClient) async throws(KeyAuthError) -> String {
-        do {
-            return try await client.discover().issuer
-        } catch {
-            if error.code == .transportFailed || error.code == .cancelled { throw error }
-            if error.oauthError?.error == .temporarilyUnavailable { throw error }
-            return client.serverURL
-        }
+        try await client.discover().issuer
     }
 
     /// One line of standard input as the enrollment code (`--enrollment-code -`), so that the

@@ -1,7 +1,15 @@
+import Foundation
 import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `keyauth reset`: revoke the key on the server first, then delete the key, account and tokens
 /// here; `--local-only` skips the server when it is gone.
+///
+/// A device the server has refused (revoked, or unknown to it) cannot revoke itself and is no
+/// threat: it is deleted here after saying so, without asking for the PIN first.
 struct ResetCommand {
     let context: CommandContext
     let options: ResetOptions
@@ -11,10 +19,19 @@ struct ResetCommand {
         let accounts = try context.accountStore()
         let name = try AccountSession.resolve(accounts, options.account)
         if options.localOnly {
+            try await confirm("Delete account \(name) here, without telling the server?")
             try accounts.remove(name)
             io.printOutput("Deleted account \(name) here; the server was not told, so the key stays registered there.")
             return
         }
+        let account = try accounts.load(name)
+        if let refusedAt = account.refusedAt {
+            try await confirm("Delete account \(name) here?")
+            try removeRefused(accounts, account, refusedAt: refusedAt)
+            return
+        }
+        try await confirm(
+            "Revoke this device on \(account.serverURL) and delete account \(name) (\(account.user)) here?")
         let session = try AccountSession.open(
             context: context, account: name, pinFromStandardInput: options.pinFromStandardInput, waitForApproval: false)
         let keyID: String
@@ -33,6 +50,10 @@ struct ResetCommand {
                 try await client.revokeDevice(keyID: keyID, accessToken: token, proofs: proofs)
             }
         } catch {
+            if error.oauthError?.error == .invalidGrant {
+                try removeRefused(accounts, try accounts.load(name), refusedAt: Date())
+                return
+            }
             // A key that never became active cannot log in to revoke itself, and is no threat:
             // nobody else holds it and its pending registration expires on the server.
             let neverActive =
@@ -55,6 +76,31 @@ struct ResetCommand {
             io.printOutput(
                 "Deleted account \(name) here; device \(keyID) was never active on \(session.account.serverURL), "
                     + "so there was nothing to revoke.")
+        }
+    }
+
+    /// Deletes an account whose key the server refused, saying so: there is nothing to revoke.
+    private func removeRefused(
+        _ accounts: AccountStore, _ account: KeyAuthAccount, refusedAt: Date
+    ) throws(KeyAuthError) {
+        try accounts.remove(account.name)
+        context.io.printOutput(
+            "The server refused this device at \(Formatting.timestamp(refusedAt)) (revoked, or unknown to "
+                + "\(account.serverURL)), so there is nothing to revoke; deleted account \(account.name) here.")
+    }
+
+    /// Asks `question` on the terminal when a person is there and `--yes` was not given.
+    ///
+    /// Scripts (standard input not a terminal) are not asked, as before the question existed.
+    /// - Throws: `.cancelled` for any answer but yes.
+    private func confirm(_ question: String) async throws(KeyAuthError) {
+        let io = context.io
+        guard !options.assumeYes, isatty(io.standardInput) == 1, io.terminalReader.isAvailable() else { return }
+        let answer = try await BlockingThread.read(io.terminalReader, prompt: question + " [y/N] ", echo: true)
+        let text = answer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            .trimmingCharacters(in: .whitespaces).lowercased()
+        guard text == "y" || text == "yes" else {
+            throw KeyAuthError(.declined, "nothing was deleted (answer y to confirm, or pass --yes)")
         }
     }
 }

@@ -52,6 +52,7 @@ struct StatusCommand {
             entry["kid"] = (publicKey?.fingerprint ?? account.keyID).map(JSONValue.string) ?? .null
             entry["key_bits"] = publicKey.map { .integer(Int64($0.bits)) } ?? .null
             entry["pam_service"] = account.pamService.map(JSONValue.string) ?? .null
+            entry["refused_at"] = account.refusedAt.map { .string(Formatting.timestamp($0)) } ?? .null
             entry["token_expires_at"] = token.map { .string(Formatting.timestamp($0.expiresAt)) } ?? .null
             entries.append(.object(entry))
 
@@ -68,7 +69,13 @@ struct StatusCommand {
                 account.presence == .pam
                 ? "pam (service \(account.pamService ?? "keyauth"))" : account.presence.rawValue
             lines.append("  presence:    \(presence)")
-            lines.append("  status:      \(account.status.rawValue)")
+            if let refusedAt = account.refusedAt {
+                lines.append(
+                    "  status:      refused by the server at \(Formatting.timestamp(refusedAt)): revoked, or unknown "
+                        + "to this server; run `keyauth reset --account \(name)` and register again")
+            } else {
+                lines.append("  status:      \(account.status.rawValue)")
+            }
             lines.append("  token:       \(Self.describe(token, now: now))")
         }
         if options.json {

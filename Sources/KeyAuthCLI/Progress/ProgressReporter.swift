@@ -30,6 +30,14 @@ final class ProgressReporter: Sendable {
     }
 
     /// Prints, once, what to run on an existing device.
+    /// What to run on an existing device, with this device's short code: the first 8
+    /// characters of its KID, short enough to read from one screen and type on another.
+    static func approvalHint(user: String, keyID: String, lead: String) -> String {
+        let short = DeviceMatch.shortCode(keyID)
+        return "\(lead): on a device already registered for \(user), run `keyauth devices approve \(short)` "
+            + "(short code \(short) of KID \(keyID))"
+    }
+
     func approvalNeeded(keyID: String) {
         approvalSeen.withLock { $0 = true }
         guard showsApprovalLine else { return }
@@ -39,8 +47,7 @@ final class ProgressReporter: Sendable {
         }
         guard first else { return }
         spinner?.stop()
-        io.printError(
-            "Approval needed: on a device already registered for \(user), run `keyauth devices approve \(keyID)`")
+        io.printError(Self.approvalHint(user: user, keyID: keyID, lead: "Approval needed"))
     }
 
     /// Runs `body` while following `authenticator`'s states on the terminal.

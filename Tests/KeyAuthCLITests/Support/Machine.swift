@@ -59,6 +59,22 @@ struct Machine {
 
     var accounts: AccountStore { AccountStore(home: home.path) }
 
+    /// A machine with one active default account for alice on `server`, holding
+    /// ``TestKeys/first`` in a key file: encrypted with `pin` when given (presence `pin`),
+    /// with no presence check otherwise. Nothing is registered anywhere.
+    static func withStoredAccount(server: String, pin: String? = nil) throws -> Machine {
+        let machine = Machine()
+        let accounts = machine.accounts
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server)
+        try accounts.save(
+            KeyAuthAccount(
+                name: name, serverURL: server, issuer: server, user: "alice", deviceName: "laptop",
+                keyID: TestKeys.first.publicKey.fingerprint, presence: pin == nil ? .none : .pin, status: .active))
+        try accounts.keyPairStore(for: name).store(TestKeys.first, pin: pin.map { SecretBytes(utf8: $0) })
+        try accounts.setDefaultAccount(name)
+        return machine
+    }
+
     func keyDirectory() throws -> String {
         try accounts.directory(for: try accounts.resolve(nil))
     }

@@ -109,6 +109,10 @@ final class TerminalProcess: @unchecked Sendable {
         return nil
     }
 
+    var standardOutput: String {
+        (try? String(contentsOfFile: scratch + "/stdout", encoding: .utf8)) ?? ""
+    }
+
     var standardError: String {
         (try? String(contentsOfFile: scratch + "/stderr", encoding: .utf8)) ?? ""
     }

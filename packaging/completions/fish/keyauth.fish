@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token proof status devices pubkey reset help
+set -l commands register login token proof logout status devices pubkey pin default reset help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -23,6 +23,11 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a register -
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a login -d 'Prove presence, sign an assertion, get and store an access token'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a token -d 'Print a valid access token'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a proof -d 'Print a DPoP proof for one request'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Forget the stored access token; keep the key'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pin -d 'Change the PIN of the device key'
+complete -c keyauth -n "__fish_seen_subcommand_from pin" -a change -d 'Change the PIN'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a default -d 'Show or set the default account'
+complete -c keyauth -n "__fish_seen_subcommand_from default" -x -a '(__keyauth_accounts)'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
@@ -31,9 +36,9 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'S
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof status devices pubkey reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices reset" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof status devices pubkey reset" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset" -l pin-stdin -d 'Read the PIN from standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
@@ -48,6 +53,7 @@ complete -c keyauth -n "__fish_seen_subcommand_from register" -l insecure-http -
 complete -c keyauth -n "__fish_seen_subcommand_from status devices" -l json -d 'Print JSON'
 complete -c keyauth -n "__fish_seen_subcommand_from devices; and not __fish_seen_subcommand_from list approve revoke" -a 'list approve revoke'
 complete -c keyauth -n "__fish_seen_subcommand_from pubkey" -l jwk -d 'Print a JWK instead of PEM'
+complete -c keyauth -n "__fish_seen_subcommand_from reset" -l yes -d 'Do not ask for confirmation'
 complete -c keyauth -n "__fish_seen_subcommand_from reset" -l local-only -d 'Skip the server'
 
 complete -c keyauth -n "__fish_seen_subcommand_from proof" -l nonce -x -d "The server's DPoP-Nonce"

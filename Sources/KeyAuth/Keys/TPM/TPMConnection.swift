@@ -43,7 +43,7 @@ public struct TPMConnection: Sendable, Hashable, CustomStringConvertible {
     ///   falling back to the real TPM there would surprise whoever set it.
     ///
     /// `TPM2OPENSSL_TCTI`, which OpenSSL's tpm2 provider reads on its own, is deliberately not
-    /// consulted: keyauth hands the provider its own choice (see ``TPMProvider``), so the
+    /// consulted: keyauth hands the provider its own choice (the internal `TPMProvider`), so the
     /// connection used for keys and the one used for ``TPMInfo`` are always the same.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment

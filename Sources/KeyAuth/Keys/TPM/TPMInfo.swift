@@ -67,7 +67,7 @@ public struct TPMInfo: Sendable, Hashable {
 extension TPMConnection {
     /// Reads the TPM's properties.
     ///
-    /// - Warning: do not call this while a ``TPMProvider`` of this process is open: a software
+    /// - Warning: do not call this while a `TPMProvider` of this process is open: a software
     ///   TPM serves one connection at a time, and this call would wait for the other forever.
     /// - Throws: `.tpmUnavailable` naming the TCTI when no TPM answers.
     public func info() throws(KeyAuthError) -> TPMInfo {

@@ -1,0 +1,28 @@
+import Foundation
+import KeyAuth
+
+// Logs in to a keyauth server as alice with a device key, registering one the first time.
+do {
+    let client = try KeyAuthClient(serverURL: "https://auth.example.com")  // http:// only on loopback
+    let issuer = try await client.discover().issuer
+    let environment = ProcessInfo.processInfo.environment
+    let tpm = try TPMConnection.fromEnvironment(environment)  // KEYAUTH_TPM_TCTI, else device:/dev/tpmrm0
+    // New keys in the TPM when one answers, in a key file otherwise; an existing key is found by
+    // its file. The directory is $XDG_DATA_HOME/myapp/device-key, else ~/.local/share/... ($HOME).
+    let store = try KeyPairStore.default(appName: "myapp", environment: environment, keyStore: .automatic(tpm))
+    let presence = PINPresence(reader: TerminalSecretReader(), attemptsFile: store.pinAttemptsPath)
+
+    // The bundled client supplies the hooks: register with a proof of possession, log in with
+    // the JWT bearer grant, poll while another device has to approve this one.
+    let hooks = client.authenticatorHooks(enrollment: DeviceEnrollment(user: "alice", deviceName: "alice-laptop"))
+    let authenticator = Authenticator<AccessToken>(
+        store: store, presence: presence, configuration: .init(audience: issuer), hooks: hooks)
+
+    Task {
+        for await state in authenticator.stateUpdates() { print(state) }  // checking presence, generating key, ...
+    }
+    let token = try await authenticator.login()  // or authenticator.start { result in ... }
+    print("logged in until \(token.expiresAt)")
+} catch {
+    print("login failed: \(error.code): \(error.message)")
+}
