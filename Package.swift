@@ -110,6 +110,11 @@ let package = Package(
             path: "Examples/TPMKeyExample"
         ),
         .executableTarget(
+            name: "AccessTokenCheckExample",
+            dependencies: ["KeyAuth"],
+            path: "Examples/AccessTokenCheckExample"
+        ),
+        .executableTarget(
             name: "VerifyAssertionExample",
             dependencies: ["KeyAuth"],
             path: "Examples/VerifyAssertionExample"

@@ -1,0 +1,35 @@
+import KeyAuth
+
+/// What a service's HTTP layer hands over for one request.
+struct IncomingRequest {
+    var method: String
+    var path: String
+    var headers: [String: String]
+
+    func header(_ name: String) -> String? { headers[name] }
+}
+
+/// The answer a service gives: a status and the reason, never the token.
+func answer(_ request: IncomingRequest, verifier: AccessTokenVerifier) async -> (status: Int, text: String) {
+    do {
+        let claims = try await verifier.verify(
+            authorization: request.header("Authorization"), dpopProof: request.header("DPoP"),
+            method: request.method, url: "https://api.example.com" + request.path)
+        return (200, "allowed: \(claims.user) from device \(claims.deviceKeyID), amr \(claims.amr)")
+    } catch {
+        switch error.code {
+        case .keySetUnavailable: return (503, "the issuer's keys cannot be had: \(error.message)")
+        default: return (401, "refused: \(error.message)")  // invalid_token or invalid_dpop_proof
+        }
+    }
+}
+
+// One verifier for the service's lifetime: it caches the issuer's keys and the proofs it saw.
+do {
+    let verifier = try AccessTokenVerifier(issuer: "https://auth.example.com")
+    let request = IncomingRequest(method: "GET", path: "/orders", headers: [:])
+    let (status, text) = await answer(request, verifier: verifier)
+    print(status, text)  // 401 refused: the request has no Authorization header
+} catch {
+    print("cannot set up the verifier: \(error.message)")
+}
