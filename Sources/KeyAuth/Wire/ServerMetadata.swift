@@ -14,6 +14,9 @@ public struct ServerMetadata: Sendable, Hashable {
     /// The assertion signing algorithms the token endpoint accepts
     /// (`token_endpoint_auth_signing_alg_values_supported`).
     public let signingAlgorithmsSupported: [String]
+    /// Where client applications start sign-in requests (CIBA
+    /// `backchannel_authentication_endpoint`), when announced.
+    public var backchannelAuthenticationEndpoint: String?
 
     /// Creates metadata, for tests and for apps that configure a server without discovery.
     public init(
@@ -35,7 +38,9 @@ extension ServerMetadata {
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         self.init(
             issuer: issuer, tokenEndpoint: base + "/oauth/token", jwksURI: base + "/.well-known/jwks.json",
-            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue], signingAlgorithmsSupported: ["RS256"])
+            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue, OAuthGrantType.ciba.rawValue],
+            signingAlgorithmsSupported: ["RS256"])
+        backchannelAuthenticationEndpoint = base + "/bc-authorize"
     }
 
     /// The discovery document.
@@ -47,6 +52,16 @@ extension ServerMetadata {
         ]
         if let tokenEndpoint { members["token_endpoint"] = .string(tokenEndpoint) }
         if let jwksURI { members["jwks_uri"] = .string(jwksURI) }
+        if let backchannelAuthenticationEndpoint {
+            // CIBA Core 1.0 section 4: poll mode only, no user code, clients authenticate with
+            // their secret.
+            members["backchannel_authentication_endpoint"] = .string(backchannelAuthenticationEndpoint)
+            members["backchannel_token_delivery_modes_supported"] = .array(["poll"])
+            members["backchannel_user_code_parameter_supported"] = .bool(false)
+            members["token_endpoint_auth_methods_supported"] = .array([
+                "client_secret_basic", "client_secret_post",
+            ])
+        }
         return .object(members)
     }
 
@@ -64,5 +79,6 @@ extension ServerMetadata {
             grantTypesSupported: object["grant_types_supported"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             signingAlgorithmsSupported: object["token_endpoint_auth_signing_alg_values_supported"]?.arrayValue?
                 .compactMap(\.stringValue) ?? [])
+        backchannelAuthenticationEndpoint = object["backchannel_authentication_endpoint"]?.stringValue
     }
 }

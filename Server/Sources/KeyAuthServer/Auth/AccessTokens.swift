@@ -37,11 +37,15 @@ struct AccessTokens: Sendable {
 
     /// A signed `at+jwt` for `user`, bound to the device `deviceKID` through `cnf.jkt`: `iss`,
     /// `sub`, `aud`, then `cnf`, `exp`, `iat` and `jti`, in the order ``JWTBuilder`` writes.
-    func issue(user: String, deviceKID: String) throws(KeyAuthError) -> String {
+    ///
+    /// - Parameter extra: claims added or replaced (a CIBA token's `aud`, `client_id`, `acr`,
+    ///   `amr`); a token whose `aud` is not the issuer is not accepted by ``verify(_:)``.
+    func issue(user: String, deviceKID: String, extra: JWTClaims = JWTClaims()) throws(KeyAuthError) -> String {
         var claims = JWTClaims()
         claims.set("iss", string: issuer)
         claims.set("sub", string: user)
         claims["cnf"] = .object(["jkt": .string(deviceKID)])
+        claims.merge(extra)
         return try builder.sign(claims: claims, type: "at+jwt", keyID: keys.signingKeyID)
     }
 

@@ -5,8 +5,10 @@ extension ServerCommand {
                keyauth-server enroll USER [--db PATH]
                keyauth-server devices [--db PATH]
                keyauth-server revoke KID [--db PATH]
+               keyauth-server clients add NAME | list | remove ID [--db PATH]
 
-        Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
+        Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
+        approval on a device (OpenID CIBA) and an account page.
 
         serve options (environment variable in brackets):
           --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
@@ -51,8 +53,12 @@ extension ServerCommand {
           -h, --help                this text
           -V, --version             print the version
 
-        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
-        database: only serve does.
+        clients add NAME prints the client_id and client_secret of a new client application for
+        push sign-in (/bc-authorize, CIBA poll mode), once; clients list and clients remove ID
+        manage them. The account page is at /account.
+
+        enroll, devices, revoke and clients take --db (or KEYAUTH_SERVER_DB) too, and never create
+        a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,

@@ -35,10 +35,22 @@ public enum ServerCommand {
         case devices(database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
+        /// Add, list or remove client applications of sign-in by approval.
+        case clients(ClientsAction, database: String)
         /// Print the help text.
         case help
         /// Print the version, the same as `keyauth --version`'s.
         case version
+    }
+
+    /// What `keyauth-server clients` does.
+    public enum ClientsAction: Sendable, Equatable {
+        /// `clients add NAME`: prints the new client's id and secret once.
+        case add(name: String)
+        /// `clients list`.
+        case list
+        /// `clients remove ID`.
+        case remove(id: String)
     }
 
     /// Where a command writes: standard output and standard error, one string at a time.
@@ -90,6 +102,8 @@ public enum ServerCommand {
             return listDevices(database: database, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
+        case .clients(let action, let database):
+            return clients(action, database: database, output: output)
         }
     }
 

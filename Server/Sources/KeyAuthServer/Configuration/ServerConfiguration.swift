@@ -73,6 +73,12 @@ public struct ServerConfiguration: Sendable {
     public var signingKeyFile: String?
     /// libmicrohttpd worker threads (`--threads`); see ``HTTPServerOptions/threadPoolSize``.
     public var threads: Int = HTTPServerOptions.defaultThreadPoolSize
+    /// Long polls of `GET /v1/auth-requests?wait=` that may wait at once, each holding a worker
+    /// thread; nil for a quarter of ``threads`` (8 of the default 32), so that watching devices
+    /// never take the pool. Further long polls are answered at once.
+    public var longPolls: Int?
+    /// ``longPolls``, or its default.
+    public var maximumLongPolls: Int { longPolls ?? threads / 4 }
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit

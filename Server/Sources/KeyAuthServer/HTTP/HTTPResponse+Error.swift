@@ -15,6 +15,12 @@ extension ServiceError.Kind {
         case .unknownDevice: (404, .notFound)
         case .keyConflict: (409, .invalidRequest)
         case .slowDown: (429, .slowDown)
+        case .invalidClient: (401, .invalidClient)
+        case .unknownUserID: (400, .unknownUserID)
+        case .invalidBindingMessage: (400, .invalidBindingMessage)
+        case .pollTooFast: (400, .slowDown)
+        case .unknownSignInRequest: (404, .notFound)
+        case .alreadyAnswered: (409, .alreadyAnswered)
         }
     }
 }
@@ -49,6 +55,8 @@ extension HTTPResponse {
             switch error.kind {
             case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
             case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
+            // RFC 6749 section 5.2: a 401 for client authentication names the scheme to use.
+            case .invalidClient: headers.set("WWW-Authenticate", "Basic realm=\"keyauth\"")
             default: break
             }
         case let error as RoutingError:

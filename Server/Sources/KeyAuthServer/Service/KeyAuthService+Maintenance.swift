@@ -6,12 +6,14 @@ extension KeyAuthService {
         try storage.healthCheck()
     }
 
-    /// Forgets what has expired: replay-cache entries, enrollment codes, and pending and denied
-    /// devices past their retention.
+    /// Forgets what has expired: replay-cache entries, enrollment codes, pending and denied
+    /// devices past their retention, sign-in requests past theirs, and ended browser sessions.
     func purgeExpired() throws(StorageError) {
         let time = now()
         try storage.purgeExpiredJTIs(now: time)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try registry.purgeStale()
+        try signIn.purgeExpired()
+        try storage.purgeBrowserSessions(now: time)
     }
 }

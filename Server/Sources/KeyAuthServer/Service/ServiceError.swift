@@ -28,6 +28,19 @@ struct ServiceError: Error, Sendable, Equatable {
         /// Too many failures from this address, or too many pending devices for the user;
         /// carries the seconds to wait.
         case slowDown(retryAfter: Int)
+        /// Client authentication failed: no credentials, an unknown client or a wrong secret.
+        case invalidClient
+        /// A sign-in request names a user with no active device to approve it.
+        case unknownUserID
+        /// A binding message that is too long or not printable.
+        case invalidBindingMessage
+        /// A client polled for a sign-in request faster than its interval (CIBA section 11):
+        /// a 400 `slow_down`, unlike the rate limit's 429.
+        case pollTooFast
+        /// A sign-in request that is unknown or another user's (the same answer).
+        case unknownSignInRequest
+        /// A sign-in request that a device already answered.
+        case alreadyAnswered
     }
 
     let kind: Kind
