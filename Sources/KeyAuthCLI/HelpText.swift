@@ -13,6 +13,9 @@ enum HelpText {
           devices    list, approve or revoke this user's devices
           pubkey     print this device's public key (PEM or JWK)
           reset      revoke the key on the server, then delete it and the account here
+          requests   show sign-in requests waiting for this user's approval (--watch: wait)
+          approve    approve a sign-in request after checking its code and presence
+          deny       deny a sign-in request
 
         options:
           -h, --help     show help (also `keyauth <command> --help`)
@@ -94,6 +97,34 @@ enum HelpText {
 
             Revokes the device key on the server, then deletes the key, the account and its tokens
             here. --local-only skips the server (when it is gone); the key stays registered there.
+            """
+        case .requests:
+            """
+            usage: keyauth requests [--watch] [--account NAME] [--pin-stdin]
+
+            Lists the sign-in requests waiting for this user's approval: applications that asked
+            the server to sign the user in (OpenID CIBA) and the server's account page. --watch
+            waits for new ones, shows a desktop notification when a graphical session is present,
+            and for each asks for the code shown on the other screen to approve it (or `deny`, or
+            an empty line to leave it); Control-C stops.
+            """
+        case .approve:
+            """
+            usage: keyauth approve [ID] [--account NAME] [--pin-stdin]
+
+            Approves a sign-in request: the only open one when no ID is given (or a choice when
+            there are several). Shows the application, the code, where the request came from and
+            when; asks you to type the code shown on the other screen (a mistyped code approves
+            and denies nothing: it asks again; `deny` denies); then checks presence and signs the
+            approval with the device key. Standard input that is not a terminal gives the code
+            on its first lines, then the PIN with --pin-stdin. Exit status 1 when the request
+            expired or was answered elsewhere, 77 when the presence check fails.
+            """
+        case .deny:
+            """
+            usage: keyauth deny ID [--account NAME] [--pin-stdin]
+
+            Denies a sign-in request: the application learns access_denied.
             """
         case .help:
             "usage: keyauth help [COMMAND]"

@@ -256,7 +256,7 @@ public struct KeyAuthClient: Sendable {
 
     // MARK: - Plumbing
 
-    private func send(
+    func send(
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
         bearer: AccessToken? = nil
     ) async throws(KeyAuthError) -> HTTPExchange.Reply {
@@ -276,7 +276,7 @@ public struct KeyAuthClient: Sendable {
     /// The version sent as `User-Agent`, also printed by `keyauth --version`.
     public static let version = "0.1.0"
 
-    private func expectObject(
+    func expectObject(
         _ reply: HTTPExchange.Reply, success: Set<Int>, operation: String
     ) throws(KeyAuthError) -> [String: JSONValue] {
         try expectSuccess(reply, success: success, operation: operation)
