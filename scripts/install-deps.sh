@@ -4,13 +4,15 @@
 # for the storage tests, the TPM stack (OpenSSL's tpm2 provider, the TSS libraries, and a
 # software TPM for the TPM tests), the tools that build and check the Debian package (dpkg-dev,
 # lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages),
-# and PyJWT for the interoperability tests.
+# and PyJWT for the interoperability tests; chromium, chromium-driver and python3-selenium for
+# the account page's browser test.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
 packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
     libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd
-    tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools)
+    tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools
+    chromium chromium-driver python3-selenium)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -32,6 +32,8 @@ public final class KeyAuthResponder: HTTPResponder {
     let trustProxy: Bool
     let logRequests: Bool
     let maximumBodySize: Int
+    /// The account page at `/account`.
+    let account: AccountPage
     /// The issuer URL all tokens name.
     public let issuer: String
 
@@ -47,6 +49,9 @@ public final class KeyAuthResponder: HTTPResponder {
         logRequests = collaborators.logRequests
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
+        account = AccountPage(
+            service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics,
+            trustProxy: collaborators.trustProxy)
     }
 
     /// The application on `storage`, composed as ``ServerRunner`` composes it: for tests and
@@ -138,6 +143,8 @@ public final class KeyAuthResponder: HTTPResponder {
                 id: id, decision: answer.decision, assertion: answer.assertion, by: actor)
             metrics.recordSignInRequest(result: answered.status.rawValue)
             return .json(.object(["id": .string(answered.id), "status": .string(answered.status.rawValue)]))
+        case (.account(let path), _):
+            return try account.respond(to: request, path: path)
         case (.devices, "POST"):
             return try limits.run(
                 from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration

@@ -16,6 +16,8 @@ enum Route: Sendable, Equatable {
     case signInRequests
     /// `POST /v1/auth-requests/{id}`: a device answers one.
     case signInRequest(id: String)
+    /// `/account` and everything under it: the account page, which routes its own paths.
+    case account(path: String)
 
     /// The route for `path`, or nil for an unknown path (404).
     init?(path: String) {
@@ -27,6 +29,8 @@ enum Route: Sendable, Equatable {
         case "/healthz": self = .health
         case "/bc-authorize": self = .backchannelAuthorize
         case "/v1/auth-requests": self = .signInRequests
+        case _ where path == AccountPage.root || path.hasPrefix(AccountPage.root + "/"):
+            self = .account(path: path)
         case _ where path.hasPrefix("/v1/auth-requests/"):
             let id = path.dropFirst("/v1/auth-requests/".count)
             guard !id.isEmpty, !id.contains("/") else { return nil }
@@ -54,6 +58,7 @@ enum Route: Sendable, Equatable {
         case .device: ["DELETE"]
         case .approveDevice, .token, .backchannelAuthorize, .signInRequest: ["POST"]
         case .jwks, .openIDConfiguration, .health, .signInRequests: ["GET", "HEAD"]
+        case .account: ["GET", "HEAD", "POST"]
         }
     }
 
@@ -70,6 +75,7 @@ enum Route: Sendable, Equatable {
         case .backchannelAuthorize: "/bc-authorize"
         case .signInRequests: "/v1/auth-requests"
         case .signInRequest: "/v1/auth-requests/{id}"
+        case .account(let path): AccountPage.label(of: path)
         }
     }
 }
