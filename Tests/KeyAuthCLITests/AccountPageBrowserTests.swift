@@ -11,6 +11,7 @@ private let browserScript = #"""
     import json, subprocess, sys, tempfile, time, urllib.request
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -28,7 +29,8 @@ private let browserScript = #"""
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"),
                               options=options)
-    wait = WebDriverWait(driver, 30)
+    # A form's answer reloads the page: an element found before it goes stale, so look again.
+    wait = WebDriverWait(driver, 60, ignored_exceptions=[NoSuchElementException, StaleElementReferenceException])
     def button(text, scope=None):
         for candidate in (scope or driver).find_elements(By.TAG_NAME, "button"):
             if candidate.text.strip() == text:
