@@ -5,14 +5,15 @@
 # software TPM for the TPM tests), the tools that build and check the Debian package (dpkg-dev,
 # lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages),
 # and PyJWT, cryptography and jwcrypto for the interoperability tests (Debian's, for
-# /usr/bin/python3: on Debian 12 pip refuses to install into the system Python).
+# /usr/bin/python3: on Debian 12 pip refuses to install into the system Python); chromium,
+# chromium-driver and python3-selenium for the account page's browser test.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
 packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
     libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools python3-jwt python3-cryptography
-    python3-jwcrypto)
+    python3-jwcrypto chromium chromium-driver python3-selenium)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -28,13 +28,48 @@ public enum Command: Sendable, Equatable {
     case pubkey(PubkeyOptions)
     /// `keyauth reset ...`.
     case reset(ResetOptions)
+    /// `keyauth requests ...`.
+    case requests(RequestsOptions)
+    /// `keyauth approve ...` and `keyauth deny ...`.
+    case answer(AnswerOptions)
 }
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, proof, logout, status, devices, pubkey, pin, reset
+    case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny
     case defaultAccount = "default"
     case help
+}
+
+/// `keyauth requests`.
+public struct RequestsOptions: Sendable, Equatable {
+    /// `--watch`: wait for new requests and offer to answer each.
+    public var watch = false
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth approve [ID]` and `keyauth deny ID`.
+public struct AnswerOptions: Sendable, Equatable {
+    /// Approve or deny.
+    public var decision: SignInDecision
+    /// The request; nil (approve only) for the only open one, or a choice.
+    public var requestID: String?
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`: the PIN is read from standard input, after the code.
+    public var pinFromStandardInput = false
+
+    /// Creates options.
+    public init(decision: SignInDecision, requestID: String?) {
+        self.decision = decision
+        self.requestID = requestID
+    }
 }
 
 /// `keyauth register`.

@@ -15,7 +15,8 @@ public enum CommandParser {
         .login: ["account"], .token: ["account"], .proof: ["account", "nonce"], .logout: ["account"], .pin: ["account"],
         .defaultAccount: [], .status: ["account"],
         .devices: ["account"],
-        .pubkey: ["account"], .reset: ["account"], .help: [],
+        .pubkey: ["account"], .reset: ["account"], .requests: ["account"], .approve: ["account"],
+        .deny: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
@@ -23,7 +24,7 @@ public enum CommandParser {
         .logout: [], .pin: ["pin-stdin"], .defaultAccount: [], .status: ["json"], .devices: ["pin-stdin", "json"],
         .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
-        .help: [],
+        .requests: ["watch", "pin-stdin"], .approve: ["pin-stdin"], .deny: ["pin-stdin"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -32,7 +33,7 @@ public enum CommandParser {
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
             throw usage(
-                "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default or reset",
+                "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, reset, requests, approve or deny",
                 nil)
         }
         switch first {
@@ -117,9 +118,33 @@ public enum CommandParser {
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
             options.assumeYes = parsed.flags.contains("yes")
             return .reset(options)
+        case .requests:
+            try parsed.expectPositionals(0)
+            var options = RequestsOptions(account: parsed.values["account"])
+            options.watch = parsed.flags.contains("watch")
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .requests(options)
+        case .approve, .deny:
+            return .answer(try answerOptions(parsed, decision: name == .approve ? .approve : .deny))
         case .help:
             return .help(topic: nil)
         }
+    }
+
+    /// `approve [ID]` and `deny ID`: a request id is base64url, like a KID.
+    private static func answerOptions(
+        _ parsed: ParsedArguments, decision: SignInDecision
+    ) throws(KeyAuthError) -> AnswerOptions {
+        try parsed.expectPositionals(1)
+        let id = parsed.positionals.first
+        if decision == .deny, id == nil { throw usage("deny needs the request's ID", parsed.command) }
+        if let id, !InputRules.isValidSignInRequestID(id) {
+            throw usage("\"\(id)\" is not a request id (43 characters of base64url)", parsed.command)
+        }
+        var options = AnswerOptions(decision: decision, requestID: id)
+        options.account = parsed.values["account"]
+        options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+        return options
     }
 
     /// A usage error whose message ends with where to read more.
@@ -150,8 +175,9 @@ public enum CommandParser {
             split = try ArgumentParser.parse(arguments, syntax: syntax) { parsed, argument in
                 // A KID is base64url and may start with "-" or "--": after `approve` or `revoke`
                 // the next argument is the KID unless it names one of this command's options.
-                command == .devices && parsed.positionals.count == 1
+                (command == .devices && parsed.positionals.count == 1
                     && ["approve", "revoke"].contains(parsed.positionals[0])
+                    || (command == .approve || command == .deny) && parsed.positionals.isEmpty)
                     && !isOption(argument, syntax: syntax)
             }
         } catch {

@@ -23,4 +23,20 @@ enum Formatting {
         if total < 3600 { return "\(total / 60) min" }
         return "\(total / 3600) h \(total % 3600 / 60) min"
     }
+
+    /// Rows as aligned columns, two spaces apart; the last column is not padded.
+    static func columns(_ rows: [[String]]) -> String {
+        var widths = [Int](repeating: 0, count: rows.first?.count ?? 0)
+        for row in rows {
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = max(widths[index], cell.count)
+            }
+        }
+        return rows.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 || index >= widths.count
+                    ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
 }

@@ -17,6 +17,9 @@ enum HelpText {
           pin        change the PIN of the device key (`keyauth pin change`)
           default    show or set the account used without --account
           reset      revoke the key on the server, then delete it and the account here
+          requests   show sign-in requests waiting for this user's approval (--watch: wait)
+          approve    approve a sign-in request after checking its code and presence
+          deny       deny a sign-in request
 
         options:
           -h, --help     show help (also `keyauth <command> --help`)
@@ -162,6 +165,34 @@ enum HelpText {
             here. --local-only skips the server (when it is gone); the key stays registered there.
             A device the server has refused is deleted here without asking for the PIN. On a
             terminal it asks for confirmation first; --yes skips the question.
+            """
+        case .requests:
+            """
+            usage: keyauth requests [--watch] [--account NAME] [--pin-stdin]
+
+            Lists the sign-in requests waiting for this user's approval: applications that asked
+            the server to sign the user in (OpenID CIBA) and the server's account page. --watch
+            waits for new ones, shows a desktop notification when a graphical session is present,
+            and for each asks for the code shown on the other screen to approve it (or `deny`, or
+            an empty line to leave it); Control-C stops.
+            """
+        case .approve:
+            """
+            usage: keyauth approve [ID] [--account NAME] [--pin-stdin]
+
+            Approves a sign-in request: the only open one when no ID is given (or a choice when
+            there are several). Shows the application, the code, where the request came from and
+            when; asks you to type the code shown on the other screen (a mistyped code approves
+            and denies nothing: it asks again; `deny` denies); then checks presence and signs the
+            approval with the device key. Standard input that is not a terminal gives the code
+            on its first lines, then the PIN with --pin-stdin. Exit status 1 when the request
+            expired or was answered elsewhere, 77 when the presence check fails.
+            """
+        case .deny:
+            """
+            usage: keyauth deny ID [--account NAME] [--pin-stdin]
+
+            Denies a sign-in request: the application learns access_denied.
             """
         case .help:
             "usage: keyauth help [COMMAND]"

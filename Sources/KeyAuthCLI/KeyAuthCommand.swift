@@ -107,6 +107,10 @@ public enum KeyAuthCommand {
             try PubkeyCommand(context: context, options: options).run()
         case .reset(let options):
             try await ResetCommand(context: context, options: options).run()
+        case .requests(let options):
+            try await RequestsCommand(context: context, options: options).run()
+        case .answer(let options):
+            try await AnswerCommand(context: context, options: options).run()
         }
     }
 }

@@ -59,6 +59,25 @@ struct CommandParserTests {
         #expect(!options.noWait)
     }
 
+    @Test("requests, approve [ID] and deny ID parse; an ID may start with a dash; deny needs one; a bad ID is usage")
+    func signInCommands() throws {
+        var watch = RequestsOptions(account: "a")
+        watch.watch = true
+        #expect(try CommandParser.parse(["requests", "--watch", "--account", "a"]) == .requests(watch))
+        #expect(try CommandParser.parse(["approve"]) == .answer(AnswerOptions(decision: .approve, requestID: nil)))
+        let id = "-" + String(repeating: "A", count: 42)
+        var approve = AnswerOptions(decision: .approve, requestID: id)
+        approve.pinFromStandardInput = true
+        #expect(try CommandParser.parse(["approve", id, "--pin-stdin"]) == .answer(approve))
+        #expect(try CommandParser.parse(["deny", id]) == .answer(AnswerOptions(decision: .deny, requestID: id)))
+        for arguments in [
+            ["deny"], ["approve", "short"], ["deny", "a/b"], ["requests", "extra"], ["approve", id, id],
+        ] {
+            #expect(throws: KeyAuthError.self, "\(arguments)") { try CommandParser.parse(arguments) }
+            #expect((try? CommandParser.parse(arguments)) == nil)
+        }
+    }
+
     @Test("the other commands take their flags")
     func otherCommands() throws {
         var login = LoginOptions(account: "a")

@@ -102,7 +102,7 @@ struct OperationsTests {
         #expect(try storage.claimJTI(keyID: key.publicKey.fingerprint, jti: jti, expiresAt: 0))
     }
 
-    @Test("the OpenID configuration names the issuer, endpoints, grant and algorithm")
+    @Test("the OpenID configuration names the issuer, endpoints, grants, algorithm and CIBA's poll mode")
     func discovery() throws {
         let environment = TestEnvironment()
         let api = try environment.directAPI()
@@ -112,8 +112,15 @@ struct OperationsTests {
         #expect(json["issuer"]?.stringValue == TestEnvironment.issuer)
         #expect(json["token_endpoint"]?.stringValue == TestEnvironment.issuer + "/oauth/token")
         #expect(json["jwks_uri"]?.stringValue == TestEnvironment.issuer + "/.well-known/jwks.json")
-        #expect(json["grant_types_supported"] == .array([.string(TestAPI.jwtBearer)]))
+        #expect(
+            json["grant_types_supported"]
+                == .array([.string(TestAPI.jwtBearer), .string("urn:openid:params:grant-type:ciba")]))
         #expect(json["token_endpoint_auth_signing_alg_values_supported"] == .array(["RS256"]))
+        #expect(json["backchannel_authentication_endpoint"]?.stringValue == TestEnvironment.issuer + "/bc-authorize")
+        #expect(json["backchannel_token_delivery_modes_supported"] == .array(["poll"]))
+        #expect(json["backchannel_user_code_parameter_supported"] == .bool(false))
+        #expect(
+            json["token_endpoint_auth_methods_supported"] == .array(["client_secret_basic", "client_secret_post"]))
     }
 
     @Test("the request log has method, path, status and duration, and never a token or the query")

@@ -65,7 +65,8 @@ struct ServerCommandTests {
             ["--enrollment", "maybe"],
             ["--issuer", "ftp://x"], ["--rate-limit", "0"], ["--frobnicate"], ["serve", "extra"], ["--db"], ["launch"],
             ["enroll"], ["enroll", "bad user"], ["revoke"], ["--threads", "many"], ["--signing-key-bits", "3000"],
-            ["--db", "a", "--db", "b"],
+            ["--db", "a", "--db", "b"], ["clients", "add"], ["clients", "remove"], ["clients", "rename", "x"],
+            ["clients", "add", "a", "b"],
         ])
     func usageErrors(_ arguments: [String]) {
         #expect(throws: ServerConfigurationError.self) {
@@ -153,6 +154,58 @@ struct ServerCommandTests {
             ServerCommand.main(
                 arguments: ["revoke", "nope", "--db", database], environment: [:], output: unknown.output) == 1)
         #expect(unknown.error.contains("no device"))
+    }
+
+    @Test("clients add prints an id and a secret that authenticate at /bc-authorize; list shows it; remove removes it")
+    func clientCommands() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let database = environment.databasePath
+        try StorageFactory.open(database).close()
+        let add = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["clients", "add", "Support desk", "--db", database], environment: [:], output: add.output)
+                == 0)
+        var printed: [String: String] = [:]
+        for line in add.standard.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { printed[String(parts[0])] = String(parts[1]) }
+        }
+        let id = try #require(printed["client_id"])
+        let secret = try #require(printed["client_secret"])
+        #expect(secret.utf8.count == 43)
+        #expect(!add.error.contains(secret))
+        // Only the secret's hash is stored.
+        let stored = try #require(try StorageFactory.open(database).client(id: id))
+        #expect(stored.name == "Support desk")
+        #expect(stored.secretHash == CryptoPrimitives.sha256(Array(secret.utf8)))
+
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        _ = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
+        #expect(try api.backchannelAuthorize(TestClient(id: id, secret: secret), user: "alice").status == 200)
+
+        let list = CapturedOutput()
+        #expect(
+            ServerCommand.main(arguments: ["clients", "list", "--db", database], environment: [:], output: list.output)
+                == 0)
+        #expect(list.standard.hasPrefix("CLIENT_ID\tNAME\tCREATED\n\(id)\tSupport desk\t"))
+        #expect(!list.standard.contains(secret))
+
+        let remove = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["clients", "remove", id, "--db", database], environment: [:], output: remove.output) == 0)
+        #expect(try api.backchannelAuthorize(TestClient(id: id, secret: secret), user: "alice").status == 401)
+        let again = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["clients", "remove", id, "--db", database], environment: [:], output: again.output) == 1)
+        #expect(again.error.contains("no client"))
+        let badName = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["clients", "add", " padded", "--db", database], environment: [:], output: badName.output)
+                != 0)
     }
 
     @Test("storage that cannot be opened is reported on one line with exit status 69")

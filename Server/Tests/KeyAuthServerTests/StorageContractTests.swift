@@ -51,54 +51,58 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
         try body(database)
     }
 
-    static let all: [StorageCheck] = [
-        StorageCheck(
-            "has a driver that binds $n by number and reads every value type back", StorageContract.driverRoundTrips),
-        StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
-        StorageCheck(
-            "lets exactly one of many concurrent servers store the first signing key",
-            StorageContract.insertsOnlyOneFirstSigningKey),
-        StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
-        StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
-        StorageCheck("knows which states a user's devices are in", StorageContract.findsDeviceStatuses),
-        StorageCheck(
-            "inserts a first device only for an unknown user, a pending one only below the cap",
-            StorageContract.insertsUnderRules),
-        StorageCheck(
-            "never lets concurrent pending registrations pass the cap", StorageContract.racesPendingCap),
-        StorageCheck(
-            "gives an unknown user's name to exactly one of many concurrent first devices",
-            StorageContract.racesFirstDevices),
-        StorageCheck("lists a user's devices page by page after a position", StorageContract.pagesDevices),
-        StorageCheck(
-            "purges expired pending and old denied devices, never active or revoked ones",
-            StorageContract.purgesDevices),
-        StorageCheck("upgrades a version-1 database, keeping its devices", StorageContract.upgradesVersionOne),
-        StorageCheck(
-            "upgrades a version-2 database as the previous release left it, keeping every table",
-            StorageContract.upgradesVersionTwo),
-        StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
-        StorageCheck("records logins", StorageContract.recordsLogins),
-        StorageCheck("claims a jti once per key and purges expired ones", StorageContract.claimsJTIs),
-        StorageCheck(
-            "purges more expired jtis than one chunk, all of them and only them", StorageContract.purgesJTIsInChunks),
-        StorageCheck("consumes an enrollment code once, by its user, before expiry", StorageContract.consumesCodes),
-        StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
-        StorageCheck("refuses a duplicate enrollment code as a query failure", StorageContract.refusesDuplicateCodes),
-        StorageCheck("keeps signing keys oldest first, byte for byte", StorageContract.storesSigningKeys),
-        StorageCheck(
-            "keeps signing keys' algorithms and rotation dates, and retires them by wiping the key",
-            StorageContract.rotatesSigningKeys),
-        StorageCheck("passes the health check, then refuses every call once closed", StorageContract.closes),
-        StorageCheck("lets one of many concurrent replays across instances win", StorageContract.racesReplays),
-        StorageCheck("lets one of many concurrent uses of a code win", StorageContract.racesEnrollmentCodes),
-        StorageCheck("settles concurrent status changes with one winner", StorageContract.racesStatusChanges),
-        StorageCheck("registers a contested key for exactly one caller", StorageContract.racesRegistrations),
-        StorageCheck("shares signing keys between instances", StorageContract.sharesSigningKeys),
-        StorageCheck("migrates once when several instances start at once", StorageContract.migratesConcurrently),
-        StorageCheck("keeps everything across reopening", StorageContract.survivesReopening),
-        StorageCheck("refuses a schema newer than it knows", StorageContract.refusesNewerSchema),
-    ]
+    static let all: [StorageCheck] =
+        [
+            StorageCheck(
+                "has a driver that binds $n by number and reads every value type back", StorageContract.driverRoundTrips
+            ),
+            StorageCheck("inserts a device once and reads every field back", StorageContract.insertsDevices),
+            StorageCheck(
+                "lets exactly one of many concurrent servers store the first signing key",
+                StorageContract.insertsOnlyOneFirstSigningKey),
+            StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
+            StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
+            StorageCheck("knows which states a user's devices are in", StorageContract.findsDeviceStatuses),
+            StorageCheck(
+                "inserts a first device only for an unknown user, a pending one only below the cap",
+                StorageContract.insertsUnderRules),
+            StorageCheck(
+                "never lets concurrent pending registrations pass the cap", StorageContract.racesPendingCap),
+            StorageCheck(
+                "gives an unknown user's name to exactly one of many concurrent first devices",
+                StorageContract.racesFirstDevices),
+            StorageCheck("lists a user's devices page by page after a position", StorageContract.pagesDevices),
+            StorageCheck(
+                "purges expired pending and old denied devices, never active or revoked ones",
+                StorageContract.purgesDevices),
+            StorageCheck("upgrades a version-1 database, keeping its devices", StorageContract.upgradesVersionOne),
+            StorageCheck(
+                "upgrades a version-2 database as the previous release left it, keeping every table",
+                StorageContract.upgradesVersionTwo),
+            StorageCheck("changes a status only from the expected one", StorageContract.updatesStatus),
+            StorageCheck("records logins", StorageContract.recordsLogins),
+            StorageCheck("claims a jti once per key and purges expired ones", StorageContract.claimsJTIs),
+            StorageCheck(
+                "purges more expired jtis than one chunk, all of them and only them", StorageContract.purgesJTIsInChunks
+            ),
+            StorageCheck("consumes an enrollment code once, by its user, before expiry", StorageContract.consumesCodes),
+            StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
+            StorageCheck(
+                "refuses a duplicate enrollment code as a query failure", StorageContract.refusesDuplicateCodes),
+            StorageCheck("keeps signing keys oldest first, byte for byte", StorageContract.storesSigningKeys),
+            StorageCheck(
+                "keeps signing keys' algorithms and rotation dates, and retires them by wiping the key",
+                StorageContract.rotatesSigningKeys),
+            StorageCheck("passes the health check, then refuses every call once closed", StorageContract.closes),
+            StorageCheck("lets one of many concurrent replays across instances win", StorageContract.racesReplays),
+            StorageCheck("lets one of many concurrent uses of a code win", StorageContract.racesEnrollmentCodes),
+            StorageCheck("settles concurrent status changes with one winner", StorageContract.racesStatusChanges),
+            StorageCheck("registers a contested key for exactly one caller", StorageContract.racesRegistrations),
+            StorageCheck("shares signing keys between instances", StorageContract.sharesSigningKeys),
+            StorageCheck("migrates once when several instances start at once", StorageContract.migratesConcurrently),
+            StorageCheck("keeps everything across reopening", StorageContract.survivesReopening),
+            StorageCheck("refuses a schema newer than it knows", StorageContract.refusesNewerSchema),
+        ] + StorageContract.signInChecks
 }
 
 /// The checks, written once for every backend.

@@ -329,19 +329,21 @@ public struct KeyAuthClient: Sendable {
     /// and a fresh proof of `proofs`' key (again once with the server's nonce when it asks).
     ///
     /// - Throws: `.invalidArgument` for a DPoP token without `proofs`; the request's errors.
-    private func send(_ method: String, _ path: String, accessToken: AccessToken, proofs: DPoPProofBuilder?)
-        async throws(KeyAuthError) -> HTTPExchange.Reply
-    {
+    func send(
+        _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil, accessToken: AccessToken,
+        proofs: DPoPProofBuilder?
+    ) async throws(KeyAuthError) -> HTTPExchange.Reply {
         guard accessToken.tokenType == TokenResponse.dpop else {
-            return try await send(method, path, authorization: "Bearer " + accessToken.value)
+            return try await send(
+                method, path, body: body, contentType: contentType, authorization: "Bearer " + accessToken.value)
         }
         guard let proofs else {
             throw KeyAuthError(.invalidArgument, "a DPoP-bound access token needs the device key to sign a proof")
         }
         return try await sendRetryingNonce(proofs: proofs) { (proof) throws(KeyAuthError) in
             try await send(
-                method, path, authorization: "DPoP " + accessToken.value, proof: proof,
-                proofAccessToken: accessToken.value)
+                method, path, body: body, contentType: contentType, authorization: "DPoP " + accessToken.value,
+                proof: proof, proofAccessToken: accessToken.value)
         }
     }
 
@@ -392,7 +394,7 @@ public struct KeyAuthClient: Sendable {
     /// The version sent as `User-Agent`, also printed by `keyauth --version`.
     public static let version = "0.1.0"
 
-    private func expectObject(
+    func expectObject(
         _ reply: HTTPExchange.Reply, success: Set<Int>, operation: String
     ) throws(KeyAuthError) -> [String: JSONValue] {
         try expectSuccess(reply, success: success, operation: operation)

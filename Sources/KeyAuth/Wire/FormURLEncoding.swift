@@ -47,7 +47,9 @@ package enum FormURLEncoding {
         return result
     }
 
-    private static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
+    /// One percent-encoded component (`+` as a space), as forms and HTTP Basic credentials
+    /// (RFC 6749 section 2.3.1) encode a name or a value.
+    package static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = bytes.startIndex

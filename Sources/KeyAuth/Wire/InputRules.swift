@@ -40,4 +40,19 @@ package enum InputRules {
     package static func isValidKeyID(_ keyID: String) -> Bool {
         keyID.utf8.count == 43 && Base64URL.decode(keyID)?.count == 32
     }
+
+    /// A sign-in request id: 43 characters of canonical base64url (256 random bits), as the
+    /// server makes them. It goes into URL paths, so nothing else is accepted.
+    package static func isValidSignInRequestID(_ id: String) -> Bool {
+        isValidKeyID(id)
+    }
+
+    /// The longest binding message, in characters (the limit; CIBA leaves it open).
+    package static let maximumBindingMessageLength = 32
+
+    /// A binding message: 1 to 32 printable characters, with the device name's rule for what
+    /// printable means, so that both screens show the same text and nothing else.
+    package static func isValidBindingMessage(_ message: String) -> Bool {
+        message.count <= maximumBindingMessageLength && isValidDeviceName(message)
+    }
 }

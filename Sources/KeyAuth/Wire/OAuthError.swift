@@ -41,6 +41,14 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let serverError = Code(rawValue: "server_error")
         /// The server's storage is unreachable; retry later.
         public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
+        /// Client authentication failed: unknown client, wrong secret, none given (RFC 6749).
+        public static let invalidClient = Code(rawValue: "invalid_client")
+        /// The user a sign-in request names has no device to approve it (CIBA section 13).
+        public static let unknownUserID = Code(rawValue: "unknown_user_id")
+        /// The binding message is too long or not printable (CIBA section 13).
+        public static let invalidBindingMessage = Code(rawValue: "invalid_binding_message")
+        /// The sign-in request was already answered, by this or another device.
+        public static let alreadyAnswered = Code(rawValue: "already_answered")
     }
 
     /// The `error` member.

@@ -20,6 +20,9 @@ public struct ServerMetadata: Sendable, Hashable {
     /// Whether the server issues only DPoP-bound tokens (`dpop_bound_access_tokens_required`, a
     /// keyauth member): then a token request needs a proof.
     public let dpopRequired: Bool
+    /// Where client applications start sign-in requests (CIBA
+    /// `backchannel_authentication_endpoint`), when announced.
+    public var backchannelAuthenticationEndpoint: String?
 
     /// Creates metadata, for tests and for apps that configure a server without discovery.
     public init(
@@ -47,8 +50,10 @@ extension ServerMetadata {
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         self.init(
             issuer: issuer, tokenEndpoint: base + "/oauth/token", jwksURI: base + "/.well-known/jwks.json",
-            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue], signingAlgorithmsSupported: ["RS256"],
+            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue, OAuthGrantType.ciba.rawValue],
+            signingAlgorithmsSupported: ["RS256"],
             dpopSigningAlgorithmsSupported: JWSAlgorithm.allCases.map(\.rawValue), dpopRequired: dpopRequired)
+        backchannelAuthenticationEndpoint = base + "/bc-authorize"
     }
 
     /// The discovery document.
@@ -63,6 +68,16 @@ extension ServerMetadata {
         if supportsDPoP {
             members["dpop_signing_alg_values_supported"] = .array(dpopSigningAlgorithmsSupported.map(JSONValue.string))
             members["dpop_bound_access_tokens_required"] = .bool(dpopRequired)
+        }
+        if let backchannelAuthenticationEndpoint {
+            // CIBA Core 1.0 section 4: poll mode only, no user code, clients authenticate with
+            // their secret.
+            members["backchannel_authentication_endpoint"] = .string(backchannelAuthenticationEndpoint)
+            members["backchannel_token_delivery_modes_supported"] = .array(["poll"])
+            members["backchannel_user_code_parameter_supported"] = .bool(false)
+            members["token_endpoint_auth_methods_supported"] = .array([
+                "client_secret_basic", "client_secret_post",
+            ])
         }
         return .object(members)
     }
@@ -84,5 +99,6 @@ extension ServerMetadata {
             dpopSigningAlgorithmsSupported: object["dpop_signing_alg_values_supported"]?.arrayValue?
                 .compactMap(\.stringValue) ?? [],
             dpopRequired: object["dpop_bound_access_tokens_required"] == .bool(true))
+        backchannelAuthenticationEndpoint = object["backchannel_authentication_endpoint"]?.stringValue
     }
 }

@@ -157,15 +157,7 @@ struct DevicesCommand {
                     device.createdAt ?? "-", device.lastLoginAt ?? "never", device.registeredFrom ?? "-",
                 ].map(Formatting.printable))
         }
-        var widths = [Int](repeating: 0, count: rows[0].count)
-        for row in rows {
-            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
-        }
-        var lines = rows.map { row in
-            row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
-            }.joined(separator: "  ")
-        }
+        var lines = [Formatting.columns(rows)]
         if ownKeyID.map({ id in devices.contains { $0.keyID == id } }) == true { lines.append("* this device") }
         let pending = devices.filter { $0.status == .pending }
         if !pending.isEmpty {

@@ -1,8 +1,8 @@
 import KeyAuth
 
-/// The per-address budgets of the two endpoints that anyone can call without a token, logins and
-/// registrations (PROTOCOL.md section 6): failures count against one budget, and every
-/// registration attempt against a second.
+/// The per-address budgets of the endpoints that anyone can call without a token, logins,
+/// registrations and client applications' requests (PROTOCOL.md section 6): failures count
+/// against one budget, and every registration attempt against a second.
 struct AttemptLimits: Sendable {
     /// Failed logins and registrations per address.
     let failures: AddressRateLimiter
@@ -17,11 +17,14 @@ struct AttemptLimits: Sendable {
     ///   - countsEveryAttempt: whether the attempt also counts against the registration budget
     ///     (each valid registration stores a device, pending ones included, so even valid ones
     ///     must not come in floods).
+    ///   - counts: whether an error of `body` counts as a failure; by default every one but
+    ///     `authorization_pending`.
     ///   - record: receives `slow_down`, the body's result, or the OAuth code of its error.
     ///   - body: the endpoint; returns its response and the result to record.
     /// - Throws: ``ServiceError`` `.slowDown` when a budget is spent; `body`'s errors.
     func run(
-        from address: RateLimitKey, countsEveryAttempt: Bool, record: (String) -> Void,
+        from address: RateLimitKey, countsEveryAttempt: Bool,
+        counts: (ServiceError.Kind) -> Bool = { $0 != .authorizationPending }, record: (String) -> Void,
         _ body: () throws -> (HTTPResponse, String)
     ) throws -> HTTPResponse {
         if let retryAfter = failures.retryAfter(for: address) {
@@ -42,7 +45,7 @@ struct AttemptLimits: Sendable {
             return response
         } catch let error as ServiceError {
             record(error.kind.statusAndCode.code.rawValue)
-            if error.kind != .authorizationPending { failures.record(address) }
+            if counts(error.kind) { failures.record(address) }
             throw error
         } catch let error as StorageError {
             record(OAuthError.Code.temporarilyUnavailable.rawValue)

@@ -24,7 +24,12 @@ struct AccessTokens: Sendable {
     /// A signed `at+jwt` for `user` logged in with the device `deviceKID`, signed by the key that
     /// is current now: `iss`, `sub`, `aud`, then `amr`, `client_id` (the device), `cnf.jkt` when
     /// `bound` (a DPoP-bound token), `exp`, `iat` and `jti`, in the order ``JWTBuilder`` writes.
-    func issue(user: String, deviceKID: String, bound: Bool) throws(KeyAuthError) -> String {
+    ///
+    /// - Parameter extra: claims added or replaced (a CIBA token's `aud`, `client_id`, `acr`,
+    ///   `amr`); a token whose `aud` is not the issuer is not accepted by ``verify(_:)``.
+    func issue(user: String, deviceKID: String, bound: Bool, extra: JWTClaims = JWTClaims()) throws(KeyAuthError)
+        -> String
+    {
         let key = try keys.current(at: clock.seconds)
         var claims = JWTClaims()
         claims.set("iss", string: issuer)
@@ -33,6 +38,7 @@ struct AccessTokens: Sendable {
         // RFC 8176: proof of possession of a (software-held, as far as the server can tell) key.
         claims.set("amr", strings: ["swk"])
         if bound { claims["cnf"] = .object(["jkt": .string(deviceKID)]) }
+        claims.merge(extra)
         return try JWTBuilder(key: key.signer, audience: issuer, lifetime: lifetime, clock: clock).sign(
             claims: claims, type: "at+jwt", keyID: key.kid)
     }

@@ -1,6 +1,6 @@
 import KeyAuth
 
-/// The admin commands (`enroll`, `devices`, `revoke`): the service's own rules on a database the
+/// The admin commands (`enroll`, `devices`, `revoke`, `clients`): the service's own rules on a database the
 /// administrator names, without a signing key or a listener.
 extension ServerCommand {
     /// `enroll USER`: a one-time enrollment code, on standard output only.
@@ -84,6 +84,32 @@ extension ServerCommand {
                     "keyauth-server: new \(algorithm.rawValue) signing key \(kid) is published now and signs from "
                         + "\(RFC3339.string(fromSeconds: activeFrom)) (in \(delay) s); the current key stays published "
                         + "until its last token has expired\n")
+            }
+        }
+    }
+
+    /// `clients add NAME | list | remove ID`: the client applications that may ask users to
+    /// approve a sign-in. `add` prints the `client_id` and the `client_secret` on standard output,
+    /// once: only the secret's hash is stored.
+    static func clients(_ action: ClientsAction, database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            let registry = ClientRegistry(storage: storage)
+            switch action {
+            case .add(let name):
+                let (client, secret) = try registry.add(name: name)
+                output.error(
+                    "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n")
+                output.standard("client_id=\(client.id)\nclient_secret=\(secret)\n")
+            case .list:
+                var lines = ["CLIENT_ID\tNAME\tCREATED"]
+                for client in try registry.list() {
+                    lines.append(
+                        [client.id, client.name, RFC3339.string(fromSeconds: client.createdAt)].joined(separator: "\t"))
+                }
+                output.standard(lines.joined(separator: "\n") + "\n")
+            case .remove(let id):
+                guard try registry.remove(id: id) else { throw ServerConfigurationError("no client \(id)") }
+                output.standard("removed client \(id)\n")
             }
         }
     }

@@ -7,8 +7,10 @@ extension ServerCommand {
                keyauth-server revoke KID [--db PATH]
                keyauth-server keys [list] [--db PATH]
                keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay SECONDS] [--db PATH]
+               keyauth-server clients add NAME | list | remove ID [--db PATH]
 
-        Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
+        Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
+        approval on a device (OpenID CIBA) and an account page.
 
         keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates). keys
         rotate makes a new key (--alg, default KEYAUTH_SERVER_TOKEN_ALG, else the current key's
@@ -74,8 +76,12 @@ extension ServerCommand {
           -h, --help                this text
           -V, --version             print the version
 
-        enroll, devices, revoke and keys take --db (or KEYAUTH_SERVER_DB) too, and never create a
-        database: only serve does.
+        clients add NAME prints the client_id and client_secret of a new client application for
+        push sign-in (/bc-authorize, CIBA poll mode), once; clients list and clients remove ID
+        manage them. The account page is at /account.
+
+        enroll, devices, revoke, keys and clients take --db (or KEYAUTH_SERVER_DB) too, and never
+        create a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,

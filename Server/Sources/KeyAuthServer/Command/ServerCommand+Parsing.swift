@@ -44,6 +44,15 @@ extension ServerCommand {
             let positionals = try flags.finish(allowingPositionals: 1)
             guard let kid = positionals.first else { throw ServerConfigurationError("revoke: missing KID") }
             return .revoke(kid: kid, database: database)
+        case "clients":
+            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
+            let positionals = try flags.finish(allowingPositionals: 2)
+            switch (positionals.first, positionals.count) {
+            case ("add"?, 2): return .clients(.add(name: positionals[1]), database: database)
+            case ("list"?, 1), (nil, 0): return .clients(.list, database: database)
+            case ("remove"?, 2): return .clients(.remove(id: positionals[1]), database: database)
+            default: throw ServerConfigurationError("clients: expected add NAME, list or remove ID")
+            }
         default:
             throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
         }

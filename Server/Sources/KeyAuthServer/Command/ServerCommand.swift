@@ -37,6 +37,8 @@ public enum ServerCommand {
         case revoke(kid: String, database: String)
         /// List or rotate the server's signing keys.
         case keys(KeysAction, KeysOptions)
+        /// Add, list or remove client applications of sign-in by approval.
+        case clients(ClientsAction, database: String)
         /// Print the help text.
         case help
         /// Print the version, the same as `keyauth --version`'s.
@@ -65,6 +67,16 @@ public enum ServerCommand {
         public init(database: String) {
             self.database = database
         }
+    }
+
+    /// What `keyauth-server clients` does.
+    public enum ClientsAction: Sendable, Equatable {
+        /// `clients add NAME`: prints the new client's id and secret once.
+        case add(name: String)
+        /// `clients list`.
+        case list
+        /// `clients remove ID`.
+        case remove(id: String)
     }
 
     /// Where a command writes: standard output and standard error, one string at a time.
@@ -118,6 +130,8 @@ public enum ServerCommand {
             return revoke(kid: kid, database: database, output: output)
         case .keys(let action, let options):
             return keys(action, options: options, output: output)
+        case .clients(let action, let database):
+            return clients(action, database: database, output: output)
         }
     }
 

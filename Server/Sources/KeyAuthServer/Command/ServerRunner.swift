@@ -142,7 +142,15 @@ public final class ServerRunner: Sendable {
             enrollmentCodes: EnrollmentCodes(
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
             assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),
-            loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared))
+            loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared),
+            signIn: SignInRequests(
+                storage: storage, settings: SignInRequests.Settings(),
+                watchers: SignInRequestWatchers(
+                    maximumWaiters: configuration.maximumLongPolls(
+                        threads: configuration.threads
+                            ?? HTTPServerOptions.defaultThreadPoolSize(
+                                writesBlockUntilDurable: storage.writesBlockUntilDurable))), now: now),
+            clients: ClientRegistry(storage: storage, now: now))
         let limits = AttemptLimits(
             failures: AddressRateLimiter(
                 limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now),

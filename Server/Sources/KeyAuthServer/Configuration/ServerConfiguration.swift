@@ -94,6 +94,13 @@ public struct ServerConfiguration: Sendable {
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
     /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
     public var threads: Int?
+    /// Long polls of `GET /v1/auth-requests?wait=` that may wait at once, each holding a worker
+    /// thread; nil for a quarter of the worker threads, at least one, so that watching devices
+    /// never take the pool. Further long polls are answered at once.
+    public var longPolls: Int?
+
+    /// ``longPolls``, or its default for a pool of `threads` workers.
+    public func maximumLongPolls(threads: Int) -> Int { longPolls ?? max(1, threads / 4) }
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit

@@ -17,6 +17,12 @@ extension ServiceError.Kind {
         case .slowDown: (429, .slowDown)
         case .invalidDPoPProof(let atResource): (atResource ? 401 : 400, .invalidDPoPProof)
         case .useDPoPNonce(_, let atResource): (atResource ? 401 : 400, .useDPoPNonce)
+        case .invalidClient: (401, .invalidClient)
+        case .unknownUserID: (400, .unknownUserID)
+        case .invalidBindingMessage: (400, .invalidBindingMessage)
+        case .pollTooFast: (400, .slowDown)
+        case .unknownSignInRequest: (404, .notFound)
+        case .alreadyAnswered: (409, .alreadyAnswered)
         }
     }
 }
@@ -56,6 +62,8 @@ extension HTTPResponse {
             case .useDPoPNonce(let nonce, let atResource):
                 headers.set("DPoP-Nonce", nonce)
                 if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "use_dpop_nonce")) }
+            // RFC 6749 section 5.2: a 401 for client authentication names the scheme to use.
+            case .invalidClient: headers.set("WWW-Authenticate", "Basic realm=\"keyauth\"")
             default: break
             }
         case let error as RoutingError:

@@ -25,6 +25,7 @@ final class ServerMetrics: Sendable {
         var latency: [String: Histogram] = [:]
         var logins: [String: UInt64] = [:]
         var registrations: [String: UInt64] = [:]
+        var signInRequests: [String: UInt64] = [:]
     }
 
     private let state = Mutex(State())
@@ -53,6 +54,12 @@ final class ServerMetrics: Sendable {
         state.withLock { $0.registrations[result, default: 0] += 1 }
     }
 
+    /// Counts one event of a sign-in request by result: `created`, `approved`, `denied`,
+    /// `issued`, `session` (an account page sign-in), or the OAuth code of a refusal.
+    func recordSignInRequest(result: String) {
+        state.withLock { $0.signInRequests[result, default: 0] += 1 }
+    }
+
     /// The exposition text.
     func render() -> String {
         let snapshot = state.withLock { $0 }
@@ -75,6 +82,11 @@ final class ServerMetrics: Sendable {
         lines.append("# TYPE keyauth_registrations_total counter")
         for (result, count) in snapshot.registrations.sorted(by: { $0.key < $1.key }) {
             lines.append("keyauth_registrations_total{result=\"\(result)\"} \(count)")
+        }
+        lines.append("# HELP keyauth_sign_in_requests_total Sign-in requests and their answers, by result.")
+        lines.append("# TYPE keyauth_sign_in_requests_total counter")
+        for (result, count) in snapshot.signInRequests.sorted(by: { $0.key < $1.key }) {
+            lines.append("keyauth_sign_in_requests_total{result=\"\(result)\"} \(count)")
         }
         lines.append("# HELP keyauth_http_request_duration_seconds Time to answer a request, by route.")
         lines.append("# TYPE keyauth_http_request_duration_seconds histogram")

@@ -15,16 +15,13 @@ enum DeviceListCursor {
 
     /// The cursor text for `position`.
     static func encode(_ position: DeviceListPosition) -> String {
-        Base64URL.encode(Array("\(position.createdAt).\(position.kid)".utf8))
+        PositionCursor.encode(createdAt: position.createdAt, id: position.kid)
     }
 
     /// The position in `cursor`, or nil when it is not a cursor this server writes.
     static func decode(_ cursor: String) -> DeviceListPosition? {
-        guard cursor.utf8.count <= 128, let bytes = Base64URL.decode(cursor),
-            let text = String(validating: bytes, as: UTF8.self), let dot = text.firstIndex(of: ".")
-        else { return nil }
-        let kid = String(text[text.index(after: dot)...])
-        guard let createdAt = Int64(text[..<dot]), InputRules.isValidKeyID(kid) else { return nil }
-        return DeviceListPosition(createdAt: createdAt, kid: kid)
+        PositionCursor.decode(cursor, isValidID: InputRules.isValidKeyID).map {
+            DeviceListPosition(createdAt: $0.createdAt, kid: $0.id)
+        }
     }
 }

@@ -1,33 +1,46 @@
 import KeyAuth
 
+/// The grants the token endpoint accepts.
+enum TokenGrant: Sendable, Equatable {
+    /// A device logs in.
+    case jwtBearer(assertion: String)
+    /// A client collects the result of its sign-in request.
+    case ciba(authReqID: String, client: ClientCredentials?)
+}
+
 /// Reading what a request carries, in one place for every endpoint: the form body of the token
 /// endpoint, the JSON body of registration, the Bearer token and the device list's query.
 ///
 /// Every failure is ``ServiceError`` `.invalidRequest` (`.invalidToken` for the Bearer token)
 /// with a description that names the problem and never echoes a value.
 extension HTTPRequest {
-    /// The assertion of a JWT bearer grant (`application/x-www-form-urlencoded`, RFC 7523).
+    /// The grant of a token request (`application/x-www-form-urlencoded`): a device's JWT bearer
+    /// assertion (RFC 7523), or a client's CIBA `auth_req_id` with its credentials.
     ///
     /// - Throws: `.invalidRequest` for another content type, a body that does not decode, a
-    ///   missing `grant_type` or `assertion`; `.unsupportedGrantType` for another grant.
-    func jwtBearerAssertion() throws(ServiceError) -> String {
-        try requireContentType("application/x-www-form-urlencoded")
-        let form: [String: String]
-        do {
-            form = try FormURLEncoding.decode(body)
-        } catch {
-            throw ServiceError(.invalidRequest, error.message)
-        }
+    ///   missing `grant_type`, `assertion` or `auth_req_id`; `.unsupportedGrantType` for another
+    ///   grant; client credential errors of ``clientCredentials(form:)``.
+    func tokenGrant() throws(ServiceError) -> TokenGrant {
+        let form = try formBody()
         guard let grantType = form["grant_type"], !grantType.isEmpty else {
             throw ServiceError(.invalidRequest, "grant_type is missing")
         }
-        guard grantType == OAuthGrantType.jwtBearer.rawValue else {
-            throw ServiceError(.unsupportedGrantType, "only \(OAuthGrantType.jwtBearer) is supported")
+        switch OAuthGrantType(rawValue: grantType) {
+        case .jwtBearer:
+            guard let assertion = form["assertion"], !assertion.isEmpty else {
+                throw ServiceError(.invalidRequest, "assertion is missing")
+            }
+            return .jwtBearer(assertion: assertion)
+        case .ciba:
+            let credentials = try clientCredentials(form: form)
+            guard let id = form["auth_req_id"], !id.isEmpty else {
+                throw ServiceError(.invalidRequest, "auth_req_id is missing")
+            }
+            return .ciba(authReqID: id, client: credentials)
+        default:
+            throw ServiceError(
+                .unsupportedGrantType, "only \(OAuthGrantType.jwtBearer) and \(OAuthGrantType.ciba) are supported")
         }
-        guard let assertion = form["assertion"], !assertion.isEmpty else {
-            throw ServiceError(.invalidRequest, "assertion is missing")
-        }
-        return assertion
     }
 
     /// The registration body (`application/json`).
@@ -79,7 +92,7 @@ extension HTTPRequest {
         return (limit, position)
     }
 
-    private func requireContentType(_ expected: String) throws(ServiceError) {
+    func requireContentType(_ expected: String) throws(ServiceError) {
         let mediaType = headers["Content-Type"]?.split(separator: ";", maxSplits: 1).first
             .map { $0.trimmingWhitespace().lowercased() }
         guard mediaType == expected else {

@@ -48,4 +48,33 @@ extension KeyAuthResponder {
             createdAt: RFC3339.string(fromSeconds: device.createdAt),
             lastLoginAt: device.lastLoginAt.map(RFC3339.string(fromSeconds:)), registeredFrom: device.registeredFrom)
     }
+
+    /// The CIBA acknowledgement (section 7.3): the request's id, its lifetime and the interval.
+    static func backchannelResponse(_ request: SignInRequestRecord, now: Int64) -> HTTPResponse {
+        .json(
+            .object([
+                "auth_req_id": .string(request.id), "expires_in": .integer(max(request.expiresAt - now, 0)),
+                "interval": .integer(request.pollInterval),
+            ]))
+    }
+
+    /// The open requests as a device sees them, with the cursor of the newest one (or `after`,
+    /// when none is newer).
+    func signInRequestList(_ requests: [SignInRequestRecord], after: SignInRequestPosition) throws(StorageError)
+        -> SignInRequestList
+    {
+        let newest = requests.map(\.position).max().map { max($0, after) } ?? after
+        return SignInRequestList(
+            requests: try requests.map { record throws(StorageError) in try signInRequestEntry(record) },
+            cursor: SignInRequestCursor.encode(newest))
+    }
+
+    /// One request as a device sees it.
+    func signInRequestEntry(_ record: SignInRequestRecord) throws(StorageError) -> SignInRequest {
+        SignInRequest(
+            id: record.id, clientName: try service.requesterName(of: record), bindingMessage: record.bindingMessage,
+            requestedFrom: record.requestedFrom, scope: record.scope,
+            createdAt: RFC3339.string(fromSeconds: record.createdAt),
+            expiresAt: RFC3339.string(fromSeconds: record.expiresAt))
+    }
 }

@@ -32,6 +32,8 @@ public final class KeyAuthResponder: HTTPResponder {
     let trustProxy: Bool
     let logRequests: Bool
     let maximumBodySize: Int
+    /// The account page at `/account`.
+    let account: AccountPage
     /// The issuer URL all tokens name.
     public let issuer: String
 
@@ -47,6 +49,9 @@ public final class KeyAuthResponder: HTTPResponder {
         logRequests = collaborators.logRequests
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
+        account = AccountPage(
+            service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics,
+            trustProxy: collaborators.trustProxy)
     }
 
     /// The application on `storage`, composed as ``ServerRunner`` composes it: for tests and
@@ -113,12 +118,33 @@ public final class KeyAuthResponder: HTTPResponder {
         }
         switch (route, request.method) {
         case (.token, _):
-            return try limits.run(from: clientKey(request), countsEveryAttempt: false, record: metrics.recordLogin) {
-                let assertion = try request.jwtBearerAssertion()
-                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
-                let result = try service.login(assertion: assertion, proof: proof)
-                return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
+            return try token(request)
+        case (.backchannelAuthorize, _):
+            return try limits.run(
+                from: clientKey(request), countsEveryAttempt: false, record: metrics.recordSignInRequest
+            ) {
+                let form = try request.formBody()
+                let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+                let started = try service.signIn.start(
+                    kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
+                    bindingMessage: form["binding_message"], scope: form["scope"],
+                    requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
+                return (Self.backchannelResponse(started, now: service.now()), "created")
             }
+        case (.signInRequests, _):
+            let actor = try authenticate(request)
+            let query = try request.signInRequestQuery()
+            let requests = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait)
+            return .json(try signInRequestList(requests, after: query.after).jsonValue)
+        case (.signInRequest(let id), _):
+            let actor = try authenticate(request)
+            let answer = try request.signInAnswer()
+            let answered = try service.answerSignInRequest(
+                id: id, decision: answer.decision, assertion: answer.assertion, by: actor)
+            metrics.recordSignInRequest(result: answered.status.rawValue)
+            return .json(.object(["id": .string(answered.id), "status": .string(answered.status.rawValue)]))
+        case (.account(let path), _):
+            return try account.respond(to: request, path: path)
         case (.devices, "POST"):
             return try limits.run(
                 from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration
@@ -155,6 +181,51 @@ public final class KeyAuthResponder: HTTPResponder {
         try service.authenticate(
             authorization: request.headers["Authorization"], proof: try request.dpopProof(atResource: true),
             method: request.method, path: request.path)
+    }
+
+    /// `POST /oauth/token`: a device's login, or a client's poll for its sign-in request, under
+    /// the attempt limits. A poll's expected answers (pending, too fast, denied, expired) do not
+    /// count as failures, so an application signing many users in is not locked out; a failed
+    /// client authentication or an unknown `auth_req_id` do.
+    private func token(_ request: HTTPRequest) throws -> HTTPResponse {
+        var isPoll = false
+        let pollAnswers: [ServiceError.Kind] = [.authorizationPending, .pollTooFast, .deviceDenied, .expiredToken]
+        return try limits.run(
+            from: clientKey(request), countsEveryAttempt: false,
+            counts: { kind in kind != .authorizationPending && !(isPoll && pollAnswers.contains(kind)) },
+            record: { result in
+                isPoll ? metrics.recordSignInRequest(result: "poll_" + result) : metrics.recordLogin(result: result)
+            }
+        ) {
+            switch try request.tokenGrant() {
+            case .jwtBearer(let assertion):
+                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
+                let result = try service.login(assertion: assertion, proof: proof)
+                return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
+            case .ciba(let id, let credentials):
+                isPoll = true
+                let client = try service.clients.authenticate(credentials)
+                let grant = try service.collectSignIn(authReqID: id, client: client)
+                return (
+                    Self.tokenResponse(
+                        LoginResult(accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: "Bearer"),
+                        nonce: nil),
+                    "issued"
+                )
+            }
+        }
+    }
+
+    /// The user of a CIBA request: `login_hint`, the only hint keyauth takes (CIBA section 7.1
+    /// asks for exactly one of three).
+    private static func loginHint(_ form: [String: String]) throws(ServiceError) -> String {
+        guard form["login_hint_token"] == nil, form["id_token_hint"] == nil else {
+            throw ServiceError(.invalidRequest, "only login_hint is supported")
+        }
+        guard let user = form["login_hint"], !user.isEmpty else {
+            throw ServiceError(.invalidRequest, "login_hint is missing")
+        }
+        return user
     }
 
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last

@@ -10,6 +10,14 @@ enum Route: Sendable, Equatable {
     case jwks
     case openIDConfiguration
     case health
+    /// `POST /bc-authorize`: a client application starts a sign-in request (CIBA).
+    case backchannelAuthorize
+    /// `GET /v1/auth-requests`: the open sign-in requests of the caller's user.
+    case signInRequests
+    /// `POST /v1/auth-requests/{id}`: a device answers one.
+    case signInRequest(id: String)
+    /// `/account` and everything under it: the account page, which routes its own paths.
+    case account(path: String)
 
     /// The route for `path`, or nil for an unknown path (404).
     init?(path: String) {
@@ -19,6 +27,14 @@ enum Route: Sendable, Equatable {
         case "/.well-known/jwks.json": self = .jwks
         case "/.well-known/openid-configuration": self = .openIDConfiguration
         case "/healthz": self = .health
+        case "/bc-authorize": self = .backchannelAuthorize
+        case "/v1/auth-requests": self = .signInRequests
+        case _ where path == AccountPage.root || path.hasPrefix(AccountPage.root + "/"):
+            self = .account(path: path)
+        case _ where path.hasPrefix("/v1/auth-requests/"):
+            let id = path.dropFirst("/v1/auth-requests/".count)
+            guard !id.isEmpty, !id.contains("/") else { return nil }
+            self = .signInRequest(id: String(id))
         default:
             let prefix = "/v1/devices/"
             guard path.hasPrefix(prefix) else { return nil }
@@ -40,8 +56,9 @@ enum Route: Sendable, Equatable {
         switch self {
         case .devices: ["GET", "POST"]
         case .device: ["DELETE"]
-        case .approveDevice, .token: ["POST"]
-        case .jwks, .openIDConfiguration, .health: ["GET", "HEAD"]
+        case .approveDevice, .token, .backchannelAuthorize, .signInRequest: ["POST"]
+        case .jwks, .openIDConfiguration, .health, .signInRequests: ["GET", "HEAD"]
+        case .account: ["GET", "HEAD", "POST"]
         }
     }
 
@@ -55,6 +72,10 @@ enum Route: Sendable, Equatable {
         case .jwks: "/.well-known/jwks.json"
         case .openIDConfiguration: "/.well-known/openid-configuration"
         case .health: "/healthz"
+        case .backchannelAuthorize: "/bc-authorize"
+        case .signInRequests: "/v1/auth-requests"
+        case .signInRequest: "/v1/auth-requests/{id}"
+        case .account(let path): AccountPage.label(of: path)
         }
     }
 }

@@ -91,6 +91,20 @@ struct DeviceRegistry: Sendable {
         }
     }
 
+    /// Gives a device of `owner` a new name, checked with the registration's rule.
+    ///
+    /// - Throws: ``ServiceError`` `.unknownDevice`, `.invalidRequest` for a name the rule
+    ///   refuses; ``StorageError``.
+    func rename(kid: String, ownedBy owner: String, to name: String) throws {
+        guard InputRules.isValidDeviceName(name) else {
+            throw ServiceError(.invalidRequest, "a device name is 1 to 64 printable characters")
+        }
+        _ = try device(kid: kid, ownedBy: owner)
+        guard try storage.renameDevice(kid: kid, name: name) else {
+            throw ServiceError(.unknownDevice, "no such device")
+        }
+    }
+
     /// The device `kid`, which must belong to `owner` when one is given.
     ///
     /// Another user's device gets the same answer as an unknown one: a distinct answer would let

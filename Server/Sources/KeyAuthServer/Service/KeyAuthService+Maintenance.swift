@@ -8,9 +8,10 @@ extension KeyAuthService {
         try storage.healthCheck()
     }
 
-    /// Forgets what has expired: replay-cache entries, enrollment codes, and pending and denied
-    /// devices past their retention; reloads the signing keys (publishing a rotation's new key)
-    /// and retires the previous keys whose last token has expired.
+    /// Forgets what has expired: replay-cache entries, enrollment codes, pending and denied
+    /// devices past their retention, sign-in requests past theirs, and ended browser sessions;
+    /// reloads the signing keys (publishing a rotation's new key) and retires the previous keys
+    /// whose last token has expired.
     ///
     /// - Throws: ``StorageError``; `KeyAuthError` when a stored signing key cannot be read.
     func purgeExpired() throws {
@@ -20,5 +21,7 @@ extension KeyAuthService {
         try registry.purgeStale()
         try tokens.keys.retireExpired(
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
+        try signIn.purgeExpired()
+        try storage.purgeBrowserSessions(now: time)
     }
 }

@@ -26,6 +26,10 @@ struct KeyAuthService: Sendable {
     let assertions: DeviceAssertionVerifier
     /// The keys logins are verified with: registered ones, or decoys.
     let loginKeys: LoginKeys
+    /// Sign-in requests waiting for a device's approval.
+    let signIn: SignInRequests
+    /// The client applications that may start them.
+    let clients: ClientRegistry
 
     /// The store behind the registry.
     var storage: any ServerStorage { registry.storage }

@@ -34,6 +34,19 @@ struct ServiceError: Error, Sendable, Equatable {
         /// The proof lacks the server's nonce, or carries an old one; carries a fresh nonce for
         /// the `DPoP-Nonce` header.
         case useDPoPNonce(nonce: String, atResource: Bool)
+        /// Client authentication failed: no credentials, an unknown client or a wrong secret.
+        case invalidClient
+        /// A sign-in request names a user with no active device to approve it.
+        case unknownUserID
+        /// A binding message that is too long or not printable.
+        case invalidBindingMessage
+        /// A client polled for a sign-in request faster than its interval (CIBA section 11):
+        /// a 400 `slow_down`, unlike the rate limit's 429.
+        case pollTooFast
+        /// A sign-in request that is unknown or another user's (the same answer).
+        case unknownSignInRequest
+        /// A sign-in request that a device already answered.
+        case alreadyAnswered
     }
 
     let kind: Kind

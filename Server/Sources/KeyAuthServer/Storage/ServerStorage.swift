@@ -1,7 +1,7 @@
 import KeyAuth
 
-/// Everything `keyauth-server` keeps: devices, the replay cache, enrollment codes and the
-/// server's own signing keys.
+/// Everything `keyauth-server` keeps: devices, the replay cache, enrollment codes, the
+/// server's own signing keys, and the tables of sign-in by approval (``SignInStorage``).
 ///
 /// The protocol is synchronous on purpose. libmicrohttpd calls the server on its own worker
 /// threads, one request per thread at a time; an `async` storage would force every request to
@@ -21,7 +21,7 @@ import KeyAuth
 ///
 /// Every method throws ``StorageError`` when the store cannot be reached or fails; the server
 /// answers those with 503 `temporarily_unavailable`, never as a client error.
-public protocol ServerStorage: Sendable {
+public protocol ServerStorage: SignInStorage {
     // MARK: Devices
 
     /// Adds a device if `rule` holds, checking the rule and inserting in one atomic step.
@@ -59,6 +59,9 @@ public protocol ServerStorage: Sendable {
     func updateStatus(
         kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool
+
+    /// Gives the device `kid` a new `name`; false when there is no such device.
+    func renameDevice(kid: String, name: String) throws(StorageError) -> Bool
 
     /// Records a successful login of the device `kid` at `time`.
     ///

@@ -51,10 +51,12 @@ struct TestAPI: Sendable {
     // MARK: Requests
 
     func send(
-        _ method: String, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []
+        _ method: String, _ path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = []
     ) throws -> HTTPResponse {
         try transport.send(
-            HTTPRequest(method: method, path: path, headers: headers, body: body, clientAddress: clientAddress))
+            HTTPRequest(
+                method: method, path: path, query: query, headers: headers, body: body, clientAddress: clientAddress))
     }
 
     /// `POST /v1/devices` with a JSON body.
@@ -103,10 +105,12 @@ struct TestAPI: Sendable {
     }
 
     /// A request with a Bearer token.
-    func authorized(_ method: String, _ path: String, token: String?) throws -> HTTPResponse {
+    func authorized(
+        _ method: String, _ path: String, query: [String: String] = [:], token: String?
+    ) throws -> HTTPResponse {
         var headers = HTTPHeaders()
         if let token { headers.add("Authorization", "Bearer \(token)") }
-        return try send(method, path, headers: headers)
+        return try send(method, path, query: query, headers: headers)
     }
 
     /// Registers `key` as the active first device of `user` and returns an access token.

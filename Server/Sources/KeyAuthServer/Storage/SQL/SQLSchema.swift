@@ -91,6 +91,60 @@ enum SQLSchema {
                 "UPDATE signing_keys SET active_from = created_at",
             ]
         },
+        Migration(version: 5) { sql in
+            [
+                // Client applications of sign-in by approval; the secret only as its SHA-256.
+                """
+                CREATE TABLE clients (
+                    client_id \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    secret_hash \(sql.bytes) NOT NULL,
+                    created_at \(sql.integer) NOT NULL
+                )
+                """,
+                // Sign-in requests of every origin (a client's CIBA request, the account page);
+                // methods are the answering device's amr values, space-separated.
+                """
+                CREATE TABLE sign_in_requests (
+                    id \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    kind TEXT NOT NULL,
+                    client_id TEXT,
+                    user_name \(sql.orderedText) NOT NULL,
+                    binding_message TEXT NOT NULL,
+                    scope TEXT,
+                    requested_from TEXT,
+                    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'issued')),
+                    created_at \(sql.integer) NOT NULL,
+                    expires_at \(sql.integer) NOT NULL,
+                    poll_interval \(sql.integer) NOT NULL,
+                    last_polled_at \(sql.integer),
+                    answered_at \(sql.integer),
+                    answering_kid TEXT,
+                    methods TEXT NOT NULL
+                )
+                """,
+                // A device's list of open requests, and the long poll that waits for a new one.
+                "CREATE INDEX sign_in_requests_by_user ON sign_in_requests (user_name, created_at, id)",
+                "CREATE INDEX sign_in_requests_by_expiry ON sign_in_requests (expires_at)",
+                // The account page's sessions, keyed by the SHA-256 of the cookie's id.
+                """
+                CREATE TABLE browser_sessions (
+                    id_hash \(sql.bytes) PRIMARY KEY NOT NULL,
+                    csrf_token TEXT NOT NULL,
+                    user_name TEXT NOT NULL,
+                    sign_in_request_id TEXT,
+                    binding_code TEXT NOT NULL,
+                    approving_kid TEXT,
+                    methods TEXT NOT NULL,
+                    created_at \(sql.integer) NOT NULL,
+                    expires_at \(sql.integer) NOT NULL,
+                    signed_in_at \(sql.integer)
+                )
+                """,
+                "CREATE INDEX browser_sessions_by_device ON browser_sessions (approving_kid)",
+                "CREATE INDEX browser_sessions_by_expiry ON browser_sessions (expires_at)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

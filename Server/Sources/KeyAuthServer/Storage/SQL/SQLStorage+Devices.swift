@@ -138,6 +138,13 @@ extension SQLStorage {
         }
     }
 
+    public func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute("UPDATE devices SET name = $2 WHERE kid = $1", [.text(kid), .text(name)])
+                .affectedRowCount == 1
+        }
+    }
+
     /// Notes the login as a deferred write: SQLite writes it with the next batch of writes or
     /// within a second, and may lose that second in a crash; PostgreSQL writes it at once.
     /// Reads through this instance show it either way.

@@ -1,0 +1,58 @@
+/// The account page's style sheet and its one script, served from the binary (no file to
+/// install, nothing from a third party) at `/account/account.css` and `/account/account.js`.
+enum AccountAssets {
+    /// The page's only style sheet.
+    static let css = """
+        :root { color-scheme: light dark; --accent: #2f6fde; --muted: #6b7280; --line: #d5d9e0; }
+        * { box-sizing: border-box; }
+        body { font: 16px/1.5 system-ui, sans-serif; margin: 0; background: Canvas; color: CanvasText; }
+        header { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
+          padding: 0.75rem 1.5rem; border-bottom: 1px solid var(--line); }
+        header h1 { font-size: 1.25rem; margin: 0; }
+        main { max-width: 72rem; margin: 0 auto; padding: 1.5rem; }
+        .card { max-width: 28rem; margin: 3rem auto; padding: 1.5rem; border: 1px solid var(--line);
+          border-radius: 0.75rem; }
+        label { display: block; margin-bottom: 0.5rem; font-weight: 600; }
+        input[type=text] { font: inherit; padding: 0.4rem 0.6rem; border: 1px solid var(--line);
+          border-radius: 0.4rem; min-width: 0; }
+        .card input[type=text] { width: 100%; margin-bottom: 1rem; }
+        button { font: inherit; padding: 0.35rem 0.9rem; border-radius: 0.4rem; border: 1px solid var(--accent);
+          background: var(--accent); color: white; cursor: pointer; }
+        button.secondary { background: transparent; color: var(--accent); }
+        button.danger { border-color: #c0392b; background: #c0392b; }
+        #binding-code { font-size: 3rem; font-weight: 700; letter-spacing: 0.2em; text-align: center;
+          margin: 1rem 0; }
+        .muted { color: var(--muted); }
+        .message { padding: 0.6rem 0.9rem; border-radius: 0.4rem; background: #fff4d6; color: #5c4400; }
+        table { width: 100%; border-collapse: collapse; margin-top: 1rem; }
+        th, td { text-align: left; padding: 0.5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+        th { font-size: 0.85rem; color: var(--muted); }
+        td.actions form { display: inline-block; margin: 0 0.25rem 0.25rem 0; }
+        td.kid { font-family: ui-monospace, monospace; font-size: 0.8rem; word-break: break-all; }
+        .status-active { color: #1e8449; } .status-pending { color: #b9770e; }
+        .status-revoked, .status-denied, .status-expired { color: var(--muted); }
+        form.inline { display: inline; }
+        """
+
+    /// The page's only script: on the waiting page it asks for the sign-in's state every two
+    /// seconds and submits the Continue form once the state changes. Nothing else; without it
+    /// the page works the same through the Continue button.
+    static let javaScript = """
+        "use strict";
+        (function () {
+          var form = document.getElementById("continue-form");
+          if (!form) { return; }
+          var statusURL = form.getAttribute("data-status-url");
+          function later(delay) { window.setTimeout(check, delay); }
+          function check() {
+            fetch(statusURL, { credentials: "same-origin", cache: "no-store" })
+              .then(function (response) { return response.ok ? response.json() : { status: "pending" }; })
+              .then(function (body) {
+                if (body.status === "pending") { later(2000); } else { form.submit(); }
+              })
+              .catch(function () { later(5000); });
+          }
+          later(2000);
+        })();
+        """
+}

@@ -1,0 +1,171 @@
+import KeyAuth
+
+/// What an application collects for an approved sign-in request.
+struct SignInGrant: Sendable {
+    /// The `at+jwt` access token.
+    let accessToken: String
+    /// Its lifetime in seconds.
+    let expiresIn: Int64
+}
+
+extension KeyAuthService {
+    /// The `acr` of a token whose user approved on a device with a presence check (a PIN or a
+    /// PAM conversation) besides the device key.
+    static let keyAndPresenceACR = "urn:keyauth:acr:device-key+presence"
+    /// The `acr` when the device says it checked nothing but holding its key.
+    static let keyOnlyACR = "urn:keyauth:acr:device-key"
+
+    /// Answers a sign-in request of the caller's user from the caller's device (PROTOCOL.md
+    /// section 8, "Answer").
+    ///
+    /// An approval needs a fresh device assertion of the caller's own device, checked exactly as
+    /// a login's (section 2, its `jti` claimed in the same replay cache), carrying the claim
+    /// `auth_req_id` equal to the request and `amr` saying how the device checked the user: an
+    /// access token alone can never approve. A denial needs only the token. The answer is one
+    /// conditional update, so a request is answered once, whichever device is first.
+    ///
+    /// - Throws: ``ServiceError`` `.unknownSignInRequest` for an unknown id or another user's
+    ///   request; `.alreadyAnswered`; `.expiredToken`; `.invalidRequest` for an approval without
+    ///   an assertion; `.invalidGrant` for an assertion that fails a check, is replayed, names
+    ///   another request or another device, or states no valid `amr`; ``StorageError``.
+    func answerSignInRequest(
+        id: String, decision: SignInDecision, assertion: String?, by actor: DeviceRecord
+    ) throws -> SignInRequestRecord {
+        let request = try openRequest(id: id, of: actor.user)
+        var methods: [String] = []
+        if decision == .approve {
+            guard let assertion, !assertion.isEmpty else {
+                throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
+            }
+            methods = try checkApproval(assertion, for: request, by: actor)
+        }
+        let status: SignInRequestStatus = decision == .approve ? .approved : .denied
+        guard
+            try storage.answerSignInRequest(
+                id: id, status: status, answeringKID: actor.kid, methods: methods, at: now())
+        else {
+            // Another device answered first, or it expired meanwhile: say which.
+            _ = try openRequest(id: id, of: actor.user)
+            throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
+        }
+        var answered = request
+        answered.status = status
+        answered.answeringKID = actor.kid
+        answered.methods = methods
+        return answered
+    }
+
+    /// The request `id` of `user`, still open.
+    ///
+    /// - Throws: `.unknownSignInRequest`, `.alreadyAnswered`, `.expiredToken`.
+    private func openRequest(id: String, of user: String) throws -> SignInRequestRecord {
+        guard InputRules.isValidSignInRequestID(id), let request = try storage.signInRequest(id: id),
+            request.user == user
+        else { throw ServiceError(.unknownSignInRequest, "no such sign-in request") }
+        guard request.status == .pending else {
+            throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
+        }
+        guard !signIn.isExpired(request) else {
+            throw ServiceError(.expiredToken, "the sign-in request expired")
+        }
+        return request
+    }
+
+    /// Checks an approval assertion as a login assertion (section 2), then that the caller's
+    /// device signed it for this request; claims its `jti`.
+    ///
+    /// - Returns: the device's `amr` statement.
+    private func checkApproval(
+        _ assertion: String, for request: SignInRequestRecord, by actor: DeviceRecord
+    ) throws -> [String] {
+        let parsed = try parseAssertion(assertion)
+        let stored = try storage.device(kid: parsed.keyID)
+        let (key, device) = try loginKeys.key(for: stored, signature: parsed.signature)
+        let verified = try verifyAssertion(parsed, key: key)
+        guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        guard device.kid == actor.kid, device.status == .active else {
+            throw ServiceError(.invalidGrant, "the assertion must be signed by the device that answers")
+        }
+        guard (try? verified.claims.string(AuthenticationMethod.requestClaim)) == request.id else {
+            throw ServiceError(.invalidGrant, "the assertion does not name this sign-in request (auth_req_id)")
+        }
+        guard let methods = try? verified.claims.strings("amr"), AuthenticationMethod.isValidStatement(methods)
+        else {
+            throw ServiceError(
+                .invalidGrant, "the assertion must state amr: hwk or swk, and at most one of pin or user")
+        }
+        try claimJWTID(of: verified)
+        return methods
+    }
+
+    /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).
+    ///
+    /// - Returns: the token, once: the request is marked issued in the same step.
+    /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown id, another client's request or
+    ///   one already collected; `.pollTooFast` (400 `slow_down`, and the interval grows by 5 s);
+    ///   `.expiredToken`; `.authorizationPending`; `.deviceDenied` (`access_denied`) when the user
+    ///   denied it or the approving device was revoked since; ``StorageError``.
+    func collectSignIn(authReqID id: String, client: ClientRecord) throws -> SignInGrant {
+        let unknown = ServiceError(.invalidGrant, "the auth_req_id is not valid")
+        // Ownership first: another client's poll must not touch the request, not even its interval.
+        guard InputRules.isValidSignInRequestID(id), let owned = try storage.signInRequest(id: id),
+            owned.kind == .backchannel, owned.clientID == client.id
+        else { throw unknown }
+        guard
+            let (request, tooEarly) = try storage.pollSignInRequest(
+                id: id, at: now(), slowDownStep: signIn.settings.slowDownStep)
+        else { throw unknown }
+        if signIn.isExpired(request), request.status != .issued {
+            throw ServiceError(.expiredToken, "the sign-in request expired")
+        }
+        if tooEarly {
+            throw ServiceError(
+                .pollTooFast,
+                "polled faster than every \(request.pollInterval) s; wait \(request.pollInterval + signIn.settings.slowDownStep) s"
+            )
+        }
+        switch request.status {
+        case .pending:
+            throw ServiceError(.authorizationPending, "the user has not answered yet")
+        case .denied:
+            throw ServiceError(.deviceDenied, "the user denied the sign-in")
+        case .issued:
+            throw ServiceError(.invalidGrant, "the sign-in was already collected")
+        case .approved:
+            guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active
+            else { throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked") }
+            guard try storage.markSignInRequestIssued(id: id) else {
+                throw ServiceError(.invalidGrant, "the sign-in was already collected")
+            }
+            var claims = JWTClaims()
+            claims.set("aud", string: client.id)
+            claims.set("client_id", string: client.id)
+            claims.set("acr", string: Self.acr(for: request.methods))
+            claims.set("amr", strings: request.methods)
+            if let scope = request.scope { claims.set("scope", string: scope) }
+            // The approving device, named without `cnf`: the client holds no device key, and a
+            // `cnf.jkt` would make the token DPoP-bound to a key it cannot prove.
+            claims.set("device_jkt", string: device.kid)
+            let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
+            return SignInGrant(accessToken: token, expiresIn: settings.accessTokenLifetime)
+        }
+    }
+
+    /// The `acr` for a device's `amr` statement.
+    static func acr(for methods: [String]) -> String {
+        methods.contains(AuthenticationMethod.pin.rawValue)
+            || methods.contains(AuthenticationMethod.userPresence.rawValue)
+            ? keyAndPresenceACR : keyOnlyACR
+    }
+
+    /// The name a device shows for who asks: the client's, or the account page's.
+    func requesterName(of request: SignInRequestRecord) throws(StorageError) -> String {
+        switch request.kind {
+        case .account:
+            return "keyauth account page (\(settings.issuer)/account)"
+        case .backchannel:
+            guard let id = request.clientID, let client = try storage.client(id: id) else { return "a removed client" }
+            return client.name
+        }
+    }
+}

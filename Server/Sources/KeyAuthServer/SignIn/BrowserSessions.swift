@@ -1,0 +1,133 @@
+import KeyAuth
+
+/// The account page's sessions (PROTOCOL.md section 9): begun by a sign-in request of kind
+/// `account`, completed once a device of the user approves it, kept on the server, 15 minutes
+/// from their last use, and ended by signing out or by revoking the device that approved them.
+///
+/// The browser holds only a random 256-bit session id in a cookie; storage keys the session by
+/// its SHA-256, so reading the table opens no session. Each session has its own CSRF token.
+/// The same type serves any later page that signs a browser in by approval.
+struct BrowserSessions: Sendable {
+    /// Seconds a signed-in session lasts after its last use.
+    static let idleLifetime: Int64 = 900
+
+    /// A session as a request presents it: its record and the cookie value that found it.
+    struct Presented: Sendable {
+        var record: BrowserSessionRecord
+        let cookie: String
+    }
+
+    /// Where a waiting session's sign-in stands.
+    enum SignInState: String, Sendable {
+        case pending, approved, denied, expired
+    }
+
+    let service: KeyAuthService
+    var storage: any ServerStorage { service.storage }
+
+    /// Starts signing `user` in: a sign-in request of kind `account` for their devices, and a
+    /// waiting session that shows its code.
+    ///
+    /// A user name with no active device gets a waiting session too, with a code of its own and
+    /// no request behind it: the page looks the same, so it tells nobody which names exist.
+    /// - Returns: the session, with the cookie value to set.
+    /// - Throws: ``ServiceError`` `.slowDown` when the user has too many open requests; what
+    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:)``
+    ///   throws but `.unknownUserID`; ``StorageError``.
+    func begin(user: String, from address: String) throws -> Presented {
+        let time = service.now()
+        var request: SignInRequestRecord?
+        do {
+            request = try service.signIn.start(
+                kind: .account, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
+                from: address)
+        } catch let error as ServiceError where error.kind == .unknownUserID {
+            request = nil
+        }
+        let cookie = try Self.randomToken()
+        let record = BrowserSessionRecord(
+            idHash: Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
+            bindingCode: try request?.bindingMessage ?? SignInRequests.makeBindingCode(), createdAt: time,
+            expiresAt: request?.expiresAt ?? time + service.signIn.settings.maximumLifetime)
+        try storage.insertBrowserSession(record)
+        return Presented(record: record, cookie: cookie)
+    }
+
+    /// The live session a cookie value names, extended by ``idleLifetime`` when signed in.
+    ///
+    /// An expired session, or a signed-in one whose approving device is no longer an active
+    /// device of its user (revoked since), is deleted and nil is returned.
+    func session(cookie: String?) throws -> Presented? {
+        guard let cookie, !cookie.isEmpty, cookie.utf8.count <= 128 else { return nil }
+        let idHash = Self.hash(cookie)
+        guard var record = try storage.browserSession(idHash: idHash) else { return nil }
+        let time = service.now()
+        var alive = time < record.expiresAt
+        if alive, record.isSignedIn, let kid = record.approvingKID {
+            let device = try storage.device(kid: kid)
+            alive = device?.status == .active && device?.user == record.user
+        }
+        guard alive else {
+            try storage.deleteBrowserSession(idHash: idHash)
+            return nil
+        }
+        if record.isSignedIn {
+            record.expiresAt = time + Self.idleLifetime
+            try storage.extendBrowserSession(idHash: idHash, until: record.expiresAt)
+        }
+        return Presented(record: record, cookie: cookie)
+    }
+
+    /// Where a waiting session's sign-in request stands.
+    func state(of session: BrowserSessionRecord) throws(StorageError) -> SignInState {
+        guard let id = session.signInRequestID, let request = try storage.signInRequest(id: id) else {
+            return service.now() >= session.expiresAt ? .expired : .pending
+        }
+        switch request.status {
+        case .approved: return service.signIn.isExpired(request) ? .expired : .approved
+        case .denied: return .denied
+        case .issued: return .expired
+        case .pending: return service.signIn.isExpired(request) ? .expired : .pending
+        }
+    }
+
+    /// Completes an approved sign-in: the request is collected once, and the session is
+    /// replaced by a signed-in one under a new id and a new CSRF token, so that an id a page
+    /// showed (or someone planted) before the sign-in is worth nothing after it.
+    ///
+    /// - Returns: the signed-in session, or nil when the request was not approved, was collected
+    ///   already, or its device was revoked since.
+    func complete(_ session: Presented) throws -> Presented? {
+        guard let id = session.record.signInRequestID, let request = try storage.signInRequest(id: id),
+            request.status == .approved, !service.signIn.isExpired(request), let kid = request.answeringKID,
+            let device = try storage.device(kid: kid), device.status == .active, device.user == session.record.user,
+            try storage.markSignInRequestIssued(id: id)
+        else { return nil }
+        let time = service.now()
+        let cookie = try Self.randomToken()
+        var record = session.record
+        record.idHash = Self.hash(cookie)
+        record.csrfToken = try Self.randomToken()
+        record.approvingKID = kid
+        record.methods = request.methods
+        record.signedInAt = time
+        record.expiresAt = time + Self.idleLifetime
+        guard try storage.replaceBrowserSession(idHash: session.record.idHash, with: record) else { return nil }
+        return Presented(record: record, cookie: cookie)
+    }
+
+    /// Ends a session.
+    func end(_ session: Presented) throws(StorageError) {
+        try storage.deleteBrowserSession(idHash: session.record.idHash)
+    }
+
+    /// 256 random bits, base64url: session ids and CSRF tokens.
+    static func randomToken() throws(KeyAuthError) -> String {
+        Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
+    }
+
+    /// The stored form of a session id.
+    static func hash(_ cookie: String) -> [UInt8] {
+        CryptoPrimitives.sha256(Array(cookie.utf8))
+    }
+}

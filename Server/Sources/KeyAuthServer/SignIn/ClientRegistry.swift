@@ -1,0 +1,88 @@
+import KeyAuth
+
+/// The client applications that may ask a user to approve a sign-in (PROTOCOL.md section 8):
+/// added by the administrator, authenticated by their secret on every request.
+///
+/// A `client_id` is 128 random bits and a `client_secret` 256, both base64url. Storage keeps the
+/// secret's SHA-256 only: with that much entropy a fast unsalted hash already leaves nothing to
+/// guess from a copy of the database (salt and stretching protect low-entropy passwords), and
+/// checking costs one hash. Hashes are compared in constant time, and an unknown client is
+/// compared against a stand-in hash, so a wrong secret and an unknown id cost the same.
+public struct ClientRegistry: Sendable {
+    /// Random bytes of a client id.
+    public static let idBytes = 16
+    /// Random bytes of a client secret.
+    public static let secretBytes = 32
+    /// The longest client name, in characters.
+    public static let maximumNameLength = 64
+
+    let storage: any ServerStorage
+    let now: @Sendable () -> Int64
+
+    /// - Parameters:
+    ///   - storage: where clients are kept.
+    ///   - now: the clock.
+    public init(storage: any ServerStorage, now: @escaping @Sendable () -> Int64 = ServerClock.now) {
+        self.storage = storage
+        self.now = now
+    }
+
+    /// Adds a client named `name`.
+    ///
+    /// - Returns: the record and the secret, which is shown once and never stored.
+    /// - Throws: ``ServerConfigurationError`` for a name that is not 1 to 64 printable
+    ///   characters; ``StorageError``; `KeyAuthError` when the random generator fails.
+    public func add(name: String) throws -> (client: ClientRecord, secret: String) {
+        guard name.count <= Self.maximumNameLength, InputRules.isValidDeviceName(name) else {
+            throw ServerConfigurationError(
+                "the client name must be 1 to \(Self.maximumNameLength) printable characters")
+        }
+        let secret = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.secretBytes))
+        let client = ClientRecord(
+            id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.idBytes)), name: name,
+            secretHash: Self.hash(secret), createdAt: now())
+        guard try storage.insertClient(client) else {
+            throw ServerConfigurationError("a client id collided; run the command again")
+        }
+        return (client, secret)
+    }
+
+    /// Every client, oldest first.
+    public func list() throws(StorageError) -> [ClientRecord] {
+        try storage.allClients()
+    }
+
+    /// Removes a client; false when there is none with that id.
+    public func remove(id: String) throws(StorageError) -> Bool {
+        try storage.deleteClient(id: id)
+    }
+
+    /// The client that `credentials` authenticate.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidClient` for no credentials, an unknown client or a
+    ///   wrong secret, all with one description; ``StorageError``.
+    func authenticate(_ credentials: ClientCredentials?) throws -> ClientRecord {
+        let refused = ServiceError(.invalidClient, "client authentication failed")
+        guard let credentials else { throw refused }
+        let presented = Self.hash(credentials.secret)
+        let stored = try storage.client(id: credentials.id)
+        let expected = stored?.secretHash ?? Self.standInHash
+        guard CryptoPrimitives.constantTimeEquals(presented, expected), let stored else { throw refused }
+        return stored
+    }
+
+    /// The stored form of a secret.
+    static func hash(_ secret: String) -> [UInt8] {
+        CryptoPrimitives.sha256(Array(secret.utf8))
+    }
+
+    /// What an unknown client's secret is compared with: a hash no secret has.
+    private static let standInHash = [UInt8](repeating: 0, count: 32)
+}
+
+/// A client's `client_id` and `client_secret`, from an `Authorization: Basic` header
+/// (`client_secret_basic`) or from the form body (`client_secret_post`).
+struct ClientCredentials: Sendable, Equatable {
+    let id: String
+    let secret: String
+}

@@ -1,0 +1,44 @@
+/// The `clients` table: the applications allowed to start sign-in requests.
+extension SQLStorage {
+    static let clientColumns = "client_id, name, secret_hash, created_at"
+
+    public func insertClient(_ client: ClientRecord) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "INSERT INTO clients (\(Self.clientColumns)) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                [.text(client.id), .text(client.name), .blob(client.secretHash), .integer(client.createdAt)]
+            ).affectedRowCount == 1
+        }
+    }
+
+    public func client(id: String) throws(StorageError) -> ClientRecord? {
+        try database.read { connection throws(StorageError) in
+            try connection.query("SELECT \(Self.clientColumns) FROM clients WHERE client_id = $1", [.text(id)]) {
+                row throws(StorageError) in try ClientRecord(row: row)
+            }.first
+        }
+    }
+
+    public func allClients() throws(StorageError) -> [ClientRecord] {
+        try database.read { connection throws(StorageError) in
+            try connection.query("SELECT \(Self.clientColumns) FROM clients ORDER BY created_at, client_id") {
+                row throws(StorageError) in try ClientRecord(row: row)
+            }
+        }
+    }
+
+    public func deleteClient(id: String) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute("DELETE FROM clients WHERE client_id = $1", [.text(id)]).affectedRowCount == 1
+        }
+    }
+}
+
+extension ClientRecord {
+    /// Reads a row of ``SQLStorage/clientColumns``.
+    init(row: SQLRow) throws(StorageError) {
+        guard let id = row.text(0), let name = row.text(1), let hash = row.blob(2), let createdAt = row.integer(3)
+        else { throw StorageError(.queryFailed, "a client row is incomplete") }
+        self.init(id: id, name: name, secretHash: hash, createdAt: createdAt)
+    }
+}

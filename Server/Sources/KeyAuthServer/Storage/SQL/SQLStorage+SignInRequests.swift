@@ -1,0 +1,150 @@
+/// The `sign_in_requests` table: requests to sign a user in, waiting for one of their devices.
+extension SQLStorage {
+    static let signInRequestColumns = """
+        id, kind, client_id, user_name, binding_message, scope, requested_from, status, created_at, expires_at, \
+        poll_interval, last_polled_at, answered_at, answering_kid, methods
+        """
+
+    /// Serialises the open-request cap per user: "sirq" in ASCII, the user name hashed.
+    static func signInRequestInsertLock(user: String) -> SQLLock {
+        SQLLock(key: .named(space: 0x7369_7271, name: user))
+    }
+
+    /// Serialises the polls of one request: "poll" in ASCII, the request id hashed.
+    static func signInRequestPollLock(id: String) -> SQLLock {
+        SQLLock(key: .named(space: 0x706f_6c6c, name: id))
+    }
+
+    /// Counts and inserts in one transaction under the user's lock, as device inserts do (see
+    /// ``insertDevice(_:rule:)`` for why a lock and not one statement under PostgreSQL's READ
+    /// COMMITTED).
+    public func insertSignInRequest(
+        _ request: SignInRequestRecord, maximumOpen: Int, now: Int64
+    ) throws(StorageError) -> SignInRequestInsertion {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> SignInRequestInsertion in
+                try connection.lock(Self.signInRequestInsertLock(user: request.user))
+                let open = try connection.execute(
+                    """
+                    SELECT COUNT(*), MIN(expires_at) FROM sign_in_requests
+                    WHERE user_name = $1 AND status = 'pending' AND expires_at > $2
+                    """,
+                    [.text(request.user), .integer(now)]
+                ).firstRow
+                if let count = open?.integer(0), count >= Int64(maximumOpen), let earliest = open?.integer(1) {
+                    return .tooManyOpen(earliestExpiry: earliest)
+                }
+                try connection.execute(
+                    """
+                    INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                    """,
+                    request.columnValues)
+                return .inserted
+            }
+        }
+    }
+
+    public func signInRequest(id: String) throws(StorageError) -> SignInRequestRecord? {
+        try database.read { connection throws(StorageError) in
+            try Self.signInRequest(id: id, on: connection)
+        }
+    }
+
+    private static func signInRequest(id: String, on connection: any SQLConnection) throws(StorageError)
+        -> SignInRequestRecord?
+    {
+        try connection.query("SELECT \(signInRequestColumns) FROM sign_in_requests WHERE id = $1", [.text(id)]) {
+            row throws(StorageError) in try SignInRequestRecord(row: row)
+        }.first
+    }
+
+    public func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                """
+                SELECT \(Self.signInRequestColumns) FROM sign_in_requests
+                WHERE user_name = $1 AND status = 'pending' AND expires_at > $2 ORDER BY created_at, id
+                """,
+                [.text(user), .integer(now)]
+            ) { row throws(StorageError) in try SignInRequestRecord(row: row) }
+        }
+    }
+
+    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing.
+    public func answerSignInRequest(
+        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
+    ) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                UPDATE sign_in_requests SET status = $2, answered_at = $3, answering_kid = $4, methods = $5
+                WHERE id = $1 AND status = 'pending' AND expires_at > $3
+                """,
+                [
+                    .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
+                    .text(methods.joined(separator: " ")),
+                ]
+            ).affectedRowCount == 1
+        }
+    }
+
+    /// The read and the update under the request's poll lock, so that two polls at once cannot
+    /// both find the previous one old enough.
+    public func pollSignInRequest(
+        id: String, at time: Int64, slowDownStep: Int64
+    ) throws(StorageError) -> (request: SignInRequestRecord, tooEarly: Bool)? {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> (request: SignInRequestRecord, tooEarly: Bool)? in
+                try connection.lock(Self.signInRequestPollLock(id: id))
+                guard let request = try Self.signInRequest(id: id, on: connection) else { return nil }
+                let tooEarly = request.lastPolledAt.map { time - $0 < request.pollInterval } ?? false
+                try connection.execute(
+                    "UPDATE sign_in_requests SET last_polled_at = $2, poll_interval = $3 WHERE id = $1",
+                    [.text(id), .integer(time), .integer(request.pollInterval + (tooEarly ? slowDownStep : 0))])
+                return (request, tooEarly)
+            }
+        }
+    }
+
+    public func markSignInRequestIssued(id: String) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'", [.text(id)]
+            ).affectedRowCount == 1
+        }
+    }
+
+    public func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
+        try database.write { connection throws(StorageError) in
+            try connection.execute("DELETE FROM sign_in_requests WHERE expires_at < $1", [.integer(expiredBefore)])
+                .affectedRowCount
+        }
+    }
+}
+
+extension SignInRequestRecord {
+    /// Reads a row of ``SQLStorage/signInRequestColumns``.
+    init(row: SQLRow) throws(StorageError) {
+        guard let id = row.text(0), let kind = row.text(1).flatMap(SignInRequestKind.init(rawValue:)),
+            let user = row.text(3), let bindingMessage = row.text(4),
+            let status = row.text(7).flatMap(SignInRequestStatus.init(rawValue:)), let createdAt = row.integer(8),
+            let expiresAt = row.integer(9), let pollInterval = row.integer(10), let methods = row.text(14)
+        else { throw StorageError(.queryFailed, "a sign-in request row is incomplete") }
+        self.init(
+            id: id, kind: kind, clientID: row.text(2), user: user, bindingMessage: bindingMessage, scope: row.text(5),
+            requestedFrom: row.text(6), status: status, createdAt: createdAt, expiresAt: expiresAt,
+            pollInterval: pollInterval, lastPolledAt: row.integer(11), answeredAt: row.integer(12),
+            answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init))
+    }
+
+    /// The values of ``SQLStorage/signInRequestColumns``, in order.
+    var columnValues: [SQLValue] {
+        [
+            .text(id), .text(kind.rawValue), SQLValue(clientID), .text(user), .text(bindingMessage), SQLValue(scope),
+            SQLValue(requestedFrom), .text(status.rawValue), .integer(createdAt), .integer(expiresAt),
+            .integer(pollInterval), SQLValue(lastPolledAt), SQLValue(answeredAt), SQLValue(answeringKID),
+            .text(methods.joined(separator: " ")),
+        ]
+    }
+}

@@ -1,0 +1,189 @@
+/// A client application that may start sign-in requests (`keyauth-server clients add NAME`).
+///
+/// Only the SHA-256 of its secret is kept: the secret is 256 random bits, so a hash without salt
+/// or stretching already makes the stored value useless for guessing, and checking it costs one
+/// hash per request.
+public struct ClientRecord: Sendable, Hashable {
+    /// The `client_id`: random and unguessable, so that it names a client without vouching for it.
+    public var id: String
+    /// The name shown to the user on their device ("Support desk").
+    public var name: String
+    /// SHA-256 of the `client_secret`.
+    public var secretHash: [UInt8]
+    /// When the administrator added it.
+    public var createdAt: Int64
+
+    /// Creates a record.
+    public init(id: String, name: String, secretHash: [UInt8], createdAt: Int64) {
+        self.id = id
+        self.name = name
+        self.secretHash = secretHash
+        self.createdAt = createdAt
+    }
+}
+
+/// Who started a sign-in request: the one record serves every way in, so that approval, the
+/// device list of requests and the browser session are written once.
+public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
+    /// A registered client's CIBA request (`POST /bc-authorize`).
+    case backchannel
+    /// The server's own account page, its built-in CIBA client.
+    case account
+}
+
+/// Where a sign-in request is in its life: `pending` until a device answers, then `approved` or
+/// `denied`; an approved request becomes `issued` once its result (a token, a browser session)
+/// was handed out, so that it is handed out only once. Expiry is a time, not a state.
+public enum SignInRequestStatus: String, Sendable, Hashable, CaseIterable {
+    case pending
+    case approved
+    case denied
+    case issued
+}
+
+/// One request to sign a user in, waiting for a device of that user to approve or deny it.
+public struct SignInRequestRecord: Sendable, Hashable {
+    /// The `auth_req_id`: 256 random bits, base64url.
+    public var id: String
+    /// Who started it.
+    public var kind: SignInRequestKind
+    /// The client, for `backchannel` requests.
+    public var clientID: String?
+    /// The user asked to approve.
+    public var user: String
+    /// What both screens show, so that the user approves the request in front of them.
+    public var bindingMessage: String
+    /// The `scope` the client asked for, as sent.
+    public var scope: String?
+    /// The client address the request came from (the application's server, or the browser).
+    public var requestedFrom: String?
+    /// The state.
+    public var status: SignInRequestStatus
+    /// When it was made.
+    public var createdAt: Int64
+    /// When it can no longer be answered or collected.
+    public var expiresAt: Int64
+    /// Seconds the client must wait between polls; raised by 5 each time it polls faster.
+    public var pollInterval: Int64
+    /// When the client last polled the token endpoint for it.
+    public var lastPolledAt: Int64?
+    /// When a device answered.
+    public var answeredAt: Int64?
+    /// The device that answered.
+    public var answeringKID: String?
+    /// How the answering device says the user was checked (RFC 8176 `amr` values).
+    public var methods: [String]
+
+    /// Creates a record.
+    public init(
+        id: String, kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String,
+        scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
+        expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
+        answeringKID: String? = nil, methods: [String] = []
+    ) {
+        self.id = id
+        self.kind = kind
+        self.clientID = clientID
+        self.user = user
+        self.bindingMessage = bindingMessage
+        self.scope = scope
+        self.requestedFrom = requestedFrom
+        self.status = status
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.pollInterval = pollInterval
+        self.lastPolledAt = lastPolledAt
+        self.answeredAt = answeredAt
+        self.answeringKID = answeringKID
+        self.methods = methods
+    }
+
+    /// Where the request sits among a user's requests: by creation time, then by id.
+    public var position: SignInRequestPosition {
+        SignInRequestPosition(createdAt: createdAt, id: id)
+    }
+}
+
+/// A place among a user's sign-in requests, ordered by (`created_at`, `id`): a device that
+/// watches for requests waits for one after the last it saw.
+public struct SignInRequestPosition: Sendable, Hashable, Comparable {
+    /// The creation time.
+    public var createdAt: Int64
+    /// The request id.
+    public var id: String
+
+    /// Creates a position.
+    public init(createdAt: Int64, id: String) {
+        self.createdAt = createdAt
+        self.id = id
+    }
+
+    /// Before every request.
+    public static let start = SignInRequestPosition(createdAt: Int64.min, id: "")
+
+    /// Creation time first, then the id's bytes, as both databases order them.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        guard lhs.createdAt == rhs.createdAt else { return lhs.createdAt < rhs.createdAt }
+        return lhs.id.utf8.lexicographicallyPrecedes(rhs.id.utf8)
+    }
+}
+
+/// What ``SignInStorage/insertSignInRequest(_:maximumOpen:now:)`` did.
+public enum SignInRequestInsertion: Sendable, Hashable {
+    /// The request was stored.
+    case inserted
+    /// The user already has `maximumOpen` open requests; carries the earliest expiry among them,
+    /// when a place frees up.
+    case tooManyOpen(earliestExpiry: Int64)
+}
+
+/// A browser's session with the account page, kept on the server: the cookie holds only a random
+/// id, whose SHA-256 is the key here, so a copy of the table opens no session.
+///
+/// One type for both stages: while a sign-in request waits for the user's device the session
+/// names it (``signInRequestID``); once approved, it names the user and the device that approved
+/// (``approvingKID``), and ends when that device is revoked.
+public struct BrowserSessionRecord: Sendable, Hashable {
+    /// SHA-256 of the cookie's session id.
+    public var idHash: [UInt8]
+    /// The CSRF token every form of this session carries.
+    public var csrfToken: String
+    /// The user signing in, or signed in.
+    public var user: String
+    /// The sign-in request the browser waits for; nil when the user name matched no one who
+    /// could approve (the page waits the same, so that it tells nobody which names exist).
+    public var signInRequestID: String?
+    /// The code shown while waiting.
+    public var bindingCode: String
+    /// The device that approved the sign-in; nil while waiting.
+    public var approvingKID: String?
+    /// How the approving device says the user was checked.
+    public var methods: [String]
+    /// When the session began.
+    public var createdAt: Int64
+    /// When it ends unless used again (sliding).
+    public var expiresAt: Int64
+    /// When the sign-in completed; nil while waiting.
+    public var signedInAt: Int64?
+
+    /// Creates a record.
+    public init(
+        idHash: [UInt8], csrfToken: String, user: String, signInRequestID: String?, bindingCode: String,
+        approvingKID: String? = nil, methods: [String] = [], createdAt: Int64, expiresAt: Int64,
+        signedInAt: Int64? = nil
+    ) {
+        self.idHash = idHash
+        self.csrfToken = csrfToken
+        self.user = user
+        self.signInRequestID = signInRequestID
+        self.bindingCode = bindingCode
+        self.approvingKID = approvingKID
+        self.methods = methods
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.signedInAt = signedInAt
+    }
+
+    /// Whether the sign-in completed.
+    public var isSignedIn: Bool { signedInAt != nil && approvingKID != nil }
+}

@@ -1,0 +1,89 @@
+/// What sign-in by approval keeps: client applications, sign-in requests and browser sessions
+/// (PROTOCOL.md section 8). Part of ``ServerStorage``; in its own protocol so that the tables of
+/// the feature are found together.
+///
+/// As everywhere in the storage, every race is one atomic step: the cap on open requests is
+/// checked and the request inserted under a per-user lock, an answer is a conditional update
+/// from `pending`, a token or a browser session is handed out by a conditional update from
+/// `approved`, and a poll's interval check holds a per-request lock.
+public protocol SignInStorage: Sendable {
+    // MARK: Clients
+
+    /// Adds a client; false when its id is taken.
+    func insertClient(_ client: ClientRecord) throws(StorageError) -> Bool
+
+    /// The client with `id`, if any.
+    func client(id: String) throws(StorageError) -> ClientRecord?
+
+    /// Every client, oldest first.
+    func allClients() throws(StorageError) -> [ClientRecord]
+
+    /// Removes a client; false when there was none. Its open requests can no longer be collected.
+    func deleteClient(id: String) throws(StorageError) -> Bool
+
+    // MARK: Sign-in requests
+
+    /// Stores `request` unless its user already has `maximumOpen` requests that are pending and
+    /// unexpired at `now`, checking and inserting in one atomic step.
+    func insertSignInRequest(_ request: SignInRequestRecord, maximumOpen: Int, now: Int64) throws(StorageError)
+        -> SignInRequestInsertion
+
+    /// The request with `id`, in any state.
+    func signInRequest(id: String) throws(StorageError) -> SignInRequestRecord?
+
+    /// `user`'s requests that are pending and unexpired at `now`, ordered by position.
+    func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord]
+
+    /// Moves a pending, unexpired request to `approved` or `denied`, recording the device and
+    /// its methods, in one conditional update.
+    ///
+    /// - Returns: false when the request is not pending any more, or expired: of two devices
+    ///   answering at once, exactly one succeeds.
+    func answerSignInRequest(
+        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
+    ) throws(StorageError) -> Bool
+
+    /// Records a poll of the token endpoint at `time`: when it comes less than the request's
+    /// interval after the previous poll, the interval grows by `slowDownStep`.
+    ///
+    /// - Returns: the request as it was before this poll, and whether the poll came too early;
+    ///   nil for an unknown id.
+    func pollSignInRequest(id: String, at time: Int64, slowDownStep: Int64) throws(StorageError)
+        -> (request: SignInRequestRecord, tooEarly: Bool)?
+
+    /// Moves an approved request to `issued`: its token or session is handed out once.
+    ///
+    /// - Returns: false when it is not approved (already issued, or never approved).
+    func markSignInRequestIssued(id: String) throws(StorageError) -> Bool
+
+    /// Deletes requests that expired before `expiredBefore`; returns how many.
+    @discardableResult
+    func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int
+
+    // MARK: Browser sessions
+
+    /// Stores a new session.
+    func insertBrowserSession(_ session: BrowserSessionRecord) throws(StorageError)
+
+    /// The session whose id hashes to `idHash`, if any (expired ones included: the caller
+    /// judges).
+    func browserSession(idHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord?
+
+    /// Replaces the session under `idHash` by `session` (a new id: the sign-in completed), in one
+    /// step; false when the old one no longer exists.
+    func replaceBrowserSession(idHash: [UInt8], with session: BrowserSessionRecord) throws(StorageError) -> Bool
+
+    /// Moves a session's end to `expiresAt` (it was used).
+    func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64) throws(StorageError)
+
+    /// Ends a session.
+    func deleteBrowserSession(idHash: [UInt8]) throws(StorageError)
+
+    /// Ends every session that the device `kid` approved; returns how many.
+    @discardableResult
+    func deleteBrowserSessions(approvedBy kid: String) throws(StorageError) -> Int
+
+    /// Deletes sessions that ended before `now`; returns how many.
+    @discardableResult
+    func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int
+}

@@ -1,0 +1,149 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// The account page through the responder, with the https issuer of direct tests: cookies,
+/// CSRF, the cross-site refusal and the session's life, which the browser test cannot see.
+@Suite("The account page: sessions, cookies, CSRF and cross-site refusal")
+struct AccountPageTests {
+    /// A browser: the cookies it holds, sending what a same-origin form sends.
+    private struct Browser {
+        let api: TestAPI
+        var cookies: [String: String] = [:]
+
+        mutating func send(
+            _ method: String, _ path: String, form: [(String, String)] = [], headers extra: HTTPHeaders = HTTPHeaders()
+        ) throws -> HTTPResponse {
+            var headers = extra
+            if !cookies.isEmpty {
+                headers.add("Cookie", cookies.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: "; "))
+            }
+            var body: [UInt8] = []
+            if method == "POST" {
+                headers.set("Content-Type", "application/x-www-form-urlencoded")
+                if headers["Origin"] == nil { headers.set("Origin", TestEnvironment.issuer) }
+                if headers["Sec-Fetch-Site"] == nil { headers.set("Sec-Fetch-Site", "same-origin") }
+                body = Array(
+                    form.map { "\(TestAPI.formEncode($0.0))=\(TestAPI.formEncode($0.1))" }.joined(separator: "&").utf8)
+            }
+            let response = try api.send(method, path, headers: headers, body: body)
+            for cookie in response.headers.values(for: "Set-Cookie") {
+                let pair = cookie.split(separator: ";")[0].split(separator: "=", maxSplits: 1)
+                let value = pair.count == 2 ? String(pair[1]) : ""
+                cookies[String(pair[0])] = value.isEmpty ? nil : value
+            }
+            return response
+        }
+    }
+
+    /// The CSRF token of the first form on a page.
+    private static func csrf(_ page: String) throws -> String {
+        let marker = "name=\"csrf\" value=\""
+        let start = try #require(page.range(of: marker)).upperBound
+        let end = try #require(page[start...].firstIndex(of: "\""))
+        return String(page[start..<end])
+    }
+
+    /// Signs alice in through the page, approving with her laptop; returns the browser and the
+    /// cookie of the waiting session (dead after the sign-in).
+    private static func signIn(_ api: TestAPI, laptop: RSAPrivateKey, token: String) throws -> (Browser, String) {
+        var browser = Browser(api: api)
+        let form = try browser.send("GET", "/account")
+        #expect(form.status == 200)
+        let started = try browser.send(
+            "POST", "/account/sign-in", form: [("user", "alice"), ("csrf", try csrf(form.text))])
+        #expect(started.status == 303)
+        let waitingCookie = try #require(browser.cookies["__Host-keyauth-session"])
+        let waiting = try browser.send("GET", "/account")
+        let list = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        let request = try #require(list.first)
+        #expect(request["client_name"] == .string("keyauth account page (\(TestEnvironment.issuer)/account)"))
+        let code = try #require(request["binding_message"]?.stringValue)
+        #expect(waiting.text.contains("<p id=\"binding-code\">\(code)</p>"))
+        #expect(try browser.send("GET", "/account/sign-in/status").json?["status"] == .string("pending"))
+        let id = try #require(request["id"]?.stringValue)
+        #expect(
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                .status == 200)
+        #expect(try browser.send("GET", "/account/sign-in/status").json?["status"] == .string("approved"))
+        let done = try browser.send("POST", "/account/sign-in/continue", form: [("csrf", try csrf(waiting.text))])
+        #expect(done.status == 303)
+        return (browser, waitingCookie)
+    }
+
+    @Test(
+        "signing in replaces the waiting session by a new one; cookies are __Host-, Secure, HttpOnly, SameSite=Strict")
+    func signInAndCookies() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let first = try api.send("GET", "/account")
+        #expect(first.headers["Content-Security-Policy"] == AccountPage.contentSecurityPolicy)
+        #expect(first.headers["X-Frame-Options"] == "DENY")
+        #expect(!first.text.contains("<script>"))
+        let csrfCookie = try #require(first.headers.values(for: "Set-Cookie").first)
+        #expect(csrfCookie.hasPrefix("__Host-keyauth-csrf="))
+        #expect(csrfCookie.hasSuffix("; Path=/; HttpOnly; SameSite=Strict; Secure"))
+
+        let (browser, waitingCookie) = try Self.signIn(api, laptop: laptop, token: token)
+        let session = try #require(browser.cookies["__Host-keyauth-session"])
+        #expect(session != waitingCookie)
+        var current = browser
+        let page = try current.send("GET", "/account")
+        #expect(page.text.contains("data-kid=\"\(laptop.publicKey.fingerprint)\""))
+        #expect(page.text.contains(">Sign out</button>"))
+        // The waiting session's id opens nothing after the sign-in.
+        var stale = Browser(api: api, cookies: ["__Host-keyauth-session": waitingCookie])
+        #expect(try stale.send("GET", "/account").text.contains("name=\"user\""))
+    }
+
+    @Test("a wrong CSRF token, another Origin, Origin null or a cross-site fetch is refused and changes nothing")
+    func crossSiteAndCSRF() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        let refusals: [([(String, String)], HTTPHeaders)] = [
+            ([("csrf", "wrong")], HTTPHeaders()),
+            ([], HTTPHeaders()),
+            ([("csrf", csrf)], ["Origin": "https://evil.example"]),
+            ([("csrf", csrf)], ["Origin": "null"]),
+            ([("csrf", csrf)], ["Sec-Fetch-Site": "cross-site"]),
+        ]
+        for (form, headers) in refusals {
+            let response = try browser.send("POST", "/account/sign-out", form: form, headers: headers)
+            #expect(response.status == 403, "\(form) \(headers)")
+        }
+        let kid = laptop.publicKey.fingerprint
+        #expect(
+            try browser.send("POST", "/account/devices/\(kid)/revoke", form: [], headers: ["Origin": "null"]).status
+                == 403)
+        #expect(try api.storage.device(kid: kid)?.status == .active)
+        #expect(try browser.send("GET", "/account").text.contains(">Sign out</button>"))
+        #expect(try browser.send("POST", "/account/sign-out", form: [("csrf", csrf)]).status == 303)
+        #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
+    }
+
+    @Test("revoking the device that approved the session ends it; names are escaped")
+    func revokingTheApproverEndsTheSession() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let hostile = try ServerTestKeys.key("alice-2")
+        #expect(try api.register(user: "alice", key: hostile, name: "<script>alert(1)</script>").status == 202)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let page = try browser.send("GET", "/account").text
+        #expect(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
+        #expect(!page.contains("<script>alert"))
+        let kid = laptop.publicKey.fingerprint
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
+        #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
+    }
+}

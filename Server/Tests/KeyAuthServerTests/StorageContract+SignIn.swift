@@ -1,0 +1,210 @@
+import Foundation
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// The storage contract of sign-in by approval (``SignInStorage``): clients, sign-in requests and
+/// browser sessions, on every backend, with the races settled in storage.
+extension StorageContract {
+    static let signInChecks: [StorageCheck] = [
+        StorageCheck("renames a device, and only one that exists", StorageContract.renamesDevices),
+        StorageCheck("keeps clients, each id once, oldest first", StorageContract.storesClients),
+        StorageCheck(
+            "caps a user's open sign-in requests, counting only pending unexpired ones",
+            StorageContract.capsSignInRequests),
+        StorageCheck(
+            "answers a sign-in request once, before expiry, and hands its result out once",
+            StorageContract.answersSignInRequests),
+        StorageCheck(
+            "marks a poll too early within the interval and grows the interval", StorageContract.pollsSignInRequests),
+        StorageCheck(
+            "settles concurrent requests, answers and collections across instances with the right winners",
+            StorageContract.racesSignInRequests),
+        StorageCheck(
+            "keeps browser sessions by hash: replaced once, extended, ended by device and by expiry",
+            StorageContract.storesBrowserSessions),
+    ]
+
+    static func signInRequest(
+        _ id: String, user: String = "alice", createdAt: Int64 = 1_000, expiresAt: Int64 = 1_300
+    ) -> SignInRequestRecord {
+        SignInRequestRecord(
+            id: id, kind: .backchannel, clientID: "client-1", user: user, bindingMessage: "Desk – 42",
+            scope: "openid profile", requestedFrom: "192.0.2.7", createdAt: createdAt, expiresAt: expiresAt)
+    }
+
+    static func renamesDevices(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.renameDevice(kid: "kid-1", name: "desk – ünïcode"))
+        #expect(try storage.device(kid: "kid-1")?.name == "desk – ünïcode")
+        #expect(try !storage.renameDevice(kid: "kid-2", name: "other"))
+    }
+
+    static func storesClients(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let hash = (0..<32).map { UInt8($0 * 7 % 256) }
+        let second = ClientRecord(id: "client-b", name: "Kiosk", secretHash: hash, createdAt: 20)
+        let first = ClientRecord(id: "client-a", name: "Support desk – ünïcode", secretHash: hash, createdAt: 10)
+        #expect(try storage.insertClient(second))
+        #expect(try storage.insertClient(first))
+        #expect(try !storage.insertClient(ClientRecord(id: "client-a", name: "Other", secretHash: [], createdAt: 30)))
+        #expect(try storage.client(id: "client-a") == first)
+        #expect(try storage.client(id: "client-c") == nil)
+        #expect(try storage.allClients().map(\.id) == ["client-a", "client-b"])
+        #expect(try storage.deleteClient(id: "client-a"))
+        #expect(try !storage.deleteClient(id: "client-a"))
+        #expect(try storage.allClients() == [second])
+    }
+
+    static func capsSignInRequests(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        // An expired one and an answered one do not count.
+        #expect(
+            try storage.insertSignInRequest(signInRequest("r0", expiresAt: 999), maximumOpen: 3, now: 1_000)
+                == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.answerSignInRequest(id: "r1", status: .denied, answeringKID: "k", methods: [], at: 1_001))
+        for (index, expiry) in [(2, 1_200), (3, 1_100), (4, 1_250)] {
+            let record = signInRequest("r\(index)", createdAt: 1_000 + Int64(index), expiresAt: Int64(expiry))
+            #expect(try storage.insertSignInRequest(record, maximumOpen: 3, now: 1_010) == .inserted)
+        }
+        #expect(
+            try storage.insertSignInRequest(signInRequest("r5"), maximumOpen: 3, now: 1_010)
+                == .tooManyOpen(earliestExpiry: 1_100))
+        #expect(
+            try storage.insertSignInRequest(signInRequest("b1", user: "bob"), maximumOpen: 3, now: 1_010) == .inserted)
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_010).map(\.id) == ["r2", "r3", "r4"])
+        // Once r3 expired, a place is free.
+        #expect(
+            try storage.insertSignInRequest(signInRequest("r5", createdAt: 1_100), maximumOpen: 3, now: 1_100)
+                == .inserted)
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_100).map(\.id) == ["r2", "r4", "r5"])
+        #expect(try storage.signInRequest(id: "r5") == signInRequest("r5", createdAt: 1_100))
+        #expect(try storage.signInRequest(id: "nope") == nil)
+        // Purging deletes what expired before the time given, whatever its state.
+        #expect(try storage.purgeSignInRequests(expiredBefore: 1_200) == 2)
+        #expect(try storage.signInRequest(id: "r0") == nil && storage.signInRequest(id: "r3") == nil)
+        #expect(try storage.signInRequest(id: "r1")?.status == .denied)
+    }
+
+    static func answersSignInRequests(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r2"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try !storage.markSignInRequestIssued(id: "r1"))
+        #expect(
+            try storage.answerSignInRequest(
+                id: "r1", status: .approved, answeringKID: "kid-1", methods: ["hwk", "pin"], at: 1_050))
+        #expect(
+            try !storage.answerSignInRequest(id: "r1", status: .denied, answeringKID: "kid-2", methods: [], at: 1_051))
+        let answered = try #require(try storage.signInRequest(id: "r1"))
+        #expect(answered.status == .approved && answered.answeringKID == "kid-1" && answered.answeredAt == 1_050)
+        #expect(answered.methods == ["hwk", "pin"])
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_060).map(\.id) == ["r2"])
+        #expect(try storage.markSignInRequestIssued(id: "r1"))
+        #expect(try !storage.markSignInRequestIssued(id: "r1"))
+        #expect(try storage.signInRequest(id: "r1")?.status == .issued)
+        // At its expiry a request can no longer be answered.
+        #expect(
+            try !storage.answerSignInRequest(id: "r2", status: .approved, answeringKID: "kid-1", methods: [], at: 1_300)
+        )
+        #expect(try storage.signInRequest(id: "r2")?.status == .pending)
+    }
+
+    static func pollsSignInRequests(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.pollSignInRequest(id: "nope", at: 1_000, slowDownStep: 5) == nil)
+        let first = try #require(try storage.pollSignInRequest(id: "r1", at: 1_005, slowDownStep: 5))
+        #expect(!first.tooEarly && first.request.lastPolledAt == nil && first.request.pollInterval == 5)
+        let fast = try #require(try storage.pollSignInRequest(id: "r1", at: 1_009, slowDownStep: 5))
+        #expect(fast.tooEarly && fast.request.lastPolledAt == 1_005 && fast.request.pollInterval == 5)
+        // The interval is now 10: 9 seconds later is still too early, 10 is not.
+        #expect(try storage.pollSignInRequest(id: "r1", at: 1_018, slowDownStep: 5)?.tooEarly == true)
+        #expect(try storage.signInRequest(id: "r1")?.pollInterval == 15)
+        #expect(try storage.pollSignInRequest(id: "r1", at: 1_033, slowDownStep: 5)?.tooEarly == false)
+        #expect(try storage.signInRequest(id: "r1")?.pollInterval == 15)
+        #expect(try storage.signInRequest(id: "r1")?.lastPolledAt == 1_033)
+    }
+
+    static func racesSignInRequests(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        // 24 requests for one user at once on two instances: exactly 3 are stored.
+        let inserts = runConcurrently(24) { (index: Int) throws(StorageError) -> SignInRequestInsertion in
+            try (index.isMultiple(of: 2) ? first : second).insertSignInRequest(
+                signInRequest("race-\(index)"), maximumOpen: 3, now: 1_000)
+        }
+        let insertions = try inserts.map { try $0.get() }
+        #expect(insertions.filter { $0 == .inserted }.count == 3)
+        #expect(try first.openSignInRequests(user: "alice", now: 1_000).count == 3)
+        let id = try #require(try second.openSignInRequests(user: "alice", now: 1_000).first?.id)
+        // 24 answers at once: one wins.
+        let answers = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
+            try (index.isMultiple(of: 2) ? first : second).answerSignInRequest(
+                id: id, status: index.isMultiple(of: 3) ? .denied : .approved, answeringKID: "kid-\(index)",
+                methods: [], at: 1_010)
+        }
+        #expect(try answers.map { try $0.get() }.filter { $0 }.count == 1)
+        // 24 polls in the same second: only one finds the previous poll old enough.
+        let polls = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
+            try (index.isMultiple(of: 2) ? first : second).pollSignInRequest(id: id, at: 1_020, slowDownStep: 5)?
+                .tooEarly ?? true
+        }
+        #expect(try polls.map { try $0.get() }.filter { !$0 }.count == 1)
+        // If it was approved, 24 collections at once: one gets it.
+        if try first.signInRequest(id: id)?.status == .approved {
+            let collections = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
+                try (index.isMultiple(of: 2) ? first : second).markSignInRequestIssued(id: id)
+            }
+            #expect(try collections.map { try $0.get() }.filter { $0 }.count == 1)
+        }
+    }
+
+    static func storesBrowserSessions(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let waitingHash = (0..<32).map { UInt8($0) }
+        let waiting = BrowserSessionRecord(
+            idHash: waitingHash, csrfToken: "csrf-1", user: "alice", signInRequestID: "r1", bindingCode: "42",
+            createdAt: 1_000, expiresAt: 1_300)
+        try storage.insertBrowserSession(waiting)
+        #expect(try storage.browserSession(idHash: waitingHash) == waiting)
+        #expect(try storage.browserSession(idHash: [UInt8](repeating: 9, count: 32)) == nil)
+        var signedIn = waiting
+        signedIn.idHash = (0..<32).map { UInt8(255 - $0) }
+        signedIn.csrfToken = "csrf-2"
+        signedIn.approvingKID = "kid-1"
+        signedIn.methods = ["swk", "pin"]
+        signedIn.signedInAt = 1_100
+        signedIn.expiresAt = 2_000
+        #expect(try storage.replaceBrowserSession(idHash: waitingHash, with: signedIn))
+        #expect(try !storage.replaceBrowserSession(idHash: waitingHash, with: signedIn))
+        #expect(try storage.browserSession(idHash: waitingHash) == nil)
+        #expect(try storage.browserSession(idHash: signedIn.idHash) == signedIn)
+        try storage.extendBrowserSession(idHash: signedIn.idHash, until: 2_900)
+        #expect(try storage.browserSession(idHash: signedIn.idHash)?.expiresAt == 2_900)
+
+        var other = signedIn
+        other.idHash = [UInt8](repeating: 7, count: 32)
+        other.approvingKID = "kid-2"
+        other.expiresAt = 1_500
+        try storage.insertBrowserSession(other)
+        #expect(try storage.purgeBrowserSessions(now: 1_500) == 0)
+        #expect(try storage.purgeBrowserSessions(now: 1_501) == 1)
+        try storage.insertBrowserSession(other)
+        #expect(try storage.deleteBrowserSessions(approvedBy: "kid-1") == 1)
+        #expect(try storage.browserSession(idHash: signedIn.idHash) == nil)
+        try storage.deleteBrowserSession(idHash: other.idHash)
+        #expect(try storage.browserSession(idHash: other.idHash) == nil)
+    }
+}

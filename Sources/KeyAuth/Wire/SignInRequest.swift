@@ -1,0 +1,134 @@
+/// A request to sign the user in somewhere, as the user's devices see it (`GET /v1/auth-requests`,
+/// PROTOCOL.md section 8): who asks, what both screens show, where it came from and how long it
+/// can be answered.
+public struct SignInRequest: Sendable, Hashable {
+    /// The request's id (the `auth_req_id` of a CIBA request): what an answer names.
+    public let id: String
+    /// The application's name, as the administrator registered it.
+    public let clientName: String
+    /// The binding message, shown on the application's screen too: the user types it to approve.
+    public let bindingMessage: String
+    /// The address the request came from, as the server saw it.
+    public let requestedFrom: String?
+    /// The scope the application asked for, if any.
+    public let scope: String?
+    /// When it was made and when it expires, RFC 3339 UTC as the server wrote them.
+    public let createdAt: String
+    /// See ``createdAt``.
+    public let expiresAt: String
+
+    /// Creates a request entry.
+    public init(
+        id: String, clientName: String, bindingMessage: String, requestedFrom: String?, scope: String?,
+        createdAt: String, expiresAt: String
+    ) {
+        self.id = id
+        self.clientName = clientName
+        self.bindingMessage = bindingMessage
+        self.requestedFrom = requestedFrom
+        self.scope = scope
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The members of a list entry.
+    package var jsonValue: JSONValue {
+        .object([
+            "id": .string(id), "client_name": .string(clientName), "binding_message": .string(bindingMessage),
+            "requested_from": requestedFrom.map(JSONValue.string) ?? .null,
+            "scope": scope.map(JSONValue.string) ?? .null, "created_at": .string(createdAt),
+            "expires_at": .string(expiresAt),
+        ])
+    }
+
+    /// Reads a list entry as a client.
+    ///
+    /// - Throws: ``WireFormatError`` for a missing id, client name, binding message or time, or
+    ///   an id that is not base64url (it goes into a URL path).
+    package init(jsonValue entry: JSONValue) throws(WireFormatError) {
+        guard let id = entry["id"]?.stringValue, InputRules.isValidSignInRequestID(id),
+            let clientName = entry["client_name"]?.stringValue,
+            let bindingMessage = entry["binding_message"]?.stringValue,
+            let createdAt = entry["created_at"]?.stringValue, let expiresAt = entry["expires_at"]?.stringValue
+        else { throw WireFormatError("has no valid id, client_name, binding_message, created_at or expires_at") }
+        self.init(
+            id: id, clientName: clientName, bindingMessage: bindingMessage,
+            requestedFrom: entry["requested_from"]?.stringValue, scope: entry["scope"]?.stringValue,
+            createdAt: createdAt, expiresAt: expiresAt)
+    }
+}
+
+/// `GET /v1/auth-requests`: the user's open requests, oldest first, and the cursor a watching
+/// device passes back as `after` to wait for newer ones.
+public struct SignInRequestList: Sendable, Hashable {
+    /// The open requests.
+    public let requests: [SignInRequest]
+    /// The position of the newest request the server knows of (opaque).
+    public let cursor: String
+
+    /// Creates a list.
+    public init(requests: [SignInRequest], cursor: String) {
+        self.requests = requests
+        self.cursor = cursor
+    }
+
+    /// `{"requests":[...],"cursor":"..."}`.
+    package var jsonValue: JSONValue {
+        .object(["requests": .array(requests.map(\.jsonValue)), "cursor": .string(cursor)])
+    }
+
+    /// Reads a list as a client.
+    ///
+    /// - Throws: ``WireFormatError`` for a missing array or cursor, or an entry
+    ///   ``SignInRequest/init(jsonValue:)`` refuses.
+    package init(jsonValue object: JSONValue) throws(WireFormatError) {
+        guard let entries = object["requests"]?.arrayValue, let cursor = object["cursor"]?.stringValue,
+            cursor.utf8.count <= 256
+        else { throw WireFormatError("has no requests array or cursor") }
+        var requests: [SignInRequest] = []
+        for entry in entries {
+            do {
+                requests.append(try SignInRequest(jsonValue: entry))
+            } catch {
+                throw WireFormatError(error.problem, isInEntry: true)
+            }
+        }
+        self.init(requests: requests, cursor: cursor)
+    }
+}
+
+/// What a device answers to a sign-in request.
+public enum SignInDecision: String, Sendable, Hashable {
+    /// Sign the user in: needs a fresh device assertion naming the request.
+    case approve
+    /// Refuse it.
+    case deny
+}
+
+/// How a device says it checked the user, in RFC 8176's vocabulary: the `amr` claim of an
+/// approval assertion, copied into the access token the application gets.
+///
+/// The server cannot verify any of it (no attestation yet): it is the approving device's
+/// statement, signed by its key.
+public enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
+    /// A hardware-held key: the device key lives in a TPM.
+    case hardwareKey = "hwk"
+    /// A software key: the device key is a file.
+    case softwareKey = "swk"
+    /// A PIN (which with keyauth also decrypts the key file).
+    case pin
+    /// A user-presence test: a PAM conversation, whatever the stack asked.
+    case userPresence = "user"
+
+    /// The claim of an approval assertion that names the request it approves.
+    public static let requestClaim = "auth_req_id"
+
+    /// Whether `methods` is a statement keyauth accepts: exactly one key kind (`hwk` or `swk`),
+    /// at most one presence check, nothing else and nothing twice.
+    public static func isValidStatement(_ methods: [String]) -> Bool {
+        let known = methods.compactMap(AuthenticationMethod.init(rawValue:))
+        guard known.count == methods.count, Set(known).count == known.count else { return false }
+        let keys = known.filter { $0 == .hardwareKey || $0 == .softwareKey }
+        return keys.count == 1 && known.count <= 2
+    }
+}

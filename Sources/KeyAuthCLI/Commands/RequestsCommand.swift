@@ -1,0 +1,118 @@
+import Foundation
+import KeyAuth
+
+/// `keyauth requests [--watch]`: the sign-in requests waiting for this user's approval; with
+/// `--watch`, waits for new ones (long polls), notifies the desktop, and offers to answer each.
+struct RequestsCommand {
+    let context: CommandContext
+    let options: RequestsOptions
+
+    /// Seconds each long poll asks the server to wait; the client caps it under its timeout.
+    static let watchWait = 25
+
+    func run() async throws(KeyAuthError) {
+        let session = try AccountSession.open(
+            context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
+            waitForApproval: false)
+        let client = session.client
+        let first = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            try await client.signInRequests(accessToken: token, proofs: proofs)
+        }
+        guard options.watch else {
+            context.io.printOutput(Self.table(first.requests))
+            return
+        }
+        try await watch(session, from: first)
+    }
+
+    /// Handles the requests already open, then every new one, until stopped (Control-C).
+    private func watch(_ session: AccountSession, from first: SignInRequestList) async throws(KeyAuthError) {
+        let io = context.io
+        let approval = SignInApproval(session: session, pinFromStandardInput: options.pinFromStandardInput)
+        let client = session.client
+        var seen: Set<String> = []
+        var list = first
+        io.printError("Watching for sign-in requests for \(session.account.user); Control-C stops.")
+        while true {
+            for request in list.requests where !seen.contains(request.id) {
+                seen.insert(request.id)
+                try await offer(request, approval: approval)
+            }
+            let cursor = list.cursor
+            let started = ContinuousClock.now
+            list = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.signInRequests(accessToken: token, proofs: proofs, after: cursor, wait: Self.watchWait)
+            }
+            // A server with no long-poll place free answers at once: wait before asking again.
+            let hasNew = list.requests.contains { !seen.contains($0.id) }
+            if !hasNew, ContinuousClock.now - started < .seconds(1) {
+                do {
+                    try await Task.sleep(for: io.pollInterval)
+                } catch {
+                    throw KeyAuthError(.cancelled, "stopped watching")
+                }
+            }
+        }
+    }
+
+    /// Shows one request, notifies the desktop, and asks what to do with it.
+    private func offer(_ request: SignInRequest, approval: SignInApproval) async throws(KeyAuthError) {
+        let io = context.io
+        io.printError(SignInApproval.describe(request))
+        DesktopNotification.show(
+            title: "keyauth: approve a sign-in?",
+            body: "\(Formatting.printable(request.clientName)) asks to sign in as \(approval.session.account.user); "
+                + "code \(Formatting.printable(request.bindingMessage))",
+            environment: io.environment)
+        do {
+            switch try await approval.askForCode(request, allowsSkip: true) {
+            case .approve: try await approval.approve(request)
+            case .deny: try await approval.deny(id: request.id)
+            case .skip: io.printError("Left it unanswered.")
+            }
+        } catch {
+            // A request answered elsewhere or expired meanwhile does not end the watch.
+            guard error.code == .signInRequestClosed else { throw error }
+            io.printError("keyauth: \(error.message)")
+        }
+    }
+
+    /// The open requests as a table, or a line saying there are none.
+    static func table(_ requests: [SignInRequest]) -> String {
+        guard !requests.isEmpty else { return "No sign-in requests are waiting." }
+        var rows = [["ID", "APPLICATION", "CODE", "FROM", "CREATED", "EXPIRES"]]
+        for request in requests {
+            rows.append(
+                [
+                    request.id, request.clientName, request.bindingMessage, request.requestedFrom ?? "-",
+                    request.createdAt, request.expiresAt,
+                ].map(Formatting.printable))
+        }
+        return Formatting.columns(rows)
+    }
+}
+
+/// A desktop notification through `notify-send`, when a graphical session is present; nothing
+/// otherwise, and any failure is ignored (the terminal shows the request anyway).
+enum DesktopNotification {
+    static func show(title: String, body: String, environment: [String: String]) {
+        guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
+            let executable = executable(named: "notify-send", path: environment["PATH"])
+        else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["--app-name=keyauth", title, body]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? process.run()
+    }
+
+    /// The first executable `name` in `path`'s directories.
+    static func executable(named name: String, path: String?) -> String? {
+        for directory in (path ?? "/usr/bin:/bin").split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Synchronization
+import Testing
+
+/// A client application of push sign-in as a third party writes one: Python's standard library
+/// for HTTP and PyJWT to verify the token against the server's JWKS. It starts a request for
+/// alice, writes its `auth_req_id` to a file, polls at the interval the server asks for, and
+/// prints one JSON line: the verified claims, or the error that ended the polling.
+private let applicationScript = #"""
+    import base64, json, sys, time, urllib.error, urllib.parse, urllib.request
+    import jwt
+
+    server, client_id, secret, user, binding, id_file = sys.argv[1:7]
+    basic = "Basic " + base64.b64encode(
+        (urllib.parse.quote(client_id, safe="") + ":" + urllib.parse.quote(secret, safe="")).encode()).decode()
+
+    def post(path, form):
+        request = urllib.request.Request(server + path, data=urllib.parse.urlencode(form).encode(),
+                                         headers={"Authorization": basic})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as error:
+            return error.code, json.load(error)
+
+    status, started = post("/bc-authorize", {"login_hint": user, "binding_message": binding,
+                                             "requested_expiry": "60"})
+    if status != 200:
+        print(json.dumps({"error": "bc-authorize", "status": status, "body": started}))
+        sys.exit(1)
+    with open(id_file, "w") as handle:
+        handle.write(started["auth_req_id"])
+    interval = started["interval"]
+    deadline = time.time() + started["expires_in"]
+    while time.time() < deadline:
+        time.sleep(interval)
+        status, answer = post("/oauth/token", {"grant_type": "urn:openid:params:grant-type:ciba",
+                                               "auth_req_id": started["auth_req_id"]})
+        if status == 200:
+            jwks = jwt.PyJWKClient(server + "/.well-known/jwks.json")
+            key = jwks.get_signing_key_from_jwt(answer["access_token"])
+            claims = jwt.decode(answer["access_token"], key.key, algorithms=["RS256"], audience=client_id,
+                                issuer=server, options={"require": ["exp", "iat", "sub", "aud", "iss"]})
+            header = jwt.get_unverified_header(answer["access_token"])
+            print(json.dumps({"claims": claims, "typ": header["typ"], "interval": interval}))
+            sys.exit(0)
+        if answer.get("error") == "slow_down":
+            interval += 5
+        elif answer.get("error") != "authorization_pending":
+            print(json.dumps({"error": answer.get("error")}))
+            sys.exit(0)
+    print(json.dumps({"error": "timeout"}))
+    """#
+
+/// The application script running in the background, and its one line of output when it ends.
+private final class Application: Sendable {
+    private let result = Mutex<CommandResult?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+    let idFile: String
+
+    init(directory: String, server: String, client: (id: String, secret: String), binding: String) throws {
+        let script = directory + "/application-\(binding).py"
+        idFile = directory + "/auth-req-id-\(binding)"
+        try applicationScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let arguments = [script, server, client.id, client.secret, "alice", binding, idFile]
+        Thread.detachNewThread { [self] in
+            let outcome = try? runProcess(
+                "/usr/bin/python3", arguments, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"],
+                timeout: 120)
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+    }
+
+    /// The request's id, once the script has it.
+    func requestID(timeout: TimeInterval = 30) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let id = try? String(contentsOfFile: idFile, encoding: .utf8), !id.isEmpty { return id }
+            if let failed = result.withLock({ $0 }) {
+                throw TestFailure("the application ended early: \(failed.standardOutput) \(failed.standardError)")
+            }
+            usleep(50_000)
+        }
+        throw TestFailure("the application did not start a request")
+    }
+
+    /// The script's JSON line after it ended.
+    func outcome() throws -> JSONValue {
+        done.wait()
+        let finished = try #require(result.withLock { $0 })
+        #expect(finished.status == 0, "\(finished.standardError)")
+        return try JSONValue(parsing: finished.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+@Suite("Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized)
+struct PushSignInEndToEndTests {
+    @Test(
+        "an application's request is approved with keyauth approve (code typed, PIN), and PyJWT verifies the token; a denied one gets access_denied"
+    )
+    func approveAndDeny() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"))
+        let directory = TemporaryDirectory("keyauth-push")
+        defer { directory.remove() }
+        let server = try KeyAuthServerProcess.started(in: directory.path)
+        defer { _ = server.terminate() }
+        let home = TemporaryDirectory("keyauth-push-home")
+        defer { home.remove() }
+        let environment = [
+            "KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "KEYAUTH_TIMEOUT": "10",
+            "LANG": "C.UTF-8",
+        ]
+        func keyauth(_ arguments: [String], input: String = "") throws -> CommandResult {
+            try runProcess(Binaries.keyauth, arguments, environment: environment, standardInput: input)
+        }
+        let pin = "correct horse"
+        let registered = try keyauth(
+            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"], input: pin + "\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        let status = try JSONValue(parsing: try keyauth(["status", "--json"]).standardOutput)
+        let keyID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
+
+        let added = try KeyAuthServerProcess.runCommand(
+            ["clients", "add", "Test application", "--db", directory.path + "/server.db"])
+        try #require(added.status == 0, "\(added.error)")
+        var printed: [String: String] = [:]
+        for line in added.output.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { printed[String(parts[0])] = String(parts[1]) }
+        }
+        let client = (id: try #require(printed["client_id"]), secret: try #require(printed["client_secret"]))
+
+        // Approve: the device lists the request, a mistyped code approves nothing and asks again.
+        let approved = try Application(directory: directory.path, server: server.url, client: client, binding: "4711")
+        let id = try approved.requestID()
+        let listed = try keyauth(["requests", "--pin-stdin"])
+        #expect(listed.status == 0, "\(listed.standardError)")
+        #expect(listed.standardOutput.contains(id) && listed.standardOutput.contains("Test application"))
+        #expect(listed.standardOutput.contains("4711"))
+        let approval = try keyauth(["approve", "--pin-stdin"], input: "1234\n4711\n\(pin)\n")
+        try #require(approval.status == 0, "\(approval.standardError)")
+        #expect(approval.standardError.contains("not the code"))
+        #expect(approval.standardError.contains("Test application") && approval.standardError.contains("127.0.0.1"))
+        #expect(approval.standardOutput.contains("Approved the sign-in to Test application"))
+        #expect(!approval.standardOutput.contains(pin) && !approval.standardError.contains(pin))
+        let outcome = try approved.outcome()
+        let claims = try #require(outcome["claims"], "\(outcome)")
+        #expect(outcome["typ"] == .string("at+jwt"))
+        #expect(claims["sub"] == .string("alice"))
+        #expect(claims["aud"] == .string(client.id))
+        #expect(claims["client_id"] == .string(client.id))
+        #expect(claims["amr"] == .array(["swk", "pin"]))
+        #expect(claims["acr"] == .string("urn:keyauth:acr:device-key+presence"))
+        #expect(claims["device_jkt"] == .string(keyID))
+        #expect(claims["cnf"] == nil)
+
+        // Answering it again: it was answered, exit 1 with a message that says so.
+        let again = try keyauth(["deny", id, "--pin-stdin"])
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("already answered"))
+
+        // Deny: the application learns access_denied.
+        let denied = try Application(directory: directory.path, server: server.url, client: client, binding: "0815")
+        let deniedID = try denied.requestID()
+        let denial = try keyauth(["deny", deniedID, "--pin-stdin"])
+        try #require(denial.status == 0, "\(denial.standardError)")
+        #expect(try denied.outcome()["error"] == .string("access_denied"))
+
+        // A wrong PIN approves nothing: exit 77, and the request stays open.
+        let third = try Application(directory: directory.path, server: server.url, client: client, binding: "2222")
+        let thirdID = try third.requestID()
+        let wrongPIN = try keyauth(["approve", thirdID, "--pin-stdin"], input: "2222\nwrong pin\n")
+        #expect(wrongPIN.status == 77, "\(wrongPIN.standardError)")
+        #expect(try keyauth(["requests", "--pin-stdin"]).standardOutput.contains(thirdID))
+        try #require(try keyauth(["deny", thirdID, "--pin-stdin"]).status == 0)
+        #expect(try third.outcome()["error"] == .string("access_denied"))
+        // No request left: approve says so and exits 1.
+        let none = try keyauth(["approve", "--pin-stdin"], input: "")
+        #expect(none.status == 1)
+        #expect(none.standardError.contains("no sign-in request is waiting"))
+    }
+}
