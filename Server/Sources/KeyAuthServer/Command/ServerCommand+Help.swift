@@ -2,13 +2,19 @@ extension ServerCommand {
     /// The help text of `keyauth-server --help`.
     public static let helpText = """
         usage: keyauth-server [serve] [options]
+               keyauth-server check-config [options]
                keyauth-server enroll USER [--db PATH]
                keyauth-server devices [--db PATH]
                keyauth-server revoke KID [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
 
-        serve options (environment variable in brackets):
+        serve options (environment variable in brackets; each is also a key of the settings file):
+          --config FILE             settings file of key = value lines, the key being an option's
+                                    name without dashes (listen = 127.0.0.1:8088) and # starting
+                                    a comment line; default /etc/keyauth/server.conf when it
+                                    exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its variable,
+                                    which wins over the file, which wins over the default
           --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
           --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
                                     [KEYAUTH_SERVER_ISSUER]
@@ -52,13 +58,18 @@ extension ServerCommand {
           -h, --help                this text
           -V, --version             print the version
 
-        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB) too, and never create a
-        database: only serve does.
+        check-config validates the options, variables and settings file as serve would, and
+        prints every setting's effective value and where it came from (a password in a
+        postgres:// URL masked).
+
+        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
+        and --config too, and never create a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
         or a signing key file that is missing or not a usable RSA key, 69 storage or address
-        unavailable (or no database for an admin command), 1 anything else.
+        unavailable (or no database for an admin command), 78 a settings file that cannot be read
+        or has a bad line (the message names the file and line), 1 anything else.
 
         """
 }

@@ -2,12 +2,15 @@ import KeyAuth
 import KeyAuthArguments
 
 extension ServerCommand {
-    /// Parses arguments (without the program name) and the environment.
+    /// Parses arguments (without the program name), the environment and the settings file.
     ///
-    /// - Throws: ``ServerConfigurationError`` naming the bad flag or value.
-    public static func parse(arguments: [String], environment: [String: String]) throws(ServerConfigurationError)
-        -> Action
-    {
+    /// - Parameter defaultSettingsFile: the settings file read when it exists and neither
+    ///   `--config` nor `KEYAUTH_SERVER_CONFIG` names one; nil for none.
+    /// - Throws: ``ServerConfigurationError`` naming the bad flag, variable, or file and line.
+    public static func parse(
+        arguments: [String], environment: [String: String],
+        defaultSettingsFile: String? = ServerCommand.defaultSettingsFile
+    ) throws(ServerConfigurationError) -> Action {
         var arguments = arguments
         if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" { return .help }
         if arguments == ["--version"] || arguments == ["-V"] { return .version }
@@ -18,15 +21,21 @@ extension ServerCommand {
         } else {
             verb = "serve"
         }
-        var flags = try FlagParser(arguments: arguments)
+        guard ["serve", "check-config", "enroll", "devices", "revoke"].contains(verb) else {
+            throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
+        }
+        var settings = try ServerSettings(
+            flags: try FlagParser(arguments: arguments), environment: environment, defaultFile: defaultSettingsFile)
         switch verb {
-        case "serve":
-            let configuration = try serveConfiguration(flags: &flags, environment: environment)
-            try flags.finish(allowingPositionals: 0)
-            return .serve(configuration)
+        case "serve", "check-config":
+            let configuration = try serveConfiguration(&settings)
+            try settings.finish(allowingPositionals: 0)
+            guard verb == "check-config" else { return .serve(configuration) }
+            return .checkConfig(
+                configuration, origins: settings.origins.mapValues(\.label), settingsFile: settings.file?.path)
         case "enroll":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            let positionals = try flags.finish(allowingPositionals: 1)
+            let database = settings.value("--db")?.value ?? "keyauth-server.db"
+            let positionals = try settings.finish(allowingPositionals: 1, checkingFile: false)
             guard let user = positionals.first else { throw ServerConfigurationError("enroll: missing USER") }
             guard InputRules.isValidUser(user) else {
                 throw ServerConfigurationError(
@@ -34,107 +43,96 @@ extension ServerCommand {
             }
             return .enroll(user: user, database: database)
         case "devices":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            try flags.finish(allowingPositionals: 0)
+            let database = settings.value("--db")?.value ?? "keyauth-server.db"
+            try settings.finish(allowingPositionals: 0, checkingFile: false)
             return .devices(database: database)
-        case "revoke":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            let positionals = try flags.finish(allowingPositionals: 1)
+        default:
+            let database = settings.value("--db")?.value ?? "keyauth-server.db"
+            let positionals = try settings.finish(allowingPositionals: 1, checkingFile: false)
             guard let kid = positionals.first else { throw ServerConfigurationError("revoke: missing KID") }
             return .revoke(kid: kid, database: database)
-        default:
-            throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
         }
     }
 
     private static func serveConfiguration(
-        flags: inout FlagParser, environment: [String: String]
+        _ settings: inout ServerSettings
     ) throws(ServerConfigurationError) -> ServerConfiguration {
-        func setting(_ flag: String, _ variable: String) -> String? {
-            flags.value(flag) ?? environment["KEYAUTH_SERVER_" + variable]
-        }
-        func number(_ flag: String, _ variable: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError)
-            -> Int?
-        {
-            guard let text = setting(flag, variable) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw ServerConfigurationError(
-                    "\(flag): expected a number from \(range.lowerBound) to \(range.upperBound), got \(text)")
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
+            guard let setting = settings.value(flag) else { return nil }
+            guard let value = Int(setting.value), range.contains(value) else {
+                throw setting.error(
+                    "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
             }
             return value
         }
-        var configuration = ServerConfiguration(
-            listen: try ListenAddress(parsing: setting("--listen", "LISTEN") ?? "127.0.0.1:8088"))
-        if let issuer = setting("--issuer", "ISSUER") {
-            guard issuer.hasPrefix("http://") || issuer.hasPrefix("https://"), !issuer.contains("?"),
-                !issuer.contains("#"), !issuer.contains(" ")
-            else { throw ServerConfigurationError("--issuer: expected an http:// or https:// URL, got \(issuer)") }
-            configuration.issuer = issuer
+        func address(_ setting: ServerSettings.Setting) throws(ServerConfigurationError) -> ListenAddress {
+            do {
+                return try ListenAddress(parsing: setting.value, flag: setting.origin.label)
+            } catch {
+                throw ServerConfigurationError(error.message, status: setting.origin.status)
+            }
         }
-        if let metrics = setting("--metrics-listen", "METRICS_LISTEN") {
-            configuration.metricsListener =
-                metrics == "off" ? .off : .address(try ListenAddress(parsing: metrics, flag: "--metrics-listen"))
+        var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
+        if let listen = settings.value("--listen") { configuration.listen = try address(listen) }
+        if let issuer = settings.value("--issuer") {
+            let url = issuer.value
+            guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("?"), !url.contains("#"),
+                !url.contains(" ")
+            else { throw issuer.error("expected an http:// or https:// URL, got \(url)") }
+            configuration.issuer = url
+        }
+        if let metrics = settings.value("--metrics-listen") {
+            configuration.metricsListener = metrics.value == "off" ? .off : .address(try address(metrics))
         } else if configuration.listen.port == UInt16.max {
             throw ServerConfigurationError(
                 "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
         }
-        if let database = setting("--db", "DB") {
-            guard !database.isEmpty else { throw ServerConfigurationError("--db: empty path") }
-            configuration.database = database
+        if let database = settings.value("--db") {
+            guard !database.value.isEmpty else { throw database.error("empty path") }
+            configuration.database = database.value
         }
-        if let mode = setting("--enrollment", "ENROLLMENT") {
-            guard let enrollment = EnrollmentMode(rawValue: mode) else {
-                throw ServerConfigurationError("--enrollment: expected open or code, got \(mode)")
+        if let mode = settings.value("--enrollment") {
+            guard let enrollment = EnrollmentMode(rawValue: mode.value) else {
+                throw mode.error("expected open or code, got \(mode.value)")
             }
             configuration.enrollment = enrollment
         }
-        let trustProxy = try parseBool(environment["KEYAUTH_SERVER_TRUST_PROXY"], "KEYAUTH_SERVER_TRUST_PROXY")
-        configuration.trustProxy = flags.bool("--trust-proxy") ?? trustProxy ?? false
-        let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
-        configuration.logRequests = !(flags.bool("--quiet") ?? quiet ?? false)
-        if let value = try number("--rate-limit", "RATE_LIMIT", 1...100_000) { configuration.failureLimit = value }
-        if let value = try number("--registration-limit", "REGISTRATION_LIMIT", 1...100_000) {
+        configuration.trustProxy = try settings.bool("--trust-proxy") ?? false
+        configuration.logRequests = !(try settings.bool("--quiet") ?? false)
+        if let value = try number("--rate-limit", 1...100_000) { configuration.failureLimit = value }
+        if let value = try number("--registration-limit", 1...100_000) {
             configuration.registrationLimit = value
         }
-        if let value = try number("--token-lifetime", "TOKEN_LIFETIME", 60...86_400) {
+        if let value = try number("--token-lifetime", 60...86_400) {
             configuration.accessTokenLifetime = Int64(value)
         }
-        if let value = try number("--threads", "THREADS", 1...256) { configuration.threads = value }
-        if let value = try number("--max-connections", "MAX_CONNECTIONS", 1...1_000_000) {
+        if let value = try number("--threads", 1...256) { configuration.threads = value }
+        if let value = try number("--max-connections", 1...1_000_000) {
             configuration.connectionLimit = value
         }
-        if let value = try number("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", 0...1_000_000) {
+        if let value = try number("--max-connections-per-address", 0...1_000_000) {
             configuration.connectionsPerAddressLimit = value
         } else if configuration.trustProxy {
             // Every connection comes from the proxy: a per-address limit would cap the proxy.
             configuration.connectionsPerAddressLimit = 0
         }
-        if let value = try number("--request-timeout", "REQUEST_TIMEOUT", 1...3600) {
+        if let value = try number("--request-timeout", 1...3600) {
             configuration.requestTimeoutSeconds = value
         }
-        if let value = try number("--connection-timeout", "CONNECTION_TIMEOUT", 1...3600) {
+        if let value = try number("--connection-timeout", 1...3600) {
             configuration.connectionTimeoutSeconds = value
         }
-        if let value = try number("--signing-key-bits", "SIGNING_KEY_BITS", 2048...4096) {
-            guard [2048, 3072, 4096].contains(value) else {
-                throw ServerConfigurationError("--signing-key-bits: expected 2048, 3072 or 4096")
+        if let bits = settings.value("--signing-key-bits") {
+            guard let value = Int(bits.value), [2048, 3072, 4096].contains(value) else {
+                throw bits.error("expected 2048, 3072 or 4096, got \(bits.value)")
             }
             configuration.signingKeyBits = value
         }
-        if let file = setting("--signing-key-file", "SIGNING_KEY_FILE") {
-            guard !file.isEmpty else { throw ServerConfigurationError("--signing-key-file: empty path") }
-            configuration.signingKeyFile = file
+        if let file = settings.value("--signing-key-file") {
+            guard !file.value.isEmpty else { throw file.error("empty path") }
+            configuration.signingKeyFile = file.value
         }
         return configuration
-    }
-
-    private static func parseBool(_ text: String?, _ name: String) throws(ServerConfigurationError) -> Bool? {
-        guard let text else { return nil }
-        switch text.lowercased() {
-        case "1", "true", "yes", "on": return true
-        case "0", "false", "no", "off", "": return false
-        default: throw ServerConfigurationError("\(name): expected true or false, got \(text)")
-        }
     }
 }
 

@@ -7,7 +7,8 @@ import KeyAuthArguments
 /// with injected arguments, environment and output: parsing (`ServerCommand+Parsing.swift`),
 /// help, the admin commands (`+Admin`) and `serve` (`+Serve`) each in a file of their own.
 ///
-/// Flags override `KEYAUTH_SERVER_*` environment variables, which override defaults.
+/// Flags override `KEYAUTH_SERVER_*` environment variables, which override the settings file
+/// (``ServerSettings``), which overrides defaults.
 public enum ServerCommand {
     /// Exit statuses, from `sysexits.h` like the `keyauth` command.
     public enum ExitStatus {
@@ -23,12 +24,23 @@ public enum ServerCommand {
         public static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
         public static let unavailable: Int32 = 69
+        /// The settings file cannot be read, or one of its lines is wrong (EX_CONFIG): the
+        /// message names the file and line. Distinct from 64 so that a unit's restart policy and
+        /// an operator can tell an edited file from a mistyped command.
+        public static let configuration: Int32 = 78
     }
+
+    /// The settings file read when it exists and neither `--config` nor `KEYAUTH_SERVER_CONFIG`
+    /// names one: where the package installs it.
+    public static let defaultSettingsFile = "/etc/keyauth/server.conf"
 
     /// What the arguments ask for.
     public enum Action: Sendable {
         /// Run the server.
         case serve(ServerConfiguration)
+        /// Print the configuration `serve` would run with, and where each value came from
+        /// (labels by setting name), after validating it.
+        case checkConfig(ServerConfiguration, origins: [String: String], settingsFile: String?)
         /// Print a one-time enrollment code for a user.
         case enroll(user: String, database: String)
         /// List all devices.
@@ -73,7 +85,7 @@ public enum ServerCommand {
             action = try parse(arguments: arguments, environment: environment)
         } catch {
             output.error("keyauth-server: \(error.message)\n")
-            return ExitStatus.usage
+            return error.status
         }
         switch action {
         case .help:
@@ -84,6 +96,9 @@ public enum ServerCommand {
             return ExitStatus.success
         case .serve(let configuration):
             return serve(configuration, output: output, log: log)
+        case .checkConfig(let configuration, let origins, let settingsFile):
+            output.standard(checkConfigReport(configuration, origins: origins, settingsFile: settingsFile))
+            return ExitStatus.success
         case .enroll(let user, let database):
             return enroll(user: user, database: database, output: output)
         case .devices(let database):
