@@ -46,6 +46,7 @@ extension ServerConfiguration {
             ("signing-key-bits", String(signingKeyBits)),
             ("signing-key-file", signingKeyFile ?? ""),
             ("quiet", String(!logRequests)),
+            ("log-format", logFormat.rawValue),
         ]
     }
 }

@@ -55,6 +55,11 @@ extension ServerCommand {
                                     database; it is then the only key published and accepted
                                     [KEYAUTH_SERVER_SIGNING_KEY_FILE]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
+          --log-format text|json    log lines as text (default) or as JSON objects, one a line;
+                                    a request's line has the client address (after
+                                    --trust-proxy), method, path, route, status, duration, and the
+                                    OAuth error code, user and device key ID when known
+                                    [KEYAUTH_SERVER_LOG_FORMAT]
           -h, --help                this text
           -V, --version             print the version
 

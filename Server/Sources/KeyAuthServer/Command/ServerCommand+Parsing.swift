@@ -99,6 +99,12 @@ extension ServerCommand {
         }
         configuration.trustProxy = try settings.bool("--trust-proxy") ?? false
         configuration.logRequests = !(try settings.bool("--quiet") ?? false)
+        if let format = settings.value("--log-format") {
+            guard let logFormat = LogFormat(rawValue: format.value) else {
+                throw format.error("expected text or json, got \(format.value)")
+            }
+            configuration.logFormat = logFormat
+        }
         if let value = try number("--rate-limit", 1...100_000) { configuration.failureLimit = value }
         if let value = try number("--registration-limit", 1...100_000) {
             configuration.registrationLimit = value

@@ -6,6 +6,9 @@ struct LoginResult: Sendable {
     let accessToken: String
     /// Its lifetime in seconds.
     let expiresIn: Int64
+    /// The user and device that logged in, for the request log.
+    let user: String
+    let deviceKID: String
 }
 
 extension KeyAuthService {
@@ -29,7 +32,8 @@ extension KeyAuthService {
         try checkCanLogIn(device)
         let token = try tokens.issue(user: device.user, deviceKID: device.kid)
         try storage.recordLogin(kid: device.kid, at: now())
-        return LoginResult(accessToken: token, expiresIn: settings.accessTokenLifetime)
+        return LoginResult(
+            accessToken: token, expiresIn: settings.accessTokenLifetime, user: device.user, deviceKID: device.kid)
     }
 
     /// Rule 8: only an active device logs in; the others learn why.
