@@ -35,7 +35,8 @@ extension ServerCommand {
         withStorage(database, output: output) { storage in
             let revocation: DeviceRegistry.Revocation
             do {
-                revocation = try DeviceRegistry.administering(storage).revoke(kid: kid, ownedBy: nil)
+                revocation = try DeviceRegistry.administering(storage).revoke(
+                    kid: kid, ownedBy: nil, by: .administrator)
             } catch let error as ServiceError where error.kind == .unknownDevice {
                 throw ServerConfigurationError("no device \(kid)")
             }
@@ -47,7 +48,7 @@ extension ServerCommand {
         }
     }
 
-    private static func withStorage(
+    static func withStorage(
         _ database: String, output: Output, _ body: (any ServerStorage) throws -> Void
     ) -> Int32 {
         let storage: any ServerStorage

@@ -6,6 +6,7 @@ extension ServerCommand {
                keyauth-server enroll USER [--db PATH]
                keyauth-server devices [--db PATH]
                keyauth-server revoke KID [--db PATH]
+               keyauth-server audit [--since DURATION|TIME] [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
 
@@ -67,7 +68,12 @@ extension ServerCommand {
         prints every setting's effective value and where it came from (a password in a
         postgres:// URL masked).
 
-        enroll, devices and revoke take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
+        audit prints the administrative actions (enroll, approve, deny, revoke, and the other
+        changes admin commands and devices make) oldest first in aligned columns: all of them, or
+        those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
+        2026-12-01).
+
+        enroll, devices, revoke and audit take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
         and --config too, and never create a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,

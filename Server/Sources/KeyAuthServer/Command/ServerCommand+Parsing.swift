@@ -21,7 +21,7 @@ extension ServerCommand {
         } else {
             verb = "serve"
         }
-        guard ["serve", "check-config", "enroll", "devices", "revoke"].contains(verb) else {
+        guard ["serve", "check-config", "enroll", "devices", "revoke", "audit"].contains(verb) else {
             throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
         }
         var settings = try ServerSettings(
@@ -46,6 +46,13 @@ extension ServerCommand {
             let database = settings.value("--db")?.value ?? "keyauth-server.db"
             try settings.finish(allowingPositionals: 0, checkingFile: false)
             return .devices(database: database)
+        case "audit":
+            let database = settings.value("--db")?.value ?? "keyauth-server.db"
+            let since = try settings.option("--since").map { text throws(ServerConfigurationError) in
+                try AuditStart(parsing: text)
+            }
+            try settings.finish(allowingPositionals: 0, checkingFile: false)
+            return .audit(since: since, database: database)
         default:
             let database = settings.value("--db")?.value ?? "keyauth-server.db"
             let positionals = try settings.finish(allowingPositionals: 1, checkingFile: false)

@@ -47,6 +47,8 @@ public enum ServerCommand {
         case devices(database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
+        /// Print the audit trail from a start (all of it when nil).
+        case audit(since: AuditStart?, database: String)
         /// Print the help text.
         case help
         /// Print the version, the same as `keyauth --version`'s.
@@ -105,6 +107,8 @@ public enum ServerCommand {
             return listDevices(database: database, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
+        case .audit(let since, let database):
+            return audit(since: since, database: database, output: output)
         }
     }
 

@@ -86,6 +86,17 @@ struct ServerSettings {
         return setting
     }
 
+    /// The value of `flag` as given on the command line only: an option of one admin command
+    /// (`--since`, `--user`), which has no variable and no key in the settings file.
+    mutating func option(_ flag: String) -> String? {
+        flags.value(flag)
+    }
+
+    /// The boolean `flag` of the command line only (`--json`), nil when absent.
+    mutating func commandFlag(_ flag: String) -> Bool? {
+        flags.bool(flag)
+    }
+
     /// The boolean `flag`: a bare flag or `--flag=true|false`, or `1|true|yes|on` and
     /// `0|false|no|off` (or empty, in the environment) from the other sources.
     mutating func bool(_ flag: String) throws(ServerConfigurationError) -> Bool? {

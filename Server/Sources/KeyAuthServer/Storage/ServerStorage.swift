@@ -124,6 +124,15 @@ public protocol ServerStorage: Sendable {
     /// of them the signing key, so every instance signs with, and publishes, the same key.
     func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool
 
+    // MARK: Audit
+
+    /// Appends an administrative action to the audit trail (``AuditTrail``). Events are never
+    /// changed or purged by the server.
+    func insertAuditEvent(_ event: AuditEvent) throws(StorageError)
+
+    /// The audit events at or after `time`, oldest first (in the order recorded within a second).
+    func auditEvents(since time: Int64) throws(StorageError) -> [AuditEvent]
+
     // MARK: Operations
 
     /// Whether a write holds its caller's thread until it is durable (PostgreSQL), rather than
