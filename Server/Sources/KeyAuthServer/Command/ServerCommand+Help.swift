@@ -4,8 +4,12 @@ extension ServerCommand {
         usage: keyauth-server [serve] [options]
                keyauth-server check-config [options]
                keyauth-server enroll USER [--db PATH]
-               keyauth-server devices [--db PATH]
+               keyauth-server devices [--user USER] [--status STATUS] [--json] [--db PATH]
+               keyauth-server approve KID [--db PATH]
                keyauth-server revoke KID [--db PATH]
+               keyauth-server users [--db PATH]
+               keyauth-server delete-user USER [--db PATH]
+               keyauth-server codes list|revoke USER [--db PATH]
                keyauth-server audit [--since DURATION|TIME] [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
@@ -68,12 +72,23 @@ extension ServerCommand {
         prints every setting's effective value and where it came from (a password in a
         postgres:// URL masked).
 
+        Admin commands: enroll prints a one-time enrollment code for USER, alone on standard
+        output (the message goes to standard error). devices lists devices in aligned columns
+        (KID USER STATUS CREATED LAST_LOGIN NAME), or as a JSON array with --json; --user and
+        --status (active, pending, expired, denied, revoked) choose which. approve and revoke
+        take a key ID or a prefix of at least 8 characters; a prefix that matches several
+        devices is refused with the list of them. revoke revokes an active device or denies a
+        pending one. users lists users with their devices counted by state. delete-user
+        revokes every device of USER, then deletes the user's devices and enrollment codes.
+        codes list shows the enrollment codes still usable (by a short ID of their hash);
+        codes revoke USER deletes that user's unused codes.
+
         audit prints the administrative actions (enroll, approve, deny, revoke, and the other
         changes admin commands and devices make) oldest first in aligned columns: all of them, or
         those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
         2026-12-01).
 
-        enroll, devices, revoke and audit take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
+        The admin commands take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
         and --config too, and never create a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,

@@ -21,45 +21,77 @@ extension ServerCommand {
         } else {
             verb = "serve"
         }
-        guard ["serve", "check-config", "enroll", "devices", "revoke", "audit"].contains(verb) else {
+        guard Self.verbs.contains(verb) else {
             throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
         }
         var settings = try ServerSettings(
             flags: try FlagParser(arguments: arguments), environment: environment, defaultFile: defaultSettingsFile)
-        switch verb {
-        case "serve", "check-config":
+        if verb == "serve" || verb == "check-config" {
             let configuration = try serveConfiguration(&settings)
             try settings.finish(allowingPositionals: 0)
             guard verb == "check-config" else { return .serve(configuration) }
             return .checkConfig(
                 configuration, origins: settings.origins.mapValues(\.label), settingsFile: settings.file?.path)
-        case "enroll":
-            let database = settings.value("--db")?.value ?? "keyauth-server.db"
-            let positionals = try settings.finish(allowingPositionals: 1, checkingFile: false)
-            guard let user = positionals.first else { throw ServerConfigurationError("enroll: missing USER") }
-            guard InputRules.isValidUser(user) else {
-                throw ServerConfigurationError(
-                    "enroll: the user name must be \(InputRules.userRule)")
+        }
+        // The admin commands: the database from --db, its variable or the settings file's db.
+        let database = settings.value("--db")?.value ?? "keyauth-server.db"
+        func positionals(_ count: Int, _ names: String) throws(ServerConfigurationError) -> [String] {
+            let given = try settings.finish(allowingPositionals: count, checkingFile: false)
+            guard given.count == count else { throw ServerConfigurationError("\(verb): missing \(names)") }
+            return given
+        }
+        func user(_ name: String) throws(ServerConfigurationError) -> String {
+            guard InputRules.isValidUser(name) else {
+                throw ServerConfigurationError("\(verb): the user name must be \(InputRules.userRule)")
             }
-            return .enroll(user: user, database: database)
+            return name
+        }
+        switch verb {
+        case "enroll":
+            return .enroll(user: try user(try positionals(1, "USER")[0]), database: database)
         case "devices":
-            let database = settings.value("--db")?.value ?? "keyauth-server.db"
-            try settings.finish(allowingPositionals: 0, checkingFile: false)
-            return .devices(database: database)
-        case "audit":
-            let database = settings.value("--db")?.value ?? "keyauth-server.db"
+            var filter = DeviceFilter()
+            filter.user = try settings.option("--user").map { name throws(ServerConfigurationError) in try user(name) }
+            if let status = settings.option("--status") {
+                let known: [DeviceStatus] = [.active, .pending, .expired, .denied, .revoked]
+                guard known.contains(DeviceStatus(rawValue: status)) else {
+                    throw ServerConfigurationError(
+                        "--status: expected active, pending, expired, denied or revoked, got \(status)")
+                }
+                filter.status = DeviceStatus(rawValue: status)
+            }
+            filter.json = settings.commandFlag("--json") ?? false
+            _ = try positionals(0, "")
+            return .devices(filter, database: database)
+        case "approve":
+            return .approve(kid: try positionals(1, "KID")[0], database: database)
+        case "revoke":
+            return .revoke(kid: try positionals(1, "KID")[0], database: database)
+        case "users":
+            _ = try positionals(0, "")
+            return .users(database: database)
+        case "delete-user":
+            return .deleteUser(user: try user(try positionals(1, "USER")[0]), database: database)
+        case "codes":
+            let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            switch (given.first, given.count) {
+            case ("list", 1): return .listCodes(database: database)
+            case ("revoke", 2): return .revokeCodes(user: try user(given[1]), database: database)
+            default: throw ServerConfigurationError("codes: expected list, or revoke USER")
+            }
+        default:
             let since = try settings.option("--since").map { text throws(ServerConfigurationError) in
                 try AuditStart(parsing: text)
             }
-            try settings.finish(allowingPositionals: 0, checkingFile: false)
+            _ = try positionals(0, "")
             return .audit(since: since, database: database)
-        default:
-            let database = settings.value("--db")?.value ?? "keyauth-server.db"
-            let positionals = try settings.finish(allowingPositionals: 1, checkingFile: false)
-            guard let kid = positionals.first else { throw ServerConfigurationError("revoke: missing KID") }
-            return .revoke(kid: kid, database: database)
         }
     }
+
+    /// The commands, `serve` (the default) first.
+    static let verbs = [
+        "serve", "check-config", "enroll", "devices", "approve", "revoke", "users", "delete-user", "codes", "audit",
+    ]
 
     private static func serveConfiguration(
         _ settings: inout ServerSettings
@@ -153,7 +185,7 @@ extension ServerCommand {
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet"]
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {

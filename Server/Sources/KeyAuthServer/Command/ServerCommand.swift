@@ -43,8 +43,18 @@ public enum ServerCommand {
         case checkConfig(ServerConfiguration, origins: [String: String], settingsFile: String?)
         /// Print a one-time enrollment code for a user.
         case enroll(user: String, database: String)
-        /// List all devices.
-        case devices(database: String)
+        /// List devices, all or the chosen ones.
+        case devices(DeviceFilter, database: String)
+        /// Approve a pending device (a key ID or a prefix of it).
+        case approve(kid: String, database: String)
+        /// List users with their device counts.
+        case users(database: String)
+        /// Revoke every device of a user and delete their data.
+        case deleteUser(user: String, database: String)
+        /// List the enrollment codes still usable.
+        case listCodes(database: String)
+        /// Delete a user's unused enrollment codes.
+        case revokeCodes(user: String, database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
         /// Print the audit trail from a start (all of it when nil).
@@ -103,8 +113,18 @@ public enum ServerCommand {
             return ExitStatus.success
         case .enroll(let user, let database):
             return enroll(user: user, database: database, output: output)
-        case .devices(let database):
-            return listDevices(database: database, output: output)
+        case .devices(let filter, let database):
+            return listDevices(filter, database: database, output: output)
+        case .approve(let kid, let database):
+            return approve(kid: kid, database: database, output: output)
+        case .users(let database):
+            return listUsers(database: database, output: output)
+        case .deleteUser(let user, let database):
+            return deleteUser(user, database: database, output: output)
+        case .listCodes(let database):
+            return listCodes(database: database, output: output)
+        case .revokeCodes(let user, let database):
+            return revokeCodes(user: user, database: database, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
         case .audit(let since, let database):

@@ -104,6 +104,20 @@ public protocol ServerStorage: Sendable {
     @discardableResult
     func purgeExpiredEnrollmentCodes(now: Int64) throws(StorageError) -> Int
 
+    /// The enrollment codes still usable at `now` (unused, not expired), soonest to expire first.
+    func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord]
+
+    /// Deletes `user`'s unused enrollment codes; returns how many.
+    @discardableResult
+    func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int
+
+    // MARK: Users
+
+    /// Deletes every device record and enrollment code of `user` in one transaction; returns how
+    /// many of each. The user is then unknown to the server, as if never registered.
+    @discardableResult
+    func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int)
+
     // MARK: Server signing keys
 
     /// The server's signing keys, oldest first. The oldest signs; all are published.
