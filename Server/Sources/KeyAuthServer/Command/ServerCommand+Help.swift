@@ -11,6 +11,7 @@ extension ServerCommand {
                keyauth-server delete-user USER [--db PATH]
                keyauth-server codes list|revoke USER [--db PATH]
                keyauth-server audit [--since DURATION|TIME] [--db PATH]
+               keyauth-server backup FILE [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523).
 
@@ -87,6 +88,9 @@ extension ServerCommand {
         changes admin commands and devices make) oldest first in aligned columns: all of them, or
         those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
         2026-12-01).
+
+        backup copies a SQLite database, even while serve runs, into the new FILE (mode 600: it
+        holds the signing key) with SQLite's online backup API; for PostgreSQL use pg_dump.
 
         The admin commands take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
         and --config too, and never create a database: only serve does.

@@ -72,6 +72,8 @@ extension ServerCommand {
             return .users(database: database)
         case "delete-user":
             return .deleteUser(user: try user(try positionals(1, "USER")[0]), database: database)
+        case "backup":
+            return .backup(destination: try positionals(1, "FILE")[0], database: database)
         case "codes":
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
             switch (given.first, given.count) {
@@ -91,6 +93,7 @@ extension ServerCommand {
     /// The commands, `serve` (the default) first.
     static let verbs = [
         "serve", "check-config", "enroll", "devices", "approve", "revoke", "users", "delete-user", "codes", "audit",
+        "backup",
     ]
 
     private static func serveConfiguration(

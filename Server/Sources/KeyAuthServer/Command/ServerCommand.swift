@@ -55,6 +55,8 @@ public enum ServerCommand {
         case listCodes(database: String)
         /// Delete a user's unused enrollment codes.
         case revokeCodes(user: String, database: String)
+        /// Copy a SQLite database into a new file.
+        case backup(destination: String, database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
         /// Print the audit trail from a start (all of it when nil).
@@ -125,6 +127,8 @@ public enum ServerCommand {
             return listCodes(database: database, output: output)
         case .revokeCodes(let user, let database):
             return revokeCodes(user: user, database: database, output: output)
+        case .backup(let destination, let database):
+            return backup(database: database, to: destination, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
         case .audit(let since, let database):
