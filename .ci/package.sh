@@ -103,15 +103,15 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 server_log=$(mktemp)
 as_keyauth=(setpriv --reuid=keyauth --regid=keyauth --clear-groups --)
 (cd /var/lib/keyauth && exec "${as_keyauth[@]}" env -i PATH=/usr/bin:/bin \
-    KEYAUTH_SERVER_DB=/var/lib/keyauth/keyauth-server.db \
-    keyauth-server serve --listen "127.0.0.1:$port" --metrics-listen off) 2>"$server_log" &
+    keyauth-server serve --config /etc/keyauth/server.conf --listen "127.0.0.1:$port" --metrics-listen off) 2>"$server_log" &
 server=$!
 for _ in $(seq 50); do
     grep -q 'listening on' "$server_log" && break
     sleep 0.2
 done
 grep -q 'listening on' "$server_log" || die "the server did not start: $(cat "$server_log")"
-code=$("${as_keyauth[@]}" keyauth-server enroll alice --db /var/lib/keyauth/keyauth-server.db 2>/dev/null)
+# The database from /etc/keyauth/server.conf, read by default.
+code=$("${as_keyauth[@]}" keyauth-server enroll alice 2>/dev/null)
 client_home=$(mktemp -d)
 printf '%s\n' "$code" | env -i PATH=/usr/bin:/bin KEYAUTH_HOME="$client_home" keyauth register \
     --server "http://127.0.0.1:$port" --user alice --presence none --enrollment-code - >&2 ||

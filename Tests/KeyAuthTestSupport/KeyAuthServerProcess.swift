@@ -15,9 +15,13 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
     /// `keyauth-server` in the build products directory.
     public static var binary: URL { URL(fileURLWithPath: Binaries.server) }
 
-    /// The test's environment without `KEYAUTH_SERVER_*`, which would change the configuration.
+    /// The test's environment without `KEYAUTH_SERVER_*`, which would change the configuration,
+    /// and with no settings file: a machine with the package installed has
+    /// `/etc/keyauth/server.conf`, which every command would otherwise read.
     public static var environment: [String: String] {
-        ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYAUTH_SERVER_") }
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYAUTH_SERVER_") }
+        environment["KEYAUTH_SERVER_CONFIG"] = "/dev/null"
+        return environment
     }
 
     /// A name for failure messages.

@@ -51,14 +51,17 @@ expect "2048 3072 4096" _keyauth keyauth register --bits ""
 expect "approve list revoke" _keyauth keyauth devices ""
 expect "--help --version" _keyauth keyauth --
 expect "enroll" _keyauth_server keyauth-server e
-expect "devices enroll help keys revoke serve" _keyauth_server keyauth-server ""
+expect "approve audit backup check-config clients codes delete-user devices enroll help keys revoke serve users" _keyauth_server keyauth-server ""
+expect "--config --db --help --json --status --user" _keyauth_server keyauth-server devices --
+expect "list revoke" _keyauth_server keyauth-server codes ""
+expect "json text" _keyauth_server keyauth-server --log-format ""
 expect "list rotate" _keyauth_server keyauth-server keys ""
 expect "ES256 EdDSA RS256" _keyauth_server keyauth-server keys rotate --alg ""
 expect "--alg" _keyauth_server keyauth-server keys rotate --a
 expect "--db --delay" _keyauth_server keyauth-server keys rotate --d
 expect "--enrollment" _keyauth_server keyauth-server serve --enr
 expect "code open" _keyauth_server keyauth-server --enrollment ""
-expect "--db --help" _keyauth_server keyauth-server revoke --
+expect "--config --db --help" _keyauth_server keyauth-server revoke --
 
 # Every long option a command's --help names is offered after that command.
 long_options_in() {
@@ -72,7 +75,9 @@ if [ -n "$bin_dir" ]; then
         done
     done
     offered=" $(complete_words _keyauth_server keyauth-server serve --) "
-    for option in $("$bin_dir/keyauth-server" --help | awk '/options/ { inside = 1 } inside' | long_options_in); do
+    # The options block only: the paragraphs after it name admin commands' options too.
+    for option in $("$bin_dir/keyauth-server" --help | awk '/^serve options/ { inside = 1 } inside && /^$/ { exit } inside' |
+        long_options_in); do
         [ "$option" = --version ] && continue # only alone, checked above
         # Options of `keys rotate` only, checked after it below.
         [ "$option" = --alg ] || [ "$option" = --delay ] && continue

@@ -62,7 +62,7 @@ struct CrashDurabilityTests {
         #expect(!load.accepted.isEmpty)
 
         // The first program to open the database after the crash is the admin command.
-        let listing = try KeyAuthServerProcess.runCommand(["devices", "--db", database])
+        let listing = try KeyAuthServerProcess.runCommand(["devices", "--json", "--db", database])
         #expect(listing.status == 0, "keyauth-server devices failed after the crash: \(listing.error)")
         let listed = Self.parseDevices(listing.output)
         for index in load.registered {
@@ -175,10 +175,11 @@ struct CrashDurabilityTests {
     /// `KID USER NAME STATUS CREATED LAST_LOGIN` lines by kid.
     private static func parseDevices(_ output: String) -> [String: (user: String, status: String)] {
         var devices: [String: (user: String, status: String)] = [:]
-        for line in output.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count == 6 else { continue }
-            devices[fields[0]] = (fields[1], fields[3])
+        for device in (try? JSONValue(parsing: output))?.arrayValue ?? [] {
+            guard let kid = device["kid"]?.stringValue, let user = device["user"]?.stringValue,
+                let status = device["status"]?.stringValue
+            else { continue }
+            devices[kid] = (user, status)
         }
         return devices
     }

@@ -123,7 +123,7 @@ struct OperationsTests {
             json["token_endpoint_auth_methods_supported"] == .array(["client_secret_basic", "client_secret_post"]))
     }
 
-    @Test("the request log has method, path, status and duration, and never a token or the query")
+    @Test("the request log has client, method, path, status, duration, route, error, user and kid, and no token")
     func requestLog() throws {
         let environment = TestEnvironment()
         let lines = CapturingLog()
@@ -135,15 +135,23 @@ struct OperationsTests {
             transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer, clock: environment.clock,
             storage: storage)
         let key = try ServerTestKeys.key("alice-1")
+        let kid = key.publicKey.fingerprint
         let token = try api.activeDevice(user: "alice", key: key)
         _ = try api.authorized("GET", "/v1/devices", token: token)
         _ = try api.send("GET", "/\(token)")
+        _ = try api.login(ServerTestKeys.key("mallory-1"))
         let logged = lines.lines
-        #expect(logged.count == 4)
-        #expect(logged[0].contains(" POST /v1/devices 201 "))
-        #expect(logged[1].contains(" POST /oauth/token 200 "))
+        #expect(logged.count == 5)
+        #expect(logged[0].contains(" 192.0.2.1 POST /v1/devices 201 "))
+        #expect(logged[0].hasSuffix("ms route=/v1/devices user=alice kid=\(kid)"))
+        #expect(logged[1].contains(" 192.0.2.1 POST /oauth/token 200 "))
+        #expect(logged[1].hasSuffix("ms route=/oauth/token user=alice kid=\(kid)"))
         #expect(logged[2].contains(" GET /v1/devices 200 "))
-        #expect(logged.allSatisfy { $0.hasSuffix("ms") })
+        #expect(logged[2].hasSuffix("ms route=/v1/devices user=alice kid=\(kid)"))
+        #expect(logged[3].hasSuffix("ms route=unknown error=not_found"))
+        // A refused login names no user or key: the client only claimed them.
+        #expect(logged[4].contains(" POST /oauth/token 400 "))
+        #expect(logged[4].hasSuffix("ms route=/oauth/token error=invalid_grant"))
         #expect(!logged.joined().contains(token))
         #expect(!logged.joined().contains("BEGIN"))
     }

@@ -14,7 +14,7 @@ struct SQLiteStorageTests {
         DeviceRecord(kid: kid, user: user, name: "n", publicKeyPEM: "pem", status: status, createdAt: 100)
     }
 
-    @Test("a new file gets the schema at the latest version, in WAL mode, recorded in schema_migrations")
+    @Test("a new file gets the latest schema, in WAL mode, every version recorded in schema_migrations")
     func migrations() throws {
         let environment = TestEnvironment()
         let storage = try SQLiteStorage(path: environment.databasePath)

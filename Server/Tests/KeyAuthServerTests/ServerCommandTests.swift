@@ -138,7 +138,10 @@ struct ServerCommandTests {
         #expect(
             ServerCommand.main(
                 arguments: ["devices"], environment: ["KEYAUTH_SERVER_DB": database], output: list.output) == 0)
-        #expect(list.standard.contains("\(key.publicKey.fingerprint)\talice\ttest-device\tactive"))
+        let row = list.standard.split(separator: "\n").dropFirst().first?.split(separator: " ").map(String.init)
+        #expect(row?.count == 6)
+        #expect(row?.prefix(3) == [key.publicKey.fingerprint, "alice", "active"])
+        #expect(row?.last == "test-device")
 
         let revoke = CapturedOutput()
         #expect(
@@ -152,7 +155,7 @@ struct ServerCommandTests {
         let unknown = CapturedOutput()
         #expect(
             ServerCommand.main(
-                arguments: ["revoke", "nope", "--db", database], environment: [:], output: unknown.output) == 1)
+                arguments: ["revoke", "nopenopenope", "--db", database], environment: [:], output: unknown.output) == 1)
         #expect(unknown.error.contains("no device"))
     }
 

@@ -1,8 +1,8 @@
 # fish completion for keyauth-server(8). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth-server.fish.
 
-set -l verbs serve enroll devices revoke keys help
-set -l serving "not __fish_seen_subcommand_from enroll devices revoke keys help"
+set -l verbs serve check-config enroll devices approve revoke users delete-user codes audit backup keys clients help
+set -l serving "not __fish_seen_subcommand_from enroll devices approve revoke users delete-user codes audit backup keys clients help"
 
 complete -c keyauth-server -f
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a serve -d 'Run the server (the default)'
@@ -10,11 +10,26 @@ complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a enroll
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a devices -d 'List every device of every user'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a revoke -d 'Revoke a device, or deny a pending one'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a keys -d 'List or rotate the signing keys'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a clients -d 'Add, list or remove client applications'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a check-config -d 'Validate the settings and print the effective ones'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a approve -d 'Approve a pending device'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a users -d 'List users with their devices counted by state'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a delete-user -d 'Revoke every device of a user and delete their data'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a codes -d 'List or revoke enrollment codes'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a audit -d 'Print the audit trail'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a backup -d 'Copy a SQLite database into a new file'
+complete -c keyauth-server -n "__fish_seen_subcommand_from codes; and not __fish_seen_subcommand_from list revoke" -a 'list revoke'
+complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l user -x -d 'Only this user'
+complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l status -x -a 'active pending expired denied revoked' -d 'Only this state'
+complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l json -d 'One JSON array'
+complete -c keyauth-server -n "__fish_seen_subcommand_from audit" -l since -x -d 'A duration (24h) or UTC time'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show the help'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -s V -l version -d 'Print the version'
 complete -c keyauth-server -s h -l help -d 'Show the help'
 
 complete -c keyauth-server -l db -r -F -d 'Storage: a SQLite file or postgres://...'
+complete -c keyauth-server -l config -r -F -d 'Settings file'
+complete -c keyauth-server -n $serving -l log-format -x -a 'text json' -d 'Log lines as text or JSON'
 complete -c keyauth-server -n $serving -l listen -x -d 'Address to listen on, HOST:PORT'
 complete -c keyauth-server -n $serving -l issuer -x -d 'Public base URL, iss and aud of tokens'
 complete -c keyauth-server -n $serving -l enrollment -x -a 'code open' -d 'Whether a first device needs an enrollment code'

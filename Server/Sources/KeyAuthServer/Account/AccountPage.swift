@@ -227,12 +227,13 @@ struct AccountPage: Sendable {
         else { return try signInForm(request, message: "Your session ended; sign in again.", status: 403) }
         guard Self.tokensMatch(form["csrf"], session.record.csrfToken) else { return refusedCSRF() }
         let user = session.record.user
+        let actor = AuditActor.accountPage(approvedBy: session.record.approvingKID ?? "-")
         do {
             switch action {
             case .approve:
-                _ = try service.registry.approve(kid: kid, ownedBy: user)
+                _ = try service.registry.approve(kid: kid, ownedBy: user, by: actor)
             case .deny, .revoke:
-                _ = try service.registry.revoke(kid: kid, ownedBy: user)
+                _ = try service.registry.revoke(kid: kid, ownedBy: user, by: actor)
                 // The lookup of every session checks its device; this ends them at once too.
                 try service.storage.deleteBrowserSessions(approvedBy: kid)
             case .rename:

@@ -1,6 +1,7 @@
 import KeyAuth
 
-/// The admin commands (`enroll`, `devices`, `revoke`, `clients`): the service's own rules on a database the
+/// The admin commands (`enroll`, `devices`, `approve`, `revoke`, `users`, `delete-user`, `codes`,
+/// `keys`, `clients`): the service's own rules (``DeviceRegistry``, ``EnrollmentCodes``) on a database the
 /// administrator names, without a signing key or a listener.
 extension ServerCommand {
     /// `enroll USER`: a one-time enrollment code, on standard output only.
@@ -12,34 +13,81 @@ extension ServerCommand {
         }
     }
 
-    /// `devices`: every device of every user, tab-separated, states as clients see them.
-    static func listDevices(database: String, output: Output) -> Int32 {
+    /// Which devices `devices` lists.
+    public struct DeviceFilter: Sendable, Equatable {
+        /// Only this user's.
+        public var user: String?
+        /// Only those in this state as clients see it (`expired` for pending past its lifetime).
+        public var status: DeviceStatus?
+        /// One JSON array instead of columns.
+        public var json = false
+    }
+
+    /// `devices [--user U] [--status S] [--json]`: every device of every user (or the chosen
+    /// ones), states as clients see them, in aligned columns with the name last (it may hold
+    /// spaces), or as JSON.
+    static func listDevices(_ filter: DeviceFilter, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let registry = DeviceRegistry.administering(storage)
-            var lines = ["KID\tUSER\tNAME\tSTATUS\tCREATED\tLAST_LOGIN"]
-            for device in try registry.allDevices() {
-                lines.append(
-                    [
-                        device.kid, device.user, device.name, registry.visibleStatus(device).rawValue,
-                        RFC3339.string(fromSeconds: device.createdAt),
-                        device.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? "-",
-                    ].joined(separator: "\t"))
+            let devices = try (filter.user.map { try storage.devices(user: $0) } ?? registry.allDevices())
+                .filter { filter.status == nil || registry.visibleStatus($0) == filter.status }
+            if filter.json {
+                output.standard(
+                    JSONValue.array(devices.map { Self.json(of: $0, registry: registry) }).serialized(
+                        leadingKeys: ["kid", "user", "name", "status"]) + "\n")
+                return
             }
-            output.standard(lines.joined(separator: "\n") + "\n")
+            var table = TextTable(header: ["KID", "USER", "STATUS", "CREATED", "LAST_LOGIN", "NAME"])
+            for device in devices {
+                table.rows.append([
+                    device.kid, device.user, registry.visibleStatus(device).rawValue,
+                    RFC3339.string(fromSeconds: device.createdAt),
+                    device.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? "", device.name,
+                ])
+            }
+            output.standard(table.rendered)
+        }
+    }
+
+    private static func json(of device: DeviceRecord, registry: DeviceRegistry) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "kid": .string(device.kid), "user": .string(device.user), "name": .string(device.name),
+            "status": .string(registry.visibleStatus(device).rawValue),
+            "created_at": .string(RFC3339.string(fromSeconds: device.createdAt)),
+        ]
+        let times = [
+            ("approved_at", device.approvedAt), ("revoked_at", device.revokedAt),
+            ("last_login_at", device.lastLoginAt),
+        ]
+        for (name, time) in times {
+            object[name] = time.map { .string(RFC3339.string(fromSeconds: $0)) } ?? .null
+        }
+        object["registered_from"] = device.registeredFrom.map(JSONValue.string) ?? .null
+        return .object(object)
+    }
+
+    /// The one device `text` (a key ID or a prefix of at least 8 characters) names.
+    ///
+    /// - Throws: ``ServerConfigurationError`` for no match or for several, which it lists, so
+    ///   that the administrator can type a longer prefix.
+    private static func resolve(_ text: String, _ registry: DeviceRegistry) throws -> DeviceRecord {
+        switch try registry.device(matching: text) {
+        case .device(let device): return device
+        case .none: throw ServerConfigurationError("no device \(text)")
+        case .ambiguous(let devices):
+            let list = devices.map { "  \($0.kid)  \($0.user)  \(registry.visibleStatus($0).rawValue)  \($0.name)" }
+            throw ServerConfigurationError(
+                "\(text) matches \(devices.count) devices; give more of the key ID:\n" + list.joined(separator: "\n"))
         }
     }
 
     /// `revoke KID`: revokes an active device or denies a pending one, any user's, through the
     /// registry's revocation (the same rule and retry as `DELETE /v1/devices/{kid}`).
-    static func revoke(kid: String, database: String, output: Output) -> Int32 {
+    static func revoke(kid text: String, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
-            let revocation: DeviceRegistry.Revocation
-            do {
-                revocation = try DeviceRegistry.administering(storage).revoke(kid: kid, ownedBy: nil)
-            } catch let error as ServiceError where error.kind == .unknownDevice {
-                throw ServerConfigurationError("no device \(kid)")
-            }
-            switch revocation {
+            let registry = DeviceRegistry.administering(storage)
+            let kid = try resolve(text, registry).kid
+            switch try registry.revoke(kid: kid, ownedBy: nil, by: .administrator) {
             case .revoked(let device): output.standard("revoked \(kid) (\(device.user))\n")
             case .denied(let device): output.standard("denied \(kid) (\(device.user))\n")
             case .unchanged(let device): output.standard("\(kid) is already \(device.status.rawValue)\n")
@@ -79,6 +127,8 @@ extension ServerCommand {
             case .rotate(let requested, let delay):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
                 let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
+                try AuditTrail(storage: storage).record(
+                    .rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)
                 output.standard("\(kid)\n")
                 output.error(
                     "keyauth-server: new \(algorithm.rawValue) signing key \(kid) is published now and signs from "
@@ -97,6 +147,8 @@ extension ServerCommand {
             switch action {
             case .add(let name):
                 let (client, secret) = try registry.add(name: name)
+                try AuditTrail(storage: storage).record(
+                    .addClient, by: .administrator, subject: client.id, detail: name)
                 output.error(
                     "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n")
                 output.standard("client_id=\(client.id)\nclient_secret=\(secret)\n")
@@ -109,7 +161,25 @@ extension ServerCommand {
                 output.standard(lines.joined(separator: "\n") + "\n")
             case .remove(let id):
                 guard try registry.remove(id: id) else { throw ServerConfigurationError("no client \(id)") }
+                try AuditTrail(storage: storage).record(.removeClient, by: .administrator, subject: id)
                 output.standard("removed client \(id)\n")
+            }
+        }
+    }
+
+    /// `approve KID`: approves a pending device of any user, with the rules of
+    /// `POST /v1/devices/{kid}/approve` (an expired, denied or revoked device cannot be).
+    static func approve(kid text: String, database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            let registry = DeviceRegistry.administering(storage)
+            let target = try resolve(text, registry)
+            let wasActive = target.status == .active
+            do {
+                let device = try registry.approve(kid: target.kid, ownedBy: nil, by: .administrator)
+                output.standard(
+                    wasActive ? "\(device.kid) is already active\n" : "approved \(device.kid) (\(device.user))\n")
+            } catch let error as ServiceError {
+                throw ServerConfigurationError("cannot approve \(target.kid): \(error.description)")
             }
         }
     }
@@ -124,7 +194,57 @@ extension ServerCommand {
         }
     }
 
-    private static func withStorage(
+    /// `users`: every user with a device record, with device counts by state and the last login.
+    static func listUsers(database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            var table = TextTable(header: ["USER", "ACTIVE", "PENDING", "EXPIRED", "DENIED", "REVOKED", "LAST_LOGIN"])
+            for summary in try DeviceRegistry.administering(storage).users() {
+                let states: [DeviceStatus] = [.active, .pending, .expired, .denied, .revoked]
+                table.rows.append(
+                    [summary.user] + states.map { String(summary.counts[$0] ?? 0) }
+                        + [summary.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? ""])
+            }
+            output.standard(table.rendered)
+        }
+    }
+
+    /// `delete-user USER`: revokes every device of the user, then deletes their devices and codes.
+    static func deleteUser(_ user: String, database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            do {
+                let deleted = try DeviceRegistry.administering(storage).deleteUser(user)
+                output.standard("deleted \(user): \(deleted.devices) devices, \(deleted.codes) enrollment codes\n")
+            } catch let error as ServiceError where error.kind == .unknownDevice {
+                throw ServerConfigurationError("no user \(user)")
+            }
+        }
+    }
+
+    /// `codes list`: the enrollment codes still usable, by a short ID of their hash (the codes
+    /// themselves are not stored).
+    static func listCodes(database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            var table = TextTable(header: ["ID", "USER", "EXPIRES"])
+            for code in try storage.enrollmentCodes(usableAt: ServerClock.now()) {
+                table.rows.append([code.shortID, code.user, RFC3339.string(fromSeconds: code.expiresAt)])
+            }
+            output.standard(table.rendered)
+        }
+    }
+
+    /// `codes revoke USER`: deletes the user's unused codes and records it in the audit trail.
+    static func revokeCodes(user: String, database: String, output: Output) -> Int32 {
+        withStorage(database, output: output) { storage in
+            let count = try storage.deleteEnrollmentCodes(user: user)
+            if count > 0 {
+                try AuditTrail(storage: storage).record(
+                    .revokeCodes, by: .administrator, user: user, detail: "\(count)")
+            }
+            output.standard("revoked \(count) enrollment codes of \(user)\n")
+        }
+    }
+
+    static func withStorage(
         _ database: String, output: Output, _ body: (any ServerStorage) throws -> Void
     ) -> Int32 {
         let storage: any ServerStorage

@@ -2,12 +2,19 @@ extension ServerCommand {
     /// The help text of `keyauth-server --help`.
     public static let helpText = """
         usage: keyauth-server [serve] [options]
+               keyauth-server check-config [options]
                keyauth-server enroll USER [--db PATH]
-               keyauth-server devices [--db PATH]
+               keyauth-server devices [--user USER] [--status STATUS] [--json] [--db PATH]
+               keyauth-server approve KID [--db PATH]
                keyauth-server revoke KID [--db PATH]
                keyauth-server keys [list] [--db PATH]
                keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay SECONDS] [--db PATH]
                keyauth-server clients add NAME | list | remove ID [--db PATH]
+               keyauth-server users [--db PATH]
+               keyauth-server delete-user USER [--db PATH]
+               keyauth-server codes list|revoke USER [--db PATH]
+               keyauth-server audit [--since DURATION|TIME] [--db PATH]
+               keyauth-server backup FILE [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
         approval on a device (OpenID CIBA) and an account page.
@@ -19,7 +26,12 @@ extension ServerCommand {
         key stays published until its last token expires (--token-lifetime, as the servers use),
         then the servers retire it. With --signing-key-file there is nothing to rotate.
 
-        serve options (environment variable in brackets):
+        serve options (environment variable in brackets; each is also a key of the settings file):
+          --config FILE             settings file of key = value lines, the key being an option's
+                                    name without dashes (listen = 127.0.0.1:8088) and # starting
+                                    a comment line; default /etc/keyauth/server.conf when it
+                                    exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its variable,
+                                    which wins over the file, which wins over the default
           --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
           --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
                                     [KEYAUTH_SERVER_ISSUER]
@@ -73,6 +85,11 @@ extension ServerCommand {
                                     published and accepted, and it does not rotate
                                     [KEYAUTH_SERVER_SIGNING_KEY_FILE]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
+          --log-format text|json    log lines as text (default) or as JSON objects, one a line;
+                                    a request's line has the client address (after
+                                    --trust-proxy), method, path, route, status, duration, and the
+                                    OAuth error code, user and device key ID when known
+                                    [KEYAUTH_SERVER_LOG_FORMAT]
           -h, --help                this text
           -V, --version             print the version
 
@@ -80,13 +97,37 @@ extension ServerCommand {
         push sign-in (/bc-authorize, CIBA poll mode), once; clients list and clients remove ID
         manage them. The account page is at /account.
 
-        enroll, devices, revoke, keys and clients take --db (or KEYAUTH_SERVER_DB) too, and never
-        create a database: only serve does.
+        check-config validates the options, variables and settings file as serve would, and
+        prints every setting's effective value and where it came from (a password in a
+        postgres:// URL masked).
+
+        Admin commands: enroll prints a one-time enrollment code for USER, alone on standard
+        output (the message goes to standard error). devices lists devices in aligned columns
+        (KID USER STATUS CREATED LAST_LOGIN NAME), or as a JSON array with --json; --user and
+        --status (active, pending, expired, denied, revoked) choose which. approve and revoke
+        take a key ID or a prefix of at least 8 characters; a prefix that matches several
+        devices is refused with the list of them. revoke revokes an active device or denies a
+        pending one. users lists users with their devices counted by state. delete-user
+        revokes every device of USER, then deletes the user's devices and enrollment codes.
+        codes list shows the enrollment codes still usable (by a short ID of their hash);
+        codes revoke USER deletes that user's unused codes.
+
+        audit prints the administrative actions (enroll, approve, deny, revoke, and the other
+        changes admin commands and devices make) oldest first in aligned columns: all of them, or
+        those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
+        2026-12-01).
+
+        backup copies a SQLite database, even while serve runs, into the new FILE (mode 600: it
+        holds the signing key) with SQLite's online backup API; for PostgreSQL use pg_dump.
+
+        The admin commands take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
+        and --config too, and never create a database: only serve does.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
         or a signing key file that is missing or not a usable key, 69 storage or address
-        unavailable (or no database for an admin command), 1 anything else.
+        unavailable (or no database for an admin command), 78 a settings file that cannot be read
+        or has a bad line (the message names the file and line), 1 anything else.
 
         """
 }

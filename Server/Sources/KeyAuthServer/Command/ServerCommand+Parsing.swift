@@ -2,12 +2,15 @@ import KeyAuth
 import KeyAuthArguments
 
 extension ServerCommand {
-    /// Parses arguments (without the program name) and the environment.
+    /// Parses arguments (without the program name), the environment and the settings file.
     ///
-    /// - Throws: ``ServerConfigurationError`` naming the bad flag or value.
-    public static func parse(arguments: [String], environment: [String: String]) throws(ServerConfigurationError)
-        -> Action
-    {
+    /// - Parameter defaultSettingsFile: the settings file read when it exists and neither
+    ///   `--config` nor `KEYAUTH_SERVER_CONFIG` names one; nil for none.
+    /// - Throws: ``ServerConfigurationError`` naming the bad flag, variable, or file and line.
+    public static func parse(
+        arguments: [String], environment: [String: String],
+        defaultSettingsFile: String? = ServerCommand.defaultSettingsFile
+    ) throws(ServerConfigurationError) -> Action {
         var arguments = arguments
         if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" { return .help }
         if arguments == ["--version"] || arguments == ["-V"] { return .version }
@@ -18,163 +21,210 @@ extension ServerCommand {
         } else {
             verb = "serve"
         }
-        var flags = try FlagParser(arguments: arguments)
-        switch verb {
-        case "serve":
-            let configuration = try serveConfiguration(flags: &flags, environment: environment)
-            try flags.finish(allowingPositionals: 0)
-            return .serve(configuration)
-        case "enroll":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            let positionals = try flags.finish(allowingPositionals: 1)
-            guard let user = positionals.first else { throw ServerConfigurationError("enroll: missing USER") }
-            guard InputRules.isValidUser(user) else {
-                throw ServerConfigurationError(
-                    "enroll: the user name must be \(InputRules.userRule)")
+        guard Self.verbs.contains(verb) else {
+            throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
+        }
+        var settings = try ServerSettings(
+            flags: try FlagParser(arguments: arguments), environment: environment, defaultFile: defaultSettingsFile)
+        if verb == "serve" || verb == "check-config" {
+            let configuration = try serveConfiguration(&settings)
+            try settings.finish(allowingPositionals: 0)
+            guard verb == "check-config" else { return .serve(configuration) }
+            return .checkConfig(
+                configuration, origins: settings.origins.mapValues(\.label), settingsFile: settings.file?.path)
+        }
+        // The admin commands: the database from --db, its variable or the settings file's db.
+        let database = settings.value("--db")?.value ?? "keyauth-server.db"
+        func positionals(_ count: Int, _ names: String) throws(ServerConfigurationError) -> [String] {
+            let given = try settings.finish(allowingPositionals: count, checkingFile: false)
+            guard given.count == count else { throw ServerConfigurationError("\(verb): missing \(names)") }
+            return given
+        }
+        func user(_ name: String) throws(ServerConfigurationError) -> String {
+            guard InputRules.isValidUser(name) else {
+                throw ServerConfigurationError("\(verb): the user name must be \(InputRules.userRule)")
             }
-            return .enroll(user: user, database: database)
+            return name
+        }
+        switch verb {
+        case "enroll":
+            return .enroll(user: try user(try positionals(1, "USER")[0]), database: database)
         case "devices":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            try flags.finish(allowingPositionals: 0)
-            return .devices(database: database)
-        case "keys":
-            return try keysAction(flags: &flags, environment: environment)
+            var filter = DeviceFilter()
+            filter.user = try settings.option("--user").map { name throws(ServerConfigurationError) in try user(name) }
+            if let status = settings.option("--status") {
+                let known: [DeviceStatus] = [.active, .pending, .expired, .denied, .revoked]
+                guard known.contains(DeviceStatus(rawValue: status)) else {
+                    throw ServerConfigurationError(
+                        "--status: expected active, pending, expired, denied or revoked, got \(status)")
+                }
+                filter.status = DeviceStatus(rawValue: status)
+            }
+            filter.json = settings.commandFlag("--json") ?? false
+            _ = try positionals(0, "")
+            return .devices(filter, database: database)
+        case "approve":
+            return .approve(kid: try positionals(1, "KID")[0], database: database)
         case "revoke":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            let positionals = try flags.finish(allowingPositionals: 1)
-            guard let kid = positionals.first else { throw ServerConfigurationError("revoke: missing KID") }
-            return .revoke(kid: kid, database: database)
+            return .revoke(kid: try positionals(1, "KID")[0], database: database)
+        case "users":
+            _ = try positionals(0, "")
+            return .users(database: database)
+        case "delete-user":
+            return .deleteUser(user: try user(try positionals(1, "USER")[0]), database: database)
+        case "backup":
+            return .backup(destination: try positionals(1, "FILE")[0], database: database)
+        case "keys":
+            return try keysAction(&settings, database: database)
         case "clients":
-            let database = flags.value("--db") ?? environment["KEYAUTH_SERVER_DB"] ?? "keyauth-server.db"
-            let positionals = try flags.finish(allowingPositionals: 2)
-            switch (positionals.first, positionals.count) {
-            case ("add"?, 2): return .clients(.add(name: positionals[1]), database: database)
-            case ("list"?, 1), (nil, 0): return .clients(.list, database: database)
-            case ("remove"?, 2): return .clients(.remove(id: positionals[1]), database: database)
+            let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            switch (given.first, given.count) {
+            case ("add", 2): return .clients(.add(name: given[1]), database: database)
+            case ("list", 1), (nil, 0): return .clients(.list, database: database)
+            case ("remove", 2): return .clients(.remove(id: given[1]), database: database)
             default: throw ServerConfigurationError("clients: expected add NAME, list or remove ID")
             }
+        case "codes":
+            let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            switch (given.first, given.count) {
+            case ("list", 1): return .listCodes(database: database)
+            case ("revoke", 2): return .revokeCodes(user: try user(given[1]), database: database)
+            default: throw ServerConfigurationError("codes: expected list, or revoke USER")
+            }
         default:
-            throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
+            let since = try settings.option("--since").map { text throws(ServerConfigurationError) in
+                try AuditStart(parsing: text)
+            }
+            _ = try positionals(0, "")
+            return .audit(since: since, database: database)
         }
     }
 
+    /// The commands, `serve` (the default) first.
+    static let verbs = [
+        "serve", "check-config", "enroll", "devices", "approve", "revoke", "users", "delete-user", "codes", "audit",
+        "backup", "keys", "clients",
+    ]
+
     private static func serveConfiguration(
-        flags: inout FlagParser, environment: [String: String]
+        _ settings: inout ServerSettings
     ) throws(ServerConfigurationError) -> ServerConfiguration {
-        func setting(_ flag: String, _ variable: String) -> String? {
-            flags.value(flag) ?? environment["KEYAUTH_SERVER_" + variable]
-        }
-        func number(_ flag: String, _ variable: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError)
-            -> Int?
-        {
-            guard let text = setting(flag, variable) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw ServerConfigurationError(
-                    "\(flag): expected a number from \(range.lowerBound) to \(range.upperBound), got \(text)")
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
+            guard let setting = settings.value(flag) else { return nil }
+            guard let value = Int(setting.value), range.contains(value) else {
+                throw setting.error(
+                    "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
             }
             return value
         }
-        var configuration = ServerConfiguration(
-            listen: try ListenAddress(parsing: setting("--listen", "LISTEN") ?? "127.0.0.1:8088"))
-        if let issuer = setting("--issuer", "ISSUER") {
-            guard issuer.hasPrefix("http://") || issuer.hasPrefix("https://"), !issuer.contains("?"),
-                !issuer.contains("#"), !issuer.contains(" ")
-            else { throw ServerConfigurationError("--issuer: expected an http:// or https:// URL, got \(issuer)") }
-            configuration.issuer = issuer
+        func address(_ setting: ServerSettings.Setting) throws(ServerConfigurationError) -> ListenAddress {
+            do {
+                return try ListenAddress(parsing: setting.value, flag: setting.origin.label)
+            } catch {
+                throw ServerConfigurationError(error.message, status: setting.origin.status)
+            }
         }
-        if let metrics = setting("--metrics-listen", "METRICS_LISTEN") {
-            configuration.metricsListener =
-                metrics == "off" ? .off : .address(try ListenAddress(parsing: metrics, flag: "--metrics-listen"))
+        var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
+        if let listen = settings.value("--listen") { configuration.listen = try address(listen) }
+        if let issuer = settings.value("--issuer") {
+            let url = issuer.value
+            guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("?"), !url.contains("#"),
+                !url.contains(" ")
+            else { throw issuer.error("expected an http:// or https:// URL, got \(url)") }
+            configuration.issuer = url
+        }
+        if let metrics = settings.value("--metrics-listen") {
+            configuration.metricsListener = metrics.value == "off" ? .off : .address(try address(metrics))
         } else if configuration.listen.port == UInt16.max {
             throw ServerConfigurationError(
                 "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
         }
-        if let database = setting("--db", "DB") {
-            guard !database.isEmpty else { throw ServerConfigurationError("--db: empty path") }
-            configuration.database = database
+        if let database = settings.value("--db") {
+            guard !database.value.isEmpty else { throw database.error("empty path") }
+            configuration.database = database.value
         }
-        if let mode = setting("--enrollment", "ENROLLMENT") {
-            guard let enrollment = EnrollmentMode(rawValue: mode) else {
-                throw ServerConfigurationError("--enrollment: expected open or code, got \(mode)")
+        if let mode = settings.value("--enrollment") {
+            guard let enrollment = EnrollmentMode(rawValue: mode.value) else {
+                throw mode.error("expected open or code, got \(mode.value)")
             }
             configuration.enrollment = enrollment
         }
-        if let mode = setting("--dpop", "DPOP") {
-            guard let dpop = DPoPMode(rawValue: mode) else {
-                throw ServerConfigurationError("--dpop: expected optional or required, got \(mode)")
+        if let mode = settings.value("--dpop") {
+            guard let dpop = DPoPMode(rawValue: mode.value) else {
+                throw mode.error("expected optional or required, got \(mode.value)")
             }
             configuration.dpop = dpop
         }
-        let dpopNonce = try parseBool(environment["KEYAUTH_SERVER_DPOP_NONCE"], "KEYAUTH_SERVER_DPOP_NONCE")
-        configuration.dpopNonce = flags.bool("--dpop-nonce") ?? dpopNonce ?? false
-        let trustProxy = try parseBool(environment["KEYAUTH_SERVER_TRUST_PROXY"], "KEYAUTH_SERVER_TRUST_PROXY")
-        configuration.trustProxy = flags.bool("--trust-proxy") ?? trustProxy ?? false
-        let quiet = try parseBool(environment["KEYAUTH_SERVER_QUIET"], "KEYAUTH_SERVER_QUIET")
-        configuration.logRequests = !(flags.bool("--quiet") ?? quiet ?? false)
-        if let value = try number("--rate-limit", "RATE_LIMIT", 1...100_000) { configuration.failureLimit = value }
-        if let value = try number("--registration-limit", "REGISTRATION_LIMIT", 1...100_000) {
+        configuration.dpopNonce = try settings.bool("--dpop-nonce") ?? false
+        configuration.trustProxy = try settings.bool("--trust-proxy") ?? false
+        configuration.logRequests = !(try settings.bool("--quiet") ?? false)
+        if let format = settings.value("--log-format") {
+            guard let logFormat = LogFormat(rawValue: format.value) else {
+                throw format.error("expected text or json, got \(format.value)")
+            }
+            configuration.logFormat = logFormat
+        }
+        if let value = try number("--rate-limit", 1...100_000) { configuration.failureLimit = value }
+        if let value = try number("--registration-limit", 1...100_000) {
             configuration.registrationLimit = value
         }
-        if let value = try number("--token-lifetime", "TOKEN_LIFETIME", 60...86_400) {
+        if let value = try number("--token-lifetime", 60...86_400) {
             configuration.accessTokenLifetime = Int64(value)
         }
-        if let value = try number("--threads", "THREADS", 1...256) { configuration.threads = value }
-        if let value = try number("--cleanup-interval", "CLEANUP_INTERVAL", 1...3600) {
+        if let value = try number("--threads", 1...256) { configuration.threads = value }
+        if let value = try number("--cleanup-interval", 1...3600) {
             configuration.cleanupIntervalSeconds = value
         }
-        if let value = try number("--max-connections", "MAX_CONNECTIONS", 1...1_000_000) {
+        if let value = try number("--max-connections", 1...1_000_000) {
             configuration.connectionLimit = value
         }
-        if let value = try number("--max-connections-per-address", "MAX_CONNECTIONS_PER_ADDRESS", 0...1_000_000) {
+        if let value = try number("--max-connections-per-address", 0...1_000_000) {
             configuration.connectionsPerAddressLimit = value
         } else if configuration.trustProxy {
             // Every connection comes from the proxy: a per-address limit would cap the proxy.
             configuration.connectionsPerAddressLimit = 0
         }
-        if let value = try number("--request-timeout", "REQUEST_TIMEOUT", 1...3600) {
+        if let value = try number("--request-timeout", 1...3600) {
             configuration.requestTimeoutSeconds = value
         }
-        if let value = try number("--connection-timeout", "CONNECTION_TIMEOUT", 1...3600) {
+        if let value = try number("--connection-timeout", 1...3600) {
             configuration.connectionTimeoutSeconds = value
         }
-        if let value = try number("--signing-key-bits", "SIGNING_KEY_BITS", 2048...4096) {
-            guard [2048, 3072, 4096].contains(value) else {
-                throw ServerConfigurationError("--signing-key-bits: expected 2048, 3072 or 4096")
+        if let bits = settings.value("--signing-key-bits") {
+            guard let value = Int(bits.value), [2048, 3072, 4096].contains(value) else {
+                throw bits.error("expected 2048, 3072 or 4096, got \(bits.value)")
             }
             configuration.signingKeyBits = value
         }
-        if let name = setting("--token-alg", "TOKEN_ALG") {
-            configuration.tokenAlgorithm = try tokenAlgorithm(name, flag: "--token-alg")
+        if let name = settings.value("--token-alg") {
+            configuration.tokenAlgorithm = try tokenAlgorithm(name)
         }
-        if let file = setting("--signing-key-file", "SIGNING_KEY_FILE") {
-            guard !file.isEmpty else { throw ServerConfigurationError("--signing-key-file: empty path") }
-            configuration.signingKeyFile = file
+        if let file = settings.value("--signing-key-file") {
+            guard !file.value.isEmpty else { throw file.error("empty path") }
+            configuration.signingKeyFile = file.value
         }
         return configuration
     }
 
-    /// `keys list` and `keys rotate [--alg ALG] [--delay SECONDS]`, with `--db`, the server's
-    /// `--token-lifetime` (for when previous keys retire) and `--signing-key-file` (which does not
-    /// rotate) read like `serve` reads them.
+    /// `keys list` and `keys rotate [--alg ALG] [--delay SECONDS]`, with the database, the
+    /// server's `--token-lifetime` (for when previous keys retire) and `--signing-key-file` (which
+    /// does not rotate) read as `serve` reads them.
     private static func keysAction(
-        flags: inout FlagParser, environment: [String: String]
+        _ settings: inout ServerSettings, database: String
     ) throws(ServerConfigurationError) -> Action {
-        func setting(_ flag: String, _ variable: String) -> String? {
-            flags.value(flag) ?? environment["KEYAUTH_SERVER_" + variable]
-        }
-        var options = KeysOptions(database: setting("--db", "DB") ?? "keyauth-server.db")
-        if let text = setting("--token-lifetime", "TOKEN_LIFETIME") {
-            guard let value = Int64(text), (60...86_400).contains(value) else {
-                throw ServerConfigurationError("--token-lifetime: expected a number from 60 to 86400, got \(text)")
+        var options = KeysOptions(database: database)
+        if let lifetime = settings.value("--token-lifetime") {
+            guard let value = Int64(lifetime.value), (60...86_400).contains(value) else {
+                throw lifetime.error("expected a number from 60 to 86400, got \(lifetime.value)")
             }
             options.tokenLifetime = value
         }
-        options.signingKeyFile = setting("--signing-key-file", "SIGNING_KEY_FILE").flatMap { $0.isEmpty ? nil : $0 }
-        let rotateAlgorithm = flags.value("--alg")
-        let delay = flags.value("--delay")
-        let configuredAlgorithm = environment["KEYAUTH_SERVER_TOKEN_ALG"]
-        let positionals = try flags.finish(allowingPositionals: 1)
-        switch positionals.first {
+        options.signingKeyFile = settings.value("--signing-key-file").flatMap { $0.value.isEmpty ? nil : $0.value }
+        let rotateAlgorithm = settings.option("--alg")
+        let delay = settings.option("--delay")
+        let configuredAlgorithm = settings.value("--token-alg")
+        let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
+        switch given.first {
         case "list"?, nil:
             guard rotateAlgorithm == nil, delay == nil else {
                 throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server --help")
@@ -183,9 +233,12 @@ extension ServerCommand {
         case "rotate"?:
             var algorithm: JWSAlgorithm?
             if let name = rotateAlgorithm {
-                algorithm = try tokenAlgorithm(name, flag: "--alg")
-            } else if let name = configuredAlgorithm {
-                algorithm = try tokenAlgorithm(name, flag: "KEYAUTH_SERVER_TOKEN_ALG")
+                guard let chosen = JWSAlgorithm(rawValue: name) else {
+                    throw ServerConfigurationError("--alg: expected RS256, ES256 or EdDSA, got \(name)")
+                }
+                algorithm = chosen
+            } else if let configured = configuredAlgorithm {
+                algorithm = try tokenAlgorithm(configured)
             }
             var seconds = SigningKeyRotation.defaultDelay
             if let delay {
@@ -200,23 +253,14 @@ extension ServerCommand {
         }
     }
 
-    /// `RS256`, `ES256` or `EdDSA`, as `--token-alg` and `keys rotate --alg` take them.
-    private static func tokenAlgorithm(_ name: String, flag: String) throws(ServerConfigurationError)
+    /// `RS256`, `ES256` or `EdDSA`, as `--token-alg` takes them.
+    private static func tokenAlgorithm(_ setting: ServerSettings.Setting) throws(ServerConfigurationError)
         -> JWSAlgorithm
     {
-        guard let algorithm = JWSAlgorithm(rawValue: name) else {
-            throw ServerConfigurationError("\(flag): expected RS256, ES256 or EdDSA, got \(name)")
+        guard let algorithm = JWSAlgorithm(rawValue: setting.value) else {
+            throw setting.error("expected RS256, ES256 or EdDSA, got \(setting.value)")
         }
         return algorithm
-    }
-
-    private static func parseBool(_ text: String?, _ name: String) throws(ServerConfigurationError) -> Bool? {
-        guard let text else { return nil }
-        switch text.lowercased() {
-        case "1", "true", "yes", "on": return true
-        case "0", "false", "no", "off", "": return false
-        default: throw ServerConfigurationError("\(name): expected true or false, got \(text)")
-        }
     }
 }
 
@@ -224,7 +268,7 @@ extension ServerCommand {
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "dpop-nonce"]
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {
@@ -255,9 +299,6 @@ struct FlagParser {
     /// Refuses flags nobody asked for and extra positionals; returns the positionals.
     @discardableResult
     func finish(allowingPositionals count: Int) throws(ServerConfigurationError) -> [String] {
-        if let missing = parsed.readOptionsMissingValues().first {
-            throw ServerConfigurationError("--\(missing) needs a value")
-        }
         if let unknown = parsed.unreadOptions().first {
             throw ServerConfigurationError("unknown option --\(unknown); see keyauth-server --help")
         }

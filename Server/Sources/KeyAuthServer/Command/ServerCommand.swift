@@ -7,7 +7,8 @@ import KeyAuthArguments
 /// with injected arguments, environment and output: parsing (`ServerCommand+Parsing.swift`),
 /// help, the admin commands (`+Admin`) and `serve` (`+Serve`) each in a file of their own.
 ///
-/// Flags override `KEYAUTH_SERVER_*` environment variables, which override defaults.
+/// Flags override `KEYAUTH_SERVER_*` environment variables, which override the settings file
+/// (``ServerSettings``), which overrides defaults.
 public enum ServerCommand {
     /// Exit statuses, from `sysexits.h` like the `keyauth` command.
     public enum ExitStatus {
@@ -23,22 +24,47 @@ public enum ServerCommand {
         public static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
         public static let unavailable: Int32 = 69
+        /// The settings file cannot be read, or one of its lines is wrong (EX_CONFIG): the
+        /// message names the file and line. Distinct from 64 so that a unit's restart policy and
+        /// an operator can tell an edited file from a mistyped command.
+        public static let configuration: Int32 = 78
     }
+
+    /// The settings file read when it exists and neither `--config` nor `KEYAUTH_SERVER_CONFIG`
+    /// names one: where the package installs it.
+    public static let defaultSettingsFile = "/etc/keyauth/server.conf"
 
     /// What the arguments ask for.
     public enum Action: Sendable {
         /// Run the server.
         case serve(ServerConfiguration)
+        /// Print the configuration `serve` would run with, and where each value came from
+        /// (labels by setting name), after validating it.
+        case checkConfig(ServerConfiguration, origins: [String: String], settingsFile: String?)
         /// Print a one-time enrollment code for a user.
         case enroll(user: String, database: String)
-        /// List all devices.
-        case devices(database: String)
+        /// List devices, all or the chosen ones.
+        case devices(DeviceFilter, database: String)
+        /// Approve a pending device (a key ID or a prefix of it).
+        case approve(kid: String, database: String)
+        /// List users with their device counts.
+        case users(database: String)
+        /// Revoke every device of a user and delete their data.
+        case deleteUser(user: String, database: String)
+        /// List the enrollment codes still usable.
+        case listCodes(database: String)
+        /// Delete a user's unused enrollment codes.
+        case revokeCodes(user: String, database: String)
+        /// Copy a SQLite database into a new file.
+        case backup(destination: String, database: String)
         /// Revoke (or deny, when pending) a device.
         case revoke(kid: String, database: String)
         /// List or rotate the server's signing keys.
         case keys(KeysAction, KeysOptions)
         /// Add, list or remove client applications of sign-in by approval.
         case clients(ClientsAction, database: String)
+        /// Print the audit trail from a start (all of it when nil).
+        case audit(since: AuditStart?, database: String)
         /// Print the help text.
         case help
         /// Print the version, the same as `keyauth --version`'s.
@@ -111,7 +137,7 @@ public enum ServerCommand {
             action = try parse(arguments: arguments, environment: environment)
         } catch {
             output.error("keyauth-server: \(error.message)\n")
-            return ExitStatus.usage
+            return error.status
         }
         switch action {
         case .help:
@@ -122,16 +148,33 @@ public enum ServerCommand {
             return ExitStatus.success
         case .serve(let configuration):
             return serve(configuration, output: output, log: log)
+        case .checkConfig(let configuration, let origins, let settingsFile):
+            output.standard(checkConfigReport(configuration, origins: origins, settingsFile: settingsFile))
+            return ExitStatus.success
         case .enroll(let user, let database):
             return enroll(user: user, database: database, output: output)
-        case .devices(let database):
-            return listDevices(database: database, output: output)
+        case .devices(let filter, let database):
+            return listDevices(filter, database: database, output: output)
+        case .approve(let kid, let database):
+            return approve(kid: kid, database: database, output: output)
+        case .users(let database):
+            return listUsers(database: database, output: output)
+        case .deleteUser(let user, let database):
+            return deleteUser(user, database: database, output: output)
+        case .listCodes(let database):
+            return listCodes(database: database, output: output)
+        case .revokeCodes(let user, let database):
+            return revokeCodes(user: user, database: database, output: output)
+        case .backup(let destination, let database):
+            return backup(database: database, to: destination, output: output)
         case .revoke(let kid, let database):
             return revoke(kid: kid, database: database, output: output)
         case .keys(let action, let options):
             return keys(action, options: options, output: output)
         case .clients(let action, let database):
             return clients(action, database: database, output: output)
+        case .audit(let since, let database):
+            return audit(since: since, database: database, output: output)
         }
     }
 

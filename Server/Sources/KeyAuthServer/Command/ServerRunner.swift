@@ -159,6 +159,7 @@ public final class ServerRunner: Sendable {
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,
             trustProxy: configuration.trustProxy, logRequests: configuration.logRequests,
+            logFormat: configuration.logFormat,
             maximumBodySize: configuration.maximumBodySize)
     }
 }

@@ -122,6 +122,8 @@ public struct ServerConfiguration: Sendable {
     public var cleanupIntervalSeconds: Int = 60
     /// Whether to write one line per request to stderr.
     public var logRequests: Bool = true
+    /// Text or JSON log lines (`--log-format`, default text).
+    public var logFormat: LogFormat = .text
     /// Where `/metrics` (and `/healthz`) are served apart from the public listener.
     public var metricsListener: MetricsListener = .besidePublicListener
 

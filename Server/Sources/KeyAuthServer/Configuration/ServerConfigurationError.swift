@@ -1,13 +1,18 @@
-/// A configuration value (flag or environment variable) that cannot be used.
+/// A configuration value (flag, environment variable or settings file line) that cannot be used.
 ///
-/// The command prints the message and exits with status 64 (usage error).
+/// The command prints the message and exits with ``status``: 64 (usage error) for the command
+/// line and the environment, 78 (EX_CONFIG) for the settings file, whose messages name its path
+/// and line.
 public struct ServerConfigurationError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// What is wrong, naming the flag.
+    /// What is wrong, naming the flag, variable, or file and line.
     public let message: String
+    /// The exit status the command ends with.
+    public let status: Int32
 
     /// Creates an error.
-    public init(_ message: String) {
+    public init(_ message: String, status: Int32 = ServerCommand.ExitStatus.usage) {
         self.message = message
+        self.status = status
     }
 
     public var description: String { message }

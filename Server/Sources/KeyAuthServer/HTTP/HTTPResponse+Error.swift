@@ -39,6 +39,17 @@ extension RoutingError.Kind {
 }
 
 extension HTTPResponse {
+    /// The HTTP status and OAuth error code `error` is answered with (PROTOCOL.md section 6), as
+    /// ``init(error:)`` sends them and the request log records them.
+    static func statusAndCode(for error: any Error) -> (status: Int, code: OAuthError.Code) {
+        switch error {
+        case let error as ServiceError: error.kind.statusAndCode
+        case let error as RoutingError: error.kind.statusAndCode
+        case is StorageError: (503, .temporarilyUnavailable)
+        default: (500, .serverError)
+        }
+    }
+
     /// The error response for any failure: the one place that maps errors to HTTP (PROTOCOL.md
     /// section 6).
     ///
@@ -46,13 +57,11 @@ extension HTTPResponse {
     /// `temporarily_unavailable` with `Retry-After`; anything else is a bug and becomes 500
     /// `server_error` without detail.
     init(error: any Error) {
-        let status: Int
-        let code: OAuthError.Code
+        let (status, code) = Self.statusAndCode(for: error)
         let description: String
         var headers = HTTPHeaders()
         switch error {
         case let error as ServiceError:
-            (status, code) = error.kind.statusAndCode
             description = error.description
             switch error.kind {
             case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
@@ -67,17 +76,14 @@ extension HTTPResponse {
             default: break
             }
         case let error as RoutingError:
-            (status, code) = error.kind.statusAndCode
             description = error.description
             if case .methodNotAllowed(let allowed) = error.kind {
                 headers.set("Allow", allowed.joined(separator: ", "))
             }
         case is StorageError:
-            (status, code) = (503, .temporarilyUnavailable)
             description = "the server's storage is unavailable; try again later"
             headers.set("Retry-After", "5")
         default:
-            (status, code) = (500, .serverError)
             description = "internal server error"
         }
         self = .json(

@@ -3,29 +3,90 @@ import KeyAuth
 
 /// Where the server writes its log lines.
 ///
-/// One line per request (method, path, status, duration) and one per internal failure. Callers
-/// never pass tokens, keys or enrollment codes; request paths are sanitised here.
+/// One line per request (``RequestLogEntry``) and one per internal failure, as text or as JSON
+/// (``LogFormat``). Callers never pass tokens, keys, PINs or enrollment codes; what a client
+/// chose (paths, user names) is sanitised or escaped here.
 public protocol ServerLog: Sendable {
     /// Writes one complete line (without the newline).
     func write(line: String)
 }
 
+/// The shape of log lines (`--log-format`).
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// `TIME CLIENT METHOD PATH STATUS DURATIONms` then `key=value` fields: for people and grep.
+    case text
+    /// One JSON object a line, for log shippers that would otherwise parse the text.
+    case json
+}
+
+/// What the log says about one answered request. Nothing in it is secret: the path, the route,
+/// the OAuth error code, and the user and device key ID the server established (never claimed
+/// ones), so that a refusal can be traced to who was refused and why.
+struct RequestLogEntry: Sendable, Equatable {
+    /// The client address, after `--trust-proxy`.
+    var client: String
+    var method: String
+    /// The request path, shortened for unknown routes.
+    var path: String
+    /// The route's pattern (`/v1/devices/{kid}`), `unknown` for no route.
+    var route: String
+    var status: Int
+    /// The OAuth error code of a refusal (`invalid_grant`), nil on success.
+    var error: String?
+    /// The user the request acted as or for, when the server established it.
+    var user: String?
+    /// The device key ID the request was authenticated with or registered, when established.
+    var deviceKID: String?
+    var milliseconds: Double
+}
+
 extension ServerLog {
     /// Logs one answered request.
-    func request(method: String, path: String, status: Int, milliseconds: Double) {
-        let rounded = (milliseconds * 10).rounded() / 10
-        write(
-            line:
-                "\(RFC3339.string(fromSeconds: ServerClock.now())) \(Self.sanitise(method, limit: 16)) \(Self.sanitise(path, limit: 128)) \(status) \(rounded)ms"
-        )
+    func request(_ entry: RequestLogEntry, format: LogFormat, now: Int64 = ServerClock.now()) {
+        let time = RFC3339.string(fromSeconds: now)
+        let milliseconds = (entry.milliseconds * 10).rounded() / 10
+        switch format {
+        case .text:
+            var fields = [
+                time, Self.sanitise(entry.client, limit: 64), Self.sanitise(entry.method, limit: 16),
+                Self.sanitise(entry.path, limit: 128), String(entry.status), "\(milliseconds)ms",
+                "route=\(entry.route)",
+            ]
+            if let error = entry.error { fields.append("error=\(Self.sanitise(error, limit: 64))") }
+            if let user = entry.user { fields.append("user=\(Self.sanitise(user, limit: 128))") }
+            if let kid = entry.deviceKID { fields.append("kid=\(Self.sanitise(kid, limit: 64))") }
+            write(line: fields.joined(separator: " "))
+        case .json:
+            var object: [String: JSONValue] = [
+                "time": .string(time), "client": .string(Self.bounded(entry.client, limit: 64)),
+                "method": .string(Self.bounded(entry.method, limit: 16)),
+                "path": .string(Self.bounded(entry.path, limit: 128)), "route": .string(entry.route),
+                "status": .integer(Int64(entry.status)), "duration_ms": .number(milliseconds),
+            ]
+            if let error = entry.error { object["error"] = .string(Self.bounded(error, limit: 64)) }
+            if let user = entry.user { object["user"] = .string(Self.bounded(user, limit: 128)) }
+            if let kid = entry.deviceKID { object["kid"] = .string(Self.bounded(kid, limit: 64)) }
+            write(line: JSONValue.object(object).serialized(leadingKeys: Self.jsonOrder))
+        }
     }
 
     /// Logs an internal failure (storage, bug). `detail` must hold no client secret.
-    func error(_ detail: String) {
-        write(
-            line:
-                "\(RFC3339.string(fromSeconds: ServerClock.now())) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))"
-        )
+    func error(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        let time = RFC3339.string(fromSeconds: now)
+        switch format {
+        case .text:
+            write(line: "\(time) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))")
+        case .json:
+            let object: JSONValue = .object([
+                "time": .string(time), "level": "error", "message": .string(Self.bounded(detail, limit: 512)),
+            ])
+            write(line: object.serialized(leadingKeys: ["time", "level", "message"]))
+        }
+    }
+
+    /// The members of a JSON request line in the order a reader expects them.
+    private static var jsonOrder: [String] {
+        ["time", "client", "method", "path", "route", "status", "error", "user", "kid", "duration_ms"]
     }
 
     /// Printable ASCII only and bounded, so a client cannot inject lines or flood the log.
@@ -37,6 +98,14 @@ extension ServerLog {
         }
         if text.unicodeScalars.count > limit { output += "..." }
         return output.isEmpty ? "-" : output
+    }
+
+    /// `text` cut to `limit` scalars; JSON escaping takes care of the rest.
+    private static func bounded(_ text: String, limit: Int) -> String {
+        guard text.unicodeScalars.count > limit else { return text }
+        var output = String.UnicodeScalarView(text.unicodeScalars.prefix(limit))
+        output.append(contentsOf: "...".unicodeScalars)
+        return String(output)
     }
 }
 

@@ -17,11 +17,12 @@ extension KeyAuthResponder {
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with
     /// the device as recorded; and the result the metrics count.
     func registrationResponse(_ outcome: RegistrationOutcome) -> (HTTPResponse, String) {
-        let (device, status, result) =
+        let device = outcome.device
+        let (status, result) =
             switch outcome {
-            case .active(let device): (device, 201, "active")
-            case .pending(let device): (device, 202, "pending")
-            case .existing(let device): (device, 200, "existing")
+            case .active: (201, "active")
+            case .pending: (202, "pending")
+            case .existing: (200, "existing")
             }
         let answer = RegistrationResponse(
             keyID: device.kid, user: device.user, name: device.name, status: service.visibleStatus(device))

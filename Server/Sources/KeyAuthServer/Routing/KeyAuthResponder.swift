@@ -19,6 +19,8 @@ public final class KeyAuthResponder: HTTPResponder {
         /// Whether the last `X-Forwarded-For` hop is the client address (`--trust-proxy`).
         let trustProxy: Bool
         let logRequests: Bool
+        /// Text or JSON lines (`--log-format`).
+        let logFormat: LogFormat
         let maximumBodySize: Int
     }
 
@@ -31,6 +33,7 @@ public final class KeyAuthResponder: HTTPResponder {
     let log: any ServerLog
     let trustProxy: Bool
     let logRequests: Bool
+    let logFormat: LogFormat
     let maximumBodySize: Int
     /// The account page at `/account`.
     let account: AccountPage
@@ -47,6 +50,7 @@ public final class KeyAuthResponder: HTTPResponder {
         log = collaborators.log
         trustProxy = collaborators.trustProxy
         logRequests = collaborators.logRequests
+        logFormat = collaborators.logFormat
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
         account = AccountPage(
@@ -72,13 +76,16 @@ public final class KeyAuthResponder: HTTPResponder {
         let start = ServerClock.monotonicNanoseconds()
         let route = Route(path: request.path)
         var response: HTTPResponse
+        var caller = Caller()
+        var errorCode: String?
         do {
-            response = try dispatch(request, route: route)
+            response = try dispatch(request, route: route, caller: &caller)
         } catch {
             if !(error is ServiceError || error is RoutingError) {
-                log.error("\(request.method) \(route?.label ?? "unknown path"): \(error)")
+                log.error("\(request.method) \(route?.label ?? "unknown path"): \(error)", format: logFormat)
             }
             response = HTTPResponse(error: error)
+            errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
         let seconds = Double(ServerClock.monotonicNanoseconds() - start) / 1e9
         metrics.recordRequest(
@@ -87,7 +94,12 @@ public final class KeyAuthResponder: HTTPResponder {
         if logRequests {
             // Unknown paths are cut short: a confused client may put anything in a path.
             let path = route == nil ? String(request.path.prefix(64)) : request.path
-            log.request(method: request.method, path: path, status: response.status, milliseconds: seconds * 1000)
+            log.request(
+                RequestLogEntry(
+                    client: clientAddress(of: request), method: request.method, path: path,
+                    route: route?.label ?? "unknown", status: response.status, error: errorCode, user: caller.user,
+                    deviceKID: caller.deviceKID, milliseconds: seconds * 1000),
+                format: logFormat)
         }
         return response
     }
@@ -100,13 +112,26 @@ public final class KeyAuthResponder: HTTPResponder {
         do {
             try service.purgeExpired()
         } catch {
-            log.error("cleanup failed: \(error)")
+            log.error("cleanup failed: \(error)", format: logFormat)
         }
     }
 
     // MARK: Dispatch
 
-    private func dispatch(_ request: HTTPRequest, route: Route?) throws -> HTTPResponse {
+    /// Who a request turned out to be, for its log line: set once the server has established it
+    /// (a verified login, a registration it accepted, a valid access token), never from what a
+    /// client merely claims.
+    struct Caller {
+        var user: String?
+        var deviceKID: String?
+
+        mutating func identify(_ device: DeviceRecord) {
+            user = device.user
+            deviceKID = device.kid
+        }
+    }
+
+    private func dispatch(_ request: HTTPRequest, route: Route?, caller: inout Caller) throws -> HTTPResponse {
         // The transport enforces the limit while reading; this check keeps the rule true for
         // any other caller of the responder.
         if request.bodyTooLarge || request.body.count > maximumBodySize {
@@ -118,7 +143,7 @@ public final class KeyAuthResponder: HTTPResponder {
         }
         switch (route, request.method) {
         case (.token, _):
-            return try token(request)
+            return try token(request, caller: &caller)
         case (.backchannelAuthorize, _):
             return try limits.run(
                 from: clientKey(request), countsEveryAttempt: false, record: metrics.recordSignInRequest
@@ -150,19 +175,24 @@ public final class KeyAuthResponder: HTTPResponder {
                 from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration
             ) {
                 let registration = try request.registrationRequest()
-                return registrationResponse(try service.register(registration, from: clientAddress(of: request)))
+                let outcome = try service.register(registration, from: clientAddress(of: request))
+                caller.identify(outcome.device)
+                return registrationResponse(outcome)
             }
         case (.devices, _):
             let actor = try authenticate(request)
+            caller.identify(actor)
             let query = try request.deviceListQuery()
             let page = try service.listDevices(of: actor, after: query.position, limit: query.limit)
             return .json(deviceListPage(page.devices, next: page.next).jsonValue)
         case (.device(let kid), _):
             let actor = try authenticate(request)
+            caller.identify(actor)
             try service.revoke(kid: kid, by: actor)
             return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
         case (.approveDevice(let kid), _):
             let actor = try authenticate(request)
+            caller.identify(actor)
             return .json(approvalEntry(try service.approve(kid: kid, by: actor)))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
@@ -187,7 +217,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// the attempt limits. A poll's expected answers (pending, too fast, denied, expired) do not
     /// count as failures, so an application signing many users in is not locked out; a failed
     /// client authentication or an unknown `auth_req_id` do.
-    private func token(_ request: HTTPRequest) throws -> HTTPResponse {
+    private func token(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
         var isPoll = false
         let pollAnswers: [ServiceError.Kind] = [.authorizationPending, .pollTooFast, .deviceDenied, .expiredToken]
         return try limits.run(
@@ -201,6 +231,8 @@ public final class KeyAuthResponder: HTTPResponder {
             case .jwtBearer(let assertion):
                 let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
                 let result = try service.login(assertion: assertion, proof: proof)
+                caller.user = result.user
+                caller.deviceKID = result.deviceKID
                 return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
             case .ciba(let id, let credentials):
                 isPoll = true
@@ -208,7 +240,9 @@ public final class KeyAuthResponder: HTTPResponder {
                 let grant = try service.collectSignIn(authReqID: id, client: client)
                 return (
                     Self.tokenResponse(
-                        LoginResult(accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: "Bearer"),
+                        LoginResult(
+                            accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: "Bearer", user: nil,
+                            deviceKID: nil),
                         nonce: nil),
                     "issued"
                 )

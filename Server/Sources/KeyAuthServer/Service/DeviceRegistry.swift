@@ -40,13 +40,15 @@ struct DeviceRegistry: Sendable {
     ///
     /// A concurrent approval can move a pending device to active between the read and the
     /// conditional update; the revocation retries so that it wins.
+    /// A change is recorded in the audit trail; an idempotent repeat is not.
     /// - Parameters:
     ///   - kid: the device.
     ///   - owner: the user the device must belong to (the caller's, on the HTTP path); nil for
     ///     the administrator, who may revoke any device.
+    ///   - actor: who revokes, for the audit trail.
     /// - Throws: ``ServiceError`` `.unknownDevice` for a device that does not exist or belongs
     ///   to another user; ``StorageError``, also when the device kept changing.
-    func revoke(kid: String, ownedBy owner: String?) throws -> Revocation {
+    func revoke(kid: String, ownedBy owner: String?, by actor: AuditActor) throws -> Revocation {
         for _ in 0..<3 {
             let target = try device(kid: kid, ownedBy: owner)
             let next: DeviceStatus.Stored
@@ -56,18 +58,21 @@ struct DeviceRegistry: Sendable {
             case .denied, .revoked: return .unchanged(target)
             }
             if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
+                try audit.record(
+                    next == .revoked ? .revoke : .deny, by: actor, user: target.user, subject: kid, detail: target.name)
                 return target.status == .active ? .revoked(target) : .denied(target)
             }
         }
         throw StorageError(.queryFailed, "the device kept changing during revocation")
     }
 
-    /// Approves a pending device of `owner`.
+    /// Approves a pending device of `owner` (of anyone when nil: the administrator), and records
+    /// the approval in the audit trail.
     ///
     /// - Returns: the device after approval (approving an active device again is a no-op).
     /// - Throws: ``ServiceError`` `.unknownDevice`, `.expiredToken` for a pending device past its
     ///   lifetime, `.invalidRequest` for a denied or revoked one; ``StorageError``.
-    func approve(kid: String, ownedBy owner: String) throws -> DeviceRecord {
+    func approve(kid: String, ownedBy owner: String?, by actor: AuditActor) throws -> DeviceRecord {
         let target = try device(kid: kid, ownedBy: owner)
         switch target.status {
         case .active:
@@ -85,6 +90,7 @@ struct DeviceRegistry: Sendable {
                 }
                 return current
             }
+            try audit.record(.approve, by: actor, user: target.user, subject: kid, detail: target.name)
             return try device(kid: kid, ownedBy: owner)
         case .denied, .revoked:
             throw ServiceError(.invalidRequest, "the device is \(target.status.rawValue) and cannot be approved")
@@ -115,6 +121,9 @@ struct DeviceRegistry: Sendable {
         else { throw ServiceError(.unknownDevice, "no such device") }
         return device
     }
+
+    /// Where this registry's changes are recorded.
+    var audit: AuditTrail { AuditTrail(storage: storage, now: now) }
 
     /// Every device of every user, for the administrator, ordered by user then age.
     func allDevices() throws(StorageError) -> [DeviceRecord] {

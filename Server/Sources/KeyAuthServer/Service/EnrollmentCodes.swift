@@ -26,17 +26,19 @@ public struct EnrollmentCodes: Sendable {
         self.now = now
     }
 
-    /// Creates a code for `user` and stores its hash.
+    /// Creates a code for `user`, stores its hash and records the issue in the audit trail
+    /// (without the code).
     ///
     /// - Returns: the code, to show once to the administrator and never again.
     /// - Throws: ``ServerConfigurationError`` for an invalid user name, ``StorageError``, or
     ///   `KeyAuthError` when the random generator fails.
-    public func issue(for user: String) throws -> String {
+    public func issue(for user: String, by actor: AuditActor = .administrator) throws -> String {
         guard InputRules.isValidUser(user) else {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
         let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.codeBytes))
         try storage.insertEnrollmentCode(hash: Self.hash(code), user: user, expiresAt: now() + lifetime)
+        try AuditTrail(storage: storage, now: now).record(.enroll, by: actor, user: user)
         return code
     }
 

@@ -31,12 +31,12 @@ extension KeyAuthService {
     ///
     /// - Returns: the device after approval (approving an active device again is a no-op).
     func approve(kid: String, by actor: DeviceRecord) throws -> DeviceRecord {
-        try registry.approve(kid: kid, ownedBy: actor.user)
+        try registry.approve(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 
     /// Revokes an active device or denies a pending one of the caller's user; already revoked or
     /// denied devices are left as they are (DELETE is idempotent).
     func revoke(kid: String, by actor: DeviceRecord) throws {
-        _ = try registry.revoke(kid: kid, ownedBy: actor.user)
+        _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 }

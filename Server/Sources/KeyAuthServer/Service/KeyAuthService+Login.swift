@@ -8,6 +8,10 @@ struct LoginResult: Sendable {
     let expiresIn: Int64
     /// `DPoP` for a token bound to the device key, `Bearer` otherwise.
     let tokenType: String
+    /// The user and device that logged in, for the request log (nil for a client's CIBA token,
+    /// whose log line names no device).
+    let user: String?
+    let deviceKID: String?
 }
 
 extension KeyAuthService {
@@ -41,7 +45,8 @@ extension KeyAuthService {
         try storage.recordLogin(kid: device.kid, at: now())
         return LoginResult(
             accessToken: token, expiresIn: settings.accessTokenLifetime,
-            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer)
+            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, user: device.user,
+            deviceKID: device.kid)
     }
 
     /// Rule 8: only an active device logs in; the others learn why.

@@ -8,6 +8,13 @@ enum RegistrationOutcome: Sendable, Equatable {
     case pending(DeviceRecord)
     /// The same key was already registered to the same user (200, idempotent).
     case existing(DeviceRecord)
+
+    /// The device, whichever the outcome.
+    var device: DeviceRecord {
+        switch self {
+        case .active(let device), .pending(let device), .existing(let device): device
+        }
+    }
 }
 
 extension KeyAuthService {

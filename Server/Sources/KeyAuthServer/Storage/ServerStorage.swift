@@ -107,6 +107,20 @@ public protocol ServerStorage: SignInStorage {
     @discardableResult
     func purgeExpiredEnrollmentCodes(now: Int64) throws(StorageError) -> Int
 
+    /// The enrollment codes still usable at `now` (unused, not expired), soonest to expire first.
+    func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord]
+
+    /// Deletes `user`'s unused enrollment codes; returns how many.
+    @discardableResult
+    func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int
+
+    // MARK: Users
+
+    /// Deletes every device record and enrollment code of `user` in one transaction; returns how
+    /// many of each. The user is then unknown to the server, as if never registered.
+    @discardableResult
+    func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int)
+
     // MARK: Server signing keys
 
     /// The server's signing keys, in the order they took over signing (`active_from`, then
@@ -129,6 +143,15 @@ public protocol ServerStorage: SignInStorage {
     /// the store (the row stays, for `keys list`). Returns false when it is unknown or already
     /// retired.
     func retireSigningKey(kid: String, at time: Int64) throws(StorageError) -> Bool
+
+    // MARK: Audit
+
+    /// Appends an administrative action to the audit trail (``AuditTrail``). Events are never
+    /// changed or purged by the server.
+    func insertAuditEvent(_ event: AuditEvent) throws(StorageError)
+
+    /// The audit events at or after `time`, oldest first (in the order recorded within a second).
+    func auditEvents(since time: Int64) throws(StorageError) -> [AuditEvent]
 
     // MARK: Operations
 

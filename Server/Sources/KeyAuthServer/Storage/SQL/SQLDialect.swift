@@ -21,6 +21,10 @@ struct SQLDialect: Sendable, Hashable {
     /// another order.
     let orderedText: String
 
+    /// Column definition of a primary key the database numbers in insertion order: SQLite's row
+    /// id, a PostgreSQL identity column.
+    let serialPrimaryKey: String
+
     /// Table option for a table that is only its primary key (the replay cache): SQLite then
     /// stores the rows in the key's B-tree instead of beside it. PostgreSQL has no such option.
     let keyOnlyTable: String
@@ -58,11 +62,13 @@ struct SQLDialect: Sendable, Hashable {
     }
 
     static let sqlite = SQLDialect(
-        name: "SQLite", integer: "INTEGER", bytes: "BLOB", orderedText: "TEXT", keyOnlyTable: " WITHOUT ROWID",
+        name: "SQLite", integer: "INTEGER", bytes: "BLOB", orderedText: "TEXT",
+        serialPrimaryKey: "INTEGER PRIMARY KEY", keyOnlyTable: " WITHOUT ROWID",
         originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", advisoryLocks: nil)
 
     static let postgres = SQLDialect(
-        name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#, keyOnlyTable: "",
+        name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#,
+        serialPrimaryKey: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", keyOnlyTable: "",
         originalUserColumn: "user_name", beginTransaction: "BEGIN",
         advisoryLocks: SQLAdvisoryLockSyntax(
             // `SET LOCAL lock_timeout`, which cannot take a parameter.

@@ -145,6 +145,24 @@ enum SQLSchema {
                 "CREATE INDEX browser_sessions_by_expiry ON browser_sessions (expires_at)",
             ]
         },
+        Migration(version: 6) { sql in
+            [
+                // Administrative actions (AuditTrail), in the order recorded: `id` orders the
+                // events of one second.
+                """
+                CREATE TABLE audit_events (
+                    id \(sql.serialPrimaryKey),
+                    at \(sql.integer) NOT NULL,
+                    action TEXT NOT NULL,
+                    actor TEXT NOT NULL,
+                    user_name TEXT,
+                    subject TEXT,
+                    detail TEXT
+                )
+                """,
+                "CREATE INDEX audit_events_by_time ON audit_events (at)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -23,6 +23,43 @@ extension SQLStorage {
         }
     }
 
+    public func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                """
+                SELECT code_hash, user_name, expires_at FROM enrollment_codes
+                WHERE used_at IS NULL AND expires_at > $1 ORDER BY expires_at, user_name
+                """,
+                [.integer(now)]
+            ) { row throws(StorageError) in
+                guard let hash = row.blob(0), let user = row.text(1), let expiresAt = row.integer(2) else {
+                    throw StorageError(.queryFailed, "an enrollment code row is incomplete")
+                }
+                return EnrollmentCodeRecord(hash: hash, user: user, expiresAt: expiresAt)
+            }
+        }
+    }
+
+    public func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "DELETE FROM enrollment_codes WHERE user_name = $1 AND used_at IS NULL", [.text(user)]
+            ).affectedRowCount
+        }
+    }
+
+    public func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int) {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> (devices: Int, codes: Int) in
+                // The insert lock, so that no registration of this user lands in the middle.
+                try connection.lock(Self.deviceInsertLock(user: user))
+                let devices = try connection.execute("DELETE FROM devices WHERE user_name = $1", [.text(user)])
+                let codes = try connection.execute("DELETE FROM enrollment_codes WHERE user_name = $1", [.text(user)])
+                return (devices.affectedRowCount, codes.affectedRowCount)
+            }
+        }
+    }
+
     public func purgeExpiredEnrollmentCodes(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute(

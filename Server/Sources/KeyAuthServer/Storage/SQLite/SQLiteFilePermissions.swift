@@ -71,17 +71,29 @@ enum SQLiteFilePermissions {
         }
     }
 
+    /// Linux's `O_PATH` (`010000000` on x86-64 and arm64), which Glibc's Swift module leaves out
+    /// because the header defines it only under `_GNU_SOURCE`.
+    private static let pathOnly: Int32 = 0o10_000_000
+
     /// Makes `path` 0600 if it exists and is ours; refuses it if it is someone else's.
+    ///
+    /// The file is opened with `O_PATH`, and changed through `/proc/self/fd`, because this runs
+    /// after SQLite opened the database: closing an ordinary descriptor of a file drops every
+    /// POSIX lock the process holds on it, SQLite's included. A server without its locks looks
+    /// closed to any other process that opens the database (an admin command, a backup), whose
+    /// last connection then checkpoints and deletes the WAL the server is still writing, and its
+    /// acknowledged writes are lost. Linux keeps the locks when an `O_PATH` descriptor closes.
     private static func restrictCompanion(_ path: String) throws(StorageError) {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        let descriptor = open(path, pathOnly | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             // Missing is normal (SQLite removes the companions on a clean close); anything else
-            // (a symlink, no permission) surfaces when SQLite opens the database.
+            // (no permission) surfaces when SQLite opens the database.
             return
         }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return }
+        // A symlink (O_NOFOLLOW with O_PATH opens the link itself) is SQLite's to refuse.
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
         guard info.st_uid == geteuid() else {
             throw StorageError(
                 .unprotected,
@@ -89,7 +101,8 @@ enum SQLiteFilePermissions {
                     + "run keyauth-server as \(userName(info.st_uid) ?? "uid \(info.st_uid)")")
         }
         guard info.st_mode & 0o077 != 0 else { return }
-        guard fchmod(descriptor, 0o600) == 0 else {
+        // fchmod does not take an O_PATH descriptor; its /proc/self/fd link names the same file.
+        guard chmod("/proc/self/fd/\(descriptor)", 0o600) == 0 else {
             let text = String(cString: strerror(errno))
             throw StorageError(.unprotected, "cannot restrict \(path) to mode 600: \(text)")
         }

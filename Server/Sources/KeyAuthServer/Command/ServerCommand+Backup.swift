@@ -1,0 +1,60 @@
+import Glibc
+
+/// `keyauth-server backup FILE`: a consistent copy of a SQLite database, even of a live one.
+extension ServerCommand {
+    /// Copies the SQLite database at `database` into the new file `destination` with SQLite's
+    /// online backup API, readable by the server's user only (0600): the copy holds the server's
+    /// signing key.
+    ///
+    /// Refuses a PostgreSQL database (`pg_dump` backs those up) and an existing `destination`,
+    /// so that a slip cannot overwrite the database or an older backup. After the copy, SQLite's
+    /// `quick_check` must pass on it.
+    static func backup(database: String, to destination: String, output: Output) -> Int32 {
+        guard !StorageFactory.isPostgresURL(database) else {
+            output.error(
+                "keyauth-server: backup copies a SQLite database; back up PostgreSQL with pg_dump "
+                    + "(pg_dump --format=custom --file=FILE DATABASE), see the README\n")
+            return ExitStatus.usage
+        }
+        do {
+            try SQLiteFilePermissions.checkBeforeOpening(database, creatingIfMissing: false)
+        } catch {
+            output.error("keyauth-server: \(error.description)\n")
+            return exitStatus(for: error)
+        }
+        let descriptor = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            let reason = errno == EEXIST ? "it exists; choose a new name" : String(cString: strerror(errno))
+            output.error("keyauth-server: cannot create the backup \(destination): \(reason)\n")
+            return ExitStatus.failure
+        }
+        // The mode is explicit, whatever the umask.
+        fchmod(descriptor, 0o600)
+        close(descriptor)
+        do {
+            try copy(database, into: destination)
+        } catch {
+            unlink(destination)
+            output.error("keyauth-server: \(error.description)\n")
+            return ExitStatus.failure
+        }
+        var info = stat()
+        let size = stat(destination, &info) == 0 ? " (\(info.st_size) bytes)" : ""
+        output.error("keyauth-server: backed up \(database) to \(destination)\(size)\n")
+        return ExitStatus.success
+    }
+
+    /// The copy itself, both connections closed before the files are checked.
+    private static func copy(_ database: String, into destination: String) throws(StorageError) {
+        let source = try SQLiteConnection(path: database, busyTimeoutMilliseconds: 5000)
+        let target = try SQLiteConnection(path: destination, busyTimeoutMilliseconds: 5000)
+        try source.backup(into: target)
+        let check = try target.execute("PRAGMA quick_check").firstRow?.text(0)
+        guard check == "ok" else {
+            throw StorageError(.queryFailed, "the backup does not pass SQLite's quick_check: \(check ?? "no answer")")
+        }
+        // The copy is in WAL mode like its source: make it one self-contained file.
+        try target.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try SQLiteFilePermissions.restrict(destination)
+    }
+}

@@ -1,0 +1,52 @@
+extension ServerCommand {
+    /// The report of `keyauth-server check-config`: every serve setting as `key = value`, the
+    /// effective value with defaults filled in, and where it came from, in the order of `--help`.
+    ///
+    /// The password of a PostgreSQL URL is masked, so the report can be pasted into a ticket.
+    static func checkConfigReport(
+        _ configuration: ServerConfiguration, origins: [String: String], settingsFile: String?
+    ) -> String {
+        let rows = configuration.settingValues
+        let width = rows.map { $0.key.count + 3 + $0.value.count }.max() ?? 0
+        var lines = [
+            "# keyauth-server check-config: the configuration is valid",
+            "# settings file: \(settingsFile ?? "none")",
+        ]
+        for (key, value) in rows {
+            let setting = value.isEmpty ? "#\(key) =" : "\(key) = \(value)"
+            let padding = String(repeating: " ", count: max(1, width + 2 - setting.count))
+            lines.append(setting + padding + "# " + (origins[key] ?? (value.isEmpty ? "not set" : "default")))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+extension ServerConfiguration {
+    /// Every serve setting by its flag's name (without dashes) and its effective value as a
+    /// flag would write it; empty for a setting that is not set and has no default value.
+    ///
+    /// - Warning: the database is shown with its password masked: this is for display only.
+    var settingValues: [(key: String, value: String)] {
+        let postgres = StorageFactory.isPostgresURL(database)
+        return [
+            ("listen", listen.description),
+            ("issuer", resolvedIssuer(boundPort: listen.port)),
+            ("db", postgres ? PostgresLocation(database).redacted : database),
+            ("enrollment", enrollment.rawValue),
+            ("metrics-listen", metricsAddress?.description ?? "off"),
+            ("trust-proxy", String(trustProxy)),
+            ("rate-limit", String(failureLimit)),
+            ("registration-limit", String(registrationLimit)),
+            ("token-lifetime", String(accessTokenLifetime)),
+            ("threads", String(threads ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: postgres))),
+            ("max-connections", String(connectionLimit)),
+            ("max-connections-per-address", String(connectionsPerAddressLimit)),
+            ("request-timeout", String(requestTimeoutSeconds)),
+            ("connection-timeout", String(connectionTimeoutSeconds)),
+            ("signing-key-bits", String(signingKeyBits)),
+            ("signing-key-file", signingKeyFile ?? ""),
+            ("quiet", String(!logRequests)),
+            ("log-format", logFormat.rawValue),
+        ]
+    }
+}

@@ -1,0 +1,26 @@
+/// Rows printed in aligned columns for the admin commands: each column as wide as its widest
+/// cell plus two spaces, the last column unpadded, so that `column -t` is not needed and
+/// `awk '{print $1}'` still reads the first column.
+struct TextTable {
+    let header: [String]
+    var rows: [[String]] = []
+
+    /// The table as lines, each ending in a newline; empty cells print as `-`.
+    var rendered: String {
+        let all = [header] + rows.map { $0.map { $0.isEmpty ? "-" : $0 } }
+        var widths = [Int](repeating: 0, count: header.count)
+        for row in all {
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = max(widths[index], cell.count)
+            }
+        }
+        return all.map { row in
+            var line = ""
+            for (index, cell) in row.enumerated() {
+                line += cell
+                if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - cell.count + 2) }
+            }
+            return line + "\n"
+        }.joined()
+    }
+}

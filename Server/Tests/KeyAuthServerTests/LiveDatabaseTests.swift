@@ -1,0 +1,53 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// Other processes on a live server's SQLite database: admin commands and backups run beside
+/// `serve`, and must neither take the server's write-ahead log away nor lose its writes.
+@Suite("keyauth-server beside admin commands on a live database")
+struct LiveDatabaseTests {
+    @Test("an admin command on a live database leaves the server's WAL, and writes after it survive kill -9")
+    func adminCommandKeepsWAL() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let database = environment.databasePath
+        let arguments = [
+            "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
+            "--quiet", "--config", "/dev/null",
+        ]
+        let server = try KeyAuthServerProcess(
+            name: "live", arguments: arguments, logPath: environment.directory.path + "/live.log")
+        defer { server.terminate() }
+        try server.waitUntilListening()
+        let storage = try StorageFactory.open(database, creatingIfMissing: false)
+        defer { storage.close() }
+        let api = TestAPI(
+            transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
+            storage: storage)
+        #expect(try api.register(user: "alice", key: ServerTestKeys.key("alice-1")).status == 201)
+        #expect(FileManager.default.fileExists(atPath: database + "-wal"))
+
+        // Another process opens and closes the database while the server runs.
+        let listing = try KeyAuthServerProcess.runCommand(["devices", "--db", database, "--config", "/dev/null"])
+        #expect(listing.status == 0)
+        #expect(FileManager.default.fileExists(atPath: database + "-wal"), "the admin command deleted the WAL")
+
+        let later = try ServerTestKeys.key("bob-1")
+        #expect(try api.register(user: "bob", key: later).status == 201)
+        #expect(server.kill())
+        storage.close()
+
+        let restarted = try KeyAuthServerProcess(
+            name: "restarted", arguments: arguments, logPath: environment.directory.path + "/restarted.log")
+        defer { restarted.terminate() }
+        try restarted.waitUntilListening()
+        let reopened = try StorageFactory.open(database, creatingIfMissing: false)
+        defer { reopened.close() }
+        let after = TestAPI(
+            transport: SocketTransport(port: restarted.port), issuer: restarted.url, clock: environment.clock,
+            storage: reopened)
+        #expect(try after.login(later).status == 200, "a registration acknowledged after the admin command was lost")
+    }
+}
