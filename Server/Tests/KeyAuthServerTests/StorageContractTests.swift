@@ -102,7 +102,8 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageCheck("migrates once when several instances start at once", StorageContract.migratesConcurrently),
             StorageCheck("keeps everything across reopening", StorageContract.survivesReopening),
             StorageCheck("refuses a schema newer than it knows", StorageContract.refusesNewerSchema),
-            StorageCheck("keeps audit events in the order recorded, read from a time", StorageContract.keepsAuditEvents),
+            StorageCheck(
+                "keeps audit events in the order recorded, read from a time", StorageContract.keepsAuditEvents),
         ] + StorageContract.signInChecks
 }
 
