@@ -86,6 +86,13 @@ struct AgentTests {
             let token = try machine.run(["token"], extraEnvironment: agent.environment)
             #expect(token.status == 0, "\(token.standardError)")
             #expect(token.standardOutput.split(separator: ".").count == 3)
+            // A DPoP proof needs the private key: the agent signs it too.
+            let proof = try machine.run(
+                ["proof", "GET", server.url + "/api/me"], extraEnvironment: agent.environment)
+            #expect(proof.status == 0, "\(proof.standardError)")
+            let noAgentProof = try machine.run(
+                ["proof", "GET", server.url + "/api/me"], extraEnvironment: ["XDG_RUNTIME_DIR": "/nonexistent"])
+            #expect(noAgentProof.status == 77)
 
             // Locked: the agent runs but holds nothing, and login falls back to asking for the PIN.
             #expect(try machine.run(["agent", "--lock"], extraEnvironment: agent.environment).status == 0)
@@ -148,6 +155,27 @@ struct AgentTests {
             #expect(!other.standardOutput.contains("signature"))
             agent.stop()
             #expect(agent.standardError().contains("refused a connection from uid 65534"))
+        }
+    }
+
+    @Test("SIGTERM ends the agent and removes its socket; a wrong PIN at start leaves no agent")
+    func signalsAndWrongPIN() throws {
+        try withServer { server in
+            let machine = try Self.registeredMachine(server)
+            defer { machine.home.remove() }
+            let agent = try RunningAgent(machine)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            agent.process.terminate()
+            agent.process.waitUntilExit()
+            #expect(agent.process.terminationStatus == 128 + SIGTERM)
+            #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+
+            let wrong = try machine.run(
+                ["agent", "--pin-stdin"], standardInput: "000000\n", extraEnvironment: agent.environment)
+            #expect(wrong.status == 77)
+            #expect(wrong.standardError.contains("wrong PIN"))
+            #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
         }
     }
 
