@@ -61,6 +61,20 @@ struct AgentTests {
         return machine
     }
 
+    /// Runs `body` with a registered machine and an agent that holds its key; ends both after.
+    static func withUnlockedAgent(
+        extra: [String] = [], _ body: (Machine, RunningAgent) throws -> Void
+    ) throws {
+        try withServer { server in
+            let machine = try registeredMachine(server)
+            defer { machine.home.remove() }
+            let agent = try RunningAgent(machine, extra: extra)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            try body(machine, agent)
+        }
+    }
+
     @Test("login and token sign through the agent without a terminal; locked or stopped, they fail with 77")
     func signsThroughTheAgent() throws {
         try withServer { server in
@@ -120,12 +134,7 @@ struct AgentTests {
     @Test("a peer of another uid that reaches the socket is refused and gets no signature")
     func refusesOtherUIDs() throws {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else { return }
-        try withServer { server in
-            let machine = try Self.registeredMachine(server)
-            defer { machine.home.remove() }
-            let agent = try RunningAgent(machine)
-            defer { agent.stop() }
-            #expect(agent.status()?.locked == false)
+        try Self.withUnlockedAgent { machine, agent in
             // Loosen the file-system guard, as a mistake or a capability would, to reach SO_PEERCRED.
             chmod(agent.runtime.path, 0o711)
             chmod(agent.runtime.path + "/keyauth", 0o711)
@@ -160,12 +169,7 @@ struct AgentTests {
 
     @Test("SIGTERM ends the agent and removes its socket; a wrong PIN at start leaves no agent")
     func signalsAndWrongPIN() throws {
-        try withServer { server in
-            let machine = try Self.registeredMachine(server)
-            defer { machine.home.remove() }
-            let agent = try RunningAgent(machine)
-            defer { agent.stop() }
-            #expect(agent.status()?.locked == false)
+        try Self.withUnlockedAgent { machine, agent in
             agent.process.terminate()
             agent.process.waitUntilExit()
             #expect(agent.process.terminationStatus == 128 + SIGTERM)
@@ -181,12 +185,7 @@ struct AgentTests {
 
     @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
     func timeoutClears() throws {
-        try withServer { server in
-            let machine = try Self.registeredMachine(server)
-            defer { machine.home.remove() }
-            let agent = try RunningAgent(machine, extra: ["--timeout", "2s"])
-            defer { agent.stop() }
-            #expect(agent.status()?.locked == false)
+        try Self.withUnlockedAgent(extra: ["--timeout", "2s"]) { machine, agent in
             for _ in 0..<300 where agent.status()?.locked == false { Thread.sleep(forTimeInterval: 0.1) }
             #expect(agent.status()?.locked == true)
             let login = try machine.run(["login"], extraEnvironment: agent.environment)
