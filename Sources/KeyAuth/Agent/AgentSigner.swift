@@ -42,7 +42,7 @@ public struct AgentSigner: JWSSigner {
 
     /// Asks the agent to sign `message`.
     ///
-    /// - Throws: `.presenceUnavailable` when the agent went away or locked since ``connect``
+    /// - Throws: `.presenceUnavailable` when the agent went away or locked since ``connect(environment:account:publicKey:)``
     ///   (the caller's login fails as it would without an agent and a terminal); the agent's own
     ///   error code otherwise.
     public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
