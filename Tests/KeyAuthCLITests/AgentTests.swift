@@ -18,7 +18,7 @@ struct AgentTests {
         var socketPath: String { runtime.path + "/keyauth/agent.sock" }
         var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
 
-        init(_ machine: Machine, extra: [String] = []) throws {
+        init(_ machine: Machine, extra: [String] = [], pin: String = AgentTests.pin) throws {
             process.executableURL = URL(fileURLWithPath: Binaries.keyauth)
             process.arguments = ["agent", "--pin-stdin"] + extra
             process.environment = machine.environment.merging(environment) { $1 }
@@ -27,7 +27,7 @@ struct AgentTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = errors
             try process.run()
-            input.fileHandleForWriting.write(Data((AgentTests.pin + "\n").utf8))
+            input.fileHandleForWriting.write(Data((pin + "\n").utf8))
             try input.fileHandleForWriting.close()
             // Started once the socket answers; the bound only stops a broken agent hanging the test.
             for _ in 0..<300 where status() == nil && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
@@ -180,6 +180,27 @@ struct AgentTests {
             #expect(wrong.status == 77)
             #expect(wrong.standardError.contains("wrong PIN"))
             #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+        }
+    }
+
+    @Test("a TPM key: the agent holds its PIN and the TPM signs a login that asks nothing")
+    func tpmKey() throws {
+        let tpmPIN = "2468"
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "alice", extra: ["--key-store", "tpm"], pin: tpmPIN)
+            try #require(registered.status == 0, "\(registered.standardError)")
+            #expect(try machine.run(["logout"]).status == 0)
+            let agent = try RunningAgent(machine, pin: tpmPIN)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            let login = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(login.status == 0, "\(login.standardError)")
+            #expect(try machine.run(["agent", "--lock"], extraEnvironment: agent.environment).status == 0)
+            #expect(try machine.run(["login"], extraEnvironment: agent.environment).status == 77)
         }
     }
 
