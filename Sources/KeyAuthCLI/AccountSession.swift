@@ -83,6 +83,7 @@ struct AccountSession: Sendable {
             audience: account.issuer, reason: "Log in to \(account.serverURL) as \(account.user)")
         configuration.waitForApproval = waitForApproval
         configuration.pollInterval = context.io.pollInterval
+        configuration.useKeyAgent(account: name, environment: context.io.environment)
         let authenticator = Authenticator(store: keys, presence: presence, configuration: configuration, hooks: hooks)
         let provider = AccessTokenProvider(
             account: name, credentials: accounts.credentials, authenticator: authenticator)
@@ -161,6 +162,14 @@ struct AccountSession: Sendable {
     func proofs() async throws(KeyAuthError) -> DPoPProofBuilder {
         if let known = proofKey.builder { return known }
         let store = keys
+        if let publicKey = try? store.loadPublicKey(),
+            let agent = AgentSigner.connect(
+                environment: context.io.environment, account: account.name, publicKey: publicKey)
+        {
+            let builder = DPoPProofBuilder(signer: agent, publicKey: publicKey.jwk)
+            proofKey.set(builder)
+            return builder
+        }
         let key = try await authenticator.presence.unlock(
             reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
         ) { (secret) throws(KeyAuthError) in

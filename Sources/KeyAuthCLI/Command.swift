@@ -1,3 +1,4 @@
+import Foundation
 import KeyAuth
 
 /// A command line, parsed and checked: what ``KeyAuthCommand`` runs.
@@ -32,11 +33,13 @@ public enum Command: Sendable, Equatable {
     case requests(RequestsOptions)
     /// `keyauth approve ...` and `keyauth deny ...`.
     case answer(AnswerOptions)
+    /// `keyauth agent ...`.
+    case agent(AgentOptions)
 }
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 public enum CommandName: String, Sendable, CaseIterable {
-    case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny
+    case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny, agent
     case defaultAccount = "default"
     case help
 }
@@ -237,4 +240,52 @@ public struct ResetOptions: Sendable, Equatable {
 
     /// Creates the defaults.
     public init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth agent`.
+public struct AgentOptions: Sendable, Equatable {
+    /// What to do.
+    public enum Action: Sendable, Equatable {
+        /// Start an agent, or unlock the running one.
+        case start
+        /// `--lock`: clear what the running agent holds; it keeps running.
+        case lock
+        /// `--stop`: end the running agent.
+        case stop
+    }
+
+    /// How long an agent holds a key by default: 8 hours, a working day.
+    public static let defaultTimeout: TimeInterval = 8 * 3600
+
+    /// The action.
+    public var action: Action = .start
+    /// `--account NAME`.
+    public var account: String?
+    /// `--pin-stdin`.
+    public var pinFromStandardInput = false
+    /// `--timeout DURATION`, in seconds.
+    public var timeout: TimeInterval = defaultTimeout
+
+    /// Creates the defaults.
+    public init(action: Action = .start) { self.action = action }
+
+    /// Reads a duration: whole numbers each followed by `s`, `m`, `h` or `d` (`8h`, `1h30m`,
+    /// `90s`), or a bare number of seconds; nil for anything else or for zero.
+    public static func seconds(fromDuration text: String) -> TimeInterval? {
+        if let plain = Int(text) { return plain > 0 ? TimeInterval(plain) : nil }
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var total = 0
+        var digits = ""
+        for character in text {
+            if character.isASCII, character.isNumber {
+                digits.append(character)
+            } else if let unit = units[character], let value = Int(digits), value <= 1_000_000 {
+                total += value * unit
+                digits = ""
+            } else {
+                return nil
+            }
+        }
+        return digits.isEmpty && total > 0 ? TimeInterval(total) : nil
+    }
 }

@@ -16,7 +16,7 @@ public enum CommandParser {
         .defaultAccount: [], .status: ["account"],
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .requests: ["account"], .approve: ["account"],
-        .deny: ["account"], .help: [],
+        .deny: ["account"], .agent: ["account", "timeout"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
@@ -24,7 +24,8 @@ public enum CommandParser {
         .logout: [], .pin: ["pin-stdin"], .defaultAccount: [], .status: ["json"], .devices: ["pin-stdin", "json"],
         .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
-        .requests: ["watch", "pin-stdin"], .approve: ["pin-stdin"], .deny: ["pin-stdin"], .help: [],
+        .requests: ["watch", "pin-stdin"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
+        .agent: ["pin-stdin", "lock", "stop"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -33,7 +34,8 @@ public enum CommandParser {
     public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
             throw usage(
-                "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, reset, requests, approve or deny",
+                "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, "
+                    + "reset, requests, approve, deny or agent",
                 nil)
         }
         switch first {
@@ -126,6 +128,7 @@ public enum CommandParser {
             return .requests(options)
         case .approve, .deny:
             return .answer(try answerOptions(parsed, decision: name == .approve ? .approve : .deny))
+        case .agent: return .agent(try agentOptions(parsed))
         case .help:
             return .help(topic: nil)
         }
@@ -203,6 +206,29 @@ public enum CommandParser {
         guard argument.hasPrefix("--") else { return false }
         let name = argument.dropFirst(2).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
         return syntax.valueOptions.contains(name) || syntax.flags.contains(name)
+    }
+
+    private static func agentOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> AgentOptions {
+        try parsed.expectPositionals(0)
+        let lock = parsed.flags.contains("lock")
+        let stop = parsed.flags.contains("stop")
+        guard !(lock && stop) else { throw usage("--lock and --stop exclude each other", .agent) }
+        var options = AgentOptions(action: lock ? .lock : stop ? .stop : .start)
+        if options.action != .start,
+            let extra = ["account", "timeout"].first(where: { parsed.values[$0] != nil })
+                ?? (parsed.flags.contains("pin-stdin") ? "pin-stdin" : nil)
+        {
+            throw usage("--\(extra) is for starting an agent, not with --lock or --stop", .agent)
+        }
+        options.account = parsed.values["account"]
+        options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+        if let text = parsed.values["timeout"] {
+            guard let seconds = AgentOptions.seconds(fromDuration: text) else {
+                throw usage("--timeout must be a duration such as 8h, 30m, 1h30m or 90s", .agent)
+            }
+            options.timeout = seconds
+        }
+        return options
     }
 
     private static func registerOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> RegisterOptions {

@@ -20,6 +20,7 @@ enum HelpText {
           requests   show sign-in requests waiting for this user's approval (--watch: wait)
           approve    approve a sign-in request after checking its code and presence
           deny       deny a sign-in request
+          agent      hold the unlocked key for a while, so login and token ask no PIN
 
         options:
           -h, --help     show help (also `keyauth <command> --help`)
@@ -84,6 +85,22 @@ enum HelpText {
             The token is a Bearer token unless the server requires DPoP: then it is bound to
             the device key, and each request needs a proof of its own from `keyauth proof`
             (see `keyauth proof --help`).
+            """
+        case .agent:
+            """
+            usage: keyauth agent [--account NAME] [--timeout DURATION] [--pin-stdin]
+                   keyauth agent --lock
+                   keyauth agent --stop
+
+            Checks presence once (the PIN of a PIN-protected key), then holds the account's
+            unlocked key, or a TPM key's PIN, in locked memory for DURATION (default 8h; forms
+            such as 30m, 1h30m, 90s). `keyauth login`, `token` and `proof` sign through it without
+            asking; the key never leaves the agent. It runs in the foreground on the socket
+            $XDG_RUNTIME_DIR/keyauth/agent.sock (0600, in a 0700 directory, and only processes of
+            the same uid are answered); without XDG_RUNTIME_DIR it refuses to start.
+            Run it again to unlock a locked agent.
+              --lock   clear the held key; the agent keeps running, locked
+              --stop   clear the held key and end the agent
             """
         case .logout:
             """

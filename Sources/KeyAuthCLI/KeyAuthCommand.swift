@@ -93,6 +93,8 @@ public enum KeyAuthCommand {
             try await TokenCommand(context: context, options: options).run()
         case .proof(let options):
             try await ProofCommand(context: context, options: options).run()
+        case .agent(let options):
+            try await AgentCommand(context: context, options: options).run()
         case .logout(let options):
             try LogoutCommand(context: context, options: options).run()
         case .defaultAccount(let account):

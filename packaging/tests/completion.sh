@@ -44,7 +44,7 @@ expect() {
 }
 
 expect "register reset" _keyauth keyauth re
-expect "default devices help login logout pin proof pubkey register reset status token" _keyauth keyauth ""
+expect "agent approve default deny devices help login logout pin proof pubkey register requests reset status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
 expect "2048 3072 4096" _keyauth keyauth register --bits ""

@@ -38,6 +38,9 @@ public final class Authenticator<Session: Sendable>: Sendable {
         public var confirmNewPIN: Bool = true
         /// The clock that dates assertions.
         public var clock: KeyAuthClock = .system
+        /// A key already unlocked elsewhere (``AgentSigner``, `keyauth agent`), asked before the
+        /// presence check with the stored public key; nil from it means "ask as usual".
+        public var heldKey: (@Sendable (RSAPublicKey) -> DeviceKey?)?
 
         public init(audience: String?, keyBits: Int? = nil, reason: String = "Log in with your device key") {
             self.audience = audience
@@ -174,6 +177,11 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     private func loadKey() async throws(KeyAuthError) -> DeviceKey {
         let store = self.store
+        if let heldKey = configuration.heldKey, let publicKey = try? store.loadPublicKey(),
+            let key = heldKey(publicKey)
+        {
+            return key
+        }
         let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
         // A TPM counts wrong PINs itself; a key file needs the check's own count.
         if store.storedKind == .tpm {

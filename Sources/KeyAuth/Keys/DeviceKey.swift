@@ -32,6 +32,13 @@ public struct DeviceKey: JWSSigner {
         kind = .tpm
     }
 
+    /// A key whose signatures come from elsewhere (`keyauth agent`).
+    package init(signer: any JWSSigner, publicKey: RSAPublicKey, kind: KeyStore.Kind) {
+        self.signer = signer
+        self.publicKey = publicKey
+        self.kind = kind
+    }
+
     /// The signer's algorithm (RS256 for both kinds).
     public var algorithm: JWSAlgorithm { signer.algorithm }
 

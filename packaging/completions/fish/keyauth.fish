@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token proof logout status devices pubkey pin default reset help
+set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -26,19 +26,23 @@ complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a proof -d '
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Forget the stored access token; keep the key'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pin -d 'Change the PIN of the device key'
 complete -c keyauth -n "__fish_seen_subcommand_from pin" -a change -d 'Change the PIN'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a requests -d 'Sign-in requests waiting for approval'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a approve -d 'Approve a sign-in request'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a deny -d 'Deny a sign-in request'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a default -d 'Show or set the default account'
 complete -c keyauth -n "__fish_seen_subcommand_from default" -x -a '(__keyauth_accounts)'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a reset -d 'Revoke the key on the server, then delete it here'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Hold the unlocked key so login and token ask no PIN'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent" -l pin-stdin -d 'Read the PIN from standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
@@ -57,3 +61,6 @@ complete -c keyauth -n "__fish_seen_subcommand_from reset" -l yes -d 'Do not ask
 complete -c keyauth -n "__fish_seen_subcommand_from reset" -l local-only -d 'Skip the server'
 
 complete -c keyauth -n "__fish_seen_subcommand_from proof" -l nonce -x -d "The server's DPoP-Nonce"
+complete -c keyauth -n "__fish_seen_subcommand_from agent" -l timeout -x -d 'How long to hold the key (8h, 30m, 1h30m)'
+complete -c keyauth -n "__fish_seen_subcommand_from agent" -l lock -d "Clear the running agent's key; it keeps running"
+complete -c keyauth -n "__fish_seen_subcommand_from agent" -l stop -d 'Clear the key and end the agent'

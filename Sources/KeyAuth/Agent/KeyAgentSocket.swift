@@ -1,0 +1,144 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Unix socket under `keyauth agent`: where it lives, and the calls both ends make on it.
+///
+/// The socket is the agent's only door, so two checks guard it: the file system (the socket is
+/// 0600 in a 0700 directory of the user's own `$XDG_RUNTIME_DIR`) and the kernel's word on who
+/// connected (`SO_PEERCRED`), which the agent compares with its own uid on every connection, so
+/// that a process that reaches the socket some other way (a loosened mode, a capability) still
+/// gets nothing.
+package enum KeyAgentSocket {
+    /// The largest message either end accepts: a signing input is a few kilobytes at most.
+    package static let maximumMessageLength = 64 * 1024
+
+    /// `$XDG_RUNTIME_DIR/keyauth`, the agent's private directory.
+    ///
+    /// - Throws: `.invalidArgument` when `XDG_RUNTIME_DIR` is unset or relative: no other
+    ///   directory is both private to the user and cleared at logout, and a socket in `/tmp`
+    ///   would invite the races ssh-agent had to defend against.
+    package static func directory(environment: [String: String]) throws(KeyAuthError) -> String {
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "keyauth agent needs XDG_RUNTIME_DIR (the per-user runtime directory a login session sets up); "
+                    + "it is not set, so there is no private place for the agent's socket")
+        }
+        return (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/keyauth"
+    }
+
+    /// The agent's socket path: `$XDG_RUNTIME_DIR/keyauth/agent.sock`.
+    package static func path(environment: [String: String]) throws(KeyAuthError) -> String {
+        try directory(environment: environment) + "/agent.sock"
+    }
+
+    /// Makes a `sockaddr_un` for `path` and lends it to `body`.
+    private static func withAddress<Result>(
+        _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result
+    ) -> Result? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard bytes.count < capacity else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                body($0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+    }
+
+    /// Connects to the socket at `path`; nil when nothing listens there (no agent).
+    package static func connect(to path: String) -> Int32? {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        let connected = withAddress(path) { Glibc.connect(descriptor, $0, $1) } ?? -1
+        guard connected == 0 else {
+            close(descriptor)
+            return nil
+        }
+        setTimeout(descriptor, seconds: 30)
+        return descriptor
+    }
+
+    /// Binds a listening socket at `path` with mode 0600 (set through the umask, so that no
+    /// moment exists when it is more open).
+    ///
+    /// - Throws: `.storageFailed` with the system's reason.
+    package static func listen(at path: String) throws(KeyAuthError) -> Int32 {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw systemError("cannot create the agent's socket") }
+        let previousMask = umask(0o177)
+        let bound = withAddress(path) { bind(descriptor, $0, $1) } ?? -1
+        let bindError = errno
+        umask(previousMask)
+        guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 16) == 0 else {
+            close(descriptor)
+            errno = bindError
+            throw systemError("cannot listen on \(path)")
+        }
+        return descriptor
+    }
+
+    /// The uid of the process at the other end, as the kernel recorded it at `connect` time.
+    package static func peerUID(_ descriptor: Int32) -> uid_t? {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }, which Glibc's Swift overlay lacks.
+        var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
+            Int(length) == MemoryLayout.size(ofValue: credentials)
+        else { return nil }
+        return credentials.1
+    }
+
+    /// Bounds a read or write on `descriptor`, so that a peer that stalls cannot hold the agent.
+    package static func setTimeout(_ descriptor: Int32, seconds: Int) {
+        var limit = timeval(tv_sec: seconds, tv_usec: 0)
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, size)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
+    }
+
+    /// Writes one message: a 4-byte big-endian length, then the bytes.
+    package static func writeMessage(_ descriptor: Int32, _ message: [UInt8]) -> Bool {
+        guard message.count <= maximumMessageLength else { return false }
+        let length = UInt32(message.count)
+        let prefix: [UInt8] = [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: length >> $0) }
+        return DescriptorIO.writeAll(descriptor, bytes: prefix + message)
+    }
+
+    /// Reads one message written by ``writeMessage(_:_:)``; nil at end of stream, on a timeout,
+    /// or for a length above ``maximumMessageLength``.
+    package static func readMessage(_ descriptor: Int32) -> [UInt8]? {
+        guard let prefix = readExactly(descriptor, count: 4) else { return nil }
+        let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
+        guard length <= maximumMessageLength else { return nil }
+        return readExactly(descriptor, count: length)
+    }
+
+    private static func readExactly(_ descriptor: Int32, count: Int) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = buffer.withUnsafeMutableBytes { raw in
+                read(descriptor, raw.baseAddress.map { $0 + filled }, count - filled)
+            }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return nil }
+            filled += got
+        }
+        return buffer
+    }
+
+    /// A `.storageFailed` error with `strerror(errno)`.
+    package static func systemError(_ what: String) -> KeyAuthError {
+        KeyAuthError(.storageFailed, "\(what): \(String(cString: strerror(errno)))")
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `keyauth agent`: unlocks one account's key once and holds it, like `ssh-agent`, so that
+/// `login`, `token` and `proof` sign without asking for the PIN until the timeout.
+///
+/// It runs in the foreground (start it with `&`, or as a systemd user service); `--lock` and
+/// `--stop` talk to the running one. When an agent already runs for the account, `keyauth agent`
+/// checks presence here and has the running agent open the key (the PIN crosses the socket,
+/// which only the user's own processes may use), so that a locked agent is unlocked in place.
+struct AgentCommand {
+    let context: CommandContext
+    let options: AgentOptions
+
+    func run() async throws(KeyAuthError) {
+        let path = try KeyAgentSocket.path(environment: context.io.environment)
+        switch options.action {
+        case .lock:
+            try sendControl("lock", to: path, done: "locked: it holds no key until `keyauth agent` unlocks it")
+        case .stop:
+            try sendControl("stop", to: path, done: "stopped")
+            // The agent removes its socket on the way out: wait for that, so callers see it gone.
+            for _ in 0..<50 where access(path, F_OK) == 0 { try? await Task.sleep(for: .milliseconds(100)) }
+        case .start:
+            try await start(at: path)
+        }
+    }
+
+    private func sendControl(_ op: String, to path: String, done: String) throws(KeyAuthError) {
+        guard let response = KeyAgentSocket.exchange(KeyAgentRequest(op: op), at: path) else {
+            context.io.printOutput("keyauth agent: no agent answers at \(path)")
+            return
+        }
+        guard response.ok else { throw Self.error(from: response) }
+        context.io.printOutput("keyauth agent: \(done)")
+    }
+
+    private func start(at path: String) async throws(KeyAuthError) {
+        let session = try AccountSession.open(
+            context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
+            waitForApproval: false)
+        let name = session.account.name
+        let publicKey = try session.keys.loadPublicKey()
+        let reason = "Unlock the device key of \(name) for keyauth agent"
+        if let status = KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path) {
+            guard status.account == name else {
+                throw KeyAuthError(
+                    .invalidArgument,
+                    "an agent for account \(status.account ?? "?") already runs at \(path); "
+                        + "stop it with `keyauth agent --stop` first")
+            }
+            let timeout = options.timeout
+            let open = { (pin: SecretBytes?) throws(KeyAuthError) in
+                try Self.unlockRunning(at: path, pin: pin, timeout: timeout)
+            }
+            try await Self.checkPresence(session, reason: reason, open)
+            context.io.printOutput("keyauth agent: unlocked the running agent for \(name)")
+            return
+        }
+        try Self.prepareDirectory(for: path)
+        let errorOutput = context.io
+        let server = try KeyAgentServer(
+            account: name, keyID: publicKey.fingerprint, store: session.keys, socketPath: path,
+            errorOutput: { errorOutput.printError($0) })
+        let timeout = options.timeout
+        let open = { (pin: SecretBytes?) throws(KeyAuthError) in try server.unlock(pin: pin, timeout: timeout) }
+        try await Self.checkPresence(session, reason: reason, open)
+        // A core dump of the agent would hold the key.
+        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+        unlink(path)
+        let listener: Int32
+        do {
+            listener = try KeyAgentSocket.listen(at: path)
+        } catch {
+            server.clear()
+            throw error
+        }
+        context.io.printOutput(
+            "keyauth agent: holding the key of \(name) until "
+                + "\(server.expiresAt.map(Formatting.timestamp) ?? "now") at \(path); "
+                + "`keyauth agent --lock` clears it, `keyauth agent --stop` ends the agent")
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    server.serve(listener)
+                    continuation.resume()
+                }
+            }
+        } onCancel: {
+            server.requestStop()
+        }
+    }
+
+    /// Checks presence and opens the key through `open`: a TPM key's PIN is counted by the TPM,
+    /// a key file's by the presence check.
+    private static func checkPresence(
+        _ session: AccountSession, reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Void
+    ) async throws(KeyAuthError) {
+        let presence = session.authenticator.presence
+        if session.keys.storedKind == .tpm {
+            try await presence.unlockHardwareKey(reason: reason, open)
+        } else {
+            try await presence.unlock(reason: reason, open)
+        }
+    }
+
+    /// Has the running agent open the key with `pin`.
+    private static func unlockRunning(at path: String, pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
+        let encoded = pin.map { $0.withUnsafeBytes { Base64URL.encode($0) } }
+        let request = KeyAgentRequest(op: "unlock", pin: encoded, timeout: timeout)
+        guard let response = KeyAgentSocket.exchange(request, at: path) else {
+            throw KeyAuthError(.presenceUnavailable, "the agent at \(path) stopped answering")
+        }
+        guard response.ok else { throw error(from: response) }
+    }
+
+    /// `$XDG_RUNTIME_DIR/keyauth`, created 0700, and refused unless it is a directory of ours
+    /// that nobody else can enter.
+    private static func prepareDirectory(for path: String) throws(KeyAuthError) {
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw KeyAgentSocket.systemError("cannot create \(directory)")
+        }
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { throw KeyAgentSocket.systemError("cannot examine \(directory)") }
+        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "\(directory) must be a directory owned by uid \(getuid()) with mode 0700; remove it and try again")
+        }
+    }
+
+    private static func error(from response: KeyAgentResponse) -> KeyAuthError {
+        KeyAuthError(
+            KeyAuthError.Code(rawValue: response.error ?? KeyAuthError.Code.presenceUnavailable.rawValue),
+            response.message ?? "the agent refused")
+    }
+}

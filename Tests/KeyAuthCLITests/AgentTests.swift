@@ -1,0 +1,216 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+/// `keyauth agent` driven as a person would: started with the PIN once, then `login` and `token`
+/// from a script with no terminal and no `--pin-stdin`.
+@Suite("keyauth agent", .serialized)
+struct AgentTests {
+    static let pin = "246813"
+
+    /// A running `keyauth agent` child of the test, with its own `XDG_RUNTIME_DIR`.
+    final class RunningAgent {
+        let process = Process()
+        let runtime = TemporaryDirectory("keyauth-run")
+        private let errors = Pipe()
+
+        var socketPath: String { runtime.path + "/keyauth/agent.sock" }
+        var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
+
+        init(_ machine: Machine, extra: [String] = [], pin: String = AgentTests.pin) throws {
+            process.executableURL = URL(fileURLWithPath: Binaries.keyauth)
+            process.arguments = ["agent", "--pin-stdin"] + extra
+            process.environment = machine.environment.merging(environment) { $1 }
+            let input = Pipe()
+            process.standardInput = input
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = errors
+            try process.run()
+            input.fileHandleForWriting.write(Data((pin + "\n").utf8))
+            try input.fileHandleForWriting.close()
+            // Started once the socket answers; the bound only stops a broken agent hanging the test.
+            for _ in 0..<300 where status() == nil && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
+        }
+
+        /// The agent's answer to `status`, nil when nothing answers.
+        func status() -> KeyAgentResponse? {
+            KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socketPath)
+        }
+
+        /// What the agent wrote on standard error, once it has ended.
+        func standardError() -> String {
+            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+
+        /// Ends the agent (SIGTERM) if it still runs, and removes its directory.
+        func stop() {
+            if process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            runtime.remove()
+        }
+    }
+
+    /// A machine registered with a PIN-protected key file, with no stored token.
+    static func registeredMachine(_ server: KeyAuthServerProcess) throws -> Machine {
+        let machine = Machine()
+        #expect(try machine.register(server, user: "alice", pin: pin).status == 0)
+        #expect(try machine.run(["logout"]).status == 0)
+        return machine
+    }
+
+    /// Runs `body` with a registered machine and an agent that holds its key; ends both after.
+    static func withUnlockedAgent(
+        extra: [String] = [], _ body: (Machine, RunningAgent) throws -> Void
+    ) throws {
+        try withServer { server in
+            let machine = try registeredMachine(server)
+            defer { machine.home.remove() }
+            let agent = try RunningAgent(machine, extra: extra)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            try body(machine, agent)
+        }
+    }
+
+    @Test("login and token sign through the agent without a terminal; locked or stopped, they fail with 77")
+    func signsThroughTheAgent() throws {
+        try withServer { server in
+            let machine = try Self.registeredMachine(server)
+            defer { machine.home.remove() }
+            // Without the agent, a script cannot log in: the PIN cannot be asked.
+            let before = try machine.run(["login"], extraEnvironment: ["XDG_RUNTIME_DIR": "/nonexistent"])
+            #expect(before.status == 77)
+
+            let agent = try RunningAgent(machine)
+            defer { agent.stop() }
+            let status = try #require(agent.status())
+            #expect(status.locked == false)
+            #expect(status.account == (try machine.accounts.resolve(nil)))
+            let socketInfo = try FileManager.default.attributesOfItem(atPath: agent.socketPath)
+            #expect((socketInfo[.posixPermissions] as? Int) == 0o600)
+            let directoryInfo = try FileManager.default.attributesOfItem(atPath: agent.runtime.path + "/keyauth")
+            #expect((directoryInfo[.posixPermissions] as? Int) == 0o700)
+
+            let login = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(login.status == 0, "\(login.standardError)")
+            #expect(try machine.run(["logout"]).status == 0)
+            let token = try machine.run(["token"], extraEnvironment: agent.environment)
+            #expect(token.status == 0, "\(token.standardError)")
+            #expect(token.standardOutput.split(separator: ".").count == 3)
+            // A DPoP proof needs the private key: the agent signs it too.
+            let proof = try machine.run(
+                ["proof", "GET", server.url + "/api/me"], extraEnvironment: agent.environment)
+            #expect(proof.status == 0, "\(proof.standardError)")
+            let noAgentProof = try machine.run(
+                ["proof", "GET", server.url + "/api/me"], extraEnvironment: ["XDG_RUNTIME_DIR": "/nonexistent"])
+            #expect(noAgentProof.status == 77)
+
+            // Locked: the agent runs but holds nothing, and login falls back to asking for the PIN.
+            #expect(try machine.run(["agent", "--lock"], extraEnvironment: agent.environment).status == 0)
+            #expect(agent.status()?.locked == true)
+            let locked = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(locked.status == 77)
+            #expect(locked.standardError.contains("no terminal to ask for the PIN"))
+
+            // `keyauth agent` again unlocks the running agent in place.
+            let unlock = try machine.run(
+                ["agent", "--pin-stdin"], standardInput: Self.pin + "\n", extraEnvironment: agent.environment)
+            #expect(unlock.status == 0, "\(unlock.standardError)")
+            #expect(try machine.run(["login"], extraEnvironment: agent.environment).status == 0)
+
+            let stop = try machine.run(["agent", "--stop"], extraEnvironment: agent.environment)
+            #expect(stop.status == 0, "\(stop.standardError)")
+            agent.process.waitUntilExit()
+            #expect(agent.process.terminationStatus == 0)
+            #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+            let stopped = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(stopped.status == 77)
+        }
+    }
+
+    @Test("a peer of another uid that reaches the socket is refused and gets no signature")
+    func refusesOtherUIDs() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else { return }
+        try Self.withUnlockedAgent { machine, agent in
+            // Loosen the file-system guard, as a mistake or a capability would, to reach SO_PEERCRED.
+            chmod(agent.runtime.path, 0o711)
+            chmod(agent.runtime.path + "/keyauth", 0o711)
+            chmod(agent.socketPath, 0o666)
+            let script = """
+                import json, socket, struct, sys
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+                body = json.dumps({"op": "sign", "input": "YS5i"}).encode()
+                data = b""
+                try:
+                    s.sendall(struct.pack(">I", len(body)) + body)
+                    while True:
+                        chunk = s.recv(4096)
+                        if not chunk: break
+                        data += chunk
+                except ConnectionError:
+                    pass
+                print("signature" if b'"signature"' in data else "none")
+                """
+            let own = try runProcess("/usr/bin/python3", ["-c", script, agent.socketPath], environment: [:])
+            #expect(own.standardOutput.contains("signature"), "\(own.standardError)")
+            let other = try runProcess(
+                "/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/python3", "-c", script, agent.socketPath],
+                environment: [:])
+            #expect(other.standardOutput.contains("none"), "\(other.standardError)")
+            #expect(!other.standardOutput.contains("signature"))
+            agent.stop()
+            #expect(agent.standardError().contains("refused a connection from uid 65534"))
+        }
+    }
+
+    @Test("SIGTERM ends the agent and removes its socket; a wrong PIN at start leaves no agent")
+    func signalsAndWrongPIN() throws {
+        try Self.withUnlockedAgent { machine, agent in
+            agent.process.terminate()
+            agent.process.waitUntilExit()
+            #expect(agent.process.terminationStatus == 128 + SIGTERM)
+            #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+
+            let wrong = try machine.run(
+                ["agent", "--pin-stdin"], standardInput: "000000\n", extraEnvironment: agent.environment)
+            #expect(wrong.status == 77)
+            #expect(wrong.standardError.contains("wrong PIN"))
+            #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+        }
+    }
+
+    @Test("a TPM key: the agent holds its PIN and the TPM signs a login that asks nothing")
+    func tpmKey() throws {
+        let tpmPIN = "2468"
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "alice", extra: ["--key-store", "tpm"], pin: tpmPIN)
+            try #require(registered.status == 0, "\(registered.standardError)")
+            #expect(try machine.run(["logout"]).status == 0)
+            let agent = try RunningAgent(machine, pin: tpmPIN)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            let login = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(login.status == 0, "\(login.standardError)")
+            #expect(try machine.run(["agent", "--lock"], extraEnvironment: agent.environment).status == 0)
+            #expect(try machine.run(["login"], extraEnvironment: agent.environment).status == 77)
+        }
+    }
+
+    @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
+    func timeoutClears() throws {
+        try Self.withUnlockedAgent(extra: ["--timeout", "2s"]) { machine, agent in
+            for _ in 0..<300 where agent.status()?.locked == false { Thread.sleep(forTimeInterval: 0.1) }
+            #expect(agent.status()?.locked == true)
+            let login = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(login.status == 77)
+        }
+    }
+}
