@@ -167,6 +167,32 @@ struct GroupCommitTests {
         }
     }
 
+    @Test("a disk that keeps failing fails each write, and a deferred write is retried once a second, not in a loop")
+    func failingDiskDoesNotSpin() throws {
+        let environment = TestEnvironment()
+        let disk = FailingDisk()
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        defer { database.close() }
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        }
+        disk.failing.store(true, ordering: .releasing)
+        try database.writeEventually(
+            SQLDeferredWrite(sql: "UPDATE t SET v = $1 WHERE k = $2", key: "a", value: .integer(1)))
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('b', 2)")
+            }
+        }
+        let before = disk.syncs.load(ordering: .acquiring)
+        Thread.sleep(forTimeInterval: 1.5)
+        // Before the fix the failed deferred write opened a batch of its own on every turn of
+        // the commit run: hundreds of thousands of syncs a second. Now: one flush a second.
+        let during = disk.syncs.load(ordering: .acquiring) - before
+        #expect(during <= 4, "\(during) syncs in 1.5 s while the disk failed")
+    }
+
     @Test("closing answers every write it accepted, makes them durable, then refuses writes")
     func closeFinishesAcceptedWrites() throws {
         let environment = TestEnvironment()
@@ -352,5 +378,16 @@ final class QueueWatchingDatabase: SQLDatabase {
 
     func close() {
         sqlite.close()
+    }
+}
+
+/// A disk whose fsync fails while ``failing`` is set, counting every attempt.
+final class FailingDisk: SQLiteWALSync {
+    let failing = Atomic<Bool>(false)
+    let syncs = Atomic<Int>(0)
+
+    func sync() throws(StorageError) {
+        syncs.add(1, ordering: .releasing)
+        if failing.load(ordering: .acquiring) { throw StorageError(.queryFailed, "the test's disk fails") }
     }
 }

@@ -263,8 +263,17 @@ final class SQLiteGroupCommitter: Sendable {
     // MARK: On the queue
 
     /// Commits and syncs batches until none is open.
+    ///
+    /// After a failed commit the deferred writes stay out of this run and wait for their own
+    /// flush a second later: retaken at once, they opened a batch of their own on every turn, and
+    /// a disk that kept failing turned the run into a busy loop.
     private func commitOpenBatches() {
-        while commit(deferred: deferred.withLock { Self.takeRecorded(&$0) }, closing: false) {}
+        var takingDeferred = true
+        while true {
+            let writes = takingDeferred ? deferred.withLock { Self.takeRecorded(&$0) } : [:]
+            guard let durable = commit(deferred: writes, closing: false) else { return }
+            if !durable { takingDeferred = false }
+        }
     }
 
     /// Writes the deferred writes that no batch has taken within the flush delay.
@@ -290,10 +299,11 @@ final class SQLiteGroupCommitter: Sendable {
     }
 
     /// Commits the open batch with `deferred` (opening one for the deferred writes alone when
-    /// none is open), syncs it and settles it. Returns whether a batch was committed; when none
-    /// was, the queue's commit run ends (unless `closing`, which runs outside it).
+    /// none is open), syncs it and settles it. Returns nil when no batch was committed, and then
+    /// the queue's commit run ends (unless `closing`, which runs outside it); else whether the
+    /// batch is durable.
     @discardableResult
-    private func commit(deferred committed: [String: [String: SQLValue]], closing: Bool) -> Bool {
+    private func commit(deferred committed: [String: [String: SQLValue]], closing: Bool) -> Bool? {
         let taken = writer.withLock { (writer: inout Writer) -> (SQLiteCommitBatch, StorageError?)? in
             guard let connection = writer.connection, writer.open != nil || !committed.isEmpty,
                 let batch = try? Self.openBatch(&writer, on: connection, committer: identity)
@@ -311,7 +321,7 @@ final class SQLiteGroupCommitter: Sendable {
         }
         guard let (batch, commitFailure) = taken else {
             restoreDeferred(committed, failed: !committed.isEmpty)
-            return false
+            return nil
         }
         var failure = commitFailure
         if failure == nil {
@@ -324,7 +334,7 @@ final class SQLiteGroupCommitter: Sendable {
         restoreDeferred(committed, failed: failure != nil)
         batch.settle(failure)
         if failure == nil { checkpointIfDue() }
-        return true
+        return failure == nil
     }
 
     /// Starts a passive checkpoint on the checkpoint queue unless one is running or the last one
