@@ -299,6 +299,9 @@ struct FlagParser {
     /// Refuses flags nobody asked for and extra positionals; returns the positionals.
     @discardableResult
     func finish(allowingPositionals count: Int) throws(ServerConfigurationError) -> [String] {
+        if let missing = parsed.readOptionsMissingValues().first {
+            throw ServerConfigurationError("--\(missing) needs a value")
+        }
         if let unknown = parsed.unreadOptions().first {
             throw ServerConfigurationError("unknown option --\(unknown); see keyauth-server --help")
         }
