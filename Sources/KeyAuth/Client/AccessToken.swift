@@ -14,7 +14,7 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
     /// When the server stops accepting it.
     public let expiresAt: Date
 
-    /// Wraps a token; use ``KeyAuthClient/requestToken(assertion:)`` to get one.
+    /// Wraps a token; use ``KeyAuthClient/requestToken(assertion:proofs:)`` to get one.
     public init(value: String, tokenType: String = "Bearer", expiresAt: Date) {
         self.value = value
         self.tokenType = tokenType

@@ -15,7 +15,7 @@ public struct AccessTokenProvider: Sendable {
     public let account: String
     /// Where tokens are kept between runs.
     public let credentials: any CredentialsStore
-    /// Logs in with the device key; its hooks come from ``KeyAuthClient/authenticatorHooks(enrollment:onRegistered:onApprovalPending:)``.
+    /// Logs in with the device key; its hooks come from ``KeyAuthClient/authenticatorHooks(enrollment:onRegistered:onApprovalPending:dpop:onProofKey:)``.
     public let authenticator: Authenticator<AccessToken>
     /// A stored token that expires within this many seconds is not handed out.
     public var refreshMargin: TimeInterval = 30

@@ -1,4 +1,4 @@
-/// The user's devices as ``KeyAuthClient/listDevices(accessToken:)`` collected them, page by page.
+/// The user's devices as ``KeyAuthClient/listDevices(accessToken:proofs:)`` collected them, page by page.
 public struct DeviceList: Sendable, Hashable {
     /// The devices, in the server's order.
     public let devices: [Device]

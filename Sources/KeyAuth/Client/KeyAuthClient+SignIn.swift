@@ -4,7 +4,9 @@ extension KeyAuthClient {
     /// The user's open sign-in requests (`GET /v1/auth-requests`).
     ///
     /// - Parameters:
-    ///   - after: the `cursor` of an earlier answer; with `wait`, the server holds the answer
+    ///   - accessToken: the device's access token.
+    ///   - proofs: the device key's proof builder, for a DPoP-bound `accessToken`.
+    ///   - cursor: the `cursor` of an earlier answer; with `wait`, the server holds the answer
     ///     until a newer request exists.
     ///   - wait: seconds the server may hold the answer, capped below the client's timeout so that
     ///     a long poll never ends as a transport failure.
@@ -37,9 +39,12 @@ extension KeyAuthClient {
     /// Answers a sign-in request (`POST /v1/auth-requests/{id}`).
     ///
     /// - Parameters:
+    ///   - id: the request's id.
     ///   - decision: approve or deny.
     ///   - assertion: for an approval, a fresh device assertion carrying `auth_req_id` (the
     ///     request's id) and `amr`; ignored for a denial.
+    ///   - accessToken: the device's access token.
+    ///   - proofs: the device key's proof builder, for a DPoP-bound `accessToken`.
     /// - Returns: the status the server recorded.
     /// - Throws: `.invalidArgument` for an id that is not a request id; `.serverRejected` with
     ///   `not_found` (unknown, or another user's), `already_answered`, `expired_token` or

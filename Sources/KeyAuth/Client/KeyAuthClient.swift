@@ -185,7 +185,9 @@ public struct KeyAuthClient: Sendable {
     ///
     /// A server that answers `use_dpop_nonce` gets the same assertion once more, with a proof that
     /// carries the nonce it sent.
-    /// - Parameter proofs: the device key's proof builder; nil for a Bearer token.
+    /// - Parameters:
+    ///   - assertion: the device assertion (PROTOCOL.md section 2).
+    ///   - proofs: the device key's proof builder; nil for a Bearer token.
     /// - Throws: `.approvalPending` while the device waits for approval (`authorization_pending`);
     ///   `.serverRejected` with the ``OAuthError`` for `access_denied`, `expired_token`,
     ///   `invalid_grant`, `invalid_dpop_proof` and the rest; `.transportFailed`.

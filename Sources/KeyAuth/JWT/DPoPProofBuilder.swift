@@ -31,6 +31,8 @@ public struct DPoPProofBuilder: Sendable {
     /// A proof for a request of `method` to `url`.
     ///
     /// - Parameters:
+    ///   - method: the request's HTTP method (`htm`).
+    ///   - url: the request's URL (`htu`, without query and fragment).
     ///   - accessToken: the token the request presents (adds `ath`); nil at a token endpoint.
     ///   - nonce: the server's last `DPoP-Nonce`, when it asked for one.
     /// - Returns: the compact JWS, for the request's `DPoP` header.

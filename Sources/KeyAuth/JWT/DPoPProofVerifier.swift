@@ -49,6 +49,9 @@ public struct DPoPProofVerifier: Sendable {
     /// Checks `proof` for a request of `method` to `url`.
     ///
     /// - Parameters:
+    ///   - proof: the `DPoP` header's value.
+    ///   - method: the request's HTTP method, which `htm` must equal.
+    ///   - url: the URL the client used, which `htu` must equal after normalization.
     ///   - accessToken: the token the request presents, whose hash the proof must carry as `ath`;
     ///     nil at a token endpoint.
     /// - Returns: the proof's key thumbprint, `jti`, `iat` and `nonce`.

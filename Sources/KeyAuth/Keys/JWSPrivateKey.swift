@@ -13,7 +13,9 @@ public enum JWSPrivateKey: Sendable {
 
     /// Generates a key for `algorithm`.
     ///
-    /// - Parameter rsaBits: the size of an RSA key (2048, 3072 or 4096).
+    /// - Parameters:
+    ///   - algorithm: the algorithm the key will sign with.
+    ///   - rsaBits: the size of an RSA key (2048, 3072 or 4096).
     /// - Throws: `.invalidArgument` for an RSA size outside those; `.cryptoFailed` if OpenSSL
     ///   fails.
     public static func generate(for algorithm: JWSAlgorithm, rsaBits: Int = 2048) throws(KeyAuthError)
