@@ -43,7 +43,7 @@ expect() {
     [ "$actual" = "$expected" ] || fail "'$* <TAB>' offers '$actual', expected '$expected'"
 }
 
-expect "register reset" _keyauth keyauth re
+expect "register requests reset" _keyauth keyauth re
 expect "agent approve default deny devices help login logout pin proof pubkey register requests reset status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
