@@ -38,7 +38,7 @@ extension ServerConfiguration {
             ("rate-limit", String(failureLimit)),
             ("registration-limit", String(registrationLimit)),
             ("token-lifetime", String(accessTokenLifetime)),
-            ("threads", String(threads ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: postgres))),
+            ("threads", String(workerThreads(writesBlockUntilDurable: postgres))),
             ("max-connections", String(connectionLimit)),
             ("max-connections-per-address", String(connectionsPerAddressLimit)),
             ("request-timeout", String(requestTimeoutSeconds)),

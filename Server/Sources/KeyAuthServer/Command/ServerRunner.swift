@@ -46,9 +46,7 @@ public final class ServerRunner: Sendable {
     ) throws {
         let storage = try storage ?? StorageFactory.open(configuration.database)
         var options = HTTPServerOptions(address: configuration.listen)
-        options.threadPoolSize =
-            configuration.threads
-            ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: storage.writesBlockUntilDurable)
+        options.threadPoolSize = configuration.workerThreads(writesBlockUntilDurable: storage.writesBlockUntilDurable)
         options.connectionLimit = configuration.connectionLimit
         options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
         options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
@@ -147,9 +145,7 @@ public final class ServerRunner: Sendable {
                 storage: storage, settings: SignInRequests.Settings(),
                 watchers: SignInRequestWatchers(
                     maximumWaiters: configuration.maximumLongPolls(
-                        threads: configuration.threads
-                            ?? HTTPServerOptions.defaultThreadPoolSize(
-                                writesBlockUntilDurable: storage.writesBlockUntilDurable))), now: now),
+                        writesBlockUntilDurable: storage.writesBlockUntilDurable)), now: now),
             clients: ClientRegistry(storage: storage, now: now))
         let limits = AttemptLimits(
             failures: AddressRateLimiter(

@@ -99,8 +99,16 @@ public struct ServerConfiguration: Sendable {
     /// never take the pool. Further long polls are answered at once.
     public var longPolls: Int?
 
-    /// ``longPolls``, or its default for a pool of `threads` workers.
-    public func maximumLongPolls(threads: Int) -> Int { longPolls ?? max(1, threads / 4) }
+    /// The worker threads a server on storage whose writes do (PostgreSQL) or do not (SQLite)
+    /// block until durable runs: ``threads``, or the storage's default.
+    public func workerThreads(writesBlockUntilDurable: Bool) -> Int {
+        threads ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: writesBlockUntilDurable)
+    }
+
+    /// ``longPolls``, or a quarter of the worker threads on such storage, at least one.
+    public func maximumLongPolls(writesBlockUntilDurable: Bool) -> Int {
+        longPolls ?? max(1, workerThreads(writesBlockUntilDurable: writesBlockUntilDurable) / 4)
+    }
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit
