@@ -74,13 +74,17 @@ private final class Application: Sendable {
         }
     }
 
-    /// The request's id, once the script has it.
-    func requestID(timeout: TimeInterval = 30) throws -> String {
+    /// The request's id, once the script has it; when the script ends without one, the failure
+    /// carries `serverLog` too, so that a refusal (a 503 names only a storage failure) can be
+    /// traced to its cause.
+    func requestID(timeout: TimeInterval = 30, serverLog: @autoclosure () -> String) throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let id = try? String(contentsOfFile: idFile, encoding: .utf8), !id.isEmpty { return id }
             if let failed = result.withLock({ $0 }) {
-                throw TestFailure("the application ended early: \(failed.standardOutput) \(failed.standardError)")
+                throw TestFailure(
+                    "the application ended early: \(failed.standardOutput) \(failed.standardError)\n"
+                        + "server log:\n\(serverLog())")
             }
             usleep(50_000)
         }
@@ -135,7 +139,7 @@ struct PushSignInEndToEndTests {
 
         // Approve: the device lists the request, a mistyped code approves nothing and asks again.
         let approved = try Application(directory: directory.path, server: server.url, client: client, binding: "4711")
-        let id = try approved.requestID()
+        let id = try approved.requestID(serverLog: server.log)
         let listed = try keyauth(["requests", "--pin-stdin"])
         #expect(listed.status == 0, "\(listed.standardError)")
         #expect(listed.standardOutput.contains(id) && listed.standardOutput.contains("Test application"))
@@ -164,14 +168,14 @@ struct PushSignInEndToEndTests {
 
         // Deny: the application learns access_denied.
         let denied = try Application(directory: directory.path, server: server.url, client: client, binding: "0815")
-        let deniedID = try denied.requestID()
+        let deniedID = try denied.requestID(serverLog: server.log)
         let denial = try keyauth(["deny", deniedID, "--pin-stdin"])
         try #require(denial.status == 0, "\(denial.standardError)")
         #expect(try denied.outcome()["error"] == .string("access_denied"))
 
         // A wrong PIN approves nothing: exit 77, and the request stays open.
         let third = try Application(directory: directory.path, server: server.url, client: client, binding: "2222")
-        let thirdID = try third.requestID()
+        let thirdID = try third.requestID(serverLog: server.log)
         let wrongPIN = try keyauth(["approve", thirdID, "--pin-stdin"], input: "2222\nwrong pin\n")
         #expect(wrongPIN.status == 77, "\(wrongPIN.standardError)")
         #expect(try keyauth(["requests", "--pin-stdin"]).standardOutput.contains(thirdID))
