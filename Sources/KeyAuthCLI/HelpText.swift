@@ -168,11 +168,12 @@ enum HelpText {
             """
             usage: keyauth pin change [--account NAME] [--pin-stdin]
 
-            Asks for the current PIN, then twice for a new one, and encrypts the key file under
-            the new PIN in place; the device stays registered. --pin-stdin reads the current PIN
-            from the first line of standard input and the new one from the second.
-            A TPM key's PIN is its TPM authorization value, which this version cannot change:
-            run `keyauth reset` and register again to choose a new one.
+            Asks for the current PIN, then twice for a new one, and protects the device key with
+            the new PIN in place: a key file is encrypted again; a TPM key's PIN is its TPM
+            authorization value, which the TPM changes (the blob is replaced; a TPM key's PIN
+            needs 4 characters, a key file's 6). The key ID stays and the device stays
+            registered. --pin-stdin reads the current PIN from the first line of standard input
+            and the new one from the second.
             """
         case .reset:
             """

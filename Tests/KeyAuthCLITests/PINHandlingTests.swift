@@ -115,15 +115,18 @@ struct PINHandlingTests {
         #expect(try store.loadPrivateKey(pin: SecretBytes(utf8: "975310")).publicKey == TestKeys.first.publicKey)
     }
 
-    @Test("pin change on a TPM key says it cannot, and changes nothing")
-    func pinChangeTPM() throws {
+    @Test("pin change on a TPM key whose blob is not one exits 65 before asking the TPM, and changes nothing")
+    func pinChangeCorruptTPMBlob() throws {
         let machine = try machineWithPINKey("135790")
         defer { machine.home.remove() }
         let directory = try machine.keyDirectory()
-        // The store sees a TPM key by its blob's file name.
+        // The store sees a TPM key by its blob's file name; this one holds a key file's PEM.
         try FileManager.default.moveItem(atPath: directory + "/device-key.pem", toPath: directory + "/device-key.tpm")
+        let before = try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.tpm"))
         let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "135790\n864200\n")
-        #expect(change.status == 1)
-        #expect(change.standardError.contains("TPM authorization value; this version cannot change it"))
+        #expect(change.status == 65)
+        #expect(change.standardError.contains("device-key.tpm is corrupt"))
+        #expect(!change.standardError.contains("135790") && !change.standardError.contains("864200"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.tpm")) == before)
     }
 }

@@ -326,6 +326,76 @@ struct TPMEndToEndTests {
         }
     }
 
+    @Test("pin change gives the TPM key a new PIN: it logs in, the old one is refused, the key ID stays")
+    func pinChange() throws {
+        try withTPMAccount(user: "paul") { tpm, _, machine in
+            let directory = try machine.keyDirectory()
+            let before = try AccountFiles(directory)
+            let newPIN = "9753"
+
+            let wrong = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "1357\n\(newPIN)\n")
+            #expect(wrong.status == 77)
+            #expect(wrong.errorLines == ["keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs"])
+            #expect(!wrong.standardError.contains("1357") && !wrong.standardError.contains(newPIN))
+            #expect(try AccountFiles(directory) == before, "the key file is byte-identical")
+            #expect(try tpm.connection.info().lockoutCounter == 1, "counted once, as a login's wrong PIN is")
+            #expect(!FileManager.default.fileExists(atPath: directory + "/pin-attempts"), "the TPM counts PINs")
+
+            let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(pin)\n\(newPIN)\n")
+            #expect(change.status == 0, "\(change.standardError)")
+            #expect(change.standardOutput.contains("Changed the PIN of account"))
+            #expect(!change.standardOutput.contains(newPIN) && !change.standardError.contains(newPIN))
+            #expect(try tpm.connection.info().lockoutCounter == 1, "the right PIN cost the TPM's lockout nothing")
+            let after = try AccountFiles(directory)
+            #expect(after.blob != before.blob)
+            #expect(after.publicKey == before.publicKey)
+            #expect(after.account == before.account, "the registration and its key ID stay")
+            #expect(fileMode(directory + "/device-key.tpm") == 0o600)
+            let transient = try ExternalCommand.run(["tpm2_getcap", "-T", tpm.tcti, "handles-transient"])
+            #expect(transient.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "nothing left loaded")
+
+            let old = try machine.login(pin: pin)
+            #expect(old.status == 77)
+            #expect(old.errorLines == ["keyauth: wrong PIN; the TPM locks out after 1 more wrong PIN"])
+            let login = try machine.login(pin: newPIN)
+            #expect(login.status == 0, "\(login.standardError)")
+        }
+    }
+
+    @Test("pin change on a terminal asks again after a wrong current PIN, which the TPM counts once")
+    func pinChangeOnTerminal() throws {
+        try withTPMAccount(user: "rita") { tpm, _, machine in
+            let process = try TerminalProcess(Binaries.keyauth, ["pin", "change"], environment: machine.environment)
+            #expect(process.readUntil("PIN: ").contains("Current PIN of account"))
+            process.type("1357\n")
+            #expect(process.readUntil("PIN: ").contains("wrong PIN; the TPM locks out after 2 more wrong PINs"))
+            process.type(pin + "\n")
+            #expect(process.readUntil("characters): ").contains("New PIN (at least 4 characters): "))
+            process.type("9753\n")
+            _ = process.readUntil("Repeat the new PIN: ")
+            process.type("9753\n")
+            #expect(process.wait() == 0, "\(process.standardError)")
+            #expect(try tpm.connection.info().lockoutCounter == 1)
+            #expect(try machine.login(pin: "9753").status == 0)
+        }
+    }
+
+    @Test("pin change with the TPM stopped exits 69 naming its TCTI and changes nothing")
+    func pinChangeWithoutTPM() throws {
+        try withTPMAccount(user: "sven") { tpm, _, machine in
+            let directory = try machine.keyDirectory()
+            let before = try AccountFiles(directory)
+            tpm.stop()
+            let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(pin)\n9753\n")
+            #expect(change.status == 69)
+            expectOneErrorLine(change)
+            #expect(change.standardError.contains("the TPM at \(tpm.tcti) is unavailable"))
+            #expect(try AccountFiles(directory) == before)
+            try tpm.start()
+            #expect(try machine.login(pin: pin).status == 0)
+        }
+    }
+
     @Test("reset deletes the blob and leaves nothing in the TPM; --local-only works with the TPM gone")
     func reset() throws {
         try withTPMAccount(user: "frank") { tpm, server, machine in

@@ -170,6 +170,128 @@ struct TPMKeyPairStoreTests {
         }
     }
 
+    @Test("replacePIN gives a TPM key a new PIN: it signs with the new one, the key ID stays, the old one is refused")
+    func replacePIN() throws {
+        try withTPM { tpm, connection, directory in
+            let store = KeyPairStore(directory: directory.path, keyStore: .tpm(connection))
+            let created = try store.createKey(bits: 2048, pin: pin)
+            let oldBlob = try Data(contentsOf: URL(fileURLWithPath: store.tpmKeyPath))
+            let publicFile = try Data(contentsOf: URL(fileURLWithPath: store.publicKeyPath))
+            let oldFile = try fileNumber(store.tpmKeyPath)
+            let entries = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+            let newPIN = SecretBytes(utf8: "97531")
+
+            // Through loadKey's DeviceKey, as an app holding either kind would call it.
+            try store.replacePIN(of: try store.loadKey(pin: pin), with: newPIN)
+            #expect(try connection.info().lockoutCounter == 0, "a right PIN costs nothing of the TPM's lockout")
+            let newBlob = try Data(contentsOf: URL(fileURLWithPath: store.tpmKeyPath))
+            #expect(newBlob != oldBlob)
+            #expect(fileMode(store.tpmKeyPath) == 0o600)
+            #expect(try fileNumber(store.tpmKeyPath) != oldFile, "replaced by a rename, not rewritten in place")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == entries)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: store.publicKeyPath)) == publicFile)
+            #expect(try TPMKey(pemRepresentation: Array(newBlob)).publicKey == created.publicKey)
+
+            let reopened = try store.loadKey(pin: newPIN)
+            #expect(reopened.keyID == created.keyID)
+            #expect(created.publicKey.isValidSignature(try reopened.signature(for: message), for: message))
+            let old = try #require(throws: KeyAuthError.self) { try store.loadKey(pin: pin).signature(for: message) }
+            #expect(old.code == .wrongPIN)
+            #expect(try connection.info().lockoutCounter == 1)
+
+            // Only the private part differs: the type, emptyAuth, parent and public part keep their bytes.
+            let oldFields = try asn1Fields(oldBlob, in: directory)
+            let newFields = try asn1Fields(newBlob, in: directory)
+            #expect(oldFields.count == 7 && newFields.count == 7)
+            // The SEQUENCE's length follows the private part's, which holds the PIN.
+            #expect(oldFields.dropFirst().dropLast() == newFields.dropFirst().dropLast())
+            #expect(oldFields.last != newFields.last)
+
+            // Stock OpenSSL's tpm2 provider opens the new blob with the new PIN, and not with the old.
+            let digest = directory.path + "/digest"
+            try Data(CryptoPrimitives.sha256(message)).write(to: URL(fileURLWithPath: digest))
+            let signed = try providerSignature(store.tpmKeyPath, pin: "97531", digest: digest, on: tpm)
+            #expect(signed.status == 0, "\(signed.errorOutput)")
+            let signature = try Array(Data(contentsOf: URL(fileURLWithPath: digest + ".sig")))
+            #expect(created.publicKey.isValidSignature(signature, for: message))
+            let refused = try providerSignature(store.tpmKeyPath, pin: "2468", digest: digest, on: tpm)
+            #expect(refused.status != 0)
+            #expect(refused.errorOutput.contains("authorization HMAC check failed"))
+        }
+    }
+
+    @Test("a wrong current PIN, a blob changed meanwhile or a stopped TPM leave the stored blob as it was")
+    func replacePINFailures() throws {
+        try withTPM { tpm, connection, directory in
+            let store = KeyPairStore(directory: directory.path, keyStore: .tpm(connection))
+            try store.createKey(bits: 2048, pin: pin)
+            let blob = { try Data(contentsOf: URL(fileURLWithPath: store.tpmKeyPath)) }
+            let before = try blob()
+            let newPIN = SecretBytes(utf8: "97531")
+
+            let wrong = try #require(throws: KeyAuthError.self) {
+                try store.replacePIN(of: try store.loadTPMKey(pin: SecretBytes(utf8: "1357")), with: newPIN)
+            }
+            #expect(wrong.code == .wrongPIN)
+            #expect(wrong.message == "wrong PIN; the TPM locks out after 2 more wrong PINs")
+            #expect(try connection.info().lockoutCounter == 1, "counted once, as a login's wrong PIN is")
+            #expect(try blob() == before)
+            #expect(!FileManager.default.fileExists(atPath: store.pinAttemptsPath))
+
+            // Another change wins meanwhile: the stale key's change is not written over it.
+            let stale = try store.loadTPMKey(pin: pin)
+            try store.replacePIN(of: try store.loadTPMKey(pin: pin), with: SecretBytes(utf8: "8642"))
+            let changed = try blob()
+            let raced = try #require(throws: KeyAuthError.self) { try store.replacePIN(of: stale, with: newPIN) }
+            #expect(raced.code == .keyCorrupt)
+            #expect(raced.message.contains("changed while its PIN was being changed"))
+            #expect(try blob() == changed)
+
+            tpm.stop()
+            let gone = try #require(throws: KeyAuthError.self) {
+                try store.replacePIN(of: try store.loadTPMKey(pin: SecretBytes(utf8: "8642")), with: newPIN)
+            }
+            #expect(gone.code == .tpmUnavailable)
+            #expect(gone.message.contains(tpm.tcti))
+            #expect(try blob() == changed)
+        }
+    }
+
+    @Test("replacePIN refuses a key without a PIN, a new PIN too long for the TPM, and the wrong kind of store")
+    func replacePINRefusals() throws {
+        try withTPM { _, connection, directory in
+            let store = KeyPairStore(directory: directory.path + "/a", keyStore: .tpm(connection))
+            try store.createKey(bits: 2048, pin: pin)
+            let before = try Data(contentsOf: URL(fileURLWithPath: store.tpmKeyPath))
+            let long = try #require(throws: KeyAuthError.self) {
+                try store.replacePIN(
+                    of: try store.loadTPMKey(pin: pin), with: SecretBytes(utf8: String(repeating: "8", count: 33)))
+            }
+            #expect(long.code == .invalidArgument)
+            let keyFile = try #require(throws: KeyAuthError.self) {
+                try store.replacePIN(of: TestKeys.first, with: pin)
+            }
+            #expect(keyFile.code == .invalidArgument)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: store.tpmKeyPath)) == before)
+            #expect(try connection.info().lockoutCounter == 0)
+
+            let withoutPIN = KeyPairStore(directory: directory.path + "/b", keyStore: .tpm(connection))
+            try withoutPIN.createKey(bits: 2048)
+            let none = try #require(throws: KeyAuthError.self) {
+                try withoutPIN.replacePIN(of: try withoutPIN.loadTPMKey(), with: pin)
+            }
+            #expect(none.code == .invalidArgument)
+            #expect(none.message.contains("without a PIN"))
+
+            let files = KeyPairStore(directory: directory.path + "/c")
+            try files.store(TestKeys.first, pin: SecretBytes(utf8: "135790"))
+            let tpmKey = try #require(throws: KeyAuthError.self) {
+                try files.replacePIN(of: try store.loadTPMKey(pin: pin), with: pin)
+            }
+            #expect(tpmKey.code == .invalidArgument)
+        }
+    }
+
     @Test("reset deletes the blob and the public key, and needs no TPM")
     func reset() throws {
         try withTPM { tpm, connection, directory in
@@ -184,4 +306,34 @@ struct TPMKeyPairStoreTests {
             }
         }
     }
+}
+
+/// The file's inode number: a file replaced by `rename` gets the new file's.
+private func fileNumber(_ path: String) throws -> Int {
+    try #require(try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int)
+}
+
+/// The fields `openssl asn1parse` shows for a PEM, without their offsets.
+private func asn1Fields(_ pem: Data, in directory: TemporaryDirectory) throws -> [String] {
+    let path = directory.path + "/asn1.pem"
+    try pem.write(to: URL(fileURLWithPath: path))
+    let parsed = try ExternalCommand.run(["openssl", "asn1parse", "-in", path])
+    try #require(parsed.status == 0, "\(parsed.errorOutput)")
+    return parsed.output.split(separator: "\n").map { line in
+        String(line.drop { $0 != ":" }).trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// Has stock OpenSSL, through the tpm2 provider on `tpm`, sign the SHA-256 digest in `digest`
+/// with the blob at `blob` and `pin` (RS256's PKCS#1 v1.5), into `digest`.sig.
+private func providerSignature(_ blob: String, pin: String, digest: String, on tpm: SoftwareTPM) throws
+    -> ExternalCommand
+{
+    try ExternalCommand.run(
+        [
+            "openssl", "pkeyutl", "-sign", "-provider", "tpm2", "-provider", "default", "-propquery", "?provider=tpm2",
+            "-inkey", blob, "-passin", "pass:" + pin, "-pkeyopt", "digest:sha256", "-in", digest, "-out",
+            digest + ".sig",
+        ],
+        environment: ["PATH": "/usr/bin:/bin", "TPM2OPENSSL_TCTI": tpm.tcti])
 }

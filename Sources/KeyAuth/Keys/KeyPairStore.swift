@@ -294,8 +294,32 @@ public struct KeyPairStore: Sendable {
         _ = try writeEncrypted(key, pin: pin) { current in current == old }
     }
 
-    /// Encrypts the key file's key under a new PIN, in place of the current one
-    /// (`keyauth pin change`), without registering again.
+    /// Protects the stored key, of either kind, with a new PIN in place of the current one
+    /// (`keyauth pin change`), without registering again: the public key, and so the key ID the
+    /// server knows, stays the same.
+    ///
+    /// A PIN means something different for each kind, so each is changed where it is checked:
+    /// a key file is encrypted again under the new PIN (``replacePIN(of:with:)-(RSAPrivateKey,_)``),
+    /// a TPM key gets a new authorization value from the TPM
+    /// (``replacePIN(of:with:)-(TPMSigningKey,_)``).
+    ///
+    /// - Parameters:
+    ///   - key: the stored key, as ``loadKey(pin:)`` opened it with the current PIN.
+    ///   - pin: the new PIN; its length is the caller's check (``KeyStore/Kind/minimumPINLength``).
+    /// - Throws: `.invalidArgument` for a key that neither a key file nor a TPM blob of this store
+    ///   holds (the agent's); what the two kinds' variants throw.
+    public func replacePIN(of key: DeviceKey, with pin: SecretBytes) throws(KeyAuthError) {
+        if let file = key.signer as? RSAPrivateKey {
+            try replacePIN(of: file, with: pin)
+        } else if let tpm = key.signer as? TPMSigningKey {
+            try replacePIN(of: tpm, with: pin)
+        } else {
+            throw KeyAuthError(
+                .invalidArgument, "the device key in \(directory) is not open here: its PIN cannot change")
+        }
+    }
+
+    /// Encrypts the key file's key under a new PIN, in place of the current one.
     ///
     /// The caller opens the key with the current PIN first (through ``PINPresence``, so that
     /// wrong PINs count). The new file is written atomically and checked by decrypting it before
@@ -303,15 +327,55 @@ public struct KeyPairStore: Sendable {
     /// - Parameters:
     ///   - key: the stored key, opened with the current PIN.
     ///   - pin: the new PIN; at least ``minimumPINLength`` characters is the caller's check.
-    /// - Throws: `.invalidArgument` for a TPM key (its PIN is its TPM authorization value, which
-    ///   the TPM itself would have to change); `.keyNotFound`; `.keyCorrupt` when the stored key
-    ///   is no longer `key` (a reset and a new registration meanwhile); `.storageFailed`.
+    /// - Throws: `.invalidArgument` when the store holds a TPM key
+    ///   (``replacePIN(of:with:)-(TPMSigningKey,_)`` changes that); `.keyNotFound`; `.keyCorrupt`
+    ///   when the stored key is no longer `key` (a reset and a new registration meanwhile);
+    ///   `.storageFailed`.
     public func replacePIN(of key: RSAPrivateKey, with pin: SecretBytes) throws(KeyAuthError) {
         guard storedKind != .tpm else {
             throw KeyAuthError(.invalidArgument, "the device key in \(directory) is held by a TPM")
         }
         let written = try writeEncrypted(key, pin: pin) { (_) throws(KeyAuthError) in
             try loadPublicKey() == key.publicKey
+        }
+        guard written else {
+            throw KeyAuthError(.keyCorrupt, "the device key in \(directory) changed while its PIN was being changed")
+        }
+    }
+
+    /// Gives the stored TPM key a new authorization value, in place of the PIN `key` holds.
+    ///
+    /// No file can be re-encrypted here: the TPM checks a TPM key's PIN, so the TPM itself
+    /// re-wraps the private key under the new one (``TPMKey/changingPIN(from:to:on:)``,
+    /// `TPM2_ObjectChangeAuth`) and the new blob replaces the old one. The current PIN is checked
+    /// by the TPM as it authorizes that change: a wrong one fails as at a login (`.wrongPIN`,
+    /// counted once toward the TPM's lockout) and writes nothing. The new blob has signed with
+    /// the new PIN before it is written, atomically (0600, `fsync`, `rename`, `fsync` of the
+    /// directory), and only while the file still holds the blob `key` was read from: a process
+    /// killed at any point leaves the old blob or the new one, each opening with its own PIN. The
+    /// public key file does not change.
+    ///
+    /// - Parameters:
+    ///   - key: the stored key, from ``loadTPMKey(pin:)`` with the current PIN, on the TPM that
+    ///     made it. Callers that ask a person check the PIN first (``TPMSigningKey/checkPIN()``
+    ///     through ``PINPresence``), so that a typo is asked again before the new PIN is.
+    ///   - pin: the new PIN, 1 to ``TPMKey/maximumPINBytes`` bytes; at least
+    ///     ``minimumTPMPINLength`` characters is the caller's check.
+    /// - Throws: `.invalidArgument` when the store holds a key file, for a key made without a PIN,
+    ///   or for a new PIN outside the limits; `.wrongPIN`, `.lockedOut`, `.tpmUnavailable`;
+    ///   `.keyCorrupt` when the stored blob is no longer `key`'s (another PIN change, or a reset
+    ///   and a new registration, meanwhile); `.storageFailed`.
+    /// - Warning: a copy of the old blob still opens with the old PIN (see
+    ///   ``TPMKey/changingPIN(from:to:on:)``).
+    public func replacePIN(of key: TPMSigningKey, with pin: SecretBytes) throws(KeyAuthError) {
+        guard storedKind == .tpm else {
+            throw KeyAuthError(.invalidArgument, "the device key in \(directory) is a key file, not a TPM key")
+        }
+        let changed = try key.changingPIN(to: pin)
+        let written = try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) -> Bool in
+            guard try SecureFile.readProtected(tpmKeyPath) == key.key.pemRepresentation else { return false }
+            try SecureFile.write(changed.pemRepresentation, to: tpmKeyPath)
+            return true
         }
         guard written else {
             throw KeyAuthError(.keyCorrupt, "the device key in \(directory) changed while its PIN was being changed")

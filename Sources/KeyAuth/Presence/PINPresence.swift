@@ -88,18 +88,51 @@ public struct PINPresence: PresenceCheck {
     public func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
         async throws(KeyAuthError) -> Key
     {
-        var attempt = 1
+        try await askingAgainAfterWrongPINs { () async throws(KeyAuthError) in
+            try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+        }
+    }
+
+    /// Asks for the PIN of a key whose hardware checks it, with `open` having the hardware check
+    /// it at once: up to ``attemptsPerRun`` times, as ``unlock(reason:_:)`` asks for a key file.
+    ///
+    /// For `keyauth pin change` on a TPM key, which checks the current PIN (one TPM signature,
+    /// ``TPMSigningKey/checkPIN()``) before it asks for the new one. As with
+    /// ``unlockHardwareKey(reason:_:)`` no attempts file is used: each wrong PIN costs one count
+    /// toward the TPM's own lockout, what a login with that PIN costs. Asking stops when the TPM
+    /// locks with a wait (its error carries ``KeyAuthError/retryAfter``) or refuses for another
+    /// reason; a TPM locked until its owner resets it refuses a further try without counting it.
+    /// - Parameters:
+    ///   - reason: Why the key is needed, shown above the prompt.
+    ///   - open: Opens the key and has the hardware check the PIN; throws
+    ///     ``KeyAuthError/Code-swift.struct/wrongPIN`` when it is wrong.
+    /// - Throws: the last wrong-PIN error, ``KeyAuthError/Code-swift.struct/presenceDenied`` for
+    ///   an empty PIN, the reader's and `open`'s other errors.
+    public func unlockCheckedHardwareKey<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
+        async throws(KeyAuthError) -> Key
+    {
+        try await askingAgainAfterWrongPINs { () async throws(KeyAuthError) in
+            try await unlockHardwareKey(reason: reason, open)
+        }
+    }
+
+    /// Runs `attempt` up to ``attemptsPerRun`` times while it fails with a wrong PIN that starts
+    /// no wait, showing each wrong-PIN message before the next try.
+    private func askingAgainAfterWrongPINs<Key>(
+        _ attempt: () async throws(KeyAuthError) -> Key
+    ) async throws(KeyAuthError) -> Key {
+        var tries = 1
         var previous: KeyAuthError?
         while true {
             do {
-                return try await withPIN(reason: reason) { (pin) throws(KeyAuthError) in try open(pin) }
+                return try await attempt()
             } catch {
                 // Input that ends at a second prompt leaves the wrong PIN as the outcome.
                 if error.code == .cancelled, let previous { throw previous }
-                guard error.code == .wrongPIN, error.retryAfter == nil, attempt < attemptsPerRun else { throw error }
+                guard error.code == .wrongPIN, error.retryAfter == nil, tries < attemptsPerRun else { throw error }
                 reader.display(error.message, isError: true)
                 previous = error
-                attempt += 1
+                tries += 1
             }
         }
     }

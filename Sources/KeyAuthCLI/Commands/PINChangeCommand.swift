@@ -1,9 +1,15 @@
 import KeyAuth
 
-/// `keyauth pin change`: the key file encrypted under a new PIN, without registering again.
+/// `keyauth pin change`: the device key protected by a new PIN, without registering again.
 ///
-/// The current PIN goes through the same check as a login (``PINPresence``: up to three tries,
-/// wrong ones counted towards the delay), so that this command is no cheaper a way to guess it.
+/// A key file is encrypted again under the new PIN; a TPM key gets a new authorization value
+/// from the TPM (`TPM2_ObjectChangeAuth`). Either way the public key and the key ID stay, so the
+/// registration does too.
+///
+/// The current PIN goes through the same check as a login (``PINPresence``: up to three tries on
+/// a terminal), so that this command is no cheaper a way to guess it: for a key file wrong ones
+/// count towards the delay, for a TPM key each costs one count of the TPM's own lockout, as a
+/// login with it would. The new PIN is asked only once the current one proved right.
 struct PINChangeCommand {
     let context: CommandContext
     let options: PINChangeOptions
@@ -17,32 +23,39 @@ struct PINChangeCommand {
                 .invalidArgument,
                 "account \(name) has no PIN: its presence check is \(account.presence.rawValue)")
         }
-        let keys = try accounts.keyPairStore(for: name)
-        switch keys.storedKind {
-        case .file?:
-            break
-        case .tpm?:
-            throw KeyAuthError(
-                .invalidArgument,
-                "account \(name) has a TPM key, whose PIN is its TPM authorization value; this version cannot "
-                    + "change it: run `keyauth reset --account \(name)` and register again to choose a new PIN")
-        case nil:
+        let files = try accounts.keyPairStore(for: name)
+        guard let kind = files.storedKind else {
             throw KeyAuthError(
                 .accountCorrupt,
                 "account \(name) has no device key: run `keyauth reset --account \(name) --local-only`")
         }
         let presence = try context.presence(
             kind: .pin, pamService: nil, pinFromStandardInput: options.pinFromStandardInput,
-            keyDirectory: keys.directory)
+            keyDirectory: files.directory)
         guard let pinCheck = presence as? PINPresence else {
             throw KeyAuthError(.invalidArgument, "account \(name) has no PIN check")
         }
-        let key = try await pinCheck.unlock(reason: "Current PIN of account \(name)") {
-            (pin) throws(KeyAuthError) in try keys.loadPrivateKey(pin: pin)
+        let reason = "Current PIN of account \(name)"
+        switch kind {
+        case .file:
+            let key = try await pinCheck.unlock(reason: reason) { (pin) throws(KeyAuthError) in
+                try files.loadPrivateKey(pin: pin)
+            }
+            let newPIN = try await pinCheck.newPIN(
+                minimumLength: kind.minimumPINLength, confirm: !options.pinFromStandardInput)
+            try files.replacePIN(of: key, with: newPIN)
+        case .tpm:
+            // On the TPM that KEYAUTH_TPM_TCTI names, as a login signs there.
+            let keys = try accounts.keyPairStore(for: name, keyStore: .tpm(context.tpmConnection()))
+            let key = try await pinCheck.unlockCheckedHardwareKey(reason: reason) { (pin) throws(KeyAuthError) in
+                let key = try keys.loadTPMKey(pin: pin)
+                try key.checkPIN()
+                return key
+            }
+            let newPIN = try await pinCheck.newPIN(
+                minimumLength: kind.minimumPINLength, confirm: !options.pinFromStandardInput)
+            try keys.replacePIN(of: key, with: newPIN)
         }
-        let newPIN = try await pinCheck.newPIN(
-            minimumLength: KeyPairStore.minimumPINLength, confirm: !options.pinFromStandardInput)
-        try keys.replacePIN(of: key, with: newPIN)
         context.io.printOutput("Changed the PIN of account \(name); the device stays registered.")
     }
 }

@@ -36,12 +36,18 @@ struct TPMKeyBlob {
     let publicPart: [UInt8]
     /// The key's `TPM2B_PRIVATE` as stored: encrypted by the parent, readable only by this TPM.
     let privatePart: [UInt8]
+    /// The whole DER, and the offsets of the outer SEQUENCE's contents and of the `privkey`
+    /// field (its last), so that ``replacingPrivatePart(with:)`` keeps everything before it.
+    private let der: [UInt8]
+    private let contentsStart: Int
+    private let privateFieldStart: Int
 
     /// - Throws: `.keyCorrupt` for anything but an RSA `TSS2 PRIVATE KEY`.
     init(pem: [UInt8]) throws(KeyAuthError) {
         let der = try Self.decodePEM(pem)
         var outer = DERReader(der)
         guard var key = outer.read(tag: 0x30), outer.isAtEnd else { throw Self.corrupt("not a DER SEQUENCE") }
+        contentsStart = key.bytes.startIndex
         guard key.read(tag: 0x06) == DERReader(Self.loadableKeyOID) else {
             throw Self.corrupt("not a loadable TPM key (OID 2.23.133.10.1.3)")
         }
@@ -56,8 +62,13 @@ struct TPMKeyBlob {
             }
         }
         guard let parent = key.read(tag: 0x02), (1...5).contains(parent.bytes.count),
-            let publicPart = key.read(tag: 0x04), let privatePart = key.read(tag: 0x04), key.isAtEnd
+            let publicPart = key.read(tag: 0x04)
         else { throw Self.corrupt("the parent, public or private part is missing") }
+        privateFieldStart = key.bytes.startIndex
+        guard let privatePart = key.read(tag: 0x04), key.isAtEnd else {
+            throw Self.corrupt("the parent, public or private part is missing")
+        }
+        self.der = der
         self.hasEmptyAuthorization = emptyAuth
         self.publicPart = Array(publicPart.bytes)
         self.privatePart = Array(privatePart.bytes)
@@ -80,6 +91,20 @@ struct TPMKeyBlob {
         isFixedToTPM = attributes & TPMA_OBJECT_FIXEDTPM != 0 && attributes & TPMA_OBJECT_FIXEDPARENT != 0
         isProtectedFromDictionaryAttacks = attributes & TPMA_OBJECT_NODA == 0
         wasGeneratedInTPM = attributes & TPMA_OBJECT_SENSITIVEDATAORIGIN != 0
+    }
+
+    /// The same key file with another `TPM2B_PRIVATE`, as PEM: what `TPM2_ObjectChangeAuth`
+    /// gives for a new authorization value.
+    ///
+    /// Every field before `privkey` keeps its bytes (the type, `emptyAuth`, any optional field,
+    /// the parent and the public part), so tpm2-openssl reads the new file exactly as it read the
+    /// old one, under the same parent and with the same public key.
+    func replacingPrivatePart(with privatePart: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        let contents = Array(der[contentsStart..<privateFieldStart]) + DERWriter.item(tag: 0x04, privatePart)
+        let replaced = DERWriter.item(tag: 0x30, contents)
+        return try OpenSSL.collectBIO("the TPM key") { bio in
+            PEM_write_bio(bio, Self.pemLabel, "", replaced, replaced.count) > 0 ? 1 : 0
+        }
     }
 
     /// The modulus and exponent of an RSA public area, big-endian without leading zeros; nil when
@@ -120,6 +145,17 @@ struct TPMKeyBlob {
             guard String(cString: name) == pemLabel else { throw corrupt("the PEM label is \(String(cString: name))") }
             return Array(UnsafeBufferPointer(start: data, count: length))
         }
+    }
+}
+
+/// Writes DER tag-length-value items, for the key file format's fields.
+enum DERWriter {
+    /// `tag`, the definite length of `contents` (short form below 128, long form above), then
+    /// `contents`.
+    static func item(tag: UInt8, _ contents: [UInt8]) -> [UInt8] {
+        guard contents.count >= 0x80 else { return [tag, UInt8(contents.count)] + contents }
+        let length = withUnsafeBytes(of: UInt64(contents.count).bigEndian) { Array($0.drop { $0 == 0 }) }
+        return [tag, 0x80 | UInt8(length.count)] + length + contents
     }
 }
 

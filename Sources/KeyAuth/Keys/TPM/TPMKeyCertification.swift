@@ -76,24 +76,13 @@ extension ESAPIConnection {
     fileprivate func certify(
         _ blob: TPMKeyBlob, authorization: SecretBytes?, nonce: [UInt8]
     ) throws(KeyAuthError) -> TPMKeyCertification {
-        let parent = try createPrimary(
-            in: ESAPIConnection.ownerHierarchy, template: storageParentTemplate(), doing: "recreate the key's parent")
-        defer { flush(parent.handle) }
-        let key = try load(blob, under: parent.handle)
-        defer { flush(key) }
-        if let authorization {
-            var value = TPM2B_AUTH()
-            authorization.withUnsafeBytes { bytes in
-                withUnsafeMutableBytes(of: &value.buffer) { $0.copyMemory(from: bytes) }
-            }
-            value.size = UInt16(authorization.count)
-            let set = Esys_TR_SetAuth(context, key, &value)
-            // Esys keeps its own copy (freed with the context); wipe ours.
-            withUnsafeMutableBytes(of: &value.buffer) { buffer in
-                for index in buffer.indices { buffer[index] = 0 }
-            }
-            guard set == 0 else { throw Self.error(set, doing: "take the PIN", on: connection) }
+        try withLoadedKey(blob, authorization: authorization) { key, _ throws(KeyAuthError) in
+            try certify(key, nonce: nonce)
         }
+    }
+
+    /// Derives the attestation key and has it certify the loaded key `key`.
+    private func certify(_ key: UInt32, nonce: [UInt8]) throws(KeyAuthError) -> TPMKeyCertification {
         let attestationKey = try createPrimary(
             in: ESAPIConnection.endorsementHierarchy, template: Self.attestationKeyTemplate,
             doing: "derive its attestation key")
@@ -157,54 +146,6 @@ extension ESAPIConnection {
         return (Array(marshalled.prefix(offset)), key)
     }
 
-    private func load(_ blob: TPMKeyBlob, under parent: UInt32) throws(KeyAuthError) -> UInt32 {
-        var publicPart = TPM2B_PUBLIC()
-        var privatePart = TPM2B_PRIVATE()
-        var publicOffset = 0
-        var privateOffset = 0
-        let decoded =
-            blob.publicPart.withUnsafeBufferPointer {
-                Tss2_MU_TPM2B_PUBLIC_Unmarshal($0.baseAddress, $0.count, &publicOffset, &publicPart)
-            } == 0
-            && blob.privatePart.withUnsafeBufferPointer {
-                Tss2_MU_TPM2B_PRIVATE_Unmarshal($0.baseAddress, $0.count, &privateOffset, &privatePart)
-            } == 0
-        guard decoded else { throw KeyAuthError(.keyCorrupt, "not a TPM key: its public or private part is malformed") }
-        var handle: UInt32 = 0
-        let loaded = Esys_Load(
-            context, parent, ESAPIConnection.passwordSession, ESAPIConnection.noSession, ESAPIConnection.noSession,
-            &privatePart, &publicPart, &handle)
-        guard loaded == 0 else { throw Self.error(loaded, doing: "load the key", on: connection) }
-        return handle
-    }
-
-    func flush(_ handle: UInt32) {
-        _ = Esys_FlushContext(context, handle)
-    }
-
-    /// The parent that OpenSSL's tpm2 provider creates for its keys (parent 0x40000001): the
-    /// same template gives the same key, so the blob loads under it. An ECC NIST P-256 storage
-    /// key where the TPM has ECC, RSA-2048 otherwise, as the provider chooses.
-    private func storageParentTemplate() -> TPM2B_PUBLIC {
-        var template = TPM2B_PUBLIC()
-        template.publicArea.nameAlg = TPM2_ALG_SHA256
-        template.publicArea.objectAttributes =
-            TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_NODA
-            | TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN
-        if acceptsECCP256() {
-            template.publicArea.type = TPM2_ALG_ECC
-            template.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_AES
-            template.publicArea.parameters.eccDetail.symmetric.keyBits.aes = 128
-            template.publicArea.parameters.eccDetail.symmetric.mode.aes = TPM2_ALG_CFB
-            template.publicArea.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL
-            template.publicArea.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256
-            template.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL
-        } else {
-            Self.makeRSAStorageKey(&template.publicArea)
-        }
-        return template
-    }
-
     /// Makes `area` an RSA-2048 restricted decryption key's parameters as storage keys and
     /// endorsement keys have them: AES-128 in CFB mode for its children, no signing scheme.
     static func makeRSAStorageKey(_ area: inout TPMT_PUBLIC) {
@@ -230,18 +171,6 @@ extension ESAPIConnection {
         template.publicArea.parameters.rsaDetail.scheme.details.rsassa.hashAlg = TPM2_ALG_SHA256
         template.publicArea.parameters.rsaDetail.keyBits = 2048
         return template
-    }
-
-    /// Whether the TPM has ECC with the NIST P-256 curve (`TPM2_TestParms`).
-    private func acceptsECCP256() -> Bool {
-        var parameters = TPMT_PUBLIC_PARMS()
-        parameters.type = TPM2_ALG_ECC
-        parameters.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL
-        parameters.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL
-        parameters.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256
-        parameters.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL
-        return Esys_TestParms(
-            context, ESAPIConnection.noSession, ESAPIConnection.noSession, ESAPIConnection.noSession, &parameters) == 0
     }
 
     /// `ESYS_TR_RH_OWNER`.

@@ -46,4 +46,18 @@ public struct TPMSigningKey: JWSSigner {
     public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         try key.signature(for: message, pin: pin, on: connection)
     }
+
+    /// Checks the PIN this key holds as a login would: one signature in the TPM, discarded
+    /// (``TPMKey/checkPIN(_:on:)``). A wrong PIN counts once toward the TPM's lockout.
+    ///
+    /// - Throws: what ``signature(for:)`` throws.
+    public func checkPIN() throws(KeyAuthError) {
+        try key.checkPIN(pin, on: connection)
+    }
+
+    /// The key re-wrapped by the TPM under `newPIN`, authorized with the PIN this key holds
+    /// (``TPMKey/changingPIN(from:to:on:)``).
+    func changingPIN(to newPIN: SecretBytes) throws(KeyAuthError) -> TPMKey {
+        try key.changingPIN(from: pin, to: newPIN, on: connection)
+    }
 }
