@@ -12,6 +12,13 @@ import Foundation
 /// configuration is a small base written here (modules, port, paths) followed by the site's own
 /// text, which may `Include` a file of the repository. Started as root, as CI runs, Apache's
 /// workers switch to `www-data`, so the directory and the documents are made readable by others.
+///
+/// It is spawned with `posix_spawn` rather than Foundation's `Process`, for two reasons met on
+/// this toolchain: a test's thread has SIGTERM blocked and `Process` passes that mask on, so
+/// Apache never saw its stop signal; and `Process` learns of an exit through a socket every
+/// descendant inherits, so Apache's workers, orphaned by a killed parent, kept `waitUntilExit`
+/// waiting for ever. Here Apache starts with an empty signal mask in a process group of its own,
+/// and stopping signals the whole group.
 public final class ApacheServer: @unchecked Sendable {
     /// Debian's `apache2` binary.
     public static let binary = "/usr/sbin/apache2"
@@ -28,7 +35,10 @@ public final class ApacheServer: @unchecked Sendable {
     public let port: UInt16
     /// The server's directory: configuration, logs, runtime files and `htdocs`.
     public let directory: TemporaryDirectory
-    private let process = Process()
+    /// The parent's process id, also its process group's; 0 once it has been reaped.
+    private var processID: pid_t = 0
+    /// The parent's wait status, once reaped.
+    private var reapedStatus: Int32?
 
     /// The document root.
     public var documentRoot: String { directory.path + "/htdocs" }
@@ -77,16 +87,9 @@ public final class ApacheServer: @unchecked Sendable {
         try Self.configuration(root: root, port: port, modules: modules, defines: defines, site: site)
             .write(toFile: configuration, atomically: true, encoding: .utf8)
 
-        for name in ["stdout", "stderr"] {
-            _ = FileManager.default.createFile(atPath: root + "/" + name, contents: nil)
-        }
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["-f", configuration, "-DFOREGROUND"]
-        process.environment = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: root + "/stdout"))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: root + "/stderr"))
-        try process.run()
+        processID = try Self.spawn(
+            [Self.binary, "-f", configuration, "-DFOREGROUND"],
+            environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"], standardError: root + "/stderr")
         do {
             try waitUntilListening()
         } catch {
@@ -109,23 +112,72 @@ public final class ApacheServer: @unchecked Sendable {
         return "apache2 standard error:\n\(standardError)\nerror log (last lines):\n\(tail)"
     }
 
-    /// Stops Apache with SIGTERM, its immediate stop, and waits for it; SIGKILL after 10 s.
+    /// Stops Apache with SIGTERM to its process group, its immediate stop, and waits for the
+    /// parent; SIGKILL to the group after 10 s, and to any worker left, so that none outlives
+    /// the test.
     public func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
+        guard processID > 0 else { return }
+        kill(-processID, SIGTERM)
         let deadline = Date().addingTimeInterval(10)
-        while process.isRunning, Date() < deadline { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        while exitStatus() == nil, Date() < deadline { usleep(20_000) }
+        kill(-processID, SIGKILL)
+        if !hasBeenReaped {
+            var status: Int32 = 0
+            waitpid(processID, &status, 0)
+        }
+        processID = 0
+    }
+
+    /// The parent's exit status once it has exited (reaping it), nil while it runs.
+    private func exitStatus() -> Int32? {
+        if let reapedStatus { return reapedStatus }
+        var status: Int32 = 0
+        guard waitpid(processID, &status, WNOHANG) == processID else { return nil }
+        reapedStatus = status
+        return status
+    }
+
+    private var hasBeenReaped: Bool { reapedStatus != nil }
+
+    /// Starts `arguments` with an empty signal mask and default dispositions, in a new process
+    /// group, standard input from /dev/null and both outputs to `standardError`.
+    private static func spawn(_ arguments: [String], environment: [String], standardError: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, standardError, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGWINCH] { sigaddset(&stopSignals, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &stopSignals)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var processID: pid_t = 0
+        let result = posix_spawn(&processID, arguments[0], &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw TestFailure("cannot start \(arguments[0]): \(String(cString: strerror(result)))")
+        }
+        return processID
     }
 
     private func waitUntilListening(timeout: TimeInterval = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while !Self.acceptsConnections(port: port) {
-            guard process.isRunning else {
+            if let status = exitStatus() {
                 throw TestFailure(
-                    "apache2 exited with status \(process.terminationStatus) before listening on \(port)\n\(diagnostics)"
-                )
+                    "apache2 exited with status \((status >> 8) & 0xff) before listening on \(port)\n\(diagnostics)")
             }
             guard Date() < deadline else {
                 throw TestFailure("apache2 did not listen on \(port) within \(Int(timeout)) s\n\(diagnostics)")
@@ -160,7 +212,8 @@ public final class ApacheServer: @unchecked Sendable {
             "PidFile \(root)/run/httpd.pid",
             "Mutex file:\(root)/run default",
             "ErrorLog \(root)/error.log",
-            "LogLevel warn auth_openidc:info",
+            // mod_auth_openidc says at info what it did with each request; other modules at warn.
+            modules.contains("auth_openidc") ? "LogLevel warn auth_openidc:info" : "LogLevel warn",
             "Listen 127.0.0.1:\(port)",
             "ServerName localhost",
             "DocumentRoot \(root)/htdocs",

@@ -66,16 +66,8 @@ enum HeadlessChromium {
     /// - Parameters:
     ///   - steps: Python source defining `steps(arguments)`.
     ///   - directory: where the script is written; the browser's home.
-    /// - Throws: ``TestFailure`` with Python's standard error when it printed nothing.
     static func run(_ steps: String, arguments: [String], in directory: String) throws -> JSONValue {
-        let script = directory + "/browser.py"
-        try (preamble + steps + ending).write(toFile: script, atomically: true, encoding: .utf8)
-        let run = try runProcess(
-            "/usr/bin/python3", [script] + arguments,
-            environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": directory], timeout: 240)
-        let printed = run.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !printed.isEmpty else { throw TestFailure("the browser script printed nothing: \(run.standardError)") }
-        return try JSONValue(parsing: printed)
+        try runPythonScript(preamble + steps + ending, arguments: arguments, in: directory)
     }
 
     /// Where tests leave screenshots: `KEYAUTH_TEST_OUTPUT`, or `test-output` beside the build
