@@ -58,7 +58,9 @@ private let browserSteps = #"""
 struct AccountPageBrowserTests {
     @Test(
         "sign in by approving with keyauth approve, approve a pending device, revoke it, refuse a cross-site post, sign out",
-        .enabled(if: HeadlessChromium.isInstalled, "chromium and chromium-driver are not installed"))
+        .enabled(
+            if: ExternalTools.shouldRun(installed: HeadlessChromium.isInstalled),
+            "chromium and chromium-driver are not installed"))
     func signInApproveRevokeSignOut() throws {
         let directory = TemporaryDirectory("keyauth-account-page")
         defer { directory.remove() }

@@ -6,7 +6,9 @@ import Testing
 struct ApacheServerTests {
     @Test(
         "Apache starts from the repository's mod_auth_openidc configuration and serves the site; the protected page needs the provider",
-        .enabled(if: ApacheRelyingParty.isInstalled, "apache2 or libapache2-mod-auth-openidc is not installed"))
+        .enabled(
+            if: ExternalTools.shouldRun(installed: ApacheRelyingParty.isInstalled),
+            "apache2 or libapache2-mod-auth-openidc is not installed"))
     func servesTheSite() throws {
         let unreachable = ClosedPort()
         let apache = try ApacheServer(
@@ -29,7 +31,8 @@ struct ApacheServerTests {
 
     @Test(
         "a configuration Apache refuses fails the start with Apache's own message",
-        .enabled(if: ApacheServer.isInstalled(modules: []), "apache2 is not installed"))
+        .enabled(
+            if: ExternalTools.shouldRun(installed: ApacheServer.isInstalled(modules: [])), "apache2 is not installed"))
     func refusedConfigurationFailsLoudly() throws {
         #expect {
             _ = try ApacheServer(port: ApacheServer.freePort(), modules: [], site: "NoSuchDirective on")
