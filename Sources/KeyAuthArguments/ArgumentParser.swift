@@ -40,7 +40,9 @@ package enum ArgumentParser {
                 name = String(body[..<equals])
                 inlineValue = String(body[body.index(after: equals)...])
             }
-            if syntax.refusesRepeatsBeforeReading, parsed.values[name] != nil || parsed.flags[name] != nil {
+            if syntax.refusesRepeatsBeforeReading, !syntax.repeatableOptions.contains(name),
+                parsed.values[name] != nil || parsed.flags[name] != nil
+            {
                 throw ArgumentError.repeated(name)
             }
             if syntax.flags.contains(name) {
@@ -70,6 +72,12 @@ package enum ArgumentParser {
                 index += 1
             }
             if syntax.refusesEmptyValues, value.isEmpty { throw ArgumentError.emptyValue(name) }
+            if syntax.repeatableOptions.contains(name) {
+                parsed.values[name] = value
+                parsed.repeatedValues[name, default: []].append(value)
+                parsed.order.append(name)
+                continue
+            }
             guard parsed.values.updateValue(value, forKey: name) == nil else { throw ArgumentError.repeated(name) }
             parsed.order.append(name)
         }
@@ -118,6 +126,9 @@ package struct ArgumentSyntax: Sendable {
     /// Whether an option given twice is refused before its second value is read (so a missing
     /// second value is reported as the repeat); flags then may not repeat either.
     package var refusesRepeatsBeforeReading: Bool
+    /// Value options that may be given several times, each value kept
+    /// (``ParsedArguments/values(_:)``): `clients add --redirect-uri A --redirect-uri B`.
+    package var repeatableOptions: Set<String> = []
 
     /// `keyauth`'s conventions: unknown options and `-x` refused at once, values that do not
     /// start with `--` and are not empty, bare flags that may repeat, `--` ends the options.
@@ -131,11 +142,11 @@ package struct ArgumentSyntax: Sendable {
     /// `keyauth-server`'s conventions: every `--name` takes a value unless it is one of `flags`,
     /// which take `=true`/`=false`; unknown names are left for the caller to refuse; anything
     /// not starting with `--` is a positional; nothing may be given twice.
-    package static func keyauthServer(flags: Set<String>) -> ArgumentSyntax {
+    package static func keyauthServer(flags: Set<String>, repeatable: Set<String> = []) -> ArgumentSyntax {
         ArgumentSyntax(
             valueOptions: [], flags: flags, flagsTakeBooleanValues: true, keepsUnknownOptions: true,
             valuesMayStartWithDashes: true, refusesEmptyValues: false, singleDashIsOption: false,
-            doubleDashEndsOptions: false, refusesRepeatsBeforeReading: true)
+            doubleDashEndsOptions: false, refusesRepeatsBeforeReading: true, repeatableOptions: repeatable)
     }
 }
 
@@ -145,6 +156,8 @@ package struct ParsedArguments: Sendable, Equatable {
     package var values: [String: String] = [:]
     /// The flags given, by name without `--`, with their value (true when bare).
     package var flags: [String: Bool] = [:]
+    /// Every value of a repeatable option, in order, by name without `--`.
+    package var repeatedValues: [String: [String]] = [:]
     /// The positional arguments, in order.
     package var positionals: [String] = []
     /// The option and flag names in the order given.
@@ -160,6 +173,12 @@ package struct ParsedArguments: Sendable, Equatable {
     package mutating func value(_ name: String) -> String? {
         read.insert(name)
         return values[name]
+    }
+
+    /// Every value of the repeatable option `name`, in order (empty when absent), marking it as read.
+    package mutating func values(_ name: String) -> [String] {
+        read.insert(name)
+        return repeatedValues[name] ?? []
     }
 
     /// The flag `name` (nil when absent), marking it as read.

@@ -98,7 +98,8 @@ struct AccountPageBrowserTests {
         #expect(seen["approve_status"] == .integer(0), "\(seen["approve_error"] ?? .null)")
         #expect(seen["signed_in"] == .bool(true))
         #expect(seen["cookie"]?["httpOnly"] == .bool(true))
-        #expect(seen["cookie"]?["sameSite"] == .string("Strict"))
+        // Lax, so that a relying party's redirect to /authorize finds the session (PROTOCOL.md 9).
+        #expect(seen["cookie"]?["sameSite"] == .string("Lax"))
         #expect(seen["pending_before"] == .string("pending"))
         #expect(seen["after_approve"] == .string("active"))
         #expect(seen["after_revoke"] == .string("revoked"))

@@ -30,11 +30,7 @@ struct AccountPageTests {
                     form.map { "\(TestAPI.formEncode($0.0))=\(TestAPI.formEncode($0.1))" }.joined(separator: "&").utf8)
             }
             let response = try api.send(method, path, headers: headers, body: body)
-            for cookie in response.headers.values(for: "Set-Cookie") {
-                let pair = cookie.split(separator: ";")[0].split(separator: "=", maxSplits: 1)
-                let value = pair.count == 2 ? String(pair[1]) : ""
-                cookies[String(pair[0])] = value.isEmpty ? nil : value
-            }
+            response.keepCookies(in: &cookies)
             return response
         }
     }
@@ -75,7 +71,7 @@ struct AccountPageTests {
     }
 
     @Test(
-        "signing in replaces the waiting session by a new one; cookies are __Host-, Secure, HttpOnly, SameSite=Strict")
+        "signing in replaces the waiting session by a new one; cookies are __Host-, Secure, HttpOnly, SameSite=Lax")
     func signInAndCookies() throws {
         let environment = TestEnvironment()
         let api = try environment.directAPI { $0.failureLimit = 1000 }
@@ -87,7 +83,7 @@ struct AccountPageTests {
         #expect(!first.text.contains("<script>"))
         let csrfCookie = try #require(first.headers.values(for: "Set-Cookie").first)
         #expect(csrfCookie.hasPrefix("__Host-keyauth-csrf="))
-        #expect(csrfCookie.hasSuffix("; Path=/; HttpOnly; SameSite=Strict; Secure"))
+        #expect(csrfCookie.hasSuffix("; Path=/; HttpOnly; SameSite=Lax; Secure"))
 
         let (browser, waitingCookie) = try Self.signIn(api, laptop: laptop, token: token)
         let session = try #require(browser.cookies["__Host-keyauth-session"])

@@ -29,9 +29,16 @@ struct KeyRotationTests {
                 "a": .previous(signedUntil: 500), "b": .current, "c": .next(activeFrom: 1_000),
             ])
         // a signed until 500; its tokens (lifetime 900, leeway 10) verify until 1410.
-        #expect(schedule.retirable(at: 1_410, tokenLifetime: 900, leeway: 10).isEmpty)
-        #expect(schedule.retirable(at: 1_411, tokenLifetime: 900, leeway: 10) == ["a"])
-        #expect(schedule.retirable(at: 1_911, tokenLifetime: 900, leeway: 10) == ["a", "b"])
+        // a is the only RS256 key, which signs ID tokens whatever signs access tokens: it stays.
+        #expect(schedule.retirable(at: 1_411, tokenLifetime: 900, leeway: 10).isEmpty)
+        #expect(schedule.retirable(at: 1_911, tokenLifetime: 900, leeway: 10) == ["b"])
+        #expect(schedule.currentKeyID(at: 1_911, algorithm: .rs256) == "a")
+        let withNewerRS256 = SigningKeySchedule(
+            schedule.entries + [Entry(kid: "d", algorithm: .rs256, createdAt: 400, activeFrom: 400, retiredAt: nil)])
+        #expect(withNewerRS256.currentKeyID(at: 1_000, algorithm: .rs256) == "d")
+        // d took over from a at 400: a's last token verifies until 1310.
+        #expect(withNewerRS256.retirable(at: 1_310, tokenLifetime: 900, leeway: 10).isEmpty)
+        #expect(withNewerRS256.retirable(at: 1_311, tokenLifetime: 900, leeway: 10) == ["a"])
         // A clock set back before every key: the earliest key still signs.
         #expect(schedule.currentKeyID(at: 0) == "a")
         let retired = SigningKeySchedule([
@@ -59,7 +66,12 @@ struct KeyRotationTests {
         let jws = try CompactJWS(parsing: token, algorithms: Set(JWSAlgorithm.allCases))
         #expect(jws.algorithm == algorithm)
         let jwks = try api.send("GET", "/.well-known/jwks.json")
-        let published = try #require(jwks.json?["keys"]?.arrayValue)
+        // Besides the token key, a server whose tokens are not RS256 publishes an RS256 key for
+        // ID tokens (PROTOCOL.md section 10).
+        let all = try #require(jwks.json?["keys"]?.arrayValue)
+        #expect(all.count == (algorithm == .rs256 ? 1 : 2))
+        #expect(all.contains { $0["alg"] == "RS256" })
+        let published = all.filter { $0["alg"]?.stringValue == algorithm.rawValue }
         #expect(published.count == 1)
         #expect(published.first?["alg"]?.stringValue == algorithm.rawValue)
         #expect(published.first?["use"]?.stringValue == "sig")
@@ -75,7 +87,7 @@ struct KeyRotationTests {
             token, issuer: TestEnvironment.issuer, keys: [key.thumbprint: key], clock: environment.clock.clock)
         #expect(checked.subject == "alice")
         #expect(try api.authorized("GET", "/v1/devices", token: token).status == 200)
-        #expect(try storage.signingKeys().map(\.algorithm) == [algorithm])
+        #expect(try storage.signingKeys().map(\.algorithm) == (algorithm == .rs256 ? [.rs256] : [.rs256, algorithm]))
     }
 
     @Test("a rotation publishes the new key at once, signs with it after the delay, and retires the old one later")
@@ -89,7 +101,9 @@ struct KeyRotationTests {
         let rotation = SigningKeyRotation(storage: api.storage, tokenLifetime: 900, now: clock.closure)
         #expect(try rotation.currentAlgorithm() == .rs256)
 
-        let (newKID, activeFrom) = try rotation.rotate(to: .es256)
+        // RS256 to RS256: a key of another algorithm would leave the old one published to sign
+        // ID tokens (see the schedule test).
+        let (newKID, activeFrom) = try rotation.rotate(to: .rs256)
         #expect(activeFrom == clock.now + SigningKeyRotation.defaultDelay)
         #expect(try rotation.list().map(\.state) == [.current, .next(activeFrom: activeFrom)])
         // Unknown to the running server until it reloads: the periodic cleanup does.
@@ -101,7 +115,7 @@ struct KeyRotationTests {
 
         clock.advance(by: SigningKeyRotation.defaultDelay)
         let after = try api.accessToken(device)
-        #expect(try CompactJWS(parsing: after, algorithms: [.es256]).keyID == newKID)
+        #expect(try CompactJWS(parsing: after).keyID == newKID)
         // Both tokens verify against the published set, and the server takes both.
         let keys = try Self.publishedKeys(api)
         for token in [before, after] {
@@ -246,10 +260,13 @@ struct KeyRotationTests {
             #expect(try verifier.verify(token, keySet: JWKSet(json: Array(jwks.utf8))).user == "alice")
         }
 
-        // Once the old key's last token expired, the cleanup retires it and the set drops it.
+        // Once the old key's last token expired, the cleanup retires it and the set drops it;
+        // the newest RS256 key stays while it signs ID tokens (PROTOCOL.md section 10).
         environment.clock.advance(by: 900 + DeviceAssertionVerifier.leeway + 1)
         responder.purgeExpired()
-        #expect(try Self.publishedKeyIDs(api) == [newKID])
+        let idTokenKID = try responder.service.tokens.keys.currentRS256(at: environment.clock.now).kid
+        #expect(Set(try Self.publishedKeyIDs(api)) == Set([newKID, idTokenKID]))
+        guard try CompactJWS(parsing: before, algorithms: [from]).keyID != idTokenKID else { return }
         let retiredSet = try JWKSet(json: Array(try api.send("GET", "/.well-known/jwks.json").text.utf8))
         let error = #expect(throws: KeyAuthError.self) { try verifier.verify(before, keySet: retiredSet) }
         #expect(error?.code == .signatureInvalid || error?.code == .claimInvalid)

@@ -114,13 +114,30 @@ struct OperationsTests {
         #expect(json["jwks_uri"]?.stringValue == TestEnvironment.issuer + "/.well-known/jwks.json")
         #expect(
             json["grant_types_supported"]
-                == .array([.string(TestAPI.jwtBearer), .string("urn:openid:params:grant-type:ciba")]))
+                == .array([
+                    .string(TestAPI.jwtBearer), .string("urn:openid:params:grant-type:ciba"), "authorization_code",
+                ]))
         #expect(json["token_endpoint_auth_signing_alg_values_supported"] == .array(["RS256"]))
         #expect(json["backchannel_authentication_endpoint"]?.stringValue == TestEnvironment.issuer + "/bc-authorize")
         #expect(json["backchannel_token_delivery_modes_supported"] == .array(["poll"]))
         #expect(json["backchannel_user_code_parameter_supported"] == .bool(false))
         #expect(
-            json["token_endpoint_auth_methods_supported"] == .array(["client_secret_basic", "client_secret_post"]))
+            json["token_endpoint_auth_methods_supported"]
+                == .array(["client_secret_basic", "client_secret_post", "none"]))
+        // The OpenID Connect provider's members (PROTOCOL.md section 10).
+        let expected: [String: JSONValue] = [
+            "authorization_endpoint": .string(TestEnvironment.issuer + "/authorize"),
+            "userinfo_endpoint": .string(TestEnvironment.issuer + "/userinfo"),
+            "end_session_endpoint": .string(TestEnvironment.issuer + "/end-session"),
+            "response_types_supported": .array(["code"]), "response_modes_supported": .array(["query"]),
+            "code_challenge_methods_supported": .array(["S256"]), "subject_types_supported": .array(["public"]),
+            "id_token_signing_alg_values_supported": .array(["RS256"]),
+            "scopes_supported": .array(["openid", "profile"]),
+            "authorization_response_iss_parameter_supported": true,
+            "prompt_values_supported": .array(["none", "login"]),
+        ]
+        for (name, value) in expected { #expect(json[name] == value, "\(name)") }
+        #expect(json["claims_supported"]?.arrayValue?.contains("nonce") == true)
     }
 
     @Test("the request log has client, method, path, status, duration, route, error, user and kid, and no token")

@@ -191,7 +191,10 @@ struct ServerCommandTests {
         #expect(
             ServerCommand.main(arguments: ["clients", "list", "--db", database], environment: [:], output: list.output)
                 == 0)
-        #expect(list.standard.hasPrefix("CLIENT_ID\tNAME\tCREATED\n\(id)\tSupport desk\t"))
+        #expect(
+            list.standard.hasPrefix(
+                "CLIENT_ID\tNAME\tCREATED\tTYPE\tREDIRECT_URIS\tPOST_LOGOUT_REDIRECT_URIS\n\(id)\tSupport desk\t"))
+        #expect(list.standard.hasSuffix("\tconfidential\t-\t-\n"))
         #expect(!list.standard.contains(secret))
 
         let remove = CapturedOutput()

@@ -26,13 +26,14 @@ package struct AccessTokenRules: Sendable {
 
     /// - Parameters:
     ///   - issuer: `iss`.
-    ///   - audience: `aud`; keyauth's tokens name the issuer.
+    ///   - audience: `aud`; keyauth's tokens name the issuer. Nil skips the check, for the server's
+    ///     tokens issued to a client application, whose caller checks `aud` itself.
     ///   - leeway: clock skew tolerated on `exp`, `nbf` and `iat`.
     ///   - maximumLifetime: the longest `exp - iat` accepted.
     ///   - requireDPoP: refuse tokens that are not DPoP-bound.
     ///   - proofs: the DPoP proof checker.
     package init(
-        issuer: String, audience: String, leeway: Int64, maximumLifetime: Int64, requireDPoP: Bool,
+        issuer: String, audience: String?, leeway: Int64, maximumLifetime: Int64, requireDPoP: Bool,
         proofs: DPoPProofVerifier, clock: KeyAuthClock
     ) {
         verifier = JWTVerifier(

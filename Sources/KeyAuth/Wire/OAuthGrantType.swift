@@ -1,7 +1,8 @@
 /// An OAuth 2.0 grant type, as `grant_type` carries it and discovery lists it.
 ///
-/// keyauth speaks two grants: RFC 7523's JWT bearer grant (a device logs in) and the CIBA grant (an
-/// application collects a sign-in a device approved); a struct so that the client, the server and
+/// keyauth speaks three grants: RFC 7523's JWT bearer grant (a device logs in), the CIBA grant (an
+/// application collects a sign-in a device approved) and the authorization code grant (a relying
+/// party redeems a code); a struct so that the client, the server and
 /// the discovery document name each through one value.
 public struct OAuthGrantType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -13,4 +14,7 @@ public struct OAuthGrantType: RawRepresentable, Hashable, Sendable, CustomString
     /// The grant of OpenID Connect CIBA Core 1.0 section 10.1: a client application polls for the
     /// result of its backchannel authentication request.
     public static let ciba = OAuthGrantType(rawValue: "urn:openid:params:grant-type:ciba")
+    /// The authorization code grant of RFC 6749 section 4.1.3: a relying party redeems the code
+    /// keyauth-server's OpenID Connect authorization endpoint gave it.
+    public static let authorizationCode = OAuthGrantType(rawValue: "authorization_code")
 }

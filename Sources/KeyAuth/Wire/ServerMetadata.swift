@@ -23,6 +23,9 @@ public struct ServerMetadata: Sendable, Hashable {
     /// Where client applications start sign-in requests (CIBA
     /// `backchannel_authentication_endpoint`), when announced.
     public var backchannelAuthenticationEndpoint: String?
+    /// Whether the server is an OpenID Connect provider (authorization code flow with PKCE, ID
+    /// tokens, UserInfo, RP-Initiated Logout): the discovery document then has its members.
+    public var isOpenIDProvider = false
 
     /// Creates metadata, for tests and for apps that configure a server without discovery.
     public init(
@@ -50,10 +53,14 @@ extension ServerMetadata {
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         self.init(
             issuer: issuer, tokenEndpoint: base + "/oauth/token", jwksURI: base + "/.well-known/jwks.json",
-            grantTypesSupported: [OAuthGrantType.jwtBearer.rawValue, OAuthGrantType.ciba.rawValue],
+            grantTypesSupported: [
+                OAuthGrantType.jwtBearer.rawValue, OAuthGrantType.ciba.rawValue,
+                OAuthGrantType.authorizationCode.rawValue,
+            ],
             signingAlgorithmsSupported: ["RS256"],
             dpopSigningAlgorithmsSupported: JWSAlgorithm.allCases.map(\.rawValue), dpopRequired: dpopRequired)
         backchannelAuthenticationEndpoint = base + "/bc-authorize"
+        isOpenIDProvider = true
     }
 
     /// The discovery document.
@@ -77,6 +84,31 @@ extension ServerMetadata {
             members["backchannel_user_code_parameter_supported"] = .bool(false)
             members["token_endpoint_auth_methods_supported"] = .array([
                 "client_secret_basic", "client_secret_post",
+            ])
+        }
+        if isOpenIDProvider {
+            let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+            func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
+            members["authorization_endpoint"] = .string(base + "/authorize")
+            members["userinfo_endpoint"] = .string(base + "/userinfo")
+            members["end_session_endpoint"] = .string(base + "/end-session")
+            members["response_types_supported"] = strings(["code"])
+            members["response_modes_supported"] = strings(["query"])
+            members["code_challenge_methods_supported"] = strings(["S256"])
+            members["subject_types_supported"] = strings(["public"])
+            members["id_token_signing_alg_values_supported"] = strings(["RS256"])
+            members["scopes_supported"] = strings(["openid", "profile"])
+            members["claims_supported"] = strings([
+                "iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "acr", "amr", "azp", "at_hash", "sid",
+                "preferred_username",
+            ])
+            members["prompt_values_supported"] = strings(["none", "login"])
+            members["authorization_response_iss_parameter_supported"] = .bool(true)
+            members["request_parameter_supported"] = .bool(false)
+            members["request_uri_parameter_supported"] = .bool(false)
+            // Public clients (native apps, RFC 8252) authenticate with PKCE alone.
+            members["token_endpoint_auth_methods_supported"] = strings([
+                "client_secret_basic", "client_secret_post", "none",
             ])
         }
         return .object(members)

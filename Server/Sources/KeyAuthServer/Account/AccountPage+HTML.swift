@@ -6,21 +6,47 @@ import KeyAuth
 /// element with `data-kid`, and buttons whose text is `Approve`, `Deny`, `Revoke`, `Rename` and
 /// `Sign out`.
 extension AccountPage {
-    /// The sign-in form.
-    func signInPage(csrf: String, message: String?) -> String {
-        Self.document(
+    /// Where the sign-in pages' forms go, and what they carry besides the CSRF token: the
+    /// account page's own, or the authorization endpoint's with its request's reference.
+    struct SignInForms: Sendable {
+        /// The form action of the user name form.
+        var signIn: String
+        /// The form action of Continue.
+        var `continue`: String
+        /// The form action of Cancel.
+        var cancel: String
+        /// Hidden fields every form carries.
+        var hidden: [(String, String)] = []
+        /// A line above the form naming who asks (an application), or nil.
+        var requester: String?
+    }
+
+    /// The account page's own forms.
+    var accountForms: SignInForms {
+        SignInForms(
+            signIn: basePath + Self.root + "/sign-in", continue: basePath + Self.root + "/sign-in/continue",
+            cancel: basePath + Self.root + "/sign-in/cancel")
+    }
+
+    /// The sign-in form, its user name field prefilled with `user`.
+    func signInPage(csrf: String, message: String?, forms: SignInForms? = nil, user: String? = nil) -> String {
+        let forms = forms ?? accountForms
+        let requester = forms.requester.map { "<p>\(HTMLText.escape($0))</p>" } ?? ""
+        let value = user.map { " value=\"\(HTMLText.escape($0))\"" } ?? ""
+        return Self.document(
             basePath: basePath, title: "Sign in",
             body: """
                 <main><section class="card">
                 <h2>Sign in</h2>
                 \(Self.messageBlock(message))
+                \(requester)
                 <p class="muted">Type your user name. The page then shows a code; approve the sign-in on one of your \
                 devices with <code>keyauth approve</code> and type the code there.</p>
-                <form method="post" action="\(action("/sign-in"))">
-                \(Self.hidden("csrf", csrf))
+                <form method="post" action="\(HTMLText.escape(forms.signIn))">
+                \(Self.hidden("csrf", csrf))\(Self.hiddenFields(forms.hidden))
                 <label for="user">User name</label>
                 <input type="text" id="user" name="user" autocomplete="username" autocapitalize="none" \
-                spellcheck="false" required maxlength="64">
+                spellcheck="false" required maxlength="64"\(value)>
                 <button type="submit">Sign in</button>
                 </form>
                 </section></main>
@@ -28,7 +54,8 @@ extension AccountPage {
     }
 
     /// The page that waits for the user's device, with the code to compare.
-    func waitingPage(_ session: BrowserSessionRecord, message: String?) -> String {
+    func waitingPage(_ session: BrowserSessionRecord, message: String?, forms: SignInForms? = nil) -> String {
+        let forms = forms ?? accountForms
         let user = HTMLText.escape(session.user)
         return Self.document(
             basePath: basePath, title: "Approve on your device",
@@ -41,13 +68,13 @@ extension AccountPage {
                 <p id="binding-code">\(HTMLText.escape(session.bindingCode))</p>
                 <p class="muted">This page continues by itself once you approve. Deny the request on your device \
                 if you did not start it.</p>
-                <form method="post" id="continue-form" action="\(action("/sign-in/continue"))" \
+                <form method="post" id="continue-form" action="\(HTMLText.escape(forms.continue))" \
                 data-status-url="\(action("/sign-in/status"))">
-                \(Self.hidden("csrf", session.csrfToken))
+                \(Self.hidden("csrf", session.csrfToken))\(Self.hiddenFields(forms.hidden))
                 <button type="submit">Continue</button>
                 </form>
-                <form method="post" action="\(action("/sign-in/cancel"))">
-                \(Self.hidden("csrf", session.csrfToken))
+                <form method="post" action="\(HTMLText.escape(forms.cancel))">
+                \(Self.hidden("csrf", session.csrfToken))\(Self.hiddenFields(forms.hidden))
                 <button type="submit" class="secondary">Cancel</button>
                 </form>
                 </section></main>
@@ -133,14 +160,30 @@ extension AccountPage {
     }
 
     /// A page for a refused request (another site's form, an expired token).
-    static func refusedPage(basePath: String, reason: String) -> String {
+    static func refusedPage(basePath: String, reason: String, title: String = "Refused") -> String {
         document(
-            basePath: basePath, title: "Refused",
+            basePath: basePath, title: title,
             body: """
                 <main><section class="card">
-                <h2>Refused</h2>
+                <h2>\(HTMLText.escape(title))</h2>
                 <p>\(HTMLText.escape(reason))</p>
                 <p><a href="\(HTMLText.escape(basePath + root))">Back to your account</a></p>
+                </section></main>
+                """)
+    }
+
+    /// A page with one question and one form (`fields` already HTML).
+    func confirmationPage(title: String, text: String, action: String, fields: String, button: String) -> String {
+        Self.document(
+            basePath: basePath, title: title,
+            body: """
+                <main><section class="card">
+                <h2>\(HTMLText.escape(title))</h2>
+                <p>\(HTMLText.escape(text))</p>
+                <form method="post" action="\(HTMLText.escape(action))">
+                \(fields)
+                <button type="submit">\(HTMLText.escape(button))</button>
+                </form>
                 </section></main>
                 """)
     }
@@ -152,7 +195,11 @@ extension AccountPage {
         HTMLText.escape(basePath + Self.root + path)
     }
 
-    private static func hidden(_ name: String, _ value: String) -> String {
+    private static func hiddenFields(_ fields: [(String, String)]) -> String {
+        fields.map { "\n" + hidden($0.0, $0.1) }.joined()
+    }
+
+    static func hidden(_ name: String, _ value: String) -> String {
         "<input type=\"hidden\" name=\"\(HTMLText.escape(name))\" value=\"\(HTMLText.escape(value))\">"
     }
 

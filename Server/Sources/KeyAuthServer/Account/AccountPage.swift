@@ -8,8 +8,8 @@ import KeyAuth
 /// `Content-Security-Policy`, `nosniff` and `Referrer-Policy: same-origin` (with `no-referrer` a browser sends `Origin: null` on the page's own forms, which the origin check must refuse). Every state-changing form carries a
 /// CSRF token (the session's, or before a session a double-submit cookie) compared in constant
 /// time, and a POST whose `Origin` is another origin or whose `Sec-Fetch-Site` is not
-/// `same-origin` is refused before anything else (defence in depth: the cookies are
-/// `SameSite=Strict` already).
+/// `same-origin` is refused before anything else (defence in depth besides the cookies'
+/// `SameSite=Lax`, which a cross-site POST does not carry).
 struct AccountPage: Sendable {
     /// Where the page lives.
     static let root = "/account"
@@ -118,15 +118,20 @@ struct AccountPage: Sendable {
 
     /// The sign-in form, setting a fresh double-submit cookie when the browser has none.
     private func signInForm(_ request: HTTPRequest, message: String?, status: Int = 200) throws -> HTTPResponse {
-        var headers = HTTPHeaders()
-        let token: String
-        if let existing = cookie(csrfCookieName, in: request), existing.utf8.count == 43 {
-            token = existing
-        } else {
-            token = try BrowserSessions.randomToken()
-            headers.add("Set-Cookie", setCookie(csrfCookieName, token))
-        }
+        let (token, headers) = try csrfCookie(request)
         return html(signInPage(csrf: token, message: message), status: status, extra: headers)
+    }
+
+    /// The browser's double-submit CSRF token, and the `Set-Cookie` header that gives it one when
+    /// it has none yet.
+    func csrfCookie(_ request: HTTPRequest) throws -> (token: String, headers: HTTPHeaders) {
+        var headers = HTTPHeaders()
+        if let existing = cookie(csrfCookieName, in: request), existing.utf8.count == 43 {
+            return (existing, headers)
+        }
+        let token = try BrowserSessions.randomToken()
+        headers.add("Set-Cookie", setCookie(csrfCookieName, token))
+        return (token, headers)
     }
 
     /// The signed-in page with the user's devices.
@@ -162,22 +167,36 @@ struct AccountPage: Sendable {
         guard InputRules.isValidUser(user) else {
             return try signInForm(request, message: "A user name is \(InputRules.userRule).", status: 400)
         }
+        guard let session = try beginSession(request, user: user) else {
+            return try signInForm(
+                request, message: "Too many sign-in requests; wait a few minutes and try again.", status: 429)
+        }
+        return redirect(setting: [setCookie(sessionCookieName, session.cookie)])
+    }
+
+    /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:)``)
+    /// under the per-address limits of logins: the account page's and the authorization
+    /// endpoint's sign-in both come here.
+    ///
+    /// - Returns: the session; nil when the user has too many open requests.
+    func beginSession(
+        _ request: HTTPRequest, user: String, client: String? = nil, redirectURI: String? = nil
+    ) throws -> BrowserSessions.Presented? {
         let address = clientAddress(of: request)
         var begun: BrowserSessions.Presented?
         do {
             _ = try limits.run(
                 from: RateLimitKey(address: address), countsEveryAttempt: false, record: metrics.recordSignInRequest
             ) {
-                begun = try sessions.begin(user: user, from: address)
+                begun = try sessions.begin(user: user, from: address, client: client, redirectURI: redirectURI)
                 return (HTTPResponse(status: 204), "created")
             }
         } catch let error as ServiceError {
             guard case .slowDown = error.kind else { throw error }
-            return try signInForm(
-                request, message: "Too many sign-in requests; wait a few minutes and try again.", status: 429)
+            return nil
         }
         guard let session = begun else { throw StorageError(.queryFailed, "the session was not stored") }
-        return redirect(setting: [setCookie(sessionCookieName, session.cookie)])
+        return session
     }
 
     /// `POST /account/sign-in/continue`: completes an approved sign-in, or says why not.
@@ -250,7 +269,7 @@ struct AccountPage: Sendable {
     /// A 403 for a POST that a browser says comes from another site: an `Origin` other than the
     /// issuer's, or `Sec-Fetch-Site` other than `same-origin`. Clients that send neither (not a
     /// browser) still need the CSRF token.
-    private func crossSiteRefusal(_ request: HTTPRequest) -> HTTPResponse? {
+    func crossSiteRefusal(_ request: HTTPRequest) -> HTTPResponse? {
         let site = request.headers["Sec-Fetch-Site"]?.lowercased()
         let requestOrigin = request.headers["Origin"]?.lowercased()
         let crossSite = (site != nil && site != "same-origin") || (requestOrigin != nil && requestOrigin != origin)
@@ -258,7 +277,7 @@ struct AccountPage: Sendable {
         return html(Self.refusedPage(basePath: basePath, reason: "The request came from another site."), status: 403)
     }
 
-    private func refusedCSRF() -> HTTPResponse {
+    func refusedCSRF() -> HTTPResponse {
         html(Self.refusedPage(basePath: basePath, reason: "The form expired; reload the page."), status: 403)
     }
 
@@ -270,7 +289,7 @@ struct AccountPage: Sendable {
 
     /// The client address as the responder determines it (behind a trusted proxy, the last
     /// `X-Forwarded-For` hop).
-    private func clientAddress(of request: HTTPRequest) -> String {
+    func clientAddress(of request: HTTPRequest) -> String {
         guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
             let last = header.split(separator: ",").last?.trimmingWhitespace(), RateLimitKey(parsing: last) != nil
         else { return request.clientAddress }
@@ -291,15 +310,21 @@ struct AccountPage: Sendable {
         return nil
     }
 
-    /// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, `Path=/`, no `Domain`, `Secure` under
+    /// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, `Path=/`, no `Domain`, `Secure` under
     /// https; a session cookie (no `Max-Age`): the server ends the session itself.
+    ///
+    /// `Lax`, not `Strict`: a relying party sends the browser to `/authorize` by a cross-site
+    /// top-level redirect, on which browsers do not send `Strict` cookies, so a signed-in
+    /// session would never be found there (PROTOCOL.md section 9). `Lax` cookies go with
+    /// top-level GET navigations only, and every GET here only reads; every POST still needs
+    /// its CSRF token and passes the `Origin`/`Sec-Fetch-Site` check.
     func setCookie(_ name: String, _ value: String) -> String {
-        "\(name)=\(value); Path=/; HttpOnly; SameSite=Strict" + (isHTTPS ? "; Secure" : "")
+        "\(name)=\(value); Path=/; HttpOnly; SameSite=Lax" + (isHTTPS ? "; Secure" : "")
     }
 
     /// A `Set-Cookie` value that deletes cookie `name`.
     func clearCookie(_ name: String) -> String {
-        "\(name)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" + (isHTTPS ? "; Secure" : "")
+        "\(name)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (isHTTPS ? "; Secure" : "")
     }
 
     /// 303 to the page itself (post/redirect/get), setting `cookies`.
@@ -311,10 +336,21 @@ struct AccountPage: Sendable {
     }
 
     /// An HTML page with the security headers.
-    func html(_ text: String, status: Int = 200, extra: HTTPHeaders = HTTPHeaders()) -> HTTPResponse {
+    ///
+    /// - Parameter redirectsTo: a URI the page's forms are answered with a redirect to (a relying
+    ///   party's redirect URI): its origin joins `form-action`, since Chromium applies
+    ///   `form-action` to the redirects that follow a form submission too.
+    func html(
+        _ text: String, status: Int = 200, extra: HTTPHeaders = HTTPHeaders(), redirectsTo: String? = nil
+    ) -> HTTPResponse {
         var response = HTTPResponse.text(text, status: status, contentType: "text/html; charset=utf-8")
         for field in extra { response.headers.add(field.name, field.value) }
         Self.addSecurityHeaders(&response.headers)
+        if let origin = redirectsTo.flatMap(RedirectURI.origin(of:)) {
+            response.headers.set(
+                "Content-Security-Policy",
+                Self.contentSecurityPolicy.replacing("form-action 'self'", with: "form-action 'self' \(origin)"))
+        }
         return response
     }
 

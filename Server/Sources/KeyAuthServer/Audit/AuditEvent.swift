@@ -59,6 +59,14 @@ public struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let addClient = AuditAction(rawValue: "add-client")
     /// A client was removed.
     public static let removeClient = AuditAction(rawValue: "remove-client")
+    /// An authorization code was issued to a relying party for a signed-in user.
+    public static let issueCode = AuditAction(rawValue: "issue-code")
+    /// A relying party redeemed an authorization code for tokens.
+    public static let redeemCode = AuditAction(rawValue: "redeem-code")
+    /// An authorization code came a second time; the tokens of its first use were revoked.
+    public static let reuseCode = AuditAction(rawValue: "reuse-code")
+    /// A browser session was ended through `/end-session`.
+    public static let endSession = AuditAction(rawValue: "end-session")
 }
 
 /// Who performed an audited action.
@@ -69,9 +77,12 @@ public enum AuditActor: Sendable, Equatable, CustomStringConvertible {
     case device(kid: String)
     /// A user on the account page, in a session that the device `kid` approved.
     case accountPage(approvedBy: String)
+    /// A relying party, authenticated at the token endpoint (or named by a public client's id).
+    case client(id: String)
 
     public var description: String {
         switch self {
+        case .client(let id): "client:\(id)"
         case .administrator: "admin"
         case .device(let kid): "device:\(kid)"
         case .accountPage(let kid): "account-page:\(kid)"

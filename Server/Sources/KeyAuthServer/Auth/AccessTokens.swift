@@ -10,6 +10,9 @@ struct AccessTokens: Sendable {
     let clock: KeyAuthClock
     /// The token and binding rules, made once.
     let rules: AccessTokenRules
+    /// The same rules without the audience: a token issued to a relying party names it as `aud`
+    /// (``verifyIssuedToClient(_:)`` checks that against `client_id`).
+    let clientTokenRules: AccessTokenRules
 
     init(keys: ServerSigningKeys, issuer: String, lifetime: Int64, requireDPoP: Bool = false, clock: KeyAuthClock) {
         self.keys = keys
@@ -19,6 +22,9 @@ struct AccessTokens: Sendable {
         rules = AccessTokenRules(
             issuer: issuer, audience: issuer, leeway: DeviceAssertionVerifier.leeway, maximumLifetime: lifetime,
             requireDPoP: requireDPoP, proofs: DPoPProofVerifier(clock: clock), clock: clock)
+        clientTokenRules = AccessTokenRules(
+            issuer: issuer, audience: nil, leeway: DeviceAssertionVerifier.leeway, maximumLifetime: lifetime,
+            requireDPoP: false, proofs: DPoPProofVerifier(clock: clock), clock: clock)
     }
 
     /// A signed `at+jwt` for `user` logged in with the device `deviceKID`, signed by the key that
@@ -41,6 +47,26 @@ struct AccessTokens: Sendable {
         claims.merge(extra)
         return try JWTBuilder(key: key.signer, audience: issuer, lifetime: lifetime, clock: clock).sign(
             claims: claims, type: "at+jwt", keyID: key.kid)
+    }
+
+    /// Checks a token issued to a client application (the code flow's, or CIBA's): our keys, and
+    /// an `aud` that is its `client_id`. Such a token is never accepted by ``verify(_:)``, whose
+    /// audience is the issuer.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidToken` for any failure.
+    func verifyIssuedToClient(_ token: String) throws(ServiceError) -> AccessTokenClaims {
+        let claims: AccessTokenClaims
+        do {
+            let (parsed, keyID) = try clientTokenRules.parse(token)
+            claims = try clientTokenRules.verify(
+                parsed, keyID: keyID, key: keys.publicKey(forKeyID: keyID, now: clock.seconds))
+        } catch {
+            throw ServiceError(.invalidToken, "the access token is not valid")
+        }
+        guard claims.claims["aud"]?.stringValue == claims.clientID, claims.clientID != issuer else {
+            throw ServiceError(.invalidToken, "the access token is not valid")
+        }
+        return claims
     }
 
     /// Checks a token with our published keys only, each with its own algorithm.

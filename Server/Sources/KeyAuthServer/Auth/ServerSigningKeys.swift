@@ -92,7 +92,22 @@ final class ServerSigningKeys: Sendable {
                 _ = try storage.insertSigningKey(record)
             }
         }
+        try ensureIDTokenKey(storage: storage, rsaBits: rsaBits, now: now)
         return try ServerSigningKeys(storage: storage, now: now)
+    }
+
+    /// Adds an RS256 key for ID tokens when no published key is RS256 (`--token-alg ES256` or
+    /// `EdDSA`): OpenID Connect requires RS256 ID tokens. It is stored with `active_from` 0, so
+    /// it sorts before every other key and never signs access tokens while a key of the
+    /// configured algorithm is published; ``SigningKeySchedule/retirable(at:tokenLifetime:leeway:)``
+    /// never retires the RS256 key that signs ID tokens.
+    private static func ensureIDTokenKey(storage: any ServerStorage, rsaBits: Int, now: Int64) throws {
+        guard try !storage.signingKeys().contains(where: { $0.algorithm == .rs256 }) else { return }
+        let key = try JWSPrivateKey.generate(for: .rs256, rsaBits: rsaBits)
+        var pem = try key.pkcs8PEM()
+        defer { CryptoPrimitives.wipe(&pem) }
+        _ = try storage.insertSigningKey(
+            SigningKeyRecord(kid: key.keyID, privatePEM: pem, createdAt: now, algorithm: .rs256, activeFrom: 0))
     }
 
     /// Reads the stored keys again: new ones are parsed and published, retired ones dropped.
@@ -144,6 +159,20 @@ final class ServerSigningKeys: Sendable {
     func current(at now: Int64) throws(KeyAuthError) -> LoadedKey {
         let key = loaded.withLock { state in state.schedule.currentKeyID(at: now).flatMap { state.keys[$0] } }
         guard let key else { throw KeyAuthError(.keyNotFound, "no server signing key") }
+        return key
+    }
+
+    /// The RS256 key that signs ID tokens at `now`: the current key when it is RS256, else the
+    /// newest RS256 key whose `active_from` has passed (PROTOCOL.md section 10, "Keys").
+    ///
+    /// - Throws: `KeyAuthError` `.keyNotFound` when no RS256 key is published.
+    func currentRS256(at now: Int64) throws(KeyAuthError) -> LoadedKey {
+        let key = loaded.withLock { state -> LoadedKey? in
+            let current = state.schedule.currentKeyID(at: now).flatMap { state.keys[$0] }
+            if let current, current.entry.algorithm == .rs256 { return current }
+            return state.schedule.currentKeyID(at: now, algorithm: .rs256).flatMap { state.keys[$0] }
+        }
+        guard let key else { throw KeyAuthError(.keyNotFound, "no RS256 server signing key for ID tokens") }
         return key
     }
 

@@ -48,6 +48,12 @@ struct SigningKeySchedule: Sendable {
         return (published.last { $0.activeFrom <= now } ?? published.first)?.kid
     }
 
+    /// The key of `algorithm` that signs at `now`, by the same rule among that algorithm's keys:
+    /// ID tokens are RS256 whatever `--token-alg` is (OpenID Connect Core section 3.1.3.7).
+    func currentKeyID(at now: Int64, algorithm: JWSAlgorithm) -> String? {
+        SigningKeySchedule(entries.filter { $0.algorithm == algorithm }).currentKeyID(at: now)
+    }
+
     /// The state of every key at `now`, by `kid`.
     func states(at now: Int64) -> [String: State] {
         let current = currentKeyID(at: now)
@@ -70,9 +76,12 @@ struct SigningKeySchedule: Sendable {
 
     /// The keys that may be retired at `now`: previous keys whose last token has expired, with
     /// the verifier's leeway (`signedUntil + tokenLifetime + leeway` has passed).
+    /// The RS256 key that signs ID tokens (``currentKeyID(at:algorithm:)``) is never retirable.
     func retirable(at now: Int64, tokenLifetime: Int64, leeway: Int64) -> [String] {
-        states(at: now).compactMap { kid, state in
-            guard case .previous(let signedUntil) = state, now > signedUntil + tokenLifetime + leeway else {
+        let idTokenKey = currentKeyID(at: now, algorithm: .rs256)
+        return states(at: now).compactMap { kid, state in
+            guard kid != idTokenKey, case .previous(let signedUntil) = state, now > signedUntil + tokenLifetime + leeway
+            else {
                 return nil
             }
             return kid

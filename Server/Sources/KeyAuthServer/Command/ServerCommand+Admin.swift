@@ -145,18 +145,33 @@ extension ServerCommand {
         withStorage(database, output: output) { storage in
             let registry = ClientRegistry(storage: storage)
             switch action {
-            case .add(let name):
-                let (client, secret) = try registry.add(name: name)
+            case .add(let name, let redirectURIs, let postLogoutRedirectURIs, let isPublic):
+                let (client, secret) = try registry.add(
+                    name: name, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
+                    isPublic: isPublic)
                 try AuditTrail(storage: storage).record(
-                    .addClient, by: .administrator, subject: client.id, detail: name)
-                output.error(
-                    "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n")
-                output.standard("client_id=\(client.id)\nclient_secret=\(secret)\n")
+                    .addClient, by: .administrator, subject: client.id,
+                    detail: ([name] + redirectURIs).joined(separator: " "))
+                if let secret {
+                    output.error(
+                        "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n"
+                    )
+                    output.standard("client_id=\(client.id)\nclient_secret=\(secret)\n")
+                } else {
+                    output.error("keyauth-server: public client \(name) added; it has no secret and must use PKCE\n")
+                    output.standard("client_id=\(client.id)\n")
+                }
             case .list:
-                var lines = ["CLIENT_ID\tNAME\tCREATED"]
+                var lines = ["CLIENT_ID\tNAME\tCREATED\tTYPE\tREDIRECT_URIS\tPOST_LOGOUT_REDIRECT_URIS"]
                 for client in try registry.list() {
                     lines.append(
-                        [client.id, client.name, RFC3339.string(fromSeconds: client.createdAt)].joined(separator: "\t"))
+                        [
+                            client.id, client.name, RFC3339.string(fromSeconds: client.createdAt),
+                            client.isPublic ? "public" : "confidential",
+                            client.redirectURIs.isEmpty ? "-" : client.redirectURIs.joined(separator: " "),
+                            client.postLogoutRedirectURIs.isEmpty
+                                ? "-" : client.postLogoutRedirectURIs.joined(separator: " "),
+                        ].joined(separator: "\t"))
                 }
                 output.standard(lines.joined(separator: "\n") + "\n")
             case .remove(let id):

@@ -77,12 +77,23 @@ extension ServerCommand {
         case "keys":
             return try keysAction(&settings, database: database)
         case "clients":
+            let redirects = settings.options("--redirect-uri")
+            let logoutRedirects = settings.options("--post-logout-redirect-uri")
+            let isPublic = settings.commandFlag("--public") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
             switch (given.first, given.count) {
-            case ("add", 2): return .clients(.add(name: given[1]), database: database)
+            case ("add", 2):
+                return .clients(
+                    .add(
+                        name: given[1], redirectURIs: redirects, postLogoutRedirectURIs: logoutRedirects,
+                        isPublic: isPublic),
+                    database: database)
             case ("list", 1), (nil, 0): return .clients(.list, database: database)
             case ("remove", 2): return .clients(.remove(id: given[1]), database: database)
-            default: throw ServerConfigurationError("clients: expected add NAME, list or remove ID")
+            default:
+                throw ServerConfigurationError(
+                    "clients: expected add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...] "
+                        + "[--public], list or remove ID")
             }
         case "codes":
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
@@ -268,12 +279,15 @@ extension ServerCommand {
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce"]
+    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
+    /// Options that may be given more than once (`clients add`).
+    private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {
         do {
-            parsed = try ArgumentParser.parse(arguments, syntax: .keyauthServer(flags: Self.booleanFlags))
+            parsed = try ArgumentParser.parse(
+                arguments, syntax: .keyauthServer(flags: Self.booleanFlags, repeatable: Self.repeatableOptions))
         } catch {
             switch error {
             case .repeated(let name): throw ServerConfigurationError("--\(name) is given more than once")
@@ -289,6 +303,11 @@ struct FlagParser {
     /// The value of `--name` (the flag spelled with its dashes).
     mutating func value(_ flag: String) -> String? {
         parsed.value(String(flag.dropFirst(2)))
+    }
+
+    /// Every value of the repeatable `--name`, in order.
+    mutating func values(_ flag: String) -> [String] {
+        parsed.values(String(flag.dropFirst(2)))
     }
 
     /// The boolean `--name`, nil when absent.

@@ -97,8 +97,10 @@ public enum ServerCommand {
 
     /// What `keyauth-server clients` does.
     public enum ClientsAction: Sendable, Equatable {
-        /// `clients add NAME`: prints the new client's id and secret once.
-        case add(name: String)
+        /// `clients add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...]
+        /// [--public]`: prints the new client's id and (unless public) its secret once.
+        case add(
+            name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false)
         /// `clients list`.
         case list
         /// `clients remove ID`.

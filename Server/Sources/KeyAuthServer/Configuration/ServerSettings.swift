@@ -92,6 +92,11 @@ struct ServerSettings {
         flags.value(flag)
     }
 
+    /// Every value of the repeatable `flag` of the command line only (`--redirect-uri`).
+    mutating func options(_ flag: String) -> [String] {
+        flags.values(flag)
+    }
+
     /// The boolean `flag` of the command line only (`--json`), nil when absent.
     mutating func commandFlag(_ flag: String) -> Bool? {
         flags.bool(flag)

@@ -6,6 +6,10 @@ enum TokenGrant: Sendable, Equatable {
     case jwtBearer(assertion: String)
     /// A client collects the result of its sign-in request.
     case ciba(authReqID: String, client: ClientCredentials?)
+    /// A relying party redeems an authorization code (OpenID Connect): a confidential client
+    /// with its credentials, a public one with `client_id` only.
+    case authorizationCode(
+        code: String, redirectURI: String?, verifier: String?, client: ClientCredentials?, publicClientID: String?)
 }
 
 /// Reading what a request carries, in one place for every endpoint: the form body of the token
@@ -37,9 +41,17 @@ extension HTTPRequest {
                 throw ServiceError(.invalidRequest, "auth_req_id is missing")
             }
             return .ciba(authReqID: id, client: credentials)
+        case .authorizationCode:
+            let credentials = try clientCredentials(form: form)
+            guard let code = form["code"], !code.isEmpty else { throw ServiceError(.invalidRequest, "code is missing") }
+            return .authorizationCode(
+                code: code, redirectURI: form["redirect_uri"], verifier: form["code_verifier"], client: credentials,
+                publicClientID: credentials == nil ? form["client_id"] : nil)
         default:
             throw ServiceError(
-                .unsupportedGrantType, "only \(OAuthGrantType.jwtBearer) and \(OAuthGrantType.ciba) are supported")
+                .unsupportedGrantType,
+                "only \(OAuthGrantType.jwtBearer), \(OAuthGrantType.ciba) and \(OAuthGrantType.authorizationCode) are supported"
+            )
         }
     }
 

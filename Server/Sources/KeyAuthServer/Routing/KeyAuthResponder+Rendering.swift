@@ -14,6 +14,18 @@ extension KeyAuthResponder {
             ).jsonBytes, headers: headers)
     }
 
+    /// The code grant's answer (OpenID Connect Core section 3.1.3.3): `access_token`,
+    /// `token_type` Bearer, `expires_in`, `id_token` and `scope`; no refresh token. Never cached.
+    static func authorizationCodeResponse(_ grant: AuthorizationGrant) -> HTTPResponse {
+        .json(
+            .object([
+                "access_token": .string(grant.accessToken), "token_type": "Bearer",
+                "expires_in": .integer(grant.expiresIn), "id_token": .string(grant.idToken),
+                "scope": .string(grant.scope),
+            ]),
+            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
+    }
+
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with
     /// the device as recorded; and the result the metrics count.
     func registrationResponse(_ outcome: RegistrationOutcome) -> (HTTPResponse, String) {

@@ -37,6 +37,10 @@ public final class KeyAuthResponder: HTTPResponder {
     let maximumBodySize: Int
     /// The account page at `/account`.
     let account: AccountPage
+    /// The OpenID Connect authorization endpoint at `/authorize`, signing in through ``account``.
+    let authorization: AuthorizationEndpoint
+    /// RP-Initiated Logout at `/end-session`.
+    let endSession: EndSessionEndpoint
     /// The issuer URL all tokens name.
     public let issuer: String
 
@@ -56,6 +60,8 @@ public final class KeyAuthResponder: HTTPResponder {
         account = AccountPage(
             service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics,
             trustProxy: collaborators.trustProxy)
+        authorization = AuthorizationEndpoint(page: account)
+        endSession = EndSessionEndpoint(page: account)
     }
 
     /// The application on `storage`, composed as ``ServerRunner`` composes it: for tests and
@@ -170,6 +176,12 @@ public final class KeyAuthResponder: HTTPResponder {
             return .json(.object(["id": .string(answered.id), "status": .string(answered.status.rawValue)]))
         case (.account(let path), _):
             return try account.respond(to: request, path: path)
+        case (.authorize(let path), _):
+            return try authorization.respond(to: request, path: path)
+        case (.endSession, _):
+            return try endSession.respond(to: request)
+        case (.userInfo, _):
+            return try userInfo(request, caller: &caller)
         case (.devices, "POST"):
             return try limits.run(
                 from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration
@@ -213,18 +225,25 @@ public final class KeyAuthResponder: HTTPResponder {
             method: request.method, path: request.path)
     }
 
-    /// `POST /oauth/token`: a device's login, or a client's poll for its sign-in request, under
-    /// the attempt limits. A poll's expected answers (pending, too fast, denied, expired) do not
+    /// `POST /oauth/token`: a device's login, a client's poll for its sign-in request, or a
+    /// relying party's authorization code, under the attempt limits (every refused code counts). A poll's expected answers (pending, too fast, denied, expired) do not
     /// count as failures, so an application signing many users in is not locked out; a failed
     /// client authentication or an unknown `auth_req_id` do.
     private func token(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
         var isPoll = false
+        var isCodeGrant = false
         let pollAnswers: [ServiceError.Kind] = [.authorizationPending, .pollTooFast, .deviceDenied, .expiredToken]
         return try limits.run(
             from: clientKey(request), countsEveryAttempt: false,
             counts: { kind in kind != .authorizationPending && !(isPoll && pollAnswers.contains(kind)) },
             record: { result in
-                isPoll ? metrics.recordSignInRequest(result: "poll_" + result) : metrics.recordLogin(result: result)
+                if isPoll {
+                    metrics.recordSignInRequest(result: "poll_" + result)
+                } else if isCodeGrant {
+                    metrics.recordSignInRequest(result: "code_grant_" + result)
+                } else {
+                    metrics.recordLogin(result: result)
+                }
             }
         ) {
             switch try request.tokenGrant() {
@@ -234,6 +253,12 @@ public final class KeyAuthResponder: HTTPResponder {
                 caller.user = result.user
                 caller.deviceKID = result.deviceKID
                 return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
+            case .authorizationCode(let code, let redirectURI, let verifier, let credentials, let publicClientID):
+                isCodeGrant = true
+                let client = try service.clients.identify(credentials: credentials, publicID: publicClientID)
+                let grant = try service.redeemAuthorizationCode(
+                    code, redirectURI: redirectURI, verifier: verifier, client: client)
+                return (Self.authorizationCodeResponse(grant), "issued")
             case .ciba(let id, let credentials):
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
@@ -248,6 +273,49 @@ public final class KeyAuthResponder: HTTPResponder {
                 )
             }
         }
+    }
+
+    /// `GET` or `POST /userinfo` (OpenID Connect Core section 5.3): the user an access token
+    /// issued to a client names. Errors are RFC 6750 section 3's: no token gives a bare
+    /// `Bearer` challenge, a bad one `invalid_token`, one without the `openid` scope
+    /// `insufficient_scope` (403).
+    private func userInfo(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        var token = request.headers["Authorization"].flatMap { header -> String? in
+            let parts = header.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            return parts[1].trimmingWhitespace()
+        }
+        if token == nil, request.method == "POST", let form = try? request.formBody() {
+            // RFC 6750 section 2.2: the token in the form body.
+            token = form["access_token"]
+        }
+        guard let token, !token.isEmpty else {
+            return HTTPResponse(
+                status: 401, headers: ["WWW-Authenticate": "Bearer realm=\"keyauth\"", "Cache-Control": "no-store"])
+        }
+        let claims: AccessTokenClaims
+        do {
+            claims = try service.clientAccessToken(token)
+        } catch let error as ServiceError {
+            var response = HTTPResponse(error: error)
+            response.headers.set(
+                "WWW-Authenticate",
+                "Bearer realm=\"keyauth\", error=\"invalid_token\", error_description=\"\(error.description)\"")
+            return response
+        }
+        guard claims.scopes.contains("openid") else {
+            return .json(
+                .object(["error": "insufficient_scope", "error_description": "the access token lacks the openid scope"]
+                ),
+                status: 403,
+                headers: [
+                    "WWW-Authenticate": "Bearer realm=\"keyauth\", error=\"insufficient_scope\", scope=\"openid\""
+                ])
+        }
+        caller.user = claims.user
+        return .json(
+            .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
+            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
     }
 
     /// The user of a CIBA request: `login_hint`, the only hint keyauth takes (CIBA section 7.1

@@ -18,6 +18,12 @@ enum Route: Sendable, Equatable {
     case signInRequest(id: String)
     /// `/account` and everything under it: the account page, which routes its own paths.
     case account(path: String)
+    /// `/authorize` and its sign-in forms: the OpenID Connect authorization endpoint.
+    case authorize(path: String)
+    /// `/userinfo`: the OpenID Connect UserInfo endpoint.
+    case userInfo
+    /// `/end-session`: RP-Initiated Logout.
+    case endSession
 
     /// The route for `path`, or nil for an unknown path (404).
     init?(path: String) {
@@ -29,6 +35,10 @@ enum Route: Sendable, Equatable {
         case "/healthz": self = .health
         case "/bc-authorize": self = .backchannelAuthorize
         case "/v1/auth-requests": self = .signInRequests
+        case "/userinfo": self = .userInfo
+        case EndSessionEndpoint.path: self = .endSession
+        case _ where path == AuthorizationEndpoint.root || path.hasPrefix(AuthorizationEndpoint.root + "/"):
+            self = .authorize(path: path)
         case _ where path == AccountPage.root || path.hasPrefix(AccountPage.root + "/"):
             self = .account(path: path)
         case _ where path.hasPrefix("/v1/auth-requests/"):
@@ -58,7 +68,8 @@ enum Route: Sendable, Equatable {
         case .device: ["DELETE"]
         case .approveDevice, .token, .backchannelAuthorize, .signInRequest: ["POST"]
         case .jwks, .openIDConfiguration, .health, .signInRequests: ["GET", "HEAD"]
-        case .account: ["GET", "HEAD", "POST"]
+        case .account, .authorize: ["GET", "HEAD", "POST"]
+        case .userInfo, .endSession: ["GET", "HEAD", "POST"]
         }
     }
 
@@ -76,6 +87,9 @@ enum Route: Sendable, Equatable {
         case .signInRequests: "/v1/auth-requests"
         case .signInRequest: "/v1/auth-requests/{id}"
         case .account(let path): AccountPage.label(of: path)
+        case .authorize(let path): AuthorizationEndpoint.label(of: path)
+        case .userInfo: "/userinfo"
+        case .endSession: EndSessionEndpoint.path
         }
     }
 }

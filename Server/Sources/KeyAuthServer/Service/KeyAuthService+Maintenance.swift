@@ -23,5 +23,6 @@ extension KeyAuthService {
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
         try signIn.purgeExpired()
         try storage.purgeBrowserSessions(now: time)
+        try storage.purgeAuthorizations(now: time)
     }
 }

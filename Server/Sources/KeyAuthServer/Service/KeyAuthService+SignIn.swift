@@ -158,7 +158,8 @@ extension KeyAuthService {
             ? keyAndPresenceACR : keyOnlyACR
     }
 
-    /// The name a device shows for who asks: the client's, or the account page's.
+    /// The name a device shows for who asks: the client's (with its redirect host for an
+    /// authorization request), or the account page's.
     func requesterName(of request: SignInRequestRecord) throws(StorageError) -> String {
         switch request.kind {
         case .account:
@@ -166,6 +167,11 @@ extension KeyAuthService {
         case .backchannel:
             guard let id = request.clientID, let client = try storage.client(id: id) else { return "a removed client" }
             return client.name
+        case .authorization:
+            // The redirect host next to the registered name: a phishing site that registered
+            // (or reuses) a trusted name still shows where the browser is sent.
+            guard let id = request.clientID, let client = try storage.client(id: id) else { return "a removed client" }
+            return "\(client.name) (redirects to \(RedirectURI.host(of: request.redirectURI ?? "")))"
         }
     }
 }

@@ -25,22 +25,25 @@ struct BrowserSessions: Sendable {
     let service: KeyAuthService
     var storage: any ServerStorage { service.storage }
 
-    /// Starts signing `user` in: a sign-in request of kind `account` for their devices, and a
-    /// waiting session that shows its code.
+    /// Starts signing `user` in: a sign-in request for their devices (of kind `account`, or
+    /// `authorization` for a relying party's `client` and `redirectURI`), and a waiting session
+    /// that shows its code.
     ///
     /// A user name with no active device gets a waiting session too, with a code of its own and
     /// no request behind it: the page looks the same, so it tells nobody which names exist.
     /// - Returns: the session, with the cookie value to set.
     /// - Throws: ``ServiceError`` `.slowDown` when the user has too many open requests; what
-    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:)``
+    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:)``
     ///   throws but `.unknownUserID`; ``StorageError``.
-    func begin(user: String, from address: String) throws -> Presented {
+    func begin(user: String, from address: String, client: String? = nil, redirectURI: String? = nil) throws
+        -> Presented
+    {
         let time = service.now()
         var request: SignInRequestRecord?
         do {
             request = try service.signIn.start(
-                kind: .account, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
-                from: address)
+                kind: client == nil ? .account : .authorization, clientID: client, user: user, bindingMessage: nil,
+                scope: nil, requestedExpiry: nil, from: address, redirectURI: redirectURI)
         } catch let error as ServiceError where error.kind == .unknownUserID {
             request = nil
         }
@@ -124,6 +127,12 @@ struct BrowserSessions: Sendable {
     /// 256 random bits, base64url: session ids and CSRF tokens.
     static func randomToken() throws(KeyAuthError) -> String {
         Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
+    }
+
+    /// The `sid` of a signed-in session in ID tokens: a hash of the stored hash, so it names the
+    /// session without opening it.
+    static func sessionID(of session: BrowserSessionRecord) -> String {
+        Base64URL.encode(Array(CryptoPrimitives.sha256(Array("keyauth sid\n".utf8) + session.idHash).prefix(16)))
     }
 
     /// The stored form of a session id.

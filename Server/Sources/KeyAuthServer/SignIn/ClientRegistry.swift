@@ -29,18 +29,34 @@ public struct ClientRegistry: Sendable {
 
     /// Adds a client named `name`.
     ///
-    /// - Returns: the record and the secret, which is shown once and never stored.
+    /// - Parameters:
+    ///   - redirectURIs: where the authorization endpoint may send a browser back (OpenID
+    ///     Connect); none for a CIBA-only client.
+    ///   - postLogoutRedirectURIs: where `/end-session` may send a browser.
+    ///   - isPublic: a public client (a native app) gets no secret and must use PKCE.
+    /// - Returns: the record and the secret, which is shown once and never stored; nil for a
+    ///   public client.
     /// - Throws: ``ServerConfigurationError`` for a name that is not 1 to 64 printable
-    ///   characters; ``StorageError``; `KeyAuthError` when the random generator fails.
-    public func add(name: String) throws -> (client: ClientRecord, secret: String) {
+    ///   characters, a redirect URI ``RedirectURI`` refuses, or a public client without redirect
+    ///   URIs; ``StorageError``; `KeyAuthError` when the random generator fails.
+    public func add(
+        name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false
+    ) throws -> (client: ClientRecord, secret: String?) {
         guard name.count <= Self.maximumNameLength, InputRules.isValidDeviceName(name) else {
             throw ServerConfigurationError(
                 "the client name must be 1 to \(Self.maximumNameLength) printable characters")
         }
-        let secret = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.secretBytes))
+        for uri in redirectURIs + postLogoutRedirectURIs {
+            if let problem = RedirectURI.problem(with: uri) { throw ServerConfigurationError("\(uri): \(problem)") }
+        }
+        guard !isPublic || !redirectURIs.isEmpty else {
+            throw ServerConfigurationError("a public client needs at least one --redirect-uri")
+        }
+        let secret = isPublic ? nil : Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.secretBytes))
         let client = ClientRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.idBytes)), name: name,
-            secretHash: Self.hash(secret), createdAt: now())
+            secretHash: secret.map(Self.hash) ?? [], createdAt: now(), redirectURIs: redirectURIs,
+            postLogoutRedirectURIs: postLogoutRedirectURIs, isPublic: isPublic)
         guard try storage.insertClient(client) else {
             throw ServerConfigurationError("a client id collided; run the command again")
         }
@@ -67,8 +83,23 @@ public struct ClientRegistry: Sendable {
         let presented = Self.hash(credentials.secret)
         let stored = try storage.client(id: credentials.id)
         let expected = stored?.secretHash ?? Self.standInHash
-        guard CryptoPrimitives.constantTimeEquals(presented, expected), let stored else { throw refused }
+        guard CryptoPrimitives.constantTimeEquals(presented, expected), let stored, !stored.isPublic else {
+            throw refused
+        }
         return stored
+    }
+
+    /// The client of a token request at the token endpoint's code grant: a confidential client
+    /// by its `credentials` (as ``authenticate(_:)``), a public one by its `client_id` alone.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidClient` for an unknown client, a confidential client
+    ///   without or with wrong credentials, or a public client that sends a secret.
+    func identify(credentials: ClientCredentials?, publicID: String?) throws -> ClientRecord {
+        if credentials != nil || publicID == nil { return try authenticate(credentials) }
+        guard let publicID, let client = try storage.client(id: publicID), client.isPublic else {
+            throw ServiceError(.invalidClient, "client authentication failed")
+        }
+        return client
     }
 
     /// The stored form of a secret.

@@ -39,13 +39,14 @@ struct SignInRequests: Sendable {
     ///   - scope: passed on to the token, as asked.
     ///   - requestedExpiry: seconds the client wants the request to live, capped.
     ///   - address: where the request came from, shown to the user.
+    ///   - redirectURI: where an `authorization` request sends the browser back.
     /// - Throws: ``ServiceError`` `.unknownUserID` for a user with no active device (or a name
     ///   no user can have), `.invalidBindingMessage`, `.invalidRequest` for an expiry that is
     ///   not a positive number, `.slowDown` when the user has the most open requests already;
     ///   ``StorageError``.
     func start(
         kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String?, scope: String?,
-        requestedExpiry: String?, from address: String?
+        requestedExpiry: String?, from address: String?, redirectURI: String? = nil
     ) throws -> SignInRequestRecord {
         var lifetime = settings.maximumLifetime
         if let requestedExpiry {
@@ -66,7 +67,8 @@ struct SignInRequests: Sendable {
         let request = SignInRequestRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
             user: user, bindingMessage: try bindingMessage ?? Self.makeBindingCode(), scope: scope,
-            requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval)
+            requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
+            redirectURI: redirectURI)
         switch try storage.insertSignInRequest(request, maximumOpen: settings.maximumOpenPerUser, now: time) {
         case .inserted:
             watchers.notify(user: user)

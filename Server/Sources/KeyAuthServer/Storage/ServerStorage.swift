@@ -1,7 +1,8 @@
 import KeyAuth
 
 /// Everything `keyauth-server` keeps: devices, the replay cache, enrollment codes, the
-/// server's own signing keys, and the tables of sign-in by approval (``SignInStorage``).
+/// server's own signing keys, the tables of sign-in by approval (``SignInStorage``) and of the
+/// OpenID Connect provider (``AuthorizationStorage``).
 ///
 /// The protocol is synchronous on purpose. libmicrohttpd calls the server on its own worker
 /// threads, one request per thread at a time; an `async` storage would force every request to
@@ -21,7 +22,7 @@ import KeyAuth
 ///
 /// Every method throws ``StorageError`` when the store cannot be reached or fails; the server
 /// answers those with 503 `temporarily_unavailable`, never as a client error.
-public protocol ServerStorage: SignInStorage {
+public protocol ServerStorage: SignInStorage, AuthorizationStorage {
     // MARK: Devices
 
     /// Adds a device if `rule` holds, checking the rule and inserting in one atomic step.

@@ -12,13 +12,27 @@ public struct ClientRecord: Sendable, Hashable {
     public var secretHash: [UInt8]
     /// When the administrator added it.
     public var createdAt: Int64
+    /// Where the authorization endpoint may send a browser back with a code (OpenID Connect);
+    /// empty for a client that only starts CIBA requests.
+    public var redirectURIs: [String]
+    /// Where `/end-session` may send a browser after signing it out.
+    public var postLogoutRedirectURIs: [String]
+    /// A public client (a native app) has no secret and proves itself by PKCE alone; its
+    /// `secretHash` is empty, which no presented secret hashes to.
+    public var isPublic: Bool
 
     /// Creates a record.
-    public init(id: String, name: String, secretHash: [UInt8], createdAt: Int64) {
+    public init(
+        id: String, name: String, secretHash: [UInt8], createdAt: Int64, redirectURIs: [String] = [],
+        postLogoutRedirectURIs: [String] = [], isPublic: Bool = false
+    ) {
         self.id = id
         self.name = name
         self.secretHash = secretHash
         self.createdAt = createdAt
+        self.redirectURIs = redirectURIs
+        self.postLogoutRedirectURIs = postLogoutRedirectURIs
+        self.isPublic = isPublic
     }
 }
 
@@ -29,6 +43,9 @@ public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     case backchannel
     /// The server's own account page, its built-in CIBA client.
     case account
+    /// A relying party's OpenID Connect authorization request (`GET /authorize`), signed in
+    /// through the account page's flow; carries the client and its redirect URI.
+    case authorization
 }
 
 /// Where a sign-in request is in its life: `pending` until a device answers, then `approved` or
@@ -57,6 +74,9 @@ public struct SignInRequestRecord: Sendable, Hashable {
     public var scope: String?
     /// The client address the request came from (the application's server, or the browser).
     public var requestedFrom: String?
+    /// Where an `authorization` request sends the browser back: its host is shown to the user
+    /// next to the client's name.
+    public var redirectURI: String?
     /// The state.
     public var status: SignInRequestStatus
     /// When it was made.
@@ -79,7 +99,7 @@ public struct SignInRequestRecord: Sendable, Hashable {
         id: String, kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String,
         scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
         expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
-        answeringKID: String? = nil, methods: [String] = []
+        answeringKID: String? = nil, methods: [String] = [], redirectURI: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -96,6 +116,7 @@ public struct SignInRequestRecord: Sendable, Hashable {
         self.answeredAt = answeredAt
         self.answeringKID = answeringKID
         self.methods = methods
+        self.redirectURI = redirectURI
     }
 
     /// Where the request sits among a user's requests: by creation time, then by id.

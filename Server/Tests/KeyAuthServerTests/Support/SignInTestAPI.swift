@@ -21,6 +21,7 @@ extension TestAPI {
     /// Adds a client application named `name` to the server's storage.
     func addClient(_ name: String = "Support desk") throws -> TestClient {
         let (client, secret) = try ClientRegistry(storage: storage, now: clock.closure).add(name: name)
+        guard let secret else { throw TestFailure("a confidential client has a secret") }
         return TestClient(id: client.id, secret: secret)
     }
 

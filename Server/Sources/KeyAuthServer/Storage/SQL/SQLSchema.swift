@@ -163,6 +163,64 @@ enum SQLSchema {
                 "CREATE INDEX audit_events_by_time ON audit_events (at)",
             ]
         },
+        Migration(version: 7) { sql in
+            [
+                // OpenID Connect relying parties: where a browser may be sent back, space-separated
+                // (a registered URI has no space), and whether the client is public (no secret).
+                // CIBA clients registered before keep working with none.
+                "ALTER TABLE clients ADD COLUMN redirect_uris TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE clients ADD COLUMN post_logout_redirect_uris TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE clients ADD COLUMN is_public \(sql.integer) NOT NULL DEFAULT 0",
+                // An authorization request's redirect URI, whose host the device shows.
+                "ALTER TABLE sign_in_requests ADD COLUMN redirect_uri TEXT",
+                // Authorization requests waiting for the browser to sign in, by the hash of their
+                // reference; bound to the browser by the hash of its CSRF cookie.
+                """
+                CREATE TABLE pending_authorizations (
+                    id_hash \(sql.bytes) PRIMARY KEY NOT NULL,
+                    browser_binding \(sql.bytes) NOT NULL,
+                    client_id TEXT NOT NULL,
+                    redirect_uri TEXT NOT NULL,
+                    scope TEXT NOT NULL,
+                    state TEXT,
+                    nonce TEXT,
+                    code_challenge TEXT NOT NULL,
+                    login_hint TEXT,
+                    expires_at \(sql.integer) NOT NULL
+                )
+                """,
+                "CREATE INDEX pending_authorizations_by_expiry ON pending_authorizations (expires_at)",
+                // Authorization codes by their hash; a redeemed one keeps its access token's jti so
+                // that a second use revokes it.
+                """
+                CREATE TABLE authorization_codes (
+                    code_hash \(sql.bytes) PRIMARY KEY NOT NULL,
+                    client_id TEXT NOT NULL,
+                    redirect_uri TEXT NOT NULL,
+                    code_challenge TEXT NOT NULL,
+                    nonce TEXT,
+                    scope TEXT NOT NULL,
+                    user_name TEXT NOT NULL,
+                    approving_kid TEXT NOT NULL,
+                    auth_time \(sql.integer) NOT NULL,
+                    methods TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    expires_at \(sql.integer) NOT NULL,
+                    redeemed_at \(sql.integer),
+                    access_token_jti TEXT,
+                    access_token_expires_at \(sql.integer)
+                )
+                """,
+                "CREATE INDEX authorization_codes_by_expiry ON authorization_codes (expires_at)",
+                """
+                CREATE TABLE revoked_access_tokens (
+                    jti \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    expires_at \(sql.integer) NOT NULL
+                )
+                """,
+                "CREATE INDEX revoked_access_tokens_by_expiry ON revoked_access_tokens (expires_at)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -1,12 +1,17 @@
 /// The `clients` table: the applications allowed to start sign-in requests.
 extension SQLStorage {
-    static let clientColumns = "client_id, name, secret_hash, created_at"
+    static let clientColumns =
+        "client_id, name, secret_hash, created_at, redirect_uris, post_logout_redirect_uris, is_public"
 
     public func insertClient(_ client: ClientRecord) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
-                "INSERT INTO clients (\(Self.clientColumns)) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                [.text(client.id), .text(client.name), .blob(client.secretHash), .integer(client.createdAt)]
+                "INSERT INTO clients (\(Self.clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                [
+                    .text(client.id), .text(client.name), .blob(client.secretHash), .integer(client.createdAt),
+                    .text(client.redirectURIs.joined(separator: " ")),
+                    .text(client.postLogoutRedirectURIs.joined(separator: " ")), .integer(client.isPublic ? 1 : 0),
+                ]
             ).affectedRowCount == 1
         }
     }
@@ -37,8 +42,13 @@ extension SQLStorage {
 extension ClientRecord {
     /// Reads a row of ``SQLStorage/clientColumns``.
     init(row: SQLRow) throws(StorageError) {
-        guard let id = row.text(0), let name = row.text(1), let hash = row.blob(2), let createdAt = row.integer(3)
+        guard let id = row.text(0), let name = row.text(1), let hash = row.blob(2), let createdAt = row.integer(3),
+            let redirects = row.text(4), let logoutRedirects = row.text(5), let isPublic = row.integer(6)
         else { throw StorageError(.queryFailed, "a client row is incomplete") }
-        self.init(id: id, name: name, secretHash: hash, createdAt: createdAt)
+        // Redirect URIs never contain a space (RedirectURI refuses them), so a space separates them.
+        self.init(
+            id: id, name: name, secretHash: hash, createdAt: createdAt,
+            redirectURIs: redirects.split(separator: " ").map(String.init),
+            postLogoutRedirectURIs: logoutRedirects.split(separator: " ").map(String.init), isPublic: isPublic != 0)
     }
 }

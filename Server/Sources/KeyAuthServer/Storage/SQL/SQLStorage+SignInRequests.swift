@@ -2,7 +2,7 @@
 extension SQLStorage {
     static let signInRequestColumns = """
         id, kind, client_id, user_name, binding_message, scope, requested_from, status, created_at, expires_at, \
-        poll_interval, last_polled_at, answered_at, answering_kid, methods
+        poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri
         """
 
     /// Serialises the open-request cap per user: "sirq" in ASCII, the user name hashed.
@@ -37,7 +37,7 @@ extension SQLStorage {
                 try connection.execute(
                     """
                     INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                     """,
                     request.columnValues)
                 return .inserted
@@ -135,7 +135,8 @@ extension SignInRequestRecord {
             id: id, kind: kind, clientID: row.text(2), user: user, bindingMessage: bindingMessage, scope: row.text(5),
             requestedFrom: row.text(6), status: status, createdAt: createdAt, expiresAt: expiresAt,
             pollInterval: pollInterval, lastPolledAt: row.integer(11), answeredAt: row.integer(12),
-            answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init))
+            answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init),
+            redirectURI: row.text(15))
     }
 
     /// The values of ``SQLStorage/signInRequestColumns``, in order.
@@ -144,7 +145,7 @@ extension SignInRequestRecord {
             .text(id), .text(kind.rawValue), SQLValue(clientID), .text(user), .text(bindingMessage), SQLValue(scope),
             SQLValue(requestedFrom), .text(status.rawValue), .integer(createdAt), .integer(expiresAt),
             .integer(pollInterval), SQLValue(lastPolledAt), SQLValue(answeredAt), SQLValue(answeringKID),
-            .text(methods.joined(separator: " ")),
+            .text(methods.joined(separator: " ")), SQLValue(redirectURI),
         ]
     }
 }

@@ -1,0 +1,344 @@
+import KeyAuth
+
+/// The OpenID Connect authorization endpoint (PROTOCOL.md section 10): `GET` (or `POST`)
+/// `/authorize`, then the account page's sign-in flow under `/authorize/sign-in`,
+/// `/authorize/continue` and `/authorize/cancel`, ending in a redirect back to the relying
+/// party with a one-time code.
+///
+/// The sign-in is the account page's, shared through ``AccountPage``: the same forms, waiting
+/// page, script, browser sessions, cookies, CSRF tokens and cross-site refusal. What this type
+/// adds is the authorization request: validated before anything else, kept on the server
+/// (``PendingAuthorizationRecord``) under a random reference that the forms carry, bound to the
+/// browser by its CSRF cookie.
+///
+/// Until the client and its redirect URI are known good, every error is a page (400), never a
+/// redirect, so the endpoint cannot be used as an open redirector; after, errors go back to the
+/// client as RFC 6749 section 4.1.2.1 parameters with `state` and `iss` (RFC 9207).
+struct AuthorizationEndpoint: Sendable {
+    /// Where the endpoint lives.
+    static let root = "/authorize"
+    /// Seconds a pending authorization request waits for the browser to sign in: longer than a
+    /// sign-in request lives, so that the request outlives the approval it waits for.
+    static let pendingLifetime: Int64 = 600
+    /// The longest `state`, `nonce` and `login_hint` taken, in bytes.
+    static let maximumParameterLength = 1024
+
+    /// The account page, whose flow, sessions and cookies sign the browser in.
+    let page: AccountPage
+    var service: KeyAuthService { page.service }
+    var sessions: BrowserSessions { page.sessions }
+
+    /// The metrics label of a path under `/authorize`: a fixed set.
+    static func label(of path: String) -> String {
+        switch path.dropFirst(root.count) {
+        case "", "/sign-in", "/continue", "/cancel": path
+        default: root + "/{unknown}"
+        }
+    }
+
+    /// Answers a request under `/authorize`.
+    func respond(to request: HTTPRequest, path: String) throws -> HTTPResponse {
+        let rest = path.dropFirst(Self.root.count)
+        if rest.isEmpty {
+            // OpenID Connect Core section 3.1.2.1: GET with a query, or POST with a form.
+            guard request.method == "POST" else { return try authorize(request, request.query) }
+            guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+            return try authorize(request, form)
+        }
+        guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
+        if let refusal = page.crossSiteRefusal(request) { return refusal }
+        guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+        switch rest {
+        case "/sign-in": return try signIn(request, form: form)
+        case "/continue": return try continueSignIn(request, form: form, cancel: false)
+        case "/cancel": return try continueSignIn(request, form: form, cancel: true)
+        default: throw RoutingError.noSuchEndpoint
+        }
+    }
+
+    // MARK: The authorization request
+
+    /// A request whose client and redirect URI are known good: errors from here on go back to
+    /// the client.
+    private struct Validated {
+        var record: PendingAuthorizationRecord
+        var client: ClientRecord
+        var prompt: Set<String>
+        var maxAge: Int64?
+    }
+
+    /// Why a request was refused after its redirect URI was validated.
+    private struct Refusal: Error {
+        let code: String
+        let description: String
+    }
+
+    /// `/authorize`: checks the request; answers at once from a signed-in session, or refuses
+    /// with `login_required` under `prompt=none`, or shows the sign-in form.
+    private func authorize(_ request: HTTPRequest, _ parameters: [String: String]) throws -> HTTPResponse {
+        guard let clientID = parameters["client_id"], !clientID.isEmpty,
+            let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
+        else { return errorPage("The application is not registered with this server (client_id).") }
+        guard let redirectURI = parameters["redirect_uri"],
+            client.redirectURIs.contains(where: {
+                RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
+            })
+        else { return errorPage("The redirect_uri is not one registered for \(client.name).") }
+        let state = parameters["state"]
+        let validated: Validated
+        do {
+            validated = try validate(parameters, client: client, redirectURI: redirectURI)
+        } catch let refusal as Refusal {
+            return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)
+        }
+        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
+        if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
+            return try issueCode(for: validated.record, session: signedIn.record)
+        }
+        if validated.prompt.contains("none") {
+            return redirect(
+                to: redirectURI, error: "login_required", description: "the user is not signed in", state: state)
+        }
+        // A sign-in starts: the request waits on the server under a random reference.
+        let (csrf, headers) = try page.csrfCookie(request)
+        let reference = try BrowserSessions.randomToken()
+        var record = validated.record
+        record.idHash = BrowserSessions.hash(reference)
+        record.browserBinding = BrowserSessions.hash(csrf)
+        try service.storage.insertPendingAuthorization(record)
+        return page.html(
+            page.signInPage(
+                csrf: csrf, message: nil, forms: forms(reference, client: client, redirectURI: redirectURI),
+                user: record.loginHint ?? signedIn?.record.user),
+            extra: headers, redirectsTo: redirectURI)
+    }
+
+    /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
+    private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
+        -> Validated
+    {
+        if parameters["request"] != nil {
+            throw Refusal(code: "request_not_supported", description: "request objects are not supported")
+        }
+        if parameters["request_uri"] != nil {
+            throw Refusal(code: "request_uri_not_supported", description: "request_uri is not supported")
+        }
+        guard let responseType = parameters["response_type"], !responseType.isEmpty else {
+            throw Refusal(code: "invalid_request", description: "response_type is missing")
+        }
+        guard responseType == "code" else {
+            throw Refusal(code: "unsupported_response_type", description: "only response_type=code is supported")
+        }
+        if let mode = parameters["response_mode"], mode != "query" {
+            throw Refusal(code: "invalid_request", description: "only response_mode=query is supported")
+        }
+        let scopes = (parameters["scope"] ?? "").split(separator: " ").map(String.init)
+        guard scopes.contains("openid") else {
+            throw Refusal(code: "invalid_scope", description: "scope must contain openid")
+        }
+        // Scopes this provider does not know are left out of the grant (Core section 3.1.2.1).
+        let granted = ["openid", "profile"].filter(scopes.contains).joined(separator: " ")
+        guard parameters["code_challenge_method"] == "S256" else {
+            throw Refusal(
+                code: "invalid_request", description: "PKCE is required: code_challenge_method must be S256")
+        }
+        guard let challenge = parameters["code_challenge"], challenge.utf8.count == 43,
+            Base64URL.decode(challenge) != nil
+        else {
+            throw Refusal(
+                code: "invalid_request", description: "code_challenge must be the base64url SHA-256 of the verifier")
+        }
+        let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
+        guard prompt.isSubset(of: ["login", "none"]) else {
+            throw Refusal(code: "invalid_request", description: "prompt may be login or none")
+        }
+        guard !(prompt.contains("none") && prompt.count > 1) else {
+            throw Refusal(code: "invalid_request", description: "prompt=none cannot be combined with another value")
+        }
+        var maxAge: Int64?
+        if let text = parameters["max_age"] {
+            guard let value = Int64(text), value >= 0 else {
+                throw Refusal(code: "invalid_request", description: "max_age must be a number of seconds")
+            }
+            maxAge = value
+        }
+        for name in ["state", "nonce", "login_hint"]
+        where (parameters[name]?.utf8.count ?? 0) > Self.maximumParameterLength {
+            throw Refusal(
+                code: "invalid_request", description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
+        }
+        let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
+        let record = PendingAuthorizationRecord(
+            idHash: [], browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
+            state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
+            expiresAt: service.now() + Self.pendingLifetime)
+        return Validated(record: record, client: client, prompt: prompt, maxAge: maxAge)
+    }
+
+    /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1).
+    private func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
+        guard let maxAge else { return true }
+        guard let signedInAt = session.signedInAt else { return false }
+        return service.now() - signedInAt <= maxAge
+    }
+
+    // MARK: Signing in
+
+    /// The pending request a form refers to, when it is alive and this browser's.
+    private func pending(_ request: HTTPRequest, form: [String: String]) throws -> (
+        reference: String, record: PendingAuthorizationRecord, client: ClientRecord
+    )? {
+        guard let reference = form["authorization"], reference.utf8.count == 43,
+            let csrf = page.cookie(page.csrfCookieName, in: request),
+            let record = try service.storage.pendingAuthorization(idHash: BrowserSessions.hash(reference)),
+            service.now() < record.expiresAt,
+            CryptoPrimitives.constantTimeEquals(BrowserSessions.hash(csrf), record.browserBinding),
+            let client = try service.storage.client(id: record.clientID)
+        else { return nil }
+        return (reference, record, client)
+    }
+
+    /// `POST /authorize/sign-in`: the user name form; starts the sign-in request, whose device
+    /// prompt names the client and its redirect host.
+    private func signIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+        guard let (reference, record, client) = try pending(request, form: form),
+            let csrf = page.cookie(page.csrfCookieName, in: request), AccountPage.tokensMatch(form["csrf"], csrf)
+        else { return expiredPage() }
+        let forms = forms(reference, client: client, redirectURI: record.redirectURI)
+        let user = Substring(form["user"] ?? "").trimmingWhitespace()
+        guard InputRules.isValidUser(user) else {
+            return page.html(
+                page.signInPage(
+                    csrf: csrf, message: "A user name is \(InputRules.userRule).", forms: forms, user: nil),
+                status: 400, redirectsTo: record.redirectURI)
+        }
+        guard
+            let session = try page.beginSession(
+                request, user: user, client: client.id, redirectURI: record.redirectURI)
+        else {
+            return page.html(
+                page.signInPage(
+                    csrf: csrf, message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms,
+                    user: user),
+                status: 429, redirectsTo: record.redirectURI)
+        }
+        var headers = HTTPHeaders()
+        headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, session.cookie))
+        return page.html(
+            page.waitingPage(session.record, message: nil, forms: forms), extra: headers,
+            redirectsTo: record.redirectURI)
+    }
+
+    /// `POST /authorize/continue` and `/authorize/cancel`: completes an approved sign-in and
+    /// redirects with a code, or redirects with `access_denied` when it was denied, expired or
+    /// cancelled.
+    private func continueSignIn(_ request: HTTPRequest, form: [String: String], cancel: Bool) throws
+        -> HTTPResponse
+    {
+        guard let (reference, record, client) = try pending(request, form: form) else { return expiredPage() }
+        let forms = forms(reference, client: client, redirectURI: record.redirectURI)
+        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)) else {
+            let (csrf, headers) = try page.csrfCookie(request)
+            return page.html(
+                page.signInPage(csrf: csrf, message: "Your sign-in expired; start again.", forms: forms),
+                extra: headers, redirectsTo: record.redirectURI)
+        }
+        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        func deny(_ description: String) throws -> HTTPResponse {
+            try service.storage.deletePendingAuthorization(idHash: record.idHash)
+            var response = redirect(
+                to: record.redirectURI, error: "access_denied", description: description, state: record.state)
+            if !session.record.isSignedIn {
+                try sessions.end(session)
+                response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+            }
+            return response
+        }
+        if cancel { return try deny("the user cancelled the sign-in") }
+        if session.record.isSignedIn { return try issueCode(for: record, session: session.record) }
+        // The approval must be the one this request asked for: its client and redirect host are
+        // what the device showed.
+        guard let id = session.record.signInRequestID, let asked = try service.storage.signInRequest(id: id),
+            asked.kind == .authorization, asked.clientID == record.clientID, asked.redirectURI == record.redirectURI
+        else { return try deny("the sign-in was not made for this application") }
+        switch try sessions.state(of: session.record) {
+        case .pending:
+            return page.html(
+                page.waitingPage(session.record, message: "Not approved yet.", forms: forms),
+                redirectsTo: record.redirectURI)
+        case .approved:
+            guard let signedIn = try sessions.complete(session) else {
+                return try deny("the sign-in could not be completed")
+            }
+            page.metrics.recordSignInRequest(result: "session")
+            var response = try issueCode(for: record, session: signedIn.record)
+            response.headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, signedIn.cookie))
+            return response
+        case .denied:
+            return try deny("the sign-in was denied on the user's device")
+        case .expired:
+            return try deny("the sign-in request expired")
+        }
+    }
+
+    // MARK: Responses
+
+    /// Issues the code and redirects to the client with `code`, `state` and `iss`.
+    private func issueCode(for record: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
+        -> HTTPResponse
+    {
+        let code = try service.issueAuthorizationCode(for: record, session: session)
+        if !record.idHash.isEmpty { try service.storage.deletePendingAuthorization(idHash: record.idHash) }
+        page.metrics.recordSignInRequest(result: "code")
+        var parameters: [(String, String)] = [("code", code)]
+        if let state = record.state { parameters.append(("state", state)) }
+        parameters.append(("iss", service.settings.issuer))
+        return redirect(to: record.redirectURI, parameters)
+    }
+
+    /// A redirect to the client with an RFC 6749 section 4.1.2.1 error.
+    private func redirect(to uri: String, error: String, description: String, state: String?) -> HTTPResponse {
+        var parameters = [("error", error), ("error_description", description)]
+        if let state { parameters.append(("state", state)) }
+        parameters.append(("iss", service.settings.issuer))
+        return redirect(to: uri, parameters)
+    }
+
+    /// 303 to `uri` with `parameters` added to its query.
+    private func redirect(to uri: String, _ parameters: [(String, String)]) -> HTTPResponse {
+        let query = parameters.map { FormURLEncoding.encode($0.0) + "=" + FormURLEncoding.encode($0.1) }
+            .joined(separator: "&")
+        let separator = uri.contains("?") ? (uri.hasSuffix("?") || uri.hasSuffix("&") ? "" : "&") : "?"
+        var response = HTTPResponse(status: 303, headers: ["Location": uri + separator + query])
+        AccountPage.addSecurityHeaders(&response.headers)
+        return response
+    }
+
+    /// The forms of the sign-in pages for the pending request `reference`.
+    private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> AccountPage.SignInForms {
+        let base = page.basePath + Self.root
+        return AccountPage.SignInForms(
+            signIn: base + "/sign-in", continue: base + "/continue", cancel: base + "/cancel",
+            hidden: [("authorization", reference)],
+            requester: "Sign in to \(client.name) (redirects to \(RedirectURI.host(of: redirectURI))).")
+    }
+
+    /// A 400 page for a request that cannot be sent back to its client.
+    private func errorPage(_ reason: String) -> HTTPResponse {
+        page.html(
+            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-in request refused"),
+            status: 400)
+    }
+
+    /// The page for a form whose request is gone (expired, answered, or another browser's).
+    private func expiredPage() -> HTTPResponse {
+        page.html(
+            AccountPage.refusedPage(
+                basePath: page.basePath,
+                reason: "This sign-in request has expired or was already answered; go back to the application and "
+                    + "sign in again.",
+                title: "Sign-in request expired"),
+            status: 400)
+    }
+}

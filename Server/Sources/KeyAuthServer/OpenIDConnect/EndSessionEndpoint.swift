@@ -1,0 +1,98 @@
+import KeyAuth
+
+/// `/end-session`: OpenID Connect RP-Initiated Logout 1.0 (PROTOCOL.md section 10).
+///
+/// A relying party sends the browser here with `id_token_hint`, optionally `client_id`,
+/// `post_logout_redirect_uri` (which must equal one registered for that client, byte for
+/// byte) and `state`. The browser session ends at once when the hint is an ID token of ours for
+/// the session's user: only a party that received that token can send it. Without such a hint
+/// (any site can link here), the page asks the user to confirm with a form that carries the
+/// session's CSRF token, so another site cannot sign the user out unseen. A redirect URI that
+/// is not registered gets a page and no redirect; without one, the page says the user signed out.
+struct EndSessionEndpoint: Sendable {
+    static let path = "/end-session"
+
+    let page: AccountPage
+    var service: KeyAuthService { page.service }
+
+    /// Answers `GET` or `POST /end-session`.
+    func respond(to request: HTTPRequest) throws -> HTTPResponse {
+        var parameters = request.query
+        let confirmed = request.method == "POST"
+        if confirmed {
+            if let refusal = page.crossSiteRefusal(request) { return refusal }
+            guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+            parameters = form
+        }
+        var hinted: (clientID: String, user: String)?
+        if let hint = parameters["id_token_hint"], !hint.isEmpty {
+            do {
+                hinted = try service.idTokens.hint(hint)
+            } catch {
+                return errorPage("The id_token_hint is not an ID token of this server.")
+            }
+        }
+        let clientID = parameters["client_id"].flatMap { $0.isEmpty ? nil : $0 }
+        if let clientID, let hinted, hinted.clientID != clientID {
+            return errorPage("The client_id is not the audience of the id_token_hint.")
+        }
+        var redirect: String?
+        if let uri = parameters["post_logout_redirect_uri"], !uri.isEmpty {
+            guard let id = clientID ?? hinted?.clientID, let client = try service.storage.client(id: id),
+                client.postLogoutRedirectURIs.contains(uri)
+            else { return errorPage("The post_logout_redirect_uri is not registered for this application.") }
+            redirect = uri
+        }
+        let sessions = page.sessions
+        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        if let session {
+            let proven = hinted?.user == session.record.user && session.record.isSignedIn
+            if !proven && !confirmed {
+                return confirmationPage(session.record, parameters: parameters, redirectsTo: redirect)
+            }
+            if confirmed && !AccountPage.tokensMatch(parameters["csrf"], session.record.csrfToken) {
+                return page.refusedCSRF()
+            }
+            try sessions.end(session)
+            try AuditTrail(storage: service.storage, now: service.now).record(
+                .endSession, by: .accountPage(approvedBy: session.record.approvingKID ?? "-"),
+                user: session.record.user, subject: clientID ?? hinted?.clientID)
+        }
+        var response: HTTPResponse
+        if let redirect {
+            var location = redirect
+            if let state = parameters["state"] {
+                location += (redirect.contains("?") ? "&" : "?") + "state=" + FormURLEncoding.encode(state)
+            }
+            response = HTTPResponse(status: 303, headers: ["Location": location])
+            AccountPage.addSecurityHeaders(&response.headers)
+        } else {
+            response = page.html(
+                AccountPage.refusedPage(
+                    basePath: page.basePath, reason: "You are signed out of keyauth.", title: "Signed out"))
+        }
+        response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+        return response
+    }
+
+    /// Asks the user to confirm; the form carries the request's parameters back, checked again.
+    private func confirmationPage(
+        _ session: BrowserSessionRecord, parameters: [String: String], redirectsTo redirect: String?
+    ) -> HTTPResponse {
+        var fields = AccountPage.hidden("csrf", session.csrfToken)
+        for name in ["client_id", "post_logout_redirect_uri", "state"] {
+            if let value = parameters[name] { fields += "\n" + AccountPage.hidden(name, value) }
+        }
+        return page.html(
+            page.confirmationPage(
+                title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
+                action: page.basePath + Self.path, fields: fields, button: "Sign out"),
+            redirectsTo: redirect)
+    }
+
+    private func errorPage(_ reason: String) -> HTTPResponse {
+        page.html(
+            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-out request refused"),
+            status: 400)
+    }
+}

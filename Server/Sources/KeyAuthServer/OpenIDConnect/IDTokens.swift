@@ -1,0 +1,69 @@
+import KeyAuth
+
+/// Signs the provider's ID tokens (OpenID Connect Core section 2, PROTOCOL.md section 10) and
+/// reads them back as `id_token_hint`.
+///
+/// Always RS256, which OpenID Connect requires every provider to support, with the server's
+/// RS256 key (``ServerSigningKeys/currentRS256(at:)``): published in the same JWK set, rotated
+/// and retired by the same schedule as the access-token keys.
+struct IDTokens: Sendable {
+    let keys: ServerSigningKeys
+    let issuer: String
+    /// Seconds from `iat` to `exp`; the access token's lifetime.
+    let lifetime: Int64
+    let clock: KeyAuthClock
+
+    /// What an ID token states about a sign-in.
+    struct Subject: Sendable {
+        var user: String
+        var clientID: String
+        var nonce: String?
+        var authTime: Int64
+        var methods: [String]
+        var sessionID: String
+        var accessToken: String
+    }
+
+    /// A signed ID token: `iss`, `sub`, `aud` and `azp` (the client), `exp`, `iat`, `auth_time`,
+    /// `nonce` exactly as the client sent it, `acr` and `amr` as in the CIBA token, `at_hash` of
+    /// the access token issued with it, `sid`; header `typ` `JWT` and `kid`.
+    func sign(_ subject: Subject) throws(KeyAuthError) -> String {
+        let key = try keys.currentRS256(at: clock.seconds)
+        var claims = JWTClaims()
+        claims.set("iss", string: issuer)
+        claims.set("sub", string: subject.user)
+        claims.set("aud", string: subject.clientID)
+        claims.set("azp", string: subject.clientID)
+        claims.set("auth_time", integer: subject.authTime)
+        if let nonce = subject.nonce { claims.set("nonce", string: nonce) }
+        claims.set("acr", string: KeyAuthService.acr(for: subject.methods))
+        claims.set("amr", strings: subject.methods)
+        claims.set("at_hash", string: Self.accessTokenHash(subject.accessToken))
+        claims.set("sid", string: subject.sessionID)
+        return try JWTBuilder(key: key.signer, lifetime: lifetime, clock: clock).sign(
+            claims: claims, type: "JWT", keyID: key.kid)
+    }
+
+    /// `at_hash` for RS256 (Core section 3.1.3.6): the left half of the SHA-256 of the token's
+    /// ASCII, base64url.
+    static func accessTokenHash(_ accessToken: String) -> String {
+        Base64URL.encode(Array(CryptoPrimitives.sha256(Array(accessToken.utf8)).prefix(16)))
+    }
+
+    /// The client (`aud`) and user (`sub`) of an ID token this server signed, whatever its age:
+    /// RP-Initiated Logout 1.0 section 2 accepts an expired `id_token_hint`.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidRequest` when the token does not parse, is not
+    ///   signed by one of our published keys, or names another issuer.
+    func hint(_ token: String) throws(ServiceError) -> (clientID: String, user: String) {
+        let refused = ServiceError(.invalidRequest, "the id_token_hint is not an ID token of this server")
+        guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]), let kid = jws.keyID,
+            let key = keys.publicKey(forKeyID: kid, now: clock.seconds), jws.isSignatureValid(with: key),
+            let claims = try? jws.claims(), claims["iss"]?.stringValue == issuer,
+            let user = claims["sub"]?.stringValue
+        else { throw refused }
+        let audience = claims["aud"]?.stringValue ?? claims["aud"]?.arrayValue?.first?.stringValue
+        guard let audience else { throw refused }
+        return (audience, user)
+    }
+}

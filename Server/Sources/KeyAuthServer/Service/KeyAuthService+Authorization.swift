@@ -1,0 +1,159 @@
+import KeyAuth
+
+/// What a relying party collects for an authorization code.
+struct AuthorizationGrant: Sendable {
+    /// The `at+jwt` access token, `aud` the client.
+    let accessToken: String
+    /// The RS256 ID token.
+    let idToken: String
+    /// The access token's lifetime in seconds.
+    let expiresIn: Int64
+    /// The scope granted.
+    let scope: String
+}
+
+extension KeyAuthService {
+    /// Seconds an authorization code may be redeemed (RFC 6749 section 4.1.2 advises at most 10
+    /// minutes; the redirect and the back-channel request take a second or two).
+    static let authorizationCodeLifetime: Int64 = 60
+
+    /// The provider's ID tokens, over the access tokens' keys and clock.
+    var idTokens: IDTokens {
+        IDTokens(
+            keys: tokens.keys, issuer: settings.issuer, lifetime: settings.accessTokenLifetime, clock: tokens.clock)
+    }
+
+    /// Issues a one-time authorization code for `request`, answered by the signed-in `session`
+    /// (PROTOCOL.md section 10, "Authorization codes").
+    ///
+    /// - Returns: the code: 256 random bits, base64url; only its SHA-256 is stored.
+    /// - Throws: ``StorageError``; `KeyAuthError` when the random generator fails.
+    func issueAuthorizationCode(for request: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
+        -> String
+    {
+        let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
+        let time = now()
+        try storage.insertAuthorizationCode(
+            AuthorizationCodeRecord(
+                codeHash: CryptoPrimitives.sha256(Array(code.utf8)), clientID: request.clientID,
+                redirectURI: request.redirectURI, codeChallenge: request.codeChallenge, nonce: request.nonce,
+                scope: request.scope, user: session.user, approvingKID: session.approvingKID ?? "",
+                authTime: session.signedInAt ?? time, methods: session.methods,
+                sessionID: BrowserSessions.sessionID(of: session), expiresAt: time + Self.authorizationCodeLifetime))
+        try AuditTrail(storage: storage, now: now).record(
+            .issueCode, by: .accountPage(approvedBy: session.approvingKID ?? "-"), user: session.user,
+            subject: request.clientID)
+        return code
+    }
+
+    /// Redeems an authorization code at the token endpoint (`grant_type=authorization_code`).
+    ///
+    /// Every check is made before the code is marked redeemed, and the redemption is one
+    /// conditional update recording the new access token's `jti`. A code that comes again (or
+    /// loses a race) is refused and the token its first redemption issued is revoked (RFC 6749
+    /// section 4.1.2: the code may have been stolen).
+    ///
+    /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown, expired, already redeemed or
+    ///   another client's code, a `redirect_uri` that is not the authorization request's, a
+    ///   `code_verifier` that does not match the challenge, or an approving device revoked since;
+    ///   `.invalidRequest` for a missing `code`, `redirect_uri` or `code_verifier`;
+    ///   ``StorageError``; `KeyAuthError` when signing fails.
+    func redeemAuthorizationCode(
+        _ code: String, redirectURI: String?, verifier: String?, client: ClientRecord
+    ) throws -> AuthorizationGrant {
+        guard let redirectURI, !redirectURI.isEmpty else {
+            throw ServiceError(.invalidRequest, "redirect_uri is missing")
+        }
+        guard let verifier, !verifier.isEmpty else {
+            throw ServiceError(.invalidRequest, "code_verifier is missing (PKCE is required)")
+        }
+        let invalid = ServiceError(.invalidGrant, "the authorization code is not valid")
+        let codeHash = CryptoPrimitives.sha256(Array(code.utf8))
+        guard code.utf8.count == 43, let record = try storage.authorizationCode(codeHash: codeHash) else {
+            throw invalid
+        }
+        if record.redeemedAt != nil {
+            try revokeFirstRedemption(of: record)
+            throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
+        }
+        guard record.clientID == client.id, now() < record.expiresAt else { throw invalid }
+        guard record.redirectURI == redirectURI else {
+            throw ServiceError(.invalidGrant, "redirect_uri is not the one of the authorization request")
+        }
+        guard Self.isValidCodeVerifier(verifier),
+            CryptoPrimitives.constantTimeEquals(
+                Array(Self.codeChallenge(for: verifier).utf8), Array(record.codeChallenge.utf8))
+        else { throw ServiceError(.invalidGrant, "the code_verifier does not match the code_challenge") }
+        guard let device = try storage.device(kid: record.approvingKID), device.status == .active,
+            device.user == record.user
+        else { throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked") }
+
+        let jti = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16))
+        var claims = JWTClaims()
+        claims.set("aud", string: client.id)
+        claims.set("client_id", string: client.id)
+        claims.set("acr", string: Self.acr(for: record.methods))
+        claims.set("amr", strings: record.methods)
+        claims.set("scope", string: record.scope)
+        claims.set("device_jkt", string: device.kid)
+        claims.set("auth_time", integer: record.authTime)
+        claims.set("jti", string: jti)
+        let accessToken = try tokens.issue(user: record.user, deviceKID: device.kid, bound: false, extra: claims)
+        let time = now()
+        switch try storage.redeemAuthorizationCode(
+            codeHash: codeHash, at: time, accessTokenJTI: jti, accessTokenExpiresAt: time + settings.accessTokenLifetime
+        )
+        {
+        case .redeemed:
+            break
+        case .alreadyRedeemed(let current):
+            try revokeFirstRedemption(of: current)
+            throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
+        case .unknown:
+            throw invalid
+        }
+        let idToken = try idTokens.sign(
+            IDTokens.Subject(
+                user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime,
+                methods: record.methods, sessionID: record.sessionID, accessToken: accessToken))
+        try AuditTrail(storage: storage, now: now).record(
+            .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
+        return AuthorizationGrant(
+            accessToken: accessToken, idToken: idToken, expiresIn: settings.accessTokenLifetime, scope: record.scope)
+    }
+
+    /// Revokes the access token a code's first redemption issued, and records the reuse.
+    private func revokeFirstRedemption(of record: AuthorizationCodeRecord) throws {
+        if let jti = record.accessTokenJTI {
+            try storage.revokeAccessToken(
+                jti: jti, expiresAt: record.accessTokenExpiresAt ?? now() + settings.accessTokenLifetime)
+        }
+        try AuditTrail(storage: storage, now: now).record(
+            .reuseCode, by: .client(id: record.clientID), user: record.user, subject: record.accessTokenJTI)
+    }
+
+    /// The user an access token issued to a client names, for `/userinfo`: our keys, `aud` its
+    /// `client_id`, a client that still exists, and not revoked by a reused code.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidToken`; ``StorageError``.
+    func clientAccessToken(_ token: String) throws -> AccessTokenClaims {
+        let claims = try tokens.verifyIssuedToClient(token)
+        guard try storage.client(id: claims.clientID) != nil, try !storage.isAccessTokenRevoked(jti: claims.jwtID)
+        else { throw ServiceError(.invalidToken, "the access token is not valid") }
+        return claims
+    }
+
+    /// The S256 challenge of `verifier` (RFC 7636 section 4.2).
+    static func codeChallenge(for verifier: String) -> String {
+        Base64URL.encode(CryptoPrimitives.sha256(Array(verifier.utf8)))
+    }
+
+    /// RFC 7636 section 4.1: 43 to 128 characters of `[A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"`.
+    static func isValidCodeVerifier(_ text: String) -> Bool {
+        (43...128).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || (0x30...0x39).contains(byte)
+                    || byte == 0x2d || byte == 0x2e || byte == 0x5f || byte == 0x7e
+            }
+    }
+}

@@ -1,0 +1,40 @@
+/// What the OpenID Connect provider keeps (PROTOCOL.md section 10): pending authorization
+/// requests, authorization codes and the access tokens revoked because their code came twice.
+/// Part of ``ServerStorage``.
+///
+/// A code is redeemed by one conditional update, so of two redemptions at once exactly one
+/// succeeds and the other learns which token to revoke.
+public protocol AuthorizationStorage: Sendable {
+    /// Stores a pending authorization request.
+    func insertPendingAuthorization(_ record: PendingAuthorizationRecord) throws(StorageError)
+
+    /// The pending authorization whose reference hashes to `idHash` (expired ones included).
+    func pendingAuthorization(idHash: [UInt8]) throws(StorageError) -> PendingAuthorizationRecord?
+
+    /// Deletes a pending authorization (answered or abandoned).
+    func deletePendingAuthorization(idHash: [UInt8]) throws(StorageError)
+
+    /// Stores a new code.
+    func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError)
+
+    /// The code whose hash is `codeHash`, in any state.
+    func authorizationCode(codeHash: [UInt8]) throws(StorageError) -> AuthorizationCodeRecord?
+
+    /// Marks the code redeemed at `time` by the access token `accessTokenJTI`, unless it was
+    /// redeemed already, in one conditional update.
+    func redeemAuthorizationCode(
+        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
+    ) throws(StorageError) -> AuthorizationCodeRedemption
+
+    /// Refuses the access token `jti` from now until `expiresAt` (its expiry).
+    func revokeAccessToken(jti: String, expiresAt: Int64) throws(StorageError)
+
+    /// Whether the access token `jti` was revoked.
+    func isAccessTokenRevoked(jti: String) throws(StorageError) -> Bool
+
+    /// Deletes pending authorizations and codes past their use at `now` (a redeemed code is kept
+    /// until its access token expires, so that a second use can still revoke it) and revoked
+    /// tokens past their expiry; returns how many rows.
+    @discardableResult
+    func purgeAuthorizations(now: Int64) throws(StorageError) -> Int
+}

@@ -1,0 +1,168 @@
+/// The tables of the OpenID Connect provider: `pending_authorizations`, `authorization_codes`
+/// and `revoked_access_tokens`.
+extension SQLStorage {
+    static let pendingAuthorizationColumns = """
+        id_hash, browser_binding, client_id, redirect_uri, scope, state, nonce, code_challenge, login_hint, expires_at
+        """
+
+    static let authorizationCodeColumns = """
+        code_hash, client_id, redirect_uri, code_challenge, nonce, scope, user_name, approving_kid, auth_time, \
+        methods, session_id, expires_at, redeemed_at, access_token_jti, access_token_expires_at
+        """
+
+    public func insertPendingAuthorization(_ record: PendingAuthorizationRecord) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                INSERT INTO pending_authorizations (\(Self.pendingAuthorizationColumns))
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                """,
+                [
+                    .blob(record.idHash), .blob(record.browserBinding), .text(record.clientID),
+                    .text(record.redirectURI), .text(record.scope), SQLValue(record.state), SQLValue(record.nonce),
+                    .text(record.codeChallenge), SQLValue(record.loginHint), .integer(record.expiresAt),
+                ])
+            return ()
+        }
+    }
+
+    public func pendingAuthorization(idHash: [UInt8]) throws(StorageError) -> PendingAuthorizationRecord? {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                "SELECT \(Self.pendingAuthorizationColumns) FROM pending_authorizations WHERE id_hash = $1",
+                [.blob(idHash)]
+            ) { row throws(StorageError) in try PendingAuthorizationRecord(row: row) }.first
+        }
+    }
+
+    public func deletePendingAuthorization(idHash: [UInt8]) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute("DELETE FROM pending_authorizations WHERE id_hash = $1", [.blob(idHash)])
+            return ()
+        }
+    }
+
+    public func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                INSERT INTO authorization_codes (\(Self.authorizationCodeColumns))
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                """,
+                record.columnValues)
+            return ()
+        }
+    }
+
+    public func authorizationCode(codeHash: [UInt8]) throws(StorageError) -> AuthorizationCodeRecord? {
+        try database.read { connection throws(StorageError) in
+            try Self.authorizationCode(codeHash: codeHash, on: connection)
+        }
+    }
+
+    private static func authorizationCode(codeHash: [UInt8], on connection: any SQLConnection) throws(StorageError)
+        -> AuthorizationCodeRecord?
+    {
+        try connection.query(
+            "SELECT \(authorizationCodeColumns) FROM authorization_codes WHERE code_hash = $1", [.blob(codeHash)]
+        ) { row throws(StorageError) in try AuthorizationCodeRecord(row: row) }.first
+    }
+
+    /// The conditional update decides; the read after it, in the same transaction, says what
+    /// the winner recorded.
+    public func redeemAuthorizationCode(
+        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
+    ) throws(StorageError) -> AuthorizationCodeRedemption {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> AuthorizationCodeRedemption in
+                let before = try Self.authorizationCode(codeHash: codeHash, on: connection)
+                let updated = try connection.execute(
+                    """
+                    UPDATE authorization_codes SET redeemed_at = $2, access_token_jti = $3, access_token_expires_at = $4
+                    WHERE code_hash = $1 AND redeemed_at IS NULL
+                    """,
+                    [.blob(codeHash), .integer(time), .text(accessTokenJTI), .integer(accessTokenExpiresAt)]
+                ).affectedRowCount
+                if updated == 1, let before { return .redeemed(before) }
+                guard let current = try Self.authorizationCode(codeHash: codeHash, on: connection) else {
+                    return .unknown
+                }
+                return .alreadyRedeemed(current)
+            }
+        }
+    }
+
+    public func revokeAccessToken(jti: String, expiresAt: Int64) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "INSERT INTO revoked_access_tokens (jti, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                [.text(jti), .integer(expiresAt)])
+            return ()
+        }
+    }
+
+    public func isAccessTokenRevoked(jti: String) throws(StorageError) -> Bool {
+        try database.read { connection throws(StorageError) in
+            try connection.execute("SELECT 1 FROM revoked_access_tokens WHERE jti = $1", [.text(jti)]).firstRow != nil
+        }
+    }
+
+    public func purgeAuthorizations(now: Int64) throws(StorageError) -> Int {
+        try database.write { connection throws(StorageError) in
+            let pending = try connection.execute(
+                "DELETE FROM pending_authorizations WHERE expires_at < $1", [.integer(now)]
+            ).affectedRowCount
+            let codes = try connection.execute(
+                """
+                DELETE FROM authorization_codes
+                WHERE expires_at < $1 AND (access_token_expires_at IS NULL OR access_token_expires_at < $1)
+                """,
+                [.integer(now)]
+            ).affectedRowCount
+            let revoked = try connection.execute(
+                "DELETE FROM revoked_access_tokens WHERE expires_at < $1", [.integer(now)]
+            ).affectedRowCount
+            return pending + codes + revoked
+        }
+    }
+}
+
+extension PendingAuthorizationRecord {
+    /// Reads a row of ``SQLStorage/pendingAuthorizationColumns``.
+    init(row: SQLRow) throws(StorageError) {
+        guard let idHash = row.blob(0), let binding = row.blob(1), let clientID = row.text(2),
+            let redirectURI = row.text(3), let scope = row.text(4), let challenge = row.text(7),
+            let expiresAt = row.integer(9)
+        else { throw StorageError(.queryFailed, "a pending authorization row is incomplete") }
+        self.init(
+            idHash: idHash, browserBinding: binding, clientID: clientID, redirectURI: redirectURI, scope: scope,
+            state: row.text(5), nonce: row.text(6), codeChallenge: challenge, loginHint: row.text(8),
+            expiresAt: expiresAt)
+    }
+}
+
+extension AuthorizationCodeRecord {
+    /// Reads a row of ``SQLStorage/authorizationCodeColumns``.
+    init(row: SQLRow) throws(StorageError) {
+        guard let codeHash = row.blob(0), let clientID = row.text(1), let redirectURI = row.text(2),
+            let challenge = row.text(3), let scope = row.text(5), let user = row.text(6), let kid = row.text(7),
+            let authTime = row.integer(8), let methods = row.text(9), let sessionID = row.text(10),
+            let expiresAt = row.integer(11)
+        else { throw StorageError(.queryFailed, "an authorization code row is incomplete") }
+        self.init(
+            codeHash: codeHash, clientID: clientID, redirectURI: redirectURI, codeChallenge: challenge,
+            nonce: row.text(4), scope: scope, user: user, approvingKID: kid, authTime: authTime,
+            methods: methods.split(separator: " ").map(String.init), sessionID: sessionID, expiresAt: expiresAt,
+            redeemedAt: row.integer(12), accessTokenJTI: row.text(13), accessTokenExpiresAt: row.integer(14))
+    }
+
+    /// The values of ``SQLStorage/authorizationCodeColumns``, in order.
+    var columnValues: [SQLValue] {
+        [
+            .blob(codeHash), .text(clientID), .text(redirectURI), .text(codeChallenge), SQLValue(nonce), .text(scope),
+            .text(user), .text(approvingKID), .integer(authTime), .text(methods.joined(separator: " ")),
+            .text(sessionID), .integer(expiresAt), SQLValue(redeemedAt), SQLValue(accessTokenJTI),
+            SQLValue(accessTokenExpiresAt),
+        ]
+    }
+}

@@ -1,0 +1,636 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// keyauth-server as an OpenID Connect provider (PROTOCOL.md section 10), over real sockets: the
+/// code flow with PKCE through the account page's sign-in and a device's approval, the token
+/// endpoint's code grant, ID tokens checked with the JWK set, UserInfo, RP-Initiated Logout,
+/// and the hostile requests of issue 15.
+@Suite("OpenID Connect provider: authorization code flow with PKCE, ID tokens, UserInfo, logout")
+struct OpenIDProviderTests {
+    /// A server on a socket with alice's active laptop and a registered relying party.
+    private struct Setup {
+        let environment: TestEnvironment
+        let runner: ServerRunner
+        let api: TestAPI
+        let device: ApprovingDevice
+        let client: RelyingParty
+
+        init(_ configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+            environment = TestEnvironment()
+            runner = try environment.startServer {
+                $0.failureLimit = 1000
+                configure(&$0)
+            }
+            api = environment.socketAPI(runner)
+            let laptop = try ServerTestKeys.key("alice-1")
+            device = ApprovingDevice(api: api, key: laptop, token: try api.activeDevice(user: "alice", key: laptop))
+            client = try OpenIDTestAPI.addClient(api)
+        }
+
+        /// Runs the authorization request in `browser` through the sign-in form, the device's
+        /// approval (or denial) and Continue; returns the final redirect.
+        func signIn(
+            _ browser: inout OpenIDBrowser, _ parameters: [(String, String)], user: String = "alice",
+            approve: Bool = true
+        ) throws -> HTTPResponse {
+            let form = try browser.get("/authorize", query: parameters)
+            guard form.status == 200 else { throw TestFailure("no sign-in form: \(form.status) \(form.text)") }
+            let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
+            let waiting = try browser.post(
+                "/authorize/sign-in",
+                form: [
+                    ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("authorization", reference),
+                    ("user", user),
+                ])
+            guard waiting.status == 200 else { throw TestFailure("no waiting page: \(waiting.status) \(waiting.text)") }
+            try device.answerNewest(approve: approve)
+            return try browser.post(
+                "/authorize/continue",
+                form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        }
+
+        /// A full sign-in of `client` in a new browser; returns the browser and the code.
+        func code(_ client: RelyingParty? = nil, pkce: PKCE, nonce: String = "n-0S6_WzA2Mj") throws -> (
+            OpenIDBrowser, String
+        ) {
+            var browser = OpenIDBrowser(api: api)
+            let done = try signIn(
+                &browser, OpenIDTestAPI.authorization(client ?? self.client, pkce: pkce, nonce: nonce))
+            let (_, parameters) = try OpenIDTestAPI.redirect(done)
+            guard let code = parameters["code"] else { throw TestFailure("no code: \(parameters)") }
+            return (browser, code)
+        }
+    }
+
+    /// The ID token's claims after checking its signature with the key the JWK set publishes
+    /// under its `kid`.
+    private static func verifiedIDToken(_ token: String, api: TestAPI) throws -> (header: JSONValue, claims: JSONValue)
+    {
+        let keys = try JWKSet(json: try api.send("GET", "/.well-known/jwks.json").body)
+        let jws = try CompactJWS(parsing: token, algorithms: Set(JWSAlgorithm.allCases))
+        let kid = try #require(jws.keyID)
+        let key = try #require(keys[kid])
+        #expect(jws.isSignatureValid(with: key))
+        return (.object(jws.header), .object(try jws.claims()))
+    }
+
+    @Test("the code flow: sign-in page, approval naming client and redirect host, code, tokens, ID token, userinfo")
+    func codeFlow() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let discovery = try #require(try api.send("GET", "/.well-known/openid-configuration").json)
+        #expect(discovery["authorization_endpoint"] == .string(api.issuer + "/authorize"))
+        #expect(discovery["userinfo_endpoint"] == .string(api.issuer + "/userinfo"))
+        #expect(discovery["end_session_endpoint"] == .string(api.issuer + "/end-session"))
+        #expect(discovery["code_challenge_methods_supported"] == .array(["S256"]))
+        #expect(discovery["id_token_signing_alg_values_supported"] == .array(["RS256"]))
+        #expect(discovery["authorization_response_iss_parameter_supported"] == .bool(true))
+        #expect(discovery["grant_types_supported"]?.arrayValue?.contains("authorization_code") == true)
+
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        let parameters = OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["login_hint": "alice"])
+        let form = try browser.get("/authorize", query: parameters)
+        #expect(form.status == 200)
+        // The account page's policy, with the redirect URI's origin as a form target: Chromium
+        // checks form-action against the redirect that answers Continue.
+        #expect(
+            form.headers["Content-Security-Policy"]
+                == AccountPage.contentSecurityPolicy.replacing(
+                    "form-action 'self'", with: "form-action 'self' https://wiki.example.org"))
+        #expect(form.headers["Content-Security-Policy"]?.contains("frame-ancestors 'none'") == true)
+        #expect(form.headers["X-Frame-Options"] == "DENY")
+        #expect(form.headers["Cache-Control"] == "no-store")
+        #expect(form.text.contains("value=\"alice\""))
+        #expect(form.text.contains("Sign in to Wiki (redirects to wiki.example.org)."))
+        #expect(!form.text.contains("<script>"))
+        let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
+        // The form carries a reference only: none of the request's parameters.
+        #expect(!form.text.contains(pkce.challenge) && !form.text.contains("state-1"))
+        let waiting = try browser.post(
+            "/authorize/sign-in",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("authorization", reference),
+                ("user", "alice"),
+            ])
+        #expect(waiting.status == 200)
+        let session = try #require(browser.cookies["keyauth-session"])
+        let listed = try #require(try setup.device.requests().first)
+        #expect(listed["client_name"] == .string("Wiki (redirects to wiki.example.org)"))
+        let code = try #require(listed["binding_message"]?.stringValue)
+        #expect(waiting.text.contains("<p id=\"binding-code\">\(code)</p>"))
+        try setup.device.answerNewest()
+        let done = try browser.post(
+            "/authorize/continue",
+            form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        let (base, answer) = try OpenIDTestAPI.redirect(done)
+        #expect(base == setup.client.redirectURI)
+        #expect(answer["state"] == "state-1")
+        #expect(answer["iss"] == api.issuer)
+        #expect(browser.cookies["keyauth-session"] != session)
+        let cookie = try #require(done.headers.values(for: "Set-Cookie").first { $0.hasPrefix("keyauth-session=") })
+        #expect(cookie.contains("SameSite=Lax") && cookie.contains("HttpOnly"))
+
+        let tokens = try OpenIDTestAPI.redeem(
+            api, setup.client, code: try #require(answer["code"]), verifier: pkce.verifier)
+        #expect(tokens.status == 200, "\(tokens.text)")
+        #expect(tokens.headers["Cache-Control"] == "no-store")
+        let json = try #require(tokens.json)
+        #expect(json["token_type"] == "Bearer")
+        #expect(json["scope"] == "openid profile")
+        #expect(json["refresh_token"] == nil)
+        let accessToken = try #require(json["access_token"]?.stringValue)
+        let (header, claims) = try Self.verifiedIDToken(try #require(json["id_token"]?.stringValue), api: api)
+        #expect(header["alg"] == "RS256")
+        #expect(header["typ"] == "JWT")
+        #expect(claims["iss"] == .string(api.issuer))
+        #expect(claims["sub"] == "alice")
+        #expect(claims["aud"] == .string(setup.client.id))
+        #expect(claims["azp"] == .string(setup.client.id))
+        #expect(claims["nonce"] == "n-0S6_WzA2Mj")
+        #expect(claims["at_hash"] == .string(IDTokens.accessTokenHash(accessToken)))
+        #expect(
+            claims["at_hash"]
+                == .string(Base64URL.encode(Array(CryptoPrimitives.sha256(Array(accessToken.utf8)).prefix(16)))))
+        #expect(claims["auth_time"] == .integer(setup.environment.clock.now))
+        #expect(claims["acr"] == .string(KeyAuthService.keyAndPresenceACR))
+        #expect(claims["amr"] == .array(["swk", "pin"]))
+        #expect(claims["sid"]?.stringValue?.isEmpty == false)
+        #expect(claims["exp"]?.integerValue ?? 0 > claims["iat"]?.integerValue ?? 0)
+
+        let (_, access) = try Self.verifiedIDToken(accessToken, api: api)
+        #expect(access["aud"] == .string(setup.client.id))
+        #expect(access["sub"] == "alice")
+        #expect(access["scope"] == "openid profile")
+
+        let info = try OpenIDTestAPI.userInfo(api, token: accessToken)
+        #expect(info.status == 200)
+        #expect(info.json == .object(["sub": "alice", "preferred_username": "alice"]))
+        let none = try api.send("GET", "/userinfo")
+        #expect(none.status == 401 && none.headers["WWW-Authenticate"] == "Bearer realm=\"keyauth\"")
+        // A device's own access token (aud the issuer) is not a relying party's.
+        let deviceToken = try OpenIDTestAPI.userInfo(api, token: setup.device.token)
+        #expect(deviceToken.status == 401)
+        #expect(deviceToken.headers["WWW-Authenticate"]?.contains("error=\"invalid_token\"") == true)
+        // And the relying party's token opens none of the device API.
+        #expect(try api.authorized("GET", "/v1/devices", token: accessToken).status == 401)
+    }
+
+    @Test("errors before the redirect URI is validated are a 400 page, never a redirect")
+    func errorsBeforeRedirectValidation() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        let good = setup.client.redirectURI
+        let cases: [(String, [String: String?])] = [
+            ("no client_id", ["client_id": nil]),
+            ("an unknown client_id", ["client_id": "unknown"]),
+            ("no redirect_uri", ["redirect_uri": nil]),
+            ("a trailing slash", ["redirect_uri": good + "/"]),
+            ("another path", ["redirect_uri": "https://wiki.example.org/callback2"]),
+            ("a path below", ["redirect_uri": good + "/x"]),
+            ("another port", ["redirect_uri": "https://wiki.example.org:8443/callback"]),
+            ("another host", ["redirect_uri": "https://evil.example/callback"]),
+            ("an added query", ["redirect_uri": good + "?next=https://evil.example"]),
+            ("a case change", ["redirect_uri": "https://Wiki.example.org/callback"]),
+            // Even a request that is bad in other ways too gets the page, not a redirect.
+            ("bad PKCE and a bad redirect", ["redirect_uri": good + "/", "code_challenge_method": "plain"]),
+        ]
+        for (name, changes) in cases {
+            var browser = OpenIDBrowser(api: setup.api)
+            let response = try browser.get(
+                "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: changes))
+            #expect(response.status == 400, "\(name)")
+            #expect(response.headers["Location"] == nil, "\(name)")
+            #expect(response.headers["Content-Type"]?.hasPrefix("text/html") == true, "\(name)")
+            #expect(response.headers["X-Frame-Options"] == "DENY", "\(name)")
+        }
+    }
+
+    @Test("a public client's loopback redirect matches on any port; a confidential client's does not")
+    func loopbackAnyPort() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let native = try OpenIDTestAPI.addClient(
+            api, name: "Native", redirect: "http://127.0.0.1/callback", logout: [], isPublic: true)
+        let native6 = try OpenIDTestAPI.addClient(
+            api, name: "Native6", redirect: "http://[::1]/callback", logout: [], isPublic: true)
+        let confidential = try OpenIDTestAPI.addClient(
+            api, name: "Local", redirect: "http://127.0.0.1:8080/callback", logout: [])
+        let confidentialNoPort = try OpenIDTestAPI.addClient(
+            api, name: "Local2", redirect: "http://127.0.0.1/callback", logout: [])
+        let pkce = try PKCE()
+        func status(_ client: RelyingParty, _ redirect: String) throws -> Int {
+            var browser = OpenIDBrowser(api: api)
+            return try browser.get(
+                "/authorize",
+                query: OpenIDTestAPI.authorization(client, pkce: pkce, changes: ["redirect_uri": redirect])
+            ).status
+        }
+        #expect(try status(native, "http://127.0.0.1:54321/callback") == 200)
+        #expect(try status(native, "http://127.0.0.1/callback") == 200)
+        #expect(try status(native6, "http://[::1]:40000/callback") == 200)
+        #expect(try status(native, "http://127.0.0.1:54321/callback/") == 400)
+        #expect(try status(native, "http://127.0.0.1:54321/other") == 400)
+        #expect(try status(native, "http://localhost:54321/callback") == 400)
+        #expect(try status(native, "https://127.0.0.1:54321/callback") == 400)
+        #expect(try status(confidential, "http://127.0.0.1:9090/callback") == 400)
+        #expect(try status(confidential, "http://127.0.0.1:8080/callback") == 200)
+        #expect(try status(confidentialNoPort, "http://127.0.0.1:54321/callback") == 400)
+
+        // The public client completes the flow with PKCE and its client_id alone.
+        var browser = OpenIDBrowser(api: api)
+        let done = try setup.signIn(
+            &browser,
+            OpenIDTestAPI.authorization(
+                native, pkce: pkce, changes: ["redirect_uri": "http://127.0.0.1:54321/callback"]))
+        let (base, answer) = try OpenIDTestAPI.redirect(done)
+        #expect(base == "http://127.0.0.1:54321/callback")
+        let redeemed = try OpenIDTestAPI.redeem(
+            api, native, code: try #require(answer["code"]), verifier: pkce.verifier,
+            redirectURI: "http://127.0.0.1:54321/callback")
+        #expect(redeemed.status == 200, "\(redeemed.text)")
+        // A public client cannot authenticate with a secret, and a confidential one not without.
+        let withSecret = try api.clientPost(
+            "/oauth/token", client: TestClient(id: native.id, secret: "x"),
+            form: [("grant_type", "authorization_code"), ("code", "c")])
+        #expect(withSecret.status == 401 && withSecret.errorCode == "invalid_client")
+        let noSecret = try api.clientPost(
+            "/oauth/token", client: nil,
+            form: [("grant_type", "authorization_code"), ("code", "c"), ("client_id", setup.client.id)])
+        #expect(noSecret.status == 401 && noSecret.errorCode == "invalid_client")
+    }
+
+    @Test("after the redirect URI is valid, errors go back with error, error_description, state and iss")
+    func redirectedErrors() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        let cases: [(String, [String: String?])] = [
+            ("invalid_request", ["code_challenge_method": nil]),
+            ("invalid_request", ["code_challenge_method": "plain"]),
+            ("invalid_request", ["code_challenge": nil]),
+            ("invalid_request", ["code_challenge": nil, "code_challenge_method": nil]),
+            ("invalid_request", ["response_type": nil]),
+            ("unsupported_response_type", ["response_type": "token"]),
+            ("unsupported_response_type", ["response_type": "code id_token"]),
+            ("invalid_scope", ["scope": "profile"]),
+            ("invalid_scope", ["scope": nil]),
+            ("invalid_request", ["prompt": "consent"]),
+            ("invalid_request", ["prompt": "none login"]),
+            ("invalid_request", ["max_age": "-1"]),
+            ("invalid_request", ["response_mode": "fragment"]),
+            ("request_not_supported", ["request": "eyJ"]),
+            ("login_required", ["prompt": "none"]),
+        ]
+        for (error, changes) in cases {
+            var browser = OpenIDBrowser(api: setup.api)
+            let response = try browser.get(
+                "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: changes))
+            let (base, parameters) = try OpenIDTestAPI.redirect(response)
+            #expect(base == setup.client.redirectURI, "\(changes)")
+            #expect(parameters["error"] == error, "\(changes)")
+            #expect(parameters["error_description"]?.isEmpty == false, "\(changes)")
+            #expect(parameters["state"] == "state-1", "\(changes)")
+            #expect(parameters["iss"] == setup.api.issuer, "\(changes)")
+            #expect(parameters["code"] == nil, "\(changes)")
+        }
+        // A denial on the device goes back as access_denied.
+        var browser = OpenIDBrowser(api: setup.api)
+        let denied = try setup.signIn(
+            &browser, OpenIDTestAPI.authorization(setup.client, pkce: pkce), approve: false)
+        let (_, parameters) = try OpenIDTestAPI.redirect(denied)
+        #expect(parameters["error"] == "access_denied")
+        #expect(parameters["state"] == "state-1")
+        #expect(parameters["code"] == nil)
+    }
+
+    @Test("a code is one-time: its second use is invalid_grant and revokes the first use's access token")
+    func codeReuse() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        let (_, code) = try setup.code(pkce: pkce)
+        let first = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        #expect(first.status == 200)
+        let accessToken = try #require(first.json?["access_token"]?.stringValue)
+        #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
+        let second = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        #expect(second.status == 400 && second.errorCode == "invalid_grant")
+        let refused = try OpenIDTestAPI.userInfo(api, token: accessToken)
+        #expect(refused.status == 401)
+        #expect(refused.headers["WWW-Authenticate"]?.contains("error=\"invalid_token\"") == true)
+        let audit = try AuditTrail(storage: api.storage).events(since: 0).map(\.action)
+        #expect(audit.contains(.issueCode) && audit.contains(.redeemCode) && audit.contains(.reuseCode))
+    }
+
+    @Test("another client's code, a wrong verifier, another redirect_uri or a code after 60 s is invalid_grant")
+    func codeBindings() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let other = try OpenIDTestAPI.addClient(api, name: "Other", redirect: "https://other.example/cb")
+        let pkce = try PKCE()
+        let (_, code) = try setup.code(pkce: pkce)
+        let wrongVerifier = try PKCE().verifier
+        let refusals: [(String, HTTPResponse)] = [
+            (
+                "another client",
+                try OpenIDTestAPI.redeem(
+                    api, other, code: code, verifier: pkce.verifier, redirectURI: setup.client.redirectURI)
+            ),
+            ("a wrong verifier", try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: wrongVerifier)),
+            ("a short verifier", try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: "short")),
+            (
+                "the challenge as verifier",
+                try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.challenge)
+            ),
+            (
+                "another redirect_uri",
+                try OpenIDTestAPI.redeem(
+                    api, setup.client, code: code, verifier: pkce.verifier, redirectURI: setup.client.redirectURI + "/")
+            ),
+            (
+                "an unknown code",
+                try OpenIDTestAPI.redeem(api, setup.client, code: String(code.reversed()), verifier: pkce.verifier)
+            ),
+        ]
+        for (name, response) in refusals {
+            #expect(response.status == 400 && response.errorCode == "invalid_grant", "\(name): \(response.text)")
+        }
+        let missing = try api.clientPost(
+            "/oauth/token", client: setup.client.basic,
+            form: [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", setup.client.redirectURI)])
+        #expect(missing.status == 400 && missing.errorCode == "invalid_request")
+        // None of those spent the code.
+        #expect(try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier).status == 200)
+
+        let late = try PKCE()
+        let (_, lateCode) = try setup.code(pkce: late)
+        setup.environment.clock.advance(by: 60)
+        let expired = try OpenIDTestAPI.redeem(api, setup.client, code: lateCode, verifier: late.verifier)
+        #expect(expired.status == 400 && expired.errorCode == "invalid_grant")
+    }
+
+    @Test("a signed-in session signs a second client in without approval; prompt=login and max_age ask again")
+    func browserSession() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let second = try OpenIDTestAPI.addClient(api, name: "Tracker", redirect: "https://tracker.example.org/cb")
+        let pkce = try PKCE()
+        var (browser, _) = try setup.code(pkce: pkce)
+        setup.environment.clock.advance(by: 30)
+
+        let nonce = "ünïcode nonce with spaces & symbols=?"
+        let direct = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(second, pkce: pkce, state: "s2", nonce: nonce))
+        let (base, answer) = try OpenIDTestAPI.redirect(direct)
+        #expect(base == second.redirectURI)
+        #expect(answer["state"] == "s2")
+        #expect(try setup.device.requests().isEmpty)
+        let tokens = try OpenIDTestAPI.redeem(api, second, code: try #require(answer["code"]), verifier: pkce.verifier)
+        let (_, claims) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)
+        #expect(claims["nonce"] == .string(nonce))
+        #expect(claims["aud"] == .string(second.id))
+        #expect(claims["auth_time"] == .integer(setup.environment.clock.now - 30))
+
+        // max_age shorter than the session's age: a new approval.
+        let aged = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(second, pkce: pkce, changes: ["max_age": "10"]))
+        #expect(aged.status == 200 && aged.text.contains("name=\"authorization\""))
+        let young = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(second, pkce: pkce, changes: ["max_age": "60"]))
+        #expect(try OpenIDTestAPI.redirect(young).parameters["code"] != nil)
+        // prompt=none with a max_age the session exceeds: login_required.
+        let noneAged = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(second, pkce: pkce, changes: ["max_age": "10", "prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(noneAged).parameters["error"] == "login_required")
+        // prompt=none with a fresh session: a code at once.
+        let noneFresh = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(second, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(noneFresh).parameters["code"] != nil)
+
+        // prompt=login: the sign-in form and a new approval, though the session is alive.
+        let forced = try setup.signIn(
+            &browser, OpenIDTestAPI.authorization(second, pkce: pkce, changes: ["prompt": "login"]))
+        let forcedCode = try #require(try OpenIDTestAPI.redirect(forced).parameters["code"])
+        let forcedTokens = try OpenIDTestAPI.redeem(api, second, code: forcedCode, verifier: pkce.verifier)
+        let (_, forcedClaims) = try Self.verifiedIDToken(
+            try #require(forcedTokens.json?["id_token"]?.stringValue), api: api)
+        #expect(forcedClaims["auth_time"] == .integer(setup.environment.clock.now))
+    }
+
+    @Test("the sign-in forms are bound to the browser, carry CSRF tokens and refuse other sites")
+    func formsBoundToBrowser() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: setup.api)
+        let form = try browser.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce))
+        let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
+        let csrf = try OpenIDTestAPI.hidden("csrf", in: form.text)
+        let good = [("csrf", csrf), ("authorization", reference), ("user", "alice")]
+        #expect(
+            try browser.post("/authorize/sign-in", form: good, headers: ["Origin": "https://evil.example"]).status
+                == 403)
+        #expect(
+            try browser.post("/authorize/sign-in", form: good, headers: ["Sec-Fetch-Site": "cross-site"]).status == 403)
+        #expect(
+            try browser.post(
+                "/authorize/sign-in", form: [("csrf", "x"), ("authorization", reference), ("user", "alice")]
+            ).status == 400)
+        // Another browser (its own CSRF cookie) cannot continue this browser's request.
+        var other = OpenIDBrowser(api: setup.api)
+        let otherForm = try other.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce))
+        let stolen = try other.post(
+            "/authorize/sign-in",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: otherForm.text)), ("authorization", reference),
+                ("user", "alice"),
+            ])
+        #expect(stolen.status == 400)
+        #expect(try setup.device.requests().isEmpty)
+        #expect(try browser.post("/authorize/sign-in", form: good).status == 200)
+    }
+
+    @Test("end-session: an unregistered post_logout_redirect_uri is a page; a valid one ends the session with state")
+    func endSession() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        var (browser, code) = try setup.code(pkce: pkce)
+        let tokens = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+
+        let unregistered = try browser.get(
+            "/end-session",
+            query: [("id_token_hint", idToken), ("post_logout_redirect_uri", "https://evil.example/"), ("state", "x")])
+        #expect(unregistered.status == 400 && unregistered.headers["Location"] == nil)
+        let forged = try browser.get("/end-session", query: [("id_token_hint", idToken + "x")])
+        #expect(forged.status == 400 && forged.headers["Location"] == nil)
+        // Still signed in: prompt=none gets a code.
+        let still = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(still).parameters["code"] != nil)
+
+        // Without a hint the page asks first; another site cannot sign the user out unseen.
+        let asked = try browser.get("/end-session")
+        #expect(asked.status == 200 && asked.text.contains("action=\"/end-session\""))
+        let stillSignedIn = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(stillSignedIn).parameters["code"] != nil)
+
+        // An expired ID token is still a valid hint (RP-Initiated Logout section 2).
+        var fresh = try setup.code(pkce: pkce)
+        let freshTokens = try OpenIDTestAPI.redeem(api, setup.client, code: fresh.1, verifier: pkce.verifier)
+        let freshHint = try #require(freshTokens.json?["id_token"]?.stringValue)
+        setup.environment.clock.advance(by: 600)
+        // The session lives on by use, so it outlasts the ID token.
+        _ = try fresh.0.get("/account")
+        setup.environment.clock.advance(by: 600)
+        _ = try fresh.0.get("/account")
+        let out = try fresh.0.get(
+            "/end-session",
+            query: [
+                ("id_token_hint", freshHint), ("post_logout_redirect_uri", "https://wiki.example.org/signed-out"),
+                ("state", "bye"),
+            ])
+        let (base, parameters) = try OpenIDTestAPI.redirect(out)
+        #expect(base == "https://wiki.example.org/signed-out")
+        #expect(parameters["state"] == "bye")
+        #expect(out.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=;") })
+        let after = try fresh.0.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
+        _ = browser
+    }
+
+    @Test("with --token-alg ES256 access tokens are ES256 and ID tokens still RS256, both in the JWK set")
+    func idTokensStayRS256() throws {
+        let environment = TestEnvironment()
+        let storage = try SQLiteStorage(path: environment.databasePath, now: environment.clock.closure)
+        let runner = try ServerRunner(
+            configuration: try environment.configuration {
+                $0.tokenAlgorithm = .es256
+                $0.failureLimit = 1000
+            },
+            storage: storage, log: SilentLog(), now: environment.clock.closure)
+        defer { runner.stop() }
+        let api = environment.socketAPI(runner)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let device = ApprovingDevice(api: api, key: laptop, token: try api.activeDevice(user: "alice", key: laptop))
+        let client = try OpenIDTestAPI.addClient(api)
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        let form = try browser.get("/authorize", query: OpenIDTestAPI.authorization(client, pkce: pkce))
+        let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
+        let waiting = try browser.post(
+            "/authorize/sign-in",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("authorization", reference),
+                ("user", "alice"),
+            ])
+        try device.answerNewest()
+        let done = try browser.post(
+            "/authorize/continue",
+            form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
+        let tokens = try OpenIDTestAPI.redeem(api, client, code: code, verifier: pkce.verifier)
+        let (idHeader, _) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)
+        #expect(idHeader["alg"] == "RS256")
+        let (accessHeader, _) = try Self.verifiedIDToken(
+            try #require(tokens.json?["access_token"]?.stringValue), api: api)
+        #expect(accessHeader["alg"] == "ES256")
+        let accessToken = try #require(tokens.json?["access_token"]?.stringValue)
+        #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
+    }
+
+    @Test("redirect URIs at registration: absolute, no fragment, https or loopback http")
+    func registrationRules() throws {
+        for good in [
+            "https://wiki.example.org/callback", "http://127.0.0.1/cb", "http://[::1]:8080/cb",
+            "http://localhost:3000/cb", "https://app.example/cb?tenant=1",
+        ] {
+            #expect(RedirectURI.problem(with: good) == nil, "\(good)")
+        }
+        for bad in [
+            "http://wiki.example.org/callback", "https://wiki.example.org/cb#frag", "/callback", "wiki.example.org/cb",
+            "https://user@wiki.example.org/cb", "https://wiki.example.org/a b", "javascript://x", "", "https://:443/",
+        ] {
+            #expect(RedirectURI.problem(with: bad) != nil, "\(bad)")
+        }
+        let environment = TestEnvironment()
+        let storage = try environment.openStorage()
+        defer { storage.close() }
+        let registry = ClientRegistry(storage: storage)
+        #expect(throws: ServerConfigurationError.self) {
+            try registry.add(name: "Bad", redirectURIs: ["http://wiki.example.org/cb"])
+        }
+        #expect(throws: ServerConfigurationError.self) { try registry.add(name: "NoRedirect", isPublic: true) }
+        let (client, secret) = try registry.add(name: "App", redirectURIs: ["http://127.0.0.1/cb"], isPublic: true)
+        #expect(secret == nil && client.isPublic && client.secretHash.isEmpty)
+        #expect(try storage.client(id: client.id) == client)
+    }
+}
+
+@Suite("keyauth-server clients add: relying parties with redirect URIs")
+struct RelyingPartyCommandTests {
+    @Test("--redirect-uri repeats, --post-logout-redirect-uri and --public are stored; a bad URI is refused")
+    func clientsAdd() throws {
+        let environment = TestEnvironment()
+        let database = environment.databasePath
+        try StorageFactory.open(database).close()
+        let add = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: [
+                    "clients", "add", "Wiki", "--redirect-uri", "https://wiki.example.org/cb", "--redirect-uri",
+                    "https://wiki.example.org/cb2", "--post-logout-redirect-uri", "https://wiki.example.org/bye",
+                    "--db", database,
+                ], environment: [:], output: add.output) == 0)
+        #expect(add.standard.contains("client_secret="))
+        let native = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: [
+                    "clients", "add", "App", "--public", "--redirect-uri", "http://127.0.0.1/cb", "--db", database,
+                ],
+                environment: [:], output: native.output) == 0)
+        #expect(native.standard.hasPrefix("client_id=") && !native.standard.contains("client_secret"))
+        let clients = try StorageFactory.open(database).allClients()
+        #expect(
+            clients.map(\.redirectURIs) == [
+                ["https://wiki.example.org/cb", "https://wiki.example.org/cb2"], ["http://127.0.0.1/cb"],
+            ])
+        #expect(clients.map(\.postLogoutRedirectURIs) == [["https://wiki.example.org/bye"], []])
+        #expect(clients.map(\.isPublic) == [false, true])
+        let list = CapturedOutput()
+        #expect(
+            ServerCommand.main(arguments: ["clients", "list", "--db", database], environment: [:], output: list.output)
+                == 0)
+        #expect(list.standard.contains("\tpublic\thttp://127.0.0.1/cb\t-\n"))
+
+        for arguments in [
+            ["clients", "add", "Bad", "--redirect-uri", "http://wiki.example.org/cb"],
+            ["clients", "add", "Bad", "--redirect-uri", "https://wiki.example.org/cb#x"],
+            ["clients", "add", "Bad", "--public"],
+            ["clients", "add", "Bad", "--listen", "x"],
+        ] {
+            let refused = CapturedOutput()
+            #expect(
+                ServerCommand.main(arguments: arguments + ["--db", database], environment: [:], output: refused.output)
+                    != 0, "\(arguments)")
+        }
+        #expect(try StorageFactory.open(database).allClients().count == 2)
+    }
+}
