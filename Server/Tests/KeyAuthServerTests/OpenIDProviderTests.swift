@@ -607,7 +607,8 @@ struct RelyingPartyCommandTests {
                 ],
                 environment: [:], output: native.output) == 0)
         #expect(native.standard.hasPrefix("client_id=") && !native.standard.contains("client_secret"))
-        let clients = try StorageFactory.open(database).allClients()
+        // Added in the same second, so ordered by their random ids: sort by name.
+        let clients = try StorageFactory.open(database).allClients().sorted { $0.name > $1.name }
         #expect(
             clients.map(\.redirectURIs) == [
                 ["https://wiki.example.org/cb", "https://wiki.example.org/cb2"], ["http://127.0.0.1/cb"],

@@ -34,6 +34,36 @@ struct SQLiteStorageTests {
         #expect(synchronous == [2])
     }
 
+    @Test("a version 6 database migrates to 7: its CIBA clients and sign-in requests keep working")
+    func migratesVersionSixClients() throws {
+        let environment = TestEnvironment()
+        let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+        try connection.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+        for migration in SQLSchema.migrations where migration.version <= 6 {
+            for statement in migration.statements(connection.dialect) { try connection.execute(statement) }
+            try connection.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)", [.integer(migration.version)])
+        }
+        let hash = [UInt8](repeating: 4, count: 32)
+        try connection.execute(
+            "INSERT INTO clients (client_id, name, secret_hash, created_at) VALUES ('old', 'Desk', $1, 5)",
+            [.blob(hash)])
+        try connection.execute(
+            """
+            INSERT INTO sign_in_requests (id, kind, client_id, user_name, binding_message, status, created_at,
+                expires_at, poll_interval, methods)
+            VALUES ('r1', 'backchannel', 'old', 'alice', '42', 'pending', 10, 310, 5, '')
+            """)
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        defer { storage.close() }
+        #expect(
+            try storage.client(id: "old")
+                == ClientRecord(id: "old", name: "Desk", secretHash: hash, createdAt: 5))
+        #expect(try storage.signInRequest(id: "r1")?.redirectURI == nil)
+        #expect(try storage.signInRequest(id: "r1")?.clientID == "old")
+    }
+
     @Test("a database from a newer server is refused rather than written to")
     func newerSchema() throws {
         let environment = TestEnvironment()

@@ -9,7 +9,8 @@ extension ServerCommand {
                keyauth-server revoke KID [--db PATH]
                keyauth-server keys [list] [--db PATH]
                keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay SECONDS] [--db PATH]
-               keyauth-server clients add NAME | list | remove ID [--db PATH]
+               keyauth-server clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]...
+                              [--public] | list | remove ID [--db PATH]
                keyauth-server users [--db PATH]
                keyauth-server delete-user USER [--db PATH]
                keyauth-server codes list|revoke USER [--db PATH]
@@ -94,8 +95,11 @@ extension ServerCommand {
           -V, --version             print the version
 
         clients add NAME prints the client_id and client_secret of a new client application for
-        push sign-in (/bc-authorize, CIBA poll mode), once; clients list and clients remove ID
-        manage them. The account page is at /account.
+        push sign-in (/bc-authorize, CIBA poll mode), once; with --redirect-uri (repeatable: https,
+        or http to a loopback host) it is an OpenID Connect relying party of /authorize, with
+        --post-logout-redirect-uri one of /end-session, and --public makes it a native app with no
+        secret that uses PKCE alone. clients list and clients remove ID manage them. The account
+        page is at /account.
 
         check-config validates the options, variables and settings file as serve would, and
         prints every setting's effective value and where it came from (a password in a

@@ -257,17 +257,20 @@ struct AuthorizationEndpoint: Sendable {
         }
         if cancel { return try deny("the user cancelled the sign-in") }
         if session.record.isSignedIn { return try issueCode(for: record, session: session.record) }
-        // The approval must be the one this request asked for: its client and redirect host are
-        // what the device showed.
-        guard let id = session.record.signInRequestID, let asked = try service.storage.signInRequest(id: id),
-            asked.kind == .authorization, asked.clientID == record.clientID, asked.redirectURI == record.redirectURI
-        else { return try deny("the sign-in was not made for this application") }
+        // The state first: a waiting session of a name without devices (no request behind it)
+        // must look like any other until it expires.
         switch try sessions.state(of: session.record) {
         case .pending:
             return page.html(
                 page.waitingPage(session.record, message: "Not approved yet.", forms: forms),
                 redirectsTo: record.redirectURI)
         case .approved:
+            // The approval must be the one this request asked for: its client and redirect host
+            // are what the device showed.
+            guard let id = session.record.signInRequestID, let asked = try service.storage.signInRequest(id: id),
+                asked.kind == .authorization, asked.clientID == record.clientID,
+                asked.redirectURI == record.redirectURI
+            else { return try deny("the sign-in was not made for this application") }
             guard let signedIn = try sessions.complete(session) else {
                 return try deny("the sign-in could not be completed")
             }
