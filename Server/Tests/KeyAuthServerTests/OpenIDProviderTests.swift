@@ -555,6 +555,32 @@ struct OpenIDProviderTests {
         #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
     }
 
+    @Test("POST /authorize with a form (Core 3.1.2.1) is read as the query; metrics labels are a fixed set")
+    func postedAuthorizationAndLabels() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        // A relying party's auto-submitted form comes from its own origin: no Origin check here.
+        let posted = try setup.api.send(
+            "POST", "/authorize",
+            headers: ["Content-Type": "application/x-www-form-urlencoded", "Origin": "https://wiki.example.org"],
+            body: Array(OpenIDTestAPI.encode(OpenIDTestAPI.authorization(setup.client, pkce: pkce)).utf8))
+        #expect(posted.status == 200 && posted.text.contains("name=\"authorization\""))
+        let refused = try setup.api.send(
+            "POST", "/authorize", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+            body: Array(
+                OpenIDTestAPI.encode(OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["scope": "email"]))
+                    .utf8))
+        #expect(try OpenIDTestAPI.redirect(refused).parameters["error"] == "invalid_scope")
+        for (path, label) in [
+            ("/authorize", "/authorize"), ("/authorize/sign-in", "/authorize/sign-in"),
+            ("/authorize/continue", "/authorize/continue"), ("/authorize/cancel", "/authorize/cancel"),
+            ("/authorize/x/y", "/authorize/{unknown}"), ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
+        ] {
+            #expect(Route(path: path)?.label == label, "\(path)")
+        }
+    }
+
     @Test("redirect URIs at registration: absolute, no fragment, https or loopback http")
     func registrationRules() throws {
         for good in [
