@@ -6,14 +6,18 @@
 # lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages),
 # and PyJWT, cryptography and jwcrypto for the interoperability tests (Debian's, for
 # /usr/bin/python3: on Debian 12 pip refuses to install into the system Python); chromium,
-# chromium-driver and python3-selenium for the account page's browser test.
+# chromium-driver and python3-selenium for the browser tests; apache2 with
+# libapache2-mod-auth-openidc, a real OpenID Connect relying party signing in through
+# keyauth-server, and python3-authlib with python3-requests, an independent OAuth client library
+# running the code flow.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
 packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
     libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools python3-jwt python3-cryptography
-    python3-jwcrypto chromium chromium-driver python3-selenium)
+    python3-jwcrypto chromium chromium-driver python3-selenium apache2 libapache2-mod-auth-openidc python3-authlib
+    python3-requests)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

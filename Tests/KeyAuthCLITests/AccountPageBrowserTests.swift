@@ -3,51 +3,25 @@ import KeyAuth
 import KeyAuthTestSupport
 import Testing
 
-/// The browser's side: Debian's python3-selenium driving headless Chromium over WebDriver. It
-/// signs in through /account while running `keyauth approve` on the laptop, approves the pending
-/// phone, revokes it, checks the cookie and the policy, tries a cross-site form post, saves a
-/// screenshot and signs out; it prints one JSON line of what it saw.
-private let browserScript = #"""
-    import json, subprocess, sys, tempfile, time, urllib.request
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    server, keyauth, laptop_home, phone_kid, screenshot = sys.argv[1:6]
-    seen = {}
-    with urllib.request.urlopen(server + "/account") as response:
-        seen["csp"] = response.headers["Content-Security-Policy"]
-        page = response.read().decode()
-        seen["inline_script"] = "<script>" in page or "onclick" in page
-        seen["scripts"] = page.count("<script")
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,900", "--user-data-dir=" + tempfile.mkdtemp(prefix="keyauth-chromium-")]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"),
-                              options=options)
-    # A form's answer reloads the page: an element found before it goes stale, so look again.
-    wait = WebDriverWait(driver, 60, ignored_exceptions=[NoSuchElementException, StaleElementReferenceException])
-    def button(text, scope=None):
-        for candidate in (scope or driver).find_elements(By.TAG_NAME, "button"):
-            if candidate.text.strip() == text:
-                return candidate
-        return None
-    def row_status(kid):
-        return driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"] td.status' % kid).text
-    try:
+/// The browser's side, run by ``HeadlessChromium``: it signs in through /account while running
+/// `keyauth approve` on the laptop, approves the pending phone, revokes it, checks the cookie and
+/// the policy, tries a cross-site form post, saves a screenshot and signs out.
+private let browserSteps = #"""
+    def steps(arguments):
+        server, keyauth, laptop_home, phone_kid, screenshot = arguments
+        with urllib.request.urlopen(server + "/account") as response:
+            seen["csp"] = response.headers["Content-Security-Policy"]
+            page = response.read().decode()
+            seen["inline_script"] = "<script>" in page or "onclick" in page
+            seen["scripts"] = page.count("<script")
+        def row_status(kid):
+            return driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"] td.status' % kid).text
         driver.get(server + "/account")
         driver.find_element(By.NAME, "user").send_keys("alice")
         button("Sign in").click()
         code = wait.until(lambda d: d.find_element(By.ID, "binding-code")).text.strip()
         seen["code"] = code
-        approval = subprocess.run([keyauth, "approve", "--pin-stdin"], input=code + "\n", capture_output=True,
-                                  text=True, timeout=60,
-                                  env={"KEYAUTH_HOME": laptop_home, "HOME": laptop_home, "PATH": "/usr/bin:/bin",
-                                       "LANG": "C.UTF-8"})
+        approval = run_keyauth(keyauth, laptop_home, ["approve", "--pin-stdin"], code + "\n")
         seen["approve_status"] = approval.returncode
         seen["approve_error"] = approval.stderr
         wait.until(lambda d: button("Sign out") is not None)
@@ -78,24 +52,15 @@ private let browserScript = #"""
         button("Sign out").click()
         wait.until(lambda d: d.find_elements(By.NAME, "user"))
         seen["signed_out"] = True
-    except Exception as error:
-        seen["failure"] = repr(error)
-        seen["page"] = driver.page_source[:2000]
-    finally:
-        driver.quit()
-    print(json.dumps(seen))
     """#
 
 @Suite("The account page in headless Chromium", .serialized)
 struct AccountPageBrowserTests {
-    static var hasBrowser: Bool {
-        FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
-            && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
-    }
-
     @Test(
         "sign in by approving with keyauth approve, approve a pending device, revoke it, refuse a cross-site post, sign out",
-        .enabled(if: hasBrowser, "chromium and chromium-driver are not installed"))
+        .enabled(
+            if: ExternalTools.shouldRun(installed: HeadlessChromium.isInstalled),
+            "chromium and chromium-driver are not installed"))
     func signInApproveRevokeSignOut() throws {
         let directory = TemporaryDirectory("keyauth-account-page")
         defer { directory.remove() }
@@ -118,18 +83,13 @@ struct AccountPageBrowserTests {
         let status = try JSONValue(parsing: try keyauth(phone, ["status", "--json"]).standardOutput)
         let phoneKID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
 
-        let output = Self.outputDirectory()
+        let output = HeadlessChromium.outputDirectory()
         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
         let screenshot = output + "/account-page.png"
         try? FileManager.default.removeItem(atPath: screenshot)
-        let script = directory.path + "/browser.py"
-        try browserScript.write(toFile: script, atomically: true, encoding: .utf8)
-        let run = try runProcess(
-            "/usr/bin/python3", [script, server.url, Binaries.keyauth, laptop.path, phoneKID, screenshot],
-            environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": directory.path], timeout: 180)
-        let printed = run.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-        try #require(!printed.isEmpty, "\(run.standardError)")
-        let seen = try JSONValue(parsing: printed)
+        let seen = try HeadlessChromium.run(
+            browserSteps, arguments: [server.url, Binaries.keyauth, laptop.path, phoneKID, screenshot],
+            in: directory.path)
         #expect(seen["failure"] == nil, "\(seen["failure"] ?? .null) \(seen["page"] ?? .null) \(server.log)")
         let csp = seen["csp"]?.stringValue ?? ""
         #expect(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"))
@@ -148,14 +108,5 @@ struct AccountPageBrowserTests {
         #expect(seen["signed_out"] == .bool(true))
         let attributes = try FileManager.default.attributesOfItem(atPath: screenshot)
         #expect((attributes[.size] as? Int ?? 0) > 10_000)
-    }
-
-    /// Where the test leaves its screenshot: `KEYAUTH_TEST_OUTPUT`, or `test-output` beside the
-    /// build products.
-    static func outputDirectory() -> String {
-        if let directory = ProcessInfo.processInfo.environment["KEYAUTH_TEST_OUTPUT"] { return directory }
-        return URL(fileURLWithPath: Binaries.keyauth).deletingLastPathComponent().appendingPathComponent(
-            "test-output"
-        ).path
     }
 }

@@ -18,12 +18,7 @@ struct ReadmeExamplesTests {
                 Issue.record("the Swift block at README line \(index + 1) is not an Examples/ file")
                 continue
             }
-            let path = String(marker.dropFirst(5).dropLast(4))
-            let end = try #require(lines[(index + 1)...].firstIndex(of: "```"))
-            let block = lines[(index + 1)..<end].joined(separator: "\n") + "\n"
-            let file = try String(contentsOf: repositoryRoot.appendingPathComponent(path), encoding: .utf8)
-            #expect(block == file, "README shows \(path) differently from the file")
-            shown.append(path)
+            shown.append(try expectBlockShowsFile(lines, fenceLine: index))
         }
         let examples = try FileManager.default.contentsOfDirectory(
             atPath: repositoryRoot.appendingPathComponent("Examples").path)
@@ -35,5 +30,28 @@ struct ReadmeExamplesTests {
         #expect(!shown.isEmpty)
         let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
         for example in examples { #expect(manifest.contains("path: \"Examples/\(example)\"")) }
+    }
+
+    @Test("each README block marked with a docs/ file shows that file as it is, the Apache configuration among them")
+    func readmeShowsTheDocsFiles() throws {
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let lines = readme.components(separatedBy: "\n")
+        var shown: [String] = []
+        for (index, line) in lines.enumerated() where line.hasPrefix("<!-- docs/") && line.hasSuffix(" -->") {
+            try #require(index + 1 < lines.count && lines[index + 1].hasPrefix("```"), "no block after \(line)")
+            shown.append(try expectBlockShowsFile(lines, fenceLine: index + 1))
+        }
+        #expect(shown.contains("docs/apache-openidc.conf"))
+    }
+
+    /// Checks that the fenced block opening at `fenceLine` is the repository file named by the
+    /// `<!-- PATH -->` line above it, and returns PATH.
+    private func expectBlockShowsFile(_ lines: [String], fenceLine: Int) throws -> String {
+        let path = String(lines[fenceLine - 1].dropFirst(5).dropLast(4))
+        let end = try #require(lines[(fenceLine + 1)...].firstIndex(of: "```"))
+        let block = lines[(fenceLine + 1)..<end].joined(separator: "\n") + "\n"
+        let file = try String(contentsOf: repositoryRoot.appendingPathComponent(path), encoding: .utf8)
+        #expect(block == file, "README shows \(path) differently from the file")
+        return path
     }
 }
