@@ -66,9 +66,21 @@ struct SignInRequestTests {
             #expect(response.errorCode == "invalid_client", "\(reason)")
             #expect(response.headers["WWW-Authenticate"] == "Basic realm=\"keyauth\"", "\(reason)")
         }
-        let both = try api.clientPost(
+        // Basic with the same client_id in the body is one method (RFC 6749 section 4.1.3 has
+        // clients send client_id); a secret in the body too, or another client's id, is two.
+        let named = try api.clientPost(
             "/bc-authorize", client: setup.client, form: [("login_hint", "alice"), ("client_id", setup.client.id)])
-        #expect(both.status == 400 && both.errorCode == "invalid_request")
+        #expect(named.status == 200, "\(named.text)")
+        let twoMethods: [[(String, String)]] = [
+            [("client_secret", setup.client.secret)],
+            [("client_id", setup.client.id), ("client_secret", setup.client.secret)],
+            [("client_id", "another-client")],
+        ]
+        for extra in twoMethods {
+            let both = try api.clientPost(
+                "/bc-authorize", client: setup.client, form: [("login_hint", "alice")] + extra)
+            #expect(both.status == 400 && both.errorCode == "invalid_request", "\(extra.map(\.0))")
+        }
         // The token endpoint checks the client the same way.
         let id = try api.startSignIn(setup.client, user: "alice")
         #expect(try api.poll(nil, id: id).errorCode == "invalid_client")

@@ -5,10 +5,14 @@ extension HTTPRequest {
     /// the secret each form-encoded, joined by a colon, in base64) or from `client_id` and
     /// `client_secret` in the form body; nil when the request carries neither.
     ///
-    /// - Throws: ``ServiceError`` `.invalidRequest` when both ways are used at once (RFC 6749
+    /// A `client_id` in the body beside a Basic header is not a second method when it names the
+    /// same client: RFC 6749 section 4.1.3 has the parameter identify the client, and common
+    /// client libraries send it with `client_secret_basic` too.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidRequest` when both ways are used at once (a
+    ///   `client_secret` in the body, or a `client_id` there naming another client: RFC 6749
     ///   allows one method per request); `.invalidClient` for a Basic header that does not decode.
     func clientCredentials(form: [String: String]) throws(ServiceError) -> ClientCredentials? {
-        let inBody = form["client_id"] != nil || form["client_secret"] != nil
         guard let header = headers["Authorization"] else {
             guard let id = form["client_id"], let secret = form["client_secret"], !id.isEmpty, !secret.isEmpty else {
                 return nil
@@ -19,9 +23,8 @@ extension HTTPRequest {
         guard parts.count == 2, parts[0].lowercased() == "basic" else {
             throw ServiceError(.invalidClient, "client authentication failed")
         }
-        guard !inBody else {
-            throw ServiceError(.invalidRequest, "use one client authentication method, not two")
-        }
+        let twoMethods = ServiceError(.invalidRequest, "use one client authentication method, not two")
+        guard form["client_secret"] == nil else { throw twoMethods }
         let standard = parts[1].trimmingWhitespace()
         let urlAlphabet = String(
             standard.compactMap { character -> Character? in
@@ -36,6 +39,7 @@ extension HTTPRequest {
             let id = try? FormURLEncoding.decodeComponent(decoded[..<colon]),
             let secret = try? FormURLEncoding.decodeComponent(decoded[(colon + 1)...]), !id.isEmpty, !secret.isEmpty
         else { throw ServiceError(.invalidClient, "client authentication failed") }
+        if let named = form["client_id"], named != id { throw twoMethods }
         return ClientCredentials(id: id, secret: secret)
     }
 
