@@ -18,6 +18,9 @@ struct AuditTests {
                 arguments: ["enroll", "alice", "--db", database, "--config", "/dev/null"], environment: [:],
                 output: enroll.output) == 0)
         let code = enroll.standard.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The commands run on the real clock: a second may have passed since the test clock
+        // started, and the device's approval must not be dated before the enrollment.
+        environment.clock.advance(by: max(0, ServerClock.now() - environment.clock.now))
 
         let api = try environment.directAPI { $0.enrollment = .code }
         let first = try ServerTestKeys.key("alice-1")
