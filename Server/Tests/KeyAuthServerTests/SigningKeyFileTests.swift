@@ -131,6 +131,39 @@ struct SigningKeyFileTests {
         }
     }
 
+    @Test(
+        "with an ES256 key file the server warns that it cannot sign ID tokens, and /authorize answers server_error before any sign-in"
+    )
+    func nonRSAKeyFileRefusesAuthorization() throws {
+        let directory = TemporaryDirectory("keyauth-keyfile")
+        defer { directory.remove() }
+        let database = directory.path + "/ka.db"
+        let keyFile = directory.path + "/signing-key.pem"
+        try SecureFile.write(try JWSPrivateKey.generate(for: .es256).pkcs8PEM(), to: keyFile)
+        let server = try Self.serve(database, in: directory, extra: ["--signing-key-file", keyFile])
+        defer { server.terminate() }
+        let port = try server.waitUntilListening()
+        #expect(server.log.contains("OpenID Connect ID tokens need RS256"), "\(server.log)")
+
+        let storage = try StorageFactory.open(database)
+        let redirect = "https://wiki.example.org/callback"
+        let (client, _) = try ClientRegistry(storage: storage).add(name: "Wiki", redirectURIs: [redirect])
+        storage.close()
+        let pkce = try PKCE()
+        var request = HTTPRequest(method: "GET", path: "/authorize")
+        for (name, value) in OpenIDTestAPI.authorization(
+            RelyingParty(id: client.id, secret: nil, redirectURI: redirect), pkce: pkce)
+        {
+            request.query[name] = TestAPI.formEncode(value)
+        }
+        let response = try SocketTransport(port: port).send(request)
+        #expect(response.status == 303, "\(response.text)")
+        let location = try #require(response.headers["Location"])
+        #expect(location.hasPrefix(redirect + "?error=server_error&"), "\(location)")
+        #expect(location.contains("state=state-1"))
+        #expect(!response.text.contains("binding-code"))
+    }
+
     @Test("--signing-key-file and KEYAUTH_SERVER_SIGNING_KEY_FILE name the file; an empty one is a usage error")
     func parsing() throws {
         func file(_ arguments: [String], _ environment: [String: String]) throws -> String? {

@@ -51,6 +51,12 @@ extension ServerCommand {
                 + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
                 + (metrics ?? "metrics off") + "\n")
         if let warning = configuration.openEnrollmentWarning { output.error("keyauth-server: \(warning)\n") }
+        if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {
+            output.error(
+                "keyauth-server: warning: the signing key file holds a \(runner.tokenAlgorithm.rawValue) key, and "
+                    + "OpenID Connect ID tokens need RS256: /authorize answers server_error until the file "
+                    + "holds an RSA key\n")
+        }
         stopRequested.wait()
         output.error("keyauth-server: stopping: finishing requests in progress\n")
         runner.stop()

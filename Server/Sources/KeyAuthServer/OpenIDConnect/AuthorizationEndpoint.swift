@@ -118,6 +118,11 @@ struct AuthorizationEndpoint: Sendable {
     private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
         -> Validated
     {
+        // Before the user signs in for nothing: a code could only end in a failed token request
+        // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
+        guard (try? service.idTokens.keys.currentRS256(at: service.tokens.clock.seconds)) != nil else {
+            throw Refusal(code: "server_error", description: "the server has no RS256 key to sign ID tokens")
+        }
         if parameters["request"] != nil {
             throw Refusal(code: "request_not_supported", description: "request objects are not supported")
         }
