@@ -140,6 +140,25 @@ struct KeyRotationTests {
         #expect(try api.authorized("GET", "/v1/devices", token: try api.accessToken(device)).status == 200)
     }
 
+    @Test(
+        "after a rotation to ES256 the previous RS256 key keeps signing ID tokens: listed as id-tokens, never retired")
+    func idTokenKeyIsListed() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let clock = environment.clock
+        let rotation = SigningKeyRotation(storage: api.storage, tokenLifetime: 900, now: clock.closure)
+        let rsaKID = try #require(try rotation.list().first?.kid)
+        let (ecKID, _) = try rotation.rotate(to: .es256)
+        clock.advance(by: SigningKeyRotation.defaultDelay + 900 + DeviceAssertionVerifier.leeway + 1)
+        let responder = try #require((api.transport as? DirectTransport)?.responder)
+        responder.purgeExpired()
+        let listed = try rotation.list()
+        #expect(listed.map(\.kid) == [rsaKID, ecKID])
+        #expect(listed.map(\.signsIDTokens) == [true, false])
+        #expect(listed.first?.retiresAt == nil)
+        #expect(try Self.publishedKeyIDs(api) == [rsaKID, ecKID])
+    }
+
     @Test("a server learns of a key another instance signs with when a token names it, without waiting for cleanup")
     func reloadsForUnknownKeyID() throws {
         let environment = TestEnvironment()

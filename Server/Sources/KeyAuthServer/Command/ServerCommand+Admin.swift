@@ -118,7 +118,8 @@ extension ServerCommand {
                 for key in try rotation.list() {
                     lines.append(
                         [
-                            key.kid, key.algorithm.rawValue, Self.stateName(key.state),
+                            key.kid, key.algorithm.rawValue,
+                            key.signsIDTokens ? "id-tokens" : Self.stateName(key.state),
                             RFC3339.string(fromSeconds: key.createdAt), RFC3339.string(fromSeconds: key.activeFrom),
                             key.retiresAt.map(RFC3339.string(fromSeconds:)) ?? "-",
                         ].joined(separator: "\t"))

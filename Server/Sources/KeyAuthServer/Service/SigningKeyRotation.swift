@@ -20,8 +20,12 @@ struct SigningKeyRotation: Sendable {
         let state: SigningKeySchedule.State
         let createdAt: Int64
         let activeFrom: Int64
-        /// When it was retired, or will be (a previous key); nil for next and current keys.
+        /// When it was retired, or will be (a previous key); nil for next and current keys, and
+        /// for a previous key that still signs ID tokens.
         let retiresAt: Int64?
+        /// Whether it is a previous key that still signs ID tokens: the newest RS256 key while
+        /// access tokens are signed by a key of another algorithm (PROTOCOL.md section 10).
+        var signsIDTokens = false
     }
 
     let storage: any ServerStorage
@@ -39,12 +43,17 @@ struct SigningKeyRotation: Sendable {
                     kid: $0.kid, algorithm: $0.algorithm, createdAt: $0.createdAt, activeFrom: $0.activeFrom,
                     retiredAt: $0.retiredAt)
             })
-        let states = schedule.states(at: now())
+        let time = now()
+        let states = schedule.states(at: time)
+        let idTokenKID = schedule.currentKeyID(at: time, algorithm: .rs256)
         return schedule.entries.compactMap { entry in
             guard let state = states[entry.kid] else { return nil }
+            var signsIDTokens = false
+            if case .previous = state { signsIDTokens = entry.kid == idTokenKID }
             let retiresAt: Int64? =
                 switch state {
                 case .retired(let time): time
+                case .previous where signsIDTokens: nil
                 case .previous(let signedUntil):
                     SigningKeySchedule.retirement(
                         signedUntil: signedUntil, tokenLifetime: tokenLifetime, leeway: DeviceAssertionVerifier.leeway)
@@ -52,7 +61,7 @@ struct SigningKeyRotation: Sendable {
                 }
             return Listing(
                 kid: entry.kid, algorithm: entry.algorithm, state: state, createdAt: entry.createdAt,
-                activeFrom: entry.activeFrom, retiresAt: retiresAt)
+                activeFrom: entry.activeFrom, retiresAt: retiresAt, signsIDTokens: signsIDTokens)
         }
     }
 
