@@ -331,6 +331,55 @@ struct OpenIDProviderTests {
         #expect(audit.contains(.issueCode) && audit.contains(.redeemCode) && audit.contains(.reuseCode))
     }
 
+    @Test(
+        "a code redeemed with a DPoP proof gives a token bound to the proof's key: /userinfo takes it only with a fresh proof of that key"
+    )
+    func dpopBoundCodeGrant() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let clock = setup.environment.clock.clock
+        let relyingPartyKey = try ServerTestKeys.key("dpop-relying-party")
+        let proofs = DPoPProofBuilder(key: relyingPartyKey, clock: clock)
+        let pkce = try PKCE()
+        let (_, code) = try setup.code(pkce: pkce)
+        let form = [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", setup.client.redirectURI),
+            ("code_verifier", pkce.verifier),
+        ]
+        var headers: HTTPHeaders = [
+            "Content-Type": "application/x-www-form-urlencoded",
+            "DPoP": try proofs.proof(method: "POST", url: api.issuer + "/oauth/token"),
+        ]
+        if let basic = setup.client.basic?.basic { headers.add("Authorization", basic) }
+        let granted = try api.send(
+            "POST", "/oauth/token", headers: headers, body: Array(OpenIDTestAPI.encode(form).utf8))
+        #expect(granted.status == 200, "\(granted.text)")
+        #expect(granted.json?["token_type"] == "DPoP")
+        let token = try #require(granted.json?["access_token"]?.stringValue)
+        let claims = try CompactJWS(parsing: token).claims()
+        #expect(claims["cnf"]?["jkt"] == .string(relyingPartyKey.publicKey.fingerprint))
+
+        let url = api.issuer + "/userinfo"
+        // As a Bearer token, or with the DPoP scheme but no proof or another key's proof: refused.
+        #expect(try OpenIDTestAPI.userInfo(api, token: token).status == 401)
+        #expect(try api.send("GET", "/userinfo", headers: ["Authorization": "DPoP \(token)"]).status == 401)
+        let thief = DPoPProofBuilder(key: try ServerTestKeys.key("dpop-thief"), clock: clock)
+        let stolen = try api.send(
+            "GET", "/userinfo",
+            headers: [
+                "Authorization": "DPoP \(token)", "DPoP": try thief.proof(method: "GET", url: url, accessToken: token),
+            ])
+        #expect(stolen.status == 401 && stolen.errorCode == "invalid_dpop_proof", "\(stolen.text)")
+        // With a proof of its key: the user; the same proof again is a replay.
+        let proof = try proofs.proof(method: "GET", url: url, accessToken: token)
+        let answered = try api.send("GET", "/userinfo", headers: ["Authorization": "DPoP \(token)", "DPoP": proof])
+        #expect(answered.status == 200, "\(answered.text)")
+        #expect(answered.json?["sub"] == "alice")
+        let replayed = try api.send("GET", "/userinfo", headers: ["Authorization": "DPoP \(token)", "DPoP": proof])
+        #expect(replayed.status == 401 && replayed.errorCode == "invalid_dpop_proof")
+    }
+
     @Test("another client's code, a wrong verifier, another redirect_uri or a code after 60 s is invalid_grant")
     func codeBindings() throws {
         let setup = try Setup()

@@ -15,15 +15,18 @@ extension KeyAuthResponder {
     }
 
     /// The code grant's answer (OpenID Connect Core section 3.1.3.3): `access_token`,
-    /// `token_type` Bearer, `expires_in`, `id_token` and `scope`; no refresh token. Never cached.
-    static func authorizationCodeResponse(_ grant: AuthorizationGrant) -> HTTPResponse {
-        .json(
+    /// `token_type` (Bearer, or DPoP for a bound token), `expires_in`, `id_token` and `scope`; no
+    /// refresh token. Never cached; with a fresh `DPoP-Nonce` when nonces are on.
+    static func authorizationCodeResponse(_ grant: AuthorizationGrant, nonce: String?) -> HTTPResponse {
+        var headers: HTTPHeaders = ["Cache-Control": "no-store", "Pragma": "no-cache"]
+        if let nonce { headers.set("DPoP-Nonce", nonce) }
+        return .json(
             .object([
-                "access_token": .string(grant.accessToken), "token_type": "Bearer",
+                "access_token": .string(grant.accessToken), "token_type": .string(grant.tokenType),
                 "expires_in": .integer(grant.expiresIn), "id_token": .string(grant.idToken),
                 "scope": .string(grant.scope),
             ]),
-            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
+            headers: headers)
     }
 
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with

@@ -255,10 +255,11 @@ public final class KeyAuthResponder: HTTPResponder {
                 return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
             case .authorizationCode(let code, let redirectURI, let verifier, let credentials, let publicClientID):
                 isCodeGrant = true
+                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
                 let client = try service.clients.identify(credentials: credentials, publicID: publicClientID)
                 let grant = try service.redeemAuthorizationCode(
-                    code, redirectURI: redirectURI, verifier: verifier, client: client)
-                return (Self.authorizationCodeResponse(grant), "issued")
+                    code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)
+                return (Self.authorizationCodeResponse(grant, nonce: service.freshNonce()), "issued")
             case .ciba(let id, let credentials):
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
@@ -280,27 +281,34 @@ public final class KeyAuthResponder: HTTPResponder {
     /// `Bearer` challenge, a bad one `invalid_token`, one without the `openid` scope
     /// `insufficient_scope` (403).
     private func userInfo(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        var token = request.headers["Authorization"].flatMap { header -> String? in
-            let parts = header.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-            return parts[1].trimmingWhitespace()
+        var presented = request.headers["Authorization"].flatMap { header in
+            try? AccessTokenRules.credentials(fromAuthorization: header)
         }
-        if token == nil, request.method == "POST", let form = try? request.formBody() {
+        if presented == nil, request.method == "POST", let form = try? request.formBody(),
+            let token = form["access_token"]
+        {
             // RFC 6750 section 2.2: the token in the form body.
-            token = form["access_token"]
+            presented = (scheme: .bearer, token: token)
         }
-        guard let token, !token.isEmpty else {
+        guard let presented, !presented.token.isEmpty else {
             return HTTPResponse(
                 status: 401, headers: ["WWW-Authenticate": "Bearer realm=\"keyauth\"", "Cache-Control": "no-store"])
         }
         let claims: AccessTokenClaims
         do {
-            claims = try service.clientAccessToken(token)
+            claims = try service.clientAccessToken(presented.token)
+            // A DPoP-bound token (RFC 9449 section 7) only with a proof of its key for this request.
+            try service.checkPresentation(
+                of: claims, token: presented.token, scheme: presented.scheme,
+                proof: try request.dpopProof(atResource: true), method: request.method, path: request.path,
+                rules: service.tokens.clientTokenRules)
         } catch let error as ServiceError {
             var response = HTTPResponse(error: error)
-            response.headers.set(
-                "WWW-Authenticate",
-                "Bearer realm=\"keyauth\", error=\"invalid_token\", error_description=\"\(error.description)\"")
+            if error.kind == .invalidToken {
+                response.headers.set(
+                    "WWW-Authenticate",
+                    "Bearer realm=\"keyauth\", error=\"invalid_token\", error_description=\"\(error.description)\"")
+            }
             return response
         }
         guard claims.scopes.contains("openid") else {

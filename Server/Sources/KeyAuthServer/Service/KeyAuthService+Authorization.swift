@@ -8,6 +8,8 @@ struct AuthorizationGrant: Sendable {
     let idToken: String
     /// The access token's lifetime in seconds.
     let expiresIn: Int64
+    /// `Bearer`, or `DPoP` for a token bound to the key of the request's DPoP proof.
+    let tokenType: String
     /// The scope granted.
     let scope: String
 }
@@ -58,8 +60,13 @@ extension KeyAuthService {
     ///   `code_verifier` that does not match the challenge, or an approving device revoked since;
     ///   `.invalidRequest` for a missing `code`, `redirect_uri` or `code_verifier`;
     ///   ``StorageError``; `KeyAuthError` when signing fails.
+    ///
+    /// With a DPoP proof (already checked by ``checkTokenRequestProof(_:)``), the access token is
+    /// bound to the proof's key (`cnf.jkt`, RFC 9449 section 6) and `/userinfo` then takes it
+    /// only with a proof of that key.
     func redeemAuthorizationCode(
-        _ code: String, redirectURI: String?, verifier: String?, client: ClientRecord
+        _ code: String, redirectURI: String?, verifier: String?, client: ClientRecord,
+        proof: VerifiedDPoPProof? = nil
     ) throws -> AuthorizationGrant {
         guard let redirectURI, !redirectURI.isEmpty else {
             throw ServiceError(.invalidRequest, "redirect_uri is missing")
@@ -88,8 +95,10 @@ extension KeyAuthService {
             device.user == record.user
         else { throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked") }
 
+        if let proof { try claimProof(proof, atResource: false) }
         let jti = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16))
         var claims = JWTClaims()
+        if let proof { claims["cnf"] = .object(["jkt": .string(proof.keyThumbprint)]) }
         claims.set("aud", string: client.id)
         claims.set("client_id", string: client.id)
         claims.set("acr", string: Self.acr(for: record.methods))
@@ -119,7 +128,8 @@ extension KeyAuthService {
         try AuditTrail(storage: storage, now: now).record(
             .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
         return AuthorizationGrant(
-            accessToken: accessToken, idToken: idToken, expiresIn: settings.accessTokenLifetime, scope: record.scope)
+            accessToken: accessToken, idToken: idToken, expiresIn: settings.accessTokenLifetime,
+            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope)
     }
 
     /// Revokes the access token a code's first redemption issued, and records the reuse.

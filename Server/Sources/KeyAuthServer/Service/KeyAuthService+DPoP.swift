@@ -73,11 +73,25 @@ extension KeyAuthService {
             throw ServiceError(.invalidToken, "a Bearer or DPoP access token is required")
         }
         let claims = try tokens.verify(credentials.token)
+        try checkPresentation(
+            of: claims, token: credentials.token, scheme: credentials.scheme, proof: proof, method: method, path: path,
+            rules: tokens.rules)
+        return claims
+    }
+
+    /// Checks how a verified token was presented at a resource (`rules`' binding check): a bound
+    /// token only with the DPoP scheme and a fresh proof of its key for this request, which is
+    /// then claimed against replay; an unbound one as `rules` allow.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidToken`, `.invalidDPoPProof` or `.useDPoPNonce` (401).
+    func checkPresentation(
+        of claims: AccessTokenClaims, token: String, scheme: AccessTokenRules.Scheme, proof: String?, method: String,
+        path: String, rules: AccessTokenRules
+    ) throws {
         let verified: VerifiedDPoPProof?
         do {
-            verified = try tokens.rules.checkBinding(
-                claims, token: credentials.token, scheme: credentials.scheme, proof: proof, method: method,
-                url: publicURL(path: path))
+            verified = try rules.checkBinding(
+                claims, token: token, scheme: scheme, proof: proof, method: method, url: publicURL(path: path))
         } catch {
             if error.code == .dpopProofInvalid {
                 throw ServiceError(.invalidDPoPProof(atResource: true), error.message)
@@ -88,7 +102,6 @@ extension KeyAuthService {
             try checkNonce(of: verified, atResource: true)
             try claimProof(verified, atResource: true)
         }
-        return claims
     }
 
     private func checkNonce(of proof: VerifiedDPoPProof, atResource: Bool) throws(ServiceError) {
