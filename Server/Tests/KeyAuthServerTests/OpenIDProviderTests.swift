@@ -343,17 +343,9 @@ struct OpenIDProviderTests {
         let proofs = DPoPProofBuilder(key: relyingPartyKey, clock: clock)
         let pkce = try PKCE()
         let (_, code) = try setup.code(pkce: pkce)
-        let form = [
-            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", setup.client.redirectURI),
-            ("code_verifier", pkce.verifier),
-        ]
-        var headers: HTTPHeaders = [
-            "Content-Type": "application/x-www-form-urlencoded",
-            "DPoP": try proofs.proof(method: "POST", url: api.issuer + "/oauth/token"),
-        ]
-        if let basic = setup.client.basic?.basic { headers.add("Authorization", basic) }
-        let granted = try api.send(
-            "POST", "/oauth/token", headers: headers, body: Array(OpenIDTestAPI.encode(form).utf8))
+        let granted = try OpenIDTestAPI.redeem(
+            api, setup.client, code: code, verifier: pkce.verifier,
+            dpopProof: try proofs.proof(method: "POST", url: api.issuer + "/oauth/token"))
         #expect(granted.status == 200, "\(granted.text)")
         #expect(granted.json?["token_type"] == "DPoP")
         let token = try #require(granted.json?["access_token"]?.stringValue)

@@ -315,10 +315,7 @@ struct AuthorizationEndpoint: Sendable {
 
     /// 303 to `uri` with `parameters` added to its query.
     private func redirect(to uri: String, _ parameters: [(String, String)]) -> HTTPResponse {
-        let query = parameters.map { FormURLEncoding.encode($0.0) + "=" + FormURLEncoding.encode($0.1) }
-            .joined(separator: "&")
-        let separator = uri.contains("?") ? (uri.hasSuffix("?") || uri.hasSuffix("&") ? "" : "&") : "?"
-        var response = HTTPResponse(status: 303, headers: ["Location": uri + separator + query])
+        var response = HTTPResponse(status: 303, headers: ["Location": RedirectURI.adding(parameters, to: uri)])
         AccountPage.addSecurityHeaders(&response.headers)
         return response
     }

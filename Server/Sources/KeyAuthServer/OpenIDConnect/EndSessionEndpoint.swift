@@ -60,10 +60,8 @@ struct EndSessionEndpoint: Sendable {
         }
         var response: HTTPResponse
         if let redirect {
-            var location = redirect
-            if let state = parameters["state"] {
-                location += (redirect.contains("?") ? "&" : "?") + "state=" + FormURLEncoding.encode(state)
-            }
+            let location =
+                parameters["state"].map { RedirectURI.adding([("state", $0)], to: redirect) } ?? redirect
             response = HTTPResponse(status: 303, headers: ["Location": location])
             AccountPage.addSecurityHeaders(&response.headers)
         } else {

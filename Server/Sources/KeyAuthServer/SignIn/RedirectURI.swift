@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// The rules for a client's redirect URIs (PROTOCOL.md section 10): what may be registered, and
 /// which URI of a request matches a registered one.
 ///
@@ -95,6 +97,15 @@ enum RedirectURI {
     static func origin(of uri: String) -> String? {
         guard let parts = parts(of: uri) else { return nil }
         return parts.scheme + "://" + parts.host + (parts.port.map { ":" + $0 } ?? "")
+    }
+
+    /// `uri` with `parameters` added to its query, each form-encoded: how the authorization
+    /// response and the logout's `state` go back to a client.
+    static func adding(_ parameters: [(String, String)], to uri: String) -> String {
+        let query = parameters.map { FormURLEncoding.encode($0.0) + "=" + FormURLEncoding.encode($0.1) }
+            .joined(separator: "&")
+        let separator = uri.contains("?") ? (uri.hasSuffix("?") || uri.hasSuffix("&") ? "" : "&") : "?"
+        return uri + separator + query
     }
 
     /// The host a device shows for the redirect ("wiki.example.org"), as lower-cased in the URI.

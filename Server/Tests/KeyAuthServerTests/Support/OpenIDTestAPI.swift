@@ -131,16 +131,19 @@ enum OpenIDTestAPI {
     }
 
     /// The code grant at the token endpoint; the client authenticates with `client_secret_basic`
-    /// (a public one sends `client_id`).
+    /// (a public one sends `client_id`), and sends `dpopProof` in a `DPoP` header when given.
     static func redeem(
-        _ api: TestAPI, _ client: RelyingParty, code: String, verifier: String, redirectURI: String? = nil
+        _ api: TestAPI, _ client: RelyingParty, code: String, verifier: String, redirectURI: String? = nil,
+        dpopProof: String? = nil
     ) throws -> HTTPResponse {
         var form = [
             ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI ?? client.redirectURI),
             ("code_verifier", verifier),
         ]
         if client.secret == nil { form.append(("client_id", client.id)) }
-        return try api.clientPost("/oauth/token", client: client.basic, form: form)
+        var headers = HTTPHeaders()
+        if let dpopProof { headers.set("DPoP", dpopProof) }
+        return try api.clientPost("/oauth/token", client: client.basic, form: form, headers: headers)
     }
 
     /// `GET /userinfo` with a Bearer token.

@@ -26,8 +26,11 @@ extension TestAPI {
     }
 
     /// A form POST with `client` authenticated by `client_secret_basic` (nil: no credentials).
-    func clientPost(_ path: String, client: TestClient?, form: [(String, String)]) throws -> HTTPResponse {
-        var headers: HTTPHeaders = ["Content-Type": "application/x-www-form-urlencoded"]
+    func clientPost(
+        _ path: String, client: TestClient?, form: [(String, String)], headers extra: HTTPHeaders = HTTPHeaders()
+    ) throws -> HTTPResponse {
+        var headers = extra
+        headers.set("Content-Type", "application/x-www-form-urlencoded")
         if let client { headers.add("Authorization", client.basic) }
         let body = form.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }.joined(separator: "&")
         return try send("POST", path, headers: headers, body: Array(body.utf8))
