@@ -18,7 +18,8 @@ enum Formatting {
     }
 
     static func duration(_ seconds: TimeInterval) -> String {
-        let total = Int(seconds.rounded(.down))
+        // The times come from a server: never trust them to fit an Int.
+        let total = Int(clampingSeconds: seconds, to: 0...Int(Int32.max))
         if total < 60 { return "\(total) s" }
         if total < 3600 { return "\(total / 60) min" }
         return "\(total / 3600) h \(total % 3600 / 60) min"

@@ -113,9 +113,10 @@ struct TPMEndorsementCertificateTests {
                 forOtherName.credentialBlob, encryptedSecret: forOtherName.encryptedSecret))
                 == nil)
 
+        let attestationKeyName = try certification.attestationKeyName
         for (badSecret, badName) in [
-            ([UInt8](), certification.attestationKeyName), (challenge + [0], certification.attestationKeyName),
-            (challenge, Array(certification.attestationKeyName.dropLast())),
+            ([UInt8](), attestationKeyName), (challenge + [0], attestationKeyName),
+            (challenge, Array(attestationKeyName.dropLast())),
         ] {
             let refused = try #require(throws: KeyAuthError.self) {
                 try TPMCredential.make(secret: badSecret, for: badName, endorsementKey: endorsementKey)

@@ -118,7 +118,7 @@ struct DPoPTests {
         let token = try fixture.boundToken()
         let now = fixture.clock.now
         let url = fixture.url("/v1/devices")
-        let ath = DPoPProofVerifier.accessTokenHash(token)
+        let ath = try DPoPProofVerifier.accessTokenHash(token)
         func claims(
             htm: String = "GET", htu: String? = nil, iat: Int64? = nil, ath athValue: String? = nil,
             jti: String? = UUID().uuidString
@@ -141,7 +141,7 @@ struct DPoPTests {
             "private jwk": ["claims": claims(), "private_jwk": true],
             "no jwk": ["claims": claims(), "no_jwk": true],
             "missing ath": ["claims": claims(ath: "")],
-            "wrong ath": ["claims": claims(ath: DPoPProofVerifier.accessTokenHash(token + "x"))],
+            "wrong ath": ["claims": claims(ath: try DPoPProofVerifier.accessTokenHash(token + "x"))],
             "typ JWT": ["claims": claims(), "typ": "JWT"],
             "no jti": ["claims": claims(jti: nil)],
         ]

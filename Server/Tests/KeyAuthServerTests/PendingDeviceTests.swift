@@ -117,7 +117,7 @@ struct PendingDeviceTests {
         let api = try environment.directAPI()
         let token = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
         for index in 0..<249 {
-            let kid = Base64URL.encode(CryptoPrimitives.sha256(Array("paged-\(index)".utf8)))
+            let kid = try Base64URL.encode(CryptoPrimitives.sha256(Array("paged-\(index)".utf8)))
             #expect(
                 try api.storage.insertDevice(
                     DeviceRecord(
@@ -208,7 +208,7 @@ struct PendingDeviceTests {
         #expect(plain.status == 201)
         #expect(try direct.storage.device(kid: stranger.publicKey.fingerprint)?.registeredFrom == "192.0.2.1")
         var legacy = try #require(try direct.storage.device(kid: stranger.publicKey.fingerprint))
-        legacy.kid = Base64URL.encode(CryptoPrimitives.sha256(Array("legacy".utf8)))
+        legacy.kid = try Base64URL.encode(CryptoPrimitives.sha256(Array("legacy".utf8)))
         legacy.registeredFrom = nil
         // A second later, so that it is listed second: in the same second the order would be by
         // kid, and the test keys (so their kids) are new in every run.

@@ -135,7 +135,7 @@ struct SQLiteStorageTests {
     func enrollmentCodes() throws {
         let environment = TestEnvironment()
         let storage = try SQLiteStorage(path: environment.databasePath)
-        let hash = CryptoPrimitives.sha256(Array("code".utf8))
+        let hash = try CryptoPrimitives.sha256(Array("code".utf8))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1000)
         #expect(try storage.consumeEnrollmentCode(hash: hash, user: "bob", now: 10) == false)
         let wins = Atomic<Int>(0)

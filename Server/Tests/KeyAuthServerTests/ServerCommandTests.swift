@@ -181,7 +181,7 @@ struct ServerCommandTests {
         // Only the secret's hash is stored.
         let stored = try #require(try StorageFactory.open(database).client(id: id))
         #expect(stored.name == "Support desk")
-        #expect(stored.secretHash == CryptoPrimitives.sha256(Array(secret.utf8)))
+        #expect(try stored.secretHash == CryptoPrimitives.sha256(Array(secret.utf8)))
 
         let api = try environment.directAPI { $0.failureLimit = 1000 }
         _ = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))

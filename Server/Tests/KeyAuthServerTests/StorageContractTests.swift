@@ -432,7 +432,7 @@ enum StorageContract {
         try database.execute(
             "INSERT INTO devices (kid, \(user), name, public_key_pem, status, created_at) "
                 + "VALUES ('kid-pending', 'alice', 'new', 'pem', 'pending', 6)")
-        let code = Array(CryptoPrimitives.sha256(Array("old-code".utf8)))
+        let code = try Array(CryptoPrimitives.sha256(Array("old-code".utf8)))
         let codeHex = code.map { String(format: "%02x", $0) }.joined()
         try database.execute(
             "INSERT INTO enrollment_codes (code_hash, \(user), expires_at) VALUES (\(database.hexBlob(codeHex)), 'alice', 1000)"
@@ -559,8 +559,8 @@ enum StorageContract {
     static func consumesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let hash = Array(CryptoPrimitives.sha256(Array("code-1".utf8)))
-        let other = Array(CryptoPrimitives.sha256(Array("code-2".utf8)))
+        let hash = try Array(CryptoPrimitives.sha256(Array("code-1".utf8)))
+        let other = try Array(CryptoPrimitives.sha256(Array("code-2".utf8)))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
         try storage.insertEnrollmentCode(hash: other, user: "alice", expiresAt: 1_000)
 
@@ -579,7 +579,7 @@ enum StorageContract {
     static func purgesCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let codes = (0..<4).map { Array(CryptoPrimitives.sha256(Array("code-\($0)".utf8))) }
+        let codes = try (0..<4).map { try CryptoPrimitives.sha256(Array("code-\($0)".utf8)) }
         try storage.insertEnrollmentCode(hash: codes[0], user: "alice", expiresAt: 100)
         try storage.insertEnrollmentCode(hash: codes[1], user: "alice", expiresAt: 200)
         try storage.insertEnrollmentCode(hash: codes[2], user: "bob", expiresAt: 300)
@@ -598,7 +598,7 @@ enum StorageContract {
     static func refusesDuplicateCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        let hash = Array(CryptoPrimitives.sha256(Array("code".utf8)))
+        let hash = try Array(CryptoPrimitives.sha256(Array("code".utf8)))
         try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 100)
         #expect(
             errorCode { () throws(StorageError) in
@@ -693,7 +693,7 @@ enum StorageContract {
         let second = try database.open()
         defer { second.close() }
         for round in 0..<5 {
-            let hash = Array(CryptoPrimitives.sha256(Array("code-\(round)".utf8)))
+            let hash = try Array(CryptoPrimitives.sha256(Array("code-\(round)".utf8)))
             try first.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 1_000)
             let outcomes = runConcurrently(24) { (index: Int) throws(StorageError) in
                 try (index.isMultiple(of: 2) ? first : second).consumeEnrollmentCode(
@@ -817,7 +817,7 @@ enum StorageContract {
     }
 
     static func survivesReopening(_ database: StorageContractDatabase) throws {
-        let hash = Array(CryptoPrimitives.sha256(Array("code".utf8)))
+        let hash = try Array(CryptoPrimitives.sha256(Array("code".utf8)))
         do {
             let storage = try database.open()
             defer { storage.close() }

@@ -47,7 +47,8 @@ extension KeyAuthClient {
                     throw error
                 }
                 if error.oauthError?.error == .slowDown, waiting.withLock({ $0 }) {
-                    try await Task.sleep(for: .seconds(max(5, error.retryAfter ?? 5)))
+                    // The server names the wait; between 5 s and 5 minutes, whatever it says.
+                    try await Task.sleep(for: .seconds(min(max(5, error.retryAfter ?? 5), 300)))
                     throw KeyAuthError(
                         .approvalPending, "this device waits for approval by another device of the user",
                         underlying: error.oauthError)

@@ -33,7 +33,7 @@ extension KeyAuthClient {
     /// The longest wait this client asks for: two seconds under its own timeout, at most the
     /// protocol's 30.
     func longPollSeconds(_ wait: Int) -> Int {
-        max(0, min(wait, 30, Int(timeout) - 2))
+        max(0, min(wait, 30, Int(clampingSeconds: timeout, to: 0...3600) - 2))
     }
 
     /// Answers a sign-in request (`POST /v1/auth-requests/{id}`).

@@ -55,7 +55,7 @@ public struct DPoPProofBuilder: Sendable {
         // Without query or fragment, as RFC 9449 section 4.2 asks.
         claims.set("htu", string: String(url.prefix { $0 != "?" && $0 != "#" }))
         claims.set("iat", integer: clock.seconds)
-        if let accessToken { claims.set("ath", string: DPoPProofVerifier.accessTokenHash(accessToken)) }
+        if let accessToken { claims.set("ath", string: try DPoPProofVerifier.accessTokenHash(accessToken)) }
         if let nonce { claims.set("nonce", string: nonce) }
         return try JWTBuilder.sign(headerJSON: header, payloadJSON: claims.serializedBytes(), key: signer)
     }

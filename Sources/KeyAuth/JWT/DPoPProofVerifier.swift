@@ -99,18 +99,20 @@ public struct DPoPProofVerifier: Sendable {
         else { throw Self.invalid("its jti must be 1 to 256 printable ASCII characters") }
         if let accessToken {
             guard let ath = claims["ath"]?.stringValue else { throw Self.invalid("it has no ath for the access token") }
-            guard
-                CryptoPrimitives.constantTimeEquals(Array(ath.utf8), Array(Self.accessTokenHash(accessToken).utf8))
+            guard let expected = try? Self.accessTokenHash(accessToken),
+                CryptoPrimitives.constantTimeEquals(Array(ath.utf8), Array(expected.utf8))
             else { throw Self.invalid("its ath is not the hash of the access token") }
         }
         return VerifiedDPoPProof(
             keyThumbprint: key.thumbprint, publicKey: key, jwtID: jwtID, issuedAt: issuedAt,
-            nonce: claims["nonce"]?.stringValue, replayExpiresAt: issuedAt + window)
+            nonce: claims["nonce"]?.stringValue, replayExpiresAt: issuedAt.addingSaturating(window))
     }
 
     /// `ath`: the base64url SHA-256 of the access token's ASCII (RFC 9449 section 4.2).
-    public static func accessTokenHash(_ token: String) -> String {
-        Base64URL.encode(CryptoPrimitives.sha256(Array(token.utf8)))
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL cannot digest.
+    public static func accessTokenHash(_ token: String) throws(KeyAuthError) -> String {
+        Base64URL.encode(try CryptoPrimitives.sha256(Array(token.utf8)))
     }
 
     /// A URL as RFC 9449 section 4.3 compares `htu`, with the syntax- and scheme-based

@@ -89,7 +89,8 @@ public struct DeviceAssertionVerifier: Sendable {
         // The verifier accepts the token until exp + leeway, so its jti is kept that long.
         guard
             try await replayCache.claim(
-                jwtID: verified.jwtID, keyID: verified.keyID, expiresAt: verified.expiresAt + Self.leeway)
+                jwtID: verified.jwtID, keyID: verified.keyID,
+                expiresAt: verified.expiresAt.addingSaturating(Self.leeway))
         else { throw KeyAuthError(.claimInvalid, "the assertion was already used") }
         return verified
     }

@@ -4,12 +4,17 @@ internal import CKeyAuthOpenSSL
 /// library, the command and the server. Not named `Crypto`, which would shadow swift-crypto.
 package enum CryptoPrimitives {
     /// SHA-256 of `data`.
-    package static func sha256(_ data: [UInt8]) -> [UInt8] {
-        OpenSSL.sha256Digest(data)
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL fails (never a trap: on a server, one request
+    ///   fails with 500 and every other goes on).
+    package static func sha256(_ data: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        try OpenSSL.sha256Digest(data)
     }
 
     /// HMAC-SHA-256 of `message` under `key` (RFC 2104): what the server's DPoP nonces carry.
-    package static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL fails.
+    package static func hmacSHA256(key: [UInt8], message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let ok = output.withUnsafeMutableBytes { out in
@@ -22,7 +27,7 @@ package enum CryptoPrimitives {
                 }
             }
         }
-        precondition(ok != nil && length == 32, "HMAC-SHA-256 cannot fail on valid input")
+        guard ok != nil, length == 32 else { throw OpenSSL.error(.cryptoFailed, "HMAC-SHA-256 failed") }
         return output
     }
 

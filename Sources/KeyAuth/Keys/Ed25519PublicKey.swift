@@ -3,11 +3,15 @@ public struct Ed25519PublicKey: Sendable, Hashable, CustomStringConvertible {
     let key: EVPKey
     /// The 32 bytes of the key (RFC 8032 section 5.1.5).
     public let rawRepresentation: [UInt8]
+    /// The RFC 7638 thumbprint (over `crv`, `kty` and `x`, RFC 8037 section 2), computed once
+    /// when the key is built.
+    public let thumbprint: String
 
     init(owning key: EVPKey) throws(KeyAuthError) {
         guard key.isCurve(.ed25519) else { throw KeyAuthError(.keyRejected, "the key is not an Ed25519 key") }
         self.key = key
         rawRepresentation = try key.rawPublicKey()
+        thumbprint = try JWK(octetKeyPair: "Ed25519", x: Base64URL.encode(rawRepresentation)).thumbprint()
     }
 
     /// Builds a key from its 32 bytes.
@@ -34,9 +38,6 @@ public struct Ed25519PublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// The public key as a JWK (`kty` `OKP`, `crv` `Ed25519`, `x`).
     public var jwk: JWK { JWK(octetKeyPair: "Ed25519", x: Base64URL.encode(rawRepresentation)) }
-
-    /// The RFC 7638 thumbprint (over `crv`, `kty` and `x`, RFC 8037 section 2).
-    public var thumbprint: String { jwk.thumbprint }
 
     /// Whether `signature` (64 bytes) is a valid Ed25519 signature of `message`.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {

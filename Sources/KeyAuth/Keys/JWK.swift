@@ -98,8 +98,12 @@ public struct JWK: Sendable, Hashable, Codable {
     }
 
     /// The RFC 7638 SHA-256 thumbprint, base64url without padding (43 characters).
-    public var thumbprint: String {
-        Base64URL.encode(OpenSSL.sha256Digest(Array(canonicalJSON.utf8)))
+    ///
+    /// Keys compute theirs once, when they are built (``RSAPublicKey/fingerprint``,
+    /// ``JWSPublicKey/thumbprint``), so that reading it later cannot fail.
+    /// - Throws: `.cryptoFailed` when OpenSSL cannot digest.
+    public func thumbprint() throws(KeyAuthError) -> String {
+        Base64URL.encode(try OpenSSL.sha256Digest(Array(canonicalJSON.utf8)))
     }
 
     /// The JWK as a JSON object, with extra members such as `kid`, `alg` and `use`.

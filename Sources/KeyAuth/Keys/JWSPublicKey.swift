@@ -45,7 +45,13 @@ public enum JWSPublicKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The RFC 7638 thumbprint.
-    public var thumbprint: String { jwk.thumbprint }
+    public var thumbprint: String {
+        switch self {
+        case .rsa(let key): key.fingerprint
+        case .p256(let key): key.thumbprint
+        case .ed25519(let key): key.thumbprint
+        }
+    }
 
     /// Whether `signature` is a valid signature of `message` under this key's algorithm.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {

@@ -28,12 +28,18 @@ enum OpenSSL {
     /// SHA-256, fetched once: a fetch per operation costs measurable time on small inputs.
     nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA256(), nil)
 
-    static func sha256Digest(_ data: [UInt8]) -> [UInt8] {
-        data.withUnsafeBytes { sha256Digest($0) }
+    static func sha256Digest(_ data: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        let digest = data.withUnsafeBytes { bytes in
+            Result { () throws(KeyAuthError) in try sha256Digest(bytes) }
+        }
+        return try digest.get()
     }
 
     /// SHA-256 of raw bytes, with the digest fetched once.
-    static func sha256Digest(_ input: UnsafeRawBufferPointer) -> [UInt8] {
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL cannot digest (no SHA-256 in the loaded providers,
+    ///   or no memory): a server answers that request with 500 and lives on.
+    static func sha256Digest(_ input: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let ok = digest.withUnsafeMutableBytes { output in
@@ -41,7 +47,7 @@ enum OpenSSL {
                 input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
                 sha256, nil)
         }
-        precondition(ok == 1 && length == 32, "SHA-256 cannot fail on valid input")
+        guard ok == 1, length == 32 else { throw error(.cryptoFailed, "SHA-256 failed") }
         return digest
     }
 
@@ -199,7 +205,7 @@ final class EVPKey: @unchecked Sendable {
 /// RS256 signing and verification over an ``EVPKey``, with a fresh context per operation.
 enum RSAOperations {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        let digest = OpenSSL.sha256Digest(message)
+        let digest = try OpenSSL.sha256Digest(message)
         let signature = key.withSignContext { sign(digest, with: $0, capacity: (key.bits + 7) / 8) }
         guard let signature else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
         return signature
@@ -220,7 +226,8 @@ enum RSAOperations {
     }
 
     static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
-        let digest = OpenSSL.sha256Digest(message)
+        // A digest that cannot be made verifies nothing.
+        guard let digest = try? OpenSSL.sha256Digest(message) else { return false }
         let result = key.withVerifyContext { context in
             signature.withUnsafeBytes { sig in
                 digest.withUnsafeBytes { hash in

@@ -7,6 +7,8 @@ public struct P256PublicKey: Sendable, Hashable, CustomStringConvertible {
     let key: EVPKey
     /// The uncompressed point, `04 || x || y`.
     public let uncompressedPoint: [UInt8]
+    /// The RFC 7638 thumbprint, computed once when the key is built.
+    public let thumbprint: String
 
     init(owning key: EVPKey) throws(KeyAuthError) {
         guard key.isCurve(.p256) else { throw KeyAuthError(.keyRejected, "the key is not an EC P-256 key") }
@@ -15,6 +17,7 @@ public struct P256PublicKey: Sendable, Hashable, CustomStringConvertible {
         guard uncompressedPoint.count == 65 else {
             throw KeyAuthError(.keyCorrupt, "the P-256 key is not an uncompressed point")
         }
+        thumbprint = try Self.jwk(of: uncompressedPoint).thumbprint()
     }
 
     /// Builds a key from its coordinates, as a JWK carries them (32 bytes each).
@@ -48,14 +51,11 @@ public struct P256PublicKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The public key as a JWK (`kty` `EC`, `crv` `P-256`, `x`, `y`).
-    public var jwk: JWK {
-        JWK(
-            ellipticCurve: "P-256", x: Base64URL.encode(uncompressedPoint[1...32]),
-            y: Base64URL.encode(uncompressedPoint[33...64]))
-    }
+    public var jwk: JWK { Self.jwk(of: uncompressedPoint) }
 
-    /// The RFC 7638 thumbprint.
-    public var thumbprint: String { jwk.thumbprint }
+    private static func jwk(of point: [UInt8]) -> JWK {
+        JWK(ellipticCurve: "P-256", x: Base64URL.encode(point[1...32]), y: Base64URL.encode(point[33...64]))
+    }
 
     /// Whether `signature`, the 64-byte `r || s` of a JWS, is a valid ECDSA P-256 SHA-256
     /// signature of `message`. Any other length is invalid.

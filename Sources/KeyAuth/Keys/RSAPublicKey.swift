@@ -12,6 +12,9 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
     public let modulus: [UInt8]
     /// The public exponent, big-endian, no leading zeros.
     public let exponent: [UInt8]
+    /// The RFC 7638 SHA-256 thumbprint, base64url: the key's `kid` everywhere in keyauth.
+    /// Computed once when the key is built, where a failure can be thrown.
+    public let fingerprint: String
 
     init(owning key: EVPKey) throws(KeyAuthError) {
         guard key.isRSA else { throw KeyAuthError(.keyRejected, "the key is not an RSA key") }
@@ -22,6 +25,9 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         self.modulus = modulus
         self.exponent = exponent
         self.derRepresentation = try key.publicKeyDER()
+        self.fingerprint = try JWK(
+            keyType: "RSA", modulus: Base64URL.encode(modulus), exponent: Base64URL.encode(exponent)
+        ).thumbprint()
     }
 
     /// Reads a `-----BEGIN PUBLIC KEY-----` (SPKI) PEM, given as bytes like a private key's PEM.
@@ -108,9 +114,6 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
     public var jwk: JWK {
         JWK(keyType: "RSA", modulus: Base64URL.encode(modulus), exponent: Base64URL.encode(exponent))
     }
-
-    /// The RFC 7638 SHA-256 thumbprint, base64url: the key's `kid` everywhere in keyauth.
-    public var fingerprint: String { jwk.thumbprint }
 
     /// Whether the key meets the device-key policy: RSA of `allowedBits`, exponent 65537.
     ///

@@ -301,8 +301,9 @@ public struct PINPresence: PresenceCheck {
     static func retryAfter(_ state: AttemptState, now: Int64) -> Int? {
         let delay = Int64(delay(afterFailures: state.failures))
         guard delay > 0 else { return nil }
-        // A clock set backwards must not lengthen the wait beyond one full delay.
-        let elapsed = max(0, now - state.lastFailure)
+        // A clock set backwards must not lengthen the wait beyond one full delay; the time comes
+        // from a file, so a corrupt one must not make the subtraction trap either.
+        let elapsed = max(0, now.subtractingSaturating(state.lastFailure))
         guard elapsed < delay else { return nil }
         return Int(delay - elapsed)
     }

@@ -127,7 +127,9 @@ final class KeyAgentServer: Sendable {
                 pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
             ]
-            let wait = expiresAt.map { Int32(min(max($0.timeIntervalSinceNow * 1000 + 1, 0), 3_600_000)) } ?? -1
+            let wait =
+                expiresAt.map { Int32(Int(clampingSeconds: $0.timeIntervalSinceNow * 1000 + 1, to: 0...3_600_000)) }
+                ?? -1
             let ready = poll(&descriptors, 2, wait)
             guard ready > 0, descriptors[0].revents & Int16(POLLIN) != 0 else { continue }
             let connection = accept(listener, nil, nil)

@@ -133,7 +133,7 @@ final class InProcessKeyAuthServer: Sendable {
     func addDevices(_ count: Int, user: String, status: DeviceStatus.Stored = .active) throws {
         let createdAt = ServerClock.now() + 1
         for index in 0..<count {
-            let kid = Base64URL.encode(CryptoPrimitives.sha256(Array("\(user)-\(index)".utf8)))
+            let kid = try Base64URL.encode(CryptoPrimitives.sha256(Array("\(user)-\(index)".utf8)))
             let device = DeviceRecord(
                 kid: kid, user: user, name: "fake-device-\(index)",
                 publicKeyPEM: TestKeys.first.publicKey.pemRepresentation, status: status, createdAt: createdAt,

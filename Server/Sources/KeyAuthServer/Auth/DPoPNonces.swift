@@ -21,26 +21,34 @@ struct DPoPNonces: Sendable {
     func issue(now: Int64) throws(KeyAuthError) -> String {
         let secret = try keys.current(at: now).nonceSecret
         let time = Self.bytes(of: now)
-        return Base64URL.encode(time + Self.tag(secret: secret, time: time))
+        return Base64URL.encode(time + (try Self.tag(secret: secret, time: time)))
     }
 
     /// Whether `nonce` is one of ours, made at most ``lifetime`` seconds ago.
+    ///
+    /// The tag is checked before the time is read: until then the time is only bytes a client
+    /// chose. The time is then compared, never subtracted, so that even a nonce of ours from a
+    /// clock far off cannot make the arithmetic trap.
     func isValid(_ nonce: String, now: Int64) -> Bool {
         guard let bytes = Base64URL.decode(nonce), bytes.count == 24 else { return false }
         let time = Array(bytes[0..<8])
-        let issuedAt = time.reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        guard issuedAt <= now + Self.leeway, now - issuedAt <= Self.lifetime else { return false }
         let tag = Array(bytes[8...])
-        return keys.keys.contains {
-            CryptoPrimitives.constantTimeEquals(Self.tag(secret: $0.nonceSecret, time: time), tag)
+        let ours = keys.keys.contains { key in
+            guard let expected = try? Self.tag(secret: key.nonceSecret, time: time) else { return false }
+            return CryptoPrimitives.constantTimeEquals(expected, tag)
         }
+        guard ours else { return false }
+        let issuedAt = time.reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let (earliest, tooEarly) = now.subtractingReportingOverflow(Self.lifetime)
+        let (latest, tooLate) = now.addingReportingOverflow(Self.leeway)
+        return (tooEarly || issuedAt >= earliest) && (tooLate || issuedAt <= latest)
     }
 
     private static func bytes(of time: Int64) -> [UInt8] {
         (0..<8).map { UInt8(truncatingIfNeeded: time >> (8 * (7 - $0))) }
     }
 
-    private static func tag(secret: [UInt8], time: [UInt8]) -> [UInt8] {
-        Array(CryptoPrimitives.hmacSHA256(key: secret, message: Array("dpop-nonce".utf8) + time).prefix(16))
+    private static func tag(secret: [UInt8], time: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        Array(try CryptoPrimitives.hmacSHA256(key: secret, message: Array("dpop-nonce".utf8) + time).prefix(16))
     }
 }

@@ -48,6 +48,6 @@ extension ServerSigningKeys {
                 throw KeyAuthError(.keyRejected, "--signing-key-file: \(path): \(error.message)")
             }
         }
-        return ServerSigningKeys(fixed: key)
+        return try ServerSigningKeys(fixed: key)
     }
 }

@@ -44,7 +44,9 @@ final class ServerSigningKeys: Sendable {
     var rotates: Bool { storage != nil }
 
     /// Keys that do not come from storage (the key file): `key` signs from the beginning of time.
-    init(fixed key: JWSPrivateKey) {
+    ///
+    /// - Throws: `KeyAuthError` when the nonce secret cannot be derived.
+    init(fixed key: JWSPrivateKey) throws(KeyAuthError) {
         storage = nil
         let signer = ServerSigner(key)
         let entry = SigningKeySchedule.Entry(
@@ -54,7 +56,7 @@ final class ServerSigningKeys: Sendable {
         defer { CryptoPrimitives.wipe(&pem) }
         state.keys = [
             signer.keyID: LoadedKey(
-                kid: signer.keyID, entry: entry, signer: signer, nonceSecret: Self.nonceSecret(privatePEM: pem))
+                kid: signer.keyID, entry: entry, signer: signer, nonceSecret: try Self.nonceSecret(privatePEM: pem))
         ]
         state.schedule = SigningKeySchedule([entry])
         loaded = Mutex(state)
@@ -138,7 +140,7 @@ final class ServerSigningKeys: Sendable {
             }
             keys[record.kid] = LoadedKey(
                 kid: record.kid, entry: entry, signer: ServerSigner(key),
-                nonceSecret: Self.nonceSecret(privatePEM: record.privatePEM))
+                nonceSecret: try Self.nonceSecret(privatePEM: record.privatePEM))
         }
         loaded.withLock { state in
             state.keys = keys
@@ -148,8 +150,8 @@ final class ServerSigningKeys: Sendable {
     }
 
     /// SHA-256 over a label and the private key: a secret only the key's holders can compute.
-    private static func nonceSecret(privatePEM: [UInt8]) -> [UInt8] {
-        CryptoPrimitives.sha256(Array("keyauth DPoP nonce secret\n".utf8) + privatePEM)
+    private static func nonceSecret(privatePEM: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        try CryptoPrimitives.sha256(Array("keyauth DPoP nonce secret\n".utf8) + privatePEM)
     }
 
     /// The key that signs at `now`.

@@ -36,7 +36,7 @@ final class TrackedConnection: Sendable {
     /// Whether the connection owes a request for longer than `timeout` nanoseconds at `now`.
     func isOverdue(now: UInt64, timeout: UInt64) -> Bool {
         let since = owedSince.load(ordering: .relaxed)
-        return since != 0 && now > since && now - since > timeout
+        return since != 0 && ServerClock.nanoseconds(from: since, to: now) > timeout
     }
 }
 

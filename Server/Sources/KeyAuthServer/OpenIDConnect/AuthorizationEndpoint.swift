@@ -104,8 +104,8 @@ struct AuthorizationEndpoint: Sendable {
         let (csrf, headers) = try page.csrfCookie(request)
         let reference = try BrowserSessions.randomToken()
         var record = validated.record
-        record.idHash = BrowserSessions.hash(reference)
-        record.browserBinding = BrowserSessions.hash(csrf)
+        record.idHash = try BrowserSessions.hash(reference)
+        record.browserBinding = try BrowserSessions.hash(csrf)
         try service.storage.insertPendingAuthorization(record)
         return page.html(
             page.signInPage(
@@ -198,7 +198,7 @@ struct AuthorizationEndpoint: Sendable {
             let csrf = page.cookie(page.csrfCookieName, in: request),
             let record = try service.storage.pendingAuthorization(idHash: BrowserSessions.hash(reference)),
             service.now() < record.expiresAt,
-            CryptoPrimitives.constantTimeEquals(BrowserSessions.hash(csrf), record.browserBinding),
+            CryptoPrimitives.constantTimeEquals(try BrowserSessions.hash(csrf), record.browserBinding),
             let client = try service.storage.client(id: record.clientID)
         else { return nil }
         return (reference, record, client)

@@ -38,7 +38,7 @@ struct IDTokens: Sendable {
         if let nonce = subject.nonce { claims.set("nonce", string: nonce) }
         claims.set("acr", string: KeyAuthService.acr(for: subject.methods))
         claims.set("amr", strings: subject.methods)
-        claims.set("at_hash", string: Self.accessTokenHash(subject.accessToken))
+        claims.set("at_hash", string: try Self.accessTokenHash(subject.accessToken))
         claims.set("sid", string: subject.sessionID)
         return try JWTBuilder(key: key.signer, lifetime: lifetime, clock: clock).sign(
             claims: claims, type: "JWT", keyID: key.kid)
@@ -46,8 +46,8 @@ struct IDTokens: Sendable {
 
     /// `at_hash` for RS256 (Core section 3.1.3.6): the left half of the SHA-256 of the token's
     /// ASCII, base64url.
-    static func accessTokenHash(_ accessToken: String) -> String {
-        Base64URL.encode(Array(CryptoPrimitives.sha256(Array(accessToken.utf8)).prefix(16)))
+    static func accessTokenHash(_ accessToken: String) throws(KeyAuthError) -> String {
+        Base64URL.encode(Array(try CryptoPrimitives.sha256(Array(accessToken.utf8)).prefix(16)))
     }
 
     /// The client (`aud`) and user (`sub`) of an ID token this server signed, whatever its age:

@@ -93,7 +93,7 @@ public final class KeyAuthResponder: HTTPResponder {
             response = HTTPResponse(error: error)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
-        let seconds = Double(ServerClock.monotonicNanoseconds() - start) / 1e9
+        let seconds = Double(ServerClock.nanoseconds(from: start, to: ServerClock.monotonicNanoseconds())) / 1e9
         metrics.recordRequest(
             route: route?.label ?? "unknown", method: Self.methodLabel(request.method), status: response.status,
             seconds: seconds)

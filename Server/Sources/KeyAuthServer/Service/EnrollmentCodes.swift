@@ -37,18 +37,18 @@ public struct EnrollmentCodes: Sendable {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
         let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.codeBytes))
-        try storage.insertEnrollmentCode(hash: Self.hash(code), user: user, expiresAt: now() + lifetime)
+        try storage.insertEnrollmentCode(hash: try Self.hash(code), user: user, expiresAt: now() + lifetime)
         try AuditTrail(storage: storage, now: now).record(.enroll, by: actor, user: user)
         return code
     }
 
     /// Uses up `code` for `user`; false when it is unknown, used, expired or another user's.
-    func consume(_ code: String, user: String) throws(StorageError) -> Bool {
-        try storage.consumeEnrollmentCode(hash: Self.hash(code), user: user, now: now())
+    func consume(_ code: String, user: String) throws -> Bool {
+        try storage.consumeEnrollmentCode(hash: try Self.hash(code), user: user, now: now())
     }
 
     /// The stored form of a code.
-    static func hash(_ code: String) -> [UInt8] {
-        CryptoPrimitives.sha256(Array(code.utf8))
+    static func hash(_ code: String) throws(KeyAuthError) -> [UInt8] {
+        try CryptoPrimitives.sha256(Array(code.utf8))
     }
 }

@@ -37,7 +37,7 @@ extension KeyAuthService {
         let time = now()
         try storage.insertAuthorizationCode(
             AuthorizationCodeRecord(
-                codeHash: CryptoPrimitives.sha256(Array(code.utf8)), clientID: request.clientID,
+                codeHash: try CryptoPrimitives.sha256(Array(code.utf8)), clientID: request.clientID,
                 redirectURI: request.redirectURI, codeChallenge: request.codeChallenge, nonce: request.nonce,
                 scope: request.scope, user: session.user, approvingKID: session.approvingKID ?? "",
                 authTime: session.signedInAt ?? time, methods: session.methods,
@@ -75,7 +75,7 @@ extension KeyAuthService {
             throw ServiceError(.invalidRequest, "code_verifier is missing (PKCE is required)")
         }
         let invalid = ServiceError(.invalidGrant, "the authorization code is not valid")
-        let codeHash = CryptoPrimitives.sha256(Array(code.utf8))
+        let codeHash = try CryptoPrimitives.sha256(Array(code.utf8))
         guard code.utf8.count == 43, let record = try storage.authorizationCode(codeHash: codeHash) else {
             throw invalid
         }
@@ -89,7 +89,7 @@ extension KeyAuthService {
         }
         guard Self.isValidCodeVerifier(verifier),
             CryptoPrimitives.constantTimeEquals(
-                Array(Self.codeChallenge(for: verifier).utf8), Array(record.codeChallenge.utf8))
+                Array(try Self.codeChallenge(for: verifier).utf8), Array(record.codeChallenge.utf8))
         else { throw ServiceError(.invalidGrant, "the code_verifier does not match the code_challenge") }
         guard let device = try storage.device(kid: record.approvingKID), device.status == .active,
             device.user == record.user
@@ -154,8 +154,8 @@ extension KeyAuthService {
     }
 
     /// The S256 challenge of `verifier` (RFC 7636 section 4.2).
-    static func codeChallenge(for verifier: String) -> String {
-        Base64URL.encode(CryptoPrimitives.sha256(Array(verifier.utf8)))
+    static func codeChallenge(for verifier: String) throws(KeyAuthError) -> String {
+        Base64URL.encode(try CryptoPrimitives.sha256(Array(verifier.utf8)))
     }
 
     /// RFC 7636 section 4.1: 43 to 128 characters of `[A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"`.

@@ -77,7 +77,7 @@ struct KeyAuthService: Sendable {
         guard
             try storage.claimJTI(
                 keyID: assertion.keyID, jti: assertion.jwtID,
-                expiresAt: assertion.expiresAt + DeviceAssertionVerifier.leeway)
+                expiresAt: assertion.expiresAt.addingSaturating(DeviceAssertionVerifier.leeway))
         else { throw Self.invalidGrant(KeyAuthError(.claimInvalid, "the assertion was already used")) }
     }
 

@@ -49,7 +49,7 @@ struct BrowserSessions: Sendable {
         }
         let cookie = try Self.randomToken()
         let record = BrowserSessionRecord(
-            idHash: Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
+            idHash: try Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
             bindingCode: try request?.bindingMessage ?? SignInRequests.makeBindingCode(), createdAt: time,
             expiresAt: request?.expiresAt ?? time + service.signIn.settings.maximumLifetime)
         try storage.insertBrowserSession(record)
@@ -62,7 +62,7 @@ struct BrowserSessions: Sendable {
     /// device of its user (revoked since), is deleted and nil is returned.
     func session(cookie: String?) throws -> Presented? {
         guard let cookie, !cookie.isEmpty, cookie.utf8.count <= 128 else { return nil }
-        let idHash = Self.hash(cookie)
+        let idHash = try Self.hash(cookie)
         guard var record = try storage.browserSession(idHash: idHash) else { return nil }
         let time = service.now()
         var alive = time < record.expiresAt
@@ -109,7 +109,7 @@ struct BrowserSessions: Sendable {
         let time = service.now()
         let cookie = try Self.randomToken()
         var record = session.record
-        record.idHash = Self.hash(cookie)
+        record.idHash = try Self.hash(cookie)
         record.csrfToken = try Self.randomToken()
         record.approvingKID = kid
         record.methods = request.methods
@@ -131,12 +131,12 @@ struct BrowserSessions: Sendable {
 
     /// The `sid` of a signed-in session in ID tokens: a hash of the stored hash, so it names the
     /// session without opening it.
-    static func sessionID(of session: BrowserSessionRecord) -> String {
-        Base64URL.encode(Array(CryptoPrimitives.sha256(Array("keyauth sid\n".utf8) + session.idHash).prefix(16)))
+    static func sessionID(of session: BrowserSessionRecord) throws(KeyAuthError) -> String {
+        Base64URL.encode(Array(try CryptoPrimitives.sha256(Array("keyauth sid\n".utf8) + session.idHash).prefix(16)))
     }
 
     /// The stored form of a session id.
-    static func hash(_ cookie: String) -> [UInt8] {
-        CryptoPrimitives.sha256(Array(cookie.utf8))
+    static func hash(_ cookie: String) throws(KeyAuthError) -> [UInt8] {
+        try CryptoPrimitives.sha256(Array(cookie.utf8))
     }
 }

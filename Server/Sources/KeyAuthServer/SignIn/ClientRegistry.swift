@@ -55,7 +55,8 @@ public struct ClientRegistry: Sendable {
         let secret = isPublic ? nil : Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.secretBytes))
         let client = ClientRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.idBytes)), name: name,
-            secretHash: secret.map(Self.hash) ?? [], createdAt: now(), redirectURIs: redirectURIs,
+            secretHash: try secret.map { (secret) throws(KeyAuthError) in try Self.hash(secret) } ?? [],
+            createdAt: now(), redirectURIs: redirectURIs,
             postLogoutRedirectURIs: postLogoutRedirectURIs, isPublic: isPublic)
         guard try storage.insertClient(client) else {
             throw ServerConfigurationError("a client id collided; run the command again")
@@ -80,7 +81,7 @@ public struct ClientRegistry: Sendable {
     func authenticate(_ credentials: ClientCredentials?) throws -> ClientRecord {
         let refused = ServiceError(.invalidClient, "client authentication failed")
         guard let credentials else { throw refused }
-        let presented = Self.hash(credentials.secret)
+        let presented = try Self.hash(credentials.secret)
         let stored = try storage.client(id: credentials.id)
         let expected = stored?.secretHash ?? Self.standInHash
         guard CryptoPrimitives.constantTimeEquals(presented, expected), let stored, !stored.isPublic else {
@@ -103,8 +104,8 @@ public struct ClientRegistry: Sendable {
     }
 
     /// The stored form of a secret.
-    static func hash(_ secret: String) -> [UInt8] {
-        CryptoPrimitives.sha256(Array(secret.utf8))
+    static func hash(_ secret: String) throws(KeyAuthError) -> [UInt8] {
+        try CryptoPrimitives.sha256(Array(secret.utf8))
     }
 
     /// What an unknown client's secret is compared with: a hash no secret has.

@@ -17,4 +17,13 @@ public enum ServerClock {
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 
+    /// Nanoseconds from `start` to `end`, or 0 when `end` is the earlier reading.
+    ///
+    /// Two readings taken on different threads can arrive in either order (one thread reads
+    /// the clock, another stores a later reading before the first compares), and an unsigned
+    /// `end - start` below zero is a trap that ends the whole server. Every duration between
+    /// readings that did not come from one thread in order goes through here.
+    public static func nanoseconds(from start: UInt64, to end: UInt64) -> UInt64 {
+        end >= start ? end - start : 0
+    }
 }

@@ -56,7 +56,7 @@ enum HostileAssertion: String, CaseIterable, Sendable, CustomStringConvertible {
                 Array(JSONValue.object(["alg": "HS256", "typ": "JWT", "kid": .string(kid)]).serialized().utf8))
             let payloadPart = Base64URL.encode(Array(JSONValue.object(claims).serialized().utf8))
             let input = Array("\(headerPart).\(payloadPart)".utf8)
-            let mac = hmacSHA256(key: Array(key.publicKey.pemRepresentation.utf8), message: input)
+            let mac = try hmacSHA256(key: Array(key.publicKey.pemRepresentation.utf8), message: input)
             return "\(headerPart).\(payloadPart).\(Base64URL.encode(mac))"
         case .tamperedPayload:
             let valid = try api.signed(header: header, payload: .object(claims), key: key)

@@ -69,10 +69,11 @@ struct RelyingParty: Sendable {
 /// A PKCE pair (RFC 7636).
 struct PKCE: Sendable {
     let verifier: String
-    var challenge: String { KeyAuthService.codeChallenge(for: verifier) }
+    let challenge: String
 
     init() throws {
         verifier = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
+        challenge = try KeyAuthService.codeChallenge(for: verifier)
     }
 }
 

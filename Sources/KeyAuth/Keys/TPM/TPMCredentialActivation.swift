@@ -3,8 +3,10 @@ internal import CKeyAuthTSS2
 extension TPMKeyCertification {
     /// The attestation key's TPM name (SHA-256, `0x000B`, then the SHA-256 of its public area):
     /// what a verifier binds a credential to with `TPM2_MakeCredential`.
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL cannot digest.
     public var attestationKeyName: [UInt8] {
-        [0x00, 0x0B] + CryptoPrimitives.sha256(attestationKeyPublicArea)
+        get throws(KeyAuthError) { [0x00, 0x0B] + (try CryptoPrimitives.sha256(attestationKeyPublicArea)) }
     }
 }
 

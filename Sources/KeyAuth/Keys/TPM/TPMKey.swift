@@ -54,7 +54,7 @@ public struct TPMKey: Sendable {
         requiresPIN = !blob.hasEmptyAuthorization
         isBoundToTPM = blob.isFixedToTPM && blob.wasGeneratedInTPM && blob.isProtectedFromDictionaryAttacks
         // The stored TPM2B_PUBLIC is a 2-byte size, then the public area the name is computed over.
-        tpmName = [0x00, 0x0B] + CryptoPrimitives.sha256(Array(blob.publicPart.dropFirst(2)))
+        tpmName = [0x00, 0x0B] + (try CryptoPrimitives.sha256(Array(blob.publicPart.dropFirst(2))))
     }
 
     /// Has the TPM generate a new key.

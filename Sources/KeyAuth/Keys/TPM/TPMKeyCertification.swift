@@ -90,6 +90,13 @@ extension ESAPIConnection {
         let (attestationKeyPublicArea, attestationRSAKey) = try attestationKeyParts(of: attestationKey.publicArea)
 
         var qualifyingData = TPM2B_DATA()
+        // The nonce comes from a verifier: it must fit the structure before it is copied in.
+        guard nonce.count <= MemoryLayout.size(ofValue: qualifyingData.buffer) else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "the attestation nonce is \(nonce.count) bytes; a TPM takes at most "
+                    + "\(MemoryLayout.size(ofValue: qualifyingData.buffer))")
+        }
         qualifyingData.size = UInt16(nonce.count)
         withUnsafeMutableBytes(of: &qualifyingData.buffer) { $0.copyBytes(from: nonce) }
         var scheme = TPMT_SIG_SCHEME()

@@ -89,7 +89,7 @@ package final class TPMLoadedKey {
 
     /// Signs the SHA-256 digest of `message` in the TPM (RS256), once.
     package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        let digest = OpenSSL.sha256Digest(message)
+        let digest = try OpenSSL.sha256Digest(message)
         guard let context = EVP_PKEY_CTX_new_from_pkey(provider.context, pointer, nil) else {
             throw OpenSSL.error(.cryptoFailed, "cannot allocate a signing context for the TPM key")
         }

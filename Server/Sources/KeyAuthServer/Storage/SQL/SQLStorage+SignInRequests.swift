@@ -98,10 +98,14 @@ extension SQLStorage {
             try connection.transaction { () throws(StorageError) -> (request: SignInRequestRecord, tooEarly: Bool)? in
                 try connection.lock(Self.signInRequestPollLock(id: id))
                 guard let request = try Self.signInRequest(id: id, on: connection) else { return nil }
-                let tooEarly = request.lastPolledAt.map { time - $0 < request.pollInterval } ?? false
+                let tooEarly =
+                    request.lastPolledAt.map { time.subtractingSaturating($0) < request.pollInterval } ?? false
                 try connection.execute(
                     "UPDATE sign_in_requests SET last_polled_at = $2, poll_interval = $3 WHERE id = $1",
-                    [.text(id), .integer(time), .integer(request.pollInterval + (tooEarly ? slowDownStep : 0))])
+                    [
+                        .text(id), .integer(time),
+                        .integer(request.pollInterval.addingSaturating(tooEarly ? slowDownStep : 0)),
+                    ])
                 return (request, tooEarly)
             }
         }

@@ -341,9 +341,14 @@ final class SQLiteGroupCommitter: Sendable {
     /// ended less than ``checkpointInterval`` ago. A passive checkpoint never waits for the
     /// writer, and the writer never waits for it.
     private func checkpointIfDue() {
-        let now = ServerClock.monotonicNanoseconds()
         let due = lastCheckpoint.withLock { last in
-            guard let ended = last, now - ended >= Self.checkpointInterval else { return false }
+            // Read under the lock: the checkpoint queue stores its (later) reading under it too.
+            // The difference still goes through the non-trapping helper, so that no ordering of
+            // clock readings can stop the server.
+            guard let ended = last,
+                ServerClock.nanoseconds(from: ended, to: ServerClock.monotonicNanoseconds())
+                    >= Self.checkpointInterval
+            else { return false }
             last = nil
             return true
         }
