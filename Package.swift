@@ -120,6 +120,20 @@ let package = Package(
             path: "Examples/VerifyAssertionExample"
         ),
 
+        // The server's whole HTTP surface under fuzzing: the harness as a library (the tests
+        // replay the corpus and the findings through it), and an executable that is libFuzzer's
+        // target when Fuzz/run-server.sh builds it, else a replay driver.
+        .target(
+            name: "KeyAuthServerFuzzing",
+            dependencies: ["KeyAuth", "KeyAuthServer"],
+            path: "Fuzz/ServerHarness"
+        ),
+        .executableTarget(
+            name: "keyauth-fuzz-server",
+            dependencies: ["KeyAuthServerFuzzing"],
+            path: "Fuzz/ServerResponder"
+        ),
+
         // Tests.
         .target(
             name: "KeyAuthTestSupport",
@@ -136,7 +150,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthServerTests",
-            dependencies: ["KeyAuthServer", "KeyAuth", "KeyAuthTestSupport"],
+            dependencies: ["KeyAuthServer", "KeyAuth", "KeyAuthTestSupport", "KeyAuthServerFuzzing"],
             path: "Server/Tests/KeyAuthServerTests"
         ),
     ]
