@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuth
 import KeyAuthServer
 
 /// One request of a fuzz input, in the text form the corpus is written in: an HTTP/1.1 request
@@ -135,8 +136,8 @@ struct FuzzRequest {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
-                let low = hexValue(bytes[index + 2])
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = Hex.value(ofDigit: bytes[index + 1]),
+                let low = Hex.value(ofDigit: bytes[index + 2])
             {
                 output.append(high << 4 | low)
                 index += 3
@@ -148,12 +149,4 @@ struct FuzzRequest {
         return String(decoding: output, as: UTF8.self)
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }

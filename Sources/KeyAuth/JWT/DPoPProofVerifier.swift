@@ -145,7 +145,8 @@ public struct DPoPProofVerifier: Sendable {
                 bytes.append(byte)
                 continue
             }
-            guard input.count >= 2, let high = hexValue(input.removeFirst()), let low = hexValue(input.removeFirst())
+            guard input.count >= 2, let high = Hex.value(ofDigit: input.removeFirst()),
+                let low = Hex.value(ofDigit: input.removeFirst())
             else { return nil }
             let decoded = high << 4 | low
             if isUnreserved(decoded) {
@@ -170,15 +171,6 @@ public struct DPoPProofVerifier: Sendable {
             }
         }
         return segments.joined(separator: "/")
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// RFC 3986 section 2.3: ALPHA, DIGIT, `-`, `.`, `_`, `~`.
