@@ -10,7 +10,9 @@
 # (packaging/tests/server-conf.sh); the unit passes `systemd-analyze verify` and scores "OK" or
 # better in `systemd-analyze security`; the binaries run with /opt/swift hidden; and the
 # installed server, run as the keyauth user on /var/lib/keyauth as the unit runs it, registers
-# a device and logs it in. Then `dpkg --purge` must remove every file `dpkg -L` listed,
+# a device and logs it in; and a crash of the server under the unit, in a real systemd, leaves a
+# core with a symbolized backtrace, a restart, and a stop after the start limit
+# (packaging/tests/crash.sh). Then `dpkg --purge` must remove every file `dpkg -L` listed,
 # /var/lib/keyauth and the link `systemctl enable` made; the keyauth user stays (Debian policy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,6 +132,9 @@ kill -TERM "$server"
 wait "$server" || die "the server did not exit 0 on SIGTERM: $(cat "$server_log")"
 [ "$(stat -c '%a %U' /var/lib/keyauth/keyauth-server.db)" = "600 keyauth" ] || die "the database is not 0600 keyauth"
 rm -rf "$client_home" "$server_log"
+
+echo "== a crash under systemd" >&2
+bash packaging/tests/crash.sh >&2
 # What `systemctl enable keyauth-server` leaves behind, for purge to remove.
 ln -sf "$unit" /etc/systemd/system/multi-user.target.wants/keyauth-server.service
 
