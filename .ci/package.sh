@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI: builds the Debian package, checks it with lintian, installs it, checks what it installed,
-# and purges it again, checking that nothing of it is left.
+# CI: builds the Debian packages keyauth and keyauth-dbgsym, checks them with lintian, installs
+# them, checks what they installed, and purges them again, checking that nothing of them is left.
 #
 #   bash .ci/package.sh        (as root, on a machine where keyauth is not installed)
 #
@@ -10,7 +10,9 @@
 # (packaging/tests/server-conf.sh); the unit passes `systemd-analyze verify` and scores "OK" or
 # better in `systemd-analyze security`; the binaries run with /opt/swift hidden; and the
 # installed server, run as the keyauth user on /var/lib/keyauth as the unit runs it, registers
-# a device and logs it in. Then `dpkg --purge keyauth` must remove every file `dpkg -L` listed,
+# a device and logs it in; and a crash of the server under the unit, in a real systemd, leaves a
+# core with a symbolized backtrace, a restart, and a stop after the start limit
+# (packaging/tests/crash.sh). Then `dpkg --purge` must remove every file `dpkg -L` listed,
 # /var/lib/keyauth and the link `systemctl enable` made; the keyauth user stays (Debian policy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,35 +25,44 @@ die() {
 }
 
 [ "$(id -u)" -eq 0 ] || die "run as root: it installs and purges the package"
-if dpkg-query -W -f='${Status}' keyauth 2>/dev/null | grep -q installed; then
-    die "keyauth is installed on this machine; this check installs and purges it (with /var/lib/keyauth), so run it elsewhere"
-fi
+for package in keyauth keyauth-dbgsym; do
+    if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q installed; then
+        die "$package is installed on this machine; this check installs and purges it (with /var/lib/keyauth), so run it elsewhere"
+    fi
+done
 for leftover in /var/lib/keyauth /etc/keyauth; do
     [ ! -e "$leftover" ] || die "$leftover exists; this check would delete it on purge, so run it elsewhere"
 done
 
 echo "== build-deb" >&2
-deb=$(bash scripts/build-deb.sh | tail -1)
+mapfile -t debs < <(bash scripts/build-deb.sh)
+[ ${#debs[@]} -eq 2 ] || die "build-deb.sh printed ${#debs[@]} paths, not the two packages"
+deb=${debs[0]}
+dbgsym=${debs[1]}
 version=$(dpkg-deb -f "$deb" Version)
-log "$deb: $(du -h "$deb" | cut -f1), Installed-Size $(dpkg-deb -f "$deb" Installed-Size) KiB"
+for package in "${debs[@]}"; do
+    log "$package: $(du -h "$package" | cut -f1), Installed-Size $(dpkg-deb -f "$package" Installed-Size) KiB"
+done
 log "Depends: $(dpkg-deb -f "$deb" Depends)"
+[ "$(dpkg-deb -f "$dbgsym" Package)" = keyauth-dbgsym ] || die "$dbgsym is not keyauth-dbgsym"
+[ "$(dpkg-deb -f "$dbgsym" Depends)" = "keyauth (= $version)" ] || die "keyauth-dbgsym does not depend on keyauth (= $version)"
 
 echo "== lintian" >&2
-lintian --fail-on error --display-info "$deb" 2>&1 | grep -v -e 'running with root privileges' -e spelling-error-in-binary >&2 || true
-lintian --fail-on error "$deb" >/dev/null 2>&1 || die "lintian reports errors"
+lintian --fail-on error --display-info "${debs[@]}" 2>&1 | grep -v -e 'running with root privileges' -e spelling-error-in-binary >&2 || true
+lintian --fail-on error "${debs[@]}" >/dev/null 2>&1 || die "lintian reports errors"
 
 echo "== install" >&2
 # --path-include: container images often exclude man pages and docs from every package.
-dpkg --path-include='/usr/share/man/*' --path-include='/usr/share/doc/keyauth/*' -i "$deb" >&2
+dpkg --path-include='/usr/share/man/*' --path-include='/usr/share/doc/keyauth/*' -i "$deb" "$dbgsym" >&2
 cleanup() {
     if dpkg-query -W -f='${Status}' keyauth 2>/dev/null | grep -q installed; then
-        log "purging keyauth after a failure"
-        dpkg --purge keyauth >&2 || true
+        log "purging keyauth and keyauth-dbgsym after a failure"
+        dpkg --purge keyauth-dbgsym keyauth >&2 || true
     fi
 }
 trap cleanup EXIT
 files=$(mktemp)
-dpkg -L keyauth >"$files"
+dpkg -L keyauth keyauth-dbgsym >"$files"
 
 getent passwd keyauth | grep -q ':/var/lib/keyauth:' || die "no keyauth user with home /var/lib/keyauth"
 [ "$(id -u keyauth)" -lt 1000 ] || die "the keyauth user is not a system user"
@@ -121,11 +132,14 @@ kill -TERM "$server"
 wait "$server" || die "the server did not exit 0 on SIGTERM: $(cat "$server_log")"
 [ "$(stat -c '%a %U' /var/lib/keyauth/keyauth-server.db)" = "600 keyauth" ] || die "the database is not 0600 keyauth"
 rm -rf "$client_home" "$server_log"
+
+echo "== a crash under systemd" >&2
+bash packaging/tests/crash.sh >&2
 # What `systemctl enable keyauth-server` leaves behind, for purge to remove.
 ln -sf "$unit" /etc/systemd/system/multi-user.target.wants/keyauth-server.service
 
 echo "== purge" >&2
-dpkg --purge keyauth >&2
+dpkg --purge keyauth-dbgsym keyauth >&2
 trap - EXIT
 left=()
 while IFS= read -r path; do
@@ -142,4 +156,4 @@ rm -f "$files"
 [ ${#left[@]} -eq 0 ] || die "left after purge: ${left[*]}"
 getent passwd keyauth >/dev/null && log "the keyauth user stays after purge, as Debian policy asks"
 
-log "the package builds, passes lintian, installs, works and purges cleanly ($(($(date +%s) - started)) s)"
+log "the packages build, pass lintian, install, work and purge cleanly ($(($(date +%s) - started)) s)"

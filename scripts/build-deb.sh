@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Builds the Debian package dist/keyauth_VERSION-REVISION_ARCH.deb with dpkg-deb.
+# Builds the Debian packages dist/keyauth_VERSION-REVISION_ARCH.deb and its debug symbols,
+# dist/keyauth-dbgsym_VERSION-REVISION_ARCH.deb, with dpkg-deb; prints their paths, in that order.
 #
 #   bash scripts/build-deb.sh
 #
 # Builds keyauth and keyauth-server in release mode with the Swift runtime linked statically
-# (--static-swift-stdlib, in .build-deb/), so the package needs no Swift toolchain; strips them;
+# (--static-swift-stdlib, in .build-deb/), so the package needs no Swift toolchain; moves their
+# debug information (DWARF and the full symbol table) into keyauth-dbgsym, as Debian's dh_strip
+# does: /usr/lib/debug/.build-id/XX/YYYY.debug, named by each binary's GNU build ID, where gdb,
+# systemd-coredump and debuginfod look, so that a core of a stripped binary still gives a
+# backtrace with function names and lines; strips them;
 # writes the man pages from their --help (scripts/make-manpages.py); and lays out the package
 # from packaging/: completions, /etc/pam.d/keyauth, /etc/keyauth/server.conf (conffiles), the
 # systemd unit, the maintainer scripts, the DEP-5 copyright and the changelogs. Depends comes
@@ -16,7 +21,8 @@
 # be for that version. File times are set to the last commit's (SOURCE_DATE_EPOCH), so two
 # builds of one commit give the same package contents.
 #
-# Needs: the Swift toolchain, dpkg-dev (dpkg-shlibdeps), binutils (strip), python3, gzip.
+# Needs: the Swift toolchain, dpkg-dev (dpkg-shlibdeps), binutils (strip, objcopy, readelf),
+# python3, gzip.
 # Environment: KEYAUTH_DEB_SKIP_BUILD=1 packages the binaries already in .build-deb/release.
 set -euo pipefail
 umask 022
@@ -30,7 +36,7 @@ if [ "${KEYAUTH_DEB_SKIP_BUILD:-}" != 1 ]; then
     log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server)"
     for product in keyauth keyauth-server; do
         swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
-            -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now >&2
+            -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now -Xlinker --build-id=sha1 >&2
     done
 fi
 bin=$scratch/release
@@ -55,14 +61,37 @@ package=keyauth_${debian_version}_${arch}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 stage=$root/dist/stage/$package
-rm -rf "$stage"
-mkdir -p "$stage/DEBIAN" "$root/dist"
+dbgsym_stage=$root/dist/stage/keyauth-dbgsym_${debian_version}_${arch}
+rm -rf "$stage" "$dbgsym_stage"
+mkdir -p "$stage/DEBIAN" "$dbgsym_stage/DEBIAN" "$root/dist"
 
-# Binaries, stripped of symbols and build notes.
+# Binaries, stripped of symbols and build notes, each with a .gnu_debuglink to its debug file;
+# the debug files, compressed, in keyauth-dbgsym. The GNU build ID (the linker's hash of the
+# binary, kept by strip) ties the two: a debug file from another build is never used.
 install -d "$stage/usr/bin"
+build_ids=()
 for program in keyauth keyauth-server; do
+    build_id=$(readelf --notes "$bin/$program" | sed -n 's/^ *Build ID: \([0-9a-f]\{40\}\)$/\1/p')
+    if [ -z "$build_id" ]; then
+        log "$bin/$program has no GNU build ID (the link needs --build-id)"
+        exit 1
+    fi
+    if ! readelf --section-headers "$bin/$program" | grep -q ' \.debug_info '; then
+        log "$bin/$program has no DWARF (.debug_info): the release build must be built with -g"
+        exit 1
+    fi
+    debug_file=$dbgsym_stage/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug
+    install -d "$(dirname "$debug_file")"
+    objcopy --only-keep-debug --compress-debug-sections "$bin/$program" "$debug_file"
+    chmod 0644 "$debug_file"
     install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
     strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
+    objcopy --add-gnu-debuglink="$debug_file" "$stage/usr/bin/$program"
+    if ! readelf --notes "$stage/usr/bin/$program" | grep -q "Build ID: $build_id\$"; then
+        log "the stripped $program lost its build ID"
+        exit 1
+    fi
+    build_ids+=("$build_id")
 done
 
 # Man pages from the stripped binaries' --help, so they describe exactly what is shipped.
@@ -118,23 +147,36 @@ if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth
 fi
 depends="$shlibs, adduser"
 
+# Writes DIR/DEBIAN/control from TEMPLATE, with Installed-Size as dpkg-gencontrol counts it
+# (KiB per file, rounded up, and 1 per directory) and DEPENDS, and DIR/DEBIAN/md5sums; sets every
+# file time to SOURCE_DATE_EPOCH; builds dist/DIR's-name.deb and prints its path.
+build_package() {
+    local dir=$1 template=$2 package_depends=$3
+    local deb size
+    deb=$root/dist/$(basename "$dir").deb
+    size=$(cd "$dir" && find . -path ./DEBIAN -prune -o \( -type f -printf '%s\n' \) -o \( -type d -printf '1024\n' \) |
+        awk '{ total += int(($1 + 1023) / 1024) } END { print total }')
+    sed -e "s|@VERSION@|$debian_version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
+        -e "s|@INSTALLED_SIZE@|$size|" -e "s|@DEPENDS@|$package_depends|" -e "s|@BUILD_IDS@|${build_ids[*]}|" \
+        "$template" >"$dir/DEBIAN/control"
+    (cd "$dir" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$dir/DEBIAN/md5sums"
+    chmod 0644 "$dir/DEBIAN/control" "$dir/DEBIAN/md5sums"
+    find "$dir" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+    dpkg-deb --root-owner-group -Zxz --build "$dir" "$deb" >&2
+    log "$(du -h "$deb" | cut -f1) $deb (installed: $size KiB)"
+    echo "$deb"
+}
+
 # Control files.
 install -m 0755 "$root/packaging/debian/postinst" "$root/packaging/debian/prerm" \
     "$root/packaging/debian/postrm" "$stage/DEBIAN/"
 (cd "$stage" && find etc -type f | sort | sed 's|^|/|') >"$stage/DEBIAN/conffiles"
 chmod 0644 "$stage/DEBIAN/conffiles"
-# Installed-Size as dpkg-gencontrol counts it: KiB per file, rounded up, and 1 per directory.
-installed_size=$(cd "$stage" && find . -path ./DEBIAN -prune -o \( -type f -printf '%s\n' \) -o \( -type d -printf '1024\n' \) |
-    awk '{ total += int(($1 + 1023) / 1024) } END { print total }')
-sed -e "s|@VERSION@|$debian_version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
-    -e "s|@INSTALLED_SIZE@|$installed_size|" -e "s|@DEPENDS@|$depends|" \
-    "$root/packaging/debian/control.in" >"$stage/DEBIAN/control"
-(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$stage/DEBIAN/md5sums"
-chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
-
-find "$stage" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
-deb=$root/dist/$package.deb
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >&2
 log "Depends: $depends"
-log "$(du -h "$deb" | cut -f1) $deb (installed: $installed_size KiB)"
-echo "$deb"
+build_package "$stage" "$root/packaging/debian/control.in" "$depends"
+
+# keyauth-dbgsym: the debug files, and its documentation directory as a link to keyauth's (the
+# copyright), which Debian policy allows since it depends on exactly this keyauth.
+install -d "$dbgsym_stage/usr/share/doc"
+ln -s keyauth "$dbgsym_stage/usr/share/doc/keyauth-dbgsym"
+build_package "$dbgsym_stage" "$root/packaging/debian/control-dbgsym.in" "keyauth (= $debian_version)"

@@ -3,7 +3,9 @@
 # Foundation's networking when the Swift runtime is linked statically), the PostgreSQL server
 # for the storage tests, the TPM stack (OpenSSL's tpm2 provider, the TSS libraries, and a
 # software TPM for the TPM tests), the tools that build and check the Debian package (dpkg-dev,
-# lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages),
+# lintian, man-db, binutils, adduser, systemd for systemd-analyze, python3 for the man pages;
+# gdb, systemd-coredump with libdw1 for its stack traces, and systemd-container, whose
+# systemd-nspawn boots a systemd for the crash test where systemd is not PID 1),
 # and PyJWT, cryptography and jwcrypto for the interoperability tests (Debian's, for
 # /usr/bin/python3: on Debian 12 pip refuses to install into the system Python); chromium,
 # chromium-driver and python3-selenium for the browser tests; apache2 with
@@ -15,6 +17,7 @@ set -euo pipefail
 
 packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libsqlite3-dev libpq-dev
     libcurl4-openssl-dev postgresql wrk python3 dpkg-dev lintian man-db binutils adduser systemd
+    gdb systemd-coredump libdw1 systemd-container
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools python3-jwt python3-cryptography
     python3-jwcrypto chromium chromium-driver python3-selenium apache2 libapache2-mod-auth-openidc python3-authlib
     python3-requests)
