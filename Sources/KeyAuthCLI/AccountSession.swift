@@ -163,7 +163,7 @@ struct AccountSession: Sendable {
         if let known = proofKey.builder { return known }
         let store = keys
         if let publicKey = try? store.loadPublicKey(),
-            let agent = AgentSigner.connect(
+            let agent = try AgentSigner.connect(
                 environment: context.io.environment, account: account.name, publicKey: publicKey)
         {
             let builder = DPoPProofBuilder(signer: agent, publicKey: publicKey.jwk)

@@ -8,7 +8,8 @@ public enum ExitCode: Int32, Sendable {
     case failure = 1
     /// The command line is wrong (EX_USAGE).
     case usage = 64
-    /// A key or account file is corrupt or unprotected (EX_DATAERR).
+    /// A key or account file is corrupt or unprotected, or the agent's socket is not the user's
+    /// own (EX_DATAERR).
     case dataError = 65
     /// The server or the TPM cannot be reached or is unavailable (EX_UNAVAILABLE).
     case unavailable = 69
@@ -23,7 +24,7 @@ public enum ExitCode: Int32, Sendable {
         switch error.code {
         case .usage:
             self = .usage
-        case .keyCorrupt, .keyUnprotected, .accountCorrupt:
+        case .keyCorrupt, .keyUnprotected, .accountCorrupt, .agentUntrusted:
             self = .dataError
         case .transportFailed, .tpmUnavailable:
             self = .unavailable

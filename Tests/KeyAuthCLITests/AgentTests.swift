@@ -35,7 +35,7 @@ struct AgentTests {
 
         /// The agent's answer to `status`, nil when nothing answers.
         func status() -> KeyAgentResponse? {
-            KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socketPath)
+            try? KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socketPath)
         }
 
         /// What the agent wrote on standard error, once it has ended.

@@ -55,8 +55,11 @@ package struct KeyAgentResponse: Codable, Sendable {
 extension KeyAgentSocket {
     /// Sends `request` on a new connection to `path` and returns the answer; nil when no agent
     /// answers there.
-    package static func exchange(_ request: KeyAgentRequest, at path: String) -> KeyAgentResponse? {
-        guard let descriptor = connect(to: path) else { return nil }
+    ///
+    /// - Throws: `.agentUntrusted` from ``connect(to:)``, before anything is sent.
+    package static func exchange(_ request: KeyAgentRequest, at path: String) throws(KeyAuthError) -> KeyAgentResponse?
+    {
+        guard let descriptor = try connect(to: path) else { return nil }
         defer { close(descriptor) }
         guard var body = try? JSONEncoder().encode(request) else { return nil }
         defer { body.resetBytes(in: 0..<body.count) }

@@ -6,11 +6,13 @@ import Foundation
 
 /// The Unix socket under `keyauth agent`: where it lives, and the calls both ends make on it.
 ///
-/// The socket is the agent's only door, so two checks guard it: the file system (the socket is
-/// 0600 in a 0700 directory of the user's own `$XDG_RUNTIME_DIR`) and the kernel's word on who
-/// connected (`SO_PEERCRED`), which the agent compares with its own uid on every connection, so
-/// that a process that reaches the socket some other way (a loosened mode, a capability) still
-/// gets nothing.
+/// The socket is the agent's only door, so two checks guard it, at both ends: the file system
+/// (the socket is 0600 in a 0700 directory of the user's own `$XDG_RUNTIME_DIR`) and the
+/// kernel's word on who is at the other end (`SO_PEERCRED`). The agent compares the connecting
+/// process's uid with its own on every connection, so that a process that reaches the socket
+/// some other way (a loosened mode, a capability) gets nothing; every client checks the files
+/// and the listening process's uid before it sends a byte, so that a socket another user put
+/// in the path learns no PIN and no signing request (`KeyAgentSocket+Ownership.swift`).
 package enum KeyAgentSocket {
     /// The largest message either end accepts: a signing input is a few kilobytes at most.
     package static let maximumMessageLength = 64 * 1024
@@ -55,14 +57,28 @@ package enum KeyAgentSocket {
         }
     }
 
-    /// Connects to the socket at `path`; nil when nothing listens there (no agent).
-    package static func connect(to path: String) -> Int32? {
+    /// Connects to the agent at `path` once it is shown to be the user's own, before anything is
+    /// sent: see ``checkFiles(of:lead:)`` and ``checkPeer(_:lead:)``.
+    ///
+    /// - Returns: the connected descriptor; nil when no agent is there (no directory, no socket,
+    ///   or a socket that nothing listens on, left by an agent that was killed).
+    /// - Throws: `.agentUntrusted` naming what is wrong. Callers stop there rather than go on
+    ///   without the agent: someone put it there, and the user should learn of it.
+    package static func connect(to path: String) throws(KeyAuthError) -> Int32? {
+        let lead = "refusing the agent at \(path) (nothing was sent to it)"
+        guard try checkFiles(of: path, lead: lead) else { return nil }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return nil }
         let connected = withAddress(path) { Glibc.connect(descriptor, $0, $1) } ?? -1
         guard connected == 0 else {
             close(descriptor)
             return nil
+        }
+        do {
+            try checkPeer(descriptor, lead: lead)
+        } catch {
+            close(descriptor)
+            throw error
         }
         setTimeout(descriptor, seconds: 30)
         return descriptor
@@ -87,15 +103,16 @@ package enum KeyAgentSocket {
         return descriptor
     }
 
-    /// The uid of the process at the other end, as the kernel recorded it at `connect` time.
-    package static func peerUID(_ descriptor: Int32) -> uid_t? {
+    /// The process at the other end and its effective uid, as the kernel recorded them when it
+    /// called `connect` (on the agent's side) or `listen` (on a client's side).
+    package static func peerCredentials(_ descriptor: Int32) -> (pid: pid_t, uid: uid_t)? {
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; }, which Glibc's Swift overlay lacks.
         var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout.size(ofValue: credentials))
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
             Int(length) == MemoryLayout.size(ofValue: credentials)
         else { return nil }
-        return credentials.1
+        return (credentials.0, credentials.1)
     }
 
     /// Bounds a read or write on `descriptor`, so that a peer that stalls cannot hold the agent.

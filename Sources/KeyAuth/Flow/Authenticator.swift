@@ -39,8 +39,9 @@ public final class Authenticator<Session: Sendable>: Sendable {
         /// The clock that dates assertions.
         public var clock: KeyAuthClock = .system
         /// A key already unlocked elsewhere (``AgentSigner``, `keyauth agent`), asked before the
-        /// presence check with the stored public key; nil from it means "ask as usual".
-        public var heldKey: (@Sendable (RSAPublicKey) -> DeviceKey?)?
+        /// presence check with the stored public key; nil from it means "ask as usual", and an
+        /// error (an agent that is not the user's own) ends the login.
+        public var heldKey: (@Sendable (RSAPublicKey) throws(KeyAuthError) -> DeviceKey?)?
 
         public init(audience: String?, keyBits: Int? = nil, reason: String = "Log in with your device key") {
             self.audience = audience
@@ -178,7 +179,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
     private func loadKey() async throws(KeyAuthError) -> DeviceKey {
         let store = self.store
         if let heldKey = configuration.heldKey, let publicKey = try? store.loadPublicKey(),
-            let key = heldKey(publicKey)
+            let key = try heldKey(publicKey)
         {
             return key
         }

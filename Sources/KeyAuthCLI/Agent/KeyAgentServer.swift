@@ -141,11 +141,12 @@ final class KeyAgentServer: Sendable {
     }
 
     private func handle(_ connection: Int32) {
-        let peer = KeyAgentSocket.peerUID(connection)
-        guard let peer, peer == getuid() else {
+        let peer = KeyAgentSocket.peerCredentials(connection)
+        guard let peer, peer.uid == KeyAgentSocket.ownUID else {
+            let who = peer.map { "uid \($0.uid) in process \($0.pid)" } ?? "an unknown uid"
             errorOutput(
-                "keyauth agent: refused a connection from uid \(peer.map(String.init) ?? "unknown") "
-                    + "(only uid \(getuid()) may use this agent)")
+                "keyauth agent: refused a connection from \(who) (only uid \(KeyAgentSocket.ownUID) may use this agent)"
+            )
             return
         }
         KeyAgentSocket.setTimeout(connection, seconds: 5)

@@ -11,7 +11,8 @@ import KeyAuth
 /// It runs in the foreground (start it with `&`, or as a systemd user service); `--lock` and
 /// `--stop` talk to the running one. When an agent already runs for the account, `keyauth agent`
 /// checks presence here and has the running agent open the key (the PIN crosses the socket,
-/// which only the user's own processes may use), so that a locked agent is unlocked in place.
+/// which only the user's own processes may use, and only once `SO_PEERCRED` shows the agent runs
+/// as the user), so that a locked agent is unlocked in place.
 struct AgentCommand {
     let context: CommandContext
     let options: AgentOptions
@@ -31,7 +32,7 @@ struct AgentCommand {
     }
 
     private func sendControl(_ op: String, to path: String, done: String) throws(KeyAuthError) {
-        guard let response = KeyAgentSocket.exchange(KeyAgentRequest(op: op), at: path) else {
+        guard let response = try KeyAgentSocket.exchange(KeyAgentRequest(op: op), at: path) else {
             context.io.printOutput("keyauth agent: no agent answers at \(path)")
             return
         }
@@ -46,7 +47,9 @@ struct AgentCommand {
         let name = session.account.name
         let publicKey = try session.keys.loadPublicKey()
         let reason = "Unlock the device key of \(name) for keyauth agent"
-        if let status = KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path) {
+        // Before asking anything: the directory is made 0700, or refused when it is not ours.
+        try KeyAgentSocket.prepareDirectory(for: path)
+        if let status = try KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path) {
             guard status.account == name else {
                 throw KeyAuthError(
                     .invalidArgument,
@@ -61,7 +64,6 @@ struct AgentCommand {
             context.io.printOutput("keyauth agent: unlocked the running agent for \(name)")
             return
         }
-        try Self.prepareDirectory(for: path)
         let errorOutput = context.io
         let server = try KeyAgentServer(
             account: name, keyID: publicKey.fingerprint, store: session.keys, socketPath: path,
@@ -113,26 +115,10 @@ struct AgentCommand {
     private static func unlockRunning(at path: String, pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
         let encoded = pin.map { $0.withUnsafeBytes { Base64URL.encode($0) } }
         let request = KeyAgentRequest(op: "unlock", pin: encoded, timeout: timeout)
-        guard let response = KeyAgentSocket.exchange(request, at: path) else {
+        guard let response = try KeyAgentSocket.exchange(request, at: path) else {
             throw KeyAuthError(.presenceUnavailable, "the agent at \(path) stopped answering")
         }
         guard response.ok else { throw error(from: response) }
-    }
-
-    /// `$XDG_RUNTIME_DIR/keyauth`, created 0700, and refused unless it is a directory of ours
-    /// that nobody else can enter.
-    private static func prepareDirectory(for path: String) throws(KeyAuthError) {
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw KeyAgentSocket.systemError("cannot create \(directory)")
-        }
-        var info = stat()
-        guard lstat(directory, &info) == 0 else { throw KeyAgentSocket.systemError("cannot examine \(directory)") }
-        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
-            throw KeyAuthError(
-                .keyUnprotected,
-                "\(directory) must be a directory owned by uid \(getuid()) with mode 0700; remove it and try again")
-        }
     }
 
     private static func error(from response: KeyAgentResponse) -> KeyAuthError {
