@@ -176,6 +176,25 @@ struct NameRuleTests {
         #expect(UnicodeScriptTable.extensions(of: "a") == [UnicodeScriptTable.latin])
     }
 
+    @Test(
+        "every code point of planes 0 and 1, alone or between letters, gets an answer; what passes, passes unchanged"
+    )
+    func everyCodePoint() throws {
+        var accepted = 0
+        // The planes where scripts differ (planes 2 and 3 are Han, 15 and 16 private use), and tags
+        // and variation selectors: the whole code space takes a minute in a debug build.
+        for value in Array(UInt32(0)...0x1FFFF) + Array(0xE0000...0xE01EF) {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            for name in ["\(scalar)", "a\(scalar)b"] {
+                guard let normalized = try? NameRule.deviceName.normalize(name) else { continue }
+                accepted += 1
+                #expect(try NameRule.deviceName.normalize(normalized) == normalized, "U+\(String(value, radix: 16))")
+            }
+        }
+        // Letters, digits, symbols and punctuation of most scripts pass alone.
+        #expect(accepted > 100_000)
+    }
+
     @Test("user names: the safe ASCII set, starting with a letter or digit")
     func users() {
         for user in ["alice", "a", "Alice.Smith", "alice@example.com", "svc_backup-2", "7eleven"] {
