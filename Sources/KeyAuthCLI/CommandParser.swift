@@ -243,16 +243,17 @@ public enum CommandParser {
             throw usage("--server: \(error.message)", .register)
         }
         guard InputRules.isValidUser(user) else {
-            throw usage("--user must be 1 to 64 characters of letters, digits and . _ @ -", .register)
+            throw usage("--user must be \(InputRules.userRule)", .register)
         }
         var options = RegisterOptions(serverURL: serverURL, user: user)
         // Remembered only where it matters, so that an https or loopback account never carries it.
         options.insecureHTTP = insecureHTTP && (try? KeyAuthClient.normalizedServerURL(server)) == nil
         if let name = parsed.values["name"] {
-            guard InputRules.isValidDeviceName(name) else {
-                throw usage("--name must be 1 to 64 printable characters", .register)
+            do {
+                options.deviceName = try NameRule.deviceName.normalize(name)
+            } catch {
+                throw usage("--name \(error)", .register)
             }
-            options.deviceName = name
         }
         if let bits = parsed.values["bits"] {
             guard let value = Int(bits), [2048, 3072, 4096].contains(value) else {

@@ -9,12 +9,29 @@ enum Formatting {
     }
 
     /// Text from the server as it may go to a terminal: control characters (escape sequences
-    /// that could rewrite the screen) become `?`. An address the server saw may come from a
-    /// client's `X-Forwarded-For`, so it is anyone's text.
+    /// that could rewrite the screen) become `?`, and so do format and invisible characters (a
+    /// right-to-left override would reverse the rest of the line), and combining marks beyond
+    /// the name rule's few in a row are left out. An address the server saw may come from a
+    /// client's `X-Forwarded-For`, and a name stored before the server checked names as
+    /// PROTOCOL.md section 4 says may hold anything, so this is anyone's text.
     static func printable(_ text: String) -> String {
-        String(
-            String.UnicodeScalarView(
-                text.unicodeScalars.map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? "?" : $0 }))
+        var shown = String.UnicodeScalarView()
+        var marks = 0
+        for scalar in text.unicodeScalars {
+            let category = scalar.properties.generalCategory
+            if category == .nonspacingMark || category == .enclosingMark {
+                marks += 1
+                if marks > NameRule.maximumMarksInARow { continue }
+            } else {
+                marks = 0
+            }
+            let hidden =
+                scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || category == .format
+                || category == .lineSeparator || category == .paragraphSeparator
+                || scalar.properties.isDefaultIgnorableCodePoint
+            shown.append(hidden ? "?" : scalar)
+        }
+        return String(shown)
     }
 
     static func duration(_ seconds: TimeInterval) -> String {

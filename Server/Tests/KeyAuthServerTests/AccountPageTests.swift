@@ -142,4 +142,24 @@ struct AccountPageTests {
         #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
         #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
     }
+
+    @Test("renaming refuses a confusable name with the rule's reason and stores a good one in NFC")
+    func rename() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let kid = laptop.publicKey.fingerprint
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        let refused = try browser.send(
+            "POST", "/account/devices/\(kid)/rename", form: [("name", "alice-l\u{430}ptop"), ("csrf", csrf)])
+        #expect(refused.status == 400)
+        #expect(refused.text.contains("mixes the Latin and Cyrillic scripts"))
+        #expect(try api.storage.device(kid: kid)?.name == "test-device")
+        let renamed = try browser.send(
+            "POST", "/account/devices/\(kid)/rename", form: [("name", "Cafe\u{301}"), ("csrf", csrf)])
+        #expect(renamed.status == 303)
+        #expect(try api.storage.device(kid: kid).map { Array($0.name.unicodeScalars) } == ["C", "a", "f", "\u{E9}"])
+    }
 }

@@ -1,9 +1,11 @@
 /// What registration needs besides the key: who the device belongs to and what to call it.
 public struct DeviceEnrollment: Sendable, Hashable {
-    /// The user name on the server: 1 to 64 characters of `[A-Za-z0-9._@-]`.
+    /// The user name on the server: 1 to 64 characters of `[A-Za-z0-9._@-]`, the first a letter
+    /// or a digit.
     public var user: String
-    /// The device name shown in device lists: 1 to 64 printable characters, no whitespace at
-    /// either end.
+    /// The device name shown in device lists and approval prompts (PROTOCOL.md section 4): up to
+    /// 64 characters in one script, without invisible characters; see
+    /// ``normalizedDeviceName(_:)``.
     public var deviceName: String
     /// A one-time code from `keyauth-server enroll`, for servers that require one or to skip
     /// approval by another device.
@@ -22,9 +24,26 @@ public struct DeviceEnrollment: Sendable, Hashable {
         InputRules.isValidUser(user)
     }
 
-    /// Whether `name` fits the server's rule: 1 to 64 printable characters, without control or
-    /// format characters and without whitespace at either end.
+    /// Whether `name` fits the server's rule for device names.
     public static func isValidDeviceName(_ name: String) -> Bool {
-        InputRules.isValidDeviceName(name)
+        NameRule.deviceName.accepts(name)
+    }
+
+    /// `name` as the server stores it (NFC), checked with the server's rule before anything is
+    /// generated.
+    ///
+    /// The rule (PROTOCOL.md section 4): 1 to 64 characters, 128 code points and 256 bytes in
+    /// UTF-8; no control, format, invisible, private-use or unassigned characters; U+0020 as the
+    /// only space, never at either end or twice in a row; at most 4 combining marks in a row; no
+    /// compatibility forms of letters or digits; digits of one system; and one script, or Latin
+    /// with Han, Hiragana, Katakana, Bopomofo or Hangul as Unicode TS #39 allows.
+    ///
+    /// - Throws: `.invalidArgument` saying what is wrong, without repeating the name.
+    public static func normalizedDeviceName(_ name: String) throws(KeyAuthError) -> String {
+        do {
+            return try NameRule.deviceName.normalize(name)
+        } catch {
+            throw KeyAuthError(.invalidArgument, "the device name \(error)")
+        }
     }
 }

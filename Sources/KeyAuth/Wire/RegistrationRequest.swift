@@ -31,7 +31,7 @@ package struct RegistrationRequest: Sendable, Equatable {
     }
 
     /// Reads and checks a body as the server does: a JSON object of strings, a user and a device
-    /// name that follow ``InputRules``.
+    /// name that follow ``InputRules``; the name becomes the NFC form ``NameRule`` returns.
     ///
     /// - Throws: ``WireFormatError`` naming the field, never echoing its value.
     package init(json body: [UInt8]) throws(WireFormatError) {
@@ -56,8 +56,10 @@ package struct RegistrationRequest: Sendable, Equatable {
         guard InputRules.isValidUser(user) else {
             throw WireFormatError("\"user\" must be \(InputRules.userRule)")
         }
-        guard InputRules.isValidDeviceName(name) else {
-            throw WireFormatError("\"name\" must be 1 to 64 printable characters")
+        do {
+            name = try NameRule.deviceName.normalize(name)
+        } catch {
+            throw WireFormatError("\"name\" \(error)")
         }
     }
 }

@@ -181,8 +181,8 @@ struct RegisterCommand {
         return code
     }
 
-    /// The host name when it is a valid device name, else a neutral one.
+    /// The host name when it is a valid device name (in NFC), else a neutral one.
     static func deviceName(fromHost host: String) -> String {
-        InputRules.isValidDeviceName(host) ? host : "keyauth-device"
+        (try? NameRule.deviceName.normalize(host)) ?? "keyauth-device"
     }
 }

@@ -97,13 +97,17 @@ struct DeviceRegistry: Sendable {
         }
     }
 
-    /// Gives a device of `owner` a new name, checked with the registration's rule.
+    /// Gives a device of `owner` a new name, checked with the registration's rule and stored in
+    /// the NFC form that rule returns.
     ///
     /// - Throws: ``ServiceError`` `.unknownDevice`, `.invalidRequest` for a name the rule
     ///   refuses; ``StorageError``.
-    func rename(kid: String, ownedBy owner: String, to name: String) throws {
-        guard InputRules.isValidDeviceName(name) else {
-            throw ServiceError(.invalidRequest, "a device name is 1 to 64 printable characters")
+    func rename(kid: String, ownedBy owner: String, to newName: String) throws {
+        let name: String
+        do {
+            name = try NameRule.deviceName.normalize(newName)
+        } catch {
+            throw ServiceError(.invalidRequest, "the device name \(error)")
         }
         _ = try device(kid: kid, ownedBy: owner)
         guard try storage.renameDevice(kid: kid, name: name) else {

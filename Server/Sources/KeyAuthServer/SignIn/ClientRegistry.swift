@@ -14,7 +14,7 @@ public struct ClientRegistry: Sendable {
     /// Random bytes of a client secret.
     public static let secretBytes = 32
     /// The longest client name, in characters.
-    public static let maximumNameLength = 64
+    public static let maximumNameLength = NameRule.deviceName.maximumCharacters
 
     let storage: any ServerStorage
     let now: @Sendable () -> Int64
@@ -36,15 +36,19 @@ public struct ClientRegistry: Sendable {
     ///   - isPublic: a public client (a native app) gets no secret and must use PKCE.
     /// - Returns: the record and the secret, which is shown once and never stored; nil for a
     ///   public client.
-    /// - Throws: ``ServerConfigurationError`` for a name that is not 1 to 64 printable
-    ///   characters, a redirect URI ``RedirectURI`` refuses, or a public client without redirect
-    ///   URIs; ``StorageError``; `KeyAuthError` when the random generator fails.
+    /// - Throws: ``ServerConfigurationError`` for a name that the device name rule refuses
+    ///   (PROTOCOL.md section 4; the name is stored in NFC), a redirect URI ``RedirectURI``
+    ///   refuses, or a public client without redirect URIs; ``StorageError``; `KeyAuthError`
+    ///   when the random generator fails.
     public func add(
-        name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false
+        name requestedName: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [],
+        isPublic: Bool = false
     ) throws -> (client: ClientRecord, secret: String?) {
-        guard name.count <= Self.maximumNameLength, InputRules.isValidDeviceName(name) else {
-            throw ServerConfigurationError(
-                "the client name must be 1 to \(Self.maximumNameLength) printable characters")
+        let name: String
+        do {
+            name = try NameRule.deviceName.normalize(requestedName)
+        } catch {
+            throw ServerConfigurationError("the client name \(error)")
         }
         for uri in redirectURIs + postLogoutRedirectURIs {
             if let problem = RedirectURI.problem(with: uri) { throw ServerConfigurationError("\(uri): \(problem)") }

@@ -55,10 +55,11 @@ struct SignInRequests: Sendable {
             }
             lifetime = min(seconds, settings.maximumLifetime)
         }
-        if let bindingMessage, !InputRules.isValidBindingMessage(bindingMessage) {
-            throw ServiceError(
-                .invalidBindingMessage,
-                "binding_message must be 1 to \(InputRules.maximumBindingMessageLength) printable characters")
+        let normalizedMessage: String?
+        do {
+            normalizedMessage = try bindingMessage.map(NameRule.bindingMessage.normalize)
+        } catch {
+            throw ServiceError(.invalidBindingMessage, "binding_message \(error)")
         }
         guard InputRules.isValidUser(user), try storage.hasActiveDevice(user: user) else {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
@@ -66,7 +67,7 @@ struct SignInRequests: Sendable {
         let time = now()
         let request = SignInRequestRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
-            user: user, bindingMessage: try bindingMessage ?? Self.makeBindingCode(), scope: scope,
+            user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,
             requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
             redirectURI: redirectURI)
         switch try storage.insertSignInRequest(request, maximumOpen: settings.maximumOpenPerUser, now: time) {
