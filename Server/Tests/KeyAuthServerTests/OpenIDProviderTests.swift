@@ -53,6 +53,13 @@ struct OpenIDProviderTests {
                 form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
         }
 
+        /// Whether `browser` is signed in: `prompt=none` for the confidential client gets a code.
+        func isSignedIn(_ browser: inout OpenIDBrowser) throws -> Bool {
+            let answer = try browser.get(
+                "/authorize", query: OpenIDTestAPI.authorization(client, pkce: try PKCE(), changes: ["prompt": "none"]))
+            return try OpenIDTestAPI.redirect(answer).parameters["code"] != nil
+        }
+
         /// A full sign-in of `client` in a new browser; returns the browser and the code.
         func code(_ client: RelyingParty? = nil, pkce: PKCE, nonce: String = "n-0S6_WzA2Mj") throws -> (
             OpenIDBrowser, String
@@ -554,6 +561,81 @@ struct OpenIDProviderTests {
             "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
         #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
         _ = browser
+    }
+
+    @Test(
+        "a repeated parameter is refused (RFC 6749 section 3.1): client_id or redirect_uri with a page, others at the redirect URI, and at every other endpoint"
+    )
+    func repeatedParameters() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        let other = try OpenIDTestAPI.addClient(api, name: "Other", redirect: "https://other.example/cb")
+        let good = OpenIDTestAPI.authorization(setup.client, pkce: pkce)
+        // A signed-in browser, which would get a code at once for the request as first read.
+        var (browser, _) = try setup.code(pkce: pkce)
+
+        for (name, value) in [
+            ("client_id", setup.client.id), ("client_id", other.id), ("redirect_uri", setup.client.redirectURI),
+            ("redirect_uri", other.redirectURI),
+        ] {
+            let response = try browser.get("/authorize", query: good + [(name, value)])
+            #expect(response.status == 400, "\(name)")
+            #expect(response.headers["Location"] == nil, "\(name)")
+            #expect(response.text.contains("repeats \(name)"), "\(name)")
+        }
+        // The transport decodes names first: client%5Fid is client_id again.
+        let encoded = try browser.get("/authorize?" + OpenIDTestAPI.encode(good) + "&client%5Fid=" + other.id)
+        #expect(encoded.status == 400 && encoded.headers["Location"] == nil)
+
+        for (name, value) in [
+            ("state", "state-2"), ("code_challenge", try PKCE().challenge), ("nonce", "n-2"), ("scope", "openid"),
+            ("response_type", "code"), ("code_challenge_method", "S256"),
+        ] {
+            let response = try browser.get("/authorize", query: good + [(name, value)])
+            let (base, parameters) = try OpenIDTestAPI.redirect(response)
+            #expect(base == setup.client.redirectURI, "\(name)")
+            #expect(parameters["error"] == "invalid_request", "\(name)")
+            #expect(parameters["error_description"] == "the parameter \(name) is repeated", "\(name)")
+            #expect(parameters["code"] == nil, "\(name)")
+            // Neither state is echoed when state itself is repeated.
+            #expect(parameters["state"] == (name == "state" ? nil : "state-1"), "\(name)")
+        }
+        // The same for a posted authorization request's form.
+        let posted = try browser.post("/authorize", form: good + [("nonce", "n-2")])
+        #expect(try OpenIDTestAPI.redirect(posted).parameters["error"] == "invalid_request")
+        let postedClient = try browser.post("/authorize", form: good + [("client_id", other.id)])
+        #expect(postedClient.status == 400 && postedClient.headers["Location"] == nil)
+
+        // Every other endpoint, whether it reads a query or a form.
+        let endSession = try browser.get(
+            "/end-session", query: [("client_id", setup.client.id), ("state", "a"), ("state", "b")])
+        #expect(endSession.status == 400, "\(endSession.text)")
+        let devices = try api.send(
+            "GET", "/v1/devices?limit=1&limit=100", headers: ["Authorization": "Bearer \(setup.device.token)"])
+        #expect(devices.status == 400 && devices.errorCode == "invalid_request", "\(devices.text)")
+        let requests = try api.send(
+            "GET", "/v1/auth-requests?wait=0&wait=30", headers: ["Authorization": "Bearer \(setup.device.token)"])
+        #expect(requests.status == 400 && requests.errorCode == "invalid_request", "\(requests.text)")
+        let health = try api.send("GET", "/healthz?a=1&a=2")
+        #expect(health.status == 400 && health.errorCode == "invalid_request")
+        let account = try browser.get("/account?a=1&a=2")
+        #expect(account.status == 400 && account.headers["Content-Type"]?.hasPrefix("text/html") == true)
+        let token = try api.clientPost(
+            "/oauth/token", client: setup.client.basic,
+            form: [
+                ("grant_type", "authorization_code"), ("code", "a"), ("code", "b"),
+                ("redirect_uri", setup.client.redirectURI), ("code_verifier", pkce.verifier),
+            ])
+        #expect(token.status == 400 && token.errorCode == "invalid_request", "\(token.text)")
+        let desk = try api.addClient()
+        let backchannel = try api.clientPost(
+            "/bc-authorize", client: desk, form: [("login_hint", "alice"), ("login_hint", "bob")])
+        #expect(backchannel.status == 400 && backchannel.errorCode == "invalid_request", "\(backchannel.text)")
+        #expect(try setup.device.requests().isEmpty)
+        // None of it ended the session.
+        #expect(try setup.isSignedIn(&browser))
     }
 
     @Test("with --token-alg ES256 access tokens are ES256 and ID tokens still RS256, both in the JWK set")

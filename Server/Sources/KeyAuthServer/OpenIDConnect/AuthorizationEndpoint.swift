@@ -41,13 +41,19 @@ struct AuthorizationEndpoint: Sendable {
         let rest = path.dropFirst(Self.root.count)
         if rest.isEmpty {
             // OpenID Connect Core section 3.1.2.1: GET with a query, or POST with a form.
-            guard request.method == "POST" else { return try authorize(request, request.query) }
-            guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
-            return try authorize(request, form)
+            guard request.method == "POST" else {
+                return try authorize(request, request.query, repeated: request.repeatedQueryNames)
+            }
+            guard let (form, repeated) = try? request.formParameters() else {
+                return errorPage("The form could not be read.")
+            }
+            return try authorize(request, form, repeated: repeated.union(request.repeatedQueryNames))
         }
         guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
         if let refusal = page.crossSiteRefusal(request) { return refusal }
-        guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+        guard request.repeatedQueryNames.isEmpty, let form = try? request.formBody() else {
+            return errorPage("The form could not be read.")
+        }
         switch rest {
         case "/sign-in": return try signIn(request, form: form)
         case "/continue": return try continueSignIn(request, form: form, cancel: false)
@@ -75,7 +81,16 @@ struct AuthorizationEndpoint: Sendable {
 
     /// `/authorize`: checks the request; answers at once from a signed-in session, or refuses
     /// with `login_required` under `prompt=none`, or shows the sign-in form.
-    private func authorize(_ request: HTTPRequest, _ parameters: [String: String]) throws -> HTTPResponse {
+    ///
+    /// `repeated` are the names that came more than once (RFC 6749 section 3.1 forbids it): a
+    /// repeated `client_id` or `redirect_uri` leaves no redirect URI to trust and gets a page;
+    /// any other gets `invalid_request` at the redirect URI.
+    private func authorize(_ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>) throws
+        -> HTTPResponse
+    {
+        for name in ["client_id", "redirect_uri"] where repeated.contains(name) {
+            return errorPage("The request repeats \(name); each parameter may appear once.")
+        }
         guard let clientID = parameters["client_id"], !clientID.isEmpty,
             let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
         else { return errorPage("The application is not registered with this server (client_id).") }
@@ -84,9 +99,12 @@ struct AuthorizationEndpoint: Sendable {
                 RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
             })
         else { return errorPage("The redirect_uri is not one registered for \(client.name).") }
-        let state = parameters["state"]
+        let state = repeated.contains("state") ? nil : parameters["state"]
         let validated: Validated
         do {
+            if let name = repeated.min() {
+                throw Refusal(code: "invalid_request", description: FormURLEncoding.repeatedParameterMessage(name))
+            }
             validated = try validate(parameters, client: client, redirectURI: redirectURI)
         } catch let refusal as Refusal {
             return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)

@@ -17,6 +17,9 @@ struct EndSessionEndpoint: Sendable {
 
     /// Answers `GET` or `POST /end-session`.
     func respond(to request: HTTPRequest) throws -> HTTPResponse {
+        guard request.repeatedQueryNames.isEmpty else {
+            return errorPage("The request repeats a parameter; each may appear only once.")
+        }
         var parameters = request.query
         let confirmed = request.method == "POST"
         if confirmed {

@@ -147,6 +147,22 @@ public final class KeyAuthResponder: HTTPResponder {
         guard route.allowedMethods.contains(request.method) else {
             throw RoutingError.methodNotAllowed(route.allowedMethods)
         }
+        if let name = request.repeatedQueryNames.min() {
+            // RFC 6749 section 3.1 at every endpoint, before any reads the query: which of two
+            // values counts is exactly what a request smuggling a second one wants to choose.
+            switch route {
+            case .authorize, .endSession:
+                break  // their own pages, or a redirect to a client they validated
+            case .account:
+                return account.html(
+                    AccountPage.refusedPage(
+                        basePath: account.basePath, reason: "The address repeats a parameter.",
+                        title: "Request refused"),
+                    status: 400)
+            default:
+                throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
+            }
+        }
         switch (route, request.method) {
         case (.token, _):
             return try token(request, caller: &caller)
