@@ -638,6 +638,47 @@ struct OpenIDProviderTests {
         #expect(try setup.isSignedIn(&browser))
     }
 
+    @Test(
+        "end-session takes only ID tokens as id_token_hint: a device's access token or a relying party's neither signs out nor picks a redirect"
+    )
+    func accessTokenIsNoHint() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        var (browser, code) = try setup.code(pkce: pkce)
+        let tokens = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        let clientToken = try #require(tokens.json?["access_token"]?.stringValue)
+        let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+        // Both are RS256 tokens of this server's keys, for alice: what a resource server holds.
+        for (name, token) in [
+            ("a device's access token", setup.device.token), ("the code flow's access token", clientToken),
+        ] {
+            for extra in [[], [("post_logout_redirect_uri", "https://wiki.example.org/signed-out")]] {
+                let response = try browser.get("/end-session", query: [("id_token_hint", token)] + extra)
+                #expect(response.status == 400, "\(name): \(response.status)")
+                #expect(response.headers["Location"] == nil, "\(name)")
+                #expect(!response.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=") })
+                #expect(try setup.isSignedIn(&browser), "\(name) signed the user out")
+            }
+        }
+        // The ID token of a client removed since is no hint either.
+        let removed = try OpenIDTestAPI.addClient(api, name: "Removed", redirect: "https://removed.example/cb")
+        let removedPKCE = try PKCE()
+        let silent = try browser.get("/authorize", query: OpenIDTestAPI.authorization(removed, pkce: removedPKCE))
+        let removedCode = try #require(try OpenIDTestAPI.redirect(silent).parameters["code"])
+        let removedTokens = try OpenIDTestAPI.redeem(api, removed, code: removedCode, verifier: removedPKCE.verifier)
+        let removedHint = try #require(removedTokens.json?["id_token"]?.stringValue)
+        #expect(try api.storage.deleteClient(id: removed.id))
+        #expect(try browser.get("/end-session", query: [("id_token_hint", removedHint)]).status == 400)
+        #expect(try setup.isSignedIn(&browser))
+        // The ID token itself still signs the user out at once.
+        let out = try browser.get("/end-session", query: [("id_token_hint", idToken)])
+        #expect(out.status == 200)
+        #expect(out.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=;") })
+        #expect(try !setup.isSignedIn(&browser))
+    }
+
     @Test("with --token-alg ES256 access tokens are ES256 and ID tokens still RS256, both in the JWK set")
     func idTokensStayRS256() throws {
         let environment = TestEnvironment()
