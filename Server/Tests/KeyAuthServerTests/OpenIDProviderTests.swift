@@ -679,6 +679,58 @@ struct OpenIDProviderTests {
         #expect(try !setup.isSignedIn(&browser))
     }
 
+    @Test(
+        "a CIBA request with scope openid gets an RS256 ID token the JWKS verifies, naming the request; without openid none"
+    )
+    func backchannelIDToken() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let desk = try api.addClient()
+        let started = try api.backchannelAuthorize(
+            desk, user: "alice", extra: [("binding_message", "AB12"), ("scope", "openid profile")])
+        let id = try #require(started.json?["auth_req_id"]?.stringValue, "\(started.text)")
+        try setup.device.answerNewest()
+        let approvedAt = setup.environment.clock.now
+        setup.environment.clock.advance(by: 5)
+        let response = try api.poll(desk, id: id)
+        #expect(response.status == 200, "\(response.text)")
+        #expect(response.headers["Cache-Control"] == "no-store")
+        let json = try #require(response.json)
+        #expect(json["token_type"] == "Bearer")
+        #expect(json["scope"] == "openid profile")
+        let accessToken = try #require(json["access_token"]?.stringValue)
+        let (header, claims) = try Self.verifiedIDToken(try #require(json["id_token"]?.stringValue), api: api)
+        #expect(header["alg"] == "RS256")
+        #expect(header["typ"] == "JWT")
+        #expect(claims["iss"] == .string(api.issuer))
+        #expect(claims["sub"] == "alice")
+        #expect(claims["aud"] == .string(desk.id))
+        #expect(claims["azp"] == .string(desk.id))
+        #expect(claims["auth_time"] == .integer(approvedAt))
+        #expect(claims["exp"]?.integerValue ?? 0 > claims["iat"]?.integerValue ?? 0)
+        #expect(claims["acr"] == .string(KeyAuthService.keyAndPresenceACR))
+        #expect(claims["amr"] == .array(["swk", "pin"]))
+        #expect(claims["at_hash"] == .string(IDTokens.accessTokenHash(accessToken)))
+        #expect(claims["urn:openid:params:jwt:claim:auth_req_id"] == .string(id))
+        #expect(claims["nonce"] == nil && claims["sid"] == nil)
+        // The access token names the user at /userinfo, as the code flow's does.
+        #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).json?["sub"] == .string("alice"))
+
+        // Without openid, the token response of section 4 alone.
+        for scope in [nil, "profile", "openidx"] {
+            let plain = try api.backchannelAuthorize(
+                desk, user: "alice", extra: [("binding_message", "CD34")] + (scope.map { [("scope", $0)] } ?? []))
+            let plainID = try #require(plain.json?["auth_req_id"]?.stringValue)
+            try setup.device.answerNewest()
+            setup.environment.clock.advance(by: 5)
+            let collected = try api.poll(desk, id: plainID)
+            #expect(collected.status == 200, "\(collected.text)")
+            #expect(collected.json?["access_token"] != nil)
+            #expect(collected.json?["id_token"] == nil, "\(scope ?? "no scope")")
+        }
+    }
+
     @Test("with --token-alg ES256 access tokens are ES256 and ID tokens still RS256, both in the JWK set")
     func idTokensStayRS256() throws {
         let environment = TestEnvironment()

@@ -138,6 +138,7 @@ struct OperationsTests {
         ]
         for (name, value) in expected { #expect(json[name] == value, "\(name)") }
         #expect(json["claims_supported"]?.arrayValue?.contains("nonce") == true)
+        #expect(json["claims_supported"]?.arrayValue?.contains("urn:openid:params:jwt:claim:auth_req_id") == true)
     }
 
     @Test("the request log has client, method, path, status, duration, route, error, user and kid, and no token")

@@ -138,7 +138,7 @@ struct AuthorizationEndpoint: Sendable {
     {
         // Before the user signs in for nothing: a code could only end in a failed token request
         // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
-        guard (try? service.idTokens.keys.currentRS256(at: service.tokens.clock.seconds)) != nil else {
+        guard service.canSignIDTokens else {
             throw Refusal(code: "server_error", description: "the server has no RS256 key to sign ID tokens")
         }
         if parameters["request"] != nil {

@@ -24,13 +24,22 @@ struct IDTokens: Sendable {
         var nonce: String?
         var authTime: Int64
         var methods: [String]
-        var sessionID: String
+        /// The browser session's `sid`; nil for a CIBA sign-in, which has no browser.
+        var sessionID: String?
         var accessToken: String
+        /// The CIBA request's `auth_req_id`, for the claim ``authRequestIDClaim``; nil in the code
+        /// flow.
+        var authRequestID: String? = nil
     }
+
+    /// CIBA Core 1.0's claim naming the request an ID token answers (section 10.3.1 requires it
+    /// in push mode; in poll mode it binds the token to the request just the same).
+    static let authRequestIDClaim = "urn:openid:params:jwt:claim:auth_req_id"
 
     /// A signed ID token: `iss`, `sub`, `aud` and `azp` (the client), `exp`, `iat`, `auth_time`,
     /// `nonce` exactly as the client sent it, `acr` and `amr` as in the CIBA token, `at_hash` of
-    /// the access token issued with it, `sid`; header `typ` `JWT` and `kid`.
+    /// the access token issued with it, `sid` or the CIBA request's id; header `typ` `JWT` and
+    /// `kid`.
     func sign(_ subject: Subject) throws(KeyAuthError) -> String {
         let key = try keys.currentRS256(at: clock.seconds)
         var claims = JWTClaims()
@@ -43,7 +52,8 @@ struct IDTokens: Sendable {
         claims.set("acr", string: KeyAuthService.acr(for: subject.methods))
         claims.set("amr", strings: subject.methods)
         claims.set("at_hash", string: Self.accessTokenHash(subject.accessToken))
-        claims.set("sid", string: subject.sessionID)
+        if let sessionID = subject.sessionID { claims.set("sid", string: sessionID) }
+        if let id = subject.authRequestID { claims.set(Self.authRequestIDClaim, string: id) }
         return try JWTBuilder(key: key.signer, lifetime: lifetime, clock: clock).sign(
             claims: claims, type: Self.type, keyID: key.kid)
     }

@@ -172,6 +172,9 @@ public final class KeyAuthResponder: HTTPResponder {
             ) {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+                if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
+                    throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
+                }
                 let started = try service.signIn.start(
                     kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
                     bindingMessage: form["binding_message"], scope: form["scope"],
@@ -280,14 +283,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
                 let grant = try service.collectSignIn(authReqID: id, client: client)
-                return (
-                    Self.tokenResponse(
-                        LoginResult(
-                            accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: "Bearer", user: nil,
-                            deviceKID: nil),
-                        nonce: nil),
-                    "issued"
-                )
+                return (Self.signInGrantResponse(grant), "issued")
             }
         }
     }
