@@ -289,8 +289,9 @@ struct OpenIDProviderTests {
             ("unsupported_response_type", ["response_type": "code id_token"]),
             ("invalid_scope", ["scope": "profile"]),
             ("invalid_scope", ["scope": nil]),
-            ("invalid_request", ["prompt": "consent"]),
+            ("invalid_request", ["prompt": "select_account"]),
             ("invalid_request", ["prompt": "none login"]),
+            ("invalid_request", ["prompt": "none consent"]),
             ("invalid_request", ["max_age": "-1"]),
             ("invalid_request", ["response_mode": "fragment"]),
             ("request_not_supported", ["request": "eyJ"]),
@@ -487,15 +488,7 @@ struct OpenIDProviderTests {
         let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
         let csrf = try OpenIDTestAPI.hidden("csrf", in: form.text)
         let good = [("csrf", csrf), ("authorization", reference), ("user", "alice")]
-        #expect(
-            try browser.post("/authorize/sign-in", form: good, headers: ["Origin": "https://evil.example"]).status
-                == 403)
-        #expect(
-            try browser.post("/authorize/sign-in", form: good, headers: ["Sec-Fetch-Site": "cross-site"]).status == 403)
-        #expect(
-            try browser.post(
-                "/authorize/sign-in", form: [("csrf", "x"), ("authorization", reference), ("user", "alice")]
-            ).status == 400)
+        #expect(try browser.forgedPostStatuses("/authorize/sign-in", form: good) == [403, 403, 400])
         // Another browser (its own CSRF cookie) cannot continue this browser's request.
         var other = OpenIDBrowser(api: setup.api)
         let otherForm = try other.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce))
@@ -561,6 +554,115 @@ struct OpenIDProviderTests {
             "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
         #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
         _ = browser
+    }
+
+    @Test(
+        "a signed-in browser gets no silent code for a public client: a consent page names the redirect origin with its port, and only Allow gives a code"
+    )
+    func publicClientConsent() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let native = try OpenIDTestAPI.addClient(
+            api, name: "Native", redirect: "http://127.0.0.1/callback", logout: [], isPublic: true)
+        let own = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        // The user signs in to the app listening on its port, approving on the device.
+        let first = try setup.signIn(
+            &browser,
+            OpenIDTestAPI.authorization(native, pkce: own, changes: ["redirect_uri": "http://127.0.0.1:54321/callback"])
+        )
+        #expect(try OpenIDTestAPI.redirect(first).parameters["code"] != nil)
+        setup.environment.clock.advance(by: 30)
+
+        // The attack (RFC 8252 section 8.6): any site or local program sends the signed-in browser
+        // here with the public client's id, a loopback port the attacker listens on and the
+        // attacker's own PKCE challenge, so a code sent there is the attacker's to redeem.
+        let attacker = try PKCE()
+        let stolen = OpenIDTestAPI.authorization(
+            native, pkce: attacker, changes: ["redirect_uri": "http://127.0.0.1:40000/callback"])
+        let asked = try browser.get("/authorize", query: stolen)
+        #expect(asked.status == 200, "answered with \(asked.headers["Location"] ?? "no redirect")")
+        #expect(asked.headers["Location"] == nil)
+        #expect(asked.text.contains("Sign in to <strong>Native</strong> as <strong>alice</strong>?"))
+        #expect(asked.text.contains("<strong id=\"redirect-origin\">http://127.0.0.1:40000</strong>"))
+        #expect(asked.text.contains("action=\"/authorize/consent\""))
+        #expect(asked.text.contains("value=\"allow\">Allow</button>") && asked.text.contains("Deny</button>"))
+        #expect(asked.headers["Content-Security-Policy"]?.contains("form-action 'self' http://127.0.0.1:40000") == true)
+        #expect(!asked.text.contains(attacker.challenge))
+        #expect(try setup.device.requests().isEmpty)
+        // prompt=none cannot skip the page.
+        let silent = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                native, pkce: attacker,
+                changes: ["redirect_uri": "http://127.0.0.1:40000/callback", "prompt": "none"]))
+        let (_, none) = try OpenIDTestAPI.redirect(silent)
+        #expect(none["error"] == "consent_required")
+        #expect(none["code"] == nil)
+
+        let reference = try OpenIDTestAPI.hidden("authorization", in: asked.text)
+        let csrf = try OpenIDTestAPI.hidden("csrf", in: asked.text)
+        let allow = [("csrf", csrf), ("authorization", reference), ("decision", "allow")]
+        // Only this browser answers, from this site and with its session's token.
+        #expect(try browser.forgedPostStatuses("/authorize/consent", form: allow) == [403, 403, 403])
+        var other = OpenIDBrowser(api: api)
+        _ = try other.get("/account")
+        #expect(try other.post("/authorize/consent", form: allow).status == 400)
+        // A consent's reference is no sign-in's, and a sign-in's no consent's: the approval that
+        // prompt=login asks for cannot be skipped.
+        #expect(
+            try browser.post("/authorize/continue", form: [("csrf", csrf), ("authorization", reference)]).status == 400)
+        let login = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                native, pkce: attacker,
+                changes: ["redirect_uri": "http://127.0.0.1:40000/callback", "prompt": "login"]))
+        #expect(login.text.contains("name=\"user\""))
+        let loginReference = try OpenIDTestAPI.hidden("authorization", in: login.text)
+        #expect(
+            try browser.post(
+                "/authorize/consent", form: [("csrf", csrf), ("authorization", loginReference), ("decision", "allow")]
+            ).status == 400)
+
+        // Deny: access_denied to the client, and the request is gone.
+        let denied = try browser.post(
+            "/authorize/consent", form: [("csrf", csrf), ("authorization", reference), ("decision", "deny")])
+        let (deniedBase, deniedAnswer) = try OpenIDTestAPI.redirect(denied)
+        #expect(deniedBase == "http://127.0.0.1:40000/callback")
+        #expect(deniedAnswer["error"] == "access_denied")
+        #expect(deniedAnswer["state"] == "state-1")
+        #expect(deniedAnswer["code"] == nil)
+        #expect(try browser.post("/authorize/consent", form: allow).status == 400)
+
+        // Allow: a code for the port the page named, once; the ID token's auth_time is the
+        // sign-in's, since nothing new was approved on a device.
+        let again = try browser.get("/authorize", query: stolen)
+        let allowAgain = [
+            ("csrf", try OpenIDTestAPI.hidden("csrf", in: again.text)),
+            ("authorization", try OpenIDTestAPI.hidden("authorization", in: again.text)), ("decision", "allow"),
+        ]
+        let allowed = try browser.post("/authorize/consent", form: allowAgain)
+        let (base, answer) = try OpenIDTestAPI.redirect(allowed)
+        #expect(base == "http://127.0.0.1:40000/callback")
+        #expect(answer["state"] == "state-1")
+        #expect(answer["iss"] == api.issuer)
+        #expect(try browser.post("/authorize/consent", form: allowAgain).status == 400)
+        let tokens = try OpenIDTestAPI.redeem(
+            api, native, code: try #require(answer["code"]), verifier: attacker.verifier,
+            redirectURI: "http://127.0.0.1:40000/callback")
+        #expect(tokens.status == 200, "\(tokens.text)")
+        let (_, claims) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)
+        #expect(claims["aud"] == .string(native.id))
+        #expect(claims["auth_time"] == .integer(setup.environment.clock.now - 30))
+
+        // A confidential client keeps the silent sign-in, unless it asks with prompt=consent.
+        let sso = try browser.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: own))
+        #expect(try OpenIDTestAPI.redirect(sso).parameters["code"] != nil)
+        let consent = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: own, changes: ["prompt": "consent"]))
+        #expect(consent.status == 200)
+        #expect(consent.text.contains("<strong id=\"redirect-origin\">https://wiki.example.org</strong>"))
     }
 
     @Test(
@@ -791,7 +893,8 @@ struct OpenIDProviderTests {
         for (path, label) in [
             ("/authorize", "/authorize"), ("/authorize/sign-in", "/authorize/sign-in"),
             ("/authorize/continue", "/authorize/continue"), ("/authorize/cancel", "/authorize/cancel"),
-            ("/authorize/x/y", "/authorize/{unknown}"), ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
+            ("/authorize/consent", "/authorize/consent"), ("/authorize/x/y", "/authorize/{unknown}"),
+            ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
         ] {
             #expect(Route(path: path)?.label == label, "\(path)")
         }

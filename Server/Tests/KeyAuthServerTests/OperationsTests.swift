@@ -134,7 +134,7 @@ struct OperationsTests {
             "id_token_signing_alg_values_supported": .array(["RS256"]),
             "scopes_supported": .array(["openid", "profile"]),
             "authorization_response_iss_parameter_supported": true,
-            "prompt_values_supported": .array(["none", "login"]),
+            "prompt_values_supported": .array(["none", "login", "consent"]),
         ]
         for (name, value) in expected { #expect(json[name] == value, "\(name)") }
         #expect(json["claims_supported"]?.arrayValue?.contains("nonce") == true)
