@@ -12,7 +12,8 @@ import Testing
 /// the page's form for the user name, its binding code, `keyauth approve` on the laptop, then
 /// the page's continue form, whose redirect goes to the application's redirect URI. A public
 /// client's redirect URI is a listener on a loopback port of its own choosing (RFC 8252) that
-/// receives the browser. The script prints one JSON line of what it saw.
+/// receives the browser; signed in, its next request goes through the consent page. The script
+/// prints one JSON line of what it saw.
 private let applicationScript = #"""
     import http.server, json, subprocess, sys, threading, urllib.parse
     from html.parser import HTMLParser
@@ -129,6 +130,31 @@ private let applicationScript = #"""
         except OAuthError as error:
             seen["second_use"] = error.error
         seen["userinfo_after_reuse"] = client.get(metadata["userinfo_endpoint"], timeout=10).status_code
+
+        if public:
+            # RFC 8252 section 8.6: the browser is signed in, yet a public client's next request
+            # (here on another port) gets the consent page naming the port, not a silent code;
+            # Allow sends the code there.
+            listener = http.server.HTTPServer(("127.0.0.1", 0), Callback)
+            threading.Thread(target=listener.handle_request, daemon=True).start()
+            port = "127.0.0.1:%d" % listener.server_port
+            again = OAuth2Session(client_id, None, scope="openid", code_challenge_method="S256",
+                                  redirect_uri=sys.argv[4].replace("127.0.0.1", port, 1),
+                                  token_endpoint_auth_method="none")
+            verifier = generate_token(48)
+            url, state = again.create_authorization_url(metadata["authorization_endpoint"],
+                                                        nonce=generate_token(20), code_verifier=verifier)
+            page = browser.get(url, allow_redirects=False)
+            seen["consent_status"] = page.status_code
+            seen["consent_names_port"] = ("http://" + port) in page.text
+            consent = next(form for form in Forms(page.text).forms if form["action"].endswith("/authorize/consent"))
+            allowed = submit(browser, page, consent, decision="allow")
+            browser.get(allowed.headers["Location"], timeout=10)
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(received["url"]).query)
+            seen["consent_state_matches"] = query["state"] == [state]
+            token = again.fetch_token(metadata["token_endpoint"], authorization_response=received["url"],
+                                      code_verifier=verifier)
+            seen["consent_id_token"] = bool(token.get("id_token"))
     except Exception as error:
         seen["failure"] = repr(error)
     print(json.dumps(seen))
@@ -209,5 +235,10 @@ struct AuthlibClientTests {
             directory: directory.path)
         #expect(client.secret == nil)
         expectSignedIn(seen, server: server, clientID: client.id)
+        // Signed in, the next request of a public client needs the user's Allow (RFC 8252 8.6).
+        #expect(seen["consent_status"] == .integer(200))
+        #expect(seen["consent_names_port"] == .bool(true))
+        #expect(seen["consent_state_matches"] == .bool(true))
+        #expect(seen["consent_id_token"] == .bool(true))
     }
 }

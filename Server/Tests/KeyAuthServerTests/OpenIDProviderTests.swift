@@ -53,6 +53,13 @@ struct OpenIDProviderTests {
                 form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
         }
 
+        /// Whether `browser` is signed in: `prompt=none` for the confidential client gets a code.
+        func isSignedIn(_ browser: inout OpenIDBrowser) throws -> Bool {
+            let answer = try browser.get(
+                "/authorize", query: OpenIDTestAPI.authorization(client, pkce: try PKCE(), changes: ["prompt": "none"]))
+            return try OpenIDTestAPI.redirect(answer).parameters["code"] != nil
+        }
+
         /// A full sign-in of `client` in a new browser; returns the browser and the code.
         func code(_ client: RelyingParty? = nil, pkce: PKCE, nonce: String = "n-0S6_WzA2Mj") throws -> (
             OpenIDBrowser, String
@@ -282,8 +289,9 @@ struct OpenIDProviderTests {
             ("unsupported_response_type", ["response_type": "code id_token"]),
             ("invalid_scope", ["scope": "profile"]),
             ("invalid_scope", ["scope": nil]),
-            ("invalid_request", ["prompt": "consent"]),
+            ("invalid_request", ["prompt": "select_account"]),
             ("invalid_request", ["prompt": "none login"]),
+            ("invalid_request", ["prompt": "none consent"]),
             ("invalid_request", ["max_age": "-1"]),
             ("invalid_request", ["response_mode": "fragment"]),
             ("request_not_supported", ["request": "eyJ"]),
@@ -480,15 +488,7 @@ struct OpenIDProviderTests {
         let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
         let csrf = try OpenIDTestAPI.hidden("csrf", in: form.text)
         let good = [("csrf", csrf), ("authorization", reference), ("user", "alice")]
-        #expect(
-            try browser.post("/authorize/sign-in", form: good, headers: ["Origin": "https://evil.example"]).status
-                == 403)
-        #expect(
-            try browser.post("/authorize/sign-in", form: good, headers: ["Sec-Fetch-Site": "cross-site"]).status == 403)
-        #expect(
-            try browser.post(
-                "/authorize/sign-in", form: [("csrf", "x"), ("authorization", reference), ("user", "alice")]
-            ).status == 400)
+        #expect(try browser.forgedPostStatuses("/authorize/sign-in", form: good) == [403, 403, 400])
         // Another browser (its own CSRF cookie) cannot continue this browser's request.
         var other = OpenIDBrowser(api: setup.api)
         let otherForm = try other.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce))
@@ -556,6 +556,283 @@ struct OpenIDProviderTests {
         _ = browser
     }
 
+    @Test(
+        "a signed-in browser gets no silent code for a public client: a consent page names the redirect origin with its port, and only Allow gives a code"
+    )
+    func publicClientConsent() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let native = try OpenIDTestAPI.addClient(
+            api, name: "Native", redirect: "http://127.0.0.1/callback", logout: [], isPublic: true)
+        let own = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        // The user signs in to the app listening on its port, approving on the device.
+        let first = try setup.signIn(
+            &browser,
+            OpenIDTestAPI.authorization(native, pkce: own, changes: ["redirect_uri": "http://127.0.0.1:54321/callback"])
+        )
+        #expect(try OpenIDTestAPI.redirect(first).parameters["code"] != nil)
+        setup.environment.clock.advance(by: 30)
+
+        // The attack (RFC 8252 section 8.6): any site or local program sends the signed-in browser
+        // here with the public client's id, a loopback port the attacker listens on and the
+        // attacker's own PKCE challenge, so a code sent there is the attacker's to redeem.
+        let attacker = try PKCE()
+        let stolen = OpenIDTestAPI.authorization(
+            native, pkce: attacker, changes: ["redirect_uri": "http://127.0.0.1:40000/callback"])
+        let asked = try browser.get("/authorize", query: stolen)
+        #expect(asked.status == 200, "answered with \(asked.headers["Location"] ?? "no redirect")")
+        #expect(asked.headers["Location"] == nil)
+        #expect(asked.text.contains("Sign in to <strong>Native</strong> as <strong>alice</strong>?"))
+        #expect(asked.text.contains("<strong id=\"redirect-origin\">http://127.0.0.1:40000</strong>"))
+        #expect(asked.text.contains("action=\"/authorize/consent\""))
+        #expect(asked.text.contains("value=\"allow\">Allow</button>") && asked.text.contains("Deny</button>"))
+        #expect(asked.headers["Content-Security-Policy"]?.contains("form-action 'self' http://127.0.0.1:40000") == true)
+        #expect(!asked.text.contains(attacker.challenge))
+        #expect(try setup.device.requests().isEmpty)
+        // prompt=none cannot skip the page.
+        let silent = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                native, pkce: attacker,
+                changes: ["redirect_uri": "http://127.0.0.1:40000/callback", "prompt": "none"]))
+        let (_, none) = try OpenIDTestAPI.redirect(silent)
+        #expect(none["error"] == "consent_required")
+        #expect(none["code"] == nil)
+
+        let reference = try OpenIDTestAPI.hidden("authorization", in: asked.text)
+        let csrf = try OpenIDTestAPI.hidden("csrf", in: asked.text)
+        let allow = [("csrf", csrf), ("authorization", reference), ("decision", "allow")]
+        // Only this browser answers, from this site and with its session's token.
+        #expect(try browser.forgedPostStatuses("/authorize/consent", form: allow) == [403, 403, 403])
+        var other = OpenIDBrowser(api: api)
+        _ = try other.get("/account")
+        #expect(try other.post("/authorize/consent", form: allow).status == 400)
+        // A consent's reference is no sign-in's, and a sign-in's no consent's: the approval that
+        // prompt=login asks for cannot be skipped.
+        #expect(
+            try browser.post("/authorize/continue", form: [("csrf", csrf), ("authorization", reference)]).status == 400)
+        let login = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                native, pkce: attacker,
+                changes: ["redirect_uri": "http://127.0.0.1:40000/callback", "prompt": "login"]))
+        #expect(login.text.contains("name=\"user\""))
+        let loginReference = try OpenIDTestAPI.hidden("authorization", in: login.text)
+        #expect(
+            try browser.post(
+                "/authorize/consent", form: [("csrf", csrf), ("authorization", loginReference), ("decision", "allow")]
+            ).status == 400)
+
+        // Deny: access_denied to the client, and the request is gone.
+        let denied = try browser.post(
+            "/authorize/consent", form: [("csrf", csrf), ("authorization", reference), ("decision", "deny")])
+        let (deniedBase, deniedAnswer) = try OpenIDTestAPI.redirect(denied)
+        #expect(deniedBase == "http://127.0.0.1:40000/callback")
+        #expect(deniedAnswer["error"] == "access_denied")
+        #expect(deniedAnswer["state"] == "state-1")
+        #expect(deniedAnswer["code"] == nil)
+        #expect(try browser.post("/authorize/consent", form: allow).status == 400)
+
+        // Allow: a code for the port the page named, once; the ID token's auth_time is the
+        // sign-in's, since nothing new was approved on a device.
+        let again = try browser.get("/authorize", query: stolen)
+        let allowAgain = [
+            ("csrf", try OpenIDTestAPI.hidden("csrf", in: again.text)),
+            ("authorization", try OpenIDTestAPI.hidden("authorization", in: again.text)), ("decision", "allow"),
+        ]
+        let allowed = try browser.post("/authorize/consent", form: allowAgain)
+        let (base, answer) = try OpenIDTestAPI.redirect(allowed)
+        #expect(base == "http://127.0.0.1:40000/callback")
+        #expect(answer["state"] == "state-1")
+        #expect(answer["iss"] == api.issuer)
+        #expect(try browser.post("/authorize/consent", form: allowAgain).status == 400)
+        let tokens = try OpenIDTestAPI.redeem(
+            api, native, code: try #require(answer["code"]), verifier: attacker.verifier,
+            redirectURI: "http://127.0.0.1:40000/callback")
+        #expect(tokens.status == 200, "\(tokens.text)")
+        let (_, claims) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)
+        #expect(claims["aud"] == .string(native.id))
+        #expect(claims["auth_time"] == .integer(setup.environment.clock.now - 30))
+
+        // A confidential client keeps the silent sign-in, unless it asks with prompt=consent.
+        let sso = try browser.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: own))
+        #expect(try OpenIDTestAPI.redirect(sso).parameters["code"] != nil)
+        let consent = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: own, changes: ["prompt": "consent"]))
+        #expect(consent.status == 200)
+        #expect(consent.text.contains("<strong id=\"redirect-origin\">https://wiki.example.org</strong>"))
+    }
+
+    @Test(
+        "a repeated parameter is refused (RFC 6749 section 3.1): client_id or redirect_uri with a page, others at the redirect URI, and at every other endpoint"
+    )
+    func repeatedParameters() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        let other = try OpenIDTestAPI.addClient(api, name: "Other", redirect: "https://other.example/cb")
+        let good = OpenIDTestAPI.authorization(setup.client, pkce: pkce)
+        // A signed-in browser, which would get a code at once for the request as first read.
+        var (browser, _) = try setup.code(pkce: pkce)
+
+        for (name, value) in [
+            ("client_id", setup.client.id), ("client_id", other.id), ("redirect_uri", setup.client.redirectURI),
+            ("redirect_uri", other.redirectURI),
+        ] {
+            let response = try browser.get("/authorize", query: good + [(name, value)])
+            #expect(response.status == 400, "\(name)")
+            #expect(response.headers["Location"] == nil, "\(name)")
+            #expect(response.text.contains("repeats \(name)"), "\(name)")
+        }
+        // The transport decodes names first: client%5Fid is client_id again.
+        let encoded = try browser.get("/authorize?" + OpenIDTestAPI.encode(good) + "&client%5Fid=" + other.id)
+        #expect(encoded.status == 400 && encoded.headers["Location"] == nil)
+
+        for (name, value) in [
+            ("state", "state-2"), ("code_challenge", try PKCE().challenge), ("nonce", "n-2"), ("scope", "openid"),
+            ("response_type", "code"), ("code_challenge_method", "S256"),
+        ] {
+            let response = try browser.get("/authorize", query: good + [(name, value)])
+            let (base, parameters) = try OpenIDTestAPI.redirect(response)
+            #expect(base == setup.client.redirectURI, "\(name)")
+            #expect(parameters["error"] == "invalid_request", "\(name)")
+            #expect(parameters["error_description"] == "the parameter \(name) is repeated", "\(name)")
+            #expect(parameters["code"] == nil, "\(name)")
+            // Neither state is echoed when state itself is repeated.
+            #expect(parameters["state"] == (name == "state" ? nil : "state-1"), "\(name)")
+        }
+        // The same for a posted authorization request's form.
+        let posted = try browser.post("/authorize", form: good + [("nonce", "n-2")])
+        #expect(try OpenIDTestAPI.redirect(posted).parameters["error"] == "invalid_request")
+        let postedClient = try browser.post("/authorize", form: good + [("client_id", other.id)])
+        #expect(postedClient.status == 400 && postedClient.headers["Location"] == nil)
+
+        // Every other endpoint, whether it reads a query or a form.
+        let endSession = try browser.get(
+            "/end-session", query: [("client_id", setup.client.id), ("state", "a"), ("state", "b")])
+        #expect(endSession.status == 400, "\(endSession.text)")
+        let devices = try api.send(
+            "GET", "/v1/devices?limit=1&limit=100", headers: ["Authorization": "Bearer \(setup.device.token)"])
+        #expect(devices.status == 400 && devices.errorCode == "invalid_request", "\(devices.text)")
+        let requests = try api.send(
+            "GET", "/v1/auth-requests?wait=0&wait=30", headers: ["Authorization": "Bearer \(setup.device.token)"])
+        #expect(requests.status == 400 && requests.errorCode == "invalid_request", "\(requests.text)")
+        let health = try api.send("GET", "/healthz?a=1&a=2")
+        #expect(health.status == 400 && health.errorCode == "invalid_request")
+        let account = try browser.get("/account?a=1&a=2")
+        #expect(account.status == 400 && account.headers["Content-Type"]?.hasPrefix("text/html") == true)
+        let token = try api.clientPost(
+            "/oauth/token", client: setup.client.basic,
+            form: [
+                ("grant_type", "authorization_code"), ("code", "a"), ("code", "b"),
+                ("redirect_uri", setup.client.redirectURI), ("code_verifier", pkce.verifier),
+            ])
+        #expect(token.status == 400 && token.errorCode == "invalid_request", "\(token.text)")
+        let desk = try api.addClient()
+        let backchannel = try api.clientPost(
+            "/bc-authorize", client: desk, form: [("login_hint", "alice"), ("login_hint", "bob")])
+        #expect(backchannel.status == 400 && backchannel.errorCode == "invalid_request", "\(backchannel.text)")
+        #expect(try setup.device.requests().isEmpty)
+        // None of it ended the session.
+        #expect(try setup.isSignedIn(&browser))
+    }
+
+    @Test(
+        "end-session takes only ID tokens as id_token_hint: a device's access token or a relying party's neither signs out nor picks a redirect"
+    )
+    func accessTokenIsNoHint() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let pkce = try PKCE()
+        var (browser, code) = try setup.code(pkce: pkce)
+        let tokens = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        let clientToken = try #require(tokens.json?["access_token"]?.stringValue)
+        let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+        // Both are RS256 tokens of this server's keys, for alice: what a resource server holds.
+        for (name, token) in [
+            ("a device's access token", setup.device.token), ("the code flow's access token", clientToken),
+        ] {
+            for extra in [[], [("post_logout_redirect_uri", "https://wiki.example.org/signed-out")]] {
+                let response = try browser.get("/end-session", query: [("id_token_hint", token)] + extra)
+                #expect(response.status == 400, "\(name): \(response.status)")
+                #expect(response.headers["Location"] == nil, "\(name)")
+                #expect(!response.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=") })
+                #expect(try setup.isSignedIn(&browser), "\(name) signed the user out")
+            }
+        }
+        // The ID token of a client removed since is no hint either.
+        let removed = try OpenIDTestAPI.addClient(api, name: "Removed", redirect: "https://removed.example/cb")
+        let removedPKCE = try PKCE()
+        let silent = try browser.get("/authorize", query: OpenIDTestAPI.authorization(removed, pkce: removedPKCE))
+        let removedCode = try #require(try OpenIDTestAPI.redirect(silent).parameters["code"])
+        let removedTokens = try OpenIDTestAPI.redeem(api, removed, code: removedCode, verifier: removedPKCE.verifier)
+        let removedHint = try #require(removedTokens.json?["id_token"]?.stringValue)
+        #expect(try api.storage.deleteClient(id: removed.id))
+        #expect(try browser.get("/end-session", query: [("id_token_hint", removedHint)]).status == 400)
+        #expect(try setup.isSignedIn(&browser))
+        // The ID token itself still signs the user out at once.
+        let out = try browser.get("/end-session", query: [("id_token_hint", idToken)])
+        #expect(out.status == 200)
+        #expect(out.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=;") })
+        #expect(try !setup.isSignedIn(&browser))
+    }
+
+    @Test(
+        "a CIBA request with scope openid gets an RS256 ID token the JWKS verifies, naming the request; without openid none"
+    )
+    func backchannelIDToken() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let desk = try api.addClient()
+        let started = try api.backchannelAuthorize(
+            desk, user: "alice", extra: [("binding_message", "AB12"), ("scope", "openid profile")])
+        let id = try #require(started.json?["auth_req_id"]?.stringValue, "\(started.text)")
+        try setup.device.answerNewest()
+        let approvedAt = setup.environment.clock.now
+        setup.environment.clock.advance(by: 5)
+        let response = try api.poll(desk, id: id)
+        #expect(response.status == 200, "\(response.text)")
+        #expect(response.headers["Cache-Control"] == "no-store")
+        let json = try #require(response.json)
+        #expect(json["token_type"] == "Bearer")
+        #expect(json["scope"] == "openid profile")
+        let accessToken = try #require(json["access_token"]?.stringValue)
+        let (header, claims) = try Self.verifiedIDToken(try #require(json["id_token"]?.stringValue), api: api)
+        #expect(header["alg"] == "RS256")
+        #expect(header["typ"] == "JWT")
+        #expect(claims["iss"] == .string(api.issuer))
+        #expect(claims["sub"] == "alice")
+        #expect(claims["aud"] == .string(desk.id))
+        #expect(claims["azp"] == .string(desk.id))
+        #expect(claims["auth_time"] == .integer(approvedAt))
+        #expect(claims["exp"]?.integerValue ?? 0 > claims["iat"]?.integerValue ?? 0)
+        #expect(claims["acr"] == .string(KeyAuthService.keyAndPresenceACR))
+        #expect(claims["amr"] == .array(["swk", "pin"]))
+        #expect(claims["at_hash"] == .string(IDTokens.accessTokenHash(accessToken)))
+        #expect(claims["urn:openid:params:jwt:claim:auth_req_id"] == .string(id))
+        #expect(claims["nonce"] == nil && claims["sid"] == nil)
+        // The access token names the user at /userinfo, as the code flow's does.
+        #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).json?["sub"] == .string("alice"))
+
+        // Without openid, the token response of section 4 alone.
+        for scope in [nil, "profile", "openidx"] {
+            let plain = try api.backchannelAuthorize(
+                desk, user: "alice", extra: [("binding_message", "CD34")] + (scope.map { [("scope", $0)] } ?? []))
+            let plainID = try #require(plain.json?["auth_req_id"]?.stringValue)
+            try setup.device.answerNewest()
+            setup.environment.clock.advance(by: 5)
+            let collected = try api.poll(desk, id: plainID)
+            #expect(collected.status == 200, "\(collected.text)")
+            #expect(collected.json?["access_token"] != nil)
+            #expect(collected.json?["id_token"] == nil, "\(scope ?? "no scope")")
+        }
+    }
+
     @Test("with --token-alg ES256 access tokens are ES256 and ID tokens still RS256, both in the JWK set")
     func idTokensStayRS256() throws {
         let environment = TestEnvironment()
@@ -616,7 +893,8 @@ struct OpenIDProviderTests {
         for (path, label) in [
             ("/authorize", "/authorize"), ("/authorize/sign-in", "/authorize/sign-in"),
             ("/authorize/continue", "/authorize/continue"), ("/authorize/cancel", "/authorize/cancel"),
-            ("/authorize/x/y", "/authorize/{unknown}"), ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
+            ("/authorize/consent", "/authorize/consent"), ("/authorize/x/y", "/authorize/{unknown}"),
+            ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
         ] {
             #expect(Route(path: path)?.label == label, "\(path)")
         }

@@ -134,10 +134,11 @@ struct OperationsTests {
             "id_token_signing_alg_values_supported": .array(["RS256"]),
             "scopes_supported": .array(["openid", "profile"]),
             "authorization_response_iss_parameter_supported": true,
-            "prompt_values_supported": .array(["none", "login"]),
+            "prompt_values_supported": .array(["none", "login", "consent"]),
         ]
         for (name, value) in expected { #expect(json[name] == value, "\(name)") }
         #expect(json["claims_supported"]?.arrayValue?.contains("nonce") == true)
+        #expect(json["claims_supported"]?.arrayValue?.contains("urn:openid:params:jwt:claim:auth_req_id") == true)
     }
 
     @Test("the request log has client, method, path, status, duration, route, error, user and kid, and no token")

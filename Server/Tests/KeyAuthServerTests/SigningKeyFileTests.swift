@@ -132,7 +132,7 @@ struct SigningKeyFileTests {
     }
 
     @Test(
-        "with an ES256 key file the server warns that it cannot sign ID tokens, and /authorize answers server_error before any sign-in"
+        "with an ES256 key file the server warns that it cannot sign ID tokens; /authorize answers server_error and /bc-authorize refuses openid before any sign-in"
     )
     func nonRSAKeyFileRefusesAuthorization() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
@@ -148,6 +148,7 @@ struct SigningKeyFileTests {
         let storage = try StorageFactory.open(database)
         let redirect = "https://wiki.example.org/callback"
         let (client, _) = try ClientRegistry(storage: storage).add(name: "Wiki", redirectURIs: [redirect])
+        let (desk, deskSecret) = try ClientRegistry(storage: storage).add(name: "Desk")
         storage.close()
         let pkce = try PKCE()
         var request = HTTPRequest(method: "GET", path: "/authorize")
@@ -162,6 +163,23 @@ struct SigningKeyFileTests {
         #expect(location.hasPrefix(redirect + "?error=server_error&"), "\(location)")
         #expect(location.contains("state=state-1"))
         #expect(!response.text.contains("binding-code"))
+
+        // CIBA: openid needs an ID token, so the request is refused before a device is asked;
+        // without openid it goes on (to the unknown user here).
+        func backchannel(scope: String) throws -> HTTPResponse {
+            try SocketTransport(port: port).send(
+                HTTPRequest(
+                    method: "POST", path: "/bc-authorize",
+                    headers: [
+                        "Content-Type": "application/x-www-form-urlencoded",
+                        "Authorization": TestClient(id: desk.id, secret: try #require(deskSecret)).basic,
+                    ],
+                    body: Array("login_hint=nobody&scope=\(TestAPI.formEncode(scope))".utf8)))
+        }
+        let openID = try backchannel(scope: "openid profile")
+        #expect(openID.status == 400 && openID.errorCode == "invalid_request", "\(openID.text)")
+        #expect(openID.errorDescription?.contains("RS256") == true)
+        #expect(try backchannel(scope: "profile").errorCode == "unknown_user_id")
     }
 
     @Test("--signing-key-file and KEYAUTH_SERVER_SIGNING_KEY_FILE name the file; an empty one is a usage error")

@@ -74,6 +74,26 @@ struct SocketTests {
         }
     }
 
+    @Test(
+        "the transport keeps a repeated query parameter's first value and names it, decoded, for the responder to refuse"
+    )
+    func repeatedQueryParameters() throws {
+        let server = try HTTPServer(responder: QueryEcho(), options: HTTPServerOptions(address: .loopback(port: 0)))
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port)
+        try connection.send(
+            RawHTTPConnection.requestBytes(
+                method: "GET", path: "/authorize?client_id=a&state=s&client_id=b&client%5Fid=c&nonce=n&nonce=n"))
+        let response = try connection.readResponse()
+        #expect(response.status == 200)
+        #expect(
+            response.json
+                == .object([
+                    "query": .object(["client_id": "a", "state": "s", "nonce": "n"]),
+                    "repeated": .array(["client_id", "nonce"]),
+                ]))
+    }
+
     @Test("a declared Content-Length over 64 KiB gets 413 before the body is read, and the server keeps serving")
     func declaredTooLarge() throws {
         let environment = TestEnvironment()
@@ -234,5 +254,16 @@ struct SocketTests {
         runner.stop()
         runner.stop()
         #expect(throws: TestFailure.self) { _ = try RawHTTPConnection(port: port) }
+    }
+}
+
+/// Answers with the query and the repeated names the transport handed over.
+private struct QueryEcho: HTTPResponder {
+    func respond(to request: HTTPRequest) -> HTTPResponse {
+        .json(
+            .object([
+                "query": .object(request.query.mapValues(JSONValue.string)),
+                "repeated": .array(request.repeatedQueryNames.sorted().map(JSONValue.string)),
+            ]))
     }
 }

@@ -34,17 +34,42 @@ package enum FormURLEncoding {
     /// - Throws: ``DecodingError`` for bad percent-encoding, invalid UTF-8 or a repeated
     ///   parameter (RFC 6749 section 3.2: parameters must not be included more than once).
     package static func decode(_ body: [UInt8]) throws(DecodingError) -> [String: String] {
-        var result: [String: String] = [:]
+        let (values, repeated) = try decodeNotingRepeats(body)
+        if let name = repeated.min() { throw DecodingError(message: repeatedParameterMessage(name)) }
+        return values
+    }
+
+    /// The first value of each name in `body`, and the names that came more than once: for a
+    /// server that answers a repeated parameter in its own way (the authorization endpoint sends
+    /// some errors back to the client). RFC 6749 section 3.1 forbids repeating a parameter, so a
+    /// caller refuses the request when `repeated` is not empty and never reads such a value.
+    ///
+    /// - Throws: ``DecodingError`` for bad percent-encoding or invalid UTF-8.
+    package static func decodeNotingRepeats(_ body: [UInt8]) throws(DecodingError) -> (
+        values: [String: String], repeated: Set<String>
+    ) {
+        var values: [String: String] = [:]
+        var repeated: Set<String> = []
         for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             let name = try decodeComponent(parts[0])
             let value = parts.count > 1 ? try decodeComponent(parts[1]) : ""
-            guard result[name] == nil else {
-                throw DecodingError(message: "the parameter \"\(name.prefix(32))\" is repeated")
-            }
-            result[name] = value
+            if values[name] == nil { values[name] = value } else { repeated.insert(name) }
         }
-        return result
+        return (values, repeated)
+    }
+
+    /// What a server says about a repeated parameter: its name when that is short and plain (a
+    /// client chose it, and an OAuth `error_description` allows no quote or backslash), else
+    /// only that one is repeated.
+    package static func repeatedParameterMessage(_ name: String) -> String {
+        let isPlain =
+            !name.isEmpty && name.utf8.count <= 32
+            && name.utf8.allSatisfy { byte in
+                (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || (0x30...0x39).contains(byte)
+                    || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            }
+        return isPlain ? "the parameter \(name) is repeated" : "a parameter is repeated"
     }
 
     /// One percent-encoded component (`+` as a space), as forms and HTTP Basic credentials

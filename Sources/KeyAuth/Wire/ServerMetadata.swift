@@ -100,9 +100,9 @@ extension ServerMetadata {
             members["scopes_supported"] = strings(["openid", "profile"])
             members["claims_supported"] = strings([
                 "iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "acr", "amr", "azp", "at_hash", "sid",
-                "preferred_username",
+                "preferred_username", "urn:openid:params:jwt:claim:auth_req_id",
             ])
-            members["prompt_values_supported"] = strings(["none", "login"])
+            members["prompt_values_supported"] = strings(["none", "login", "consent"])
             members["authorization_response_iss_parameter_supported"] = .bool(true)
             members["request_parameter_supported"] = .bool(false)
             members["request_uri_parameter_supported"] = .bool(false)

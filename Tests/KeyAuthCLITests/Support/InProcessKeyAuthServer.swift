@@ -152,11 +152,12 @@ final class InProcessKeyAuthServer: Sendable {
         var headers = HTTPHeaders()
         for (name, value) in request.headers { headers.add(name, value) }
         let address = state.values.withLock { $0.clientAddress }
+        // As libmicrohttpd hands it over: the first value of each name, and the names repeated.
+        let parameters = (try? FormURLEncoding.decodeNotingRepeats(Array(query.utf8))) ?? (values: [:], repeated: [])
         let response = responder.respond(
             to: HTTPRequest(
-                method: request.method, path: path,
-                query: (try? FormURLEncoding.decode(Array(query.utf8))) ?? [:], headers: headers,
-                body: request.body, clientAddress: address))
+                method: request.method, path: path, query: parameters.values,
+                repeatedQueryNames: parameters.repeated, headers: headers, body: request.body, clientAddress: address))
         if request.method == "GET" && path == "/v1/devices" {
             let cursor = (try? JSONValue(parsing: response.body))?["next_cursor"]?.stringValue
             state.values.withLock { values in

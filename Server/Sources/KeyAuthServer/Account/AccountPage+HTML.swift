@@ -3,8 +3,9 @@ import KeyAuth
 /// The account page's HTML. Every value from outside (user and device names, addresses, codes,
 /// messages) goes through ``HTMLText/escape(_:)``; the pages carry stable hooks for tests and
 /// scripts: the sign-in field `name="user"`, the code in `id="binding-code"`, each device in an
-/// element with `data-kid`, and buttons whose text is `Approve`, `Deny`, `Revoke`, `Rename` and
-/// `Sign out`.
+/// element with `data-kid`, buttons whose text is `Approve`, `Deny`, `Revoke`, `Rename` and
+/// `Sign out`, and on the consent page the origin in `id="redirect-origin"` and the buttons
+/// `Allow` and `Deny`.
 extension AccountPage {
     /// Where the sign-in pages' forms go, and what they carry besides the CSRF token: the
     /// account page's own, or the authorization endpoint's with its request's reference.
@@ -168,6 +169,33 @@ extension AccountPage {
                 <h2>\(HTMLText.escape(title))</h2>
                 <p>\(HTMLText.escape(reason))</p>
                 <p><a href="\(HTMLText.escape(basePath + root))">Back to your account</a></p>
+                </section></main>
+                """)
+    }
+
+    /// The consent page of a signed-in user: whether `clientName` may have a sign-in, sent to
+    /// `redirectOrigin` (with its port: for a native app's loopback redirect the port is all
+    /// that tells one listener from another). One form to `action`, with the session's CSRF
+    /// token, `hidden` and a button for each answer: `decision` `allow` or `deny`.
+    func consentPage(
+        _ session: BrowserSessionRecord, clientName: String, redirectOrigin: String, action: String,
+        hidden: [(String, String)]
+    ) -> String {
+        let name = HTMLText.escape(clientName)
+        return Self.document(
+            basePath: basePath, title: "Allow sign-in",
+            body: """
+                <main><section class="card">
+                <h2>Allow sign-in</h2>
+                <p>Sign in to <strong>\(name)</strong> as <strong>\(HTMLText.escape(session.user))</strong>?</p>
+                <p>The sign-in goes to <strong id="redirect-origin">\(HTMLText.escape(redirectOrigin))</strong>.</p>
+                <p class="muted">Allow only if you have just started signing in to \(name) yourself. Any web site \
+                or program can open this page, and whatever listens at that address receives the sign-in.</p>
+                <form method="post" action="\(HTMLText.escape(action))">
+                \(Self.hidden("csrf", session.csrfToken))\(Self.hiddenFields(hidden))
+                <button type="submit" name="decision" value="allow">Allow</button>
+                <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
+                </form>
                 </section></main>
                 """)
     }

@@ -6,8 +6,14 @@ public struct HTTPRequest: Sendable {
     public var method: String
     /// The path, percent-decoded, without the query string.
     public var path: String
-    /// The query parameters, decoded; the first value wins for repeated names.
+    /// The query parameters, decoded: the first value of each name. A name that came more than
+    /// once is also in ``repeatedQueryNames``, and the responder refuses the request before any
+    /// endpoint reads it.
     public var query: [String: String]
+    /// The query's names that came more than once (decoded, so `a` and `%61` are one name).
+    /// RFC 6749 section 3.1 forbids repeating a parameter; keeping the first value silently
+    /// would let two parties read one request differently.
+    public var repeatedQueryNames: Set<String>
     /// The header fields.
     public var headers: HTTPHeaders
     /// The body, at most the transport's limit (64 KiB).
@@ -20,12 +26,14 @@ public struct HTTPRequest: Sendable {
 
     /// Creates a request.
     public init(
-        method: String, path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(),
-        body: [UInt8] = [], clientAddress: String = "127.0.0.1", bodyTooLarge: Bool = false
+        method: String, path: String, query: [String: String] = [:], repeatedQueryNames: Set<String> = [],
+        headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], clientAddress: String = "127.0.0.1",
+        bodyTooLarge: Bool = false
     ) {
         self.method = method
         self.path = path
         self.query = query
+        self.repeatedQueryNames = repeatedQueryNames
         self.headers = headers
         self.body = body
         self.clientAddress = clientAddress

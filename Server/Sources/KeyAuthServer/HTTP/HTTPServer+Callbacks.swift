@@ -180,7 +180,8 @@ func httpServerCollectHeader(
     return .YES
 }
 
-/// Query iterator: keeps the first value of each decoded parameter.
+/// Query iterator: keeps the first value of each decoded parameter and notes the names that
+/// come again, which the responder refuses (``HTTPRequest/repeatedQueryNames``).
 func httpServerCollectQueryItem(
     _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
     _ value: UnsafePointer<CChar>?
@@ -190,6 +191,8 @@ func httpServerCollectQueryItem(
     let name = String(cString: key)
     if state.request.query[name] == nil {
         state.request.query[name] = value.map { String(cString: $0) } ?? ""
+    } else {
+        state.request.repeatedQueryNames.insert(name)
     }
     return .YES
 }

@@ -2,8 +2,8 @@ import KeyAuth
 
 /// The OpenID Connect authorization endpoint (PROTOCOL.md section 10): `GET` (or `POST`)
 /// `/authorize`, then the account page's sign-in flow under `/authorize/sign-in`,
-/// `/authorize/continue` and `/authorize/cancel`, ending in a redirect back to the relying
-/// party with a one-time code.
+/// `/authorize/continue` and `/authorize/cancel`, or for a signed-in user the consent page's
+/// `/authorize/consent`, ending in a redirect back to the relying party with a one-time code.
 ///
 /// The sign-in is the account page's, shared through ``AccountPage``: the same forms, waiting
 /// page, script, browser sessions, cookies, CSRF tokens and cross-site refusal. What this type
@@ -14,6 +14,11 @@ import KeyAuth
 /// Until the client and its redirect URI are known good, every error is a page (400), never a
 /// redirect, so the endpoint cannot be used as an open redirector; after, errors go back to the
 /// client as RFC 6749 section 4.1.2.1 parameters with `state` and `iss` (RFC 9207).
+///
+/// A signed-in browser gets a code without a new approval, except for a public client: anyone
+/// can send the browser here with such a client's id and a loopback redirect on a port of their
+/// own, and no secret proves who redeems the code, so the user allows each of its sign-ins on a
+/// consent page (RFC 8252 section 8.6).
 struct AuthorizationEndpoint: Sendable {
     /// Where the endpoint lives.
     static let root = "/authorize"
@@ -31,7 +36,7 @@ struct AuthorizationEndpoint: Sendable {
     /// The metrics label of a path under `/authorize`: a fixed set.
     static func label(of path: String) -> String {
         switch path.dropFirst(root.count) {
-        case "", "/sign-in", "/continue", "/cancel": path
+        case "", "/sign-in", "/continue", "/cancel", "/consent": path
         default: root + "/{unknown}"
         }
     }
@@ -41,17 +46,24 @@ struct AuthorizationEndpoint: Sendable {
         let rest = path.dropFirst(Self.root.count)
         if rest.isEmpty {
             // OpenID Connect Core section 3.1.2.1: GET with a query, or POST with a form.
-            guard request.method == "POST" else { return try authorize(request, request.query) }
-            guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
-            return try authorize(request, form)
+            guard request.method == "POST" else {
+                return try authorize(request, request.query, repeated: request.repeatedQueryNames)
+            }
+            guard let (form, repeated) = try? request.formParameters() else {
+                return errorPage("The form could not be read.")
+            }
+            return try authorize(request, form, repeated: repeated.union(request.repeatedQueryNames))
         }
         guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
         if let refusal = page.crossSiteRefusal(request) { return refusal }
-        guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+        guard request.repeatedQueryNames.isEmpty, let form = try? request.formBody() else {
+            return errorPage("The form could not be read.")
+        }
         switch rest {
         case "/sign-in": return try signIn(request, form: form)
         case "/continue": return try continueSignIn(request, form: form, cancel: false)
         case "/cancel": return try continueSignIn(request, form: form, cancel: true)
+        case "/consent": return try consent(request, form: form)
         default: throw RoutingError.noSuchEndpoint
         }
     }
@@ -65,6 +77,28 @@ struct AuthorizationEndpoint: Sendable {
         var client: ClientRecord
         var prompt: Set<String>
         var maxAge: Int64?
+
+        /// Whether a signed-in user must still allow this sign-in on the consent page: always
+        /// for a public client (RFC 8252 section 8.6), and when the client asks with
+        /// `prompt=consent`.
+        var needsConsent: Bool { client.isPublic || prompt.contains("consent") }
+    }
+
+    /// What a stored request waits for. Each kind hashes its reference under its own label, so
+    /// that one kind's reference is unknown to the other's forms: consenting to a sign-in's
+    /// request would skip the approval that `prompt=login` or `max_age` asked for.
+    private enum Awaiting {
+        /// The user name form, then the device's approval.
+        case signIn
+        /// The signed-in user's answer on the consent page.
+        case consent
+
+        func idHash(_ reference: String) throws(KeyAuthError) -> [UInt8] {
+            switch self {
+            case .signIn: try BrowserSessions.hash(reference)
+            case .consent: try BrowserSessions.hash("consent\n" + reference)
+            }
+        }
     }
 
     /// Why a request was refused after its redirect URI was validated.
@@ -73,9 +107,19 @@ struct AuthorizationEndpoint: Sendable {
         let description: String
     }
 
-    /// `/authorize`: checks the request; answers at once from a signed-in session, or refuses
-    /// with `login_required` under `prompt=none`, or shows the sign-in form.
-    private func authorize(_ request: HTTPRequest, _ parameters: [String: String]) throws -> HTTPResponse {
+    /// `/authorize`: checks the request; answers at once from a signed-in session (after the
+    /// consent page for a public client), or refuses with `login_required` (or
+    /// `consent_required`) under `prompt=none`, or shows the sign-in form.
+    ///
+    /// `repeated` are the names that came more than once (RFC 6749 section 3.1 forbids it): a
+    /// repeated `client_id` or `redirect_uri` leaves no redirect URI to trust and gets a page;
+    /// any other gets `invalid_request` at the redirect URI.
+    private func authorize(_ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>) throws
+        -> HTTPResponse
+    {
+        for name in ["client_id", "redirect_uri"] where repeated.contains(name) {
+            return errorPage("The request repeats \(name); each parameter may appear once.")
+        }
         guard let clientID = parameters["client_id"], !clientID.isEmpty,
             let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
         else { return errorPage("The application is not registered with this server (client_id).") }
@@ -84,9 +128,12 @@ struct AuthorizationEndpoint: Sendable {
                 RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
             })
         else { return errorPage("The redirect_uri is not one registered for \(client.name).") }
-        let state = parameters["state"]
+        let state = repeated.contains("state") ? nil : parameters["state"]
         let validated: Validated
         do {
+            if let name = repeated.min() {
+                throw Refusal(code: "invalid_request", description: FormURLEncoding.repeatedParameterMessage(name))
+            }
             validated = try validate(parameters, client: client, redirectURI: redirectURI)
         } catch let refusal as Refusal {
             return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)
@@ -94,7 +141,21 @@ struct AuthorizationEndpoint: Sendable {
         let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
         if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
-            return try issueCode(for: validated.record, session: signedIn.record)
+            guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
+            if validated.prompt.contains("none") {
+                return redirect(
+                    to: redirectURI, error: "consent_required",
+                    description: "the user must allow this application's sign-in", state: state)
+            }
+            // The request waits for the user's answer, as for a sign-in.
+            let (csrf, headers) = try page.csrfCookie(request)
+            let reference = try store(validated.record, awaiting: .consent, csrf: csrf)
+            return page.html(
+                page.consentPage(
+                    signedIn.record, clientName: client.name,
+                    redirectOrigin: RedirectURI.origin(of: redirectURI) ?? redirectURI,
+                    action: page.basePath + Self.root + "/consent", hidden: [("authorization", reference)]),
+                extra: headers, redirectsTo: redirectURI)
         }
         if validated.prompt.contains("none") {
             return redirect(
@@ -102,16 +163,26 @@ struct AuthorizationEndpoint: Sendable {
         }
         // A sign-in starts: the request waits on the server under a random reference.
         let (csrf, headers) = try page.csrfCookie(request)
-        let reference = try BrowserSessions.randomToken()
-        var record = validated.record
-        record.idHash = try BrowserSessions.hash(reference)
-        record.browserBinding = try BrowserSessions.hash(csrf)
-        try service.storage.insertPendingAuthorization(record)
+        let reference = try store(validated.record, awaiting: .signIn, csrf: csrf)
         return page.html(
             page.signInPage(
                 csrf: csrf, message: nil, forms: forms(reference, client: client, redirectURI: redirectURI),
-                user: record.loginHint ?? signedIn?.record.user),
+                user: validated.record.loginHint ?? signedIn?.record.user),
             extra: headers, redirectsTo: redirectURI)
+    }
+
+    /// Stores `record` until its browser continues it: under the hash of a fresh random
+    /// reference, which the page's forms carry, and bound to the browser by the hash of its CSRF
+    /// cookie `csrf`.
+    ///
+    /// - Returns: the reference.
+    private func store(_ record: PendingAuthorizationRecord, awaiting: Awaiting, csrf: String) throws -> String {
+        let reference = try BrowserSessions.randomToken()
+        var record = record
+        record.idHash = try awaiting.idHash(reference)
+        record.browserBinding = try BrowserSessions.hash(csrf)
+        try service.storage.insertPendingAuthorization(record)
+        return reference
     }
 
     /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
@@ -120,7 +191,7 @@ struct AuthorizationEndpoint: Sendable {
     {
         // Before the user signs in for nothing: a code could only end in a failed token request
         // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
-        guard (try? service.idTokens.keys.currentRS256(at: service.tokens.clock.seconds)) != nil else {
+        guard service.canSignIDTokens else {
             throw Refusal(code: "server_error", description: "the server has no RS256 key to sign ID tokens")
         }
         if parameters["request"] != nil {
@@ -155,8 +226,8 @@ struct AuthorizationEndpoint: Sendable {
                 code: "invalid_request", description: "code_challenge must be the base64url SHA-256 of the verifier")
         }
         let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
-        guard prompt.isSubset(of: ["login", "none"]) else {
-            throw Refusal(code: "invalid_request", description: "prompt may be login or none")
+        guard prompt.isSubset(of: ["login", "consent", "none"]) else {
+            throw Refusal(code: "invalid_request", description: "prompt may be login, consent or none")
         }
         guard !(prompt.contains("none") && prompt.count > 1) else {
             throw Refusal(code: "invalid_request", description: "prompt=none cannot be combined with another value")
@@ -190,13 +261,14 @@ struct AuthorizationEndpoint: Sendable {
 
     // MARK: Signing in
 
-    /// The pending request a form refers to, when it is alive and this browser's.
-    private func pending(_ request: HTTPRequest, form: [String: String]) throws -> (
+    /// The pending request a form refers to, when it is alive, this browser's and waits for
+    /// what the form answers.
+    private func pending(_ request: HTTPRequest, form: [String: String], awaiting: Awaiting = .signIn) throws -> (
         reference: String, record: PendingAuthorizationRecord, client: ClientRecord
     )? {
         guard let reference = form["authorization"], reference.utf8.count == 43,
             let csrf = page.cookie(page.csrfCookieName, in: request),
-            let record = try service.storage.pendingAuthorization(idHash: BrowserSessions.hash(reference)),
+            let record = try service.storage.pendingAuthorization(idHash: try awaiting.idHash(reference)),
             service.now() < record.expiresAt,
             CryptoPrimitives.constantTimeEquals(try BrowserSessions.hash(csrf), record.browserBinding),
             let client = try service.storage.client(id: record.clientID)
@@ -288,6 +360,29 @@ struct AuthorizationEndpoint: Sendable {
         case .expired:
             return try deny("the sign-in request expired")
         }
+    }
+
+    // MARK: Consent
+
+    /// `POST /authorize/consent`: the signed-in user's answer on the consent page; a code for
+    /// `decision=allow`, `access_denied` for anything else.
+    private func consent(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+        guard let (_, record, _) = try pending(request, form: form, awaiting: .consent) else { return expiredPage() }
+        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
+            session.record.isSignedIn
+        else {
+            try service.storage.deletePendingAuthorization(idHash: record.idHash)
+            return expiredPage()
+        }
+        // The session's own token: the page was made for this session and no other.
+        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        guard form["decision"] == "allow" else {
+            try service.storage.deletePendingAuthorization(idHash: record.idHash)
+            return redirect(
+                to: record.redirectURI, error: "access_denied", description: "the user denied the sign-in",
+                state: record.state)
+        }
+        return try issueCode(for: record, session: session.record)
     }
 
     // MARK: Responses

@@ -5,7 +5,8 @@ import KeyAuth
 /// A relying party sends the browser here with `id_token_hint`, optionally `client_id`,
 /// `post_logout_redirect_uri` (which must equal one registered for that client, byte for
 /// byte) and `state`. The browser session ends at once when the hint is an ID token of ours for
-/// the session's user: only a party that received that token can send it. Without such a hint
+/// the session's user, issued to a registered client: only a party that received that token can
+/// send it (an access token is refused, ``IDTokens/hint(_:)``). Without such a hint
 /// (any site can link here), the page asks the user to confirm with a form that carries the
 /// session's CSRF token, so another site cannot sign the user out unseen. A redirect URI that
 /// is not registered gets a page and no redirect; without one, the page says the user signed out.
@@ -17,6 +18,9 @@ struct EndSessionEndpoint: Sendable {
 
     /// Answers `GET` or `POST /end-session`.
     func respond(to request: HTTPRequest) throws -> HTTPResponse {
+        guard request.repeatedQueryNames.isEmpty else {
+            return errorPage("The request repeats a parameter; each may appear only once.")
+        }
         var parameters = request.query
         let confirmed = request.method == "POST"
         if confirmed {
@@ -26,11 +30,9 @@ struct EndSessionEndpoint: Sendable {
         }
         var hinted: (clientID: String, user: String)?
         if let hint = parameters["id_token_hint"], !hint.isEmpty {
-            do {
-                hinted = try service.idTokens.hint(hint)
-            } catch {
-                return errorPage("The id_token_hint is not an ID token of this server.")
-            }
+            guard let token = try? service.idTokens.hint(hint), try service.storage.client(id: token.clientID) != nil
+            else { return errorPage("The id_token_hint is not an ID token of this server.") }
+            hinted = token
         }
         let clientID = parameters["client_id"].flatMap { $0.isEmpty ? nil : $0 }
         if let clientID, let hinted, hinted.clientID != clientID {

@@ -13,6 +13,10 @@ struct IDTokens: Sendable {
     let lifetime: Int64
     let clock: KeyAuthClock
 
+    /// The header's `typ` of an ID token; access tokens have `at+jwt` (RFC 9068), which is how
+    /// ``hint(_:)`` tells the two apart.
+    static let type = "JWT"
+
     /// What an ID token states about a sign-in.
     struct Subject: Sendable {
         var user: String
@@ -20,13 +24,22 @@ struct IDTokens: Sendable {
         var nonce: String?
         var authTime: Int64
         var methods: [String]
-        var sessionID: String
+        /// The browser session's `sid`; nil for a CIBA sign-in, which has no browser.
+        var sessionID: String?
         var accessToken: String
+        /// The CIBA request's `auth_req_id`, for the claim ``authRequestIDClaim``; nil in the code
+        /// flow.
+        var authRequestID: String? = nil
     }
+
+    /// CIBA Core 1.0's claim naming the request an ID token answers (section 10.3.1 requires it
+    /// in push mode; in poll mode it binds the token to the request just the same).
+    static let authRequestIDClaim = "urn:openid:params:jwt:claim:auth_req_id"
 
     /// A signed ID token: `iss`, `sub`, `aud` and `azp` (the client), `exp`, `iat`, `auth_time`,
     /// `nonce` exactly as the client sent it, `acr` and `amr` as in the CIBA token, `at_hash` of
-    /// the access token issued with it, `sid`; header `typ` `JWT` and `kid`.
+    /// the access token issued with it, `sid` or the CIBA request's id; header `typ` `JWT` and
+    /// `kid`.
     func sign(_ subject: Subject) throws(KeyAuthError) -> String {
         let key = try keys.currentRS256(at: clock.seconds)
         var claims = JWTClaims()
@@ -39,9 +52,10 @@ struct IDTokens: Sendable {
         claims.set("acr", string: KeyAuthService.acr(for: subject.methods))
         claims.set("amr", strings: subject.methods)
         claims.set("at_hash", string: try Self.accessTokenHash(subject.accessToken))
-        claims.set("sid", string: subject.sessionID)
+        if let sessionID = subject.sessionID { claims.set("sid", string: sessionID) }
+        if let id = subject.authRequestID { claims.set(Self.authRequestIDClaim, string: id) }
         return try JWTBuilder(key: key.signer, lifetime: lifetime, clock: clock).sign(
-            claims: claims, type: "JWT", keyID: key.kid)
+            claims: claims, type: Self.type, keyID: key.kid)
     }
 
     /// `at_hash` for RS256 (Core section 3.1.3.6): the left half of the SHA-256 of the token's
@@ -53,17 +67,23 @@ struct IDTokens: Sendable {
     /// The client (`aud`) and user (`sub`) of an ID token this server signed, whatever its age:
     /// RP-Initiated Logout 1.0 section 2 accepts an expired `id_token_hint`.
     ///
+    /// Only an ID token: access tokens are signed with the same keys and reach resource servers,
+    /// and one must neither sign its user out unasked nor choose the client whose post-logout
+    /// URI is used. So the header's `typ` must be `JWT`, `aud` a single string other than the
+    /// issuer (a device's token names the issuer) and equal to `azp`, and the token must carry
+    /// neither `scope` nor `client_id`, which every access token of this server has. The caller
+    /// checks that `aud` is a registered client.
+    ///
     /// - Throws: ``ServiceError`` `.invalidRequest` when the token does not parse, is not
-    ///   signed by one of our published keys, or names another issuer.
+    ///   signed by one of our published keys, names another issuer, or is not shaped as an ID
+    ///   token.
     func hint(_ token: String) throws(ServiceError) -> (clientID: String, user: String) {
-        let refused = ServiceError(.invalidRequest, "the id_token_hint is not an ID token of this server")
-        guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]), let kid = jws.keyID,
-            let key = keys.publicKey(forKeyID: kid, now: clock.seconds), jws.isSignatureValid(with: key),
-            let claims = try? jws.claims(), claims["iss"]?.stringValue == issuer,
-            let user = claims["sub"]?.stringValue
-        else { throw refused }
-        let audience = claims["aud"]?.stringValue ?? claims["aud"]?.arrayValue?.first?.stringValue
-        guard let audience else { throw refused }
+        guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]), jws.header["typ"] == .string(Self.type),
+            let kid = jws.keyID, let key = keys.publicKey(forKeyID: kid, now: clock.seconds),
+            jws.isSignatureValid(with: key), let claims = try? jws.claims(), claims["iss"]?.stringValue == issuer,
+            let user = claims["sub"]?.stringValue, let audience = claims["aud"]?.stringValue, audience != issuer,
+            claims["azp"]?.stringValue == audience, claims["scope"] == nil, claims["client_id"] == nil
+        else { throw ServiceError(.invalidRequest, "the id_token_hint is not an ID token of this server") }
         return (audience, user)
     }
 }

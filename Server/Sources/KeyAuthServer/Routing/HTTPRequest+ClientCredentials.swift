@@ -45,11 +45,25 @@ extension HTTPRequest {
 
     /// The form body of `application/x-www-form-urlencoded` endpoints.
     ///
-    /// - Throws: `.invalidRequest` for another content type or a body that does not decode.
+    /// - Throws: `.invalidRequest` for another content type, a body that does not decode, or a
+    ///   repeated parameter (RFC 6749 sections 3.1 and 3.2).
     func formBody() throws(ServiceError) -> [String: String] {
+        let (values, repeated) = try formParameters()
+        if let name = repeated.min() {
+            throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
+        }
+        return values
+    }
+
+    /// The form body with the names that came more than once, for the authorization endpoint,
+    /// which answers a repeated parameter as the same one in its query
+    /// (``FormURLEncoding/decodeNotingRepeats(_:)``).
+    ///
+    /// - Throws: `.invalidRequest` for another content type or a body that does not decode.
+    func formParameters() throws(ServiceError) -> (values: [String: String], repeated: Set<String>) {
         try requireContentType("application/x-www-form-urlencoded")
         do {
-            return try FormURLEncoding.decode(body)
+            return try FormURLEncoding.decodeNotingRepeats(body)
         } catch {
             throw ServiceError(.invalidRequest, error.message)
         }

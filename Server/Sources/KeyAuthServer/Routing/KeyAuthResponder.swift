@@ -147,6 +147,22 @@ public final class KeyAuthResponder: HTTPResponder {
         guard route.allowedMethods.contains(request.method) else {
             throw RoutingError.methodNotAllowed(route.allowedMethods)
         }
+        if let name = request.repeatedQueryNames.min() {
+            // RFC 6749 section 3.1 at every endpoint, before any reads the query: which of two
+            // values counts is exactly what a request smuggling a second one wants to choose.
+            switch route {
+            case .authorize, .endSession:
+                break  // their own pages, or a redirect to a client they validated
+            case .account:
+                return account.html(
+                    AccountPage.refusedPage(
+                        basePath: account.basePath, reason: "The address repeats a parameter.",
+                        title: "Request refused"),
+                    status: 400)
+            default:
+                throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
+            }
+        }
         switch (route, request.method) {
         case (.token, _):
             return try token(request, caller: &caller)
@@ -156,6 +172,9 @@ public final class KeyAuthResponder: HTTPResponder {
             ) {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+                if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
+                    throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
+                }
                 let started = try service.signIn.start(
                     kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
                     bindingMessage: form["binding_message"], scope: form["scope"],
@@ -264,14 +283,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
                 let grant = try service.collectSignIn(authReqID: id, client: client)
-                return (
-                    Self.tokenResponse(
-                        LoginResult(
-                            accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: "Bearer", user: nil,
-                            deviceKID: nil),
-                        nonce: nil),
-                    "issued"
-                )
+                return (Self.signInGrantResponse(grant), "issued")
             }
         }
     }

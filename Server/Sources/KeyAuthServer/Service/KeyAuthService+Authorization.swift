@@ -132,6 +132,37 @@ extension KeyAuthService {
             tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope)
     }
 
+    /// Whether a space-separated `scope` asks for `openid`, which makes a token response carry an
+    /// ID token.
+    static func asksForOpenID(_ scope: String?) -> Bool {
+        (scope ?? "").split(separator: " ").contains("openid")
+    }
+
+    /// The ID token of an approved CIBA request whose scope asks for `openid` (CIBA Core 1.0
+    /// section 10.1.1, which answers as OpenID Connect Core section 3.1.3.3), or nil: signed as
+    /// the code flow's, with `auth_time` the approval, `at_hash` of `accessToken` and the request's
+    /// id in ``IDTokens/authRequestIDClaim``; no `nonce` and no `sid`, since the request had no
+    /// nonce and no browser.
+    ///
+    /// - Throws: `KeyAuthError` when no RS256 key can sign it (`/bc-authorize` refuses such a
+    ///   request before the user is asked, ``canSignIDTokens``).
+    func backchannelIDToken(for request: SignInRequestRecord, client: ClientRecord, accessToken: String)
+        throws(KeyAuthError) -> String?
+    {
+        guard Self.asksForOpenID(request.scope) else { return nil }
+        return try idTokens.sign(
+            IDTokens.Subject(
+                user: request.user, clientID: client.id, nonce: nil, authTime: request.answeredAt ?? now(),
+                methods: request.methods, sessionID: nil, accessToken: accessToken, authRequestID: request.id))
+    }
+
+    /// Whether an RS256 key can sign ID tokens: not with a `--signing-key-file` of another
+    /// algorithm. A request that needs an ID token is refused without one before the user is
+    /// asked to approve it for nothing.
+    var canSignIDTokens: Bool {
+        (try? idTokens.keys.currentRS256(at: tokens.clock.seconds)) != nil
+    }
+
     /// Revokes the access token a code's first redemption issued, and records the reuse.
     private func revokeFirstRedemption(of record: AuthorizationCodeRecord) throws {
         if let jti = record.accessTokenJTI {

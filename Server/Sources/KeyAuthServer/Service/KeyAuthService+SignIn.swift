@@ -6,6 +6,10 @@ struct SignInGrant: Sendable {
     let accessToken: String
     /// Its lifetime in seconds.
     let expiresIn: Int64
+    /// The RS256 ID token, when the request's scope has `openid`.
+    var idToken: String? = nil
+    /// The request's `scope`, as sent.
+    var scope: String? = nil
 }
 
 extension KeyAuthService {
@@ -147,7 +151,9 @@ extension KeyAuthService {
             // `cnf.jkt` would make the token DPoP-bound to a key it cannot prove.
             claims.set("device_jkt", string: device.kid)
             let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
-            return SignInGrant(accessToken: token, expiresIn: settings.accessTokenLifetime)
+            return SignInGrant(
+                accessToken: token, expiresIn: settings.accessTokenLifetime,
+                idToken: try backchannelIDToken(for: request, client: client, accessToken: token), scope: request.scope)
         }
     }
 

@@ -28,6 +28,17 @@ struct OpenIDBrowser {
         return try send("POST", path, headers: headers, body: Array(OpenIDTestAPI.encode(form).utf8))
     }
 
+    /// The statuses of `form` posted to `path` in the ways a forged post comes: with another
+    /// site's `Origin`, with `Sec-Fetch-Site: cross-site`, and with a wrong `csrf`.
+    mutating func forgedPostStatuses(_ path: String, form: [(String, String)]) throws -> [Int] {
+        let wrongToken = form.map { $0.0 == "csrf" ? ("csrf", "x") : $0 }
+        return [
+            try post(path, form: form, headers: ["Origin": "https://evil.example"]).status,
+            try post(path, form: form, headers: ["Sec-Fetch-Site": "cross-site"]).status,
+            try post(path, form: wrongToken).status,
+        ]
+    }
+
     private mutating func send(
         _ method: String, _ path: String, headers extra: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []
     )
