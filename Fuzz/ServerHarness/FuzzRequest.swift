@@ -89,7 +89,7 @@ struct FuzzRequest {
     }
 
     /// The request as the transport would build it: the first value of a repeated query
-    /// parameter in ``HTTPRequest/query``, as libmicrohttpd's iteration gives it.
+    /// parameter in ``HTTPRequest/query`` and its name in ``HTTPRequest/repeatedQueryNames``.
     ///
     /// Text fields end at a NUL byte, as the C strings libmicrohttpd hands over do; only the body
     /// may carry one.
@@ -99,12 +99,14 @@ struct FuzzRequest {
             fields.add(Self.cString(header.name), Self.cString(header.value))
         }
         var first: [String: String] = [:]
-        for item in query where first[Self.cString(item.name)] == nil {
-            first[Self.cString(item.name)] = Self.cString(item.value)
+        var repeated: Set<String> = []
+        for item in query {
+            let name = Self.cString(item.name)
+            if first[name] == nil { first[name] = Self.cString(item.value) } else { repeated.insert(name) }
         }
         return HTTPRequest(
-            method: Self.cString(method), path: Self.cString(path), query: first, headers: fields, body: body,
-            clientAddress: peer)
+            method: Self.cString(method), path: Self.cString(path), query: first, repeatedQueryNames: repeated,
+            headers: fields, body: body, clientAddress: peer)
     }
 
     private static func cString(_ text: String) -> String {
