@@ -143,9 +143,7 @@ public final class ServerRunner: Sendable {
             loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared),
             signIn: SignInRequests(
                 storage: storage, settings: SignInRequests.Settings(),
-                watchers: SignInRequestWatchers(
-                    maximumWaiters: configuration.maximumLongPolls(
-                        writesBlockUntilDurable: storage.writesBlockUntilDurable)), now: now),
+                watchers: SignInRequestWatchers(maximumWaiters: configuration.maximumLongPolls), now: now),
             clients: ClientRegistry(storage: storage, now: now))
         let limits = AttemptLimits(
             failures: AddressRateLimiter(

@@ -94,9 +94,10 @@ public struct ServerConfiguration: Sendable {
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
     /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
     public var threads: Int?
-    /// Long polls of `GET /v1/auth-requests?wait=` that may wait at once, each holding a worker
-    /// thread; nil for a quarter of the worker threads, at least one, so that watching devices
-    /// never take the pool. Further long polls are answered at once.
+    /// Long polls of `GET /v1/auth-requests?wait=` that may wait at once; nil for half of
+    /// ``connectionLimit``. A waiting poll holds no worker thread (its connection is suspended)
+    /// but keeps a connection slot and costs a storage read a second, so watching devices never
+    /// take every slot. Further long polls are answered at once.
     public var longPolls: Int?
 
     /// The worker threads a server on storage whose writes do (PostgreSQL) or do not (SQLite)
@@ -105,9 +106,9 @@ public struct ServerConfiguration: Sendable {
         threads ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: writesBlockUntilDurable)
     }
 
-    /// ``longPolls``, or a quarter of the worker threads on such storage, at least one.
-    public func maximumLongPolls(writesBlockUntilDurable: Bool) -> Int {
-        longPolls ?? max(1, workerThreads(writesBlockUntilDurable: writesBlockUntilDurable) / 4)
+    /// ``longPolls``, or half the connection limit, at least one.
+    public var maximumLongPolls: Int {
+        longPolls ?? max(1, connectionLimit / 2)
     }
     /// Simultaneous connections (`--max-connections`).
     public var connectionLimit: Int = 1000

@@ -8,6 +8,9 @@ public struct HTTPResponse: Sendable {
     public var headers: HTTPHeaders
     /// The body.
     public var body: [UInt8]
+    /// Set when the answer comes later (``deferred(_:)``): the transport then waits for it with
+    /// the connection suspended, and ignores ``status``, ``headers`` and ``body``.
+    public var deferred: DeferredResponse?
 
     /// Creates a response.
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {

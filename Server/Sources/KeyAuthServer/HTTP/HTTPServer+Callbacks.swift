@@ -10,8 +10,8 @@ final class RequestState {
     var request: HTTPRequest
     var bodyTooLarge = false
     var discardedBytes = 0
-    /// The response waiting for durability while the connection is suspended; the access
-    /// handler queues it when libmicrohttpd calls again after the resume.
+    /// The response waiting (for durability, or for its deferred answer) while the connection is
+    /// suspended; the access handler queues it when libmicrohttpd calls again after the resume.
     var held: HeldResponse?
 
     init(request: HTTPRequest) {
@@ -21,7 +21,7 @@ final class RequestState {
 
 /// The access handler: called once when the headers are in, once per body chunk, and once when
 /// the request is complete (then with `*upload_data_size == 0`), and once more after a
-/// suspension for durability (``HeldResponse``) ended.
+/// suspension (for durability, or for a long poll's answer: ``HeldResponse``) ended.
 func httpServerAccessHandler(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
     _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
@@ -88,32 +88,41 @@ func httpServerAccessHandler(
     return httpServerAnswer(state, server: server, on: connection)
 }
 
-/// Answers the request: queues the response at once when nothing it depends on waits for the
-/// disk, else holds it with the connection suspended until the storage reports the outcome, so
-/// that no worker thread sits idle through an fsync (see ``DurabilityScope``).
+/// Answers the request: queues the response at once when it is known and nothing it depends on
+/// waits for the disk; else holds it with the connection suspended until the storage reports
+/// the outcome (see ``DurabilityScope``) or its deferred answer comes (a long poll), so that no
+/// worker thread sits idle through an fsync or a wait.
 private func httpServerAnswer(
     _ state: RequestState, server: HTTPServerContext, on connection: OpaquePointer
 ) -> MHD_Result {
     let (response, durability) = DurabilityScope.run { server.responder.respond(to: state.request) }
-    switch durability.outcome {
-    case .durable:
-        return httpServerQueue(response, on: connection)
-    case .failed(let error):
+    if case .failed(let error) = durability.outcome {
         return httpServerQueue(HTTPResponse(error: error), on: connection)
-    case .pending:
-        let held = HeldResponse(response, connection: connection)
-        guard server.holdResponses.suspend(connection, holding: held) else {
-            // Stopping, past the drain: nothing can wait any longer, and the response may not
-            // go out before its data is durable.
-            return httpServerQueue(
-                HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection)
-        }
-        state.held = held
-        durability.whenDurable { failure in
-            if held.resume(failure: failure) { server.holdResponses.resumed(held) }
-        }
-        return .YES
     }
+    if case .durable = durability.outcome, response.deferred == nil {
+        return httpServerQueue(response, on: connection)
+    }
+    let held = HeldResponse(connection: connection, waitsForAnswer: response.deferred != nil)
+    guard server.holdResponses.suspend(connection, holding: held) else {
+        // Stopping, past the drain: nothing can wait any longer, and the response may not go out
+        // before its data is durable.
+        return httpServerQueue(
+            HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection)
+    }
+    state.held = held
+    let resume: @Sendable (HTTPResponse) -> Void = { answer in
+        if held.resume(with: answer) { server.holdResponses.resumed(held) }
+    }
+    durability.whenDurable { failure in
+        if let failure {
+            resume(HTTPResponse(error: failure))
+        } else if let deferred = response.deferred {
+            deferred.whenComplete(resume)
+        } else {
+            resume(response)
+        }
+    }
+    return .YES
 }
 
 /// The completion callback: releases the request's state, whatever ended the request.

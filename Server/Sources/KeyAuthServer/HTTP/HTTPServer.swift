@@ -155,6 +155,8 @@ public final class HTTPServer: Sendable {
         daemon.stop(
             drainingUntil: ServerClock.monotonicNanoseconds() + UInt64(max(drainTimeoutSeconds, 0)) * 1_000_000_000
         ) {
+            context.holdResponses.releaseWaits(failure: StorageError(.unavailable, "the server is shutting down"))
+        } inFlight: {
             context.inFlight.load(ordering: .acquiring)
         } releasingHeld: {
             context.holdResponses.releaseAll(failure: StorageError(.unavailable, "the server is shutting down"))
@@ -179,22 +181,25 @@ final class MicroHTTPDaemon: @unchecked Sendable {
     }
 
     deinit {
-        stop(drainingUntil: 0, inFlight: { 0 }, releasingHeld: { 0 }, onStopped: {})
+        stop(drainingUntil: 0, releasingWaits: { 0 }, inFlight: { 0 }, releasingHeld: { 0 }, onStopped: {})
     }
 
-    /// Quiesces (closes the listening socket, so new connections are refused), waits until
-    /// `inFlight` reaches zero or the monotonic `deadline` passes, then has `releasingHeld`
+    /// Quiesces (closes the listening socket, so new connections are refused), has
+    /// `releasingWaits` answer the connections that wait for nothing but time (long polls), waits
+    /// until `inFlight` reaches zero or the monotonic `deadline` passes, then has `releasingHeld`
     /// resume every suspended connection (it returns how many), gives the workers up to a second
     /// to answer those, and stops the daemon, which closes the remaining connections and joins
     /// its threads. libmicrohttpd must not be stopped with a connection suspended.
     func stop(
-        drainingUntil deadline: UInt64, inFlight: () -> Int, releasingHeld: () -> Int, onStopped: () -> Void
+        drainingUntil deadline: UInt64, releasingWaits: () -> Int, inFlight: () -> Int, releasingHeld: () -> Int,
+        onStopped: () -> Void
     ) {
         running.withLock { running in
             guard running else { return }
             running = false
             let listener = MHD_quiesce_daemon(pointer)
             if listener >= 0 { close(listener) }
+            _ = releasingWaits()
             while inFlight() > 0, ServerClock.monotonicNanoseconds() < deadline {
                 usleep(10_000)
             }

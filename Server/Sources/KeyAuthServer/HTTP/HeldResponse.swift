@@ -1,58 +1,61 @@
 internal import CKeyAuthMicroHTTPD
 import Synchronization
 
-/// A response that waits, with its connection suspended, until what it depends on is durable.
+/// A response that waits with its connection suspended: until what it depends on is durable, or
+/// until a deferred answer (a long poll's) comes.
 ///
 /// The worker thread that built the response suspends the connection and goes on serving other
-/// connections. When the storage reports the outcome (``DurabilityScope/whenDurable(_:)``, on
-/// the group commit's queue) or the server stops, ``resume(failure:)`` resumes the connection;
-/// libmicrohttpd then calls the access handler again on the connection's worker thread, which
-/// queues ``takeResponse()``. Only resuming crosses threads: libmicrohttpd allows
-/// `MHD_resume_connection` from any thread, and everything else happens on the worker.
+/// connections. When the answer is known (``DurabilityScope/whenDurable(_:)`` on the group
+/// commit's queue, ``DeferredResponse/complete(with:)`` on the long polls' queue) or the server
+/// stops, ``resume(with:)`` resumes the connection; libmicrohttpd then calls the access handler
+/// again on the connection's worker thread, which queues ``takeResponse()``. Only resuming
+/// crosses threads: libmicrohttpd allows `MHD_resume_connection` from any thread, and
+/// everything else happens on the worker.
 ///
 /// `@unchecked Sendable`: the connection pointer is only passed to `MHD_resume_connection`,
 /// once, under the state's lock; the rest is immutable or behind the lock.
 final class HeldResponse: @unchecked Sendable {
     private enum State {
         case waiting
-        case resumed(failure: StorageError?)
+        case resumed(HTTPResponse)
         case taken
     }
 
     /// The connection, suspended while the state is `waiting`. libmicrohttpd keeps a suspended
     /// connection alive, and the pointer is not used once resumed.
     private let connection: OpaquePointer
-    private let response: HTTPResponse
     private let state = Mutex(State.waiting)
+    /// Whether it waits for a deferred answer (a long poll), which a stop answers at once, rather
+    /// than for the disk, which a stop lets finish first.
+    let waitsForAnswer: Bool
 
-    init(_ response: HTTPResponse, connection: OpaquePointer) {
-        self.response = response
+    init(connection: OpaquePointer, waitsForAnswer: Bool) {
         self.connection = connection
+        self.waitsForAnswer = waitsForAnswer
     }
 
-    /// Resumes the connection, unless it was resumed already: with nil the response goes out,
-    /// with an error a 503 goes out instead. Returns whether this call resumed it.
+    /// Resumes the connection with `response` as its answer, unless it was resumed already.
+    /// Returns whether this call resumed it.
     @discardableResult
-    func resume(failure: StorageError?) -> Bool {
+    func resume(with response: HTTPResponse) -> Bool {
         let resumed = state.withLock { state in
             guard case .waiting = state else { return false }
-            state = .resumed(failure: failure)
+            state = .resumed(response)
             return true
         }
         if resumed { MHD_resume_connection(connection) }
         return resumed
     }
 
-    /// The response to queue now that the connection is resumed: the one held, or a 503 when
-    /// what it depends on could not be made durable (the response may promise something, a
-    /// consumed `jti` or a stored device, that a crash could take back).
+    /// The response to queue now that the connection is resumed: the one it was resumed with,
+    /// or a 503 when called before (which the access handler never does).
     func takeResponse() -> HTTPResponse {
         state.withLock { state in
             defer { state = .taken }
-            guard case .resumed(let failure) = state else {
+            guard case .resumed(let response) = state else {
                 return HTTPResponse(error: StorageError(.unavailable, "a held response was taken before it resumed"))
             }
-            return failure.map { HTTPResponse(error: $0) } ?? response
+            return response
         }
     }
 }
@@ -102,6 +105,24 @@ final class HeldResponses: Sendable {
             defer { state.held = [:] }
             return Array(state.held.values)
         }
-        return all.filter { $0.resume(failure: failure) }.count
+        return resume(all, failure: failure)
+    }
+
+    /// Resumes the connections that wait for a deferred answer (long polls) with a 503 at once:
+    /// the first step of a stop, so that the drain does not wait out their deadlines. Responses
+    /// waiting for the disk stay held. Returns how many it resumed.
+    @discardableResult
+    func releaseWaits(failure: StorageError) -> Int {
+        let waits = state.withLock { state in
+            let waits = state.held.filter { $0.value.waitsForAnswer }
+            for key in waits.keys { state.held[key] = nil }
+            return Array(waits.values)
+        }
+        return resume(waits, failure: failure)
+    }
+
+    private func resume(_ all: [HeldResponse], failure: StorageError) -> Int {
+        let refusal = HTTPResponse(error: failure)
+        return all.filter { $0.resume(with: refusal) }.count
     }
 }

@@ -93,21 +93,49 @@ public final class KeyAuthResponder: HTTPResponder {
             response = HTTPResponse(error: error)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
+        guard let deferred = response.deferred else {
+            record(request, route: route, caller: caller, status: response.status, error: errorCode, since: start)
+            return response
+        }
+        // A long poll: counted and logged once its answer comes, with the whole wait.
+        let answered = DeferredResponse()
+        let identified = caller
+        deferred.whenComplete { [self] final in
+            let code = final.status >= 400 ? (try? JSONValue(parsing: final.body))?["error"]?.stringValue : nil
+            record(request, route: route, caller: identified, status: final.status, error: code, since: start)
+            answered.complete(with: final)
+        }
+        return .deferred(answered)
+    }
+
+    /// Counts a request in the metrics and writes its log line.
+    private func record(
+        _ request: HTTPRequest, route: Route?, caller: Caller, status: Int, error errorCode: String?,
+        since start: UInt64
+    ) {
         let seconds = Double(ServerClock.nanoseconds(from: start, to: ServerClock.monotonicNanoseconds())) / 1e9
         metrics.recordRequest(
-            route: route?.label ?? "unknown", method: Self.methodLabel(request.method), status: response.status,
-            seconds: seconds)
+            route: route?.label ?? "unknown", method: Self.methodLabel(request.method), status: status, seconds: seconds
+        )
         if logRequests {
             // Unknown paths are cut short: a confused client may put anything in a path.
             let path = route == nil ? String(request.path.prefix(64)) : request.path
             log.request(
                 RequestLogEntry(
                     client: clientAddress(of: request), method: request.method, path: path,
-                    route: route?.label ?? "unknown", status: response.status, error: errorCode, user: caller.user,
+                    route: route?.label ?? "unknown", status: status, error: errorCode, user: caller.user,
                     deviceKID: caller.deviceKID, milliseconds: seconds * 1000),
                 format: logFormat)
         }
-        return response
+    }
+
+    /// The response `body` makes, or its error as a response (logged when unexpected).
+    private static func response(_ body: () throws -> HTTPResponse) -> HTTPResponse {
+        do {
+            return try body()
+        } catch {
+            return HTTPResponse(error: error)
+        }
     }
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
@@ -183,9 +211,20 @@ public final class KeyAuthResponder: HTTPResponder {
             }
         case (.signInRequests, _):
             let actor = try authenticate(request)
+            caller.identify(actor)
             let query = try request.signInRequestQuery()
-            let requests = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait)
-            return .json(try signInRequestList(requests, after: query.after).jsonValue)
+            let later = DeferredResponse()
+            let watch = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait) {
+                [self] result in
+                later.complete(
+                    with: Self.response {
+                        .json(try signInRequestList(try result.get(), after: query.after).jsonValue)
+                    })
+            }
+            switch watch {
+            case .now(let requests): return .json(try signInRequestList(requests, after: query.after).jsonValue)
+            case .later: return .deferred(later)
+            }
         case (.signInRequest(let id), _):
             let actor = try authenticate(request)
             let answer = try request.signInAnswer()

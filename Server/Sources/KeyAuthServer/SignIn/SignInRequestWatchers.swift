@@ -2,71 +2,112 @@ import Dispatch
 import Synchronization
 
 /// The long polls of `GET /v1/auth-requests?wait=SECONDS` on this instance: each waits until a
-/// request for its user appears, checking storage once a second (so that a request made on
-/// another instance of a multi-instance deployment is seen within about a second) and at once
-/// when one is made here.
+/// request for its user appears, checked once a second (so that a request made on another
+/// instance of a multi-instance deployment is seen within about a second) and at once when one is
+/// made here, or until its deadline.
 ///
-/// A waiting request holds one of libmicrohttpd's worker threads, since the transport answers
-/// synchronously. So only ``maximumWaiters`` may wait at once (a quarter of the pool by
-/// default); a further long poll is answered at once with the current list, and the client
-/// polls again a few seconds later.
+/// A waiting poll holds no thread: the responder answers with a ``DeferredResponse`` and the
+/// transport suspends the connection, while the checks run on this object's own queue. A worker
+/// thread of libmicrohttpd that slept through a wait stopped reading every other keep-alive
+/// connection it owned, which then went unanswered until the idle timeout dropped them. The
+/// number of polls waiting at once is still bounded (``maximumWaiters``: each costs a
+/// connection slot and a storage read a second); a further long poll is answered at once, and
+/// the client polls again a few seconds later.
 final class SignInRequestWatchers: Sendable {
+    /// One waiting poll: what it checks, when it gives up, and what it answers with.
+    private struct Waiter: Sendable {
+        let user: String
+        let deadline: UInt64
+        /// Reads the open requests; runs on ``queue``.
+        let load: @Sendable () throws -> [SignInRequestRecord]
+        /// Whether they hold one the poll has not seen.
+        let isNew: @Sendable ([SignInRequestRecord]) -> Bool
+        let answer: @Sendable (Result<[SignInRequestRecord], any Error>) -> Void
+    }
+
     private struct State {
-        var waiting = 0
-        var signals: [String: [ObjectIdentifier: DispatchSemaphore]] = [:]
+        var waiters: [UInt64: Waiter] = [:]
+        var nextID: UInt64 = 0
+        var timer: DispatchSourceTimer?
     }
 
     /// Long polls allowed to wait at once.
     let maximumWaiters: Int
     private let state = Mutex(State())
+    /// Where the checks and answers run: one serial queue, off the transport's threads.
+    private let queue = DispatchQueue(label: "keyauth.sign-in-watchers")
 
     /// - Parameter maximumWaiters: long polls allowed to wait at once; 0 answers every one at once.
     init(maximumWaiters: Int) {
         self.maximumWaiters = max(maximumWaiters, 0)
     }
 
-    /// The long polls waiting now.
-    var waiting: Int { state.withLock { $0.waiting } }
-
-    /// Wakes the long polls of `user` on this instance.
-    func notify(user: String) {
-        let signals = state.withLock { $0.signals[user].map { Array($0.values) } ?? [] }
-        for signal in signals { signal.signal() }
+    deinit {
+        state.withLock { $0.timer?.cancel() }
     }
 
-    /// Calls `isSatisfied` now, then once a second and whenever ``notify(user:)`` names `user`,
-    /// until it returns true or `seconds` pass.
+    /// The long polls waiting now.
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Checks the long polls of `user` on this instance now (a request was made for them here).
+    func notify(user: String) {
+        queue.async { self.checkWaiters { $0.user == user } }
+    }
+
+    /// Registers a poll of `user` that ends when the requests `load` reads (once a second and on
+    /// ``notify(user:)``) hold one that `isNew`, or after `seconds` with the requests as they are;
+    /// `answer` gets the result on the watchers' queue.
     ///
-    /// - Returns: false when no waiting place was free and `isSatisfied` ran only once.
-    /// - Throws: what `isSatisfied` throws.
-    @discardableResult
-    func wait(user: String, seconds: Int, until isSatisfied: () throws -> Bool) throws -> Bool {
-        let signal = DispatchSemaphore(value: 0)
-        let key = ObjectIdentifier(signal)
-        let admitted = state.withLock { state in
-            guard state.waiting < maximumWaiters else { return false }
-            state.waiting += 1
-            state.signals[user, default: [:]][key] = signal
+    /// - Returns: false when no waiting place was free; nothing is registered then.
+    func wait(
+        user: String, seconds: Int, load: @escaping @Sendable () throws -> [SignInRequestRecord],
+        isNew: @escaping @Sendable ([SignInRequestRecord]) -> Bool,
+        answer: @escaping @Sendable (Result<[SignInRequestRecord], any Error>) -> Void
+    ) -> Bool {
+        let deadline = ServerClock.monotonicNanoseconds().addingSaturating(
+            UInt64(max(seconds, 0)).multipliedSaturating(by: 1_000_000_000))
+        let waiter = Waiter(user: user, deadline: deadline, load: load, isNew: isNew, answer: answer)
+        return state.withLock { state in
+            guard state.waiters.count < maximumWaiters else { return false }
+            state.waiters[state.nextID] = waiter
+            state.nextID &+= 1
+            if state.timer == nil { state.timer = startTimer() }
             return true
         }
-        guard admitted else {
-            _ = try isSatisfied()
-            return false
-        }
-        defer {
-            state.withLock { state in
-                state.waiting -= 1
-                state.signals[user]?[key] = nil
-                if state.signals[user]?.isEmpty == true { state.signals[user] = nil }
+    }
+
+    /// Once a second on the queue: every poll is checked, and the ones past their deadline answer.
+    private func startTimer() -> DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(50))
+        timer.setEventHandler { [weak self] in self?.checkWaiters { _ in true } }
+        timer.resume()
+        return timer
+    }
+
+    /// Checks the waiters `selected` picks, answering those whose check found something, failed,
+    /// or whose deadline passed; stops the timer when none waits. Runs on ``queue``.
+    private func checkWaiters(_ selected: (Waiter) -> Bool) {
+        let now = ServerClock.monotonicNanoseconds()
+        let candidates = state.withLock { state in state.waiters.filter { selected($0.value) } }
+        for (id, waiter) in candidates {
+            let result: Result<[SignInRequestRecord], any Error>?
+            do {
+                let requests = try waiter.load()
+                result = waiter.isNew(requests) || now >= waiter.deadline ? .success(requests) : nil
+            } catch {
+                result = .failure(error)
             }
+            guard let result else { continue }
+            let removed = state.withLock { state in
+                let removed = state.waiters.removeValue(forKey: id) != nil
+                if state.waiters.isEmpty {
+                    state.timer?.cancel()
+                    state.timer = nil
+                }
+                return removed
+            }
+            if removed { waiter.answer(result) }
         }
-        let deadline = DispatchTime.now() + .seconds(seconds)
-        while try !isSatisfied() {
-            let now = DispatchTime.now()
-            guard now < deadline else { break }
-            let step = min(deadline, now + .seconds(1))
-            _ = signal.wait(timeout: step)
-        }
-        return true
     }
 }

@@ -86,19 +86,27 @@ struct SignInRequests: Sendable {
         try storage.openSignInRequests(user: user, now: now())
     }
 
-    /// `user`'s open requests once one of them comes after `position`, or when `seconds` have
-    /// passed, or at once when this instance already has as many long polls waiting as it
-    /// allows (``SignInRequestWatchers``).
-    func open(for user: String, after position: SignInRequestPosition, waiting seconds: Int) throws
-        -> [SignInRequestRecord]
-    {
-        var requests = try open(for: user)
-        guard seconds > 0, !requests.contains(where: { $0.position > position }) else { return requests }
-        try watchers.wait(user: user, seconds: seconds) { () throws in
-            requests = try open(for: user)
-            return requests.contains { $0.position > position }
-        }
-        return requests
+    /// What a long poll gets: the list now, or later.
+    enum Watch: Sendable {
+        case now([SignInRequestRecord])
+        /// The list comes through the answer given to ``open(for:after:waiting:answer:)``.
+        case later
+    }
+
+    /// `user`'s open requests at once when one of them comes after `position`, when `seconds`
+    /// is 0, or when this instance already has as many long polls waiting as it allows
+    /// (``SignInRequestWatchers``); otherwise `answer` gets them, on another thread, once one
+    /// comes after `position` or when `seconds` have passed.
+    func open(
+        for user: String, after position: SignInRequestPosition, waiting seconds: Int,
+        answer: @escaping @Sendable (Result<[SignInRequestRecord], any Error>) -> Void
+    ) throws -> Watch {
+        let requests = try open(for: user)
+        guard seconds > 0, !requests.contains(where: { $0.position > position }) else { return .now(requests) }
+        let waiting = watchers.wait(
+            user: user, seconds: seconds, load: { try open(for: user) },
+            isNew: { requests in requests.contains { $0.position > position } }, answer: answer)
+        return waiting ? .later : .now(requests)
     }
 
     /// Whether `request` can no longer be answered or collected.

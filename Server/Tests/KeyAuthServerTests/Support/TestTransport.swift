@@ -13,8 +13,9 @@ protocol TestTransport: Sendable {
 struct DirectTransport: TestTransport {
     let responder: KeyAuthResponder
 
+    /// A long poll's deferred answer is waited for, as the transport would.
     func send(_ request: HTTPRequest) throws -> HTTPResponse {
-        responder.respond(to: request)
+        responder.respond(to: request).settled()
     }
 }
 

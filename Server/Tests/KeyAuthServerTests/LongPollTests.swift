@@ -1,0 +1,135 @@
+import Dispatch
+import Foundation
+import KeyAuth
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+/// Long polls of `GET /v1/auth-requests?wait=` over real sockets: a waiting poll holds no worker
+/// thread, so the keep-alive connections that share a worker with it are still read and answered.
+@Suite("Long polls hold no worker thread", .timeLimit(.minutes(3)))
+struct LongPollTests {
+    /// Waits up to 20 s for `condition`.
+    private static func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
+        while !condition() {
+            guard ServerClock.monotonicNanoseconds() < deadline else { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
+    private static func login(_ api: TestAPI, key: RSAPrivateKey) throws -> [UInt8] {
+        let form =
+            "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(key)))"
+        return RawHTTPConnection.requestBytes(
+            method: "POST", path: "/oauth/token",
+            headers: [("Content-Type", "application/x-www-form-urlencoded")], body: Array(form.utf8))
+    }
+
+    @Test(
+        "50 long polls wait on the default worker threads while 8 keep-alive clients log in, each answered within 1 s"
+    )
+    func pollsDoNotStallKeepAliveClients() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer {
+            $0.threads = nil
+            $0.failureLimit = 100_000
+        }
+        defer { runner.stop() }
+        let api = environment.socketAPI(runner)
+        let key = try ServerTestKeys.key("long-poll")
+        let token = try api.activeDevice(user: "watcher", key: key)
+        let client = try api.addClient()
+        let cursor = try #require(try api.openRequests(token: token).json?["cursor"]?.stringValue)
+
+        // Keep-alive clients first, each with one answered login, so libmicrohttpd has handed
+        // their connections to its workers before the polls arrive.
+        let clients = try (0..<8).map { index in
+            try RawHTTPConnection(port: runner.port, timeoutSeconds: 30, sourceAddress: "127.0.0.\(20 + index)")
+        }
+        for connection in clients {
+            try connection.send(try Self.login(api, key: key))
+            #expect(try connection.readResponse().status == 200)
+        }
+
+        // 50 polls from 5 addresses (the per-address connection limit is 32).
+        let polls = try (0..<50).map { index in
+            try RawHTTPConnection(port: runner.port, timeoutSeconds: 30, sourceAddress: "127.0.0.\(10 + index % 5)")
+        }
+        let request = RawHTTPConnection.requestBytes(
+            method: "GET", path: "/v1/auth-requests?wait=30&after=\(cursor)",
+            headers: [("Authorization", "Bearer \(token)")])
+        for poll in polls { try poll.send(request) }
+        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 50 })
+
+        // Every keep-alive client logs in again while the polls wait.
+        let durations = Mutex<[Int: Double]>([:])
+        let statuses = Mutex<[Int: Int]>([:])
+        let group = DispatchGroup()
+        let logins = try clients.map { _ in try Self.login(api, key: key) }
+        for (index, connection) in clients.enumerated() {
+            nonisolated(unsafe) let connection = connection
+            let login = logins[index]
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                let start = ServerClock.monotonicNanoseconds()
+                let status = (try? connection.send(login)).flatMap { try? connection.readResponse().status } ?? 0
+                let seconds = Double(ServerClock.monotonicNanoseconds() - start) / 1e9
+                durations.withLock { $0[index] = seconds }
+                statuses.withLock { $0[index] = status }
+            }
+        }
+        #expect(group.wait(timeout: .now() + 40) == .success)
+        #expect(statuses.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<8).map { ($0, 200) }))
+        let slowest = durations.withLock { $0.values.max() } ?? .infinity
+        #expect(slowest < 1, "the slowest keep-alive login took \(slowest) s while the polls waited")
+        #expect(runner.responder.service.signIn.watchers.waiting == 50)
+
+        // A sign-in request made now wakes every poll, with the request listed.
+        let id = try api.startSignIn(client, user: "watcher")
+        for poll in polls {
+            let answer = try poll.readResponse()
+            #expect(answer.status == 200)
+            #expect(answer.json?["requests"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [id])
+        }
+        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 0 })
+        #expect(Self.eventually { runner.server.heldResponses == 0 })
+    }
+
+    @Test(
+        "a poll that nothing wakes is answered at its deadline with the list as it is, and stopping answers waiting polls"
+    )
+    func deadlineAndStop() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer { $0.failureLimit = 100_000 }
+        let api = environment.socketAPI(runner)
+        let token = try api.activeDevice(user: "quiet", key: try ServerTestKeys.key("long-poll-2"))
+        let cursor = try #require(try api.openRequests(token: token).json?["cursor"]?.stringValue)
+        let request = RawHTTPConnection.requestBytes(
+            method: "GET", path: "/v1/auth-requests?wait=2&after=\(cursor)",
+            headers: [("Authorization", "Bearer \(token)")])
+
+        let poll = try RawHTTPConnection(port: runner.port, timeoutSeconds: 30)
+        let start = ServerClock.monotonicNanoseconds()
+        try poll.send(request)
+        let answer = try poll.readResponse()
+        let waited = Double(ServerClock.monotonicNanoseconds() - start) / 1e9
+        #expect(answer.status == 200)
+        #expect(answer.json?["requests"] == .array([]))
+        #expect(answer.json?["cursor"]?.stringValue == cursor)
+        #expect(waited >= 1.5, "answered after \(waited) s, before its deadline")
+
+        // A stop while a poll waits answers it (503) instead of leaving the connection suspended.
+        let late = try RawHTTPConnection(port: runner.port, timeoutSeconds: 30)
+        try late.send(
+            RawHTTPConnection.requestBytes(
+                method: "GET", path: "/v1/auth-requests?wait=30&after=\(cursor)",
+                headers: [("Authorization", "Bearer \(token)")]))
+        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 1 })
+        runner.stop()
+        #expect(try late.readResponse().status == 503)
+    }
+}
