@@ -9,8 +9,9 @@ import KeyAuthServer
 /// |---|---|
 /// | `{{issuer}}`, `{{user}}`, `{{kid}}`, `{{pending_kid}}` | the issuer, `alice`, her device's and her pending device's key ids |
 /// | `{{assertion}}` | a fresh login assertion of alice's device |
-/// | `{{approval}}` | a fresh approval assertion (`auth_req_id`, `amr`) for `{{request_id}}` |
-/// | `{{request_id}}` | the `auth_req_id` of the input's last `/bc-authorize`, else alice's newest open request |
+/// | `{{approval}}` | a fresh approval assertion (`auth_req_id`, `amr`, the right `binding_code`) for `{{request_id}}` |
+/// | `{{request_id}}`, `{{request_code}}` | the `auth_req_id` of the input's last `/bc-authorize`, else alice's newest open request; its code |
+/// | `{{device_approval}}` | a fresh assertion approving the pending device (`approve_kid`, `amr`) |
 /// | `{{register}}` | a registration body for a new key of `bob` with its proof |
 /// | `{{token}}`, `{{dpop_token}}` | a Bearer and a DPoP-bound access token of alice's device |
 /// | `{{dpop}}` | a fresh DPoP proof of alice's device for this request (with the last nonce, and `ath` for a `DPoP` token) |
@@ -213,7 +214,7 @@ final class FuzzEnvironment {
         var text = String(decoding: bytes, as: UTF8.self)
         for name in Self.placeholderNames where text.contains("{{\(name)}}") {
             let value = try value(of: name, captures: captures, extraClaims: extraClaims)
-            if ["assertion", "approval", "register"].contains(name) { secrets.append(value) }
+            if ["assertion", "approval", "register", "device_approval"].contains(name) { secrets.append(value) }
             text = text.replacing("{{\(name)}}", with: value)
         }
         var request = FuzzRequest(parsing: Array(text.utf8))
@@ -233,7 +234,8 @@ final class FuzzEnvironment {
     }
 
     static let placeholderNames = [
-        "issuer", "user", "kid", "pending_kid", "assertion", "approval", "request_id", "register", "token",
+        "issuer", "user", "kid", "pending_kid", "assertion", "approval", "request_id", "request_code",
+        "device_approval", "register", "token",
         "dpop_token", "client_id", "client_secret", "basic", "public_client_id", "ciba_client_id", "ciba_basic",
         "redirect_uri", "loopback_redirect", "logout_uri", "pkce_verifier", "pkce_challenge", "session",
         "session_csrf", "csrf", "code", "auth_req_id", "authorization", "cookie", "page_csrf", "id_token",
@@ -248,12 +250,21 @@ final class FuzzEnvironment {
         case "pending_kid": return keys.pending.publicKey.fingerprint
         case "assertion": return try assertion(extra: extraClaims)
         case "approval":
+            let id = try requestID(captures)
             var claims = JWTClaims()
-            claims.set(AuthenticationMethod.requestClaim, string: try requestID(captures))
+            claims.set(AuthenticationMethod.requestClaim, string: id)
+            claims.set(AuthenticationMethod.codeClaim, string: try storage.signInRequest(id: id)?.bindingMessage ?? "")
             claims.set("amr", strings: ["swk", "pin"])
             claims.merge(extraClaims)
             return try assertion(extra: claims)
         case "request_id": return try requestID(captures)
+        case "request_code": return try storage.signInRequest(id: try requestID(captures))?.bindingMessage ?? ""
+        case "device_approval":
+            var claims = JWTClaims()
+            claims.set(AuthenticationMethod.approvedDeviceClaim, string: keys.pending.publicKey.fingerprint)
+            claims.set("amr", strings: ["swk", "pin"])
+            claims.merge(extraClaims)
+            return try assertion(extra: claims)
         case "register": return try registration(user: "bob", key: keys.stranger)
         case "token": return token
         case "dpop_token": return dpopToken

@@ -4,11 +4,12 @@ import KeyAuthTestSupport
 import Testing
 
 /// The browser's side, run by ``HeadlessChromium``: it signs in through /account while running
-/// `keyauth approve` on the laptop, approves the pending phone, revokes it, checks the cookie and
-/// the policy, tries a cross-site form post, saves a screenshot and signs out.
+/// `keyauth approve` on the laptop, approves the pending phone (the page asks the laptop, which
+/// types the code the page shows), revokes it, checks the cookie and the policy, tries a
+/// cross-site form post, saves a screenshot and signs out.
 private let browserSteps = #"""
     def steps(arguments):
-        server, keyauth, laptop_home, phone_kid, screenshot = arguments
+        server, keyauth, laptop_home, phone_kid, screenshot, pin = arguments
         with urllib.request.urlopen(server + "/account") as response:
             seen["csp"] = response.headers["Content-Security-Policy"]
             page = response.read().decode()
@@ -21,7 +22,7 @@ private let browserSteps = #"""
         button("Sign in").click()
         code = wait.until(lambda d: d.find_element(By.ID, "binding-code")).text.strip()
         seen["code"] = code
-        approval = run_keyauth(keyauth, laptop_home, ["approve", "--pin-stdin"], code + "\n")
+        approval = run_keyauth(keyauth, laptop_home, ["approve", "--pin-stdin"], code + "\n" + pin + "\n")
         seen["approve_status"] = approval.returncode
         seen["approve_error"] = approval.stderr
         wait.until(lambda d: button("Sign out") is not None)
@@ -34,6 +35,16 @@ private let browserSteps = #"""
         driver.save_screenshot(screenshot)
         row = driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"]' % phone_kid)
         button("Approve", row).click()
+        # The session alone approves nothing: the page shows a code for the laptop to type.
+        device_code = wait.until(lambda d: d.find_element(
+            By.CSS_SELECTOR, '[data-kid="%s"] [data-approval-code]' % phone_kid)).text.strip()
+        seen["pending_after_click"] = row_status(phone_kid)
+        device_approval = run_keyauth(keyauth, laptop_home, ["approve", "--pin-stdin"],
+                                      device_code + "\n" + pin + "\n")
+        seen["device_approve_status"] = device_approval.returncode
+        seen["device_approve_error"] = device_approval.stderr
+        seen["device_approve_shows_code"] = device_code in device_approval.stderr + device_approval.stdout
+        driver.get(server + "/account")
         wait.until(lambda d: row_status(phone_kid) == "active")
         seen["after_approve"] = row_status(phone_kid)
         row = driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"]' % phone_kid)
@@ -72,14 +83,20 @@ struct AccountPageBrowserTests {
             laptop.remove()
             phone.remove()
         }
-        func keyauth(_ home: TemporaryDirectory, _ arguments: [String]) throws -> CommandResult {
+        func keyauth(_ home: TemporaryDirectory, _ arguments: [String], input: String = "") throws -> CommandResult {
             try runProcess(
                 Binaries.keyauth, arguments,
-                environment: ["KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"])
+                environment: [
+                    "KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                ],
+                standardInput: input)
         }
-        let register = ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"]
-        try #require(try keyauth(laptop, register + ["--name", "laptop"]).status == 0)
-        try #require(try keyauth(phone, register + ["--name", "phone", "--no-wait"]).status == 0)
+        let register = ["register", "--server", server.url, "--user", "alice", "--bits", "2048"]
+        // The laptop checks a PIN: approving a device needs a presence check on the approving one.
+        let pin = "135792"
+        try #require(
+            try keyauth(laptop, register + ["--name", "laptop", "--pin-stdin"], input: pin + "\n").status == 0)
+        try #require(try keyauth(phone, register + ["--name", "phone", "--no-wait", "--presence", "none"]).status == 0)
         let status = try JSONValue(parsing: try keyauth(phone, ["status", "--json"]).standardOutput)
         let phoneKID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
 
@@ -88,7 +105,7 @@ struct AccountPageBrowserTests {
         let screenshot = output + "/account-page.png"
         try? FileManager.default.removeItem(atPath: screenshot)
         let seen = try HeadlessChromium.run(
-            browserSteps, arguments: [server.url, Binaries.keyauth, laptop.path, phoneKID, screenshot],
+            browserSteps, arguments: [server.url, Binaries.keyauth, laptop.path, phoneKID, screenshot, pin],
             in: directory.path)
         #expect(seen["failure"] == nil, "\(seen["failure"] ?? .null) \(seen["page"] ?? .null) \(server.log)")
         let csp = seen["csp"]?.stringValue ?? ""
@@ -101,6 +118,9 @@ struct AccountPageBrowserTests {
         // Lax, so that a relying party's redirect to /authorize finds the session (PROTOCOL.md 9).
         #expect(seen["cookie"]?["sameSite"] == .string("Lax"))
         #expect(seen["pending_before"] == .string("pending"))
+        #expect(seen["pending_after_click"] == .string("pending"))
+        #expect(seen["device_approve_status"] == .integer(0), "\(seen["device_approve_error"] ?? .null)")
+        #expect(seen["device_approve_shows_code"] == .bool(false))
         #expect(seen["after_approve"] == .string("active"))
         #expect(seen["after_revoke"] == .string("revoked"))
         #expect(seen["cross_site_page"]?.stringValue?.contains("Refused") == true)

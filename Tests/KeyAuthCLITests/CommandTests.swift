@@ -146,7 +146,7 @@ struct CommandTests {
         #expect(stillPending.errorLines.count == 1)
         #expect(stillPending.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
 
-        let approve = await first.run(["devices", "approve", pending])
+        let approve = await first.run(["devices", "approve", pending, "--pin-stdin"], standardInput: "123456\n")
         #expect(approve.status == 0, "\(approve.standardError)")
         let login = await second.run(["login"])
         #expect(login.status == 0, "\(login.standardError)")

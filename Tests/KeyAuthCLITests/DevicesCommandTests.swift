@@ -69,7 +69,21 @@ struct DevicesCommandTests {
         #expect(pending.status == 0, "\(pending.standardError)")
         let kid = try #require(server.keyIDs(withStatus: "pending").first)
         let registered = RFC3339.string(fromSeconds: try #require(try server.device(kid)).createdAt)
-        let approve = await first.run(["devices", "approve", kid])
+        // Without a presence check, this device cannot approve one: it says so and changes nothing.
+        let keyOnly = await first.run(["devices", "approve", kid])
+        #expect(keyOnly.status == 77)
+        #expect(keyOnly.standardError.contains("--presence none"), "\(keyOnly.standardError)")
+        #expect(server.keyIDs(withStatus: "pending") == [kid])
+        let withPIN = CommandHarness()
+        defer { withPIN.home.remove() }
+        let code = try server.enrollmentCode(for: "alice")
+        let added = await withPIN.run(
+            [
+                "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",
+                "--enrollment-code", code, "--name", "desk",
+            ], standardInput: "123456\n")
+        #expect(added.status == 0, "\(added.standardError)")
+        let approve = await withPIN.run(["devices", "approve", kid, "--pin-stdin"], standardInput: "123456\n")
         #expect(approve.status == 0, "\(approve.standardError)")
         #expect(
             approve.standardOutput

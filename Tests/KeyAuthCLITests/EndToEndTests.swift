@@ -19,7 +19,8 @@ struct EndToEndTests {
                 laptop.home.remove()
                 desktop.home.remove()
             }
-            let first = try laptop.register(server, user: "alice", extra: ["--name", "laptop"])
+            // Approving a device needs a presence check on the approving one: the laptop has a PIN.
+            let first = try laptop.register(server, user: "alice", extra: ["--name", "laptop"], pin: "246813")
             #expect(first.status == 0, "\(first.standardError)")
 
             let second = try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"])
@@ -35,12 +36,12 @@ struct EndToEndTests {
             #expect(early.status == 77)
             expectOneErrorLine(early)
 
-            let list = try laptop.run(["devices", "list", "--json"])
+            let list = try laptop.run(["devices", "list", "--json", "--pin-stdin"], standardInput: "246813\n")
             #expect(list.status == 0, "\(list.standardError)")
             let devices = try #require(try JSONValue(parsing: list.standardOutput)["devices"]?.arrayValue)
             #expect(devices.contains { $0["kid"]?.stringValue == keyID && $0["status"]?.stringValue == "pending" })
 
-            let approve = try laptop.run(["devices", "approve", keyID])
+            let approve = try laptop.run(["devices", "approve", keyID, "--pin-stdin"], standardInput: "246813\n")
             #expect(approve.status == 0, "\(approve.standardError)")
             let login = try desktop.run(["login"])
             #expect(login.status == 0, "\(login.standardError)")
@@ -307,7 +308,7 @@ struct EndToEndTests {
                 laptop.home.remove()
                 desktop.home.remove()
             }
-            #expect(try laptop.register(server, user: "ivan").status == 0)
+            #expect(try laptop.register(server, user: "ivan", pin: "975310").status == 0)
             let waiting = try RunningProcess(
                 Binaries.keyauth,
                 ["register", "--server", server.url, "--user", "ivan", "--bits", "2048", "--presence", "none"],
@@ -321,7 +322,8 @@ struct EndToEndTests {
             #expect(try desktop.accounts.load(name).status == .pending)
 
             let keyID = try desktop.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
-            #expect(try laptop.run(["devices", "approve", keyID]).status == 0)
+            #expect(
+                try laptop.run(["devices", "approve", keyID, "--pin-stdin"], standardInput: "975310\n").status == 0)
             let login = try desktop.run(["login"])
             #expect(login.status == 0, "\(login.standardError)")
         }

@@ -5,6 +5,9 @@ import Testing
 
 @testable import KeyAuthCLI
 
+/// The laptop's PIN.
+private let pairingPIN = "864209"
+
 /// Runs `body` with a laptop registered for alice and a desktop registered after it, pending
 /// (`--no-wait`, named "desktop"), the desktop's KID and what its registration printed.
 private func withPendingDesktop(_ body: (Machine, Machine, String, CommandResult) throws -> Void) throws {
@@ -15,7 +18,8 @@ private func withPendingDesktop(_ body: (Machine, Machine, String, CommandResult
             laptop.home.remove()
             desktop.home.remove()
         }
-        #expect(try laptop.register(server, user: "alice", extra: ["--name", "laptop"]).status == 0)
+        // The laptop has a PIN: approving a device needs a presence check on the approving one.
+        #expect(try laptop.register(server, user: "alice", extra: ["--name", "laptop"], pin: pairingPIN).status == 0)
         let pending = try desktop.register(server, user: "alice", extra: ["--name", "desktop", "--no-wait"])
         #expect(pending.status == 0, "\(pending.standardError)")
         let keyID = try #require(try desktop.accounts.load(desktop.accounts.resolve(nil)).keyID)
@@ -46,7 +50,8 @@ struct PairingTests {
             #expect(choose.standardOutput.contains(" from 127.0.0.1"))
 
             #expect(try laptop.run(["devices", "approve", String(keyID.prefix(7))]).status == 64)
-            let approve = try laptop.run(["devices", "approve", short])
+            let approve = try laptop.run(
+                ["devices", "approve", short, "--pin-stdin"], standardInput: pairingPIN + "\n")
             #expect(approve.status == 0, "\(approve.standardError)")
             #expect(approve.standardOutput.hasPrefix("Approved device \(keyID) \"desktop\""))
             #expect(try desktop.run(["login"]).status == 0)
@@ -60,6 +65,9 @@ struct PairingTests {
                 Binaries.keyauth, ["devices", "approve"], environment: laptop.environment)
             #expect(process.readUntil("Enter for none] ").contains("Approve which one? [1-1, or Enter for none] "))
             process.type("1\n")
+            // The approval is signed after the laptop's own presence check.
+            #expect(process.readUntil("PIN: ").contains("Approve the new device desktop"))
+            process.type(pairingPIN + "\n")
             #expect(process.wait() == 0, "\(process.standardError)")
             #expect(process.standardOutput.contains("1) \(keyID.prefix(8)) \"desktop\""))
             #expect(process.standardOutput.contains("Approved device \(keyID) \"desktop\""))

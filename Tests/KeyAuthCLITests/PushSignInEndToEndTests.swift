@@ -100,42 +100,71 @@ private final class Application: Sendable {
     }
 }
 
-@Suite("Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized)
-struct PushSignInEndToEndTests {
-    @Test(
-        "an application's request is approved with keyauth approve (code typed, PIN), and PyJWT verifies the token; a denied one gets access_denied"
-    )
-    func approveAndDeny() throws {
+/// A server of the built binary, alice registered on one device with a PIN, and a client
+/// application registered with the admin command.
+private struct PushSetup {
+    let directory: TemporaryDirectory
+    let home: TemporaryDirectory
+    let server: KeyAuthServerProcess
+    let environment: [String: String]
+    let client: (id: String, secret: String)
+    let keyID: String
+    let pin = "correct horse"
+
+    init(name: String, clientName: String) throws {
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"))
-        let directory = TemporaryDirectory("keyauth-push")
-        defer { directory.remove() }
-        let server = try KeyAuthServerProcess.started(in: directory.path)
-        defer { _ = server.terminate() }
-        let home = TemporaryDirectory("keyauth-push-home")
-        defer { home.remove() }
-        let environment = [
+        directory = TemporaryDirectory("keyauth-\(name)")
+        home = TemporaryDirectory("keyauth-\(name)-home")
+        server = try KeyAuthServerProcess.started(in: directory.path)
+        environment = [
             "KEYAUTH_HOME": home.path, "HOME": home.path, "PATH": "/usr/bin:/bin", "KEYAUTH_TIMEOUT": "10",
             "LANG": "C.UTF-8",
         ]
-        func keyauth(_ arguments: [String], input: String = "") throws -> CommandResult {
-            try runProcess(Binaries.keyauth, arguments, environment: environment, standardInput: input)
-        }
-        let pin = "correct horse"
-        let registered = try keyauth(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"], input: pin + "\n")
+        let registered = try runProcess(
+            Binaries.keyauth, ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+            environment: environment, standardInput: pin + "\n")
         try #require(registered.status == 0, "\(registered.standardError)")
-        let status = try JSONValue(parsing: try keyauth(["status", "--json"]).standardOutput)
-        let keyID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
-
+        let status = try JSONValue(
+            parsing: try runProcess(Binaries.keyauth, ["status", "--json"], environment: environment).standardOutput)
+        keyID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
         let added = try KeyAuthServerProcess.runCommand(
-            ["clients", "add", "Test application", "--db", directory.path + "/server.db"])
+            ["clients", "add", clientName, "--db", directory.path + "/server.db"])
         try #require(added.status == 0, "\(added.error)")
         var printed: [String: String] = [:]
         for line in added.output.split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { printed[String(parts[0])] = String(parts[1]) }
         }
-        let client = (id: try #require(printed["client_id"]), secret: try #require(printed["client_secret"]))
+        client = (id: try #require(printed["client_id"]), secret: try #require(printed["client_secret"]))
+    }
+
+    /// Stops the server and removes the directories.
+    func tearDown() {
+        _ = server.terminate()
+        directory.remove()
+        home.remove()
+    }
+
+    /// The built `keyauth` as alice's device.
+    func keyauth(_ arguments: [String], input: String = "") throws -> CommandResult {
+        try runProcess(Binaries.keyauth, arguments, environment: environment, standardInput: input)
+    }
+}
+
+@Suite("Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized)
+struct PushSignInEndToEndTests {
+    @Test(
+        "an application's request is approved with keyauth approve (code typed, PIN), and PyJWT verifies the token; a denied one gets access_denied"
+    )
+    func approveAndDeny() throws {
+        let setup = try PushSetup(name: "push", clientName: "Test application")
+        defer { setup.tearDown() }
+        let (server, directory, client, keyID, pin) = (
+            setup.server, setup.directory, setup.client, setup.keyID, setup.pin
+        )
+        func keyauth(_ arguments: [String], input: String = "") throws -> CommandResult {
+            try setup.keyauth(arguments, input: input)
+        }
 
         // Approve: the device lists the request, a mistyped code approves nothing and asks again.
         let approved = try Application(directory: directory.path, server: server.url, client: client, binding: "4711")
@@ -143,12 +172,14 @@ struct PushSignInEndToEndTests {
         let listed = try keyauth(["requests", "--pin-stdin"])
         #expect(listed.status == 0, "\(listed.standardError)")
         #expect(listed.standardOutput.contains(id) && listed.standardOutput.contains("Test application"))
-        #expect(listed.standardOutput.contains("4711"))
+        // Number matching: the code is on the application's screen only, never on the device.
+        #expect(!listed.standardOutput.contains("4711"))
         let approval = try keyauth(["approve", "--pin-stdin"], input: "1234\n4711\n\(pin)\n")
         try #require(approval.status == 0, "\(approval.standardError)")
         #expect(approval.standardError.contains("not the code"))
         #expect(approval.standardError.contains("Test application") && approval.standardError.contains("127.0.0.1"))
         #expect(approval.standardOutput.contains("Approved the sign-in to Test application"))
+        #expect(!approval.standardError.contains("4711") && !approval.standardOutput.contains("4711"))
         #expect(!approval.standardOutput.contains(pin) && !approval.standardError.contains(pin))
         let outcome = try approved.outcome()
         let claims = try #require(outcome["claims"], "\(outcome)")
@@ -185,5 +216,53 @@ struct PushSignInEndToEndTests {
         let none = try keyauth(["approve", "--pin-stdin"], input: "")
         #expect(none.status == 1)
         #expect(none.standardError.contains("no sign-in request is waiting"))
+    }
+
+    @Test(
+        "number matching: the device never shows the code, deny denies, three wrong codes deny, and a binding message that reads as a refusal is refused",
+        .timeLimit(.minutes(5))
+    )
+    func numberMatching() throws {
+        let setup = try PushSetup(name: "matching", clientName: "Desk")
+        defer { setup.tearDown() }
+        let (server, directory, client, pin) = (setup.server, setup.directory, setup.client, setup.pin)
+        func keyauth(_ arguments: [String], input: String = "") throws -> CommandResult {
+            try setup.keyauth(arguments, input: input)
+        }
+        let environment = setup.environment
+
+        // A client cannot make a refusal the code: binding_message=deny would have approved when
+        // the user typed deny.
+        for refusal in ["deny", "Deny ", "NO", "cancel"] {
+            let started = try runProcess(
+                "/usr/bin/curl",
+                [
+                    "-s", "-u", "\(client.id):\(client.secret)", "--data-urlencode", "login_hint=alice",
+                    "--data-urlencode", "binding_message=\(refusal)", server.url + "/bc-authorize",
+                ], environment: environment)
+            #expect(started.standardOutput.contains("invalid_binding_message"), "\(refusal): \(started.standardOutput)")
+        }
+
+        // Typing deny denies, never approves, whatever the code is.
+        let denied = try Application(directory: directory.path, server: server.url, client: client, binding: "5150")
+        let deniedID = try denied.requestID(serverLog: server.log)
+        let typedDeny = try keyauth(["approve", deniedID, "--pin-stdin"], input: "deny\n")
+        #expect(typedDeny.status == 0, "\(typedDeny.standardError)")
+        #expect(typedDeny.standardOutput.contains("Denied"))
+        #expect(try denied.outcome()["error"] == .string("access_denied"))
+
+        // The device shows neither the code nor anything but who asks, from where and when; three
+        // wrong codes deny the request, and the PIN is never asked.
+        let guessed = try Application(directory: directory.path, server: server.url, client: client, binding: "8642")
+        let guessedID = try guessed.requestID(serverLog: server.log)
+        let guesses = try keyauth(["approve", guessedID, "--pin-stdin"], input: "1111\n2222\n3333\n\(pin)\n")
+        #expect(guesses.status == 1, "\(guesses.standardError)")
+        #expect(!guesses.standardError.contains("8642") && !guesses.standardOutput.contains("8642"))
+        #expect(guesses.standardError.contains("2 attempts left") && guesses.standardError.contains("1 attempt left"))
+        #expect(guesses.standardError.contains("last attempt"))
+        #expect(try guessed.outcome()["error"] == .string("access_denied"))
+        let audit = try KeyAuthServerProcess.runCommand(["audit", "--db", directory.path + "/server.db"])
+        #expect(audit.output.contains("deny-sign-in") && audit.output.contains("3_wrong_codes"), "\(audit.output)")
+        #expect(audit.output.contains("client:\(client.id)"), "\(audit.output)")
     }
 }

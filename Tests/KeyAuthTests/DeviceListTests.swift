@@ -97,7 +97,7 @@ struct DeviceListTests {
         #expect(error?.message.contains("registered_from") == true)
     }
 
-    @Test("approval returns the device the server approved, and an answer about another device is refused")
+    @Test("approval sends the assertion, returns the device the server approved, and refuses an answer about another")
     func approvalAnswer() async throws {
         let kid = TestKeys.second.publicKey.fingerprint
         let responder = try LoopbackHTTPResponder { request in
@@ -110,7 +110,7 @@ struct DeviceListTests {
         }
         defer { responder.stop() }
         let client = try KeyAuthClient(serverURL: responder.url)
-        let device = try await client.approveDevice(keyID: kid, accessToken: token)
+        let device = try await client.approveDevice(keyID: kid, assertion: "a.b.c", accessToken: token)
         #expect(
             device
                 == Device(
@@ -118,9 +118,11 @@ struct DeviceListTests {
                     lastLoginAt: nil,
                     registeredFrom: "203.0.113.9"))
         #expect(responder.requests.first?.method == "POST")
+        #expect(
+            responder.requests.first.flatMap { try? JSONValue(parsing: $0.body) }?["assertion"]?.stringValue == "a.b.c")
         let other = String(repeating: "A", count: 43)
         let error = await #expect(throws: KeyAuthError.self) {
-            try await client.approveDevice(keyID: other, accessToken: token)
+            try await client.approveDevice(keyID: other, assertion: "a.b.c", accessToken: token)
         }
         #expect(error?.code == .serverRejected)
     }

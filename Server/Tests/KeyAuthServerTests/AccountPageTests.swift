@@ -57,7 +57,9 @@ struct AccountPageTests {
         let list = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
         let request = try #require(list.first)
         #expect(request["client_name"] == .string("keyauth account page (\(TestEnvironment.issuer)/account)"))
-        let code = try #require(request["binding_message"]?.stringValue)
+        // The code is on the page that asks, never in the device's list.
+        #expect(request["binding_message"] == nil)
+        let code = try api.code(of: try #require(request["id"]?.stringValue))
         #expect(waiting.text.contains("<p id=\"binding-code\">\(code)</p>"))
         #expect(try browser.send("GET", "/account/sign-in/status").json?["status"] == .string("pending"))
         let id = try #require(request["id"]?.stringValue)
@@ -161,5 +163,58 @@ struct AccountPageTests {
             "POST", "/account/devices/\(kid)/rename", form: [("name", "Cafe\u{301}"), ("csrf", csrf)])
         #expect(renamed.status == 303)
         #expect(try api.storage.device(kid: kid).map { Array($0.name.unicodeScalars) } == ["C", "a", "f", "\u{E9}"])
+    }
+
+    @Test(
+        "Approve on the page asks a device: the page shows the code, the device lists what it approves without it, and only its assertion with the code activates the device"
+    )
+    func approvalIsAPush() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let phone = try ServerTestKeys.key("alice-2")
+        #expect(try api.register(user: "alice", key: phone, name: "new phone").status == 202)
+        let kid = phone.publicKey.fingerprint
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+
+        // The session alone approves nothing: the click asks the user's devices.
+        #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
+        #expect(try api.storage.device(kid: kid)?.status == .pending)
+        let page = try browser.send("GET", "/account").text
+        let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue?.first)
+        #expect(listed["kind"] == .string("device"))
+        let name = try #require(listed["client_name"]?.stringValue)
+        #expect(name.contains("approve the new device \"new phone\" (\(kid.prefix(8)))"), "\(name)")
+        let id = try #require(listed["id"]?.stringValue)
+        let code = try api.code(of: id)
+        #expect(page.contains("data-approval-code>\(code)</strong>"), "\(page)")
+        #expect(listed["binding_message"] == nil)
+
+        // A key-only statement cannot approve a device: the approving device must check its user.
+        let keyOnly = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, methods: ["swk"]),
+            token: token)
+        #expect(keyOnly.errorCode == "invalid_grant" && keyOnly.errorDescription?.contains("presence") == true)
+        // A wrong code is counted and approves nothing.
+        let wrong = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, code: "no"), token: token)
+        #expect(wrong.errorCode == "wrong_code" && wrong.json?["attempts_left"] == .integer(2))
+        #expect(try api.storage.device(kid: kid)?.status == .pending)
+        let approved = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+        #expect(approved.status == 200, "\(approved.text)")
+        #expect(try api.storage.device(kid: kid)?.status == .active)
+        #expect(try api.storage.signInRequest(id: id)?.status == .issued)
+        let events = try AuditTrail(storage: api.storage, now: environment.clock.closure).events(since: 0)
+        #expect(
+            events.contains {
+                $0.action == .approve && $0.subject == kid && $0.actor == "device:\(laptop.publicKey.fingerprint)"
+                    && $0.detail?.contains("account page") == true
+            })
+        #expect(events.contains { $0.action == .approveSignIn && $0.subject == "device:\(kid)" })
+        #expect(events.contains { $0.action == .browserSignIn && $0.subject == "account-page" })
+        #expect(!(try browser.send("GET", "/account").text.contains("data-approval-code")))
     }
 }

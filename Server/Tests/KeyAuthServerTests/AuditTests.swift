@@ -30,12 +30,11 @@ struct AuditTests {
         let token = try api.accessToken(first)
         #expect(try api.register(user: "alice", key: second, name: "laptop").status == 202)
         #expect(try api.register(user: "alice", key: third, name: "phone").status == 202)
-        let approve = try api.authorized(
-            "POST", "/v1/devices/\(second.publicKey.fingerprint)/approve", token: token)
+        let approve = try api.approveDevice(second.publicKey.fingerprint, approver: first, token: token)
         #expect(approve.status == 200)
         // Approving again changes nothing and records nothing.
         #expect(
-            try api.authorized("POST", "/v1/devices/\(second.publicKey.fingerprint)/approve", token: token).status
+            try api.approveDevice(second.publicKey.fingerprint, approver: first, token: token).status
                 == 200)
         for kid in [third.publicKey.fingerprint, first.publicKey.fingerprint, first.publicKey.fingerprint] {
             #expect(

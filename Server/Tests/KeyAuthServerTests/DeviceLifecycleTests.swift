@@ -20,12 +20,50 @@ struct DeviceLifecycleTests {
         // Polling is not a failure: many polls never trigger the rate limit.
         for _ in 0..<15 { #expect(try api.login(phone).errorCode == "authorization_pending") }
 
-        let approved = try api.authorized("POST", "/v1/devices/\(phone.publicKey.fingerprint)/approve", token: token)
+        let approved = try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: token)
         #expect(approved.status == 200)
         #expect(approved.json?["status"]?.stringValue == "active")
         #expect(approved.json?["kid"]?.stringValue == phone.publicKey.fingerprint)
         #expect(try api.login(phone).status == 200)
         #expect(try api.storage.device(kid: phone.publicKey.fingerprint)?.approvedAt == environment.clock.now)
+    }
+
+    @Test(
+        "a copied access token approves no device: approval needs the approving device's fresh assertion with presence, naming the device"
+    )
+    func tokenAloneApprovesNothing() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer()
+        defer { runner.stop() }
+        let api = environment.socketAPI(runner)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        // An attacker with a copy of the Bearer token registers their own key for alice...
+        let attacker = try ServerTestKeys.key("attacker")
+        #expect(try api.register(user: "alice", key: attacker, name: "alice-laptop").status == 202)
+        let kid = attacker.publicKey.fingerprint
+        // ...and cannot approve it with the token.
+        let tokenOnly = try api.approveDevice(kid, approver: nil, token: token)
+        #expect(tokenOnly.status == 400 && tokenOnly.errorCode == "invalid_request", "\(tokenOnly.text)")
+        // Nor with an assertion of the attacker's own key, one naming another device, one without
+        // a presence check, or a replayed one.
+        #expect(try api.approveDevice(kid, approver: attacker, token: token).errorCode == "invalid_grant")
+        let other = try ServerTestKeys.key("alice-3")
+        #expect(try api.register(user: "alice", key: other).status == 202)
+        let forOther = try api.assertion(
+            laptop, claims: ["approve_kid": .string(other.publicKey.fingerprint), "amr": .array(["swk", "pin"])])
+        let misnamed = try api.send(
+            "POST", "/v1/devices/\(kid)/approve",
+            headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"],
+            body: Array(JSONValue.object(["assertion": .string(forOther)]).serialized().utf8))
+        #expect(misnamed.errorCode == "invalid_grant")
+        #expect(
+            try api.approveDevice(kid, approver: laptop, token: token, methods: ["swk"]).errorCode == "invalid_grant")
+        #expect(try api.storage.device(kid: kid)?.status == .pending)
+        // The user's own device, after its PIN, approves.
+        let approved = try api.approveDevice(other.publicKey.fingerprint, approver: laptop, token: token)
+        #expect(approved.status == 200, "\(approved.text)")
+        #expect(try api.storage.device(kid: kid)?.status == .pending)
     }
 
     @Test("a pending device can approve nothing: its assertion gets no token")
@@ -57,7 +95,7 @@ struct DeviceLifecycleTests {
         #expect(response.status == 400)
         #expect(response.errorCode == "access_denied")
         #expect(try api.storage.device(kid: phone.publicKey.fingerprint)?.status == .denied)
-        let approve = try api.authorized("POST", "/v1/devices/\(phone.publicKey.fingerprint)/approve", token: token)
+        let approve = try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: token)
         #expect(approve.status == 400)
         #expect(approve.errorCode == "invalid_request")
     }
@@ -78,7 +116,7 @@ struct DeviceLifecycleTests {
         #expect(expired.status == 400)
         #expect(expired.errorCode == "expired_token")
         let token = try api.accessToken(laptop)
-        let approve = try api.authorized("POST", "/v1/devices/\(phone.publicKey.fingerprint)/approve", token: token)
+        let approve = try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: token)
         #expect(approve.status == 400)
         #expect(approve.errorCode == "expired_token")
         #expect(try api.register(user: "alice", key: phone).errorCode == "expired_token")
@@ -96,7 +134,7 @@ struct DeviceLifecycleTests {
         let laptopToken = try api.activeDevice(user: "alice", key: laptop)
         #expect(try api.register(user: "alice", key: phone).status == 202)
         #expect(
-            try api.authorized("POST", "/v1/devices/\(phone.publicKey.fingerprint)/approve", token: laptopToken).status
+            try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: laptopToken).status
                 == 200)
         let phoneToken = try api.accessToken(phone)
         let preSigned = try api.assertion(phone, lifetime: 300)

@@ -117,7 +117,7 @@ struct LoginTests {
         let token = try api.activeDevice(user: "alice", key: key)
         #expect(try api.register(user: "alice", key: revoked).status == 202)
         #expect(
-            try api.authorized("POST", "/v1/devices/\(revoked.publicKey.fingerprint)/approve", token: token).status
+            try api.approveDevice(revoked.publicKey.fingerprint, approver: key, token: token).status
                 == 200)
         #expect(
             try api.authorized("DELETE", "/v1/devices/\(revoked.publicKey.fingerprint)", token: token).status == 204)

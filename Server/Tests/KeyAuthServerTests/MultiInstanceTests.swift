@@ -146,7 +146,7 @@ extension StorageContractTests {
 
                 let token = try b.accessToken(first)
                 let kid = second.publicKey.fingerprint
-                let approved = try a.authorized("POST", "/v1/devices/\(kid)/approve", token: token)
+                let approved = try a.approveDevice(kid, approver: first, token: token)
                 #expect(approved.status == 200, "\(approved.text)")
                 #expect(approved.json?["status"]?.stringValue == "active")
 
@@ -384,6 +384,20 @@ struct ServerClient: Sendable {
             throw TestFailure("login on server \(name) failed: \(response.status) \(response.text)")
         }
         return token
+    }
+
+    /// `POST /v1/devices/{kid}/approve` with the approving device's `token` and a fresh assertion
+    /// of its key `approver` naming the pending device, after a PIN.
+    func approveDevice(_ kid: String, approver: RSAPrivateKey, token: String) throws -> HTTPResponse {
+        var claims = JWTClaims()
+        claims.set("approve_kid", string: kid)
+        claims.set("amr", strings: ["swk", "pin"])
+        let assertion = try JWTBuilder(key: approver, audience: issuer).sign(claims: claims)
+        return try transport.send(
+            HTTPRequest(
+                method: "POST", path: "/v1/devices/\(kid)/approve",
+                headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"],
+                body: Array(JSONValue.object(["assertion": .string(assertion)]).serialized().utf8)))
     }
 
     /// A request with a Bearer token.

@@ -58,7 +58,8 @@ struct PendingDeviceTests {
         #expect(try api.authorized("DELETE", "/v1/devices/\(denied)", token: token).status == 204)
         #expect(try api.register(user: "alice", key: try ServerTestKeys.key("flood-10")).status == 202)
         let approved = try ServerTestKeys.key("flood-1").publicKey.fingerprint
-        #expect(try api.authorized("POST", "/v1/devices/\(approved)/approve", token: token).status == 200)
+        #expect(
+            try api.approveDevice(approved, approver: try ServerTestKeys.key("alice-1"), token: token).status == 200)
         #expect(try api.register(user: "alice", key: try ServerTestKeys.key("flood-11")).status == 202)
         #expect(try api.register(user: "alice", key: try ServerTestKeys.key("flood-12")).status == 429)
     }
@@ -77,7 +78,7 @@ struct PendingDeviceTests {
         var token = try api.activeDevice(user: "alice", key: laptop)
         #expect(try api.register(user: "alice", key: old).status == 202)
         #expect(
-            try api.authorized("POST", "/v1/devices/\(old.publicKey.fingerprint)/approve", token: token).status == 200)
+            try api.approveDevice(old.publicKey.fingerprint, approver: laptop, token: token).status == 200)
         #expect(try api.authorized("DELETE", "/v1/devices/\(old.publicKey.fingerprint)", token: token).status == 204)
         #expect(try api.register(user: "alice", key: phone).status == 202)
         #expect(try api.register(user: "alice", key: tablet).status == 202)
@@ -187,7 +188,8 @@ struct PendingDeviceTests {
         let devices = try #require(list.json?["devices"]?.arrayValue)
         #expect(devices.map { $0["registered_from"] } == [.string("192.0.2.1"), .string("203.0.113.50")])
 
-        let approved = try api.authorized("POST", "/v1/devices/\(phone.publicKey.fingerprint)/approve", token: token)
+        let approved = try api.approveDevice(
+            phone.publicKey.fingerprint, approver: try ServerTestKeys.key("alice-1"), token: token)
         #expect(approved.status == 200)
         #expect(approved.json?["kid"]?.stringValue == phone.publicKey.fingerprint)
         #expect(approved.json?["user"]?.stringValue == "alice")

@@ -12,9 +12,6 @@ extension StorageContract {
             "keeps a relying party's redirect URIs, post-logout URIs and public flag",
             StorageContract.storesRelyingParties),
         StorageCheck(
-            "keeps pending authorizations by hash and purges them after expiry",
-            StorageContract.storesPendingAuthorizations),
-        StorageCheck(
             "redeems a code once, tells a second redemption the first token, revokes and purges",
             StorageContract.redeemsAuthorizationCodes),
         StorageCheck(
@@ -43,24 +40,6 @@ extension StorageContract {
         #expect(try storage.client(id: "rp-1") == party)
         #expect(try storage.client(id: "ciba-1") == ciba)
         #expect(try storage.client(id: "ciba-1")?.redirectURIs == [])
-    }
-
-    static func storesPendingAuthorizations(_ database: StorageContractDatabase) throws {
-        let storage = try database.open()
-        defer { storage.close() }
-        let record = PendingAuthorizationRecord(
-            idHash: [UInt8](repeating: 1, count: 32), browserBinding: [UInt8](repeating: 2, count: 32),
-            clientID: "client-1", redirectURI: "https://wiki.example.org/cb", scope: "openid", state: "ßtate",
-            nonce: nil, codeChallenge: "challenge", loginHint: "alice", expiresAt: 1_600)
-        try storage.insertPendingAuthorization(record)
-        #expect(try storage.pendingAuthorization(idHash: record.idHash) == record)
-        #expect(try storage.pendingAuthorization(idHash: [UInt8](repeating: 3, count: 32)) == nil)
-        #expect(try storage.purgeAuthorizations(now: 1_600) == 0)
-        #expect(try storage.purgeAuthorizations(now: 1_601) == 1)
-        #expect(try storage.pendingAuthorization(idHash: record.idHash) == nil)
-        try storage.insertPendingAuthorization(record)
-        try storage.deletePendingAuthorization(idHash: record.idHash)
-        #expect(try storage.pendingAuthorization(idHash: record.idHash) == nil)
     }
 
     static func redeemsAuthorizationCodes(_ database: StorageContractDatabase) throws {

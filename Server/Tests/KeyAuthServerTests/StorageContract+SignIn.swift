@@ -14,6 +14,12 @@ extension StorageContract {
             "caps a user's open sign-in requests, counting only pending unexpired ones",
             StorageContract.capsSignInRequests),
         StorageCheck(
+            "limits requests per origin over an hour, and replaces an open one from the same address",
+            StorageContract.limitsSignInRequestsByOrigin),
+        StorageCheck(
+            "counts wrong codes and denies the request at the last attempt, once, across instances",
+            StorageContract.countsWrongCodes),
+        StorageCheck(
             "answers a sign-in request once, before expiry, and hands its result out once",
             StorageContract.answersSignInRequests),
         StorageCheck(
@@ -27,11 +33,82 @@ extension StorageContract {
     ]
 
     static func signInRequest(
-        _ id: String, user: String = "alice", createdAt: Int64 = 1_000, expiresAt: Int64 = 1_300
+        _ id: String, user: String = "alice", createdAt: Int64 = 1_000, expiresAt: Int64 = 1_300,
+        kind: SignInRequestKind = .backchannel, from address: String = "192.0.2.7"
     ) -> SignInRequestRecord {
         SignInRequestRecord(
-            id: id, kind: .backchannel, clientID: "client-1", user: user, bindingMessage: "Desk – 42",
-            scope: "openid profile", requestedFrom: "192.0.2.7", createdAt: createdAt, expiresAt: expiresAt)
+            id: id, kind: kind, clientID: kind == .backchannel ? "client-1" : nil, user: user,
+            bindingMessage: "Desk – 42", scope: "openid profile", requestedFrom: address, createdAt: createdAt,
+            expiresAt: expiresAt, subject: kind == .device ? "kid-9" : nil)
+    }
+
+    /// Three open requests at most, with no hourly limit that matters.
+    static let threeOpen = SignInRequestLimits(maximumOpen: 3, maximumPerWindow: 1_000)
+
+    static func limitsSignInRequestsByOrigin(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let hourly = SignInRequestLimits(maximumOpen: 10, maximumPerWindow: 2, window: 3_600)
+        #expect(
+            try storage.insertSignInRequest(signInRequest("c1", expiresAt: 1_001), limits: hourly, now: 1_000)
+                == .inserted)
+        #expect(
+            try storage.insertSignInRequest(signInRequest("c2", createdAt: 1_500), limits: hourly, now: 1_500)
+                == .inserted)
+        // Two in the hour, even though the first expired long ago: the third waits for the first
+        // to leave the window.
+        #expect(
+            try storage.insertSignInRequest(signInRequest("c3", createdAt: 2_000), limits: hourly, now: 2_000)
+                == .tooManyInWindow(retryAt: 4_600))
+        #expect(
+            try storage.insertSignInRequest(
+                signInRequest("c3", createdAt: 4_601, expiresAt: 5_000), limits: hourly, now: 4_601) == .inserted)
+        // Another origin has limits of its own: the client's requests use up nothing of the
+        // browsers'.
+        let browsers = SignInRequestLimits(maximumOpen: 2, maximumPerWindow: 10, replacesSameAddress: true)
+        let first = signInRequest("a1", createdAt: 4_601, expiresAt: 4_900, kind: .account, from: "198.51.100.1")
+        #expect(try storage.insertSignInRequest(first, limits: browsers, now: 4_601) == .inserted)
+        // The same address again replaces its open request: the first one expires now.
+        let again = signInRequest("a2", createdAt: 4_602, expiresAt: 4_900, kind: .authorization, from: "198.51.100.1")
+        #expect(try storage.insertSignInRequest(again, limits: browsers, now: 4_602) == .inserted)
+        #expect(try storage.signInRequest(id: "a1")?.expiresAt == 4_602)
+        #expect(try storage.openSignInRequests(user: "alice", now: 4_602).map(\.id) == ["c3", "a2"])
+        let other = signInRequest("a3", createdAt: 4_603, expiresAt: 4_900, kind: .account, from: "198.51.100.2")
+        #expect(try storage.insertSignInRequest(other, limits: browsers, now: 4_603) == .inserted)
+        let third = signInRequest("a4", createdAt: 4_604, expiresAt: 4_900, kind: .account, from: "198.51.100.3")
+        #expect(
+            try storage.insertSignInRequest(third, limits: browsers, now: 4_604) == .tooManyOpen(earliestExpiry: 4_900))
+        // The new columns come back as stored.
+        let device = signInRequest("d1", createdAt: 4_605, kind: .device)
+        #expect(try storage.insertSignInRequest(device, limits: hourly, now: 4_605) == .inserted)
+        #expect(try storage.signInRequest(id: "d1")?.subject == "kid-9")
+        #expect(try storage.signInRequest(id: "d1")?.kind == .device)
+    }
+
+    static func countsWrongCodes(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        #expect(try first.insertSignInRequest(signInRequest("w1"), limits: threeOpen, now: 1_000) == .inserted)
+        #expect(try first.recordWrongCode(id: "nope", maximumAttempts: 3, answeringKID: "k", at: 1_001) == .closed)
+        #expect(
+            try first.recordWrongCode(id: "w1", maximumAttempts: 3, answeringKID: "k", at: 1_001)
+                == .tryAgain(attemptsLeft: 2))
+        #expect(try second.signInRequest(id: "w1")?.codeAttempts == 1)
+        // Two instances at once for the last two attempts: one is told to try again, one denies.
+        let outcomes = runConcurrently(2) { (index: Int) throws(StorageError) -> WrongCodeOutcome in
+            try (index == 0 ? first : second).recordWrongCode(
+                id: "w1", maximumAttempts: 3, answeringKID: "kid-\(index)", at: 1_002)
+        }
+        let results = try outcomes.map { try $0.get() }
+        #expect(results.contains(.tryAgain(attemptsLeft: 1)) && results.contains(.denied))
+        let denied = try #require(try first.signInRequest(id: "w1"))
+        #expect(denied.status == .denied && denied.answeredAt == 1_002 && denied.codeAttempts == 3)
+        #expect(try second.recordWrongCode(id: "w1", maximumAttempts: 3, answeringKID: "k", at: 1_003) == .closed)
+        // An expired request counts nothing.
+        #expect(try first.insertSignInRequest(signInRequest("w2"), limits: threeOpen, now: 1_000) == .inserted)
+        #expect(try first.recordWrongCode(id: "w2", maximumAttempts: 3, answeringKID: "k", at: 1_300) == .closed)
     }
 
     static func renamesDevices(_ database: StorageContractDatabase) throws {
@@ -65,23 +142,24 @@ extension StorageContract {
         defer { storage.close() }
         // An expired one and an answered one do not count.
         #expect(
-            try storage.insertSignInRequest(signInRequest("r0", expiresAt: 999), maximumOpen: 3, now: 1_000)
+            try storage.insertSignInRequest(signInRequest("r0", expiresAt: 999), limits: Self.threeOpen, now: 1_000)
                 == .inserted)
-        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try storage.answerSignInRequest(id: "r1", status: .denied, answeringKID: "k", methods: [], at: 1_001))
         for (index, expiry) in [(2, 1_200), (3, 1_100), (4, 1_250)] {
             let record = signInRequest("r\(index)", createdAt: 1_000 + Int64(index), expiresAt: Int64(expiry))
-            #expect(try storage.insertSignInRequest(record, maximumOpen: 3, now: 1_010) == .inserted)
+            #expect(try storage.insertSignInRequest(record, limits: Self.threeOpen, now: 1_010) == .inserted)
         }
         #expect(
-            try storage.insertSignInRequest(signInRequest("r5"), maximumOpen: 3, now: 1_010)
+            try storage.insertSignInRequest(signInRequest("r5"), limits: Self.threeOpen, now: 1_010)
                 == .tooManyOpen(earliestExpiry: 1_100))
         #expect(
-            try storage.insertSignInRequest(signInRequest("b1", user: "bob"), maximumOpen: 3, now: 1_010) == .inserted)
+            try storage.insertSignInRequest(signInRequest("b1", user: "bob"), limits: Self.threeOpen, now: 1_010)
+                == .inserted)
         #expect(try storage.openSignInRequests(user: "alice", now: 1_010).map(\.id) == ["r2", "r3", "r4"])
         // Once r3 expired, a place is free.
         #expect(
-            try storage.insertSignInRequest(signInRequest("r5", createdAt: 1_100), maximumOpen: 3, now: 1_100)
+            try storage.insertSignInRequest(signInRequest("r5", createdAt: 1_100), limits: Self.threeOpen, now: 1_100)
                 == .inserted)
         #expect(try storage.openSignInRequests(user: "alice", now: 1_100).map(\.id) == ["r2", "r4", "r5"])
         #expect(try storage.signInRequest(id: "r5") == signInRequest("r5", createdAt: 1_100))
@@ -95,8 +173,8 @@ extension StorageContract {
     static func answersSignInRequests(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
-        #expect(try storage.insertSignInRequest(signInRequest("r2"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.threeOpen, now: 1_000) == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r2"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try !storage.markSignInRequestIssued(id: "r1"))
         #expect(
             try storage.answerSignInRequest(
@@ -120,7 +198,7 @@ extension StorageContract {
     static func pollsSignInRequests(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        #expect(try storage.insertSignInRequest(signInRequest("r1"), maximumOpen: 3, now: 1_000) == .inserted)
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try storage.pollSignInRequest(id: "nope", at: 1_000, slowDownStep: 5) == nil)
         let first = try #require(try storage.pollSignInRequest(id: "r1", at: 1_005, slowDownStep: 5))
         #expect(!first.tooEarly && first.request.lastPolledAt == nil && first.request.pollInterval == 5)
@@ -142,7 +220,7 @@ extension StorageContract {
         // 24 requests for one user at once on two instances: exactly 3 are stored.
         let inserts = runConcurrently(24) { (index: Int) throws(StorageError) -> SignInRequestInsertion in
             try (index.isMultiple(of: 2) ? first : second).insertSignInRequest(
-                signInRequest("race-\(index)"), maximumOpen: 3, now: 1_000)
+                signInRequest("race-\(index)"), limits: Self.threeOpen, now: 1_000)
         }
         let insertions = try inserts.map { try $0.get() }
         #expect(insertions.filter { $0 == .inserted }.count == 3)

@@ -36,13 +36,35 @@ extension KeyAuthClient {
         max(0, min(wait, 30, Int(clampingSeconds: timeout, to: 0...3600) - 2))
     }
 
+    /// Checks the code the user typed for a sign-in request (`POST /v1/auth-requests/{id}/code`),
+    /// before the device asks for its PIN to approve: the code is shown only where the sign-in
+    /// started (number matching), so only the server can tell whether it is right.
+    ///
+    /// - Throws: `.invalidArgument` for an id that is not a request id; `.serverRejected` with
+    ///   `wrong_code` (the server counted it; the description says how many attempts are left),
+    ///   `access_denied` (that was the last attempt: the request is denied), `not_found`,
+    ///   `already_answered` or `expired_token`.
+    public func checkSignInCode(
+        id: String, code: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil
+    ) async throws(KeyAuthError) {
+        guard InputRules.isValidSignInRequestID(id) else {
+            throw KeyAuthError(.invalidArgument, "a sign-in request id is 43 characters of base64url (A-Z a-z 0-9 - _)")
+        }
+        let body = JSONValue.object(["code": .string(code)])
+        let reply = try await send(
+            "POST", "/v1/auth-requests/" + id + "/code", body: Array(body.serialized().utf8),
+            contentType: "application/json", accessToken: accessToken, proofs: proofs)
+        _ = try expectObject(reply, success: [200], operation: "code check")
+    }
+
     /// Answers a sign-in request (`POST /v1/auth-requests/{id}`).
     ///
     /// - Parameters:
     ///   - id: the request's id.
     ///   - decision: approve or deny.
     ///   - assertion: for an approval, a fresh device assertion carrying `auth_req_id` (the
-    ///     request's id) and `amr`; ignored for a denial.
+    ///     request's id), `amr` and `binding_code` (the code the user typed); ignored for a
+    ///     denial.
     ///   - accessToken: the device's access token.
     ///   - proofs: the device key's proof builder, for a DPoP-bound `accessToken`.
     /// - Returns: the status the server recorded.

@@ -268,17 +268,27 @@ public struct KeyAuthClient: Sendable {
 
     /// Approves a pending device of the same user (`POST /v1/devices/{kid}/approve`).
     ///
+    /// - Parameters:
+    ///   - keyID: the pending device.
+    ///   - assertion: a fresh device assertion of this device, signed after its presence check,
+    ///     with the claims `approve_kid` (the pending device's key id) and `amr`: the server
+    ///     takes no approval on an access token alone.
+    ///   - accessToken: this device's access token.
+    ///   - proofs: the device key's proof builder, for a DPoP-bound `accessToken`.
     /// - Returns: the device as the server recorded it, with its name, creation time and the
     ///   address it registered from, so that the caller can show what was let in.
     /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with
-    ///   `not_found` for an unknown device, `access_denied` for another user's device, and for an
-    ///   answer that is not the entry of the device asked for.
+    ///   `not_found` for an unknown device or another user's, `invalid_grant` for a refused
+    ///   assertion, and for an answer that is not the entry of the device asked for.
     @discardableResult
-    public func approveDevice(keyID: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil)
-        async throws(KeyAuthError) -> Device
-    {
+    public func approveDevice(
+        keyID: String, assertion: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil
+    ) async throws(KeyAuthError) -> Device {
         let path = "/v1/devices/" + (try Self.checkedKeyID(keyID)) + "/approve"
-        let reply = try await send("POST", path, accessToken: accessToken, proofs: proofs)
+        let body = JSONValue.object(["assertion": .string(assertion)])
+        let reply = try await send(
+            "POST", path, body: Array(body.serialized().utf8), contentType: "application/json",
+            accessToken: accessToken, proofs: proofs)
         let object = try expectObject(reply, success: [200], operation: "approval")
         let device: Device
         do {

@@ -47,6 +47,13 @@ package enum InputRules {
         NameRule.deviceName.accepts(name)
     }
 
+    /// Answers that refuse a sign-in at `keyauth approve`, compared trimmed and in lower case. A
+    /// device checks them before anything typed is taken for a code, and the server refuses a
+    /// binding message that reads as one of them, so no answer that means "no" can ever approve.
+    package static let refusingAnswers: Set<String> = [
+        "deny", "no", "n", "cancel", "reject", "refuse", "abort", "quit", "q", "skip",
+    ]
+
     /// The longest binding message, in characters (the limit; CIBA leaves it open).
     package static let maximumBindingMessageLength = NameRule.bindingMessage.maximumCharacters
 

@@ -49,6 +49,9 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidBindingMessage = Code(rawValue: "invalid_binding_message")
         /// The sign-in request was already answered, by this or another device.
         public static let alreadyAnswered = Code(rawValue: "already_answered")
+        /// The code typed on the approving device is not the one shown where the sign-in started
+        /// (number matching); the answer's `attempts_left` says how many tries remain.
+        public static let wrongCode = Code(rawValue: "wrong_code")
     }
 
     /// The `error` member.

@@ -1,13 +1,33 @@
 /// A request to sign the user in somewhere, as the user's devices see it (`GET /v1/auth-requests`,
-/// PROTOCOL.md section 8): who asks, what both screens show, where it came from and how long it
-/// can be answered.
+/// PROTOCOL.md section 8): who asks, where it came from and how long it can be answered.
+///
+/// It carries no code: the code is shown only on the screen that started the sign-in, and the
+/// user types it on the device (number matching), so a user approving by habit cannot just copy
+/// what the device shows.
 public struct SignInRequest: Sendable, Hashable {
+    /// What a request asks for.
+    public struct Kind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// A registered client application's sign-in (CIBA).
+        public static let backchannel = Kind(rawValue: "backchannel")
+        /// A sign-in to keyauth-server's own account page.
+        public static let account = Kind(rawValue: "account")
+        /// A sign-in to a web application through keyauth (OpenID Connect).
+        public static let authorization = Kind(rawValue: "authorization")
+        /// The account page asks to approve a new device of the user.
+        public static let device = Kind(rawValue: "device")
+    }
+
     /// The request's id (the `auth_req_id` of a CIBA request): what an answer names.
     public let id: String
-    /// The application's name, as the administrator registered it.
+    /// What it asks for.
+    public let kind: Kind
+    /// Who asks, as the server describes it: the application's registered name (with the host a
+    /// web sign-in redirects to), or what the account page asks to approve.
     public let clientName: String
-    /// The binding message, shown on the application's screen too: the user types it to approve.
-    public let bindingMessage: String
     /// The address the request came from, as the server saw it.
     public let requestedFrom: String?
     /// The scope the application asked for, if any.
@@ -19,12 +39,12 @@ public struct SignInRequest: Sendable, Hashable {
 
     /// Creates a request entry.
     public init(
-        id: String, clientName: String, bindingMessage: String, requestedFrom: String?, scope: String?,
-        createdAt: String, expiresAt: String
+        id: String, kind: Kind, clientName: String, requestedFrom: String?, scope: String?, createdAt: String,
+        expiresAt: String
     ) {
         self.id = id
+        self.kind = kind
         self.clientName = clientName
-        self.bindingMessage = bindingMessage
         self.requestedFrom = requestedFrom
         self.scope = scope
         self.createdAt = createdAt
@@ -34,27 +54,27 @@ public struct SignInRequest: Sendable, Hashable {
     /// The members of a list entry.
     package var jsonValue: JSONValue {
         .object([
-            "id": .string(id), "client_name": .string(clientName), "binding_message": .string(bindingMessage),
+            "id": .string(id), "kind": .string(kind.rawValue), "client_name": .string(clientName),
             "requested_from": requestedFrom.map(JSONValue.string) ?? .null,
             "scope": scope.map(JSONValue.string) ?? .null, "created_at": .string(createdAt),
             "expires_at": .string(expiresAt),
         ])
     }
 
-    /// Reads a list entry as a client.
+    /// Reads a list entry as a client. A `binding_message` from an older server is ignored: the
+    /// device does not show the code.
     ///
-    /// - Throws: ``WireFormatError`` for a missing id, client name, binding message or time, or
-    ///   an id that is not base64url (it goes into a URL path).
+    /// - Throws: ``WireFormatError`` for a missing id, client name or time, or an id that is not
+    ///   base64url (it goes into a URL path).
     package init(jsonValue entry: JSONValue) throws(WireFormatError) {
         guard let id = entry["id"]?.stringValue, InputRules.isValidSignInRequestID(id),
-            let clientName = entry["client_name"]?.stringValue,
-            let bindingMessage = entry["binding_message"]?.stringValue,
-            let createdAt = entry["created_at"]?.stringValue, let expiresAt = entry["expires_at"]?.stringValue
-        else { throw WireFormatError("has no valid id, client_name, binding_message, created_at or expires_at") }
+            let clientName = entry["client_name"]?.stringValue, let createdAt = entry["created_at"]?.stringValue,
+            let expiresAt = entry["expires_at"]?.stringValue
+        else { throw WireFormatError("has no valid id, client_name, created_at or expires_at") }
         self.init(
-            id: id, clientName: clientName, bindingMessage: bindingMessage,
-            requestedFrom: entry["requested_from"]?.stringValue, scope: entry["scope"]?.stringValue,
-            createdAt: createdAt, expiresAt: expiresAt)
+            id: id, kind: Kind(rawValue: entry["kind"]?.stringValue ?? Kind.backchannel.rawValue),
+            clientName: clientName, requestedFrom: entry["requested_from"]?.stringValue,
+            scope: entry["scope"]?.stringValue, createdAt: createdAt, expiresAt: expiresAt)
     }
 }
 
@@ -122,6 +142,14 @@ public enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
 
     /// The claim of an approval assertion that names the request it approves.
     public static let requestClaim = "auth_req_id"
+    /// The claim of a device approval's assertion that names the pending device it approves.
+    public static let approvedDeviceClaim = "approve_kid"
+    /// The claim of a sign-in approval's assertion that carries the code the user typed.
+    public static let codeClaim = "binding_code"
+
+    /// The values that say the device checked its user (a PIN, a PAM conversation), beyond
+    /// holding the key.
+    public static let presenceChecks: Set<String> = [pin.rawValue, userPresence.rawValue]
 
     /// Whether `methods` is a statement keyauth accepts: exactly one key kind (`hwk` or `swk`),
     /// at most one presence check, nothing else and nothing twice.

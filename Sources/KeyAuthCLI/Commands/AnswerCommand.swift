@@ -16,10 +16,7 @@ struct AnswerCommand {
         }
         let request = try await chooseRequest(session, approval: approval)
         context.io.printError(SignInApproval.describe(request))
-        switch try await approval.askForCode(request, allowsSkip: false) {
-        case .approve: try await approval.approve(request)
-        case .deny, .skip: try await approval.deny(id: request.id)
-        }
+        _ = try await approval.answer(request, allowsSkip: false)
     }
 
     /// The request named by ID, or the only open one, or the one the user picks.
@@ -59,9 +56,9 @@ struct AnswerCommand {
         io.printError("Several sign-in requests are waiting:")
         for (index, request) in requests.enumerated() {
             io.printError(
-                "  \(index + 1). \(Formatting.printable(request.clientName)), code "
-                    + "\(Formatting.printable(request.bindingMessage)), from "
-                    + "\(request.requestedFrom.map(Formatting.printable) ?? "an unknown address")")
+                "  \(index + 1). \(Formatting.printable(request.clientName)), from "
+                    + "\(request.requestedFrom.map(Formatting.printable) ?? "an unknown address"), made "
+                    + Formatting.printable(request.createdAt))
         }
         while true {
             let typed: String

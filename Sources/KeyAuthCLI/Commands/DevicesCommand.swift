@@ -81,10 +81,20 @@ struct DevicesCommand {
         }.devices
     }
 
+    /// Approves `device` with a fresh assertion of this device naming it, after this device's
+    /// presence check: the server takes no approval on an access token alone.
     private func approve(_ device: Device, _ session: AccountSession) async throws(KeyAuthError) {
+        var claims = JWTClaims()
+        claims.set(AuthenticationMethod.approvedDeviceClaim, string: device.keyID)
+        let assertion = try await ApprovalSigner(session: session).sign(
+            claims,
+            reason:
+                "Approve the new device \(Formatting.printable(device.name)) (\(DeviceMatch.shortCode(device.keyID))) "
+                + "for \(session.account.user)", requiringPresence: true)
         let client = session.client
         let approved = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
-            try await client.approveDevice(keyID: device.keyID, accessToken: token, proofs: proofs)
+            try await client.approveDevice(
+                keyID: device.keyID, assertion: assertion, accessToken: token, proofs: proofs)
         }
         context.io.printOutput(Self.approvalLine(approved))
     }

@@ -59,17 +59,15 @@ struct RequestsCommand {
     private func offer(_ request: SignInRequest, approval: SignInApproval) async throws(KeyAuthError) {
         let io = context.io
         io.printError(SignInApproval.describe(request))
+        // The notification names who asks, never a code: the user reads the code on the screen
+        // that started the sign-in and types it here.
         DesktopNotification.show(
             title: "keyauth: approve a sign-in?",
             body: "\(Formatting.printable(request.clientName)) asks to sign in as \(approval.session.account.user); "
-                + "code \(Formatting.printable(request.bindingMessage))",
+                + "type the code it shows in the terminal",
             environment: io.environment)
         do {
-            switch try await approval.askForCode(request, allowsSkip: true) {
-            case .approve: try await approval.approve(request)
-            case .deny: try await approval.deny(id: request.id)
-            case .skip: io.printError("Left it unanswered.")
-            }
+            if try await approval.answer(request, allowsSkip: true) == .skip { io.printError("Left it unanswered.") }
         } catch {
             // A request answered elsewhere or expired meanwhile does not end the watch.
             guard error.code == .signInRequestClosed else { throw error }
@@ -80,13 +78,12 @@ struct RequestsCommand {
     /// The open requests as a table, or a line saying there are none.
     static func table(_ requests: [SignInRequest]) -> String {
         guard !requests.isEmpty else { return "No sign-in requests are waiting." }
-        var rows = [["ID", "APPLICATION", "CODE", "FROM", "CREATED", "EXPIRES"]]
+        var rows = [["ID", "APPLICATION", "FROM", "CREATED", "EXPIRES"]]
         for request in requests {
             rows.append(
-                [
-                    request.id, request.clientName, request.bindingMessage, request.requestedFrom ?? "-",
-                    request.createdAt, request.expiresAt,
-                ].map(Formatting.printable))
+                [request.id, request.clientName, request.requestedFrom ?? "-", request.createdAt, request.expiresAt]
+                    .map(
+                        Formatting.printable))
         }
         return Formatting.columns(rows)
     }

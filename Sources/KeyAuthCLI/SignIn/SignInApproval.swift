@@ -6,9 +6,9 @@ import KeyAuth
 #endif
 
 /// The device's side of sign-in by approval (PROTOCOL.md section 8), shared by `keyauth approve`,
-/// `keyauth deny` and `keyauth requests --watch`, and by whatever later asks a user to approve a
-/// sign-in (an OpenID Connect `/authorize`): show the request, have the user type the code shown
-/// on the other screen, check presence, sign an approval naming the request, and answer.
+/// `keyauth deny` and `keyauth requests --watch`: show the request (never its code), have the user
+/// type the code shown on the screen that started it, let the server check it, check presence,
+/// sign an approval naming the request and carrying the code, and answer.
 struct SignInApproval {
     let session: AccountSession
     /// Where the typed code comes from: standard input when it is not a terminal or when
@@ -30,13 +30,14 @@ struct SignInApproval {
         case approve, deny, skip
     }
 
-    /// The lines that describe a request: who asks, the code, where from, when, until when.
+    /// The lines that describe a request: who asks, where from, when, until when. Never a code:
+    /// the code is on the screen that started the sign-in, and the user types it here.
     static func describe(_ request: SignInRequest) -> String {
         let from = request.requestedFrom.map(Formatting.printable) ?? "an unknown address"
+        let heading = request.kind == .device ? "Device approval request" : "Sign-in request"
         var lines = [
-            "Sign-in request \(request.id)",
+            "\(heading) \(request.id)",
             "  application: \(Formatting.printable(request.clientName))",
-            "  code:        \(Formatting.printable(request.bindingMessage))",
             "  from:        \(from)",
             "  made:        \(Formatting.printable(request.createdAt)), expires \(Formatting.printable(request.expiresAt))",
         ]
@@ -44,14 +45,16 @@ struct SignInApproval {
         return lines.joined(separator: "\n")
     }
 
-    /// Asks for the code until the user types the request's binding message (approve), `deny`,
-    /// or, when `allowsSkip`, an empty line. A mistyped code approves and denies nothing.
+    /// Asks for the code shown where the sign-in started until the server accepts it (then
+    /// checks presence and approves), the user refuses (`deny`, `no`, ...: denied, never taken
+    /// for a code), or, when `allowsSkip`, leaves it with an empty line. A wrong code is counted
+    /// by the server; after its last attempt the request is denied.
     ///
-    /// - Throws: `.cancelled` when input ends first.
-    func askForCode(_ request: SignInRequest, allowsSkip: Bool) async throws(KeyAuthError) -> Choice {
-        let expected = Self.normalized(request.bindingMessage)
+    /// - Throws: `.cancelled` when input ends first; ``closedRequest(_:)``'s errors (exit 1),
+    ///   also when the last wrong code denied the request; the presence check's and the client's.
+    func answer(_ request: SignInRequest, allowsSkip: Bool) async throws(KeyAuthError) -> Choice {
         let prompt =
-            "Type the code shown on the other screen to approve, or `deny`"
+            "Type the code shown where you are signing in to approve, or `deny`"
             + (allowsSkip ? " (an empty line leaves it): " : ": ")
         while true {
             let typed: String
@@ -62,25 +65,65 @@ struct SignInApproval {
                 guard error.code == .cancelled else { throw error }
                 throw KeyAuthError(.cancelled, "input ended before the code was typed; nothing was approved")
             }
-            let answer = Self.normalized(typed)
-            if answer == expected { return .approve }
-            if answer == "deny" { return .deny }
-            if answer.isEmpty, allowsSkip { return .skip }
-            io.printError("That is not the code of this request; nothing was approved. Try again.")
+            let answer = typed.trimmingCharacters(in: .whitespaces).lowercased()
+            if answer.isEmpty || answer == "skip" {
+                guard allowsSkip else { continue }
+                return .skip
+            }
+            // Refusals first: no code can be one (the server refuses such binding messages).
+            if InputRules.refusingAnswers.contains(answer) {
+                try await deny(id: request.id)
+                return .deny
+            }
+            if try await codeMatches(typed, request) {
+                try await approve(request, code: typed)
+                return .approve
+            }
         }
     }
 
-    /// Trimmed and lowercased, so that case and stray spaces do not fail a correct code.
-    private static func normalized(_ text: String) -> String {
-        text.trimmingCharacters(in: .whitespaces).lowercased()
+    /// Whether the server takes `typed` as the request's code; a wrong one is reported with the
+    /// attempts left.
+    ///
+    /// - Throws: ``closedRequest(_:)``'s errors, also when that was the last attempt.
+    private func codeMatches(_ typed: String, _ request: SignInRequest) async throws(KeyAuthError) -> Bool {
+        let client = session.client
+        do {
+            try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+                try await client.checkSignInCode(id: request.id, code: typed, accessToken: token, proofs: proofs)
+            }
+            return true
+        } catch {
+            switch error.oauthError?.error {
+            case .wrongCode?:
+                let detail = error.oauthError?.errorDescription ?? "that is not the code"
+                io.printError("\(detail); nothing was approved.")
+                return false
+            case .accessDenied?:
+                throw KeyAuthError(
+                    .signInRequestClosed,
+                    "that was the last attempt: the sign-in request is denied; nothing was approved",
+                    underlying: error.underlying)
+            default:
+                throw Self.closedRequest(error)
+            }
+        }
     }
 
-    /// Checks presence, signs an approval of `request` with the device key, and sends it.
+    /// Checks presence, signs an approval of `request` with the code the user typed, and sends
+    /// it.
     ///
     /// - Throws: the presence check's errors (exit 77); ``closedRequest(_:)``'s for a request
     ///   that expired or was answered elsewhere (exit 1); the client's.
-    func approve(_ request: SignInRequest) async throws(KeyAuthError) {
-        let assertion = try await signApproval(of: request)
+    func approve(_ request: SignInRequest, code: String) async throws(KeyAuthError) {
+        var claims = JWTClaims()
+        claims.set(AuthenticationMethod.requestClaim, string: request.id)
+        claims.set(AuthenticationMethod.codeClaim, string: code)
+        let what =
+            request.kind == .device
+            ? "Approve a new device" : "Approve the sign-in to \(Formatting.printable(request.clientName))"
+        let assertion = try await ApprovalSigner(session: session).sign(
+            claims, reason: "\(what) as \(session.account.user)", requiringPresence: request.kind == .device)
         let client = session.client
         do {
             try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
@@ -91,8 +134,9 @@ struct SignInApproval {
             throw Self.closedRequest(error)
         }
         io.printOutput(
-            "Approved the sign-in to \(Formatting.printable(request.clientName)) "
-                + "(code \(Formatting.printable(request.bindingMessage))).")
+            request.kind == .device
+                ? "Approved: \(Formatting.printable(request.clientName))."
+                : "Approved the sign-in to \(Formatting.printable(request.clientName)).")
     }
 
     /// Denies the request `id`.
@@ -107,38 +151,6 @@ struct SignInApproval {
             throw Self.closedRequest(error)
         }
         io.printOutput("Denied sign-in request \(id).")
-    }
-
-    /// The device's statement of how it checked the user, in RFC 8176's values: the key is a
-    /// file (`swk`), and the presence check a PIN (`pin`) or a PAM conversation (`user`).
-    var authenticationMethods: [String] {
-        var methods = [AuthenticationMethod.softwareKey.rawValue]
-        switch session.account.presence {
-        case .pin: methods.append(AuthenticationMethod.pin.rawValue)
-        case .pam: methods.append(AuthenticationMethod.userPresence.rawValue)
-        case .none: break
-        }
-        return methods
-    }
-
-    /// A device assertion carrying `auth_req_id` and `amr`, made by the same authenticator flow
-    /// as a login (presence check, key unlocked, signed), whose session is the assertion itself.
-    private func signApproval(of request: SignInRequest) async throws(KeyAuthError) -> String {
-        var claims = JWTClaims()
-        claims.set(AuthenticationMethod.requestClaim, string: request.id)
-        claims.set("amr", strings: authenticationMethods)
-        let payload = claims
-        let hooks = AuthenticatorHooks<String>(
-            registerPublicKey: { _, _ in
-                throw KeyAuthError(.accountCorrupt, "the account has no device key to approve with")
-            },
-            jwtPayload: { payload }, authenticate: { assertion in assertion })
-        let configuration = Authenticator<String>.Configuration(
-            audience: session.account.issuer,
-            reason: "Approve the sign-in to \(Formatting.printable(request.clientName)) as \(session.account.user)")
-        let signer = Authenticator(
-            store: session.keys, presence: session.authenticator.presence, configuration: configuration, hooks: hooks)
-        return try await signer.login()
     }
 
     /// A server's refusal of an answer because the request is closed, as exit status 1 with a

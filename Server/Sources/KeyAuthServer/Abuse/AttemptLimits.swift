@@ -1,29 +1,41 @@
 import KeyAuth
 
 /// The per-address budgets of the endpoints that anyone can call without a token, logins,
-/// registrations and client applications' requests (PROTOCOL.md section 6): failures count
-/// against one budget, and every registration attempt against a second.
+/// registrations, client applications' requests and browsers' sign-ins (PROTOCOL.md section
+/// 6): failures count against one budget, and every attempt that stores something for anyone
+/// who asks (a registration, an anonymous sign-in's request and session) against its own.
 struct AttemptLimits: Sendable {
+    /// Which every-attempt budget an endpoint spends.
+    enum Budget: Sendable {
+        /// `POST /v1/devices`.
+        case registrations
+        /// The account page's and `/authorize`'s sign-in: each stores a request that reaches the
+        /// user's devices, so an address gets only so many, whatever the outcome.
+        case signInStarts
+    }
+
     /// Failed logins and registrations per address.
     let failures: AddressRateLimiter
     /// Registration attempts per address, successful or not.
     let registrations: AddressRateLimiter
+    /// Anonymous sign-in starts per address, successful or not.
+    let signInStarts: AddressRateLimiter
 
     /// Runs a login or registration from `address` under the limits, counting failures (client
     /// errors other than `authorization_pending`, which polling clients get by design) and
     /// handing each outcome to `record` for the metrics.
     ///
     /// - Parameters:
-    ///   - countsEveryAttempt: whether the attempt also counts against the registration budget
-    ///     (each valid registration stores a device, pending ones included, so even valid ones
-    ///     must not come in floods).
+    ///   - everyAttempt: the budget every attempt also counts against, if any (each valid
+    ///     registration stores a device, pending ones included, and each sign-in start a request,
+    ///     so even valid ones must not come in floods).
     ///   - counts: whether an error of `body` counts as a failure; by default every one but
     ///     `authorization_pending`.
     ///   - record: receives `slow_down`, the body's result, or the OAuth code of its error.
     ///   - body: the endpoint; returns its response and the result to record.
     /// - Throws: ``ServiceError`` `.slowDown` when a budget is spent; `body`'s errors.
     func run(
-        from address: RateLimitKey, countsEveryAttempt: Bool,
+        from address: RateLimitKey, everyAttempt: Budget?,
         counts: (ServiceError.Kind) -> Bool = { $0 != .authorizationPending }, record: (String) -> Void,
         _ body: () throws -> (HTTPResponse, String)
     ) throws -> HTTPResponse {
@@ -31,13 +43,17 @@ struct AttemptLimits: Sendable {
             record(OAuthError.Code.slowDown.rawValue)
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
         }
-        if countsEveryAttempt {
-            if let retryAfter = registrations.retryAfter(for: address) {
+        if let everyAttempt {
+            let (limiter, what) =
+                switch everyAttempt {
+                case .registrations: (registrations, "registrations")
+                case .signInStarts: (signInStarts, "sign-in requests")
+                }
+            if let retryAfter = limiter.retryAfter(for: address) {
                 record(OAuthError.Code.slowDown.rawValue)
-                throw ServiceError(
-                    .slowDown(retryAfter: retryAfter), "too many registrations from this address; retry later")
+                throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what) from this address; retry later")
             }
-            registrations.record(address)
+            limiter.record(address)
         }
         do {
             let (response, result) = try body()
@@ -60,5 +76,6 @@ struct AttemptLimits: Sendable {
     func purge() {
         failures.purge()
         registrations.purge()
+        signInStarts.purge()
     }
 }

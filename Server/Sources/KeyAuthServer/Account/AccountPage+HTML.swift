@@ -82,12 +82,20 @@ extension AccountPage {
                 """)
     }
 
-    /// The signed-in page: the user's devices and what can be done with each.
-    func signedInPage(_ session: BrowserSessionRecord, devices: [DeviceRecord], message: String?) -> String {
+    /// The signed-in page: the user's devices and what can be done with each. A pending device
+    /// with a code in `approvalCodes` waits for the user to approve it on another device.
+    func signedInPage(
+        _ session: BrowserSessionRecord, devices: [DeviceRecord], approvalCodes: [String: String] = [:],
+        message: String?
+    ) -> String {
         let approver = devices.first { $0.kid == session.approvingKID }
         let approvedBy =
             approver.map { "device <strong>\(HTMLText.escape($0.name))</strong>" } ?? "one of your devices"
-        let rows = devices.map { deviceRow($0, csrf: session.csrfToken, isApprover: $0.kid == session.approvingKID) }
+        let rows = devices.map {
+            deviceRow(
+                $0, csrf: session.csrfToken, isApprover: $0.kid == session.approvingKID,
+                approvalCode: approvalCodes[$0.kid])
+        }
         return Self.document(
             basePath: basePath, title: "Your devices",
             header: """
@@ -116,7 +124,7 @@ extension AccountPage {
     }
 
     /// One device's row, with the forms its state allows.
-    private func deviceRow(_ device: DeviceRecord, csrf: String, isApprover: Bool) -> String {
+    private func deviceRow(_ device: DeviceRecord, csrf: String, isApprover: Bool, approvalCode: String?) -> String {
         let status = service.visibleStatus(device)
         let kid = HTMLText.escape(device.kid)
         var forms: [String] = []
@@ -129,7 +137,16 @@ extension AccountPage {
         }
         switch status {
         case .pending:
-            forms.append(button(.approve, "Approve"))
+            if let approvalCode {
+                // The code is shown here, where the approval started, and typed on the device.
+                forms.append(
+                    """
+                    <p class="approval-code">On one of your devices, run <code>keyauth approve</code> and type \
+                    <strong data-approval-code>\(HTMLText.escape(approvalCode))</strong>, then reload.</p>
+                    """)
+            } else {
+                forms.append(button(.approve, "Approve"))
+            }
             forms.append(button(.deny, "Deny", style: "danger"))
         case .active:
             forms.append(button(.revoke, "Revoke", style: "danger"))

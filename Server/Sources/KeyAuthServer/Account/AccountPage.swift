@@ -134,13 +134,20 @@ struct AccountPage: Sendable {
         return (token, headers)
     }
 
-    /// The signed-in page with the user's devices.
+    /// The signed-in page with the user's devices, and the codes of the device approvals it
+    /// asked for that still wait.
     private func signedInPage(_ session: BrowserSessions.Presented, message: String?, status: Int = 200) throws
         -> HTTPResponse
     {
-        let devices = try service.storage.devices(user: session.record.user)
+        let user = session.record.user
+        let devices = try service.storage.devices(user: user)
+        var approvalCodes: [String: String] = [:]
+        for request in try service.signIn.open(for: user) where request.kind == .device {
+            if let kid = request.subject { approvalCodes[kid] = request.bindingMessage }
+        }
         return html(
-            signedInPage(session.record, devices: devices, message: message), status: status)
+            signedInPage(session.record, devices: devices, approvalCodes: approvalCodes, message: message),
+            status: status)
     }
 
     // MARK: Sign-in
@@ -175,10 +182,14 @@ struct AccountPage: Sendable {
     }
 
     /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:)``)
-    /// under the per-address limits of logins: the account page's and the authorization
-    /// endpoint's sign-in both come here.
+    /// with every attempt counted against the address's sign-in budget: the account page's and
+    /// the authorization endpoint's sign-in both come here.
     ///
-    /// - Returns: the session; nil when the user has too many open requests.
+    /// The user's own limits (open requests, requests an hour) never show here: a refused start
+    /// gets a waiting page like any other, so that neither a flood nor the answer to it tells
+    /// which user names exist.
+    /// - Returns: the session; nil when this address started too many sign-ins (the same for
+    ///   every user name).
     func beginSession(
         _ request: HTTPRequest, user: String, client: String? = nil, redirectURI: String? = nil
     ) throws -> BrowserSessions.Presented? {
@@ -186,7 +197,7 @@ struct AccountPage: Sendable {
         var begun: BrowserSessions.Presented?
         do {
             _ = try limits.run(
-                from: RateLimitKey(address: address), countsEveryAttempt: false, record: metrics.recordSignInRequest
+                from: RateLimitKey(address: address), everyAttempt: .signInStarts, record: metrics.recordSignInRequest
             ) {
                 begun = try sessions.begin(user: user, from: address, client: client, redirectURI: redirectURI)
                 return (HTTPResponse(status: 204), "created")
@@ -250,7 +261,15 @@ struct AccountPage: Sendable {
         do {
             switch action {
             case .approve:
-                _ = try service.registry.approve(kid: kid, ownedBy: user, by: actor)
+                // Approving a device needs the user's device, not this session: the page asks one
+                // of the user's devices, where the user types the code this page then shows.
+                let target = try service.registry.device(kid: kid, ownedBy: user)
+                guard target.status == .pending, !service.isExpiredPending(target) else {
+                    throw ServiceError(.invalidRequest, "the device is not waiting for approval")
+                }
+                _ = try service.signIn.start(
+                    kind: .device, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
+                    from: clientAddress(of: request), subject: kid)
             case .deny, .revoke:
                 _ = try service.registry.revoke(kid: kid, ownedBy: user, by: actor)
                 // The lookup of every session checks its device; this ends them at once too.

@@ -67,6 +67,13 @@ public struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let reuseCode = AuditAction(rawValue: "reuse-code")
     /// A browser session was ended through `/end-session`.
     public static let endSession = AuditAction(rawValue: "end-session")
+    /// A device approved a sign-in request (of a client, the account page, a relying party, or
+    /// the account page's request to approve a new device).
+    public static let approveSignIn = AuditAction(rawValue: "approve-sign-in")
+    /// A device denied a sign-in request, or it was denied after wrong codes.
+    public static let denySignIn = AuditAction(rawValue: "deny-sign-in")
+    /// A browser signed in to the account page (or through it, to a relying party).
+    public static let browserSignIn = AuditAction(rawValue: "browser-sign-in")
 }
 
 /// Who performed an audited action.

@@ -149,6 +149,8 @@ public final class ServerRunner: Sendable {
             failures: AddressRateLimiter(
                 limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now),
             registrations: AddressRateLimiter(
+                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
+            signInStarts: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,

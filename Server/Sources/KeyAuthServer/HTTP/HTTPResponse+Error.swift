@@ -23,6 +23,7 @@ extension ServiceError.Kind {
         case .pollTooFast: (400, .slowDown)
         case .unknownSignInRequest: (404, .notFound)
         case .alreadyAnswered: (409, .alreadyAnswered)
+        case .wrongCode: (400, .wrongCode)
         }
     }
 }
@@ -60,6 +61,7 @@ extension HTTPResponse {
         let (status, code) = Self.statusAndCode(for: error)
         let description: String
         var headers = HTTPHeaders()
+        var members: [String: JSONValue] = [:]
         switch error {
         case let error as ServiceError:
             description = error.description
@@ -73,6 +75,7 @@ extension HTTPResponse {
                 if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "use_dpop_nonce")) }
             // RFC 6749 section 5.2: a 401 for client authentication names the scheme to use.
             case .invalidClient: headers.set("WWW-Authenticate", "Basic realm=\"keyauth\"")
+            case .wrongCode(let left): members["attempts_left"] = .integer(Int64(left))
             default: break
             }
         case let error as RoutingError:
@@ -86,9 +89,9 @@ extension HTTPResponse {
         default:
             description = "internal server error"
         }
-        self = .json(
-            .object(["error": .string(code.rawValue), "error_description": .string(description)]), status: status,
-            headers: headers)
+        members["error"] = .string(code.rawValue)
+        members["error_description"] = .string(description)
+        self = .json(.object(members), status: status, headers: headers)
     }
 
     /// The `WWW-Authenticate` challenge of a resource endpoint's DPoP error (RFC 9449 section 7.1),

@@ -7,9 +7,9 @@ import KeyAuth
 ///
 /// The sign-in is the account page's, shared through ``AccountPage``: the same forms, waiting
 /// page, script, browser sessions, cookies, CSRF tokens and cross-site refusal. What this type
-/// adds is the authorization request: validated before anything else, kept on the server
-/// (``PendingAuthorizationRecord``) under a random reference that the forms carry, bound to the
-/// browser by its CSRF cookie.
+/// adds is the authorization request: validated before anything else, then carried by the
+/// forms sealed with the server's key (``SealedAuthorizations``), bound to the browser by its
+/// CSRF cookie, so that nothing anyone can request is stored before a user acts.
 ///
 /// Until the client and its redirect URI are known good, every error is a page (400), never a
 /// redirect, so the endpoint cannot be used as an open redirector; after, errors go back to the
@@ -84,23 +84,6 @@ struct AuthorizationEndpoint: Sendable {
         var needsConsent: Bool { client.isPublic || prompt.contains("consent") }
     }
 
-    /// What a stored request waits for. Each kind hashes its reference under its own label, so
-    /// that one kind's reference is unknown to the other's forms: consenting to a sign-in's
-    /// request would skip the approval that `prompt=login` or `max_age` asked for.
-    private enum Awaiting {
-        /// The user name form, then the device's approval.
-        case signIn
-        /// The signed-in user's answer on the consent page.
-        case consent
-
-        func idHash(_ reference: String) throws(KeyAuthError) -> [UInt8] {
-            switch self {
-            case .signIn: try BrowserSessions.hash(reference)
-            case .consent: try BrowserSessions.hash("consent\n" + reference)
-            }
-        }
-    }
-
     /// Why a request was refused after its redirect URI was validated.
     private struct Refusal: Error {
         let code: String
@@ -149,7 +132,7 @@ struct AuthorizationEndpoint: Sendable {
             }
             // The request waits for the user's answer, as for a sign-in.
             let (csrf, headers) = try page.csrfCookie(request)
-            let reference = try store(validated.record, awaiting: .consent, csrf: csrf)
+            let reference = try seal(validated.record, for: .consent, csrf: csrf)
             return page.html(
                 page.consentPage(
                     signedIn.record, clientName: client.name,
@@ -161,9 +144,10 @@ struct AuthorizationEndpoint: Sendable {
             return redirect(
                 to: redirectURI, error: "login_required", description: "the user is not signed in", state: state)
         }
-        // A sign-in starts: the request waits on the server under a random reference.
+        // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
+        // user names themselves.
         let (csrf, headers) = try page.csrfCookie(request)
-        let reference = try store(validated.record, awaiting: .signIn, csrf: csrf)
+        let reference = try seal(validated.record, for: .signIn, csrf: csrf)
         return page.html(
             page.signInPage(
                 csrf: csrf, message: nil, forms: forms(reference, client: client, redirectURI: redirectURI),
@@ -171,19 +155,29 @@ struct AuthorizationEndpoint: Sendable {
             extra: headers, redirectsTo: redirectURI)
     }
 
-    /// Stores `record` until its browser continues it: under the hash of a fresh random
-    /// reference, which the page's forms carry, and bound to the browser by the hash of its CSRF
-    /// cookie `csrf`.
-    ///
-    /// - Returns: the reference.
-    private func store(_ record: PendingAuthorizationRecord, awaiting: Awaiting, csrf: String) throws -> String {
-        let reference = try BrowserSessions.randomToken()
+    /// `record` sealed for `purpose` (``SealedAuthorizations``), bound to the browser by the hash
+    /// of its CSRF cookie `csrf`: the text the page's forms carry as `authorization`.
+    private func seal(_ record: PendingAuthorizationRecord, for purpose: SealedAuthorizations.Purpose, csrf: String)
+        throws -> String
+    {
         var record = record
-        record.idHash = try awaiting.idHash(reference)
         record.browserBinding = try BrowserSessions.hash(csrf)
-        try service.storage.insertPendingAuthorization(record)
-        return reference
+        return try sealed.seal(record, for: purpose, now: service.now())
     }
+
+    /// Marks the sealed request `reference` answered, once: a sealed request needs no row until a
+    /// user acts, and then one in the replay cache (under a key no device's key id can equal),
+    /// until it could no longer be presented anyway.
+    ///
+    /// - Returns: false when it was answered already.
+    private func claim(_ reference: String, until expiresAt: Int64) throws -> Bool {
+        try service.storage.claimJTI(
+            keyID: "authorization", jti: Base64URL.encode(try CryptoPrimitives.sha256(Array(reference.utf8))),
+            expiresAt: expiresAt)
+    }
+
+    /// The sealer of pending requests, over the signing keys.
+    private var sealed: SealedAuthorizations { SealedAuthorizations(keys: service.tokens.keys) }
 
     /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
     private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
@@ -246,7 +240,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
         let record = PendingAuthorizationRecord(
-            idHash: [], browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
+            browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
             state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
             expiresAt: service.now() + Self.pendingLifetime)
         return Validated(record: record, client: client, prompt: prompt, maxAge: maxAge)
@@ -261,16 +255,14 @@ struct AuthorizationEndpoint: Sendable {
 
     // MARK: Signing in
 
-    /// The pending request a form refers to, when it is alive, this browser's and waits for
-    /// what the form answers.
-    private func pending(_ request: HTTPRequest, form: [String: String], awaiting: Awaiting = .signIn) throws -> (
-        reference: String, record: PendingAuthorizationRecord, client: ClientRecord
-    )? {
-        guard let reference = form["authorization"], reference.utf8.count == 43,
-            let csrf = page.cookie(page.csrfCookieName, in: request),
-            let record = try service.storage.pendingAuthorization(idHash: try awaiting.idHash(reference)),
-            service.now() < record.expiresAt,
-            CryptoPrimitives.constantTimeEquals(try BrowserSessions.hash(csrf), record.browserBinding),
+    /// The pending request a form carries, when the server sealed it for what the form answers,
+    /// it is alive, and it is this browser's.
+    private func pending(
+        _ request: HTTPRequest, form: [String: String], purpose: SealedAuthorizations.Purpose = .signIn
+    ) throws -> (reference: String, record: PendingAuthorizationRecord, client: ClientRecord)? {
+        guard let reference = form["authorization"], let csrf = page.cookie(page.csrfCookieName, in: request),
+            let record = sealed.unseal(
+                reference, for: purpose, browserBinding: try BrowserSessions.hash(csrf), now: service.now()),
             let client = try service.storage.client(id: record.clientID)
         else { return nil }
         return (reference, record, client)
@@ -323,7 +315,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
         func deny(_ description: String) throws -> HTTPResponse {
-            try service.storage.deletePendingAuthorization(idHash: record.idHash)
+            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
                 to: record.redirectURI, error: "access_denied", description: description, state: record.state)
             if !session.record.isSignedIn {
@@ -333,7 +325,10 @@ struct AuthorizationEndpoint: Sendable {
             return response
         }
         if cancel { return try deny("the user cancelled the sign-in") }
-        if session.record.isSignedIn { return try issueCode(for: record, session: session.record) }
+        if session.record.isSignedIn {
+            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            return try issueCode(for: record, session: session.record)
+        }
         // The state first: a waiting session of a name without devices (no request behind it)
         // must look like any other until it expires.
         switch try sessions.state(of: session.record) {
@@ -348,6 +343,7 @@ struct AuthorizationEndpoint: Sendable {
                 asked.kind == .authorization, asked.clientID == record.clientID,
                 asked.redirectURI == record.redirectURI
             else { return try deny("the sign-in was not made for this application") }
+            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
             guard let signedIn = try sessions.complete(session) else {
                 return try deny("the sign-in could not be completed")
             }
@@ -367,17 +363,18 @@ struct AuthorizationEndpoint: Sendable {
     /// `POST /authorize/consent`: the signed-in user's answer on the consent page; a code for
     /// `decision=allow`, `access_denied` for anything else.
     private func consent(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
-        guard let (_, record, _) = try pending(request, form: form, awaiting: .consent) else { return expiredPage() }
-        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
-            session.record.isSignedIn
-        else {
-            try service.storage.deletePendingAuthorization(idHash: record.idHash)
+        guard let (reference, record, _) = try pending(request, form: form, purpose: .consent) else {
             return expiredPage()
         }
+        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
+            session.record.isSignedIn
+        else { return expiredPage() }
         // The session's own token: the page was made for this session and no other.
         guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        // One answer per page: a denial cannot be turned into an allow, nor an allow into a
+        // second code.
+        guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
         guard form["decision"] == "allow" else {
-            try service.storage.deletePendingAuthorization(idHash: record.idHash)
             return redirect(
                 to: record.redirectURI, error: "access_denied", description: "the user denied the sign-in",
                 state: record.state)
@@ -392,7 +389,6 @@ struct AuthorizationEndpoint: Sendable {
         -> HTTPResponse
     {
         let code = try service.issueAuthorizationCode(for: record, session: session)
-        if !record.idHash.isEmpty { try service.storage.deletePendingAuthorization(idHash: record.idHash) }
         page.metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
         if let state = record.state { parameters.append(("state", state)) }

@@ -105,9 +105,10 @@ extension KeyAuthResponder {
 
     /// One request as a device sees it.
     func signInRequestEntry(_ record: SignInRequestRecord) throws(StorageError) -> SignInRequest {
+        // No binding message: the code is shown where the sign-in started, never to the device.
         SignInRequest(
-            id: record.id, clientName: try service.requesterName(of: record), bindingMessage: record.bindingMessage,
-            requestedFrom: record.requestedFrom, scope: record.scope,
+            id: record.id, kind: SignInRequest.Kind(rawValue: record.kind.rawValue),
+            clientName: try service.requesterName(of: record), requestedFrom: record.requestedFrom, scope: record.scope,
             createdAt: RFC3339.string(fromSeconds: record.createdAt),
             expiresAt: RFC3339.string(fromSeconds: record.expiresAt))
     }

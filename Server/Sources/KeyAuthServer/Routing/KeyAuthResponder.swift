@@ -196,7 +196,7 @@ public final class KeyAuthResponder: HTTPResponder {
             return try token(request, caller: &caller)
         case (.backchannelAuthorize, _):
             return try limits.run(
-                from: clientKey(request), countsEveryAttempt: false, record: metrics.recordSignInRequest
+                from: clientKey(request), everyAttempt: nil, record: metrics.recordSignInRequest
             ) {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
@@ -225,6 +225,12 @@ public final class KeyAuthResponder: HTTPResponder {
             case .now(let requests): return .json(try signInRequestList(requests, after: query.after).jsonValue)
             case .later: return .deferred(later)
             }
+        case (.signInRequestCode(let id), _):
+            let actor = try authenticate(request)
+            caller.identify(actor)
+            let checked = try service.checkSignInCode(id: id, code: try request.signInCode(), by: actor)
+            return .json(
+                .object(["id": .string(checked.id), "status": .string(checked.status.rawValue), "code": "matches"]))
         case (.signInRequest(let id), _):
             let actor = try authenticate(request)
             let answer = try request.signInAnswer()
@@ -242,7 +248,7 @@ public final class KeyAuthResponder: HTTPResponder {
             return try userInfo(request, caller: &caller)
         case (.devices, "POST"):
             return try limits.run(
-                from: clientKey(request), countsEveryAttempt: true, record: metrics.recordRegistration
+                from: clientKey(request), everyAttempt: .registrations, record: metrics.recordRegistration
             ) {
                 let registration = try request.registrationRequest()
                 let outcome = try service.register(registration, from: clientAddress(of: request))
@@ -263,7 +269,8 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.approveDevice(let kid), _):
             let actor = try authenticate(request)
             caller.identify(actor)
-            return .json(approvalEntry(try service.approve(kid: kid, by: actor)))
+            return .json(
+                approvalEntry(try service.approve(kid: kid, assertion: try request.deviceApproval(), by: actor)))
         case (.jwks, _):
             return .json(signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
         case (.openIDConfiguration, _):
@@ -292,7 +299,7 @@ public final class KeyAuthResponder: HTTPResponder {
         var isCodeGrant = false
         let pollAnswers: [ServiceError.Kind] = [.authorizationPending, .pollTooFast, .deviceDenied, .expiredToken]
         return try limits.run(
-            from: clientKey(request), countsEveryAttempt: false,
+            from: clientKey(request), everyAttempt: nil,
             counts: { kind in kind != .authorizationPending && !(isPoll && pollAnswers.contains(kind)) },
             record: { result in
                 if isPoll {

@@ -16,6 +16,8 @@ enum Route: Sendable, Equatable {
     case signInRequests
     /// `POST /v1/auth-requests/{id}`: a device answers one.
     case signInRequest(id: String)
+    /// `POST /v1/auth-requests/{id}/code`: a device checks the code its user typed.
+    case signInRequestCode(id: String)
     /// `/account` and everything under it: the account page, which routes its own paths.
     case account(path: String)
     /// `/authorize` and its sign-in forms: the OpenID Connect authorization endpoint.
@@ -42,9 +44,13 @@ enum Route: Sendable, Equatable {
         case _ where path == AccountPage.root || path.hasPrefix(AccountPage.root + "/"):
             self = .account(path: path)
         case _ where path.hasPrefix("/v1/auth-requests/"):
-            let id = path.dropFirst("/v1/auth-requests/".count)
-            guard !id.isEmpty, !id.contains("/") else { return nil }
-            self = .signInRequest(id: String(id))
+            let parts = path.dropFirst("/v1/auth-requests/".count).split(
+                separator: "/", omittingEmptySubsequences: false)
+            switch parts.count {
+            case 1 where !parts[0].isEmpty: self = .signInRequest(id: String(parts[0]))
+            case 2 where !parts[0].isEmpty && parts[1] == "code": self = .signInRequestCode(id: String(parts[0]))
+            default: return nil
+            }
         default:
             let prefix = "/v1/devices/"
             guard path.hasPrefix(prefix) else { return nil }
@@ -66,7 +72,7 @@ enum Route: Sendable, Equatable {
         switch self {
         case .devices: ["GET", "POST"]
         case .device: ["DELETE"]
-        case .approveDevice, .token, .backchannelAuthorize, .signInRequest: ["POST"]
+        case .approveDevice, .token, .backchannelAuthorize, .signInRequest, .signInRequestCode: ["POST"]
         case .jwks, .openIDConfiguration, .health, .signInRequests: ["GET", "HEAD"]
         case .account, .authorize: ["GET", "HEAD", "POST"]
         case .userInfo, .endSession: ["GET", "HEAD", "POST"]
@@ -86,6 +92,7 @@ enum Route: Sendable, Equatable {
         case .backchannelAuthorize: "/bc-authorize"
         case .signInRequests: "/v1/auth-requests"
         case .signInRequest: "/v1/auth-requests/{id}"
+        case .signInRequestCode: "/v1/auth-requests/{id}/code"
         case .account(let path): AccountPage.label(of: path)
         case .authorize(let path): AuthorizationEndpoint.label(of: path)
         case .userInfo: "/userinfo"

@@ -52,10 +52,39 @@ extension HTTPRequest {
         guard let object = try? JSONValue(parsing: body).objectValue,
             let decision = object["decision"]?.stringValue.flatMap(SignInDecision.init(rawValue:))
         else { throw ServiceError(.invalidRequest, "the body must be {\"decision\": \"approve\" or \"deny\", ...}") }
-        switch object["assertion"] {
-        case nil, .null?: return (decision, nil)
-        case .string(let assertion)?: return (decision, assertion)
-        default: throw ServiceError(.invalidRequest, "assertion must be a string")
+        return (decision, try Self.optionalString("assertion", in: object))
+    }
+
+    /// The code of `POST /v1/auth-requests/{id}/code`: `{"code": "..."}`.
+    ///
+    /// - Throws: `.invalidRequest` for another content type, or a body without a string `code`.
+    func signInCode() throws(ServiceError) -> String {
+        try requireContentType("application/json")
+        guard let object = try? JSONValue(parsing: body).objectValue, let code = object["code"]?.stringValue,
+            code.utf8.count <= 512
+        else { throw ServiceError(.invalidRequest, "the body must be {\"code\": \"...\"}") }
+        return code
+    }
+
+    /// The assertion of `POST /v1/devices/{kid}/approve`: `{"assertion": "..."}`, or nil for an
+    /// empty body (which the service refuses, saying what is needed).
+    ///
+    /// - Throws: `.invalidRequest` for a body that is not such an object.
+    func deviceApproval() throws(ServiceError) -> String? {
+        guard !body.isEmpty else { return nil }
+        try requireContentType("application/json")
+        guard let object = try? JSONValue(parsing: body).objectValue else {
+            throw ServiceError(.invalidRequest, "the body must be {\"assertion\": \"...\"}")
+        }
+        return try Self.optionalString("assertion", in: object)
+    }
+
+    /// Member `name` of `object`: a string, or nil when absent or `null`.
+    private static func optionalString(_ name: String, in object: [String: JSONValue]) throws(ServiceError) -> String? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case .string(let value)?: return value
+        default: throw ServiceError(.invalidRequest, "\(name) must be a string")
         }
     }
 }

@@ -72,7 +72,9 @@ struct DeviceRegistry: Sendable {
     /// - Returns: the device after approval (approving an active device again is a no-op).
     /// - Throws: ``ServiceError`` `.unknownDevice`, `.expiredToken` for a pending device past its
     ///   lifetime, `.invalidRequest` for a denied or revoked one; ``StorageError``.
-    func approve(kid: String, ownedBy owner: String?, by actor: AuditActor) throws -> DeviceRecord {
+    func approve(kid: String, ownedBy owner: String?, by actor: AuditActor, detail: String? = nil) throws
+        -> DeviceRecord
+    {
         let target = try device(kid: kid, ownedBy: owner)
         switch target.status {
         case .active:
@@ -90,7 +92,9 @@ struct DeviceRegistry: Sendable {
                 }
                 return current
             }
-            try audit.record(.approve, by: actor, user: target.user, subject: kid, detail: target.name)
+            try audit.record(
+                .approve, by: actor, user: target.user, subject: kid,
+                detail: detail.map { "\(target.name), \($0)" } ?? target.name)
             return try device(kid: kid, ownedBy: owner)
         case .denied, .revoked:
             throw ServiceError(.invalidRequest, "the device is \(target.status.rawValue) and cannot be approved")

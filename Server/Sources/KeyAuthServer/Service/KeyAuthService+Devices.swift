@@ -27,11 +27,30 @@ extension KeyAuthService {
         return (devices, devices.last?.listPosition)
     }
 
-    /// Approves a pending device of the caller's user.
+    /// Approves a pending device of the caller's user (PROTOCOL.md section 4, "Approve").
+    ///
+    /// The approval needs what approving a sign-in needs: a fresh assertion of the caller's own
+    /// device, after a presence check (PIN, TPM authorization, PAM), naming the pending device
+    /// (``DeviceStatement``). A copied access token alone (15 minutes, Bearer) could otherwise
+    /// enrol an attacker's key for good.
     ///
     /// - Returns: the device after approval (approving an active device again is a no-op).
-    func approve(kid: String, by actor: DeviceRecord) throws -> DeviceRecord {
-        try registry.approve(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
+    /// - Throws: ``ServiceError`` `.invalidRequest` without an assertion; `.invalidGrant` for an
+    ///   assertion that fails a check; what ``DeviceRegistry/approve(kid:ownedBy:by:detail:)``
+    ///   throws.
+    func approve(kid: String, assertion: String?, by actor: DeviceRecord) throws -> DeviceRecord {
+        // The device first: another user's gets the answer of an unknown one, whatever is sent.
+        let target = try registry.device(kid: kid, ownedBy: actor.user)
+        guard let assertion, !assertion.isEmpty else {
+            throw ServiceError(
+                .invalidRequest,
+                "approving a device needs a fresh device assertion naming it (approve_kid), signed after a "
+                    + "presence check; an access token alone is not enough")
+        }
+        _ = try deviceStatement(
+            assertion, by: actor, naming: (AuthenticationMethod.approvedDeviceClaim, target.kid),
+            requiringPresence: true)
+        return try registry.approve(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 
     /// Revokes an active device or denies a pending one of the caller's user; already revoked or

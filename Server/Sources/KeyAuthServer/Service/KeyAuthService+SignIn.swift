@@ -19,29 +19,54 @@ extension KeyAuthService {
     /// The `acr` when the device says it checked nothing but holding its key.
     static let keyOnlyACR = "urn:keyauth:acr:device-key"
 
+    /// Checks a code the user typed on an approving device against the request's, before the
+    /// device asks for its PIN (PROTOCOL.md section 8, "Code").
+    ///
+    /// - Returns: the request, when the code is right.
+    /// - Throws: ``ServiceError`` `.wrongCode` with the attempts left; `.deviceDenied` when that
+    ///   was the last attempt (the request is denied now); what ``openRequest(id:of:)`` throws.
+    func checkSignInCode(id: String, code: String, by actor: DeviceRecord) throws -> SignInRequestRecord {
+        let request = try openRequest(id: id, of: actor.user)
+        guard SignInRequests.isCode(code, of: request) else { throw try wrongCode(for: request, by: actor) }
+        return request
+    }
+
     /// Answers a sign-in request of the caller's user from the caller's device (PROTOCOL.md
     /// section 8, "Answer").
     ///
     /// An approval needs a fresh device assertion of the caller's own device, checked exactly as
-    /// a login's (section 2, its `jti` claimed in the same replay cache), carrying the claim
-    /// `auth_req_id` equal to the request and `amr` saying how the device checked the user: an
-    /// access token alone can never approve. A denial needs only the token. The answer is one
-    /// conditional update, so a request is answered once, whichever device is first.
+    /// a login's (section 2, its `jti` claimed in the same replay cache), carrying `auth_req_id`
+    /// equal to the request, `amr` saying how the device checked the user, and `binding_code`,
+    /// the code the user typed from the screen that started the sign-in: an access token alone
+    /// can never approve, and neither can a device the user did not read the code into. A
+    /// request of kind `device` also needs a presence check in `amr` (`pin` or `user`), and
+    /// activates the pending device it names. A denial needs only the token. The answer is one
+    /// conditional update, so a request is answered once, whichever device is first; the audit
+    /// trail records it.
     ///
     /// - Throws: ``ServiceError`` `.unknownSignInRequest` for an unknown id or another user's
     ///   request; `.alreadyAnswered`; `.expiredToken`; `.invalidRequest` for an approval without
     ///   an assertion; `.invalidGrant` for an assertion that fails a check, is replayed, names
-    ///   another request or another device, or states no valid `amr`; ``StorageError``.
+    ///   another request or another device, or states no valid `amr`; `.wrongCode` and
+    ///   `.deviceDenied` for a wrong code; ``StorageError``.
     func answerSignInRequest(
         id: String, decision: SignInDecision, assertion: String?, by actor: DeviceRecord
     ) throws -> SignInRequestRecord {
         let request = try openRequest(id: id, of: actor.user)
         var methods: [String] = []
+        var pendingDevice: DeviceRecord?
         if decision == .approve {
             guard let assertion, !assertion.isEmpty else {
                 throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
             }
-            methods = try checkApproval(assertion, for: request, by: actor)
+            let statement = try deviceStatement(
+                assertion, by: actor, naming: (AuthenticationMethod.requestClaim, request.id),
+                requiringPresence: request.kind == .device)
+            guard let typed = try? statement.claims.string(AuthenticationMethod.codeClaim),
+                SignInRequests.isCode(typed, of: request)
+            else { throw try wrongCode(for: request, by: actor) }
+            methods = statement.methods
+            if request.kind == .device { pendingDevice = try pendingSubject(of: request) }
         }
         let status: SignInRequestStatus = decision == .approve ? .approved : .denied
         guard
@@ -52,11 +77,65 @@ extension KeyAuthService {
             _ = try openRequest(id: id, of: actor.user)
             throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
         }
+        try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
+        if let pendingDevice {
+            // The approval is the user's answer to "approve this device?": it is used up here.
+            _ = try storage.markSignInRequestIssued(id: id)
+            _ = try registry.approve(
+                kid: pendingDevice.kid, ownedBy: actor.user, by: .device(kid: actor.kid),
+                detail: "on the account page's request")
+        }
         var answered = request
         answered.status = status
         answered.answeringKID = actor.kid
         answered.methods = methods
         return answered
+    }
+
+    /// The pending device a `device` request approves, still pending and the user's.
+    private func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
+        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user,
+            device.status == .pending, !isExpiredPending(device)
+        else { throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval") }
+        return device
+    }
+
+    /// Counts a wrong code and says what the device must do: try again, or accept that the
+    /// request is denied now.
+    private func wrongCode(for request: SignInRequestRecord, by actor: DeviceRecord) throws -> ServiceError {
+        let attempts = signIn.settings.maximumCodeAttempts
+        switch try storage.recordWrongCode(
+            id: request.id, maximumAttempts: attempts, answeringKID: actor.kid, at: now())
+        {
+        case .tryAgain(let left):
+            return ServiceError(
+                .wrongCode(attemptsLeft: left),
+                "that is not the code shown where the sign-in started; \(left) attempt\(left == 1 ? "" : "s") left")
+        case .denied:
+            try auditAnswer(request, approved: false, by: actor, detail: "\(attempts) wrong codes")
+            return ServiceError(.deviceDenied, "the sign-in request was denied after \(attempts) wrong codes")
+        case .closed:
+            _ = try openRequest(id: request.id, of: actor.user)
+            return ServiceError(.alreadyAnswered, "the sign-in request was already answered")
+        }
+    }
+
+    /// Records an answer in the audit trail: which device, for which client (or the account
+    /// page, or the device approved), which user, and where the request came from.
+    private func auditAnswer(
+        _ request: SignInRequestRecord, approved: Bool, by actor: DeviceRecord, detail extra: String?
+    ) throws(StorageError) {
+        let subject: String =
+            switch request.kind {
+            case .backchannel, .authorization: "client:" + (request.clientID ?? "-")
+            case .account: "account-page"
+            case .device: "device:" + (request.subject ?? "-")
+            }
+        var detail = "\(request.kind.rawValue) request from \(request.requestedFrom ?? "an unknown address")"
+        if let extra { detail += ", " + extra }
+        try AuditTrail(storage: storage, now: now).record(
+            approved ? .approveSignIn : .denySignIn, by: .device(kid: actor.kid), user: request.user,
+            subject: subject, detail: detail)
     }
 
     /// The request `id` of `user`, still open.
@@ -73,33 +152,6 @@ extension KeyAuthService {
             throw ServiceError(.expiredToken, "the sign-in request expired")
         }
         return request
-    }
-
-    /// Checks an approval assertion as a login assertion (section 2), then that the caller's
-    /// device signed it for this request; claims its `jti`.
-    ///
-    /// - Returns: the device's `amr` statement.
-    private func checkApproval(
-        _ assertion: String, for request: SignInRequestRecord, by actor: DeviceRecord
-    ) throws -> [String] {
-        let parsed = try parseAssertion(assertion)
-        let stored = try storage.device(kid: parsed.keyID)
-        let (key, device) = try loginKeys.key(for: stored, signature: parsed.signature)
-        let verified = try verifyAssertion(parsed, key: key)
-        guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
-        guard device.kid == actor.kid, device.status == .active else {
-            throw ServiceError(.invalidGrant, "the assertion must be signed by the device that answers")
-        }
-        guard (try? verified.claims.string(AuthenticationMethod.requestClaim)) == request.id else {
-            throw ServiceError(.invalidGrant, "the assertion does not name this sign-in request (auth_req_id)")
-        }
-        guard let methods = try? verified.claims.strings("amr"), AuthenticationMethod.isValidStatement(methods)
-        else {
-            throw ServiceError(
-                .invalidGrant, "the assertion must state amr: hwk or swk, and at most one of pin or user")
-        }
-        try claimJWTID(of: verified)
-        return methods
     }
 
     /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).
@@ -178,6 +230,13 @@ extension KeyAuthService {
             // (or reuses) a trusted name still shows where the browser is sent.
             guard let id = request.clientID, let client = try storage.client(id: id) else { return "a removed client" }
             return "\(client.name) (redirects to \(RedirectURI.host(of: request.redirectURI ?? "")))"
+        case .device:
+            // What is approved, so that the user sees whose registration they let in.
+            guard let kid = request.subject, let device = try storage.device(kid: kid) else {
+                return "keyauth account page: approve a device that no longer exists"
+            }
+            return "keyauth account page: approve the new device \"\(device.name)\" (\(kid.prefix(8))), "
+                + "registered from \(device.registeredFrom ?? "an unknown address")"
         }
     }
 }

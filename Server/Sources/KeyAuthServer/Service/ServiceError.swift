@@ -47,6 +47,9 @@ struct ServiceError: Error, Sendable, Equatable {
         case unknownSignInRequest
         /// A sign-in request that a device already answered.
         case alreadyAnswered
+        /// The code typed on the approving device is not the request's (number matching); carries
+        /// the attempts left before the request is denied.
+        case wrongCode(attemptsLeft: Int)
     }
 
     let kind: Kind

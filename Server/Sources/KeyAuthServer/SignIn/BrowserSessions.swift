@@ -29,12 +29,13 @@ struct BrowserSessions: Sendable {
     /// `authorization` for a relying party's `client` and `redirectURI`), and a waiting session
     /// that shows its code.
     ///
-    /// A user name with no active device gets a waiting session too, with a code of its own and
-    /// no request behind it: the page looks the same, so it tells nobody which names exist.
+    /// A user name with no active device, or whose user got as many requests as the limits
+    /// allow, gets a waiting session too, with a code of its own and no request behind it: the
+    /// page looks the same, so it tells nobody which names exist.
     /// - Returns: the session, with the cookie value to set.
-    /// - Throws: ``ServiceError`` `.slowDown` when the user has too many open requests; what
-    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:)``
-    ///   throws but `.unknownUserID`; ``StorageError``.
+    /// - Throws: what
+    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:subject:)``
+    ///   throws but `.unknownUserID` and `.slowDown`; ``StorageError``.
     func begin(user: String, from address: String, client: String? = nil, redirectURI: String? = nil) throws
         -> Presented
     {
@@ -44,8 +45,13 @@ struct BrowserSessions: Sendable {
             request = try service.signIn.start(
                 kind: client == nil ? .account : .authorization, clientID: client, user: user, bindingMessage: nil,
                 scope: nil, requestedExpiry: nil, from: address, redirectURI: redirectURI)
-        } catch let error as ServiceError where error.kind == .unknownUserID {
-            request = nil
+        } catch let error as ServiceError {
+            // No device to ask, or the user got as many requests as the limits allow: the same
+            // waiting page, with nothing behind it, so that neither says which names exist.
+            switch error.kind {
+            case .unknownUserID, .slowDown: request = nil
+            default: throw error
+            }
         }
         let cookie = try Self.randomToken()
         let record = BrowserSessionRecord(
@@ -116,6 +122,10 @@ struct BrowserSessions: Sendable {
         record.signedInAt = time
         record.expiresAt = time + Self.idleLifetime
         guard try storage.replaceBrowserSession(idHash: session.record.idHash, with: record) else { return nil }
+        try AuditTrail(storage: storage, now: service.now).record(
+            .browserSignIn, by: .accountPage(approvedBy: kid), user: record.user,
+            subject: request.clientID.map { "client:" + $0 } ?? "account-page",
+            detail: "from \(request.requestedFrom ?? "an unknown address")")
         return Presented(record: record, cookie: cookie)
     }
 

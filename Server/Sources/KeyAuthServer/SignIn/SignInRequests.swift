@@ -13,15 +13,41 @@ struct SignInRequests: Sendable {
         /// The longest a request waits for an answer, in seconds (`requested_expiry` is capped to
         /// it), and the lifetime of a request that asks for none.
         var maximumLifetime: Int64 = 300
-        /// Open requests per user at most: a device shows each one, so more would only tire
-        /// the user into approving one they did not make (push fatigue).
-        var maximumOpenPerUser: Int = 3
+        /// The shortest: a `requested_expiry` below is raised to it, so that a client cannot make
+        /// requests expire (and free their place) as fast as it makes them.
+        var minimumLifetime: Int64 = 60
+        /// Requests of an authenticated client (CIBA): 3 open per user at most (a device shows
+        /// each one, so more would only tire the user into approving one they did not make),
+        /// 20 an hour.
+        var clientLimits = SignInRequestLimits(maximumOpen: 3, maximumPerWindow: 20)
+        /// Requests started by anyone with a browser (the account page's and `/authorize`'s
+        /// sign-in), counted per address first: one open per address (a new one from the same
+        /// address replaces the old) and 5 an hour, so that one party cannot use up the user's
+        /// own browser's share; then 5 open and 20 an hour per user, the push-fatigue bound.
+        /// Refusals look like successes to the browser, so that they tell nobody which user names
+        /// exist.
+        var anonymousLimits = SignInRequestLimits(
+            maximumOpen: 5, maximumPerWindow: 20, replacesSameAddress: true, maximumPerWindowFromAddress: 5)
+        /// Device approvals the signed-in account page asks for: one open per user, 10 an hour.
+        var signedInLimits = SignInRequestLimits(maximumOpen: 1, maximumPerWindow: 10, replacesSameAddress: true)
+        /// Wrong codes an approving device may type for one request; the last denies it.
+        var maximumCodeAttempts = 3
         /// Seconds a client waits between polls (CIBA `interval`).
         var pollInterval: Int64 = 5
         /// Seconds added to a request's interval each time its client polls faster.
         var slowDownStep: Int64 = 5
-        /// How long an expired request is kept, so that a late poll learns `expired_token`.
-        var retention: Int64 = 600
+        /// How long an expired request is kept: a late poll learns `expired_token`, and the hourly
+        /// limits count the requests of the last hour.
+        var retention: Int64 = 3600
+
+        /// The limits of requests of `origin`.
+        func limits(for origin: SignInRequestOrigin) -> SignInRequestLimits {
+            switch origin {
+            case .client: clientLimits
+            case .anonymous: anonymousLimits
+            case .signedIn: signedInLimits
+            }
+        }
     }
 
     let storage: any ServerStorage
@@ -33,33 +59,39 @@ struct SignInRequests: Sendable {
     /// Makes a request for `user`.
     ///
     /// - Parameters:
-    ///   - kind: who asks.
-    ///   - clientID: the client, for `backchannel` requests.
+    ///   - kind: who asks; it decides the limits (``Settings/limits(for:)``).
+    ///   - clientID: the client, for `backchannel` and `authorization` requests.
     ///   - bindingMessage: the client's, or nil for a 2-digit number made here.
     ///   - scope: passed on to the token, as asked.
-    ///   - requestedExpiry: seconds the client wants the request to live, capped.
+    ///   - requestedExpiry: seconds the client wants the request to live, within the bounds.
     ///   - address: where the request came from, shown to the user.
     ///   - redirectURI: where an `authorization` request sends the browser back.
+    ///   - subject: the pending device a `device` request approves.
     /// - Throws: ``ServiceError`` `.unknownUserID` for a user with no active device (or a name
-    ///   no user can have), `.invalidBindingMessage`, `.invalidRequest` for an expiry that is
-    ///   not a positive number, `.slowDown` when the user has the most open requests already;
-    ///   ``StorageError``.
+    ///   no user can have), `.invalidBindingMessage` (also for a message that reads as a
+    ///   refusal), `.invalidRequest` for an expiry that is not a positive number, `.slowDown` when
+    ///   the user has the most requests of that origin already; ``StorageError``.
     func start(
         kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String?, scope: String?,
-        requestedExpiry: String?, from address: String?, redirectURI: String? = nil
+        requestedExpiry: String?, from address: String?, redirectURI: String? = nil, subject: String? = nil
     ) throws -> SignInRequestRecord {
         var lifetime = settings.maximumLifetime
         if let requestedExpiry {
             guard let seconds = Int64(requestedExpiry), seconds > 0 else {
                 throw ServiceError(.invalidRequest, "requested_expiry must be a positive number of seconds")
             }
-            lifetime = min(seconds, settings.maximumLifetime)
+            lifetime = min(max(seconds, settings.minimumLifetime), settings.maximumLifetime)
         }
         let normalizedMessage: String?
         do {
             normalizedMessage = try bindingMessage.map(NameRule.bindingMessage.normalize)
         } catch {
             throw ServiceError(.invalidBindingMessage, "binding_message \(error)")
+        }
+        if let normalizedMessage, InputRules.refusingAnswers.contains(Self.normalizedCode(normalizedMessage)) {
+            throw ServiceError(
+                .invalidBindingMessage,
+                "binding_message may not be a word that refuses at the device (deny, no, cancel, ...)")
         }
         guard InputRules.isValidUser(user), try storage.hasActiveDevice(user: user) else {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
@@ -69,16 +101,33 @@ struct SignInRequests: Sendable {
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
             user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,
             requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
-            redirectURI: redirectURI)
-        switch try storage.insertSignInRequest(request, maximumOpen: settings.maximumOpenPerUser, now: time) {
+            redirectURI: redirectURI, subject: subject)
+        let limits = settings.limits(for: kind.origin)
+        switch try storage.insertSignInRequest(request, limits: limits, now: time) {
         case .inserted:
             watchers.notify(user: user)
             return request
         case .tooManyOpen(let earliestExpiry):
             throw ServiceError(
-                .slowDown(retryAfter: Int(max(earliestExpiry - time, 1))),
-                "the user has \(settings.maximumOpenPerUser) sign-in requests open already")
+                .slowDown(retryAfter: Int(clamping: max(earliestExpiry.subtractingSaturating(time), 1))),
+                "the user has \(limits.maximumOpen) sign-in requests open already")
+        case .tooManyInWindow(let retryAt):
+            throw ServiceError(
+                .slowDown(retryAfter: Int(clamping: max(retryAt.subtractingSaturating(time), 1))),
+                "the user got \(limits.maximumPerWindow) sign-in requests in the last hour already")
         }
+    }
+
+    /// A code as typed and as stored, for comparison: surrounding spaces trimmed, lower case, so
+    /// that neither case nor a stray space fails a right code.
+    static func normalizedCode(_ text: String) -> String {
+        Substring(text).trimmingWhitespace().lowercased()
+    }
+
+    /// Whether `typed` is `request`'s code, compared in constant time.
+    static func isCode(_ typed: String, of request: SignInRequestRecord) -> Bool {
+        CryptoPrimitives.constantTimeEquals(
+            Array(normalizedCode(typed).utf8), Array(normalizedCode(request.bindingMessage).utf8))
     }
 
     /// `user`'s open requests, oldest first.

@@ -1,10 +1,8 @@
-/// An OpenID Connect authorization request waiting for the browser to sign in (`GET /authorize`,
-/// PROTOCOL.md section 10): its parameters are kept here, on the server, between the request, the
-/// sign-in form and the continue, so that nothing the page sends back is trusted but the
-/// random reference to this record.
+/// An OpenID Connect authorization request waiting for the browser to sign in or to consent
+/// (`GET /authorize`, PROTOCOL.md section 10): its parameters travel sealed in the page
+/// (``SealedAuthorizations``), so that nothing the page sends back is trusted unless the server
+/// sealed it, and nothing is stored before a user acts.
 public struct PendingAuthorizationRecord: Sendable, Hashable {
-    /// SHA-256 of the reference the page carries (256 random bits).
-    public var idHash: [UInt8]
     /// SHA-256 of the browser's CSRF cookie when the request came: only that browser continues it.
     public var browserBinding: [UInt8]
     /// The relying party.
@@ -26,10 +24,9 @@ public struct PendingAuthorizationRecord: Sendable, Hashable {
 
     /// Creates a record.
     public init(
-        idHash: [UInt8], browserBinding: [UInt8], clientID: String, redirectURI: String, scope: String, state: String?,
+        browserBinding: [UInt8], clientID: String, redirectURI: String, scope: String, state: String?,
         nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64
     ) {
-        self.idHash = idHash
         self.browserBinding = browserBinding
         self.clientID = clientID
         self.redirectURI = redirectURI

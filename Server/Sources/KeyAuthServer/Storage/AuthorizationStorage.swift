@@ -1,19 +1,11 @@
-/// What the OpenID Connect provider keeps (PROTOCOL.md section 10): pending authorization
-/// requests, authorization codes and the access tokens revoked because their code came twice.
+/// What the OpenID Connect provider keeps (PROTOCOL.md section 10): authorization codes and the
+/// access tokens revoked because their code came twice. (Pending authorization requests are not
+/// stored: they travel sealed in the page, ``SealedAuthorizations``.)
 /// Part of ``ServerStorage``.
 ///
 /// A code is redeemed by one conditional update, so of two redemptions at once exactly one
 /// succeeds and the other learns which token to revoke.
 public protocol AuthorizationStorage: Sendable {
-    /// Stores a pending authorization request.
-    func insertPendingAuthorization(_ record: PendingAuthorizationRecord) throws(StorageError)
-
-    /// The pending authorization whose reference hashes to `idHash` (expired ones included).
-    func pendingAuthorization(idHash: [UInt8]) throws(StorageError) -> PendingAuthorizationRecord?
-
-    /// Deletes a pending authorization (answered or abandoned).
-    func deletePendingAuthorization(idHash: [UInt8]) throws(StorageError)
-
     /// Stores a new code.
     func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError)
 
@@ -32,9 +24,9 @@ public protocol AuthorizationStorage: Sendable {
     /// Whether the access token `jti` was revoked.
     func isAccessTokenRevoked(jti: String) throws(StorageError) -> Bool
 
-    /// Deletes pending authorizations and codes past their use at `now` (a redeemed code is kept
-    /// until its access token expires, so that a second use can still revoke it) and revoked
-    /// tokens past their expiry; returns how many rows.
+    /// Deletes codes past their use at `now` (a redeemed code is kept until its access token
+    /// expires, so that a second use can still revoke it) and revoked tokens past their expiry;
+    /// returns how many rows.
     @discardableResult
     func purgeAuthorizations(now: Int64) throws(StorageError) -> Int
 }

@@ -46,6 +46,34 @@ public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     /// A relying party's OpenID Connect authorization request (`GET /authorize`), signed in
     /// through the account page's flow; carries the client and its redirect URI.
     case authorization
+    /// The account page's request to approve a pending device of the signed-in user (its key id
+    /// in ``SignInRequestRecord/subject``): approved on one of the user's active devices, it
+    /// activates the pending one.
+    case device
+
+    /// Who may start a request of this kind, which decides its limits: anyone with a browser
+    /// (`account`, `authorization`), an authenticated client (`backchannel`), or a signed-in
+    /// user (`device`).
+    public var origin: SignInRequestOrigin {
+        switch self {
+        case .backchannel: .client
+        case .account, .authorization: .anonymous
+        case .device: .signedIn
+        }
+    }
+}
+
+/// Who starts sign-in requests of a kind: each origin has its own limits, so that no anonymous
+/// party can use up what a registered client or the user's own session needs.
+public enum SignInRequestOrigin: Sendable, Hashable, CaseIterable {
+    case anonymous
+    case client
+    case signedIn
+
+    /// The kinds of this origin.
+    public var kinds: [SignInRequestKind] {
+        SignInRequestKind.allCases.filter { $0.origin == self }
+    }
 }
 
 /// Where a sign-in request is in its life: `pending` until a device answers, then `approved` or
@@ -93,13 +121,18 @@ public struct SignInRequestRecord: Sendable, Hashable {
     public var answeringKID: String?
     /// How the answering device says the user was checked (RFC 8176 `amr` values).
     public var methods: [String]
+    /// Wrong codes typed on approving devices so far (number matching).
+    public var codeAttempts: Int
+    /// What a `device` request approves: the pending device's key id.
+    public var subject: String?
 
     /// Creates a record.
     public init(
         id: String, kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String,
         scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
         expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
-        answeringKID: String? = nil, methods: [String] = [], redirectURI: String? = nil
+        answeringKID: String? = nil, methods: [String] = [], redirectURI: String? = nil, codeAttempts: Int = 0,
+        subject: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -117,6 +150,8 @@ public struct SignInRequestRecord: Sendable, Hashable {
         self.answeringKID = answeringKID
         self.methods = methods
         self.redirectURI = redirectURI
+        self.codeAttempts = codeAttempts
+        self.subject = subject
     }
 
     /// Where the request sits among a user's requests: by creation time, then by id.
@@ -149,13 +184,56 @@ public struct SignInRequestPosition: Sendable, Hashable, Comparable {
     }
 }
 
-/// What ``SignInStorage/insertSignInRequest(_:maximumOpen:now:)`` did.
+/// The limits a new sign-in request is stored under, all counted over the requests of the same
+/// user and the same origin (``SignInRequestOrigin``) in one atomic step.
+public struct SignInRequestLimits: Sendable, Hashable {
+    /// Open (pending, unexpired) requests at most.
+    public var maximumOpen: Int
+    /// Requests made within the last ``window`` seconds at most, open or not: prompts reaching
+    /// a user are capped over time, not only while they are open.
+    public var maximumPerWindow: Int
+    /// The window of ``maximumPerWindow``, in seconds.
+    public var window: Int64
+    /// Whether a new request replaces (expires) an open one of the same origin from the same
+    /// address: a browser that starts again supersedes its own earlier wait.
+    public var replacesSameAddress: Bool
+    /// Requests made within the window from the new request's address at most, besides the
+    /// user's total: one party's share, so that it cannot use up what the user's own browser needs.
+    public var maximumPerWindowFromAddress: Int?
+
+    /// Creates limits.
+    public init(
+        maximumOpen: Int, maximumPerWindow: Int, window: Int64 = 3600, replacesSameAddress: Bool = false,
+        maximumPerWindowFromAddress: Int? = nil
+    ) {
+        self.maximumOpen = maximumOpen
+        self.maximumPerWindow = maximumPerWindow
+        self.window = window
+        self.replacesSameAddress = replacesSameAddress
+        self.maximumPerWindowFromAddress = maximumPerWindowFromAddress
+    }
+}
+
+/// What ``SignInStorage/insertSignInRequest(_:limits:now:)`` did.
 public enum SignInRequestInsertion: Sendable, Hashable {
     /// The request was stored.
     case inserted
-    /// The user already has `maximumOpen` open requests; carries the earliest expiry among them,
-    /// when a place frees up.
+    /// The user already has the most open requests of this origin; carries the earliest expiry
+    /// among them, when a place frees up.
     case tooManyOpen(earliestExpiry: Int64)
+    /// The user got the most requests of this origin the window allows; carries when the oldest
+    /// of them leaves the window.
+    case tooManyInWindow(retryAt: Int64)
+}
+
+/// What ``SignInStorage/recordWrongCode(id:maximumAttempts:answeringKID:at:)`` did.
+public enum WrongCodeOutcome: Sendable, Hashable {
+    /// Counted; this many attempts remain.
+    case tryAgain(attemptsLeft: Int)
+    /// That was the last attempt: the request is denied now.
+    case denied
+    /// The request is not pending any more (answered, expired or unknown).
+    case closed
 }
 
 /// A browser's session with the account page, kept on the server: the cookie holds only a random

@@ -23,10 +23,17 @@ public protocol SignInStorage: Sendable {
 
     // MARK: Sign-in requests
 
-    /// Stores `request` unless its user already has `maximumOpen` requests that are pending and
-    /// unexpired at `now`, checking and inserting in one atomic step.
-    func insertSignInRequest(_ request: SignInRequestRecord, maximumOpen: Int, now: Int64) throws(StorageError)
-        -> SignInRequestInsertion
+    /// Stores `request` unless its user already has as many requests of the same origin as
+    /// `limits` allow (open at `now`, or made within the window), checking and inserting in one
+    /// atomic step; with ``SignInRequestLimits/replacesSameAddress``, the user's open requests of
+    /// that origin from the same address expire first.
+    func insertSignInRequest(_ request: SignInRequestRecord, limits: SignInRequestLimits, now: Int64)
+        throws(StorageError) -> SignInRequestInsertion
+
+    /// Counts a wrong code typed for the pending request `id`; at the `maximumAttempts`-th the
+    /// request is denied (recording `answeringKID`), in the same atomic step.
+    func recordWrongCode(id: String, maximumAttempts: Int, answeringKID: String, at time: Int64)
+        throws(StorageError) -> WrongCodeOutcome
 
     /// The request with `id`, in any state.
     func signInRequest(id: String) throws(StorageError) -> SignInRequestRecord?

@@ -57,15 +57,49 @@ extension TestAPI {
         try clientPost("/oauth/token", client: client, form: [("grant_type", Self.cibaGrant), ("auth_req_id", id)])
     }
 
-    /// An approval assertion of `key` for the request `id`.
+    /// An approval assertion of `key` for the request `id`, carrying its code as the user would
+    /// type it from the screen that started the sign-in: read from storage (the device's list
+    /// does not show it) unless `code` is given.
     func approvalAssertion(
-        _ key: RSAPrivateKey, id: String, methods: [String] = ["swk", "pin"], claims: [String: JSONValue] = [:]
+        _ key: RSAPrivateKey, id: String, methods: [String] = ["swk", "pin"], code: String? = nil,
+        claims: [String: JSONValue] = [:]
     ) throws -> String {
         var all: [String: JSONValue] = [
             "auth_req_id": .string(id), "amr": .array(methods.map(JSONValue.string)),
+            "binding_code": .string(try code ?? self.code(of: id)),
         ]
         for (name, value) in claims { all[name] = value }
         return try assertion(key, claims: all)
+    }
+
+    /// The code the screen that started request `id` shows (its binding message), from storage;
+    /// "" for an unknown request.
+    func code(of id: String) throws -> String {
+        try storage.signInRequest(id: id)?.bindingMessage ?? ""
+    }
+
+    /// `POST /v1/auth-requests/{id}/code` with the device's `token`.
+    func checkCode(_ id: String, code: String, token: String) throws -> HTTPResponse {
+        try send(
+            "POST", "/v1/auth-requests/\(id)/code",
+            headers: ["Content-Type": "application/json", "Authorization": "Bearer \(token)"],
+            body: Array(JSONValue.object(["code": .string(code)]).serialized().utf8))
+    }
+
+    /// `POST /v1/devices/{kid}/approve` with the approving device's `token` and a fresh assertion
+    /// of its key `approver` naming the pending device (nil: a token alone).
+    func approveDevice(
+        _ kid: String, approver: RSAPrivateKey?, token: String, methods: [String] = ["swk", "pin"]
+    ) throws -> HTTPResponse {
+        var body: [UInt8] = []
+        var headers: HTTPHeaders = ["Authorization": "Bearer \(token)"]
+        if let approver {
+            let assertion = try assertion(
+                approver, claims: ["approve_kid": .string(kid), "amr": .array(methods.map(JSONValue.string))])
+            body = Array(JSONValue.object(["assertion": .string(assertion)]).serialized().utf8)
+            headers.set("Content-Type", "application/json")
+        }
+        return try send("POST", "/v1/devices/\(kid)/approve", headers: headers, body: body)
     }
 
     /// `POST /v1/auth-requests/{id}` with the device's `token`.

@@ -221,6 +221,18 @@ enum SQLSchema {
                 "CREATE INDEX revoked_access_tokens_by_expiry ON revoked_access_tokens (expires_at)",
             ]
         },
+        Migration(version: 8) { _ in
+            [
+                // Number matching: wrong codes typed on the approving device, counted so that the
+                // third denies the request.
+                "ALTER TABLE sign_in_requests ADD COLUMN code_attempts INTEGER NOT NULL DEFAULT 0",
+                // What a request of kind `device` asks to approve: the pending device's key id.
+                "ALTER TABLE sign_in_requests ADD COLUMN subject TEXT",
+                // Authorization requests travel sealed in the page now: anyone could fill this
+                // table with GET /authorize. A browser that was mid-sign-in starts again.
+                "DROP TABLE pending_authorizations",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -1,46 +1,9 @@
-/// The tables of the OpenID Connect provider: `pending_authorizations`, `authorization_codes`
-/// and `revoked_access_tokens`.
+/// The tables of the OpenID Connect provider: `authorization_codes` and `revoked_access_tokens`.
 extension SQLStorage {
-    static let pendingAuthorizationColumns = """
-        id_hash, browser_binding, client_id, redirect_uri, scope, state, nonce, code_challenge, login_hint, expires_at
-        """
-
     static let authorizationCodeColumns = """
         code_hash, client_id, redirect_uri, code_challenge, nonce, scope, user_name, approving_kid, auth_time, \
         methods, session_id, expires_at, redeemed_at, access_token_jti, access_token_expires_at
         """
-
-    public func insertPendingAuthorization(_ record: PendingAuthorizationRecord) throws(StorageError) {
-        try database.write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                INSERT INTO pending_authorizations (\(Self.pendingAuthorizationColumns))
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                """,
-                [
-                    .blob(record.idHash), .blob(record.browserBinding), .text(record.clientID),
-                    .text(record.redirectURI), .text(record.scope), SQLValue(record.state), SQLValue(record.nonce),
-                    .text(record.codeChallenge), SQLValue(record.loginHint), .integer(record.expiresAt),
-                ])
-            return ()
-        }
-    }
-
-    public func pendingAuthorization(idHash: [UInt8]) throws(StorageError) -> PendingAuthorizationRecord? {
-        try database.read { connection throws(StorageError) in
-            try connection.query(
-                "SELECT \(Self.pendingAuthorizationColumns) FROM pending_authorizations WHERE id_hash = $1",
-                [.blob(idHash)]
-            ) { row throws(StorageError) in try PendingAuthorizationRecord(row: row) }.first
-        }
-    }
-
-    public func deletePendingAuthorization(idHash: [UInt8]) throws(StorageError) {
-        try database.write { connection throws(StorageError) in
-            try connection.execute("DELETE FROM pending_authorizations WHERE id_hash = $1", [.blob(idHash)])
-            return ()
-        }
-    }
 
     public func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError) {
         try database.write { connection throws(StorageError) in
@@ -109,9 +72,6 @@ extension SQLStorage {
 
     public func purgeAuthorizations(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
-            let pending = try connection.execute(
-                "DELETE FROM pending_authorizations WHERE expires_at < $1", [.integer(now)]
-            ).affectedRowCount
             let codes = try connection.execute(
                 """
                 DELETE FROM authorization_codes
@@ -122,22 +82,8 @@ extension SQLStorage {
             let revoked = try connection.execute(
                 "DELETE FROM revoked_access_tokens WHERE expires_at < $1", [.integer(now)]
             ).affectedRowCount
-            return pending + codes + revoked
+            return codes + revoked
         }
-    }
-}
-
-extension PendingAuthorizationRecord {
-    /// Reads a row of ``SQLStorage/pendingAuthorizationColumns``.
-    init(row: SQLRow) throws(StorageError) {
-        guard let idHash = row.blob(0), let binding = row.blob(1), let clientID = row.text(2),
-            let redirectURI = row.text(3), let scope = row.text(4), let challenge = row.text(7),
-            let expiresAt = row.integer(9)
-        else { throw StorageError(.queryFailed, "a pending authorization row is incomplete") }
-        self.init(
-            idHash: idHash, browserBinding: binding, clientID: clientID, redirectURI: redirectURI, scope: scope,
-            state: row.text(5), nonce: row.text(6), codeChallenge: challenge, loginHint: row.text(8),
-            expiresAt: expiresAt)
     }
 }
 

@@ -2,7 +2,7 @@
 extension SQLStorage {
     static let signInRequestColumns = """
         id, kind, client_id, user_name, binding_message, scope, requested_from, status, created_at, expires_at, \
-        poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri
+        poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri, code_attempts, subject
         """
 
     /// Serialises the open-request cap per user: "sirq" in ASCII, the user name hashed.
@@ -19,28 +19,102 @@ extension SQLStorage {
     /// ``insertDevice(_:rule:)`` for why a lock and not one statement under PostgreSQL's READ
     /// COMMITTED).
     public func insertSignInRequest(
-        _ request: SignInRequestRecord, maximumOpen: Int, now: Int64
+        _ request: SignInRequestRecord, limits: SignInRequestLimits, now: Int64
     ) throws(StorageError) -> SignInRequestInsertion {
-        try database.write { connection throws(StorageError) in
+        let kinds = request.kind.origin.kinds.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> SignInRequestInsertion in
                 try connection.lock(Self.signInRequestInsertLock(user: request.user))
+                let windowStart = now.subtractingSaturating(limits.window)
+                if let perAddress = limits.maximumPerWindowFromAddress, let address = request.requestedFrom {
+                    let fromAddress = try connection.execute(
+                        """
+                        SELECT COUNT(*), MIN(created_at) FROM sign_in_requests
+                        WHERE user_name = $1 AND kind IN (\(kinds)) AND created_at > $2 AND requested_from = $3
+                        """,
+                        [.text(request.user), .integer(windowStart), .text(address)]
+                    ).firstRow
+                    if let count = fromAddress?.integer(0), count >= Int64(perAddress),
+                        let oldest = fromAddress?.integer(1)
+                    {
+                        return .tooManyInWindow(retryAt: oldest.addingSaturating(limits.window))
+                    }
+                }
+                let recent = try connection.execute(
+                    """
+                    SELECT COUNT(*), MIN(created_at) FROM sign_in_requests
+                    WHERE user_name = $1 AND kind IN (\(kinds)) AND created_at > $2
+                    """,
+                    [.text(request.user), .integer(windowStart)]
+                ).firstRow
+                if let count = recent?.integer(0), count >= Int64(limits.maximumPerWindow),
+                    let oldest = recent?.integer(1)
+                {
+                    return .tooManyInWindow(retryAt: oldest.addingSaturating(limits.window))
+                }
+                // Open requests, not counting the ones this request replaces.
+                let replaced = limits.replacesSameAddress ? request.requestedFrom : nil
                 let open = try connection.execute(
                     """
                     SELECT COUNT(*), MIN(expires_at) FROM sign_in_requests
-                    WHERE user_name = $1 AND status = 'pending' AND expires_at > $2
+                    WHERE user_name = $1 AND kind IN (\(kinds)) AND status = 'pending' AND expires_at > $2
+                    \(replaced == nil ? "" : "AND (requested_from IS NULL OR requested_from <> $3)")
                     """,
-                    [.text(request.user), .integer(now)]
+                    [.text(request.user), .integer(now)] + (replaced.map { [.text($0)] } ?? [])
                 ).firstRow
-                if let count = open?.integer(0), count >= Int64(maximumOpen), let earliest = open?.integer(1) {
+                if let count = open?.integer(0), count >= Int64(limits.maximumOpen), let earliest = open?.integer(1) {
                     return .tooManyOpen(earliestExpiry: earliest)
+                }
+                // Only once the request is allowed: a refused one replaces nothing.
+                if let replaced {
+                    try connection.execute(
+                        """
+                        UPDATE sign_in_requests SET expires_at = $3
+                        WHERE user_name = $1 AND requested_from = $2 AND kind IN (\(kinds))
+                        AND status = 'pending' AND expires_at > $3
+                        """,
+                        [.text(request.user), .text(replaced), .integer(now)])
                 }
                 try connection.execute(
                     """
                     INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
                     """,
                     request.columnValues)
                 return .inserted
+            }
+        }
+    }
+
+    /// The count and the denial under the request's poll lock, so that two wrong codes at once
+    /// cannot both find a last attempt left.
+    public func recordWrongCode(
+        id: String, maximumAttempts: Int, answeringKID: String, at time: Int64
+    ) throws(StorageError) -> WrongCodeOutcome {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> WrongCodeOutcome in
+                try connection.lock(Self.signInRequestPollLock(id: id))
+                let counted = try connection.execute(
+                    """
+                    UPDATE sign_in_requests SET code_attempts = code_attempts + 1
+                    WHERE id = $1 AND status = 'pending' AND expires_at > $2
+                    """,
+                    [.text(id), .integer(time)])
+                guard counted.affectedRowCount == 1,
+                    let attempts = try connection.execute(
+                        "SELECT code_attempts FROM sign_in_requests WHERE id = $1", [.text(id)]
+                    ).firstRow?.integer(0)
+                else { return .closed }
+                guard attempts >= Int64(maximumAttempts) else {
+                    return .tryAgain(attemptsLeft: Int(clamping: Int64(maximumAttempts) - attempts))
+                }
+                try connection.execute(
+                    """
+                    UPDATE sign_in_requests SET status = 'denied', answered_at = $2, answering_kid = $3
+                    WHERE id = $1 AND status = 'pending'
+                    """,
+                    [.text(id), .integer(time), .text(answeringKID)])
+                return .denied
             }
         }
     }
@@ -140,7 +214,7 @@ extension SignInRequestRecord {
             requestedFrom: row.text(6), status: status, createdAt: createdAt, expiresAt: expiresAt,
             pollInterval: pollInterval, lastPolledAt: row.integer(11), answeredAt: row.integer(12),
             answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init),
-            redirectURI: row.text(15))
+            redirectURI: row.text(15), codeAttempts: Int(clamping: row.integer(16) ?? 0), subject: row.text(17))
     }
 
     /// The values of ``SQLStorage/signInRequestColumns``, in order.
@@ -149,7 +223,8 @@ extension SignInRequestRecord {
             .text(id), .text(kind.rawValue), SQLValue(clientID), .text(user), .text(bindingMessage), SQLValue(scope),
             SQLValue(requestedFrom), .text(status.rawValue), .integer(createdAt), .integer(expiresAt),
             .integer(pollInterval), SQLValue(lastPolledAt), SQLValue(answeredAt), SQLValue(answeringKID),
-            .text(methods.joined(separator: " ")), SQLValue(redirectURI),
+            .text(methods.joined(separator: " ")), SQLValue(redirectURI), .integer(Int64(codeAttempts)),
+            SQLValue(subject),
         ]
     }
 }
