@@ -172,15 +172,8 @@ struct ServerFilesTests {
 
     /// Runs a command as the unprivileged user `nobody`.
     static func runAsNobody(_ command: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-        process.arguments = ["-u", "nobody", "--"] + command
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let run = try runProcess(
+            "/usr/sbin/runuser", ["-u", "nobody", "--"] + command, environment: ProcessInfo.processInfo.environment)
+        return (run.status, run.standardOutput)
     }
 }
