@@ -35,7 +35,9 @@ struct GroupCommitTests {
         let finished = DispatchGroup()
         defer {
             database.disk.release()
-            finished.wait()
+            if finished.wait(timeout: .now() + 60) == .timedOut {
+                Issue.record("a write had not returned 60 s after the disk was released")
+            }
         }
         let ranBefore = database.queuedWrites
         for index in 0..<writes {

@@ -221,7 +221,8 @@ enum PostgresTestServer {
 }
 
 /// Runs `body` on `count` threads released at the same moment, and returns each thread's
-/// outcome in index order.
+/// outcome in index order; a thread still running after two minutes (a store that hangs) counts
+/// as a failure instead of hanging the test.
 ///
 /// Real threads rather than `concurrentPerform`, which on a two-core machine runs only two at
 /// a time: the point is many callers inside the store at once, as the server's worker threads are.
@@ -246,8 +247,10 @@ func runConcurrently<Value: Sendable>(
     }
     ready.wait()
     for _ in 0..<count { start.signal() }
-    finished.wait()
+    _ = finished.wait(timeout: .now() + 120)
     return outcomes.withLock { outcomes in
-        (0..<count).map { outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) reported nothing")) }
+        (0..<count).map {
+            outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) had not finished after 120 s"))
+        }
     }
 }
