@@ -103,7 +103,9 @@ private final class Application: Sendable {
     }
 }
 
-@Suite("Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized)
+@Suite(
+    "Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized, .timeLimit(.minutes(10))
+)
 struct PushSignInEndToEndTests {
     @Test(
         "an application's request is approved with keyauth approve (code typed, PIN), and PyJWT verifies the token; a denied one gets access_denied"

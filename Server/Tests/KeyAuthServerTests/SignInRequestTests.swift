@@ -6,7 +6,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("Push sign-in (CIBA poll mode): client authentication, requests, answers and the token")
+@Suite("Push sign-in (CIBA poll mode): client authentication, requests, answers and the token", .timeLimit(.minutes(5)))
 struct SignInRequestTests {
     /// An API with a generous failure budget, alice's active laptop and its token, and a client.
     private struct Setup {
