@@ -5,7 +5,7 @@ import Testing
 
 /// `keyauth agent` driven as a person would: started with the PIN once, then `login` and `token`
 /// from a script with no terminal and no `--pin-stdin`.
-@Suite("keyauth agent", .serialized, .timeLimit(.minutes(5)))
+@Suite("keyauth agent", .serialized, .timeLimit(.minutes(10)))
 struct AgentTests {
     static let pin = "246813"
 

@@ -162,7 +162,7 @@ private let applicationScript = #"""
 
 @Suite(
     "Authlib, an independent OAuth client library, signs in through keyauth-server", .serialized,
-    .timeLimit(.minutes(10)))
+    .timeLimit(.minutes(15)))
 struct AuthlibClientTests {
     static var hasAuthlib: Bool {
         FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/authlib/__init__.py")

@@ -104,7 +104,7 @@ private final class Application: Sendable {
 }
 
 @Suite(
-    "Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized, .timeLimit(.minutes(10))
+    "Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized, .timeLimit(.minutes(15))
 )
 struct PushSignInEndToEndTests {
     @Test(

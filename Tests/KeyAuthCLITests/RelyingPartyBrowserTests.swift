@@ -65,7 +65,7 @@ private let browserSteps = #"""
 
 @Suite(
     "A real relying party: Apache's mod_auth_openidc signs in through keyauth-server in Chromium", .serialized,
-    .timeLimit(.minutes(10)))
+    .timeLimit(.minutes(15)))
 struct RelyingPartyBrowserTests {
     static var isEnabled: Bool {
         ExternalTools.shouldRun(installed: HeadlessChromium.isInstalled && ApacheRelyingParty.isInstalled)

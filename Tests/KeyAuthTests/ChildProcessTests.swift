@@ -12,7 +12,7 @@ import Testing
 /// suite with Foundation's `Process`: an exit never seen while a sibling spawned at the same
 /// moment lived on, descriptors leaking into children, a blocked SIGTERM passed on, a wait
 /// without end.
-@Suite("Child processes of the tests", .timeLimit(.minutes(3)))
+@Suite("Child processes of the tests", .timeLimit(.minutes(10)))
 struct ChildProcessTests {
     @Test("every exit is seen while long-lived children spawned at the same moment by other threads run on")
     func exitsSeenBesideConcurrentSpawns() throws {

@@ -3,7 +3,7 @@ import KeyAuth
 import KeyAuthTestSupport
 import Testing
 
-@Suite("KeyPairStore", .timeLimit(.minutes(5)))
+@Suite("KeyPairStore", .timeLimit(.minutes(10)))
 struct KeyPairStoreTests {
     private func code(_ body: () throws -> Void) -> KeyAuthError.Code? {
         caught(body)?.code

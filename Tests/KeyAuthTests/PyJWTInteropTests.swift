@@ -4,7 +4,7 @@ import KeyAuthTestSupport
 import Testing
 
 /// Interoperability with PyJWT (an independent implementation); `.ci/run` installs it.
-@Suite("Interoperability with PyJWT", .timeLimit(.minutes(5)))
+@Suite("Interoperability with PyJWT", .timeLimit(.minutes(10)))
 struct PyJWTInteropTests {
     /// Runs a Python snippet with arguments and returns its status and standard output, with
     /// standard error after it (which shows why a failing snippet failed).

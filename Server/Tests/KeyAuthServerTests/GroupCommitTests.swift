@@ -9,7 +9,7 @@ import Testing
 /// SQLite's group commit, seen from outside: what a caller of the storage can observe about
 /// durability and batching (results, errors, what another connection reads), never the
 /// committer's own counters.
-@Suite("Group commit of SQLite writes", .timeLimit(.minutes(5)))
+@Suite("Group commit of SQLite writes", .timeLimit(.minutes(10)))
 struct GroupCommitTests {
     /// Storage over a ``QueueWatchingDatabase`` on the environment's file.
     private static func open(_ environment: TestEnvironment) throws -> (SQLStorage, QueueWatchingDatabase) {

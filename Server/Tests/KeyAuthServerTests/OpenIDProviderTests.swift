@@ -10,7 +10,7 @@ import Testing
 /// endpoint's code grant, ID tokens checked with the JWK set, UserInfo, RP-Initiated Logout,
 /// and the hostile requests of issue 15.
 @Suite(
-    "OpenID Connect provider: authorization code flow with PKCE, ID tokens, UserInfo, logout", .timeLimit(.minutes(5)))
+    "OpenID Connect provider: authorization code flow with PKCE, ID tokens, UserInfo, logout", .timeLimit(.minutes(10)))
 struct OpenIDProviderTests {
     /// A server on a socket with alice's active laptop and a registered relying party.
     private struct Setup {

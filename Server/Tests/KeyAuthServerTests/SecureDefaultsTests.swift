@@ -8,7 +8,7 @@ import Testing
 
 /// The attacks of the "secure by default" review, replayed against the built `keyauth-server`
 /// binary or a server on a real socket: each test fails on a server without the fix.
-@Suite("Secure defaults: the review's attacks over real sockets", .timeLimit(.minutes(5)))
+@Suite("Secure defaults: the review's attacks over real sockets", .timeLimit(.minutes(10)))
 struct SecureDefaultsTests {
     static let issuer = "http://keyauth-secure.test"
 

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server command line", .timeLimit(.minutes(5)))
+@Suite("keyauth-server command line", .timeLimit(.minutes(10)))
 struct ServerCommandTests {
     private func serve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
         guard case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)

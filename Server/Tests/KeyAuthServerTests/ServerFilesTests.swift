@@ -9,7 +9,7 @@ import Testing
 /// The SQLite database holds the server's private signing key: whoever reads it forges access
 /// tokens for every user. These tests run the built binary the way an operator would, under the
 /// common umask 022, in a directory other users may enter.
-@Suite("The server's files are private to its user", .timeLimit(.minutes(5)))
+@Suite("The server's files are private to its user", .timeLimit(.minutes(10)))
 struct ServerFilesTests {
     static let canSwitchUser =
         geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser")

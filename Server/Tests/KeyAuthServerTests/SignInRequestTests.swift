@@ -6,7 +6,8 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("Push sign-in (CIBA poll mode): client authentication, requests, answers and the token", .timeLimit(.minutes(5)))
+@Suite(
+    "Push sign-in (CIBA poll mode): client authentication, requests, answers and the token", .timeLimit(.minutes(10)))
 struct SignInRequestTests {
     /// An API with a generous failure budget, alice's active laptop and its token, and a client.
     private struct Setup {

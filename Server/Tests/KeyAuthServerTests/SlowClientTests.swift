@@ -11,7 +11,7 @@ import Testing
 ///
 /// Loopback has a whole /8, so a test can be several clients: `127.0.0.77` is the attacker,
 /// `127.0.0.1` everyone else.
-@Suite("Slow and greedy clients", .timeLimit(.minutes(5)))
+@Suite("Slow and greedy clients", .timeLimit(.minutes(10)))
 struct SlowClientTests {
     static let attacker = "127.0.0.77"
 
