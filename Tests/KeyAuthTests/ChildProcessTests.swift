@@ -125,33 +125,20 @@ struct ChildProcessTests {
 
     @Test("a child that ignores SIGTERM is killed after the grace period, with its group")
     func stopEscalates() throws {
-        let directory = TemporaryDirectory("keyauth-child-test")
-        defer { directory.remove() }
         // The shell and its sleep both ignore SIGTERM (an ignored signal stays ignored across
         // exec); the sleep's id, written once both do, says the trap is set.
-        let child = try ChildProcess(
-            "/bin/sh", ["-c", "trap '' TERM; sleep 120 & echo $! > \(directory.path)/ready; wait"], environment: [:],
-            grouping: .ownGroup)
-        let grandchild = try Self.readProcessID(directory.path + "/ready")
+        let (child, grandchild) = try Self.shellWithSleep(before: "trap '' TERM; ", after: "; wait")
         #expect(child.stop(grace: 0.5) == .signaled(SIGKILL))
         #expect(Self.waitUntilGone(grandchild))
     }
 
     @Test("stopping a child with a group of its own ends what it started; so does its own exit")
     func groupsEndTogether() throws {
-        let directory = TemporaryDirectory("keyauth-child-test")
-        defer { directory.remove() }
-        let stopped = try ChildProcess(
-            "/bin/sh", ["-c", "sleep 120 & echo $! > \(directory.path)/stopped; wait"], environment: [:],
-            grouping: .ownGroup)
-        let stoppedGrandchild = try Self.readProcessID(directory.path + "/stopped")
+        let (stopped, stoppedGrandchild) = try Self.shellWithSleep(after: "; wait")
         stopped.stop()
         #expect(Self.waitUntilGone(stoppedGrandchild))
 
-        let exiting = try ChildProcess(
-            "/bin/sh", ["-c", "sleep 120 & echo $! > \(directory.path)/exiting"], environment: [:],
-            grouping: .ownGroup)
-        let leftBehind = try Self.readProcessID(directory.path + "/exiting")
+        let (exiting, leftBehind) = try Self.shellWithSleep()
         #expect(exiting.wait(timeout: 30) == .exited(0))
         #expect(Self.waitUntilGone(leftBehind))
     }
@@ -166,15 +153,22 @@ struct ChildProcessTests {
         #expect(child.isRunning)
     }
 
-    /// The process id a shell wrote to `path`, waiting for it up to 30 s.
-    private static func readProcessID(_ path: String) throws -> pid_t {
+    /// A shell in a group of its own that runs `before`, starts `sleep 120` in the background
+    /// and runs `after`, and the sleep's process id, once the shell has written it.
+    private static func shellWithSleep(before: String = "", after: String = "") throws -> (ChildProcess, pid_t) {
+        let directory = TemporaryDirectory("keyauth-child-test")
+        defer { directory.remove() }
+        let path = directory.path + "/sleep"
+        let shell = try ChildProcess(
+            "/bin/sh", ["-c", "\(before)sleep 120 & echo $! > \(path)\(after)"], environment: [:],
+            grouping: .ownGroup)
         let deadline = ContinuousClock.now.advanced(by: .seconds(30))
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            if text.hasSuffix("\n"), let id = pid_t(text.dropLast()) { return id }
+            if text.hasSuffix("\n"), let id = pid_t(text.dropLast()) { return (shell, id) }
             usleep(10_000)
         }
-        throw TestFailure("no process id in \(path)")
+        throw TestFailure("the shell wrote no process id")
     }
 
     /// Whether `processID` names a live process: one that exists and is not a zombie waiting for
