@@ -160,8 +160,10 @@ private final class Trickle: @unchecked Sendable {
         }.start()
     }
 
+    /// Stops the thread and waits for it: at most a send timeout per connection, so a minute
+    /// is plenty; past it, the test goes on and the thread ends on its own.
     func stop() {
         stopped.store(true, ordering: .relaxed)
-        finished.wait()
+        if finished.wait(timeout: .now() + 60) == .timedOut { Issue.record("the trickling thread did not stop") }
     }
 }
