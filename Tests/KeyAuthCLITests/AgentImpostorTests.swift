@@ -11,7 +11,7 @@ import Testing
 /// is the user's own (its directory, its socket file, and `SO_PEERCRED` of the process
 /// listening), and otherwise refuses with exit status 65 before sending a byte, so that a rogue
 /// listener never learns a PIN or a signing request.
-@Suite("keyauth refuses an agent that is not the user's own", .serialized)
+@Suite("keyauth refuses an agent that is not the user's own", .serialized, .timeLimit(.minutes(10)))
 struct AgentImpostorTests {
     /// `nobody`, the other user the impostors run as.
     static let otherUID = 65534

@@ -7,7 +7,7 @@ import Testing
 
 /// The attacks of issue 20 item 8 ("names people see are what they seem"), over a real socket:
 /// names that look like another device's, or like nothing, or that flood a screen with marks.
-@Suite("Names people see, checked over a real socket")
+@Suite("Names people see, checked over a real socket", .timeLimit(.minutes(10)))
 struct NameRuleSocketTests {
     /// Hostile names a client can send, and a phrase of the server's answer to each.
     static let hostileNames: [(name: String, phrase: String)] = [
