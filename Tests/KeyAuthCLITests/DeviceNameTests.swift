@@ -7,9 +7,7 @@ import Testing
 
 @Suite("Device names in the keyauth command", .serialized, .timeLimit(.minutes(10)))
 struct DeviceNameTests {
-    @Test(
-        "the built binary refuses a confusable --name before making a key, and registers an NFD one in NFC",
-        .timeLimit(.minutes(2)))
+    @Test("the built binary refuses a confusable --name before making a key, and registers an NFD one in NFC")
     func registerWithTheBinary() throws {
         try withServer { server in
             let machine = Machine()
