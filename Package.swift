@@ -135,9 +135,15 @@ let package = Package(
         ),
 
         // Tests.
+        // glibc's posix_spawn extensions that its Swift module hides (they need _GNU_SOURCE),
+        // for the tests' one way of starting a child process.
+        .systemLibrary(
+            name: "CKeyAuthSpawn",
+            path: "Tests/CKeyAuthSpawn"
+        ),
         .target(
             name: "KeyAuthTestSupport",
-            dependencies: ["KeyAuth"],
+            dependencies: ["KeyAuth", "CKeyAuthSpawn"],
             path: "Tests/KeyAuthTestSupport"
         ),
         .testTarget(

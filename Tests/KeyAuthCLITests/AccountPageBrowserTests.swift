@@ -65,7 +65,7 @@ private let browserSteps = #"""
         seen["signed_out"] = True
     """#
 
-@Suite("The account page in headless Chromium", .serialized)
+@Suite("The account page in headless Chromium", .serialized, .timeLimit(.minutes(15)))
 struct AccountPageBrowserTests {
     @Test(
         "sign in by approving with keyauth approve, approve a pending device, revoke it, refuse a cross-site post, sign out",

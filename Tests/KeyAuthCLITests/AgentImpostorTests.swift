@@ -11,7 +11,7 @@ import Testing
 /// is the user's own (its directory, its socket file, and `SO_PEERCRED` of the process
 /// listening), and otherwise refuses with exit status 65 before sending a byte, so that a rogue
 /// listener never learns a PIN or a signing request.
-@Suite("keyauth refuses an agent that is not the user's own", .serialized)
+@Suite("keyauth refuses an agent that is not the user's own", .serialized, .timeLimit(.minutes(10)))
 struct AgentImpostorTests {
     /// `nobody`, the other user the impostors run as.
     static let otherUID = 65534
@@ -137,9 +137,7 @@ struct AgentImpostorTests {
         #expect(after[.ownerAccountID] as? Int == before[.ownerAccountID] as? Int)
     }
 
-    @Test(
-        "an agent of another user, in its own directory or behind a socket file of ours, learns nothing",
-        .timeLimit(.minutes(2)))
+    @Test("an agent of another user, in its own directory or behind a socket file of ours, learns nothing")
     func anotherUsersAgent() throws {
         guard getuid() == 0 else { return }
         try withServer { server in
@@ -162,9 +160,7 @@ struct AgentImpostorTests {
         }
     }
 
-    @Test(
-        "a loose directory, a symbolic link or another user's socket file is refused before anything is sent",
-        .timeLimit(.minutes(2)))
+    @Test("a loose directory, a symbolic link or another user's socket file is refused before anything is sent")
     func fileSystemChecks() throws {
         try withServer { server in
             let machine = try AgentTests.registeredMachine(server)

@@ -5,30 +5,26 @@ import Testing
 
 /// `keyauth agent` driven as a person would: started with the PIN once, then `login` and `token`
 /// from a script with no terminal and no `--pin-stdin`.
-@Suite("keyauth agent", .serialized)
+@Suite("keyauth agent", .serialized, .timeLimit(.minutes(10)))
 struct AgentTests {
     static let pin = "246813"
 
     /// A running `keyauth agent` child of the test, with its own `XDG_RUNTIME_DIR`.
     final class RunningAgent {
-        let process = Process()
+        let process: ChildProcess
         let runtime = TemporaryDirectory("keyauth-run")
-        private let errors = Pipe()
+        /// The PIN it reads and what it writes on standard error, outside its runtime directory.
+        private let scratch = TemporaryDirectory("keyauth-agent")
 
         var socketPath: String { runtime.path + "/keyauth/agent.sock" }
         var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
 
         init(_ machine: Machine, extra: [String] = [], pin: String = AgentTests.pin) throws {
-            process.executableURL = URL(fileURLWithPath: Binaries.keyauth)
-            process.arguments = ["agent", "--pin-stdin"] + extra
-            process.environment = machine.environment.merging(environment) { $1 }
-            let input = Pipe()
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            input.fileHandleForWriting.write(Data((pin + "\n").utf8))
-            try input.fileHandleForWriting.close()
+            try Data((pin + "\n").utf8).write(to: URL(fileURLWithPath: scratch.path + "/pin"))
+            process = try ChildProcess(
+                Binaries.keyauth, ["agent", "--pin-stdin"] + extra,
+                environment: machine.environment.merging(["XDG_RUNTIME_DIR": runtime.path]) { $1 },
+                standardInput: .file(scratch.path + "/pin"), standardError: .file(scratch.path + "/stderr"))
             // Started once the socket answers; the bound only stops a broken agent hanging the test.
             for _ in 0..<300 where status() == nil && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
         }
@@ -38,18 +34,19 @@ struct AgentTests {
             try? KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socketPath)
         }
 
-        /// What the agent wrote on standard error, once it has ended.
+        /// What the agent wrote on standard error.
         func standardError() -> String {
-            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            (try? String(contentsOfFile: scratch.path + "/stderr", encoding: .utf8)) ?? ""
         }
 
-        /// Ends the agent (SIGTERM) if it still runs, and removes its directory.
+        /// Ends the agent (SIGTERM) if it still runs, and removes its runtime directory.
         func stop() {
-            if process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
+            process.stop()
             runtime.remove()
+        }
+
+        deinit {
+            scratch.remove()
         }
     }
 
@@ -123,8 +120,7 @@ struct AgentTests {
 
             let stop = try machine.run(["agent", "--stop"], extraEnvironment: agent.environment)
             #expect(stop.status == 0, "\(stop.standardError)")
-            agent.process.waitUntilExit()
-            #expect(agent.process.terminationStatus == 0)
+            #expect(agent.process.wait(timeout: 30) == .exited(0))
             #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
             let stopped = try machine.run(["login"], extraEnvironment: agent.environment)
             #expect(stopped.status == 77)
@@ -170,9 +166,8 @@ struct AgentTests {
     @Test("SIGTERM ends the agent and removes its socket; a wrong PIN at start leaves no agent")
     func signalsAndWrongPIN() throws {
         try Self.withUnlockedAgent { machine, agent in
-            agent.process.terminate()
-            agent.process.waitUntilExit()
-            #expect(agent.process.terminationStatus == 128 + SIGTERM)
+            // The agent's handler ends it with 128 + SIGTERM; the signal itself does not.
+            #expect(agent.process.stop() == .exited(128 + SIGTERM))
             #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
 
             let wrong = try machine.run(

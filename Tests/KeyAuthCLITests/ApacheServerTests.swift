@@ -2,7 +2,7 @@ import Foundation
 import KeyAuthTestSupport
 import Testing
 
-@Suite("The Apache harness of the relying-party tests", .serialized)
+@Suite("The Apache harness of the relying-party tests", .serialized, .timeLimit(.minutes(15)))
 struct ApacheServerTests {
     @Test(
         "Apache starts from the repository's mod_auth_openidc configuration and serves the site; the protected page needs the provider",

@@ -160,7 +160,9 @@ private let applicationScript = #"""
     print(json.dumps(seen))
     """#
 
-@Suite("Authlib, an independent OAuth client library, signs in through keyauth-server", .serialized)
+@Suite(
+    "Authlib, an independent OAuth client library, signs in through keyauth-server", .serialized,
+    .timeLimit(.minutes(15)))
 struct AuthlibClientTests {
     static var hasAuthlib: Bool {
         FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/authlib/__init__.py")

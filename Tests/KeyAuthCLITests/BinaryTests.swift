@@ -4,7 +4,7 @@ import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
-@Suite("The built keyauth binary on its own")
+@Suite("The built keyauth binary on its own", .timeLimit(.minutes(10)))
 struct BinaryTests {
     @Test("usage errors exit 64 with one line, and --version works")
     func usage() throws {

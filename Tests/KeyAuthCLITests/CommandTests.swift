@@ -22,7 +22,7 @@ private func registerWithPIN(
     return result
 }
 
-@Suite("Commands with injected I/O against the server in-process")
+@Suite("Commands with injected I/O against the server in-process", .timeLimit(.minutes(10)))
 struct CommandTests {
     @Test("--version prints the version and --help the overview")
     func versionAndHelp() async {

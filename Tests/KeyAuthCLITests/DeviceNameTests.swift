@@ -5,11 +5,9 @@ import Testing
 
 @testable import KeyAuthCLI
 
-@Suite("Device names in the keyauth command", .serialized)
+@Suite("Device names in the keyauth command", .serialized, .timeLimit(.minutes(10)))
 struct DeviceNameTests {
-    @Test(
-        "the built binary refuses a confusable --name before making a key, and registers an NFD one in NFC",
-        .timeLimit(.minutes(2)))
+    @Test("the built binary refuses a confusable --name before making a key, and registers an NFD one in NFC")
     func registerWithTheBinary() throws {
         try withServer { server in
             let machine = Machine()

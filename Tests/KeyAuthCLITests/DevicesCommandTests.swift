@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthCLI
 
-@Suite("keyauth devices: pages, addresses and approvals")
+@Suite("keyauth devices: pages, addresses and approvals", .timeLimit(.minutes(10)))
 struct DevicesCommandTests {
     /// Registers alice without a PIN and returns the harness and server.
     private func registered() async throws -> (CommandHarness, InProcessKeyAuthServer) {

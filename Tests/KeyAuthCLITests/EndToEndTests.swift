@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("The built keyauth binary against a real keyauth-server", .serialized)
+@Suite("The built keyauth binary against a real keyauth-server", .serialized, .timeLimit(.minutes(10)))
 struct EndToEndTests {
     @Test("a second device registers pending, the first approves it, and the second logs in")
     func twoDeviceApproval() throws {

@@ -4,7 +4,7 @@ import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
-@Suite("keyauth register --enrollment-code -")
+@Suite("keyauth register --enrollment-code -", .timeLimit(.minutes(10)))
 struct EnrollmentCodeInputTests {
     /// Runs `body` with a server where alice already has an active device, so that a second one
     /// needs a code to be active at once, a fresh home for that second device, and a valid code

@@ -31,7 +31,7 @@ private let nonLoopbackAddress: String? = {
     return nil
 }()
 
-@Suite("Plain http off loopback needs --insecure-http")
+@Suite("Plain http off loopback needs --insecure-http", .timeLimit(.minutes(10)))
 struct InsecureHTTPCommandTests {
     @Test("register refuses http:// to a host that is not loopback, names --insecure-http, and sends nothing")
     func registerRefusesPlainHTTP() async throws {

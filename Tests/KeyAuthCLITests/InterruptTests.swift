@@ -42,7 +42,7 @@ private func withLoginAtPINPrompt(
     try body(process)
 }
 
-@Suite("Signals at the PIN prompt, on a real terminal with the built binary")
+@Suite("Signals at the PIN prompt, on a real terminal with the built binary", .timeLimit(.minutes(10)))
 struct InterruptTests {
     @Test("Control-C at the PIN prompt turns echo back on, ends the line, and exits 130")
     func controlC() throws {

@@ -10,7 +10,7 @@ private func machineWithPINKey(_ pin: String) throws -> Machine {
     try Machine.withStoredAccount(server: "http://127.0.0.1:9", pin: pin)
 }
 
-@Suite("PIN prompts and PIN changes with the built binary", .serialized)
+@Suite("PIN prompts and PIN changes with the built binary", .serialized, .timeLimit(.minutes(10)))
 struct PINHandlingTests {
     @Test("a wrong PIN on the terminal is asked again, up to three times, with one wording")
     func threeAttempts() throws {

@@ -27,7 +27,7 @@ private func withPendingDesktop(_ body: (Machine, Machine, String, CommandResult
     }
 }
 
-@Suite("Pairing a second device with short codes, with the built binary", .serialized)
+@Suite("Pairing a second device with short codes, with the built binary", .serialized, .timeLimit(.minutes(10)))
 struct PairingTests {
     @Test(
         "a pending registration prints its short code; the first device lists it, marks it and approves it by that code"

@@ -56,7 +56,7 @@ private let applicationScript = #"""
 
 /// The application script running in the background, and its one line of output when it ends.
 private final class Application: Sendable {
-    private let result = Mutex<CommandResult?>(nil)
+    private let result = Mutex<Result<CommandResult, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
     let idFile: String
 
@@ -66,9 +66,11 @@ private final class Application: Sendable {
         try applicationScript.write(toFile: script, atomically: true, encoding: .utf8)
         let arguments = [script, server, client.id, client.secret, "alice", binding, idFile]
         Thread.detachNewThread { [self] in
-            let outcome = try? runProcess(
-                "/usr/bin/python3", arguments, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"],
-                timeout: 120)
+            let outcome = Result {
+                try runProcess(
+                    "/usr/bin/python3", arguments, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"],
+                    timeout: 120)
+            }
             result.withLock { $0 = outcome }
             done.signal()
         }
@@ -81,7 +83,7 @@ private final class Application: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let id = try? String(contentsOfFile: idFile, encoding: .utf8), !id.isEmpty { return id }
-            if let failed = result.withLock({ $0 }) {
+            if let failed = try result.withLock({ $0 })?.get() {
                 throw TestFailure(
                     "the application ended early: \(failed.standardOutput) \(failed.standardError)\n"
                         + "server log:\n\(serverLog())")
@@ -93,8 +95,9 @@ private final class Application: Sendable {
 
     /// The script's JSON line after it ended.
     func outcome() throws -> JSONValue {
-        done.wait()
-        let finished = try #require(result.withLock { $0 })
+        // runProcess stops the script after 120 s; the margin covers its stop.
+        guard done.wait(timeout: .now() + 150) == .success else { throw TestFailure("the application never ended") }
+        let finished = try #require(try result.withLock { $0 }?.get())
         #expect(finished.status == 0, "\(finished.standardError)")
         return try JSONValue(parsing: finished.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
     }
@@ -151,7 +154,9 @@ private struct PushSetup {
     }
 }
 
-@Suite("Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized)
+@Suite(
+    "Push sign-in end to end: an application, keyauth-server and keyauth approve", .serialized, .timeLimit(.minutes(15))
+)
 struct PushSignInEndToEndTests {
     @Test(
         "an application's request is approved with keyauth approve (code typed, PIN), and PyJWT verifies the token; a denied one gets access_denied"
@@ -219,8 +224,7 @@ struct PushSignInEndToEndTests {
     }
 
     @Test(
-        "number matching: the device never shows the code, deny denies, three wrong codes deny, and a binding message that reads as a refusal is refused",
-        .timeLimit(.minutes(5))
+        "number matching: the device never shows the code, deny denies, three wrong codes deny, and a binding message that reads as a refusal is refused"
     )
     func numberMatching() throws {
         let setup = try PushSetup(name: "matching", clientName: "Desk")

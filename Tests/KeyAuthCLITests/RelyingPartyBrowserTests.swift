@@ -63,7 +63,9 @@ private let browserSteps = #"""
         seen["after_logout_needs_approval"] = bool(on_sign_in_page(driver))
     """#
 
-@Suite("A real relying party: Apache's mod_auth_openidc signs in through keyauth-server in Chromium", .serialized)
+@Suite(
+    "A real relying party: Apache's mod_auth_openidc signs in through keyauth-server in Chromium", .serialized,
+    .timeLimit(.minutes(15)))
 struct RelyingPartyBrowserTests {
     static var isEnabled: Bool {
         ExternalTools.shouldRun(installed: HeadlessChromium.isInstalled && ApacheRelyingParty.isInstalled)

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("The built binary in scripts, and the states it reports", .serialized)
+@Suite("The built binary in scripts, and the states it reports", .serialized, .timeLimit(.minutes(10)))
 struct ScriptsAndStatesTests {
     @Test("keyauth token in a new session without a terminal prints the stored token, with no PIN asked")
     func tokenWithoutTerminal() throws {

@@ -76,7 +76,7 @@ private func withTPMAndCountingServer(_ body: (SoftwareTPM, InProcessKeyAuthServ
 
 /// The built `keyauth` with keys held by a software TPM (swtpm), against a real server: each test
 /// starts its own TPMs with fresh states, so lockout counters never leak between tests.
-@Suite("The built keyauth binary with a software TPM", .serialized)
+@Suite("The built keyauth binary with a software TPM", .serialized, .timeLimit(.minutes(10)))
 struct TPMEndToEndTests {
     @Test("register and log in with a TPM key and a 4-character PIN; only the TPM's blob is stored")
     func registerAndLogin() throws {

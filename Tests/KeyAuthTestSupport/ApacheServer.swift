@@ -13,13 +13,11 @@ import Foundation
 /// text, which may `Include` a file of the repository. Started as root, as CI runs, Apache's
 /// workers switch to `www-data`, so the directory and the documents are made readable by others.
 ///
-/// It is spawned with `posix_spawn` rather than Foundation's `Process`, for two reasons met on
-/// this toolchain: a test's thread has SIGTERM blocked and `Process` passes that mask on, so
-/// Apache never saw its stop signal; and `Process` learns of an exit through a socket every
-/// descendant inherits, so Apache's workers, orphaned by a killed parent, kept `waitUntilExit`
-/// waiting for ever. Here Apache starts with an empty signal mask in a process group of its own,
-/// and stopping signals the whole group.
-public final class ApacheServer: @unchecked Sendable {
+/// It runs as a ``ChildProcess`` in a process group of its own, with an empty signal mask:
+/// through Foundation's `Process`, Apache inherited a test thread's blocked SIGTERM and never saw
+/// its stop, and its workers, orphaned by a killed parent, kept `waitUntilExit` waiting for ever.
+/// Stopping signals the whole group, and no worker outlives the parent.
+public final class ApacheServer: Sendable {
     /// Debian's `apache2` binary.
     public static let binary = "/usr/sbin/apache2"
     /// Where Debian installs the loadable modules.
@@ -35,10 +33,8 @@ public final class ApacheServer: @unchecked Sendable {
     public let port: UInt16
     /// The server's directory: configuration, logs, runtime files and `htdocs`.
     public let directory: TemporaryDirectory
-    /// The parent's process id, also its process group's; 0 once it has been reaped.
-    private var processID: pid_t = 0
-    /// The parent's wait status, once reaped.
-    private var reapedStatus: Int32?
+    /// Apache's parent process, the leader of its process group.
+    private let process: ChildProcess
 
     /// The document root.
     public var documentRoot: String { directory.path + "/htdocs" }
@@ -76,7 +72,7 @@ public final class ApacheServer: @unchecked Sendable {
             chmod(root + subdirectory, 0o755)
         }
         for (path, text) in documents {
-            let file = documentRoot + "/" + path
+            let file = root + "/htdocs/" + path
             let parent = (file as NSString).deletingLastPathComponent
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             chmod(parent, 0o755)
@@ -87,9 +83,11 @@ public final class ApacheServer: @unchecked Sendable {
         try Self.configuration(root: root, port: port, modules: modules, defines: defines, site: site)
             .write(toFile: configuration, atomically: true, encoding: .utf8)
 
-        processID = try Self.spawn(
-            [Self.binary, "-f", configuration, "-DFOREGROUND"],
-            environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"], standardError: root + "/stderr")
+        process = try ChildProcess(
+            Self.binary, ["-f", configuration, "-DFOREGROUND"],
+            environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"],
+            standardOutput: .appending(root + "/stderr"), standardError: .appending(root + "/stderr"),
+            grouping: .ownGroup)
         do {
             try waitUntilListening()
         } catch {
@@ -116,70 +114,16 @@ public final class ApacheServer: @unchecked Sendable {
     /// parent; SIGKILL to the group after 10 s, and to any worker left, so that none outlives
     /// the test.
     public func stop() {
-        guard processID > 0 else { return }
-        kill(-processID, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while exitStatus() == nil, Date() < deadline { usleep(20_000) }
-        kill(-processID, SIGKILL)
-        if !hasBeenReaped {
-            var status: Int32 = 0
-            waitpid(processID, &status, 0)
-        }
-        processID = 0
-    }
-
-    /// The parent's exit status once it has exited (reaping it), nil while it runs.
-    private func exitStatus() -> Int32? {
-        if let reapedStatus { return reapedStatus }
-        var status: Int32 = 0
-        guard waitpid(processID, &status, WNOHANG) == processID else { return nil }
-        reapedStatus = status
-        return status
-    }
-
-    private var hasBeenReaped: Bool { reapedStatus != nil }
-
-    /// Starts `arguments` with an empty signal mask and default dispositions, in a new process
-    /// group, standard input from /dev/null and both outputs to `standardError`.
-    private static func spawn(_ arguments: [String], environment: [String], standardError: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, standardError, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var stopSignals = sigset_t()
-        sigemptyset(&stopSignals)
-        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGWINCH] { sigaddset(&stopSignals, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &stopSignals)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(
-            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var processID: pid_t = 0
-        let result = posix_spawn(&processID, arguments[0], &actions, &attributes, argv, envp)
-        guard result == 0 else {
-            throw TestFailure("cannot start \(arguments[0]): \(String(cString: strerror(result)))")
-        }
-        return processID
+        process.stop(SIGTERM, grace: 10)
     }
 
     private func waitUntilListening(timeout: TimeInterval = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while !Self.acceptsConnections(port: port) {
-            if let status = exitStatus() {
-                throw TestFailure(
-                    "apache2 exited with status \((status >> 8) & 0xff) before listening on \(port)\n\(diagnostics)")
+            if let termination = process.termination {
+                throw TestFailure("apache2 ended (\(termination)) before listening on \(port)\n\(diagnostics)")
             }
-            guard Date() < deadline else {
+            guard Date() < deadline, !Task.isCancelled else {
                 throw TestFailure("apache2 did not listen on \(port) within \(Int(timeout)) s\n\(diagnostics)")
             }
             usleep(20_000)

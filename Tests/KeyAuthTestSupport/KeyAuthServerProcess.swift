@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// Starting and waiting are separate steps, so that a test can launch several servers at the
 /// same instant and only then wait for each. A binary that is not built fails the test.
-public final class KeyAuthServerProcess: @unchecked Sendable {
+public final class KeyAuthServerProcess: Sendable {
     /// `keyauth-server` in the build products directory.
     public static var binary: URL { URL(fileURLWithPath: Binaries.server) }
 
@@ -28,7 +28,7 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
     public let name: String
     /// Where standard error goes.
     public let logPath: String
-    private let process = Process()
+    private let process: ChildProcess
     private let boundPort = Mutex<UInt16?>(nil)
 
     /// Launches `keyauth-server serve` on 127.0.0.1, port 0, for a deployment of several
@@ -78,29 +78,18 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
         let binary = try Binaries.require(Self.binary.path)
         self.name = name
         self.logPath = logPath
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        defer { try? logHandle.close() }
+        // A server still running when this value goes is killed with it (ChildProcess's deinit).
         if let umask {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments
+            process = try ChildProcess(
+                "/bin/sh", ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments,
+                environment: Self.environment, standardError: .file(logPath))
         } else {
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = arguments
+            process = try ChildProcess(binary, arguments, environment: Self.environment, standardError: .file(logPath))
         }
-        process.environment = Self.environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = logHandle
-        try process.run()
     }
 
-    deinit {
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
+    /// Whether the server has not exited yet.
+    public var isRunning: Bool { process.isRunning }
 
     /// What the server wrote to standard error so far.
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -125,10 +114,10 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
                 boundPort.withLock { $0 = port }
                 return port
             }
-            guard process.isRunning else {
-                throw TestFailure("server \(name) exited with status \(process.terminationStatus): \(text)")
+            if let termination = process.termination {
+                throw TestFailure("server \(name) ended (\(termination)): \(text)")
             }
-            guard Date() < deadline else {
+            guard Date() < deadline, !Task.isCancelled else {
                 throw TestFailure("server \(name) did not start within \(Int(timeout)) s: \(text)")
             }
             usleep(10_000)
@@ -138,57 +127,37 @@ public final class KeyAuthServerProcess: @unchecked Sendable {
     /// SIGKILL: no handler runs, nothing is flushed. Returns whether the signal ended it.
     @discardableResult
     public func kill() -> Bool {
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+        process.kill() == .signaled(SIGKILL)
     }
 
     /// Waits for a process that should stop by itself (a refused start) and returns its exit
     /// status; one still running after `timeout` seconds is killed, and nil is returned.
     public func waitUntilExit(timeout: TimeInterval = 30) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        guard !process.isRunning else {
+        guard let termination = process.wait(timeout: timeout) else {
             kill()
             return nil
         }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return termination.status
     }
 
-    /// SIGTERM, the graceful stop; returns the exit status.
+    /// SIGTERM, the graceful stop; returns the status as a shell shows it. A server still running
+    /// 30 s later is killed (and its status is then 137).
     @discardableResult
     public func terminate() -> Int32 {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return process.terminationStatus
+        process.stop(grace: 30).status
     }
 
-    /// Runs an admin command of the built binary (`enroll`, `devices`, `revoke`) to completion.
+    /// Runs an admin command of the built binary (`enroll`, `devices`, `revoke`) to completion,
+    /// stopping it after `timeout` seconds.
     ///
-    /// The output of these commands is small, so both pipes are read to their end before
-    /// waiting: neither can fill up and block the command.
-    /// - Throws: ``TestFailure`` when the binary is not built.
+    /// - Throws: ``TestFailure`` when the binary is not built or the command ran out of time.
     public static func runCommand(
-        _ arguments: [String], environment extra: [String: String] = [:], currentDirectory: String? = nil
+        _ arguments: [String], environment extra: [String: String] = [:], currentDirectory: String? = nil,
+        timeout: TimeInterval = 60
     ) throws -> (status: Int32, output: String, error: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Binaries.require(binary.path))
-        process.arguments = arguments
-        process.environment = environment.merging(extra) { $1 }
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        process.standardInput = FileHandle.nullDevice
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let standard = output.fileHandleForReading.readDataToEndOfFile()
-        let diagnostics = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (
-            process.terminationStatus, String(decoding: standard, as: UTF8.self),
-            String(decoding: diagnostics, as: UTF8.self)
-        )
+        let run = try ChildProcess.run(
+            try Binaries.require(binary.path), arguments, environment: environment.merging(extra) { $1 },
+            currentDirectory: currentDirectory, timeout: timeout)
+        return (run.termination.status, run.standardOutput, run.standardError)
     }
 }

@@ -141,6 +141,9 @@ public final class LoopbackHTTPResponder: @unchecked Sendable {
     }
 
     private func serve(_ connection: Int32) {
+        // A client that connects and sends nothing costs a thread for 30 s, not for ever.
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard let request = readRequest(connection) else {
             close(connection)
             return

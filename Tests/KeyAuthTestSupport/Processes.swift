@@ -23,78 +23,50 @@ public struct CommandResult: Sendable {
     public var errorLines: [String] { standardError.split(separator: "\n").map(String.init) }
 }
 
-/// Runs an executable to completion with files for its output (no pipe can fill up), killing it
-/// after `timeout` seconds so that a hung command fails its test instead of hanging the run.
+/// Runs an executable to completion with files for its output (no pipe can fill up), stopping
+/// it after `timeout` seconds so that a hung command fails its test instead of hanging the run.
 ///
-/// - Throws: ``TestFailure`` when `path` is not built.
+/// - Parameter grouping: ``ChildProcess/Grouping/ownGroup`` for a program that starts others (a
+///   browser through Selenium), so that none is left behind when it ends or is stopped.
+/// - Throws: ``TestFailure`` when `path` is not built, or when the command ran out of time.
 public func runProcess(
     _ path: String, _ arguments: [String], environment: [String: String], standardInput: String = "",
-    timeout: TimeInterval = 60
+    grouping: ChildProcess.Grouping = .inherited, timeout: TimeInterval = 60
 ) throws -> CommandResult {
     try Binaries.require(path)
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("keyauth-run-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let input = scratch.appendingPathComponent("stdin")
-    let output = scratch.appendingPathComponent("stdout")
-    let error = scratch.appendingPathComponent("stderr")
-    try Data(standardInput.utf8).write(to: input)
-    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: error.path, contents: nil)
-
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    process.environment = environment
-    process.standardInput = try FileHandle(forReadingFrom: input)
-    process.standardOutput = try FileHandle(forWritingTo: output)
-    process.standardError = try FileHandle(forWritingTo: error)
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(20_000) }
-    if process.isRunning {
-        process.terminate()
-        process.waitUntilExit()
-    }
-    process.waitUntilExit()
+    let run = try ChildProcess.run(
+        path, arguments, environment: environment, standardInput: standardInput, grouping: grouping,
+        timeout: timeout)
     return CommandResult(
-        status: process.terminationStatus,
-        standardOutput: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
-        standardError: (try? String(contentsOf: error, encoding: .utf8)) ?? "")
+        status: run.termination.status, standardOutput: run.standardOutput, standardError: run.standardError)
 }
 
 /// An executable started in the background, for tests that signal it while it waits.
-public final class RunningProcess: @unchecked Sendable {
-    private let process = Process()
-    private let scratch: URL
+public final class RunningProcess: Sendable {
+    private let child: ChildProcess
+    private let scratch: TemporaryDirectory
 
     /// Starts `path`, failing with ``TestFailure`` when it is not built.
     public init(_ path: String, _ arguments: [String], environment: [String: String]) throws {
         try Binaries.require(path)
-        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("keyauth-bg-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        for name in ["stdout", "stderr"] {
-            _ = FileManager.default.createFile(atPath: scratch.appendingPathComponent(name).path, contents: nil)
-        }
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: scratch.appendingPathComponent("stdout"))
-        process.standardError = try FileHandle(forWritingTo: scratch.appendingPathComponent("stderr"))
-        try process.run()
+        scratch = TemporaryDirectory("keyauth-bg")
+        child = try ChildProcess(
+            path, arguments, environment: environment, standardOutput: .file(scratch.path + "/stdout"),
+            standardError: .file(scratch.path + "/stderr"))
     }
 
     /// What it wrote to standard error so far.
     public var standardError: String {
-        (try? String(contentsOf: scratch.appendingPathComponent("stderr"), encoding: .utf8)) ?? ""
+        (try? String(contentsOfFile: scratch.path + "/stderr", encoding: .utf8)) ?? ""
     }
 
-    /// Waits up to `timeout` seconds for `text` on standard error.
+    /// Waits up to `timeout` seconds for `text` on standard error; false as soon as the process
+    /// has ended without writing it.
     public func waitForError(containing text: String, timeout: TimeInterval = 30) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(timeout))
+        while ContinuousClock.now < deadline, !Task.isCancelled {
             if standardError.contains(text) { return true }
+            guard child.isRunning else { return standardError.contains(text) }
             usleep(50_000)
         }
         return false
@@ -102,21 +74,18 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Sends `number` to the process.
     public func signal(_ number: Int32) {
-        kill(process.processIdentifier, number)
+        child.signal(number)
     }
 
-    /// Waits for the exit (killing the process after `timeout` seconds) and returns the status.
+    /// Waits for the exit and returns the status as a shell shows it; a process still running
+    /// after `timeout` seconds is stopped (SIGTERM, then SIGKILL) and its status returned.
     public func wait(timeout: TimeInterval = 30) -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return process.terminationStatus
+        (child.wait(timeout: timeout) ?? child.stop(grace: 5)).status
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
-        try? FileManager.default.removeItem(at: scratch)
+        child.kill()
+        scratch.remove()
     }
 }
 

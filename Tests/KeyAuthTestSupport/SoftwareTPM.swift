@@ -20,7 +20,7 @@ public final class SoftwareTPM: @unchecked Sendable {
     public let stateDirectory: TemporaryDirectory
     /// The command port; the control port is the next one.
     public private(set) var port: UInt16 = 0
-    private var process: Process?
+    private var process: ChildProcess?
     private var lifeline: Pipe?
 
     /// A TCTI that reaches no TPM: the environment of a machine without one, so that a test
@@ -139,18 +139,16 @@ public final class SoftwareTPM: @unchecked Sendable {
             { read -r _ <&3; kill -KILL "$tpm" 2>/dev/null; } &
             wait "$tpm"
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)]
         let lifeline = Pipe()
-        // Only this process may hold the write end: a child spawned without closing inherited
-        // descriptors (posix_spawn, as TerminalProcess does) would keep the lifeline open, and
-        // stop() would wait for swtpm forever.
+        // Only this process may hold the write end: ChildProcess gives its children nothing
+        // but their standard streams, but anything else that forks (a library) would keep the
+        // lifeline open, and swtpm would outlive stop().
         _ = fcntl(lifeline.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
-        process.standardInput = lifeline
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try Self.withDefaultSignalMask { try process.run() }
+        // A group of its own, so that killing the shell kills swtpm and the watcher too.
+        let process = try ChildProcess(
+            "/bin/sh", ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)],
+            environment: ProcessInfo.processInfo.environment,
+            standardInput: .descriptor(lifeline.fileHandleForReading.fileDescriptor), grouping: .ownGroup)
         self.process = process
         self.lifeline = lifeline
         // Ready when the command port accepts a connection (closed at once: swtpm serves one
@@ -172,27 +170,14 @@ public final class SoftwareTPM: @unchecked Sendable {
         guard result.status == 0 else { throw SoftwareTPMError("tpm2_changeauth failed: \(result.errorOutput)") }
     }
 
-    /// Stops swtpm (as a TPM that vanished: no orderly shutdown) and waits until it has exited.
+    /// Stops swtpm (as a TPM that vanished: no orderly shutdown) and waits until it has exited;
+    /// after 10 s the shell's whole group is killed.
     public func stop() {
         guard let process else { return }
         try? lifeline?.fileHandleForWriting.close()
-        process.waitUntilExit()
+        if process.wait(timeout: 10) == nil { process.kill() }
         self.process = nil
         self.lifeline = nil
-    }
-
-    /// Runs `body` with no signal blocked on the calling thread.
-    ///
-    /// A spawned child inherits the spawning thread's signal mask, and dispatch worker threads
-    /// block nearly every signal: the shell would then never see SIGCHLD (its `wait` would never
-    /// return) and swtpm would ignore SIGTERM.
-    private static func withDefaultSignalMask<Result>(_ body: () throws -> Result) rethrows -> Result {
-        var empty = sigset_t()
-        var previous = sigset_t()
-        sigemptyset(&empty)
-        pthread_sigmask(SIG_SETMASK, &empty, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        return try body()
     }
 
     /// A port P such that P and P + 1 were both free a moment ago.

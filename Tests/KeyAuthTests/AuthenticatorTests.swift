@@ -55,7 +55,7 @@ final class HookRecorder: Sendable {
     }
 }
 
-@Suite("Authenticator flow")
+@Suite("Authenticator flow", .timeLimit(.minutes(10)))
 struct AuthenticatorTests {
     private func authenticator(
         _ recorder: HookRecorder, directory: String, presence: (any PresenceCheck)? = nil, wait: Bool = true,

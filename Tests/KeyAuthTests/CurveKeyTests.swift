@@ -3,7 +3,7 @@ import KeyAuth
 import KeyAuthTestSupport
 import Testing
 
-@Suite("EC P-256 and Ed25519 keys")
+@Suite("EC P-256 and Ed25519 keys", .timeLimit(.minutes(10)))
 struct CurveKeyTests {
     @Test("Wycheproof ECDSA P-256 SHA-256 (IEEE P1363 encoding): valid signatures verify, invalid ones fail")
     func wycheproofES256() throws {

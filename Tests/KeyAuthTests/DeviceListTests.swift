@@ -12,7 +12,7 @@ private func entry(_ index: Int, registeredFrom: String = "\"192.0.2.7\"") -> St
 
 private let token = AccessToken(value: "tok.en.x", expiresAt: Date().addingTimeInterval(600))
 
-@Suite("Device list pages, device entries and approval")
+@Suite("Device list pages, device entries and approval", .timeLimit(.minutes(10)))
 struct DeviceListTests {
     @Test("the list follows next_cursor over three pages, in order, with the token on every request")
     func threePages() async throws {

@@ -9,7 +9,7 @@ import Testing
 
 /// The checks a client of `keyauth agent` makes before it sends a byte, on real sockets in this
 /// process (the built binary against other users' listeners is `AgentImpostorTests`).
-@Suite("keyauth agent's socket: what a client accepts")
+@Suite("keyauth agent's socket: what a client accepts", .timeLimit(.minutes(10)))
 struct KeyAgentSocketTests {
     /// The error `KeyAgentSocket.connect(to:)` throws for `path`, nil when it throws none.
     static func refusal(_ path: String) -> KeyAuthError? {

@@ -8,7 +8,7 @@ private func sampleAssertion() throws -> String {
     try JWTBuilder(key: TestKeys.first, audience: "http://127.0.0.1").sign()
 }
 
-@Suite("KeyAuthClient error mapping and requests")
+@Suite("KeyAuthClient error mapping and requests", .timeLimit(.minutes(10)))
 struct KeyAuthClientTests {
     @Test("authorization_pending becomes approvalPending so that the authenticator polls")
     func authorizationPending() async throws {

@@ -3,7 +3,7 @@ import KeyAuth
 import KeyAuthTestSupport
 import Testing
 
-@Suite("KeyPairStore")
+@Suite("KeyPairStore", .timeLimit(.minutes(10)))
 struct KeyPairStoreTests {
     private func code(_ body: () throws -> Void) -> KeyAuthError.Code? {
         caught(body)?.code
@@ -16,16 +16,8 @@ struct KeyPairStoreTests {
 
     /// Runs `openssl` and returns its status and standard output.
     private func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+        let run = try ExternalCommand.run(["openssl"] + arguments)
+        return (run.status, run.output)
     }
 
     /// Stores `key` as keyauth did before scrypt: PBKDF2-HMAC-SHA256, 600,000 rounds.

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Presence PAM check")
+@Suite("Presence PAM check", .timeLimit(.minutes(10)))
 struct PresencePAMTests {
     private let directory = ScratchDirectory("keyauth-presence")
 

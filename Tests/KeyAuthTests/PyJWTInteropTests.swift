@@ -4,23 +4,13 @@ import KeyAuthTestSupport
 import Testing
 
 /// Interoperability with PyJWT (an independent implementation); `.ci/run` installs it.
-@Suite("Interoperability with PyJWT")
+@Suite("Interoperability with PyJWT", .timeLimit(.minutes(10)))
 struct PyJWTInteropTests {
-    /// Runs a Python snippet with arguments and returns its standard output.
+    /// Runs a Python snippet with arguments and returns its status and standard output, with
+    /// standard error after it (which shows why a failing snippet failed).
     private func python(_ script: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (
-            process.terminationStatus,
-            String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        )
+        let run = try ExternalCommand.run(["python3", "-c", script] + arguments)
+        return (run.status, (run.output + run.errorOutput).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     @Test("a token from the library verifies with PyJWT, with the expected claims")

@@ -10,7 +10,7 @@ import Testing
 
 /// Serialized: the terminal tests share the one process-wide slot that keeps a waiting
 /// prompt's settings for a signal handler.
-@Suite("Presence readers", .serialized)
+@Suite("Presence readers", .serialized, .timeLimit(.minutes(10)))
 struct PresenceReaderTests {
     /// A pipe whose write end the test feeds.
     private struct Pipe {

@@ -5,7 +5,7 @@ import Testing
 
 /// The TPM's endorsement key certificates, read from a software TPM that `swtpm_setup`
 /// manufactured with certificates from a local CA: the start of key attestation.
-@Suite("TPM endorsement certificates")
+@Suite("TPM endorsement certificates", .timeLimit(.minutes(10)))
 struct TPMEndorsementCertificateTests {
     @Test("a manufactured TPM gives its certificates, which chain to the CA and name this TPM's endorsement key")
     func certificatesOfManufacturedTPM() throws {

@@ -33,7 +33,7 @@ private struct CertifyStatement {
 }
 
 /// `TPM2_Certify` of device keys against a software TPM: each test starts its own TPM.
-@Suite("TPM key certification")
+@Suite("TPM key certification", .timeLimit(.minutes(10)))
 struct TPMKeyCertificationTests {
     private let pin = SecretBytes(utf8: "2468")
     private let nonce = Array(0..<32).map { UInt8($0) }

@@ -9,7 +9,7 @@ import Testing
 
 /// ``KeyPairStore`` with keys in a real software TPM (swtpm): each test starts its own TPM, with a
 /// fresh state, so lockout counters never leak from one test into another.
-@Suite("KeyPairStore with a TPM")
+@Suite("KeyPairStore with a TPM", .timeLimit(.minutes(10)))
 struct TPMKeyPairStoreTests {
     private let message = Array("header.payload".utf8)
     private let pin = SecretBytes(utf8: "2468")

@@ -5,7 +5,7 @@ import Testing
 
 /// TPM-held keys against a real software TPM (swtpm): each test starts its own, with a fresh
 /// state, so lockout counters and loaded objects never leak from one test into another.
-@Suite("TPM keys")
+@Suite("TPM keys", .timeLimit(.minutes(10)))
 struct TPMKeyTests {
     private let message = Array("header.payload".utf8)
     private let pin = SecretBytes(utf8: "2468")

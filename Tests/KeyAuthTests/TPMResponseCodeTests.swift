@@ -5,7 +5,7 @@ import Testing
 @testable import KeyAuth
 
 /// The parts of the TPM support that need no TPM: response codes, key blob parsing, settings.
-@Suite("TPM response codes, blobs and settings")
+@Suite("TPM response codes, blobs and settings", .timeLimit(.minutes(10)))
 struct TPMResponseCodeTests {
     @Test(
         "TPM stack response codes map to what keyauth does about them",

@@ -27,7 +27,7 @@ private struct RedirectPair {
     }
 }
 
-@Suite("KeyAuthClient transport security")
+@Suite("KeyAuthClient transport security", .timeLimit(.minutes(10)))
 struct TransportSecurityTests {
     @Test(
         "a redirect to another origin is an error naming the Location, and the token goes nowhere else",

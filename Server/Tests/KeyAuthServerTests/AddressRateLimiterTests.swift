@@ -6,7 +6,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("Rate limits by address: IPv6 /64s, bounded memory, registrations")
+@Suite("Rate limits by address: IPv6 /64s, bounded memory, registrations", .timeLimit(.minutes(10)))
 struct AddressRateLimiterTests {
     @Test(
         "an IPv6 /64 is one address, an IPv4-mapped address is its IPv4 address",

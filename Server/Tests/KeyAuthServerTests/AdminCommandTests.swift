@@ -6,7 +6,7 @@ import Testing
 @testable import KeyAuthServer
 
 /// The admin commands of the built `keyauth-server`, on SQLite and on PostgreSQL.
-@Suite("keyauth-server admin commands", .serialized)
+@Suite("keyauth-server admin commands", .serialized, .timeLimit(.minutes(10)))
 struct AdminCommandTests {
     /// A key ID made of `bytes` padded to 32 bytes: key IDs sharing their first 6 bytes share
     /// their first 8 characters.

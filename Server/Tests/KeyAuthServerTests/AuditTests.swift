@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server audit trail")
+@Suite("keyauth-server audit trail", .timeLimit(.minutes(10)))
 struct AuditTests {
     @Test("enroll, approve by a device, deny and revoke by the administrator are audited; audit prints them")
     func auditedActions() throws {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server backup")
+@Suite("keyauth-server backup", .timeLimit(.minutes(10)))
 struct BackupTests {
     /// A test API over sockets to a server process, with storage opened on its database.
     private func api(_ server: KeyAuthServerProcess, database: String, clock: TestClock) throws -> TestAPI {

@@ -13,7 +13,7 @@ import Testing
 /// was on disk before the answer left: a 201 registration and a 200 login, whose `jti` the replay
 /// cache must still refuse after a restart. Only an abrupt kill tests that promise; a graceful
 /// stop would flush anything left in memory.
-@Suite("Crash durability")
+@Suite("Crash durability", .timeLimit(.minutes(10)))
 struct CrashDurabilityTests {
     /// Fixed, so that assertions signed for the first server are valid for the restarted one,
     /// which listens on another port: a refusal after the restart can only be the replay rule.

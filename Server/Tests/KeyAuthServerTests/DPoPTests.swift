@@ -9,7 +9,7 @@ import Testing
 /// resource endpoints refusing a bound token without its proof, or with a hostile one. The
 /// hostile proofs are built by PyJWT, an independent implementation, so that each is exactly the
 /// defect it names and nothing of keyauth's own builder.
-@Suite("DPoP-bound tokens at the server")
+@Suite("DPoP-bound tokens at the server", .timeLimit(.minutes(10)))
 struct DPoPTests {
     /// Writes one proof per case as a JSON object, from a description on standard input.
     static let pyJWTProofs = #"""

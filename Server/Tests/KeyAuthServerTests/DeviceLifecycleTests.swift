@@ -3,7 +3,7 @@ import KeyAuthServer
 import KeyAuthTestSupport
 import Testing
 
-@Suite("Device states: approval, denial, expiry, revocation")
+@Suite("Device states: approval, denial, expiry, revocation", .timeLimit(.minutes(10)))
 struct DeviceLifecycleTests {
     @Test("a pending device gets authorization_pending until an active device of the user approves it")
     func approvalFlow() throws {

@@ -9,7 +9,7 @@ import Testing
 /// SQLite's group commit, seen from outside: what a caller of the storage can observe about
 /// durability and batching (results, errors, what another connection reads), never the
 /// committer's own counters.
-@Suite("Group commit of SQLite writes")
+@Suite("Group commit of SQLite writes", .timeLimit(.minutes(10)))
 struct GroupCommitTests {
     /// Storage over a ``QueueWatchingDatabase`` on the environment's file.
     private static func open(_ environment: TestEnvironment) throws -> (SQLStorage, QueueWatchingDatabase) {
@@ -35,7 +35,9 @@ struct GroupCommitTests {
         let finished = DispatchGroup()
         defer {
             database.disk.release()
-            finished.wait()
+            if finished.wait(timeout: .now() + 60) == .timedOut {
+                Issue.record("a write had not returned 60 s after the disk was released")
+            }
         }
         let ranBefore = database.queuedWrites
         for index in 0..<writes {

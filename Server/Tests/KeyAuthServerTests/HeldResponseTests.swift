@@ -8,7 +8,7 @@ import Testing
 
 /// Responses held, with their connections suspended, while the writes they depend on wait for
 /// the disk: seen over real sockets, with the SQLite log's fsync stalled by the test.
-@Suite("Responses held until durable")
+@Suite("Responses held until durable", .timeLimit(.minutes(10)))
 struct HeldResponseTests {
     /// A server with 2 worker threads on storage whose fsync the test holds, and a socket API.
     private static func start(_ environment: TestEnvironment) throws -> (ServerRunner, TestAPI, StallableDisk) {

@@ -9,7 +9,7 @@ import Testing
 /// The server's signing keys of any algorithm, and their rotation: a new key is published at
 /// once and signs after the delay, the old one keeps verifying until its last token expires,
 /// then is retired (PROTOCOL.md section 3, "Key rotation").
-@Suite("Signing key algorithms and rotation")
+@Suite("Signing key algorithms and rotation", .timeLimit(.minutes(10)))
 struct KeyRotationTests {
     typealias Entry = SigningKeySchedule.Entry
 

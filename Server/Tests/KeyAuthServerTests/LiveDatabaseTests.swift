@@ -7,7 +7,7 @@ import Testing
 
 /// Other processes on a live server's SQLite database: admin commands and backups run beside
 /// `serve`, and must neither take the server's write-ahead log away nor lose its writes.
-@Suite("keyauth-server beside admin commands on a live database")
+@Suite("keyauth-server beside admin commands on a live database", .timeLimit(.minutes(10)))
 struct LiveDatabaseTests {
     @Test("an admin command on a live database leaves the server's WAL, and writes after it survive kill -9")
     func adminCommandKeepsWAL() throws {

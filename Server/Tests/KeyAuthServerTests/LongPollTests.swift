@@ -8,7 +8,7 @@ import Testing
 
 /// Long polls of `GET /v1/auth-requests?wait=` over real sockets: a waiting poll holds no worker
 /// thread, so the keep-alive connections that share a worker with it are still read and answered.
-@Suite("Long polls hold no worker thread", .timeLimit(.minutes(3)))
+@Suite("Long polls hold no worker thread", .timeLimit(.minutes(10)))
 struct LongPollTests {
     /// Waits up to 20 s for `condition`.
     private static func eventually(_ condition: () -> Bool) -> Bool {

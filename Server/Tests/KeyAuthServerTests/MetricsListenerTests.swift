@@ -7,7 +7,7 @@ import Testing
 @testable import KeyAuthServer
 
 /// `/metrics` lives on a listener of its own (loopback by default), never on the public one.
-@Suite("The metrics listener")
+@Suite("The metrics listener", .timeLimit(.minutes(10)))
 struct MetricsListenerTests {
     @Test("over sockets: /metrics is 404 on the public port and served on the metrics port; /healthz is on both")
     func separateListener() throws {

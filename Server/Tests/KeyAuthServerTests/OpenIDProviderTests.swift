@@ -9,7 +9,8 @@ import Testing
 /// code flow with PKCE through the account page's sign-in and a device's approval, the token
 /// endpoint's code grant, ID tokens checked with the JWK set, UserInfo, RP-Initiated Logout,
 /// and the hostile requests of issue 15.
-@Suite("OpenID Connect provider: authorization code flow with PKCE, ID tokens, UserInfo, logout")
+@Suite(
+    "OpenID Connect provider: authorization code flow with PKCE, ID tokens, UserInfo, logout", .timeLimit(.minutes(10)))
 struct OpenIDProviderTests {
     /// A server on a socket with alice's active laptop and a registered relying party.
     private struct Setup {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server request log")
+@Suite("keyauth-server request log", .timeLimit(.minutes(10)))
 struct RequestLogTests {
     /// The JSON objects of the log's request lines.
     private func requestLines(_ log: String) throws -> [[String: JSONValue]] {

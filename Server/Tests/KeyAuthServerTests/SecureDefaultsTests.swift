@@ -8,7 +8,7 @@ import Testing
 
 /// The attacks of the "secure by default" review, replayed against the built `keyauth-server`
 /// binary or a server on a real socket: each test fails on a server without the fix.
-@Suite("Secure defaults: the review's attacks over real sockets")
+@Suite("Secure defaults: the review's attacks over real sockets", .timeLimit(.minutes(10)))
 struct SecureDefaultsTests {
     static let issuer = "http://keyauth-secure.test"
 
@@ -94,35 +94,27 @@ struct SecureDefaultsTests {
     @Test(
         "open enrollment on a non-loopback address prints a warning at start")
     func openEnrollmentWarning() throws {
-        let binary = URL(fileURLWithPath: try Binaries.require(KeyAuthServerProcess.binary.path))
         let directory = TemporaryDirectory("keyauth-secure")
         defer { directory.remove() }
         for (listen, enrollment, warns) in [
             ("0.0.0.0:0", "open", true), ("127.0.0.1:0", "open", false), ("0.0.0.0:0", "code", false),
         ] {
-            let logPath = directory.path + "/\(enrollment)-\(warns).log"
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-            let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-            let process = Process()
-            process.executableURL = binary
-            process.arguments = [
-                "serve", "--listen", listen, "--db", directory.path + "/\(enrollment)-\(warns).db", "--enrollment",
-                enrollment, "--quiet",
-            ]
-            process.environment = KeyAuthServerProcess.environment
-            process.standardError = log
-            try process.run()
+            let process = try KeyAuthServerProcess(
+                name: "\(listen) \(enrollment)",
+                arguments: [
+                    "serve", "--listen", listen, "--db", directory.path + "/\(enrollment)-\(warns).db",
+                    "--enrollment", enrollment, "--quiet",
+                ], logPath: directory.path + "/\(enrollment)-\(warns).log")
+            // The banner names the address it listens on, 0.0.0.0 or 127.0.0.1.
             let deadline = ServerClock.monotonicNanoseconds() + 30_000_000_000
-            var text = ""
-            while !text.contains("listening on"), process.isRunning, ServerClock.monotonicNanoseconds() < deadline {
+            while !process.log.contains("listening on"), process.isRunning,
+                ServerClock.monotonicNanoseconds() < deadline
+            {
                 usleep(20_000)
-                text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             }
             usleep(50_000)
-            text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            let text = process.log
             process.terminate()
-            process.waitUntilExit()
-            try? log.close()
             #expect(text.contains("listening on"), "\(text)")
             #expect(
                 text.contains("keyauth-server: warning: --enrollment open") == warns, "\(listen) \(enrollment): \(text)"

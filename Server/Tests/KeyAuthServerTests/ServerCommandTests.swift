@@ -1,10 +1,11 @@
 import Foundation
 import KeyAuth
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server command line")
+@Suite("keyauth-server command line", .timeLimit(.minutes(10)))
 struct ServerCommandTests {
     private func serve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
         guard case .serve(let configuration) = try ServerCommand.parse(arguments: arguments, environment: environment)
@@ -242,40 +243,21 @@ struct ServerCommandTests {
         #expect(version.standard == "keyauth-server 0.1.0\n")
 
         let environment = TestEnvironment()
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath]
-        let errorPipe = Pipe()
-        process.standardError = errorPipe
-        try process.run()
-        var banner = ""
-        while !banner.contains("\n") {
-            let data = errorPipe.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            banner += String(decoding: data, as: UTF8.self)
-        }
-        #expect(banner.hasPrefix("keyauth-server: listening on http://127.0.0.1:"))
-        let port = banner.split(separator: ":").dropFirst(3).first.flatMap { UInt16($0.prefix { $0.isNumber }) }
-        let response = try SocketTransport(port: try #require(port)).send(HTTPRequest(method: "GET", path: "/healthz"))
+        let server = try KeyAuthServerProcess(
+            name: "binary", arguments: ["serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath],
+            logPath: environment.databasePath + ".log")
+        let port = try server.waitUntilListening()
+        #expect(server.log.hasPrefix("keyauth-server: listening on http://127.0.0.1:"), "\(server.log)")
+        let response = try SocketTransport(port: port).send(HTTPRequest(method: "GET", path: "/healthz"))
         #expect(response.status == 200)
-        process.terminate()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        let rest = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(rest.contains("GET /healthz 200"))
-        #expect(rest.contains("keyauth-server: stopped"))
+        #expect(server.terminate() == 0)
+        #expect(server.log.contains("GET /healthz 200"))
+        #expect(server.log.contains("keyauth-server: stopped"))
     }
 
     private func run(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, standard: String) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let run = try runProcess(binary.path, arguments, environment: KeyAuthServerProcess.environment)
+        return (run.status, run.standardOutput)
     }
 }
 

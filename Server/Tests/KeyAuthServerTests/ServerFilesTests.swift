@@ -9,7 +9,7 @@ import Testing
 /// The SQLite database holds the server's private signing key: whoever reads it forges access
 /// tokens for every user. These tests run the built binary the way an operator would, under the
 /// common umask 022, in a directory other users may enter.
-@Suite("The server's files are private to its user")
+@Suite("The server's files are private to its user", .timeLimit(.minutes(10)))
 struct ServerFilesTests {
     static let canSwitchUser =
         geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser")
@@ -172,15 +172,8 @@ struct ServerFilesTests {
 
     /// Runs a command as the unprivileged user `nobody`.
     static func runAsNobody(_ command: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-        process.arguments = ["-u", "nobody", "--"] + command
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let run = try runProcess(
+            "/usr/sbin/runuser", ["-u", "nobody", "--"] + command, environment: ProcessInfo.processInfo.environment)
+        return (run.status, run.standardOutput)
     }
 }

@@ -6,7 +6,7 @@ import Testing
 /// Requests that once ended the whole server process (a Swift trap is `Illegal instruction` for
 /// every user at once), sent to the built `keyauth-server` over a real socket: each must get an
 /// answer, and the server must answer the next request as if nothing happened.
-@Suite("One request cannot stop the server", .timeLimit(.minutes(3)))
+@Suite("One request cannot stop the server", .timeLimit(.minutes(10)))
 struct ServerSurvivalTests {
     /// A server of the built binary with `arguments`, in a scratch directory.
     private static func withServer(

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("keyauth-server settings file and check-config")
+@Suite("keyauth-server settings file and check-config", .timeLimit(.minutes(10)))
 struct SettingsFileTests {
     /// A settings file with `text` in a fresh directory; the directory is removed by the caller.
     private func settingsFile(_ text: String) -> (TemporaryDirectory, String) {

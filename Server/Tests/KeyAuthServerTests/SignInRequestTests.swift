@@ -6,7 +6,8 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("Push sign-in (CIBA poll mode): client authentication, requests, answers and the token")
+@Suite(
+    "Push sign-in (CIBA poll mode): client authentication, requests, answers and the token", .timeLimit(.minutes(10)))
 struct SignInRequestTests {
     /// An API with a generous failure budget, alice's active laptop and its token, and a client.
     private struct Setup {
@@ -439,9 +440,14 @@ struct SignInRequestTests {
             done.signal()
         }
         // The request comes after the poll started waiting.
-        while SignInRequestWatcherProbe.waiting(api) == 0 { usleep(10_000) }
+        let deadline = ServerClock.monotonicNanoseconds() + 30_000_000_000
+        while SignInRequestWatcherProbe.waiting(api) == 0, ServerClock.monotonicNanoseconds() < deadline {
+            usleep(10_000)
+        }
+        try #require(SignInRequestWatcherProbe.waiting(api) > 0, "the long poll never started waiting")
         let id = try api.startSignIn(setup.client, user: "alice")
-        done.wait()
+        // The poll waits at most 20 s.
+        try #require(done.wait(timeout: .now() + 60) == .success, "the long poll never returned")
         let json = try #require(answer.withLock { $0 }?.json)
         #expect(json["requests"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [id])
         #expect(json["cursor"]?.stringValue != seen)

@@ -8,7 +8,7 @@ import Testing
 
 /// `--signing-key-file`: the operator keeps the signing key out of the database. The built
 /// binary runs on the real clock, so the clients here sign on it too.
-@Suite("The signing key from a file")
+@Suite("The signing key from a file", .timeLimit(.minutes(10)))
 struct SigningKeyFileTests {
     static let issuer = "http://keyauth.test"
 

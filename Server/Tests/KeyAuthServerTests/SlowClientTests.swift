@@ -11,7 +11,7 @@ import Testing
 ///
 /// Loopback has a whole /8, so a test can be several clients: `127.0.0.77` is the attacker,
 /// `127.0.0.1` everyone else.
-@Suite("Slow and greedy clients")
+@Suite("Slow and greedy clients", .timeLimit(.minutes(10)))
 struct SlowClientTests {
     static let attacker = "127.0.0.77"
 
@@ -160,8 +160,10 @@ private final class Trickle: @unchecked Sendable {
         }.start()
     }
 
+    /// Stops the thread and waits for it: at most a send timeout per connection, so a minute
+    /// is plenty; past it, the test goes on and the thread ends on its own.
     func stop() {
         stopped.store(true, ordering: .relaxed)
-        finished.wait()
+        if finished.wait(timeout: .now() + 60) == .timedOut { Issue.record("the trickling thread did not stop") }
     }
 }

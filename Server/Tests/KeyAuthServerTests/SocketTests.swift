@@ -6,7 +6,7 @@ import Testing
 
 @testable import KeyAuthServer
 
-@Suite("Real sockets through libmicrohttpd")
+@Suite("Real sockets through libmicrohttpd", .timeLimit(.minutes(10)))
 struct SocketTests {
     @Test("every row of the error table, over a socket", arguments: ErrorTableRow.allCases)
     func errorTable(_ row: ErrorTableRow) throws {

@@ -198,28 +198,19 @@ enum PostgresTestServer {
         try connect(url: url).execute(sql)
     }
 
-    /// Runs `KEYAUTH_TEST_POSTGRES_CTL action` and waits for it.
+    /// Runs `KEYAUTH_TEST_POSTGRES_CTL action` and waits for it, at most two minutes.
     ///
-    /// Through `posix_spawn` and `waitpid` rather than Foundation's `Process`, whose
-    /// `waitUntilExit` was seen never to return after `pg_ctlcluster start` (the child exited,
-    /// unreaped). The command's standard streams go to /dev/null so that the database server
-    /// it starts does not inherit the test runner's output pipe and hold it open.
+    /// As a ``ChildProcess``: through Foundation's `Process`, `waitUntilExit` was seen never to
+    /// return after `pg_ctlcluster start` (the child exited, unreaped), and the database server
+    /// the command leaves running must not inherit the test runner's descriptors. Its standard
+    /// streams go to /dev/null for the same reason.
     static func control(_ action: String) throws {
         guard let controlCommand else { return }
-        let command = "exec </dev/null >/dev/null 2>&1; \(controlCommand) \(action)"
-        let words: [String] = ["/bin/sh", "-c", command]
-        let arguments = words.map { word in strdup(word) }
-        defer { for argument in arguments { free(argument) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, "/bin/sh", nil, nil, arguments + [nil], environ)
-        guard spawned == 0 else {
-            throw StorageError(.unavailable, "cannot run `\(controlCommand) \(action)`: error \(spawned)")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
-        // WIFEXITED and WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
-        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
-            throw StorageError(.unavailable, "`\(controlCommand) \(action)` failed with wait status \(status)")
+        let run = try ChildProcess.run(
+            "/bin/sh", ["-c", "exec </dev/null >/dev/null 2>&1; \(controlCommand) \(action)"],
+            environment: ProcessInfo.processInfo.environment, timeout: 120)
+        guard run.termination == .exited(0) else {
+            throw StorageError(.unavailable, "`\(controlCommand) \(action)` failed (\(run.termination))")
         }
     }
 
@@ -230,7 +221,8 @@ enum PostgresTestServer {
 }
 
 /// Runs `body` on `count` threads released at the same moment, and returns each thread's
-/// outcome in index order.
+/// outcome in index order; a thread still running after two minutes (a store that hangs) counts
+/// as a failure instead of hanging the test.
 ///
 /// Real threads rather than `concurrentPerform`, which on a two-core machine runs only two at
 /// a time: the point is many callers inside the store at once, as the server's worker threads are.
@@ -255,8 +247,10 @@ func runConcurrently<Value: Sendable>(
     }
     ready.wait()
     for _ in 0..<count { start.signal() }
-    finished.wait()
+    _ = finished.wait(timeout: .now() + 120)
     return outcomes.withLock { outcomes in
-        (0..<count).map { outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) reported nothing")) }
+        (0..<count).map {
+            outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) had not finished after 120 s"))
+        }
     }
 }

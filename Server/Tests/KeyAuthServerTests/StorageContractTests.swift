@@ -14,7 +14,7 @@ import Testing
 ///
 /// Serialized because the outage test stops the PostgreSQL server: nothing else of this suite
 /// may run against it meanwhile. The concurrency checks spawn their own threads.
-@Suite("Server storage on SQLite and PostgreSQL", .serialized)
+@Suite("Server storage on SQLite and PostgreSQL", .serialized, .timeLimit(.minutes(10)))
 struct StorageContractTests {
     @Test("SQLite storage keeps the contract", arguments: StorageCheck.all)
     func sqlite(_ check: StorageCheck) throws {

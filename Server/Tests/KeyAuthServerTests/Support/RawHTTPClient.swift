@@ -20,7 +20,7 @@ final class RawHTTPConnection {
     private let descriptor: Int32
     private var buffer: [UInt8] = []
 
-    /// Connects to 127.0.0.1:`port`, with a receive timeout so a test never hangs.
+    /// Connects to 127.0.0.1:`port`, with receive and send timeouts so a test never hangs.
     ///
     /// - Parameter sourceAddress: a loopback address (`127.0.0.77`) to connect from, so that a
     ///   test can be several clients; the kernel's choice (127.0.0.1) when nil.
@@ -29,6 +29,7 @@ final class RawHTTPConnection {
         guard descriptor >= 0 else { throw TestFailure("socket() failed") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if let sourceAddress {
             guard Self.withIPv4Address(sourceAddress, port: 0, { bind(descriptor, $0, $1) }) == 0 else {
                 Glibc.close(descriptor)

@@ -34,16 +34,11 @@ enum ServerTestKeys {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("key.pem")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
+        let generated = try ExternalCommand.run([
             "openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:\(bits)", "-pkeyopt",
             "rsa_keygen_pubexp:\(exponent)", "-out", file.path,
-        ]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("openssl genpkey failed") }
+        ])
+        guard generated.status == 0 else { throw TestFailure("openssl genpkey failed: \(generated.errorOutput)") }
         let key = try RSAPrivateKey(pemRepresentation: Array(try Data(contentsOf: file)))
         cache.withLock { $0[name] = key }
         return key
