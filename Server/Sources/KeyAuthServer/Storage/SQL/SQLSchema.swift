@@ -221,6 +221,20 @@ enum SQLSchema {
                 "CREATE INDEX revoked_access_tokens_by_expiry ON revoked_access_tokens (expires_at)",
             ]
         },
+        Migration(version: 8) { sql in
+            [
+                // `/healthz`'s write probe: one row per server host, rewritten in place at most
+                // once a second, so that the probe proves the database takes a durable write
+                // without growing it (SQLStorage+Health.swift).
+                """
+                CREATE TABLE health_probes (
+                    instance \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    probed_at \(sql.integer) NOT NULL,
+                    probes \(sql.integer) NOT NULL
+                )
+                """
+            ]
+        },
     ]
 
     /// The newest version this build knows.
