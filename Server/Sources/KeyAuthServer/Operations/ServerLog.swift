@@ -72,13 +72,24 @@ extension ServerLog {
 
     /// Logs an internal failure (storage, bug). `detail` must hold no client secret.
     func error(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        message(detail, level: "error", format: format, now: now)
+    }
+
+    /// Logs the end of a failure an operator was told of (`/healthz` passing again), so that
+    /// the log says how long it lasted. `detail` must hold no client secret.
+    func notice(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        message(detail, level: "notice", format: format, now: now)
+    }
+
+    /// `TIME LEVEL: MESSAGE`, or a JSON object with `time`, `level` and `message`.
+    private func message(_ detail: String, level: String, format: LogFormat, now: Int64) {
         let time = RFC3339.string(fromSeconds: now)
         switch format {
         case .text:
-            write(line: "\(time) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))")
+            write(line: "\(time) \(level): \(Self.sanitise(detail, limit: 512, allowSpaces: true))")
         case .json:
             let object: JSONValue = .object([
-                "time": .string(time), "level": "error", "message": .string(Self.bounded(detail, limit: 512)),
+                "time": .string(time), "level": .string(level), "message": .string(Self.bounded(detail, limit: 512)),
             ])
             write(line: object.serialized(leadingKeys: ["time", "level", "message"]))
         }

@@ -50,7 +50,9 @@ public final class KeyAuthResponder: HTTPResponder {
         signingKeys = collaborators.signingKeys
         limits = collaborators.limits
         metrics = collaborators.metrics
-        operations = OperationsResponder(metrics: collaborators.metrics, service: collaborators.service)
+        operations = OperationsResponder(
+            metrics: collaborators.metrics, service: collaborators.service, log: collaborators.log,
+            logFormat: collaborators.logFormat)
         log = collaborators.log
         trustProxy = collaborators.trustProxy
         logRequests = collaborators.logRequests
@@ -94,18 +96,26 @@ public final class KeyAuthResponder: HTTPResponder {
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
         guard let deferred = response.deferred else {
-            record(request, route: route, caller: caller, status: response.status, error: errorCode, since: start)
+            let code = errorCode ?? Self.errorCode(of: response)
+            record(request, route: route, caller: caller, status: response.status, error: code, since: start)
             return response
         }
         // A long poll: counted and logged once its answer comes, with the whole wait.
         let answered = DeferredResponse()
         let identified = caller
         deferred.whenComplete { [self] final in
-            let code = final.status >= 400 ? (try? JSONValue(parsing: final.body))?["error"]?.stringValue : nil
+            let code = Self.errorCode(of: final)
             record(request, route: route, caller: identified, status: final.status, error: code, since: start)
             answered.complete(with: final)
         }
         return .deferred(answered)
+    }
+
+    /// The OAuth error code of an error response built without throwing (`/healthz`'s 503,
+    /// UserInfo's `insufficient_scope`, a long poll's end), for the log.
+    private static func errorCode(of response: HTTPResponse) -> String? {
+        guard response.status >= 400 else { return nil }
+        return (try? JSONValue(parsing: response.body))?["error"]?.stringValue
     }
 
     /// Counts a request in the metrics and writes its log line.
@@ -272,7 +282,7 @@ public final class KeyAuthResponder: HTTPResponder {
                     .jsonValue,
                 headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
-            return try operations.health()
+            return operations.health()
         }
     }
 
