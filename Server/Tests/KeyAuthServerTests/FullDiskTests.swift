@@ -84,10 +84,15 @@ struct FullDiskTests {
         #expect(try api.login(alice).status == 200)
         #expect(server.terminate() == 0)
 
-        // The log says when /healthz began and stopped failing, and why.
+        // The log says what the clients got, and when /healthz began and stopped failing.
         let lines = try server.log.split(separator: "\n").filter { $0.hasPrefix("{") }.map { line in
             try #require(try JSONValue(parsing: String(line)).objectValue)
         }
+        let registrations = lines.filter { $0["path"] == "/v1/devices" }.map { $0["status"] }
+        #expect(registrations == [.integer(201), .integer(503), .integer(201)])
+        let refusedLogins = lines.filter { $0["path"] == "/oauth/token" && $0["status"] == .integer(503) }
+        #expect(refusedLogins.count >= 20)
+        #expect(refusedLogins.allSatisfy { $0["error"] == "temporarily_unavailable" })
         let messages = lines.compactMap { line in line["level"].map { ($0, line["message"]?.stringValue ?? "") } }
         #expect(
             messages.contains {

@@ -95,20 +95,52 @@ public final class KeyAuthResponder: HTTPResponder {
             response = HTTPResponse(error: error)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
+        // Under the transport's durability scope, the answer waits for the writes it depends on,
+        // and becomes a 503 when they fail (a full disk): it is counted and logged once that is
+        // known, as the client gets it.
+        let scope = DurabilityScope.current
+        let identified = caller
         guard let deferred = response.deferred else {
-            let code = errorCode ?? Self.errorCode(of: response)
-            record(request, route: route, caller: caller, status: response.status, error: code, since: start)
+            let answer = (status: response.status, code: errorCode ?? Self.errorCode(of: response))
+            Self.whenSettled(scope) { [self] failure in
+                record(request, route: route, caller: identified, answer: answer, failure, since: start)
+            }
             return response
         }
         // A long poll: counted and logged once its answer comes, with the whole wait.
         let answered = DeferredResponse()
-        let identified = caller
         deferred.whenComplete { [self] final in
-            let code = Self.errorCode(of: final)
-            record(request, route: route, caller: identified, status: final.status, error: code, since: start)
+            Self.whenSettled(scope) { [self] failure in
+                record(
+                    request, route: route, caller: identified, answer: (final.status, Self.errorCode(of: final)),
+                    failure, since: start)
+            }
             answered.complete(with: final)
         }
         return .deferred(answered)
+    }
+
+    /// Calls `body` once the writes of `scope` are durable (with nil) or failed (with the
+    /// error), at once without a scope.
+    private static func whenSettled(
+        _ scope: DurabilityScope?, _ body: @escaping @Sendable (StorageError?) -> Void
+    ) {
+        guard let scope else { return body(nil) }
+        scope.whenDurable(body)
+    }
+
+    /// Records `answer` (status and OAuth error code), or the transport's 503 when a write it
+    /// depended on failed.
+    private func record(
+        _ request: HTTPRequest, route: Route?, caller: Caller, answer: (status: Int, code: String?),
+        _ failure: StorageError?, since start: UInt64
+    ) {
+        guard let failure else {
+            record(request, route: route, caller: caller, status: answer.status, error: answer.code, since: start)
+            return
+        }
+        let (status, code) = HTTPResponse.statusAndCode(for: failure)
+        record(request, route: route, caller: caller, status: status, error: code.rawValue, since: start)
     }
 
     /// The OAuth error code of an error response built without throwing (`/healthz`'s 503,
