@@ -37,6 +37,9 @@ struct RequestLogEntry: Sendable, Equatable {
     var user: String?
     /// The device key ID the request was authenticated with or registered, when established.
     var deviceKID: String?
+    /// The OAuth client (`client_id`) the request was made by or for, when established: an
+    /// authenticated client, a `client_id` found registered, the client of a valid token.
+    var clientID: String? = nil
     var milliseconds: Double
 }
 
@@ -55,6 +58,7 @@ extension ServerLog {
             if let error = entry.error { fields.append("error=\(Self.sanitise(error, limit: 64))") }
             if let user = entry.user { fields.append("user=\(Self.sanitise(user, limit: 128))") }
             if let kid = entry.deviceKID { fields.append("kid=\(Self.sanitise(kid, limit: 64))") }
+            if let clientID = entry.clientID { fields.append("client_id=\(Self.sanitise(clientID, limit: 128))") }
             write(line: fields.joined(separator: " "))
         case .json:
             var object: [String: JSONValue] = [
@@ -66,6 +70,7 @@ extension ServerLog {
             if let error = entry.error { object["error"] = .string(Self.bounded(error, limit: 64)) }
             if let user = entry.user { object["user"] = .string(Self.bounded(user, limit: 128)) }
             if let kid = entry.deviceKID { object["kid"] = .string(Self.bounded(kid, limit: 64)) }
+            if let clientID = entry.clientID { object["client_id"] = .string(Self.bounded(clientID, limit: 128)) }
             write(line: JSONValue.object(object).serialized(leadingKeys: Self.jsonOrder))
         }
     }
@@ -97,7 +102,7 @@ extension ServerLog {
 
     /// The members of a JSON request line in the order a reader expects them.
     private static var jsonOrder: [String] {
-        ["time", "client", "method", "path", "route", "status", "error", "user", "kid", "duration_ms"]
+        ["time", "client", "method", "path", "route", "status", "error", "user", "kid", "client_id", "duration_ms"]
     }
 
     /// Printable ASCII only and bounded, so a client cannot inject lines or flood the log.

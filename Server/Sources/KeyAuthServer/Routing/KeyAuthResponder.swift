@@ -166,7 +166,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 RequestLogEntry(
                     client: clientAddress(of: request), method: request.method, path: path,
                     route: route?.label ?? "unknown", status: status, error: errorCode, user: caller.user,
-                    deviceKID: caller.deviceKID, milliseconds: seconds * 1000),
+                    deviceKID: caller.deviceKID, clientID: caller.clientID, milliseconds: seconds * 1000),
                 format: logFormat)
         }
     }
@@ -195,15 +195,24 @@ public final class KeyAuthResponder: HTTPResponder {
     // MARK: Dispatch
 
     /// Who a request turned out to be, for its log line: set once the server has established it
-    /// (a verified login, a registration it accepted, a valid access token), never from what a
-    /// client merely claims.
+    /// (a verified login, a registration it accepted, a valid access token, an authenticated
+    /// client, a `client_id` found registered), never from what a client merely claims.
     struct Caller {
         var user: String?
         var deviceKID: String?
+        /// The OAuth client the request was made by or for.
+        var clientID: String?
 
         mutating func identify(_ device: DeviceRecord) {
             user = device.user
             deviceKID = device.kid
+        }
+
+        /// The user of a signed-in browser session, and the device that approved its sign-in.
+        mutating func identify(_ session: BrowserSessionRecord) {
+            guard session.isSignedIn else { return }
+            user = session.user
+            deviceKID = session.approvingKID
         }
     }
 
@@ -242,6 +251,7 @@ public final class KeyAuthResponder: HTTPResponder {
             ) {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+                caller.clientID = client.id
                 if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
                     throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
                 }
@@ -249,6 +259,8 @@ public final class KeyAuthResponder: HTTPResponder {
                     kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
                     bindingMessage: form["binding_message"], scope: form["scope"],
                     requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
+                // A user with a device that can approve: the request was made for them.
+                caller.user = started.user
                 return (Self.backchannelResponse(started, now: service.now()), "created")
             }
         case (.signInRequests, _):
@@ -277,9 +289,9 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.account(let path), _):
             return try account.respond(to: request, path: path)
         case (.authorize(let path), _):
-            return try authorization.respond(to: request, path: path)
+            return try authorization.respond(to: request, path: path, caller: &caller)
         case (.endSession, _):
-            return try endSession.respond(to: request)
+            return try endSession.respond(to: request, caller: &caller)
         case (.userInfo, _):
             return try userInfo(request, caller: &caller)
         case (.devices, "POST"):
@@ -357,13 +369,19 @@ public final class KeyAuthResponder: HTTPResponder {
                 isCodeGrant = true
                 let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
                 let client = try service.clients.identify(credentials: credentials, publicID: publicClientID)
+                caller.clientID = client.id
                 let grant = try service.redeemAuthorizationCode(
                     code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)
+                caller.user = grant.user
+                caller.deviceKID = grant.deviceKID
                 return (Self.authorizationCodeResponse(grant, nonce: service.freshNonce()), "issued")
             case .ciba(let id, let credentials):
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
+                caller.clientID = client.id
                 let grant = try service.collectSignIn(authReqID: id, client: client)
+                caller.user = grant.user
+                caller.deviceKID = grant.deviceKID
                 return (Self.signInGrantResponse(grant), "issued")
             }
         }
@@ -404,6 +422,9 @@ public final class KeyAuthResponder: HTTPResponder {
             }
             return response
         }
+        // A valid token of a registered client, presented as it must be: its user and client.
+        caller.user = claims.user
+        caller.clientID = claims.clientID
         guard claims.scopes.contains("openid") else {
             return .json(
                 .object(["error": "insufficient_scope", "error_description": "the access token lacks the openid scope"]
@@ -413,7 +434,6 @@ public final class KeyAuthResponder: HTTPResponder {
                     "WWW-Authenticate": "Bearer realm=\"keyauth\", error=\"insufficient_scope\", scope=\"openid\""
                 ])
         }
-        caller.user = claims.user
         return .json(
             .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
             headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
