@@ -61,7 +61,8 @@ final class StorageWriteProbe: Sendable {
         let decision = state.withLock { state -> Decision in
             if let started = state.startedAt {
                 guard ServerClock.nanoseconds(from: started, to: now) < Self.stallLimit else {
-                    return .answer(StorageError(.unavailable, "a storage write has not completed for 5 s"))
+                    let seconds = Self.stallLimit / 1_000_000_000
+                    return .answer(StorageError(.unavailable, "a storage write has not completed for \(seconds) s"))
                 }
                 return .answer(state.last?.failure)
             }

@@ -64,8 +64,9 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         let bytes = parts.bytes
         let hostStart = parts.libpqUserInfoEnd.map { $0 + 1 } ?? parts.start
         if bytes[hostStart..<(parts.queryStart ?? bytes.count)].contains(UInt8(ascii: "@")) {
-            return "the PostgreSQL URL has an \"@\" or \"/\" in its user name or password; "
-                + "percent-encode them (%40, %2F) so that libpq reads the URL as written"
+            return "the PostgreSQL URL has an \"@\" after its user information (one in a password, user name "
+                + "or database name, or a \"/\" in a password); percent-encode them (%40, %2F) so that libpq "
+                + "reads the URL as written"
         }
         if parts.queryParameters.contains(where: { !$0.isEmpty && !bytes[$0].contains(UInt8(ascii: "=")) }) {
             return "a query parameter of the PostgreSQL URL has no \"=\"; "
