@@ -38,20 +38,7 @@ struct OpenIDProviderTests {
             _ browser: inout OpenIDBrowser, _ parameters: [(String, String)], user: String = "alice",
             approve: Bool = true
         ) throws -> HTTPResponse {
-            let form = try browser.get("/authorize", query: parameters)
-            guard form.status == 200 else { throw TestFailure("no sign-in form: \(form.status) \(form.text)") }
-            let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
-            let waiting = try browser.post(
-                "/authorize/sign-in",
-                form: [
-                    ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("authorization", reference),
-                    ("user", user),
-                ])
-            guard waiting.status == 200 else { throw TestFailure("no waiting page: \(waiting.status) \(waiting.text)") }
-            try device.answerNewest(approve: approve)
-            return try browser.post(
-                "/authorize/continue",
-                form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+            try OpenIDTestAPI.signIn(&browser, device: device, parameters, user: user, approve: approve)
         }
 
         /// Whether `browser` is signed in: `prompt=none` for the confidential client gets a code.
@@ -852,18 +839,8 @@ struct OpenIDProviderTests {
         let client = try OpenIDTestAPI.addClient(api)
         let pkce = try PKCE()
         var browser = OpenIDBrowser(api: api)
-        let form = try browser.get("/authorize", query: OpenIDTestAPI.authorization(client, pkce: pkce))
-        let reference = try OpenIDTestAPI.hidden("authorization", in: form.text)
-        let waiting = try browser.post(
-            "/authorize/sign-in",
-            form: [
-                ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("authorization", reference),
-                ("user", "alice"),
-            ])
-        try device.answerNewest()
-        let done = try browser.post(
-            "/authorize/continue",
-            form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        let done = try OpenIDTestAPI.signIn(
+            &browser, device: device, OpenIDTestAPI.authorization(client, pkce: pkce))
         let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
         let tokens = try OpenIDTestAPI.redeem(api, client, code: code, verifier: pkce.verifier)
         let (idHeader, _) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)

@@ -1,7 +1,8 @@
 import KeyAuth
-import KeyAuthServer
 import Synchronization
 import Testing
+
+@testable import KeyAuthServer
 
 @Suite("Operations: routing, health, metrics, discovery")
 struct OperationsTests {
@@ -45,10 +46,26 @@ struct OperationsTests {
         let down = try api.send("GET", "/healthz")
         #expect(down.status == 503)
         #expect(down.errorCode == "temporarily_unavailable")
+        #expect(down.json?["status"] == "unhealthy")
+        #expect(down.json?["check"] == "storage_read")
         #expect(down.headers["Retry-After"] == "5")
         let login = try api.login(ServerTestKeys.key("alice-1"))
         #expect(login.status == 503)
         #expect(login.errorCode == "temporarily_unavailable")
+    }
+
+    @Test("/healthz writes to storage at most once a second, however many probes come")
+    func healthWritesSparingly() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let start = ServerClock.monotonicNanoseconds()
+        for _ in 0..<200 { #expect(try api.send("GET", "/healthz").status == 200) }
+        let seconds = ServerClock.nanoseconds(from: start, to: ServerClock.monotonicNanoseconds()) / 1_000_000_000
+        let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+        let probes = try connection.query("SELECT probes FROM health_probes") { $0.integer(0) }
+        #expect(probes.count == 1)
+        let written = try #require(probes.first ?? nil)
+        #expect(written >= 1 && written <= Int64(seconds) + 1)
     }
 
     @Test("/metrics counts requests, logins, registrations and latency, and is served on the metrics listener only")

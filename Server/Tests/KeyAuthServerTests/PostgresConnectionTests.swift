@@ -27,6 +27,47 @@ extension StorageContractTests {
             let location = PostgresLocation("postgres://u:p%40ss@db/x")
             #expect(location.redact("bad token p%40ss and p@ss") == "bad token *** and ***")
             #expect(!"\(location)".contains("p%40ss"))
+
+            // A password libpq would cut (an unencoded "@", "/" or "&") is masked whole all the
+            // same, for the message that refuses it; an "@" elsewhere in the query is no password.
+            let masked = [
+                "postgres://user:p@ss:w%40rd@host/db": "postgres://user:***@host/db",
+                "postgres://u:pa/ss@host/db": "postgres://u:***@host/db",
+                "postgres://u:p?ss@host/db?sslmode=require": "postgres://u:***@host/db?sslmode=require",
+                "postgres://u@h/db?password=a&bc&sslmode=require": "postgres://u@h/db?password=***&***&sslmode=require",
+                "postgres://h:5432/db?application_name=a@b": "postgres://h:5432/db?application_name=a@b",
+                "postgres://h/db?password=se@cret": "postgres://h/db?password=***",
+            ]
+            for (url, expected) in masked {
+                #expect(PostgresStorage.redacted(url) == expected, "\(url)")
+            }
+        }
+
+        @Test("refuses a URL that libpq would cut inside the password, and a keyword/value string, quoting neither")
+        func refusesAmbiguousLocations() throws {
+            for url in [
+                "postgres://user:Qx@Zy:W%40v@host/db", "postgres://u:Qx/Zy@host/db", "postgres://u:Qx@Zy?Wv@host/db",
+                "postgres://u@h/db?password=Qx&Zy",
+            ] {
+                let problem = try #require(PostgresLocation.problem(in: url), "\(url)")
+                #expect(!problem.contains("Qx") && !problem.contains("Zy"), "\(problem)")
+                #expect {
+                    _ = try PostgresStorage(url: url)
+                } throws: { error in
+                    (error as? StorageError)?.code == .invalidLocation
+                        && !"\(error)".contains("Qx") && !"\(error)".contains("Zy")
+                }
+            }
+            for url in [
+                "postgres://user:p%40ss%3Aw%40rd@host/db", "postgres://u:p:w@host/db", "postgres://u:p?ss@host/db",
+                "postgres://h/db?password=se@cret&sslmode=require", "postgres://db.example/keyauth",
+            ] {
+                #expect(PostgresLocation.problem(in: url) == nil, "\(url)")
+            }
+            #expect(PostgresLocation.isKeywordValueString("host=db password=s3cret dbname=keyauth"))
+            #expect(PostgresLocation.isKeywordValueString("dbname=keyauth"))
+            #expect(!PostgresLocation.isKeywordValueString("/var/lib/keyauth/keyauth-server.db"))
+            #expect(!PostgresLocation.isKeywordValueString("./data/mode=fast.db"))
         }
 
         @Test("reports an unreachable server as unavailable, without the password")

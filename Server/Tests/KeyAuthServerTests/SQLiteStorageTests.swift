@@ -38,13 +38,7 @@ struct SQLiteStorageTests {
     func migratesVersionSixClients() throws {
         let environment = TestEnvironment()
         let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
-        try connection.execute(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
-        for migration in SQLSchema.migrations where migration.version <= 6 {
-            for statement in migration.statements(connection.dialect) { try connection.execute(statement) }
-            try connection.execute(
-                "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)", [.integer(migration.version)])
-        }
+        try SQLSchema.build(on: connection, upTo: 6)
         let hash = [UInt8](repeating: 4, count: 32)
         try connection.execute(
             "INSERT INTO clients (client_id, name, secret_hash, created_at) VALUES ('old', 'Desk', $1, 5)",

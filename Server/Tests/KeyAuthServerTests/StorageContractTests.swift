@@ -104,7 +104,7 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageCheck("refuses a schema newer than it knows", StorageContract.refusesNewerSchema),
             StorageCheck(
                 "keeps audit events in the order recorded, read from a time", StorageContract.keepsAuditEvents),
-        ] + StorageContract.signInChecks + StorageContract.authorizationChecks
+        ] + StorageContract.signInChecks + StorageContract.authorizationChecks + StorageContract.healthChecks
 }
 
 /// The checks, written once for every backend.

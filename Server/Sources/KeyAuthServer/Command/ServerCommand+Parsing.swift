@@ -34,7 +34,7 @@ extension ServerCommand {
                 configuration, origins: settings.origins.mapValues(\.label), settingsFile: settings.file?.path)
         }
         // The admin commands: the database from --db, its variable or the settings file's db.
-        let database = settings.value("--db")?.value ?? "keyauth-server.db"
+        let database = try databaseLocation(settings.value("--db")) ?? "keyauth-server.db"
         func positionals(_ count: Int, _ names: String) throws(ServerConfigurationError) -> [String] {
             let given = try settings.finish(allowingPositionals: count, checkingFile: false)
             guard given.count == count else { throw ServerConfigurationError("\(verb): missing \(names)") }
@@ -150,9 +150,8 @@ extension ServerCommand {
             throw ServerConfigurationError(
                 "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
         }
-        if let database = settings.value("--db") {
-            guard !database.value.isEmpty else { throw database.error("empty path") }
-            configuration.database = database.value
+        if let database = try databaseLocation(settings.value("--db")) {
+            configuration.database = database
         }
         if let mode = settings.value("--enrollment") {
             guard let enrollment = EnrollmentMode(rawValue: mode.value) else {
@@ -215,6 +214,25 @@ extension ServerCommand {
             configuration.signingKeyFile = file.value
         }
         return configuration
+    }
+
+    /// The `--db` value of `setting`, checked: a PostgreSQL URL must be one libpq reads as
+    /// written, and a libpq keyword/value string is refused rather than taken for a file name.
+    ///
+    /// The value may hold the database password, so no message quotes it.
+    /// - Throws: ``ServerConfigurationError`` naming the setting's origin.
+    private static func databaseLocation(
+        _ setting: ServerSettings.Setting?
+    ) throws(ServerConfigurationError) -> String? {
+        guard let setting else { return nil }
+        guard !setting.value.isEmpty else { throw setting.error("empty path") }
+        if StorageFactory.isPostgresURL(setting.value) {
+            if let problem = PostgresLocation.problem(in: setting.value) { throw setting.error(problem) }
+        } else if PostgresLocation.isKeywordValueString(setting.value) {
+            throw setting.error(
+                "a PostgreSQL keyword/value connection string is not supported; write it as a postgres:// URL")
+        }
+        return setting.value
     }
 
     /// `keys list` and `keys rotate [--alg ALG] [--delay SECONDS]`, with the database, the

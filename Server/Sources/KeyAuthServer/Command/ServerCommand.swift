@@ -184,7 +184,7 @@ public enum ServerCommand {
     /// lacks, 65 for an exposed database file, 69 for anything else (unreachable, missing).
     static func exitStatus(for error: StorageError) -> Int32 {
         switch error.code {
-        case .unsupported: ExitStatus.usage
+        case .unsupported, .invalidLocation: ExitStatus.usage
         case .unprotected: ExitStatus.dataError
         default: ExitStatus.unavailable
         }

@@ -84,7 +84,7 @@ extension HTTPResponse {
                 headers.set("Allow", allowed.joined(separator: ", "))
             }
         case is StorageError:
-            description = "the server's storage is unavailable; try again later"
+            description = Self.storageUnavailableDescription
             headers.set("Retry-After", "5")
         default:
             description = "internal server error"
@@ -93,6 +93,9 @@ extension HTTPResponse {
         members["error_description"] = .string(description)
         self = .json(.object(members), status: status, headers: headers)
     }
+
+    /// The description of every storage failure's 503: what went wrong stays in the log.
+    static let storageUnavailableDescription = "the server's storage is unavailable; try again later"
 
     /// The `WWW-Authenticate` challenge of a resource endpoint's DPoP error (RFC 9449 section 7.1),
     /// with the algorithms proofs may use.

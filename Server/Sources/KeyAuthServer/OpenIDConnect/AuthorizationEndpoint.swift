@@ -41,18 +41,22 @@ struct AuthorizationEndpoint: Sendable {
         }
     }
 
-    /// Answers a request under `/authorize`.
-    func respond(to request: HTTPRequest, path: String) throws -> HTTPResponse {
+    /// Answers a request under `/authorize`; `caller` learns the client once it is found
+    /// registered, and the user once a code is issued or the consent page shown to them.
+    func respond(to request: HTTPRequest, path: String, caller: inout KeyAuthResponder.Caller) throws
+        -> HTTPResponse
+    {
         let rest = path.dropFirst(Self.root.count)
         if rest.isEmpty {
             // OpenID Connect Core section 3.1.2.1: GET with a query, or POST with a form.
             guard request.method == "POST" else {
-                return try authorize(request, request.query, repeated: request.repeatedQueryNames)
+                return try authorize(request, request.query, repeated: request.repeatedQueryNames, caller: &caller)
             }
             guard let (form, repeated) = try? request.formParameters() else {
                 return errorPage("The form could not be read.")
             }
-            return try authorize(request, form, repeated: repeated.union(request.repeatedQueryNames))
+            return try authorize(
+                request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
         }
         guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
         if let refusal = page.crossSiteRefusal(request) { return refusal }
@@ -60,10 +64,10 @@ struct AuthorizationEndpoint: Sendable {
             return errorPage("The form could not be read.")
         }
         switch rest {
-        case "/sign-in": return try signIn(request, form: form)
-        case "/continue": return try continueSignIn(request, form: form, cancel: false)
-        case "/cancel": return try continueSignIn(request, form: form, cancel: true)
-        case "/consent": return try consent(request, form: form)
+        case "/sign-in": return try signIn(request, form: form, caller: &caller)
+        case "/continue": return try continueSignIn(request, form: form, cancel: false, caller: &caller)
+        case "/cancel": return try continueSignIn(request, form: form, cancel: true, caller: &caller)
+        case "/consent": return try consent(request, form: form, caller: &caller)
         default: throw RoutingError.noSuchEndpoint
         }
     }
@@ -97,15 +101,17 @@ struct AuthorizationEndpoint: Sendable {
     /// `repeated` are the names that came more than once (RFC 6749 section 3.1 forbids it): a
     /// repeated `client_id` or `redirect_uri` leaves no redirect URI to trust and gets a page;
     /// any other gets `invalid_request` at the redirect URI.
-    private func authorize(_ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>) throws
-        -> HTTPResponse
-    {
+    private func authorize(
+        _ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>,
+        caller: inout KeyAuthResponder.Caller
+    ) throws -> HTTPResponse {
         for name in ["client_id", "redirect_uri"] where repeated.contains(name) {
             return errorPage("The request repeats \(name); each parameter may appear once.")
         }
         guard let clientID = parameters["client_id"], !clientID.isEmpty,
             let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
         else { return errorPage("The application is not registered with this server (client_id).") }
+        caller.clientID = client.id
         guard let redirectURI = parameters["redirect_uri"],
             client.redirectURIs.contains(where: {
                 RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
@@ -124,6 +130,7 @@ struct AuthorizationEndpoint: Sendable {
         let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
         if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
+            caller.identify(signedIn.record)
             guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
             if validated.prompt.contains("none") {
                 return redirect(
@@ -258,20 +265,24 @@ struct AuthorizationEndpoint: Sendable {
     /// The pending request a form carries, when the server sealed it for what the form answers,
     /// it is alive, and it is this browser's.
     private func pending(
-        _ request: HTTPRequest, form: [String: String], purpose: SealedAuthorizations.Purpose = .signIn
+        _ request: HTTPRequest, form: [String: String], purpose: SealedAuthorizations.Purpose = .signIn,
+        caller: inout KeyAuthResponder.Caller
     ) throws -> (reference: String, record: PendingAuthorizationRecord, client: ClientRecord)? {
         guard let reference = form["authorization"], let csrf = page.cookie(page.csrfCookieName, in: request),
             let record = sealed.unseal(
                 reference, for: purpose, browserBinding: try BrowserSessions.hash(csrf), now: service.now()),
             let client = try service.storage.client(id: record.clientID)
         else { return nil }
+        caller.clientID = client.id
         return (reference, record, client)
     }
 
     /// `POST /authorize/sign-in`: the user name form; starts the sign-in request, whose device
     /// prompt names the client and its redirect host.
-    private func signIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
-        guard let (reference, record, client) = try pending(request, form: form),
+    private func signIn(
+        _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
+    ) throws -> HTTPResponse {
+        guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
             let csrf = page.cookie(page.csrfCookieName, in: request), AccountPage.tokensMatch(form["csrf"], csrf)
         else { return expiredPage() }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
@@ -302,10 +313,12 @@ struct AuthorizationEndpoint: Sendable {
     /// `POST /authorize/continue` and `/authorize/cancel`: completes an approved sign-in and
     /// redirects with a code, or redirects with `access_denied` when it was denied, expired or
     /// cancelled.
-    private func continueSignIn(_ request: HTTPRequest, form: [String: String], cancel: Bool) throws
-        -> HTTPResponse
-    {
-        guard let (reference, record, client) = try pending(request, form: form) else { return expiredPage() }
+    private func continueSignIn(
+        _ request: HTTPRequest, form: [String: String], cancel: Bool, caller: inout KeyAuthResponder.Caller
+    ) throws -> HTTPResponse {
+        guard let (reference, record, client) = try pending(request, form: form, caller: &caller) else {
+            return expiredPage()
+        }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
         guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)) else {
             let (csrf, headers) = try page.csrfCookie(request)
@@ -327,6 +340,7 @@ struct AuthorizationEndpoint: Sendable {
         if cancel { return try deny("the user cancelled the sign-in") }
         if session.record.isSignedIn {
             guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            caller.identify(session.record)
             return try issueCode(for: record, session: session.record)
         }
         // The state first: a waiting session of a name without devices (no request behind it)
@@ -348,6 +362,7 @@ struct AuthorizationEndpoint: Sendable {
                 return try deny("the sign-in could not be completed")
             }
             page.metrics.recordSignInRequest(result: "session")
+            caller.identify(signedIn.record)
             var response = try issueCode(for: record, session: signedIn.record)
             response.headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, signedIn.cookie))
             return response
@@ -362,8 +377,11 @@ struct AuthorizationEndpoint: Sendable {
 
     /// `POST /authorize/consent`: the signed-in user's answer on the consent page; a code for
     /// `decision=allow`, `access_denied` for anything else.
-    private func consent(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
-        guard let (reference, record, _) = try pending(request, form: form, purpose: .consent) else {
+    private func consent(
+        _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
+    ) throws -> HTTPResponse {
+        guard let (reference, record, _) = try pending(request, form: form, purpose: .consent, caller: &caller)
+        else {
             return expiredPage()
         }
         guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
@@ -374,6 +392,7 @@ struct AuthorizationEndpoint: Sendable {
         // One answer per page: a denial cannot be turned into an allow, nor an allow into a
         // second code.
         guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+        caller.identify(session.record)
         guard form["decision"] == "allow" else {
             return redirect(
                 to: record.redirectURI, error: "access_denied", description: "the user denied the sign-in",

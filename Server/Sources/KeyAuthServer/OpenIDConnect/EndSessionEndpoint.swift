@@ -16,8 +16,9 @@ struct EndSessionEndpoint: Sendable {
     let page: AccountPage
     var service: KeyAuthService { page.service }
 
-    /// Answers `GET` or `POST /end-session`.
-    func respond(to request: HTTPRequest) throws -> HTTPResponse {
+    /// Answers `GET` or `POST /end-session`; `caller` learns the client of a valid hint or of a
+    /// registered post-logout redirect URI, and the user whose signed-in session ends.
+    func respond(to request: HTTPRequest, caller: inout KeyAuthResponder.Caller) throws -> HTTPResponse {
         guard request.repeatedQueryNames.isEmpty else {
             return errorPage("The request repeats a parameter; each may appear only once.")
         }
@@ -33,6 +34,7 @@ struct EndSessionEndpoint: Sendable {
             guard let token = try? service.idTokens.hint(hint), try service.storage.client(id: token.clientID) != nil
             else { return errorPage("The id_token_hint is not an ID token of this server.") }
             hinted = token
+            caller.clientID = token.clientID
         }
         let clientID = parameters["client_id"].flatMap { $0.isEmpty ? nil : $0 }
         if let clientID, let hinted, hinted.clientID != clientID {
@@ -43,6 +45,7 @@ struct EndSessionEndpoint: Sendable {
             guard let id = clientID ?? hinted?.clientID, let client = try service.storage.client(id: id),
                 client.postLogoutRedirectURIs.contains(uri)
             else { return errorPage("The post_logout_redirect_uri is not registered for this application.") }
+            caller.clientID = client.id
             redirect = uri
         }
         let sessions = page.sessions
@@ -55,6 +58,7 @@ struct EndSessionEndpoint: Sendable {
             if confirmed && !AccountPage.tokensMatch(parameters["csrf"], session.record.csrfToken) {
                 return page.refusedCSRF()
             }
+            caller.identify(session.record)
             try sessions.end(session)
             try AuditTrail(storage: service.storage, now: service.now).record(
                 .endSession, by: .accountPage(approvedBy: session.record.approvingKID ?? "-"),

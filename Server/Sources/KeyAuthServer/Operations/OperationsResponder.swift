@@ -1,3 +1,6 @@
+import KeyAuth
+import Synchronization
+
 /// The application of the metrics listener (`--metrics-listen`): `/metrics` and `/healthz`,
 /// nothing else.
 ///
@@ -6,12 +9,32 @@
 /// are served on a listener of their own, loopback by default, and the public listener answers
 /// 404 for `/metrics`. `/healthz` is on both: load balancers probe the public one.
 public final class OperationsResponder: HTTPResponder {
+    /// The checks of `/healthz`, by the name its 503 answer gives them.
+    enum HealthCheck: String, Sendable {
+        /// The database answers a read and is at this server's schema version.
+        case storageRead = "storage_read"
+        /// The database took a durable write within the last second (``StorageWriteProbe``).
+        case storageWrite = "storage_write"
+    }
+
     private let metrics: ServerMetrics
     private let service: KeyAuthService
+    private let writeProbe: StorageWriteProbe
+    private let log: any ServerLog
+    private let logFormat: LogFormat
+    /// The check that failed at the last `/healthz`, nil when it answered ok: a change is logged
+    /// once, not once per probe.
+    private let failing = Mutex<HealthCheck?>(nil)
 
-    init(metrics: ServerMetrics, service: KeyAuthService) {
+    init(
+        metrics: ServerMetrics, service: KeyAuthService, writeProbe: StorageWriteProbe? = nil,
+        log: any ServerLog = SilentLog(), logFormat: LogFormat = .text
+    ) {
         self.metrics = metrics
         self.service = service
+        self.writeProbe = writeProbe ?? StorageWriteProbe(storage: service.storage, now: service.now)
+        self.log = log
+        self.logFormat = logFormat
     }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
@@ -24,18 +47,37 @@ public final class OperationsResponder: HTTPResponder {
         if request.path == "/metrics" {
             return .text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
-        do {
-            return try health()
-        } catch {
-            return HTTPResponse(error: error)
-        }
+        return health()
     }
 
-    /// The `/healthz` answer: `{"status":"ok"}` when the service's storage answers.
+    /// The `/healthz` answer: `{"status":"ok"}` when storage answers a read and takes a write.
     ///
-    /// - Throws: ``StorageError`` when it does not (503 for the caller).
-    func health() throws(StorageError) -> HTTPResponse {
-        try service.checkHealth()
-        return .json(.object(["status": "ok"]))
+    /// Otherwise 503 `temporarily_unavailable` with `Retry-After`, `"status":"unhealthy"` and the
+    /// failing check's name (``HealthCheck``), and no more: the native error goes to the log,
+    /// once when the check starts failing.
+    func health() -> HTTPResponse {
+        var failure: (check: HealthCheck, error: StorageError)?
+        do {
+            try service.checkHealth()
+            if let error = writeProbe.check() { failure = (.storageWrite, error) }
+        } catch {
+            failure = (.storageRead, error)
+        }
+        let previous = failing.withLock { failing in
+            defer { failing = failure?.check }
+            return failing
+        }
+        if let failure, previous != failure.check {
+            log.error("/healthz: \(failure.check.rawValue) failing: \(failure.error)", format: logFormat)
+        } else if failure == nil, let previous {
+            log.notice("/healthz: \(previous.rawValue) passes again", format: logFormat)
+        }
+        guard let failure else { return .json(.object(["status": "ok"])) }
+        return .json(
+            .object([
+                "status": "unhealthy", "check": .string(failure.check.rawValue),
+                "error": .string(OAuthError.Code.temporarilyUnavailable.rawValue),
+                "error_description": .string(HTTPResponse.storageUnavailableDescription),
+            ]), status: 503, headers: ["Retry-After": "5"])
     }
 }

@@ -37,6 +37,9 @@ struct RequestLogEntry: Sendable, Equatable {
     var user: String?
     /// The device key ID the request was authenticated with or registered, when established.
     var deviceKID: String?
+    /// The OAuth client (`client_id`) the request was made by or for, when established: an
+    /// authenticated client, a `client_id` found registered, the client of a valid token.
+    var clientID: String? = nil
     var milliseconds: Double
 }
 
@@ -55,6 +58,7 @@ extension ServerLog {
             if let error = entry.error { fields.append("error=\(Self.sanitise(error, limit: 64))") }
             if let user = entry.user { fields.append("user=\(Self.sanitise(user, limit: 128))") }
             if let kid = entry.deviceKID { fields.append("kid=\(Self.sanitise(kid, limit: 64))") }
+            if let clientID = entry.clientID { fields.append("client_id=\(Self.sanitise(clientID, limit: 128))") }
             write(line: fields.joined(separator: " "))
         case .json:
             var object: [String: JSONValue] = [
@@ -66,19 +70,31 @@ extension ServerLog {
             if let error = entry.error { object["error"] = .string(Self.bounded(error, limit: 64)) }
             if let user = entry.user { object["user"] = .string(Self.bounded(user, limit: 128)) }
             if let kid = entry.deviceKID { object["kid"] = .string(Self.bounded(kid, limit: 64)) }
+            if let clientID = entry.clientID { object["client_id"] = .string(Self.bounded(clientID, limit: 128)) }
             write(line: JSONValue.object(object).serialized(leadingKeys: Self.jsonOrder))
         }
     }
 
     /// Logs an internal failure (storage, bug). `detail` must hold no client secret.
     func error(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        message(detail, level: "error", format: format, now: now)
+    }
+
+    /// Logs the end of a failure an operator was told of (`/healthz` passing again), so that
+    /// the log says how long it lasted. `detail` must hold no client secret.
+    func notice(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        message(detail, level: "notice", format: format, now: now)
+    }
+
+    /// `TIME LEVEL: MESSAGE`, or a JSON object with `time`, `level` and `message`.
+    private func message(_ detail: String, level: String, format: LogFormat, now: Int64) {
         let time = RFC3339.string(fromSeconds: now)
         switch format {
         case .text:
-            write(line: "\(time) error: \(Self.sanitise(detail, limit: 512, allowSpaces: true))")
+            write(line: "\(time) \(level): \(Self.sanitise(detail, limit: 512, allowSpaces: true))")
         case .json:
             let object: JSONValue = .object([
-                "time": .string(time), "level": "error", "message": .string(Self.bounded(detail, limit: 512)),
+                "time": .string(time), "level": .string(level), "message": .string(Self.bounded(detail, limit: 512)),
             ])
             write(line: object.serialized(leadingKeys: ["time", "level", "message"]))
         }
@@ -86,7 +102,7 @@ extension ServerLog {
 
     /// The members of a JSON request line in the order a reader expects them.
     private static var jsonOrder: [String] {
-        ["time", "client", "method", "path", "route", "status", "error", "user", "kid", "duration_ms"]
+        ["time", "client", "method", "path", "route", "status", "error", "user", "kid", "client_id", "duration_ms"]
     }
 
     /// Printable ASCII only and bounded, so a client cannot inject lines or flood the log.

@@ -50,7 +50,9 @@ public final class KeyAuthResponder: HTTPResponder {
         signingKeys = collaborators.signingKeys
         limits = collaborators.limits
         metrics = collaborators.metrics
-        operations = OperationsResponder(metrics: collaborators.metrics, service: collaborators.service)
+        operations = OperationsResponder(
+            metrics: collaborators.metrics, service: collaborators.service, log: collaborators.log,
+            logFormat: collaborators.logFormat)
         log = collaborators.log
         trustProxy = collaborators.trustProxy
         logRequests = collaborators.logRequests
@@ -93,19 +95,59 @@ public final class KeyAuthResponder: HTTPResponder {
             response = HTTPResponse(error: error)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
         }
+        // Under the transport's durability scope, the answer waits for the writes it depends on,
+        // and becomes a 503 when they fail (a full disk): it is counted and logged once that is
+        // known, as the client gets it.
+        let scope = DurabilityScope.current
+        let identified = caller
         guard let deferred = response.deferred else {
-            record(request, route: route, caller: caller, status: response.status, error: errorCode, since: start)
+            let answer = (status: response.status, code: errorCode ?? Self.errorCode(of: response))
+            Self.whenSettled(scope) { [self] failure in
+                record(request, route: route, caller: identified, answer: answer, failure, since: start)
+            }
             return response
         }
         // A long poll: counted and logged once its answer comes, with the whole wait.
         let answered = DeferredResponse()
-        let identified = caller
         deferred.whenComplete { [self] final in
-            let code = final.status >= 400 ? (try? JSONValue(parsing: final.body))?["error"]?.stringValue : nil
-            record(request, route: route, caller: identified, status: final.status, error: code, since: start)
+            Self.whenSettled(scope) { [self] failure in
+                record(
+                    request, route: route, caller: identified, answer: (final.status, Self.errorCode(of: final)),
+                    failure, since: start)
+            }
             answered.complete(with: final)
         }
         return .deferred(answered)
+    }
+
+    /// Calls `body` once the writes of `scope` are durable (with nil) or failed (with the
+    /// error), at once without a scope.
+    private static func whenSettled(
+        _ scope: DurabilityScope?, _ body: @escaping @Sendable (StorageError?) -> Void
+    ) {
+        guard let scope else { return body(nil) }
+        scope.whenDurable(body)
+    }
+
+    /// Records `answer` (status and OAuth error code), or the transport's 503 when a write it
+    /// depended on failed.
+    private func record(
+        _ request: HTTPRequest, route: Route?, caller: Caller, answer: (status: Int, code: String?),
+        _ failure: StorageError?, since start: UInt64
+    ) {
+        guard let failure else {
+            record(request, route: route, caller: caller, status: answer.status, error: answer.code, since: start)
+            return
+        }
+        let (status, code) = HTTPResponse.statusAndCode(for: failure)
+        record(request, route: route, caller: caller, status: status, error: code.rawValue, since: start)
+    }
+
+    /// The OAuth error code of an error response built without throwing (`/healthz`'s 503,
+    /// UserInfo's `insufficient_scope`, a long poll's end), for the log.
+    private static func errorCode(of response: HTTPResponse) -> String? {
+        guard response.status >= 400 else { return nil }
+        return (try? JSONValue(parsing: response.body))?["error"]?.stringValue
     }
 
     /// Counts a request in the metrics and writes its log line.
@@ -124,7 +166,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 RequestLogEntry(
                     client: clientAddress(of: request), method: request.method, path: path,
                     route: route?.label ?? "unknown", status: status, error: errorCode, user: caller.user,
-                    deviceKID: caller.deviceKID, milliseconds: seconds * 1000),
+                    deviceKID: caller.deviceKID, clientID: caller.clientID, milliseconds: seconds * 1000),
                 format: logFormat)
         }
     }
@@ -153,15 +195,24 @@ public final class KeyAuthResponder: HTTPResponder {
     // MARK: Dispatch
 
     /// Who a request turned out to be, for its log line: set once the server has established it
-    /// (a verified login, a registration it accepted, a valid access token), never from what a
-    /// client merely claims.
+    /// (a verified login, a registration it accepted, a valid access token, an authenticated
+    /// client, a `client_id` found registered), never from what a client merely claims.
     struct Caller {
         var user: String?
         var deviceKID: String?
+        /// The OAuth client the request was made by or for.
+        var clientID: String?
 
         mutating func identify(_ device: DeviceRecord) {
             user = device.user
             deviceKID = device.kid
+        }
+
+        /// The user of a signed-in browser session, and the device that approved its sign-in.
+        mutating func identify(_ session: BrowserSessionRecord) {
+            guard session.isSignedIn else { return }
+            user = session.user
+            deviceKID = session.approvingKID
         }
     }
 
@@ -200,6 +251,7 @@ public final class KeyAuthResponder: HTTPResponder {
             ) {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+                caller.clientID = client.id
                 if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
                     throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
                 }
@@ -207,6 +259,8 @@ public final class KeyAuthResponder: HTTPResponder {
                     kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
                     bindingMessage: form["binding_message"], scope: form["scope"],
                     requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
+                // A user with a device that can approve: the request was made for them.
+                caller.user = started.user
                 return (Self.backchannelResponse(started, now: service.now()), "created")
             }
         case (.signInRequests, _):
@@ -241,9 +295,9 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.account(let path), _):
             return try account.respond(to: request, path: path)
         case (.authorize(let path), _):
-            return try authorization.respond(to: request, path: path)
+            return try authorization.respond(to: request, path: path, caller: &caller)
         case (.endSession, _):
-            return try endSession.respond(to: request)
+            return try endSession.respond(to: request, caller: &caller)
         case (.userInfo, _):
             return try userInfo(request, caller: &caller)
         case (.devices, "POST"):
@@ -279,7 +333,7 @@ public final class KeyAuthResponder: HTTPResponder {
                     .jsonValue,
                 headers: ["Cache-Control": "public, max-age=300"])
         case (.health, _):
-            return try operations.health()
+            return operations.health()
         }
     }
 
@@ -322,13 +376,19 @@ public final class KeyAuthResponder: HTTPResponder {
                 isCodeGrant = true
                 let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
                 let client = try service.clients.identify(credentials: credentials, publicID: publicClientID)
+                caller.clientID = client.id
                 let grant = try service.redeemAuthorizationCode(
                     code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)
+                caller.user = grant.user
+                caller.deviceKID = grant.deviceKID
                 return (Self.authorizationCodeResponse(grant, nonce: service.freshNonce()), "issued")
             case .ciba(let id, let credentials):
                 isPoll = true
                 let client = try service.clients.authenticate(credentials)
+                caller.clientID = client.id
                 let grant = try service.collectSignIn(authReqID: id, client: client)
+                caller.user = grant.user
+                caller.deviceKID = grant.deviceKID
                 return (Self.signInGrantResponse(grant), "issued")
             }
         }
@@ -369,6 +429,9 @@ public final class KeyAuthResponder: HTTPResponder {
             }
             return response
         }
+        // A valid token of a registered client, presented as it must be: its user and client.
+        caller.user = claims.user
+        caller.clientID = claims.clientID
         guard claims.scopes.contains("openid") else {
             return .json(
                 .object(["error": "insufficient_scope", "error_description": "the access token lacks the openid scope"]
@@ -378,7 +441,6 @@ public final class KeyAuthResponder: HTTPResponder {
                     "WWW-Authenticate": "Bearer realm=\"keyauth\", error=\"insufficient_scope\", scope=\"openid\""
                 ])
         }
-        caller.user = claims.user
         return .json(
             .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
             headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])

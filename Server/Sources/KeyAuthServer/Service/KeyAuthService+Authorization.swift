@@ -12,6 +12,9 @@ struct AuthorizationGrant: Sendable {
     let tokenType: String
     /// The scope granted.
     let scope: String
+    /// The user signed in and the device that approved, for the request log.
+    var user: String? = nil
+    var deviceKID: String? = nil
 }
 
 extension KeyAuthService {
@@ -129,7 +132,8 @@ extension KeyAuthService {
             .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
         return AuthorizationGrant(
             accessToken: accessToken, idToken: idToken, expiresIn: settings.accessTokenLifetime,
-            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope)
+            tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope,
+            user: record.user, deviceKID: device.kid)
     }
 
     /// Whether a space-separated `scope` asks for `openid`, which makes a token response carry an

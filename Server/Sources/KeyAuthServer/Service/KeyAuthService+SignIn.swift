@@ -10,6 +10,9 @@ struct SignInGrant: Sendable {
     var idToken: String? = nil
     /// The request's `scope`, as sent.
     var scope: String? = nil
+    /// The user signed in and the device that approved, for the request log.
+    var user: String? = nil
+    var deviceKID: String? = nil
 }
 
 extension KeyAuthService {
@@ -205,7 +208,8 @@ extension KeyAuthService {
             let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
             return SignInGrant(
                 accessToken: token, expiresIn: settings.accessTokenLifetime,
-                idToken: try backchannelIDToken(for: request, client: client, accessToken: token), scope: request.scope)
+                idToken: try backchannelIDToken(for: request, client: client, accessToken: token), scope: request.scope,
+                user: request.user, deviceKID: device.kid)
         }
     }
 

@@ -164,6 +164,19 @@ public protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Runs a trivial query, for `/healthz`.
     func healthCheck() throws(StorageError)
 
+    /// Writes `instance`'s row of the health probes durably, for `/healthz`: whether the store
+    /// takes a write now, which no read can tell (a full disk, a read-only file system and a
+    /// PostgreSQL standby all answer reads).
+    ///
+    /// The write must reach the log as any write does: a transaction that rolled back, or one
+    /// that changed nothing, proves nothing about room on the disk. So each call changes the row
+    /// (a counter) and commits; the row is rewritten in place, so probing never grows the
+    /// store, and rows of instances that stopped probing a week before `time` are deleted.
+    /// Returns once the write is durable, even inside a ``DurabilityScope``: its outcome is
+    /// the answer. Each call costs a commit and, with SQLite, an fsync, so callers limit how
+    /// often it runs (``StorageWriteProbe``).
+    func probeWrite(instance: String, at time: Int64) throws(StorageError)
+
     /// Releases connections; later calls throw. Called once on shutdown.
     func close()
 }

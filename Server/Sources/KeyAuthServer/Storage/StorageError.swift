@@ -26,6 +26,9 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let unprotected = Code(rawValue: "unprotected")
         /// No database at the path an admin command was given (only `serve` creates one).
         public static let notFound = Code(rawValue: "not_found")
+        /// A location that cannot be used as written: a PostgreSQL URL that libpq would read
+        /// otherwise than meant (a password holding an unencoded `@`).
+        public static let invalidLocation = Code(rawValue: "invalid_location")
     }
 
     /// Why, for programs.

@@ -158,6 +158,25 @@ enum OpenIDTestAPI {
         return try api.clientPost("/oauth/token", client: client.basic, form: form, headers: headers)
     }
 
+    /// Runs the authorization request `parameters` in `browser` through the sign-in form,
+    /// `device`'s approval (or denial) and Continue; returns the final answer, a redirect to the
+    /// client.
+    static func signIn(
+        _ browser: inout OpenIDBrowser, device: ApprovingDevice, _ parameters: [(String, String)],
+        user: String = "alice", approve: Bool = true
+    ) throws -> HTTPResponse {
+        let form = try browser.get("/authorize", query: parameters)
+        guard form.status == 200 else { throw TestFailure("no sign-in form: \(form.status) \(form.text)") }
+        let reference = try hidden("authorization", in: form.text)
+        let waiting = try browser.post(
+            "/authorize/sign-in",
+            form: [("csrf", try hidden("csrf", in: form.text)), ("authorization", reference), ("user", user)])
+        guard waiting.status == 200 else { throw TestFailure("no waiting page: \(waiting.status) \(waiting.text)") }
+        try device.answerNewest(approve: approve)
+        return try browser.post(
+            "/authorize/continue", form: [("csrf", try hidden("csrf", in: waiting.text)), ("authorization", reference)])
+    }
+
     /// `GET /userinfo` with a Bearer token.
     static func userInfo(_ api: TestAPI, token: String) throws -> HTTPResponse {
         try api.send("GET", "/userinfo", headers: ["Authorization": "Bearer \(token)"])

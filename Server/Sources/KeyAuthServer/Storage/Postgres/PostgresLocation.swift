@@ -5,7 +5,9 @@ import KeyAuth
 /// The URL carries the database password, and operators paste log lines into tickets, so the
 /// URL itself is never printed: ``description`` and every error message use ``redacted``, and
 /// ``redact(_:)`` masks the password wherever libpq might echo it (a malformed URL is quoted
-/// back in its error text).
+/// back in its error text). A URL that libpq would cut somewhere inside the password
+/// (``problem(in:)``) is refused before libpq sees it, since its errors would then quote a
+/// piece that no mask recognises.
 struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
     /// The URL as given. Secret: never log or interpolate it.
     private let url: String
@@ -24,18 +26,69 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         } else {
             self.url = url
         }
-        let parts = Self.passwords(in: url)
-        redacted = parts.redacted
+        let bytes = Array(url.utf8)
+        guard let parts = URLParts(bytes) else {
+            // Not a URL: a keyword/value connection string may hold a password anywhere.
+            redacted = "<PostgreSQL connection string>"
+            secrets = [url]
+            return
+        }
+        let masked = parts.secretRanges
+        var redacted: [UInt8] = []
+        var position = 0
         var secrets: [String] = []
-        for password in parts.passwords where !password.isEmpty {
-            secrets.append(password)
-            if let decoded = Self.percentDecoded(password), decoded != password, !decoded.isEmpty {
+        for range in masked {
+            redacted += bytes[position..<range.lowerBound] + Array("***".utf8)
+            position = range.upperBound
+            let secret = String(decoding: bytes[range], as: UTF8.self)
+            secrets.append(secret)
+            if let decoded = Self.percentDecoded(secret), decoded != secret, !decoded.isEmpty {
                 secrets.append(decoded)
             }
         }
+        redacted += bytes[position...]
+        self.redacted = String(decoding: redacted, as: UTF8.self)
         // Longest first, so that a password containing another is masked whole.
         self.secrets = secrets.sorted { $0.utf8.count > $1.utf8.count }
     }
+
+    /// Why libpq would not read `url` as the operator meant it, or nil when it would.
+    ///
+    /// libpq ends the user information at the first `@` (before any `/`) and a query parameter
+    /// at the next `&`, so a password holding one of them, not percent-encoded, is read in
+    /// pieces: a piece of it goes to the server as the password, another becomes the host name
+    /// (looked up in DNS) or a parameter, and libpq's error quotes that piece. Such a URL is
+    /// refused before libpq sees it. The reason never quotes the URL.
+    static func problem(in url: String) -> String? {
+        guard let parts = URLParts(Array(url.utf8)) else { return nil }
+        let bytes = parts.bytes
+        let hostStart = parts.libpqUserInfoEnd.map { $0 + 1 } ?? parts.start
+        if bytes[hostStart..<(parts.queryStart ?? bytes.count)].contains(UInt8(ascii: "@")) {
+            return "the PostgreSQL URL has an \"@\" after its user information (one in a password, user name "
+                + "or database name, or a \"/\" in a password); percent-encode them (%40, %2F) so that libpq "
+                + "reads the URL as written"
+        }
+        if parts.queryParameters.contains(where: { !$0.isEmpty && !bytes[$0].contains(UInt8(ascii: "=")) }) {
+            return "a query parameter of the PostgreSQL URL has no \"=\"; "
+                + "percent-encode an \"&\" in a password (%26) so that libpq reads the URL as written"
+        }
+        return nil
+    }
+
+    /// Whether `text` is a libpq keyword/value connection string (`host=db password=...`):
+    /// a `--db` value that is not a URL but would be taken for a file name, and printed.
+    static func isKeywordValueString(_ text: String) -> Bool {
+        text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).contains { word in
+            guard let equals = word.firstIndex(of: "=") else { return false }
+            return Self.connectionKeywords.contains(word[..<equals].lowercased())
+        }
+    }
+
+    /// libpq's connection keywords that a connection string would begin with or hold.
+    private static let connectionKeywords: Set<String> = [
+        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "sslmode",
+        "sslpassword", "connect_timeout", "options", "application_name", "target_session_attrs",
+    ]
 
     var description: String { redacted }
 
@@ -73,40 +126,6 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         return result
     }
 
-    /// The masked URL and the passwords it holds: the one in the user-info part and any
-    /// `password=` query parameter.
-    ///
-    /// Anything that is not a `scheme://` URL is masked whole, since a keyword/value connection
-    /// string may hold a password anywhere.
-    private static func passwords(in url: String) -> (redacted: String, passwords: [String]) {
-        guard let schemeEnd = url.range(of: "://") else { return ("<PostgreSQL connection string>", [url]) }
-        var passwords: [String] = []
-        var redacted = String(url[..<schemeEnd.upperBound])
-        var rest = url[schemeEnd.upperBound...]
-        // libpq reads user information up to the first "@" that comes before any "/".
-        if let at = rest.firstIndex(where: { $0 == "@" || $0 == "/" }), rest[at] == "@" {
-            let userInfo = rest[..<at]
-            if let colon = userInfo.firstIndex(of: ":") {
-                passwords.append(String(userInfo[userInfo.index(after: colon)...]))
-                redacted += userInfo[...colon] + "***"
-            } else {
-                redacted += userInfo
-            }
-            rest = rest[at...]
-        }
-        guard let question = rest.firstIndex(of: "?") else { return (redacted + rest, passwords) }
-        redacted += rest[...question]
-        let query = rest[rest.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
-        redacted += query.map { pair -> String in
-            guard let equals = pair.firstIndex(of: "="), pair[..<equals].lowercased() == "password" else {
-                return String(pair)
-            }
-            passwords.append(String(pair[pair.index(after: equals)...]))
-            return pair[...equals] + "***"
-        }.joined(separator: "&")
-        return (redacted, passwords)
-    }
-
     /// `text` with `%XX` escapes decoded, or nil when that does not give UTF-8.
     private static func percentDecoded(_ text: String) -> String? {
         var bytes: [UInt8] = []
@@ -125,5 +144,69 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         }
         return String(validating: bytes, as: UTF8.self)
     }
+}
 
+/// The parts of a `scheme://` URL's bytes that decide where a password may be: where libpq ends
+/// the user information, where the query starts, and the query's parameters.
+private struct URLParts {
+    let bytes: [UInt8]
+    /// Where the part after `scheme://` starts.
+    let start: Int
+    /// The `@` that ends the user information as libpq reads it: the first `@` before any `/`.
+    let libpqUserInfoEnd: Int?
+    /// The `?` that starts the query: the first after libpq's user information.
+    let queryStart: Int?
+
+    /// Nil for text without `://`.
+    init?(_ bytes: [UInt8]) {
+        let separator = Array("://".utf8)
+        guard let schemeEnd = bytes.indices.first(where: { bytes[$0...].starts(with: separator) }) else {
+            return nil
+        }
+        self.bytes = bytes
+        start = schemeEnd + separator.count
+        let stop = bytes[start...].firstIndex { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "/") }
+        libpqUserInfoEnd = stop.flatMap { bytes[$0] == UInt8(ascii: "@") ? $0 : nil }
+        queryStart = bytes[(libpqUserInfoEnd.map { $0 + 1 } ?? start)...].firstIndex(of: UInt8(ascii: "?"))
+    }
+
+    /// The byte ranges of the query's `&`-separated parameters.
+    var queryParameters: [Range<Int>] {
+        guard let queryStart else { return [] }
+        var ranges: [Range<Int>] = []
+        var begin = queryStart + 1
+        for index in (queryStart + 1)..<bytes.count where bytes[index] == UInt8(ascii: "&") {
+            ranges.append(begin..<index)
+            begin = index + 1
+        }
+        ranges.append(begin..<bytes.count)
+        return ranges
+    }
+
+    /// The byte ranges that may hold a password, in order: the user information's after its
+    /// first `:`, the values of `password` query parameters, and query parameters without `=`.
+    ///
+    /// The user information is taken to end at the last `@` before the query, not libpq's first:
+    /// a password that holds an `@` or a `/` is refused (``PostgresLocation/problem(in:)``), but
+    /// the message that says so must not show the rest of it. A parameter without `=` may be the
+    /// rest of a password that held an `&`.
+    var secretRanges: [Range<Int>] {
+        var ranges: [Range<Int>] = []
+        let lastAt = bytes[start..<(queryStart ?? bytes.count)].lastIndex(of: UInt8(ascii: "@"))
+        if let userInfoEnd = lastAt ?? libpqUserInfoEnd,
+            let colon = bytes[start..<userInfoEnd].firstIndex(of: UInt8(ascii: ":"))
+        {
+            ranges.append((colon + 1)..<userInfoEnd)
+        }
+        for parameter in queryParameters where !parameter.isEmpty {
+            guard let equals = bytes[parameter].firstIndex(of: UInt8(ascii: "=")) else {
+                ranges.append(parameter)
+                continue
+            }
+            if String(decoding: bytes[parameter.lowerBound..<equals], as: UTF8.self).lowercased() == "password" {
+                ranges.append((equals + 1)..<parameter.upperBound)
+            }
+        }
+        return ranges.filter { !$0.isEmpty }
+    }
 }

@@ -19,12 +19,14 @@ extension SQLStorage {
     ///   - checkoutTimeoutSeconds: how long a call waits for a free connection before failing
     ///     with `.unavailable`.
     ///   - now: the clock, for the migration record.
-    /// - Throws: ``StorageError`` with `.unavailable` when the database cannot be reached,
+    /// - Throws: ``StorageError`` with `.invalidLocation` for a URL libpq would read otherwise
+    ///   than written (it is not tried), `.unavailable` when the database cannot be reached,
     ///   `.schemaTooNew` when a newer server migrated it, `.queryFailed` when migrating fails.
     public convenience init(
         url: String, poolSize: Int = 4, checkoutTimeoutSeconds: Int = 10,
         now: @Sendable () -> Int64 = { ServerClock.now() }
     ) throws(StorageError) {
+        if let problem = PostgresLocation.problem(in: url) { throw StorageError(.invalidLocation, problem) }
         let location = PostgresLocation(url)
         try self.init(
             database: PostgresConnectionPool(

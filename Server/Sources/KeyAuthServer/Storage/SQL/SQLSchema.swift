@@ -233,6 +233,20 @@ enum SQLSchema {
                 "DROP TABLE pending_authorizations",
             ]
         },
+        Migration(version: 9) { sql in
+            [
+                // `/healthz`'s write probe: one row per server host, rewritten in place at most
+                // once a second, so that the probe proves the database takes a durable write
+                // without growing it (SQLStorage+Health.swift).
+                """
+                CREATE TABLE health_probes (
+                    instance \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    probed_at \(sql.integer) NOT NULL,
+                    probes \(sql.integer) NOT NULL
+                )
+                """
+            ]
+        },
     ]
 
     /// The newest version this build knows.
