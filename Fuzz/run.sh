@@ -32,14 +32,14 @@ while IFS= read -r -d '' file; do
 done < <(find "$root/Sources/KeyAuth" -name '*.swift' -print0 | sort -z)
 
 # Rebuilt only when a source (or this script) is newer than the binary.
-inputs=("$root/Sources/KeyAuth" "$root/Sources/CKeyAuthOpenSSL" "$root/Sources/CKeyAuthPAM" "$here/TokenParser" "$0")
+inputs=("$root/Sources/KeyAuth" "$root/Sources/CKeyAuthOpenSSL" "$root/Sources/CKeyAuthPAM" "$root/Sources/CKeyAuthTSS2" "$here/TokenParser" "$0")
 if [ ! -x "$binary" ] || [ -n "$(find "${inputs[@]}" -newer "$binary")" ]; then
     echo "run.sh: building $binary (${#sources[@]} library files)" >&2
     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -use-ld=lld \
         -swift-version 6 -module-name KeyAuthTokenFuzz -package-name keyauth \
-        -I "$root/Sources/CKeyAuthOpenSSL" -I "$root/Sources/CKeyAuthPAM" \
+        -I "$root/Sources/CKeyAuthOpenSSL" -I "$root/Sources/CKeyAuthPAM" -I "$root/Sources/CKeyAuthTSS2" \
         "${sources[@]}" "$here/TokenParser/main.swift" \
-        -lcrypto -lpam -o "$binary"
+        -lcrypto -lpam -ltss2-esys -ltss2-tctildr -ltss2-mu -ltss2-rc -o "$binary"
 fi
 
 if [ "${1:-}" = "--reproduce" ]; then
