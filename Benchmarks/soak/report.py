@@ -95,6 +95,7 @@ def main():
     parser.add_argument("--connections", type=int, required=True)
     parser.add_argument("--rounds", type=int, required=True)
     parser.add_argument("--rss-tolerance", type=float, default=10)
+    parser.add_argument("--max-wal-mib", type=float, default=64)
     args = parser.parse_args()
     folder = args.dir
     checks = []
@@ -177,7 +178,7 @@ def main():
 
     # Memory and descriptors.
     with open(os.path.join(folder, "samples.csv"), encoding="ascii") as handle:
-        samples = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle) if row.get("rss_kib")]
+        samples = [{k: float(v or 0) for k, v in row.items()} for row in csv.DictReader(handle) if row.get("rss_kib")]
     if len(samples) >= 8:
         end = samples[-1]["seconds"]
         quarter = [[s for s in samples if q * end / 4 <= s["seconds"] < (q + 1) * end / 4 or
@@ -193,6 +194,12 @@ def main():
               f"end {samples[-1]['rss_kib'] / 1024:.1f}, peak (VmHWM) {samples[-1]['hwm_kib'] / 1024:.1f}; "
               f"mean of the 2nd quarter {second / 1024:.1f}, of the last {last / 1024:.1f} ({growth:+.1f}%); "
               f"slope over the second half {slope * 60 / 1024:+.2f} MiB/min")
+        first, final = samples[0], samples[-1]
+        print(f"  of it, start -> end: heap and other anonymous {first['anon_kib'] / 1024:.1f} -> "
+              f"{final['anon_kib'] / 1024:.1f}, mapped files {first['file_kib'] / 1024:.1f} -> "
+              f"{final['file_kib'] / 1024:.1f}, shared memory {first['shmem_kib'] / 1024:.1f} -> "
+              f"{final['shmem_kib'] / 1024:.1f}; database file {final['db_kib'] / 1024:.1f} MiB, its WAL "
+              f"{final['wal_kib'] / 1024:.1f} MiB at the end (largest {max(s['wal_kib'] for s in samples) / 1024:.1f})")
         print(f"server descriptors: {samples[0]['fds']:.0f} at the start, largest {fds_second:.0f} in the 2nd "
               f"quarter and {fds_last:.0f} in the last; threads {samples[0]['threads']:.0f} to "
               f"{samples[-1]['threads']:.0f}; CPU {cpu:.0f} s in {end:.0f} s ({cpu / max(end, 1):.2f} cores); "
@@ -201,6 +208,11 @@ def main():
               growth <= args.rss_tolerance, f"{growth:+.1f}%")
         check("descriptors flat: last quarter's largest count <= 2nd quarter's + 8", fds_last <= fds_second + 8,
               f"{fds_second:.0f} then {fds_last:.0f}")
+        # The group commit checkpoints at most every 250 ms to keep the log to a few MiB; SQLite
+        # reuses the log from its start only once a checkpoint has caught up, and never shrinks
+        # the file, so its largest size is how far the log ran ahead.
+        wal = max(s["wal_kib"] for s in samples) / 1024
+        check(f"SQLite log (WAL) file at most {args.max_wal_mib:g} MiB", wal <= args.max_wal_mib, f"{wal:.1f} MiB")
     else:
         check("RSS and descriptors sampled (8 samples or more)", False, f"{len(samples)} samples")
 

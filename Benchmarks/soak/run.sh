@@ -4,7 +4,7 @@
 #   bash Benchmarks/soak/run.sh [--alg RS256|ES256]... [--minutes N] [--connections N]
 #                               [--pollers N] [--ciba-clients N] [--registrations-per-minute N]
 #                               [--round-seconds N] [--signer-threads N] [--rss-tolerance PERCENT]
-#                               [--out DIR]
+#                               [--max-wal-mib N] [--out DIR]
 #
 # For each --alg (default: RS256, then ES256; repeat the flag to choose), one run of --minutes
 # (default 10) against a fresh keyauth-server:
@@ -26,14 +26,16 @@
 #        the answer, device lifecycles (default 30 a minute: register, approve, log in, list,
 #        revoke) and scrapes of /healthz, /metrics and the JWK set every 5 s;
 #      - one signing key rotation (`keyauth-server keys rotate --delay 30`) a third of the way in;
-#   5. samples the server's VmRSS, open descriptors, threads and CPU time every 5 s (samples.csv);
+#   5. samples the server's memory (VmRSS; anonymous, file and shared), open descriptors, threads,
+#      CPU time, and the database and WAL file sizes every 5 s (samples.csv);
 #   6. stops the traffic, reads /metrics once more, stops the server with SIGTERM, and checks
 #      (report.py): the server ran to the end and stopped cleanly; no 5xx in its metrics or log;
 #      every answer was the one the protocol prescribes and no socket error, timeout or spare
 #      request (a round that ran out of assertions) occurred; RSS flat, the mean of the last
 #      quarter of the samples within PERCENT (default 10) of the second quarter's; descriptors
-#      flat, the last quarter's largest count at most the second quarter's plus 8; tokens signed
-#      by the rotated key when the rotation came 2 minutes or more before the end.
+#      flat, the last quarter's largest count at most the second quarter's plus 8; the SQLite
+#      log (WAL) file at most MAX_WAL MiB (default 64); tokens signed by the rotated key when the
+#      rotation came 2 minutes or more before the end.
 # It prints per run the login rounds (logins/s, p50/p99 latency), the traffic by kind, RSS
 # start/mid/end/peak and the errors, keeps the files in --out (default /tmp/keyauth-soak-TIME;
 # the server's full log only when a check failed), and exits 1 when any check failed.
@@ -50,9 +52,10 @@ registrations=30
 round_seconds=30
 signer_threads=1
 rss_tolerance=10
+max_wal=64
 out=/tmp/keyauth-soak-$(date -u +%Y%m%dT%H%M%SZ)
 usage() {
-    sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 while [ $# -gt 0 ]; do
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
     --round-seconds) round_seconds=${2:?}; shift 2 ;;
     --signer-threads) signer_threads=${2:?}; shift 2 ;;
     --rss-tolerance) rss_tolerance=${2:?}; shift 2 ;;
+    --max-wal-mib) max_wal=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "soak: unknown argument $1" >&2; usage ;;
@@ -101,17 +105,24 @@ cleanup() {
 trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# sample PID DIR START: one line every 5 s while PID lives.
+# sample PID DIR START: one line every 5 s while PID lives: its memory (RSS, and of it the heap
+# and other anonymous memory, mapped files, shared memory such as SQLite's -shm index), peak,
+# descriptors, threads, CPU ticks, the machine's load, and the database and log file sizes.
 sample() {
-    local pid=$1 file=$2/samples.csv start=$3
-    echo "seconds,rss_kib,hwm_kib,fds,threads,cpu_ticks,load1" >"$file"
+    local pid=$1 file=$2/samples.csv start=$3 db=$2/keyauth.db
+    echo "seconds,rss_kib,anon_kib,file_kib,shmem_kib,hwm_kib,fds,threads,cpu_ticks,load1,db_kib,wal_kib" >"$file"
     while [ -d "/proc/$pid" ]; do
         {
-            read -r rss hwm threads < <(awk '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} /^Threads/ {t = $2}
-                END {print r, h, t}' "/proc/$pid/status")
+            local memory fds ticks sizes
+            memory=$(awk '/^(VmRSS|RssAnon|RssFile|RssShmem|VmHWM|Threads):/ {m[$1] = $2}
+                END {print m["VmRSS:"] "," m["RssAnon:"] "," m["RssFile:"] "," m["RssShmem:"] "," m["VmHWM:"] \
+                    "," m["Threads:"]}' "/proc/$pid/status")
             fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
             ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-            echo "$(($(date +%s) - start)),$rss,$hwm,$fds,$threads,$ticks,$(cut -d' ' -f1 /proc/loadavg)" >>"$file"
+            sizes=$(for f in "$db" "$db-wal"; do stat -c %s "$f" 2>/dev/null || echo 0; done |
+                awk '{printf "%s%d", (NR > 1 ? "," : ""), $1 / 1024}')
+            echo "$(($(date +%s) - start)),${memory%,*},$fds,${memory##*,},$ticks,$(cut -d' ' -f1 /proc/loadavg),$sizes" \
+                >>"$file"
         } 2>/dev/null || true
         sleep 5
     done
@@ -210,7 +221,8 @@ soak() {
 
     local verdict=0
     /usr/bin/python3 Benchmarks/soak/report.py "$dir" --alg "$alg" --minutes "$minutes" \
-        --connections "$connections" --rounds "$rounds" --rss-tolerance "$rss_tolerance" | tee "$dir/summary.txt" || verdict=1
+        --connections "$connections" --rounds "$rounds" --rss-tolerance "$rss_tolerance" \
+        --max-wal-mib "$max_wal" | tee "$dir/summary.txt" || verdict=1
     # The full request log only when it is evidence.
     if [ "$verdict" = 0 ]; then
         tail -n 200 "$dir/server.log" >"$dir/server-log-tail.txt"
