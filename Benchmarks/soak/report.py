@@ -67,7 +67,8 @@ def server_log(path):
             match = request.match(line)
             if match:
                 statuses[match.group(1)[0] + "xx"] = statuses.get(match.group(1)[0] + "xx", 0) + 1
-            elif " error: " in line or '"level":"error"' in line:
+            elif " error: " in line or '"level":"error"' in line or "*** Program crashed" in line \
+                    or "Fatal error" in line:
                 errors.append(line.rstrip())
             else:
                 other.append(line.rstrip())
@@ -238,6 +239,9 @@ def main():
         for line in read(os.path.join(folder, "server.log")).splitlines()[-10:]:
             print(f"  {line}")
 
+    # The full request log is evidence only when the server itself misbehaved.
+    if not clean or from_log or from_metrics or error_lines:
+        open(os.path.join(folder, "keep-log"), "w").close()
     print()
     for name, met, detail in checks:
         print(f"{'ok    ' if met else 'FAILED'} {name}{'' if met or not detail else ': ' + detail}"

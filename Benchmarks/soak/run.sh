@@ -38,7 +38,8 @@
 #      rotation came 2 minutes or more before the end.
 # It prints per run the login rounds (logins/s, p50/p99 latency), the traffic by kind, RSS
 # start/mid/end/peak and the errors, keeps the files in --out (default /tmp/keyauth-soak-TIME;
-# the server's full log only when a check failed), and exits 1 when any check failed.
+# the server's full log only after a crash, a 5xx or an error line), and exits 1 when any check
+# failed.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
@@ -140,6 +141,7 @@ soak() {
         --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 2>"$dir/server.log" &
     server_pid=$!
     pids+=("$server_pid")
+    echo "$server_pid" >"$dir/server.pid"
     for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
     curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" ||
         { echo "soak: keyauth-server did not start: $(tail -n 5 "$dir/server.log")" >&2; exit 1; }
@@ -223,8 +225,8 @@ soak() {
     /usr/bin/python3 Benchmarks/soak/report.py "$dir" --alg "$alg" --minutes "$minutes" \
         --connections "$connections" --rounds "$rounds" --rss-tolerance "$rss_tolerance" \
         --max-wal-mib "$max_wal" | tee "$dir/summary.txt" || verdict=1
-    # The full request log only when it is evidence.
-    if [ "$verdict" = 0 ]; then
+    # The full request log only when it is evidence (report.py says so: a crash, 5xx, errors).
+    if [ ! -e "$dir/keep-log" ]; then
         tail -n 200 "$dir/server.log" >"$dir/server-log-tail.txt"
         rm -f "$dir/server.log"
     fi
