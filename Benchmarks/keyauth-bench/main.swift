@@ -26,11 +26,14 @@ import KeyAuthServer
 // operations and the rest (LoginPathBenchmark.swift).
 //
 //   keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N]
-//                              [--keys-out FILE] [--keys-in FILE] [SERVER...]
+//                              [--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N]
+//                              [SERVER...]
 //
 // `load-prepare` registers RSA-2048 device keys with each SERVER and pre-signs unique
 // assertions for the wrk script of Benchmarks/load (run.sh, run-postgres.sh); `--keys-out` keeps
-// the keys so that a later call with `--keys-in` signs fresh assertions for them.
+// the keys so that a later call with `--keys-in` signs fresh assertions for them. `--seconds S`
+// signs for S seconds on `--threads N` threads (default: every core) and writes what it made
+// (Benchmarks/soak/run.sh signs each round's assertions during the round before).
 //
 // `pin` times what an offline guesser pays per PIN for a copied key file: one decryption with a
 // wrong PIN, for the scrypt encryption keyauth writes and for the PBKDF2 it wrote before,
@@ -221,10 +224,12 @@ func pinBenchmark(guesses: Int, extraScryptP: [UInt64]) throws {
 ///
 /// With `keysIn` the device keys are read from that file (written by an earlier run with
 /// `keysOut`) instead of generated, so that a benchmark registers its keys once and signs a
-/// fresh set of assertions (new `jti`s) for each of its rounds.
+/// fresh set of assertions (new `jti`s) for each of its rounds. With `seconds` it signs for that
+/// long on `threads` threads and writes what it made (at most `count`): the soak benchmark signs
+/// the next round's assertions while the current round runs, as many as the machine manages.
 func loadPrepare(
     devices: Int, count: Int, issuer: String, servers: [String], output: String, keysIn: String?,
-    keysOut: String?
+    keysOut: String?, seconds: Double? = nil, threads: Int = ProcessInfo.processInfo.activeProcessorCount
 ) throws {
     let ready = try keysIn.map(readDeviceKeys) ?? generateDeviceKeys(devices)
     if let keysOut {
@@ -247,13 +252,41 @@ func loadPrepare(
             }
         }
     }
-    let lines = (0..<count).map { _ in Box<String>() }
-    DispatchQueue.concurrentPerform(iterations: count) { index in
-        lines[index].value = try? JWTBuilder(key: ready[index % ready.count], audience: issuer, lifetime: 280).sign()
-    }
-    guard lines.allSatisfy({ $0.value != nil }) else { throw KeyAuthError(.cryptoFailed, "signing failed") }
-    let text = lines.compactMap(\.value).map { $0 + "\n" }.joined()
+    let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64(($0 * 1000).rounded())) }
+    let lines = try signAssertions(count: count, keys: ready, issuer: issuer, threads: threads, until: deadline)
+    let text = lines.map { $0 + "\n" }.joined()
     try text.write(toFile: output, atomically: false, encoding: .utf8)
+}
+
+/// Up to `count` unique assertions (RS256, 280 s lifetime, each a new `jti`) for `keys` in
+/// turn, signed on `threads` threads, stopping early at `deadline`.
+///
+/// Each thread signs every `threads`-th index, so the keys take turns whatever the thread count;
+/// a bounded thread count leaves the other cores to the server under test.
+func signAssertions(
+    count: Int, keys: [RSAPrivateKey], issuer: String, threads: Int, until deadline: ContinuousClock.Instant?
+) throws -> [String] {
+    let width = max(1, threads)
+    let shares = (0..<width).map { _ in Box<(signed: [String], failed: Bool)>() }
+    DispatchQueue.concurrentPerform(iterations: width) { thread in
+        var signed: [String] = []
+        var failed = false
+        var index = thread
+        while index < count, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+            guard let assertion = try? JWTBuilder(key: keys[index % keys.count], audience: issuer, lifetime: 280).sign()
+            else {
+                failed = true
+                break
+            }
+            signed.append(assertion)
+            index += width
+        }
+        shares[thread].value = (signed, failed)
+    }
+    guard shares.allSatisfy({ $0.value?.failed == false }) else {
+        throw KeyAuthError(.cryptoFailed, "signing failed")
+    }
+    return shares.flatMap { $0.value?.signed ?? [] }
 }
 
 /// `count` new RSA-2048 device keys, generated on every core.
@@ -385,7 +418,9 @@ case "tpm":
     }
 case "load-prepare":
     let rest = Array(arguments.dropFirst())
-    let flags: Set<String> = ["--devices", "--assertions", "--out", "--issuer", "--keys-in", "--keys-out"]
+    let flags: Set<String> = [
+        "--devices", "--assertions", "--out", "--issuer", "--keys-in", "--keys-out", "--seconds", "--threads",
+    ]
     var servers: [String] = []
     var skip = false
     for argument in rest {
@@ -404,14 +439,16 @@ case "load-prepare":
         FileHandle.standardError.write(
             Data(
                 ("usage: keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N] "
-                    + "[--keys-out FILE] [--keys-in FILE] [SERVER...]\n").utf8))
+                    + "[--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N] [SERVER...]\n").utf8))
         exit(64)
     }
     do {
         try loadPrepare(
             devices: Int(option("--devices", in: rest) ?? "") ?? 200,
             count: Int(option("--assertions", in: rest) ?? "") ?? 100_000, issuer: issuer, servers: servers,
-            output: output, keysIn: keysIn, keysOut: option("--keys-out", in: rest))
+            output: output, keysIn: keysIn, keysOut: option("--keys-out", in: rest),
+            seconds: option("--seconds", in: rest).flatMap { Double($0) },
+            threads: Int(option("--threads", in: rest) ?? "") ?? ProcessInfo.processInfo.activeProcessorCount)
     } catch {
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)

@@ -1,8 +1,10 @@
 -- wrk script: POST /oauth/token with a different pre-signed assertion on every request.
 -- Each wrk thread takes every Nth line of the assertions file, so no assertion is sent twice
 -- (a replay would be refused by keyauth-server and would not count as a login).
-local assertions = {}
-local threads = {}
+-- `assertions` (a thread's share) and `threads` are global for Benchmarks/soak/login.lua, which
+-- loads this file and sends them its own way.
+assertions = {}
+threads = {}
 local counter = 0
 
 function setup(thread)

@@ -100,6 +100,52 @@ struct LongPollTests {
     }
 
     @Test(
+        "a request made here wakes its user's waiting poll once its write is durable, without the periodic check"
+    )
+    func requestWakesPollOnceDurable() throws {
+        let environment = TestEnvironment()
+        let database = try QueueWatchingDatabase(path: environment.databasePath)
+        let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
+        defer { storage.close() }
+        let laptop = DeviceRecord(
+            kid: "k1", user: "alice", name: "laptop", publicKeyPEM: "pem", status: .active, createdAt: 1)
+        #expect(try storage.insertDevice(laptop))
+        // No periodic check while the test runs: only the request's own wake-up answers the poll.
+        let signIn = SignInRequests(
+            storage: storage, settings: .init(),
+            watchers: SignInRequestWatchers(maximumWaiters: 1, checkInterval: .seconds(3600)), now: { 1_000 })
+        let answered = DispatchSemaphore(value: 0)
+        let listed = Mutex<[String]?>(nil)
+        let watch = try signIn.open(for: "alice", after: .start, waiting: 600) { result in
+            listed.withLock { $0 = (try? result.get())?.map(\.id) }
+            answered.signal()
+        }
+        guard case .later = watch else {
+            Issue.record("the poll did not wait")
+            return
+        }
+
+        // The request's write joins a batch that cannot commit yet, the one before it being
+        // stalled in its fsync: a check made when the request was written would read nothing.
+        database.disk.hold()
+        defer { database.disk.release() }
+        _ = try DurabilityScope.run { try database.sqlite.write { _ in () } }
+        try #require(database.disk.waitUntilStalled(), "the group commit did not reach the fsync")
+        let (request, scope) = try DurabilityScope.run {
+            try signIn.start(
+                kind: .account, clientID: nil, user: "alice", bindingMessage: nil, scope: nil, requestedExpiry: nil,
+                from: nil)
+        }
+        guard case .pending = scope.outcome else {
+            Issue.record("the request's batch was durable while the disk was held")
+            return
+        }
+        database.disk.release()
+        #expect(answered.wait(timeout: .now() + 20) == .success, "the waiting poll was not woken")
+        #expect(listed.withLock { $0 } == [request.id])
+    }
+
+    @Test(
         "a poll that nothing wakes is answered at its deadline with the list as it is, and stopping answers waiting polls"
     )
     func deadlineAndStop() throws {

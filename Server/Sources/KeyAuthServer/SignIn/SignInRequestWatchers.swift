@@ -33,13 +33,19 @@ final class SignInRequestWatchers: Sendable {
 
     /// Long polls allowed to wait at once.
     let maximumWaiters: Int
+    /// How often every waiting poll is checked, for requests made on other instances.
+    let checkInterval: DispatchTimeInterval
     private let state = Mutex(State())
     /// Where the checks and answers run: one serial queue, off the transport's threads.
     private let queue = DispatchQueue(label: "keyauth.sign-in-watchers")
 
-    /// - Parameter maximumWaiters: long polls allowed to wait at once; 0 answers every one at once.
-    init(maximumWaiters: Int) {
+    /// - Parameters:
+    ///   - maximumWaiters: long polls allowed to wait at once; 0 answers every one at once.
+    ///   - checkInterval: how often every poll is checked (a test that must see the wake-up of a
+    ///     request made here, and nothing else, makes it long).
+    init(maximumWaiters: Int, checkInterval: DispatchTimeInterval = .seconds(1)) {
         self.maximumWaiters = max(maximumWaiters, 0)
+        self.checkInterval = checkInterval
     }
 
     deinit {
@@ -50,6 +56,9 @@ final class SignInRequestWatchers: Sendable {
     var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Checks the long polls of `user` on this instance now (a request was made for them here).
+    ///
+    /// Call it once the request is committed: a check that cannot read it yet leaves the polls
+    /// waiting for the next periodic check.
     func notify(user: String) {
         queue.async { self.checkWaiters { $0.user == user } }
     }
@@ -76,10 +85,11 @@ final class SignInRequestWatchers: Sendable {
         }
     }
 
-    /// Once a second on the queue: every poll is checked, and the ones past their deadline answer.
+    /// Every ``checkInterval`` on the queue: every poll is checked, and the ones past their
+    /// deadline answer.
     private func startTimer() -> DispatchSourceTimer {
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(50))
+        timer.schedule(deadline: .now() + checkInterval, repeating: checkInterval, leeway: .milliseconds(50))
         timer.setEventHandler { [weak self] in self?.checkWaiters { _ in true } }
         timer.resume()
         return timer

@@ -105,7 +105,16 @@ struct SignInRequests: Sendable {
         let limits = settings.limits(for: kind.origin)
         switch try storage.insertSignInRequest(request, limits: limits, now: time) {
         case .inserted:
-            watchers.notify(user: user)
+            // The request is in the group commit's open batch, which the watchers' reads (other
+            // connections) see only once it is committed: woken before, they would find nothing
+            // and wait for their once-a-second check. So they are woken once it is durable (at
+            // once when nothing is pending: outside a scope a write returns durable).
+            let watchers = watchers
+            if let scope = DurabilityScope.current {
+                scope.whenDurable { _ in watchers.notify(user: user) }
+            } else {
+                watchers.notify(user: user)
+            }
             return request
         case .tooManyOpen(let earliestExpiry):
             throw ServiceError(
