@@ -195,6 +195,50 @@ struct GroupCommitTests {
         #expect(during <= 4, "\(during) syncs in 1.5 s while the disk failed")
     }
 
+    @Test("under writes that never pause, the log is rewound instead of growing without end")
+    func logRewoundUnderSteadyWrites() throws {
+        let environment = TestEnvironment()
+        // 256 KiB before a rewind, so that a test writes past it many times.
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 2, busyTimeoutMilliseconds: 5000, restartBytes: 256 * 1024)
+        defer { database.close() }
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB)")
+        }
+        let wal = environment.databasePath + "-wal"
+        let largest = Atomic<Int>(0)
+        // Four writers and a reader, all at once: a batch always begins before the last one's
+        // passive checkpoint has run, which is what kept the log from ever being rewound.
+        let outcomes = runConcurrently(5) { (thread: Int) throws(StorageError) -> Int in
+            for index in 0..<400 {
+                if thread == 4 {
+                    _ = try database.read { connection throws(StorageError) in
+                        try connection.execute("SELECT COUNT(*) FROM t")
+                    }
+                } else {
+                    try database.write { connection throws(StorageError) in
+                        try connection.execute(
+                            "INSERT INTO t (k, v) VALUES ($1, zeroblob(3000))", [.text("\(thread)-\(index)")])
+                    }
+                }
+                let size = (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0
+                _ = largest.max(size, ordering: .relaxed)
+            }
+            return 0
+        }
+        for outcome in outcomes { _ = try outcome.get() }
+        // 1,600 rows of 3 KB wrote some 18 MB of log pages (every row takes a page of its own and
+        // its index's); the log was rewound and never held more than a few of its 256 KiB rounds.
+        #expect(database.committer.logRestarts > 0)
+        #expect(
+            largest.load(ordering: .relaxed) < 2 * 1024 * 1024,
+            "the log reached \(largest.load(ordering: .relaxed)) bytes")
+        let count = try database.read { connection throws(StorageError) in
+            try connection.execute("SELECT COUNT(*) FROM t").firstRow?.integer(0)
+        }
+        #expect(count == 1_600, "\(String(describing: count)) rows")
+    }
+
     @Test("closing answers every write it accepted, makes them durable, then refuses writes")
     func closeFinishesAcceptedWrites() throws {
         let environment = TestEnvironment()

@@ -16,7 +16,7 @@ import Synchronization
 /// and a read notes the newest batch it may have seen; a request that wrote in a batch not yet
 /// committed reads on the writer connection, which sees that batch.
 final class SQLiteDatabase: SQLDatabase {
-    private let committer: SQLiteGroupCommitter
+    let committer: SQLiteGroupCommitter
     private let readers: [SQLiteConnectionBox]
     private let nextReader = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
@@ -31,9 +31,12 @@ final class SQLiteDatabase: SQLDatabase {
     ///   - readerCount: connections for reads, besides the one writer.
     ///   - busyTimeoutMilliseconds: how long a statement waits for another process's lock.
     ///   - log: what makes commits durable; by default `fdatasync` of the file's WAL.
+    ///   - restartBytes: the log file's size past which the committer rewinds the log (tests use
+    ///     less).
     /// - Throws: ``StorageError`` when the file cannot be opened or switched to WAL.
     init(
-        path: String, readerCount: Int, busyTimeoutMilliseconds: Int32, log: (any SQLiteWALSync)? = nil
+        path: String, readerCount: Int, busyTimeoutMilliseconds: Int32, log: (any SQLiteWALSync)? = nil,
+        restartBytes: Int = SQLiteGroupCommitter.defaultRestartBytes
     ) throws(StorageError) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         let writerConnection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -48,7 +51,7 @@ final class SQLiteDatabase: SQLDatabase {
         committer = try SQLiteGroupCommitter(
             writerConnection,
             checkpointer: SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
-            log: log ?? SQLiteWALFile(databasePath: path))
+            log: log ?? SQLiteWALFile(databasePath: path), logPath: path + "-wal", restartBytes: restartBytes)
         var readers: [SQLiteConnectionBox] = []
         for _ in 0..<max(readerCount, 1) {
             let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
