@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives import serialization
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CIBA = "urn:openid:params:grant-type:ciba"
 KINDS = [
-    "login", "long-poll", "answer", "bc-authorize", "ciba-poll", "keygen", "register", "approve-device",
+    "login", "long-poll", "code-check", "answer", "bc-authorize", "ciba-poll", "keygen", "register", "approve-device",
     "device-list", "revoke", "refused-login", "healthz", "metrics", "jwks", "discovery",
 ]
 
@@ -176,6 +176,7 @@ class Run:
         self.clients = []
         self.meetings = {}
         self.decided = {}
+        self.codes = {}
         self.answers = 0
         self.lock = threading.Lock()
         self.client_auth = "Basic " + base64.b64encode(
@@ -255,6 +256,21 @@ class Run:
         with self.tally.lock:
             self.tally.wakes.append((seen - asked) * 1000)
 
+    def note_code(self, identifier, code):
+        """The code a client's screen shows for its request, which the user reads there."""
+        with self.lock:
+            self.codes[identifier] = code
+
+    def code_of(self, identifier):
+        """The code of a request, once its client has it (the device may see the request first)."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if identifier in self.codes:
+                    return self.codes.pop(identifier)
+            self.pause(0.01)
+        return None
+
     def decide(self, identifier):
         """Whether a device approves this request: four in five, over all devices."""
         with self.lock:
@@ -309,7 +325,19 @@ def poller(run, device):
             approve = run.decide(identifier)
             body = {"decision": "approve" if approve else "deny"}
             if approve:
-                body["assertion"] = device.assertion(run.issuer, auth_req_id=identifier, amr=["swk"])
+                # Number matching: the device never shows the code; the user types what the
+                # client's screen shows, now and then mistyped once first.
+                code = run.code_of(identifier)
+                if code is None:
+                    run.tally.fail("code-check", "no code for a request the device saw")
+                    continue
+                if len(answered) % 10 == 3:
+                    run.call(client, "code-check", "POST", f"/v1/auth-requests/{identifier}/code",
+                             {"400 wrong_code"}, body={"code": "not " + code}, token=token)
+                run.call(client, "code-check", "POST", f"/v1/auth-requests/{identifier}/code", {"200"},
+                         body={"code": code}, token=token)
+                body["assertion"] = device.assertion(run.issuer, auth_req_id=identifier, amr=["swk"],
+                                                     binding_code=code)
             key, document, _ = run.call(client, "answer", "POST", f"/v1/auth-requests/{identifier}", {"200"},
                                         body=body, token=token)
             if key == "200":
@@ -336,6 +364,7 @@ def ciba_client(run, users, index):
             run.pause(1)
             continue
         identifier = document["auth_req_id"]
+        run.note_code(identifier, form["binding_message"])
         run.meet(identifier, "asked", asked)
         interval = document.get("interval", 5)
         while True:
@@ -423,7 +452,10 @@ def second_device(run, client, device, home):
     token = home.get()
     if token is None:
         return
-    run.call(client, "approve-device", "POST", f"/v1/devices/{device.kid}/approve", {"200"}, token=token)
+    # Approving a device takes the approving device's assertion naming it, after its PIN.
+    approval = home.device.assertion(run.issuer, approve_kid=device.kid, amr=["swk", "pin"])
+    run.call(client, "approve-device", "POST", f"/v1/devices/{device.kid}/approve", {"200"},
+             body={"assertion": approval}, token=token)
     run.login(client, device)
     run.call(client, "revoke", "DELETE", f"/v1/devices/{device.kid}", {"204"}, token=token)
 
