@@ -199,12 +199,13 @@ enum HelpText {
             usage: keyauth approve [ID] [--account NAME] [--pin-stdin]
 
             Approves a sign-in request: the only open one when no ID is given (or a choice when
-            there are several). Shows the application, the code, where the request came from and
-            when; asks you to type the code shown on the other screen (a mistyped code approves
-            and denies nothing: it asks again; `deny` denies); then checks presence and signs the
-            approval with the device key. Standard input that is not a terminal gives the code
-            on its first lines, then the PIN with --pin-stdin. Exit status 1 when the request
-            expired or was answered elsewhere, 77 when the presence check fails.
+            there are several). Shows the application, where the request came from and when,
+            never its code; asks you to type the code shown on the screen that started the
+            sign-in (a mistyped code is asked again, and the third denies the request; `deny`
+            denies); then checks presence and signs the approval with the device key. Standard
+            input that is not a terminal gives the code on its first lines, then the PIN with
+            --pin-stdin. Exit status 1 when the request expired, was answered elsewhere or was
+            denied by wrong codes, 77 when the presence check fails.
             """
         case .deny:
             """
