@@ -1,60 +1,10 @@
 import KeyAuth
 
-/// The grants the token endpoint accepts.
-enum TokenGrant: Sendable, Equatable {
-    /// A device logs in.
-    case jwtBearer(assertion: String)
-    /// A client collects the result of its sign-in request.
-    case ciba(authReqID: String, client: ClientCredentials?)
-    /// A relying party redeems an authorization code (OpenID Connect): a confidential client
-    /// with its credentials, a public one with `client_id` only.
-    case authorizationCode(
-        code: String, redirectURI: String?, verifier: String?, client: ClientCredentials?, publicClientID: String?)
-}
-
-/// Reading what a request carries, in one place for every endpoint: the form body of the token
-/// endpoint, the JSON body of registration, the Bearer token and the device list's query.
+/// Reading what a request carries, in one place for every endpoint: the JSON body of registration, the Bearer token and the device list's query.
 ///
 /// Every failure is ``ServiceError`` `.invalidRequest` (`.invalidToken` for the Bearer token)
 /// with a description that names the problem and never echoes a value.
 extension HTTPRequest {
-    /// The grant of a token request (`application/x-www-form-urlencoded`): a device's JWT bearer
-    /// assertion (RFC 7523), or a client's CIBA `auth_req_id` with its credentials.
-    ///
-    /// - Throws: `.invalidRequest` for another content type, a body that does not decode, a
-    ///   missing `grant_type`, `assertion` or `auth_req_id`; `.unsupportedGrantType` for another
-    ///   grant; client credential errors of ``clientCredentials(form:)``.
-    func tokenGrant() throws(ServiceError) -> TokenGrant {
-        let form = try formBody()
-        guard let grantType = form["grant_type"], !grantType.isEmpty else {
-            throw ServiceError(.invalidRequest, "grant_type is missing")
-        }
-        switch OAuthGrantType(rawValue: grantType) {
-        case .jwtBearer:
-            guard let assertion = form["assertion"], !assertion.isEmpty else {
-                throw ServiceError(.invalidRequest, "assertion is missing")
-            }
-            return .jwtBearer(assertion: assertion)
-        case .ciba:
-            let credentials = try clientCredentials(form: form)
-            guard let id = form["auth_req_id"], !id.isEmpty else {
-                throw ServiceError(.invalidRequest, "auth_req_id is missing")
-            }
-            return .ciba(authReqID: id, client: credentials)
-        case .authorizationCode:
-            let credentials = try clientCredentials(form: form)
-            guard let code = form["code"], !code.isEmpty else { throw ServiceError(.invalidRequest, "code is missing") }
-            return .authorizationCode(
-                code: code, redirectURI: form["redirect_uri"], verifier: form["code_verifier"], client: credentials,
-                publicClientID: credentials == nil ? form["client_id"] : nil)
-        default:
-            throw ServiceError(
-                .unsupportedGrantType,
-                "only \(OAuthGrantType.jwtBearer), \(OAuthGrantType.ciba) and \(OAuthGrantType.authorizationCode) are supported"
-            )
-        }
-    }
-
     /// The registration body (`application/json`).
     ///
     /// - Throws: `.invalidRequest` for another content type or a body ``RegistrationRequest``

@@ -3,50 +3,6 @@ import KeyAuth
 /// The documents the endpoints answer with, written by the protocol's wire types
 /// (PROTOCOL.md section 4).
 extension KeyAuthResponder {
-    /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"|"DPoP"}`, never cached; with
-    /// a fresh `DPoP-Nonce` when nonces are on.
-    static func tokenResponse(_ result: LoginResult, nonce: String?) -> HTTPResponse {
-        var headers: HTTPHeaders = ["Cache-Control": "no-store", "Pragma": "no-cache"]
-        if let nonce { headers.set("DPoP-Nonce", nonce) }
-        return .json(
-            serialized: TokenResponse(
-                accessToken: result.accessToken, expiresIn: result.expiresIn, tokenType: result.tokenType
-            ).jsonBytes, headers: headers)
-    }
-
-    /// The code grant's answer (OpenID Connect Core section 3.1.3.3), and the CIBA grant's for
-    /// `openid`: `access_token`, `token_type` (Bearer, or DPoP for a bound token), `expires_in`,
-    /// `id_token` and `scope`; no refresh token. Never cached; with a fresh `DPoP-Nonce` when
-    /// nonces are on.
-    static func authorizationCodeResponse(_ grant: AuthorizationGrant, nonce: String?) -> HTTPResponse {
-        var headers: HTTPHeaders = ["Cache-Control": "no-store", "Pragma": "no-cache"]
-        if let nonce { headers.set("DPoP-Nonce", nonce) }
-        return .json(
-            .object([
-                "access_token": .string(grant.accessToken), "token_type": .string(grant.tokenType),
-                "expires_in": .integer(grant.expiresIn), "id_token": .string(grant.idToken),
-                "scope": .string(grant.scope),
-            ]),
-            headers: headers)
-    }
-
-    /// The CIBA grant's answer (PROTOCOL.md section 8): section 4's token response, or with an ID
-    /// token (scope `openid`) the code grant's, as CIBA Core 1.0 section 10.1.1 has it.
-    static func signInGrantResponse(_ grant: SignInGrant) -> HTTPResponse {
-        guard let idToken = grant.idToken else {
-            return tokenResponse(
-                LoginResult(
-                    accessToken: grant.accessToken, expiresIn: grant.expiresIn, tokenType: TokenResponse.bearer,
-                    user: nil, deviceKID: nil),
-                nonce: nil)
-        }
-        return authorizationCodeResponse(
-            AuthorizationGrant(
-                accessToken: grant.accessToken, idToken: idToken, expiresIn: grant.expiresIn,
-                tokenType: TokenResponse.bearer, scope: grant.scope ?? "openid"),
-            nonce: nil)
-    }
-
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with
     /// the device as recorded; and the result the metrics count.
     func registrationResponse(_ outcome: RegistrationOutcome) -> (HTTPResponse, String) {

@@ -41,6 +41,8 @@ public final class KeyAuthResponder: HTTPResponder {
     let authorization: AuthorizationEndpoint
     /// RP-Initiated Logout at `/end-session`.
     let endSession: EndSessionEndpoint
+    /// `/oauth/token` and its grants.
+    let tokenEndpoint: TokenEndpoint
     /// The issuer URL all tokens name.
     public let issuer: String
 
@@ -64,6 +66,8 @@ public final class KeyAuthResponder: HTTPResponder {
             trustProxy: collaborators.trustProxy)
         authorization = AuthorizationEndpoint(page: account)
         endSession = EndSessionEndpoint(page: account)
+        tokenEndpoint = TokenEndpoint(
+            service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics)
     }
 
     /// The application on `storage`, composed as ``ServerRunner`` composes it: for tests and
@@ -244,7 +248,7 @@ public final class KeyAuthResponder: HTTPResponder {
         }
         switch (route, request.method) {
         case (.token, _):
-            return try token(request, caller: &caller)
+            return try tokenEndpoint.respond(to: request, from: clientKey(request), caller: &caller)
         case (.backchannelAuthorize, _):
             return try limits.run(
                 from: clientKey(request), everyAttempt: nil, record: metrics.recordSignInRequest
@@ -342,56 +346,6 @@ public final class KeyAuthResponder: HTTPResponder {
         try service.authenticate(
             authorization: request.headers["Authorization"], proof: try request.dpopProof(atResource: true),
             method: request.method, path: request.path)
-    }
-
-    /// `POST /oauth/token`: a device's login, a client's poll for its sign-in request, or a
-    /// relying party's authorization code, under the attempt limits (every refused code counts). A poll's expected answers (pending, too fast, denied, expired) do not
-    /// count as failures, so an application signing many users in is not locked out; a failed
-    /// client authentication or an unknown `auth_req_id` do.
-    private func token(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        var isPoll = false
-        var isCodeGrant = false
-        let pollAnswers: [ServiceError.Kind] = [.authorizationPending, .pollTooFast, .deviceDenied, .expiredToken]
-        return try limits.run(
-            from: clientKey(request), everyAttempt: nil,
-            counts: { kind in kind != .authorizationPending && !(isPoll && pollAnswers.contains(kind)) },
-            record: { result in
-                if isPoll {
-                    metrics.recordSignInRequest(result: "poll_" + result)
-                } else if isCodeGrant {
-                    metrics.recordSignInRequest(result: "code_grant_" + result)
-                } else {
-                    metrics.recordLogin(result: result)
-                }
-            }
-        ) {
-            switch try request.tokenGrant() {
-            case .jwtBearer(let assertion):
-                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
-                let result = try service.login(assertion: assertion, proof: proof)
-                caller.user = result.user
-                caller.deviceKID = result.deviceKID
-                return (Self.tokenResponse(result, nonce: service.freshNonce()), "success")
-            case .authorizationCode(let code, let redirectURI, let verifier, let credentials, let publicClientID):
-                isCodeGrant = true
-                let proof = try service.checkTokenRequestProof(try request.dpopProof(atResource: false))
-                let client = try service.clients.identify(credentials: credentials, publicID: publicClientID)
-                caller.clientID = client.id
-                let grant = try service.redeemAuthorizationCode(
-                    code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)
-                caller.user = grant.user
-                caller.deviceKID = grant.deviceKID
-                return (Self.authorizationCodeResponse(grant, nonce: service.freshNonce()), "issued")
-            case .ciba(let id, let credentials):
-                isPoll = true
-                let client = try service.clients.authenticate(credentials)
-                caller.clientID = client.id
-                let grant = try service.collectSignIn(authReqID: id, client: client)
-                caller.user = grant.user
-                caller.deviceKID = grant.deviceKID
-                return (Self.signInGrantResponse(grant), "issued")
-            }
-        }
     }
 
     /// `GET` or `POST /userinfo` (OpenID Connect Core section 5.3): the user an access token
