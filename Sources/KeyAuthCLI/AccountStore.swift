@@ -16,12 +16,12 @@ import KeyAuth
 /// and lets a person hold accounts on several servers on one machine. This is the command's
 /// layout, not the library's: an app keeps its key where ``KeyPairStore/default(appName:environment:)``
 /// says and its tokens in a ``FileCredentialsStore`` of its own.
-public struct AccountStore: Sendable {
+package struct AccountStore: Sendable {
     /// The keyauth home.
-    public let home: String
+    package let home: String
 
     /// - Parameter home: usually ``defaultHome(environment:)``.
-    public init(home: String) {
+    package init(home: String) {
         self.home = home
     }
 
@@ -29,7 +29,7 @@ public struct AccountStore: Sendable {
     ///
     /// A relative `XDG_DATA_HOME` is ignored, as the XDG specification requires.
     /// - Throws: `.storageFailed` when neither variable nor `HOME` is set.
-    public static func defaultHome(environment: [String: String]) throws(KeyAuthError) -> String {
+    package static func defaultHome(environment: [String: String]) throws(KeyAuthError) -> String {
         if let home = environment["KEYAUTH_HOME"], !home.isEmpty { return home }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/keyauth" }
         if let user = environment["HOME"], !user.isEmpty { return user + "/.local/share/keyauth" }
@@ -37,7 +37,7 @@ public struct AccountStore: Sendable {
     }
 
     /// `<user>@<host[:port]>` of the server, with anything outside `[A-Za-z0-9._@:-]` made `_`.
-    public static func defaultAccountName(user: String, serverURL: String) -> String {
+    package static func defaultAccountName(user: String, serverURL: String) -> String {
         let components = URLComponents(string: serverURL)
         var host = components?.host ?? "server"
         if let port = components?.port { host += ":\(port)" }
@@ -49,18 +49,18 @@ public struct AccountStore: Sendable {
 
     /// Whether `name` can name an account directory: the rule of ``FileCredentialsStore``, whose
     /// directories these are.
-    public static func isValidAccountName(_ name: String) -> Bool {
+    package static func isValidAccountName(_ name: String) -> Bool {
         FileCredentialsStore.isValidAccountName(name)
     }
 
     /// The directory that holds one directory per account.
-    public var accountsDirectory: String { home + "/accounts" }
+    package var accountsDirectory: String { home + "/accounts" }
     private var defaultFile: String { home + "/default" }
 
     /// The directory of account `name`.
     ///
     /// - Throws: `.invalidArgument` for a name that ``isValidAccountName(_:)`` refuses.
-    public func directory(for name: String) throws(KeyAuthError) -> String {
+    package func directory(for name: String) throws(KeyAuthError) -> String {
         guard Self.isValidAccountName(name) else {
             throw KeyAuthError(
                 .invalidArgument, "\"\(name)\" is not a valid account name (letters, digits and . _ @ : -)")
@@ -69,24 +69,24 @@ public struct AccountStore: Sendable {
     }
 
     /// The account file of `name`.
-    public func accountFile(for name: String) throws(KeyAuthError) -> String {
+    package func accountFile(for name: String) throws(KeyAuthError) -> String {
         try directory(for: name) + "/account.json"
     }
 
     /// The key store of account `name`.
     ///
     /// - Parameter keyStore: where a new key goes, and the TPM that opens a TPM key.
-    public func keyPairStore(for name: String, keyStore: KeyStore = .file) throws(KeyAuthError) -> KeyPairStore {
+    package func keyPairStore(for name: String, keyStore: KeyStore = .file) throws(KeyAuthError) -> KeyPairStore {
         KeyPairStore(directory: try directory(for: name), keyStore: keyStore)
     }
 
     /// The token store for all accounts of this home.
-    public var credentials: FileCredentialsStore {
+    package var credentials: FileCredentialsStore {
         FileCredentialsStore(directory: accountsDirectory)
     }
 
     /// The names of the accounts that have an account file, sorted.
-    public func accountNames() -> [String] {
+    package func accountNames() -> [String] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: accountsDirectory)) ?? []
         return entries.filter { name in
             Self.isValidAccountName(name) && SecureFile.exists(accountsDirectory + "/" + name + "/account.json")
@@ -94,7 +94,7 @@ public struct AccountStore: Sendable {
     }
 
     /// Whether account `name` has an account file.
-    public func exists(_ name: String) -> Bool {
+    package func exists(_ name: String) -> Bool {
         guard let file = try? accountFile(for: name) else { return false }
         return SecureFile.exists(file)
     }
@@ -103,7 +103,7 @@ public struct AccountStore: Sendable {
     ///
     /// - Throws: `.accountNotFound`; `.accountCorrupt` for a damaged file or one that names
     ///   another account; `.keyUnprotected` for a file others can write or read.
-    public func load(_ name: String) throws(KeyAuthError) -> KeyAuthAccount {
+    package func load(_ name: String) throws(KeyAuthError) -> KeyAuthAccount {
         let file = try accountFile(for: name)
         let bytes: [UInt8]
         do {
@@ -130,7 +130,7 @@ public struct AccountStore: Sendable {
     }
 
     /// Writes the account file atomically, creating the directories.
-    public func save(_ account: KeyAuthAccount) throws(KeyAuthError) {
+    package func save(_ account: KeyAuthAccount) throws(KeyAuthError) {
         let directory = try directory(for: account.name)
         try SecureFile.createDirectory(directory)
         try SecureFile.write(
@@ -139,7 +139,7 @@ public struct AccountStore: Sendable {
 
     /// Deletes everything of account `name`: key, token, PIN counter, account file, directory;
     /// and forgets it as the default.
-    public func remove(_ name: String) throws(KeyAuthError) {
+    package func remove(_ name: String) throws(KeyAuthError) {
         let directory = try directory(for: name)
         try KeyPairStore(directory: directory).reset()
         try credentials.deleteToken(account: name)
@@ -158,14 +158,14 @@ public struct AccountStore: Sendable {
     }
 
     /// The name in the `default` file, if any.
-    public func defaultAccountName() throws(KeyAuthError) -> String? {
+    package func defaultAccountName() throws(KeyAuthError) -> String? {
         guard let data = FileManager.default.contents(atPath: defaultFile) else { return nil }
         let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return name.isEmpty ? nil : name
     }
 
     /// Makes `name` the default account.
-    public func setDefaultAccount(_ name: String) throws(KeyAuthError) {
+    package func setDefaultAccount(_ name: String) throws(KeyAuthError) {
         _ = try directory(for: name)
         try SecureFile.createDirectory(home)
         try SecureFile.write(Array((name + "\n").utf8), to: defaultFile)
@@ -179,7 +179,7 @@ public struct AccountStore: Sendable {
     /// - Throws: `.accountNotFound` when there is no account (or not the one named), listing the
     ///   accounts that exist; `.invalidArgument` when several accounts exist and none is the
     ///   default, or a short name matches several (listing them).
-    public func resolve(_ explicit: String?) throws(KeyAuthError) -> String {
+    package func resolve(_ explicit: String?) throws(KeyAuthError) -> String {
         if let explicit {
             _ = try directory(for: explicit)
             if exists(explicit) { return explicit }

@@ -12,26 +12,26 @@ import KeyAuth
 /// input and a scripted ``SecretReader``, so that commands run in-process without a terminal.
 public struct CommandIO: Sendable {
     /// Writes text to standard output (tokens, keys, `--json` documents).
-    public var writeOutput: @Sendable (String) -> Void
+    package var writeOutput: @Sendable (String) -> Void
     /// Writes text to standard error (errors, progress, approval hints).
-    public var writeError: @Sendable (String) -> Void
+    package var writeError: @Sendable (String) -> Void
     /// The descriptor `--pin-stdin` reads from.
-    public var standardInput: Int32
+    package var standardInput: Int32
     /// The environment: `KEYAUTH_HOME`, `XDG_DATA_HOME`, `HOME`, `KEYAUTH_TIMEOUT`.
-    public var environment: [String: String]
+    package var environment: [String: String]
     /// Whether standard error is a terminal: spinners are drawn only then.
-    public var isErrorTerminal: Bool
+    package var isErrorTerminal: Bool
     /// Asks for PINs and PAM answers when `--pin-stdin` is not given.
-    public var terminalReader: any SecretReader
+    package var terminalReader: any SecretReader
     /// The default device name.
-    public var hostName: String
+    package var hostName: String
     /// A directory read instead of `/etc/pam.d`, for tests of `--presence pam`.
-    public var pamConfigurationDirectory: String?
+    package var pamConfigurationDirectory: String?
     /// The wait between polls while a registration is pending; 5 s as RFC 8628 asks.
-    public var pollInterval: Duration
+    package var pollInterval: Duration
 
     /// Creates an I/O set; every member has the meaning documented on its property.
-    public init(
+    package init(
         writeOutput: @escaping @Sendable (String) -> Void, writeError: @escaping @Sendable (String) -> Void,
         standardInput: Int32, environment: [String: String], isErrorTerminal: Bool,
         terminalReader: any SecretReader, hostName: String, pamConfigurationDirectory: String? = nil,

@@ -6,7 +6,7 @@ import KeyAuthArguments
 /// Options may come in any order after the command, as `--name value` or `--name=value`. An
 /// unknown command or option, a missing value, a repeated option or a value outside its set is a
 /// usage error (exit 64) whose message names the help to read.
-public enum CommandParser {
+package enum CommandParser {
     /// The options each command accepts: those taking a value, and flags.
     private static let valueOptions: [CommandName: Set<String>] = [
         .register: [
@@ -31,7 +31,7 @@ public enum CommandParser {
     /// Parses the arguments after the program name.
     ///
     /// - Throws: a ``KeyAuthError`` with the usage code; its message is one line.
-    public static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
+    package static func parse(_ arguments: [String]) throws(KeyAuthError) -> Command {
         guard let first = arguments.first else {
             throw usage(
                 "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, "

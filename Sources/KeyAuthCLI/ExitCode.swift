@@ -1,7 +1,7 @@
 import KeyAuth
 
 /// The exit statuses of PROTOCOL.md section 7, from `sysexits.h`.
-public enum ExitCode: Int32, Sendable {
+package enum ExitCode: Int32, Sendable {
     /// The command did what was asked.
     case success = 0
     /// Anything not listed below.
@@ -20,7 +20,7 @@ public enum ExitCode: Int32, Sendable {
     case noPermission = 77
 
     /// The status for an error, decided in this one place.
-    public init(for error: KeyAuthError) {
+    package init(for error: KeyAuthError) {
         switch error.code {
         case .usage:
             self = .usage
@@ -45,11 +45,11 @@ public enum ExitCode: Int32, Sendable {
 
 extension KeyAuthError.Code {
     /// The command line is wrong (an unknown option, a missing value); `keyauth` exits 64.
-    public static let usage = KeyAuthError.Code(rawValue: "usage")
+    package static let usage = KeyAuthError.Code(rawValue: "usage")
     /// No account of that name exists under the keyauth home.
-    public static let accountNotFound = KeyAuthError.Code(rawValue: "account_not_found")
+    package static let accountNotFound = KeyAuthError.Code(rawValue: "account_not_found")
     /// The person answered no to a confirmation (`keyauth reset` on a terminal); exit 1.
-    public static let declined = KeyAuthError.Code(rawValue: "declined")
+    package static let declined = KeyAuthError.Code(rawValue: "declined")
     /// An account file is not valid: truncated, not JSON, or missing a member.
-    public static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
+    package static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
 }

@@ -6,55 +6,55 @@ import KeyAuth
 /// Stored as `accounts/<name>/account.json` next to the key, so that later commands know where
 /// to log in, which audience to sign for, and which presence check protects the key without
 /// asking again.
-public struct KeyAuthAccount: Sendable, Hashable {
+package struct KeyAuthAccount: Sendable, Hashable {
     /// How far registration got.
-    public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    package struct Status: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package var description: String { rawValue }
 
         /// The key is being generated or sent; an account left in this state was interrupted.
-        public static let registering = Status(rawValue: "registering")
+        package static let registering = Status(rawValue: "registering")
         /// The server recorded the key; another device must approve it.
-        public static let pending = Status(rawValue: "pending")
+        package static let pending = Status(rawValue: "pending")
         /// The key has logged in.
-        public static let active = Status(rawValue: "active")
+        package static let active = Status(rawValue: "active")
     }
 
     /// The account's name, also its directory name.
-    public var name: String
+    package var name: String
     /// The server's base URL, without a trailing slash.
-    public var serverURL: String
+    package var serverURL: String
     /// The server's issuer URL: the audience of assertions.
-    public var issuer: String
+    package var issuer: String
     /// The user name on the server.
-    public var user: String
+    package var user: String
     /// The device name registered with the key.
-    public var deviceName: String
+    package var deviceName: String
     /// The key's fingerprint once the server recorded it.
-    public var keyID: String?
+    package var keyID: String?
     /// How the key is protected.
-    public var presence: PresenceKind
+    package var presence: PresenceKind
     /// Where the key lives: a key file or a TPM (`key_store` in `account.json`; an account
     /// written before TPM keys existed has a key file).
-    public var keyStore: KeyStore.Kind
+    package var keyStore: KeyStore.Kind
     /// The PAM service, when ``presence`` is `.pam`.
-    public var pamService: String?
+    package var pamService: String?
     /// Whether the person accepted plain `http://` to a host that is not loopback at
     /// registration (`keyauth register --insecure-http`), so that later commands reach the
     /// same server without asking again.
-    public var insecureHTTP: Bool
+    package var insecureHTTP: Bool
     /// How far registration got.
-    public var status: Status
+    package var status: Status
     /// When the account was created.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When the server last refused this device's key at login (`invalid_grant`: revoked, or
     /// unknown to the server), so that `keyauth status` and `keyauth reset` tell the truth
     /// without asking for the PIN; nil once a login succeeds again.
-    public var refusedAt: Date?
+    package var refusedAt: Date?
 
     /// Creates an account record.
-    public init(
+    package init(
         name: String, serverURL: String, issuer: String, user: String, deviceName: String, keyID: String? = nil,
         presence: PresenceKind, keyStore: KeyStore.Kind = .file, pamService: String? = nil, insecureHTTP: Bool = false,
         status: Status = .registering, createdAt: Date = Date()

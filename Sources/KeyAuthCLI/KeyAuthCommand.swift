@@ -10,7 +10,7 @@ import Synchronization
 /// status and the single error line of PROTOCOL.md section 7.
 public enum KeyAuthCommand {
     /// The version printed by `keyauth --version`.
-    public static let version = KeyAuthClient.version
+    package static let version = KeyAuthClient.version
 
     /// Runs one command line and returns the exit status.
     ///
@@ -32,13 +32,13 @@ public enum KeyAuthCommand {
 
     /// The status after Control-C (SIGINT): 130, 128 plus the signal's number, as shells report
     /// a process that a signal ended.
-    public static let interruptedStatus: Int32 = 128 + SIGINT
+    package static let interruptedStatus: Int32 = 128 + SIGINT
 
     /// The signals that stop a command cleanly: Control-C, `kill`, and the terminal going away.
-    public static let stoppingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    package static let stoppingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
     /// The exit status after `signal`: 128 plus its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
-    public static func status(afterSignal signal: Int32) -> Int32 {
+    package static func status(afterSignal signal: Int32) -> Int32 {
         128 + signal
     }
 

@@ -12,7 +12,7 @@ extension KeyAuthClient {
     ///     a long poll never ends as a transport failure.
     /// - Throws: `.serverRejected` with `invalid_token` for an expired or revoked token, and for
     ///   an answer without the protocol's shape; `.transportFailed`.
-    public func signInRequests(
+    package func signInRequests(
         accessToken: AccessToken, proofs: DPoPProofBuilder? = nil, after cursor: String? = nil, wait: Int = 0
     ) async throws(KeyAuthError) -> SignInRequestList {
         var query = ["wait=\(longPollSeconds(wait))"]
@@ -44,7 +44,7 @@ extension KeyAuthClient {
     ///   `wrong_code` (the server counted it; the description says how many attempts are left),
     ///   `access_denied` (that was the last attempt: the request is denied), `not_found`,
     ///   `already_answered` or `expired_token`.
-    public func checkSignInCode(
+    package func checkSignInCode(
         id: String, code: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil
     ) async throws(KeyAuthError) {
         guard InputRules.isValidSignInRequestID(id) else {
@@ -72,7 +72,7 @@ extension KeyAuthClient {
     ///   `not_found` (unknown, or another user's), `already_answered`, `expired_token` or
     ///   `invalid_grant` (the assertion was refused).
     @discardableResult
-    public func answerSignInRequest(
+    package func answerSignInRequest(
         id: String, decision: SignInDecision, assertion: String?, accessToken: AccessToken,
         proofs: DPoPProofBuilder? = nil
     ) async throws(KeyAuthError) -> String {

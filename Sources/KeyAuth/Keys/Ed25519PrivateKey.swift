@@ -1,8 +1,8 @@
 /// An Ed25519 private key: signs EdDSA (RFC 8037). Signatures are deterministic.
-public struct Ed25519PrivateKey: Sendable {
+package struct Ed25519PrivateKey: Sendable {
     let key: EVPKey
     /// The matching public key.
-    public let publicKey: Ed25519PublicKey
+    package let publicKey: Ed25519PublicKey
 
     init(owning key: EVPKey) throws(KeyAuthError) {
         self.key = key
@@ -12,7 +12,7 @@ public struct Ed25519PrivateKey: Sendable {
     /// Generates a new key.
     ///
     /// - Throws: `.cryptoFailed` if OpenSSL fails.
-    public static func generate() throws(KeyAuthError) -> Ed25519PrivateKey {
+    package static func generate() throws(KeyAuthError) -> Ed25519PrivateKey {
         try Ed25519PrivateKey(owning: EVPKey.generate(.ed25519))
     }
 
@@ -20,27 +20,27 @@ public struct Ed25519PrivateKey: Sendable {
     ///
     /// - Throws: `.keyEncrypted` for an encrypted PEM; `.keyCorrupt` for anything that is not a
     ///   private key; `.keyRejected` for a key of another type.
-    public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
+    package init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
         try self.init(owning: EVPKey.readPrivateKey(pem: pem))
     }
 
     /// The key as unencrypted PKCS#8 PEM.
     ///
     /// - Warning: secret; wipe the bytes when done.
-    public func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
+    package func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
         try key.unencryptedPKCS8PEM()
     }
 
     /// Signs `message` with Ed25519 and returns the 64-byte signature.
-    public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+    package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         try key.digestSign(message, hashed: false)
     }
 }
 
 extension Ed25519PrivateKey: JWSSigner {
     /// Always EdDSA.
-    public var algorithm: JWSAlgorithm { .edDSA }
+    package var algorithm: JWSAlgorithm { .edDSA }
 
     /// The public key's thumbprint.
-    public var keyID: String { publicKey.thumbprint }
+    package var keyID: String { publicKey.thumbprint }
 }

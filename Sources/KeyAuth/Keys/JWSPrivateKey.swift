@@ -3,7 +3,7 @@
 ///
 /// Device keys stay ``RSAPrivateKey`` (or a TPM key); this type is for keys that arrive as PEM
 /// of a type known only once read (the server's stored keys, `--signing-key-file`).
-public enum JWSPrivateKey: Sendable {
+package enum JWSPrivateKey: Sendable {
     /// An RSA key, signing RS256.
     case rsa(RSAPrivateKey)
     /// An EC P-256 key, signing ES256.
@@ -18,7 +18,7 @@ public enum JWSPrivateKey: Sendable {
     ///   - rsaBits: the size of an RSA key (2048, 3072 or 4096).
     /// - Throws: `.invalidArgument` for an RSA size outside those; `.cryptoFailed` if OpenSSL
     ///   fails.
-    public static func generate(for algorithm: JWSAlgorithm, rsaBits: Int = 2048) throws(KeyAuthError)
+    package static func generate(for algorithm: JWSAlgorithm, rsaBits: Int = 2048) throws(KeyAuthError)
         -> JWSPrivateKey
     {
         switch algorithm {
@@ -32,7 +32,7 @@ public enum JWSPrivateKey: Sendable {
     ///
     /// - Throws: `.keyEncrypted` for an encrypted PEM; `.keyCorrupt` for anything that is not a
     ///   private key; `.keyRejected` for a key of another type or curve (DSA, P-384, Ed448...).
-    public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
+    package init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
         let key = try EVPKey.readPrivateKey(pem: pem)
         if key.isRSA {
             self = .rsa(try RSAPrivateKey(owning: key))
@@ -46,7 +46,7 @@ public enum JWSPrivateKey: Sendable {
     }
 
     /// The matching public key.
-    public var publicKey: JWSPublicKey {
+    package var publicKey: JWSPublicKey {
         switch self {
         case .rsa(let key): .rsa(key.publicKey)
         case .p256(let key): .p256(key.publicKey)
@@ -57,7 +57,7 @@ public enum JWSPrivateKey: Sendable {
     /// The key as unencrypted PKCS#8 PEM.
     ///
     /// - Warning: secret; wipe the bytes when done.
-    public func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
+    package func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
         switch self {
         case .rsa(let key): try key.pkcs8PEM()
         case .p256(let key): try key.pkcs8PEM()
@@ -66,7 +66,7 @@ public enum JWSPrivateKey: Sendable {
     }
 
     /// The key as the signer it is.
-    public var signer: any JWSSigner {
+    package var signer: any JWSSigner {
         switch self {
         case .rsa(let key): key
         case .p256(let key): key
@@ -77,13 +77,13 @@ public enum JWSPrivateKey: Sendable {
 
 extension JWSPrivateKey: JWSSigner {
     /// The key's algorithm.
-    public var algorithm: JWSAlgorithm { publicKey.algorithm }
+    package var algorithm: JWSAlgorithm { publicKey.algorithm }
 
     /// The public key's thumbprint.
-    public var keyID: String { publicKey.thumbprint }
+    package var keyID: String { publicKey.thumbprint }
 
     /// Signs with the key's algorithm.
-    public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+    package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         try signer.signature(for: message)
     }
 }

@@ -88,7 +88,8 @@ public struct KeyPairStore: Sendable {
     public var tpmKeyPath: String { directory + "/device-key.tpm" }
     /// The public key file (SPKI PEM).
     public var publicKeyPath: String { directory + "/device-key.pub" }
-    private var lockPath: String { directory + "/.lock" }
+    /// The lock file that serialises writes to the key files, across processes.
+    var lockPath: String { directory + "/.lock" }
     /// Where ``PINPresence`` counts wrong PINs for a key file (its lock file sits beside it); a
     /// TPM counts wrong PINs for its keys itself.
     public var pinAttemptsPath: String { directory + "/pin-attempts" }
@@ -153,46 +154,8 @@ public struct KeyPairStore: Sendable {
         }
     }
 
-    /// Has `tpm` generate a key and stores its blob.
-    private func createTPMKey(bits: Int?, pin: SecretBytes?, on tpm: TPMConnection) throws(KeyAuthError)
-        -> TPMSigningKey
-    {
-        if let pin { try TPMKey.checkLength(of: pin) }
-        // Read before the key is made: a software TPM serves one connection at a time.
-        let info = try tpm.infoForNewKeys()
-        let size = bits ?? info.preferredRSAKeySize
-        guard info.rsaKeySizes.contains(size) else {
-            let sizes = info.rsaKeySizes.map(String.init).joined(separator: " or ")
-            throw KeyAuthError(
-                .invalidArgument,
-                "the TPM at \(tpm.tcti) (\(info.manufacturer)) makes RSA keys of \(sizes) bits, not \(size)")
-        }
-        let key = try TPMKey.generate(bits: size, pin: pin, on: tpm)
-        guard key.isBoundToTPM else {
-            throw KeyAuthError(.cryptoFailed, "the TPM at \(tpm.tcti) made a key that it would let leave it")
-        }
-        try store(key)
-        return TPMSigningKey(key: key, pin: pin, on: tpm)
-    }
-
-    /// Stores an existing key pair (generated elsewhere, or imported) as a key file.
-    ///
-    /// - Throws: `.keyExists` when a key is already stored.
-    public func store(_ key: RSAPrivateKey, pin: SecretBytes? = nil) throws(KeyAuthError) {
-        var privatePEM = try key.pkcs8PEM(pin: pin)
-        defer { CryptoPrimitives.wipe(&privatePEM) }
-        try storeNew(publicKey: key.publicKey, privatePart: privatePEM, at: privateKeyPath)
-    }
-
-    /// Stores a TPM key's blob (one made by ``TPMKey/generate(bits:pin:on:)``).
-    ///
-    /// - Throws: `.keyExists` when a key is already stored.
-    public func store(_ key: TPMKey) throws(KeyAuthError) {
-        try storeNew(publicKey: key.publicKey, privatePart: key.pemRepresentation, at: tpmKeyPath)
-    }
-
     /// Writes a new key's two files under the lock, unless a key of either kind exists.
-    private func storeNew(publicKey: RSAPublicKey, privatePart: [UInt8], at path: String) throws(KeyAuthError) {
+    func storeNew(publicKey: RSAPublicKey, privatePart: [UInt8], at path: String) throws(KeyAuthError) {
         try SecureFile.createDirectory(directory)
         try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
             guard !hasKey else {
@@ -202,13 +165,6 @@ public struct KeyPairStore: Sendable {
             try SecureFile.write(Array(publicKey.pemRepresentation.utf8), to: publicKeyPath)
             try SecureFile.write(privatePart, to: path)
         }
-    }
-
-    /// Whether the stored key file is encrypted with a PIN (key files only).
-    public func isEncrypted() throws(KeyAuthError) -> Bool {
-        var pem = try SecureFile.readProtected(privateKeyPath)
-        defer { CryptoPrimitives.wipe(&pem) }
-        return RSAPrivateKey.isEncryptedPEM(pem)
     }
 
     /// Opens the stored key, of either kind, for signing.
@@ -221,77 +177,6 @@ public struct KeyPairStore: Sendable {
     public func loadKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> DeviceKey {
         guard storedKind == .tpm else { return DeviceKey(try loadPrivateKey(pin: pin)) }
         return DeviceKey(try loadTPMKey(pin: pin))
-    }
-
-    /// Reads the TPM key's blob, for signing with `pin` on ``keyStore``'s TPM.
-    ///
-    /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
-    ///   (not a TPM key blob, or not matching the stored public key). Nothing here asks the TPM.
-    public func loadTPMKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> TPMSigningKey {
-        let blob = try SecureFile.readProtected(tpmKeyPath)
-        let key: TPMKey
-        do {
-            key = try TPMKey(pemRepresentation: blob)
-        } catch {
-            throw KeyAuthError(.keyCorrupt, "\(tpmKeyPath) is corrupt: \(error.message)", underlying: error)
-        }
-        if let stored = try? loadPublicKey(), stored != key.publicKey {
-            throw KeyAuthError(.keyCorrupt, "\(tpmKeyPath) does not match \(publicKeyPath)")
-        }
-        return TPMSigningKey(key: key, pin: pin, on: keyStore.tpmConnection ?? .kernelResourceManager)
-    }
-
-    /// Loads the private key, decrypting it with `pin` when it is encrypted.
-    ///
-    /// A key file encrypted otherwise than with ``PINKeyEncryption/standard`` (PBKDF2, as
-    /// keyauth wrote before scrypt) is re-encrypted with it once the PIN has proved right, so
-    /// that an older file does not stay cheaper to guess offline. That rewrite is atomic, checked
-    /// by decrypting the new file before it replaces the old one, and best effort: when it fails
-    /// (a full disk) the old file stays and the next login tries again.
-    ///
-    /// - Throws: `.keyNotFound`, `.keyUnprotected` (file mode, owner, symlink), `.keyCorrupt`
-    ///   (truncated or not a key, or not matching the stored public key), `.wrongPIN`;
-    ///   `.invalidArgument` when the stored key is a TPM key, whose private half no file holds.
-    public func loadPrivateKey(pin: SecretBytes? = nil) throws(KeyAuthError) -> RSAPrivateKey {
-        guard storedKind != .tpm else {
-            throw KeyAuthError(
-                .invalidArgument, "the device key in \(directory) is held by a TPM: open it with loadKey")
-        }
-        var pem = try SecureFile.readProtected(privateKeyPath)
-        defer { CryptoPrimitives.wipe(&pem) }
-        let key = try decode(pem, pin: pin)
-        if let pin, RSAPrivateKey.isEncryptedPEM(pem), RSAPrivateKey.pinEncryption(ofPEM: pem) != .standard {
-            try? reencrypt(key, pin: pin, replacing: pem)
-        }
-        return key
-    }
-
-    /// Parses (and decrypts) a private key PEM and checks it against the stored public key.
-    private func decode(_ pem: [UInt8], pin: SecretBytes?) throws(KeyAuthError) -> RSAPrivateKey {
-        guard !pem.isEmpty else { throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) is empty") }
-        let key: RSAPrivateKey
-        do throws(KeyAuthError) {
-            if let pin {
-                key = try RSAPrivateKey(pemRepresentation: pem, pin: pin)
-            } else {
-                key = try RSAPrivateKey(pemRepresentation: pem)
-            }
-        } catch {
-            guard error.code == .keyCorrupt || error.code == .keyRejected else { throw error }
-            throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) is corrupt: \(error.message)", underlying: error)
-        }
-        if let stored = try? loadPublicKey(), stored != key.publicKey {
-            throw KeyAuthError(.keyCorrupt, "\(privateKeyPath) does not match \(publicKeyPath)")
-        }
-        return key
-    }
-
-    /// Writes `key` encrypted with ``PINKeyEncryption/standard`` over the file that held `old`.
-    ///
-    /// Under the store's lock, and only if the file still holds `old`: another process may have
-    /// re-encrypted it meanwhile, or a reset and a new registration may have replaced the key.
-    private func reencrypt(_ key: RSAPrivateKey, pin: SecretBytes, replacing old: [UInt8]) throws(KeyAuthError) {
-        _ = try writeEncrypted(key, pin: pin) { current in current == old }
     }
 
     /// Protects the stored key, of either kind, with a new PIN in place of the current one
@@ -316,91 +201,6 @@ public struct KeyPairStore: Sendable {
         } else {
             throw KeyAuthError(
                 .invalidArgument, "the device key in \(directory) is not open here: its PIN cannot change")
-        }
-    }
-
-    /// Encrypts the key file's key under a new PIN, in place of the current one.
-    ///
-    /// The caller opens the key with the current PIN first (through ``PINPresence``, so that
-    /// wrong PINs count). The new file is written atomically and checked by decrypting it before
-    /// it replaces the old one: a crash leaves one of the two files, each opening with its PIN.
-    /// - Parameters:
-    ///   - key: the stored key, opened with the current PIN.
-    ///   - pin: the new PIN; at least ``minimumPINLength`` characters is the caller's check.
-    /// - Throws: `.invalidArgument` when the store holds a TPM key
-    ///   (``replacePIN(of:with:)-(TPMSigningKey,_)`` changes that); `.keyNotFound`; `.keyCorrupt`
-    ///   when the stored key is no longer `key` (a reset and a new registration meanwhile);
-    ///   `.storageFailed`.
-    public func replacePIN(of key: RSAPrivateKey, with pin: SecretBytes) throws(KeyAuthError) {
-        guard storedKind != .tpm else {
-            throw KeyAuthError(.invalidArgument, "the device key in \(directory) is held by a TPM")
-        }
-        let written = try writeEncrypted(key, pin: pin) { (_) throws(KeyAuthError) in
-            try loadPublicKey() == key.publicKey
-        }
-        guard written else {
-            throw KeyAuthError(.keyCorrupt, "the device key in \(directory) changed while its PIN was being changed")
-        }
-    }
-
-    /// Gives the stored TPM key a new authorization value, in place of the PIN `key` holds.
-    ///
-    /// No file can be re-encrypted here: the TPM checks a TPM key's PIN, so the TPM itself
-    /// re-wraps the private key under the new one (``TPMKey/changingPIN(from:to:on:)``,
-    /// `TPM2_ObjectChangeAuth`) and the new blob replaces the old one. The current PIN is checked
-    /// by the TPM as it authorizes that change: a wrong one fails as at a login (`.wrongPIN`,
-    /// counted once toward the TPM's lockout) and writes nothing. The new blob has signed with
-    /// the new PIN before it is written, atomically (0600, `fsync`, `rename`, `fsync` of the
-    /// directory), and only while the file still holds the blob `key` was read from: a process
-    /// killed at any point leaves the old blob or the new one, each opening with its own PIN. The
-    /// public key file does not change.
-    ///
-    /// - Parameters:
-    ///   - key: the stored key, from ``loadTPMKey(pin:)`` with the current PIN, on the TPM that
-    ///     made it. Callers that ask a person check the PIN first (``TPMSigningKey/checkPIN()``
-    ///     through ``PINPresence``), so that a typo is asked again before the new PIN is.
-    ///   - pin: the new PIN, 1 to ``TPMKey/maximumPINBytes`` bytes; at least
-    ///     ``minimumTPMPINLength`` characters is the caller's check.
-    /// - Throws: `.invalidArgument` when the store holds a key file, for a key made without a PIN,
-    ///   or for a new PIN outside the limits; `.wrongPIN`, `.lockedOut`, `.tpmUnavailable`;
-    ///   `.keyCorrupt` when the stored blob is no longer `key`'s (another PIN change, or a reset
-    ///   and a new registration, meanwhile); `.storageFailed`.
-    /// - Warning: a copy of the old blob still opens with the old PIN (see
-    ///   ``TPMKey/changingPIN(from:to:on:)``).
-    public func replacePIN(of key: TPMSigningKey, with pin: SecretBytes) throws(KeyAuthError) {
-        guard storedKind == .tpm else {
-            throw KeyAuthError(.invalidArgument, "the device key in \(directory) is a key file, not a TPM key")
-        }
-        let changed = try key.changingPIN(to: pin)
-        let written = try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) -> Bool in
-            guard try SecureFile.readProtected(tpmKeyPath) == key.key.pemRepresentation else { return false }
-            try SecureFile.write(changed.pemRepresentation, to: tpmKeyPath)
-            return true
-        }
-        guard written else {
-            throw KeyAuthError(.keyCorrupt, "the device key in \(directory) changed while its PIN was being changed")
-        }
-    }
-
-    /// Writes `key` encrypted under `pin` with ``PINKeyEncryption/standard`` over the key file,
-    /// under the store's lock and only when `isStillCurrent` accepts the file's present bytes.
-    ///
-    /// - Returns: whether the file was written.
-    private func writeEncrypted(
-        _ key: RSAPrivateKey, pin: SecretBytes, when isStillCurrent: ([UInt8]) throws(KeyAuthError) -> Bool
-    ) throws(KeyAuthError) -> Bool {
-        var fresh = try key.pkcs8PEM(pin: pin, encryption: .standard)
-        defer { CryptoPrimitives.wipe(&fresh) }
-        // Never replace a key that opens with one that might not: losing it means registering again.
-        guard try RSAPrivateKey(pemRepresentation: fresh, pin: pin).publicKey == key.publicKey else {
-            throw KeyAuthError(.cryptoFailed, "the re-encrypted key does not decrypt to the same key")
-        }
-        return try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) -> Bool in
-            var current = try SecureFile.readProtected(privateKeyPath)
-            defer { CryptoPrimitives.wipe(&current) }
-            guard try isStillCurrent(current) else { return false }
-            try SecureFile.write(fresh, to: privateKeyPath)
-            return true
         }
     }
 

@@ -1,10 +1,10 @@
 /// An EC private key on P-256: signs ES256, the fast choice for a server's access tokens.
 ///
 /// ECDSA signatures are randomized, so two signatures of one message differ; both verify.
-public struct P256PrivateKey: Sendable {
+package struct P256PrivateKey: Sendable {
     let key: EVPKey
     /// The matching public key.
-    public let publicKey: P256PublicKey
+    package let publicKey: P256PublicKey
 
     init(owning key: EVPKey) throws(KeyAuthError) {
         self.key = key
@@ -14,7 +14,7 @@ public struct P256PrivateKey: Sendable {
     /// Generates a new key.
     ///
     /// - Throws: `.cryptoFailed` if OpenSSL fails.
-    public static func generate() throws(KeyAuthError) -> P256PrivateKey {
+    package static func generate() throws(KeyAuthError) -> P256PrivateKey {
         try P256PrivateKey(owning: EVPKey.generate(.p256))
     }
 
@@ -22,27 +22,27 @@ public struct P256PrivateKey: Sendable {
     ///
     /// - Throws: `.keyEncrypted` for an encrypted PEM; `.keyCorrupt` for anything that is not a
     ///   private key; `.keyRejected` for a key of another type or curve.
-    public init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
+    package init(pemRepresentation pem: [UInt8]) throws(KeyAuthError) {
         try self.init(owning: EVPKey.readPrivateKey(pem: pem))
     }
 
     /// The key as unencrypted PKCS#8 PEM.
     ///
     /// - Warning: secret; wipe the bytes when done.
-    public func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
+    package func pkcs8PEM() throws(KeyAuthError) -> [UInt8] {
         try key.unencryptedPKCS8PEM()
     }
 
     /// Signs `message` with ECDSA P-256 SHA-256 and returns the 64-byte `r || s` of a JWS.
-    public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+    package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         try ECDSASignatureEncoding.raw(fromDER: key.digestSign(message, hashed: true))
     }
 }
 
 extension P256PrivateKey: JWSSigner {
     /// Always ES256.
-    public var algorithm: JWSAlgorithm { .es256 }
+    package var algorithm: JWSAlgorithm { .es256 }
 
     /// The public key's thumbprint.
-    public var keyID: String { publicKey.thumbprint }
+    package var keyID: String { publicKey.thumbprint }
 }

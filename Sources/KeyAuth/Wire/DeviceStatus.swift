@@ -22,7 +22,7 @@ extension DeviceStatus {
     /// The states a server stores: a closed set, so that the server's decisions on a device
     /// switch over every case. `expired` is not one of them: a pending device older than the
     /// pending lifetime is reported as expired, so expiry needs no background job to be exact.
-    public enum Stored: String, Sendable, Hashable, CaseIterable {
+    package enum Stored: String, Sendable, Hashable, CaseIterable {
         /// Registered, waiting for approval by an active device of the same user.
         case pending
         /// May log in.
@@ -33,6 +33,6 @@ extension DeviceStatus {
         case revoked
 
         /// The same state as the wire names it.
-        public var status: DeviceStatus { DeviceStatus(rawValue: rawValue) }
+        package var status: DeviceStatus { DeviceStatus(rawValue: rawValue) }
     }
 }

@@ -4,41 +4,41 @@
 /// It carries no code: the code is shown only on the screen that started the sign-in, and the
 /// user types it on the device (number matching), so a user approving by habit cannot just copy
 /// what the device shows.
-public struct SignInRequest: Sendable, Hashable {
+package struct SignInRequest: Sendable, Hashable {
     /// What a request asks for.
-    public struct Kind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    package struct Kind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package var description: String { rawValue }
 
         /// A registered client application's sign-in (CIBA).
-        public static let backchannel = Kind(rawValue: "backchannel")
+        package static let backchannel = Kind(rawValue: "backchannel")
         /// A sign-in to keyauth-server's own account page.
-        public static let account = Kind(rawValue: "account")
+        package static let account = Kind(rawValue: "account")
         /// A sign-in to a web application through keyauth (OpenID Connect).
-        public static let authorization = Kind(rawValue: "authorization")
+        package static let authorization = Kind(rawValue: "authorization")
         /// The account page asks to approve a new device of the user.
-        public static let device = Kind(rawValue: "device")
+        package static let device = Kind(rawValue: "device")
     }
 
     /// The request's id (the `auth_req_id` of a CIBA request): what an answer names.
-    public let id: String
+    package let id: String
     /// What it asks for.
-    public let kind: Kind
+    package let kind: Kind
     /// Who asks, as the server describes it: the application's registered name (with the host a
     /// web sign-in redirects to), or what the account page asks to approve.
-    public let clientName: String
+    package let clientName: String
     /// The address the request came from, as the server saw it.
-    public let requestedFrom: String?
+    package let requestedFrom: String?
     /// The scope the application asked for, if any.
-    public let scope: String?
+    package let scope: String?
     /// When it was made and when it expires, RFC 3339 UTC as the server wrote them.
-    public let createdAt: String
+    package let createdAt: String
     /// See ``createdAt``.
-    public let expiresAt: String
+    package let expiresAt: String
 
     /// Creates a request entry.
-    public init(
+    package init(
         id: String, kind: Kind, clientName: String, requestedFrom: String?, scope: String?, createdAt: String,
         expiresAt: String
     ) {
@@ -80,14 +80,14 @@ public struct SignInRequest: Sendable, Hashable {
 
 /// `GET /v1/auth-requests`: the user's open requests, oldest first, and the cursor a watching
 /// device passes back as `after` to wait for newer ones.
-public struct SignInRequestList: Sendable, Hashable {
+package struct SignInRequestList: Sendable, Hashable {
     /// The open requests.
-    public let requests: [SignInRequest]
+    package let requests: [SignInRequest]
     /// The position of the newest request the server knows of (opaque).
-    public let cursor: String
+    package let cursor: String
 
     /// Creates a list.
-    public init(requests: [SignInRequest], cursor: String) {
+    package init(requests: [SignInRequest], cursor: String) {
         self.requests = requests
         self.cursor = cursor
     }
@@ -118,7 +118,7 @@ public struct SignInRequestList: Sendable, Hashable {
 }
 
 /// What a device answers to a sign-in request.
-public enum SignInDecision: String, Sendable, Hashable {
+package enum SignInDecision: String, Sendable, Hashable {
     /// Sign the user in: needs a fresh device assertion naming the request.
     case approve
     /// Refuse it.
@@ -130,7 +130,7 @@ public enum SignInDecision: String, Sendable, Hashable {
 ///
 /// The server cannot verify any of it (no attestation yet): it is the approving device's
 /// statement, signed by its key.
-public enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
+package enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
     /// A hardware-held key: the device key lives in a TPM.
     case hardwareKey = "hwk"
     /// A software key: the device key is a file.
@@ -141,19 +141,19 @@ public enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
     case userPresence = "user"
 
     /// The claim of an approval assertion that names the request it approves.
-    public static let requestClaim = "auth_req_id"
+    package static let requestClaim = "auth_req_id"
     /// The claim of a device approval's assertion that names the pending device it approves.
-    public static let approvedDeviceClaim = "approve_kid"
+    package static let approvedDeviceClaim = "approve_kid"
     /// The claim of a sign-in approval's assertion that carries the code the user typed.
-    public static let codeClaim = "binding_code"
+    package static let codeClaim = "binding_code"
 
     /// The values that say the device checked its user (a PIN, a PAM conversation), beyond
     /// holding the key.
-    public static let presenceChecks: Set<String> = [pin.rawValue, userPresence.rawValue]
+    package static let presenceChecks: Set<String> = [pin.rawValue, userPresence.rawValue]
 
     /// Whether `methods` is a statement keyauth accepts: exactly one key kind (`hwk` or `swk`),
     /// at most one presence check, nothing else and nothing twice.
-    public static func isValidStatement(_ methods: [String]) -> Bool {
+    package static func isValidStatement(_ methods: [String]) -> Bool {
         let known = methods.compactMap(AuthenticationMethod.init(rawValue:))
         guard known.count == methods.count, Set(known).count == known.count else { return false }
         let keys = known.filter { $0 == .hardwareKey || $0 == .softwareKey }

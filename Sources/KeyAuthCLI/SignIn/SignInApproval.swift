@@ -170,5 +170,5 @@ struct SignInApproval {
 extension KeyAuthError.Code {
     /// A sign-in request that expired, was answered elsewhere, or does not exist; `keyauth`
     /// exits 1.
-    public static let signInRequestClosed = KeyAuthError.Code(rawValue: "sign_in_request_closed")
+    package static let signInRequestClosed = KeyAuthError.Code(rawValue: "sign_in_request_closed")
 }

@@ -13,11 +13,11 @@ internal import CKeyAuthOpenSSL
 /// a random seed encrypted to the endorsement key with RSA-OAEP (SHA-256, label `IDENTITY`),
 /// from which an AES-128 key (label `STORAGE`, bound to the name) encrypts the secret in CFB
 /// mode and an HMAC-SHA256 key (label `INTEGRITY`) protects the result together with the name.
-public struct TPMCredential: Sendable, Hashable {
+package struct TPMCredential: Sendable, Hashable {
     /// The contents of the `TPM2B_ID_OBJECT`: the integrity HMAC, then the encrypted secret.
-    public let credentialBlob: [UInt8]
+    package let credentialBlob: [UInt8]
     /// The contents of the `TPM2B_ENCRYPTED_SECRET`: the seed, encrypted to the endorsement key.
-    public let encryptedSecret: [UInt8]
+    package let encryptedSecret: [UInt8]
 
     /// Wraps `secret` for the attestation key named `attestationKeyName` in the TPM whose
     /// RSA endorsement key is `endorsementKey`.
@@ -28,7 +28,7 @@ public struct TPMCredential: Sendable, Hashable {
     ///   - endorsementKey: the RSA-2048 endorsement key from the TPM's certificate.
     /// - Throws: `.invalidArgument` for a secret or name of the wrong size; `.cryptoFailed`
     ///   when OpenSSL fails.
-    public static func make(
+    package static func make(
         secret: [UInt8], for attestationKeyName: [UInt8], endorsementKey: RSAPublicKey
     ) throws(KeyAuthError) -> TPMCredential {
         guard (1...32).contains(secret.count) else {

@@ -5,7 +5,7 @@ extension TPMKeyCertification {
     /// what a verifier binds a credential to with `TPM2_MakeCredential`.
     ///
     /// - Throws: `.cryptoFailed` when OpenSSL cannot digest.
-    public var attestationKeyName: [UInt8] {
+    package var attestationKeyName: [UInt8] {
         get throws(KeyAuthError) { [0x00, 0x0B] + (try CryptoPrimitives.sha256(attestationKeyPublicArea)) }
     }
 }
@@ -15,7 +15,7 @@ extension TPMConnection {
     /// Profile, template L-1): the key that the certificate at NV index 0x01C00002 certifies.
     ///
     /// - Throws: `.tpmUnavailable` naming the TCTI when no TPM answers.
-    public func endorsementKey() throws(KeyAuthError) -> RSAPublicKey {
+    package func endorsementKey() throws(KeyAuthError) -> RSAPublicKey {
         try ESAPIConnection.with(self) { tpm throws(KeyAuthError) in
             let key = try tpm.createPrimary(
                 in: ESAPIConnection.endorsementHierarchy, template: ESAPIConnection.endorsementKeyTemplate,
@@ -45,7 +45,7 @@ extension TPMConnection {
     /// - Throws: `.invalidArgument` when the blobs are too large; `.keyCorrupt` when the TPM
     ///   refuses them (made for another TPM or another attestation key, or altered);
     ///   `.tpmUnavailable` naming the TCTI when no TPM answers.
-    public func activateCredential(_ credentialBlob: [UInt8], encryptedSecret: [UInt8]) throws(KeyAuthError) -> [UInt8]
+    package func activateCredential(_ credentialBlob: [UInt8], encryptedSecret: [UInt8]) throws(KeyAuthError) -> [UInt8]
     {
         var blob = TPM2B_ID_OBJECT()
         var secret = TPM2B_ENCRYPTED_SECRET()

@@ -13,19 +13,19 @@ internal import CKeyAuthTSS2
 /// 0x01C00012 to 0x01C0001E for the high range's keys (RSA-2048, P-256, P-384, P-521, SM2,
 /// RSA-3072, RSA-4096). A TPM without a certificate (many firmware and virtual TPMs) has none of
 /// them.
-public struct TPMEndorsementCertificate: Sendable, Hashable {
+package struct TPMEndorsementCertificate: Sendable, Hashable {
     /// The NV index the certificate was read from, which tells which endorsement key it is for.
-    public let nvIndex: UInt32
+    package let nvIndex: UInt32
     /// The certificate as stored: X.509 DER.
-    public let der: [UInt8]
+    package let der: [UInt8]
 
-    public init(nvIndex: UInt32, der: [UInt8]) {
+    package init(nvIndex: UInt32, der: [UInt8]) {
         self.nvIndex = nvIndex
         self.der = der
     }
 
     /// The indices read, in the profile's order.
-    public static let nvIndices: [UInt32] =
+    package static let nvIndices: [UInt32] =
         [0x01C0_0002, 0x01C0_000A] + stride(from: 0x01C0_0012, through: 0x01C0_001E, by: 2)
 }
 
@@ -36,7 +36,7 @@ extension TPMConnection {
     ///   empty for a TPM whose manufacturer stored none.
     /// - Throws: `.tpmUnavailable` naming the TCTI when no TPM answers; `.keyCorrupt` when an
     ///   index exists but cannot be read.
-    public func endorsementCertificates() throws(KeyAuthError) -> [TPMEndorsementCertificate] {
+    package func endorsementCertificates() throws(KeyAuthError) -> [TPMEndorsementCertificate] {
         try ESAPIConnection.with(self) { tpm throws(KeyAuthError) in
             var found: [TPMEndorsementCertificate] = []
             for index in TPMEndorsementCertificate.nvIndices {

@@ -34,7 +34,7 @@ public struct TPMKey: Sendable {
 
     /// The key's TPM name: the name algorithm (SHA-256, `0x000B`) followed by the SHA-256 of its
     /// public area. A ``TPMKeyCertification`` names the key it certifies by this value.
-    public let tpmName: [UInt8]
+    package let tpmName: [UInt8]
 
     /// The longest PIN a TPM key takes, in bytes: an authorization value may not be longer than
     /// the digest of the key's name algorithm, SHA-256.

@@ -16,19 +16,19 @@ internal import CKeyAuthTSS2
 ///   (``TPMConnection/endorsementCertificates()``) and credential activation
 ///   (`TPM2_ActivateCredential`), which keyauth does not do yet. Until then a certification is
 ///   no evidence for a server.
-public struct TPMKeyCertification: Sendable, Hashable {
+package struct TPMKeyCertification: Sendable, Hashable {
     /// The attestation key's public area (`TPMT_PUBLIC`, marshalled), whose name a credential
     /// activation would bind to the endorsement key.
-    public let attestationKeyPublicArea: [UInt8]
+    package let attestationKeyPublicArea: [UInt8]
     /// The attestation key's RSA-2048 public key, which verifies ``signature``.
-    public let attestationKey: RSAPublicKey
+    package let attestationKey: RSAPublicKey
     /// The statement the TPM signed (`TPMS_ATTEST`, marshalled, of type `TPM_ST_ATTEST_CERTIFY`).
-    public let certifyInfo: [UInt8]
+    package let certifyInfo: [UInt8]
     /// RSASSA-PKCS1-v1_5 with SHA-256 over ``certifyInfo``.
-    public let signature: [UInt8]
+    package let signature: [UInt8]
 
     /// The longest nonce the TPM takes (`TPM2B_DATA`): the size of a SHA-512 digest.
-    public static let maximumNonceBytes = 64
+    package static let maximumNonceBytes = 64
 }
 
 extension TPMKey {
@@ -45,7 +45,7 @@ extension TPMKey {
     /// - Throws: `.invalidArgument` for a nonce of the wrong size; otherwise what
     ///   ``signature(for:pin:on:)`` throws: `.wrongPIN`, `.lockedOut`, `.keyCorrupt` when this
     ///   TPM did not make the key, `.tpmUnavailable` naming the TCTI.
-    public func certification(
+    package func certification(
         nonce: [UInt8], pin: SecretBytes? = nil, on tpm: TPMConnection
     ) throws(KeyAuthError) -> TPMKeyCertification {
         guard (1...TPMKeyCertification.maximumNonceBytes).contains(nonce.count) else {
