@@ -14,13 +14,13 @@ extension ServerCommand {
     }
 
     /// Which devices `devices` lists.
-    public struct DeviceFilter: Sendable, Equatable {
+    package struct DeviceFilter: Sendable, Equatable {
         /// Only this user's.
-        public var user: String?
+        package var user: String?
         /// Only those in this state as clients see it (`expired` for pending past its lifetime).
-        public var status: DeviceStatus?
+        package var status: DeviceStatus?
         /// One JSON array instead of columns.
-        public var json = false
+        package var json = false
     }
 
     /// `devices [--user U] [--status S] [--json]`: every device of every user (or the chosen

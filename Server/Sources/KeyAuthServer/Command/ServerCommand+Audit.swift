@@ -4,7 +4,7 @@ import KeyAuth
 /// `keyauth-server audit [--since DURATION|TIME]`: the audit trail, oldest first.
 extension ServerCommand {
     /// Where `audit` starts.
-    public enum AuditStart: Sendable, Equatable {
+    package enum AuditStart: Sendable, Equatable {
         /// This many seconds before now (`--since 24h`).
         case ago(Int64)
         /// This time, in seconds since 1970 (`--since 2026-12-01T00:00:00Z`).

@@ -1,6 +1,6 @@
 extension ServerCommand {
     /// The help text of `keyauth-server --help`.
-    public static let helpText = """
+    package static let helpText = """
         usage: keyauth-server [serve] [options]
                keyauth-server check-config [options]
                keyauth-server enroll USER [--db PATH]

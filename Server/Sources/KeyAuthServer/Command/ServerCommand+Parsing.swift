@@ -7,7 +7,7 @@ extension ServerCommand {
     /// - Parameter defaultSettingsFile: the settings file read when it exists and neither
     ///   `--config` nor `KEYAUTH_SERVER_CONFIG` names one; nil for none.
     /// - Throws: ``ServerConfigurationError`` naming the bad flag, variable, or file and line.
-    public static func parse(
+    package static func parse(
         arguments: [String], environment: [String: String],
         defaultSettingsFile: String? = ServerCommand.defaultSettingsFile
     ) throws(ServerConfigurationError) -> Action {

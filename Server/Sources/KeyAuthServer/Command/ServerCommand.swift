@@ -9,33 +9,33 @@ import KeyAuthArguments
 ///
 /// Flags override `KEYAUTH_SERVER_*` environment variables, which override the settings file
 /// (``ServerSettings``), which overrides defaults.
-public enum ServerCommand {
+package enum ServerCommand {
     /// Exit statuses, from `sysexits.h` like the `keyauth` command.
-    public enum ExitStatus {
+    package enum ExitStatus {
         /// Success.
-        public static let success: Int32 = 0
+        package static let success: Int32 = 0
         /// Anything else.
-        public static let failure: Int32 = 1
+        package static let failure: Int32 = 1
         /// Bad arguments or configuration.
-        public static let usage: Int32 = 64
+        package static let usage: Int32 = 64
         /// A file that holds the server's secrets is exposed or unusable: a database or signing
         /// key file other users can read or that belongs to another user, or a signing key that
         /// is missing or not a usable RSA key (EX_DATAERR, as `keyauth` for key files).
-        public static let dataError: Int32 = 65
+        package static let dataError: Int32 = 65
         /// Storage or the listening address unavailable.
-        public static let unavailable: Int32 = 69
+        package static let unavailable: Int32 = 69
         /// The settings file cannot be read, or one of its lines is wrong (EX_CONFIG): the
         /// message names the file and line. Distinct from 64 so that a unit's restart policy and
         /// an operator can tell an edited file from a mistyped command.
-        public static let configuration: Int32 = 78
+        package static let configuration: Int32 = 78
     }
 
     /// The settings file read when it exists and neither `--config` nor `KEYAUTH_SERVER_CONFIG`
     /// names one: where the package installs it.
-    public static let defaultSettingsFile = "/etc/keyauth/server.conf"
+    package static let defaultSettingsFile = "/etc/keyauth/server.conf"
 
     /// What the arguments ask for.
-    public enum Action: Sendable {
+    package enum Action: Sendable {
         /// Run the server.
         case serve(ServerConfiguration)
         /// Print the configuration `serve` would run with, and where each value came from
@@ -72,7 +72,7 @@ public enum ServerCommand {
     }
 
     /// What `keyauth-server keys` does.
-    public enum KeysAction: Sendable, Equatable {
+    package enum KeysAction: Sendable, Equatable {
         /// `keys list`: every key with its state and dates.
         case list
         /// `keys rotate`: a new key of `algorithm` (nil: `KEYAUTH_SERVER_TOKEN_ALG`, else the
@@ -81,22 +81,22 @@ public enum ServerCommand {
     }
 
     /// The settings `keyauth-server keys` shares with `serve`.
-    public struct KeysOptions: Sendable, Equatable {
+    package struct KeysOptions: Sendable, Equatable {
         /// `--db`.
-        public var database: String
+        package var database: String
         /// `--token-lifetime`: when previous keys retire.
-        public var tokenLifetime: Int64 = 900
+        package var tokenLifetime: Int64 = 900
         /// `--signing-key-file`: the server signs with a file's key, which does not rotate.
-        public var signingKeyFile: String?
+        package var signingKeyFile: String?
 
         /// Options for `database` with the defaults.
-        public init(database: String) {
+        package init(database: String) {
             self.database = database
         }
     }
 
     /// What `keyauth-server clients` does.
-    public enum ClientsAction: Sendable, Equatable {
+    package enum ClientsAction: Sendable, Equatable {
         /// `clients add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...]
         /// [--public]`: prints the new client's id and (unless public) its secret once.
         case add(
@@ -108,20 +108,20 @@ public enum ServerCommand {
     }
 
     /// Where a command writes: standard output and standard error, one string at a time.
-    public struct Output: Sendable {
+    package struct Output: Sendable {
         /// Writes to standard output.
-        public var standard: @Sendable (String) -> Void
+        package var standard: @Sendable (String) -> Void
         /// Writes to standard error.
-        public var error: @Sendable (String) -> Void
+        package var error: @Sendable (String) -> Void
 
         /// Creates an output.
-        public init(standard: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void) {
+        package init(standard: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void) {
             self.standard = standard
             self.error = error
         }
 
         /// The process's standard output and standard error.
-        public static let process = Output(
+        package static let process = Output(
             standard: { DescriptorIO.writeAll(STDOUT_FILENO, $0) }, error: { DescriptorIO.writeAll(STDERR_FILENO, $0) })
     }
 
@@ -129,7 +129,7 @@ public enum ServerCommand {
     ///
     /// Every verb first sets the umask to 077, so that whatever it creates (the SQLite database,
     /// its `-wal` and `-shm` files) is private to the server's user from the first byte.
-    public static func main(
+    package static func main(
         arguments: [String], environment: [String: String], output: Output = .process,
         log: any ServerLog = StandardErrorLog()
     ) -> Int32 {
@@ -191,7 +191,7 @@ public enum ServerCommand {
     }
 
     /// The process environment as a dictionary.
-    public static func processEnvironment() -> [String: String] {
+    package static func processEnvironment() -> [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
         while let entry = pointer.pointee {

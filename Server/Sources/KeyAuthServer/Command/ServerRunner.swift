@@ -8,25 +8,25 @@ import Synchronization
 /// server's object graph is built.
 ///
 /// Used by `keyauth-server serve` and by tests, which start it on port 0 and read ``port``.
-public final class ServerRunner: Sendable {
+package final class ServerRunner: Sendable {
     /// The HTTP transport.
-    public let server: HTTPServer
+    package let server: HTTPServer
     /// The metrics listener, unless it is off.
-    public let metricsServer: HTTPServer?
+    package let metricsServer: HTTPServer?
     /// The application.
-    public let responder: KeyAuthResponder
+    package let responder: KeyAuthResponder
     /// The store, closed by ``stop()``.
-    public let storage: any ServerStorage
+    package let storage: any ServerStorage
     private let cleanup: RepeatingTimer
 
     /// The bound port.
-    public var port: UInt16 { server.port }
+    package var port: UInt16 { server.port }
     /// The metrics listener's bound port, or nil when it is off.
-    public var metricsPort: UInt16? { metricsServer?.port }
+    package var metricsPort: UInt16? { metricsServer?.port }
     /// The issuer URL (configured, or derived from the bound address).
-    public var issuer: String { responder.issuer }
+    package var issuer: String { responder.issuer }
     /// The algorithm of the key signing access tokens now.
-    public var tokenAlgorithm: JWSAlgorithm {
+    package var tokenAlgorithm: JWSAlgorithm {
         (try? responder.service.tokens.keys.current(at: ServerClock.now()).entry.algorithm) ?? .rs256
     }
 
@@ -39,7 +39,7 @@ public final class ServerRunner: Sendable {
     ///   - log: where request and error lines go.
     ///   - now: the clock.
     /// - Throws: ``StorageError``, ``HTTPServerError``, or `KeyAuthError` for the signing key.
-    public init(
+    package init(
         configuration: ServerConfiguration, storage: (any ServerStorage)? = nil,
         log: any ServerLog = StandardErrorLog(),
         now: @escaping @Sendable () -> Int64 = ServerClock.now
@@ -96,7 +96,7 @@ public final class ServerRunner: Sendable {
 
     /// Stops accepting connections, finishes requests in progress, stops the cleanup and closes
     /// storage. Idempotent.
-    public func stop() {
+    package func stop() {
         server.stop()
         metricsServer?.stop()
         cleanup.cancel()

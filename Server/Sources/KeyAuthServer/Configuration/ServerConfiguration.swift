@@ -6,7 +6,7 @@ import KeyAuth
 /// Either way, a user the server already knows (any device record, even revoked) gets a new
 /// device only by approval from one of their active devices or with a code: a name is never
 /// handed to whoever asks for it after its owner lost their last device.
-public enum EnrollmentMode: String, Sendable, CaseIterable {
+package enum EnrollmentMode: String, Sendable, CaseIterable {
     /// A new user's first device becomes active at once: anyone who reaches the server can
     /// claim any unused user name. For development on loopback.
     case open
@@ -16,7 +16,7 @@ public enum EnrollmentMode: String, Sendable, CaseIterable {
 }
 
 /// Whether access tokens must be bound to the device key with DPoP (RFC 9449) (`--dpop`).
-public enum DPoPMode: String, Sendable, CaseIterable {
+package enum DPoPMode: String, Sendable, CaseIterable {
     /// A token request with a DPoP proof gets a DPoP-bound token, one without gets a Bearer
     /// token (the default, so that scripts can still use `keyauth token`).
     case optional
@@ -26,7 +26,7 @@ public enum DPoPMode: String, Sendable, CaseIterable {
 }
 
 /// Where `/metrics` is served (`--metrics-listen`).
-public enum MetricsListener: Sendable, Equatable {
+package enum MetricsListener: Sendable, Equatable {
     /// 127.0.0.1 on the port after the public listener's (`127.0.0.1:8089` beside `:8088`), or a
     /// port the kernel picks when the public one is 0: loopback only unless told otherwise.
     case besidePublicListener
@@ -40,110 +40,110 @@ public enum MetricsListener: Sendable, Equatable {
 ///
 /// Filled from flags and `KEYAUTH_SERVER_*` environment variables by ``ServerCommand``; tests
 /// build it directly.
-public struct ServerConfiguration: Sendable {
+package struct ServerConfiguration: Sendable {
     /// Where to listen (`--listen`, default `127.0.0.1:8088`).
-    public var listen: ListenAddress
+    package var listen: ListenAddress
     /// The public base URL: `iss` and `aud` of every token (`--issuer`, default
     /// `http://HOST:PORT` of the bound address).
-    public var issuer: String?
+    package var issuer: String?
     /// The storage: a SQLite file path or a `postgres://` URL (`--db`).
-    public var database: String = "keyauth-server.db"
+    package var database: String = "keyauth-server.db"
     /// Whether first devices need an enrollment code (`--enrollment`, default `code`).
-    public var enrollment: EnrollmentMode = .code
+    package var enrollment: EnrollmentMode = .code
     /// Whether to take the client address from the last `X-Forwarded-For` hop
     /// (`--trust-proxy`). Only behind a proxy that sets it, or clients choose their address.
-    public var trustProxy: Bool = false
+    package var trustProxy: Bool = false
     /// Failed logins and registrations allowed per client address and window (`--rate-limit`).
-    public var failureLimit: Int = 10
+    package var failureLimit: Int = 10
     /// Registration attempts allowed per client address and window, successful or not
     /// (`--registration-limit`).
-    public var registrationLimit: Int = 20
+    package var registrationLimit: Int = 20
     /// The rate-limit window in seconds, for both limits.
-    public var failureWindowSeconds: Int64 = 60
+    package var failureWindowSeconds: Int64 = 60
     /// Access token lifetime in seconds (`--token-lifetime`, PROTOCOL.md section 3: 900).
-    public var accessTokenLifetime: Int64 = 900
+    package var accessTokenLifetime: Int64 = 900
     /// How long a pending device waits for approval before it expires (section 4: 10 minutes).
-    public var pendingLifetime: Int64 = defaultPendingLifetime
+    package var pendingLifetime: Int64 = defaultPendingLifetime
     /// Ten minutes (PROTOCOL.md section 4).
-    public static let defaultPendingLifetime: Int64 = 600
+    package static let defaultPendingLifetime: Int64 = 600
     /// The most pending (not yet expired) devices one user may have; registrations beyond get
     /// 429 `slow_down` (PROTOCOL.md section 4), so nobody can flood a user's approval list.
-    public var maximumPendingDevices: Int = 10
+    package var maximumPendingDevices: Int = 10
     /// How long expired pending devices and denied devices are kept before the periodic
     /// cleanup deletes them: 24 hours, long enough for a client to see `expired_token` or
     /// `access_denied`. Revoked devices are kept for good, as history.
-    public var deviceRetention: Int64 = defaultDeviceRetention
+    package var deviceRetention: Int64 = defaultDeviceRetention
     /// 24 hours (PROTOCOL.md section 5).
-    public static let defaultDeviceRetention: Int64 = 86_400
+    package static let defaultDeviceRetention: Int64 = 86_400
     /// How long an enrollment code is valid.
-    public var enrollmentCodeLifetime: Int64 = 900
+    package var enrollmentCodeLifetime: Int64 = 900
     /// Size of the server's RSA signing key, generated on first start.
-    public var signingKeyBits: Int = 2048
+    package var signingKeyBits: Int = 2048
     /// Whether tokens must be DPoP-bound (`--dpop`, default optional).
-    public var dpop: DPoPMode = .optional
+    package var dpop: DPoPMode = .optional
     /// Whether DPoP proofs must carry a nonce the server handed out (`--dpop-nonce`), which
     /// bounds how long a proof made in advance stays usable to the nonce's lifetime.
-    public var dpopNonce: Bool = false
+    package var dpopNonce: Bool = false
     /// The algorithm of the signing key made on first start (`--token-alg`, default RS256, which
     /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
     /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.
-    public var tokenAlgorithm: JWSAlgorithm = .rs256
+    package var tokenAlgorithm: JWSAlgorithm = .rs256
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
     /// the database; see ``ServerSigningKeys/load(file:)``.
-    public var signingKeyFile: String?
+    package var signingKeyFile: String?
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
     /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
-    public var threads: Int?
+    package var threads: Int?
     /// Long polls of `GET /v1/auth-requests?wait=` that may wait at once; nil for half of
     /// ``connectionLimit``. A waiting poll holds no worker thread (its connection is suspended)
     /// but keeps a connection slot and costs a storage read a second, so watching devices never
     /// take every slot. Further long polls are answered at once.
-    public var longPolls: Int?
+    package var longPolls: Int?
 
     /// The worker threads a server on storage whose writes do (PostgreSQL) or do not (SQLite)
     /// block until durable runs: ``threads``, or the storage's default.
-    public func workerThreads(writesBlockUntilDurable: Bool) -> Int {
+    package func workerThreads(writesBlockUntilDurable: Bool) -> Int {
         threads ?? HTTPServerOptions.defaultThreadPoolSize(writesBlockUntilDurable: writesBlockUntilDurable)
     }
 
     /// ``longPolls``, or half the connection limit, at least one.
-    public var maximumLongPolls: Int {
+    package var maximumLongPolls: Int {
         longPolls ?? max(1, connectionLimit / 2)
     }
     /// Simultaneous connections (`--max-connections`).
-    public var connectionLimit: Int = 1000
+    package var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit
     /// (`--max-connections-per-address`; see ``HTTPServerOptions/connectionsPerAddressLimit``).
     /// The command line makes it 0 with `--trust-proxy` unless given: behind a proxy every
     /// connection comes from the proxy's address.
-    public var connectionsPerAddressLimit: Int = HTTPServerOptions.defaultConnectionsPerAddressLimit
+    package var connectionsPerAddressLimit: Int = HTTPServerOptions.defaultConnectionsPerAddressLimit
     /// Idle seconds before a connection is closed (`--connection-timeout`; see
     /// ``HTTPServerOptions/connectionTimeoutSeconds``).
-    public var connectionTimeoutSeconds: Int = HTTPServerOptions.defaultConnectionTimeoutSeconds
+    package var connectionTimeoutSeconds: Int = HTTPServerOptions.defaultConnectionTimeoutSeconds
     /// Seconds a connection has to deliver each complete request (`--request-timeout`; see
     /// ``RequestDeadlines``).
-    public var requestTimeoutSeconds: Int = HTTPServerOptions.defaultRequestTimeoutSeconds
+    package var requestTimeoutSeconds: Int = HTTPServerOptions.defaultRequestTimeoutSeconds
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
-    public var maximumBodySize: Int = 64 * 1024
+    package var maximumBodySize: Int = 64 * 1024
     /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters,
     /// which also reload the signing keys (publishing a rotated key) and retire old ones
     /// (`--cleanup-interval`).
-    public var cleanupIntervalSeconds: Int = 60
+    package var cleanupIntervalSeconds: Int = 60
     /// Whether to write one line per request to stderr.
-    public var logRequests: Bool = true
+    package var logRequests: Bool = true
     /// Text or JSON log lines (`--log-format`, default text).
-    public var logFormat: LogFormat = .text
+    package var logFormat: LogFormat = .text
     /// Where `/metrics` (and `/healthz`) are served apart from the public listener.
-    public var metricsListener: MetricsListener = .besidePublicListener
+    package var metricsListener: MetricsListener = .besidePublicListener
 
     /// A configuration with every default, listening on `listen`.
-    public init(listen: ListenAddress) {
+    package init(listen: ListenAddress) {
         self.listen = listen
     }
 
     /// The warning `serve` prints at start for open enrollment on an address other machines
     /// can reach, where anyone could claim every unused user name; nil otherwise.
-    public var openEnrollmentWarning: String? {
+    package var openEnrollmentWarning: String? {
         guard enrollment == .open, !Self.isLoopback(listen.host) else { return nil }
         return "warning: --enrollment open on \(listen): anyone who reaches the server can register a first "
             + "device for any unused user name; use --enrollment code (the default) outside development"
@@ -167,7 +167,7 @@ public struct ServerConfiguration: Sendable {
     ///
     /// Beside a public port of 0 (tests), or of 65535 (which has no next port; the command line
     /// refuses that default), the kernel picks the port.
-    public var metricsAddress: ListenAddress? {
+    package var metricsAddress: ListenAddress? {
         switch metricsListener {
         case .off: nil
         case .address(let address): address
@@ -177,7 +177,7 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// The issuer, or `http://HOST:PORT` when none was configured.
-    public func resolvedIssuer(boundPort: UInt16) -> String {
+    package func resolvedIssuer(boundPort: UInt16) -> String {
         if let issuer { return issuer }
         let host = listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host
         return listen.isIPv6 ? "http://[\(host)]:\(boundPort)" : "http://\(host):\(boundPort)"

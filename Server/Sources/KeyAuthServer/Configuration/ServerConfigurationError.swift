@@ -3,17 +3,17 @@
 /// The command prints the message and exits with ``status``: 64 (usage error) for the command
 /// line and the environment, 78 (EX_CONFIG) for the settings file, whose messages name its path
 /// and line.
-public struct ServerConfigurationError: Error, Sendable, CustomStringConvertible, Equatable {
+package struct ServerConfigurationError: Error, Sendable, CustomStringConvertible, Equatable {
     /// What is wrong, naming the flag, variable, or file and line.
-    public let message: String
+    package let message: String
     /// The exit status the command ends with.
-    public let status: Int32
+    package let status: Int32
 
     /// Creates an error.
-    public init(_ message: String, status: Int32 = ServerCommand.ExitStatus.usage) {
+    package init(_ message: String, status: Int32 = ServerCommand.ExitStatus.usage) {
         self.message = message
         self.status = status
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }

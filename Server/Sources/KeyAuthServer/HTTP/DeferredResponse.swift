@@ -9,7 +9,7 @@ import Synchronization
 /// ``complete(with:)`` is called, from whatever thread finds the answer. A callback added after
 /// completion runs at once, on the caller's thread, so no ordering of "complete" and "observe"
 /// loses the answer.
-public final class DeferredResponse: Sendable {
+package final class DeferredResponse: Sendable {
     private struct State {
         var response: HTTPResponse?
         var observers: [@Sendable (HTTPResponse) -> Void] = []
@@ -18,11 +18,11 @@ public final class DeferredResponse: Sendable {
     private let state = Mutex(State())
 
     /// An answer still to come.
-    public init() {}
+    package init() {}
 
     /// Sets the answer, once; later calls are ignored. Runs the observers, in the order they were
     /// added, on this thread.
-    public func complete(with response: HTTPResponse) {
+    package func complete(with response: HTTPResponse) {
         let observers: [@Sendable (HTTPResponse) -> Void]? = state.withLock { state in
             guard state.response == nil else { return nil }
             state.response = response
@@ -33,7 +33,7 @@ public final class DeferredResponse: Sendable {
     }
 
     /// Runs `observer` with the answer: now when it is known, else when it is.
-    public func whenComplete(_ observer: @escaping @Sendable (HTTPResponse) -> Void) {
+    package func whenComplete(_ observer: @escaping @Sendable (HTTPResponse) -> Void) {
         let known: HTTPResponse? = state.withLock { state in
             if let response = state.response { return response }
             state.observers.append(observer)
@@ -44,7 +44,7 @@ public final class DeferredResponse: Sendable {
 
     /// The answer, waiting for it up to `seconds`; a 503 when it does not come in time. For
     /// callers without a transport (tests, the fuzz harness), which may block.
-    public func wait(seconds: Double) -> HTTPResponse {
+    package func wait(seconds: Double) -> HTTPResponse {
         let arrived = DispatchSemaphore(value: 0)
         let answer = Mutex<HTTPResponse?>(nil)
         whenComplete { response in
@@ -60,14 +60,14 @@ public final class DeferredResponse: Sendable {
 
 extension HTTPResponse {
     /// A response whose answer `deferred` gives later; its own status and body are never sent.
-    public static func deferred(_ deferred: DeferredResponse) -> HTTPResponse {
+    package static func deferred(_ deferred: DeferredResponse) -> HTTPResponse {
         var response = HTTPResponse(status: 102)
         response.deferred = deferred
         return response
     }
 
     /// This response, or for a deferred one its answer, waited for up to `seconds`.
-    public func settled(seconds: Double = 60) -> HTTPResponse {
+    package func settled(seconds: Double = 60) -> HTTPResponse {
         deferred?.wait(seconds: seconds) ?? self
     }
 }

@@ -1,31 +1,31 @@
 /// One HTTP request as plain values, so that routing is testable without sockets.
 ///
 /// The transport fills it from libmicrohttpd; tests build it directly.
-public struct HTTPRequest: Sendable {
+package struct HTTPRequest: Sendable {
     /// `GET`, `POST`, ... as sent (libmicrohttpd passes the token unchanged).
-    public var method: String
+    package var method: String
     /// The path, percent-decoded, without the query string.
-    public var path: String
+    package var path: String
     /// The query parameters, decoded: the first value of each name. A name that came more than
     /// once is also in ``repeatedQueryNames``, and the responder refuses the request before any
     /// endpoint reads it.
-    public var query: [String: String]
+    package var query: [String: String]
     /// The query's names that came more than once (decoded, so `a` and `%61` are one name).
     /// RFC 6749 section 3.1 forbids repeating a parameter; keeping the first value silently
     /// would let two parties read one request differently.
-    public var repeatedQueryNames: Set<String>
+    package var repeatedQueryNames: Set<String>
     /// The header fields.
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// The body, at most the transport's limit (64 KiB).
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// The peer's IP address as text (the proxy's, behind a proxy).
-    public var clientAddress: String
+    package var clientAddress: String
     /// Set by the transport when the body exceeded the limit; ``body`` is then empty and the
     /// responder answers 413 through the same error mapping as every other error.
-    public var bodyTooLarge: Bool
+    package var bodyTooLarge: Bool
 
     /// Creates a request.
-    public init(
+    package init(
         method: String, path: String, query: [String: String] = [:], repeatedQueryNames: Set<String> = [],
         headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], clientAddress: String = "127.0.0.1",
         bodyTooLarge: Bool = false

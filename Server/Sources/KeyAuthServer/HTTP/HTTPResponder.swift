@@ -2,7 +2,7 @@
 ///
 /// Synchronous because libmicrohttpd calls it on a worker thread and waits for the answer;
 /// implementations must be safe to call from several threads at once.
-public protocol HTTPResponder: Sendable {
+package protocol HTTPResponder: Sendable {
     /// Answers `request`. Never throws: every failure is a response.
     func respond(to request: HTTPRequest) -> HTTPResponse
 }

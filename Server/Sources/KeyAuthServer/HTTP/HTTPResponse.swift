@@ -1,19 +1,19 @@
 import KeyAuth
 
 /// One HTTP response as plain values; the transport copies it into libmicrohttpd.
-public struct HTTPResponse: Sendable {
+package struct HTTPResponse: Sendable {
     /// The status code.
-    public var status: Int
+    package var status: Int
     /// The header fields (`Content-Type` included; the transport adds `Content-Length`).
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// The body.
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// Set when the answer comes later (``deferred(_:)``): the transport then waits for it with
     /// the connection suspended, and ignores ``status``, ``headers`` and ``body``.
-    public var deferred: DeferredResponse?
+    package var deferred: DeferredResponse?
 
     /// Creates a response.
-    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+    package init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -41,7 +41,7 @@ public struct HTTPResponse: Sendable {
     }
 
     /// A plain-text response.
-    public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8")
+    package static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8")
         -> HTTPResponse
     {
         HTTPResponse(status: status, headers: ["Content-Type": contentType], body: Array(text.utf8))

@@ -3,11 +3,11 @@ import Glibc
 import Synchronization
 
 /// Tuning of the HTTP transport.
-public struct HTTPServerOptions: Sendable {
+package struct HTTPServerOptions: Sendable {
     /// Where to listen.
-    public var address: ListenAddress
+    package var address: ListenAddress
     /// Worker threads in libmicrohttpd's pool; each runs one request at a time.
-    public var threadPoolSize: Int = defaultThreadPoolSize(writesBlockUntilDurable: false)
+    package var threadPoolSize: Int = defaultThreadPoolSize(writesBlockUntilDurable: false)
 
     /// The default pool: one thread per core (at least 2) when the storage's writes wait for
     /// durability without a thread (SQLite), else 32 (PostgreSQL).
@@ -24,50 +24,50 @@ public struct HTTPServerOptions: Sendable {
     /// PostgreSQL's calls block their thread for a round trip and its commit's WAL flush, so
     /// only requests with a thread each can share the server's CPU: 32, as measured before,
     /// where 4 threads left the server bound by the waits and 16 to 64 measured alike.
-    public static func defaultThreadPoolSize(writesBlockUntilDurable: Bool) -> Int {
+    package static func defaultThreadPoolSize(writesBlockUntilDurable: Bool) -> Int {
         writesBlockUntilDurable ? 32 : max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
     /// Simultaneous connections accepted; more are refused at accept time.
-    public var connectionLimit: Int = 1000
+    package var connectionLimit: Int = 1000
     /// Simultaneous connections accepted from one IP address (0: no limit), so that one client
     /// cannot take every slot of ``connectionLimit``; more are refused at accept time.
-    public var connectionsPerAddressLimit: Int = defaultConnectionsPerAddressLimit
+    package var connectionsPerAddressLimit: Int = defaultConnectionsPerAddressLimit
     /// 32: more than a client library or a benchmark opens to one server.
-    public static let defaultConnectionsPerAddressLimit = 32
+    package static let defaultConnectionsPerAddressLimit = 32
     /// Seconds a connection may stay idle (keep-alive or a stalled upload) before it is closed.
     ///
     /// 10 rather than libmicrohttpd's custom of minutes: every keyauth client sends its request
     /// as soon as it connects, so a connection quiet for 10 s only holds a slot. The request
     /// deadline closes a quiet keep-alive connection at the same age; this timeout still bounds
     /// a client that stops reading its response.
-    public var connectionTimeoutSeconds: Int = defaultConnectionTimeoutSeconds
+    package var connectionTimeoutSeconds: Int = defaultConnectionTimeoutSeconds
     /// See ``connectionTimeoutSeconds``.
-    public static let defaultConnectionTimeoutSeconds = 10
+    package static let defaultConnectionTimeoutSeconds = 10
     /// Seconds a connection has to deliver each complete request (head and body), counted from
     /// its start or from the previous response, however it trickles its bytes (see
     /// ``RequestDeadlines``).
-    public var requestTimeoutSeconds: Int = defaultRequestTimeoutSeconds
+    package var requestTimeoutSeconds: Int = defaultRequestTimeoutSeconds
     /// 10: a login or registration is a few kilobytes, sent in milliseconds even on a poor link.
-    public static let defaultRequestTimeoutSeconds = 10
+    package static let defaultRequestTimeoutSeconds = 10
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
-    public var maximumBodySize: Int = 64 * 1024
+    package var maximumBodySize: Int = 64 * 1024
     /// Bytes of a too-large chunked body the transport reads and drops before it gives up on the
     /// connection instead of answering 413, so a client cannot stream forever.
-    public var maximumDiscardedBytes: Int = 1024 * 1024
+    package var maximumDiscardedBytes: Int = 1024 * 1024
     /// Seconds shutdown waits for requests in progress before closing connections anyway.
-    public var drainTimeoutSeconds: Int = 10
+    package var drainTimeoutSeconds: Int = 10
 
     /// Options with defaults for everything but the address.
-    public init(address: ListenAddress) {
+    package init(address: ListenAddress) {
         self.address = address
     }
 }
 
 /// A transport failure: the daemon could not start.
-public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+package struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, with the address.
-    public let message: String
-    public var description: String { message }
+    package let message: String
+    package var description: String { message }
 }
 
 /// The HTTP server: libmicrohttpd with its internal epoll thread pool, turning requests into
@@ -77,20 +77,20 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// per address) and the idle timeout; this class owns the daemon, the callbacks' shared context
 /// and the request deadline libmicrohttpd lacks (``RequestDeadlines``). The 64 KiB body limit is
 /// enforced while the body arrives (see `HTTPServer+Callbacks.swift`).
-public final class HTTPServer: Sendable {
+package final class HTTPServer: Sendable {
     private let daemon: MicroHTTPDaemon
     private let context: HTTPServerContext
     private let drainTimeoutSeconds: Int
 
     /// The bound port (the kernel's choice when the options asked for port 0).
-    public let port: UInt16
+    package let port: UInt16
     /// The bound address.
-    public let address: ListenAddress
+    package let address: ListenAddress
 
     /// Starts listening and serving at once.
     ///
     /// - Throws: ``HTTPServerError`` when the address cannot be bound or the daemon fails.
-    public init(responder: any HTTPResponder, options: HTTPServerOptions) throws(HTTPServerError) {
+    package init(responder: any HTTPResponder, options: HTTPServerOptions) throws(HTTPServerError) {
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
             maximumDiscardedBytes: options.maximumDiscardedBytes,
@@ -132,17 +132,17 @@ public final class HTTPServer: Sendable {
     }
 
     /// Connections currently open.
-    public var openConnections: Int {
+    package var openConnections: Int {
         context.deadlines.count
     }
 
     /// Requests currently being received or answered, held responses included.
-    public var requestsInProgress: Int {
+    package var requestsInProgress: Int {
         context.inFlight.load(ordering: .relaxed)
     }
 
     /// Responses currently held, their connections suspended, until their data is durable.
-    public var heldResponses: Int {
+    package var heldResponses: Int {
         context.holdResponses.count
     }
 
@@ -151,7 +151,7 @@ public final class HTTPServer: Sendable {
     /// the responses still held with 503, closes every connection and joins the worker threads.
     ///
     /// Idempotent and safe to call from any thread but a worker's.
-    public func stop() {
+    package func stop() {
         daemon.stop(
             drainingUntil: ServerClock.monotonicNanoseconds() + UInt64(max(drainTimeoutSeconds, 0)) * 1_000_000_000
         ) {

@@ -5,16 +5,16 @@ import Glibc
 ///
 /// Only numeric addresses (and `localhost`) are accepted: a server should not depend on DNS to
 /// decide which interface it exposes.
-public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// The address as written, without brackets.
-    public let host: String
+    package let host: String
     /// The port; 0 lets the kernel choose (tests read the bound port back).
-    public let port: UInt16
+    package let port: UInt16
     /// Whether the address is IPv6.
-    public let isIPv6: Bool
+    package let isIPv6: Bool
 
     /// 127.0.0.1 on `port`.
-    public static func loopback(port: UInt16) -> ListenAddress {
+    package static func loopback(port: UInt16) -> ListenAddress {
         ListenAddress(host: "127.0.0.1", port: port, isIPv6: false)
     }
 
@@ -28,7 +28,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Parameter flag: the option the text came from, for messages.
     /// - Throws: ``ServerConfigurationError`` naming the problem.
-    public init(parsing text: String, flag: String = "--listen") throws(ServerConfigurationError) {
+    package init(parsing text: String, flag: String = "--listen") throws(ServerConfigurationError) {
         var host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
@@ -63,7 +63,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `host:port`, with brackets for IPv6: the form URLs use.
-    public var description: String {
+    package var description: String {
         isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 

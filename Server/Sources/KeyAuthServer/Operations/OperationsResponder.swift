@@ -8,7 +8,7 @@ import Synchronization
 /// which endpoints are probed; a monitoring system needs them, the internet does not. So they
 /// are served on a listener of their own, loopback by default, and the public listener answers
 /// 404 for `/metrics`. `/healthz` is on both: load balancers probe the public one.
-public final class OperationsResponder: HTTPResponder {
+package final class OperationsResponder: HTTPResponder {
     /// The checks of `/healthz`, by the name its 503 answer gives them.
     enum HealthCheck: String, Sendable {
         /// The database answers a read and is at this server's schema version.
@@ -37,7 +37,7 @@ public final class OperationsResponder: HTTPResponder {
         self.logFormat = logFormat
     }
 
-    public func respond(to request: HTTPRequest) -> HTTPResponse {
+    package func respond(to request: HTTPRequest) -> HTTPResponse {
         guard request.path == "/metrics" || request.path == "/healthz" else {
             return HTTPResponse(error: RoutingError.noSuchEndpoint)
         }

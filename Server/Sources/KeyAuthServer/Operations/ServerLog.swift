@@ -6,13 +6,13 @@ import KeyAuth
 /// One line per request (``RequestLogEntry``) and one per internal failure, as text or as JSON
 /// (``LogFormat``). Callers never pass tokens, keys, PINs or enrollment codes; what a client
 /// chose (paths, user names) is sanitised or escaped here.
-public protocol ServerLog: Sendable {
+package protocol ServerLog: Sendable {
     /// Writes one complete line (without the newline).
     func write(line: String)
 }
 
 /// The shape of log lines (`--log-format`).
-public enum LogFormat: String, Sendable, CaseIterable {
+package enum LogFormat: String, Sendable, CaseIterable {
     /// `TIME CLIENT METHOD PATH STATUS DURATIONms` then `key=value` fields: for people and grep.
     case text
     /// One JSON object a line, for log shippers that would otherwise parse the text.
@@ -127,11 +127,11 @@ extension ServerLog {
 
 /// Writes lines to standard error, each in one `write(2)` where the kernel takes it whole, so that
 /// lines from different worker threads do not interleave.
-public struct StandardErrorLog: ServerLog {
+package struct StandardErrorLog: ServerLog {
     /// Creates the log.
-    public init() {}
+    package init() {}
 
-    public func write(line: String) {
+    package func write(line: String) {
         var bytes = Array(line.utf8)
         bytes.append(0x0A)
         DescriptorIO.writeAll(STDERR_FILENO, bytes: bytes)
@@ -139,9 +139,9 @@ public struct StandardErrorLog: ServerLog {
 }
 
 /// Drops every line, for tests and quiet commands.
-public struct SilentLog: ServerLog {
+package struct SilentLog: ServerLog {
     /// Creates the log.
-    public init() {}
+    package init() {}
 
-    public func write(line: String) {}
+    package func write(line: String) {}
 }

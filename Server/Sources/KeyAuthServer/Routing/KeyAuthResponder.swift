@@ -7,7 +7,7 @@ import KeyAuth
 /// Plain Swift with no socket in sight, so every rule of PROTOCOL.md is testable by calling
 /// ``respond(to:)`` with ``HTTPRequest`` values. Its collaborators are built by the composition
 /// root, ``ServerRunner``, and handed in.
-public final class KeyAuthResponder: HTTPResponder {
+package final class KeyAuthResponder: HTTPResponder {
     /// What the responder works with, built by the composition root
     /// (``ServerRunner/compose(configuration:issuer:storage:log:now:)``).
     struct Collaborators: Sendable {
@@ -29,7 +29,7 @@ public final class KeyAuthResponder: HTTPResponder {
     let limits: AttemptLimits
     let metrics: ServerMetrics
     /// The metrics listener's application, sharing this one's metrics and service.
-    public let operations: OperationsResponder
+    package let operations: OperationsResponder
     let log: any ServerLog
     let trustProxy: Bool
     let logRequests: Bool
@@ -44,7 +44,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// `/oauth/token` and its grants.
     let tokenEndpoint: TokenEndpoint
     /// The issuer URL all tokens name.
-    public let issuer: String
+    package let issuer: String
 
     /// The responder over collaborators already built.
     init(_ collaborators: Collaborators) {
@@ -75,7 +75,7 @@ public final class KeyAuthResponder: HTTPResponder {
     ///
     /// - Throws: ``StorageError``, or `KeyAuthError` when the signing key cannot be created or
     ///   read.
-    public convenience init(
+    package convenience init(
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage,
         log: any ServerLog = StandardErrorLog(), now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
@@ -84,7 +84,7 @@ public final class KeyAuthResponder: HTTPResponder {
         )
     }
 
-    public func respond(to request: HTTPRequest) -> HTTPResponse {
+    package func respond(to request: HTTPRequest) -> HTTPResponse {
         let start = ServerClock.monotonicNanoseconds()
         let route = Route(path: request.path)
         var response: HTTPResponse
@@ -187,7 +187,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
     /// retention.
-    public func purgeExpired() {
+    package func purgeExpired() {
         limits.purge()
         do {
             try service.purgeExpired()

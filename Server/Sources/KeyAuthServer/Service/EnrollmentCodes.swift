@@ -6,9 +6,9 @@ import KeyAuth
 /// A code is 128 random bits in base64url (22 characters). Storage keeps only its SHA-256, so
 /// reading the database does not reveal usable codes; 128 bits make guessing hopeless even
 /// without the rate limit, so a plain hash (no salt or stretching) is enough.
-public struct EnrollmentCodes: Sendable {
+package struct EnrollmentCodes: Sendable {
     /// Random bytes per code.
-    public static let codeBytes = 16
+    package static let codeBytes = 16
 
     let storage: any ServerStorage
     let lifetime: Int64
@@ -18,7 +18,7 @@ public struct EnrollmentCodes: Sendable {
     ///   - storage: where code hashes are kept.
     ///   - lifetime: seconds a code stays valid (15 minutes by default).
     ///   - now: the clock.
-    public init(
+    package init(
         storage: any ServerStorage, lifetime: Int64 = 900, now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) {
         self.storage = storage
@@ -32,7 +32,7 @@ public struct EnrollmentCodes: Sendable {
     /// - Returns: the code, to show once to the administrator and never again.
     /// - Throws: ``ServerConfigurationError`` for an invalid user name, ``StorageError``, or
     ///   `KeyAuthError` when the random generator fails.
-    public func issue(for user: String, by actor: AuditActor = .administrator) throws -> String {
+    package func issue(for user: String, by actor: AuditActor = .administrator) throws -> String {
         guard InputRules.isValidUser(user) else {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }

@@ -8,13 +8,13 @@ import KeyAuth
 /// guess from a copy of the database (salt and stretching protect low-entropy passwords), and
 /// checking costs one hash. Hashes are compared in constant time, and an unknown client is
 /// compared against a stand-in hash, so a wrong secret and an unknown id cost the same.
-public struct ClientRegistry: Sendable {
+package struct ClientRegistry: Sendable {
     /// Random bytes of a client id.
-    public static let idBytes = 16
+    package static let idBytes = 16
     /// Random bytes of a client secret.
-    public static let secretBytes = 32
+    package static let secretBytes = 32
     /// The longest client name, in characters.
-    public static let maximumNameLength = NameRule.deviceName.maximumCharacters
+    package static let maximumNameLength = NameRule.deviceName.maximumCharacters
 
     let storage: any ServerStorage
     let now: @Sendable () -> Int64
@@ -22,7 +22,7 @@ public struct ClientRegistry: Sendable {
     /// - Parameters:
     ///   - storage: where clients are kept.
     ///   - now: the clock.
-    public init(storage: any ServerStorage, now: @escaping @Sendable () -> Int64 = ServerClock.now) {
+    package init(storage: any ServerStorage, now: @escaping @Sendable () -> Int64 = ServerClock.now) {
         self.storage = storage
         self.now = now
     }
@@ -40,7 +40,7 @@ public struct ClientRegistry: Sendable {
     ///   (PROTOCOL.md section 4; the name is stored in NFC), a redirect URI ``RedirectURI``
     ///   refuses, or a public client without redirect URIs; ``StorageError``; `KeyAuthError`
     ///   when the random generator fails.
-    public func add(
+    package func add(
         name requestedName: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [],
         isPublic: Bool = false
     ) throws -> (client: ClientRecord, secret: String?) {
@@ -69,12 +69,12 @@ public struct ClientRegistry: Sendable {
     }
 
     /// Every client, oldest first.
-    public func list() throws(StorageError) -> [ClientRecord] {
+    package func list() throws(StorageError) -> [ClientRecord] {
         try storage.allClients()
     }
 
     /// Removes a client; false when there is none with that id.
-    public func remove(id: String) throws(StorageError) -> Bool {
+    package func remove(id: String) throws(StorageError) -> Bool {
         try storage.deleteClient(id: id)
     }
 

@@ -2,28 +2,28 @@
 /// (`GET /authorize`, PROTOCOL.md section 10): its parameters travel sealed in the page
 /// (``SealedAuthorizations``), so that nothing the page sends back is trusted unless the server
 /// sealed it, and nothing is stored before a user acts.
-public struct PendingAuthorizationRecord: Sendable, Hashable {
+package struct PendingAuthorizationRecord: Sendable, Hashable {
     /// SHA-256 of the browser's CSRF cookie when the request came: only that browser continues it.
-    public var browserBinding: [UInt8]
+    package var browserBinding: [UInt8]
     /// The relying party.
-    public var clientID: String
+    package var clientID: String
     /// The redirect URI as sent, already matched against the registered ones.
-    public var redirectURI: String
+    package var redirectURI: String
     /// The `scope` as sent (contains `openid`).
-    public var scope: String
+    package var scope: String
     /// The `state`, handed back unchanged.
-    public var state: String?
+    package var state: String?
     /// The `nonce`, put into the ID token unchanged.
-    public var nonce: String?
+    package var nonce: String?
     /// The PKCE `code_challenge` (S256).
-    public var codeChallenge: String
+    package var codeChallenge: String
     /// The `login_hint`, which prefills the user name.
-    public var loginHint: String?
+    package var loginHint: String?
     /// When it can no longer be continued.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
 
     /// Creates a record.
-    public init(
+    package init(
         browserBinding: [UInt8], clientID: String, redirectURI: String, scope: String, state: String?,
         nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64
     ) {
@@ -41,39 +41,39 @@ public struct PendingAuthorizationRecord: Sendable, Hashable {
 
 /// A one-time authorization code (PROTOCOL.md section 10): stored by its SHA-256, bound to the
 /// client, the redirect URI, the PKCE challenge and the sign-in it stands for.
-public struct AuthorizationCodeRecord: Sendable, Hashable {
+package struct AuthorizationCodeRecord: Sendable, Hashable {
     /// SHA-256 of the code (256 random bits).
-    public var codeHash: [UInt8]
-    public var clientID: String
+    package var codeHash: [UInt8]
+    package var clientID: String
     /// The redirect URI of the authorization request, which the token request must repeat.
-    public var redirectURI: String
+    package var redirectURI: String
     /// The PKCE `code_challenge` (S256).
-    public var codeChallenge: String
+    package var codeChallenge: String
     /// The `nonce` of the authorization request.
-    public var nonce: String?
+    package var nonce: String?
     /// The `scope` granted.
-    public var scope: String
+    package var scope: String
     /// The user signed in.
-    public var user: String
+    package var user: String
     /// The device whose approval signed the browser in.
-    public var approvingKID: String
+    package var approvingKID: String
     /// When that approval happened (`auth_time`).
-    public var authTime: Int64
+    package var authTime: Int64
     /// How the device checked the user (`amr`).
-    public var methods: [String]
+    package var methods: [String]
     /// The browser session's id as the ID token's `sid`.
-    public var sessionID: String
+    package var sessionID: String
     /// When the code can no longer be redeemed.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// When it was redeemed; nil before.
-    public var redeemedAt: Int64?
+    package var redeemedAt: Int64?
     /// The `jti` of the access token its redemption issued, revoked if the code comes again.
-    public var accessTokenJTI: String?
+    package var accessTokenJTI: String?
     /// When that access token expires.
-    public var accessTokenExpiresAt: Int64?
+    package var accessTokenExpiresAt: Int64?
 
     /// Creates a record.
-    public init(
+    package init(
         codeHash: [UInt8], clientID: String, redirectURI: String, codeChallenge: String, nonce: String?, scope: String,
         user: String, approvingKID: String, authTime: Int64, methods: [String], sessionID: String, expiresAt: Int64,
         redeemedAt: Int64? = nil, accessTokenJTI: String? = nil, accessTokenExpiresAt: Int64? = nil
@@ -97,7 +97,7 @@ public struct AuthorizationCodeRecord: Sendable, Hashable {
 }
 
 /// What ``AuthorizationStorage/redeemAuthorizationCode(codeHash:at:accessTokenJTI:accessTokenExpiresAt:)`` found.
-public enum AuthorizationCodeRedemption: Sendable, Hashable {
+package enum AuthorizationCodeRedemption: Sendable, Hashable {
     /// This call redeemed the code; the record as stored before.
     case redeemed(AuthorizationCodeRecord)
     /// The code was redeemed before: the record with the first redemption's token.

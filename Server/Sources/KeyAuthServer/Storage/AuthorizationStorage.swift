@@ -5,7 +5,7 @@
 ///
 /// A code is redeemed by one conditional update, so of two redemptions at once exactly one
 /// succeeds and the other learns which token to revoke.
-public protocol AuthorizationStorage: Sendable {
+package protocol AuthorizationStorage: Sendable {
     /// Stores a new code.
     func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError)
 

@@ -4,33 +4,33 @@ import KeyAuth
 ///
 /// Times are seconds since 1970 (UTC), the unit JWT claims use, so comparisons with `iat` and
 /// `exp` need no conversion.
-public struct DeviceRecord: Sendable, Hashable {
+package struct DeviceRecord: Sendable, Hashable {
     /// The key's RFC 7638 fingerprint, which identifies the device everywhere.
-    public var kid: String
+    package var kid: String
     /// The owning user.
-    public var user: String
+    package var user: String
     /// A label chosen by the user ("alice-laptop").
-    public var name: String
+    package var name: String
     /// The public key as SPKI PEM. Never a private key: registration refuses those.
-    public var publicKeyPEM: String
+    package var publicKeyPEM: String
     /// Where the device is in its life cycle.
-    public var status: DeviceStatus.Stored
+    package var status: DeviceStatus.Stored
     /// When the device was registered.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// When it became active, by approval or as the user's first device.
-    public var approvedAt: Int64?
+    package var approvedAt: Int64?
     /// When it was revoked or denied.
-    public var revokedAt: Int64?
+    package var revokedAt: Int64?
     /// When it last logged in successfully.
-    public var lastLoginAt: Int64?
+    package var lastLoginAt: Int64?
     /// The client address the registration came from, as the server determined it (the last
     /// `X-Forwarded-For` hop behind a trusted proxy), so that whoever approves a pending device
     /// can tell a stranger's request from their own. Nil for devices stored before the server
     /// recorded it.
-    public var registeredFrom: String?
+    package var registeredFrom: String?
 
     /// Creates a record; optional times default to "never".
-    public init(
+    package init(
         kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus.Stored, createdAt: Int64,
         approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil
     ) {
@@ -48,7 +48,7 @@ public struct DeviceRecord: Sendable, Hashable {
 
     /// Where the device sits in a user's device list, which is ordered by creation time, then
     /// by `kid` for devices registered in the same second.
-    public var listPosition: DeviceListPosition {
+    package var listPosition: DeviceListPosition {
         DeviceListPosition(createdAt: createdAt, kid: kid)
     }
 }
@@ -56,26 +56,26 @@ public struct DeviceRecord: Sendable, Hashable {
 /// A place in a user's device list: the list continues with the devices after it in the order
 /// (`created_at`, `kid`). Pagination cursors carry one, so a page never repeats or skips a
 /// device even when devices are added or purged between requests.
-public struct DeviceListPosition: Sendable, Hashable {
+package struct DeviceListPosition: Sendable, Hashable {
     /// The creation time of the last device already seen.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// Its `kid`.
-    public var kid: String
+    package var kid: String
 
     /// Creates a position.
-    public init(createdAt: Int64, kid: String) {
+    package init(createdAt: Int64, kid: String) {
         self.createdAt = createdAt
         self.kid = kid
     }
 
     /// Before every device: the position a listing starts from.
-    public static let start = DeviceListPosition(createdAt: Int64.min, kid: "")
+    package static let start = DeviceListPosition(createdAt: Int64.min, kid: "")
 }
 
 /// The condition under which ``ServerStorage/insertDevice(_:rule:)`` stores a device; the
 /// storage checks it and inserts in one atomic step, so concurrent registrations cannot both
 /// pass a check that only one of them should.
-public enum DeviceInsertRule: Sendable, Hashable {
+package enum DeviceInsertRule: Sendable, Hashable {
     /// No condition beyond the `kid` being free: a device enrolled with a one-time code.
     case unconditional
     /// The user has no device record at all: the first device of a new user under open
@@ -87,7 +87,7 @@ public enum DeviceInsertRule: Sendable, Hashable {
 }
 
 /// What ``ServerStorage/insertDevice(_:rule:)`` did.
-public enum DeviceInsertion: Sendable, Hashable {
+package enum DeviceInsertion: Sendable, Hashable {
     /// The device was stored.
     case inserted
     /// A device with the same `kid` exists (whoever owns it); nothing changed.
@@ -107,26 +107,26 @@ public enum DeviceInsertion: Sendable, Hashable {
 /// every token it signed has expired. Retirement keeps the row for `keys list` and wipes the
 /// private key. Which key signs is a function of these rows and the clock only, so every
 /// instance on one database agrees without talking to the others.
-public struct SigningKeyRecord: Sendable {
+package struct SigningKeyRecord: Sendable {
     /// The public key's thumbprint, used as `kid` in access tokens and the JWKS.
-    public var kid: String
+    package var kid: String
     /// The private key, PKCS#8 PEM; empty once the key is retired.
     ///
     /// - Warning: secret. SQLite storage keeps it in the database file (protect the file like a
     ///   key file); callers wipe this copy after parsing it.
-    public var privatePEM: [UInt8]
+    package var privatePEM: [UInt8]
     /// When it was created.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// The algorithm it signs with: RS256, ES256 or EdDSA.
-    public var algorithm: JWSAlgorithm
+    package var algorithm: JWSAlgorithm
     /// From when it may sign: its creation for a first key, creation plus the publication delay
     /// for a rotation, so that caches see it in the JWKS before any token names it.
-    public var activeFrom: Int64
+    package var activeFrom: Int64
     /// When the cleanup retired it (it is then gone from the JWKS); nil while published.
-    public var retiredAt: Int64?
+    package var retiredAt: Int64?
 
     /// Creates a record; by default an RS256 key that may sign from its creation.
-    public init(
+    package init(
         kid: String, privatePEM: [UInt8], createdAt: Int64, algorithm: JWSAlgorithm = .rs256,
         activeFrom: Int64? = nil, retiredAt: Int64? = nil
     ) {

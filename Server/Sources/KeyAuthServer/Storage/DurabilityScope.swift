@@ -21,7 +21,7 @@ import Synchronization
 /// Without a scope (the cleanup timer, admin commands, tests calling the storage directly) a
 /// write blocks until durable, as it always did. PostgreSQL writes always block: its commit is
 /// durable when it returns, and nothing is noted.
-public final class DurabilityScope: Sendable {
+package final class DurabilityScope: Sendable {
     /// The scope of the work running on this thread, if any.
     @TaskLocal static var current: DurabilityScope?
 
@@ -33,7 +33,7 @@ public final class DurabilityScope: Sendable {
 
     /// Runs `body` with a new scope, and returns its result with the scope, which holds what the
     /// result depends on.
-    public static func run<Value, Failure: Error>(
+    package static func run<Value, Failure: Error>(
         _ body: () throws(Failure) -> Value
     ) throws(Failure) -> (Value, DurabilityScope) {
         let scope = DurabilityScope()
@@ -42,7 +42,7 @@ public final class DurabilityScope: Sendable {
     }
 
     /// Where what the scope noted stands: durable when nothing was noted.
-    public var outcome: DurabilityOutcome {
+    package var outcome: DurabilityOutcome {
         var result = DurabilityOutcome.durable
         for batch in batches.withLock({ $0 }) {
             switch batch.outcome {
@@ -57,7 +57,7 @@ public final class DurabilityScope: Sendable {
     /// Calls `body` once when everything noted is durable (with nil) or one of it failed (with the
     /// batch's error): at once, on the calling thread, when it is already so; otherwise on the
     /// group commit's queue, which must not be blocked for long.
-    public func whenDurable(_ body: @escaping @Sendable (StorageError?) -> Void) {
+    package func whenDurable(_ body: @escaping @Sendable (StorageError?) -> Void) {
         let pending = batches.withLock { $0 }
         guard !pending.isEmpty else {
             body(nil)
@@ -91,7 +91,7 @@ public final class DurabilityScope: Sendable {
 }
 
 /// Where a write, or what a scope noted, stands.
-public enum DurabilityOutcome: Sendable {
+package enum DurabilityOutcome: Sendable {
     /// Not yet durable.
     case pending
     /// Durable: its answer may go out.

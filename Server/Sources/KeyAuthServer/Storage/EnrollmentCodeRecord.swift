@@ -1,16 +1,16 @@
 import KeyAuth
 
 /// An enrollment code as storage keeps it: its SHA-256 hash, never the code.
-public struct EnrollmentCodeRecord: Sendable, Hashable {
+package struct EnrollmentCodeRecord: Sendable, Hashable {
     /// SHA-256 of the code.
-    public var hash: [UInt8]
+    package var hash: [UInt8]
     /// The only user who may use it.
-    public var user: String
+    package var user: String
     /// When it stops being valid, in seconds since 1970.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
 
     /// Creates a record.
-    public init(hash: [UInt8], user: String, expiresAt: Int64) {
+    package init(hash: [UInt8], user: String, expiresAt: Int64) {
         self.hash = hash
         self.user = user
         self.expiresAt = expiresAt
@@ -18,7 +18,7 @@ public struct EnrollmentCodeRecord: Sendable, Hashable {
 
     /// A short name for the code in listings: the first 4 bytes of its hash in hex. It tells
     /// codes apart and reveals nothing of the code (a hash of 128 random bits).
-    public var shortID: String {
+    package var shortID: String {
         Hex.encode(hash.prefix(4))
     }
 }

@@ -22,7 +22,7 @@ import KeyAuth
 ///
 /// Every method throws ``StorageError`` when the store cannot be reached or fails; the server
 /// answers those with 503 `temporarily_unavailable`, never as a client error.
-public protocol ServerStorage: SignInStorage, AuthorizationStorage {
+package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     // MARK: Devices
 
     /// Adds a device if `rule` holds, checking the rule and inserting in one atomic step.
@@ -185,17 +185,17 @@ extension ServerStorage {
     /// The published (not retired) signing keys, in the order they took over signing.
     ///
     /// - Warning: the records hold private keys in PEM; callers wipe them after parsing.
-    public func signingKeys() throws(StorageError) -> [SigningKeyRecord] {
+    package func signingKeys() throws(StorageError) -> [SigningKeyRecord] {
         try signingKeys(includingRetired: false)
     }
 
     /// Adds an RS256 signing key that may sign from its creation; false when the `kid` exists.
-    public func insertSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool {
+    package func insertSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError) -> Bool {
         try insertSigningKey(SigningKeyRecord(kid: kid, privatePEM: privatePEM, createdAt: createdAt))
     }
 
     /// ``insertFirstSigningKey(_:)`` for an RS256 key that may sign from its creation.
-    public func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError)
+    package func insertFirstSigningKey(kid: String, privatePEM: [UInt8], createdAt: Int64) throws(StorageError)
         -> Bool
     {
         try insertFirstSigningKey(SigningKeyRecord(kid: kid, privatePEM: privatePEM, createdAt: createdAt))
@@ -203,12 +203,12 @@ extension ServerStorage {
 
     /// Adds a device unless its `kid` is taken; false, changing nothing, when a device with the
     /// same `kid` exists (whoever owns it).
-    public func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {
+    package func insertDevice(_ device: DeviceRecord) throws(StorageError) -> Bool {
         try insertDevice(device, rule: .unconditional) == .inserted
     }
 
     /// Every device of `user`, oldest first, read page by page.
-    public func devices(user: String) throws(StorageError) -> [DeviceRecord] {
+    package func devices(user: String) throws(StorageError) -> [DeviceRecord] {
         var all: [DeviceRecord] = []
         var position = DeviceListPosition.start
         while true {
@@ -220,7 +220,7 @@ extension ServerStorage {
     }
 
     /// Whether `user` has at least one `active` device, which could approve a new one.
-    public func hasActiveDevice(user: String) throws(StorageError) -> Bool {
+    package func hasActiveDevice(user: String) throws(StorageError) -> Bool {
         try deviceStatuses(user: user).contains(.active)
     }
 }

@@ -3,26 +3,26 @@
 /// Only the SHA-256 of its secret is kept: the secret is 256 random bits, so a hash without salt
 /// or stretching already makes the stored value useless for guessing, and checking it costs one
 /// hash per request.
-public struct ClientRecord: Sendable, Hashable {
+package struct ClientRecord: Sendable, Hashable {
     /// The `client_id`: random and unguessable, so that it names a client without vouching for it.
-    public var id: String
+    package var id: String
     /// The name shown to the user on their device ("Support desk").
-    public var name: String
+    package var name: String
     /// SHA-256 of the `client_secret`.
-    public var secretHash: [UInt8]
+    package var secretHash: [UInt8]
     /// When the administrator added it.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// Where the authorization endpoint may send a browser back with a code (OpenID Connect);
     /// empty for a client that only starts CIBA requests.
-    public var redirectURIs: [String]
+    package var redirectURIs: [String]
     /// Where `/end-session` may send a browser after signing it out.
-    public var postLogoutRedirectURIs: [String]
+    package var postLogoutRedirectURIs: [String]
     /// A public client (a native app) has no secret and proves itself by PKCE alone; its
     /// `secretHash` is empty, which no presented secret hashes to.
-    public var isPublic: Bool
+    package var isPublic: Bool
 
     /// Creates a record.
-    public init(
+    package init(
         id: String, name: String, secretHash: [UInt8], createdAt: Int64, redirectURIs: [String] = [],
         postLogoutRedirectURIs: [String] = [], isPublic: Bool = false
     ) {
@@ -38,7 +38,7 @@ public struct ClientRecord: Sendable, Hashable {
 
 /// Who started a sign-in request: the one record serves every way in, so that approval, the
 /// device list of requests and the browser session are written once.
-public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
+package enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     /// A registered client's CIBA request (`POST /bc-authorize`).
     case backchannel
     /// The server's own account page, its built-in CIBA client.
@@ -54,7 +54,7 @@ public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     /// Who may start a request of this kind, which decides its limits: anyone with a browser
     /// (`account`, `authorization`), an authenticated client (`backchannel`), or a signed-in
     /// user (`device`).
-    public var origin: SignInRequestOrigin {
+    package var origin: SignInRequestOrigin {
         switch self {
         case .backchannel: .client
         case .account, .authorization: .anonymous
@@ -65,13 +65,13 @@ public enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
 
 /// Who starts sign-in requests of a kind: each origin has its own limits, so that no anonymous
 /// party can use up what a registered client or the user's own session needs.
-public enum SignInRequestOrigin: Sendable, Hashable, CaseIterable {
+package enum SignInRequestOrigin: Sendable, Hashable, CaseIterable {
     case anonymous
     case client
     case signedIn
 
     /// The kinds of this origin.
-    public var kinds: [SignInRequestKind] {
+    package var kinds: [SignInRequestKind] {
         SignInRequestKind.allCases.filter { $0.origin == self }
     }
 }
@@ -79,7 +79,7 @@ public enum SignInRequestOrigin: Sendable, Hashable, CaseIterable {
 /// Where a sign-in request is in its life: `pending` until a device answers, then `approved` or
 /// `denied`; an approved request becomes `issued` once its result (a token, a browser session)
 /// was handed out, so that it is handed out only once. Expiry is a time, not a state.
-public enum SignInRequestStatus: String, Sendable, Hashable, CaseIterable {
+package enum SignInRequestStatus: String, Sendable, Hashable, CaseIterable {
     case pending
     case approved
     case denied
@@ -87,47 +87,47 @@ public enum SignInRequestStatus: String, Sendable, Hashable, CaseIterable {
 }
 
 /// One request to sign a user in, waiting for a device of that user to approve or deny it.
-public struct SignInRequestRecord: Sendable, Hashable {
+package struct SignInRequestRecord: Sendable, Hashable {
     /// The `auth_req_id`: 256 random bits, base64url.
-    public var id: String
+    package var id: String
     /// Who started it.
-    public var kind: SignInRequestKind
+    package var kind: SignInRequestKind
     /// The client, for `backchannel` requests.
-    public var clientID: String?
+    package var clientID: String?
     /// The user asked to approve.
-    public var user: String
+    package var user: String
     /// What both screens show, so that the user approves the request in front of them.
-    public var bindingMessage: String
+    package var bindingMessage: String
     /// The `scope` the client asked for, as sent.
-    public var scope: String?
+    package var scope: String?
     /// The client address the request came from (the application's server, or the browser).
-    public var requestedFrom: String?
+    package var requestedFrom: String?
     /// Where an `authorization` request sends the browser back: its host is shown to the user
     /// next to the client's name.
-    public var redirectURI: String?
+    package var redirectURI: String?
     /// The state.
-    public var status: SignInRequestStatus
+    package var status: SignInRequestStatus
     /// When it was made.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// When it can no longer be answered or collected.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// Seconds the client must wait between polls; raised by 5 each time it polls faster.
-    public var pollInterval: Int64
+    package var pollInterval: Int64
     /// When the client last polled the token endpoint for it.
-    public var lastPolledAt: Int64?
+    package var lastPolledAt: Int64?
     /// When a device answered.
-    public var answeredAt: Int64?
+    package var answeredAt: Int64?
     /// The device that answered.
-    public var answeringKID: String?
+    package var answeringKID: String?
     /// How the answering device says the user was checked (RFC 8176 `amr` values).
-    public var methods: [String]
+    package var methods: [String]
     /// Wrong codes typed on approving devices so far (number matching).
-    public var codeAttempts: Int
+    package var codeAttempts: Int
     /// What a `device` request approves: the pending device's key id.
-    public var subject: String?
+    package var subject: String?
 
     /// Creates a record.
-    public init(
+    package init(
         id: String, kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String,
         scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
         expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
@@ -155,30 +155,30 @@ public struct SignInRequestRecord: Sendable, Hashable {
     }
 
     /// Where the request sits among a user's requests: by creation time, then by id.
-    public var position: SignInRequestPosition {
+    package var position: SignInRequestPosition {
         SignInRequestPosition(createdAt: createdAt, id: id)
     }
 }
 
 /// A place among a user's sign-in requests, ordered by (`created_at`, `id`): a device that
 /// watches for requests waits for one after the last it saw.
-public struct SignInRequestPosition: Sendable, Hashable, Comparable {
+package struct SignInRequestPosition: Sendable, Hashable, Comparable {
     /// The creation time.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// The request id.
-    public var id: String
+    package var id: String
 
     /// Creates a position.
-    public init(createdAt: Int64, id: String) {
+    package init(createdAt: Int64, id: String) {
         self.createdAt = createdAt
         self.id = id
     }
 
     /// Before every request.
-    public static let start = SignInRequestPosition(createdAt: Int64.min, id: "")
+    package static let start = SignInRequestPosition(createdAt: Int64.min, id: "")
 
     /// Creation time first, then the id's bytes, as both databases order them.
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         guard lhs.createdAt == rhs.createdAt else { return lhs.createdAt < rhs.createdAt }
         return lhs.id.utf8.lexicographicallyPrecedes(rhs.id.utf8)
     }
@@ -186,23 +186,23 @@ public struct SignInRequestPosition: Sendable, Hashable, Comparable {
 
 /// The limits a new sign-in request is stored under, all counted over the requests of the same
 /// user and the same origin (``SignInRequestOrigin``) in one atomic step.
-public struct SignInRequestLimits: Sendable, Hashable {
+package struct SignInRequestLimits: Sendable, Hashable {
     /// Open (pending, unexpired) requests at most.
-    public var maximumOpen: Int
+    package var maximumOpen: Int
     /// Requests made within the last ``window`` seconds at most, open or not: prompts reaching
     /// a user are capped over time, not only while they are open.
-    public var maximumPerWindow: Int
+    package var maximumPerWindow: Int
     /// The window of ``maximumPerWindow``, in seconds.
-    public var window: Int64
+    package var window: Int64
     /// Whether a new request replaces (expires) an open one of the same origin from the same
     /// address: a browser that starts again supersedes its own earlier wait.
-    public var replacesSameAddress: Bool
+    package var replacesSameAddress: Bool
     /// Requests made within the window from the new request's address at most, besides the
     /// user's total: one party's share, so that it cannot use up what the user's own browser needs.
-    public var maximumPerWindowFromAddress: Int?
+    package var maximumPerWindowFromAddress: Int?
 
     /// Creates limits.
-    public init(
+    package init(
         maximumOpen: Int, maximumPerWindow: Int, window: Int64 = 3600, replacesSameAddress: Bool = false,
         maximumPerWindowFromAddress: Int? = nil
     ) {
@@ -215,7 +215,7 @@ public struct SignInRequestLimits: Sendable, Hashable {
 }
 
 /// What ``SignInStorage/insertSignInRequest(_:limits:now:)`` did.
-public enum SignInRequestInsertion: Sendable, Hashable {
+package enum SignInRequestInsertion: Sendable, Hashable {
     /// The request was stored.
     case inserted
     /// The user already has the most open requests of this origin; carries the earliest expiry
@@ -227,7 +227,7 @@ public enum SignInRequestInsertion: Sendable, Hashable {
 }
 
 /// What ``SignInStorage/recordWrongCode(id:maximumAttempts:answeringKID:at:)`` did.
-public enum WrongCodeOutcome: Sendable, Hashable {
+package enum WrongCodeOutcome: Sendable, Hashable {
     /// Counted; this many attempts remain.
     case tryAgain(attemptsLeft: Int)
     /// That was the last attempt: the request is denied now.
@@ -242,31 +242,31 @@ public enum WrongCodeOutcome: Sendable, Hashable {
 /// One type for both stages: while a sign-in request waits for the user's device the session
 /// names it (``signInRequestID``); once approved, it names the user and the device that approved
 /// (``approvingKID``), and ends when that device is revoked.
-public struct BrowserSessionRecord: Sendable, Hashable {
+package struct BrowserSessionRecord: Sendable, Hashable {
     /// SHA-256 of the cookie's session id.
-    public var idHash: [UInt8]
+    package var idHash: [UInt8]
     /// The CSRF token every form of this session carries.
-    public var csrfToken: String
+    package var csrfToken: String
     /// The user signing in, or signed in.
-    public var user: String
+    package var user: String
     /// The sign-in request the browser waits for; nil when the user name matched no one who
     /// could approve (the page waits the same, so that it tells nobody which names exist).
-    public var signInRequestID: String?
+    package var signInRequestID: String?
     /// The code shown while waiting.
-    public var bindingCode: String
+    package var bindingCode: String
     /// The device that approved the sign-in; nil while waiting.
-    public var approvingKID: String?
+    package var approvingKID: String?
     /// How the approving device says the user was checked.
-    public var methods: [String]
+    package var methods: [String]
     /// When the session began.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// When it ends unless used again (sliding).
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// When the sign-in completed; nil while waiting.
-    public var signedInAt: Int64?
+    package var signedInAt: Int64?
 
     /// Creates a record.
-    public init(
+    package init(
         idHash: [UInt8], csrfToken: String, user: String, signInRequestID: String?, bindingCode: String,
         approvingKID: String? = nil, methods: [String] = [], createdAt: Int64, expiresAt: Int64,
         signedInAt: Int64? = nil
@@ -284,5 +284,5 @@ public struct BrowserSessionRecord: Sendable, Hashable {
     }
 
     /// Whether the sign-in completed.
-    public var isSignedIn: Bool { signedInAt != nil && approvingKID != nil }
+    package var isSignedIn: Bool { signedInAt != nil && approvingKID != nil }
 }

@@ -6,7 +6,7 @@
 /// checked and the request inserted under a per-user lock, an answer is a conditional update
 /// from `pending`, a token or a browser session is handed out by a conditional update from
 /// `approved`, and a poll's interval check holds a per-request lock.
-public protocol SignInStorage: Sendable {
+package protocol SignInStorage: Sendable {
     // MARK: Clients
 
     /// Adds a client; false when its id is taken.

@@ -4,48 +4,48 @@ import KeyAuth
 ///
 /// Never the client's fault, so the server answers 503 `temporarily_unavailable` (with
 /// `Retry-After`) and logs the native detail, which never reaches the client.
-public struct StorageError: Error, Sendable, CustomStringConvertible {
+package struct StorageError: Error, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    package struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package var description: String { rawValue }
 
         /// The store cannot be opened or reached.
-        public static let unavailable = Code(rawValue: "unavailable")
+        package static let unavailable = Code(rawValue: "unavailable")
         /// A statement failed (busy past the timeout, disk full, I/O error, corruption).
-        public static let queryFailed = Code(rawValue: "query_failed")
+        package static let queryFailed = Code(rawValue: "query_failed")
         /// The store's schema is newer than this server understands.
-        public static let schemaTooNew = Code(rawValue: "schema_too_new")
+        package static let schemaTooNew = Code(rawValue: "schema_too_new")
         /// The store was closed.
-        public static let closed = Code(rawValue: "closed")
+        package static let closed = Code(rawValue: "closed")
         /// The requested kind of storage is not available in this build.
-        public static let unsupported = Code(rawValue: "unsupported")
+        package static let unsupported = Code(rawValue: "unsupported")
         /// A database file other users can read or replace, or that belongs to another user:
         /// it holds the server's signing key, so the server refuses to use it.
-        public static let unprotected = Code(rawValue: "unprotected")
+        package static let unprotected = Code(rawValue: "unprotected")
         /// No database at the path an admin command was given (only `serve` creates one).
-        public static let notFound = Code(rawValue: "not_found")
+        package static let notFound = Code(rawValue: "not_found")
         /// A location that cannot be used as written: a PostgreSQL URL that libpq would read
         /// otherwise than meant (a password holding an unencoded `@`).
-        public static let invalidLocation = Code(rawValue: "invalid_location")
+        package static let invalidLocation = Code(rawValue: "invalid_location")
     }
 
     /// Why, for programs.
-    public let code: Code
+    package let code: Code
     /// Why, for operators' logs. Never sent to clients.
-    public let message: String
+    package let message: String
     /// The database's own code and text (sqlite result code, SQLSTATE).
-    public let underlying: NativeError?
+    package let underlying: NativeError?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, underlying: NativeError? = nil) {
+    package init(_ code: Code, _ message: String, underlying: NativeError? = nil) {
         self.code = code
         self.message = message
         self.underlying = underlying
     }
 
-    public var description: String {
+    package var description: String {
         guard let underlying else { return message }
         return "\(message) (\(underlying))"
     }

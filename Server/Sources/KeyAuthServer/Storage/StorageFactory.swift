@@ -1,5 +1,5 @@
 /// Chooses the storage implementation for a `--db` value: the one place to add a backend.
-public enum StorageFactory {
+package enum StorageFactory {
     /// Opens (and migrates) the store named by `location`.
     ///
     /// A SQLite file is checked before it is opened and restricted to mode 0600 afterwards
@@ -13,7 +13,7 @@ public enum StorageFactory {
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
     ///   server cannot be reached, `.unprotected` for a SQLite file others can read or that
     ///   belongs to another user, `.notFound` for a missing file that may not be created).
-    public static func open(_ location: String, creatingIfMissing: Bool = true) throws(StorageError)
+    package static func open(_ location: String, creatingIfMissing: Bool = true) throws(StorageError)
         -> any ServerStorage
     {
         if isPostgresURL(location) {
@@ -31,7 +31,7 @@ public enum StorageFactory {
     }
 
     /// Whether `location` names a PostgreSQL server rather than a file.
-    public static func isPostgresURL(_ location: String) -> Bool {
+    package static func isPostgresURL(_ location: String) -> Bool {
         let lowered = location.lowercased()
         return lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://")
     }

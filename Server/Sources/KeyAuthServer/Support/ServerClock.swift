@@ -4,14 +4,14 @@ import Glibc
 ///
 /// Components take a `now` closure defaulting to ``now()`` so that tests can move time (for
 /// pending expiry, code expiry, rate-limit windows) without sleeping.
-public enum ServerClock {
+package enum ServerClock {
     /// The current time in seconds since 1970 (UTC).
-    public static func now() -> Int64 {
+    package static func now() -> Int64 {
         Int64(time(nil))
     }
 
     /// A monotonic time in nanoseconds, for measuring durations immune to clock changes.
-    public static func monotonicNanoseconds() -> UInt64 {
+    package static func monotonicNanoseconds() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
@@ -23,7 +23,7 @@ public enum ServerClock {
     /// the clock, another stores a later reading before the first compares), and an unsigned
     /// `end - start` below zero is a trap that ends the whole server. Every duration between
     /// readings that did not come from one thread in order goes through here.
-    public static func nanoseconds(from start: UInt64, to end: UInt64) -> UInt64 {
+    package static func nanoseconds(from start: UInt64, to end: UInt64) -> UInt64 {
         end >= start ? end - start : 0
     }
 }

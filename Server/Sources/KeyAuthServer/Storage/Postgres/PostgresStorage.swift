@@ -1,6 +1,6 @@
 /// ``SQLStorage`` in a PostgreSQL database, under the name by which callers choose it:
 /// `PostgresStorage(url:)`.
-public typealias PostgresStorage = SQLStorage
+package typealias PostgresStorage = SQLStorage
 
 extension SQLStorage {
     /// Connects to the PostgreSQL database at `url` and applies migrations.
@@ -22,7 +22,7 @@ extension SQLStorage {
     /// - Throws: ``StorageError`` with `.invalidLocation` for a URL libpq would read otherwise
     ///   than written (it is not tried), `.unavailable` when the database cannot be reached,
     ///   `.schemaTooNew` when a newer server migrated it, `.queryFailed` when migrating fails.
-    public convenience init(
+    package convenience init(
         url: String, poolSize: Int = 4, checkoutTimeoutSeconds: Int = 10,
         now: @Sendable () -> Int64 = { ServerClock.now() }
     ) throws(StorageError) {
@@ -35,7 +35,7 @@ extension SQLStorage {
     }
 
     /// `url` with its password masked, for logging a `--db` value before connecting.
-    public static func redacted(_ url: String) -> String {
+    package static func redacted(_ url: String) -> String {
         PostgresLocation(url).redacted
     }
 }

@@ -1,6 +1,6 @@
 /// The `audit_events` table: administrative actions, kept for good.
 extension SQLStorage {
-    public func insertAuditEvent(_ event: AuditEvent) throws(StorageError) {
+    package func insertAuditEvent(_ event: AuditEvent) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 """
@@ -15,7 +15,7 @@ extension SQLStorage {
         }
     }
 
-    public func auditEvents(since time: Int64) throws(StorageError) -> [AuditEvent] {
+    package func auditEvents(since time: Int64) throws(StorageError) -> [AuditEvent] {
         try database.read { connection throws(StorageError) in
             try connection.query(
                 "SELECT at, action, actor, user_name, subject, detail FROM audit_events WHERE at >= $1 ORDER BY at, id",

@@ -5,7 +5,7 @@ extension SQLStorage {
         methods, session_id, expires_at, redeemed_at, access_token_jti, access_token_expires_at
         """
 
-    public func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError) {
+    package func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 """
@@ -17,7 +17,7 @@ extension SQLStorage {
         }
     }
 
-    public func authorizationCode(codeHash: [UInt8]) throws(StorageError) -> AuthorizationCodeRecord? {
+    package func authorizationCode(codeHash: [UInt8]) throws(StorageError) -> AuthorizationCodeRecord? {
         try database.read { connection throws(StorageError) in
             try Self.authorizationCode(codeHash: codeHash, on: connection)
         }
@@ -33,7 +33,7 @@ extension SQLStorage {
 
     /// The conditional update decides; the read after it, in the same transaction, says what
     /// the winner recorded.
-    public func redeemAuthorizationCode(
+    package func redeemAuthorizationCode(
         codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
     ) throws(StorageError) -> AuthorizationCodeRedemption {
         try database.write { connection throws(StorageError) in
@@ -55,7 +55,7 @@ extension SQLStorage {
         }
     }
 
-    public func revokeAccessToken(jti: String, expiresAt: Int64) throws(StorageError) {
+    package func revokeAccessToken(jti: String, expiresAt: Int64) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "INSERT INTO revoked_access_tokens (jti, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -64,13 +64,13 @@ extension SQLStorage {
         }
     }
 
-    public func isAccessTokenRevoked(jti: String) throws(StorageError) -> Bool {
+    package func isAccessTokenRevoked(jti: String) throws(StorageError) -> Bool {
         try database.read { connection throws(StorageError) in
             try connection.execute("SELECT 1 FROM revoked_access_tokens WHERE jti = $1", [.text(jti)]).firstRow != nil
         }
     }
 
-    public func purgeAuthorizations(now: Int64) throws(StorageError) -> Int {
+    package func purgeAuthorizations(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             let codes = try connection.execute(
                 """

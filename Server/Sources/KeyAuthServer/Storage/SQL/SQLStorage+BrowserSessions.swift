@@ -5,7 +5,7 @@ extension SQLStorage {
         expires_at, signed_in_at
         """
 
-    public func insertBrowserSession(_ session: BrowserSessionRecord) throws(StorageError) {
+    package func insertBrowserSession(_ session: BrowserSessionRecord) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "INSERT INTO browser_sessions (\(Self.browserSessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -14,7 +14,7 @@ extension SQLStorage {
         }
     }
 
-    public func browserSession(idHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
+    package func browserSession(idHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
         try database.read { connection throws(StorageError) in
             try connection.query(
                 "SELECT \(Self.browserSessionColumns) FROM browser_sessions WHERE id_hash = $1", [.blob(idHash)]
@@ -23,7 +23,7 @@ extension SQLStorage {
     }
 
     /// A delete that must find the old row, then the insert, in one transaction.
-    public func replaceBrowserSession(
+    package func replaceBrowserSession(
         idHash: [UInt8], with session: BrowserSessionRecord
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
@@ -40,7 +40,7 @@ extension SQLStorage {
         }
     }
 
-    public func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64) throws(StorageError) {
+    package func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "UPDATE browser_sessions SET expires_at = $2 WHERE id_hash = $1", [.blob(idHash), .integer(expiresAt)])
@@ -48,21 +48,21 @@ extension SQLStorage {
         }
     }
 
-    public func deleteBrowserSession(idHash: [UInt8]) throws(StorageError) {
+    package func deleteBrowserSession(idHash: [UInt8]) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM browser_sessions WHERE id_hash = $1", [.blob(idHash)])
             return ()
         }
     }
 
-    public func deleteBrowserSessions(approvedBy kid: String) throws(StorageError) -> Int {
+    package func deleteBrowserSessions(approvedBy kid: String) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM browser_sessions WHERE approving_kid = $1", [.text(kid)])
                 .affectedRowCount
         }
     }
 
-    public func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int {
+    package func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM browser_sessions WHERE expires_at < $1", [.integer(now)])
                 .affectedRowCount

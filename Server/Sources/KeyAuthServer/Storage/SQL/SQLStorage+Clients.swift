@@ -3,7 +3,7 @@ extension SQLStorage {
     static let clientColumns =
         "client_id, name, secret_hash, created_at, redirect_uris, post_logout_redirect_uris, is_public"
 
-    public func insertClient(_ client: ClientRecord) throws(StorageError) -> Bool {
+    package func insertClient(_ client: ClientRecord) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "INSERT INTO clients (\(Self.clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
@@ -16,7 +16,7 @@ extension SQLStorage {
         }
     }
 
-    public func client(id: String) throws(StorageError) -> ClientRecord? {
+    package func client(id: String) throws(StorageError) -> ClientRecord? {
         try database.read { connection throws(StorageError) in
             try connection.query("SELECT \(Self.clientColumns) FROM clients WHERE client_id = $1", [.text(id)]) {
                 row throws(StorageError) in try ClientRecord(row: row)
@@ -24,7 +24,7 @@ extension SQLStorage {
         }
     }
 
-    public func allClients() throws(StorageError) -> [ClientRecord] {
+    package func allClients() throws(StorageError) -> [ClientRecord] {
         try database.read { connection throws(StorageError) in
             try connection.query("SELECT \(Self.clientColumns) FROM clients ORDER BY created_at, client_id") {
                 row throws(StorageError) in try ClientRecord(row: row)
@@ -32,7 +32,7 @@ extension SQLStorage {
         }
     }
 
-    public func deleteClient(id: String) throws(StorageError) -> Bool {
+    package func deleteClient(id: String) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM clients WHERE client_id = $1", [.text(id)]).affectedRowCount == 1
         }

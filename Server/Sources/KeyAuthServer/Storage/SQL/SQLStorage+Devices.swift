@@ -21,7 +21,7 @@ extension SQLStorage {
     /// another, and each check is a statement of its own after the lock, which sees the previous
     /// holder's committed row. SQLite needs no lock: its write transaction holds the database's
     /// only write lock from before the first check until the commit.
-    public func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion {
+    package func insertDevice(_ device: DeviceRecord, rule: DeviceInsertRule) throws(StorageError) -> DeviceInsertion {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> DeviceInsertion in
                 try connection.lock(Self.deviceInsertLock(user: device.user))
@@ -62,7 +62,7 @@ extension SQLStorage {
     /// Every login reads its device by `kid`: the text is built once, not per call.
     static let deviceByKIDSQL = "SELECT \(deviceColumns) FROM devices WHERE kid = $1"
 
-    public func device(kid: String) throws(StorageError) -> DeviceRecord? {
+    package func device(kid: String) throws(StorageError) -> DeviceRecord? {
         let stored = try database.read { connection throws(StorageError) in
             try connection.query(Self.deviceByKIDSQL, [.text(kid)]) {
                 row throws(StorageError) in try DeviceRecord(row: row)
@@ -75,7 +75,7 @@ extension SQLStorage {
         return device
     }
 
-    public func devices(
+    package func devices(
         user: String, after position: DeviceListPosition, limit: Int
     ) throws(StorageError) -> [DeviceRecord] {
         withRecordedLogins(
@@ -90,7 +90,7 @@ extension SQLStorage {
             })
     }
 
-    public func allDevices() throws(StorageError) -> [DeviceRecord] {
+    package func allDevices() throws(StorageError) -> [DeviceRecord] {
         withRecordedLogins(
             try database.read { connection throws(StorageError) in
                 try connection.query("SELECT \(Self.deviceColumns) FROM devices ORDER BY user_name, created_at, kid") {
@@ -110,7 +110,7 @@ extension SQLStorage {
         }
     }
 
-    public func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus.Stored> {
+    package func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus.Stored> {
         try database.read { connection throws(StorageError) in
             Set(
                 try connection.query("SELECT DISTINCT status FROM devices WHERE user_name = $1", [.text(user)]) { row in
@@ -122,7 +122,7 @@ extension SQLStorage {
     /// One conditional `UPDATE`. Under PostgreSQL's READ COMMITTED a concurrent update of the
     /// same row waits, then re-checks the `WHERE` clause against the committed row; SQLite runs
     /// writes one at a time. Either way the loser of a race matches nothing.
-    public func updateStatus(
+    package func updateStatus(
         kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
@@ -138,7 +138,7 @@ extension SQLStorage {
         }
     }
 
-    public func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {
+    package func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute("UPDATE devices SET name = $2 WHERE kid = $1", [.text(kid), .text(name)])
                 .affectedRowCount == 1
@@ -148,11 +148,11 @@ extension SQLStorage {
     /// Notes the login as a deferred write: SQLite writes it with the next batch of writes or
     /// within a second, and may lose that second in a crash; PostgreSQL writes it at once.
     /// Reads through this instance show it either way.
-    public func recordLogin(kid: String, at time: Int64) throws(StorageError) {
+    package func recordLogin(kid: String, at time: Int64) throws(StorageError) {
         try database.writeEventually(SQLDeferredWrite(sql: Self.recordLoginSQL, key: kid, value: .integer(time)))
     }
 
-    public func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int {
+    package func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 """

@@ -1,6 +1,6 @@
 /// The `enrollment_codes` table: one-time codes, kept only as SHA-256 hashes.
 extension SQLStorage {
-    public func insertEnrollmentCode(hash: [UInt8], user: String, expiresAt: Int64) throws(StorageError) {
+    package func insertEnrollmentCode(hash: [UInt8], user: String, expiresAt: Int64) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "INSERT INTO enrollment_codes (code_hash, user_name, expires_at) VALUES ($1, $2, $3)",
@@ -11,7 +11,7 @@ extension SQLStorage {
 
     /// One conditional `UPDATE`: of two servers consuming the same code at once, the second
     /// waits for the first and then finds `used_at` set.
-    public func consumeEnrollmentCode(hash: [UInt8], user: String, now: Int64) throws(StorageError) -> Bool {
+    package func consumeEnrollmentCode(hash: [UInt8], user: String, now: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 """
@@ -23,7 +23,7 @@ extension SQLStorage {
         }
     }
 
-    public func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord] {
+    package func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord] {
         try database.read { connection throws(StorageError) in
             try connection.query(
                 """
@@ -40,7 +40,7 @@ extension SQLStorage {
         }
     }
 
-    public func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int {
+    package func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "DELETE FROM enrollment_codes WHERE user_name = $1 AND used_at IS NULL", [.text(user)]
@@ -48,7 +48,7 @@ extension SQLStorage {
         }
     }
 
-    public func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int) {
+    package func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int) {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> (devices: Int, codes: Int) in
                 // The insert lock, so that no registration of this user lands in the middle.
@@ -60,7 +60,7 @@ extension SQLStorage {
         }
     }
 
-    public func purgeExpiredEnrollmentCodes(now: Int64) throws(StorageError) -> Int {
+    package func purgeExpiredEnrollmentCodes(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "DELETE FROM enrollment_codes WHERE expires_at < $1 OR used_at IS NOT NULL", [.integer(now)]

@@ -4,7 +4,7 @@ extension SQLStorage {
     /// that is gone (a replaced container) leaves no row for good.
     static let healthProbeRetention: Int64 = 7 * 86_400
 
-    public func probeWrite(instance: String, at time: Int64) throws(StorageError) {
+    package func probeWrite(instance: String, at time: Int64) throws(StorageError) {
         let (cutoff, overflow) = time.subtractingReportingOverflow(Self.healthProbeRetention)
         let staleBefore = overflow ? Int64.min : cutoff
         // Outside the request's scope, so that the write returns only once it is durable (or

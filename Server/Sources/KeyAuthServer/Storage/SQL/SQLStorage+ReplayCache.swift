@@ -2,7 +2,7 @@
 extension SQLStorage {
     /// One insert that detects the conflict: never a read first, or two concurrent replays
     /// could both succeed.
-    public func claimJTI(keyID: String, jti: String, expiresAt: Int64) throws(StorageError) -> Bool {
+    package func claimJTI(keyID: String, jti: String, expiresAt: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
@@ -18,7 +18,7 @@ extension SQLStorage {
     /// thousands of entries a second, and deleting a minute's worth in one statement would hold
     /// up the logins waiting behind it (in SQLite, the batch committed with it; in PostgreSQL,
     /// the row locks and the transaction's WAL) for as long.
-    public func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int {
+    package func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int {
         var total = 0
         while true {
             let deleted = try database.write { connection throws(StorageError) in

@@ -18,7 +18,7 @@ extension SQLStorage {
     /// Counts and inserts in one transaction under the user's lock, as device inserts do (see
     /// ``insertDevice(_:rule:)`` for why a lock and not one statement under PostgreSQL's READ
     /// COMMITTED).
-    public func insertSignInRequest(
+    package func insertSignInRequest(
         _ request: SignInRequestRecord, limits: SignInRequestLimits, now: Int64
     ) throws(StorageError) -> SignInRequestInsertion {
         let kinds = request.kind.origin.kinds.map { "'\($0.rawValue)'" }.joined(separator: ", ")
@@ -88,7 +88,7 @@ extension SQLStorage {
 
     /// The count and the denial under the request's poll lock, so that two wrong codes at once
     /// cannot both find a last attempt left.
-    public func recordWrongCode(
+    package func recordWrongCode(
         id: String, maximumAttempts: Int, answeringKID: String, at time: Int64
     ) throws(StorageError) -> WrongCodeOutcome {
         try database.write { connection throws(StorageError) in
@@ -119,7 +119,7 @@ extension SQLStorage {
         }
     }
 
-    public func signInRequest(id: String) throws(StorageError) -> SignInRequestRecord? {
+    package func signInRequest(id: String) throws(StorageError) -> SignInRequestRecord? {
         try database.read { connection throws(StorageError) in
             try Self.signInRequest(id: id, on: connection)
         }
@@ -133,7 +133,7 @@ extension SQLStorage {
         }.first
     }
 
-    public func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord] {
+    package func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord] {
         try database.read { connection throws(StorageError) in
             try connection.query(
                 """
@@ -146,7 +146,7 @@ extension SQLStorage {
     }
 
     /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing.
-    public func answerSignInRequest(
+    package func answerSignInRequest(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
@@ -165,7 +165,7 @@ extension SQLStorage {
 
     /// The read and the update under the request's poll lock, so that two polls at once cannot
     /// both find the previous one old enough.
-    public func pollSignInRequest(
+    package func pollSignInRequest(
         id: String, at time: Int64, slowDownStep: Int64
     ) throws(StorageError) -> (request: SignInRequestRecord, tooEarly: Bool)? {
         try database.write { connection throws(StorageError) in
@@ -185,7 +185,7 @@ extension SQLStorage {
         }
     }
 
-    public func markSignInRequestIssued(id: String) throws(StorageError) -> Bool {
+    package func markSignInRequestIssued(id: String) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'", [.text(id)]
@@ -193,7 +193,7 @@ extension SQLStorage {
         }
     }
 
-    public func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
+    package func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM sign_in_requests WHERE expires_at < $1", [.integer(expiredBefore)])
                 .affectedRowCount

@@ -10,7 +10,7 @@ extension SQLStorage {
     private static let signingKeyColumns =
         "kid, private_pem, created_at, algorithm, COALESCE(active_from, created_at), retired_at"
 
-    public func signingKeys(includingRetired: Bool) throws(StorageError) -> [SigningKeyRecord] {
+    package func signingKeys(includingRetired: Bool) throws(StorageError) -> [SigningKeyRecord] {
         try database.read { connection throws(StorageError) in
             let rows = try connection.execute(
                 """
@@ -41,7 +41,7 @@ extension SQLStorage {
             retiredAt: row.integer(5))
     }
 
-    public func insertSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool {
+    package func insertSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try Self.insert(record, on: connection)
         }
@@ -51,7 +51,7 @@ extension SQLStorage {
     /// PostgreSQL's READ COMMITTED a `NOT EXISTS` in the insert would see a snapshot taken before
     /// a concurrent insert committed; the check runs as its own statement after the lock, so it
     /// sees the winner's row. In SQLite the write transaction is the lock.
-    public func insertFirstSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool {
+    package func insertFirstSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) in
                 try connection.lock(Self.firstSigningKeyLock)
@@ -78,7 +78,7 @@ extension SQLStorage {
     }
 
     /// One conditional update: two instances retiring the same key at once change it once.
-    public func retireSigningKey(kid: String, at time: Int64) throws(StorageError) -> Bool {
+    package func retireSigningKey(kid: String, at time: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
                 "UPDATE signing_keys SET retired_at = $2, private_pem = $3 WHERE kid = $1 AND retired_at IS NULL",

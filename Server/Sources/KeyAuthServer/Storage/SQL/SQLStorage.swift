@@ -17,12 +17,12 @@
 ///   whoever can read that table, or a copy of the SQLite file, can sign access tokens. Protect
 ///   the file like a key file, restrict the table to the service's role, and treat backups as
 ///   secrets.
-public final class SQLStorage: ServerStorage {
+package final class SQLStorage: ServerStorage {
     let database: any SQLDatabase
 
     /// Where the data lives, for messages: the SQLite file, or the PostgreSQL URL with its
     /// password masked.
-    public let location: String
+    package let location: String
 
     /// Opens storage on `database`, migrating its schema first.
     ///
@@ -49,7 +49,7 @@ public final class SQLStorage: ServerStorage {
 
     /// Checks that the database answers and is at the schema version this server writes: a
     /// newer server migrating it meanwhile makes this server unhealthy, not a silent writer.
-    public func healthCheck() throws(StorageError) {
+    package func healthCheck() throws(StorageError) {
         let version = try database.read { connection throws(StorageError) in
             try connection.execute("SELECT MAX(version) FROM schema_migrations").firstRow?.integer(0)
         }
@@ -58,9 +58,9 @@ public final class SQLStorage: ServerStorage {
         }
     }
 
-    public var writesBlockUntilDurable: Bool { database.writesBlockUntilDurable }
+    package var writesBlockUntilDurable: Bool { database.writesBlockUntilDurable }
 
-    public func close() {
+    package func close() {
         database.close()
     }
 }

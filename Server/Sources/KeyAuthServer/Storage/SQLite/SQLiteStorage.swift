@@ -1,6 +1,6 @@
 /// ``SQLStorage`` on a SQLite file, under the name by which callers choose it:
 /// `SQLiteStorage(path:)`.
-public typealias SQLiteStorage = SQLStorage
+package typealias SQLiteStorage = SQLStorage
 
 extension SQLStorage {
     /// Opens or creates the SQLite database at `path`, switches it to WAL and applies
@@ -14,7 +14,7 @@ extension SQLStorage {
     ///   - busyTimeoutMilliseconds: how long a statement waits for another process's lock.
     ///   - now: the clock, for the migration record.
     /// - Throws: ``StorageError`` when the file cannot be opened or migrated.
-    public convenience init(
+    package convenience init(
         path: String, readerCount: Int = 2, busyTimeoutMilliseconds: Int32 = 5000,
         now: @Sendable () -> Int64 = { ServerClock.now() }
     ) throws(StorageError) {
