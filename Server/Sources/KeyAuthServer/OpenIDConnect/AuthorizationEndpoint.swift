@@ -88,9 +88,10 @@ struct AuthorizationEndpoint: Sendable {
         var needsConsent: Bool { client.isPublic || prompt.contains("consent") }
     }
 
-    /// Why a request was refused after its redirect URI was validated.
+    /// Why a request was refused after its redirect URI was validated: the error the client
+    /// gets at its redirect URI (RFC 6749 section 4.1.2.1).
     private struct Refusal: Error {
-        let code: String
+        let code: OAuthError.Code
         let description: String
     }
 
@@ -121,7 +122,7 @@ struct AuthorizationEndpoint: Sendable {
         let validated: Validated
         do {
             if let name = repeated.min() {
-                throw Refusal(code: "invalid_request", description: FormURLEncoding.repeatedParameterMessage(name))
+                throw Refusal(code: .invalidRequest, description: FormURLEncoding.repeatedParameterMessage(name))
             }
             validated = try validate(parameters, client: client, redirectURI: redirectURI)
         } catch let refusal as Refusal {
@@ -134,7 +135,7 @@ struct AuthorizationEndpoint: Sendable {
             guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
             if validated.prompt.contains("none") {
                 return redirect(
-                    to: redirectURI, error: "consent_required",
+                    to: redirectURI, error: .consentRequired,
                     description: "the user must allow this application's sign-in", state: state)
             }
             // The request waits for the user's answer, as for a sign-in.
@@ -149,7 +150,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         if validated.prompt.contains("none") {
             return redirect(
-                to: redirectURI, error: "login_required", description: "the user is not signed in", state: state)
+                to: redirectURI, error: .loginRequired, description: "the user is not signed in", state: state)
         }
         // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
         // user names themselves.
@@ -193,57 +194,57 @@ struct AuthorizationEndpoint: Sendable {
         // Before the user signs in for nothing: a code could only end in a failed token request
         // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
         guard service.canSignIDTokens else {
-            throw Refusal(code: "server_error", description: "the server has no RS256 key to sign ID tokens")
+            throw Refusal(code: .serverError, description: "the server has no RS256 key to sign ID tokens")
         }
         if parameters["request"] != nil {
-            throw Refusal(code: "request_not_supported", description: "request objects are not supported")
+            throw Refusal(code: .requestNotSupported, description: "request objects are not supported")
         }
         if parameters["request_uri"] != nil {
-            throw Refusal(code: "request_uri_not_supported", description: "request_uri is not supported")
+            throw Refusal(code: .requestURINotSupported, description: "request_uri is not supported")
         }
         guard let responseType = parameters["response_type"], !responseType.isEmpty else {
-            throw Refusal(code: "invalid_request", description: "response_type is missing")
+            throw Refusal(code: .invalidRequest, description: "response_type is missing")
         }
         guard responseType == "code" else {
-            throw Refusal(code: "unsupported_response_type", description: "only response_type=code is supported")
+            throw Refusal(code: .unsupportedResponseType, description: "only response_type=code is supported")
         }
         if let mode = parameters["response_mode"], mode != "query" {
-            throw Refusal(code: "invalid_request", description: "only response_mode=query is supported")
+            throw Refusal(code: .invalidRequest, description: "only response_mode=query is supported")
         }
         let scopes = (parameters["scope"] ?? "").split(separator: " ").map(String.init)
         guard scopes.contains("openid") else {
-            throw Refusal(code: "invalid_scope", description: "scope must contain openid")
+            throw Refusal(code: .invalidScope, description: "scope must contain openid")
         }
         // Scopes this provider does not know are left out of the grant (Core section 3.1.2.1).
         let granted = ["openid", "profile"].filter(scopes.contains).joined(separator: " ")
         guard parameters["code_challenge_method"] == "S256" else {
             throw Refusal(
-                code: "invalid_request", description: "PKCE is required: code_challenge_method must be S256")
+                code: .invalidRequest, description: "PKCE is required: code_challenge_method must be S256")
         }
         guard let challenge = parameters["code_challenge"], challenge.utf8.count == 43,
             Base64URL.decode(challenge) != nil
         else {
             throw Refusal(
-                code: "invalid_request", description: "code_challenge must be the base64url SHA-256 of the verifier")
+                code: .invalidRequest, description: "code_challenge must be the base64url SHA-256 of the verifier")
         }
         let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
         guard prompt.isSubset(of: ["login", "consent", "none"]) else {
-            throw Refusal(code: "invalid_request", description: "prompt may be login, consent or none")
+            throw Refusal(code: .invalidRequest, description: "prompt may be login, consent or none")
         }
         guard !(prompt.contains("none") && prompt.count > 1) else {
-            throw Refusal(code: "invalid_request", description: "prompt=none cannot be combined with another value")
+            throw Refusal(code: .invalidRequest, description: "prompt=none cannot be combined with another value")
         }
         var maxAge: Int64?
         if let text = parameters["max_age"] {
             guard let value = Int64(text), value >= 0 else {
-                throw Refusal(code: "invalid_request", description: "max_age must be a number of seconds")
+                throw Refusal(code: .invalidRequest, description: "max_age must be a number of seconds")
             }
             maxAge = value
         }
         for name in ["state", "nonce", "login_hint"]
         where (parameters[name]?.utf8.count ?? 0) > Self.maximumParameterLength {
             throw Refusal(
-                code: "invalid_request", description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
+                code: .invalidRequest, description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
         }
         let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
         let record = PendingAuthorizationRecord(
@@ -330,7 +331,7 @@ struct AuthorizationEndpoint: Sendable {
         func deny(_ description: String) throws -> HTTPResponse {
             guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
-                to: record.redirectURI, error: "access_denied", description: description, state: record.state)
+                to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
             if !session.record.isSignedIn {
                 try sessions.end(session)
                 response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
@@ -395,7 +396,7 @@ struct AuthorizationEndpoint: Sendable {
         caller.identify(session.record)
         guard form["decision"] == "allow" else {
             return redirect(
-                to: record.redirectURI, error: "access_denied", description: "the user denied the sign-in",
+                to: record.redirectURI, error: .accessDenied, description: "the user denied the sign-in",
                 state: record.state)
         }
         return try issueCode(for: record, session: session.record)
@@ -416,8 +417,10 @@ struct AuthorizationEndpoint: Sendable {
     }
 
     /// A redirect to the client with an RFC 6749 section 4.1.2.1 error.
-    private func redirect(to uri: String, error: String, description: String, state: String?) -> HTTPResponse {
-        var parameters = [("error", error), ("error_description", description)]
+    private func redirect(to uri: String, error: OAuthError.Code, description: String, state: String?)
+        -> HTTPResponse
+    {
+        var parameters = [("error", error.rawValue), ("error_description", description)]
         if let state { parameters.append(("state", state)) }
         parameters.append(("iss", service.settings.issuer))
         return redirect(to: uri, parameters)

@@ -363,8 +363,9 @@ public final class KeyAuthResponder: HTTPResponder {
             presented = (scheme: .bearer, token: token)
         }
         guard let presented, !presented.token.isEmpty else {
-            return HTTPResponse(
-                status: 401, headers: ["WWW-Authenticate": "Bearer realm=\"keyauth\"", "Cache-Control": "no-store"])
+            var response = HTTPResponse(status: 401, headers: ["Cache-Control": "no-store"])
+            response.headers.setChallenge(.bearer(realm: "keyauth"))
+            return response
         }
         let claims: AccessTokenClaims
         do {
@@ -377,9 +378,8 @@ public final class KeyAuthResponder: HTTPResponder {
         } catch let error as ServiceError {
             var response = HTTPResponse(error: error)
             if error.kind == .invalidToken {
-                response.headers.set(
-                    "WWW-Authenticate",
-                    "Bearer realm=\"keyauth\", error=\"invalid_token\", error_description=\"\(error.description)\"")
+                response.headers.setChallenge(
+                    .bearer(realm: "keyauth", error: .invalidToken, description: error.description))
             }
             return response
         }
@@ -387,13 +387,14 @@ public final class KeyAuthResponder: HTTPResponder {
         caller.user = claims.user
         caller.clientID = claims.clientID
         guard claims.scopes.contains("openid") else {
-            return .json(
-                .object(["error": "insufficient_scope", "error_description": "the access token lacks the openid scope"]
-                ),
-                status: 403,
-                headers: [
-                    "WWW-Authenticate": "Bearer realm=\"keyauth\", error=\"insufficient_scope\", scope=\"openid\""
-                ])
+            var response = HTTPResponse.json(
+                .object([
+                    "error": .string(OAuthError.Code.insufficientScope.rawValue),
+                    "error_description": "the access token lacks the openid scope",
+                ]),
+                status: 403)
+            response.headers.setChallenge(.bearer(realm: "keyauth", error: .insufficientScope, scope: "openid"))
+            return response
         }
         return .json(
             .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
