@@ -49,6 +49,8 @@ struct AccountPage: Sendable {
     var sessionCookieName: String { isHTTPS ? "__Host-keyauth-session" : "keyauth-session" }
     /// The double-submit cookie that protects the sign-in form, named like the session's.
     var csrfCookieName: String { isHTTPS ? "__Host-keyauth-csrf" : "keyauth-csrf" }
+    /// The account page's own sign-in forms.
+    var accountForms: SignInForms { .account(basePath: basePath) }
 
     /// The metrics label of a path under `/account`: a fixed set, never a raw path.
     static func label(of path: String) -> String {
@@ -90,7 +92,7 @@ struct AccountPage: Sendable {
         do {
             form = try request.formBody()
         } catch {
-            return html(Self.refusedPage(basePath: basePath, reason: "The form could not be read."), status: 400)
+            return html(RefusedPage(basePath: basePath, reason: "The form could not be read.").html, status: 400)
         }
         switch rest {
         case "/sign-in": return try beginSignIn(request, form: form)
@@ -111,7 +113,8 @@ struct AccountPage: Sendable {
     private func page(_ request: HTTPRequest) throws -> HTTPResponse {
         if let session = try sessions.session(cookie: cookie(sessionCookieName, in: request)) {
             if session.record.isSignedIn { return try signedInPage(session, message: nil) }
-            return html(waitingPage(session.record, message: nil))
+            return html(
+                WaitingPage(basePath: basePath, session: session.record, message: nil, forms: accountForms).html)
         }
         return try signInForm(request, message: nil)
     }
@@ -119,7 +122,9 @@ struct AccountPage: Sendable {
     /// The sign-in form, setting a fresh double-submit cookie when the browser has none.
     private func signInForm(_ request: HTTPRequest, message: String?, status: Int = 200) throws -> HTTPResponse {
         let (token, headers) = try csrfCookie(request)
-        return html(signInPage(csrf: token, message: message), status: status, extra: headers)
+        return html(
+            SignInPage(basePath: basePath, csrf: token, message: message, forms: accountForms).html, status: status,
+            extra: headers)
     }
 
     /// The browser's double-submit CSRF token, and the `Set-Cookie` header that gives it one when
@@ -145,8 +150,11 @@ struct AccountPage: Sendable {
         for request in try service.signIn.open(for: user) where request.kind == .device {
             if let kid = request.subject { approvalCodes[kid] = request.bindingMessage }
         }
+        let shown = devices.map {
+            DevicesPage.Device(record: $0, status: service.visibleStatus($0), approvalCode: approvalCodes[$0.kid])
+        }
         return html(
-            signedInPage(session.record, devices: devices, approvalCodes: approvalCodes, message: message),
+            DevicesPage(basePath: basePath, session: session.record, devices: shown, message: message).html,
             status: status)
     }
 
@@ -219,7 +227,10 @@ struct AccountPage: Sendable {
         if session.record.isSignedIn { return redirect() }
         switch try sessions.state(of: session.record) {
         case .pending:
-            return html(waitingPage(session.record, message: "Not approved yet."))
+            return html(
+                WaitingPage(
+                    basePath: basePath, session: session.record, message: "Not approved yet.", forms: accountForms
+                ).html)
         case .approved:
             guard let signedIn = try sessions.complete(session) else {
                 try sessions.end(session)
@@ -293,11 +304,11 @@ struct AccountPage: Sendable {
         let requestOrigin = request.headers["Origin"]?.lowercased()
         let crossSite = (site != nil && site != "same-origin") || (requestOrigin != nil && requestOrigin != origin)
         guard crossSite else { return nil }
-        return html(Self.refusedPage(basePath: basePath, reason: "The request came from another site."), status: 403)
+        return html(RefusedPage(basePath: basePath, reason: "The request came from another site.").html, status: 403)
     }
 
     func refusedCSRF() -> HTTPResponse {
-        html(Self.refusedPage(basePath: basePath, reason: "The form expired; reload the page."), status: 403)
+        html(RefusedPage(basePath: basePath, reason: "The form expired; reload the page.").html, status: 403)
     }
 
     /// Whether a form's token equals the expected one, in constant time.
@@ -360,9 +371,9 @@ struct AccountPage: Sendable {
     ///   party's redirect URI): its origin joins `form-action`, since Chromium applies
     ///   `form-action` to the redirects that follow a form submission too.
     func html(
-        _ text: String, status: Int = 200, extra: HTTPHeaders = HTTPHeaders(), redirectsTo: String? = nil
+        _ page: HTML, status: Int = 200, extra: HTTPHeaders = HTTPHeaders(), redirectsTo: String? = nil
     ) -> HTTPResponse {
-        var response = HTTPResponse.text(text, status: status, contentType: "text/html; charset=utf-8")
+        var response = HTTPResponse.text(page.markup, status: status, contentType: "text/html; charset=utf-8")
         for field in extra { response.headers.add(field.name, field.value) }
         Self.addSecurityHeaders(&response.headers)
         if let origin = redirectsTo.flatMap(RedirectURI.origin(of:)) {

@@ -142,10 +142,11 @@ struct AuthorizationEndpoint: Sendable {
             let (csrf, headers) = try page.csrfCookie(request)
             let reference = try seal(validated.record, for: .consent, csrf: csrf)
             return page.html(
-                page.consentPage(
-                    signedIn.record, clientName: client.name,
+                ConsentPage(
+                    basePath: page.basePath, session: signedIn.record, clientName: client.name,
                     redirectOrigin: RedirectURI.origin(of: redirectURI) ?? redirectURI,
-                    action: page.basePath + Self.root + "/consent", hidden: [("authorization", reference)]),
+                    action: page.basePath + Self.root + "/consent", hidden: [("authorization", reference)]
+                ).html,
                 extra: headers, redirectsTo: redirectURI)
         }
         if validated.prompt.contains("none") {
@@ -157,9 +158,11 @@ struct AuthorizationEndpoint: Sendable {
         let (csrf, headers) = try page.csrfCookie(request)
         let reference = try seal(validated.record, for: .signIn, csrf: csrf)
         return page.html(
-            page.signInPage(
-                csrf: csrf, message: nil, forms: forms(reference, client: client, redirectURI: redirectURI),
-                user: validated.record.loginHint ?? signedIn?.record.user),
+            SignInPage(
+                basePath: page.basePath, csrf: csrf, message: nil,
+                forms: forms(reference, client: client, redirectURI: redirectURI),
+                user: validated.record.loginHint ?? signedIn?.record.user
+            ).html,
             extra: headers, redirectsTo: redirectURI)
     }
 
@@ -290,8 +293,10 @@ struct AuthorizationEndpoint: Sendable {
         let user = Substring(form["user"] ?? "").trimmingWhitespace()
         guard InputRules.isValidUser(user) else {
             return page.html(
-                page.signInPage(
-                    csrf: csrf, message: "A user name is \(InputRules.userRule).", forms: forms, user: nil),
+                SignInPage(
+                    basePath: page.basePath, csrf: csrf, message: "A user name is \(InputRules.userRule).",
+                    forms: forms, user: nil
+                ).html,
                 status: 400, redirectsTo: record.redirectURI)
         }
         guard
@@ -299,15 +304,17 @@ struct AuthorizationEndpoint: Sendable {
                 request, user: user, client: client.id, redirectURI: record.redirectURI)
         else {
             return page.html(
-                page.signInPage(
-                    csrf: csrf, message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms,
-                    user: user),
+                SignInPage(
+                    basePath: page.basePath, csrf: csrf,
+                    message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms, user: user
+                ).html,
                 status: 429, redirectsTo: record.redirectURI)
         }
         var headers = HTTPHeaders()
         headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, session.cookie))
         return page.html(
-            page.waitingPage(session.record, message: nil, forms: forms), extra: headers,
+            WaitingPage(basePath: page.basePath, session: session.record, message: nil, forms: forms).html,
+            extra: headers,
             redirectsTo: record.redirectURI)
     }
 
@@ -324,7 +331,9 @@ struct AuthorizationEndpoint: Sendable {
         guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)) else {
             let (csrf, headers) = try page.csrfCookie(request)
             return page.html(
-                page.signInPage(csrf: csrf, message: "Your sign-in expired; start again.", forms: forms),
+                SignInPage(
+                    basePath: page.basePath, csrf: csrf, message: "Your sign-in expired; start again.", forms: forms
+                ).html,
                 extra: headers, redirectsTo: record.redirectURI)
         }
         guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
@@ -349,7 +358,10 @@ struct AuthorizationEndpoint: Sendable {
         switch try sessions.state(of: session.record) {
         case .pending:
             return page.html(
-                page.waitingPage(session.record, message: "Not approved yet.", forms: forms),
+                WaitingPage(
+                    basePath: page.basePath, session: session.record, message: "Not approved yet.", forms: forms
+                )
+                .html,
                 redirectsTo: record.redirectURI)
         case .approved:
             // The approval must be the one this request asked for: its client and redirect host
@@ -434,9 +446,9 @@ struct AuthorizationEndpoint: Sendable {
     }
 
     /// The forms of the sign-in pages for the pending request `reference`.
-    private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> AccountPage.SignInForms {
+    private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> SignInForms {
         let base = page.basePath + Self.root
-        return AccountPage.SignInForms(
+        return SignInForms(
             signIn: base + "/sign-in", continue: base + "/continue", cancel: base + "/cancel",
             hidden: [("authorization", reference)],
             requester: "Sign in to \(client.name) (redirects to \(RedirectURI.host(of: redirectURI))).")
@@ -444,19 +456,11 @@ struct AuthorizationEndpoint: Sendable {
 
     /// A 400 page for a request that cannot be sent back to its client.
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-in request refused"),
-            status: 400)
+        page.html(RefusedPage.signInRequestRefused(basePath: page.basePath, reason: reason).html, status: 400)
     }
 
     /// The page for a form whose request is gone (expired, answered, or another browser's).
     private func expiredPage() -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(
-                basePath: page.basePath,
-                reason: "This sign-in request has expired or was already answered; go back to the application and "
-                    + "sign in again.",
-                title: "Sign-in request expired"),
-            status: 400)
+        page.html(RefusedPage.signInRequestExpired(basePath: page.basePath).html, status: 400)
     }
 }

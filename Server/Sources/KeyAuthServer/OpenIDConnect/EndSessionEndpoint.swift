@@ -71,9 +71,7 @@ struct EndSessionEndpoint: Sendable {
             response = HTTPResponse(status: 303, headers: ["Location": location])
             AccountPage.addSecurityHeaders(&response.headers)
         } else {
-            response = page.html(
-                AccountPage.refusedPage(
-                    basePath: page.basePath, reason: "You are signed out of keyauth.", title: "Signed out"))
+            response = page.html(RefusedPage.signedOut(basePath: page.basePath).html)
         }
         response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
         return response
@@ -83,20 +81,19 @@ struct EndSessionEndpoint: Sendable {
     private func confirmationPage(
         _ session: BrowserSessionRecord, parameters: [String: String], redirectsTo redirect: String?
     ) -> HTTPResponse {
-        var fields = AccountPage.hidden("csrf", session.csrfToken)
-        for name in ["client_id", "post_logout_redirect_uri", "state"] {
-            if let value = parameters[name] { fields += "\n" + AccountPage.hidden(name, value) }
+        let carried = ["client_id", "post_logout_redirect_uri", "state"].compactMap { name in
+            parameters[name].map { (name, $0) }
         }
+        let fields: HTML = "\(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(carried))"
         return page.html(
-            page.confirmationPage(
-                title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
-                action: page.basePath + Self.path, fields: fields, button: "Sign out"),
+            ConfirmationPage(
+                basePath: page.basePath, title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
+                action: page.basePath + Self.path, fields: fields, button: "Sign out"
+            ).html,
             redirectsTo: redirect)
     }
 
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-out request refused"),
-            status: 400)
+        page.html(RefusedPage.signOutRefused(basePath: page.basePath, reason: reason).html, status: 400)
     }
 }

@@ -238,9 +238,9 @@ public final class KeyAuthResponder: HTTPResponder {
                 break  // their own pages, or a redirect to a client they validated
             case .account:
                 return account.html(
-                    AccountPage.refusedPage(
-                        basePath: account.basePath, reason: "The address repeats a parameter.",
-                        title: "Request refused"),
+                    RefusedPage(
+                        basePath: account.basePath, reason: "The address repeats a parameter.", title: "Request refused"
+                    ).html,
                     status: 400)
             default:
                 throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
