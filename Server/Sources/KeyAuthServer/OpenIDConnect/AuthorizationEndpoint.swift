@@ -5,8 +5,9 @@ import KeyAuth
 /// `/authorize/continue` and `/authorize/cancel`, or for a signed-in user the consent page's
 /// `/authorize/consent`, ending in a redirect back to the relying party with a one-time code.
 ///
-/// The sign-in is the account page's, shared through ``AccountPage``: the same forms, waiting
-/// page, script, browser sessions, cookies, CSRF tokens and cross-site refusal. What this type
+/// The sign-in is the account page's, shared through ``BrowserSignIn`` and ``BrowserRequests``:
+/// the same forms, waiting page, script, browser sessions, cookies, CSRF tokens and cross-site
+/// refusal. What this type
 /// adds is the authorization request: validated before anything else, then carried by the
 /// forms sealed with the server's key (``SealedAuthorizations``), bound to the browser by its
 /// CSRF cookie, so that nothing anyone can request is stored before a user acts.
@@ -28,10 +29,14 @@ struct AuthorizationEndpoint: Sendable {
     /// The longest `state`, `nonce` and `login_hint` taken, in bytes.
     static let maximumParameterLength = 1024
 
-    /// The account page, whose flow, sessions and cookies sign the browser in.
-    let page: AccountPage
-    var service: KeyAuthService { page.service }
-    var sessions: BrowserSessions { page.sessions }
+    let service: KeyAuthService
+    let metrics: ServerMetrics
+    /// The browser's session, and the start of a sign-in under the attempt limits: the account
+    /// page's.
+    let signIn: BrowserSignIn
+    /// Cookies, CSRF tokens, the cross-site check and the answers' headers.
+    var browser: BrowserRequests { signIn.browser }
+    var sessions: BrowserSessions { signIn.sessions }
 
     /// The metrics label of a path under `/authorize`: a fixed set.
     static func label(of path: String) -> String {
@@ -59,7 +64,7 @@ struct AuthorizationEndpoint: Sendable {
                 request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
         }
         guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
-        if let refusal = page.crossSiteRefusal(request) { return refusal }
+        if let refusal = browser.crossSiteRefusal(request) { return refusal }
         guard request.repeatedQueryNames.isEmpty, let form = try? request.formBody() else {
             return errorPage("The form could not be read.")
         }
@@ -128,7 +133,7 @@ struct AuthorizationEndpoint: Sendable {
         } catch let refusal as Refusal {
             return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)
         }
-        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        let session = try signIn.session(of: request)
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
         if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
             caller.identify(signedIn.record)
@@ -139,13 +144,13 @@ struct AuthorizationEndpoint: Sendable {
                     description: "the user must allow this application's sign-in", state: state)
             }
             // The request waits for the user's answer, as for a sign-in.
-            let (csrf, headers) = try page.csrfCookie(request)
+            let (csrf, headers) = try browser.csrfCookie(request)
             let reference = try seal(validated.record, for: .consent, csrf: csrf)
-            return page.html(
+            return browser.html(
                 ConsentPage(
-                    basePath: page.basePath, session: signedIn.record, clientName: client.name,
+                    basePath: browser.basePath, session: signedIn.record, clientName: client.name,
                     redirectOrigin: RedirectURI.origin(of: redirectURI) ?? redirectURI,
-                    action: page.basePath + Self.root + "/consent", hidden: [("authorization", reference)]
+                    action: browser.basePath + Self.root + "/consent", hidden: [("authorization", reference)]
                 ).html,
                 extra: headers, redirectsTo: redirectURI)
         }
@@ -155,11 +160,11 @@ struct AuthorizationEndpoint: Sendable {
         }
         // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
         // user names themselves.
-        let (csrf, headers) = try page.csrfCookie(request)
+        let (csrf, headers) = try browser.csrfCookie(request)
         let reference = try seal(validated.record, for: .signIn, csrf: csrf)
-        return page.html(
+        return browser.html(
             SignInPage(
-                basePath: page.basePath, csrf: csrf, message: nil,
+                basePath: browser.basePath, csrf: csrf, message: nil,
                 forms: forms(reference, client: client, redirectURI: redirectURI),
                 user: validated.record.loginHint ?? signedIn?.record.user
             ).html,
@@ -272,7 +277,7 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], purpose: SealedAuthorizations.Purpose = .signIn,
         caller: inout KeyAuthResponder.Caller
     ) throws -> (reference: String, record: PendingAuthorizationRecord, client: ClientRecord)? {
-        guard let reference = form["authorization"], let csrf = page.cookie(page.csrfCookieName, in: request),
+        guard let reference = form["authorization"], let csrf = browser.cookie(browser.csrfCookieName, in: request),
             let record = sealed.unseal(
                 reference, for: purpose, browserBinding: try BrowserSessions.hash(csrf), now: service.now()),
             let client = try service.storage.client(id: record.clientID)
@@ -287,33 +292,34 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
-            let csrf = page.cookie(page.csrfCookieName, in: request), AccountPage.tokensMatch(form["csrf"], csrf)
+            let csrf = browser.cookie(browser.csrfCookieName, in: request),
+            BrowserRequests.tokensMatch(form["csrf"], csrf)
         else { return expiredPage() }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
         let user = Substring(form["user"] ?? "").trimmingWhitespace()
         guard InputRules.isValidUser(user) else {
-            return page.html(
+            return browser.html(
                 SignInPage(
-                    basePath: page.basePath, csrf: csrf, message: "A user name is \(InputRules.userRule).",
+                    basePath: browser.basePath, csrf: csrf, message: "A user name is \(InputRules.userRule).",
                     forms: forms, user: nil
                 ).html,
                 status: 400, redirectsTo: record.redirectURI)
         }
         guard
-            let session = try page.beginSession(
+            let session = try signIn.begin(
                 request, user: user, client: client.id, redirectURI: record.redirectURI)
         else {
-            return page.html(
+            return browser.html(
                 SignInPage(
-                    basePath: page.basePath, csrf: csrf,
+                    basePath: browser.basePath, csrf: csrf,
                     message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms, user: user
                 ).html,
                 status: 429, redirectsTo: record.redirectURI)
         }
         var headers = HTTPHeaders()
-        headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, session.cookie))
-        return page.html(
-            WaitingPage(basePath: page.basePath, session: session.record, message: nil, forms: forms).html,
+        headers.add("Set-Cookie", browser.setCookie(browser.sessionCookieName, session.cookie))
+        return browser.html(
+            WaitingPage(basePath: browser.basePath, session: session.record, message: nil, forms: forms).html,
             extra: headers,
             redirectsTo: record.redirectURI)
     }
@@ -328,22 +334,22 @@ struct AuthorizationEndpoint: Sendable {
             return expiredPage()
         }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
-        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)) else {
-            let (csrf, headers) = try page.csrfCookie(request)
-            return page.html(
+        guard let session = try signIn.session(of: request) else {
+            let (csrf, headers) = try browser.csrfCookie(request)
+            return browser.html(
                 SignInPage(
-                    basePath: page.basePath, csrf: csrf, message: "Your sign-in expired; start again.", forms: forms
+                    basePath: browser.basePath, csrf: csrf, message: "Your sign-in expired; start again.", forms: forms
                 ).html,
                 extra: headers, redirectsTo: record.redirectURI)
         }
-        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         func deny(_ description: String) throws -> HTTPResponse {
             guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
                 to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
             if !session.record.isSignedIn {
                 try sessions.end(session)
-                response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+                response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
             }
             return response
         }
@@ -357,9 +363,9 @@ struct AuthorizationEndpoint: Sendable {
         // must look like any other until it expires.
         switch try sessions.state(of: session.record) {
         case .pending:
-            return page.html(
+            return browser.html(
                 WaitingPage(
-                    basePath: page.basePath, session: session.record, message: "Not approved yet.", forms: forms
+                    basePath: browser.basePath, session: session.record, message: "Not approved yet.", forms: forms
                 )
                 .html,
                 redirectsTo: record.redirectURI)
@@ -374,10 +380,10 @@ struct AuthorizationEndpoint: Sendable {
             guard let signedIn = try sessions.complete(session) else {
                 return try deny("the sign-in could not be completed")
             }
-            page.metrics.recordSignInRequest(result: "session")
+            metrics.recordSignInRequest(result: "session")
             caller.identify(signedIn.record)
             var response = try issueCode(for: record, session: signedIn.record)
-            response.headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, signedIn.cookie))
+            response.headers.add("Set-Cookie", browser.setCookie(browser.sessionCookieName, signedIn.cookie))
             return response
         case .denied:
             return try deny("the sign-in was denied on the user's device")
@@ -397,11 +403,11 @@ struct AuthorizationEndpoint: Sendable {
         else {
             return expiredPage()
         }
-        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
+        guard let session = try signIn.session(of: request),
             session.record.isSignedIn
         else { return expiredPage() }
         // The session's own token: the page was made for this session and no other.
-        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         // One answer per page: a denial cannot be turned into an allow, nor an allow into a
         // second code.
         guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
@@ -421,7 +427,7 @@ struct AuthorizationEndpoint: Sendable {
         -> HTTPResponse
     {
         let code = try service.issueAuthorizationCode(for: record, session: session)
-        page.metrics.recordSignInRequest(result: "code")
+        metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
         if let state = record.state { parameters.append(("state", state)) }
         parameters.append(("iss", service.settings.issuer))
@@ -440,14 +446,12 @@ struct AuthorizationEndpoint: Sendable {
 
     /// 303 to `uri` with `parameters` added to its query.
     private func redirect(to uri: String, _ parameters: [(String, String)]) -> HTTPResponse {
-        var response = HTTPResponse(status: 303, headers: ["Location": RedirectURI.adding(parameters, to: uri)])
-        AccountPage.addSecurityHeaders(&response.headers)
-        return response
+        browser.redirect(to: RedirectURI.adding(parameters, to: uri))
     }
 
     /// The forms of the sign-in pages for the pending request `reference`.
     private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> SignInForms {
-        let base = page.basePath + Self.root
+        let base = browser.basePath + Self.root
         return SignInForms(
             signIn: base + "/sign-in", continue: base + "/continue", cancel: base + "/cancel",
             hidden: [("authorization", reference)],
@@ -456,11 +460,11 @@ struct AuthorizationEndpoint: Sendable {
 
     /// A 400 page for a request that cannot be sent back to its client.
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(RefusedPage.signInRequestRefused(basePath: page.basePath, reason: reason).html, status: 400)
+        browser.html(RefusedPage.signInRequestRefused(basePath: browser.basePath, reason: reason).html, status: 400)
     }
 
     /// The page for a form whose request is gone (expired, answered, or another browser's).
     private func expiredPage() -> HTTPResponse {
-        page.html(RefusedPage.signInRequestExpired(basePath: page.basePath).html, status: 400)
+        browser.html(RefusedPage.signInRequestExpired(basePath: browser.basePath).html, status: 400)
     }
 }

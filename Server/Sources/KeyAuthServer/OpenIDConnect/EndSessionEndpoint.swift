@@ -13,8 +13,11 @@ import KeyAuth
 struct EndSessionEndpoint: Sendable {
     static let path = "/end-session"
 
-    let page: AccountPage
-    var service: KeyAuthService { page.service }
+    let service: KeyAuthService
+    /// The browser's session: the account page's.
+    let signIn: BrowserSignIn
+    /// Cookies, CSRF tokens, the cross-site check and the answers' headers.
+    var browser: BrowserRequests { signIn.browser }
 
     /// Answers `GET` or `POST /end-session`; `caller` learns the client of a valid hint or of a
     /// registered post-logout redirect URI, and the user whose signed-in session ends.
@@ -25,7 +28,7 @@ struct EndSessionEndpoint: Sendable {
         var parameters = request.query
         let confirmed = request.method == "POST"
         if confirmed {
-            if let refusal = page.crossSiteRefusal(request) { return refusal }
+            if let refusal = browser.crossSiteRefusal(request) { return refusal }
             guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
             parameters = form
         }
@@ -48,15 +51,15 @@ struct EndSessionEndpoint: Sendable {
             caller.clientID = client.id
             redirect = uri
         }
-        let sessions = page.sessions
-        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        let sessions = signIn.sessions
+        let session = try signIn.session(of: request)
         if let session {
             let proven = hinted?.user == session.record.user && session.record.isSignedIn
             if !proven && !confirmed {
                 return confirmationPage(session.record, parameters: parameters, redirectsTo: redirect)
             }
-            if confirmed && !AccountPage.tokensMatch(parameters["csrf"], session.record.csrfToken) {
-                return page.refusedCSRF()
+            if confirmed && !BrowserRequests.tokensMatch(parameters["csrf"], session.record.csrfToken) {
+                return browser.refusedCSRF()
             }
             caller.identify(session.record)
             try sessions.end(session)
@@ -68,12 +71,11 @@ struct EndSessionEndpoint: Sendable {
         if let redirect {
             let location =
                 parameters["state"].map { RedirectURI.adding([("state", $0)], to: redirect) } ?? redirect
-            response = HTTPResponse(status: 303, headers: ["Location": location])
-            AccountPage.addSecurityHeaders(&response.headers)
+            response = browser.redirect(to: location)
         } else {
-            response = page.html(RefusedPage.signedOut(basePath: page.basePath).html)
+            response = browser.html(RefusedPage.signedOut(basePath: browser.basePath).html)
         }
-        response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+        response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
         return response
     }
 
@@ -85,15 +87,15 @@ struct EndSessionEndpoint: Sendable {
             parameters[name].map { (name, $0) }
         }
         let fields: HTML = "\(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(carried))"
-        return page.html(
+        return browser.html(
             ConfirmationPage(
-                basePath: page.basePath, title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
-                action: page.basePath + Self.path, fields: fields, button: "Sign out"
+                basePath: browser.basePath, title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
+                action: browser.basePath + Self.path, fields: fields, button: "Sign out"
             ).html,
             redirectsTo: redirect)
     }
 
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(RefusedPage.signOutRefused(basePath: page.basePath, reason: reason).html, status: 400)
+        browser.html(RefusedPage.signOutRefused(basePath: browser.basePath, reason: reason).html, status: 400)
     }
 }

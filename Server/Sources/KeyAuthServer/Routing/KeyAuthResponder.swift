@@ -61,11 +61,15 @@ public final class KeyAuthResponder: HTTPResponder {
         logFormat = collaborators.logFormat
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
-        account = AccountPage(
-            service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics,
-            trustProxy: collaborators.trustProxy)
-        authorization = AuthorizationEndpoint(page: account)
-        endSession = EndSessionEndpoint(page: account)
+        let signIn = BrowserSignIn(
+            browser: BrowserRequests(
+                issuer: collaborators.service.settings.issuer, trustProxy: collaborators.trustProxy),
+            sessions: BrowserSessions(service: collaborators.service), limits: collaborators.limits,
+            metrics: collaborators.metrics)
+        account = AccountPage(service: collaborators.service, signIn: signIn)
+        authorization = AuthorizationEndpoint(
+            service: collaborators.service, metrics: collaborators.metrics, signIn: signIn)
+        endSession = EndSessionEndpoint(service: collaborators.service, signIn: signIn)
         tokenEndpoint = TokenEndpoint(
             service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics)
     }
@@ -237,11 +241,8 @@ public final class KeyAuthResponder: HTTPResponder {
             case .authorize, .endSession:
                 break  // their own pages, or a redirect to a client they validated
             case .account:
-                return account.html(
-                    RefusedPage(
-                        basePath: account.basePath, reason: "The address repeats a parameter.", title: "Request refused"
-                    ).html,
-                    status: 400)
+                return account.browser.refused(
+                    "The address repeats a parameter.", title: "Request refused", status: 400)
             default:
                 throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
             }
@@ -416,10 +417,7 @@ public final class KeyAuthResponder: HTTPResponder {
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last
     /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
     func clientAddress(of request: HTTPRequest) -> String {
-        guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
-            let last = header.split(separator: ",").last?.trimmingWhitespace(), RateLimitKey(parsing: last) != nil
-        else { return request.clientAddress }
-        return last
+        request.clientAddress(trustingProxy: trustProxy)
     }
 
     private func clientKey(_ request: HTTPRequest) -> RateLimitKey {
