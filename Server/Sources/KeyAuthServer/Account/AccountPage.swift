@@ -115,7 +115,7 @@ struct AccountPage: Sendable {
         -> HTTPResponse
     {
         let user = session.record.user
-        let devices = try service.storage.devices(user: user)
+        let devices = try service.registry.devices(ofUser: user)
         var approvalCodes: [String: String] = [:]
         for request in try service.signIn.open(for: user) where request.kind == .device {
             if let kid = request.subject { approvalCodes[kid] = request.bindingMessage }
@@ -223,9 +223,8 @@ struct AccountPage: Sendable {
                     kind: .device, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
                     from: browser.clientAddress(of: request), subject: kid)
             case .deny, .revoke:
+                // The registry also ends the browser sessions the device approved.
                 _ = try service.registry.revoke(kid: kid, ownedBy: user, by: actor)
-                // The lookup of every session checks its device; this ends them at once too.
-                try service.storage.deleteBrowserSessions(approvedBy: kid)
             case .rename:
                 try service.registry.rename(kid: kid, ownedBy: user, to: form["name"] ?? "")
             }

@@ -23,13 +23,8 @@ import KeyAuth
 struct AuthorizationEndpoint: Sendable {
     /// Where the endpoint lives.
     static let root = "/authorize"
-    /// Seconds a pending authorization request waits for the browser to sign in: longer than a
-    /// sign-in request lives, so that the request outlives the approval it waits for.
-    static let pendingLifetime: Int64 = 600
-    /// The longest `state`, `nonce` and `login_hint` taken, in bytes.
-    static let maximumParameterLength = 1024
-
-    let service: KeyAuthService
+    /// The rules of the flow: validation, sealing, codes.
+    let provider: OpenIDProvider
     let metrics: ServerMetrics
     /// The browser's session, and the start of a sign-in under the attempt limits: the account
     /// page's.
@@ -79,27 +74,6 @@ struct AuthorizationEndpoint: Sendable {
 
     // MARK: The authorization request
 
-    /// A request whose client and redirect URI are known good: errors from here on go back to
-    /// the client.
-    private struct Validated {
-        var record: PendingAuthorizationRecord
-        var client: ClientRecord
-        var prompt: Set<String>
-        var maxAge: Int64?
-
-        /// Whether a signed-in user must still allow this sign-in on the consent page: always
-        /// for a public client (RFC 8252 section 8.6), and when the client asks with
-        /// `prompt=consent`.
-        var needsConsent: Bool { client.isPublic || prompt.contains("consent") }
-    }
-
-    /// Why a request was refused after its redirect URI was validated: the error the client
-    /// gets at its redirect URI (RFC 6749 section 4.1.2.1).
-    private struct Refusal: Error {
-        let code: OAuthError.Code
-        let description: String
-    }
-
     /// `/authorize`: checks the request; answers at once from a signed-in session (after the
     /// consent page for a public client), or refuses with `login_required` (or
     /// `consent_required`) under `prompt=none`, or shows the sign-in form.
@@ -111,31 +85,25 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>,
         caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
-        for name in ["client_id", "redirect_uri"] where repeated.contains(name) {
-            return errorPage("The request repeats \(name); each parameter may appear once.")
-        }
-        guard let clientID = parameters["client_id"], !clientID.isEmpty,
-            let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
-        else { return errorPage("The application is not registered with this server (client_id).") }
-        caller.clientID = client.id
-        guard let redirectURI = parameters["redirect_uri"],
-            client.redirectURIs.contains(where: {
-                RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
-            })
-        else { return errorPage("The redirect_uri is not one registered for \(client.name).") }
-        let state = repeated.contains("state") ? nil : parameters["state"]
-        let validated: Validated
-        do {
-            if let name = repeated.min() {
-                throw Refusal(code: .invalidRequest, description: FormURLEncoding.repeatedParameterMessage(name))
-            }
-            validated = try validate(parameters, client: client, redirectURI: redirectURI)
-        } catch let refusal as Refusal {
+        let validated: OpenIDProvider.AuthorizationRequest
+        switch try provider.check(parameters, repeated: repeated) {
+        case .unsafe(let reason, let client):
+            caller.clientID = client?.id
+            return errorPage(reason)
+        case .refused(let refusal, let client, let redirectURI, let state):
+            caller.clientID = client.id
             return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)
+        case .valid(let request):
+            caller.clientID = request.client.id
+            validated = request
         }
+        // Nothing repeats in a valid request: its state is the one parameter.
+        let (client, redirectURI, state) = (validated.client, validated.record.redirectURI, validated.record.state)
         let session = try signIn.session(of: request)
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
-        if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
+        if let signedIn, !validated.prompt.contains("login"),
+            provider.isFresh(signedIn.record, maxAge: validated.maxAge)
+        {
             caller.identify(signedIn.record)
             guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
             if validated.prompt.contains("none") {
@@ -145,7 +113,7 @@ struct AuthorizationEndpoint: Sendable {
             }
             // The request waits for the user's answer, as for a sign-in.
             let (csrf, headers) = try browser.csrfCookie(request)
-            let reference = try seal(validated.record, for: .consent, csrf: csrf)
+            let reference = try provider.seal(validated.record, for: .consent, csrf: csrf)
             return browser.html(
                 ConsentPage(
                     basePath: browser.basePath, session: signedIn.record, clientName: client.name,
@@ -161,7 +129,7 @@ struct AuthorizationEndpoint: Sendable {
         // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
         // user names themselves.
         let (csrf, headers) = try browser.csrfCookie(request)
-        let reference = try seal(validated.record, for: .signIn, csrf: csrf)
+        let reference = try provider.seal(validated.record, for: .signIn, csrf: csrf)
         return browser.html(
             SignInPage(
                 basePath: browser.basePath, csrf: csrf, message: nil,
@@ -169,104 +137,6 @@ struct AuthorizationEndpoint: Sendable {
                 user: validated.record.loginHint ?? signedIn?.record.user
             ).html,
             extra: headers, redirectsTo: redirectURI)
-    }
-
-    /// `record` sealed for `purpose` (``SealedAuthorizations``), bound to the browser by the hash
-    /// of its CSRF cookie `csrf`: the text the page's forms carry as `authorization`.
-    private func seal(_ record: PendingAuthorizationRecord, for purpose: SealedAuthorizations.Purpose, csrf: String)
-        throws -> String
-    {
-        var record = record
-        record.browserBinding = try BrowserSessions.hash(csrf)
-        return try sealed.seal(record, for: purpose, now: service.now())
-    }
-
-    /// Marks the sealed request `reference` answered, once: a sealed request needs no row until a
-    /// user acts, and then one in the replay cache (under a key no device's key id can equal),
-    /// until it could no longer be presented anyway.
-    ///
-    /// - Returns: false when it was answered already.
-    private func claim(_ reference: String, until expiresAt: Int64) throws -> Bool {
-        try service.storage.claimJTI(
-            keyID: "authorization", jti: Base64URL.encode(try CryptoPrimitives.sha256(Array(reference.utf8))),
-            expiresAt: expiresAt)
-    }
-
-    /// The sealer of pending requests, over the signing keys.
-    private var sealed: SealedAuthorizations { SealedAuthorizations(keys: service.tokens.keys) }
-
-    /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
-    private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
-        -> Validated
-    {
-        // Before the user signs in for nothing: a code could only end in a failed token request
-        // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
-        guard service.canSignIDTokens else {
-            throw Refusal(code: .serverError, description: "the server has no RS256 key to sign ID tokens")
-        }
-        if parameters["request"] != nil {
-            throw Refusal(code: .requestNotSupported, description: "request objects are not supported")
-        }
-        if parameters["request_uri"] != nil {
-            throw Refusal(code: .requestURINotSupported, description: "request_uri is not supported")
-        }
-        guard let responseType = parameters["response_type"], !responseType.isEmpty else {
-            throw Refusal(code: .invalidRequest, description: "response_type is missing")
-        }
-        guard responseType == "code" else {
-            throw Refusal(code: .unsupportedResponseType, description: "only response_type=code is supported")
-        }
-        if let mode = parameters["response_mode"], mode != "query" {
-            throw Refusal(code: .invalidRequest, description: "only response_mode=query is supported")
-        }
-        let scopes = (parameters["scope"] ?? "").split(separator: " ").map(String.init)
-        guard scopes.contains("openid") else {
-            throw Refusal(code: .invalidScope, description: "scope must contain openid")
-        }
-        // Scopes this provider does not know are left out of the grant (Core section 3.1.2.1).
-        let granted = ["openid", "profile"].filter(scopes.contains).joined(separator: " ")
-        guard parameters["code_challenge_method"] == "S256" else {
-            throw Refusal(
-                code: .invalidRequest, description: "PKCE is required: code_challenge_method must be S256")
-        }
-        guard let challenge = parameters["code_challenge"], challenge.utf8.count == 43,
-            Base64URL.decode(challenge) != nil
-        else {
-            throw Refusal(
-                code: .invalidRequest, description: "code_challenge must be the base64url SHA-256 of the verifier")
-        }
-        let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
-        guard prompt.isSubset(of: ["login", "consent", "none"]) else {
-            throw Refusal(code: .invalidRequest, description: "prompt may be login, consent or none")
-        }
-        guard !(prompt.contains("none") && prompt.count > 1) else {
-            throw Refusal(code: .invalidRequest, description: "prompt=none cannot be combined with another value")
-        }
-        var maxAge: Int64?
-        if let text = parameters["max_age"] {
-            guard let value = Int64(text), value >= 0 else {
-                throw Refusal(code: .invalidRequest, description: "max_age must be a number of seconds")
-            }
-            maxAge = value
-        }
-        for name in ["state", "nonce", "login_hint"]
-        where (parameters[name]?.utf8.count ?? 0) > Self.maximumParameterLength {
-            throw Refusal(
-                code: .invalidRequest, description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
-        }
-        let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
-        let record = PendingAuthorizationRecord(
-            browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
-            state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
-            expiresAt: service.now() + Self.pendingLifetime)
-        return Validated(record: record, client: client, prompt: prompt, maxAge: maxAge)
-    }
-
-    /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1).
-    private func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
-        guard let maxAge else { return true }
-        guard let signedInAt = session.signedInAt else { return false }
-        return service.now() - signedInAt <= maxAge
     }
 
     // MARK: Signing in
@@ -278,9 +148,7 @@ struct AuthorizationEndpoint: Sendable {
         caller: inout KeyAuthResponder.Caller
     ) throws -> (reference: String, record: PendingAuthorizationRecord, client: ClientRecord)? {
         guard let reference = form["authorization"], let csrf = browser.cookie(browser.csrfCookieName, in: request),
-            let record = sealed.unseal(
-                reference, for: purpose, browserBinding: try BrowserSessions.hash(csrf), now: service.now()),
-            let client = try service.storage.client(id: record.clientID)
+            let (record, client) = try provider.unseal(reference, for: purpose, csrf: csrf)
         else { return nil }
         caller.clientID = client.id
         return (reference, record, client)
@@ -344,7 +212,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         func deny(_ description: String) throws -> HTTPResponse {
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
                 to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
             if !session.record.isSignedIn {
@@ -355,7 +223,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         if cancel { return try deny("the user cancelled the sign-in") }
         if session.record.isSignedIn {
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             caller.identify(session.record)
             return try issueCode(for: record, session: session.record)
         }
@@ -372,11 +240,10 @@ struct AuthorizationEndpoint: Sendable {
         case .approved:
             // The approval must be the one this request asked for: its client and redirect host
             // are what the device showed.
-            guard let id = session.record.signInRequestID, let asked = try service.storage.signInRequest(id: id),
-                asked.kind == .authorization, asked.clientID == record.clientID,
-                asked.redirectURI == record.redirectURI
-            else { return try deny("the sign-in was not made for this application") }
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.isApproval(of: session.record, for: record) else {
+                return try deny("the sign-in was not made for this application")
+            }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             guard let signedIn = try sessions.complete(session) else {
                 return try deny("the sign-in could not be completed")
             }
@@ -410,7 +277,7 @@ struct AuthorizationEndpoint: Sendable {
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         // One answer per page: a denial cannot be turned into an allow, nor an allow into a
         // second code.
-        guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+        guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
         caller.identify(session.record)
         guard form["decision"] == "allow" else {
             return redirect(
@@ -426,11 +293,11 @@ struct AuthorizationEndpoint: Sendable {
     private func issueCode(for record: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
         -> HTTPResponse
     {
-        let code = try service.issueAuthorizationCode(for: record, session: session)
+        let code = try provider.issueAuthorizationCode(for: record, session: session)
         metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
         if let state = record.state { parameters.append(("state", state)) }
-        parameters.append(("iss", service.settings.issuer))
+        parameters.append(("iss", provider.issuer))
         return redirect(to: record.redirectURI, parameters)
     }
 
@@ -440,7 +307,7 @@ struct AuthorizationEndpoint: Sendable {
     {
         var parameters = [("error", error.rawValue), ("error_description", description)]
         if let state { parameters.append(("state", state)) }
-        parameters.append(("iss", service.settings.issuer))
+        parameters.append(("iss", provider.issuer))
         return redirect(to: uri, parameters)
     }
 

@@ -13,7 +13,8 @@ import KeyAuth
 struct EndSessionEndpoint: Sendable {
     static let path = "/end-session"
 
-    let service: KeyAuthService
+    /// The rules: which hints and redirect URIs are good, and the end of a session.
+    let provider: OpenIDProvider
     /// The browser's session: the account page's.
     let signIn: BrowserSignIn
     /// Cookies, CSRF tokens, the cross-site check and the answers' headers.
@@ -34,8 +35,9 @@ struct EndSessionEndpoint: Sendable {
         }
         var hinted: (clientID: String, user: String)?
         if let hint = parameters["id_token_hint"], !hint.isEmpty {
-            guard let token = try? service.idTokens.hint(hint), try service.storage.client(id: token.clientID) != nil
-            else { return errorPage("The id_token_hint is not an ID token of this server.") }
+            guard let token = try provider.logoutHint(hint) else {
+                return errorPage("The id_token_hint is not an ID token of this server.")
+            }
             hinted = token
             caller.clientID = token.clientID
         }
@@ -45,13 +47,12 @@ struct EndSessionEndpoint: Sendable {
         }
         var redirect: String?
         if let uri = parameters["post_logout_redirect_uri"], !uri.isEmpty {
-            guard let id = clientID ?? hinted?.clientID, let client = try service.storage.client(id: id),
-                client.postLogoutRedirectURIs.contains(uri)
+            guard let id = clientID ?? hinted?.clientID,
+                let client = try provider.postLogoutClient(id, redirectURI: uri)
             else { return errorPage("The post_logout_redirect_uri is not registered for this application.") }
             caller.clientID = client.id
             redirect = uri
         }
-        let sessions = signIn.sessions
         let session = try signIn.session(of: request)
         if let session {
             let proven = hinted?.user == session.record.user && session.record.isSignedIn
@@ -62,10 +63,7 @@ struct EndSessionEndpoint: Sendable {
                 return browser.refusedCSRF()
             }
             caller.identify(session.record)
-            try sessions.end(session)
-            try AuditTrail(storage: service.storage, now: service.now).record(
-                .endSession, by: .accountPage(approvedBy: session.record.approvingKID ?? "-"),
-                user: session.record.user, subject: clientID ?? hinted?.clientID)
+            try provider.endSession(session, clientID: clientID ?? hinted?.clientID)
         }
         var response: HTTPResponse
         if let redirect {

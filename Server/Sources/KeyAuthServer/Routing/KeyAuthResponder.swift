@@ -41,6 +41,8 @@ public final class KeyAuthResponder: HTTPResponder {
     let authorization: AuthorizationEndpoint
     /// RP-Initiated Logout at `/end-session`.
     let endSession: EndSessionEndpoint
+    /// The OpenID Connect UserInfo endpoint at `/userinfo`.
+    let userInfo: UserInfoEndpoint
     /// `/oauth/token` and its grants.
     let tokenEndpoint: TokenEndpoint
     /// The issuer URL all tokens name.
@@ -68,8 +70,9 @@ public final class KeyAuthResponder: HTTPResponder {
             metrics: collaborators.metrics)
         account = AccountPage(service: collaborators.service, signIn: signIn)
         authorization = AuthorizationEndpoint(
-            service: collaborators.service, metrics: collaborators.metrics, signIn: signIn)
-        endSession = EndSessionEndpoint(service: collaborators.service, signIn: signIn)
+            provider: collaborators.service.openID, metrics: collaborators.metrics, signIn: signIn)
+        endSession = EndSessionEndpoint(provider: collaborators.service.openID, signIn: signIn)
+        userInfo = UserInfoEndpoint(provider: collaborators.service.openID)
         tokenEndpoint = TokenEndpoint(
             service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics)
     }
@@ -257,7 +260,7 @@ public final class KeyAuthResponder: HTTPResponder {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
                 caller.clientID = client.id
-                if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
+                if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
                     throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
                 }
                 let started = try service.signIn.start(
@@ -304,7 +307,7 @@ public final class KeyAuthResponder: HTTPResponder {
         case (.endSession, _):
             return try endSession.respond(to: request, caller: &caller)
         case (.userInfo, _):
-            return try userInfo(request, caller: &caller)
+            return try userInfo.respond(to: request, caller: &caller)
         case (.devices, "POST"):
             return try limits.run(
                 from: clientKey(request), everyAttempt: .registrations, record: metrics.recordRegistration
@@ -347,59 +350,6 @@ public final class KeyAuthResponder: HTTPResponder {
         try service.authenticate(
             authorization: request.headers["Authorization"], proof: try request.dpopProof(atResource: true),
             method: request.method, path: request.path)
-    }
-
-    /// `GET` or `POST /userinfo` (OpenID Connect Core section 5.3): the user an access token
-    /// issued to a client names. Errors are RFC 6750 section 3's: no token gives a bare
-    /// `Bearer` challenge, a bad one `invalid_token`, one without the `openid` scope
-    /// `insufficient_scope` (403).
-    private func userInfo(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        var presented = request.headers["Authorization"].flatMap { header in
-            try? AccessTokenRules.credentials(fromAuthorization: header)
-        }
-        if presented == nil, request.method == "POST", let form = try? request.formBody(),
-            let token = form["access_token"]
-        {
-            // RFC 6750 section 2.2: the token in the form body.
-            presented = (scheme: .bearer, token: token)
-        }
-        guard let presented, !presented.token.isEmpty else {
-            var response = HTTPResponse(status: 401, headers: ["Cache-Control": "no-store"])
-            response.headers.setChallenge(.bearer(realm: "keyauth"))
-            return response
-        }
-        let claims: AccessTokenClaims
-        do {
-            claims = try service.clientAccessToken(presented.token)
-            // A DPoP-bound token (RFC 9449 section 7) only with a proof of its key for this request.
-            try service.checkPresentation(
-                of: claims, token: presented.token, scheme: presented.scheme,
-                proof: try request.dpopProof(atResource: true), method: request.method, path: request.path,
-                rules: service.tokens.clientTokenRules)
-        } catch let error as ServiceError {
-            var response = HTTPResponse(error: error)
-            if error.kind == .invalidToken {
-                response.headers.setChallenge(
-                    .bearer(realm: "keyauth", error: .invalidToken, description: error.description))
-            }
-            return response
-        }
-        // A valid token of a registered client, presented as it must be: its user and client.
-        caller.user = claims.user
-        caller.clientID = claims.clientID
-        guard claims.scopes.contains("openid") else {
-            var response = HTTPResponse.json(
-                .object([
-                    "error": .string(OAuthError.Code.insufficientScope.rawValue),
-                    "error_description": "the access token lacks the openid scope",
-                ]),
-                status: 403)
-            response.headers.setChallenge(.bearer(realm: "keyauth", error: .insufficientScope, scope: "openid"))
-            return response
-        }
-        return .json(
-            .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
-            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
     }
 
     /// The user of a CIBA request: `login_hint`, the only hint keyauth takes (CIBA section 7.1
