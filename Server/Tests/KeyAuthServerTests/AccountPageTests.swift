@@ -217,4 +217,45 @@ struct AccountPageTests {
         #expect(events.contains { $0.action == .browserSignIn && $0.subject == "account-page" })
         #expect(!(try browser.send("GET", "/account").text.contains("data-approval-code")))
     }
+    /// Alice signed in at the account page by her laptop's approval: the API, the browser, the
+    /// stored hash of its session cookie, and the laptop's key id and access token.
+    private static func signedInByLaptop(_ environment: TestEnvironment) throws -> (
+        api: TestAPI, browser: Browser, idHash: [UInt8], kid: String, token: String
+    ) {
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let (browser, _) = try signIn(api, laptop: laptop, token: token)
+        let idHash = try BrowserSessions.hash(try #require(browser.cookies["__Host-keyauth-session"]))
+        #expect(try api.storage.browserSession(idHash: idHash) != nil)
+        return (api, browser, idHash, laptop.publicKey.fingerprint, token)
+    }
+
+    @Test("revoking a device through the device API deletes the browser sessions it approved at once")
+    func apiRevocationEndsSessions() throws {
+        let environment = TestEnvironment()
+        defer { withExtendedLifetime(environment) {} }
+        var (api, browser, idHash, kid, token) = try Self.signedInByLaptop(environment)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
+        // Deleted by the revocation itself, before the cookie comes back.
+        #expect(try api.storage.browserSession(idHash: idHash) == nil)
+        #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
+    }
+
+    @Test(
+        "revoking a device with keyauth-server revoke deletes the browser sessions it approved",
+        .timeLimit(.minutes(2)))
+    func adminRevocationEndsSessions() throws {
+        let environment = TestEnvironment()
+        defer { withExtendedLifetime(environment) {} }
+        var (api, browser, idHash, kid, _) = try Self.signedInByLaptop(environment)
+        // The command refuses a database others can read (it holds the signing key); the test's
+        // storage made it with the default mode.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: environment.databasePath)
+        let revoked = try KeyAuthServerProcess.runCommand(
+            ["revoke", kid, "--db", environment.databasePath, "--config", "/dev/null"])
+        #expect(revoked.status == 0, "\(revoked.error)")
+        #expect(try api.storage.browserSession(idHash: idHash) == nil)
+        #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
+    }
 }

@@ -52,6 +52,24 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The code typed on the approving device is not the one shown where the sign-in started
         /// (number matching); the answer's `attempts_left` says how many tries remain.
         public static let wrongCode = Code(rawValue: "wrong_code")
+
+        // The authorization endpoint's and UserInfo's codes: a relying party reads them at its
+        // redirect URI or in a `WWW-Authenticate` challenge, never through ``KeyAuthClient``.
+
+        /// The request names a `response_type` other than `code` (RFC 6749 section 4.1.2.1).
+        package static let unsupportedResponseType = Code(rawValue: "unsupported_response_type")
+        /// The requested scope lacks `openid` (RFC 6749 section 4.1.2.1).
+        package static let invalidScope = Code(rawValue: "invalid_scope")
+        /// The request carries a `request` object (OpenID Connect Core section 3.1.2.6).
+        package static let requestNotSupported = Code(rawValue: "request_not_supported")
+        /// The request carries a `request_uri` (OpenID Connect Core section 3.1.2.6).
+        package static let requestURINotSupported = Code(rawValue: "request_uri_not_supported")
+        /// `prompt=none` and no signed-in browser session (OpenID Connect Core section 3.1.2.6).
+        package static let loginRequired = Code(rawValue: "login_required")
+        /// `prompt=none` and the user must still allow the sign-in on the consent page.
+        package static let consentRequired = Code(rawValue: "consent_required")
+        /// The access token lacks the scope the resource needs (RFC 6750 section 3.1).
+        package static let insufficientScope = Code(rawValue: "insufficient_scope")
     }
 
     /// The `error` member.

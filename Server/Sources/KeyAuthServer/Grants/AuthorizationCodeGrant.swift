@@ -18,7 +18,7 @@ struct AuthorizationCodeGrant: TokenGrantHandler {
 
     func grant(_ request: TokenGrantRequest) throws -> TokenGrantOutcome {
         guard let client = request.client else { throw ServiceError(.invalidClient, "client authentication failed") }
-        let grant = try service.redeemAuthorizationCode(
+        let grant = try service.openID.redeemAuthorizationCode(
             request.required("code"), redirectURI: request.form["redirect_uri"],
             verifier: request.form["code_verifier"], client: client, proof: request.proof)
         return TokenGrantOutcome(

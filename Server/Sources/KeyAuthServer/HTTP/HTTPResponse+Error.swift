@@ -66,15 +66,15 @@ extension HTTPResponse {
         case let error as ServiceError:
             description = error.description
             switch error.kind {
-            case .invalidToken: headers.set("WWW-Authenticate", "Bearer error=\"invalid_token\"")
+            case .invalidToken: headers.setChallenge(.bearer(error: .invalidToken))
             case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
             case .invalidDPoPProof(let atResource):
-                if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "invalid_dpop_proof")) }
+                if atResource { headers.setChallenge(.dpop(error: .invalidDPoPProof)) }
             case .useDPoPNonce(let nonce, let atResource):
                 headers.set("DPoP-Nonce", nonce)
-                if atResource { headers.set("WWW-Authenticate", Self.dpopChallenge(error: "use_dpop_nonce")) }
+                if atResource { headers.setChallenge(.dpop(error: .useDPoPNonce)) }
             // RFC 6749 section 5.2: a 401 for client authentication names the scheme to use.
-            case .invalidClient: headers.set("WWW-Authenticate", "Basic realm=\"keyauth\"")
+            case .invalidClient: headers.setChallenge(AuthenticationChallenge("Basic", ["realm": "keyauth"]))
             case .wrongCode(let left): members["attempts_left"] = .integer(Int64(left))
             default: break
             }
@@ -96,10 +96,4 @@ extension HTTPResponse {
 
     /// The description of every storage failure's 503: what went wrong stays in the log.
     static let storageUnavailableDescription = "the server's storage is unavailable; try again later"
-
-    /// The `WWW-Authenticate` challenge of a resource endpoint's DPoP error (RFC 9449 section 7.1),
-    /// with the algorithms proofs may use.
-    static func dpopChallenge(error: String) -> String {
-        "DPoP error=\"\(error)\", algs=\"\(JWSAlgorithm.allCases.map(\.rawValue).joined(separator: " "))\""
-    }
 }

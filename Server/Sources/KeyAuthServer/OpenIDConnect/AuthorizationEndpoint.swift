@@ -5,8 +5,9 @@ import KeyAuth
 /// `/authorize/continue` and `/authorize/cancel`, or for a signed-in user the consent page's
 /// `/authorize/consent`, ending in a redirect back to the relying party with a one-time code.
 ///
-/// The sign-in is the account page's, shared through ``AccountPage``: the same forms, waiting
-/// page, script, browser sessions, cookies, CSRF tokens and cross-site refusal. What this type
+/// The sign-in is the account page's, shared through ``BrowserSignIn`` and ``BrowserRequests``:
+/// the same forms, waiting page, script, browser sessions, cookies, CSRF tokens and cross-site
+/// refusal. What this type
 /// adds is the authorization request: validated before anything else, then carried by the
 /// forms sealed with the server's key (``SealedAuthorizations``), bound to the browser by its
 /// CSRF cookie, so that nothing anyone can request is stored before a user acts.
@@ -22,16 +23,15 @@ import KeyAuth
 struct AuthorizationEndpoint: Sendable {
     /// Where the endpoint lives.
     static let root = "/authorize"
-    /// Seconds a pending authorization request waits for the browser to sign in: longer than a
-    /// sign-in request lives, so that the request outlives the approval it waits for.
-    static let pendingLifetime: Int64 = 600
-    /// The longest `state`, `nonce` and `login_hint` taken, in bytes.
-    static let maximumParameterLength = 1024
-
-    /// The account page, whose flow, sessions and cookies sign the browser in.
-    let page: AccountPage
-    var service: KeyAuthService { page.service }
-    var sessions: BrowserSessions { page.sessions }
+    /// The rules of the flow: validation, sealing, codes.
+    let provider: OpenIDProvider
+    let metrics: ServerMetrics
+    /// The browser's session, and the start of a sign-in under the attempt limits: the account
+    /// page's.
+    let signIn: BrowserSignIn
+    /// Cookies, CSRF tokens, the cross-site check and the answers' headers.
+    var browser: BrowserRequests { signIn.browser }
+    var sessions: BrowserSessions { signIn.sessions }
 
     /// The metrics label of a path under `/authorize`: a fixed set.
     static func label(of path: String) -> String {
@@ -59,7 +59,7 @@ struct AuthorizationEndpoint: Sendable {
                 request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
         }
         guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
-        if let refusal = page.crossSiteRefusal(request) { return refusal }
+        if let refusal = browser.crossSiteRefusal(request) { return refusal }
         guard request.repeatedQueryNames.isEmpty, let form = try? request.formBody() else {
             return errorPage("The form could not be read.")
         }
@@ -74,26 +74,6 @@ struct AuthorizationEndpoint: Sendable {
 
     // MARK: The authorization request
 
-    /// A request whose client and redirect URI are known good: errors from here on go back to
-    /// the client.
-    private struct Validated {
-        var record: PendingAuthorizationRecord
-        var client: ClientRecord
-        var prompt: Set<String>
-        var maxAge: Int64?
-
-        /// Whether a signed-in user must still allow this sign-in on the consent page: always
-        /// for a public client (RFC 8252 section 8.6), and when the client asks with
-        /// `prompt=consent`.
-        var needsConsent: Bool { client.isPublic || prompt.contains("consent") }
-    }
-
-    /// Why a request was refused after its redirect URI was validated.
-    private struct Refusal: Error {
-        let code: String
-        let description: String
-    }
-
     /// `/authorize`: checks the request; answers at once from a signed-in session (after the
     /// consent page for a public client), or refuses with `login_required` (or
     /// `consent_required`) under `prompt=none`, or shows the sign-in form.
@@ -105,159 +85,58 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, _ parameters: [String: String], repeated: Set<String>,
         caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
-        for name in ["client_id", "redirect_uri"] where repeated.contains(name) {
-            return errorPage("The request repeats \(name); each parameter may appear once.")
-        }
-        guard let clientID = parameters["client_id"], !clientID.isEmpty,
-            let client = try service.storage.client(id: clientID), !client.redirectURIs.isEmpty
-        else { return errorPage("The application is not registered with this server (client_id).") }
-        caller.clientID = client.id
-        guard let redirectURI = parameters["redirect_uri"],
-            client.redirectURIs.contains(where: {
-                RedirectURI.matches(redirectURI, registered: $0, isPublicClient: client.isPublic)
-            })
-        else { return errorPage("The redirect_uri is not one registered for \(client.name).") }
-        let state = repeated.contains("state") ? nil : parameters["state"]
-        let validated: Validated
-        do {
-            if let name = repeated.min() {
-                throw Refusal(code: "invalid_request", description: FormURLEncoding.repeatedParameterMessage(name))
-            }
-            validated = try validate(parameters, client: client, redirectURI: redirectURI)
-        } catch let refusal as Refusal {
+        let validated: OpenIDProvider.AuthorizationRequest
+        switch try provider.check(parameters, repeated: repeated) {
+        case .unsafe(let reason, let client):
+            caller.clientID = client?.id
+            return errorPage(reason)
+        case .refused(let refusal, let client, let redirectURI, let state):
+            caller.clientID = client.id
             return redirect(to: redirectURI, error: refusal.code, description: refusal.description, state: state)
+        case .valid(let request):
+            caller.clientID = request.client.id
+            validated = request
         }
-        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        // Nothing repeats in a valid request: its state is the one parameter.
+        let (client, redirectURI, state) = (validated.client, validated.record.redirectURI, validated.record.state)
+        let session = try signIn.session(of: request)
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
-        if let signedIn, !validated.prompt.contains("login"), isFresh(signedIn.record, maxAge: validated.maxAge) {
+        if let signedIn, !validated.prompt.contains("login"),
+            provider.isFresh(signedIn.record, maxAge: validated.maxAge)
+        {
             caller.identify(signedIn.record)
             guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
             if validated.prompt.contains("none") {
                 return redirect(
-                    to: redirectURI, error: "consent_required",
+                    to: redirectURI, error: .consentRequired,
                     description: "the user must allow this application's sign-in", state: state)
             }
             // The request waits for the user's answer, as for a sign-in.
-            let (csrf, headers) = try page.csrfCookie(request)
-            let reference = try seal(validated.record, for: .consent, csrf: csrf)
-            return page.html(
-                page.consentPage(
-                    signedIn.record, clientName: client.name,
+            let (csrf, headers) = try browser.csrfCookie(request)
+            let reference = try provider.seal(validated.record, for: .consent, csrf: csrf)
+            return browser.html(
+                ConsentPage(
+                    basePath: browser.basePath, session: signedIn.record, clientName: client.name,
                     redirectOrigin: RedirectURI.origin(of: redirectURI) ?? redirectURI,
-                    action: page.basePath + Self.root + "/consent", hidden: [("authorization", reference)]),
+                    action: browser.basePath + Self.root + "/consent", hidden: [("authorization", reference)]
+                ).html,
                 extra: headers, redirectsTo: redirectURI)
         }
         if validated.prompt.contains("none") {
             return redirect(
-                to: redirectURI, error: "login_required", description: "the user is not signed in", state: state)
+                to: redirectURI, error: .loginRequired, description: "the user is not signed in", state: state)
         }
         // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
         // user names themselves.
-        let (csrf, headers) = try page.csrfCookie(request)
-        let reference = try seal(validated.record, for: .signIn, csrf: csrf)
-        return page.html(
-            page.signInPage(
-                csrf: csrf, message: nil, forms: forms(reference, client: client, redirectURI: redirectURI),
-                user: validated.record.loginHint ?? signedIn?.record.user),
+        let (csrf, headers) = try browser.csrfCookie(request)
+        let reference = try provider.seal(validated.record, for: .signIn, csrf: csrf)
+        return browser.html(
+            SignInPage(
+                basePath: browser.basePath, csrf: csrf, message: nil,
+                forms: forms(reference, client: client, redirectURI: redirectURI),
+                user: validated.record.loginHint ?? signedIn?.record.user
+            ).html,
             extra: headers, redirectsTo: redirectURI)
-    }
-
-    /// `record` sealed for `purpose` (``SealedAuthorizations``), bound to the browser by the hash
-    /// of its CSRF cookie `csrf`: the text the page's forms carry as `authorization`.
-    private func seal(_ record: PendingAuthorizationRecord, for purpose: SealedAuthorizations.Purpose, csrf: String)
-        throws -> String
-    {
-        var record = record
-        record.browserBinding = try BrowserSessions.hash(csrf)
-        return try sealed.seal(record, for: purpose, now: service.now())
-    }
-
-    /// Marks the sealed request `reference` answered, once: a sealed request needs no row until a
-    /// user acts, and then one in the replay cache (under a key no device's key id can equal),
-    /// until it could no longer be presented anyway.
-    ///
-    /// - Returns: false when it was answered already.
-    private func claim(_ reference: String, until expiresAt: Int64) throws -> Bool {
-        try service.storage.claimJTI(
-            keyID: "authorization", jti: Base64URL.encode(try CryptoPrimitives.sha256(Array(reference.utf8))),
-            expiresAt: expiresAt)
-    }
-
-    /// The sealer of pending requests, over the signing keys.
-    private var sealed: SealedAuthorizations { SealedAuthorizations(keys: service.tokens.keys) }
-
-    /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
-    private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
-        -> Validated
-    {
-        // Before the user signs in for nothing: a code could only end in a failed token request
-        // when no RS256 key can sign the ID token (a --signing-key-file of another algorithm).
-        guard service.canSignIDTokens else {
-            throw Refusal(code: "server_error", description: "the server has no RS256 key to sign ID tokens")
-        }
-        if parameters["request"] != nil {
-            throw Refusal(code: "request_not_supported", description: "request objects are not supported")
-        }
-        if parameters["request_uri"] != nil {
-            throw Refusal(code: "request_uri_not_supported", description: "request_uri is not supported")
-        }
-        guard let responseType = parameters["response_type"], !responseType.isEmpty else {
-            throw Refusal(code: "invalid_request", description: "response_type is missing")
-        }
-        guard responseType == "code" else {
-            throw Refusal(code: "unsupported_response_type", description: "only response_type=code is supported")
-        }
-        if let mode = parameters["response_mode"], mode != "query" {
-            throw Refusal(code: "invalid_request", description: "only response_mode=query is supported")
-        }
-        let scopes = (parameters["scope"] ?? "").split(separator: " ").map(String.init)
-        guard scopes.contains("openid") else {
-            throw Refusal(code: "invalid_scope", description: "scope must contain openid")
-        }
-        // Scopes this provider does not know are left out of the grant (Core section 3.1.2.1).
-        let granted = ["openid", "profile"].filter(scopes.contains).joined(separator: " ")
-        guard parameters["code_challenge_method"] == "S256" else {
-            throw Refusal(
-                code: "invalid_request", description: "PKCE is required: code_challenge_method must be S256")
-        }
-        guard let challenge = parameters["code_challenge"], challenge.utf8.count == 43,
-            Base64URL.decode(challenge) != nil
-        else {
-            throw Refusal(
-                code: "invalid_request", description: "code_challenge must be the base64url SHA-256 of the verifier")
-        }
-        let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
-        guard prompt.isSubset(of: ["login", "consent", "none"]) else {
-            throw Refusal(code: "invalid_request", description: "prompt may be login, consent or none")
-        }
-        guard !(prompt.contains("none") && prompt.count > 1) else {
-            throw Refusal(code: "invalid_request", description: "prompt=none cannot be combined with another value")
-        }
-        var maxAge: Int64?
-        if let text = parameters["max_age"] {
-            guard let value = Int64(text), value >= 0 else {
-                throw Refusal(code: "invalid_request", description: "max_age must be a number of seconds")
-            }
-            maxAge = value
-        }
-        for name in ["state", "nonce", "login_hint"]
-        where (parameters[name]?.utf8.count ?? 0) > Self.maximumParameterLength {
-            throw Refusal(
-                code: "invalid_request", description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
-        }
-        let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
-        let record = PendingAuthorizationRecord(
-            browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
-            state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
-            expiresAt: service.now() + Self.pendingLifetime)
-        return Validated(record: record, client: client, prompt: prompt, maxAge: maxAge)
-    }
-
-    /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1).
-    private func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
-        guard let maxAge else { return true }
-        guard let signedInAt = session.signedInAt else { return false }
-        return service.now() - signedInAt <= maxAge
     }
 
     // MARK: Signing in
@@ -268,10 +147,8 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], purpose: SealedAuthorizations.Purpose = .signIn,
         caller: inout KeyAuthResponder.Caller
     ) throws -> (reference: String, record: PendingAuthorizationRecord, client: ClientRecord)? {
-        guard let reference = form["authorization"], let csrf = page.cookie(page.csrfCookieName, in: request),
-            let record = sealed.unseal(
-                reference, for: purpose, browserBinding: try BrowserSessions.hash(csrf), now: service.now()),
-            let client = try service.storage.client(id: record.clientID)
+        guard let reference = form["authorization"], let csrf = browser.cookie(browser.csrfCookieName, in: request),
+            let (record, client) = try provider.unseal(reference, for: purpose, csrf: csrf)
         else { return nil }
         caller.clientID = client.id
         return (reference, record, client)
@@ -283,30 +160,35 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
-            let csrf = page.cookie(page.csrfCookieName, in: request), AccountPage.tokensMatch(form["csrf"], csrf)
+            let csrf = browser.cookie(browser.csrfCookieName, in: request),
+            BrowserRequests.tokensMatch(form["csrf"], csrf)
         else { return expiredPage() }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
         let user = Substring(form["user"] ?? "").trimmingWhitespace()
         guard InputRules.isValidUser(user) else {
-            return page.html(
-                page.signInPage(
-                    csrf: csrf, message: "A user name is \(InputRules.userRule).", forms: forms, user: nil),
+            return browser.html(
+                SignInPage(
+                    basePath: browser.basePath, csrf: csrf, message: "A user name is \(InputRules.userRule).",
+                    forms: forms, user: nil
+                ).html,
                 status: 400, redirectsTo: record.redirectURI)
         }
         guard
-            let session = try page.beginSession(
+            let session = try signIn.begin(
                 request, user: user, client: client.id, redirectURI: record.redirectURI)
         else {
-            return page.html(
-                page.signInPage(
-                    csrf: csrf, message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms,
-                    user: user),
+            return browser.html(
+                SignInPage(
+                    basePath: browser.basePath, csrf: csrf,
+                    message: "Too many sign-in requests; wait a few minutes and try again.", forms: forms, user: user
+                ).html,
                 status: 429, redirectsTo: record.redirectURI)
         }
         var headers = HTTPHeaders()
-        headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, session.cookie))
-        return page.html(
-            page.waitingPage(session.record, message: nil, forms: forms), extra: headers,
+        headers.add("Set-Cookie", browser.setCookie(browser.sessionCookieName, session.cookie))
+        return browser.html(
+            WaitingPage(basePath: browser.basePath, session: session.record, message: nil, forms: forms).html,
+            extra: headers,
             redirectsTo: record.redirectURI)
     }
 
@@ -320,26 +202,28 @@ struct AuthorizationEndpoint: Sendable {
             return expiredPage()
         }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
-        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)) else {
-            let (csrf, headers) = try page.csrfCookie(request)
-            return page.html(
-                page.signInPage(csrf: csrf, message: "Your sign-in expired; start again.", forms: forms),
+        guard let session = try signIn.session(of: request) else {
+            let (csrf, headers) = try browser.csrfCookie(request)
+            return browser.html(
+                SignInPage(
+                    basePath: browser.basePath, csrf: csrf, message: "Your sign-in expired; start again.", forms: forms
+                ).html,
                 extra: headers, redirectsTo: record.redirectURI)
         }
-        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         func deny(_ description: String) throws -> HTTPResponse {
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
-                to: record.redirectURI, error: "access_denied", description: description, state: record.state)
+                to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
             if !session.record.isSignedIn {
                 try sessions.end(session)
-                response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+                response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
             }
             return response
         }
         if cancel { return try deny("the user cancelled the sign-in") }
         if session.record.isSignedIn {
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             caller.identify(session.record)
             return try issueCode(for: record, session: session.record)
         }
@@ -347,24 +231,26 @@ struct AuthorizationEndpoint: Sendable {
         // must look like any other until it expires.
         switch try sessions.state(of: session.record) {
         case .pending:
-            return page.html(
-                page.waitingPage(session.record, message: "Not approved yet.", forms: forms),
+            return browser.html(
+                WaitingPage(
+                    basePath: browser.basePath, session: session.record, message: "Not approved yet.", forms: forms
+                )
+                .html,
                 redirectsTo: record.redirectURI)
         case .approved:
             // The approval must be the one this request asked for: its client and redirect host
             // are what the device showed.
-            guard let id = session.record.signInRequestID, let asked = try service.storage.signInRequest(id: id),
-                asked.kind == .authorization, asked.clientID == record.clientID,
-                asked.redirectURI == record.redirectURI
-            else { return try deny("the sign-in was not made for this application") }
-            guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+            guard try provider.isApproval(of: session.record, for: record) else {
+                return try deny("the sign-in was not made for this application")
+            }
+            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             guard let signedIn = try sessions.complete(session) else {
                 return try deny("the sign-in could not be completed")
             }
-            page.metrics.recordSignInRequest(result: "session")
+            metrics.recordSignInRequest(result: "session")
             caller.identify(signedIn.record)
             var response = try issueCode(for: record, session: signedIn.record)
-            response.headers.add("Set-Cookie", page.setCookie(page.sessionCookieName, signedIn.cookie))
+            response.headers.add("Set-Cookie", browser.setCookie(browser.sessionCookieName, signedIn.cookie))
             return response
         case .denied:
             return try deny("the sign-in was denied on the user's device")
@@ -384,18 +270,18 @@ struct AuthorizationEndpoint: Sendable {
         else {
             return expiredPage()
         }
-        guard let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request)),
+        guard let session = try signIn.session(of: request),
             session.record.isSignedIn
         else { return expiredPage() }
         // The session's own token: the page was made for this session and no other.
-        guard AccountPage.tokensMatch(form["csrf"], session.record.csrfToken) else { return page.refusedCSRF() }
+        guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         // One answer per page: a denial cannot be turned into an allow, nor an allow into a
         // second code.
-        guard try claim(reference, until: record.expiresAt) else { return expiredPage() }
+        guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
         caller.identify(session.record)
         guard form["decision"] == "allow" else {
             return redirect(
-                to: record.redirectURI, error: "access_denied", description: "the user denied the sign-in",
+                to: record.redirectURI, error: .accessDenied, description: "the user denied the sign-in",
                 state: record.state)
         }
         return try issueCode(for: record, session: session.record)
@@ -407,33 +293,33 @@ struct AuthorizationEndpoint: Sendable {
     private func issueCode(for record: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
         -> HTTPResponse
     {
-        let code = try service.issueAuthorizationCode(for: record, session: session)
-        page.metrics.recordSignInRequest(result: "code")
+        let code = try provider.issueAuthorizationCode(for: record, session: session)
+        metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
         if let state = record.state { parameters.append(("state", state)) }
-        parameters.append(("iss", service.settings.issuer))
+        parameters.append(("iss", provider.issuer))
         return redirect(to: record.redirectURI, parameters)
     }
 
     /// A redirect to the client with an RFC 6749 section 4.1.2.1 error.
-    private func redirect(to uri: String, error: String, description: String, state: String?) -> HTTPResponse {
-        var parameters = [("error", error), ("error_description", description)]
+    private func redirect(to uri: String, error: OAuthError.Code, description: String, state: String?)
+        -> HTTPResponse
+    {
+        var parameters = [("error", error.rawValue), ("error_description", description)]
         if let state { parameters.append(("state", state)) }
-        parameters.append(("iss", service.settings.issuer))
+        parameters.append(("iss", provider.issuer))
         return redirect(to: uri, parameters)
     }
 
     /// 303 to `uri` with `parameters` added to its query.
     private func redirect(to uri: String, _ parameters: [(String, String)]) -> HTTPResponse {
-        var response = HTTPResponse(status: 303, headers: ["Location": RedirectURI.adding(parameters, to: uri)])
-        AccountPage.addSecurityHeaders(&response.headers)
-        return response
+        browser.redirect(to: RedirectURI.adding(parameters, to: uri))
     }
 
     /// The forms of the sign-in pages for the pending request `reference`.
-    private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> AccountPage.SignInForms {
-        let base = page.basePath + Self.root
-        return AccountPage.SignInForms(
+    private func forms(_ reference: String, client: ClientRecord, redirectURI: String) -> SignInForms {
+        let base = browser.basePath + Self.root
+        return SignInForms(
             signIn: base + "/sign-in", continue: base + "/continue", cancel: base + "/cancel",
             hidden: [("authorization", reference)],
             requester: "Sign in to \(client.name) (redirects to \(RedirectURI.host(of: redirectURI))).")
@@ -441,19 +327,11 @@ struct AuthorizationEndpoint: Sendable {
 
     /// A 400 page for a request that cannot be sent back to its client.
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-in request refused"),
-            status: 400)
+        browser.html(RefusedPage.signInRequestRefused(basePath: browser.basePath, reason: reason).html, status: 400)
     }
 
     /// The page for a form whose request is gone (expired, answered, or another browser's).
     private func expiredPage() -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(
-                basePath: page.basePath,
-                reason: "This sign-in request has expired or was already answered; go back to the application and "
-                    + "sign in again.",
-                title: "Sign-in request expired"),
-            status: 400)
+        browser.html(RefusedPage.signInRequestExpired(basePath: browser.basePath).html, status: 400)
     }
 }

@@ -13,8 +13,12 @@ import KeyAuth
 struct EndSessionEndpoint: Sendable {
     static let path = "/end-session"
 
-    let page: AccountPage
-    var service: KeyAuthService { page.service }
+    /// The rules: which hints and redirect URIs are good, and the end of a session.
+    let provider: OpenIDProvider
+    /// The browser's session: the account page's.
+    let signIn: BrowserSignIn
+    /// Cookies, CSRF tokens, the cross-site check and the answers' headers.
+    var browser: BrowserRequests { signIn.browser }
 
     /// Answers `GET` or `POST /end-session`; `caller` learns the client of a valid hint or of a
     /// registered post-logout redirect URI, and the user whose signed-in session ends.
@@ -25,14 +29,15 @@ struct EndSessionEndpoint: Sendable {
         var parameters = request.query
         let confirmed = request.method == "POST"
         if confirmed {
-            if let refusal = page.crossSiteRefusal(request) { return refusal }
+            if let refusal = browser.crossSiteRefusal(request) { return refusal }
             guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
             parameters = form
         }
         var hinted: (clientID: String, user: String)?
         if let hint = parameters["id_token_hint"], !hint.isEmpty {
-            guard let token = try? service.idTokens.hint(hint), try service.storage.client(id: token.clientID) != nil
-            else { return errorPage("The id_token_hint is not an ID token of this server.") }
+            guard let token = try provider.logoutHint(hint) else {
+                return errorPage("The id_token_hint is not an ID token of this server.")
+            }
             hinted = token
             caller.clientID = token.clientID
         }
@@ -42,40 +47,33 @@ struct EndSessionEndpoint: Sendable {
         }
         var redirect: String?
         if let uri = parameters["post_logout_redirect_uri"], !uri.isEmpty {
-            guard let id = clientID ?? hinted?.clientID, let client = try service.storage.client(id: id),
-                client.postLogoutRedirectURIs.contains(uri)
+            guard let id = clientID ?? hinted?.clientID,
+                let client = try provider.postLogoutClient(id, redirectURI: uri)
             else { return errorPage("The post_logout_redirect_uri is not registered for this application.") }
             caller.clientID = client.id
             redirect = uri
         }
-        let sessions = page.sessions
-        let session = try sessions.session(cookie: page.cookie(page.sessionCookieName, in: request))
+        let session = try signIn.session(of: request)
         if let session {
             let proven = hinted?.user == session.record.user && session.record.isSignedIn
             if !proven && !confirmed {
                 return confirmationPage(session.record, parameters: parameters, redirectsTo: redirect)
             }
-            if confirmed && !AccountPage.tokensMatch(parameters["csrf"], session.record.csrfToken) {
-                return page.refusedCSRF()
+            if confirmed && !BrowserRequests.tokensMatch(parameters["csrf"], session.record.csrfToken) {
+                return browser.refusedCSRF()
             }
             caller.identify(session.record)
-            try sessions.end(session)
-            try AuditTrail(storage: service.storage, now: service.now).record(
-                .endSession, by: .accountPage(approvedBy: session.record.approvingKID ?? "-"),
-                user: session.record.user, subject: clientID ?? hinted?.clientID)
+            try provider.endSession(session, clientID: clientID ?? hinted?.clientID)
         }
         var response: HTTPResponse
         if let redirect {
             let location =
                 parameters["state"].map { RedirectURI.adding([("state", $0)], to: redirect) } ?? redirect
-            response = HTTPResponse(status: 303, headers: ["Location": location])
-            AccountPage.addSecurityHeaders(&response.headers)
+            response = browser.redirect(to: location)
         } else {
-            response = page.html(
-                AccountPage.refusedPage(
-                    basePath: page.basePath, reason: "You are signed out of keyauth.", title: "Signed out"))
+            response = browser.html(RefusedPage.signedOut(basePath: browser.basePath).html)
         }
-        response.headers.add("Set-Cookie", page.clearCookie(page.sessionCookieName))
+        response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
         return response
     }
 
@@ -83,20 +81,19 @@ struct EndSessionEndpoint: Sendable {
     private func confirmationPage(
         _ session: BrowserSessionRecord, parameters: [String: String], redirectsTo redirect: String?
     ) -> HTTPResponse {
-        var fields = AccountPage.hidden("csrf", session.csrfToken)
-        for name in ["client_id", "post_logout_redirect_uri", "state"] {
-            if let value = parameters[name] { fields += "\n" + AccountPage.hidden(name, value) }
+        let carried = ["client_id", "post_logout_redirect_uri", "state"].compactMap { name in
+            parameters[name].map { (name, $0) }
         }
-        return page.html(
-            page.confirmationPage(
-                title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
-                action: page.basePath + Self.path, fields: fields, button: "Sign out"),
+        let fields: HTML = "\(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(carried))"
+        return browser.html(
+            ConfirmationPage(
+                basePath: browser.basePath, title: "Sign out", text: "Sign out of keyauth as \(session.user)?",
+                action: browser.basePath + Self.path, fields: fields, button: "Sign out"
+            ).html,
             redirectsTo: redirect)
     }
 
     private func errorPage(_ reason: String) -> HTTPResponse {
-        page.html(
-            AccountPage.refusedPage(basePath: page.basePath, reason: reason, title: "Sign-out request refused"),
-            status: 400)
+        browser.html(RefusedPage.signOutRefused(basePath: browser.basePath, reason: reason).html, status: 400)
     }
 }

@@ -32,7 +32,7 @@ package final class OperationsResponder: HTTPResponder {
     ) {
         self.metrics = metrics
         self.service = service
-        self.writeProbe = writeProbe ?? StorageWriteProbe(storage: service.storage, now: service.now)
+        self.writeProbe = writeProbe ?? service.makeWriteProbe()
         self.log = log
         self.logFormat = logFormat
     }

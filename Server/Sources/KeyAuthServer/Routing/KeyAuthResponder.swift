@@ -41,6 +41,8 @@ package final class KeyAuthResponder: HTTPResponder {
     let authorization: AuthorizationEndpoint
     /// RP-Initiated Logout at `/end-session`.
     let endSession: EndSessionEndpoint
+    /// The OpenID Connect UserInfo endpoint at `/userinfo`.
+    let userInfo: UserInfoEndpoint
     /// `/oauth/token` and its grants.
     let tokenEndpoint: TokenEndpoint
     /// The issuer URL all tokens name.
@@ -61,11 +63,16 @@ package final class KeyAuthResponder: HTTPResponder {
         logFormat = collaborators.logFormat
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
-        account = AccountPage(
-            service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics,
-            trustProxy: collaborators.trustProxy)
-        authorization = AuthorizationEndpoint(page: account)
-        endSession = EndSessionEndpoint(page: account)
+        let signIn = BrowserSignIn(
+            browser: BrowserRequests(
+                issuer: collaborators.service.settings.issuer, trustProxy: collaborators.trustProxy),
+            sessions: BrowserSessions(service: collaborators.service), limits: collaborators.limits,
+            metrics: collaborators.metrics)
+        account = AccountPage(service: collaborators.service, signIn: signIn)
+        authorization = AuthorizationEndpoint(
+            provider: collaborators.service.openID, metrics: collaborators.metrics, signIn: signIn)
+        endSession = EndSessionEndpoint(provider: collaborators.service.openID, signIn: signIn)
+        userInfo = UserInfoEndpoint(provider: collaborators.service.openID)
         tokenEndpoint = TokenEndpoint(
             service: collaborators.service, limits: collaborators.limits, metrics: collaborators.metrics)
     }
@@ -237,11 +244,8 @@ package final class KeyAuthResponder: HTTPResponder {
             case .authorize, .endSession:
                 break  // their own pages, or a redirect to a client they validated
             case .account:
-                return account.html(
-                    AccountPage.refusedPage(
-                        basePath: account.basePath, reason: "The address repeats a parameter.",
-                        title: "Request refused"),
-                    status: 400)
+                return account.browser.refused(
+                    "The address repeats a parameter.", title: "Request refused", status: 400)
             default:
                 throw ServiceError(.invalidRequest, FormURLEncoding.repeatedParameterMessage(name))
             }
@@ -256,7 +260,7 @@ package final class KeyAuthResponder: HTTPResponder {
                 let form = try request.formBody()
                 let client = try service.clients.authenticate(try request.clientCredentials(form: form))
                 caller.clientID = client.id
-                if KeyAuthService.asksForOpenID(form["scope"]) && !service.canSignIDTokens {
+                if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
                     throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
                 }
                 let started = try service.signIn.start(
@@ -303,7 +307,7 @@ package final class KeyAuthResponder: HTTPResponder {
         case (.endSession, _):
             return try endSession.respond(to: request, caller: &caller)
         case (.userInfo, _):
-            return try userInfo(request, caller: &caller)
+            return try userInfo.respond(to: request, caller: &caller)
         case (.devices, "POST"):
             return try limits.run(
                 from: clientKey(request), everyAttempt: .registrations, record: metrics.recordRegistration
@@ -348,58 +352,6 @@ package final class KeyAuthResponder: HTTPResponder {
             method: request.method, path: request.path)
     }
 
-    /// `GET` or `POST /userinfo` (OpenID Connect Core section 5.3): the user an access token
-    /// issued to a client names. Errors are RFC 6750 section 3's: no token gives a bare
-    /// `Bearer` challenge, a bad one `invalid_token`, one without the `openid` scope
-    /// `insufficient_scope` (403).
-    private func userInfo(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        var presented = request.headers["Authorization"].flatMap { header in
-            try? AccessTokenRules.credentials(fromAuthorization: header)
-        }
-        if presented == nil, request.method == "POST", let form = try? request.formBody(),
-            let token = form["access_token"]
-        {
-            // RFC 6750 section 2.2: the token in the form body.
-            presented = (scheme: .bearer, token: token)
-        }
-        guard let presented, !presented.token.isEmpty else {
-            return HTTPResponse(
-                status: 401, headers: ["WWW-Authenticate": "Bearer realm=\"keyauth\"", "Cache-Control": "no-store"])
-        }
-        let claims: AccessTokenClaims
-        do {
-            claims = try service.clientAccessToken(presented.token)
-            // A DPoP-bound token (RFC 9449 section 7) only with a proof of its key for this request.
-            try service.checkPresentation(
-                of: claims, token: presented.token, scheme: presented.scheme,
-                proof: try request.dpopProof(atResource: true), method: request.method, path: request.path,
-                rules: service.tokens.clientTokenRules)
-        } catch let error as ServiceError {
-            var response = HTTPResponse(error: error)
-            if error.kind == .invalidToken {
-                response.headers.set(
-                    "WWW-Authenticate",
-                    "Bearer realm=\"keyauth\", error=\"invalid_token\", error_description=\"\(error.description)\"")
-            }
-            return response
-        }
-        // A valid token of a registered client, presented as it must be: its user and client.
-        caller.user = claims.user
-        caller.clientID = claims.clientID
-        guard claims.scopes.contains("openid") else {
-            return .json(
-                .object(["error": "insufficient_scope", "error_description": "the access token lacks the openid scope"]
-                ),
-                status: 403,
-                headers: [
-                    "WWW-Authenticate": "Bearer realm=\"keyauth\", error=\"insufficient_scope\", scope=\"openid\""
-                ])
-        }
-        return .json(
-            .object(["sub": .string(claims.user), "preferred_username": .string(claims.user)]),
-            headers: ["Cache-Control": "no-store", "Pragma": "no-cache"])
-    }
-
     /// The user of a CIBA request: `login_hint`, the only hint keyauth takes (CIBA section 7.1
     /// asks for exactly one of three).
     private static func loginHint(_ form: [String: String]) throws(ServiceError) -> String {
@@ -415,10 +367,7 @@ package final class KeyAuthResponder: HTTPResponder {
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last
     /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
     func clientAddress(of request: HTTPRequest) -> String {
-        guard trustProxy, let header = request.headers.values(for: "X-Forwarded-For").last,
-            let last = header.split(separator: ",").last?.trimmingWhitespace(), RateLimitKey(parsing: last) != nil
-        else { return request.clientAddress }
-        return last
+        request.clientAddress(trustingProxy: trustProxy)
     }
 
     private func clientKey(_ request: HTTPRequest) -> RateLimitKey {

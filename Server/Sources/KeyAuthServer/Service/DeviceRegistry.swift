@@ -40,7 +40,10 @@ struct DeviceRegistry: Sendable {
     ///
     /// A concurrent approval can move a pending device to active between the read and the
     /// conditional update; the revocation retries so that it wins.
-    /// A change is recorded in the audit trail; an idempotent repeat is not.
+    /// A change is recorded in the audit trail; an idempotent repeat is not. Revoking also ends
+    /// at once every browser session the device approved (the account page's, the OpenID
+    /// provider's), whichever way it comes: the device API, the account page or the admin
+    /// command; a session's lookup would refuse them anyway, but none should outlive the device.
     /// - Parameters:
     ///   - kid: the device.
     ///   - owner: the user the device must belong to (the caller's, on the HTTP path); nil for
@@ -58,6 +61,7 @@ struct DeviceRegistry: Sendable {
             case .denied, .revoked: return .unchanged(target)
             }
             if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
+                if next == .revoked { try storage.deleteBrowserSessions(approvedBy: kid) }
                 try audit.record(
                     next == .revoked ? .revoke : .deny, by: actor, user: target.user, subject: kid, detail: target.name)
                 return target.status == .active ? .revoked(target) : .denied(target)
@@ -128,6 +132,11 @@ struct DeviceRegistry: Sendable {
             owner == nil || device.user == owner
         else { throw ServiceError(.unknownDevice, "no such device") }
         return device
+    }
+
+    /// Every device of `user`, for the account page, oldest first.
+    func devices(ofUser user: String) throws(StorageError) -> [DeviceRecord] {
+        try storage.devices(user: user)
     }
 
     /// Where this registry's changes are recorded.

@@ -8,6 +8,11 @@ extension KeyAuthService {
         try storage.healthCheck()
     }
 
+    /// The probe of `/healthz`'s durable write, over this service's storage and clock.
+    func makeWriteProbe() -> StorageWriteProbe {
+        StorageWriteProbe(storage: storage, now: now)
+    }
+
     /// Forgets what has expired: replay-cache entries, enrollment codes, pending and denied
     /// devices past their retention, sign-in requests past theirs, and ended browser sessions;
     /// reloads the signing keys (publishing a rotation's new key) and retires the previous keys

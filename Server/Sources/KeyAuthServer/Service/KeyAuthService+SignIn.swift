@@ -208,7 +208,8 @@ extension KeyAuthService {
             let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
             return SignInGrant(
                 accessToken: token, expiresIn: settings.accessTokenLifetime,
-                idToken: try backchannelIDToken(for: request, client: client, accessToken: token), scope: request.scope,
+                idToken: try openID.backchannelIDToken(for: request, client: client, accessToken: token),
+                scope: request.scope,
                 user: request.user, deviceKID: device.kid)
         }
     }

@@ -84,7 +84,7 @@ struct PKCE: Sendable {
 
     init() throws {
         verifier = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
-        challenge = try KeyAuthService.codeChallenge(for: verifier)
+        challenge = try OpenIDProvider.codeChallenge(for: verifier)
     }
 }
 

@@ -17,17 +17,7 @@ struct AuthorizationGrant: Sendable {
     var deviceKID: String? = nil
 }
 
-extension KeyAuthService {
-    /// Seconds an authorization code may be redeemed (RFC 6749 section 4.1.2 advises at most 10
-    /// minutes; the redirect and the back-channel request take a second or two).
-    static let authorizationCodeLifetime: Int64 = 60
-
-    /// The provider's ID tokens, over the access tokens' keys and clock.
-    var idTokens: IDTokens {
-        IDTokens(
-            keys: tokens.keys, issuer: settings.issuer, lifetime: settings.accessTokenLifetime, clock: tokens.clock)
-    }
-
+extension OpenIDProvider {
     /// Issues a one-time authorization code for `request`, answered by the signed-in `session`
     /// (PROTOCOL.md section 10, "Authorization codes").
     ///
@@ -64,7 +54,7 @@ extension KeyAuthService {
     ///   `.invalidRequest` for a missing `code`, `redirect_uri` or `code_verifier`;
     ///   ``StorageError``; `KeyAuthError` when signing fails.
     ///
-    /// With a DPoP proof (already checked by ``checkTokenRequestProof(_:)``), the access token is
+    /// With a DPoP proof (already checked by ``KeyAuthService/checkTokenRequestProof(_:)``), the access token is
     /// bound to the proof's key (`cnf.jkt`, RFC 9449 section 6) and `/userinfo` then takes it
     /// only with a proof of that key.
     func redeemAuthorizationCode(
@@ -98,22 +88,24 @@ extension KeyAuthService {
             device.user == record.user
         else { throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked") }
 
-        if let proof { try claimProof(proof, atResource: false) }
+        if let proof { try service.claimProof(proof, atResource: false) }
         let jti = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16))
         var claims = JWTClaims()
         if let proof { claims["cnf"] = .object(["jkt": .string(proof.keyThumbprint)]) }
         claims.set("aud", string: client.id)
         claims.set("client_id", string: client.id)
-        claims.set("acr", string: Self.acr(for: record.methods))
+        claims.set("acr", string: KeyAuthService.acr(for: record.methods))
         claims.set("amr", strings: record.methods)
         claims.set("scope", string: record.scope)
         claims.set("device_jkt", string: device.kid)
         claims.set("auth_time", integer: record.authTime)
         claims.set("jti", string: jti)
-        let accessToken = try tokens.issue(user: record.user, deviceKID: device.kid, bound: false, extra: claims)
+        let accessToken = try service.tokens.issue(
+            user: record.user, deviceKID: device.kid, bound: false, extra: claims)
         let time = now()
         switch try storage.redeemAuthorizationCode(
-            codeHash: codeHash, at: time, accessTokenJTI: jti, accessTokenExpiresAt: time + settings.accessTokenLifetime
+            codeHash: codeHash, at: time, accessTokenJTI: jti,
+            accessTokenExpiresAt: time + service.settings.accessTokenLifetime
         )
         {
         case .redeemed:
@@ -131,15 +123,9 @@ extension KeyAuthService {
         try AuditTrail(storage: storage, now: now).record(
             .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
         return AuthorizationGrant(
-            accessToken: accessToken, idToken: idToken, expiresIn: settings.accessTokenLifetime,
+            accessToken: accessToken, idToken: idToken, expiresIn: service.settings.accessTokenLifetime,
             tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope,
             user: record.user, deviceKID: device.kid)
-    }
-
-    /// Whether a space-separated `scope` asks for `openid`, which makes a token response carry an
-    /// ID token.
-    static func asksForOpenID(_ scope: String?) -> Bool {
-        (scope ?? "").split(separator: " ").contains("openid")
     }
 
     /// The ID token of an approved CIBA request whose scope asks for `openid` (CIBA Core 1.0
@@ -160,18 +146,11 @@ extension KeyAuthService {
                 methods: request.methods, sessionID: nil, accessToken: accessToken, authRequestID: request.id))
     }
 
-    /// Whether an RS256 key can sign ID tokens: not with a `--signing-key-file` of another
-    /// algorithm. A request that needs an ID token is refused without one before the user is
-    /// asked to approve it for nothing.
-    var canSignIDTokens: Bool {
-        (try? idTokens.keys.currentRS256(at: tokens.clock.seconds)) != nil
-    }
-
     /// Revokes the access token a code's first redemption issued, and records the reuse.
     private func revokeFirstRedemption(of record: AuthorizationCodeRecord) throws {
         if let jti = record.accessTokenJTI {
             try storage.revokeAccessToken(
-                jti: jti, expiresAt: record.accessTokenExpiresAt ?? now() + settings.accessTokenLifetime)
+                jti: jti, expiresAt: record.accessTokenExpiresAt ?? now() + service.settings.accessTokenLifetime)
         }
         try AuditTrail(storage: storage, now: now).record(
             .reuseCode, by: .client(id: record.clientID), user: record.user, subject: record.accessTokenJTI)
@@ -182,7 +161,7 @@ extension KeyAuthService {
     ///
     /// - Throws: ``ServiceError`` `.invalidToken`; ``StorageError``.
     func clientAccessToken(_ token: String) throws -> AccessTokenClaims {
-        let claims = try tokens.verifyIssuedToClient(token)
+        let claims = try service.tokens.verifyIssuedToClient(token)
         guard try storage.client(id: claims.clientID) != nil, try !storage.isAccessTokenRevoked(jti: claims.jwtID)
         else { throw ServiceError(.invalidToken, "the access token is not valid") }
         return claims

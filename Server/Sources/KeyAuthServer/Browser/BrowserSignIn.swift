@@ -1,0 +1,42 @@
+/// A browser's sign-in, shared by the account page and the authorization endpoint: the session
+/// a request's cookie names, and the start of a sign-in under the address's attempt limits.
+struct BrowserSignIn: Sendable {
+    let browser: BrowserRequests
+    let sessions: BrowserSessions
+    let limits: AttemptLimits
+    let metrics: ServerMetrics
+
+    /// The live session the request's session cookie names (``BrowserSessions/session(cookie:)``).
+    func session(of request: HTTPRequest) throws -> BrowserSessions.Presented? {
+        try sessions.session(cookie: browser.cookie(browser.sessionCookieName, in: request))
+    }
+
+    /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:)``)
+    /// with every attempt counted against the address's sign-in budget: the account page's and
+    /// the authorization endpoint's sign-in both come here.
+    ///
+    /// The user's own limits (open requests, requests an hour) never show here: a refused start
+    /// gets a waiting page like any other, so that neither a flood nor the answer to it tells
+    /// which user names exist.
+    /// - Returns: the session; nil when this address started too many sign-ins (the same for
+    ///   every user name).
+    func begin(
+        _ request: HTTPRequest, user: String, client: String? = nil, redirectURI: String? = nil
+    ) throws -> BrowserSessions.Presented? {
+        let address = browser.clientAddress(of: request)
+        var begun: BrowserSessions.Presented?
+        do {
+            _ = try limits.run(
+                from: RateLimitKey(address: address), everyAttempt: .signInStarts, record: metrics.recordSignInRequest
+            ) {
+                begun = try sessions.begin(user: user, from: address, client: client, redirectURI: redirectURI)
+                return (HTTPResponse(status: 204), "created")
+            }
+        } catch let error as ServiceError {
+            guard case .slowDown = error.kind else { throw error }
+            return nil
+        }
+        guard let session = begun else { throw StorageError(.queryFailed, "the session was not stored") }
+        return session
+    }
+}
