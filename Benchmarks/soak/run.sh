@@ -150,7 +150,8 @@ soak() {
     "$bin/keyauth-bench" load-prepare --devices "$devices" --assertions 0 --keys-out "$dir/keys.pem" \
         --out /dev/null --issuer "$issuer" "http://127.0.0.1:$port"
     local credentials client_id client_secret
-    credentials=$("$bin/keyauth-server" clients add "soak client" --db "$dir/keyauth.db" 2>/dev/null)
+    credentials=$("$bin/keyauth-server" clients add "soak client" --db "$dir/keyauth.db" 2>"$dir/clients.err") ||
+        { echo "soak: keyauth-server clients add failed: $(cat "$dir/clients.err")" >&2; exit 1; }
     client_id=$(sed -n 's/^client_id=//p' <<<"$credentials")
     client_secret=$(sed -n 's/^client_secret=//p' <<<"$credentials")
 

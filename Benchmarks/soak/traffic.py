@@ -26,6 +26,7 @@ users that get second devices.
 
 import argparse
 import base64
+import collections
 import hashlib
 import http.client
 import json
@@ -346,23 +347,45 @@ def poller(run, device):
             answered.add(identifier)
 
 
+# A user is prompted at most this many times in any hour (docs/PROTOCOL.md section 8).
+HOURLY_PROMPTS = 20
+
+
 def ciba_client(run, users, index):
     client = Client(run, run.args.port)
     auth = {"Authorization": run.client_auth}
     count = 0
+    # The server lets a user be asked HOURLY_PROMPTS times an hour (sliding): the times this
+    # client's requests for each user were accepted, to know which answer to expect.
+    accepted = {user: collections.deque() for user in users}
     while not run.stop.is_set():
-        user = users[count % len(users)]
+        now = time.monotonic()
+        for times in accepted.values():
+            while times and now - times[0] > 3600:
+                times.popleft()
+        # The next user with prompts left; when every one is capped, ask anyway: the cap is
+        # then what is checked. Within 5 s of a slot freeing, either answer is right.
+        open_users = [user for user in users if len(accepted[user]) < HOURLY_PROMPTS]
+        user = open_users[count % len(open_users)] if open_users else users[count % len(users)]
         count += 1
+        times = accepted[user]
+        if len(times) < HOURLY_PROMPTS:
+            expect = {"200"}
+        elif now - times[0] > 3600 - 5:
+            expect = {"200", "429 slow_down"}
+        else:
+            expect = {"429 slow_down"}
         openid = count % 2 == 0
         form = {"login_hint": user, "binding_message": f"soak {index}-{count}", "requested_expiry": "60"}
         if openid:
             form["scope"] = "openid"
         asked = time.monotonic()
-        key, document, _ = run.call(client, "bc-authorize", "POST", "/bc-authorize", {"200"}, form=form,
+        key, document, _ = run.call(client, "bc-authorize", "POST", "/bc-authorize", expect, form=form,
                                     headers=auth)
         if key != "200":
-            run.pause(1)
+            run.pause(5 if key == "429 slow_down" else 1)
             continue
+        times.append(asked)
         identifier = document["auth_req_id"]
         run.note_code(identifier, form["binding_message"])
         run.meet(identifier, "asked", asked)
