@@ -875,7 +875,7 @@ struct OpenIDProviderTests {
             ("/authorize/consent", "/authorize/consent"), ("/authorize/x/y", "/authorize/{unknown}"),
             ("/userinfo", "/userinfo"), ("/end-session", "/end-session"),
         ] {
-            #expect(Route(path: path)?.label == label, "\(path)")
+            #expect(KeyAuthResponder.routes.label(for: path) == label, "\(path)")
         }
     }
 

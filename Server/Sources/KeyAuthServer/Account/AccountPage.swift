@@ -33,66 +33,15 @@ struct AccountPage: Sendable {
     /// The account page's own sign-in forms.
     var accountForms: SignInForms { .account(basePath: basePath) }
 
-    /// The metrics label of a path under `/account`: a fixed set, never a raw path.
-    static func label(of path: String) -> String {
-        let rest = path.dropFirst(root.count)
-        switch rest {
-        case "", "/account.css", "/account.js", "/sign-in", "/sign-in/status", "/sign-in/continue",
-            "/sign-in/cancel", "/sign-out":
-            return root + rest
-        default:
-            let parts = rest.split(separator: "/")
-            if parts.count == 3, parts[0] == "devices", DeviceAction(rawValue: String(parts[2])) != nil {
-                return root + "/devices/{kid}/" + parts[2]
-            }
-            return root + "/{unknown}"
-        }
-    }
-
     /// What a device form asks for.
-    enum DeviceAction: String, Sendable {
+    enum DeviceAction: String, Sendable, CaseIterable {
         case approve, deny, revoke, rename
-    }
-
-    // MARK: Routing
-
-    /// Answers a request under `/account`.
-    func respond(to request: HTTPRequest, path: String) throws -> HTTPResponse {
-        let rest = String(path.dropFirst(Self.root.count))
-        let isRead = request.method == "GET" || request.method == "HEAD"
-        switch (rest, isRead) {
-        case ("", true): return try page(request)
-        case ("/account.css", true): return BrowserRequests.asset(AccountAssets.css, type: "text/css; charset=utf-8")
-        case ("/account.js", true):
-            return BrowserRequests.asset(AccountAssets.javaScript, type: "text/javascript; charset=utf-8")
-        case ("/sign-in/status", true): return try signInStatus(request)
-        case (_, true): throw RoutingError.noSuchEndpoint
-        default: break
-        }
-        if let refusal = browser.crossSiteRefusal(request) { return refusal }
-        let form: [String: String]
-        do {
-            form = try request.formBody()
-        } catch {
-            return browser.refused("The form could not be read.", status: 400)
-        }
-        switch rest {
-        case "/sign-in": return try beginSignIn(request, form: form)
-        case "/sign-in/continue": return try continueSignIn(request, form: form)
-        case "/sign-in/cancel", "/sign-out": return try end(request, form: form)
-        default:
-            let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
-            guard parts.count == 4, parts[1] == "devices", let action = DeviceAction(rawValue: String(parts[3])) else {
-                throw RoutingError.noSuchEndpoint
-            }
-            return try device(String(parts[2]), action: action, request: request, form: form)
-        }
     }
 
     // MARK: Pages
 
     /// `GET /account`: the signed-in page, the waiting page, or the sign-in form.
-    private func page(_ request: HTTPRequest) throws -> HTTPResponse {
+    func page(_ request: HTTPRequest) throws -> HTTPResponse {
         if let session = try signIn.session(of: request) {
             if session.record.isSignedIn { return try signedInPage(session, message: nil) }
             return browser.html(
@@ -132,7 +81,7 @@ struct AccountPage: Sendable {
 
     /// `GET /account/sign-in/status`: `{"status": "pending"|"approved"|"denied"|"expired"}` for
     /// the waiting page's script.
-    private func signInStatus(_ request: HTTPRequest) throws -> HTTPResponse {
+    func signInStatus(_ request: HTTPRequest) throws -> HTTPResponse {
         var state = BrowserSessions.SignInState.expired
         if let session = try signIn.session(of: request) {
             state = session.record.isSignedIn ? .approved : try sessions.state(of: session.record)
@@ -142,7 +91,7 @@ struct AccountPage: Sendable {
 
     /// `POST /account/sign-in`: starts a sign-in request for the user typed, under the same
     /// per-address limits as logins.
-    private func beginSignIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+    func beginSignIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
         guard let expected = browser.cookie(browser.csrfCookieName, in: request),
             BrowserRequests.tokensMatch(form["csrf"], expected)
         else {
@@ -160,7 +109,7 @@ struct AccountPage: Sendable {
     }
 
     /// `POST /account/sign-in/continue`: completes an approved sign-in, or says why not.
-    private func continueSignIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+    func continueSignIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
         guard let session = try signIn.session(of: request) else {
             return redirect()
         }
@@ -189,7 +138,7 @@ struct AccountPage: Sendable {
     }
 
     /// `POST /account/sign-in/cancel` and `/account/sign-out`: ends the session.
-    private func end(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+    func end(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
         guard let session = try signIn.session(of: request) else {
             return redirect()
         }
@@ -201,7 +150,7 @@ struct AccountPage: Sendable {
     // MARK: Devices
 
     /// `POST /account/devices/{kid}/{action}`: the device API's rules, for the signed-in user.
-    private func device(
+    func device(
         _ kid: String, action: DeviceAction, request: HTTPRequest, form: [String: String]
     ) throws -> HTTPResponse {
         guard let session = try signIn.session(of: request),

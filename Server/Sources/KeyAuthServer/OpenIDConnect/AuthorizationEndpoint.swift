@@ -33,43 +33,17 @@ struct AuthorizationEndpoint: Sendable {
     var browser: BrowserRequests { signIn.browser }
     var sessions: BrowserSessions { signIn.sessions }
 
-    /// The metrics label of a path under `/authorize`: a fixed set.
-    static func label(of path: String) -> String {
-        switch path.dropFirst(root.count) {
-        case "", "/sign-in", "/continue", "/cancel", "/consent": path
-        default: root + "/{unknown}"
+    /// `/authorize` itself: OpenID Connect Core section 3.1.2.1 allows GET with a query or POST
+    /// with a form; `caller` learns the client once it is found registered, and the user once a
+    /// code is issued or the consent page shown to them.
+    func authorizationRequest(_ request: HTTPRequest, caller: inout KeyAuthResponder.Caller) throws -> HTTPResponse {
+        guard request.method == HTTPMethod.post.rawValue else {
+            return try authorize(request, request.query, repeated: request.repeatedQueryNames, caller: &caller)
         }
-    }
-
-    /// Answers a request under `/authorize`; `caller` learns the client once it is found
-    /// registered, and the user once a code is issued or the consent page shown to them.
-    func respond(to request: HTTPRequest, path: String, caller: inout KeyAuthResponder.Caller) throws
-        -> HTTPResponse
-    {
-        let rest = path.dropFirst(Self.root.count)
-        if rest.isEmpty {
-            // OpenID Connect Core section 3.1.2.1: GET with a query, or POST with a form.
-            guard request.method == "POST" else {
-                return try authorize(request, request.query, repeated: request.repeatedQueryNames, caller: &caller)
-            }
-            guard let (form, repeated) = try? request.formParameters() else {
-                return errorPage("The form could not be read.")
-            }
-            return try authorize(
-                request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
-        }
-        guard request.method == "POST" else { throw RoutingError.noSuchEndpoint }
-        if let refusal = browser.crossSiteRefusal(request) { return refusal }
-        guard request.repeatedQueryNames.isEmpty, let form = try? request.formBody() else {
+        guard let (form, repeated) = try? request.formParameters() else {
             return errorPage("The form could not be read.")
         }
-        switch rest {
-        case "/sign-in": return try signIn(request, form: form, caller: &caller)
-        case "/continue": return try continueSignIn(request, form: form, cancel: false, caller: &caller)
-        case "/cancel": return try continueSignIn(request, form: form, cancel: true, caller: &caller)
-        case "/consent": return try consent(request, form: form, caller: &caller)
-        default: throw RoutingError.noSuchEndpoint
-        }
+        return try authorize(request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
     }
 
     // MARK: The authorization request
@@ -156,7 +130,7 @@ struct AuthorizationEndpoint: Sendable {
 
     /// `POST /authorize/sign-in`: the user name form; starts the sign-in request, whose device
     /// prompt names the client and its redirect host.
-    private func signIn(
+    func signIn(
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
@@ -195,7 +169,7 @@ struct AuthorizationEndpoint: Sendable {
     /// `POST /authorize/continue` and `/authorize/cancel`: completes an approved sign-in and
     /// redirects with a code, or redirects with `access_denied` when it was denied, expired or
     /// cancelled.
-    private func continueSignIn(
+    func continueSignIn(
         _ request: HTTPRequest, form: [String: String], cancel: Bool, caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller) else {
@@ -263,7 +237,7 @@ struct AuthorizationEndpoint: Sendable {
 
     /// `POST /authorize/consent`: the signed-in user's answer on the consent page; a code for
     /// `decision=allow`, `access_denied` for anything else.
-    private func consent(
+    func consent(
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, _) = try pending(request, form: form, purpose: .consent, caller: &caller)
@@ -326,7 +300,7 @@ struct AuthorizationEndpoint: Sendable {
     }
 
     /// A 400 page for a request that cannot be sent back to its client.
-    private func errorPage(_ reason: String) -> HTTPResponse {
+    func errorPage(_ reason: String) -> HTTPResponse {
         browser.html(RefusedPage.signInRequestRefused(basePath: browser.basePath, reason: reason).html, status: 400)
     }
 

@@ -1,0 +1,62 @@
+import KeyAuth
+
+/// The device API: registration and the caller's devices (PROTOCOL.md sections 4 and 5).
+extension KeyAuthResponder {
+    /// Device registration and the caller's devices (sections 4 and 5).
+    static let deviceRoutes = RouteTable<Endpoint>([
+        RouteDeclaration(
+            [.post], "/v1/devices",
+            .api { responder, request, _, caller in
+                try responder.register(request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.get], "/v1/devices",
+            .api { responder, request, _, caller in
+                try responder.listDevices(request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.delete], "/v1/devices/{kid}",
+            .api { responder, request, parameters, caller in
+                try responder.revokeDevice(parameters["kid"], request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.post], "/v1/devices/{kid}/approve",
+            .api { responder, request, parameters, caller in
+                try responder.approveDevice(parameters["kid"], request, caller: &caller)
+            }),
+    ])
+
+    /// `POST /v1/devices`: under the registration budget, since each one stores a row.
+    func register(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        try limits.run(from: clientKey(request), everyAttempt: .registrations, record: metrics.recordRegistration) {
+            let registration = try request.registrationRequest()
+            let outcome = try service.register(registration, from: clientAddress(of: request))
+            caller.identify(outcome.device)
+            return registrationResponse(outcome)
+        }
+    }
+
+    /// `GET /v1/devices`: one page of the caller's devices.
+    func listDevices(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        let query = try request.deviceListQuery()
+        let page = try service.listDevices(of: actor, after: query.position, limit: query.limit)
+        return .json(deviceListPage(page.devices, next: page.next).jsonValue)
+    }
+
+    /// `DELETE /v1/devices/{kid}`: revokes one of the caller's devices, or denies a pending one.
+    func revokeDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        try service.revoke(kid: kid, by: actor)
+        return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
+    }
+
+    /// `POST /v1/devices/{kid}/approve`: needs a device assertion naming the pending device.
+    func approveDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        return .json(approvalEntry(try service.approve(kid: kid, assertion: try request.deviceApproval(), by: actor)))
+    }
+}

@@ -1,0 +1,98 @@
+import KeyAuth
+
+/// Push sign-in (PROTOCOL.md section 8): client applications ask (CIBA), the user's devices
+/// list the open requests, check the typed code and answer.
+extension KeyAuthResponder {
+    /// Push sign-in: clients ask (CIBA), devices list, check codes and answer (section 8).
+    static let signInRequestRoutes = RouteTable<Endpoint>([
+        RouteDeclaration(
+            [.post], "/bc-authorize",
+            .api { responder, request, _, caller in
+                try responder.backchannelAuthorize(request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.get, .head], "/v1/auth-requests",
+            .api { responder, request, _, caller in
+                try responder.listSignInRequests(request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.post], "/v1/auth-requests/{id}",
+            .api { responder, request, parameters, caller in
+                try responder.answerSignInRequest(parameters["id"], request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.post], "/v1/auth-requests/{id}/code",
+            .api { responder, request, parameters, caller in
+                try responder.checkSignInCode(parameters["id"], request, caller: &caller)
+            }),
+    ])
+
+    /// `POST /bc-authorize`: an authenticated client asks a user to approve a sign-in.
+    func backchannelAuthorize(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        try limits.run(from: clientKey(request), everyAttempt: nil, record: metrics.recordSignInRequest) {
+            let form = try request.formBody()
+            let client = try service.clients.authenticate(try request.clientCredentials(form: form))
+            caller.clientID = client.id
+            if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
+                throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
+            }
+            let started = try service.signIn.start(
+                kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
+                bindingMessage: form["binding_message"], scope: form["scope"],
+                requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
+            // A user with a device that can approve: the request was made for them.
+            caller.user = started.user
+            return (Self.backchannelResponse(started, now: service.now()), "created")
+        }
+    }
+
+    /// `GET /v1/auth-requests`: the open requests now, or a long poll until one arrives.
+    func listSignInRequests(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        let query = try request.signInRequestQuery()
+        let later = DeferredResponse()
+        let watch = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait) {
+            [self] result in
+            later.complete(
+                with: Self.response {
+                    .json(try signInRequestList(try result.get(), after: query.after).jsonValue)
+                })
+        }
+        switch watch {
+        case .now(let requests): return .json(try signInRequestList(requests, after: query.after).jsonValue)
+        case .later: return .deferred(later)
+        }
+    }
+
+    /// `POST /v1/auth-requests/{id}/code`: checks the code the user typed on this device.
+    func checkSignInCode(_ id: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        let checked = try service.checkSignInCode(id: id, code: try request.signInCode(), by: actor)
+        return .json(
+            .object(["id": .string(checked.id), "status": .string(checked.status.rawValue), "code": "matches"]))
+    }
+
+    /// `POST /v1/auth-requests/{id}`: a device approves (with an assertion) or denies.
+    func answerSignInRequest(_ id: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request)
+        let answer = try request.signInAnswer()
+        let answered = try service.answerSignInRequest(
+            id: id, decision: answer.decision, assertion: answer.assertion, by: actor)
+        metrics.recordSignInRequest(result: answered.status.rawValue)
+        return .json(.object(["id": .string(answered.id), "status": .string(answered.status.rawValue)]))
+    }
+
+    /// The user of a CIBA request: `login_hint`, the only hint keyauth takes (CIBA section 7.1
+    /// asks for exactly one of three).
+    private static func loginHint(_ form: [String: String]) throws(ServiceError) -> String {
+        guard form["login_hint_token"] == nil, form["id_token_hint"] == nil else {
+            throw ServiceError(.invalidRequest, "only login_hint is supported")
+        }
+        guard let user = form["login_hint"], !user.isEmpty else {
+            throw ServiceError(.invalidRequest, "login_hint is missing")
+        }
+        return user
+    }
+}

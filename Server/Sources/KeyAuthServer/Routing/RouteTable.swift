@@ -1,0 +1,96 @@
+/// One route: the methods it answers on one path pattern, and what answers them.
+///
+/// A feature declares its routes once, as a list of these; the router, the `405 Allow` header,
+/// the metrics labels and the protocol's endpoint table all read that list.
+package struct RouteDeclaration<Handler: Sendable>: Sendable {
+    /// The methods answered, `HEAD` among them where it is (the transport sends no body).
+    package let methods: [HTTPMethod]
+    package let pattern: PathPattern
+    package let handler: Handler
+
+    package init(_ methods: [HTTPMethod], _ pattern: String, _ handler: Handler) {
+        self.methods = methods
+        self.pattern = PathPattern(pattern)
+        self.handler = handler
+    }
+
+    /// The methods as the `Allow` header lists them.
+    package var allowedMethods: [HTTPMethod] { Set(methods).sorted() }
+
+    /// The metrics label: the pattern as declared, never a raw path.
+    package var label: String { pattern.description }
+}
+
+/// Routes in the order they are tried; the first whose pattern matches a path owns it.
+package struct RouteTable<Handler: Sendable>: Sendable {
+    package let routes: [RouteDeclaration<Handler>]
+
+    package init(_ routes: [RouteDeclaration<Handler>]) {
+        self.routes = routes
+    }
+
+    /// How a request's method and path meet the table.
+    package enum Match: Sendable {
+        /// A route owns the path and answers the method.
+        case found(RouteDeclaration<Handler>, RouteParameters)
+        /// Routes own the path but none answers the method: 405, with these in `Allow`, and
+        /// the label of the path's first route for metrics.
+        case methodNotAllowed(allowed: [HTTPMethod], label: String)
+        /// No route owns the path: 404.
+        case notFound
+    }
+
+    /// The route answering `method` on `path`. Several routes may share a pattern with
+    /// different methods (one per handler); the `Allow` list is all of theirs. A catch-all
+    /// (a pattern ending in `{name*}`) is tried only for a path no other pattern matches, so
+    /// that a known path with the wrong method is 405, not the catch-all's answer.
+    package func match(method: String, path: String) -> Match {
+        let exact = match(method: method, path: path, among: routes.filter { !$0.pattern.isCatchAll })
+        guard case .notFound = exact else { return exact }
+        return match(method: method, path: path, among: routes.filter(\.pattern.isCatchAll))
+    }
+
+    private func match(method: String, path: String, among candidates: [RouteDeclaration<Handler>]) -> Match {
+        let requested = HTTPMethod(requestMethod: method)
+        var allowed: Set<HTTPMethod> = []
+        var firstLabel: String?
+        for route in candidates {
+            guard let parameters = route.pattern.match(path) else { continue }
+            if let requested, route.allowedMethods.contains(requested) {
+                return .found(route, parameters)
+            }
+            allowed.formUnion(route.allowedMethods)
+            firstLabel = firstLabel ?? route.label
+        }
+        guard let firstLabel else { return .notFound }
+        return .methodNotAllowed(allowed: allowed.sorted(), label: firstLabel)
+    }
+
+    /// The metrics label of `path` whatever the method: its route's pattern, or nil for a path
+    /// no route owns.
+    package func label(for path: String) -> String? {
+        switch match(method: HTTPMethod.get.rawValue, path: path) {
+        case .found(let route, _): route.label
+        case .methodNotAllowed(_, let label): label
+        case .notFound: nil
+        }
+    }
+
+    /// Every declared pattern with the methods it answers (`HEAD` left out: the protocol's
+    /// table names `GET`), in declaration order: what the protocol's endpoint table lists.
+    /// Catch-alls name no endpoint and are left out.
+    package var endpoints: [(methods: [HTTPMethod], pattern: String)] {
+        var order: [String] = []
+        var methods: [String: Set<HTTPMethod>] = [:]
+        for route in routes where !route.pattern.isCatchAll {
+            if methods[route.label] == nil { order.append(route.label) }
+            methods[route.label, default: []].formUnion(route.methods.filter { $0 != .head })
+        }
+        return order.map { (methods: (methods[$0] ?? []).sorted(), pattern: $0) }
+    }
+
+    /// The tables of several features as one, tried in order.
+    package static func combining(_ tables: [RouteTable<Handler>]) -> RouteTable<Handler> {
+        RouteTable(tables.flatMap(\.routes))
+    }
+}
