@@ -1,3 +1,4 @@
+import Foundation
 import KeyAuth
 
 /// What a service's HTTP layer hands over for one request.
@@ -25,8 +26,10 @@ func answer(_ request: IncomingRequest, verifier: AccessTokenVerifier) async -> 
 }
 
 // One verifier for the service's lifetime: it caches the issuer's keys and the proofs it saw.
+// KEYAUTH_URL names a local server's issuer (http:// only on loopback).
 do {
-    let verifier = try AccessTokenVerifier(issuer: "https://auth.example.com")
+    let issuer = ProcessInfo.processInfo.environment["KEYAUTH_URL"] ?? "https://auth.example.com"
+    let verifier = try AccessTokenVerifier(issuer: issuer)
     let request = IncomingRequest(method: "GET", path: "/orders", headers: [:])
     let (status, text) = await answer(request, verifier: verifier)
     print(status, text)  // 401 refused: the request has no Authorization header
