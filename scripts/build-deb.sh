@@ -135,7 +135,8 @@ mkdir -p "$shlibs_dir/debian"
 printf 'Source: keyauth\n\nPackage: keyauth\nArchitecture: any\n' >"$shlibs_dir/debian/control"
 shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" 2>&1 |
     sed -n 's/^shlibs:Depends=//p')
-for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5; do
+for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys-3.0.2-0 libtss2-tctildr0 \
+    libtss2-mu0 libtss2-rc0; do
     if ! grep -qE "(^|, )$library( |,|\$)" <<<"$shlibs"; then
         log "dpkg-shlibdeps found no $library in: $shlibs"
         exit 1
