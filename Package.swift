@@ -97,8 +97,9 @@ let package = Package(
             dependencies: ["KeyAuth"],
             path: "Examples/ServiceVerifier"
         ),
-        // The README's code examples, built by every `swift build` so that they keep compiling;
-        // the README shows these files (a test checks that it shows them as they are).
+        // The library guide's code examples (docs/LIBRARY.md), built by every `swift build` so
+        // that they keep compiling; the guide shows these files (a test checks it shows them as
+        // they are).
         .executableTarget(
             name: "LoginExample",
             dependencies: ["KeyAuth"],

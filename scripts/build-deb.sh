@@ -115,13 +115,15 @@ install -D -m 0644 "$root/packaging/etc/pam.d/keyauth" "$stage/etc/pam.d/keyauth
 install -D -m 0644 "$root/packaging/etc/keyauth/server.conf" "$stage/etc/keyauth/server.conf"
 install -D -m 0644 "$root/packaging/systemd/keyauth-server.service" "$stage/lib/systemd/system/keyauth-server.service"
 
-# Documentation: copyright, both changelogs, the README and the contract.
+# Documentation: copyright, both changelogs, the README, the manuals and the contract.
 doc=$stage/usr/share/doc/keyauth
 install -D -m 0644 "$root/packaging/debian/copyright" "$doc/copyright"
 gzip -9n <"$changelog" >"$doc/changelog.Debian.gz"
 gzip -9n <"$root/CHANGELOG.md" >"$doc/changelog.gz"
 gzip -9n <"$root/README.md" >"$doc/README.md.gz"
-gzip -9n <"$root/docs/PROTOCOL.md" >"$doc/PROTOCOL.md.gz"
+for manual in "$root"/docs/*.md; do
+    gzip -9n <"$manual" >"$doc/$(basename "$manual").gz"
+done
 if [ -f "$root/packaging/debian/lintian-overrides" ]; then
     install -D -m 0644 "$root/packaging/debian/lintian-overrides" "$stage/usr/share/lintian/overrides/keyauth"
 fi

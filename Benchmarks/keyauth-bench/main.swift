@@ -6,7 +6,7 @@ import KeyAuthServer
     import FoundationNetworking
 #endif
 
-// keyauth-bench: release-mode measurements that back the figures in README.md.
+// keyauth-bench: release-mode measurements that back the figures in docs/BENCHMARKS.md.
 //
 //   swift run -c release keyauth-bench rsa [--seconds N]
 //   swift run -c release keyauth-bench pin [--guesses N] [--scrypt-p P,P,...]

@@ -33,7 +33,7 @@ public struct PINKeyEncryption: Sendable, Hashable, CustomStringConvertible {
     /// of p, so p = 16 costs 0.68 s and p = 8 0.34 s, against 0.20 s for the former PBKDF2 with
     /// 600,000 rounds. `openssl pkey` on the same machine when it was idle read a p = 16 file in
     /// 0.37 s, about 23 ms per unit of p: there p = 8 would fall under 250 ms, so p = 16.
-    /// README.md "Benchmarks" has the figures.
+    /// docs/BENCHMARKS.md has the figures.
     public static let standard = PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 16))
 
     /// The former format: PBKDF2-HMAC-SHA256 with 600,000 rounds (OWASP's 2023 figure). Key

@@ -3,7 +3,7 @@ import KeyAuth
 import KeyAuthTestSupport
 
 /// Apache with mod_auth_openidc as a relying party of a keyauth-server, configured by the
-/// repository's `docs/apache-openidc.conf`, the block the README shows, so that the test runs
+/// repository's `docs/apache-openidc.conf`, the block docs/WEB-SIGN-IN.md shows, so that the test runs
 /// the configuration users copy.
 ///
 /// It is registered with `keyauth-server clients add` like any application, with its redirect
@@ -15,7 +15,7 @@ import KeyAuthTestSupport
 struct ApacheRelyingParty {
     /// The modules the configuration needs besides Apache's base.
     static let modules = ["authz_user", "auth_openidc", "mime", "include", "dir"]
-    /// The configuration the README shows.
+    /// The configuration docs/WEB-SIGN-IN.md shows.
     static let configurationFile = Vectors.packageRoot.appendingPathComponent("docs/apache-openidc.conf").path
 
     /// Whether Apache and the modules are installed; the tests say so when they are not.

@@ -13,7 +13,7 @@ extension ServerCommand {
         guard !StorageFactory.isPostgresURL(database) else {
             output.error(
                 "keyauth-server: backup copies a SQLite database; back up PostgreSQL with pg_dump "
-                    + "(pg_dump --format=custom --file=FILE DATABASE), see the README\n")
+                    + "(pg_dump --format=custom --file=FILE DATABASE), see docs/SERVER.md\n")
             return ExitStatus.usage
         }
         do {
