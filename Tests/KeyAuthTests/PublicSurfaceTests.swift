@@ -62,9 +62,8 @@ struct PublicSurfaceTests {
         #expect(hidden.isEmpty, "listed in KeyAuth.docc/KeyAuth.md's topics but not a public type: \(hidden)")
     }
 
-    /// The folders held to the limit. `Benchmarks` joins once the benchmark command's main is
-    /// split.
-    static let limitedFolders = ["Sources", "Server/Sources", "Examples", "Fuzz"]
+    /// The folders of code that ships or measures (the tests' own files are not held to it).
+    static let limitedFolders = ["Sources", "Server/Sources", "Examples", "Fuzz", "Benchmarks"]
 
     @Test("no Swift source file is over 400 lines", arguments: limitedFolders)
     func sourceFilesStayShort(folder: String) throws {
