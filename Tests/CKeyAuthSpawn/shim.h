@@ -26,4 +26,18 @@ extern int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *rest
 #define POSIX_SPAWN_SETSID 0x80
 #endif
 
+// A descriptor for one child process, and signals sent through it (Linux 5.3). A child's id can
+// come to name another process once something else in the test process has reaped it; a pidfd
+// cannot. syscall(2) is variadic, which Swift does not call, hence these wrappers.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static inline int keyauth_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static inline int keyauth_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0);
+}
+
 #endif

@@ -66,6 +66,13 @@ public final class ChildProcess: Sendable {
         /// A signal it did not handle ended it.
         case signaled(Int32)
 
+        /// Decodes what `waitid` reports of an ended child: `CLD_EXITED` with its status, else the
+        /// signal that ended it.
+        init(childInformation information: siginfo_t) {
+            let status = information._sifields._sigchld.si_status
+            self = information.si_code == CLD_EXITED ? .exited(status) : .signaled(status)
+        }
+
         /// Decodes a `waitpid` status (`WIFEXITED`, `WEXITSTATUS` and `WTERMSIG` are macros that
         /// Swift does not import).
         init(waitStatus: Int32) {
@@ -97,6 +104,11 @@ public final class ChildProcess: Sendable {
     /// Set once the child has been reaped. From then on its id may belong to another process, so
     /// no signal is sent to it any more.
     private let reaped = Mutex<Termination?>(nil)
+    /// A descriptor for this very process (`pidfd_open`), through which it is looked at, signalled
+    /// and reaped: unlike its id, it cannot come to name another process when something else in
+    /// the test process reaps the child and the id is reused (Linux recycles ids below
+    /// `pid_max`, 32768 on small machines). -1 when the kernel has no pidfds; ids are used then.
+    private let descriptor: Int32
 
     /// Starts `executable` (a path, not looked up in `PATH`) with `arguments` and exactly the
     /// variables of `environment`.
@@ -173,14 +185,19 @@ public final class ChildProcess: Sendable {
             throw TestFailure("cannot start \(executable): \(String(cString: strerror(failure)))")
         }
         self.processID = processID
+        descriptor = keyauth_pidfd_open(processID)
     }
 
     deinit {
         kill()
+        if descriptor >= 0 { close(descriptor) }
     }
 
+    /// `waitid`'s `P_PIDFD`, which Glibc's headers do not name.
+    private static let byPIDFD = idtype_t(rawValue: 3)
+
     /// Whether the child has not exited yet. It is not reaped here, so its id stays its own.
-    public var isRunning: Bool { reaped.withLock { $0 == nil && !Self.hasExited(processID) } }
+    public var isRunning: Bool { reaped.withLock { $0 == nil && !hasExited() } }
 
     /// How the child ended, once it has (reaping it); nil while it runs.
     public var termination: Termination? { reaped.withLock { reapIfExited(&$0) } }
@@ -203,7 +220,7 @@ public final class ChildProcess: Sendable {
     /// Sends `signal` to the child alone (not its group), unless it has already been reaped.
     public func signal(_ signal: Int32) {
         reaped.withLock { reaped in
-            if reaped == nil { Glibc.kill(processID, signal) }
+            if reaped == nil { send(signal, toGroup: false) }
         }
     }
 
@@ -212,7 +229,7 @@ public final class ChildProcess: Sendable {
     @discardableResult
     public func stop(_ signal: Int32 = SIGTERM, grace: TimeInterval = 10) -> Termination {
         reaped.withLock { reaped in
-            if reaped == nil, !Self.hasExited(processID) { Glibc.kill(target, signal) }
+            if reaped == nil, !hasExited() { send(signal, toGroup: grouping != .inherited) }
         }
         return wait(timeout: grace) ?? kill()
     }
@@ -223,22 +240,33 @@ public final class ChildProcess: Sendable {
         reaped.withLock { reaped in
             if let reaped { return reaped }
             if let termination = reapIfExited(&reaped) { return termination }
-            Glibc.kill(target, SIGKILL)
+            send(SIGKILL, toGroup: grouping != .inherited)
             // SIGKILL cannot be caught: the wait is short (a process in an uninterruptible sleep
             // ends when that sleep does).
             return reap(&reaped)
         }
     }
 
-    /// The process id to signal: the child's, or its group's (negated) when it has its own.
-    private var target: pid_t { grouping == .inherited ? processID : -processID }
+    /// Sends `signal` to the child, or to its group when `toGroup`. Called with the lock held,
+    /// while the child is not reaped: a zombie child keeps its id and its group's, so neither can
+    /// name another process yet. Through the pidfd the child alone is certain to be reached even
+    /// if something else reaped it meanwhile.
+    private func send(_ signal: Int32, toGroup: Bool) {
+        if toGroup {
+            Glibc.kill(-processID, signal)
+        } else if descriptor >= 0 {
+            _ = keyauth_pidfd_send_signal(descriptor, signal)
+        } else {
+            Glibc.kill(processID, signal)
+        }
+    }
 
     /// Reaps the child if it has exited, after killing whatever is left in its own group (the
     /// zombie child still holds the group's id, so the signal cannot reach anyone else). Called
     /// with the lock held.
     private func reapIfExited(_ reaped: inout Termination?) -> Termination? {
         if let reaped { return reaped }
-        guard Self.hasExited(processID) else { return nil }
+        guard hasExited() else { return nil }
         if grouping != .inherited { Glibc.kill(-processID, SIGKILL) }
         return reap(&reaped)
     }
@@ -246,22 +274,34 @@ public final class ChildProcess: Sendable {
     /// Waits for the child and records how it ended. Called with the lock held, once the child
     /// has exited or been sent SIGKILL.
     private func reap(_ reaped: inout Termination?) -> Termination {
-        var status: Int32 = 0
-        var result: pid_t
-        repeat { result = waitpid(processID, &status, 0) } while result < 0 && errno == EINTR
-        let termination = result == processID ? Termination(waitStatus: status) : .exited(-1)
+        let termination: Termination
+        if descriptor >= 0 {
+            // waitid through the pidfd reaps this process and no other, even if its id was reused.
+            var information = siginfo_t()
+            var result: Int32
+            repeat {
+                result = waitid(Self.byPIDFD, id_t(descriptor), &information, WEXITED)
+            } while result < 0 && errno == EINTR
+            termination = result == 0 ? Termination(childInformation: information) : .exited(-1)
+        } else {
+            var status: Int32 = 0
+            var result: pid_t
+            repeat { result = waitpid(processID, &status, 0) } while result < 0 && errno == EINTR
+            termination = result == processID ? Termination(waitStatus: status) : .exited(-1)
+        }
         reaped = termination
         return termination
     }
 
-    /// Whether `processID`, a child not yet reaped, has exited: `waitid` with `WNOWAIT` looks
-    /// without reaping, so the id stays reserved for the zombie.
-    private static func hasExited(_ processID: pid_t) -> Bool {
+    /// Whether the child, not yet reaped here, has exited: `waitid` with `WNOWAIT` looks without
+    /// reaping, so the id stays reserved for the zombie.
+    private func hasExited() -> Bool {
         var information = siginfo_t()
+        let (kind, id) = descriptor >= 0 ? (Self.byPIDFD, id_t(descriptor)) : (P_PID, id_t(processID))
         while true {
             // Linux fills in SIGCHLD when it reports a child, and zeroes the record when WNOHANG
             // finds none.
-            let result = waitid(P_PID, id_t(processID), &information, WEXITED | WNOHANG | WNOWAIT)
+            let result = waitid(kind, id, &information, WEXITED | WNOHANG | WNOWAIT)
             if result == 0 { return information.si_signo == SIGCHLD }
             if errno != EINTR { return true }  // ECHILD: not ours to wait for any more
         }

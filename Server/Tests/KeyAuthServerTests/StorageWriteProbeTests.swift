@@ -92,7 +92,15 @@ struct StorageWriteProbeTests {
             succeeded.store(probe.check() == nil, ordering: .relaxed)
             first.signal()
         }.start()
-        while !write.isInside { usleep(200) }
+        // Bounded, so that a thread that never starts fails the test by name instead of holding
+        // a worker until the time limit.
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while !write.isInside && ContinuousClock.now < deadline { usleep(200) }
+        guard write.isInside else {
+            write.release()
+            Issue.record("the first probe's write did not start within 30 s")
+            return
+        }
         // The others do not write: they answer from the last write, until it has hung for 5 s.
         clock.advance(milliseconds: 4999)
         #expect(probe.check() == nil)
@@ -100,7 +108,7 @@ struct StorageWriteProbeTests {
         #expect(probe.check()?.code == .unavailable)
         #expect(write.calls == 2)
         write.release()
-        first.wait()
+        #expect(first.wait(timeout: .now() + 30) == .success, "the first probe did not return")
         let firstSucceeded = succeeded.load(ordering: .relaxed)
         #expect(firstSucceeded)
         // The write came back: its outcome is the answer again.
