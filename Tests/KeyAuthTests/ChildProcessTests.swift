@@ -145,9 +145,12 @@ struct ChildProcessTests {
 
     @Test("a wait ends when the waiting task is cancelled, as a test's time limit cancels it")
     func cancelledWait() async throws {
-        let child = try ChildProcess("/bin/sleep", ["120"], environment: [:])
+        // An hour, not two minutes: under a full parallel suite this task can wait minutes for a
+        // thread of the cooperative pool, and a child that ended on its own meanwhile would be
+        // reported as ended (which it then is).
+        let child = try ChildProcess("/bin/sleep", ["3600"], environment: [:])
         defer { child.kill() }
-        let waiting = Task { child.wait(timeout: 120) }
+        let waiting = Task { child.wait(timeout: 3600) }
         waiting.cancel()
         #expect(await waiting.value == nil)
         #expect(child.isRunning)
