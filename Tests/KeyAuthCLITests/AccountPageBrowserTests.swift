@@ -16,7 +16,9 @@ private let browserSteps = #"""
             seen["inline_script"] = "<script>" in page or "onclick" in page
             seen["scripts"] = page.count("<script")
         def row_status(kid):
-            return driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"] td.status' % kid).text
+            # textContent: a revoked device's row is inside the closed "revoked" toggle.
+            cell = driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"] td.status' % kid)
+            return cell.get_attribute("textContent").strip()
         driver.get(server + "/account")
         driver.find_element(By.NAME, "user").send_keys("alice")
         button("Sign in").click()
@@ -32,7 +34,14 @@ private let browserSteps = #"""
         seen["cookie"] = {"httpOnly": session.get("httpOnly"), "sameSite": session.get("sameSite"),
                           "path": session.get("path")}
         seen["pending_before"] = row_status(phone_kid)
+        # The signed-in page at a desktop's width and at a phone's (390 px), for docs/.
+        driver.set_window_size(1280, 800)
         driver.save_screenshot(screenshot)
+        driver.set_window_size(390, 844)
+        seen["phone_overflow"] = driver.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        driver.save_screenshot(screenshot.replace(".png", "-phone.png"))
+        driver.set_window_size(1280, 800)
         row = driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"]' % phone_kid)
         button("Approve", row).click()
         # The session alone approves nothing: the page shows a code for the laptop to type.
@@ -51,6 +60,9 @@ private let browserSteps = #"""
         button("Revoke", row).click()
         wait.until(lambda d: row_status(phone_kid) == "revoked")
         seen["after_revoke"] = row_status(phone_kid)
+        revoked_row = driver.find_element(By.CSS_SELECTOR, '[data-kid="%s"]' % phone_kid)
+        seen["revoked_hidden"] = driver.execute_script(
+            "return !arguments[0].checkVisibility()", revoked_row)
         # A form on another origin posts to the sign-out endpoint.
         driver.get("data:text/html,<form method=post action='" + server
                    + "/account/sign-out'><input name=csrf value=x><button>go</button></form>")
@@ -123,10 +135,15 @@ struct AccountPageBrowserTests {
         #expect(seen["device_approve_shows_code"] == .bool(false))
         #expect(seen["after_approve"] == .string("active"))
         #expect(seen["after_revoke"] == .string("revoked"))
+        // Revoked devices wait behind a toggle; the page fits a 390 px phone without sideways scrolling.
+        #expect(seen["revoked_hidden"] == .bool(true))
+        #expect(seen["phone_overflow"] == .integer(0), "\(seen["phone_overflow"] ?? .null)")
         #expect(seen["cross_site_page"]?.stringValue?.contains("Refused") == true)
         #expect(seen["still_signed_in"] == .bool(true))
         #expect(seen["signed_out"] == .bool(true))
-        let attributes = try FileManager.default.attributesOfItem(atPath: screenshot)
-        #expect((attributes[.size] as? Int ?? 0) > 10_000)
+        for path in [screenshot, screenshot.replacingOccurrences(of: ".png", with: "-phone.png")] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            #expect((attributes[.size] as? Int ?? 0) > 10_000, "\(path)")
+        }
     }
 }

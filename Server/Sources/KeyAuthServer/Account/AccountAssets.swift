@@ -32,13 +32,46 @@ enum AccountAssets {
         .status-active { color: #1e8449; } .status-pending { color: #b9770e; }
         .status-revoked, .status-denied, .status-expired { color: var(--muted); }
         form.inline { display: inline; }
+        time { white-space: nowrap; }
+        details.rename { display: inline-block; }
+        details.rename summary { cursor: pointer; color: var(--accent); }
+        details.past-devices { margin-top: 1.5rem; }
+        details.past-devices summary { cursor: pointer; color: var(--muted); }
+        header { flex-wrap: wrap; }
+        @media (max-width: 40rem) {
+          main { padding: 0.75rem; }
+          header { padding: 0.5rem 0.75rem; }
+          table, thead, tbody, tr, th, td { display: block; }
+          thead { display: none; }
+          tr { border: 1px solid var(--line); border-radius: 0.5rem; margin-bottom: 0.75rem; padding: 0.25rem 0.5rem; }
+          td { border: none; padding: 0.2rem 0; }
+          td.name { font-weight: 600; }
+          td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); }
+        }
         """
 
-    /// The page's only script: on the waiting page it asks for the sign-in's state every two
-    /// seconds and submits the Continue form once the state changes. Nothing else; without it
-    /// the page works the same through the Continue button.
+    /// The page's only script: it shows times in the browser's local time ("5 minutes ago" when
+    /// recent), and on the waiting page asks for the sign-in's state every two seconds and
+    /// submits the Continue form once the state changes. Without it the page works the same,
+    /// with UTC times and the Continue button.
     static let javaScript = """
         "use strict";
+        (function () {
+          var times = document.querySelectorAll("time[datetime]");
+          for (var i = 0; i < times.length; i++) {
+            var when = new Date(times[i].getAttribute("datetime"));
+            if (isNaN(when.getTime())) { continue; }
+            var minutes = Math.round((Date.now() - when.getTime()) / 60000);
+            times[i].title = times[i].textContent;
+            if (minutes >= 0 && minutes < 1) {
+              times[i].textContent = "just now";
+            } else if (minutes >= 1 && minutes < 60) {
+              times[i].textContent = minutes + (minutes === 1 ? " minute ago" : " minutes ago");
+            } else {
+              times[i].textContent = when.toLocaleString();
+            }
+          }
+        })();
         (function () {
           var form = document.getElementById("continue-form");
           if (!form) { return; }

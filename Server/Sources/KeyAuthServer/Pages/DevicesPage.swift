@@ -19,7 +19,10 @@ struct DevicesPage: Sendable {
     var html: HTML {
         let approver = devices.first { $0.record.kid == session.approvingKID }
         let approvedBy: HTML = approver.map { "device <strong>\($0.record.name)</strong>" } ?? "one of your devices"
-        let rows = devices.map { row($0, isApprover: $0.record.kid == session.approvingKID) }
+        let current = devices.filter { $0.status == .active || $0.status == .pending }
+        let past = devices.filter { $0.status != .active && $0.status != .pending }
+        let rows = current.map { row($0, isApprover: $0.record.kid == session.approvingKID) }
+        let pastRows = past.map { row($0, isApprover: false) }
         return PageDocument(
             basePath: basePath, title: "Your devices",
             header: """
@@ -34,18 +37,50 @@ struct DevicesPage: Sendable {
                 <h2>Your devices</h2>
                 \(PageDocument.message(message))
                 <p class="muted">Signed in with the approval of \(approvedBy) \
-                (\(session.methods.joined(separator: " "))). The session ends after 15 minutes \
+                (\(Self.describe(methods: session.methods))). The session ends after 15 minutes \
                 without use, when you sign out, or when that device is revoked.</p>
-                <table>
-                <thead><tr><th>Name</th><th>Status</th><th>Key store</th><th>Created</th><th>Last login</th>\
-                <th>Registered from</th><th>Key id</th><th>Actions</th></tr></thead>
-                <tbody>
-                \(rows.joined(separator: "\n"))
-                </tbody>
-                </table>
+                \(Self.table(rows))
+                \(pastRows.isEmpty ? HTML.empty : """
+                    <details class="past-devices"><summary>\(String(pastRows.count)) revoked, denied or \
+                    expired</summary>
+                    \(Self.table(pastRows))
+                    </details>
+                    """)
                 </main>
                 """
         ).html
+    }
+
+    /// A table of device rows.
+    private static func table(_ rows: [HTML]) -> HTML {
+        """
+        <table>
+        <thead><tr><th>Name</th><th>Status</th><th>Key store</th><th>Created</th><th>Last login</th>\
+        <th>Registered from</th><th>Key id</th><th>Actions</th></tr></thead>
+        <tbody>
+        \(rows.joined(separator: "\n"))
+        </tbody>
+        </table>
+        """
+    }
+
+    /// RFC 8176 method codes in words people use ("a PIN", not `pin`).
+    static func describe(methods: [String]) -> String {
+        let words: [String: String] = [
+            AuthenticationMethod.pin.rawValue: "a PIN", AuthenticationMethod.userPresence.rawValue: "a presence check",
+            AuthenticationMethod.softwareKey.rawValue: "a key in software",
+            AuthenticationMethod.hardwareKey.rawValue: "a key in hardware",
+        ]
+        let described = methods.map { words[$0] ?? $0 }
+        return described.isEmpty ? "no method reported" : described.joined(separator: ", ")
+    }
+
+    /// A time as the page shows it: UTC in the markup, which the page's script turns into the
+    /// browser's local time or "5 minutes ago"; whole on one line.
+    private static func time(_ seconds: Int64?, none: String) -> HTML {
+        guard let seconds else { return "\(none)" }
+        let text = RFC3339.string(fromSeconds: seconds)
+        return "<time datetime=\"\(text)\">\(text)</time>"
     }
 
     /// One device's row, with the forms its state allows.
@@ -80,12 +115,14 @@ struct DevicesPage: Sendable {
             break
         }
         if device.status == .active || device.status == .pending {
+            // Renaming is asked for, not an open field on every row.
             forms.append(
                 """
+                <details class="rename"><summary>Rename</summary>\
                 <form method="post" action="\(action("/devices/\(record.kid)/rename"))">\
                 \(PageDocument.hidden("csrf", csrf))<input type="text" name="name" aria-label="New name" maxlength="64" \
                 required value="\(record.name)"> <button type="submit" class="secondary">Rename\
-                </button></form>
+                </button></form></details>
                 """)
         }
         let approverMark: HTML? = isApprover ? " <span class=\"muted\">(signed in with)</span>" : nil
@@ -93,11 +130,11 @@ struct DevicesPage: Sendable {
             <tr data-kid="\(record.kid)">
             <td class="name">\(record.name)\(approverMark)</td>
             <td class="status status-\(device.status.rawValue)">\(device.status.rawValue)</td>
-            <td>not reported</td>
-            <td>\(RFC3339.string(fromSeconds: record.createdAt))</td>
-            <td>\(record.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? "never")</td>
-            <td>\(record.registeredFrom ?? "unknown")</td>
-            <td class="kid">\(record.kid)</td>
+            <td data-label="Key store">not reported</td>
+            <td data-label="Created">\(Self.time(record.createdAt, none: "unknown"))</td>
+            <td data-label="Last login">\(Self.time(record.lastLoginAt, none: "never"))</td>
+            <td data-label="Registered from">\(record.registeredFrom ?? "unknown")</td>
+            <td class="kid" data-label="Key id"><code title="\(record.kid)">\(String(record.kid.prefix(8)))</code></td>
             <td class="actions">\(forms.joined())</td>
             </tr>
             """
