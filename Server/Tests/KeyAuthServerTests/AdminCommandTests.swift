@@ -85,13 +85,15 @@ struct AdminCommandTests {
 
         // approve and revoke by prefix: too short, ambiguous (listing the matches), unknown, unique.
         let short = try run(["approve", String(alicePhone.prefix(7))], location)
-        #expect(short.status == 1)
+        #expect(short.status == 64)
         #expect(short.error.contains("at least 8 characters"))
         let ambiguous = try run(["approve", String(alicePhone.prefix(8))], location)
-        #expect(ambiguous.status == 1)
+        #expect(ambiguous.status == 64)
         #expect(ambiguous.error.contains("matches 3 devices"))
         for kid in [aliceLaptop, alicePhone, aliceTablet] { #expect(ambiguous.error.contains(kid)) }
-        #expect(try run(["revoke", "zzzzzzzzzz"], location).error == "keyauth-server: no device zzzzzzzzzz\n")
+        let unknown = try run(["revoke", "zzzzzzzzzz"], location)
+        #expect(unknown.error == "keyauth-server: no device zzzzzzzzzz\n")
+        #expect(unknown.status == 1)
         let approved = try run(["approve", String(alicePhone.prefix(10))], location)
         #expect(approved.output == "approved \(alicePhone) (alice)\n")
         #expect(try storage.device(kid: alicePhone)?.status == .active)
@@ -120,6 +122,10 @@ struct AdminCommandTests {
         #expect(!codes.output.contains(code))
         #expect(try run(["codes", "revoke", "bob"], location).output == "revoked 1 enrollment codes of bob\n")
         #expect(try run(["codes", "list"], location).output == "ID  USER  EXPIRES\n")
+        // Nothing to match: exit 1 and one line, as delete-user of an unknown user below.
+        let noCodes = try run(["codes", "revoke", "bob"], location)
+        #expect(noCodes.status == 1)
+        #expect(noCodes.error == "keyauth-server: no unused enrollment codes for a user named bob\n")
 
         // delete-user: every device revoked, then nothing of the user left.
         #expect(try run(["enroll", "alice"], location).status == 0)
@@ -127,7 +133,9 @@ struct AdminCommandTests {
         #expect(deleted.output == "deleted alice: 3 devices, 1 enrollment codes\n")
         #expect(try storage.devices(user: "alice").isEmpty)
         #expect(try storage.enrollmentCodes(usableAt: 0).allSatisfy { $0.user != "alice" })
-        #expect(try run(["delete-user", "alice"], location).error == "keyauth-server: no user alice\n")
+        let again = try run(["delete-user", "alice"], location)
+        #expect(again.error == "keyauth-server: no user named alice\n")
+        #expect(again.status == 1)
 
         // The audit trail has every change, in order.
         let actions = try AuditTrail(storage: storage).events(since: 0).map {

@@ -190,11 +190,17 @@ struct KeyRotationTests {
         let database = environment.databasePath
         chmod(database, 0o600)
 
-        let rotated = Self.run(["keys", "rotate", "--alg", "EdDSA", "--delay", "60", "--db", database])
+        // The one duration syntax: `--delay 5m` (was refused: seconds only).
+        let rotated = Self.run(["keys", "rotate", "--alg", "EdDSA", "--delay", "5m", "--db", database])
         #expect(rotated.status == 0, "\(rotated.error)")
         let newKID = rotated.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(newKID.count == 43)
-        #expect(rotated.error.contains("new EdDSA signing key \(newKID) is published now and signs from "))
+        // It says when running servers publish it: at their next cleanup, not at once.
+        #expect(
+            rotated.error.contains(
+                "new EdDSA signing key \(newKID) stored; each running server publishes it at its next cleanup "
+                    + "(within its --cleanup-interval, default 1m) and signs with it from "))
+        #expect(rotated.error.contains(" (in 5m); "))
 
         let listed = Self.run(["keys", "list", "--db", database])
         #expect(listed.status == 0, "\(listed.error)")

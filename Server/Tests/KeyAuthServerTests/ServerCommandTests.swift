@@ -67,7 +67,7 @@ struct ServerCommandTests {
             ["--issuer", "ftp://x"], ["--rate-limit", "0"], ["--frobnicate"], ["serve", "extra"], ["--db"], ["launch"],
             ["enroll"], ["enroll", "bad user"], ["revoke"], ["--threads", "many"], ["--signing-key-bits", "3000"],
             ["--db", "a", "--db", "b"], ["clients", "add"], ["clients", "remove"], ["clients", "rename", "x"],
-            ["clients", "add", "a", "b"],
+            ["clients", "add", "a", "b"], ["approve", "abc"], ["revoke", "abcdefg"],
         ])
     func usageErrors(_ arguments: [String]) {
         #expect(throws: ServerConfigurationError.self) {
@@ -212,7 +212,7 @@ struct ServerCommandTests {
         #expect(
             ServerCommand.main(
                 arguments: ["clients", "add", " padded", "--db", database], environment: [:], output: badName.output)
-                != 0)
+                == 64)
     }
 
     @Test("storage that cannot be opened is reported on one line with exit status 69")

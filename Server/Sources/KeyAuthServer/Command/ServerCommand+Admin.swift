@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthArguments
 
 /// The admin commands (`enroll`, `devices`, `approve`, `revoke`, `users`, `delete-user`, `codes`,
 /// `keys`, `clients`): the service's own rules (``DeviceRegistry``, ``EnrollmentCodes``) on a database the
@@ -73,7 +74,7 @@ extension ServerCommand {
     private static func resolve(_ text: String, _ registry: DeviceRegistry) throws -> DeviceRecord {
         switch try registry.device(matching: text) {
         case .device(let device): return device
-        case .none: throw ServerConfigurationError("no device \(text)")
+        case .none: throw ServerConfigurationError.nothingMatched("no device \(text)")
         case .ambiguous(let devices):
             let list = devices.map { "  \($0.kid)  \($0.user)  \(registry.visibleStatus($0).rawValue)  \($0.name)" }
             throw ServerConfigurationError(
@@ -131,10 +132,13 @@ extension ServerCommand {
                 try AuditTrail(storage: storage).record(
                     .rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)
                 output.standard("\(kid)\n")
+                // Running servers read the keys again at their periodic cleanup: the key is stored
+                // now, but a JWK set shows it only after that.
                 output.error(
-                    "keyauth-server: new \(algorithm.rawValue) signing key \(kid) is published now and signs from "
-                        + "\(RFC3339.string(fromSeconds: activeFrom)) (in \(delay) s); the current key stays published "
-                        + "until its last token has expired\n")
+                    "keyauth-server: new \(algorithm.rawValue) signing key \(kid) stored; each running server "
+                        + "publishes it at its next cleanup (within its --cleanup-interval, default 1m) and signs "
+                        + "with it from \(RFC3339.string(fromSeconds: activeFrom)) (in \(DurationText.text(delay))); "
+                        + "the current key stays published until its last token has expired\n")
             }
         }
     }
@@ -176,7 +180,9 @@ extension ServerCommand {
                 }
                 output.standard(lines.joined(separator: "\n") + "\n")
             case .remove(let id):
-                guard try registry.remove(id: id) else { throw ServerConfigurationError("no client \(id)") }
+                guard try registry.remove(id: id) else {
+                    throw ServerConfigurationError.nothingMatched("no client \(id)")
+                }
                 try AuditTrail(storage: storage).record(.removeClient, by: .administrator, subject: id)
                 output.standard("removed client \(id)\n")
             }
@@ -195,7 +201,8 @@ extension ServerCommand {
                 output.standard(
                     wasActive ? "\(device.kid) is already active\n" : "approved \(device.kid) (\(device.user))\n")
             } catch let error as ServiceError {
-                throw ServerConfigurationError("cannot approve \(target.kid): \(error.description)")
+                throw ServerConfigurationError(
+                    "cannot approve \(target.kid): \(error.description)", status: ExitStatus.failure)
             }
         }
     }
@@ -231,7 +238,7 @@ extension ServerCommand {
                 let deleted = try DeviceRegistry.administering(storage).deleteUser(user)
                 output.standard("deleted \(user): \(deleted.devices) devices, \(deleted.codes) enrollment codes\n")
             } catch let error as ServiceError where error.kind == .unknownDevice {
-                throw ServerConfigurationError("no user \(user)")
+                throw ServerConfigurationError.nothingMatched("no user named \(user)")
             }
         }
     }
@@ -248,14 +255,15 @@ extension ServerCommand {
         }
     }
 
-    /// `codes revoke USER`: deletes the user's unused codes and records it in the audit trail.
+    /// `codes revoke USER`: deletes the user's unused codes and records it in the audit trail;
+    /// a user without any is "nothing matched", as `delete-user` of an unknown user.
     static func revokeCodes(user: String, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let count = try storage.deleteEnrollmentCodes(user: user)
-            if count > 0 {
-                try AuditTrail(storage: storage).record(
-                    .revokeCodes, by: .administrator, user: user, detail: "\(count)")
+            guard count > 0 else {
+                throw ServerConfigurationError.nothingMatched("no unused enrollment codes for a user named \(user)")
             }
+            try AuditTrail(storage: storage).record(.revokeCodes, by: .administrator, user: user, detail: "\(count)")
             output.standard("revoked \(count) enrollment codes of \(user)\n")
         }
     }
@@ -276,7 +284,7 @@ extension ServerCommand {
             return ExitStatus.success
         } catch let error as ServerConfigurationError {
             output.error("keyauth-server: \(error.message)\n")
-            return ExitStatus.failure
+            return error.status
         } catch let error as StorageError {
             output.error("keyauth-server: \(error.description)\n")
             return ExitStatus.unavailable

@@ -65,8 +65,9 @@ package enum ServerCommand {
         case clients(ClientsAction, database: String)
         /// Print the audit trail from a start (all of it when nil).
         case audit(since: AuditStart?, database: String)
-        /// Print the help text.
-        case help
+        /// Print the help text: the whole of it, or one command's page (`devices --help`,
+        /// `help devices`).
+        case help(topic: String?)
         /// Print the version, the same as `keyauth --version`'s.
         case version
     }
@@ -142,8 +143,8 @@ package enum ServerCommand {
             return error.status
         }
         switch action {
-        case .help:
-            output.standard(helpText)
+        case .help(let topic):
+            output.standard(topic.map(helpPage(for:)) ?? helpText)
             return ExitStatus.success
         case .version:
             output.standard("keyauth-server \(KeyAuthClient.version)\n")
