@@ -112,6 +112,13 @@ struct AdminCommandTests {
         #expect(users.count == 3)
         #expect(users.dropFirst().first == ["alice", "2", "1", "0", "0", "0", "-"])
         #expect(users.last == ["bob", "0", "0", "0", "0", "1", "-"])
+        let usersJSON = try #require(try JSONValue(parsing: try run(["users", "--json"], location).output).arrayValue)
+        #expect(
+            usersJSON.first
+                == .object([
+                    "user": .string("alice"), "active": .integer(2), "pending": .integer(1), "expired": .integer(0),
+                    "denied": .integer(0), "revoked": .integer(0), "last_login_at": .null,
+                ]))
 
         // codes list and revoke.
         let codes = try run(["codes", "list"], location)
@@ -120,6 +127,10 @@ struct AdminCommandTests {
         #expect(try codeRows.last?[0] == Hex.encode(CryptoPrimitives.sha256(Array(code.utf8)).prefix(4)))
         #expect(codeRows.last?[1] == "bob")
         #expect(!codes.output.contains(code))
+        let codesJSON = try #require(
+            try JSONValue(parsing: try run(["codes", "list", "--json"], location).output).arrayValue)
+        #expect(codesJSON.map { $0["user"] } == [.string("bob")])
+        #expect(codesJSON.first?["id"] == .string(codeRows.last?[0] ?? ""))
         #expect(try run(["codes", "revoke", "bob"], location).output == "revoked 1 enrollment codes of bob\n")
         #expect(try run(["codes", "list"], location).output == "ID  USER  EXPIRES\n")
         // Nothing to match: exit 1 and one line, as delete-user of an unknown user below.

@@ -51,11 +51,13 @@ struct DurationOptionTests {
         else { throw TestFailure("not keys rotate") }
         #expect(delay == 5400)
         #expect(options.tokenLifetime == 1800)
-        guard case .audit(let since, _) = try parse(["audit", "--since", "1h30m"]) else {
+        guard case .audit(let since, _, _) = try parse(["audit", "--since", "1h30m"]) else {
             throw TestFailure("not audit")
         }
         #expect(since == .ago(5400))
-        guard case .audit(let plain, _) = try parse(["audit", "--since", "90"]) else { throw TestFailure("not audit") }
+        guard case .audit(let plain, _, _) = try parse(["audit", "--since", "90"]) else {
+            throw TestFailure("not audit")
+        }
         #expect(plain == .ago(90))
     }
 

@@ -204,11 +204,16 @@ struct KeyRotationTests {
 
         let listed = Self.run(["keys", "list", "--db", database])
         #expect(listed.status == 0, "\(listed.error)")
-        let rows = listed.output.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        let rows = listed.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         #expect(rows.first == ["KID", "ALG", "STATE", "CREATED", "SIGNS_FROM", "RETIRES"])
         #expect(
             rows.dropFirst().map { Array($0.prefix(3)) } == [[oldKID, "RS256", "current"], [newKID, "EdDSA", "next"]])
         #expect(rows.dropFirst().allSatisfy { $0.count == 6 && $0[5] == "-" })
+        let json = Self.run(["keys", "list", "--json", "--db", database]).output
+        let keys = try #require(try JSONValue(parsing: json).arrayValue)
+        #expect(keys.map { $0["state"] } == [.string("current"), .string("next")])
+        #expect(keys.last?["kid"] == .string(newKID))
+        #expect(keys.last?["retires_at"] == .null)
 
         // Without --alg, the rotation keeps the current key's algorithm.
         let again = Self.run(["keys", "rotate", "--delay", "0", "--db", database])

@@ -192,11 +192,26 @@ struct ServerCommandTests {
         #expect(
             ServerCommand.main(arguments: ["clients", "list", "--db", database], environment: [:], output: list.output)
                 == 0)
+        // Aligned columns like every listing, the name last as it may hold spaces.
+        let lines = list.standard.split(separator: "\n")
         #expect(
-            list.standard.hasPrefix(
-                "CLIENT_ID\tNAME\tCREATED\tTYPE\tREDIRECT_URIS\tPOST_LOGOUT_REDIRECT_URIS\n\(id)\tSupport desk\t"))
-        #expect(list.standard.hasSuffix("\tconfidential\t-\t-\n"))
+            lines.first?.split(separator: " ") == [
+                "CLIENT_ID", "CREATED", "TYPE", "REDIRECT_URIS", "POST_LOGOUT_REDIRECT_URIS", "NAME",
+            ])
+        #expect(lines.last?.hasPrefix("\(id)  ") == true)
+        #expect(lines.last?.split(separator: " ").suffix(5) == ["confidential", "-", "-", "Support", "desk"])
+        #expect(lines.last?.hasSuffix("  Support desk") == true)
         #expect(!list.standard.contains(secret))
+        let json = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["clients", "list", "--json", "--db", database], environment: [:], output: json.output) == 0)
+        let clients = try #require(try JSONValue(parsing: json.standard).arrayValue)
+        #expect(clients.first?["client_id"] == .string(id))
+        #expect(clients.first?["name"] == .string("Support desk"))
+        #expect(clients.first?["type"] == .string("confidential"))
+        #expect(clients.first?["redirect_uris"] == .array([]))
+        #expect(!json.standard.contains(secret))
 
         let remove = CapturedOutput()
         #expect(

@@ -100,7 +100,7 @@ extension ServerCommand {
     /// signs after the publication delay. With a signing key file there is nothing to rotate.
     static func keys(_ action: KeysAction, options: KeysOptions, output: Output) -> Int32 {
         if let file = options.signingKeyFile {
-            guard action == .list else {
+            guard case .list = action else {
                 output.error(
                     "keyauth-server: the server signs with --signing-key-file \(file), which does not rotate: "
                         + "put a new key in the file and restart the servers to change it\n")
@@ -114,18 +114,8 @@ extension ServerCommand {
             let rotation = SigningKeyRotation(
                 storage: storage, tokenLifetime: options.tokenLifetime, now: ServerClock.now)
             switch action {
-            case .list:
-                var lines = ["KID\tALG\tSTATE\tCREATED\tSIGNS_FROM\tRETIRES"]
-                for key in try rotation.list() {
-                    lines.append(
-                        [
-                            key.kid, key.algorithm.rawValue,
-                            key.signsIDTokens ? "id-tokens" : Self.stateName(key.state),
-                            RFC3339.string(fromSeconds: key.createdAt), RFC3339.string(fromSeconds: key.activeFrom),
-                            key.retiresAt.map(RFC3339.string(fromSeconds:)) ?? "-",
-                        ].joined(separator: "\t"))
-                }
-                output.standard(lines.joined(separator: "\n") + "\n")
+            case .list(let json):
+                try listKeys(rotation, json: json, output: output)
             case .rotate(let requested, let delay):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
                 let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
@@ -166,19 +156,8 @@ extension ServerCommand {
                     output.error("keyauth-server: public client \(name) added; it has no secret and must use PKCE\n")
                     output.standard("client_id=\(client.id)\n")
                 }
-            case .list:
-                var lines = ["CLIENT_ID\tNAME\tCREATED\tTYPE\tREDIRECT_URIS\tPOST_LOGOUT_REDIRECT_URIS"]
-                for client in try registry.list() {
-                    lines.append(
-                        [
-                            client.id, client.name, RFC3339.string(fromSeconds: client.createdAt),
-                            client.isPublic ? "public" : "confidential",
-                            client.redirectURIs.isEmpty ? "-" : client.redirectURIs.joined(separator: " "),
-                            client.postLogoutRedirectURIs.isEmpty
-                                ? "-" : client.postLogoutRedirectURIs.joined(separator: " "),
-                        ].joined(separator: "\t"))
-                }
-                output.standard(lines.joined(separator: "\n") + "\n")
+            case .list(let json):
+                try listClients(registry, json: json, output: output)
             case .remove(let id):
                 guard try registry.remove(id: id) else {
                     throw ServerConfigurationError.nothingMatched("no client \(id)")
@@ -207,30 +186,6 @@ extension ServerCommand {
         }
     }
 
-    /// The state column of `keys list`.
-    private static func stateName(_ state: SigningKeySchedule.State) -> String {
-        switch state {
-        case .next: "next"
-        case .current: "current"
-        case .previous: "previous"
-        case .retired: "retired"
-        }
-    }
-
-    /// `users`: every user with a device record, with device counts by state and the last login.
-    static func listUsers(database: String, output: Output) -> Int32 {
-        withStorage(database, output: output) { storage in
-            var table = TextTable(header: ["USER", "ACTIVE", "PENDING", "EXPIRED", "DENIED", "REVOKED", "LAST_LOGIN"])
-            for summary in try DeviceRegistry.administering(storage).users() {
-                let states: [DeviceStatus] = [.active, .pending, .expired, .denied, .revoked]
-                table.rows.append(
-                    [summary.user] + states.map { String(summary.counts[$0] ?? 0) }
-                        + [summary.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? ""])
-            }
-            output.standard(table.rendered)
-        }
-    }
-
     /// `delete-user USER`: revokes every device of the user, then deletes their devices and codes.
     static func deleteUser(_ user: String, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
@@ -243,15 +198,15 @@ extension ServerCommand {
         }
     }
 
-    /// `codes list`: the enrollment codes still usable, by a short ID of their hash (the codes
-    /// themselves are not stored).
-    static func listCodes(database: String, output: Output) -> Int32 {
+    /// `codes list [--json]`: the enrollment codes still usable, by a short ID of their hash
+    /// (the codes themselves are not stored).
+    static func listCodes(json: Bool, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
-            var table = TextTable(header: ["ID", "USER", "EXPIRES"])
+            var listing = Listing([("ID", "id"), ("USER", "user"), ("EXPIRES", "expires_at")])
             for code in try storage.enrollmentCodes(usableAt: ServerClock.now()) {
-                table.rows.append([code.shortID, code.user, RFC3339.string(fromSeconds: code.expiresAt)])
+                listing.append([.text(code.shortID), .text(code.user), .time(code.expiresAt)])
             }
-            output.standard(table.rendered)
+            listing.write(json: json, to: output)
         }
     }
 

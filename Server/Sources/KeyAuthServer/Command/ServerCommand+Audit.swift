@@ -64,23 +64,20 @@ extension ServerCommand {
         }
     }
 
-    /// `audit`: the events since `start` (all when nil) in aligned columns.
-    static func audit(since start: AuditStart?, database: String, output: Output) -> Int32 {
+    /// `audit [--json]`: the events since `start` (all when nil) in aligned columns, the detail
+    /// last as it may hold spaces, or as one JSON array.
+    static func audit(since start: AuditStart?, json: Bool, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let time = start?.seconds(now: ServerClock.now()) ?? Int64.min
-            var table = TextTable(header: ["TIME", "ACTION", "ACTOR", "USER", "SUBJECT", "DETAIL"])
+            var listing = Listing(
+                ["time", "action", "actor", "user", "subject", "detail"].map { ($0.uppercased(), $0) })
             for event in try AuditTrail(storage: storage).events(since: time) {
-                table.rows.append(
-                    [
-                        RFC3339.string(fromSeconds: event.time), event.action.rawValue, event.actor, event.user ?? "",
-                        event.subject ?? "", event.detail ?? "",
-                    ].map { cell in
-                        // What clients named (device names) is printed as text without control
-                        // characters or spaces, so that one event stays one line of columns.
-                        String(cell.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? "_" : Character($0) })
-                    })
+                listing.append([
+                    .time(event.time), .text(event.action.rawValue), .text(event.actor), .optional(event.user),
+                    .optional(event.subject), .optional(event.detail),
+                ])
             }
-            output.standard(table.rendered)
+            listing.write(json: json, to: output)
         }
     }
 }

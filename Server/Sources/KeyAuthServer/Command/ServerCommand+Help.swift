@@ -7,14 +7,14 @@ extension ServerCommand {
                keyauth-server devices [--user USER] [--status STATUS] [--json] [--db PATH]
                keyauth-server approve KID [--db PATH]
                keyauth-server revoke KID [--db PATH]
-               keyauth-server keys [list] [--db PATH]
+               keyauth-server keys [list] [--json] [--db PATH]
                keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION] [--db PATH]
                keyauth-server clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]...
-                              [--public] | list | remove ID [--db PATH]
-               keyauth-server users [--db PATH]
+                              [--public] | list [--json] | remove ID [--db PATH]
+               keyauth-server users [--json] [--db PATH]
                keyauth-server delete-user USER [--db PATH]
-               keyauth-server codes list|revoke USER [--db PATH]
-               keyauth-server audit [--since DURATION|TIME] [--db PATH]
+               keyauth-server codes list [--json] | revoke USER [--db PATH]
+               keyauth-server audit [--since DURATION|TIME] [--json] [--db PATH]
                keyauth-server backup FILE [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
@@ -58,6 +58,10 @@ extension ServerCommand {
         changes admin commands and devices make) oldest first in aligned columns: all of them, or
         those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
         2026-12-01).
+
+        Every listing (devices, users, codes list, keys list, clients list, audit) prints aligned
+        columns with a header, names and details last and as stored; with --json it prints one
+        JSON array of objects instead.
 
         backup copies a SQLite database, even while serve runs, into the new FILE (mode 600: it
         holds the signing key) with SQLite's online backup API; for PostgreSQL use pg_dump.

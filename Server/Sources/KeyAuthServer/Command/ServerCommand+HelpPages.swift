@@ -64,7 +64,9 @@ extension ServerCommand {
                 least 8 characters that names one device.
                 """)
         case "users":
-            return page("users", "Lists users with their devices counted by state and their last login.")
+            return page(
+                "users [--json]", "Lists users with their devices counted by state and their last login.",
+                jsonOption)
         case "delete-user":
             return page(
                 "delete-user USER",
@@ -73,20 +75,22 @@ extension ServerCommand {
                 """)
         case "codes":
             return page(
-                "codes list|revoke USER",
+                "codes list [--json] | revoke USER",
                 """
                 codes list shows the enrollment codes still usable, by a short ID of their hash;
                 codes revoke USER deletes that user's unused codes.
-                """)
+                """, jsonOption)
         case "audit":
             return page(
-                "audit [--since DURATION|TIME]",
+                "audit [--since DURATION|TIME] [--json]",
                 """
-                Prints the administrative actions, oldest first, in aligned columns.
+                Prints the administrative actions, oldest first, in aligned columns, the detail last
+                and as stored.
                 """,
                 """
                   --since DURATION|TIME     only those since a duration ago (90s, 30m, 24h, 7d) or a
                                             UTC time (2026-12-01T08:00:00Z or 2026-12-01)
+                \(jsonOption)
                 """)
         case "backup":
             return page(
@@ -97,7 +101,7 @@ extension ServerCommand {
                 """)
         case "keys":
             return page(
-                "keys [list]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]",
+                "keys [list] [--json]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]",
                 """
                 keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates).
                 keys rotate makes a new key that signs after --delay and prints its KID; the old key
@@ -105,6 +109,7 @@ extension ServerCommand {
                 --signing-key-file there is nothing to rotate.
                 """,
                 """
+                \(jsonOption)
                   --alg RS256|ES256|EdDSA   the new key's algorithm, default KEYAUTH_SERVER_TOKEN_ALG,
                                             else the current key's
                   --delay DURATION          how long before the new key signs (90, 90s, 5m, 1h30m),
@@ -119,7 +124,7 @@ extension ServerCommand {
             return page(
                 """
                 clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]... [--public]
-                       keyauth-server clients list | remove ID
+                       keyauth-server clients list [--json] | remove ID
                 """,
                 """
                 clients add prints the client_id and client_secret of a new client application for
@@ -131,11 +136,15 @@ extension ServerCommand {
                   --post-logout-redirect-uri URI
                                             (repeatable) a redirect URI of /end-session
                   --public                  a native app with no secret that uses PKCE alone
+                \(jsonOption)
                 """)
         default:
             return helpText
         }
     }
+
+    /// The `--json` option of the listings.
+    private static let jsonOption = "  --json                    one JSON array of objects instead of columns"
 
     /// An admin command's page: the usage line, the description, the command's own options and
     /// those every admin command takes.

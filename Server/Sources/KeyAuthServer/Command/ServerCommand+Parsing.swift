@@ -77,8 +77,9 @@ extension ServerCommand {
             }
             return verb == "approve" ? .approve(kid: kid, database: database) : .revoke(kid: kid, database: database)
         case "users":
+            let json = settings.commandFlag("--json") ?? false
             _ = try positionals(0, "")
-            return .users(database: database)
+            return .users(json: json, database: database)
         case "delete-user":
             return .deleteUser(user: try user(try positionals(1, "USER")[0]), database: database)
         case "backup":
@@ -89,7 +90,11 @@ extension ServerCommand {
             let redirects = settings.options("--redirect-uri")
             let logoutRedirects = settings.options("--post-logout-redirect-uri")
             let isPublic = settings.commandFlag("--public") ?? false
+            let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            guard !json || given.first == "list" || given.isEmpty else {
+                throw ServerConfigurationError("--json: only clients list prints JSON")
+            }
             switch (given.first, given.count) {
             case ("add", 2):
                 return .clients(
@@ -97,7 +102,7 @@ extension ServerCommand {
                         name: given[1], redirectURIs: redirects, postLogoutRedirectURIs: logoutRedirects,
                         isPublic: isPublic),
                     database: database)
-            case ("list", 1), (nil, 0): return .clients(.list, database: database)
+            case ("list", 1), (nil, 0): return .clients(.list(json: json), database: database)
             case ("remove", 2): return .clients(.remove(id: given[1]), database: database)
             default:
                 throw ServerConfigurationError(
@@ -105,9 +110,11 @@ extension ServerCommand {
                         + "[--public], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))")
             }
         case "codes":
+            let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
             switch (given.first, given.count) {
-            case ("list", 1): return .listCodes(database: database)
+            case ("list", 1): return .listCodes(json: json, database: database)
+            case ("revoke", 2) where json: throw ServerConfigurationError("--json: only codes list prints JSON")
             case ("revoke", 2): return .revokeCodes(user: try user(given[1]), database: database)
             default:
                 throw ServerConfigurationError(
@@ -117,8 +124,9 @@ extension ServerCommand {
             let since = try settings.option("--since").map { text throws(ServerConfigurationError) in
                 try AuditStart(parsing: text)
             }
+            let json = settings.commandFlag("--json") ?? false
             _ = try positionals(0, "")
-            return .audit(since: since, database: database)
+            return .audit(since: since, json: json, database: database)
         }
     }
 
@@ -274,14 +282,16 @@ extension ServerCommand {
         let rotateAlgorithm = settings.option("--alg")
         let delay = settings.option("--delay")
         let configuredAlgorithm = settings.value("--token-alg")
+        let json = settings.commandFlag("--json") ?? false
         let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
         switch given.first {
         case "list"?, nil:
             guard rotateAlgorithm == nil, delay == nil else {
-                throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server --help")
+                throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server keys --help")
             }
-            return .keys(.list, options)
+            return .keys(.list(json: json), options)
         case "rotate"?:
+            guard !json else { throw ServerConfigurationError("--json: only keys list prints JSON") }
             var algorithm: JWSAlgorithm?
             if let name = rotateAlgorithm {
                 guard let chosen = JWSAlgorithm(rawValue: name) else {
