@@ -4,7 +4,8 @@ import KeyAuthArguments
 /// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
 /// the verb has read its own.
 struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
+    /// The flags that take no value; in the settings file such a key may stand alone for true.
+    static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
     /// Options that may be given more than once (`clients add`).
     private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri"]
     private var parsed: ParsedArguments

@@ -84,10 +84,11 @@ extension ServerCommand {
     /// `serve --help`, so that the two cannot disagree.
     static let serveOptions = """
           --config FILE             settings file of key = value lines, the key being an option's
-                                    name without dashes (listen = 127.0.0.1:8088) and # starting
-                                    a comment line; default /etc/keyauth/server.conf when it
-                                    exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its variable,
-                                    which wins over the file, which wins over the default
+                                    name without dashes (listen = 127.0.0.1:8088), a true/false
+                                    key alone meaning true, and # at the start of a line or after
+                                    a space starting a comment; default /etc/keyauth/server.conf
+                                    when it exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its
+                                    variable, which wins over the file, which wins over the default
           --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
           --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
                                     [KEYAUTH_SERVER_ISSUER]

@@ -152,111 +152,12 @@ extension ServerCommand {
         "backup", "keys", "clients",
     ]
 
-    private static func serveConfiguration(
-        _ settings: inout ServerSettings
-    ) throws(ServerConfigurationError) -> ServerConfiguration {
-        func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
-            guard let setting = settings.value(flag) else { return nil }
-            guard let value = Int(setting.value), range.contains(value) else {
-                throw setting.error(
-                    "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
-            }
-            return value
-        }
-        func address(_ setting: ServerSettings.Setting) throws(ServerConfigurationError) -> ListenAddress {
-            do {
-                return try ListenAddress(parsing: setting.value, flag: setting.origin.label)
-            } catch {
-                throw ServerConfigurationError(error.message, status: setting.origin.status)
-            }
-        }
-        var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
-        if let listen = settings.value("--listen") { configuration.listen = try address(listen) }
-        if let issuer = settings.value("--issuer") {
-            let url = issuer.value
-            guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("?"), !url.contains("#"),
-                !url.contains(" ")
-            else { throw issuer.error("expected an http:// or https:// URL, got \(url)") }
-            configuration.issuer = url
-        }
-        if let metrics = settings.value("--metrics-listen") {
-            configuration.metricsListener = metrics.value == "off" ? .off : .address(try address(metrics))
-        } else if configuration.listen.port == UInt16.max {
-            throw ServerConfigurationError(
-                "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
-        }
-        if let database = try databaseLocation(settings.value("--db")) {
-            configuration.database = database
-        }
-        if let mode = settings.value("--enrollment") {
-            guard let enrollment = EnrollmentMode(rawValue: mode.value) else {
-                throw mode.error("expected open or code, got \(mode.value)")
-            }
-            configuration.enrollment = enrollment
-        }
-        if let mode = settings.value("--dpop") {
-            guard let dpop = DPoPMode(rawValue: mode.value) else {
-                throw mode.error("expected optional or required, got \(mode.value)")
-            }
-            configuration.dpop = dpop
-        }
-        configuration.dpopNonce = try settings.bool("--dpop-nonce") ?? false
-        configuration.trustProxy = try settings.bool("--trust-proxy") ?? false
-        configuration.logRequests = !(try settings.bool("--quiet") ?? false)
-        if let format = settings.value("--log-format") {
-            guard let logFormat = LogFormat(rawValue: format.value) else {
-                throw format.error("expected text or json, got \(format.value)")
-            }
-            configuration.logFormat = logFormat
-        }
-        if let value = try number("--rate-limit", 1...100_000) { configuration.failureLimit = value }
-        if let value = try number("--registration-limit", 1...100_000) {
-            configuration.registrationLimit = value
-        }
-        if let value = try settings.duration("--token-lifetime", 60...86_400) {
-            configuration.accessTokenLifetime = value
-        }
-        if let value = try number("--threads", 1...256) { configuration.threads = value }
-        if let value = try settings.duration("--cleanup-interval", 1...3600) {
-            configuration.cleanupIntervalSeconds = Int(value)
-        }
-        if let value = try number("--max-connections", 1...1_000_000) {
-            configuration.connectionLimit = value
-        }
-        if let value = try number("--max-connections-per-address", 0...1_000_000) {
-            configuration.connectionsPerAddressLimit = value
-        } else if configuration.trustProxy {
-            // Every connection comes from the proxy: a per-address limit would cap the proxy.
-            configuration.connectionsPerAddressLimit = 0
-        }
-        if let value = try settings.duration("--request-timeout", 1...3600) {
-            configuration.requestTimeoutSeconds = Int(value)
-        }
-        if let value = try settings.duration("--connection-timeout", 1...3600) {
-            configuration.connectionTimeoutSeconds = Int(value)
-        }
-        if let bits = settings.value("--signing-key-bits") {
-            guard let value = Int(bits.value), [2048, 3072, 4096].contains(value) else {
-                throw bits.error("expected 2048, 3072 or 4096, got \(bits.value)")
-            }
-            configuration.signingKeyBits = value
-        }
-        if let name = settings.value("--token-alg") {
-            configuration.tokenAlgorithm = try tokenAlgorithm(name)
-        }
-        if let file = settings.value("--signing-key-file") {
-            guard !file.value.isEmpty else { throw file.error("empty path") }
-            configuration.signingKeyFile = file.value
-        }
-        return configuration
-    }
-
     /// The `--db` value of `setting`, checked: a PostgreSQL URL must be one libpq reads as
     /// written, and a libpq keyword/value string is refused rather than taken for a file name.
     ///
     /// The value may hold the database password, so no message quotes it.
     /// - Throws: ``ServerConfigurationError`` naming the setting's origin.
-    private static func databaseLocation(
+    static func databaseLocation(
         _ setting: ServerSettings.Setting?
     ) throws(ServerConfigurationError) -> String? {
         guard let setting else { return nil }

@@ -139,6 +139,16 @@ struct ServerSettings {
         }
     }
 
+    /// The whole number `flag` from the first source that has it, within `range`.
+    mutating func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
+        guard let setting = value(flag) else { return nil }
+        guard let number = Int(setting.value), range.contains(number) else {
+            throw setting.error(
+                "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
+        }
+        return number
+    }
+
     /// The duration `flag` from the first source that has it, in seconds within `range`.
     mutating func duration(_ flag: String, _ range: ClosedRange<Int64>) throws(ServerConfigurationError) -> Int64? {
         try value(flag).map { setting throws(ServerConfigurationError) in try setting.duration(range) }
