@@ -64,7 +64,7 @@ struct AdminCommandTests {
         #expect(enroll.status == 0)
         let code = enroll.output.trimmingCharacters(in: .newlines)
         #expect(enroll.output == code + "\n")
-        #expect(code.count == 22)
+        #expect(code.count == 24)
         #expect(enroll.error.contains("enrollment code for bob"))
 
         // devices: filters, the name last even with spaces, JSON.

@@ -128,7 +128,7 @@ struct ServerCommandTests {
             ServerCommand.main(
                 arguments: ["enroll", "alice", "--db", database], environment: [:], output: enroll.output) == 0)
         let code = enroll.standard.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(code.count == 22)
+        #expect(code.count == 24)
         #expect(!enroll.error.contains(code))
 
         let api = try environment.directAPI { $0.enrollment = .code }
