@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthArguments
 
 /// A command line, parsed and checked: what ``KeyAuthCommand`` runs.
 package enum Command: Sendable, Equatable {
@@ -269,23 +270,11 @@ package struct AgentOptions: Sendable, Equatable {
     /// Creates the defaults.
     package init(action: Action = .start) { self.action = action }
 
-    /// Reads a duration: whole numbers each followed by `s`, `m`, `h` or `d` (`8h`, `1h30m`,
-    /// `90s`), or a bare number of seconds; nil for anything else or for zero.
+    /// Reads a duration in the syntax every option of `keyauth` and `keyauth-server` shares
+    /// (``DurationText``: `8h`, `1h30m`, `90s`, or a bare number of seconds); nil for anything
+    /// else or for zero.
     package static func seconds(fromDuration text: String) -> TimeInterval? {
-        if let plain = Int(text) { return plain > 0 ? TimeInterval(plain) : nil }
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        var total = 0
-        var digits = ""
-        for character in text {
-            if character.isASCII, character.isNumber {
-                digits.append(character)
-            } else if let unit = units[character], let value = Int(digits), value <= 1_000_000 {
-                total += value * unit
-                digits = ""
-            } else {
-                return nil
-            }
-        }
-        return digits.isEmpty && total > 0 ? TimeInterval(total) : nil
+        guard let seconds = DurationText.seconds(text), seconds > 0 else { return nil }
+        return TimeInterval(seconds)
     }
 }

@@ -49,13 +49,13 @@ package enum CommandParser {
         }
         guard let name = CommandName(rawValue: first) else {
             if first.hasPrefix("-") { throw usage("unknown option \(first)", nil) }
-            throw usage("unknown command \"\(first)\"", nil)
+            throw unknownCommand(first)
         }
         let rest = Array(arguments.dropFirst())
         if name == .help {
             guard rest.count <= 1 else { throw usage("help takes at most one command name", .help) }
             guard let topic = rest.first else { return .help(topic: nil) }
-            guard let topicName = CommandName(rawValue: topic) else { throw usage("unknown command \"\(topic)\"", nil) }
+            guard let topicName = CommandName(rawValue: topic) else { throw unknownCommand(topic) }
             return .help(topic: topicName)
         }
         if rest.contains("--help") || rest.contains("-h") { return .help(topic: name) }
@@ -148,6 +148,12 @@ package enum CommandParser {
         options.account = parsed.values["account"]
         options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
         return options
+    }
+
+    /// `unknown command "regster"; did you mean register?`: the nearest command suggested.
+    private static func unknownCommand(_ word: String) -> KeyAuthError {
+        let nearest = NearestWord.nearest(to: word, among: CommandName.allCases.map(\.rawValue))
+        return usage("unknown command \"\(word)\"" + (nearest.map { "; did you mean \($0)?" } ?? ""), nil)
     }
 
     /// A usage error whose message ends with where to read more.

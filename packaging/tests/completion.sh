@@ -62,6 +62,8 @@ expect "--db --delay" _keyauth_server keyauth-server keys rotate --d
 expect "--enrollment" _keyauth_server keyauth-server serve --enr
 expect "code open" _keyauth_server keyauth-server --enrollment ""
 expect "--config --db --help" _keyauth_server keyauth-server revoke --
+expect "--config --db --help --json --since" _keyauth_server keyauth-server audit --
+expect "--json" _keyauth_server keyauth-server users --j
 
 # Every long option a command's --help names is offered after that command.
 long_options_in() {

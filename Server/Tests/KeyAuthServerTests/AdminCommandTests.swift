@@ -64,7 +64,7 @@ struct AdminCommandTests {
         #expect(enroll.status == 0)
         let code = enroll.output.trimmingCharacters(in: .newlines)
         #expect(enroll.output == code + "\n")
-        #expect(code.count == 22)
+        #expect(code.count == 24)
         #expect(enroll.error.contains("enrollment code for bob"))
 
         // devices: filters, the name last even with spaces, JSON.
@@ -85,13 +85,15 @@ struct AdminCommandTests {
 
         // approve and revoke by prefix: too short, ambiguous (listing the matches), unknown, unique.
         let short = try run(["approve", String(alicePhone.prefix(7))], location)
-        #expect(short.status == 1)
+        #expect(short.status == 64)
         #expect(short.error.contains("at least 8 characters"))
         let ambiguous = try run(["approve", String(alicePhone.prefix(8))], location)
-        #expect(ambiguous.status == 1)
+        #expect(ambiguous.status == 64)
         #expect(ambiguous.error.contains("matches 3 devices"))
         for kid in [aliceLaptop, alicePhone, aliceTablet] { #expect(ambiguous.error.contains(kid)) }
-        #expect(try run(["revoke", "zzzzzzzzzz"], location).error == "keyauth-server: no device zzzzzzzzzz\n")
+        let unknown = try run(["revoke", "zzzzzzzzzz"], location)
+        #expect(unknown.error == "keyauth-server: no device zzzzzzzzzz\n")
+        #expect(unknown.status == 1)
         let approved = try run(["approve", String(alicePhone.prefix(10))], location)
         #expect(approved.output == "approved \(alicePhone) (alice)\n")
         #expect(try storage.device(kid: alicePhone)?.status == .active)
@@ -110,6 +112,13 @@ struct AdminCommandTests {
         #expect(users.count == 3)
         #expect(users.dropFirst().first == ["alice", "2", "1", "0", "0", "0", "-"])
         #expect(users.last == ["bob", "0", "0", "0", "0", "1", "-"])
+        let usersJSON = try #require(try JSONValue(parsing: try run(["users", "--json"], location).output).arrayValue)
+        #expect(
+            usersJSON.first
+                == .object([
+                    "user": .string("alice"), "active": .integer(2), "pending": .integer(1), "expired": .integer(0),
+                    "denied": .integer(0), "revoked": .integer(0), "last_login_at": .null,
+                ]))
 
         // codes list and revoke.
         let codes = try run(["codes", "list"], location)
@@ -118,8 +127,16 @@ struct AdminCommandTests {
         #expect(try codeRows.last?[0] == Hex.encode(CryptoPrimitives.sha256(Array(code.utf8)).prefix(4)))
         #expect(codeRows.last?[1] == "bob")
         #expect(!codes.output.contains(code))
+        let codesJSON = try #require(
+            try JSONValue(parsing: try run(["codes", "list", "--json"], location).output).arrayValue)
+        #expect(codesJSON.map { $0["user"] } == [.string("bob")])
+        #expect(codesJSON.first?["id"] == .string(codeRows.last?[0] ?? ""))
         #expect(try run(["codes", "revoke", "bob"], location).output == "revoked 1 enrollment codes of bob\n")
         #expect(try run(["codes", "list"], location).output == "ID  USER  EXPIRES\n")
+        // Nothing to match: exit 1 and one line, as delete-user of an unknown user below.
+        let noCodes = try run(["codes", "revoke", "bob"], location)
+        #expect(noCodes.status == 1)
+        #expect(noCodes.error == "keyauth-server: no unused enrollment codes for a user named bob\n")
 
         // delete-user: every device revoked, then nothing of the user left.
         #expect(try run(["enroll", "alice"], location).status == 0)
@@ -127,7 +144,9 @@ struct AdminCommandTests {
         #expect(deleted.output == "deleted alice: 3 devices, 1 enrollment codes\n")
         #expect(try storage.devices(user: "alice").isEmpty)
         #expect(try storage.enrollmentCodes(usableAt: 0).allSatisfy { $0.user != "alice" })
-        #expect(try run(["delete-user", "alice"], location).error == "keyauth-server: no user alice\n")
+        let again = try run(["delete-user", "alice"], location)
+        #expect(again.error == "keyauth-server: no user named alice\n")
+        #expect(again.status == 1)
 
         // The audit trail has every change, in order.
         let actions = try AuditTrail(storage: storage).events(since: 0).map {

@@ -28,7 +28,7 @@ struct AuditTests {
         let third = try ServerTestKeys.key("alice-3")
         #expect(try api.register(user: "alice", key: first, code: code).status == 201)
         let token = try api.accessToken(first)
-        #expect(try api.register(user: "alice", key: second, name: "laptop").status == 202)
+        #expect(try api.register(user: "alice", key: second, name: "work laptop").status == 202)
         #expect(try api.register(user: "alice", key: third, name: "phone").status == 202)
         let approve = try api.approveDevice(second.publicKey.fingerprint, approver: first, token: token)
         #expect(approve.status == 200)
@@ -56,12 +56,30 @@ struct AuditTests {
         #expect(
             events == [
                 ["enroll", "admin", "alice", "-", "-"],
-                ["approve", "device:\(first.publicKey.fingerprint)", "alice", second.publicKey.fingerprint, "laptop"],
+                [
+                    "approve", "device:\(first.publicKey.fingerprint)", "alice", second.publicKey.fingerprint, "work",
+                    "laptop",
+                ],
                 ["deny", "admin", "alice", third.publicKey.fingerprint, "phone"],
                 ["revoke", "admin", "alice", first.publicKey.fingerprint, "test-device"],
             ])
-        // No enrollment code in the trail.
+        // No enrollment code in the trail; names as stored, spaces included, the detail last.
         #expect(!audit.standard.contains(code))
+        #expect(audit.standard.contains("  work laptop\n"))
+
+        // --json: the same events, one array, null for what an event lacks.
+        let json = CapturedOutput()
+        #expect(
+            ServerCommand.main(
+                arguments: ["audit", "--json", "--db", database, "--config", "/dev/null"], environment: [:],
+                output: json.output) == 0)
+        let objects = try #require(try JSONValue(parsing: json.standard).arrayValue)
+        #expect(objects.count == 4)
+        #expect(objects.first?["action"] == .string("enroll"))
+        #expect(objects.first?["subject"] == .null)
+        #expect(objects.dropFirst().first?["detail"] == .string("work laptop"))
+        #expect(objects.last?["actor"] == .string("admin"))
+        #expect(json.standard.hasPrefix("[{\"time\":\""))
 
         let later = CapturedOutput()
         #expect(

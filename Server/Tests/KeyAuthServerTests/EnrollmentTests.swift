@@ -27,7 +27,7 @@ struct EnrollmentTests {
         let api = try environment.directAPI { $0.enrollment = .code }
         let codes = EnrollmentCodes(storage: api.storage, now: environment.clock.closure)
         let aliceCode = try codes.issue(for: "alice")
-        #expect(Base64URL.decode(aliceCode)?.count == 16)
+        #expect(EnrollmentCodes.canonical(aliceCode) == aliceCode)
 
         let bob = try ServerTestKeys.key("bob-1")
         let stolen = try api.register(user: "bob", key: bob, code: aliceCode)

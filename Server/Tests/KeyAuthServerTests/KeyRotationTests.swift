@@ -190,19 +190,30 @@ struct KeyRotationTests {
         let database = environment.databasePath
         chmod(database, 0o600)
 
-        let rotated = Self.run(["keys", "rotate", "--alg", "EdDSA", "--delay", "60", "--db", database])
+        // The one duration syntax: `--delay 5m` (was refused: seconds only).
+        let rotated = Self.run(["keys", "rotate", "--alg", "EdDSA", "--delay", "5m", "--db", database])
         #expect(rotated.status == 0, "\(rotated.error)")
         let newKID = rotated.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(newKID.count == 43)
-        #expect(rotated.error.contains("new EdDSA signing key \(newKID) is published now and signs from "))
+        // It says when running servers publish it: at their next cleanup, not at once.
+        #expect(
+            rotated.error.contains(
+                "new EdDSA signing key \(newKID) stored; each running server publishes it at its next cleanup "
+                    + "(within its --cleanup-interval, default 1m) and signs with it from "))
+        #expect(rotated.error.contains(" (in 5m); "))
 
         let listed = Self.run(["keys", "list", "--db", database])
         #expect(listed.status == 0, "\(listed.error)")
-        let rows = listed.output.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        let rows = listed.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         #expect(rows.first == ["KID", "ALG", "STATE", "CREATED", "SIGNS_FROM", "RETIRES"])
         #expect(
             rows.dropFirst().map { Array($0.prefix(3)) } == [[oldKID, "RS256", "current"], [newKID, "EdDSA", "next"]])
         #expect(rows.dropFirst().allSatisfy { $0.count == 6 && $0[5] == "-" })
+        let json = Self.run(["keys", "list", "--json", "--db", database]).output
+        let keys = try #require(try JSONValue(parsing: json).arrayValue)
+        #expect(keys.map { $0["state"] } == [.string("current"), .string("next")])
+        #expect(keys.last?["kid"] == .string(newKID))
+        #expect(keys.last?["retires_at"] == .null)
 
         // Without --alg, the rotation keeps the current key's algorithm.
         let again = Self.run(["keys", "rotate", "--delay", "0", "--db", database])

@@ -7,14 +7,14 @@ import Testing
 
 @Suite("keyauth-server request log", .timeLimit(.minutes(10)))
 struct RequestLogTests {
-    /// The JSON objects of the log's request lines.
+    /// The JSON objects of the log's request lines (those with a method).
     private func requestLines(_ log: String) throws -> [[String: JSONValue]] {
         try log.split(separator: "\n").filter { $0.hasPrefix("{") }.map { line in
             guard let object = try JSONValue(parsing: String(line)).objectValue else {
                 throw TestFailure("not an object: \(line)")
             }
             return object
-        }
+        }.filter { $0["method"] != nil }
     }
 
     @Test("the built binary logs JSON lines with the proxied client, user and kid, and no assertion or token")
@@ -54,6 +54,13 @@ struct RequestLogTests {
         let log = server.log
         let lines = try requestLines(log)
         #expect(lines.count == 3)
+        // Every line is JSON, serve's own start and stop lines included.
+        let all = try log.split(separator: "\n").map { try JSONValue(parsing: String($0)) }
+        #expect(
+            all.first?["message"]?.stringValue?.hasPrefix("listening on http://127.0.0.1:\(server.port) (") == true)
+        #expect(all.first?["level"] == .string("info"))
+        #expect(all.last?["message"] == .string("stopped"))
+        #expect(all.allSatisfy { $0["time"]?.stringValue?.hasSuffix("Z") == true })
         let success = try #require(lines.first { $0["status"] == .integer(200) })
         #expect(success["client"] == .string("198.51.100.7"))
         #expect(success["method"] == .string("POST"))

@@ -106,8 +106,8 @@ struct ServerFilesTests {
         defer { directory.remove() }
         let missing = directory.path + "/missing.db"
         func message(_ path: String) -> String {
-            "keyauth-server: no database at \(path) (keyauth-server serve creates it; pass --db or set "
-                + "KEYAUTH_SERVER_DB)\n"
+            "keyauth-server: no database at \(path) (keyauth-server serve creates it; pass --db PATH, set "
+                + "KEYAUTH_SERVER_DB, or --config FILE with db = PATH)\n"
         }
         for arguments in [["enroll", "alice"], ["devices"], ["revoke", "some-kid"]] {
             let flagged = try KeyAuthServerProcess.runCommand(arguments + ["--db", missing])

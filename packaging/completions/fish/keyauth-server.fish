@@ -21,7 +21,7 @@ complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a backup
 complete -c keyauth-server -n "__fish_seen_subcommand_from codes; and not __fish_seen_subcommand_from list revoke" -a 'list revoke'
 complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l user -x -d 'Only this user'
 complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l status -x -a 'active pending expired denied revoked' -d 'Only this state'
-complete -c keyauth-server -n "__fish_seen_subcommand_from devices" -l json -d 'One JSON array'
+complete -c keyauth-server -n "__fish_seen_subcommand_from devices users codes audit keys clients" -l json -d 'One JSON array'
 complete -c keyauth-server -n "__fish_seen_subcommand_from audit" -l since -x -d 'A duration (24h) or UTC time'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a help -d 'Show the help'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -s V -l version -d 'Print the version'

@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthArguments
 
 /// The admin commands (`enroll`, `devices`, `approve`, `revoke`, `users`, `delete-user`, `codes`,
 /// `keys`, `clients`): the service's own rules (``DeviceRegistry``, ``EnrollmentCodes``) on a database the
@@ -73,7 +74,7 @@ extension ServerCommand {
     private static func resolve(_ text: String, _ registry: DeviceRegistry) throws -> DeviceRecord {
         switch try registry.device(matching: text) {
         case .device(let device): return device
-        case .none: throw ServerConfigurationError("no device \(text)")
+        case .none: throw ServerConfigurationError.nothingMatched("no device \(text)")
         case .ambiguous(let devices):
             let list = devices.map { "  \($0.kid)  \($0.user)  \(registry.visibleStatus($0).rawValue)  \($0.name)" }
             throw ServerConfigurationError(
@@ -99,7 +100,7 @@ extension ServerCommand {
     /// signs after the publication delay. With a signing key file there is nothing to rotate.
     static func keys(_ action: KeysAction, options: KeysOptions, output: Output) -> Int32 {
         if let file = options.signingKeyFile {
-            guard action == .list else {
+            guard case .list = action else {
                 output.error(
                     "keyauth-server: the server signs with --signing-key-file \(file), which does not rotate: "
                         + "put a new key in the file and restart the servers to change it\n")
@@ -113,28 +114,21 @@ extension ServerCommand {
             let rotation = SigningKeyRotation(
                 storage: storage, tokenLifetime: options.tokenLifetime, now: ServerClock.now)
             switch action {
-            case .list:
-                var lines = ["KID\tALG\tSTATE\tCREATED\tSIGNS_FROM\tRETIRES"]
-                for key in try rotation.list() {
-                    lines.append(
-                        [
-                            key.kid, key.algorithm.rawValue,
-                            key.signsIDTokens ? "id-tokens" : Self.stateName(key.state),
-                            RFC3339.string(fromSeconds: key.createdAt), RFC3339.string(fromSeconds: key.activeFrom),
-                            key.retiresAt.map(RFC3339.string(fromSeconds:)) ?? "-",
-                        ].joined(separator: "\t"))
-                }
-                output.standard(lines.joined(separator: "\n") + "\n")
+            case .list(let json):
+                try listKeys(rotation, json: json, output: output)
             case .rotate(let requested, let delay):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
                 let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
                 try AuditTrail(storage: storage).record(
                     .rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)
                 output.standard("\(kid)\n")
+                // Running servers read the keys again at their periodic cleanup: the key is stored
+                // now, but a JWK set shows it only after that.
                 output.error(
-                    "keyauth-server: new \(algorithm.rawValue) signing key \(kid) is published now and signs from "
-                        + "\(RFC3339.string(fromSeconds: activeFrom)) (in \(delay) s); the current key stays published "
-                        + "until its last token has expired\n")
+                    "keyauth-server: new \(algorithm.rawValue) signing key \(kid) stored; each running server "
+                        + "publishes it at its next cleanup (within its --cleanup-interval, default 1m) and signs "
+                        + "with it from \(RFC3339.string(fromSeconds: activeFrom)) (in \(DurationText.text(delay))); "
+                        + "the current key stays published until its last token has expired\n")
             }
         }
     }
@@ -162,21 +156,12 @@ extension ServerCommand {
                     output.error("keyauth-server: public client \(name) added; it has no secret and must use PKCE\n")
                     output.standard("client_id=\(client.id)\n")
                 }
-            case .list:
-                var lines = ["CLIENT_ID\tNAME\tCREATED\tTYPE\tREDIRECT_URIS\tPOST_LOGOUT_REDIRECT_URIS"]
-                for client in try registry.list() {
-                    lines.append(
-                        [
-                            client.id, client.name, RFC3339.string(fromSeconds: client.createdAt),
-                            client.isPublic ? "public" : "confidential",
-                            client.redirectURIs.isEmpty ? "-" : client.redirectURIs.joined(separator: " "),
-                            client.postLogoutRedirectURIs.isEmpty
-                                ? "-" : client.postLogoutRedirectURIs.joined(separator: " "),
-                        ].joined(separator: "\t"))
-                }
-                output.standard(lines.joined(separator: "\n") + "\n")
+            case .list(let json):
+                try listClients(registry, json: json, output: output)
             case .remove(let id):
-                guard try registry.remove(id: id) else { throw ServerConfigurationError("no client \(id)") }
+                guard try registry.remove(id: id) else {
+                    throw ServerConfigurationError.nothingMatched("no client \(id)")
+                }
                 try AuditTrail(storage: storage).record(.removeClient, by: .administrator, subject: id)
                 output.standard("removed client \(id)\n")
             }
@@ -195,32 +180,9 @@ extension ServerCommand {
                 output.standard(
                     wasActive ? "\(device.kid) is already active\n" : "approved \(device.kid) (\(device.user))\n")
             } catch let error as ServiceError {
-                throw ServerConfigurationError("cannot approve \(target.kid): \(error.description)")
+                throw ServerConfigurationError(
+                    "cannot approve \(target.kid): \(error.description)", status: ExitStatus.failure)
             }
-        }
-    }
-
-    /// The state column of `keys list`.
-    private static func stateName(_ state: SigningKeySchedule.State) -> String {
-        switch state {
-        case .next: "next"
-        case .current: "current"
-        case .previous: "previous"
-        case .retired: "retired"
-        }
-    }
-
-    /// `users`: every user with a device record, with device counts by state and the last login.
-    static func listUsers(database: String, output: Output) -> Int32 {
-        withStorage(database, output: output) { storage in
-            var table = TextTable(header: ["USER", "ACTIVE", "PENDING", "EXPIRED", "DENIED", "REVOKED", "LAST_LOGIN"])
-            for summary in try DeviceRegistry.administering(storage).users() {
-                let states: [DeviceStatus] = [.active, .pending, .expired, .denied, .revoked]
-                table.rows.append(
-                    [summary.user] + states.map { String(summary.counts[$0] ?? 0) }
-                        + [summary.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? ""])
-            }
-            output.standard(table.rendered)
         }
     }
 
@@ -231,31 +193,32 @@ extension ServerCommand {
                 let deleted = try DeviceRegistry.administering(storage).deleteUser(user)
                 output.standard("deleted \(user): \(deleted.devices) devices, \(deleted.codes) enrollment codes\n")
             } catch let error as ServiceError where error.kind == .unknownDevice {
-                throw ServerConfigurationError("no user \(user)")
+                throw ServerConfigurationError.nothingMatched("no user named \(user)")
             }
         }
     }
 
-    /// `codes list`: the enrollment codes still usable, by a short ID of their hash (the codes
-    /// themselves are not stored).
-    static func listCodes(database: String, output: Output) -> Int32 {
+    /// `codes list [--json]`: the enrollment codes still usable, by a short ID of their hash
+    /// (the codes themselves are not stored).
+    static func listCodes(json: Bool, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
-            var table = TextTable(header: ["ID", "USER", "EXPIRES"])
+            var listing = Listing([("ID", "id"), ("USER", "user"), ("EXPIRES", "expires_at")])
             for code in try storage.enrollmentCodes(usableAt: ServerClock.now()) {
-                table.rows.append([code.shortID, code.user, RFC3339.string(fromSeconds: code.expiresAt)])
+                listing.append([.text(code.shortID), .text(code.user), .time(code.expiresAt)])
             }
-            output.standard(table.rendered)
+            listing.write(json: json, to: output)
         }
     }
 
-    /// `codes revoke USER`: deletes the user's unused codes and records it in the audit trail.
+    /// `codes revoke USER`: deletes the user's unused codes and records it in the audit trail;
+    /// a user without any is "nothing matched", as `delete-user` of an unknown user.
     static func revokeCodes(user: String, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let count = try storage.deleteEnrollmentCodes(user: user)
-            if count > 0 {
-                try AuditTrail(storage: storage).record(
-                    .revokeCodes, by: .administrator, user: user, detail: "\(count)")
+            guard count > 0 else {
+                throw ServerConfigurationError.nothingMatched("no unused enrollment codes for a user named \(user)")
             }
+            try AuditTrail(storage: storage).record(.revokeCodes, by: .administrator, user: user, detail: "\(count)")
             output.standard("revoked \(count) enrollment codes of \(user)\n")
         }
     }
@@ -276,7 +239,7 @@ extension ServerCommand {
             return ExitStatus.success
         } catch let error as ServerConfigurationError {
             output.error("keyauth-server: \(error.message)\n")
-            return ExitStatus.failure
+            return error.status
         } catch let error as StorageError {
             output.error("keyauth-server: \(error.description)\n")
             return ExitStatus.unavailable

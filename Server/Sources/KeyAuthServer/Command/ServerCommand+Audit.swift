@@ -1,5 +1,6 @@
 import Glibc
 import KeyAuth
+import KeyAuthArguments
 
 /// `keyauth-server audit [--since DURATION|TIME]`: the audit trail, oldest first.
 extension ServerCommand {
@@ -10,21 +11,20 @@ extension ServerCommand {
         /// This time, in seconds since 1970 (`--since 2026-12-01T00:00:00Z`).
         case time(Int64)
 
-        /// Parses `90s`, `30m`, `24h`, `7d`, or an RFC 3339 UTC time (`2026-12-01T08:00:00Z`) or
-        /// date (`2026-12-01`).
+        /// Parses a duration in the syntax of every duration option (``DurationText``: `90`,
+        /// `30m`, `1h30m`, `7d`), up to 100 years, or an RFC 3339 UTC time
+        /// (`2026-12-01T08:00:00Z`) or date (`2026-12-01`).
         ///
         /// - Throws: ``ServerConfigurationError`` naming `--since`.
         init(parsing text: String) throws(ServerConfigurationError) {
-            let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-            if let last = text.last, let unit = units[last], let count = Int64(text.dropLast()), count >= 0,
-                count <= 36_500 * 86_400 / unit
-            {
-                self = .ago(count * unit)
+            // A 4-digit number is a duration in seconds, never a year: a date has dashes.
+            if let seconds = DurationText.seconds(text), seconds <= 36_500 * 86_400 {
+                self = .ago(seconds)
                 return
             }
             guard let seconds = Self.utcSeconds(text) else {
                 throw ServerConfigurationError(
-                    "--since: expected a duration (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or "
+                    "--since: expected a duration (90, 90s, 30m, 1h30m, 7d) or a UTC time (2026-12-01T08:00:00Z or "
                         + "2026-12-01), got \(text)")
             }
             self = .time(seconds)
@@ -64,23 +64,20 @@ extension ServerCommand {
         }
     }
 
-    /// `audit`: the events since `start` (all when nil) in aligned columns.
-    static func audit(since start: AuditStart?, database: String, output: Output) -> Int32 {
+    /// `audit [--json]`: the events since `start` (all when nil) in aligned columns, the detail
+    /// last as it may hold spaces, or as one JSON array.
+    static func audit(since start: AuditStart?, json: Bool, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let time = start?.seconds(now: ServerClock.now()) ?? Int64.min
-            var table = TextTable(header: ["TIME", "ACTION", "ACTOR", "USER", "SUBJECT", "DETAIL"])
+            var listing = Listing(
+                ["time", "action", "actor", "user", "subject", "detail"].map { ($0.uppercased(), $0) })
             for event in try AuditTrail(storage: storage).events(since: time) {
-                table.rows.append(
-                    [
-                        RFC3339.string(fromSeconds: event.time), event.action.rawValue, event.actor, event.user ?? "",
-                        event.subject ?? "", event.detail ?? "",
-                    ].map { cell in
-                        // What clients named (device names) is printed as text without control
-                        // characters or spaces, so that one event stays one line of columns.
-                        String(cell.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? "_" : Character($0) })
-                    })
+                listing.append([
+                    .time(event.time), .text(event.action.rawValue), .text(event.actor), .optional(event.user),
+                    .optional(event.subject), .optional(event.detail),
+                ])
             }
-            output.standard(table.rendered)
+            listing.write(json: json, to: output)
         }
     }
 }

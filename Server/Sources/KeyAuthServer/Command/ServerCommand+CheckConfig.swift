@@ -23,30 +23,11 @@ extension ServerCommand {
 
 extension ServerConfiguration {
     /// Every serve setting by its flag's name (without dashes) and its effective value as a
-    /// flag would write it; empty for a setting that is not set and has no default value.
+    /// flag would write it, from the parser's own table (``ServerCommand/serveSettings``); empty
+    /// for a setting that is not set and has no default value.
     ///
     /// - Warning: the database is shown with its password masked: this is for display only.
     var settingValues: [(key: String, value: String)] {
-        let postgres = StorageFactory.isPostgresURL(database)
-        return [
-            ("listen", listen.description),
-            ("issuer", resolvedIssuer(boundPort: listen.port)),
-            ("db", postgres ? PostgresLocation(database).redacted : database),
-            ("enrollment", enrollment.rawValue),
-            ("metrics-listen", metricsAddress?.description ?? "off"),
-            ("trust-proxy", String(trustProxy)),
-            ("rate-limit", String(failureLimit)),
-            ("registration-limit", String(registrationLimit)),
-            ("token-lifetime", String(accessTokenLifetime)),
-            ("threads", String(workerThreads(writesBlockUntilDurable: postgres))),
-            ("max-connections", String(connectionLimit)),
-            ("max-connections-per-address", String(connectionsPerAddressLimit)),
-            ("request-timeout", String(requestTimeoutSeconds)),
-            ("connection-timeout", String(connectionTimeoutSeconds)),
-            ("signing-key-bits", String(signingKeyBits)),
-            ("signing-key-file", signingKeyFile ?? ""),
-            ("quiet", String(!logRequests)),
-            ("log-format", logFormat.rawValue),
-        ]
+        ServerCommand.serveSettings.map { ($0.key, $0.show(self)) }
     }
 }

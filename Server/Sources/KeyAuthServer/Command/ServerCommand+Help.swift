@@ -7,14 +7,14 @@ extension ServerCommand {
                keyauth-server devices [--user USER] [--status STATUS] [--json] [--db PATH]
                keyauth-server approve KID [--db PATH]
                keyauth-server revoke KID [--db PATH]
-               keyauth-server keys [list] [--db PATH]
-               keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay SECONDS] [--db PATH]
+               keyauth-server keys [list] [--json] [--db PATH]
+               keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION] [--db PATH]
                keyauth-server clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]...
-                              [--public] | list | remove ID [--db PATH]
-               keyauth-server users [--db PATH]
+                              [--public] | list [--json] | remove ID [--db PATH]
+               keyauth-server users [--json] [--db PATH]
                keyauth-server delete-user USER [--db PATH]
-               keyauth-server codes list|revoke USER [--db PATH]
-               keyauth-server audit [--since DURATION|TIME] [--db PATH]
+               keyauth-server codes list [--json] | revoke USER [--db PATH]
+               keyauth-server audit [--since DURATION|TIME] [--json] [--db PATH]
                keyauth-server backup FILE [--db PATH]
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
@@ -22,75 +22,13 @@ extension ServerCommand {
 
         keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates). keys
         rotate makes a new key (--alg, default KEYAUTH_SERVER_TOKEN_ALG, else the current key's
-        algorithm) that every server publishes at once and that signs after --delay seconds
-        (default 600, so that caches of the JWK set see it first); it prints the new KID. The old
+        algorithm) that every server publishes at once and that signs after --delay
+        (default 10m, so that caches of the JWK set see it first); it prints the new KID. The old
         key stays published until its last token expires (--token-lifetime, as the servers use),
         then the servers retire it. With --signing-key-file there is nothing to rotate.
 
         serve options (environment variable in brackets; each is also a key of the settings file):
-          --config FILE             settings file of key = value lines, the key being an option's
-                                    name without dashes (listen = 127.0.0.1:8088) and # starting
-                                    a comment line; default /etc/keyauth/server.conf when it
-                                    exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its variable,
-                                    which wins over the file, which wins over the default
-          --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
-          --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
-                                    [KEYAUTH_SERVER_ISSUER]
-          --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
-                                    [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
-                                    it must be mode 600 and owned by the server's user
-          --enrollment code|open    whether a new user's first device needs a code from 'enroll',
-                                    default code; open is for development on loopback
-                                    [KEYAUTH_SERVER_ENROLLMENT]
-          --dpop optional|required  whether access tokens must be bound to the device key with a
-                                    DPoP proof (RFC 9449); optional (default) still issues Bearer
-                                    tokens to requests without a proof [KEYAUTH_SERVER_DPOP]
-          --dpop-nonce              require DPoP proofs to carry a nonce from the server's
-                                    DPoP-Nonce header [KEYAUTH_SERVER_DPOP_NONCE=1]
-          --metrics-listen HOST:PORT|off
-                                    where /metrics and /healthz are served, apart from the public
-                                    listener; default 127.0.0.1 on the --listen port + 1
-                                    [KEYAUTH_SERVER_METRICS_LISTEN]
-          --trust-proxy             count the last X-Forwarded-For hop as the client address; only
-                                    behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
-          --rate-limit N            failed logins/registrations per address and minute, default 10
-                                    [KEYAUTH_SERVER_RATE_LIMIT]; an address is an IPv4 address or
-                                    an IPv6 /64
-          --registration-limit N    registrations per address and minute, successful or not,
-                                    default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
-          --token-lifetime SECONDS  access token lifetime, default 900 [KEYAUTH_SERVER_TOKEN_LIFETIME]
-          --threads N               HTTP worker threads, default one per core with SQLite, 32 with
-                                    PostgreSQL [KEYAUTH_SERVER_THREADS]
-          --cleanup-interval S      seconds between purges of expired entries, which also reload
-                                    the signing keys and retire old ones, default 60
-                                    [KEYAUTH_SERVER_CLEANUP_INTERVAL]
-          --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
-          --max-connections-per-address N
-                                    simultaneous connections from one IP address, 0 for no limit;
-                                    default 32, or 0 with --trust-proxy (limit at the proxy)
-                                    [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
-          --request-timeout S       seconds a connection has to send each whole request, from its
-                                    start or the previous response, default 10
-                                    [KEYAUTH_SERVER_REQUEST_TIMEOUT]
-          --connection-timeout S    idle seconds before a connection closes, default 10
-                                    [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
-          --signing-key-bits N      size of the signing key made on first start, 2048 (default),
-                                    3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
-          --token-alg RS256|ES256|EdDSA
-                                    algorithm of the signing key made on first start, default
-                                    RS256 (every JWT library has it); ES256 signs far faster; also
-                                    the default of 'keys rotate' [KEYAUTH_SERVER_TOKEN_ALG]
-          --signing-key-file PATH   sign with this unencrypted PEM key (RSA of 2048 to 4096 bits,
-                                    EC P-256 or Ed25519; mode 600, owned by the server's user)
-                                    instead of keys kept in the database; it is then the only key
-                                    published and accepted, and it does not rotate
-                                    [KEYAUTH_SERVER_SIGNING_KEY_FILE]
-          --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
-          --log-format text|json    log lines as text (default) or as JSON objects, one a line;
-                                    a request's line has the client address (after
-                                    --trust-proxy), method, path, route, status, duration, and the
-                                    OAuth error code, user and device key ID when known
-                                    [KEYAUTH_SERVER_LOG_FORMAT]
+        \(serveOptions)
           -h, --help                this text
           -V, --version             print the version
 
@@ -121,11 +59,18 @@ extension ServerCommand {
         those since a duration ago (90s, 30m, 24h, 7d) or a UTC time (2026-12-01T08:00:00Z or
         2026-12-01).
 
+        Every listing (devices, users, codes list, keys list, clients list, audit) prints aligned
+        columns with a header, names and details last and as stored; with --json it prints one
+        JSON array of objects instead.
+
         backup copies a SQLite database, even while serve runs, into the new FILE (mode 600: it
         holds the signing key) with SQLite's online backup API; for PostgreSQL use pg_dump.
 
         The admin commands take --db (or KEYAUTH_SERVER_DB, or db in the settings file)
         and --config too, and never create a database: only serve does.
+
+        A DURATION is a number of seconds (90) or numbers each with a unit s, m, h or d (90s, 5m,
+        1h30m, 2d), for every option that takes one.
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
@@ -133,5 +78,77 @@ extension ServerCommand {
         unavailable (or no database for an admin command), 78 a settings file that cannot be read
         or has a bad line (the message names the file and line), 1 anything else.
 
+        """
+
+    /// The options of `serve` (and `check-config`), one block shared by `--help` and
+    /// `serve --help`, so that the two cannot disagree.
+    static let serveOptions = """
+          --config FILE             settings file of key = value lines, the key being an option's
+                                    name without dashes (listen = 127.0.0.1:8088), a true/false
+                                    key alone meaning true, and # at the start of a line or after
+                                    a space starting a comment; default /etc/keyauth/server.conf
+                                    when it exists [KEYAUTH_SERVER_CONFIG]. A flag wins over its
+                                    variable, which wins over the file, which wins over the default
+          --listen HOST:PORT        address to listen on, default 127.0.0.1:8088 [KEYAUTH_SERVER_LISTEN]
+          --issuer URL              public base URL, iss and aud of tokens, default http://HOST:PORT
+                                    [KEYAUTH_SERVER_ISSUER]
+          --db PATH|postgres://...  storage, default keyauth-server.db in the current directory
+                                    [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
+                                    it must be mode 600 and owned by the server's user
+          --enrollment code|open    whether a new user's first device needs a code from 'enroll',
+                                    default code; open is for development on loopback
+                                    [KEYAUTH_SERVER_ENROLLMENT]
+          --dpop optional|required  whether access tokens must be bound to the device key with a
+                                    DPoP proof (RFC 9449); optional (default) still issues Bearer
+                                    tokens to requests without a proof [KEYAUTH_SERVER_DPOP]
+          --dpop-nonce              require DPoP proofs to carry a nonce from the server's
+                                    DPoP-Nonce header [KEYAUTH_SERVER_DPOP_NONCE=1]
+          --metrics-listen HOST:PORT|off
+                                    where /metrics and /healthz are served, apart from the public
+                                    listener; default 127.0.0.1 on the --listen port + 1
+                                    [KEYAUTH_SERVER_METRICS_LISTEN]
+          --trust-proxy             count the last X-Forwarded-For hop as the client address; only
+                                    behind a proxy that sets it [KEYAUTH_SERVER_TRUST_PROXY=1]
+          --rate-limit N            failed logins/registrations per address and minute, default 10
+                                    [KEYAUTH_SERVER_RATE_LIMIT]; an address is an IPv4 address or
+                                    an IPv6 /64
+          --registration-limit N    registrations per address and minute, successful or not,
+                                    default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
+          --token-lifetime DURATION access token lifetime, default 15m [KEYAUTH_SERVER_TOKEN_LIFETIME]
+          --threads N               HTTP worker threads, default one per core with SQLite, 32 with
+                                    PostgreSQL [KEYAUTH_SERVER_THREADS]
+          --cleanup-interval DURATION
+                                    time between purges of expired entries, which also reload
+                                    the signing keys and retire old ones, default 1m
+                                    [KEYAUTH_SERVER_CLEANUP_INTERVAL]
+          --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
+          --max-connections-per-address N
+                                    simultaneous connections from one IP address, 0 for no limit;
+                                    default 32, or 0 with --trust-proxy (limit at the proxy)
+                                    [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
+          --request-timeout DURATION
+                                    time a connection has to send each whole request, from its
+                                    start or the previous response, default 10s
+                                    [KEYAUTH_SERVER_REQUEST_TIMEOUT]
+          --connection-timeout DURATION
+                                    idle time before a connection closes, default 10s
+                                    [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
+          --signing-key-bits N      size of the signing key made on first start, 2048 (default),
+                                    3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
+          --token-alg RS256|ES256|EdDSA
+                                    algorithm of the signing key made on first start, default
+                                    RS256 (every JWT library has it); ES256 signs far faster; also
+                                    the default of 'keys rotate' [KEYAUTH_SERVER_TOKEN_ALG]
+          --signing-key-file PATH   sign with this unencrypted PEM key (RSA of 2048 to 4096 bits,
+                                    EC P-256 or Ed25519; mode 600, owned by the server's user)
+                                    instead of keys kept in the database; it is then the only key
+                                    published and accepted, and it does not rotate
+                                    [KEYAUTH_SERVER_SIGNING_KEY_FILE]
+          --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
+          --log-format text|json    log lines as text (default) or as JSON objects, one a line;
+                                    a request's line has the client address (after
+                                    --trust-proxy), method, path, route, status, duration, and the
+                                    OAuth error code, user and device key ID when known
+                                    [KEYAUTH_SERVER_LOG_FORMAT]
         """
 }

@@ -12,18 +12,22 @@ extension ServerCommand {
         defaultSettingsFile: String? = ServerCommand.defaultSettingsFile
     ) throws(ServerConfigurationError) -> Action {
         var arguments = arguments
-        if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" { return .help }
+        if arguments.first == "help" {
+            guard arguments.count <= 2 else { throw ServerConfigurationError("help takes at most one command name") }
+            guard let topic = arguments.last, topic != "help" else { return .help(topic: nil) }
+            try checkVerb(topic)
+            return .help(topic: topic)
+        }
         if arguments == ["--version"] || arguments == ["-V"] { return .version }
         let verb: String
-        if let first = arguments.first, !first.hasPrefix("-") {
-            verb = first
-            arguments.removeFirst()
+        let verbGiven = arguments.first.map { !$0.hasPrefix("-") } ?? false
+        if verbGiven {
+            verb = arguments.removeFirst()
+            try checkVerb(verb)
         } else {
             verb = "serve"
         }
-        guard Self.verbs.contains(verb) else {
-            throw ServerConfigurationError("unknown command \(verb); see keyauth-server --help")
-        }
+        if arguments.contains("--help") || arguments.contains("-h") { return .help(topic: verbGiven ? verb : nil) }
         var settings = try ServerSettings(
             flags: try FlagParser(arguments: arguments), environment: environment, defaultFile: defaultSettingsFile)
         if verb == "serve" || verb == "check-config" {
@@ -63,13 +67,19 @@ extension ServerCommand {
             filter.json = settings.commandFlag("--json") ?? false
             _ = try positionals(0, "")
             return .devices(filter, database: database)
-        case "approve":
-            return .approve(kid: try positionals(1, "KID")[0], database: database)
-        case "revoke":
-            return .revoke(kid: try positionals(1, "KID")[0], database: database)
+        case "approve", "revoke":
+            let kid = try positionals(1, "KID")[0]
+            // Refused before opening the database: a usage error, whatever the storage.
+            guard kid.count >= DeviceRegistry.minimumPrefixLength else {
+                throw ServerConfigurationError(
+                    "\(verb): a key ID prefix needs at least \(DeviceRegistry.minimumPrefixLength) characters, got \(kid)"
+                )
+            }
+            return verb == "approve" ? .approve(kid: kid, database: database) : .revoke(kid: kid, database: database)
         case "users":
+            let json = settings.commandFlag("--json") ?? false
             _ = try positionals(0, "")
-            return .users(database: database)
+            return .users(json: json, database: database)
         case "delete-user":
             return .deleteUser(user: try user(try positionals(1, "USER")[0]), database: database)
         case "backup":
@@ -80,7 +90,11 @@ extension ServerCommand {
             let redirects = settings.options("--redirect-uri")
             let logoutRedirects = settings.options("--post-logout-redirect-uri")
             let isPublic = settings.commandFlag("--public") ?? false
+            let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            guard !json || given.first == "list" || given.isEmpty else {
+                throw ServerConfigurationError("--json: only clients list prints JSON")
+            }
             switch (given.first, given.count) {
             case ("add", 2):
                 return .clients(
@@ -88,27 +102,48 @@ extension ServerCommand {
                         name: given[1], redirectURIs: redirects, postLogoutRedirectURIs: logoutRedirects,
                         isPublic: isPublic),
                     database: database)
-            case ("list", 1), (nil, 0): return .clients(.list, database: database)
+            case ("list", 1), (nil, 0): return .clients(.list(json: json), database: database)
             case ("remove", 2): return .clients(.remove(id: given[1]), database: database)
             default:
                 throw ServerConfigurationError(
                     "clients: expected add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...] "
-                        + "[--public], list or remove ID")
+                        + "[--public], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))")
             }
         case "codes":
+            let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
             switch (given.first, given.count) {
-            case ("list", 1): return .listCodes(database: database)
+            case ("list", 1): return .listCodes(json: json, database: database)
+            case ("revoke", 2) where json: throw ServerConfigurationError("--json: only codes list prints JSON")
             case ("revoke", 2): return .revokeCodes(user: try user(given[1]), database: database)
-            default: throw ServerConfigurationError("codes: expected list, or revoke USER")
+            default:
+                throw ServerConfigurationError(
+                    "codes: expected list, or revoke USER\(suggestion(given.first, ["list", "revoke"]))")
             }
         default:
             let since = try settings.option("--since").map { text throws(ServerConfigurationError) in
                 try AuditStart(parsing: text)
             }
+            let json = settings.commandFlag("--json") ?? false
             _ = try positionals(0, "")
-            return .audit(since: since, database: database)
+            return .audit(since: since, json: json, database: database)
         }
+    }
+
+    /// Refuses a word that is no command, suggesting the nearest one.
+    ///
+    /// - Throws: ``ServerConfigurationError`` (exit 64) `unknown command enrol; did you mean
+    ///   enroll? see keyauth-server --help`.
+    private static func checkVerb(_ verb: String) throws(ServerConfigurationError) {
+        guard !verbs.contains(verb) else { return }
+        let nearest = NearestWord.nearest(to: verb, among: verbs).map { "; did you mean \($0)?" } ?? ";"
+        throw ServerConfigurationError("unknown command \(verb)\(nearest) see keyauth-server --help")
+    }
+
+    /// `; did you mean WORD?` for the word of `candidates` nearest `typed`, or nothing.
+    private static func suggestion(_ typed: String?, _ candidates: [String]) -> String {
+        guard let typed, !candidates.contains(typed) else { return "" }
+        return NearestWord.nearest(to: typed, among: candidates).map { "; did you mean \($0)?" } ?? ""
     }
 
     /// The commands, `serve` (the default) first.
@@ -117,111 +152,12 @@ extension ServerCommand {
         "backup", "keys", "clients",
     ]
 
-    private static func serveConfiguration(
-        _ settings: inout ServerSettings
-    ) throws(ServerConfigurationError) -> ServerConfiguration {
-        func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
-            guard let setting = settings.value(flag) else { return nil }
-            guard let value = Int(setting.value), range.contains(value) else {
-                throw setting.error(
-                    "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
-            }
-            return value
-        }
-        func address(_ setting: ServerSettings.Setting) throws(ServerConfigurationError) -> ListenAddress {
-            do {
-                return try ListenAddress(parsing: setting.value, flag: setting.origin.label)
-            } catch {
-                throw ServerConfigurationError(error.message, status: setting.origin.status)
-            }
-        }
-        var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
-        if let listen = settings.value("--listen") { configuration.listen = try address(listen) }
-        if let issuer = settings.value("--issuer") {
-            let url = issuer.value
-            guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("?"), !url.contains("#"),
-                !url.contains(" ")
-            else { throw issuer.error("expected an http:// or https:// URL, got \(url)") }
-            configuration.issuer = url
-        }
-        if let metrics = settings.value("--metrics-listen") {
-            configuration.metricsListener = metrics.value == "off" ? .off : .address(try address(metrics))
-        } else if configuration.listen.port == UInt16.max {
-            throw ServerConfigurationError(
-                "--metrics-listen: port 65535 has no next port for the default; pass --metrics-listen HOST:PORT or off")
-        }
-        if let database = try databaseLocation(settings.value("--db")) {
-            configuration.database = database
-        }
-        if let mode = settings.value("--enrollment") {
-            guard let enrollment = EnrollmentMode(rawValue: mode.value) else {
-                throw mode.error("expected open or code, got \(mode.value)")
-            }
-            configuration.enrollment = enrollment
-        }
-        if let mode = settings.value("--dpop") {
-            guard let dpop = DPoPMode(rawValue: mode.value) else {
-                throw mode.error("expected optional or required, got \(mode.value)")
-            }
-            configuration.dpop = dpop
-        }
-        configuration.dpopNonce = try settings.bool("--dpop-nonce") ?? false
-        configuration.trustProxy = try settings.bool("--trust-proxy") ?? false
-        configuration.logRequests = !(try settings.bool("--quiet") ?? false)
-        if let format = settings.value("--log-format") {
-            guard let logFormat = LogFormat(rawValue: format.value) else {
-                throw format.error("expected text or json, got \(format.value)")
-            }
-            configuration.logFormat = logFormat
-        }
-        if let value = try number("--rate-limit", 1...100_000) { configuration.failureLimit = value }
-        if let value = try number("--registration-limit", 1...100_000) {
-            configuration.registrationLimit = value
-        }
-        if let value = try number("--token-lifetime", 60...86_400) {
-            configuration.accessTokenLifetime = Int64(value)
-        }
-        if let value = try number("--threads", 1...256) { configuration.threads = value }
-        if let value = try number("--cleanup-interval", 1...3600) {
-            configuration.cleanupIntervalSeconds = value
-        }
-        if let value = try number("--max-connections", 1...1_000_000) {
-            configuration.connectionLimit = value
-        }
-        if let value = try number("--max-connections-per-address", 0...1_000_000) {
-            configuration.connectionsPerAddressLimit = value
-        } else if configuration.trustProxy {
-            // Every connection comes from the proxy: a per-address limit would cap the proxy.
-            configuration.connectionsPerAddressLimit = 0
-        }
-        if let value = try number("--request-timeout", 1...3600) {
-            configuration.requestTimeoutSeconds = value
-        }
-        if let value = try number("--connection-timeout", 1...3600) {
-            configuration.connectionTimeoutSeconds = value
-        }
-        if let bits = settings.value("--signing-key-bits") {
-            guard let value = Int(bits.value), [2048, 3072, 4096].contains(value) else {
-                throw bits.error("expected 2048, 3072 or 4096, got \(bits.value)")
-            }
-            configuration.signingKeyBits = value
-        }
-        if let name = settings.value("--token-alg") {
-            configuration.tokenAlgorithm = try tokenAlgorithm(name)
-        }
-        if let file = settings.value("--signing-key-file") {
-            guard !file.value.isEmpty else { throw file.error("empty path") }
-            configuration.signingKeyFile = file.value
-        }
-        return configuration
-    }
-
     /// The `--db` value of `setting`, checked: a PostgreSQL URL must be one libpq reads as
     /// written, and a libpq keyword/value string is refused rather than taken for a file name.
     ///
     /// The value may hold the database password, so no message quotes it.
     /// - Throws: ``ServerConfigurationError`` naming the setting's origin.
-    private static func databaseLocation(
+    static func databaseLocation(
         _ setting: ServerSettings.Setting?
     ) throws(ServerConfigurationError) -> String? {
         guard let setting else { return nil }
@@ -235,31 +171,28 @@ extension ServerCommand {
         return setting.value
     }
 
-    /// `keys list` and `keys rotate [--alg ALG] [--delay SECONDS]`, with the database, the
+    /// `keys list` and `keys rotate [--alg ALG] [--delay DURATION]`, with the database, the
     /// server's `--token-lifetime` (for when previous keys retire) and `--signing-key-file` (which
     /// does not rotate) read as `serve` reads them.
     private static func keysAction(
         _ settings: inout ServerSettings, database: String
     ) throws(ServerConfigurationError) -> Action {
         var options = KeysOptions(database: database)
-        if let lifetime = settings.value("--token-lifetime") {
-            guard let value = Int64(lifetime.value), (60...86_400).contains(value) else {
-                throw lifetime.error("expected a number from 60 to 86400, got \(lifetime.value)")
-            }
-            options.tokenLifetime = value
-        }
+        if let lifetime = try settings.duration("--token-lifetime", 60...86_400) { options.tokenLifetime = lifetime }
         options.signingKeyFile = settings.value("--signing-key-file").flatMap { $0.value.isEmpty ? nil : $0.value }
         let rotateAlgorithm = settings.option("--alg")
         let delay = settings.option("--delay")
         let configuredAlgorithm = settings.value("--token-alg")
+        let json = settings.commandFlag("--json") ?? false
         let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
         switch given.first {
         case "list"?, nil:
             guard rotateAlgorithm == nil, delay == nil else {
-                throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server --help")
+                throw ServerConfigurationError("keys list takes no --alg or --delay; see keyauth-server keys --help")
             }
-            return .keys(.list, options)
+            return .keys(.list(json: json), options)
         case "rotate"?:
+            guard !json else { throw ServerConfigurationError("--json: only keys list prints JSON") }
             var algorithm: JWSAlgorithm?
             if let name = rotateAlgorithm {
                 guard let chosen = JWSAlgorithm(rawValue: name) else {
@@ -271,14 +204,12 @@ extension ServerCommand {
             }
             var seconds = SigningKeyRotation.defaultDelay
             if let delay {
-                guard let value = Int64(delay), (0...86_400).contains(value) else {
-                    throw ServerConfigurationError("--delay: expected seconds from 0 to 86400, got \(delay)")
-                }
-                seconds = value
+                seconds = try ServerSettings.Setting(value: delay, origin: .flag("--delay")).duration(0...86_400)
             }
             return .keys(.rotate(algorithm: algorithm, delay: seconds), options)
         case let other?:
-            throw ServerConfigurationError("keys: unknown action \(other); expected list or rotate")
+            throw ServerConfigurationError(
+                "keys: unknown action \(other); expected list or rotate\(suggestion(other, ["list", "rotate"]))")
         }
     }
 
@@ -290,62 +221,5 @@ extension ServerCommand {
             throw setting.error("expected RS256, ES256 or EdDSA, got \(setting.value)")
         }
         return algorithm
-    }
-}
-
-/// The server's command line as ``ArgumentParser`` splits it, with the server's messages: every
-/// `--name` takes a value except the boolean flags, and an option no verb reads is refused once
-/// the verb has read its own.
-struct FlagParser {
-    private static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
-    /// Options that may be given more than once (`clients add`).
-    private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri"]
-    private var parsed: ParsedArguments
-
-    init(arguments: [String]) throws(ServerConfigurationError) {
-        do {
-            parsed = try ArgumentParser.parse(
-                arguments, syntax: .keyauthServer(flags: Self.booleanFlags, repeatable: Self.repeatableOptions))
-        } catch {
-            switch error {
-            case .repeated(let name): throw ServerConfigurationError("--\(name) is given more than once")
-            case .missingValue(let name): throw ServerConfigurationError("--\(name) needs a value")
-            case .invalidBoolean(let name), .flagTakesNoValue(let name):
-                throw ServerConfigurationError("--\(name): expected true or false")
-            case .unknownOption(let option), .emptyValue(let option):
-                throw ServerConfigurationError("unknown option \(option); see keyauth-server --help")
-            }
-        }
-    }
-
-    /// The value of `--name` (the flag spelled with its dashes).
-    mutating func value(_ flag: String) -> String? {
-        parsed.value(String(flag.dropFirst(2)))
-    }
-
-    /// Every value of the repeatable `--name`, in order.
-    mutating func values(_ flag: String) -> [String] {
-        parsed.values(String(flag.dropFirst(2)))
-    }
-
-    /// The boolean `--name`, nil when absent.
-    mutating func bool(_ flag: String) -> Bool? {
-        parsed.flag(String(flag.dropFirst(2)))
-    }
-
-    /// Refuses flags nobody asked for and extra positionals; returns the positionals.
-    @discardableResult
-    func finish(allowingPositionals count: Int) throws(ServerConfigurationError) -> [String] {
-        if let missing = parsed.readOptionsMissingValues().first {
-            throw ServerConfigurationError("--\(missing) needs a value")
-        }
-        if let unknown = parsed.unreadOptions().first {
-            throw ServerConfigurationError("unknown option --\(unknown); see keyauth-server --help")
-        }
-        guard parsed.positionals.count <= count else {
-            throw ServerConfigurationError(
-                "unexpected argument \(parsed.positionals[count]); see keyauth-server --help")
-        }
-        return parsed.positionals
     }
 }

@@ -24,44 +24,62 @@ extension ServerCommand {
             return source
         }
         defer { sources.forEach { $0.cancel() } }
+        // Every line serve writes has the log's format, so that a log shipper reading JSON
+        // finds no text line, the start and stop included.
+        let say = { (message: String, level: String) in
+            output.error(Self.lifecycleLine(message, level: level, format: configuration.logFormat) + "\n")
+        }
 
         let runner: ServerRunner
         do {
             runner = try ServerRunner(configuration: configuration, log: log)
         } catch let error as StorageError {
-            output.error("keyauth-server: \(error.description)\n")
+            say(error.description, "error")
             return exitStatus(for: error)
         } catch let error as HTTPServerError {
-            output.error("keyauth-server: \(error.message)\n")
+            say(error.message, "error")
             return ExitStatus.unavailable
         } catch let error as KeyAuthError where Self.isUnusableKey(error) {
-            output.error("keyauth-server: \(error.message)\n")
+            say(error.message, "error")
             return ExitStatus.dataError
         } catch {
-            output.error("keyauth-server: cannot start: \(error)\n")
+            say("cannot start: \(error)", "error")
             return ExitStatus.failure
         }
         let address = Self.urlHost(runner.server.address)
         // On the same line, so that whoever waits for "listening on" finds the metrics port too.
         let metrics = runner.metricsServer.map { "metrics on http://\(Self.urlHost($0.address)):\($0.port)/metrics" }
-        output.error(
-            "keyauth-server: listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
+        say(
+            "listening on http://\(address):\(runner.port) (issuer \(runner.issuer), "
                 + "storage \(StorageFactory.isPostgresURL(configuration.database) ? "postgres" : configuration.database), "
                 + "enrollment \(configuration.enrollment.rawValue), tokens \(runner.tokenAlgorithm.rawValue)"
                 + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
-                + (metrics ?? "metrics off") + "\n")
-        if let warning = configuration.openEnrollmentWarning { output.error("keyauth-server: \(warning)\n") }
+                + (metrics ?? "metrics off"), "info")
+        if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
         if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {
-            output.error(
-                "keyauth-server: warning: the signing key file holds a \(runner.tokenAlgorithm.rawValue) key, and "
+            say(
+                "warning: the signing key file holds a \(runner.tokenAlgorithm.rawValue) key, and "
                     + "OpenID Connect ID tokens need RS256: /authorize answers server_error until the file "
-                    + "holds an RSA key\n")
+                    + "holds an RSA key", "warning")
         }
         stopRequested.wait()
-        output.error("keyauth-server: stopping: finishing requests in progress\n")
+        say("stopping: finishing requests in progress", "info")
         runner.stop()
-        output.error("keyauth-server: stopped\n")
+        say("stopped", "info")
         return ExitStatus.success
+    }
+
+    /// A line of serve's own (start, stop, a warning, a failure to start): `keyauth-server:
+    /// MESSAGE` as text, or with `--log-format json` an object with `time`, `level` (`info`,
+    /// `warning` or `error`) and `message`, the shape of the log's other lines.
+    static func lifecycleLine(_ message: String, level: String, format: LogFormat, now: Int64 = ServerClock.now())
+        -> String
+    {
+        guard format == .json else { return "keyauth-server: \(message)" }
+        let object: JSONValue = .object([
+            "time": .string(RFC3339.string(fromSeconds: now)), "level": .string(level), "message": .string(message),
+        ])
+        return object.serialized(leadingKeys: ["time", "level", "message"])
     }
 
     /// The host of `address` as a URL writes it (IPv6 in brackets).

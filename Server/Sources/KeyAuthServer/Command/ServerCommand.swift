@@ -47,12 +47,12 @@ package enum ServerCommand {
         case devices(DeviceFilter, database: String)
         /// Approve a pending device (a key ID or a prefix of it).
         case approve(kid: String, database: String)
-        /// List users with their device counts.
-        case users(database: String)
+        /// List users with their device counts, as JSON with `--json`.
+        case users(json: Bool, database: String)
         /// Revoke every device of a user and delete their data.
         case deleteUser(user: String, database: String)
         /// List the enrollment codes still usable.
-        case listCodes(database: String)
+        case listCodes(json: Bool, database: String)
         /// Delete a user's unused enrollment codes.
         case revokeCodes(user: String, database: String)
         /// Copy a SQLite database into a new file.
@@ -63,18 +63,19 @@ package enum ServerCommand {
         case keys(KeysAction, KeysOptions)
         /// Add, list or remove client applications of sign-in by approval.
         case clients(ClientsAction, database: String)
-        /// Print the audit trail from a start (all of it when nil).
-        case audit(since: AuditStart?, database: String)
-        /// Print the help text.
-        case help
+        /// Print the audit trail from a start (all of it when nil), as JSON with `--json`.
+        case audit(since: AuditStart?, json: Bool, database: String)
+        /// Print the help text: the whole of it, or one command's page (`devices --help`,
+        /// `help devices`).
+        case help(topic: String?)
         /// Print the version, the same as `keyauth --version`'s.
         case version
     }
 
     /// What `keyauth-server keys` does.
     package enum KeysAction: Sendable, Equatable {
-        /// `keys list`: every key with its state and dates.
-        case list
+        /// `keys list [--json]`: every key with its state and dates.
+        case list(json: Bool = false)
         /// `keys rotate`: a new key of `algorithm` (nil: `KEYAUTH_SERVER_TOKEN_ALG`, else the
         /// current key's) that signs after `delay` seconds.
         case rotate(algorithm: JWSAlgorithm?, delay: Int64)
@@ -101,8 +102,8 @@ package enum ServerCommand {
         /// [--public]`: prints the new client's id and (unless public) its secret once.
         case add(
             name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false)
-        /// `clients list`.
-        case list
+        /// `clients list [--json]`.
+        case list(json: Bool = false)
         /// `clients remove ID`.
         case remove(id: String)
     }
@@ -142,8 +143,8 @@ package enum ServerCommand {
             return error.status
         }
         switch action {
-        case .help:
-            output.standard(helpText)
+        case .help(let topic):
+            output.standard(topic.map(helpPage(for:)) ?? helpText)
             return ExitStatus.success
         case .version:
             output.standard("keyauth-server \(KeyAuthClient.version)\n")
@@ -159,12 +160,12 @@ package enum ServerCommand {
             return listDevices(filter, database: database, output: output)
         case .approve(let kid, let database):
             return approve(kid: kid, database: database, output: output)
-        case .users(let database):
-            return listUsers(database: database, output: output)
+        case .users(let json, let database):
+            return listUsers(json: json, database: database, output: output)
         case .deleteUser(let user, let database):
             return deleteUser(user, database: database, output: output)
-        case .listCodes(let database):
-            return listCodes(database: database, output: output)
+        case .listCodes(let json, let database):
+            return listCodes(json: json, database: database, output: output)
         case .revokeCodes(let user, let database):
             return revokeCodes(user: user, database: database, output: output)
         case .backup(let destination, let database):
@@ -175,8 +176,8 @@ package enum ServerCommand {
             return keys(action, options: options, output: output)
         case .clients(let action, let database):
             return clients(action, database: database, output: output)
-        case .audit(let since, let database):
-            return audit(since: since, database: database, output: output)
+        case .audit(let since, let json, let database):
+            return audit(since: since, json: json, database: database, output: output)
         }
     }
 

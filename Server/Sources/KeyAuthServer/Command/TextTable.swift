@@ -5,9 +5,11 @@ struct TextTable {
     let header: [String]
     var rows: [[String]] = []
 
-    /// The table as lines, each ending in a newline; empty cells print as `-`.
+    /// The table as lines, each ending in a newline; empty cells print as `-`, and control
+    /// characters as `?`, so that a row stays one line and stored text (a device name, an audit
+    /// detail) cannot move the terminal's cursor or hide a row.
     var rendered: String {
-        let all = [header] + rows.map { $0.map { $0.isEmpty ? "-" : $0 } }
+        let all = [header] + rows.map { $0.map { $0.isEmpty ? "-" : Self.printable($0) } }
         var widths = [Int](repeating: 0, count: header.count)
         for row in all {
             for (index, cell) in row.enumerated() where index < widths.count {
@@ -22,5 +24,12 @@ struct TextTable {
             }
             return line + "\n"
         }.joined()
+    }
+
+    private static func printable(_ cell: String) -> String {
+        guard cell.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return cell }
+        return String(
+            String.UnicodeScalarView(
+                cell.unicodeScalars.map { $0.properties.generalCategory == .control ? "?" : $0 }))
     }
 }

@@ -17,3 +17,11 @@ package struct ServerConfigurationError: Error, Sendable, CustomStringConvertibl
 
     package var description: String { message }
 }
+
+extension ServerConfigurationError {
+    /// An admin command's argument that names nothing stored (`no user named bob`): exit 1, the
+    /// same for every command, while a malformed argument is a usage error (64).
+    static func nothingMatched(_ message: String) -> ServerConfigurationError {
+        ServerConfigurationError(message, status: ServerCommand.ExitStatus.failure)
+    }
+}

@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuthArguments
 
 /// The settings of one command, from its sources in order of precedence: a flag, else its
 /// `KEYAUTH_SERVER_*` variable, else the settings file's line with the flag's name, else the
@@ -39,6 +40,19 @@ struct ServerSettings {
         /// An error about this value, prefixed with its origin and with its exit status.
         func error(_ message: String) -> ServerConfigurationError {
             ServerConfigurationError("\(origin.label): \(message)", status: origin.status)
+        }
+
+        /// The value as a duration in seconds (``DurationText``: `90`, `90s`, `5m`, `1h30m`, `2d`)
+        /// within `range`, the one syntax of every duration option.
+        ///
+        /// - Throws: ``ServerConfigurationError`` naming the origin, with the range and the forms.
+        func duration(_ range: ClosedRange<Int64>) throws(ServerConfigurationError) -> Int64 {
+            guard let seconds = DurationText.seconds(value), range.contains(seconds) else {
+                throw error(
+                    "expected a duration from \(DurationText.text(range.lowerBound)) to "
+                        + "\(DurationText.text(range.upperBound)) (90, 90s, 5m, 1h30m, 2d), got \(value)")
+            }
+            return seconds
         }
     }
 
@@ -123,6 +137,21 @@ struct ServerSettings {
         case "0", "false", "no", "off": return false
         default: throw setting.error("expected true or false, got \(setting.value)")
         }
+    }
+
+    /// The whole number `flag` from the first source that has it, within `range`.
+    mutating func number(_ flag: String, _ range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int? {
+        guard let setting = value(flag) else { return nil }
+        guard let number = Int(setting.value), range.contains(number) else {
+            throw setting.error(
+                "expected a number from \(range.lowerBound) to \(range.upperBound), got \(setting.value)")
+        }
+        return number
+    }
+
+    /// The duration `flag` from the first source that has it, in seconds within `range`.
+    mutating func duration(_ flag: String, _ range: ClosedRange<Int64>) throws(ServerConfigurationError) -> Int64? {
+        try value(flag).map { setting throws(ServerConfigurationError) in try setting.duration(range) }
     }
 
     private mutating func fileValue(_ key: String) -> Setting? {

@@ -2,11 +2,13 @@ import Glibc
 
 /// A settings file (`keyauth-server --config FILE`, by default `/etc/keyauth/server.conf` when it
 /// exists): one `key = value` a line, the key being the long name of a `serve` flag without its
-/// dashes; blank lines and lines whose first non-blank character is `#` are ignored.
+/// dashes, or a boolean flag's name alone for `true` (`trust-proxy`); blank lines and lines whose
+/// first non-blank character is `#` are ignored.
 ///
-/// Only whole lines are comments: a `#` after a value is part of it, since a PostgreSQL
-/// password or a path may hold one. Every line is kept with its number, so that an unknown key
-/// or a bad value is reported where the operator can find it.
+/// A `#` after a space or tab starts a comment (`listen = 127.0.0.1:8080  # public`); a `#`
+/// inside a value, after another character, is part of it (a path `/srv/a#b`). Every line is
+/// kept with its number, so that an unknown key or a bad value is reported where the operator
+/// can find it.
 struct SettingsFile: Sendable {
     /// One `key = value` line.
     struct Entry: Sendable, Equatable {
@@ -33,16 +35,22 @@ struct SettingsFile: Sendable {
         // A file edited on Windows ends its lines with CR LF, one Character in Swift.
         let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
         for (index, rawLine) in lines.enumerated() {
-            let line = rawLine.trimmingWhitespace()
+            let line = Self.withoutComment(rawLine.trimmingWhitespace())
             let number = index + 1
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw .settingsFile(path, line: number, "expected key = value")
-            }
-            let key = line[..<equals].trimmingWhitespace()
-            let value = line[line.index(after: equals)...].trimmingWhitespace()
+            if line.isEmpty { continue }
+            let equals = line.firstIndex(of: "=")
+            let key = line[..<(equals ?? line.endIndex)].trimmingWhitespace()
             guard !key.isEmpty, key.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }) else {
                 throw .settingsFile(path, line: number, "expected key = value, with a flag's name as the key")
+            }
+            let value: String
+            if let equals {
+                value = line[line.index(after: equals)...].trimmingWhitespace()
+            } else if FlagParser.booleanFlags.contains(key) {
+                // A bare boolean key is on, as the bare flag is.
+                value = "true"
+            } else {
+                throw .settingsFile(path, line: number, "expected key = value (only a true/false key may stand alone)")
             }
             guard !value.isEmpty else { throw .settingsFile(path, line: number, "\(key) has no value") }
             if let earlier = entries[key] {
@@ -51,6 +59,18 @@ struct SettingsFile: Sendable {
             entries[key] = Entry(value: value, line: number)
         }
         self.entries = entries
+    }
+
+    /// `line` up to a `#` that starts it or follows a space or tab, trimmed.
+    private static func withoutComment(_ line: String) -> String {
+        var previous: Character = " "
+        for index in line.indices {
+            if line[index] == "#", previous == " " || previous == "\t" {
+                return line[..<index].trimmingWhitespace()
+            }
+            previous = line[index]
+        }
+        return line
     }
 
     /// Reads and parses the file at `path`.

@@ -3,12 +3,19 @@ import KeyAuth
 /// One-time enrollment codes: issued by `keyauth-server enroll USER`, used once at
 /// registration by that user only.
 ///
-/// A code is 128 random bits in base64url (22 characters). Storage keeps only its SHA-256, so
-/// reading the database does not reveal usable codes; 128 bits make guessing hopeless even
-/// without the rate limit, so a plain hash (no salt or stretching) is enough.
+/// A code is read out over a telephone or copied from a chat, so it is 20 characters of
+/// Crockford's base32 (digits and upper-case letters without I, L, O and U, which read like 1, 0
+/// and V) in groups of four, `7K3M-9QXT-...`: 100 random bits. It is accepted in any case, with
+/// or without the dashes or spaces, and with `O`, `I` or `L` typed for `0` or `1`. Storage keeps
+/// only the SHA-256 of its grouped upper-case form, so reading the database does not reveal
+/// usable codes; 100 bits make guessing hopeless even without the rate limit, so a plain hash (no
+/// salt or stretching) is enough. Codes issued before (22 base64url characters, hashed as typed)
+/// stay valid until they expire.
 package struct EnrollmentCodes: Sendable {
-    /// Random bytes per code.
-    package static let codeBytes = 16
+    /// Characters per code, without the dashes: 5 bits each.
+    package static let codeLength = 20
+    /// Crockford's base32 alphabet.
+    private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
     let storage: any ServerStorage
     let lifetime: Int64
@@ -36,15 +43,45 @@ package struct EnrollmentCodes: Sendable {
         guard InputRules.isValidUser(user) else {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
-        let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.codeBytes))
+        // 256 is a multiple of 32: the low five bits of a random byte are uniform.
+        let symbols = try CryptoPrimitives.randomBytes(count: Self.codeLength).map { Self.alphabet[Int($0 & 31)] }
+        let code = Self.grouped(symbols)
         try storage.insertEnrollmentCode(hash: try Self.hash(code), user: user, expiresAt: now() + lifetime)
         try AuditTrail(storage: storage, now: now).record(.enroll, by: actor, user: user)
         return code
     }
 
     /// Uses up `code` for `user`; false when it is unknown, used, expired or another user's.
+    ///
+    /// The code as typed is tried first (a code of the earlier form), then its canonical form.
     func consume(_ code: String, user: String) throws -> Bool {
-        try storage.consumeEnrollmentCode(hash: try Self.hash(code), user: user, now: now())
+        if try storage.consumeEnrollmentCode(hash: try Self.hash(code), user: user, now: now()) { return true }
+        guard let canonical = Self.canonical(code), canonical != code else { return false }
+        return try storage.consumeEnrollmentCode(hash: try Self.hash(canonical), user: user, now: now())
+    }
+
+    /// The grouped upper-case form of a code typed in any case, with or without dashes or
+    /// spaces, `O` for `0` and `I` or `L` for `1`; nil when it is not a code of this form.
+    static func canonical(_ typed: String) -> String? {
+        guard typed.utf8.count <= 64 else { return nil }
+        var symbols: [Character] = []
+        for character in typed.uppercased() where character != "-" && character != " " {
+            let read: Character =
+                switch character {
+                case "O": "0"
+                case "I", "L": "1"
+                default: character
+                }
+            guard alphabet.contains(read) else { return nil }
+            symbols.append(read)
+        }
+        return symbols.count == codeLength ? grouped(symbols) : nil
+    }
+
+    /// `symbols` in groups of four joined by dashes.
+    private static func grouped(_ symbols: [Character]) -> String {
+        stride(from: 0, to: symbols.count, by: 4).map { String(symbols[$0..<min($0 + 4, symbols.count)]) }
+            .joined(separator: "-")
     }
 
     /// The stored form of a code.

@@ -63,7 +63,7 @@ package struct ClientRegistry: Sendable {
             createdAt: now(), redirectURIs: redirectURIs,
             postLogoutRedirectURIs: postLogoutRedirectURIs, isPublic: isPublic)
         guard try storage.insertClient(client) else {
-            throw ServerConfigurationError("a client id collided; run the command again")
+            throw ServerConfigurationError("a client id collided; run the command again", status: 1)
         }
         return (client, secret)
     }

@@ -25,9 +25,12 @@ enum SQLiteFilePermissions {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == ENOENT && !creatingIfMissing {
+                // The settings file is named too: an operator who runs an admin command without
+                // the serve's --config gets the default database, not the one the server uses.
                 throw StorageError(
                     .notFound,
-                    "no database at \(path) (keyauth-server serve creates it; pass --db or set KEYAUTH_SERVER_DB)")
+                    "no database at \(path) (keyauth-server serve creates it; pass --db PATH, set KEYAUTH_SERVER_DB, "
+                        + "or --config FILE with db = PATH)")
             }
             // Any other failure (a missing directory, no permission) is SQLite's to report.
             return

@@ -1,0 +1,165 @@
+/// `keyauth-server COMMAND --help` and `keyauth-server help COMMAND`: one page per command, its
+/// usage line, what it does and its options, as `keyauth COMMAND --help` has. `--help` alone
+/// keeps the whole text (``helpText``), from which the man page is made: every option a page
+/// names is in it too (`ServerHelpTests` checks).
+extension ServerCommand {
+    /// The help page of `verb` (one of ``verbs``), or the whole text for any other word.
+    static func helpPage(for verb: String) -> String {
+        switch verb {
+        case "serve":
+            return """
+                usage: keyauth-server [serve] [options]
+
+                Runs the server until SIGTERM or SIGINT, then finishes the requests in progress and
+                exits 0. It creates the database when it is missing, and a signing key in it.
+
+                options (environment variable in brackets; each is also a key of the settings file):
+                \(serveOptions)
+                  -h, --help                this text
+
+                """
+        case "check-config":
+            return """
+                usage: keyauth-server check-config [options]
+
+                Validates the options, variables and settings file as serve would, and prints every
+                setting's effective value and where it came from (a password in a postgres:// URL
+                masked). It opens no database and binds no port. It takes serve's options
+                (keyauth-server serve --help).
+
+                """
+        case "enroll":
+            return page(
+                "enroll USER",
+                """
+                Prints a one-time enrollment code for USER, valid 15 minutes, alone on standard output
+                (the message goes to standard error): the user's first device registers with it.
+                """)
+        case "devices":
+            return page(
+                "devices [--user USER] [--status STATUS] [--json]",
+                """
+                Lists devices in aligned columns (KID USER STATUS CREATED LAST_LOGIN NAME), the status
+                as clients see it.
+                """,
+                """
+                  --user USER               only this user's devices
+                  --status STATUS           only devices in this state: active, pending, expired,
+                                            denied or revoked
+                  --json                    one JSON array instead of columns
+                """)
+        case "approve":
+            return page(
+                "approve KID",
+                """
+                Approves a pending device of any user. KID is a key ID or a prefix of at least 8
+                characters that names one device; a prefix several devices have is refused with the
+                list of them.
+                """)
+        case "revoke":
+            return page(
+                "revoke KID",
+                """
+                Revokes an active device or denies a pending one. KID is a key ID or a prefix of at
+                least 8 characters that names one device.
+                """)
+        case "users":
+            return page(
+                "users [--json]", "Lists users with their devices counted by state and their last login.",
+                jsonOption)
+        case "delete-user":
+            return page(
+                "delete-user USER",
+                """
+                Revokes every device of USER, then deletes the user's devices and enrollment codes.
+                """)
+        case "codes":
+            return page(
+                "codes list [--json] | revoke USER",
+                """
+                codes list shows the enrollment codes still usable, by a short ID of their hash;
+                codes revoke USER deletes that user's unused codes.
+                """, jsonOption)
+        case "audit":
+            return page(
+                "audit [--since DURATION|TIME] [--json]",
+                """
+                Prints the administrative actions, oldest first, in aligned columns, the detail last
+                and as stored.
+                """,
+                """
+                  --since DURATION|TIME     only those since a duration ago (90s, 30m, 24h, 7d) or a
+                                            UTC time (2026-12-01T08:00:00Z or 2026-12-01)
+                \(jsonOption)
+                """)
+        case "backup":
+            return page(
+                "backup FILE",
+                """
+                Copies a SQLite database, even while serve runs, into the new FILE (mode 600: it holds
+                the signing key) with SQLite's online backup API; for PostgreSQL use pg_dump.
+                """)
+        case "keys":
+            return page(
+                "keys [list] [--json]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]",
+                """
+                keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates).
+                keys rotate makes a new key that signs after --delay and prints its KID; the old key
+                stays published until its last token expires, then the servers retire it. With
+                --signing-key-file there is nothing to rotate.
+                """,
+                """
+                \(jsonOption)
+                  --alg RS256|ES256|EdDSA   the new key's algorithm, default KEYAUTH_SERVER_TOKEN_ALG,
+                                            else the current key's
+                  --delay DURATION          how long before the new key signs (90, 90s, 5m, 1h30m),
+                                            default 10m, so that caches of the JWK set see it first
+                  --token-lifetime DURATION the servers' access token lifetime, which decides when
+                                            previous keys retire, default 15m
+                                            [KEYAUTH_SERVER_TOKEN_LIFETIME]
+                  --signing-key-file PATH   the servers' signing key file, if any
+                                            [KEYAUTH_SERVER_SIGNING_KEY_FILE]
+                """)
+        case "clients":
+            return page(
+                """
+                clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]... [--public]
+                       keyauth-server clients list [--json] | remove ID
+                """,
+                """
+                clients add prints the client_id and client_secret of a new client application for
+                push sign-in (/bc-authorize), once. clients list and clients remove ID manage them.
+                """,
+                """
+                  --redirect-uri URI        (repeatable) an OpenID Connect redirect URI of /authorize:
+                                            https, or http to a loopback host
+                  --post-logout-redirect-uri URI
+                                            (repeatable) a redirect URI of /end-session
+                  --public                  a native app with no secret that uses PKCE alone
+                \(jsonOption)
+                """)
+        default:
+            return helpText
+        }
+    }
+
+    /// The `--json` option of the listings.
+    private static let jsonOption = "  --json                    one JSON array of objects instead of columns"
+
+    /// An admin command's page: the usage line, the description, the command's own options and
+    /// those every admin command takes.
+    private static func page(_ usage: String, _ description: String, _ options: String = "") -> String {
+        """
+        usage: keyauth-server \(usage) [--db PATH] [--config FILE]
+
+        \(description)
+
+        options:
+        \(options.isEmpty ? "" : options + "\n")  --db PATH|postgres://...  the database, default keyauth-server.db [KEYAUTH_SERVER_DB,
+                                    or db in the settings file]; never created by this command
+          --config FILE             the settings file to read db from [KEYAUTH_SERVER_CONFIG]
+          -h, --help                this text
+
+        """
+    }
+}
