@@ -109,6 +109,9 @@ struct AccountSession: Sendable {
     func login() async throws(KeyAuthError) -> AccessToken {
         let token: AccessToken
         do {
+            // Discovery first (the login reads it anyway, once): a server that cannot be reached
+            // fails here, before anyone types a PIN for nothing.
+            _ = try await client.shouldBindTokens(Self.dpopPolicy)
             token = try await progress.run(authenticator) { () throws(KeyAuthError) in try await provider.login() }
         } catch {
             if error.oauthError?.error == .invalidGrant { recordRefusal() }
