@@ -32,7 +32,7 @@ struct RegisterCommand {
                     + "or `keyauth reset --account \(name)` to start over")
         }
         let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
-        let choice = try chooseKeyStore()
+        let choice = try chooseKeyStore(accounts)
         // Before the PIN prompt: a TPM key's PIN may be shorter than a key file's.
         io.printOutput(choice.line)
         let keys = try accounts.keyPairStore(for: name, keyStore: choice.keyStore)
@@ -131,8 +131,9 @@ struct RegisterCommand {
 
     /// `--key-store`: `file` as asked; `tpm` when the TPM answers (exit 69 naming the TCTI when
     /// not); `auto` the TPM when one answers and can make keys, a key file otherwise. For a TPM
-    /// key, a `--bits` the TPM cannot make is a usage error.
-    private func chooseKeyStore() throws(KeyAuthError) -> KeyStoreChoice {
+    /// key, a `--bits` the TPM cannot make is a usage error. Why `auto` found no TPM is told the
+    /// first time only; the home remembers it.
+    private func chooseKeyStore(_ accounts: AccountStore) throws(KeyAuthError) -> KeyStoreChoice {
         let fileBits = options.bits ?? 3072
         if options.keyStore == .file {
             return KeyStoreChoice(keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file")
@@ -143,11 +144,12 @@ struct RegisterCommand {
             info = try tpm.infoForNewKeys()
         } catch {
             guard options.keyStore == .tpm else {
-                return KeyStoreChoice(
-                    keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file (\(error.message))")
+                let reason = accounts.isFirstNoticeOfMissingTPM(tcti: tpm.tcti) ? error.message : "no TPM"
+                return KeyStoreChoice(keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file (\(reason))")
             }
             throw error
         }
+        accounts.forgetMissingTPM()
         if let bits = options.bits, !info.rsaKeySizes.contains(bits) {
             let sizes = info.rsaKeySizes.map(String.init).joined(separator: " or ")
             throw CommandParser.usage(
