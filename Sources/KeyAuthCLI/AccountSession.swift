@@ -57,7 +57,9 @@ struct AccountSession: Sendable {
                 keyDirectory: keys.directory)
         } catch {
             guard error.code == .presenceUnavailable else { throw error }
-            presence = UnavailablePresence(kind: account.presence, reason: error)
+            presence = UnavailablePresence(
+                kind: account.presence,
+                reason: AgentReport.explainingLock(error, account: name, environment: context.io.environment))
         }
         let client: KeyAuthClient
         do {

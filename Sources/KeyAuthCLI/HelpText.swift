@@ -100,7 +100,8 @@ enum HelpText {
             such as 30m, 1h30m, 90s). `keyauth login`, `token` and `proof` sign through it without
             asking; the key never leaves the agent. It runs in the foreground on the socket
             $XDG_RUNTIME_DIR/keyauth/agent.sock (0600, in a 0700 directory, and only processes of
-            the same uid are answered); without XDG_RUNTIME_DIR it refuses to start.
+            the same uid are answered); without XDG_RUNTIME_DIR (usually /run/user/UID) it refuses
+            to start.
             Run it again to unlock a locked agent.
               --lock   clear the held key; the agent keeps running, locked
               --stop   clear the held key and end the agent
@@ -136,8 +137,9 @@ enum HelpText {
             usage: keyauth status [--account NAME] [--json]
 
             Shows every account (or one): server, user, device, key fingerprint, key store (tpm,
-            with the TPM's manufacturer, or file), presence check, registration state and token
-            expiry. --json prints a JSON document on standard output.
+            with the TPM's manufacturer, or file), presence check, registration state, token
+            expiry, and whether `keyauth agent` holds the key or is locked. --json prints a JSON
+            document on standard output.
             """
         case .devices:
             """
