@@ -57,4 +57,34 @@ struct EverydayClientTests {
             #expect(watch.standardError.split(separator: "\n").count == 1, "\(watch.standardError)")
         }
     }
+
+    @Test("a device's token after a PIN says amr pin; without a presence check, the key alone")
+    func tokenStatesPresence() async throws {
+        let withPIN = CommandHarness()
+        let withoutCheck = CommandHarness()
+        let server = try InProcessKeyAuthServer()
+        defer {
+            server.stop()
+            withPIN.home.remove()
+            withoutCheck.home.remove()
+        }
+        func amr(_ harness: CommandHarness) async throws -> [String] {
+            let token = await harness.run(["token"])
+            try #require(token.status == 0, "\(token.standardError)")
+            let payload = try #require(
+                token.standardOutput.split(separator: ".").dropFirst().first.flatMap { Base64URL.decode($0) })
+            let claims = try JSONValue(parsing: String(decoding: payload, as: UTF8.self))
+            return claims["amr"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        }
+        let registered = await withPIN.run(
+            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+            standardInput: "123456\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        #expect(try await amr(withPIN) == ["swk", "pin"])
+        let login = await withPIN.run(["login", "--pin-stdin"], standardInput: "123456\n")
+        try #require(login.status == 0, "\(login.standardError)")
+        #expect(try await amr(withPIN) == ["swk", "pin"])
+        try #require(await withoutCheck.registerUnattended(server.url, user: "bob").status == 0)
+        #expect(try await amr(withoutCheck) == ["swk"])
+    }
 }

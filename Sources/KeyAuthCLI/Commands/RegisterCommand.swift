@@ -40,9 +40,10 @@ struct RegisterCommand {
         let enrollmentCode =
             options.enrollmentCodeFromStandardInput
             ? try await Self.enrollmentCode(fromDescriptor: io.standardInput) : options.enrollmentCode
-        let presence = try context.presence(
-            kind: options.presence, pamService: options.pamService, pinFromStandardInput: options.pinFromStandardInput,
-            keyDirectory: keys.directory)
+        let presence = StatedPresence(
+            try context.presence(
+                kind: options.presence, pamService: options.pamService,
+                pinFromStandardInput: options.pinFromStandardInput, keyDirectory: keys.directory))
         let client = try context.client(for: options.serverURL, insecureHTTP: options.insecureHTTP)
         let issuer = try await Self.issuer(of: client)
         try Self.refuseSameServer(accounts, issuer: issuer, user: options.user, except: name, url: options.serverURL)
@@ -57,7 +58,7 @@ struct RegisterCommand {
         let progress = ProgressReporter(io: io, user: options.user, waitsForApproval: !options.noWait)
         let enrollment = DeviceEnrollment(
             user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
-        let hooks = client.authenticatorHooks(
+        var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in
                 let account = record.withLock { account in
@@ -72,6 +73,8 @@ struct RegisterCommand {
                 }
             },
             onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) }, dpop: AccountSession.dpopPolicy)
+        let keyKind = choice.kind
+        hooks.jwtPayload = { presence.claims(keyStore: keyKind) }
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: issuer, keyBits: choice.bits, reason: "Register this device with \(options.serverURL)")
         configuration.waitForApproval = !options.noWait
