@@ -43,9 +43,9 @@ enum HelpText {
 
             Checks presence, generates a device key, registers it with proof of possession and
             logs in. A user's first device needs a one-time enrollment code from an administrator
-            (`keyauth-server enroll USER`), unless the server runs with --enrollment open. A
-            further device waits until an existing device runs `keyauth devices approve KID` (or
-            is given a code); meanwhile it says until when, and Control-C leaves it pending.
+            (`keyauth-server enroll USER`) unless the server's enrollment is open. A further
+            device waits until an existing device runs `keyauth devices approve KID` (or is given
+            a code); meanwhile it says until when, and Control-C leaves it pending.
             With a TPM (KEYAUTH_TPM_TCTI, default device:/dev/tpmrm0) the key is made in the TPM
             and never leaves it; the choice is printed and remembered.
 
