@@ -50,14 +50,16 @@ struct AccountSession: Sendable {
         // A TPM key signs on the TPM that KEYAUTH_TPM_TCTI names (the kernel's by default).
         let keys = kind == .tpm ? try accounts.keyPairStore(for: name, keyStore: .tpm(context.tpmConnection())) : files
         // Without a terminal the check fails only when the key is used: a stored token needs no PIN.
-        let presence: any PresenceCheck
+        let checked: any PresenceCheck
         do {
-            presence = try context.presence(
+            checked = try context.presence(
                 kind: account.presence, pamService: account.pamService, pinFromStandardInput: pinFromStandardInput,
                 keyDirectory: keys.directory)
         } catch {
             guard error.code == .presenceUnavailable else { throw error }
-            presence = UnavailablePresence(kind: account.presence, reason: error)
+            checked = UnavailablePresence(
+                kind: account.presence,
+                reason: AgentReport.explainingLock(error, account: name, environment: context.io.environment))
         }
         let client: KeyAuthClient
         do {
@@ -75,10 +77,12 @@ struct AccountSession: Sendable {
         }
         let progress = ProgressReporter(io: context.io, user: account.user, showsApprovalLine: waitForApproval)
         let proofKey = ProofKey()
-        let hooks = client.authenticatorHooks(
+        let presence = StatedPresence(checked)
+        var hooks = client.authenticatorHooks(
             enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) },
             dpop: Self.dpopPolicy,
             onProofKey: { proofKey.set($0) })
+        hooks.jwtPayload = { presence.claims(keyStore: kind) }
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: account.issuer, reason: "Log in to \(account.serverURL) as \(account.user)")
         configuration.waitForApproval = waitForApproval
@@ -109,6 +113,9 @@ struct AccountSession: Sendable {
     func login() async throws(KeyAuthError) -> AccessToken {
         let token: AccessToken
         do {
+            // Discovery first (the login reads it anyway, once): a server that cannot be reached
+            // fails here, before anyone types a PIN for nothing.
+            _ = try await client.shouldBindTokens(Self.dpopPolicy)
             token = try await progress.run(authenticator) { () throws(KeyAuthError) in try await provider.login() }
         } catch {
             if error.oauthError?.error == .invalidGrant { recordRefusal() }

@@ -164,6 +164,30 @@ package struct AccountStore: Sendable {
         return name.isEmpty ? nil : name
     }
 
+    /// Where the home remembers the TCTI at which `--key-store auto` last found no TPM.
+    var missingTPMFile: String { home + "/no-tpm" }
+
+    /// Whether the reason that the TPM at `tcti` is unavailable is news to this home: true the
+    /// first time (and records it), false while the home remembers it, so that a machine without
+    /// a TPM is told once rather than at every registration. Best effort: a home that cannot
+    /// record it tells again.
+    package func isFirstNoticeOfMissingTPM(tcti: String) -> Bool {
+        let line = tcti + "\n"
+        if let data = FileManager.default.contents(atPath: missingTPMFile),
+            String(decoding: data, as: UTF8.self) == line
+        {
+            return false
+        }
+        try? SecureFile.createDirectory(home)
+        try? SecureFile.write(Array(line.utf8), to: missingTPMFile)
+        return true
+    }
+
+    /// Forgets a missing TPM once one answers, so that losing it later is told again.
+    package func forgetMissingTPM() {
+        try? FileManager.default.removeItem(atPath: missingTPMFile)
+    }
+
     /// Makes `name` the default account.
     package func setDefaultAccount(_ name: String) throws(KeyAuthError) {
         _ = try directory(for: name)

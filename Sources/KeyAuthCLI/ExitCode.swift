@@ -13,8 +13,9 @@ package enum ExitCode: Int32, Sendable {
     case dataError = 65
     /// The server or the TPM cannot be reached or is unavailable (EX_UNAVAILABLE).
     case unavailable = 69
-    /// The server limits this address for now (429 `slow_down`); the same command succeeds
-    /// later (EX_TEMPFAIL), so a script can tell it from a refusal and retry.
+    /// The server limits this address for now (429 `slow_down`), or the device waits for
+    /// approval (`--no-wait`); the same command succeeds later (EX_TEMPFAIL), so a script can
+    /// tell it from a refusal and retry.
     case temporaryFailure = 75
     /// The presence check failed or the server refused the login (EX_NOPERM).
     case noPermission = 77
@@ -28,7 +29,9 @@ package enum ExitCode: Int32, Sendable {
             self = .dataError
         case .transportFailed, .tpmUnavailable:
             self = .unavailable
-        case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled, .approvalPending:
+        case .approvalPending:
+            self = .temporaryFailure
+        case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled:
             self = .noPermission
         case .serverRejected:
             switch error.oauthError?.error {

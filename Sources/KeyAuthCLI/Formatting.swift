@@ -8,6 +8,20 @@ enum Formatting {
         RFC3339.string(fromSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 
+    /// A time of day for a person to compare with their clock: `HH:MM:SS` in `timeZone` (the
+    /// local one by default) followed by the zone's abbreviation, such as `14:05:09 CET`.
+    static func clockTime(_ date: Date, timeZone: TimeZone = .current) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let parts = calendar.dateComponents([.hour, .minute, .second], from: date)
+        let clock = [parts.hour, parts.minute, parts.second].map { value in
+            let number = value ?? 0
+            return number < 10 ? "0\(number)" : "\(number)"
+        }.joined(separator: ":")
+        guard let zone = timeZone.abbreviation(for: date) else { return clock }
+        return clock + " " + zone
+    }
+
     /// Text from the server as it may go to a terminal: control characters (escape sequences
     /// that could rewrite the screen) become `?`, and so do format and invisible characters (a
     /// right-to-left override would reverse the rest of the line), and combining marks beyond

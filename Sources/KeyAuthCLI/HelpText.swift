@@ -30,7 +30,7 @@ enum HelpText {
         KEYAUTH_TIMEOUT sets the server timeout in seconds (default 10).
         KEYAUTH_TPM_TCTI selects the TPM (default device:/dev/tpmrm0, the kernel's resource manager).
         Exit status: 0 ok, 64 usage error, 65 corrupt or unprotected key or account file,
-        69 server or TPM unreachable, 75 rate-limited by the server (try again later),
+        69 server or TPM unreachable, 75 rate-limited, or waiting for approval (try again later),
         77 presence check failed or login refused, 130 Control-C
         (143 SIGTERM, 129 SIGHUP), 1 anything else.
         """
@@ -42,8 +42,10 @@ enum HelpText {
             usage: keyauth register --server URL --user NAME [options]
 
             Checks presence, generates a device key, registers it with proof of possession and
-            logs in. The first device of a user is active at once; a further device waits until
-            an existing device runs `keyauth devices approve KID` (or an enrollment code is given).
+            logs in. A user's first device needs a one-time enrollment code from an administrator
+            (`keyauth-server enroll USER`) unless the server's enrollment is open. A further
+            device waits until an existing device runs `keyauth devices approve KID` (or is given
+            a code); meanwhile it says until when, and Control-C leaves it pending.
             With a TPM (KEYAUTH_TPM_TCTI, default device:/dev/tpmrm0) the key is made in the TPM
             and never leaves it; the choice is printed and remembered.
 
@@ -64,7 +66,8 @@ enum HelpText {
               --enrollment-code CODE  a one-time code from `keyauth-server enroll`; `-` reads it
                                       from standard input (before the PIN with --pin-stdin)
               --account NAME          the account name (default USER@HOST:PORT)
-              --no-wait               return at once when approval is needed
+              --no-wait               when approval is needed, print what to approve and
+                                      exit 75 at once (the device stays pending)
               --insecure-http         allow plain http:// to a host that is not loopback
                                       (tokens cross the network readable); remembered
             """
@@ -73,7 +76,7 @@ enum HelpText {
             usage: keyauth login [--account NAME] [--pin-stdin] [--no-wait]
 
             Checks presence, signs an assertion with the device key, and stores a new access token.
-            While the device waits for approval it polls every 5 seconds (--no-wait: exit 77).
+            While the device waits for approval it polls every 5 seconds (--no-wait: exit 75).
             """
         case .token:
             """
@@ -97,7 +100,8 @@ enum HelpText {
             such as 30m, 1h30m, 90s). `keyauth login`, `token` and `proof` sign through it without
             asking; the key never leaves the agent. It runs in the foreground on the socket
             $XDG_RUNTIME_DIR/keyauth/agent.sock (0600, in a 0700 directory, and only processes of
-            the same uid are answered); without XDG_RUNTIME_DIR it refuses to start.
+            the same uid are answered); without XDG_RUNTIME_DIR (usually /run/user/UID) it refuses
+            to start.
             Run it again to unlock a locked agent.
               --lock   clear the held key; the agent keeps running, locked
               --stop   clear the held key and end the agent
@@ -133,8 +137,9 @@ enum HelpText {
             usage: keyauth status [--account NAME] [--json]
 
             Shows every account (or one): server, user, device, key fingerprint, key store (tpm,
-            with the TPM's manufacturer, or file), presence check, registration state and token
-            expiry. --json prints a JSON document on standard output.
+            with the TPM's manufacturer, or file), presence check, registration state, token
+            expiry, and whether `keyauth agent` holds the key or is locked. --json prints a JSON
+            document on standard output.
             """
         case .devices:
             """

@@ -22,8 +22,7 @@ public enum KeyAuthCommand {
     public static func run(_ arguments: [String], io: CommandIO) async -> Int32 {
         do throws(KeyAuthError) {
             let command = try CommandParser.parse(arguments)
-            try await execute(command, context: CommandContext(io: io))
-            return ExitCode.success.rawValue
+            return try await execute(command, context: CommandContext(io: io)).rawValue
         } catch {
             io.printError(errorLine(for: error))
             return ExitCode(for: error).rawValue
@@ -79,14 +78,17 @@ public enum KeyAuthCommand {
         return "keyauth: " + message
     }
 
-    private static func execute(_ command: Command, context: CommandContext) async throws(KeyAuthError) {
+    /// Runs a parsed command; most end with success or an error, and `register --no-wait` with
+    /// a device left waiting for approval ends with ``ExitCode/temporaryFailure`` after its
+    /// output, which is no error.
+    private static func execute(_ command: Command, context: CommandContext) async throws(KeyAuthError) -> ExitCode {
         switch command {
         case .help(let topic):
             context.io.printOutput(topic.map(HelpText.page(for:)) ?? HelpText.overview)
         case .version:
             context.io.printOutput("keyauth \(version)")
         case .register(let options):
-            try await RegisterCommand(context: context, options: options).run()
+            return try await RegisterCommand(context: context, options: options).run()
         case .login(let options):
             try await LoginCommand(context: context, options: options).run()
         case .token(let options):
@@ -114,6 +116,7 @@ public enum KeyAuthCommand {
         case .answer(let options):
             try await AnswerCommand(context: context, options: options).run()
         }
+        return .success
     }
 }
 

@@ -108,7 +108,8 @@ struct AccountPageBrowserTests {
         let pin = "135792"
         try #require(
             try keyauth(laptop, register + ["--name", "laptop", "--pin-stdin"], input: pin + "\n").status == 0)
-        try #require(try keyauth(phone, register + ["--name", "phone", "--no-wait", "--presence", "none"]).status == 0)
+        try #require(
+            try keyauth(phone, register + ["--name", "phone", "--no-wait", "--presence", "none"]).status == 75)
         let status = try JSONValue(parsing: try keyauth(phone, ["status", "--json"]).standardOutput)
         let phoneKID = try #require(status["accounts"]?.arrayValue?.first?["kid"]?.stringValue)
 

@@ -8,12 +8,12 @@ import Testing
     import Glibc
 #endif
 
-/// A keyauth home with one PIN-protected account, whose server is never reached: `keyauth login`
-/// asks for the PIN before it sends anything.
+/// A keyauth home with one PIN-protected account, whose server is unavailable (503): `keyauth
+/// login` reads its discovery answer, asks for the PIN, and then fails at the token request.
 private func homeWithPINAccount() throws -> TemporaryDirectory {
     let home = TemporaryDirectory("keyauth-tty")
     let accounts = AccountStore(home: home.path)
-    let server = "http://127.0.0.1:9"
+    let server = try UnavailableServer.url()
     let name = AccountStore.defaultAccountName(user: "alice", serverURL: server)
     try accounts.save(
         KeyAuthAccount(
@@ -72,11 +72,11 @@ struct InterruptTests {
     func pinOnTheTerminal() throws {
         try withLoginAtPINPrompt { process in
             process.type("135790\n")
-            // Nothing listens on port 9: after the PIN opened the key, the login fails there (69).
+            // The server is unavailable: after the PIN opened the key, the login fails there (69).
             #expect(process.wait() == 69)
             #expect(!process.readAvailable(waiting: 200).contains("135790"))
             #expect(process.echoIsOn)
-            #expect(process.standardError.contains("127.0.0.1:9"))
+            #expect(process.standardError.contains("temporarily unavailable"))
         }
     }
 }

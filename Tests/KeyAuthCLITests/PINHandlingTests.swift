@@ -4,10 +4,10 @@ import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
-/// A machine whose key file opens with `pin`; its server (port 9) never answers, so a login
-/// that got past the PIN exits 69.
+/// A machine whose key file opens with `pin`; its server is unavailable (503), so a login that
+/// got past the PIN exits 69.
 private func machineWithPINKey(_ pin: String) throws -> Machine {
-    try Machine.withStoredAccount(server: "http://127.0.0.1:9", pin: pin)
+    try Machine.withStoredAccount(server: try UnavailableServer.url(), pin: pin)
 }
 
 @Suite("PIN prompts and PIN changes with the built binary", .serialized, .timeLimit(.minutes(10)))
@@ -25,9 +25,9 @@ struct PINHandlingTests {
         let third = process.readUntil("PIN: ")
         #expect(third.contains("wrong PIN; a delay starts after 3 more wrong PINs"))
         process.type("135790\n")
-        // The third try opened the key; the login then fails at the server that is not there.
+        // The third try opened the key; the login then fails at the server that is unavailable.
         #expect(process.wait() == 69)
-        #expect(process.standardError.contains("127.0.0.1:9"))
+        #expect(process.standardError.contains("temporarily unavailable"))
 
         let failing = try TerminalProcess(Binaries.keyauth, ["login"], environment: machine.environment)
         for wrong in ["000000", "111111", "222222"] {

@@ -21,15 +21,35 @@ package enum KeyAgentSocket {
     ///
     /// - Throws: `.invalidArgument` when `XDG_RUNTIME_DIR` is unset or relative: no other
     ///   directory is both private to the user and cleared at logout, and a socket in `/tmp`
-    ///   would invite the races ssh-agent had to defend against.
+    ///   would invite the races ssh-agent had to defend against. The message says where the
+    ///   directory usually is (``runtimeDirectoryHint(uid:exists:)``).
     package static func directory(environment: [String: String]) throws(KeyAuthError) -> String {
         guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+            let uid = geteuid()
             throw KeyAuthError(
                 .invalidArgument,
                 "keyauth agent needs XDG_RUNTIME_DIR (the per-user runtime directory a login session sets up); "
-                    + "it is not set, so there is no private place for the agent's socket")
+                    + "it is not set, so there is no private place for the agent's socket; "
+                    + runtimeDirectoryHint(uid: uid, exists: isOwnDirectory("/run/user/\(uid)", uid: uid)))
         }
         return (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/keyauth"
+    }
+
+    /// Where the runtime directory usually is: systemd's `/run/user/UID`, made at login by
+    /// `pam_systemd` (a `su` or `sudo` shell, a cron job or a container often lacks the variable
+    /// while the directory is there).
+    package static func runtimeDirectoryHint(uid: uid_t, exists: Bool) -> String {
+        let directory = "/run/user/\(uid)"
+        if exists { return "yours is \(directory): export XDG_RUNTIME_DIR=\(directory)" }
+        return "a login session usually makes \(directory) (pam_systemd); log in again, "
+            + "or run `loginctl enable-linger` to keep one"
+    }
+
+    /// Whether `path` is a directory (not a symbolic link) owned by `uid`.
+    private static func isOwnDirectory(_ path: String, uid: uid_t) -> Bool {
+        var information = stat()
+        guard lstat(path, &information) == 0 else { return false }
+        return information.st_mode & S_IFMT == S_IFDIR && information.st_uid == uid
     }
 
     /// The agent's socket path: `$XDG_RUNTIME_DIR/keyauth/agent.sock`.

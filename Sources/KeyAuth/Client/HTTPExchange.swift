@@ -101,6 +101,8 @@ final class HTTPExchange: Sendable {
             message = "the connection to the server at \(server) was lost"
         case .notConnectedToInternet:
             message = "cannot reach the server at \(server): no network connection"
+        case _ where isPlainHTTPAnswer(error, server: server):
+            message = "TLS handshake with the server at \(server) failed; is this an http:// server?"
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
             message = "the TLS connection to the server at \(server) failed"
@@ -108,6 +110,14 @@ final class HTTPExchange: Sendable {
             message = "cannot reach the server at \(server) (URL error \(error.code.rawValue))"
         }
         return KeyAuthError(.transportFailed, message, underlying: error)
+    }
+
+    /// Whether a TLS handshake got an answer that is no TLS at all, as an `https://` URL to a
+    /// plain-HTTP server does: its `HTTP/1.1 400` is read as a TLS record of an unknown version.
+    /// FoundationNetworking reports that as an unknown error carrying OpenSSL's text.
+    static func isPlainHTTPAnswer(_ error: URLError, server: String) -> Bool {
+        guard server.lowercased().hasPrefix("https://") else { return false }
+        return error.code == .secureConnectionFailed || error.localizedDescription.contains("wrong version number")
     }
 
     /// The error for a 3xx answer: it names where the server pointed, so that a person can fix a

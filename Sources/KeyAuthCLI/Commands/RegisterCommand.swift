@@ -3,7 +3,8 @@ import KeyAuth
 import Synchronization
 
 /// `keyauth register`: presence check, key generation, registration with proof of possession,
-/// then login; waits for approval when the server answers pending (unless `--no-wait`).
+/// then login; waits for approval when the server answers pending (unless `--no-wait`, which
+/// then ends with exit status 75).
 struct RegisterCommand {
     let context: CommandContext
     let options: RegisterOptions
@@ -18,7 +19,9 @@ struct RegisterCommand {
         let line: String
     }
 
-    func run() async throws(KeyAuthError) {
+    /// - Returns: ``ExitCode/success``, or ``ExitCode/temporaryFailure`` when `--no-wait` leaves
+    ///   the device registered and waiting for approval.
+    func run() async throws(KeyAuthError) -> ExitCode {
         let io = context.io
         let accounts = try context.accountStore()
         let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
@@ -29,7 +32,7 @@ struct RegisterCommand {
                     + "or `keyauth reset --account \(name)` to start over")
         }
         let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
-        let choice = try chooseKeyStore()
+        let choice = try chooseKeyStore(accounts)
         // Before the PIN prompt: a TPM key's PIN may be shorter than a key file's.
         io.printOutput(choice.line)
         let keys = try accounts.keyPairStore(for: name, keyStore: choice.keyStore)
@@ -37,11 +40,13 @@ struct RegisterCommand {
         let enrollmentCode =
             options.enrollmentCodeFromStandardInput
             ? try await Self.enrollmentCode(fromDescriptor: io.standardInput) : options.enrollmentCode
-        let presence = try context.presence(
-            kind: options.presence, pamService: options.pamService, pinFromStandardInput: options.pinFromStandardInput,
-            keyDirectory: keys.directory)
+        let presence = StatedPresence(
+            try context.presence(
+                kind: options.presence, pamService: options.pamService,
+                pinFromStandardInput: options.pinFromStandardInput, keyDirectory: keys.directory))
         let client = try context.client(for: options.serverURL, insecureHTTP: options.insecureHTTP)
         let issuer = try await Self.issuer(of: client)
+        try Self.refuseSameServer(accounts, issuer: issuer, user: options.user, except: name, url: options.serverURL)
 
         let initial = KeyAuthAccount(
             name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
@@ -50,10 +55,10 @@ struct RegisterCommand {
             insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
-        let progress = ProgressReporter(io: io, user: options.user)
+        let progress = ProgressReporter(io: io, user: options.user, waitsForApproval: !options.noWait)
         let enrollment = DeviceEnrollment(
             user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
-        let hooks = client.authenticatorHooks(
+        var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in
                 let account = record.withLock { account in
@@ -62,9 +67,14 @@ struct RegisterCommand {
                     return account
                 }
                 try accounts.save(account)
-                if registration.status == .pending { progress.approvalNeeded(keyID: registration.keyID) }
+                if registration.status == .pending {
+                    progress.approvalNeeded(
+                        keyID: registration.keyID, deadline: Date() + ProgressReporter.pendingRegistrationLifetime)
+                }
             },
             onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) }, dpop: AccountSession.dpopPolicy)
+        let keyKind = choice.kind
+        hooks.jwtPayload = { presence.claims(keyStore: keyKind) }
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: issuer, keyBits: choice.bits, reason: "Register this device with \(options.serverURL)")
         configuration.waitForApproval = !options.noWait
@@ -88,7 +98,7 @@ struct RegisterCommand {
                     "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
                         + "(account \(name)); it waits for approval (short code "
                         + "\(DeviceMatch.shortCode(account.keyID ?? "")); then run `keyauth login --account \(name)`).")
-                return
+                return .temporaryFailure
             }
             if error.code == .cancelled, progress.sawApprovalPending, keys.hasKey {
                 try makeDefaultIfNeeded(accounts, name)
@@ -107,6 +117,9 @@ struct RegisterCommand {
                     error.message + "; nothing is kept here: run the same `keyauth register` to start again",
                     underlying: error.underlying)
             }
+            if error.oauthError?.error == .accessDenied, account.keyID == nil {
+                throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
+            }
             throw error
         }
         var account = record.withLock { $0 }
@@ -116,12 +129,14 @@ struct RegisterCommand {
         io.printOutput(
             "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
                 + "(account \(name)); logged in until \(Formatting.timestamp(token.expiresAt)).")
+        return .success
     }
 
     /// `--key-store`: `file` as asked; `tpm` when the TPM answers (exit 69 naming the TCTI when
     /// not); `auto` the TPM when one answers and can make keys, a key file otherwise. For a TPM
-    /// key, a `--bits` the TPM cannot make is a usage error.
-    private func chooseKeyStore() throws(KeyAuthError) -> KeyStoreChoice {
+    /// key, a `--bits` the TPM cannot make is a usage error. Why `auto` found no TPM is told the
+    /// first time only; the home remembers it.
+    private func chooseKeyStore(_ accounts: AccountStore) throws(KeyAuthError) -> KeyStoreChoice {
         let fileBits = options.bits ?? 3072
         if options.keyStore == .file {
             return KeyStoreChoice(keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file")
@@ -132,11 +147,12 @@ struct RegisterCommand {
             info = try tpm.infoForNewKeys()
         } catch {
             guard options.keyStore == .tpm else {
-                return KeyStoreChoice(
-                    keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file (\(error.message))")
+                let reason = accounts.isFirstNoticeOfMissingTPM(tcti: tpm.tcti) ? error.message : "no TPM"
+                return KeyStoreChoice(keyStore: .file, kind: .file, bits: fileBits, line: "Key store: file (\(reason))")
             }
             throw error
         }
+        accounts.forgetMissingTPM()
         if let bits = options.bits, !info.rsaKeySizes.contains(bits) {
             let sizes = info.rsaKeySizes.map(String.init).joined(separator: " or ")
             throw CommandParser.usage(
@@ -160,6 +176,40 @@ struct RegisterCommand {
     /// the URL tried, before a key is made or anything is stored.
     static func issuer(of client: KeyAuthClient) async throws(KeyAuthError) -> String {
         try await client.discover().issuer
+    }
+
+    /// Refuses a second account for the same user on the same server reached under another name
+    /// (`http://localhost:8088` and `http://127.0.0.1:8088`): the issuer from discovery, not the
+    /// URL typed, says which server it is, and a second key there would be a second device of
+    /// the same machine, pending or using an enrollment code for nothing.
+    ///
+    /// Only accounts with a device key count; a registration that never finished holds none.
+    /// - Throws: `.keyExists` naming the account that already has a key there.
+    static func refuseSameServer(
+        _ accounts: AccountStore, issuer: String, user: String, except name: String, url: String
+    ) throws(KeyAuthError) {
+        for other in accounts.accountNames() where other != name {
+            guard let account = try? accounts.load(other), account.issuer == issuer, account.user == user,
+                (try? accounts.keyPairStore(for: other).hasKey) == true
+            else { continue }
+            throw KeyAuthError(
+                .keyExists,
+                "\(url) is the same server as account \(other) (issuer \(issuer)), where \(user) already has "
+                    + "this device's key: use `keyauth login --account \(other)`, or `keyauth reset --account "
+                    + "\(other)` to start over")
+        }
+    }
+
+    /// A registration the server refused (`access_denied` before it recorded the key): by
+    /// default a user's first device, and one whose devices are all gone, need a one-time code
+    /// that only an administrator can make, so the message says whom to ask and for what.
+    static func explainedRefusal(_ error: KeyAuthError, user: String, hadCode: Bool) -> KeyAuthError {
+        let hint =
+            hadCode
+            ? "; ask an administrator for a new code (`keyauth-server enroll \(user)`)"
+            : "; ask an administrator for an enrollment code (`keyauth-server enroll \(user)`) and pass it "
+                + "with --enrollment-code"
+        return KeyAuthError(error.code, error.message + hint, underlying: error.underlying)
     }
 
     /// One line of standard input as the enrollment code (`--enrollment-code -`), so that the

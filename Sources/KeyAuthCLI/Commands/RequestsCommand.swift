@@ -22,7 +22,14 @@ struct RequestsCommand {
             context.io.printOutput(Self.table(first.requests))
             return
         }
-        try await watch(session, from: first)
+        do {
+            try await watch(session, from: first)
+        } catch {
+            // Control-C is how a watch ends, as its first line says: no error line for it. The
+            // binary's exit status still says that a signal stopped it (130).
+            // Standard input that ends is not that: it still fails (`.cancelled`, exit 77).
+            guard Task.isCancelled else { throw error }
+        }
     }
 
     /// Handles the requests already open, then every new one, until stopped (Control-C).

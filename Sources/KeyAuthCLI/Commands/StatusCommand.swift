@@ -24,6 +24,7 @@ struct StatusCommand {
         var lines: [String] = []
         let now = Date()
         var tpm: TPMReport?
+        let agent = AgentReport.current(environment: context.io.environment)
         for name in names {
             let account = try accounts.load(name)
             let keys = try accounts.keyPairStore(for: name)
@@ -54,6 +55,9 @@ struct StatusCommand {
             entry["pam_service"] = account.pamService.map(JSONValue.string) ?? .null
             entry["refused_at"] = account.refusedAt.map { .string(Formatting.timestamp($0)) } ?? .null
             entry["token_expires_at"] = token.map { .string(Formatting.timestamp($0.expiresAt)) } ?? .null
+            let ownAgent = agent?.account == name ? agent : nil
+            entry["agent"] = ownAgent.map { .string($0.locked ? "locked" : "unlocked") } ?? .null
+            entry["agent_expires_at"] = ownAgent?.expiresAt.map { .string(Formatting.timestamp($0)) } ?? .null
             entries.append(.object(entry))
 
             lines.append(name + (name == defaultName ? " (default)" : ""))
@@ -77,6 +81,7 @@ struct StatusCommand {
                 lines.append("  status:      \(account.status.rawValue)")
             }
             lines.append("  token:       \(Self.describe(token, now: now))")
+            if let ownAgent { lines.append("  agent:       \(ownAgent.summary)") }
         }
         if options.json {
             let document = JSONValue.object([

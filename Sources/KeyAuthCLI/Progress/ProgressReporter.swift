@@ -1,3 +1,4 @@
+import Foundation
 import KeyAuth
 import Synchronization
 
@@ -5,12 +6,15 @@ import Synchronization
 /// the device waits for approval, and the line to run on an existing device.
 ///
 /// The approval line is printed by the hooks, synchronously and at most once, so that it appears
-/// whether or not standard error is a terminal and before `--no-wait` returns; the spinner
-/// follows the authenticator's states and is drawn only on a terminal.
+/// whether or not standard error is a terminal and before `--no-wait` returns; when the command
+/// waits, a second line says until when and how to stop, so that a script or a log without a
+/// terminal does not sit silent for minutes. The spinner follows the authenticator's states and
+/// is drawn only on a terminal.
 final class ProgressReporter: Sendable {
     private let io: CommandIO
     private let user: String
     private let showsApprovalLine: Bool
+    private let waitsForApproval: Bool
     private let spinner: Spinner?
     private let approvalShown = Mutex(false)
     private let approvalSeen = Mutex(false)
@@ -22,14 +26,19 @@ final class ProgressReporter: Sendable {
     /// - Parameters:
     ///   - user: named in the approval line.
     ///   - showsApprovalLine: false where the error message already carries the instruction.
-    init(io: CommandIO, user: String, showsApprovalLine: Bool = true) {
+    ///   - waitsForApproval: whether the command polls until approval (no `--no-wait`).
+    init(io: CommandIO, user: String, showsApprovalLine: Bool = true, waitsForApproval: Bool = true) {
         self.io = io
         self.user = user
         self.showsApprovalLine = showsApprovalLine
+        self.waitsForApproval = waitsForApproval
         self.spinner = io.isErrorTerminal ? Spinner(write: io.writeError) : nil
     }
 
-    /// Prints, once, what to run on an existing device.
+    /// How long the server keeps a pending registration before it expires (PROTOCOL.md section
+    /// 4, "Register"); the server does not send it, so the client counts from its answer.
+    static let pendingRegistrationLifetime: TimeInterval = 600
+
     /// What to run on an existing device, with this device's short code: the first 8
     /// characters of its KID, short enough to read from one screen and type on another.
     static func approvalHint(user: String, keyID: String, lead: String) -> String {
@@ -38,7 +47,18 @@ final class ProgressReporter: Sendable {
             + "(short code \(short) of KID \(keyID))"
     }
 
-    func approvalNeeded(keyID: String) {
+    /// The line printed while a command waits for approval: until when (a local time, when
+    /// known), and that stopping leaves the device pending rather than undoing anything.
+    static func waitingLine(until deadline: Date?, timeZone: TimeZone = .current) -> String {
+        let until = deadline.map { " until " + Formatting.clockTime($0, timeZone: timeZone) } ?? ""
+        return "Waiting for approval on another device\(until) (Ctrl-C to stop; the registration stays pending)"
+    }
+
+    /// Prints, once, what to run on an existing device, and, when the command waits, the
+    /// waiting line.
+    ///
+    /// - Parameter deadline: when the pending registration expires, when known.
+    func approvalNeeded(keyID: String, deadline: Date? = nil) {
         approvalSeen.withLock { $0 = true }
         guard showsApprovalLine else { return }
         let first = approvalShown.withLock { shown in
@@ -48,6 +68,7 @@ final class ProgressReporter: Sendable {
         guard first else { return }
         spinner?.stop()
         io.printError(Self.approvalHint(user: user, keyID: keyID, lead: "Approval needed"))
+        if waitsForApproval { io.printError(Self.waitingLine(until: deadline)) }
     }
 
     /// Runs `body` while following `authenticator`'s states on the terminal.

@@ -10,17 +10,7 @@ struct ApprovalSigner {
     /// (`hwk` in a TPM, `swk` a file) and the presence check (`pin`, or `user` for a PAM
     /// conversation).
     var authenticationMethods: [String] {
-        var methods = [
-            session.account.keyStore == .tpm
-                ? AuthenticationMethod.hardwareKey.rawValue
-                : AuthenticationMethod.softwareKey.rawValue
-        ]
-        switch session.account.presence {
-        case .pin: methods.append(AuthenticationMethod.pin.rawValue)
-        case .pam: methods.append(AuthenticationMethod.userPresence.rawValue)
-        case .none: break
-        }
-        return methods
+        StatedPresence.methods(keyStore: session.account.keyStore, presence: session.account.presence)
     }
 
     /// An assertion carrying `claims` and `amr`, whose session is the assertion itself.

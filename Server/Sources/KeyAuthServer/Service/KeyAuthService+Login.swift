@@ -27,6 +27,11 @@ extension KeyAuthService {
     ///
     /// With a DPoP proof (already checked by ``checkTokenRequestProof(_:)``), the proof's key
     /// must be the assertion's, and the token is bound to it (`cnf.jkt`, `token_type` `DPoP`).
+    ///
+    /// An assertion may state how the device checked its user (`amr`, as an approval does); the
+    /// token then carries that statement instead of `["swk"]`, so that a service can tell a login
+    /// after a PIN from one with the key alone. The server cannot check what a device says, as
+    /// for approvals; a malformed statement is refused rather than dropped.
     func login(assertion: String, proof: VerifiedDPoPProof? = nil) throws -> LoginResult {
         let parsed = try parseAssertion(assertion)
         let stored = try storage.device(kid: parsed.keyID)
@@ -34,6 +39,15 @@ extension KeyAuthService {
         let verified = try verifyAssertion(parsed, key: key)
         // Only a device's own key returns one; a decoy verifies nothing.
         guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        var extra = JWTClaims()
+        if verified.claims.contains("amr") {
+            guard let methods = try? verified.claims.strings("amr"), AuthenticationMethod.isValidStatement(methods)
+            else {
+                throw ServiceError(
+                    .invalidGrant, "the assertion's amr must state hwk or swk, and at most one of pin or user")
+            }
+            extra.set("amr", strings: methods)
+        }
         if let proof, proof.keyThumbprint != device.kid {
             throw ServiceError(
                 .invalidDPoPProof(atResource: false), "the DPoP proof is not signed by the assertion's device key")
@@ -41,7 +55,7 @@ extension KeyAuthService {
         try claimJWTID(of: verified)
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
-        let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil)
+        let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
         try storage.recordLogin(kid: device.kid, at: now())
         return LoginResult(
             accessToken: token, expiresIn: settings.accessTokenLifetime,
