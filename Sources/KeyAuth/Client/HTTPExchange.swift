@@ -112,12 +112,16 @@ final class HTTPExchange: Sendable {
         return KeyAuthError(.transportFailed, message, underlying: error)
     }
 
-    /// Whether a TLS handshake got an answer that is no TLS at all, as an `https://` URL to a
-    /// plain-HTTP server does: its `HTTP/1.1 400` is read as a TLS record of an unknown version.
-    /// FoundationNetworking reports that as an unknown error carrying OpenSSL's text.
+    /// Whether a TLS handshake failed the way an `https://` URL to a plain-HTTP server makes it
+    /// fail: the server's `HTTP/1.1 400` is read as a TLS record of an unknown version, or, when
+    /// the ClientHello holds no line end for the server to answer, the server closes the
+    /// connection at its request timeout (`SSL_ERROR_SYSCALL`). FoundationNetworking reports both
+    /// as an unknown error carrying OpenSSL's `SSL_connect` text.
     static func isPlainHTTPAnswer(_ error: URLError, server: String) -> Bool {
         guard server.lowercased().hasPrefix("https://") else { return false }
-        return error.code == .secureConnectionFailed || error.localizedDescription.contains("wrong version number")
+        let text = error.localizedDescription
+        return error.code == .secureConnectionFailed || text.contains("wrong version number")
+            || text.contains("SSL_connect")
     }
 
     /// The error for a 3xx answer: it names where the server pointed, so that a person can fix a
