@@ -56,7 +56,7 @@ struct DatabasePasswordTests {
 
     @Test(
         "check-config, the admin commands and serve mask or refuse the location and never print a piece of the password",
-        .timeLimit(.minutes(2)))
+        .timeLimit(.minutes(5)))
     func neverPrinted() throws {
         let directory = TemporaryDirectory("keyauth-db-password")
         defer { directory.remove() }
@@ -84,7 +84,7 @@ struct DatabasePasswordTests {
     }
 
     @Test(
-        "serve refuses or fails to connect without printing a piece of the password", .timeLimit(.minutes(2)))
+        "serve refuses or fails to connect without printing a piece of the password", .timeLimit(.minutes(5)))
     func serveNeverPrints() throws {
         let directory = TemporaryDirectory("keyauth-db-password")
         defer { directory.remove() }
