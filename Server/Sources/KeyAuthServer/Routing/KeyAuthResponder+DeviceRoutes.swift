@@ -38,8 +38,7 @@ extension KeyAuthResponder {
 
     /// `GET /v1/devices`: one page of the caller's devices.
     func listDevices(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        let actor = try authenticate(request)
-        caller.identify(actor)
+        let actor = try authenticate(request, identifying: &caller)
         let query = try request.deviceListQuery()
         let page = try service.listDevices(of: actor, after: query.position, limit: query.limit)
         return .json(deviceListPage(page.devices, next: page.next).jsonValue)
@@ -47,16 +46,14 @@ extension KeyAuthResponder {
 
     /// `DELETE /v1/devices/{kid}`: revokes one of the caller's devices, or denies a pending one.
     func revokeDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        let actor = try authenticate(request)
-        caller.identify(actor)
+        let actor = try authenticate(request, identifying: &caller)
         try service.revoke(kid: kid, by: actor)
         return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
     }
 
     /// `POST /v1/devices/{kid}/approve`: needs a device assertion naming the pending device.
     func approveDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        let actor = try authenticate(request)
-        caller.identify(actor)
+        let actor = try authenticate(request, identifying: &caller)
         return .json(approvalEntry(try service.approve(kid: kid, assertion: try request.deviceApproval(), by: actor)))
     }
 }

@@ -48,8 +48,7 @@ extension KeyAuthResponder {
 
     /// `GET /v1/auth-requests`: the open requests now, or a long poll until one arrives.
     func listSignInRequests(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        let actor = try authenticate(request)
-        caller.identify(actor)
+        let actor = try authenticate(request, identifying: &caller)
         let query = try request.signInRequestQuery()
         let later = DeferredResponse()
         let watch = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait) {
@@ -67,8 +66,7 @@ extension KeyAuthResponder {
 
     /// `POST /v1/auth-requests/{id}/code`: checks the code the user typed on this device.
     func checkSignInCode(_ id: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        let actor = try authenticate(request)
-        caller.identify(actor)
+        let actor = try authenticate(request, identifying: &caller)
         let checked = try service.checkSignInCode(id: id, code: try request.signInCode(), by: actor)
         return .json(
             .object(["id": .string(checked.id), "status": .string(checked.status.rawValue), "code": "matches"]))

@@ -273,6 +273,14 @@ package final class KeyAuthResponder: HTTPResponder {
             method: request.method, path: request.path)
     }
 
+    /// The device acting through a resource request's access token, which the request's log
+    /// line then names.
+    func authenticate(_ request: HTTPRequest, identifying caller: inout Caller) throws -> DeviceRecord {
+        let actor = try authenticate(request)
+        caller.identify(actor)
+        return actor
+    }
+
     /// The address the rate limit counts: the peer, or behind a trusted proxy the last
     /// `X-Forwarded-For` hop (the one the proxy itself added; earlier hops are client-chosen).
     func clientAddress(of request: HTTPRequest) -> String {

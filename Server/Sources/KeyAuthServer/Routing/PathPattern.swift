@@ -37,8 +37,18 @@ package struct PathPattern: Sendable, Hashable, CustomStringConvertible {
 
     /// The parameters of `path` when it matches, by name; nil when it does not.
     package func match(_ path: String) -> RouteParameters? {
+        Self.segments(of: path).flatMap { match(segments: $0) }
+    }
+
+    /// The segments of `path` between its slashes, or nil when it does not start with one; a
+    /// router splits a request's path once and matches every pattern against the result.
+    package static func segments(of path: String) -> [Substring]? {
         guard path.hasPrefix("/") else { return nil }
-        let parts = Array(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst())
+        return Array(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst())
+    }
+
+    /// The parameters of a path already split by ``segments(of:)`` when it matches.
+    package func match(segments parts: [Substring]) -> RouteParameters? {
         var values: [String: String] = [:]
         for (index, segment) in segments.enumerated() {
             guard index < parts.count else { return nil }

@@ -8,14 +8,15 @@ package struct RouteDeclaration<Handler: Sendable>: Sendable {
     package let pattern: PathPattern
     package let handler: Handler
 
+    /// The methods as the `Allow` header lists them (sorted once, not per request).
+    package let allowedMethods: [HTTPMethod]
+
     package init(_ methods: [HTTPMethod], _ pattern: String, _ handler: Handler) {
         self.methods = methods
         self.pattern = PathPattern(pattern)
         self.handler = handler
+        allowedMethods = Set(methods).sorted()
     }
-
-    /// The methods as the `Allow` header lists them.
-    package var allowedMethods: [HTTPMethod] { Set(methods).sorted() }
 
     /// The metrics label: the pattern as declared, never a raw path.
     package var label: String { pattern.description }
@@ -24,9 +25,15 @@ package struct RouteDeclaration<Handler: Sendable>: Sendable {
 /// Routes in the order they are tried; the first whose pattern matches a path owns it.
 package struct RouteTable<Handler: Sendable>: Sendable {
     package let routes: [RouteDeclaration<Handler>]
+    /// The routes without and with a catch-all pattern, split once: every request tries the
+    /// first, and the second only for a path none of those matched.
+    private let exactRoutes: [RouteDeclaration<Handler>]
+    private let catchAllRoutes: [RouteDeclaration<Handler>]
 
     package init(_ routes: [RouteDeclaration<Handler>]) {
         self.routes = routes
+        exactRoutes = routes.filter { !$0.pattern.isCatchAll }
+        catchAllRoutes = routes.filter(\.pattern.isCatchAll)
     }
 
     /// How a request's method and path meet the table.
@@ -45,17 +52,20 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     /// (a pattern ending in `{name*}`) is tried only for a path no other pattern matches, so
     /// that a known path with the wrong method is 405, not the catch-all's answer.
     package func match(method: String, path: String) -> Match {
-        let exact = match(method: method, path: path, among: routes.filter { !$0.pattern.isCatchAll })
+        guard let segments = PathPattern.segments(of: path) else { return .notFound }
+        let requested = HTTPMethod(requestMethod: method)
+        let exact = match(requested, segments, among: exactRoutes)
         guard case .notFound = exact else { return exact }
-        return match(method: method, path: path, among: routes.filter(\.pattern.isCatchAll))
+        return match(requested, segments, among: catchAllRoutes)
     }
 
-    private func match(method: String, path: String, among candidates: [RouteDeclaration<Handler>]) -> Match {
-        let requested = HTTPMethod(requestMethod: method)
+    private func match(
+        _ requested: HTTPMethod?, _ segments: [Substring], among candidates: [RouteDeclaration<Handler>]
+    ) -> Match {
         var allowed: Set<HTTPMethod> = []
         var firstLabel: String?
         for route in candidates {
-            guard let parameters = route.pattern.match(path) else { continue }
+            guard let parameters = route.pattern.match(segments: segments) else { continue }
             if let requested, route.allowedMethods.contains(requested) {
                 return .found(route, parameters)
             }
