@@ -116,97 +116,76 @@ struct CommandTests {
 
     @Test("a second device registers pending with --no-wait and prints one plain approval line")
     func pendingNoWait() async throws {
-        let first = CommandHarness()
-        let second = CommandHarness()
-        let server = try InProcessKeyAuthServer()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { first, second, server in
+            let result = await second.run(
+                [
+                    "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
+                    "--no-wait",
+                ])
+            // EX_TEMPFAIL: registered, and the same login succeeds once another device approves.
+            #expect(result.status == 75, "\(result.standardError)")
+            let pending = try #require(server.keyIDs(withStatus: "pending").first)
+            #expect(
+                result.errorLines == [
+                    "Approval needed: on a device already registered for alice, run `keyauth devices approve "
+                        + "\(pending.prefix(8))` (short code \(pending.prefix(8)) of KID \(pending))"
+                ])
+            #expect(!result.standardError.contains("\u{1B}"))
+            let name = try second.accounts.resolve(nil)
+            #expect(try second.accounts.load(name).status == .pending)
+
+            let stillPending = await second.run(["login", "--no-wait"])
+            #expect(stillPending.status == 75)
+            #expect(stillPending.errorLines.count == 1)
+            #expect(stillPending.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
+
+            let approve = await first.run(["devices", "approve", pending, "--pin-stdin"], standardInput: "123456\n")
+            #expect(approve.status == 0, "\(approve.standardError)")
+            let login = await second.run(["login"])
+            #expect(login.status == 0, "\(login.standardError)")
+            #expect(try second.accounts.load(name).status == .active)
         }
-        #expect(await registerWithPIN(first, server).status == 0)
-        let result = await second.run(
-            [
-                "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
-                "--no-wait",
-            ])
-        // EX_TEMPFAIL: registered, and the same login succeeds once another device approves.
-        #expect(result.status == 75, "\(result.standardError)")
-        let pending = try #require(server.keyIDs(withStatus: "pending").first)
-        #expect(
-            result.errorLines == [
-                "Approval needed: on a device already registered for alice, run `keyauth devices approve "
-                    + "\(pending.prefix(8))` (short code \(pending.prefix(8)) of KID \(pending))"
-            ])
-        #expect(!result.standardError.contains("\u{1B}"))
-        let name = try second.accounts.resolve(nil)
-        #expect(try second.accounts.load(name).status == .pending)
-
-        let stillPending = await second.run(["login", "--no-wait"])
-        #expect(stillPending.status == 75)
-        #expect(stillPending.errorLines.count == 1)
-        #expect(stillPending.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
-
-        let approve = await first.run(["devices", "approve", pending, "--pin-stdin"], standardInput: "123456\n")
-        #expect(approve.status == 0, "\(approve.standardError)")
-        let login = await second.run(["login"])
-        #expect(login.status == 0, "\(login.standardError)")
-        #expect(try second.accounts.load(name).status == .active)
     }
 
     @Test("register waits while pending and finishes once another device approves")
     func registerWaitsForApproval() async throws {
-        let first = CommandHarness()
-        let second = CommandHarness()
-        let server = try InProcessKeyAuthServer()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { first, second, server in
+            async let registration = second.run(
+                ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"],
+                isTerminal: true)
+            var pending: String?
+            for _ in 0..<200 where pending == nil {
+                try await Task.sleep(for: .milliseconds(50))
+                pending = server.keyIDs(withStatus: "pending").first
+            }
+            let keyID = try #require(pending)
+            try await Task.sleep(for: .milliseconds(200))
+            try server.setStatus("active", of: keyID)
+            let result = await registration
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardError.contains("keyauth devices approve \(keyID.prefix(8))"))
+            // On a terminal a spinner is drawn and erased in place.
+            #expect(result.standardError.contains("\r\u{1B}[K"))
         }
-        #expect(await registerWithPIN(first, server).status == 0)
-        async let registration = second.run(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"],
-            isTerminal: true)
-        var pending: String?
-        for _ in 0..<200 where pending == nil {
-            try await Task.sleep(for: .milliseconds(50))
-            pending = server.keyIDs(withStatus: "pending").first
-        }
-        let keyID = try #require(pending)
-        try await Task.sleep(for: .milliseconds(200))
-        try server.setStatus("active", of: keyID)
-        let result = await registration
-        #expect(result.status == 0, "\(result.standardError)")
-        #expect(result.standardError.contains("keyauth devices approve \(keyID.prefix(8))"))
-        // On a terminal a spinner is drawn and erased in place.
-        #expect(result.standardError.contains("\r\u{1B}[K"))
     }
 
     @Test("a denied registration ends the wait with exit 77 and removes the useless key")
     func deniedWhileWaiting() async throws {
-        let first = CommandHarness()
-        let second = CommandHarness()
-        let server = try InProcessKeyAuthServer()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { first, second, server in
+            async let registration = second.run(
+                ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"])
+            var pending: String?
+            for _ in 0..<200 where pending == nil {
+                try await Task.sleep(for: .milliseconds(50))
+                pending = server.keyIDs(withStatus: "pending").first
+            }
+            let keyID = try #require(pending)
+            #expect(await first.run(["devices", "revoke", keyID]).status == 0)
+            let result = await registration
+            #expect(result.status == 77)
+            #expect(result.errorLines.last?.hasPrefix("keyauth: ") == true)
+            #expect(second.accounts.accountNames().isEmpty)
         }
-        #expect(await registerWithPIN(first, server).status == 0)
-        async let registration = second.run(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"])
-        var pending: String?
-        for _ in 0..<200 where pending == nil {
-            try await Task.sleep(for: .milliseconds(50))
-            pending = server.keyIDs(withStatus: "pending").first
-        }
-        let keyID = try #require(pending)
-        #expect(await first.run(["devices", "revoke", keyID]).status == 0)
-        let result = await registration
-        #expect(result.status == 77)
-        #expect(result.errorLines.last?.hasPrefix("keyauth: ") == true)
-        #expect(second.accounts.accountNames().isEmpty)
     }
 
     @Test("a wrong PIN exits 77 with one line that does not show the PIN")
@@ -535,32 +514,25 @@ struct CommandTests {
 
     @Test("token and devices do not wait for approval, and reset of a never-approved device skips revocation")
     func pendingDoesNotWait() async throws {
-        let first = CommandHarness()
-        let second = CommandHarness()
-        let server = try InProcessKeyAuthServer()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { first, second, server in
+            let registered = await second.run(
+                [
+                    "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
+                    "--no-wait",
+                ])
+            #expect(registered.status == 75)
+            let pending = try #require(server.keyIDs(withStatus: "pending").first)
+            for arguments in [["token"], ["devices"]] {
+                let result = await second.run(arguments)
+                #expect(result.status == 75, "\(arguments)")
+                #expect(result.errorLines.count == 1)
+                #expect(result.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
+            }
+            let reset = await second.run(["reset"])
+            #expect(reset.status == 0, "\(reset.standardError)")
+            #expect(reset.standardOutput.contains("nothing to revoke"))
+            #expect(second.accounts.accountNames().isEmpty)
         }
-        #expect(await registerWithPIN(first, server).status == 0)
-        let registered = await second.run(
-            [
-                "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
-                "--no-wait",
-            ])
-        #expect(registered.status == 75)
-        let pending = try #require(server.keyIDs(withStatus: "pending").first)
-        for arguments in [["token"], ["devices"]] {
-            let result = await second.run(arguments)
-            #expect(result.status == 75, "\(arguments)")
-            #expect(result.errorLines.count == 1)
-            #expect(result.standardError.contains("keyauth devices approve \(pending.prefix(8))"))
-        }
-        let reset = await second.run(["reset"])
-        #expect(reset.status == 0, "\(reset.standardError)")
-        #expect(reset.standardOutput.contains("nothing to revoke"))
-        #expect(second.accounts.accountNames().isEmpty)
     }
 
     @Test("a PIN without a terminal and without --pin-stdin exits 77 before generating anything")

@@ -5,26 +5,6 @@ import Testing
 
 @testable import KeyAuthCLI
 
-/// Runs `body` with a server in-process where alice's first device is registered with a PIN
-/// (so that it can approve others; PIN 123456), and a second, empty keyauth home.
-private func withFirstDevice(
-    _ body: (_ first: CommandHarness, _ second: CommandHarness, _ server: InProcessKeyAuthServer) async throws -> Void
-) async throws {
-    let first = CommandHarness()
-    let second = CommandHarness()
-    let server = try InProcessKeyAuthServer()
-    defer {
-        server.stop()
-        first.home.remove()
-        second.home.remove()
-    }
-    let registered = await first.run(
-        ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
-        standardInput: "123456\n")
-    try #require(registered.status == 0, "\(registered.standardError)")
-    try await body(first, second, server)
-}
-
 @Suite("Waiting for approval at registration", .timeLimit(.minutes(5)))
 struct RegistrationWaitTests {
     @Test("register without a terminal says until when it waits for approval and how to stop")
