@@ -80,7 +80,7 @@ struct AccountPageTests {
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         let first = try api.send("GET", "/account")
-        #expect(first.headers["Content-Security-Policy"] == AccountPage.contentSecurityPolicy)
+        #expect(first.headers["Content-Security-Policy"] == BrowserRequests.contentSecurityPolicy)
         #expect(first.headers["X-Frame-Options"] == "DENY")
         #expect(!first.text.contains("<script>"))
         let csrfCookie = try #require(first.headers.values(for: "Set-Cookie").first)

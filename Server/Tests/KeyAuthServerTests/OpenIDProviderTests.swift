@@ -96,7 +96,7 @@ struct OpenIDProviderTests {
         // checks form-action against the redirect that answers Continue.
         #expect(
             form.headers["Content-Security-Policy"]
-                == AccountPage.contentSecurityPolicy.replacing(
+                == BrowserRequests.contentSecurityPolicy.replacing(
                     "form-action 'self'", with: "form-action 'self' https://wiki.example.org"))
         #expect(form.headers["Content-Security-Policy"]?.contains("frame-ancestors 'none'") == true)
         #expect(form.headers["X-Frame-Options"] == "DENY")

@@ -20,9 +20,6 @@ struct AccountPage: Sendable {
     var sessions: BrowserSessions { signIn.sessions }
     var basePath: String { browser.basePath }
 
-    /// The policy of every answer to a browser (``BrowserRequests/contentSecurityPolicy``).
-    static var contentSecurityPolicy: String { BrowserRequests.contentSecurityPolicy }
-
     init(service: KeyAuthService, signIn: BrowserSignIn) {
         self.service = service
         self.signIn = signIn
