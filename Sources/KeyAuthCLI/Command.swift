@@ -53,6 +53,8 @@ package struct RequestsOptions: Sendable, Equatable {
     package var account: String?
     /// `--pin-stdin`.
     package var pinFromStandardInput = false
+    /// `--json`: the list as one JSON document.
+    package var json = false
 
     /// Creates the defaults.
     package init(account: String? = nil) { self.account = account }

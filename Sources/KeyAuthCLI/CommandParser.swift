@@ -24,8 +24,8 @@ package enum CommandParser {
         .logout: [], .pin: ["pin-stdin"], .defaultAccount: [], .status: ["json"], .devices: ["pin-stdin", "json"],
         .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
-        .requests: ["watch", "pin-stdin"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
-        .agent: ["pin-stdin", "lock", "stop"], .help: [],
+        .requests: ["watch", "pin-stdin", "json"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
+        .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -125,6 +125,11 @@ package enum CommandParser {
             var options = RequestsOptions(account: parsed.values["account"])
             options.watch = parsed.flags.contains("watch")
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            options.json = parsed.flags.contains("json")
+            // A watch never ends, so it has no one document to print.
+            if options.watch && options.json {
+                throw usage("--json lists once; it does not go with --watch", .requests)
+            }
             return .requests(options)
         case .approve, .deny:
             return .answer(try answerOptions(parsed, decision: name == .approve ? .approve : .deny))
@@ -134,15 +139,18 @@ package enum CommandParser {
         }
     }
 
-    /// `approve [ID]` and `deny ID`: a request id is base64url, like a KID.
+    /// `approve [ID]` and `deny ID`: a request id is base64url, like a KID, and may be given by
+    /// its first 8 characters or more (``IDPrefix``).
     private static func answerOptions(
         _ parsed: ParsedArguments, decision: SignInDecision
     ) throws(KeyAuthError) -> AnswerOptions {
         try parsed.expectPositionals(1)
         let id = parsed.positionals.first
         if decision == .deny, id == nil { throw usage("deny needs the request's ID", parsed.command) }
-        if let id, !InputRules.isValidSignInRequestID(id) {
-            throw usage("\"\(id)\" is not a request id (43 characters of base64url)", parsed.command)
+        if let id, !IDPrefix.isValid(id) {
+            throw usage(
+                "\"\(id)\" is not a request id: give at least its first \(IDPrefix.shortCodeLength) characters "
+                    + "(base64url)", parsed.command)
         }
         var options = AnswerOptions(decision: decision, requestID: id)
         options.account = parsed.values["account"]

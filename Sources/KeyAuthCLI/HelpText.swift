@@ -191,20 +191,22 @@ enum HelpText {
             """
         case .requests:
             """
-            usage: keyauth requests [--watch] [--account NAME] [--pin-stdin]
+            usage: keyauth requests [--watch | --json] [--account NAME] [--pin-stdin]
 
             Lists the sign-in requests waiting for this user's approval: applications that asked
-            the server to sign the user in (OpenID CIBA) and the server's account page. --watch
-            waits for new ones, shows a desktop notification when a graphical session is present,
-            and for each asks for the code shown on the other screen to approve it (or `deny`, or
-            an empty line to leave it); Control-C stops.
+            the server to sign the user in (OpenID CIBA) and the server's account page. --json
+            prints them as one JSON document instead of a table. --watch waits for new ones, shows
+            a desktop notification when a graphical session is present, and for each asks for the
+            code shown on the other screen to approve it (or `deny`, or an empty line to leave
+            it); Control-C stops.
             """
         case .approve:
             """
             usage: keyauth approve [ID] [--account NAME] [--pin-stdin]
 
-            Approves a sign-in request: the only open one when no ID is given (or a choice when
-            there are several). Shows the application, where the request came from and when,
+            Approves a sign-in request: the one whose ID starts with ID (its first 8 characters
+            are enough when no other open request shares them), or the only open one when no ID
+            is given (or a choice when there are several). Shows the application, where the request came from and when,
             never its code; asks you to type the code shown on the screen that started the
             sign-in (a mistyped code is asked again, and the third denies the request; `deny`
             denies); then checks presence and signs the approval with the device key. Standard
@@ -216,7 +218,8 @@ enum HelpText {
             """
             usage: keyauth deny ID [--account NAME] [--pin-stdin]
 
-            Denies a sign-in request: the application learns access_denied.
+            Denies a sign-in request: the application learns access_denied. ID may be shortened
+            to its first 8 characters, as for approve.
             """
         case .help:
             "usage: keyauth help [COMMAND]"

@@ -11,7 +11,10 @@ struct AnswerCommand {
             waitForApproval: false)
         let approval = SignInApproval(session: session, pinFromStandardInput: options.pinFromStandardInput)
         if options.decision == .deny, let id = options.requestID {
-            try await approval.deny(id: id)
+            // A whole ID goes to the server as it is (it knows requests no list shows); a
+            // prefix is looked up among the open ones first.
+            let whole = InputRules.isValidSignInRequestID(id)
+            try await approval.deny(id: whole ? id : try matching(id, in: try await openRequests(session), session).id)
             return
         }
         let request = try await chooseRequest(session, approval: approval)
@@ -19,25 +22,15 @@ struct AnswerCommand {
         _ = try await approval.answer(request, allowsSkip: false)
     }
 
-    /// The request named by ID, or the only open one, or the one the user picks.
+    /// The request named by ID (or its start), or the only open one, or the one the user picks.
     ///
-    /// - Throws: `.signInRequestClosed` when no open request has that id or none is open.
+    /// - Throws: `.signInRequestClosed` when no open request has that id or none is open;
+    ///   ``request(_:in:user:command:)``'s usage error for a prefix of several.
     private func chooseRequest(
         _ session: AccountSession, approval: SignInApproval
     ) async throws(KeyAuthError) -> SignInRequest {
-        let client = session.client
-        let list = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
-            try await client.signInRequests(accessToken: token, proofs: proofs)
-        }
-        if let id = options.requestID {
-            guard let request = list.requests.first(where: { $0.id == id }) else {
-                throw KeyAuthError(
-                    .signInRequestClosed,
-                    "no open sign-in request \(id) for \(session.account.user): it expired, was answered "
-                        + "on another device, or never existed")
-            }
-            return request
-        }
+        let list = try await openRequests(session)
+        if let id = options.requestID { return try matching(id, in: list, session) }
         switch list.requests.count {
         case 0:
             throw KeyAuthError(.signInRequestClosed, "no sign-in request is waiting for \(session.account.user)")
@@ -45,6 +38,47 @@ struct AnswerCommand {
             return list.requests[0]
         default:
             return try await pick(from: list.requests, reader: approval.codeReader)
+        }
+    }
+
+    /// The user's open sign-in requests.
+    private func openRequests(_ session: AccountSession) async throws(KeyAuthError) -> SignInRequestList {
+        let client = session.client
+        return try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            try await client.signInRequests(accessToken: token, proofs: proofs)
+        }
+    }
+
+    /// The one open request whose ID starts with `prefix`, for this command.
+    private func matching(
+        _ prefix: String, in list: SignInRequestList, _ session: AccountSession
+    ) throws(KeyAuthError) -> SignInRequest {
+        try Self.request(
+            prefix, in: list.requests, user: session.account.user,
+            command: options.decision == .deny ? .deny : .approve)
+    }
+
+    /// The one request in `requests` whose ID starts with `prefix` (a whole ID included), as
+    /// device IDs are matched (``IDPrefix``).
+    ///
+    /// - Throws: `.signInRequestClosed` (exit 1, "nothing matched") when none does; `.usage`
+    ///   (exit 64) when several do, listing them so the person can give more characters.
+    static func request(
+        _ prefix: String, in requests: [SignInRequest], user: String, command: CommandName
+    ) throws(KeyAuthError) -> SignInRequest {
+        switch IDPrefix.match(prefix, in: requests, id: \.id) {
+        case .one(let request):
+            return request
+        case .none:
+            throw KeyAuthError(
+                .signInRequestClosed,
+                "no open sign-in request \(prefix) for \(user): it expired, was answered on another device, "
+                    + "or never existed (see `keyauth requests`)")
+        case .several(let matches):
+            let listed = matches.map { "\($0.id) (\(Formatting.printable($0.clientName)))" }
+            throw CommandParser.usage(
+                "\(prefix) starts \(matches.count) open sign-in requests: \(listed.joined(separator: ", ")); "
+                    + "give more characters", command)
         }
     }
 

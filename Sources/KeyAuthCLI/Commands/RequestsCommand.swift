@@ -1,8 +1,9 @@
 import Foundation
 import KeyAuth
 
-/// `keyauth requests [--watch]`: the sign-in requests waiting for this user's approval; with
-/// `--watch`, waits for new ones (long polls), notifies the desktop, and offers to answer each.
+/// `keyauth requests [--watch | --json]`: the sign-in requests waiting for this user's approval
+/// (`--json`: as one JSON document); with `--watch`, waits for new ones (long polls), notifies
+/// the desktop, and offers to answer each.
 struct RequestsCommand {
     let context: CommandContext
     let options: RequestsOptions
@@ -19,7 +20,7 @@ struct RequestsCommand {
             try await client.signInRequests(accessToken: token, proofs: proofs)
         }
         guard options.watch else {
-            context.io.printOutput(Self.table(first.requests))
+            context.io.printOutput(options.json ? Self.json(first.requests) : Self.table(first.requests))
             return
         }
         do {
@@ -80,6 +81,14 @@ struct RequestsCommand {
             guard error.code == .signInRequestClosed else { throw error }
             io.printError("keyauth: \(error.message)")
         }
+    }
+
+    /// The open requests as one JSON document for scripts: `{"requests": [...]}`, each entry
+    /// with the members the server's list gives (PROTOCOL.md section 7), an empty array when
+    /// none is open.
+    static func json(_ requests: [SignInRequest]) -> String {
+        JSONValue.object(["requests": .array(requests.map(\.jsonValue))])
+            .serialized(leadingKeys: ["requests", "id", "kind", "client_name"])
     }
 
     /// The open requests as a table, or a line saying there are none.

@@ -3,6 +3,7 @@ import KeyAuth
 import KeyAuthServer
 import KeyAuthTestSupport
 import Synchronization
+import Testing
 
 /// The real server application (``KeyAuthResponder`` over SQLite in a temporary directory)
 /// behind a ``LoopbackHTTPResponder``, so that commands run in-process against the server's own
@@ -140,6 +141,26 @@ final class InProcessKeyAuthServer: Sendable {
                 registeredFrom: "198.51.100.\(index % 250)")
             guard try storage.insertDevice(device) else { throw TestFailure("device \(index) exists") }
         }
+    }
+
+    /// Starts a sign-in request for `user` as a client application named `application` does
+    /// (`POST /bc-authorize`, registering the client first), and returns its `auth_req_id`.
+    func startSignInRequest(for user: String, application: String = "Test application") throws -> String {
+        let (client, secret) = try ClientRegistry(storage: storage).add(name: application)
+        let credentials = try #require(secret.map { "\(client.id):\($0)" })
+        var headers = HTTPHeaders()
+        headers.add("Authorization", "Basic " + Data(credentials.utf8).base64EncodedString())
+        headers.add("Content-Type", "application/x-www-form-urlencoded")
+        let responder = try #require(state.application.withLock { $0 })
+        let response = responder.respond(
+            to: HTTPRequest(
+                method: "POST", path: "/bc-authorize", headers: headers, body: Array("login_hint=\(user)".utf8),
+                clientAddress: registrationAddress))
+        guard response.status == 200, let id = try JSONValue(parsing: response.body)["auth_req_id"]?.stringValue else {
+            throw TestFailure(
+                "bc-authorize answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+        }
+        return id
     }
 
     /// Hands one request to the real responder, as the transport would.

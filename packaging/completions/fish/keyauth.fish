@@ -54,7 +54,7 @@ complete -c keyauth -n "__fish_seen_subcommand_from register" -l pam-service -x 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l enrollment-code -x -d 'A one-time code from keyauth-server enroll, - for standard input'
 complete -c keyauth -n "__fish_seen_subcommand_from register login" -l no-wait -d 'Return at once when approval is needed'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l insecure-http -d 'Allow plain http:// to a host that is not loopback'
-complete -c keyauth -n "__fish_seen_subcommand_from status devices" -l json -d 'Print JSON'
+complete -c keyauth -n "__fish_seen_subcommand_from status devices requests" -l json -d 'Print JSON'
 complete -c keyauth -n "__fish_seen_subcommand_from devices; and not __fish_seen_subcommand_from list approve revoke" -a 'list approve revoke'
 complete -c keyauth -n "__fish_seen_subcommand_from pubkey" -l jwk -d 'Print a JWK instead of PEM'
 complete -c keyauth -n "__fish_seen_subcommand_from reset" -l yes -d 'Do not ask for confirmation'
