@@ -173,6 +173,15 @@ struct OpenIDProviderTests {
         let deviceToken = try OpenIDTestAPI.userInfo(api, token: setup.device.token)
         #expect(deviceToken.status == 401)
         #expect(deviceToken.headers["WWW-Authenticate"]?.contains("error=\"invalid_token\"") == true)
+        // It says why, in the challenge (RFC 6750 section 3) and in the body.
+        #expect(
+            deviceToken.headers["WWW-Authenticate"]?.contains(
+                "error_description=\"a device token is not an OpenID access token; ") == true)
+        #expect(deviceToken.json?["error_description"] == .string(AccessTokens.deviceTokenRefusal))
+        // A token that is not valid says no more than that.
+        let forged = try OpenIDTestAPI.userInfo(api, token: setup.device.token + "x")
+        #expect(forged.status == 401)
+        #expect(forged.json?["error_description"] == "the access token is not valid")
         // And the relying party's token opens none of the device API.
         #expect(try api.authorized("GET", "/v1/devices", token: accessToken).status == 401)
     }

@@ -53,7 +53,9 @@ struct AccessTokens: Sendable {
     /// an `aud` that is its `client_id`. Such a token is never accepted by ``verify(_:)``, whose
     /// audience is the issuer.
     ///
-    /// - Throws: ``ServiceError`` `.invalidToken` for any failure.
+    /// - Throws: ``ServiceError`` `.invalidToken` for any failure; a valid device token (``issue(user:deviceKID:bound:extra:)``,
+    ///   `aud` the issuer) is told apart, since a developer who tries one at UserInfo otherwise
+    ///   cannot see why a token the server just issued is refused.
     func verifyIssuedToClient(_ token: String) throws(ServiceError) -> AccessTokenClaims {
         let claims: AccessTokenClaims
         do {
@@ -64,10 +66,20 @@ struct AccessTokens: Sendable {
             throw ServiceError(.invalidToken, "the access token is not valid")
         }
         guard claims.claims["aud"]?.stringValue == claims.clientID, claims.clientID != issuer else {
+            // Said only of a token whose signature and times were checked: it tells its holder
+            // what they already hold, never whether a forged token came close.
+            if claims.claims["aud"]?.stringValue == issuer {
+                throw ServiceError(.invalidToken, Self.deviceTokenRefusal)
+            }
             throw ServiceError(.invalidToken, "the access token is not valid")
         }
         return claims
     }
+
+    /// Why UserInfo refuses a device's own token (PROTOCOL.md section 10).
+    static let deviceTokenRefusal =
+        "a device token is not an OpenID access token; UserInfo takes the access token a client "
+        + "application got from the authorization code flow or CIBA for the openid scope"
 
     /// Checks a token with our published keys only, each with its own algorithm.
     ///
