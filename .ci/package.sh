@@ -8,7 +8,8 @@
 # and say what --help says (packaging/tests/manpages.sh); the bash completion completes
 # (packaging/tests/completion.sh); /etc/keyauth/server.conf lists every serve option
 # (packaging/tests/server-conf.sh); the unit passes `systemd-analyze verify` and scores "OK" or
-# better in `systemd-analyze security`; the binaries run with /opt/swift hidden; and the
+# better in `systemd-analyze security`, and the agent's user unit passes `systemd-analyze verify
+# --user` (packaging/tests/user-unit.sh); the binaries run with /opt/swift hidden; and the
 # installed server, run as the keyauth user on /var/lib/keyauth as the unit runs it, registers
 # a device and logs it in; and a crash of the server under the unit, in a real systemd, leaves a
 # core with a symbolized backtrace, a restart, and a stop after the start limit
@@ -91,6 +92,7 @@ security=$(systemd-analyze security --offline=yes "$unit" 2>&1 | grep 'Overall e
     die "systemd-analyze security printed no exposure level"
 log "$security"
 grep -qE ': [0-9.]+ (SAFE|OK) ' <<<"$security" || die "the unit's exposure is worse than OK"
+bash packaging/tests/user-unit.sh /usr/lib/systemd/user/keyauth-agent.service >&2
 
 echo "== binaries without the Swift toolchain" >&2
 if ldd /usr/bin/keyauth /usr/bin/keyauth-server | grep -q /opt/swift; then

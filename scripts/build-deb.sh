@@ -114,6 +114,7 @@ install -D -m 0644 "$completions/fish/keyauth-server.fish" "$stage/usr/share/fis
 install -D -m 0644 "$root/packaging/etc/pam.d/keyauth" "$stage/etc/pam.d/keyauth"
 install -D -m 0644 "$root/packaging/etc/keyauth/server.conf" "$stage/etc/keyauth/server.conf"
 install -D -m 0644 "$root/packaging/systemd/keyauth-server.service" "$stage/lib/systemd/system/keyauth-server.service"
+install -D -m 0644 "$root/packaging/systemd/keyauth-agent.service" "$stage/usr/lib/systemd/user/keyauth-agent.service"
 
 # Documentation: copyright, both changelogs, the README, the manuals and the contract.
 doc=$stage/usr/share/doc/keyauth

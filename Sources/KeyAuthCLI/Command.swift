@@ -268,6 +268,12 @@ package struct AgentOptions: Sendable, Equatable {
     package var pinFromStandardInput = false
     /// `--timeout DURATION`, in seconds.
     package var timeout: TimeInterval = defaultTimeout
+    /// `--background`: start the agent detached and print shell lines for `eval`, as
+    /// `ssh-agent` does.
+    package var background = false
+    /// `--serve-locked`: what `--background` starts, detached: serve locked, print nothing, and
+    /// wait for the starting command to unlock it through the socket.
+    package var servesLocked = false
 
     /// Creates the defaults.
     package init(action: Action = .start) { self.action = action }

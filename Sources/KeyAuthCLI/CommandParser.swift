@@ -228,11 +228,17 @@ package enum CommandParser {
         let stop = parsed.flags.contains("stop")
         guard !(lock && stop) else { throw usage("--lock and --stop exclude each other", .agent) }
         var options = AgentOptions(action: lock ? .lock : stop ? .stop : .start)
+        let startFlags = ["pin-stdin", "background", "serve-locked"]
         if options.action != .start,
             let extra = ["account", "timeout"].first(where: { parsed.values[$0] != nil })
-                ?? (parsed.flags.contains("pin-stdin") ? "pin-stdin" : nil)
+                ?? startFlags.first(where: parsed.flags.contains)
         {
             throw usage("--\(extra) is for starting an agent, not with --lock or --stop", .agent)
+        }
+        options.background = parsed.flags.contains("background")
+        options.servesLocked = parsed.flags.contains("serve-locked")
+        guard !(options.background && options.servesLocked) else {
+            throw usage("--background and --serve-locked exclude each other", .agent)
         }
         options.account = parsed.values["account"]
         options.pinFromStandardInput = parsed.flags.contains("pin-stdin")

@@ -91,7 +91,7 @@ enum HelpText {
             """
         case .agent:
             """
-            usage: keyauth agent [--account NAME] [--timeout DURATION] [--pin-stdin]
+            usage: keyauth agent [--account NAME] [--timeout DURATION] [--pin-stdin] [--background]
                    keyauth agent --lock
                    keyauth agent --stop
 
@@ -103,8 +103,10 @@ enum HelpText {
             the same uid are answered); without XDG_RUNTIME_DIR (usually /run/user/UID) it refuses
             to start.
             Run it again to unlock a locked agent.
-              --lock   clear the held key; the agent keeps running, locked
-              --stop   clear the held key and end the agent
+              --background  detach the agent after the presence check and print shell lines
+                            for eval, as ssh-agent does: eval "$(keyauth agent --background)"
+              --lock        clear the held key; the agent keeps running, locked
+              --stop        clear the held key and end the agent
             """
         case .logout:
             """

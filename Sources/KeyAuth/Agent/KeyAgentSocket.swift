@@ -135,6 +135,15 @@ package enum KeyAgentSocket {
         return (credentials.0, credentials.1)
     }
 
+    /// The process id of the agent listening at `path`, after the same checks as
+    /// ``connect(to:)``; nil when no agent is there. `keyauth agent --background` prints it,
+    /// as `ssh-agent` prints its own.
+    package static func agentProcessID(at path: String) throws(KeyAuthError) -> pid_t? {
+        guard let descriptor = try connect(to: path) else { return nil }
+        defer { close(descriptor) }
+        return peerCredentials(descriptor)?.pid
+    }
+
     /// Bounds a read or write on `descriptor`, so that a peer that stalls cannot hold the agent.
     package static func setTimeout(_ descriptor: Int32, seconds: Int) {
         var limit = timeval(tv_sec: seconds, tv_usec: 0)

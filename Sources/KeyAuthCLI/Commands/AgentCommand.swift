@@ -8,8 +8,9 @@ import KeyAuth
 /// `keyauth agent`: unlocks one account's key once and holds it, like `ssh-agent`, so that
 /// `login`, `token` and `proof` sign without asking for the PIN until the timeout.
 ///
-/// It runs in the foreground (start it with `&`, or as a systemd user service); `--lock` and
-/// `--stop` talk to the running one. When an agent already runs for the account, `keyauth agent`
+/// It runs in the foreground (start it with `&`), detached with `--background`
+/// (`AgentCommand+Background.swift`), or as the systemd user service that runs `--serve-locked`;
+/// `--lock` and `--stop` talk to the running one. When an agent already runs for the account, `keyauth agent`
 /// checks presence here and has the running agent open the key (the PIN crosses the socket,
 /// which only the user's own processes may use, and only once `SO_PEERCRED` shows the agent runs
 /// as the user), so that a locked agent is unlocked in place.
@@ -26,6 +27,10 @@ struct AgentCommand {
             try sendControl("stop", to: path, done: "stopped")
             // The agent removes its socket on the way out: wait for that, so callers see it gone.
             for _ in 0..<50 where access(path, F_OK) == 0 { try? await Task.sleep(for: .milliseconds(100)) }
+        case .start where options.servesLocked:
+            try await serveLocked(at: path)
+        case .start where options.background:
+            try await startInBackground(at: path)
         case .start:
             try await start(at: path)
         }
@@ -45,32 +50,67 @@ struct AgentCommand {
             context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
             waitForApproval: false)
         let name = session.account.name
-        let publicKey = try session.keys.loadPublicKey()
-        let reason = "Unlock the device key of \(name) for keyauth agent"
         // Before asking anything: the directory is made 0700, or refused when it is not ours.
         try KeyAgentSocket.prepareDirectory(for: path)
-        if let status = try KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path) {
-            guard status.account == name else {
-                throw KeyAuthError(
-                    .invalidArgument,
-                    "an agent for account \(status.account ?? "?") already runs at \(path); "
-                        + "stop it with `keyauth agent --stop` first")
-            }
-            let timeout = options.timeout
-            let open = { (pin: SecretBytes?) throws(KeyAuthError) in
-                try Self.unlockRunning(at: path, pin: pin, timeout: timeout)
-            }
-            try await Self.checkPresence(session, reason: reason, open)
+        if try runningAgent(at: path, for: name) {
+            try await unlockRunning(session, at: path)
             context.io.printOutput("keyauth agent: unlocked the running agent for \(name)")
             return
         }
-        let errorOutput = context.io
-        let server = try KeyAgentServer(
-            account: name, keyID: publicKey.fingerprint, store: session.keys, socketPath: path,
-            errorOutput: { errorOutput.printError($0) })
+        let server = try makeServer(session, at: path)
         let timeout = options.timeout
         let open = { (pin: SecretBytes?) throws(KeyAuthError) in try server.unlock(pin: pin, timeout: timeout) }
-        try await Self.checkPresence(session, reason: reason, open)
+        try await Self.checkPresence(session, reason: Self.unlockReason(name), open)
+        let output = context.io
+        try await listenAndServe(server, at: path) {
+            output.printOutput(
+                "keyauth agent: holding the key of \(name) until "
+                    + "\(server.expiresAt.map(Formatting.timestamp) ?? "now") at \(path); "
+                    + "`keyauth agent --lock` clears it, `keyauth agent --stop` ends the agent")
+        }
+    }
+
+    /// What the presence check says it is for.
+    static func unlockReason(_ account: String) -> String {
+        "Unlock the device key of \(account) for keyauth agent"
+    }
+
+    /// Whether an agent for `account` answers at `path`.
+    ///
+    /// - Throws: `.invalidArgument` when the one that answers serves another account (one agent
+    ///   per user); the socket's trust checks' errors.
+    func runningAgent(at path: String, for account: String) throws(KeyAuthError) -> Bool {
+        guard let status = try KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path) else { return false }
+        guard status.account == account else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "an agent for account \(status.account ?? "?") already runs at \(path); "
+                    + "stop it with `keyauth agent --stop` first")
+        }
+        return true
+    }
+
+    /// Checks presence here and has the agent running at `path` open the key.
+    func unlockRunning(_ session: AccountSession, at path: String) async throws(KeyAuthError) {
+        let timeout = options.timeout
+        let open = { (pin: SecretBytes?) throws(KeyAuthError) in
+            try Self.unlockRunning(at: path, pin: pin, timeout: timeout)
+        }
+        try await Self.checkPresence(session, reason: Self.unlockReason(session.account.name), open)
+    }
+
+    /// An agent for the session's account, locked until something unlocks it.
+    func makeServer(_ session: AccountSession, at path: String) throws(KeyAuthError) -> KeyAgentServer {
+        let errorOutput = context.io
+        return try KeyAgentServer(
+            account: session.account.name, keyID: try session.keys.loadPublicKey().fingerprint,
+            store: session.keys, socketPath: path, errorOutput: { errorOutput.printError($0) })
+    }
+
+    /// Listens at `path`, calls `listening`, and serves until stopped (`--stop`, a signal).
+    func listenAndServe(
+        _ server: KeyAgentServer, at path: String, listening: () -> Void
+    ) async throws(KeyAuthError) {
         // A core dump of the agent would hold the key.
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
@@ -82,10 +122,7 @@ struct AgentCommand {
             server.clear()
             throw error
         }
-        context.io.printOutput(
-            "keyauth agent: holding the key of \(name) until "
-                + "\(server.expiresAt.map(Formatting.timestamp) ?? "now") at \(path); "
-                + "`keyauth agent --lock` clears it, `keyauth agent --stop` ends the agent")
+        listening()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
@@ -100,7 +137,7 @@ struct AgentCommand {
 
     /// Checks presence and opens the key through `open`: a TPM key's PIN is counted by the TPM,
     /// a key file's by the presence check.
-    private static func checkPresence(
+    static func checkPresence(
         _ session: AccountSession, reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Void
     ) async throws(KeyAuthError) {
         let presence = session.authenticator.presence
@@ -112,7 +149,7 @@ struct AgentCommand {
     }
 
     /// Has the running agent open the key with `pin`.
-    private static func unlockRunning(at path: String, pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
+    static func unlockRunning(at path: String, pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
         let encoded = pin.map { $0.withUnsafeBytes { Base64URL.encode($0) } }
         let request = KeyAgentRequest(op: "unlock", pin: encoded, timeout: timeout)
         guard let response = try KeyAgentSocket.exchange(request, at: path) else {
@@ -121,7 +158,7 @@ struct AgentCommand {
         guard response.ok else { throw error(from: response) }
     }
 
-    private static func error(from response: KeyAgentResponse) -> KeyAuthError {
+    static func error(from response: KeyAgentResponse) -> KeyAuthError {
         KeyAuthError(
             KeyAuthError.Code(rawValue: response.error ?? KeyAuthError.Code.presenceUnavailable.rawValue),
             response.message ?? "the agent refused")

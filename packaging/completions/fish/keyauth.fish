@@ -62,5 +62,6 @@ complete -c keyauth -n "__fish_seen_subcommand_from reset" -l local-only -d 'Ski
 
 complete -c keyauth -n "__fish_seen_subcommand_from proof" -l nonce -x -d "The server's DPoP-Nonce"
 complete -c keyauth -n "__fish_seen_subcommand_from agent" -l timeout -x -d 'How long to hold the key (8h, 30m, 1h30m)'
+complete -c keyauth -n "__fish_seen_subcommand_from agent" -l background -d 'Detach and print shell lines for eval'
 complete -c keyauth -n "__fish_seen_subcommand_from agent" -l lock -d "Clear the running agent's key; it keeps running"
 complete -c keyauth -n "__fish_seen_subcommand_from agent" -l stop -d 'Clear the key and end the agent'
