@@ -1,6 +1,26 @@
 /// The account page's style sheet and its one script, served from the binary (no file to
-/// install, nothing from a third party) at `/account/account.css` and `/account/account.js`.
+/// install, nothing from a third party) at `/account/account.css` and `/account/account.js`, and
+/// the pages' icon at `/favicon.svg`.
 enum AccountAssets {
+    /// Where the icon is: at the root, where a browser that ignores `<link rel="icon">` still
+    /// looks first for an icon of the site.
+    static let faviconPath = "/favicon.svg"
+
+    /// The icon: a key on the page's accent colour, 32 units square, drawn with shapes only (no
+    /// text, no script, nothing fetched).
+    static let favicon = """
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">\
+        <rect width="32" height="32" rx="7" fill="#2f6fde"/>\
+        <circle cx="11" cy="16" r="5.5" fill="none" stroke="#fff" stroke-width="3"/>\
+        <path d="M16.5 16H27M23 16v5M27 16v4" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round"/>\
+        </svg>
+
+        """
+
+    /// How long a browser keeps the icon without asking again: a day, so that a new icon after
+    /// an upgrade shows within one.
+    static let faviconCaching = "public, max-age=86400"
+
     /// The page's only style sheet.
     static let css = """
         :root { color-scheme: light dark; --accent: #2f6fde; --muted: #6b7280; --line: #d5d9e0; }
@@ -9,6 +29,9 @@ enum AccountAssets {
         header { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
           padding: 0.75rem 1.5rem; border-bottom: 1px solid var(--line); }
         header h1 { font-size: 1.25rem; margin: 0; }
+        header h1 .via { font-weight: 400; color: var(--muted); }
+        button.link { border: none; background: none; color: var(--accent); padding: 0; text-decoration: underline; }
+        form.another-user { margin-top: 1rem; }
         main { max-width: 72rem; margin: 0 auto; padding: 1.5rem; }
         .card { max-width: 28rem; margin: 3rem auto; padding: 1.5rem; border: 1px solid var(--line);
           border-radius: 0.75rem; }

@@ -2,7 +2,8 @@
 extension AccountPage {
     static let routes = RouteTable<Endpoint>(pages + forms + DeviceAction.allCases.map(deviceRoute) + [unknown])
 
-    /// What a browser reads: the page, its assets, and the waiting page's status.
+    /// What a browser reads: the page, its assets (the icon at the root), and the waiting page's
+    /// status.
     private static let pages: [RouteDeclaration<Endpoint>] = [
         RouteDeclaration(
             [.get, .head], root, .page { responder, request, _, _ in try responder.account.page(request) }),
@@ -15,6 +16,12 @@ extension AccountPage {
             [.get, .head], root + "/account.js",
             .page { _, _, _, _ in
                 BrowserRequests.asset(AccountAssets.javaScript, type: "text/javascript; charset=utf-8")
+            }),
+        RouteDeclaration(
+            [.get, .head], AccountAssets.faviconPath,
+            .page { _, _, _, _ in
+                BrowserRequests.asset(
+                    AccountAssets.favicon, type: "image/svg+xml", caching: AccountAssets.faviconCaching)
             }),
         RouteDeclaration(
             [.get, .head], root + "/sign-in/status",

@@ -87,8 +87,13 @@ struct AccountPage: Sendable {
     }
 
     /// `POST /account/sign-in`: starts a sign-in request for the user typed, under the same
-    /// per-address limits as logins.
+    /// per-address limits as logins; from the waiting page, goes back to the form.
     func beginSignIn(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+        if form[SignInForms.anotherUserField] != nil {
+            // The waiting page's "Use another name": back to the form, without the session.
+            guard let ended = try signIn.endWaiting(request, form: form) else { return browser.refusedCSRF() }
+            return redirect(setting: ended.values(for: "Set-Cookie"))
+        }
         guard let expected = browser.cookie(browser.csrfCookieName, in: request),
             BrowserRequests.tokensMatch(form["csrf"], expected)
         else {

@@ -59,11 +59,12 @@ extension BrowserRequests {
         return response
     }
 
-    /// A static file of the page (its style sheet, its script), revalidated on each use.
-    static func asset(_ text: String, type: String) -> HTTPResponse {
+    /// A static file of the page (its style sheet, its script: revalidated on each use; its
+    /// icon: `caching` given).
+    static func asset(_ text: String, type: String, caching: String = "no-cache") -> HTTPResponse {
         var response = HTTPResponse.text(text, contentType: type)
         addSecurityHeaders(&response.headers)
-        response.headers.set("Cache-Control", "no-cache")
+        response.headers.set("Cache-Control", caching)
         return response
     }
 }

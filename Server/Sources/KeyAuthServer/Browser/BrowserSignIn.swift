@@ -11,6 +11,22 @@ struct BrowserSignIn: Sendable {
         try sessions.session(cookie: browser.cookie(browser.sessionCookieName, in: request))
     }
 
+    /// Ends the browser's waiting session for the waiting page's "Use another name"
+    /// (``SignInForms/anotherUserField``), when the form carries its CSRF token. A signed-in
+    /// session is left alone (a stale page cannot sign its user out this way), and the sign-in
+    /// request stays on the user's devices until it expires, as after Cancel.
+    ///
+    /// - Returns: the headers that clear the session cookie (none when the browser has no
+    ///   waiting session: the form comes back all the same); nil when the CSRF token is wrong.
+    func endWaiting(_ request: HTTPRequest, form: [String: String]) throws -> HTTPHeaders? {
+        var headers = HTTPHeaders()
+        guard let session = try session(of: request), !session.record.isSignedIn else { return headers }
+        guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return nil }
+        try sessions.end(session)
+        headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
+        return headers
+    }
+
     /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:)``)
     /// with every attempt counted against the address's sign-in budget: the account page's and
     /// the authorization endpoint's sign-in both come here.

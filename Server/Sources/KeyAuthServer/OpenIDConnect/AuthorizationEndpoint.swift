@@ -134,10 +134,17 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
-            let csrf = browser.cookie(browser.csrfCookieName, in: request),
-            BrowserRequests.tokensMatch(form["csrf"], csrf)
+            let csrf = browser.cookie(browser.csrfCookieName, in: request)
         else { return expiredPage() }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
+        if form[SignInForms.anotherUserField] != nil {
+            // The waiting page's "Use another name": its session ends, the request goes on.
+            guard let ended = try signIn.endWaiting(request, form: form) else { return browser.refusedCSRF() }
+            return browser.html(
+                SignInPage(basePath: browser.basePath, csrf: csrf, message: nil, forms: forms, user: nil).html,
+                extra: ended, redirectsTo: record.redirectURI)
+        }
+        guard BrowserRequests.tokensMatch(form["csrf"], csrf) else { return expiredPage() }
         let user = Substring(form["user"] ?? "").trimmingWhitespace()
         guard InputRules.isValidUser(user) else {
             return browser.html(
@@ -296,7 +303,8 @@ struct AuthorizationEndpoint: Sendable {
         return SignInForms(
             signIn: base + "/sign-in", continue: base + "/continue", cancel: base + "/cancel",
             hidden: [("authorization", reference)],
-            requester: "Sign in to \(client.name) (redirects to \(RedirectURI.host(of: redirectURI))).")
+            requester: "Sign in to \(client.name) (redirects to \(RedirectURI.host(of: redirectURI))).",
+            application: client.name)
     }
 
     /// A 400 page for a request that cannot be sent back to its client.

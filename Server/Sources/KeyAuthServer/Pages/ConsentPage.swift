@@ -26,7 +26,8 @@ struct ConsentPage: Sendable {
                 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
                 </form>
                 </section></main>
-                """
+                """,
+            application: clientName
         ).html
     }
 }

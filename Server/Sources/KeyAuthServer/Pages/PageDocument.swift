@@ -11,8 +11,12 @@ struct PageDocument: Sendable {
     /// Markup beside the heading (who is signed in), or nothing.
     var header: HTML = .empty
     var body: HTML
+    /// The application a sign-in is for (an OpenID client's registered name), or nil on the
+    /// account page's own pages: the heading names it, so that the user sees whom they sign in
+    /// to before typing their name.
+    var application: String? = nil
 
-    /// The whole document: the style sheet and the script from this server only.
+    /// The whole document: the style sheet, the script and the icon from this server only.
     var html: HTML {
         let assets = basePath + AccountPage.root
         return """
@@ -23,16 +27,24 @@ struct PageDocument: Sendable {
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <meta name="referrer" content="same-origin">
             <title>\(title) · keyauth</title>
+            <link rel="icon" href="\(basePath + AccountAssets.faviconPath)" type="image/svg+xml">
             <link rel="stylesheet" href="\(assets)/account.css">
             <script src="\(assets)/account.js" defer></script>
             </head>
             <body>
-            <header><h1>keyauth account</h1>\(header)</header>
+            <header>\(heading)\(header)</header>
             \(body)
             </body>
             </html>
 
             """
+    }
+
+    /// `keyauth account`, or on an application's sign-in its name, with keyauth after it.
+    private var heading: HTML {
+        guard let application else { return "<h1>keyauth account</h1>" }
+        return
+            "<h1><span id=\"application-name\">\(application)</span> <span class=\"via\">· sign in with keyauth</span></h1>"
     }
 
     /// A page of one card headed by its title.

@@ -11,6 +11,11 @@ struct SignInForms: Sendable {
     var hidden: [(String, String)] = []
     /// A line above the form naming who asks (an application), or nil.
     var requester: String?
+    /// The application's name for the pages' heading (``PageDocument/application``), or nil.
+    var application: String?
+
+    /// The field of the waiting page's "Use another name" button, posted to ``signIn``.
+    static let anotherUserField = "another_user"
 
     /// The account page's own forms.
     static func account(basePath: String) -> SignInForms {

@@ -24,11 +24,12 @@ struct SignInPage: Sendable {
                 \(PageDocument.hidden("csrf", csrf))\(PageDocument.hiddenFields(forms.hidden))
                 <label for="user">User name</label>
                 <input type="text" id="user" name="user" autocomplete="username" autocapitalize="none" \
-                spellcheck="false" required maxlength="64"\(value)>
+                spellcheck="false" required maxlength="64" autofocus\(value)>
                 <button type="submit">Sign in</button>
                 </form>
                 </section></main>
-                """
+                """,
+            application: forms.application
         ).html
     }
 }

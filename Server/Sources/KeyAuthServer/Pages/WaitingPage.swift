@@ -1,5 +1,7 @@
 /// The page that waits for the user's device, with the code to type there; its script asks for
-/// the sign-in's state and continues by itself once approved.
+/// the sign-in's state and continues by itself once approved. "Use another name" posts the
+/// sign-in form's action with ``SignInForms/anotherUserField``: the waiting session ends and the
+/// user-name form comes back, after a typo in the name.
 struct WaitingPage: Sendable {
     var basePath: String
     var session: BrowserSessionRecord
@@ -27,8 +29,14 @@ struct WaitingPage: Sendable {
                 \(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(forms.hidden))
                 <button type="submit" class="secondary">Cancel</button>
                 </form>
+                <form method="post" action="\(forms.signIn)" class="another-user">
+                \(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(forms.hidden))
+                <p class="muted">Not <strong>\(session.user)</strong>? \
+                <button type="submit" name="\(SignInForms.anotherUserField)" value="1" class="link">Use another name</button></p>
+                </form>
                 </section></main>
-                """
+                """,
+            application: forms.application
         ).html
     }
 }
