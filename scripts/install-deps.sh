@@ -21,6 +21,8 @@ packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libs
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools python3-jwt python3-cryptography
     python3-jwcrypto chromium chromium-driver python3-selenium apache2 libapache2-mod-auth-openidc python3-authlib
     python3-requests)
+# A real OpenSSH server and client for the SSH certificate tests.
+packages+=(openssh-server openssh-client)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -36,11 +36,14 @@ package enum Command: Sendable, Equatable {
     case answer(AnswerOptions)
     /// `keyauth agent ...`.
     case agent(AgentOptions)
+    /// `keyauth ssh cert|config ...`.
+    case ssh(SSHOptions)
 }
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 package enum CommandName: String, Sendable, CaseIterable {
     case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny, agent
+    case ssh
     case defaultAccount = "default"
     case help
 }
@@ -228,6 +231,29 @@ package struct PubkeyOptions: Sendable, Equatable {
 
     /// Creates the defaults.
     package init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth ssh cert [--write PATH]` and `keyauth ssh config`.
+package struct SSHOptions: Sendable, Equatable {
+    /// What to do.
+    package enum Action: Sendable, Equatable {
+        /// Get a certificate and save it (beside the key, or at `write`), printing its line.
+        case certificate(write: String?)
+        /// Print the lines of `~/.ssh/config` that use the device key and its certificate.
+        case config
+    }
+
+    package var action: Action
+    /// `--account NAME`.
+    package var account: String?
+    /// `--pin-stdin`.
+    package var pinFromStandardInput = false
+
+    /// Creates options.
+    package init(action: Action, account: String? = nil) {
+        self.action = action
+        self.account = account
+    }
 }
 
 /// `keyauth reset`.

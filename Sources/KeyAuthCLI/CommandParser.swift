@@ -16,7 +16,7 @@ package enum CommandParser {
         .defaultAccount: [], .status: ["account"],
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .requests: ["account"], .approve: ["account"],
-        .deny: ["account"], .agent: ["account", "timeout"], .help: [],
+        .deny: ["account"], .agent: ["account", "timeout"], .ssh: ["account", "write"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
@@ -25,7 +25,7 @@ package enum CommandParser {
         .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
         .requests: ["watch", "pin-stdin", "json"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
-        .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .help: [],
+        .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .ssh: ["pin-stdin"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -35,7 +35,7 @@ package enum CommandParser {
         guard let first = arguments.first else {
             throw usage(
                 "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, "
-                    + "reset, requests, approve, deny or agent",
+                    + "reset, requests, approve, deny, agent or ssh",
                 nil)
         }
         switch first {
@@ -134,9 +134,29 @@ package enum CommandParser {
         case .approve, .deny:
             return .answer(try answerOptions(parsed, decision: name == .approve ? .approve : .deny))
         case .agent: return .agent(try agentOptions(parsed))
+        case .ssh: return .ssh(try sshOptions(parsed))
         case .help:
             return .help(topic: nil)
         }
+    }
+
+    /// `ssh cert [--write PATH]` and `ssh config`.
+    private static func sshOptions(_ parsed: ParsedArguments) throws(KeyAuthError) -> SSHOptions {
+        try parsed.expectPositionals(1)
+        let action: SSHOptions.Action
+        switch parsed.positionals.first {
+        case "cert":
+            if let path = parsed.values["write"], path.isEmpty { throw usage("--write needs a file name", .ssh) }
+            action = .certificate(write: parsed.values["write"])
+        case "config":
+            guard parsed.values["write"] == nil else { throw usage("--write goes with `keyauth ssh cert`", .ssh) }
+            action = .config
+        default:
+            throw usage("ssh needs an action: `keyauth ssh cert` or `keyauth ssh config`", .ssh)
+        }
+        var options = SSHOptions(action: action, account: parsed.values["account"])
+        options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+        return options
     }
 
     /// `approve [ID]` and `deny ID`: a request id is base64url, like a KID, and may be given by

@@ -21,6 +21,7 @@ enum HelpText {
           approve    approve a sign-in request after checking its code and presence
           deny       deny a sign-in request
           agent      hold the unlocked key for a while, so login and token ask no PIN
+          ssh        get an SSH certificate for the device key (`keyauth ssh cert`, `ssh config`)
 
         options:
           -h, --help     show help (also `keyauth <command> --help`)
@@ -156,6 +157,20 @@ enum HelpText {
 
             A KID may be shortened to any unique prefix of 8 or more characters, such as the
             short code a pending registration prints.
+            """
+        case .ssh:
+            """
+            usage: keyauth ssh cert [--write PATH] [--account NAME] [--pin-stdin]
+                   keyauth ssh config [--account NAME]
+
+            ssh cert asks the server for an OpenSSH user certificate of this device's key (the
+            server certifies the key it registered; none is sent), saves it beside the key as
+            device-key.pem-cert.pub, where ssh looks for it (or at PATH), prints its line, and
+            says until when it is valid.
+            Hosts that trust the server's CA (`keyauth-server ssh-ca show`) let it in for the
+            principals it names. ssh config prints the ~/.ssh/config lines that log in with the
+            key file and that certificate; ssh asks for the key's PIN as its passphrase. A TPM
+            key cannot be read by ssh as a file.
             """
         case .pubkey:
             """

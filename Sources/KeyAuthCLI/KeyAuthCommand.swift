@@ -109,6 +109,8 @@ public enum KeyAuthCommand {
             try await DevicesCommand(context: context, options: options).run()
         case .pubkey(let options):
             try PubkeyCommand(context: context, options: options).run()
+        case .ssh(let options):
+            try await SSHCommand(context: context, options: options).run()
         case .reset(let options):
             try await ResetCommand(context: context, options: options).run()
         case .requests(let options):

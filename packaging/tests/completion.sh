@@ -44,14 +44,14 @@ expect() {
 }
 
 expect "register requests reset" _keyauth keyauth re
-expect "agent approve default deny devices help login logout pin proof pubkey register requests reset status token" _keyauth keyauth ""
+expect "agent approve default deny devices help login logout pin proof pubkey register requests reset ssh status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
 expect "2048 3072 4096" _keyauth keyauth register --bits ""
 expect "approve list revoke" _keyauth keyauth devices ""
 expect "--help --version" _keyauth keyauth --
 expect "enroll" _keyauth_server keyauth-server e
-expect "approve audit backup check-config clients codes delete-user devices enroll help keys revoke serve users" _keyauth_server keyauth-server ""
+expect "approve audit backup check-config clients codes delete-user devices enroll help keys revoke serve ssh-ca users" _keyauth_server keyauth-server ""
 expect "--config --db --help --json --status --user" _keyauth_server keyauth-server devices --
 expect "list revoke" _keyauth_server keyauth-server codes ""
 expect "json text" _keyauth_server keyauth-server --log-format ""

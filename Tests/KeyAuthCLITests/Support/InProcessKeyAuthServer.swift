@@ -38,7 +38,11 @@ final class InProcessKeyAuthServer: Sendable {
     var url: String { listener.url }
 
     /// Listens on `host`, 127.0.0.1 unless a test needs an address that is not loopback.
-    init(host: String = "127.0.0.1") throws {
+    ///
+    /// - Parameters:
+    ///   - host: the listening address.
+    ///   - sshCAKeyFile: makes the server an SSH user certificate authority with this key file.
+    init(host: String = "127.0.0.1", sshCAKeyFile: String? = nil) throws {
         let directory = TemporaryDirectory("keyauth-inprocess")
         let storage = try StorageFactory.open(directory.path + "/server.db")
         let key = Self.signingKey
@@ -56,6 +60,7 @@ final class InProcessKeyAuthServer: Sendable {
         configuration.logRequests = false
         configuration.failureLimit = 100_000
         configuration.registrationLimit = 100_000
+        configuration.sshCAKeyFile = sshCAKeyFile
         do {
             let responder = try KeyAuthResponder(
                 configuration: configuration, issuer: listener.url, storage: storage, log: SilentLog())

@@ -1,8 +1,8 @@
 # fish completion for keyauth-server(8). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth-server.fish.
 
-set -l verbs serve check-config enroll devices approve revoke users delete-user codes audit backup keys clients help
-set -l serving "not __fish_seen_subcommand_from enroll devices approve revoke users delete-user codes audit backup keys clients help"
+set -l verbs serve check-config enroll devices approve revoke users delete-user codes audit backup keys clients ssh-ca help
+set -l serving "not __fish_seen_subcommand_from enroll devices approve revoke users delete-user codes audit backup keys clients ssh-ca help"
 
 complete -c keyauth-server -f
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a serve -d 'Run the server (the default)'
@@ -11,6 +11,11 @@ complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a device
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a revoke -d 'Revoke a device, or deny a pending one'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a keys -d 'List or rotate the signing keys'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a clients -d 'Add, list or remove client applications'
+complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a ssh-ca -d 'Make or show the SSH CA key'
+complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -a 'init show' -d 'SSH CA action'
+complete -c keyauth-server -l ssh-ca-key-file -r -F -d 'The SSH user CA key file'
+complete -c keyauth-server -n $serving -l ssh-certificate-lifetime -x -d 'How long SSH certificates are valid'
+complete -c keyauth-server -n $serving -l ssh-no-port-forwarding -d 'Certificates without permit-port-forwarding'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a check-config -d 'Validate the settings and print the effective ones'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a approve -d 'Approve a pending device'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a users -d 'List users with their devices counted by state'

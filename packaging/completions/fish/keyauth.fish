@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny help
+set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny ssh help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -34,15 +34,18 @@ complete -c keyauth -n "__fish_seen_subcommand_from default" -x -a '(__keyauth_a
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show accounts, key fingerprints and token expiry'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a devices -d "List, approve or revoke this user's devices"
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a pubkey -d "Print this device's public key"
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a ssh -d 'SSH certificate of the device key'
+complete -c keyauth -n "__fish_seen_subcommand_from ssh" -a 'cert config' -d 'Get a certificate, or print ssh config lines'
+complete -c keyauth -n "__fish_seen_subcommand_from ssh" -l write -r -d 'Save the certificate here'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a reset -d 'Revoke the key on the server, then delete it here'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Hold the unlocked key so login and token ask no PIN'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent ssh" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
 complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent ssh" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'

@@ -16,6 +16,7 @@ extension ServerCommand {
                keyauth-server codes list [--json] | revoke USER [--db PATH]
                keyauth-server audit [--since DURATION|TIME] [--json] [--db PATH]
                keyauth-server backup FILE [--db PATH]
+               keyauth-server ssh-ca init [--alg ed25519|ecdsa|rsa] | show --ssh-ca-key-file PATH
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
         approval on a device (OpenID CIBA) and an account page.
@@ -144,6 +145,14 @@ extension ServerCommand {
                                     instead of keys kept in the database; it is then the only key
                                     published and accepted, and it does not rotate
                                     [KEYAUTH_SERVER_SIGNING_KEY_FILE]
+          --ssh-ca-key-file PATH    be an SSH user certificate authority with this key (made by
+                                    ssh-ca init): POST /v1/ssh/certificates certifies a device's
+                                    own key for its user [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+          --ssh-certificate-lifetime DURATION
+                                    how long an SSH certificate is valid, default 8h, at most 7d
+                                    [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]
+          --ssh-no-port-forwarding  certificates without permit-port-forwarding
+                                    [KEYAUTH_SERVER_SSH_NO_PORT_FORWARDING=1]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           --log-format text|json    log lines as text (default) or as JSON objects, one a line;
                                     a request's line has the client address (after

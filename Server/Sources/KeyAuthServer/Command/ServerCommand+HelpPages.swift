@@ -120,6 +120,20 @@ extension ServerCommand {
                   --signing-key-file PATH   the servers' signing key file, if any
                                             [KEYAUTH_SERVER_SIGNING_KEY_FILE]
                 """)
+        case "ssh-ca":
+            return page(
+                "ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH\n       keyauth-server ssh-ca show --ssh-ca-key-file PATH",
+                """
+                ssh-ca init makes the key of the SSH user certificate authority (a new 0600 file; an
+                existing one is never replaced) and prints its public key line. ssh-ca show prints
+                that line again. Hosts trust it with TrustedUserCAKeys; serve with the same
+                --ssh-ca-key-file issues certificates at POST /v1/ssh/certificates.
+                """,
+                """
+                  --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (ecdsa: P-256; rsa:
+                                            3072 bits)
+                  --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+                """)
         case "clients":
             return page(
                 """

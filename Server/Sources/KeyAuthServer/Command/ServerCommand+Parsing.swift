@@ -109,6 +109,8 @@ extension ServerCommand {
                     "clients: expected add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...] "
                         + "[--public], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))")
             }
+        case "ssh-ca":
+            return try sshCAAction(&settings)
         case "codes":
             let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
@@ -149,8 +151,35 @@ extension ServerCommand {
     /// The commands, `serve` (the default) first.
     static let verbs = [
         "serve", "check-config", "enroll", "devices", "approve", "revoke", "users", "delete-user", "codes", "audit",
-        "backup", "keys", "clients",
+        "backup", "keys", "clients", "ssh-ca",
     ]
+
+    /// `ssh-ca init [--alg ed25519|ecdsa|rsa]` and `ssh-ca show`, with the key file from
+    /// `--ssh-ca-key-file`, its variable or the settings file, as `serve` reads it.
+    private static func sshCAAction(_ settings: inout ServerSettings) throws(ServerConfigurationError) -> Action {
+        let keyType = settings.option("--alg")
+        let keyFile = settings.value("--ssh-ca-key-file")
+        let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
+        guard let keyFile, !keyFile.value.isEmpty else {
+            throw ServerConfigurationError(
+                "ssh-ca: needs --ssh-ca-key-file PATH (or ssh-ca-key-file in the settings file, see --config)")
+        }
+        switch given.first {
+        case "init":
+            let type = keyType ?? SSHCertificateAuthority.KeyType.ed25519.rawValue
+            guard SSHCertificateAuthority.KeyType(rawValue: type) != nil else {
+                throw ServerConfigurationError("--alg: expected ed25519, ecdsa or rsa, got \(type)")
+            }
+            return .sshCA(.initialize(keyType: type), keyFile: keyFile.value)
+        case "show" where keyType == nil:
+            return .sshCA(.show, keyFile: keyFile.value)
+        case "show":
+            throw ServerConfigurationError("--alg: only ssh-ca init makes a key")
+        default:
+            throw ServerConfigurationError(
+                "ssh-ca: expected init [--alg ed25519|ecdsa|rsa] or show\(suggestion(given.first, ["init", "show"]))")
+        }
+    }
 
     /// The `--db` value of `setting`, checked: a PostgreSQL URL must be one libpq reads as
     /// written, and a libpq keyword/value string is refused rather than taken for a file name.

@@ -95,6 +95,15 @@ extension ServerCommand {
                 configuration.signingKeyFile = file.value
             }, show: { $0.signingKeyFile ?? "" }),
         ServeSetting(
+            key: "ssh-ca-key-file",
+            read: { settings, configuration throws(ServerConfigurationError) in
+                guard let file = settings.value("--ssh-ca-key-file") else { return }
+                guard !file.value.isEmpty else { throw file.error("empty path") }
+                configuration.sshCAKeyFile = file.value
+            }, show: { $0.sshCAKeyFile ?? "" }),
+        duration("ssh-certificate-lifetime", \.sshCertificateLifetime, 60...SSHCertificateIssuer.maximumLifetime),
+        flag("ssh-no-port-forwarding", \.sshNoPortForwarding),
+        ServeSetting(
             key: "quiet",
             read: { settings, configuration throws(ServerConfigurationError) in
                 if let quiet = try settings.bool("--quiet") { configuration.logRequests = !quiet }

@@ -63,6 +63,8 @@ package enum ServerCommand {
         case keys(KeysAction, KeysOptions)
         /// Add, list or remove client applications of sign-in by approval.
         case clients(ClientsAction, database: String)
+        /// Make the SSH user CA's key file, or print its `TrustedUserCAKeys` line.
+        case sshCA(SSHCAAction, keyFile: String)
         /// Print the audit trail from a start (all of it when nil), as JSON with `--json`.
         case audit(since: AuditStart?, json: Bool, database: String)
         /// Print the help text: the whole of it, or one command's page (`devices --help`,
@@ -94,6 +96,14 @@ package enum ServerCommand {
         package init(database: String) {
             self.database = database
         }
+    }
+
+    /// What `keyauth-server ssh-ca` does.
+    package enum SSHCAAction: Sendable, Equatable {
+        /// `ssh-ca init [--alg ed25519|ecdsa|rsa]`: a new CA key file, its line printed.
+        case initialize(keyType: String)
+        /// `ssh-ca show`: the CA's public key line.
+        case show
     }
 
     /// What `keyauth-server clients` does.
@@ -176,6 +186,8 @@ package enum ServerCommand {
             return keys(action, options: options, output: output)
         case .clients(let action, let database):
             return clients(action, database: database, output: output)
+        case .sshCA(let action, let keyFile):
+            return sshCA(action, keyFile: keyFile, output: output)
         case .audit(let since, let json, let database):
             return audit(since: since, json: json, database: database, output: output)
         }

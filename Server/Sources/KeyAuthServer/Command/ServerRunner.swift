@@ -152,11 +152,19 @@ package final class ServerRunner: Sendable {
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             signInStarts: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
+        let sshCertificates = try configuration.sshCAKeyFile.map { file in
+            SSHCertificateIssuer(
+                authority: try SSHCertificateAuthority.load(file: file),
+                settings: SSHCertificateIssuer.Settings(
+                    lifetime: configuration.sshCertificateLifetime,
+                    permitPortForwarding: !configuration.sshNoPortForwarding),
+                audit: AuditTrail(storage: storage, now: now), now: now)
+        }
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,
             trustProxy: configuration.trustProxy, logRequests: configuration.logRequests,
             logFormat: configuration.logFormat,
-            maximumBodySize: configuration.maximumBodySize)
+            maximumBodySize: configuration.maximumBodySize, sshCertificates: sshCertificates)
     }
 }
 

@@ -91,6 +91,13 @@ package struct ServerConfiguration: Sendable {
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
     /// the database; see ``ServerSigningKeys/load(file:)``.
     package var signingKeyFile: String?
+    /// The SSH user CA's key file (`--ssh-ca-key-file`); nil for a server that issues no SSH
+    /// certificates. See ``SSHCertificateAuthority/load(file:)``.
+    package var sshCAKeyFile: String?
+    /// How long an SSH certificate is valid (`--ssh-certificate-lifetime`, default 8 hours).
+    package var sshCertificateLifetime: Int64 = 8 * 3600
+    /// Certificates without `permit-port-forwarding` (`--ssh-no-port-forwarding`).
+    package var sshNoPortForwarding = false
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
     /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
     package var threads: Int?

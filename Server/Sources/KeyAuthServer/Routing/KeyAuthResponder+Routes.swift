@@ -6,7 +6,7 @@ extension KeyAuthResponder {
     /// Every route, in the order they are tried.
     static let routes = RouteTable<Endpoint>.combining([
         deviceRoutes, tokenRoutes, signInRequestRoutes, discoveryRoutes, AccountPage.routes,
-        AuthorizationEndpoint.routes, openIDRoutes,
+        AuthorizationEndpoint.routes, openIDRoutes, sshRoutes,
     ])
 
     /// The token endpoint and its grants (``TokenEndpoint``).

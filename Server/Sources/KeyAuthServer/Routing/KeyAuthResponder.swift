@@ -22,6 +22,8 @@ package final class KeyAuthResponder: HTTPResponder {
         /// Text or JSON lines (`--log-format`).
         let logFormat: LogFormat
         let maximumBodySize: Int
+        /// The SSH user certificate authority, on a server with `--ssh-ca-key-file`.
+        var sshCertificates: SSHCertificateIssuer? = nil
     }
 
     let service: KeyAuthService
@@ -47,6 +49,8 @@ package final class KeyAuthResponder: HTTPResponder {
     let tokenEndpoint: TokenEndpoint
     /// The issuer URL all tokens name.
     package let issuer: String
+    /// The SSH user certificate authority, if the server is one.
+    let sshCertificates: SSHCertificateIssuer?
 
     /// The responder over collaborators already built.
     init(_ collaborators: Collaborators) {
@@ -63,6 +67,7 @@ package final class KeyAuthResponder: HTTPResponder {
         logFormat = collaborators.logFormat
         maximumBodySize = collaborators.maximumBodySize
         issuer = collaborators.service.settings.issuer
+        sshCertificates = collaborators.sshCertificates
         let signIn = BrowserSignIn(
             browser: BrowserRequests(
                 issuer: collaborators.service.settings.issuer, trustProxy: collaborators.trustProxy),

@@ -1,0 +1,67 @@
+import KeyAuth
+
+/// Issues OpenSSH user certificates to active devices (PROTOCOL.md section 11): the device's own
+/// key, the user's name as the principal, a short validity, and an audit record of each one.
+struct SSHCertificateIssuer: Sendable {
+    /// What the operator decides about the certificates.
+    struct Settings: Sendable {
+        /// How long a certificate is valid (`--ssh-certificate-lifetime`, default 8 hours).
+        var lifetime: Int64 = 8 * 3600
+        /// Whether certificates carry `permit-port-forwarding` (`--ssh-port-forwarding`).
+        var permitPortForwarding = true
+    }
+
+    /// How far before its issue a certificate becomes valid, for hosts whose clock is behind.
+    static let backdating: Int64 = 300
+    /// The longest `--ssh-certificate-lifetime`: a certificate cannot be recalled before it
+    /// expires except by a host's KRL, so its life stays short.
+    static let maximumLifetime: Int64 = 7 * 86_400
+    /// The extension naming the device key, for hosts and logs that want to know which device.
+    static let deviceExtension = "device-key@keyauth"
+
+    let authority: SSHCertificateAuthority
+    let settings: Settings
+    let audit: AuditTrail
+    let now: @Sendable () -> Int64
+
+    /// A certificate issued, as the endpoint answers it.
+    struct Issued: Sendable {
+        var certificate: SSHUserCertificate
+        /// The `-cert.pub` line.
+        var line: String
+    }
+
+    /// Certifies `device`'s registered key for its user.
+    ///
+    /// - Throws: `KeyAuthError` when the stored key cannot be read or signing fails;
+    ///   ``StorageError`` when the audit record cannot be written (no certificate is returned
+    ///   then: an unaudited certificate is not issued).
+    func issue(for device: DeviceRecord) throws -> Issued {
+        let key = try RSAPublicKey(pemRepresentation: Array(device.publicKeyPEM.utf8))
+        let issuedAt = now()
+        let serialBytes = try CryptoPrimitives.randomBytes(count: 8)
+        let serial = serialBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
+        if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
+        extensions[Self.deviceExtension] = device.kid
+        let certificate = SSHUserCertificate(
+            publicKey: .rsa(key), serial: serial, keyID: "keyauth user \(device.user) device \(device.kid)",
+            principals: [device.user],
+            validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
+            validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
+            extensions: extensions)
+        let line = try certificate.line(
+            signedBy: authority, nonce: try CryptoPrimitives.randomBytes(count: 32),
+            comment: "\(device.user)@keyauth")
+        try audit.record(
+            .issueSSHCertificate, by: .device(kid: device.kid), user: device.user, subject: device.kid,
+            detail: "serial \(serial), principals \(certificate.principals.joined(separator: ",")), valid until "
+                + RFC3339.string(fromSeconds: Int64(clamping: certificate.validBefore)))
+        return Issued(certificate: certificate, line: line)
+    }
+}
+
+extension AuditAction {
+    /// An SSH user certificate was issued to a device.
+    package static let issueSSHCertificate = AuditAction(rawValue: "issue-ssh-certificate")
+}

@@ -1,0 +1,47 @@
+import KeyAuth
+
+/// The SSH certificate authority's endpoints (PROTOCOL.md section 11).
+extension KeyAuthResponder {
+    static let sshRoutes = RouteTable<Endpoint>([
+        RouteDeclaration(
+            [.post], "/v1/ssh/certificates",
+            .api { responder, request, _, caller in
+                try responder.issueSSHCertificate(request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.get, .head], "/v1/ssh/ca",
+            .api { responder, _, _, _ in
+                let authority = try responder.sshAuthority()
+                return HTTPResponse(
+                    status: 200,
+                    headers: ["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "public, max-age=300"],
+                    body: Array((authority.authority.publicKeyLine(comment: "keyauth-ca") + "\n").utf8))
+            }),
+    ])
+
+    /// The issuer, or 404 on a server without `--ssh-ca-key-file`.
+    func sshAuthority() throws -> SSHCertificateIssuer {
+        guard let sshCertificates else {
+            throw RoutingError(.notFound, "this server issues no SSH certificates (it has no --ssh-ca-key-file)")
+        }
+        return sshCertificates
+    }
+
+    /// `POST /v1/ssh/certificates`: a certificate for the calling device's own key.
+    func issueSSHCertificate(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let issuer = try sshAuthority()
+        let device = try authenticate(request, identifying: &caller)
+        let issued = try issuer.issue(for: device)
+        let certificate = issued.certificate
+        return .json(
+            .object([
+                "certificate": .string(issued.line),
+                "serial": .string(String(certificate.serial)),
+                "key_id": .string(certificate.keyID),
+                "principals": .array(certificate.principals.map(JSONValue.string)),
+                "valid_after": .integer(Int64(clamping: certificate.validAfter)),
+                "valid_before": .integer(Int64(clamping: certificate.validBefore)),
+            ]),
+            status: 201, headers: ["Cache-Control": "no-store"])
+    }
+}

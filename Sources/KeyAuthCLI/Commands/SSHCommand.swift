@@ -1,0 +1,60 @@
+import KeyAuth
+
+/// `keyauth ssh cert` and `keyauth ssh config`: OpenSSH certificates for the device key, so that
+/// hosts trusting the server's SSH CA let the user in without anyone copying a public key.
+struct SSHCommand {
+    let context: CommandContext
+    let options: SSHOptions
+
+    /// The certificate's file beside the key, named as ssh looks for it: `IDENTITY-cert.pub` for
+    /// `IdentityFile IDENTITY`. (ssh pairs a `CertificateFile` elsewhere with its key only when it
+    /// can read the key's public half without the PIN, which a PEM key file does not allow.)
+    static func certificatePath(in directory: String) -> String { directory + "/device-key.pem-cert.pub" }
+
+    func run() async throws(KeyAuthError) {
+        switch options.action {
+        case .certificate(let write):
+            try await certificate(writingTo: write)
+        case .config:
+            try config()
+        }
+    }
+
+    private func certificate(writingTo path: String?) async throws(KeyAuthError) {
+        let session = try AccountSession.open(
+            context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
+            waitForApproval: false)
+        let client = session.client
+        let grant = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            try await client.requestSSHCertificate(accessToken: token, proofs: proofs)
+        }
+        let destination = path ?? Self.certificatePath(in: session.keys.directory)
+        try SecureFile.write(Array((grant.line + "\n").utf8), to: destination)
+        context.io.printOutput(grant.line)
+        context.io.printError(
+            "SSH certificate for \(grant.principals.map(Formatting.printable).joined(separator: ", ")) saved to "
+                + "\(destination); valid until \(RFC3339.string(fromSeconds: grant.validBefore)) (serial \(grant.serial))."
+        )
+    }
+
+    private func config() throws(KeyAuthError) {
+        let accounts = try context.accountStore()
+        let name = try AccountSession.resolve(accounts, options.account)
+        let account = try accounts.load(name)
+        let keys = try accounts.keyPairStore(for: name)
+        guard account.keyStore == .file else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "account \(name) keeps its key in the TPM, which ssh cannot read as a file; "
+                    + "keyauth ssh config covers key files only")
+        }
+        context.io.printOutput(
+            """
+            # keyauth: log in with the device key of \(name) and its certificate
+            # (renew it with `keyauth ssh cert`; ssh asks for the key's PIN as its passphrase)
+            # (the certificate is read from \(Self.certificatePath(in: keys.directory)))
+            Host *
+                IdentityFile \(keys.privateKeyPath)
+            """)
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `keyauth ssh cert` against a server that is an SSH CA, and a real `sshd` trusting that CA: the
+/// user logs in with the device key and never copies a public key to the host.
+@Suite(
+    "SSH login with a certificate of the device key", .timeLimit(.minutes(5)),
+    .enabled(if: ExternalTools.shouldRun(installed: OpenSSHServer.isInstalled && getuid() == 0)))
+struct SSHLoginTests {
+    /// A CA key file, a server that issues with it, and a registered device.
+    struct Setup {
+        let directory: TemporaryDirectory
+        let authority: SSHCertificateAuthority
+        let server: InProcessKeyAuthServer
+        let device: CommandHarness
+
+        init(pin: String? = nil) async throws {
+            directory = TemporaryDirectory("keyauth-ssh-login")
+            let caFile = directory.path + "/ssh-ca.pem"
+            authority = try SSHCertificateAuthority.generate(.ed25519)
+            try authority.write(to: caFile)
+            server = try InProcessKeyAuthServer(sshCAKeyFile: caFile)
+            device = CommandHarness()
+            let registered =
+                if let pin {
+                    await device.run(
+                        ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+                        standardInput: pin + "\n")
+                } else {
+                    await device.registerUnattended(server.url)
+                }
+            try #require(registered.status == 0, "\(registered.standardError)")
+        }
+
+        var keyDirectory: String {
+            get throws {
+                let name = try #require(device.accounts.accountNames().first)
+                return try device.accounts.keyPairStore(for: name).directory
+            }
+        }
+
+        func remove() {
+            server.stop()
+            device.home.remove()
+            directory.remove()
+        }
+    }
+
+    @Test("ssh cert saves a 0600 certificate of the device key; sshd lets in its principal and no other")
+    func logsInWithTheCertificate() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        let issued = await setup.device.run(["ssh", "cert"])
+        #expect(issued.status == 0, "\(issued.standardError)")
+        #expect(issued.standardOutput.hasPrefix("ssh-rsa-cert-v01@openssh.com "))
+        #expect(issued.standardError.contains("SSH certificate for alice saved to"))
+        let keys = try setup.keyDirectory
+        let certificate = keys + "/device-key.pem-cert.pub"
+        #expect(fileMode(certificate) == 0o600)
+        #expect(try String(contentsOfFile: certificate, encoding: .utf8) == issued.standardOutput)
+
+        let config = await setup.device.run(["ssh", "config"])
+        #expect(config.status == 0)
+        #expect(config.standardOutput.contains("IdentityFile \(keys)/device-key.pem"))
+        #expect(config.standardOutput.contains(certificate))
+
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        // ssh finds the certificate beside the key, as `keyauth ssh config`'s lines rely on.
+        let login = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(login.status == 0, "\(login.errorOutput)\n\(host.log)")
+        #expect(login.output == "logged-in\n")
+        #expect(host.log.contains("Accepted certificate ID \"keyauth user alice device"))
+
+        // A host where root accepts only bob's principal refuses alice's certificate.
+        let other = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["bob"]])
+        defer { other.stop() }
+        let refused = try other.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(refused.status == 255)
+        #expect(refused.output.isEmpty)
+    }
+
+    @Test("sshd refuses an expired certificate and one signed by another CA")
+    func refusesExpiredAndForeign() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        let keys = try setup.keyDirectory
+        let publicKey = try RSAPublicKey(
+            pemRepresentation: Array(try String(contentsOfFile: keys + "/device-key.pub", encoding: .utf8).utf8))
+        let now = UInt64(time(nil))
+        func certificate(_ authority: SSHCertificateAuthority, validBefore: UInt64, name: String) throws -> String {
+            let line = try SSHUserCertificate(
+                publicKey: .rsa(publicKey), serial: 1, keyID: "test", principals: ["alice"],
+                validAfter: now - 7200, validBefore: validBefore, extensions: ["permit-pty": ""]
+            ).line(signedBy: authority, nonce: Array(repeating: 3, count: 32), comment: name)
+            let path = setup.directory.path + "/\(name)-cert.pub"
+            try (line + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let valid = try host.login(
+            as: "root", identity: keys + "/device-key.pem",
+            certificate: try certificate(setup.authority, validBefore: now + 600, name: "valid"))
+        #expect(valid.status == 0, "\(valid.errorOutput)")
+        let expired = try host.login(
+            as: "root", identity: keys + "/device-key.pem",
+            certificate: try certificate(setup.authority, validBefore: now - 60, name: "expired"))
+        #expect(expired.status == 255)
+        let foreign = try host.login(
+            as: "root", identity: keys + "/device-key.pem",
+            certificate: try certificate(
+                try SSHCertificateAuthority.generate(.ed25519), validBefore: now + 600, name: "foreign"))
+        #expect(foreign.status == 255)
+        #expect(
+            host.log.contains("expired") || host.log.contains("not yet valid")
+                || host.log.contains("Certificate invalid"))
+    }
+
+    @Test("with a PIN-protected key file, ssh asks for the PIN as the key's passphrase")
+    func pinIsThePassphrase() async throws {
+        let setup = try await Setup(pin: "482916")
+        defer { setup.remove() }
+        let issued = await setup.device.run(["ssh", "cert", "--pin-stdin"], standardInput: "482916\n")
+        #expect(issued.status == 0, "\(issued.standardError)")
+        let keys = try setup.keyDirectory
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let login = try host.login(
+            as: "root", identity: keys + "/device-key.pem", askPass: "482916")
+        #expect(login.status == 0, "\(login.errorOutput)")
+        let wrong = try host.login(
+            as: "root", identity: keys + "/device-key.pem", askPass: "000000")
+        #expect(wrong.status == 255)
+    }
+
+    @Test("a server that is no SSH CA says so in one line, and ssh needs an action")
+    func refusals() async throws {
+        let plain = try InProcessKeyAuthServer()
+        defer { plain.stop() }
+        let device = CommandHarness()
+        defer { device.home.remove() }
+        #expect(await device.registerUnattended(plain.url).status == 0)
+        let refused = await device.run(["ssh", "cert"])
+        #expect(refused.status == 1)
+        expectOneErrorLine(refused)
+        #expect(refused.standardError.contains("--ssh-ca-key-file"), "\(refused.standardError)")
+        #expect(await device.run(["ssh", "frob"]).status == 64)
+    }
+}

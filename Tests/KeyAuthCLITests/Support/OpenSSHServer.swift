@@ -1,0 +1,129 @@
+import Foundation
+import KeyAuthTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A real OpenSSH server on loopback (`sshd -D -e -f CONFIG`), trusting one user CA, with the
+/// principals of each account from files the test writes: what a host that trusts keyauth's SSH
+/// CA runs.
+final class OpenSSHServer: Sendable {
+    static let executable = "/usr/sbin/sshd"
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
+
+    let directory: TemporaryDirectory
+    let port: UInt16
+    private let process: ChildProcess
+
+    /// Starts sshd trusting `caLine` (a `TrustedUserCAKeys` line); returns once it listens.
+    ///
+    /// - Parameters:
+    ///   - principals: the principals each local account accepts (`AuthorizedPrincipalsFile`).
+    ///   - revokedKeys: a `RevokedKeys` file, if any.
+    init(caLine: String, principals: [String: [String]]) throws {
+        directory = TemporaryDirectory("keyauth-sshd")
+        let path = directory.path
+        // sshd checks its privilege-separation directory even in the foreground.
+        mkdir("/run/sshd", 0o755)
+        let hostKey = try ExternalCommand.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path + "/host_key"])
+        guard hostKey.status == 0 else { throw TestFailure("ssh-keygen: \(hostKey.errorOutput)") }
+        try (caLine + "\n").write(toFile: path + "/ca.pub", atomically: true, encoding: .utf8)
+        mkdir(path + "/principals", 0o755)
+        for (account, names) in principals {
+            try (names.joined(separator: "\n") + "\n").write(
+                toFile: path + "/principals/" + account, atomically: true, encoding: .utf8)
+        }
+        let reserved = ClosedPort()
+        port = reserved.port
+        let config = """
+            Port \(port)
+            ListenAddress 127.0.0.1
+            HostKey \(path)/host_key
+            PidFile \(path)/sshd.pid
+            TrustedUserCAKeys \(path)/ca.pub
+            AuthorizedPrincipalsFile \(path)/principals/%u
+            AuthorizedKeysFile none
+            PasswordAuthentication no
+            KbdInteractiveAuthentication no
+            UsePAM no
+            PermitRootLogin prohibit-password
+            StrictModes no
+            LogLevel VERBOSE
+
+            """
+        try config.write(toFile: path + "/sshd_config", atomically: true, encoding: .utf8)
+        process = try ChildProcess(
+            Self.executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
+            standardError: .file(path + "/sshd.log"))
+        for _ in 0..<100 {
+            if Self.accepts(port: port) { return }
+            guard process.isRunning else { break }
+            usleep(50_000)
+        }
+        _ = process.stop()
+        throw TestFailure("sshd did not start: \(log)")
+    }
+
+    /// What sshd logged.
+    var log: String { (try? String(contentsOfFile: directory.path + "/sshd.log", encoding: .utf8)) ?? "" }
+
+    /// Runs `ssh` to `account` with `identity` (a key file) and its certificate, running `command`.
+    ///
+    /// - Parameters:
+    ///   - certificate: a certificate to use, copied with the key to `id-cert.pub` beside `id`;
+    ///     nil for the one ssh finds beside `identity` (`IDENTITY-cert.pub`).
+    ///   - askPass: the passphrase ssh asks for (through `SSH_ASKPASS`), for a key with a PIN.
+    func login(
+        as account: String, identity: String, certificate: String? = nil, command: String = "echo logged-in",
+        askPass: String? = nil
+    ) throws -> ExternalCommand {
+        var identity = identity
+        if let certificate {
+            let copy = directory.path + "/id-\(UUID().uuidString)"
+            try FileManager.default.copyItem(atPath: identity, toPath: copy)
+            try FileManager.default.copyItem(atPath: certificate, toPath: copy + "-cert.pub")
+            chmod(copy, 0o600)
+            identity = copy
+        }
+        var environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path]
+        var batch = ["-o", "BatchMode=yes"]
+        if let askPass {
+            let script = directory.path + "/askpass"
+            try "#!/bin/sh\nprintf '%s\\n' '\(askPass)'\n".write(toFile: script, atomically: true, encoding: .utf8)
+            chmod(script, 0o700)
+            environment["SSH_ASKPASS"] = script
+            environment["SSH_ASKPASS_REQUIRE"] = "force"
+            environment["DISPLAY"] = ":0"
+            batch = []
+        }
+        return try ExternalCommand.run(
+            [
+                "ssh", "-F", "/dev/null", "-p", String(port), "-i", identity, "-o", "IdentitiesOnly=yes", "-o",
+                "IdentityAgent=none", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
+            ] + batch
+                + ["\(account)@127.0.0.1", command],
+            environment: environment, timeout: 30)
+    }
+
+    func stop() {
+        _ = process.stop()
+        directory.remove()
+    }
+
+    private static func accepts(port: UInt16) -> Bool {
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketDescriptor >= 0 else { return false }
+        defer { close(socketDescriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
