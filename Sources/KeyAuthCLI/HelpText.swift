@@ -101,9 +101,9 @@ enum HelpText {
             Checks presence, then asks the server for 10 new one-time recovery codes for the
             account's user and prints them: the only time they are shown (the server keeps only
             slow hashes). The previous codes stop working. When every device is lost, one code
-            enrols a new device: `keyauth register --server URL --user NAME --recovery-code -`.
-            The user's other devices are told when a code is used. The account page shows how
-            many are left and can make a new set with a device's approval.
+            enrols a new device with `keyauth register` (its recovery code option). The user's
+            other devices are told when a code is used. The account page shows how many are left
+            and can make a new set with a device's approval.
             """
         case .agent:
             """

@@ -81,6 +81,33 @@ struct RecoveryCodesEndToEndTests {
         #expect(!codes.contains { audit.output.contains($0) })
     }
 
+    @Test(
+        "a code used while a device remains: that device lists a recovery notice, and keyauth deny revokes the new device"
+    )
+    func remainingDeviceSeesTheNotice() throws {
+        try withServer { server in
+            let laptop = Machine()
+            let thief = Machine()
+            defer { [laptop, thief].forEach { $0.home.remove() } }
+            #expect(try laptop.register(server, user: "alice", pin: laptopPIN).status == 0)
+            let made = try laptop.run(["recovery-codes", "--pin-stdin"], standardInput: laptopPIN + "\n")
+            let code = try #require(Self.codes(in: made.standardOutput).first)
+            let stolen = try thief.register(server, user: "alice", extra: ["--name", "thief", "--recovery-code", code])
+            #expect(stolen.status == 0, "\(stolen.standardError)")
+
+            let listed = try laptop.run(["requests", "--pin-stdin"], standardInput: laptopPIN + "\n")
+            #expect(listed.status == 0, "\(listed.standardError)")
+            let row = try #require(
+                listed.standardOutput.split(separator: "\n").first { $0.contains("a recovery code enrolled") },
+                "\(listed.standardOutput)")
+            #expect(row.contains("\"thief\""))
+            let id = try #require(row.split(separator: " ").first.map(String.init))
+            let denied = try laptop.run(["deny", id, "--pin-stdin"], standardInput: laptopPIN + "\n")
+            #expect(denied.status == 0, "\(denied.standardError)")
+            #expect(try thief.run(["login"]).status != 0)
+        }
+    }
+
     @Test("a device registered without a presence check cannot make recovery codes (exit 77)")
     func presenceNeeded() throws {
         try withServer { server in
