@@ -14,9 +14,9 @@ import KeyAuth
 package struct RecoveryCodes: Sendable {
     /// Codes in a set.
     package static let count = 10
-    /// PBKDF2 iterations for new codes: about 40 ms each on a current core. With 100 random bits
-    /// the count guards against nothing a guess could win; it makes a stolen table as costly to
-    /// search as the brief asks of a stored secret, while checking a code costs at most ten.
+    /// PBKDF2 iterations for new codes: about 40 ms each on a current core. 100 random bits are
+    /// out of a guesser's reach already; the count makes each guess against a stolen table cost
+    /// what a stored password's would, while checking a typed code costs at most ten of them.
     package static let defaultIterations = 100_000
     /// Bytes of salt per code.
     static let saltLength = 16
