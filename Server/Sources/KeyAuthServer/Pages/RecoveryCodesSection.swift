@@ -16,7 +16,7 @@ struct RecoveryCodesSection: Sendable {
     var html: HTML {
         let status: HTML =
             remaining == 0
-            ? "You have no recovery codes left."
+            ? "You have no recovery codes (or none left)."
             : "\(String(remaining)) of \(String(RecoveryCodes.count)) recovery codes left."
         return """
             <section class="recovery-codes">
