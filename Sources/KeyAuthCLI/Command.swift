@@ -38,14 +38,28 @@ package enum Command: Sendable, Equatable {
     case agent(AgentOptions)
     /// `keyauth ssh cert|config ...`.
     case ssh(SSHOptions)
+    /// `keyauth recovery-codes ...`.
+    case recoveryCodes(RecoveryCodesOptions)
 }
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 package enum CommandName: String, Sendable, CaseIterable {
     case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny, agent
     case ssh
+    case recoveryCodes = "recovery-codes"
     case defaultAccount = "default"
     case help
+}
+
+/// `keyauth recovery-codes`.
+package struct RecoveryCodesOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    package var account: String?
+    /// `--pin-stdin`.
+    package var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    package init(account: String? = nil) { self.account = account }
 }
 
 /// `keyauth requests`.
@@ -104,6 +118,10 @@ package struct RegisterOptions: Sendable, Equatable {
     package var enrollmentCode: String?
     /// `--enrollment-code -`: read the code from the first line of standard input.
     package var enrollmentCodeFromStandardInput = false
+    /// `--recovery-code CODE`: one of the user's recovery codes, when every device is lost.
+    package var recoveryCode: String?
+    /// `--recovery-code -`: read it from the first line of standard input.
+    package var recoveryCodeFromStandardInput = false
     /// `--insecure-http`: accept plain `http://` to a host that is not loopback.
     package var insecureHTTP = false
     /// `--account NAME`.

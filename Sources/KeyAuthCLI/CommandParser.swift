@@ -10,13 +10,15 @@ package enum CommandParser {
     /// The options each command accepts: those taking a value, and flags.
     private static let valueOptions: [CommandName: Set<String>] = [
         .register: [
-            "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "account", "key-store",
+            "server", "user", "name", "bits", "presence", "pam-service", "enrollment-code", "recovery-code", "account",
+            "key-store",
         ],
         .login: ["account"], .token: ["account"], .proof: ["account", "nonce"], .logout: ["account"], .pin: ["account"],
         .defaultAccount: [], .status: ["account"],
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .requests: ["account"], .approve: ["account"],
-        .deny: ["account"], .agent: ["account", "timeout"], .ssh: ["account", "write"], .help: [],
+        .deny: ["account"], .agent: ["account", "timeout"], .ssh: ["account", "write"], .recoveryCodes: ["account"],
+        .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
@@ -25,7 +27,8 @@ package enum CommandParser {
         .pubkey: ["jwk"],
         .reset: ["local-only", "pin-stdin", "yes"],
         .requests: ["watch", "pin-stdin", "json"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
-        .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .ssh: ["pin-stdin"], .help: [],
+        .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .ssh: ["pin-stdin"],
+        .recoveryCodes: ["pin-stdin"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -35,7 +38,7 @@ package enum CommandParser {
         guard let first = arguments.first else {
             throw usage(
                 "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, "
-                    + "reset, requests, approve, deny, agent or ssh",
+                    + "reset, requests, approve, deny, agent, recovery-codes or ssh",
                 nil)
         }
         switch first {
@@ -91,6 +94,11 @@ package enum CommandParser {
         case .logout:
             try parsed.expectPositionals(0)
             return .logout(LogoutOptions(account: parsed.values["account"]))
+        case .recoveryCodes:
+            try parsed.expectPositionals(0)
+            var options = RecoveryCodesOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .recoveryCodes(options)
         case .defaultAccount:
             try parsed.expectPositionals(1)
             return .defaultAccount(account: parsed.positionals.first)
@@ -329,10 +337,18 @@ package enum CommandParser {
             }
             options.account = account
         }
+        if parsed.values["enrollment-code"] != nil, parsed.values["recovery-code"] != nil {
+            throw usage("give --enrollment-code or --recovery-code, not both", .register)
+        }
         if parsed.values["enrollment-code"] == "-" {
             options.enrollmentCodeFromStandardInput = true
         } else {
             options.enrollmentCode = parsed.values["enrollment-code"]
+        }
+        if parsed.values["recovery-code"] == "-" {
+            options.recoveryCodeFromStandardInput = true
+        } else {
+            options.recoveryCode = parsed.values["recovery-code"]
         }
         options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
         options.noWait = parsed.flags.contains("no-wait")

@@ -21,6 +21,8 @@ enum HelpText {
           approve    approve a sign-in request after checking its code and presence
           deny       deny a sign-in request
           agent      hold the unlocked key for a while, so login and token ask no PIN
+          recovery-codes
+                     make 10 one-time codes that enrol a new device when every device is lost
           ssh        get an SSH certificate for the device key (`keyauth ssh cert`, `ssh config`)
 
         options:
@@ -66,6 +68,9 @@ enum HelpText {
               --pin-stdin             read the PIN from standard input, once
               --enrollment-code CODE  a one-time code from `keyauth-server enroll`; `-` reads it
                                       from standard input (before the PIN with --pin-stdin)
+              --recovery-code CODE    one of the user's codes from `keyauth recovery-codes`,
+                                      when every device is lost: the device is active at once
+                                      and the code used up; `-` reads it as --enrollment-code -
               --account NAME          the account name (default USER@HOST:PORT)
               --no-wait               when approval is needed, print what to approve and
                                       exit 75 at once (the device stays pending)
@@ -89,6 +94,17 @@ enum HelpText {
             The token is a Bearer token unless the server requires DPoP: then it is bound to
             the device key, and each request needs a proof of its own from `keyauth proof`
             (see `keyauth proof --help`).
+            """
+        case .recoveryCodes:
+            """
+            usage: keyauth recovery-codes [--account NAME] [--pin-stdin]
+
+            Checks presence, then asks the server for 10 new one-time recovery codes for the
+            account's user and prints them: the only time they are shown (the server keeps only
+            slow hashes). The previous codes stop working. When every device is lost, one code
+            enrols a new device with `keyauth register` (its recovery code option). The user's
+            other devices are told when a code is used. The account page shows how many are left
+            and can make a new set with a device's approval.
             """
         case .agent:
             """

@@ -117,6 +117,8 @@ public enum KeyAuthCommand {
             try await RequestsCommand(context: context, options: options).run()
         case .answer(let options):
             try await AnswerCommand(context: context, options: options).run()
+        case .recoveryCodes(let options):
+            try await RecoveryCodesCommand(context: context, options: options).run()
         }
         return .success
     }

@@ -44,6 +44,35 @@ struct CommandParserTests {
         #expect(loopback.enrollmentCode == nil && !loopback.enrollmentCodeFromStandardInput)
     }
 
+    @Test("--recovery-code takes a code or - for standard input, never with --enrollment-code; recovery-codes parses")
+    func recoveryCodes() throws {
+        var expected = RegisterOptions(serverURL: "https://auth.example", user: "alice")
+        expected.recoveryCode = "7K3M-9QX0-ABCD-EFGH-JK1M"
+        #expect(
+            try CommandParser.parse([
+                "register", "--server", "https://auth.example", "--user", "alice", "--recovery-code",
+                "7K3M-9QX0-ABCD-EFGH-JK1M",
+            ]) == .register(expected))
+        expected.recoveryCode = nil
+        expected.recoveryCodeFromStandardInput = true
+        #expect(
+            try CommandParser.parse([
+                "register", "--server", "https://auth.example", "--user", "alice", "--recovery-code", "-",
+            ]) == .register(expected))
+        #expect(throws: KeyAuthError.self) {
+            try CommandParser.parse([
+                "register", "--server", "https://auth.example", "--user", "alice", "--recovery-code", "-",
+                "--enrollment-code", "X",
+            ])
+        }
+        var options = RecoveryCodesOptions(account: "work")
+        options.pinFromStandardInput = true
+        #expect(
+            try CommandParser.parse(["recovery-codes", "--account", "work", "--pin-stdin"]) == .recoveryCodes(options))
+        #expect(throws: KeyAuthError.self) { try CommandParser.parse(["recovery-codes", "extra"]) }
+        #expect(throws: KeyAuthError.self) { try CommandParser.parse(["recovery-codes", "--json"]) }
+    }
+
     @Test("register defaults to the key store's size, the automatic key store and a PIN")
     func registerDefaults() throws {
         let command = try CommandParser.parse(["register", "--server", "https://auth.example", "--user", "bob"])

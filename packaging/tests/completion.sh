@@ -43,8 +43,8 @@ expect() {
     [ "$actual" = "$expected" ] || fail "'$* <TAB>' offers '$actual', expected '$expected'"
 }
 
-expect "register requests reset" _keyauth keyauth re
-expect "agent approve default deny devices help login logout pin proof pubkey register requests reset ssh status token" _keyauth keyauth ""
+expect "recovery-codes register requests reset" _keyauth keyauth re
+expect "agent approve default deny devices help login logout pin proof pubkey recovery-codes register requests reset ssh status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
 expect "2048 3072 4096" _keyauth keyauth register --bits ""

@@ -258,4 +258,68 @@ struct AccountPageTests {
         #expect(try api.storage.browserSession(idHash: idHash) == nil)
         #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
     }
+
+    @Test(
+        "the page shows how many recovery codes are left; a new set needs a device's approval and is shown once"
+    )
+    func recoveryCodes() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI {
+            $0.failureLimit = 1000
+            $0.recoveryCodeIterations = 1000
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let before = try browser.send("GET", "/account").text
+        #expect(before.contains("data-recovery-codes-left=\"0\""))
+        let csrf = try Self.csrf(before)
+
+        // The session alone makes nothing: the click asks the user's devices.
+        #expect(try browser.send("POST", "/account/recovery-codes", form: [("csrf", csrf)]).status == 303)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        let waiting = try browser.send("GET", "/account").text
+        let listed = try #require(
+            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
+                $0["kind"] == .string("recovery-codes")
+            })
+        #expect(listed["client_name"]?.stringValue?.contains("make new recovery codes") == true)
+        let id = try #require(listed["id"]?.stringValue)
+        #expect(waiting.contains("data-approval-code>\(try api.code(of: id))</strong>"), "\(waiting)")
+        #expect(waiting.contains("name=\"request\" value=\"\(id)\""))
+        let early = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(early.status == 400 && early.text.contains("Not approved yet"))
+
+        let keyOnly = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, methods: ["swk"]),
+            token: token)
+        #expect(keyOnly.errorCode == "invalid_grant")
+        #expect(
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                .status == 200)
+        let shown = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(shown.status == 200)
+        #expect(shown.headers["Cache-Control"] == "no-store")
+        let codes = shown.text.split(separator: "<li><code>").dropFirst().map { String($0.prefix(24)) }
+        #expect(codes.count == 10 && codes.allSatisfy { EnrollmentCodes.canonical($0) == $0 }, "\(shown.text)")
+        let stored = try api.storage.unusedRecoveryCodes(user: "alice")
+        #expect(stored.count == 10)
+        let events = try AuditTrail(storage: api.storage, now: environment.clock.closure).events(since: 0)
+        #expect(
+            events.contains {
+                $0.action == .recoveryCodes && $0.actor == "account-page:\(laptop.publicKey.fingerprint)"
+            })
+
+        // Once only: a second post shows nothing and changes nothing.
+        let twice = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(twice.status == 400 && !twice.text.contains("<li><code>"))
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice") == stored)
+        let after = try browser.send("GET", "/account").text
+        #expect(after.contains("data-recovery-codes-left=\"10\"") && !after.contains("<li><code>"))
+        // Another session's request, or a made-up id, shows nothing either.
+        let forged = try browser.send(
+            "POST", "/account/recovery-codes/show",
+            form: [("csrf", csrf), ("request", String(repeating: "A", count: 43))])
+        #expect(forged.status == 400 && !forged.text.contains("<li><code>"))
+    }
 }

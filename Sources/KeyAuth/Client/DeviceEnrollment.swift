@@ -11,6 +11,10 @@ public struct DeviceEnrollment: Sendable, Hashable {
     /// approval by another device.
     /// - Warning: it is a credential until used; do not log it.
     public var enrollmentCode: String?
+    /// One of the user's own recovery codes (`keyauth recovery-codes`), to enrol this device
+    /// without another device's approval when every device is lost.
+    /// - Warning: it is a credential until used; do not log it.
+    package var recoveryCode: String?
 
     /// Creates an enrollment.
     public init(user: String, deviceName: String, enrollmentCode: String? = nil) {

@@ -79,6 +79,35 @@ extension KeyAuthClient {
         return device
     }
 
+    /// Makes a new set of recovery codes for the account's user (`POST /v1/recovery-codes`),
+    /// replacing the old set: the codes are in the answer and nowhere else.
+    ///
+    /// - Parameter assertion: a fresh assertion of this device naming the user in
+    ///   `recovery_codes`, signed after a presence check.
+    /// - Throws: `.serverRejected` (`invalid_grant` for an assertion without a presence check),
+    ///   also for an answer without codes; `.transportFailed`.
+    package func makeRecoveryCodes(
+        assertion: String, accessToken: AccessToken, proofs: DPoPProofBuilder? = nil
+    ) async throws(KeyAuthError) -> [String] {
+        let body = JSONValue.object(["assertion": .string(assertion)])
+        let reply = try await send(
+            "POST", "/v1/recovery-codes", body: Array(body.serialized().utf8), contentType: "application/json",
+            accessToken: accessToken, proofs: proofs)
+        let object = try expectObject(reply, success: [200], operation: "recovery codes")
+        guard let entries = object["codes"]?.arrayValue, !entries.isEmpty else {
+            throw KeyAuthError(.serverRejected, "the recovery codes answer of \(serverURL) has no codes")
+        }
+        var codes: [String] = []
+        for entry in entries {
+            guard let code = entry.stringValue else {
+                throw KeyAuthError(
+                    .serverRejected, "the recovery codes answer of \(serverURL) has a code that is not text")
+            }
+            codes.append(code)
+        }
+        return codes
+    }
+
     /// Revokes one of the caller's devices, or denies a pending one (`DELETE /v1/devices/{kid}`).
     ///
     /// - Throws: `.invalidArgument` for a kid that is not a fingerprint; `.serverRejected` with

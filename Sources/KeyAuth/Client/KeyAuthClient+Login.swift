@@ -18,7 +18,7 @@ extension KeyAuthClient {
     ) async throws(KeyAuthError) -> DeviceRegistration {
         let request = RegistrationRequest(
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: publicKey.pemRepresentation,
-            proof: proof, enrollmentCode: enrollment.enrollmentCode)
+            proof: proof, enrollmentCode: enrollment.enrollmentCode, recoveryCode: enrollment.recoveryCode)
         let reply = try await send("POST", "/v1/devices", body: request.jsonBody, contentType: "application/json")
         let object = try expectObject(reply, success: [200, 201, 202], operation: "registration")
         let answer = try read(object, "the registration answer", RegistrationResponse.init(jsonValue:))

@@ -31,6 +31,32 @@ package enum CryptoPrimitives {
         return output
     }
 
+    /// PBKDF2-HMAC-SHA-256 of `password` with `salt` (RFC 8018 section 5.2), `length` bytes.
+    ///
+    /// A slow hash for secrets a person may copy from paper (recovery codes): each guess against
+    /// a stolen hash costs `iterations` HMACs.
+    /// - Throws: `.cryptoFailed` when OpenSSL fails or an argument does not fit its `int`s.
+    package static func pbkdf2SHA256(
+        password: [UInt8], salt: [UInt8], iterations: Int, length: Int = 32
+    ) throws(KeyAuthError) -> [UInt8] {
+        guard let passwordLength = Int32(exactly: password.count), let saltLength = Int32(exactly: salt.count),
+            let rounds = Int32(exactly: iterations), rounds > 0, let keyLength = Int32(exactly: length), keyLength > 0
+        else { throw KeyAuthError(.cryptoFailed, "PBKDF2 arguments out of range") }
+        var output = [UInt8](repeating: 0, count: length)
+        let ok = output.withUnsafeMutableBytes { out in
+            password.withUnsafeBytes { secret in
+                salt.withUnsafeBytes { saltBytes in
+                    PKCS5_PBKDF2_HMAC(
+                        secret.baseAddress?.assumingMemoryBound(to: CChar.self), passwordLength,
+                        saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), saltLength, rounds, OpenSSL.sha256,
+                        keyLength, out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+        }
+        guard ok == 1 else { throw OpenSSL.error(.cryptoFailed, "PBKDF2-HMAC-SHA-256 failed") }
+        return output
+    }
+
     /// Random bytes from OpenSSL's CSPRNG.
     package static func randomBytes(count: Int) throws(KeyAuthError) -> [UInt8] {
         try OpenSSL.randomBytes(count: count)

@@ -11,13 +11,20 @@ package struct RegistrationRequest: Sendable, Equatable {
     package var proof: String
     /// `enrollment_code`, when the person has one; an empty string counts as none.
     package var enrollmentCode: String?
+    /// `recovery_code`: one of the user's own recovery codes, when every device is lost; an empty
+    /// string counts as none. At most one of the two codes is sent.
+    package var recoveryCode: String?
 
-    package init(user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil) {
+    package init(
+        user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil,
+        recoveryCode: String? = nil
+    ) {
         self.user = user
         self.name = name
         self.publicKeyPEM = publicKeyPEM
         self.proof = proof
         self.enrollmentCode = enrollmentCode
+        self.recoveryCode = recoveryCode
     }
 
     /// The JSON body, `user`, `name`, `public_key` and `proof` first.
@@ -27,6 +34,7 @@ package struct RegistrationRequest: Sendable, Equatable {
             "proof": .string(proof),
         ]
         if let enrollmentCode { members["enrollment_code"] = .string(enrollmentCode) }
+        if let recoveryCode { members["recovery_code"] = .string(recoveryCode) }
         return JSONValue.object(members).serializedBytes(leadingKeys: ["user", "name", "public_key", "proof"])
     }
 
@@ -48,10 +56,10 @@ package struct RegistrationRequest: Sendable, Equatable {
         publicKeyPEM = try string("public_key")
         name = try string("name")
         proof = try string("proof")
-        switch object["enrollment_code"] {
-        case nil, .null?: enrollmentCode = nil
-        case .string(let code)?: enrollmentCode = code.isEmpty ? nil : code
-        default: throw WireFormatError("the field \"enrollment_code\" must be a string")
+        enrollmentCode = try Self.optionalCode("enrollment_code", in: object)
+        recoveryCode = try Self.optionalCode("recovery_code", in: object)
+        if enrollmentCode != nil, recoveryCode != nil {
+            throw WireFormatError("send \"enrollment_code\" or \"recovery_code\", not both")
         }
         guard InputRules.isValidUser(user) else {
             throw WireFormatError("\"user\" must be \(InputRules.userRule)")
@@ -60,6 +68,17 @@ package struct RegistrationRequest: Sendable, Equatable {
             name = try NameRule.deviceName.normalize(name)
         } catch {
             throw WireFormatError("\"name\" \(error)")
+        }
+    }
+
+    /// An optional code field: absent, `null` or empty is none.
+    private static func optionalCode(_ field: String, in object: [String: JSONValue]) throws(WireFormatError)
+        -> String?
+    {
+        switch object[field] {
+        case nil, .null?: return nil
+        case .string(let code)?: return code.isEmpty ? nil : code
+        default: throw WireFormatError("the field \"\(field)\" must be a string")
         }
     }
 }

@@ -19,6 +19,14 @@ package struct SignInRequest: Sendable, Hashable {
         package static let authorization = Kind(rawValue: "authorization")
         /// The account page asks to approve a new device of the user.
         package static let device = Kind(rawValue: "device")
+        /// The account page asks to make a new set of recovery codes.
+        package static let recoveryCodes = Kind(rawValue: "recovery-codes")
+        /// A notice that a recovery code enrolled a new device: denying it revokes that device.
+        package static let recovery = Kind(rawValue: "recovery")
+
+        /// Whether approving a request of this kind needs a presence check on the device: it
+        /// changes who can use the account, not only who is signed in.
+        package var needsPresence: Bool { self == .device || self == .recoveryCodes }
     }
 
     /// The request's id (the `auth_req_id` of a CIBA request): what an answer names.
@@ -144,6 +152,8 @@ package enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable {
     package static let requestClaim = "auth_req_id"
     /// The claim of a device approval's assertion that names the pending device it approves.
     package static let approvedDeviceClaim = "approve_kid"
+    /// The claim of the assertion that asks for new recovery codes: the user they are for.
+    package static let recoveryCodesClaim = "recovery_codes"
     /// The claim of a sign-in approval's assertion that carries the code the user typed.
     package static let codeClaim = "binding_code"
 

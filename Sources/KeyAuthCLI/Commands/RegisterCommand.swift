@@ -39,7 +39,11 @@ struct RegisterCommand {
         // The code comes first on standard input, before the PIN that --pin-stdin reads next.
         let enrollmentCode =
             options.enrollmentCodeFromStandardInput
-            ? try await Self.enrollmentCode(fromDescriptor: io.standardInput) : options.enrollmentCode
+            ? try await Self.code(fromDescriptor: io.standardInput, option: "--enrollment-code")
+            : options.enrollmentCode
+        let recoveryCode =
+            options.recoveryCodeFromStandardInput
+            ? try await Self.code(fromDescriptor: io.standardInput, option: "--recovery-code") : options.recoveryCode
         let presence = StatedPresence(
             try context.presence(
                 kind: options.presence, pamService: options.pamService,
@@ -56,8 +60,9 @@ struct RegisterCommand {
         try accounts.save(initial)
         let record = Mutex(initial)
         let progress = ProgressReporter(io: io, user: options.user, waitsForApproval: !options.noWait)
-        let enrollment = DeviceEnrollment(
+        var enrollment = DeviceEnrollment(
             user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
+        enrollment.recoveryCode = recoveryCode
         var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in
@@ -117,7 +122,7 @@ struct RegisterCommand {
                     error.message + "; nothing is kept here: run the same `keyauth register` to start again",
                     underlying: error.underlying)
             }
-            if error.oauthError?.error == .accessDenied, account.keyID == nil {
+            if error.oauthError?.error == .accessDenied, account.keyID == nil, recoveryCode == nil {
                 throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
             }
             throw error
@@ -212,21 +217,23 @@ struct RegisterCommand {
         return KeyAuthError(error.code, error.message + hint, underlying: error.underlying)
     }
 
-    /// One line of standard input as the enrollment code (`--enrollment-code -`), so that the
-    /// code never appears in the process list or the shell history.
+    /// One line of standard input as the enrollment or recovery code (`--enrollment-code -`,
+    /// `--recovery-code -`), so that the code never appears in the process list or the shell
+    /// history.
     ///
+    /// - Parameter option: the option that asked for it, for the error message.
     /// - Throws: `.usage` when input ends first or the line is blank.
-    static func enrollmentCode(fromDescriptor descriptor: Int32) async throws(KeyAuthError) -> String {
+    static func code(fromDescriptor descriptor: Int32, option: String) async throws(KeyAuthError) -> String {
         let line: SecretBytes
         do {
             line = try await BlockingThread.read(StandardInputSecretReader(fileDescriptor: descriptor), prompt: "")
         } catch {
             guard error.code == .cancelled else { throw error }
-            throw CommandParser.usage("--enrollment-code -: standard input ended before the enrollment code", .register)
+            throw CommandParser.usage("\(option) -: standard input ended before the code", .register)
         }
         let code = line.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .whitespaces)
         guard !code.isEmpty else {
-            throw CommandParser.usage("--enrollment-code -: the first line of standard input is empty", .register)
+            throw CommandParser.usage("\(option) -: the first line of standard input is empty", .register)
         }
         return code
     }

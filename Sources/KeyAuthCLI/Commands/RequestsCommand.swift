@@ -69,11 +69,19 @@ struct RequestsCommand {
         io.printError(SignInApproval.describe(request))
         // The notification names who asks, never a code: the user reads the code on the screen
         // that started the sign-in and types it here.
-        DesktopNotification.show(
-            title: "keyauth: approve a sign-in?",
-            body: "\(Formatting.printable(request.clientName)) asks to sign in as \(approval.session.account.user); "
-                + "type the code it shows in the terminal",
-            environment: io.environment)
+        if request.kind == .recovery {
+            // A notice asks for no code: only whether it was the user.
+            DesktopNotification.show(
+                title: "keyauth: a recovery code was used", body: Formatting.printable(request.clientName),
+                environment: io.environment)
+        } else {
+            DesktopNotification.show(
+                title: "keyauth: approve a sign-in?",
+                body:
+                    "\(Formatting.printable(request.clientName)) asks to sign in as \(approval.session.account.user); "
+                    + "type the code it shows in the terminal",
+                environment: io.environment)
+        }
         do {
             if try await approval.answer(request, allowsSkip: true) == .skip { io.printError("Left it unanswered.") }
         } catch {

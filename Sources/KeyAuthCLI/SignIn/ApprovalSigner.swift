@@ -18,18 +18,20 @@ struct ApprovalSigner {
     /// - Parameters:
     ///   - reason: what the presence check says it is for.
     ///   - requiringPresence: whether the server takes the statement only with a presence check
-    ///     (approving a device): a device registered with `--presence none` is told at once
-    ///     instead of after a round trip.
+    ///     (approving a device, making recovery codes): a device registered with `--presence
+    ///     none` is told at once instead of after a round trip.
+    ///   - purpose: what needs the presence check, for that message.
     /// - Throws: `.presenceUnavailable` (exit 77) for such a device; the presence check's and the
     ///   key's errors.
-    func sign(_ claims: JWTClaims, reason: String, requiringPresence: Bool = false) async throws(KeyAuthError)
-        -> String
-    {
+    func sign(
+        _ claims: JWTClaims, reason: String, requiringPresence: Bool = false,
+        purpose: String = "approving a device needs one: approve it from a device with a PIN or PAM, or with the "
+            + "account page's Approve"
+    ) async throws(KeyAuthError) -> String {
         if requiringPresence, session.account.presence == .none {
             throw KeyAuthError(
                 .presenceUnavailable,
-                "this device was registered without a presence check (--presence none), and approving a device "
-                    + "needs one: approve it from a device with a PIN or PAM, or with the account page's Approve")
+                "this device was registered without a presence check (--presence none), and \(purpose)")
         }
         var payload = claims
         payload.set("amr", strings: authenticationMethods)

@@ -34,7 +34,13 @@ struct SignInApproval {
     /// the code is on the screen that started the sign-in, and the user types it here.
     static func describe(_ request: SignInRequest) -> String {
         let from = request.requestedFrom.map(Formatting.printable) ?? "an unknown address"
-        let heading = request.kind == .device ? "Device approval request" : "Sign-in request"
+        let heading =
+            switch request.kind {
+            case .device: "Device approval request"
+            case .recoveryCodes: "Recovery codes request"
+            case .recovery: "Recovery notice"
+            default: "Sign-in request"
+            }
         var lines = [
             "\(heading) \(request.id)",
             "  application: \(Formatting.printable(request.clientName))",
@@ -54,7 +60,9 @@ struct SignInApproval {
     ///   also when the last wrong code denied the request; the presence check's and the client's.
     func answer(_ request: SignInRequest, allowsSkip: Bool) async throws(KeyAuthError) -> Choice {
         let prompt =
-            "Type the code shown where you are signing in to approve, or `deny`"
+            (request.kind == .recovery
+                ? "Type `deny` if this was not you (the device is revoked)"
+                : "Type the code shown where you are signing in to approve, or `deny`")
             + (allowsSkip ? " (an empty line leaves it): " : ": ")
         while true {
             let typed: String
@@ -74,6 +82,11 @@ struct SignInApproval {
             if InputRules.refusingAnswers.contains(answer) {
                 try await deny(id: request.id)
                 return .deny
+            }
+            // A notice has no code: nothing to approve.
+            if request.kind == .recovery {
+                io.printError("A recovery notice is only denied, or left to expire; nothing was approved.")
+                continue
             }
             if try await codeMatches(typed, request) {
                 try await approve(request, code: typed)
@@ -120,10 +133,13 @@ struct SignInApproval {
         claims.set(AuthenticationMethod.requestClaim, string: request.id)
         claims.set(AuthenticationMethod.codeClaim, string: code)
         let what =
-            request.kind == .device
-            ? "Approve a new device" : "Approve the sign-in to \(Formatting.printable(request.clientName))"
+            switch request.kind {
+            case .device: "Approve a new device"
+            case .recoveryCodes: "Approve new recovery codes"
+            default: "Approve the sign-in to \(Formatting.printable(request.clientName))"
+            }
         let assertion = try await ApprovalSigner(session: session).sign(
-            claims, reason: "\(what) as \(session.account.user)", requiringPresence: request.kind == .device)
+            claims, reason: "\(what) as \(session.account.user)", requiringPresence: request.kind.needsPresence)
         let client = session.client
         do {
             try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
@@ -134,7 +150,7 @@ struct SignInApproval {
             throw Self.closedRequest(error)
         }
         io.printOutput(
-            request.kind == .device
+            request.kind.needsPresence
                 ? "Approved: \(Formatting.printable(request.clientName))."
                 : "Approved the sign-in to \(Formatting.printable(request.clientName)).")
     }

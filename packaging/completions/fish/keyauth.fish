@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny ssh help
+set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny recovery-codes ssh help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -39,13 +39,14 @@ complete -c keyauth -n "__fish_seen_subcommand_from ssh" -a 'cert config' -d 'Ge
 complete -c keyauth -n "__fish_seen_subcommand_from ssh" -l write -r -d 'Save the certificate here'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a reset -d 'Revoke the key on the server, then delete it here'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Hold the unlocked key so login and token ask no PIN'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a recovery-codes -d 'Make one-time codes that enrol a device when every device is lost'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent ssh" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent ssh" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent recovery-codes ssh" -l pin-stdin -d 'Read the PIN from standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'
@@ -55,6 +56,7 @@ complete -c keyauth -n "__fish_seen_subcommand_from register" -l bits -x -a '204
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l presence -x -a 'pin pam none' -d 'How to check presence'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l pam-service -x -a '(command ls -1 /etc/pam.d)' -d 'The PAM service'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l enrollment-code -x -d 'A one-time code from keyauth-server enroll, - for standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register" -l recovery-code -x -d "One of the user's recovery codes, - for standard input"
 complete -c keyauth -n "__fish_seen_subcommand_from register login" -l no-wait -d 'Return at once when approval is needed'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l insecure-http -d 'Allow plain http:// to a host that is not loopback'
 complete -c keyauth -n "__fish_seen_subcommand_from status devices requests" -l json -d 'Print JSON'

@@ -52,6 +52,16 @@ extension AccountPage {
             form { page, request, _, form in
                 try page.end(request, form: form)
             }),
+        RouteDeclaration(
+            [.post], root + "/recovery-codes",
+            form { page, request, _, form in
+                try page.requestRecoveryCodes(request, form: form)
+            }),
+        RouteDeclaration(
+            [.post], root + "/recovery-codes/show",
+            form { page, request, _, form in
+                try page.showRecoveryCodes(request, form: form)
+            }),
     ]
 
     /// Any other path under `/account`: 404, counted as `/account/{unknown}`.

@@ -56,22 +56,23 @@ struct AccountPage: Sendable {
     }
 
     /// The signed-in page with the user's devices, and the codes of the device approvals it
-    /// asked for that still wait.
-    private func signedInPage(_ session: BrowserSessions.Presented, message: String?, status: Int = 200) throws
-        -> HTTPResponse
-    {
+    /// asked for that still wait; with a new set of recovery codes on the one answer that shows it.
+    func signedInPage(
+        _ session: BrowserSessions.Presented, message: String?, status: Int = 200, newRecoveryCodes: [String]? = nil
+    ) throws -> HTTPResponse {
         let user = session.record.user
         let devices = try service.registry.devices(ofUser: user)
+        let open = try service.signIn.open(for: user)
         var approvalCodes: [String: String] = [:]
-        for request in try service.signIn.open(for: user) where request.kind == .device {
+        for request in open where request.kind == .device {
             if let kid = request.subject { approvalCodes[kid] = request.bindingMessage }
         }
         let shown = devices.map {
             DevicesPage.Device(record: $0, status: service.visibleStatus($0), approvalCode: approvalCodes[$0.kid])
         }
-        return browser.html(
-            DevicesPage(basePath: basePath, session: session.record, devices: shown, message: message).html,
-            status: status)
+        var page = DevicesPage(basePath: basePath, session: session.record, devices: shown, message: message)
+        page.recoveryCodes = try recoveryCodesSection(session, open: open, newCodes: newRecoveryCodes)
+        return browser.html(page.html, status: status)
     }
 
     // MARK: Sign-in
@@ -155,10 +156,29 @@ struct AccountPage: Sendable {
     func device(
         _ kid: String, action: DeviceAction, request: HTTPRequest, form: [String: String]
     ) throws -> HTTPResponse {
+        try withSignedInSession(request, form: form) { session in
+            try device(kid, action: action, request: request, form: form, session: session)
+        }
+    }
+
+    /// `body`'s answer for a form posted in a signed-in session with its CSRF token; the sign-in
+    /// form when the session ended, the CSRF refusal when the token is wrong.
+    func withSignedInSession(
+        _ request: HTTPRequest, form: [String: String],
+        _ body: (BrowserSessions.Presented) throws -> HTTPResponse
+    ) throws -> HTTPResponse {
         guard let session = try signIn.session(of: request),
             session.record.isSignedIn
         else { return try signInForm(request, message: "Your session ended; sign in again.", status: 403) }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
+        return try body(session)
+    }
+
+    /// ``device(_:action:request:form:)`` in the session already checked.
+    private func device(
+        _ kid: String, action: DeviceAction, request: HTTPRequest, form: [String: String],
+        session: BrowserSessions.Presented
+    ) throws -> HTTPResponse {
         let user = session.record.user
         let actor = AuditActor.accountPage(approvedBy: session.record.approvingKID ?? "-")
         do {
@@ -186,7 +206,7 @@ struct AccountPage: Sendable {
     }
 
     /// 303 to the page itself (post/redirect/get), setting `cookies`.
-    private func redirect(setting cookies: [String] = []) -> HTTPResponse {
+    func redirect(setting cookies: [String] = []) -> HTTPResponse {
         browser.redirect(to: basePath + Self.root, setting: cookies)
     }
 }

@@ -1,8 +1,8 @@
 /// One administrative action, as the `audit_events` table keeps it and `keyauth-server audit`
 /// prints it: who changed what, and when.
 ///
-/// Nothing secret goes in: no enrollment code (only that one was issued, for whom), no key
-/// material (only key IDs).
+/// Nothing secret goes in: no enrollment or recovery code (only that one was issued or used, for
+/// whom), no key material (only key IDs).
 package struct AuditEvent: Sendable, Equatable {
     /// Seconds since 1970.
     package var time: Int64
@@ -45,6 +45,10 @@ package struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCo
     package static let enroll = AuditAction(rawValue: "enroll")
     /// Outstanding enrollment codes of a user were revoked.
     package static let revokeCodes = AuditAction(rawValue: "revoke-codes")
+    /// A user made a new set of recovery codes, replacing the old set.
+    package static let recoveryCodes = AuditAction(rawValue: "recovery-codes")
+    /// A recovery code enrolled a new device.
+    package static let useRecoveryCode = AuditAction(rawValue: "use-recovery-code")
     /// A pending device was approved.
     package static let approve = AuditAction(rawValue: "approve")
     /// A pending device was denied.

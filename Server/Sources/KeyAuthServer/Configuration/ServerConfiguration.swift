@@ -77,6 +77,9 @@ package struct ServerConfiguration: Sendable {
     package static let defaultDeviceRetention: Int64 = 86_400
     /// How long an enrollment code is valid.
     package var enrollmentCodeLifetime: Int64 = 900
+    /// PBKDF2 iterations for new recovery codes: no option sets it; tests lower it so that they
+    /// do not spend seconds hashing.
+    package var recoveryCodeIterations: Int = RecoveryCodes.defaultIterations
     /// Size of the server's RSA signing key, generated on first start.
     package var signingKeyBits: Int = 2048
     /// Whether tokens must be DPoP-bound (`--dpop`, default optional).

@@ -15,6 +15,8 @@ struct DevicesPage: Sendable {
     var session: BrowserSessionRecord
     var devices: [Device]
     var message: String?
+    /// The recovery codes section, below the devices.
+    var recoveryCodes: RecoveryCodesSection?
 
     var html: HTML {
         let approver = devices.first { $0.record.kid == session.approvingKID }
@@ -46,6 +48,7 @@ struct DevicesPage: Sendable {
                     \(Self.table(pastRows))
                     </details>
                     """)
+                \(recoveryCodes?.html)
                 </main>
                 """
         ).html

@@ -1,6 +1,7 @@
 import KeyAuth
 
-/// The device API: registration and the caller's devices (PROTOCOL.md sections 4 and 5).
+/// The device API: registration, the caller's devices and recovery codes (PROTOCOL.md sections 4
+/// and 5).
 extension KeyAuthResponder {
     /// Device registration and the caller's devices (sections 4 and 5).
     static let deviceRoutes = RouteTable<Endpoint>([
@@ -23,6 +24,11 @@ extension KeyAuthResponder {
             [.post], "/v1/devices/{kid}/approve",
             .api { responder, request, parameters, caller in
                 try responder.approveDevice(parameters["kid"], request, caller: &caller)
+            }),
+        RouteDeclaration(
+            [.post], "/v1/recovery-codes",
+            .api { responder, request, _, caller in
+                try responder.makeRecoveryCodes(request, caller: &caller)
             }),
     ])
 
@@ -55,5 +61,13 @@ extension KeyAuthResponder {
     func approveDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
         let actor = try authenticate(request, identifying: &caller)
         return .json(approvalEntry(try service.approve(kid: kid, assertion: try request.deviceApproval(), by: actor)))
+    }
+
+    /// `POST /v1/recovery-codes`: a new set for the caller's user, with a device assertion
+    /// naming it. Like every JSON answer it is `no-store`: it holds the only copy of the codes.
+    func makeRecoveryCodes(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        let actor = try authenticate(request, identifying: &caller)
+        let codes = try service.makeRecoveryCodes(assertion: try request.deviceApproval(), by: actor)
+        return .json(.object(["user": .string(actor.user), "codes": .array(codes.map(JSONValue.string))]))
     }
 }

@@ -43,12 +43,19 @@ package struct EnrollmentCodes: Sendable {
         guard InputRules.isValidUser(user) else {
             throw ServerConfigurationError("the user name must be \(InputRules.userRule)")
         }
-        // 256 is a multiple of 32: the low five bits of a random byte are uniform.
-        let symbols = try CryptoPrimitives.randomBytes(count: Self.codeLength).map { Self.alphabet[Int($0 & 31)] }
-        let code = Self.grouped(symbols)
+        let code = try Self.makeCode()
         try storage.insertEnrollmentCode(hash: try Self.hash(code), user: user, expiresAt: now() + lifetime)
         try AuditTrail(storage: storage, now: now).record(.enroll, by: actor, user: user)
         return code
+    }
+
+    /// A new random code in the grouped form: 100 bits, easy to read out. Recovery codes have the
+    /// same form, so that a person meets one kind of code.
+    ///
+    /// - Throws: `KeyAuthError` when the random generator fails.
+    static func makeCode() throws(KeyAuthError) -> String {
+        // 256 is a multiple of 32: the low five bits of a random byte are uniform.
+        grouped(try CryptoPrimitives.randomBytes(count: codeLength).map { alphabet[Int($0 & 31)] })
     }
 
     /// Uses up `code` for `user`; false when it is unknown, used, expired or another user's.

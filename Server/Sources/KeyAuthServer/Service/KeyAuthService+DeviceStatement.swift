@@ -42,10 +42,21 @@ extension KeyAuthService {
         if requiringPresence, !methods.contains(where: AuthenticationMethod.presenceChecks.contains) {
             throw ServiceError(
                 .invalidGrant,
-                "approving a device needs a presence check on the approving device (amr pin or user): "
-                    + "a device registered with --presence none cannot approve devices")
+                "approving a device or making recovery codes needs a presence check on the device (amr pin or "
+                    + "user): a device registered with --presence none can do neither")
         }
         try claimJWTID(of: verified)
         return DeviceStatement(claims: verified.claims, methods: methods)
+    }
+
+    /// ``deviceStatement(_:by:naming:requiringPresence:)`` with a presence check, for an action
+    /// that lets a key in for good (approving a device, making recovery codes).
+    ///
+    /// - Parameter missing: the description of the 400 `invalid_request` when no assertion came.
+    func presenceStatement(
+        _ assertion: String?, by actor: DeviceRecord, naming: (claim: String, value: String), missing: String
+    ) throws -> DeviceStatement {
+        guard let assertion, !assertion.isEmpty else { throw ServiceError(.invalidRequest, missing) }
+        return try deviceStatement(assertion, by: actor, naming: naming, requiringPresence: true)
     }
 }

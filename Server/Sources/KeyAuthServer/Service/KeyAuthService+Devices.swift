@@ -41,15 +41,10 @@ extension KeyAuthService {
     func approve(kid: String, assertion: String?, by actor: DeviceRecord) throws -> DeviceRecord {
         // The device first: another user's gets the answer of an unknown one, whatever is sent.
         let target = try registry.device(kid: kid, ownedBy: actor.user)
-        guard let assertion, !assertion.isEmpty else {
-            throw ServiceError(
-                .invalidRequest,
-                "approving a device needs a fresh device assertion naming it (approve_kid), signed after a "
-                    + "presence check; an access token alone is not enough")
-        }
-        _ = try deviceStatement(
+        _ = try presenceStatement(
             assertion, by: actor, naming: (AuthenticationMethod.approvedDeviceClaim, target.kid),
-            requiringPresence: true)
+            missing: "approving a device needs a fresh device assertion naming it (approve_kid), signed after a "
+                + "presence check; an access token alone is not enough")
         return try registry.approve(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 

@@ -59,14 +59,49 @@ extension KeyAuthService {
             }
             hasCode = true
         }
+        // A recovery code works as an enrollment code does, from the user's own set.
+        if let code = request.recoveryCode {
+            guard try recoveryCodes.consume(code, user: request.user) else {
+                throw ServiceError(.accessDenied, "the recovery code is not valid for this user")
+            }
+            hasCode = true
+        }
         // The rule depends on what the user has, which a concurrent registration may change
         // between this read and the insert; the insert checks the rule again atomically, and a
         // refusal because the user appeared meanwhile decides again from the new state.
         for _ in 0..<3 {
             let rule = try insertRule(for: &device, hasCode: hasCode)
-            if let outcome = try store(device, rule: rule) { return outcome }
+            if let outcome = try store(device, rule: rule) {
+                if request.recoveryCode != nil, case .active(let enrolled) = outcome {
+                    try announceRecovery(of: enrolled, from: address)
+                }
+                return outcome
+            }
         }
         throw StorageError(.queryFailed, "the user's devices kept changing during registration")
+    }
+
+    /// What follows a device enrolled with a recovery code: an audit entry, and a notice to the
+    /// user's other active devices (a sign-in request of kind `recovery`, listed by
+    /// `GET /v1/auth-requests`), where denying it revokes the new device. Whoever used a stolen
+    /// code is then seen by the devices the user still has.
+    ///
+    /// The notice is best effort: past its limits (``SignInRequests/Settings/noticeLimits``) the
+    /// audit entry remains the record.
+    private func announceRecovery(of device: DeviceRecord, from address: String) throws {
+        let left = try recoveryCodes.remaining(for: device.user)
+        try AuditTrail(storage: storage, now: now).record(
+            .useRecoveryCode, by: .device(kid: device.kid), user: device.user, subject: device.kid,
+            detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
+        let others = try storage.devices(user: device.user).contains { $0.status == .active && $0.kid != device.kid }
+        guard others else { return }
+        do {
+            _ = try signIn.start(
+                kind: .recovery, clientID: nil, user: device.user, bindingMessage: nil, scope: nil,
+                requestedExpiry: nil, from: address, subject: device.kid)
+        } catch is ServiceError {
+            // Too many notices already: the user's devices have some to read.
+        }
     }
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.

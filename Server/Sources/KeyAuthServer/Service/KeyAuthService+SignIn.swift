@@ -59,12 +59,17 @@ extension KeyAuthService {
         var methods: [String] = []
         var pendingDevice: DeviceRecord?
         if decision == .approve {
+            guard request.kind != .recovery else {
+                throw ServiceError(
+                    .invalidRequest,
+                    "a recovery notice is not approved: leave it to expire, or deny it to revoke the device it names")
+            }
             guard let assertion, !assertion.isEmpty else {
                 throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
             }
             let statement = try deviceStatement(
                 assertion, by: actor, naming: (AuthenticationMethod.requestClaim, request.id),
-                requiringPresence: request.kind == .device)
+                requiringPresence: request.kind == .device || request.kind == .recoveryCodes)
             guard let typed = try? statement.claims.string(AuthenticationMethod.codeClaim),
                 SignInRequests.isCode(typed, of: request)
             else { throw try wrongCode(for: request, by: actor) }
@@ -81,6 +86,10 @@ extension KeyAuthService {
             throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
         }
         try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
+        if request.kind == .recovery, let kid = request.subject {
+            // "This was not me": the device the recovery code enrolled goes, with its sessions.
+            _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
+        }
         if let pendingDevice {
             // The approval is the user's answer to "approve this device?": it is used up here.
             _ = try storage.markSignInRequestIssued(id: id)
@@ -132,7 +141,8 @@ extension KeyAuthService {
             switch request.kind {
             case .backchannel, .authorization: "client:" + (request.clientID ?? "-")
             case .account: "account-page"
-            case .device: "device:" + (request.subject ?? "-")
+            case .device, .recovery: "device:" + (request.subject ?? "-")
+            case .recoveryCodes: "recovery-codes"
             }
         var detail = "\(request.kind.rawValue) request from \(request.requestedFrom ?? "an unknown address")"
         if let extra { detail += ", " + extra }
@@ -242,6 +252,14 @@ extension KeyAuthService {
             }
             return "keyauth account page: approve the new device \"\(device.name)\" (\(kid.prefix(8))), "
                 + "registered from \(device.registeredFrom ?? "an unknown address")"
+        case .recoveryCodes:
+            return "keyauth account page: make new recovery codes (the old ones stop working)"
+        case .recovery:
+            guard let kid = request.subject, let device = try storage.device(kid: kid) else {
+                return "keyauth: a recovery code enrolled a device that no longer exists"
+            }
+            return "keyauth: a recovery code enrolled the new device \"\(device.name)\" (\(kid.prefix(8))) "
+                + "from \(device.registeredFrom ?? "an unknown address"); deny this if it was not you"
         }
     }
 }

@@ -22,6 +22,8 @@ struct KeyAuthService: Sendable {
     let registry: DeviceRegistry
     let tokens: AccessTokens
     let enrollmentCodes: EnrollmentCodes
+    /// The users' own one-time codes for enrolling a device when every device is lost.
+    let recoveryCodes: RecoveryCodes
     /// The checks of PROTOCOL.md section 2, for logins and registration proofs; one per server.
     let assertions: DeviceAssertionVerifier
     /// The keys logins are verified with: registered ones, or decoys.

@@ -30,6 +30,12 @@ struct SignInRequests: Sendable {
             maximumOpen: 5, maximumPerWindow: 20, replacesSameAddress: true, maximumPerWindowFromAddress: 5)
         /// Device approvals the signed-in account page asks for: one open per user, 10 an hour.
         var signedInLimits = SignInRequestLimits(maximumOpen: 1, maximumPerWindow: 10, replacesSameAddress: true)
+        /// The server's notices (a recovery code used): 3 open per user, 10 an hour; past those the
+        /// audit trail is the record.
+        var noticeLimits = SignInRequestLimits(maximumOpen: 3, maximumPerWindow: 10)
+        /// How long a notice stays in the devices' lists: a day, since nobody waits for it in
+        /// front of a screen.
+        var noticeLifetime: Int64 = 86_400
         /// Wrong codes an approving device may type for one request; the last denies it.
         var maximumCodeAttempts = 3
         /// Seconds a client waits between polls (CIBA `interval`).
@@ -46,6 +52,7 @@ struct SignInRequests: Sendable {
             case .client: clientLimits
             case .anonymous: anonymousLimits
             case .signedIn: signedInLimits
+            case .server: noticeLimits
             }
         }
     }
@@ -75,7 +82,7 @@ struct SignInRequests: Sendable {
         kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String?, scope: String?,
         requestedExpiry: String?, from address: String?, redirectURI: String? = nil, subject: String? = nil
     ) throws -> SignInRequestRecord {
-        var lifetime = settings.maximumLifetime
+        var lifetime = kind.origin == .server ? settings.noticeLifetime : settings.maximumLifetime
         if let requestedExpiry {
             guard let seconds = Int64(requestedExpiry), seconds > 0 else {
                 throw ServiceError(.invalidRequest, "requested_expiry must be a positive number of seconds")

@@ -115,10 +115,23 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     @discardableResult
     func deleteEnrollmentCodes(user: String) throws(StorageError) -> Int
 
+    // MARK: Recovery codes
+
+    /// Replaces every recovery code of `user` (used or not) with `codes`, in one transaction.
+    func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError)
+
+    /// `user`'s recovery codes not used yet, oldest first, with the ids storage gave them.
+    func unusedRecoveryCodes(user: String) throws(StorageError) -> [RecoveryCodeRecord]
+
+    /// Uses up the recovery code `id` of `user` at `time` in one atomic step; false when it is
+    /// used already, replaced, or not `user`'s.
+    func consumeRecoveryCode(id: Int64, user: String, at time: Int64) throws(StorageError) -> Bool
+
     // MARK: Users
 
-    /// Deletes every device record and enrollment code of `user` in one transaction; returns how
-    /// many of each. The user is then unknown to the server, as if never registered.
+    /// Deletes every device record, enrollment code and recovery code of `user` in one
+    /// transaction; returns how many devices and enrollment codes. The user is then unknown to the
+    /// server, as if never registered.
     @discardableResult
     func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int)
 

@@ -50,15 +50,22 @@ package enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     /// in ``SignInRequestRecord/subject``): approved on one of the user's active devices, it
     /// activates the pending one.
     case device
+    /// The account page's request to make a new set of recovery codes for the signed-in user:
+    /// approved on one of the user's active devices, it lets the page show the new codes once.
+    case recoveryCodes = "recovery-codes"
+    /// A notice to the user's other devices that a recovery code enrolled the device
+    /// ``SignInRequestRecord/subject``: denying it revokes that device; it cannot be approved.
+    case recovery
 
     /// Who may start a request of this kind, which decides its limits: anyone with a browser
-    /// (`account`, `authorization`), an authenticated client (`backchannel`), or a signed-in
-    /// user (`device`).
+    /// (`account`, `authorization`), an authenticated client (`backchannel`), a signed-in
+    /// user (`device`, `recovery-codes`), or the server itself (`recovery`).
     package var origin: SignInRequestOrigin {
         switch self {
         case .backchannel: .client
         case .account, .authorization: .anonymous
-        case .device: .signedIn
+        case .device, .recoveryCodes: .signedIn
+        case .recovery: .server
         }
     }
 }
@@ -69,6 +76,8 @@ package enum SignInRequestOrigin: Sendable, Hashable, CaseIterable {
     case anonymous
     case client
     case signedIn
+    /// The server's own notices (a recovery code used).
+    case server
 
     /// The kinds of this origin.
     package var kinds: [SignInRequestKind] {

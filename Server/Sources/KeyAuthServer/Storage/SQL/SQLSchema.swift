@@ -247,6 +247,24 @@ enum SQLSchema {
                 """
             ]
         },
+        Migration(version: 10) { sql in
+            [
+                // Recovery codes (RecoveryCodes): each a PBKDF2 hash under its own salt, with the
+                // iteration count it was made with; `used_at` set once it enrolled a device.
+                """
+                CREATE TABLE recovery_codes (
+                    id \(sql.serialPrimaryKey),
+                    user_name \(sql.orderedText) NOT NULL,
+                    salt \(sql.bytes) NOT NULL,
+                    code_hash \(sql.bytes) NOT NULL,
+                    iterations \(sql.integer) NOT NULL,
+                    created_at \(sql.integer) NOT NULL,
+                    used_at \(sql.integer)
+                )
+                """,
+                "CREATE INDEX recovery_codes_by_user ON recovery_codes (user_name)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

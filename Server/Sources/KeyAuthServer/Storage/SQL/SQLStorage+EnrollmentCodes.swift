@@ -55,6 +55,8 @@ extension SQLStorage {
                 try connection.lock(Self.deviceInsertLock(user: user))
                 let devices = try connection.execute("DELETE FROM devices WHERE user_name = $1", [.text(user)])
                 let codes = try connection.execute("DELETE FROM enrollment_codes WHERE user_name = $1", [.text(user)])
+                // A new user of the same name must not inherit a way into the account.
+                try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 return (devices.affectedRowCount, codes.affectedRowCount)
             }
         }

@@ -1,0 +1,63 @@
+import KeyAuth
+
+/// The account page's recovery codes (PROTOCOL.md section 9): a new set needs the approval of
+/// one of the user's devices, as approving a device does, since a code enrols a device without
+/// anyone's approval; the page then shows the set once.
+extension AccountPage {
+    /// `POST /account/recovery-codes`: asks the user's devices to approve a new set (a sign-in
+    /// request of kind `recovery-codes`, whose code the page then shows).
+    func requestRecoveryCodes(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+        try withSignedInSession(request, form: form) { session in
+            do {
+                _ = try service.signIn.start(
+                    kind: .recoveryCodes, clientID: nil, user: session.record.user, bindingMessage: nil, scope: nil,
+                    requestedExpiry: nil, from: browser.clientAddress(of: request))
+            } catch let error as ServiceError {
+                return try signedInPage(session, message: error.description, status: 400)
+            }
+            return redirect()
+        }
+    }
+
+    /// `POST /account/recovery-codes/show`: once the request the form names was approved by an
+    /// active device of the user, makes the new set and shows it, on this answer only (the
+    /// request is used up first, so a second post shows nothing).
+    func showRecoveryCodes(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
+        try withSignedInSession(request, form: form) { session in
+            let user = session.record.user
+            let id = form["request"] ?? ""
+            guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
+                record.kind == .recoveryCodes, record.user == user
+            else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
+            let refusal: String? =
+                switch record.status {
+                case .pending where service.signIn.isExpired(record): "The request expired; start again."
+                case .pending: "Not approved yet: approve it on one of your devices first."
+                case .denied: "The request was denied on your device."
+                case .issued: "These codes were shown already; make a new set if you did not keep them."
+                case .approved: nil
+                }
+            if let refusal { return try signedInPage(session, message: refusal, status: 400) }
+            guard let kid = record.answeringKID, let approver = try service.storage.device(kid: kid),
+                approver.status == .active, approver.user == user,
+                try service.storage.markSignInRequestIssued(id: id)
+            else {
+                return try signedInPage(
+                    session, message: "The request can no longer be used; start again.", status: 400)
+            }
+            let codes = try service.recoveryCodes.issue(for: user, by: .accountPage(approvedBy: kid))
+            return try signedInPage(session, message: nil, newRecoveryCodes: codes)
+        }
+    }
+
+    /// The recovery codes section of the signed-in page for `session`.
+    func recoveryCodesSection(
+        _ session: BrowserSessions.Presented, open: [SignInRequestRecord], newCodes: [String]?
+    ) throws -> RecoveryCodesSection {
+        let waiting = open.last { $0.kind == .recoveryCodes }
+        return RecoveryCodesSection(
+            basePath: basePath, csrf: session.record.csrfToken,
+            remaining: try service.recoveryCodes.remaining(for: session.record.user),
+            pending: newCodes == nil ? waiting.map { (id: $0.id, code: $0.bindingMessage) } : nil, newCodes: newCodes)
+    }
+}

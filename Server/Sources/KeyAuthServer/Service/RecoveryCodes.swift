@@ -1,0 +1,95 @@
+import KeyAuth
+
+/// A user's own one-time recovery codes (PROTOCOL.md section 4, "Recovery codes"): made by the
+/// user on a device (or the account page, with a device's approval), shown once, and each able
+/// to enrol one new device, active at once, when every device is lost.
+///
+/// A code has the enrollment codes' form (``EnrollmentCodes/makeCode()``: 20 symbols of
+/// Crockford's base32 in groups of four, 100 random bits) and is typed as forgivingly. Unlike an
+/// enrollment code it lives until used or replaced, on paper or in a password manager, so storage
+/// keeps only a slow hash of it: PBKDF2-HMAC-SHA-256 under a salt of its own, so that a copy of
+/// the database gives no code without that work for each guess at each code. A salted hash
+/// cannot be looked up, so a code is checked against each of the user's unused codes in turn (at
+/// most ``count``), comparing in constant time.
+package struct RecoveryCodes: Sendable {
+    /// Codes in a set.
+    package static let count = 10
+    /// PBKDF2 iterations for new codes: about 40 ms each on a current core. 100 random bits are
+    /// out of a guesser's reach already; the count makes each guess against a stolen table cost
+    /// what a stored password's would, while checking a typed code costs at most ten of them.
+    package static let defaultIterations = 100_000
+    /// Bytes of salt per code.
+    static let saltLength = 16
+    /// Iteration counts a stored code may have; one outside (a damaged row) never matches.
+    static let acceptedIterations: ClosedRange<Int64> = 1...10_000_000
+
+    let storage: any ServerStorage
+    let iterations: Int
+    let now: @Sendable () -> Int64
+
+    /// - Parameters:
+    ///   - storage: where code hashes are kept.
+    ///   - iterations: PBKDF2 iterations for new codes.
+    ///   - now: the clock.
+    package init(
+        storage: any ServerStorage, iterations: Int = defaultIterations,
+        now: @escaping @Sendable () -> Int64 = ServerClock.now
+    ) {
+        self.storage = storage
+        self.iterations = max(iterations, 1)
+        self.now = now
+    }
+
+    /// Makes a new set of ``count`` codes for `user`, replacing every code of the old set, and
+    /// records it in the audit trail (without the codes).
+    ///
+    /// - Returns: the codes, to show once and never again.
+    /// - Throws: ``ServiceError`` `.invalidRequest` for an invalid user name; ``StorageError``;
+    ///   `KeyAuthError` when the random generator or the KDF fails.
+    func issue(for user: String, by actor: AuditActor) throws -> [String] {
+        guard InputRules.isValidUser(user) else {
+            throw ServiceError(.invalidRequest, "the user name must be \(InputRules.userRule)")
+        }
+        let time = now()
+        var codes: [String] = []
+        var records: [RecoveryCodeRecord] = []
+        for _ in 0..<Self.count {
+            let code = try EnrollmentCodes.makeCode()
+            let salt = try CryptoPrimitives.randomBytes(count: Self.saltLength)
+            codes.append(code)
+            records.append(
+                RecoveryCodeRecord(
+                    user: user, salt: salt, hash: try Self.hash(code, salt: salt, iterations: iterations),
+                    iterations: Int64(iterations), createdAt: time))
+        }
+        try storage.replaceRecoveryCodes(user: user, with: records)
+        try AuditTrail(storage: storage, now: now).record(
+            .recoveryCodes, by: actor, user: user, detail: "\(Self.count) new codes")
+        return codes
+    }
+
+    /// How many of `user`'s codes are left.
+    func remaining(for user: String) throws(StorageError) -> Int {
+        try storage.unusedRecoveryCodes(user: user).count
+    }
+
+    /// Uses up `typed` for `user`: true when it is one of their unused codes, which is now used.
+    ///
+    /// Text that is not a code of the form is refused before anything is hashed.
+    func consume(_ typed: String, user: String) throws -> Bool {
+        guard let canonical = EnrollmentCodes.canonical(typed) else { return false }
+        for stored in try storage.unusedRecoveryCodes(user: user) {
+            guard Self.acceptedIterations.contains(stored.iterations) else { continue }
+            let hash = try Self.hash(canonical, salt: stored.salt, iterations: Int(stored.iterations))
+            if CryptoPrimitives.constantTimeEquals(hash, stored.hash) {
+                return try storage.consumeRecoveryCode(id: stored.id, user: user, at: now())
+            }
+        }
+        return false
+    }
+
+    /// The stored form of a code (its grouped upper-case form).
+    static func hash(_ code: String, salt: [UInt8], iterations: Int) throws(KeyAuthError) -> [UInt8] {
+        try CryptoPrimitives.pbkdf2SHA256(password: Array(code.utf8), salt: salt, iterations: iterations)
+    }
+}

@@ -1,0 +1,52 @@
+/// The `recovery_codes` table: a user's one-time recovery codes, kept only as salted slow hashes.
+extension SQLStorage {
+    /// One transaction: the old set is gone exactly when the new one is stored, so a user never
+    /// has two sets, nor none after a failed write.
+    package func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) in
+                try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
+                for code in codes {
+                    try connection.execute(
+                        """
+                        INSERT INTO recovery_codes (user_name, salt, code_hash, iterations, created_at)
+                        VALUES ($1, $2, $3, $4, $5)
+                        """,
+                        [
+                            .text(user), .blob(code.salt), .blob(code.hash), .integer(code.iterations),
+                            .integer(code.createdAt),
+                        ])
+                }
+            }
+        }
+    }
+
+    package func unusedRecoveryCodes(user: String) throws(StorageError) -> [RecoveryCodeRecord] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                """
+                SELECT id, user_name, salt, code_hash, iterations, created_at FROM recovery_codes
+                WHERE user_name = $1 AND used_at IS NULL ORDER BY id
+                """,
+                [.text(user)]
+            ) { row throws(StorageError) in
+                guard let id = row.integer(0), let user = row.text(1), let salt = row.blob(2), let hash = row.blob(3),
+                    let iterations = row.integer(4), let createdAt = row.integer(5)
+                else { throw StorageError(.queryFailed, "a recovery code row is incomplete") }
+                return RecoveryCodeRecord(
+                    id: id, user: user, salt: salt, hash: hash, iterations: iterations, createdAt: createdAt)
+            }
+        }
+    }
+
+    /// One conditional `UPDATE`: of two registrations using the same code at once, the second
+    /// waits for the first and then finds `used_at` set.
+    package func consumeRecoveryCode(id: Int64, user: String, at time: Int64) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "UPDATE recovery_codes SET used_at = $3 WHERE id = $1 AND user_name = $2 AND used_at IS NULL",
+                [.integer(id), .text(user), .integer(time)]
+            ).affectedRowCount == 1
+        }
+    }
+}

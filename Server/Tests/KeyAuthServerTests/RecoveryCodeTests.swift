@@ -1,0 +1,256 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// Recovery codes through the responder: made by a device after a presence check, each enrolling
+/// one device active at once, audited, announced to the user's other devices, and limited like
+/// every registration. PBKDF2 runs with 1000 iterations here; the CLI test runs the default.
+@Suite("Recovery codes")
+struct RecoveryCodeTests {
+    /// A server with cheap recovery-code hashing and room for the failures a test makes.
+    private static func api(_ environment: TestEnvironment, failureLimit: Int = 1000) throws -> TestAPI {
+        try environment.directAPI {
+            $0.recoveryCodeIterations = 1000
+            $0.failureLimit = failureLimit
+        }
+    }
+
+    /// `POST /v1/recovery-codes` by `key`'s device, with an assertion naming `user` and stating
+    /// `methods`, or none.
+    private static func makeCodes(
+        _ api: TestAPI, key: RSAPrivateKey, token: String, user: String = "alice", methods: [String] = ["swk", "pin"],
+        withAssertion: Bool = true
+    ) throws -> HTTPResponse {
+        var body: [String: JSONValue] = [:]
+        if withAssertion {
+            body["assertion"] = .string(
+                try api.assertion(
+                    key, claims: ["recovery_codes": .string(user), "amr": .array(methods.map(JSONValue.string))]))
+        }
+        return try api.send(
+            "POST", "/v1/recovery-codes",
+            headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"],
+            body: Array(JSONValue.object(body).serialized().utf8))
+    }
+
+    /// The codes of a successful answer.
+    private static func codes(_ response: HTTPResponse) throws -> [String] {
+        try #require(response.json?["codes"]?.arrayValue).compactMap(\.stringValue)
+    }
+
+    /// Registers `key` for `user` with `code` as its recovery code.
+    private static func recover(_ api: TestAPI, user: String = "alice", key: RSAPrivateKey, code: String) throws
+        -> HTTPResponse
+    {
+        try api.registerBody(
+            .object([
+                "user": .string(user), "name": .string("new laptop"),
+                "public_key": .string(key.publicKey.pemRepresentation), "proof": .string(try api.assertion(key)),
+                "recovery_code": .string(code),
+            ]))
+    }
+
+    /// Alice's laptop, active, and a set of codes it made; then the laptop is lost (revoked).
+    private static func aliceLostHerLaptop(_ api: TestAPI) throws -> (laptop: RSAPrivateKey, codes: [String]) {
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try Self.codes(try makeCodes(api, key: laptop, token: token))
+        #expect(try api.authorized("DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: token).status == 204)
+        return (laptop, codes)
+    }
+
+    @Test("a device makes 10 readable codes only with a fresh assertion after a presence check, and it is audited")
+    func makingCodes() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+
+        let tokenOnly = try Self.makeCodes(api, key: laptop, token: token, withAssertion: false)
+        #expect(tokenOnly.status == 400 && tokenOnly.errorCode == "invalid_request")
+        let keyOnly = try Self.makeCodes(api, key: laptop, token: token, methods: ["swk"])
+        #expect(keyOnly.errorCode == "invalid_grant" && keyOnly.errorDescription?.contains("presence") == true)
+        let otherUser = try Self.makeCodes(api, key: laptop, token: token, user: "bob")
+        #expect(otherUser.errorCode == "invalid_grant")
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try api.storage.unusedRecoveryCodes(user: "bob").isEmpty)
+
+        let made = try Self.makeCodes(api, key: laptop, token: token)
+        #expect(made.status == 200)
+        #expect(made.headers["Cache-Control"] == "no-store")
+        #expect(made.json?["user"] == .string("alice"))
+        let codes = try Self.codes(made)
+        #expect(codes.count == 10 && Set(codes).count == 10)
+        // The enrollment codes' form: 20 symbols of Crockford's base32 in groups of four.
+        #expect(codes.allSatisfy { EnrollmentCodes.canonical($0) == $0 && $0.count == 24 })
+        let events = try AuditTrail(storage: api.storage, now: environment.clock.closure).events(since: 0)
+        #expect(
+            events.contains {
+                $0.action == .recoveryCodes && $0.user == "alice"
+                    && $0.actor == "device:\(laptop.publicKey.fingerprint)"
+            })
+        #expect(!events.contains { event in codes.contains { event.detail?.contains($0) == true } })
+    }
+
+    @Test("only salted PBKDF2 hashes are stored, never a code")
+    func onlySlowHashesStored() throws {
+        let environment = TestEnvironment()
+        let storage = try environment.openStorage()
+        let codes = try RecoveryCodes(storage: storage, iterations: 1000, now: environment.clock.closure)
+            .issue(for: "alice", by: .administrator)
+        let stored = try storage.unusedRecoveryCodes(user: "alice")
+        #expect(stored.count == 10 && Set(stored.map(\.salt)).count == 10)
+        #expect(stored.allSatisfy { $0.iterations == 1000 && $0.hash.count == 32 })
+        let first = try #require(stored.first)
+        #expect(
+            first.hash
+                == (try CryptoPrimitives.pbkdf2SHA256(
+                    password: Array(codes[0].utf8), salt: first.salt, iterations: 1000)))
+        #expect(first.hash != (try CryptoPrimitives.sha256(Array(codes[0].utf8))))
+        storage.close()
+        let file = try #require(FileManagerLite.contents(of: environment.databasePath))
+        for code in codes {
+            #expect(!file.containsSubsequence(Array(code.utf8)))
+            #expect(!file.containsSubsequence(Array(code.replacingOccurrences(of: "-", with: "").utf8)))
+        }
+    }
+
+    @Test("PBKDF2-HMAC-SHA-256 matches RFC 7914's test vector")
+    func pbkdf2Vector() throws {
+        // RFC 7914 section 11: P = "passwd", S = "salt", c = 1, dkLen = 64.
+        let derived = try CryptoPrimitives.pbkdf2SHA256(
+            password: Array("passwd".utf8), salt: Array("salt".utf8), iterations: 1, length: 64)
+        #expect(
+            Hex.encode(derived)
+                == "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"
+                + "49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783")
+    }
+
+    @Test("a code enrols a new device once, active at once, typed in any case and grouping; others are refused")
+    func consumingCodes() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (_, codes) = try Self.aliceLostHerLaptop(api)
+
+        // Without a code, nobody is left to approve: refused.
+        let none = try api.register(user: "alice", key: try ServerTestKeys.key("alice-2"))
+        #expect(none.errorCode == "access_denied")
+        let wrong = try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: "AAAA-BBBB-CCCC-DDDD-EEEE")
+        #expect(wrong.status == 403 && wrong.errorCode == "access_denied")
+        #expect(wrong.errorDescription?.contains("recovery code") == true)
+        let notACode = try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: "hello")
+        #expect(notACode.errorCode == "access_denied")
+        // Another user cannot use alice's code, which stays usable by her.
+        let stolen = try Self.recover(api, user: "bob", key: try ServerTestKeys.key("bob-1"), code: codes[3])
+        #expect(stolen.errorCode == "access_denied")
+
+        let typed = codes[3].lowercased().replacingOccurrences(of: "-", with: " ")
+        let phone = try ServerTestKeys.key("alice-2")
+        let recovered = try Self.recover(api, key: phone, code: typed)
+        #expect(recovered.status == 201, "\(recovered.text)")
+        #expect(recovered.json?["status"] == .string("active"))
+        #expect(try api.login(phone).status == 200)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 9)
+
+        let again = try Self.recover(api, key: try ServerTestKeys.key("alice-3"), code: codes[3])
+        #expect(again.status == 403 && again.errorCode == "access_denied")
+        let both = try api.registerBody(
+            .object([
+                "user": "alice", "name": "x",
+                "public_key": .string(try ServerTestKeys.key("alice-3").publicKey.pemRepresentation),
+                "proof": .string(try api.assertion(try ServerTestKeys.key("alice-3"))),
+                "recovery_code": .string(codes[4]),
+                "enrollment_code": "AAAA-BBBB-CCCC-DDDD-EEEE",
+            ]))
+        #expect(both.status == 400 && both.errorCode == "invalid_request")
+
+        let events = try AuditTrail(storage: api.storage, now: environment.clock.closure).events(since: 0)
+        let used = try #require(events.first { $0.action == .useRecoveryCode })
+        #expect(used.user == "alice" && used.subject == phone.publicKey.fingerprint)
+        #expect(used.actor == "device:\(phone.publicKey.fingerprint)")
+        #expect(used.detail == "new laptop, from 192.0.2.1, 9 codes left")
+        #expect(events.filter { $0.action == .useRecoveryCode }.count == 1)
+    }
+
+    @Test("a new set replaces the old one: its unused codes stop working")
+    func newSetReplacesOld() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let old = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        let new = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        #expect(Set(old).isDisjoint(with: new))
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+        let refused = try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: old[0])
+        #expect(refused.errorCode == "access_denied")
+        #expect(try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: new[0]).status == 201)
+    }
+
+    @Test("wrong codes count against the address's failure limit, which then refuses even a right one (429)")
+    func wrongCodesAreRateLimited() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment, failureLimit: 3)
+        let (_, codes) = try Self.aliceLostHerLaptop(api)
+        for index in 0..<3 {
+            let key = try ServerTestKeys.key("alice-\(index + 2)")
+            #expect(try Self.recover(api, key: key, code: "AAAA-BBBB-CCCC-DDDD-EEE\(index)").status == 403)
+        }
+        let limited = try Self.recover(api, key: try ServerTestKeys.key("alice-9"), code: codes[0])
+        #expect(limited.status == 429 && limited.errorCode == "slow_down")
+        #expect(limited.headers["Retry-After"] != nil)
+        // Nothing was used up by the refused attempt.
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+    }
+
+    @Test("the user's other devices get a notice that cannot be approved, and denying it revokes the new device")
+    func otherDevicesAreTold() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        let notice = try #require(listed.first { $0["kind"] == .string("recovery") })
+        let name = try #require(notice["client_name"]?.stringValue)
+        #expect(
+            name.contains(
+                "recovery code enrolled the new device \"new laptop\" (\(thief.publicKey.fingerprint.prefix(8)))"))
+        #expect(name.contains("from 192.0.2.1"))
+        let id = try #require(notice["id"]?.stringValue)
+        // It lives a day, not the five minutes of a sign-in.
+        let record = try #require(try api.storage.signInRequest(id: id))
+        #expect(record.expiresAt - record.createdAt == 86_400)
+
+        let approve = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+        #expect(approve.status == 400 && approve.errorCode == "invalid_request")
+        #expect(try api.answer(id, decision: "deny", assertion: nil, token: token).status == 200)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
+        #expect(try api.login(thief).status != 200)
+        let events = try AuditTrail(storage: api.storage, now: environment.clock.closure).events(since: 0)
+        #expect(
+            events.contains {
+                $0.action == .revoke && $0.subject == thief.publicKey.fingerprint
+                    && $0.actor == "device:\(laptop.publicKey.fingerprint)"
+            })
+    }
+
+    @Test("with no device left, nobody is told: the audit trail is the record")
+    func noDeviceNoNotice() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (_, codes) = try Self.aliceLostHerLaptop(api)
+        let phone = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: phone, code: codes[0]).status == 201)
+        let token = try api.accessToken(phone)
+        let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        #expect(!listed.contains { $0["kind"] == .string("recovery") })
+    }
+}

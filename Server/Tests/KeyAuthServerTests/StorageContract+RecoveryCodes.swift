@@ -1,0 +1,67 @@
+import Testing
+
+@testable import KeyAuthServer
+
+extension StorageContract {
+    static let recoveryCodeChecks = [
+        StorageCheck(
+            "replaces a user's recovery codes as a set, and uses each once, for its user only",
+            StorageContract.keepsRecoveryCodes),
+        StorageCheck("uses a contested recovery code for exactly one caller", StorageContract.racesRecoveryCodes),
+    ]
+
+    /// A recovery code record of `user` whose salt and hash are `byte` repeated.
+    static func recoveryCode(_ byte: UInt8, user: String = "alice") -> RecoveryCodeRecord {
+        RecoveryCodeRecord(
+            user: user, salt: [UInt8](repeating: byte, count: 16), hash: [UInt8](repeating: byte, count: 32),
+            iterations: 1000 + Int64(byte), createdAt: 500)
+    }
+
+    static func keepsRecoveryCodes(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        try storage.replaceRecoveryCodes(user: "alice", with: [recoveryCode(1), recoveryCode(2), recoveryCode(3)])
+        try storage.replaceRecoveryCodes(user: "bob", with: [recoveryCode(9, user: "bob")])
+        let stored = try storage.unusedRecoveryCodes(user: "alice")
+        // Every field back, in the order stored, with ids that tell them apart.
+        #expect(stored.map { [$0.salt.first, $0.hash.first] } == [[1, 1], [2, 2], [3, 3]])
+        #expect(stored.map(\.iterations) == [1001, 1002, 1003])
+        #expect(stored.allSatisfy { $0.user == "alice" && $0.createdAt == 500 && $0.salt.count == 16 })
+        #expect(Set(stored.map(\.id)).count == 3)
+
+        let second = stored[1]
+        #expect(try !storage.consumeRecoveryCode(id: second.id, user: "bob", at: 600))
+        #expect(try storage.consumeRecoveryCode(id: second.id, user: "alice", at: 600))
+        #expect(try !storage.consumeRecoveryCode(id: second.id, user: "alice", at: 601))
+        #expect(try storage.unusedRecoveryCodes(user: "alice").map(\.id) == [stored[0].id, stored[2].id])
+
+        // A new set replaces the old one whole, used codes included; other users keep theirs.
+        try storage.replaceRecoveryCodes(user: "alice", with: [recoveryCode(4)])
+        let replaced = try storage.unusedRecoveryCodes(user: "alice")
+        #expect(replaced.map { $0.salt.first } == [4])
+        #expect(try !storage.consumeRecoveryCode(id: stored[0].id, user: "alice", at: 700))
+        #expect(try storage.unusedRecoveryCodes(user: "bob").count == 1)
+
+        // Deleting a user deletes their codes: a new user of that name starts with none.
+        _ = try storage.deleteUser("alice")
+        #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try storage.unusedRecoveryCodes(user: "bob").count == 1)
+    }
+
+    static func racesRecoveryCodes(_ database: StorageContractDatabase) throws {
+        let setup = try database.open()
+        try setup.replaceRecoveryCodes(user: "alice", with: [recoveryCode(7)])
+        let id = try #require(try setup.unusedRecoveryCodes(user: "alice").first?.id)
+        setup.close()
+        // Two servers use the same code at the same moment: one wins.
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
+            try (index.isMultiple(of: 2) ? first : second).consumeRecoveryCode(id: id, user: "alice", at: 800)
+        }
+        #expect(try outcomes.map { try $0.get() }.filter { $0 }.count == 1)
+    }
+}
