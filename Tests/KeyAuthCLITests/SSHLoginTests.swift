@@ -91,6 +91,39 @@ struct SSHLoginTests {
         #expect(refused.output.isEmpty)
     }
 
+    @Test("once the device is revoked, the server's KRL makes sshd refuse its live certificate")
+    func revocationList() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let keys = try setup.keyDirectory
+        let krl = setup.directory.path + "/revoked.krl"
+        func fetchList() throws {
+            let fetched = try ExternalCommand.run(["curl", "-fsS", "-o", krl, setup.server.url + "/v1/ssh/krl"])
+            try #require(fetched.status == 0, "\(fetched.errorOutput)")
+        }
+        try fetchList()
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
+            revokedKeys: krl)
+        defer { host.stop() }
+        // The list names no revoked device yet: sshd reads it and lets the certificate in.
+        let before = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
+
+        let status = await setup.device.run(["status", "--json"])
+        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
+        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
+        let revoked = await setup.device.run(["devices", "revoke", ownKeyID])
+        #expect(revoked.status == 0, "\(revoked.standardError)")
+        try fetchList()
+        let checked = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"])
+        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
+        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(after.status == 255)
+        #expect(host.log.contains("revoked"), "\(host.log)")
+    }
+
     @Test("sshd refuses an expired certificate and one signed by another CA")
     func refusesExpiredAndForeign() async throws {
         let setup = try await Setup()

@@ -187,6 +187,33 @@ struct SSHCertificateTests {
             let refused = try ExternalCommand.run([Binaries.server] + arguments)
             #expect(refused.status == 64, "\(arguments): \(refused.errorOutput)")
         }
+        // krl: the list of a database's revoked devices, which ssh-keygen reads.
+        let database = directory.path + "/ka.db"
+        let storage = try StorageFactory.open(database)
+        _ = try storage.insertDevice(
+            DeviceRecord(
+                kid: "kid-revoked", user: "alice", name: "old", publicKeyPEM: "", status: .revoked, createdAt: 1))
+        storage.close()
+        let krl = directory.path + "/revoked.krl"
+        let listed = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "krl", krl, "--ssh-ca-key-file", path, "--db", database])
+        #expect(listed.status == 0, "\(listed.errorOutput)")
+        #expect(listed.errorOutput.contains("revoking the certificates of 1 revoked device(s)"))
+        let authority = try SSHCertificateAuthority.load(file: path)
+        let certificate = directory.path + "/revoked-cert.pub"
+        var fields = try Self.certificate()
+        fields.keyID = "keyauth user alice device kid-revoked"
+        try (try fields.line(signedBy: authority, nonce: [1, 2, 3], comment: "c") + "\n").write(
+            toFile: certificate, atomically: true, encoding: .utf8)
+        let queried = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", krl, certificate])
+        #expect(queried.output.contains("REVOKED"), "\(queried.output)\(queried.errorOutput)")
+        fields.keyID = "keyauth user alice device kid-active"
+        try (try fields.line(signedBy: authority, nonce: [1, 2, 3], comment: "c") + "\n").write(
+            toFile: certificate, atomically: true, encoding: .utf8)
+        let kept = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", krl, certificate])
+        #expect(kept.status == 0)
+        #expect(kept.output.contains("ok"), "\(kept.output)\(kept.errorOutput)")
+
         let missing = try ExternalCommand.run(
             [Binaries.server, "ssh-ca", "show", "--ssh-ca-key-file", directory.path + "/none.pem"])
         #expect(missing.status == 66)

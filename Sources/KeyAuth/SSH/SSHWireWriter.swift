@@ -9,6 +9,11 @@ package struct SSHWireWriter: Sendable {
 
     package init() {}
 
+    /// A `byte`.
+    package mutating func byte(_ value: UInt8) {
+        bytes.append(value)
+    }
+
     /// A `uint32`.
     package mutating func uint32(_ value: UInt32) {
         bytes.append(contentsOf: [

@@ -21,7 +21,7 @@ final class OpenSSHServer: Sendable {
     /// - Parameters:
     ///   - principals: the principals each local account accepts (`AuthorizedPrincipalsFile`).
     ///   - revokedKeys: a `RevokedKeys` file, if any.
-    init(caLine: String, principals: [String: [String]]) throws {
+    init(caLine: String, principals: [String: [String]], revokedKeys: String? = nil) throws {
         directory = TemporaryDirectory("keyauth-sshd")
         let path = directory.path
         // sshd checks its privilege-separation directory even in the foreground.
@@ -50,6 +50,7 @@ final class OpenSSHServer: Sendable {
             PermitRootLogin prohibit-password
             StrictModes no
             LogLevel VERBOSE
+            \(revokedKeys.map { "RevokedKeys \($0)" } ?? "")
 
             """
         try config.write(toFile: path + "/sshd_config", atomically: true, encoding: .utf8)

@@ -12,7 +12,7 @@ complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a revoke
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a keys -d 'List or rotate the signing keys'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a clients -d 'Add, list or remove client applications'
 complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a ssh-ca -d 'Make or show the SSH CA key'
-complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -a 'init show' -d 'SSH CA action'
+complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -a 'init show krl' -d 'SSH CA action'
 complete -c keyauth-server -l ssh-ca-key-file -r -F -d 'The SSH user CA key file'
 complete -c keyauth-server -n $serving -l ssh-certificate-lifetime -x -d 'How long SSH certificates are valid'
 complete -c keyauth-server -n $serving -l ssh-no-port-forwarding -d 'Certificates without permit-port-forwarding'

@@ -16,7 +16,7 @@ extension ServerCommand {
                keyauth-server codes list [--json] | revoke USER [--db PATH]
                keyauth-server audit [--since DURATION|TIME] [--json] [--db PATH]
                keyauth-server backup FILE [--db PATH]
-               keyauth-server ssh-ca init [--alg ed25519|ecdsa|rsa] | show --ssh-ca-key-file PATH
+               keyauth-server ssh-ca init [--alg ed25519|ecdsa|rsa] | show | krl FILE --ssh-ca-key-file PATH
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
         approval on a device (OpenID CIBA) and an account page.

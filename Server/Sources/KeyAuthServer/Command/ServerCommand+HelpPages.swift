@@ -122,17 +122,20 @@ extension ServerCommand {
                 """)
         case "ssh-ca":
             return page(
-                "ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH\n       keyauth-server ssh-ca show --ssh-ca-key-file PATH",
+                "ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH\n       keyauth-server ssh-ca show --ssh-ca-key-file PATH\n       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH [--db PATH]",
                 """
                 ssh-ca init makes the key of the SSH user certificate authority (a new 0600 file; an
                 existing one is never replaced) and prints its public key line. ssh-ca show prints
                 that line again. Hosts trust it with TrustedUserCAKeys; serve with the same
-                --ssh-ca-key-file issues certificates at POST /v1/ssh/certificates.
+                --ssh-ca-key-file issues certificates at POST /v1/ssh/certificates. ssh-ca krl
+                writes the revocation list of revoked devices' certificates to FILE, for sshd's
+                RevokedKeys (a server also serves it at GET /v1/ssh/krl).
                 """,
                 """
                   --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (ecdsa: P-256; rsa:
                                             3072 bits)
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+                  --db PATH                 the database (krl) [KEYAUTH_SERVER_DB]
                 """)
         case "clients":
             return page(

@@ -110,7 +110,7 @@ extension ServerCommand {
                         + "[--public], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))")
             }
         case "ssh-ca":
-            return try sshCAAction(&settings)
+            return try sshCAAction(&settings, database: database)
         case "codes":
             let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
@@ -156,15 +156,23 @@ extension ServerCommand {
 
     /// `ssh-ca init [--alg ed25519|ecdsa|rsa]` and `ssh-ca show`, with the key file from
     /// `--ssh-ca-key-file`, its variable or the settings file, as `serve` reads it.
-    private static func sshCAAction(_ settings: inout ServerSettings) throws(ServerConfigurationError) -> Action {
+    private static func sshCAAction(
+        _ settings: inout ServerSettings, database: String
+    ) throws(ServerConfigurationError) -> Action {
         let keyType = settings.option("--alg")
         let keyFile = settings.value("--ssh-ca-key-file")
-        let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
+        let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
         guard let keyFile, !keyFile.value.isEmpty else {
             throw ServerConfigurationError(
                 "ssh-ca: needs --ssh-ca-key-file PATH (or ssh-ca-key-file in the settings file, see --config)")
         }
+        guard given.count == 1 || given.first == "krl" else {
+            throw ServerConfigurationError("ssh-ca: only krl takes a file name")
+        }
         switch given.first {
+        case "krl" where keyType == nil:
+            guard given.count == 2 else { throw ServerConfigurationError("ssh-ca krl: missing FILE") }
+            return .sshCA(.revocationList(file: given[1], database: database), keyFile: keyFile.value)
         case "init":
             let type = keyType ?? SSHCertificateAuthority.KeyType.ed25519.rawValue
             guard SSHCertificateAuthority.KeyType(rawValue: type) != nil else {
@@ -173,11 +181,12 @@ extension ServerCommand {
             return .sshCA(.initialize(keyType: type), keyFile: keyFile.value)
         case "show" where keyType == nil:
             return .sshCA(.show, keyFile: keyFile.value)
-        case "show":
+        case "show", "krl":
             throw ServerConfigurationError("--alg: only ssh-ca init makes a key")
         default:
             throw ServerConfigurationError(
-                "ssh-ca: expected init [--alg ed25519|ecdsa|rsa] or show\(suggestion(given.first, ["init", "show"]))")
+                "ssh-ca: expected init [--alg ed25519|ecdsa|rsa], show or krl FILE"
+                    + suggestion(given.first, ["init", "show", "krl"]))
         }
     }
 

@@ -104,6 +104,8 @@ package enum ServerCommand {
         case initialize(keyType: String)
         /// `ssh-ca show`: the CA's public key line.
         case show
+        /// `ssh-ca krl FILE`: the revocation list of revoked devices' certificates, to FILE.
+        case revocationList(file: String, database: String)
     }
 
     /// What `keyauth-server clients` does.

@@ -24,6 +24,19 @@ struct SSHCertificateIssuer: Sendable {
     let audit: AuditTrail
     let now: @Sendable () -> Int64
 
+    /// The key ID of every certificate of `device`: what `sshd` logs, and what the revocation
+    /// list names once the device is revoked.
+    static func keyID(of device: DeviceRecord) -> String {
+        "keyauth user \(device.user) device \(device.kid)"
+    }
+
+    /// The KRL of the certificates of `devices` that are revoked, generated now.
+    func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
+        try SSHRevocationList.encoded(
+            revokingKeyIDs: devices.filter { $0.status == .revoked }.map(Self.keyID(of:)), of: authority,
+            generatedAt: UInt64(clamping: max(now(), 0)))
+    }
+
     /// A certificate issued, as the endpoint answers it.
     struct Issued: Sendable {
         var certificate: SSHUserCertificate
@@ -45,7 +58,7 @@ struct SSHCertificateIssuer: Sendable {
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
         extensions[Self.deviceExtension] = device.kid
         let certificate = SSHUserCertificate(
-            publicKey: .rsa(key), serial: serial, keyID: "keyauth user \(device.user) device \(device.kid)",
+            publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
             principals: [device.user],
             validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
             validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),

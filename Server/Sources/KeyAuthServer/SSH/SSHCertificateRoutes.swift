@@ -17,6 +17,16 @@ extension KeyAuthResponder {
                     headers: ["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "public, max-age=300"],
                     body: Array((authority.authority.publicKeyLine(comment: "keyauth-ca") + "\n").utf8))
             }),
+        RouteDeclaration(
+            [.get, .head], "/v1/ssh/krl",
+            .api { responder, _, _, _ in
+                let issuer = try responder.sshAuthority()
+                let list = try issuer.revocationList(of: try responder.service.registry.allDevices())
+                return HTTPResponse(
+                    status: 200,
+                    headers: ["Content-Type": "application/octet-stream", "Cache-Control": "public, max-age=60"],
+                    body: list)
+            }),
     ])
 
     /// The issuer, or 404 on a server without `--ssh-ca-key-file`.

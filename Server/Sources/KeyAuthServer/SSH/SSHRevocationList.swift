@@ -1,0 +1,47 @@
+import KeyAuth
+
+/// An OpenSSH key revocation list (KRL, OpenSSH's `PROTOCOL.krl`) naming the certificates of
+/// revoked devices, for hosts' `RevokedKeys`: a revoked device's certificate is refused before
+/// it expires once the host has the new list.
+///
+/// Certificates are named by their key ID (`keyauth user USER device KID`), which this CA gives
+/// every certificate of one device, so the list needs no record of the serials issued and stays
+/// one entry per revoked device.
+package enum SSHRevocationList {
+    /// `SSHKRL\n\0`.
+    static let magic: UInt64 = 0x5353_484B_524C_0A00
+    static let formatVersion: UInt32 = 1
+    static let certificatesSection: UInt8 = 1
+    static let keyIDSection: UInt8 = 0x23
+
+    /// The list revoking every certificate of `authority` whose key ID is in `keyIDs`.
+    ///
+    /// - Parameters:
+    ///   - generatedAt: seconds since 1970, also the list's version, so that a newer list has a
+    ///     larger one.
+    package static func encoded(
+        revokingKeyIDs keyIDs: [String], of authority: SSHCertificateAuthority, generatedAt: UInt64
+    ) throws(KeyAuthError) -> [UInt8] {
+        var list = SSHWireWriter()
+        list.uint64(magic)
+        list.uint32(formatVersion)
+        list.uint64(generatedAt)
+        list.uint64(generatedAt)
+        list.uint64(0)  // flags
+        try list.string([])  // reserved
+        try list.string("keyauth-server: certificates of revoked devices")
+        // One key ID once, in order: what `ssh-keygen -k` writes.
+        let sortedIDs = Set(keyIDs).sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        guard !sortedIDs.isEmpty else { return list.bytes }
+        var identifiers = SSHWireWriter()
+        for keyID in sortedIDs { try identifiers.string(keyID) }
+        var certificates = SSHWireWriter()
+        try certificates.string(authority.publicKeyBlob)
+        try certificates.string([])  // reserved
+        certificates.byte(keyIDSection)
+        try certificates.string(identifiers.bytes)
+        list.byte(certificatesSection)
+        try list.string(certificates.bytes)
+        return list.bytes
+    }
+}
