@@ -244,7 +244,7 @@ struct AccountPageTests {
 
     @Test(
         "revoking a device with keyauth-server revoke deletes the browser sessions it approved",
-        .timeLimit(.minutes(2)))
+        .timeLimit(.minutes(5)))
     func adminRevocationEndsSessions() throws {
         let environment = TestEnvironment()
         defer { withExtendedLifetime(environment) {} }

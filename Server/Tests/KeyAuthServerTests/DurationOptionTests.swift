@@ -5,7 +5,7 @@ import Testing
 @testable import KeyAuthServer
 
 /// Every duration option of `keyauth-server` reads one syntax: `90`, `90s`, `5m`, `1h30m`, `2d`.
-@Suite("keyauth-server duration options", .timeLimit(.minutes(2)))
+@Suite("keyauth-server duration options", .timeLimit(.minutes(5)))
 struct DurationOptionTests {
     private func parse(_ arguments: [String], _ environment: [String: String] = [:]) throws
         -> ServerCommand.Action

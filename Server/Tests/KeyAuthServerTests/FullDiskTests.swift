@@ -21,7 +21,7 @@ struct FullDiskTests {
 
     @Test(
         "the built server on a full tmpfs: logins and registrations fail with 503, and so does /healthz until space is freed",
-        .enabled(if: SmallDisk.canMount, "mounting a tmpfs needs root"), .timeLimit(.minutes(2)))
+        .enabled(if: SmallDisk.canMount, "mounting a tmpfs needs root"), .timeLimit(.minutes(5)))
     func fullDisk() throws {
         let disk = try SmallDisk(megabytes: 4)
         defer { disk.unmount() }

@@ -6,7 +6,7 @@ import Testing
 
 /// The settings file's comments and bare boolean keys, and `check-config` walking the parser's
 /// own table of settings.
-@Suite("keyauth-server settings table, comments and bare keys", .timeLimit(.minutes(2)))
+@Suite("keyauth-server settings table, comments and bare keys", .timeLimit(.minutes(5)))
 struct SettingsTableTests {
     @Test("a # after a space starts a comment, a # inside a value stays, a bare boolean key is true")
     func commentsAndBareKeys() throws {
