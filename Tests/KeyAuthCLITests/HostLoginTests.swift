@@ -1,0 +1,130 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The PAM module end to end: real libpam through `pamtester` and `sudo`, the built
+/// `libpam_keyauth.so` and `keyauth-pam-helper`, a `keyauth-server` process, a Linux user made
+/// for the test. Serialized: they share `/dev/log` and `/etc`.
+@Suite(
+    "Host login through pam_keyauth", .serialized,
+    .enabled(
+        if: ExternalTools.shouldRun(installed: HostLoginMachine.canRun),
+        "needs root, useradd and pamtester (apt-get install pamtester)"))
+struct HostLoginTests {
+    @Test("the right PIN logs in, a wrong one does not, and the PIN is written nowhere", .timeLimit(.minutes(3)))
+    func rightAndWrongPIN() async throws {
+        try await withHostLogin { machine in
+            let right = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            #expect(right.standardOutput.contains("successfully authenticated"), "\(right.standardOutput)")
+
+            let wrong = try machine.pamtester(pin: "000000")
+            #expect(wrong.status != 0)
+            #expect(wrong.standardError.contains("Authentication failure"), "\(wrong.standardError)")
+
+            let log = machine.syslog.text
+            if machine.syslog.isCapturing {
+                #expect(log.contains("logged in with the keyauth device key"), "\(log)")
+                #expect(log.contains("wrong_pin"), "\(log)")
+            }
+            for (what, text) in [
+                ("syslog", log), ("pamtester output", right.standardOutput + right.standardError),
+                ("files", machine.filesText()), ("server log", machine.server.log),
+            ] {
+                #expect(!text.contains(HostLoginMachine.pin), "the PIN is in the \(what)")
+                #expect(!text.contains("000000"), "the wrong PIN is in the \(what)")
+            }
+        }
+    }
+
+    @Test("a revoked device is refused", .timeLimit(.minutes(3)))
+    func revokedDevice() async throws {
+        try await withHostLogin { machine in
+            let revoked = try KeyAuthServerProcess.runCommand([
+                "revoke", machine.keyID, "--db", machine.scratch.path + "/server.db",
+            ])
+            try #require(revoked.status == 0, "\(revoked.error)")
+            let result = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(result.status != 0)
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("invalid_grant"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
+    @Test("a user without a keyauth account, or without a Linux account, is refused", .timeLimit(.minutes(3)))
+    func unknownUsers() async throws {
+        try await withHostLogin { machine in
+            let root = try machine.pamtester(user: "root", pin: HostLoginMachine.pin)
+            #expect(root.status != 0)
+            let nobody = try machine.pamtester(user: "kapam-no-such-user", pin: HostLoginMachine.pin)
+            #expect(nobody.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("no keyauth account of root"), "\(log)")
+                #expect(log.contains("no Linux user kapam-no-such-user"), "\(log)")
+            }
+        }
+    }
+
+    @Test("with the server down, or an account on another server, the login fails closed", .timeLimit(.minutes(3)))
+    func serverDownAndOtherServer() async throws {
+        try await withHostLogin { machine in
+            // An account the user pointed at another server is not one root allowed.
+            try machine.writeService(server: "http://127.0.0.1:1")
+            let other = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(other.status != 0)
+
+            try machine.writeService(server: machine.server.url)
+            _ = machine.server.terminate()
+            let down = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(down.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("no keyauth account of \(machine.user) on http://127.0.0.1:1"), "\(log)")
+                #expect(log.contains("transport_failed"), "\(log)")
+            }
+        }
+    }
+
+    @Test(
+        "sudo through the module runs a command with the right PIN and refuses a wrong one",
+        .enabled(
+            if: ExternalTools.shouldRun(installed: FileManager.default.isExecutableFile(atPath: HostLoginMachine.sudo)),
+            "sudo is not installed"),
+        .timeLimit(.minutes(3)))
+    func sudoThroughTheModule() async throws {
+        try await withHostLogin { machine in
+            try machine.allowSudo()
+            let wrong = try machine.sudo(pin: "000000")
+            #expect(wrong.status != 0, "\(wrong.standardOutput)")
+            let right = try machine.sudo(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            #expect(right.standardOutput == "0\n")
+            #expect(!machine.syslog.text.contains(HostLoginMachine.pin))
+        }
+    }
+}
+
+@Suite("The pam_keyauth module as built")
+struct PAMModuleBuildTests {
+    @Test("exports the three PAM entry points and nothing of the Swift runtime", .timeLimit(.minutes(2)))
+    func exportsEntryPointsOnly() throws {
+        let module = try HostLoginMachine.builtModule.get()
+        let symbols = try ExternalCommand.run(["nm", "-D", "--defined-only", module], timeout: 30)
+        let exported = symbols.output.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            return fields.count == 3 && fields[1] == "T" ? String(fields[2]) : nil
+        }
+        #expect(exported.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
+        let libraries = try ExternalCommand.run(["ldd", module], timeout: 30)
+        #expect(libraries.output.contains("libpam.so"), "\(libraries.output)")
+        #expect(!libraries.output.lowercased().contains("swift"), "\(libraries.output)")
+        #expect(!libraries.output.contains("libstdc++"), "\(libraries.output)")
+    }
+}
