@@ -330,10 +330,10 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
     int status;
     char answer[KEYAUTH_ANSWER_MAX];
     const char *why = NULL;
-    if (send_all(helper.fd, request, used) != 0) {
-        pam_syslog(pamh, LOG_ERR, "user %s refused: cannot send the request to the helper", user);
-        status = PAM_AUTHINFO_UNAVAIL;
-    } else if (read_answer(helper.fd, options->timeout_ms, answer, sizeof answer, &why) != 0) {
+    /* A helper that answered without reading (and exited) makes the send fail; its answer is
+     * still read below, and a helper that neither reads nor answers fails there. */
+    (void)send_all(helper.fd, request, used);
+    if (read_answer(helper.fd, options->timeout_ms, answer, sizeof answer, &why) != 0) {
         pam_syslog(pamh, LOG_ERR, "user %s refused: %s", user, why);
         status = PAM_AUTHINFO_UNAVAIL;
     } else if (strncmp(answer, "pin ", 4) == 0) {

@@ -93,6 +93,38 @@ struct HostLoginTests {
     }
 
     @Test(
+        "a helper that hangs is killed at the timeout, and one that answers nonsense is refused",
+        .timeLimit(.minutes(3)))
+    func hangingAndMalformedHelpers() async throws {
+        try await withHostLogin { machine in
+            let pidFile = machine.scratch.path + "/helper.pid"
+            let hanging = machine.scratch.path + "/hanging-helper"
+            try Data("#!/bin/sh\necho $$ > \(pidFile)\nexec sleep 120\n".utf8).write(to: URL(fileURLWithPath: hanging))
+            chmod(hanging, 0o755)
+            try machine.writeService(server: machine.server.url, helper: hanging, timeout: 1)
+            let started = Date()
+            let hung = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(hung.status != 0)
+            #expect(Date().timeIntervalSince(started) < 60, "the module waited past its timeout")
+            let pidText = try String(contentsOfFile: pidFile, encoding: .utf8)
+            let pid = try #require(Int32(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(kill(pid, 0) == -1 && errno == ESRCH, "the hanging helper \(pid) is still running")
+
+            let malformed = machine.scratch.path + "/malformed-helper"
+            try Data("#!/bin/sh\necho 'yes please'\n".utf8).write(to: URL(fileURLWithPath: malformed))
+            chmod(malformed, 0o755)
+            try machine.writeService(server: machine.server.url, helper: malformed, timeout: 5)
+            let nonsense = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(nonsense.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("the helper did not answer in time"), "\(log)")
+                #expect(log.contains("malformed answer from the helper"), "\(log)")
+            }
+        }
+    }
+
+    @Test(
         "sudo through the module runs a command with the right PIN and refuses a wrong one",
         .enabled(
             if: ExternalTools.shouldRun(installed: FileManager.default.isExecutableFile(atPath: HostLoginMachine.sudo)),

@@ -108,9 +108,9 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
-    func writeService(server url: String, extra: String = "") throws {
+    func writeService(server url: String, helper: String = Binaries.pamHelper, timeout: Int = 20) throws {
         let text = """
-            auth required \(module) helper=\(Binaries.pamHelper) server=\(url) timeout=20 \(extra)
+            auth required \(module) helper=\(helper) server=\(url) timeout=\(timeout)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
