@@ -42,6 +42,21 @@ struct HostLoginTests {
         }
     }
 
+    @Test("a device key held by a TPM logs in with its PIN and is refused with a wrong one", .timeLimit(.minutes(3)))
+    func tpmKey() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try await withHostLogin(tpm: tpm) { machine in
+            let right = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            let wrong = try machine.pamtester(pin: "000000")
+            #expect(wrong.status != 0)
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("wrong_pin"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
     @Test("a revoked device is refused", .timeLimit(.minutes(3)))
     func revokedDevice() async throws {
         try await withHostLogin { machine in

@@ -35,13 +35,17 @@ final class HostLoginMachine: @unchecked Sendable {
     let service: String
     let keyID: String
     let syslog: SyslogCapture
+    /// The software TPM that holds the device key, or nil for a key file.
+    let tpm: SoftwareTPM?
     private var addedFiles: [String] = []
 
     /// The keyauth home of the user, the helper's default.
     var keyauthHome: String { userHome + "/.local/share/keyauth" }
     var servicePath: String { "/etc/pam.d/" + service }
 
-    init() throws {
+    /// - Parameter tpm: a software TPM to hold the device key; a key file without one.
+    init(tpm: SoftwareTPM? = nil) throws {
+        self.tpm = tpm
         guard geteuid() == 0 else { throw TestFailure("host login tests need root (useradd, /etc/pam.d)") }
         guard FileManager.default.isExecutableFile(atPath: Self.pamtester) else {
             throw TestFailure("pamtester is not installed (apt-get install pamtester)")
@@ -61,7 +65,7 @@ final class HostLoginMachine: @unchecked Sendable {
         userHome = "/home/" + user
         do {
             server = try KeyAuthServerProcess.started(in: scratch.path)
-            keyID = try Self.register(user: user, home: userHome, serverURL: server.url)
+            keyID = try Self.register(user: user, home: userHome, serverURL: server.url, tpm: tpm)
         } catch {
             _ = try? ExternalCommand.run(["userdel", "--remove", user], timeout: 30)
             syslog.close()
@@ -87,15 +91,16 @@ final class HostLoginMachine: @unchecked Sendable {
 
     /// Registers `user`'s device with ``pin`` as root, then gives the files to the user (the
     /// helper reads them as the user, and refuses files of anyone else).
-    private static func register(user: String, home: String, serverURL: String) throws -> String {
+    private static func register(user: String, home: String, serverURL: String, tpm: SoftwareTPM?) throws -> String {
         let keyauthHome = home + "/.local/share/keyauth"
         let environment = [
             "KEYAUTH_HOME": keyauthHome, "HOME": home, "KEYAUTH_TIMEOUT": "5", "PATH": "/usr/bin:/bin",
-            TPMConnection.environmentVariable: SoftwareTPM.absentTCTI,
+            TPMConnection.environmentVariable: tpm?.tcti ?? SoftwareTPM.absentTCTI,
         ]
         let registered = try runProcess(
             Binaries.keyauth,
-            ["register", "--server", serverURL, "--user", user, "--bits", "2048", "--pin-stdin"],
+            ["register", "--server", serverURL, "--user", user, "--bits", "2048", "--pin-stdin"]
+                + (tpm == nil ? [] : ["--key-store", "tpm"]),
             environment: environment, standardInput: pin + "\n", timeout: 120)
         guard registered.status == 0 else { throw TestFailure("register failed: \(registered.standardError)") }
         let store = AccountStore(home: keyauthHome)
@@ -110,7 +115,7 @@ final class HostLoginMachine: @unchecked Sendable {
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
     func writeService(server url: String, helper: String = Binaries.pamHelper, timeout: Int = 20) throws {
         let text = """
-            auth required \(module) helper=\(helper) server=\(url) timeout=\(timeout)
+            auth required \(module) helper=\(helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
@@ -175,8 +180,8 @@ final class HostLoginMachine: @unchecked Sendable {
 }
 
 /// Runs `body` on a fresh ``HostLoginMachine`` and removes it afterwards, whatever happens.
-func withHostLogin(_ body: (HostLoginMachine) async throws -> Void) async throws {
-    let machine = try HostLoginMachine()
+func withHostLogin(tpm: SoftwareTPM? = nil, _ body: (HostLoginMachine) async throws -> Void) async throws {
+    let machine = try HostLoginMachine(tpm: tpm)
     defer { machine.remove() }
     try await body(machine)
 }
