@@ -4,13 +4,16 @@
 #
 #   bash scripts/build-deb.sh
 #
-# Builds keyauth and keyauth-server in release mode with the Swift runtime linked statically
+# Builds keyauth, keyauth-server and keyauth-pam-helper in release mode with the Swift runtime linked statically
 # (--static-swift-stdlib, in .build-deb/), so the package needs no Swift toolchain; moves their
 # debug information (DWARF and the full symbol table) into keyauth-dbgsym, as Debian's dh_strip
 # does: /usr/lib/debug/.build-id/XX/YYYY.debug, named by each binary's GNU build ID, where gdb,
 # systemd-coredump and debuginfod look, so that a core of a stripped binary still gives a
 # backtrace with function names and lines; strips them;
 # writes the man pages from their --help (scripts/make-manpages.py); and lays out the package
+# builds the PAM module pam_keyauth.so with cc (scripts/build-pam-module.sh) into the multiarch
+# security directory, with an example stack in /usr/share/doc/keyauth/examples/pam.d (never
+# enabled by the package); and lays out the package
 # from packaging/: completions, /etc/pam.d/keyauth, /etc/keyauth/server.conf (conffiles), the
 # systemd unit, the maintainer scripts, the DEP-5 copyright and the changelogs. Depends comes
 # from dpkg-shlibdeps on the stripped binaries (plus adduser, which postinst uses), and the
@@ -33,13 +36,16 @@ log() { echo "build-deb: $*" >&2; }
 
 scratch=$root/.build-deb
 if [ "${KEYAUTH_DEB_SKIP_BUILD:-}" != 1 ]; then
-    log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server)"
-    for product in keyauth keyauth-server; do
+    log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server, keyauth-pam-helper)"
+    for product in keyauth keyauth-server keyauth-pam-helper; do
         swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
             -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now -Xlinker --build-id=sha1 >&2
     done
 fi
 bin=$scratch/release
+# The PAM module with the C compiler alone (no Swift toolchain link step; Debian's hardening flags).
+bash "$root/scripts/build-pam-module.sh" "$bin/pam_keyauth.so" >&2
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
 version=$("$bin/keyauth" --version | awk '{ print $2 }')
 server_version=$("$bin/keyauth-server" --version | awk '{ print $2 }')
@@ -70,7 +76,13 @@ mkdir -p "$stage/DEBIAN" "$dbgsym_stage/DEBIAN" "$root/dist"
 # binary, kept by strip) ties the two: a debug file from another build is never used.
 install -d "$stage/usr/bin"
 build_ids=()
-for program in keyauth keyauth-server; do
+# Where each built file goes: the commands in /usr/bin, the PAM module's helper in
+# /usr/libexec/keyauth (no one runs it by hand), the module in the multiarch security directory.
+declare -A destination=([keyauth]=usr/bin/keyauth [keyauth-server]=usr/bin/keyauth-server
+    [keyauth-pam-helper]=usr/libexec/keyauth/keyauth-pam-helper
+    [pam_keyauth.so]=usr/lib/$multiarch/security/pam_keyauth.so)
+declare -A file_mode=([keyauth]=0755 [keyauth-server]=0755 [keyauth-pam-helper]=0755 [pam_keyauth.so]=0644)
+for program in keyauth keyauth-server keyauth-pam-helper pam_keyauth.so; do
     build_id=$(readelf --notes "$bin/$program" | sed -n 's/^ *Build ID: \([0-9a-f]\{40\}\)$/\1/p')
     if [ -z "$build_id" ]; then
         log "$bin/$program has no GNU build ID (the link needs --build-id)"
@@ -84,10 +96,11 @@ for program in keyauth keyauth-server; do
     install -d "$(dirname "$debug_file")"
     objcopy --only-keep-debug --compress-debug-sections "$bin/$program" "$debug_file"
     chmod 0644 "$debug_file"
-    install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
-    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
-    objcopy --add-gnu-debuglink="$debug_file" "$stage/usr/bin/$program"
-    if ! readelf --notes "$stage/usr/bin/$program" | grep -q "Build ID: $build_id\$"; then
+    installed=$stage/${destination[$program]}
+    install -D -m "${file_mode[$program]}" "$bin/$program" "$installed"
+    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$installed"
+    objcopy --add-gnu-debuglink="$debug_file" "$installed"
+    if ! readelf --notes "$installed" | grep -q "Build ID: $build_id\$"; then
         log "the stripped $program lost its build ID"
         exit 1
     fi
@@ -121,6 +134,7 @@ install -D -m 0644 "$root/packaging/debian/copyright" "$doc/copyright"
 gzip -9n <"$changelog" >"$doc/changelog.Debian.gz"
 gzip -9n <"$root/CHANGELOG.md" >"$doc/changelog.gz"
 gzip -9n <"$root/README.md" >"$doc/README.md.gz"
+install -D -m 0644 "$root/packaging/examples/pam.d/keyauth" "$doc/examples/pam.d/keyauth"
 for manual in "$root"/docs/*.md; do
     gzip -9n <"$manual" >"$doc/$(basename "$manual").gz"
 done
@@ -135,7 +149,8 @@ shlibs_dir=$root/dist/stage/shlibdeps
 rm -rf "$shlibs_dir"
 mkdir -p "$shlibs_dir/debian"
 printf 'Source: keyauth\n\nPackage: keyauth\nArchitecture: any\n' >"$shlibs_dir/debian/control"
-shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" 2>&1 |
+shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" \
+    -e"$stage/${destination[keyauth-pam-helper]}" -e"$stage/${destination[pam_keyauth.so]}" 2>&1 |
     sed -n 's/^shlibs:Depends=//p')
 for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys-3.0.2-0 libtss2-tctildr0 \
     libtss2-mu0 libtss2-rc0; do
@@ -144,7 +159,8 @@ for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys
         exit 1
     fi
 done
-if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server")"; then
+if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server" \
+    "$stage/${destination[keyauth-pam-helper]}" "$stage/${destination[pam_keyauth.so]}")"; then
     log "a binary still loads a library from the Swift toolchain"
     exit 1
 fi

@@ -6,7 +6,7 @@
 # The tests and the Debian package both build it here. Not a SwiftPM product: a SwiftPM dynamic
 # library links libswiftCore (and libstdc++) even for C sources, and the module must load no
 # Swift runtime, as it is loaded into sshd, sudo and login (docs/HOST-LOGIN.md). Debian's
-# hardening flags come from dpkg-buildflags (fortify, stack protector, relro, now).
+# hardening flags come from dpkg-buildflags (fortify, stack protector, relro), and -z now.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 output=${1:?usage: build-pam-module.sh OUTPUT}
@@ -14,7 +14,7 @@ source=PAMModule
 # shellcheck disable=SC2046 # word splitting of the flag lists is intended
 cc $(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS) -Wall -Wextra -Werror -fPIC \
     -fvisibility=default -shared $(dpkg-buildflags --get LDFLAGS) -Wl,--as-needed \
-    -Wl,--build-id=sha1 -o "$output" "$source/pam_keyauth.c" -lpam
+    -Wl,-z,now -Wl,--build-id=sha1 -o "$output" "$source/pam_keyauth.c" -lpam
 for symbol in pam_sm_authenticate pam_sm_setcred pam_sm_acct_mgmt; do
     if ! nm -D --defined-only "$output" | grep -q " T $symbol\$"; then
         echo "build-pam-module: $output does not export $symbol" >&2
