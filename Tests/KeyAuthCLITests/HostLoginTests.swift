@@ -7,9 +7,10 @@ import Testing
     import Glibc
 #endif
 
-/// The PAM module end to end: real libpam through `pamtester` and `sudo`, the built
-/// `libpam_keyauth.so` and `keyauth-pam-helper`, a `keyauth-server` process, a Linux user made
-/// for the test. Serialized: they share `/dev/log` and `/etc`.
+/// The PAM module end to end: real libpam through `pamtester` and `sudo`, `pam_keyauth.so` as
+/// scripts/build-pam-module.sh builds it, the built `keyauth-pam-helper`, a `keyauth-server`
+/// process, a Linux user made for the test. Serialized: they share `/dev/log` and `/etc`.
+/// Skipped without root or pamtester, except under `KEYAUTH_TEST_REQUIRE_TOOLS=1`, where they fail.
 @Suite(
     "Host login through pam_keyauth", .serialized,
     .enabled(
