@@ -88,7 +88,9 @@ for program in keyauth keyauth-server keyauth-pam-helper pam_keyauth.so; do
         log "$bin/$program has no GNU build ID (the link needs --build-id)"
         exit 1
     fi
-    if ! readelf --section-headers "$bin/$program" | grep -q ' \.debug_info '; then
+    # grep reads all of readelf's output (no -q): with -q under pipefail, readelf dies of SIGPIPE
+    # when grep exits at the match before it has written the rest, and the check fails by chance.
+    if ! readelf --section-headers "$bin/$program" | grep ' \.debug_info ' >/dev/null; then
         log "$bin/$program has no DWARF (.debug_info): the release build must be built with -g"
         exit 1
     fi
@@ -100,7 +102,7 @@ for program in keyauth keyauth-server keyauth-pam-helper pam_keyauth.so; do
     install -D -m "${file_mode[$program]}" "$bin/$program" "$installed"
     strip --strip-unneeded --remove-section=.comment --remove-section=.note "$installed"
     objcopy --add-gnu-debuglink="$debug_file" "$installed"
-    if ! readelf --notes "$installed" | grep -q "Build ID: $build_id\$"; then
+    if ! readelf --notes "$installed" | grep "Build ID: $build_id\$" >/dev/null; then
         log "the stripped $program lost its build ID"
         exit 1
     fi
