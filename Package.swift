@@ -12,10 +12,6 @@ let package = Package(
         .executable(name: "keyauth", targets: ["keyauth"]),
         .executable(name: "keyauth-server", targets: ["keyauth-server"]),
         .executable(name: "keyauth-bench", targets: ["keyauth-bench"]),
-        // The process the PAM module starts for host login. The module itself, PAMModule/, is
-        // plain C built by scripts/build-pam-module.sh: a SwiftPM dynamic library links
-        // libswiftCore into it, which must not enter sshd or sudo (docs/HOST-LOGIN.md).
-        .executable(name: "keyauth-pam-helper", targets: ["keyauth-pam-helper"]),
     ],
     targets: [
         // C at the edges: one module per C library, each imported by exactly one Swift target.
@@ -71,10 +67,6 @@ let package = Package(
         ),
         .executableTarget(
             name: "keyauth",
-            dependencies: ["KeyAuthCLI"]
-        ),
-        .executableTarget(
-            name: "keyauth-pam-helper",
             dependencies: ["KeyAuthCLI"]
         ),
 

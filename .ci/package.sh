@@ -73,7 +73,8 @@ dpkg-query -W -f='${Conffiles}\n' keyauth | grep -q ' /etc/pam.d/keyauth ' || di
 echo "== PAM module" >&2
 module=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security/pam_keyauth.so
 [ -f "$module" ] || die "no $module"
-[ -x /usr/libexec/keyauth/keyauth-pam-helper ] || die "no /usr/libexec/keyauth/keyauth-pam-helper"
+[ "$(readlink -f /usr/libexec/keyauth/keyauth-pam-helper)" = /usr/bin/keyauth ] ||
+    die "/usr/libexec/keyauth/keyauth-pam-helper is not a link to keyauth"
 for symbol in pam_sm_authenticate pam_sm_setcred pam_sm_acct_mgmt; do
     nm -D --defined-only "$module" | grep -q " T $symbol\$" || die "$module does not export $symbol"
 done

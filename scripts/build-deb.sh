@@ -4,7 +4,7 @@
 #
 #   bash scripts/build-deb.sh
 #
-# Builds keyauth, keyauth-server and keyauth-pam-helper in release mode with the Swift runtime linked statically
+# Builds keyauth and keyauth-server in release mode with the Swift runtime linked statically
 # (--static-swift-stdlib, in .build-deb/), so the package needs no Swift toolchain; moves their
 # debug information (DWARF and the full symbol table) into keyauth-dbgsym, as Debian's dh_strip
 # does: /usr/lib/debug/.build-id/XX/YYYY.debug, named by each binary's GNU build ID, where gdb,
@@ -36,8 +36,8 @@ log() { echo "build-deb: $*" >&2; }
 
 scratch=$root/.build-deb
 if [ "${KEYAUTH_DEB_SKIP_BUILD:-}" != 1 ]; then
-    log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server, keyauth-pam-helper)"
-    for product in keyauth keyauth-server keyauth-pam-helper; do
+    log "swift build -c release --static-swift-stdlib (keyauth, keyauth-server)"
+    for product in keyauth keyauth-server; do
         swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
             -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now -Xlinker --build-id=sha1 >&2
     done
@@ -76,13 +76,12 @@ mkdir -p "$stage/DEBIAN" "$dbgsym_stage/DEBIAN" "$root/dist"
 # binary, kept by strip) ties the two: a debug file from another build is never used.
 install -d "$stage/usr/bin"
 build_ids=()
-# Where each built file goes: the commands in /usr/bin, the PAM module's helper in
-# /usr/libexec/keyauth (no one runs it by hand), the module in the multiarch security directory.
+# Where each built file goes: the commands in /usr/bin, the module in the multiarch security
+# directory.
 declare -A destination=([keyauth]=usr/bin/keyauth [keyauth-server]=usr/bin/keyauth-server
-    [keyauth-pam-helper]=usr/libexec/keyauth/keyauth-pam-helper
     [pam_keyauth.so]=usr/lib/$multiarch/security/pam_keyauth.so)
-declare -A file_mode=([keyauth]=0755 [keyauth-server]=0755 [keyauth-pam-helper]=0755 [pam_keyauth.so]=0644)
-for program in keyauth keyauth-server keyauth-pam-helper pam_keyauth.so; do
+declare -A file_mode=([keyauth]=0755 [keyauth-server]=0755 [pam_keyauth.so]=0644)
+for program in keyauth keyauth-server pam_keyauth.so; do
     build_id=$(readelf --notes "$bin/$program" | sed -n 's/^ *Build ID: \([0-9a-f]\{40\}\)$/\1/p')
     if [ -z "$build_id" ]; then
         log "$bin/$program has no GNU build ID (the link needs --build-id)"
@@ -108,6 +107,11 @@ for program in keyauth keyauth-server keyauth-pam-helper pam_keyauth.so; do
     fi
     build_ids+=("$build_id")
 done
+
+# The module's helper is keyauth under another name (a second statically linked binary would
+# add about 60 MB); in /usr/libexec because no one runs it by hand.
+install -d "$stage/usr/libexec/keyauth"
+ln -s ../../bin/keyauth "$stage/usr/libexec/keyauth/keyauth-pam-helper"
 
 # Man pages from the stripped binaries' --help, so they describe exactly what is shipped.
 log "man pages"
@@ -152,7 +156,7 @@ rm -rf "$shlibs_dir"
 mkdir -p "$shlibs_dir/debian"
 printf 'Source: keyauth\n\nPackage: keyauth\nArchitecture: any\n' >"$shlibs_dir/debian/control"
 shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" \
-    -e"$stage/${destination[keyauth-pam-helper]}" -e"$stage/${destination[pam_keyauth.so]}" 2>&1 |
+    -e"$stage/${destination[pam_keyauth.so]}" 2>&1 |
     sed -n 's/^shlibs:Depends=//p')
 for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys-3.0.2-0 libtss2-tctildr0 \
     libtss2-mu0 libtss2-rc0; do
@@ -162,7 +166,7 @@ for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys
     fi
 done
 if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server" \
-    "$stage/${destination[keyauth-pam-helper]}" "$stage/${destination[pam_keyauth.so]}")"; then
+    "$stage/${destination[pam_keyauth.so]}")"; then
     log "a binary still loads a library from the Swift toolchain"
     exit 1
 fi

@@ -20,7 +20,7 @@ command -v pamtester >/dev/null || { echo "pamtester is not installed" >&2; exit
 if [ -n "${KEYAUTH_BENCH_BIN:-}" ]; then
     bin=$KEYAUTH_BENCH_BIN
 else
-    for product in keyauth keyauth-server keyauth-pam-helper; do
+    for product in keyauth keyauth-server; do
         swift build -c release --product "$product" >&2
     done
     bin=$(swift build -c release --show-bin-path)
@@ -39,7 +39,6 @@ cleanup() {
 }
 trap cleanup EXIT
 bash scripts/build-pam-module.sh "$work/pam_keyauth.so"
-install -m 0755 "$bin/keyauth-pam-helper" "$work/keyauth-pam-helper"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --enrollment open \
@@ -60,6 +59,8 @@ KEYAUTH_HOME=$home/.local/share/keyauth HOME=$home "$bin/keyauth" register --ser
 chown -R "$user:$user" "$home/.local"
 cp "$bin/keyauth" "$work/keyauth"
 chmod 0755 "$work/keyauth"
+# The helper is keyauth under another name, as the package installs it.
+ln -s "$work/keyauth" "$work/keyauth-pam-helper"
 
 printf 'auth required %s helper=%s server=%s\naccount required pam_permit.so\n' \
     "$work/pam_keyauth.so" "$work/keyauth-pam-helper" "$issuer" >"/etc/pam.d/$service"

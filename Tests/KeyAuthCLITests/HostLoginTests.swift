@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// The PAM module end to end: real libpam through `pamtester` and `sudo`, `pam_keyauth.so` as
-/// scripts/build-pam-module.sh builds it, the built `keyauth-pam-helper`, a `keyauth-server`
+/// scripts/build-pam-module.sh builds it, the built `keyauth` as its helper, a `keyauth-server`
 /// process, a Linux user made for the test. Serialized: they share `/dev/log` and `/etc`.
 /// Skipped without root or pamtester, except under `KEYAUTH_TEST_REQUIRE_TOOLS=1`, where they fail.
 @Suite(
@@ -163,7 +163,7 @@ struct HostLoginTests {
 struct PAMModuleBuildTests {
     @Test("exports the three PAM entry points and nothing of the Swift runtime", .timeLimit(.minutes(2)))
     func exportsEntryPointsOnly() throws {
-        let module = try HostLoginMachine.builtModule.get()
+        let module = try HostLoginMachine.builtModule.get().module
         let symbols = try ExternalCommand.run(["nm", "-D", "--defined-only", module], timeout: 30)
         let exported = symbols.output.split(separator: "\n").compactMap { line -> String? in
             let fields = line.split(separator: " ")

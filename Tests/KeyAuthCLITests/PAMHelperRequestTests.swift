@@ -43,6 +43,15 @@ struct PAMHelperRequestTests {
         #expect(throws: KeyAuthError.self) { try HostUserMapping.entry(for: "dan", text: "dan\n", file: "f") }
     }
 
+    @Test("keyauth is the helper only when started under the helper's name")
+    func helperName() {
+        #expect(PAMHelper.isProgramName("/usr/libexec/keyauth/keyauth-pam-helper"))
+        #expect(PAMHelper.isProgramName("keyauth-pam-helper"))
+        #expect(!PAMHelper.isProgramName("/usr/bin/keyauth"))
+        #expect(!PAMHelper.isProgramName("/tmp/not-keyauth-pam-helper"))
+        #expect(!PAMHelper.isProgramName(nil))
+    }
+
     @Test("answers are one line, whatever the reason holds")
     func answersAreOneLine() {
         let line = PAMHelper.Answer.refused("bad\nline\u{1B}[31m").line

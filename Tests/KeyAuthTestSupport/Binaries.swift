@@ -29,8 +29,6 @@ public enum Binaries {
     public static var server: String { directory + "/keyauth-server" }
     /// The example service of `Examples/ServiceVerifier`.
     public static var exampleService: String { directory + "/keyauth-example-service" }
-    /// The helper process of the PAM module.
-    public static var pamHelper: String { directory + "/keyauth-pam-helper" }
 
     /// `path` when it is an executable file.
     ///

@@ -15,6 +15,15 @@ import KeyAuth
 /// `keyauth login` does. Its one final line is `ok ...`, `refused REASON`, `unknown REASON` or
 /// `unavailable REASON` (docs/PROTOCOL.md, "Host login").
 package struct PAMHelper: Sendable {
+    /// The name `keyauth` answers to as the helper: the package installs
+    /// `/usr/libexec/keyauth/keyauth-pam-helper` as a link to `/usr/bin/keyauth`.
+    package static let programName = "keyauth-pam-helper"
+
+    /// Whether a process's first argument names it as the helper (by path or by name alone).
+    package static func isProgramName(_ argument: String?) -> Bool {
+        guard let argument else { return false }
+        return argument == programName || argument.hasSuffix("/" + programName)
+    }
     /// The mapping file read when the request names none.
     package static let defaultUsersFile = "/etc/keyauth/pam-users"
     /// The keyauth home when the request names none: the keyauth command's own default for a

@@ -31,6 +31,8 @@ final class HostLoginMachine: @unchecked Sendable {
     let scratch: TemporaryDirectory
     /// The module built from PAMModule/ by scripts/build-pam-module.sh, as the package builds it.
     let module: String
+    /// `keyauth-pam-helper`: a link to the built `keyauth`, as the package installs it.
+    let helper: String
     let server: KeyAuthServerProcess
     let service: String
     let keyID: String
@@ -50,8 +52,8 @@ final class HostLoginMachine: @unchecked Sendable {
         guard FileManager.default.isExecutableFile(atPath: Self.pamtester) else {
             throw TestFailure("pamtester is not installed (apt-get install pamtester)")
         }
-        try Binaries.require(Binaries.pamHelper)
-        module = try Self.builtModule.get()
+        try Binaries.require(Binaries.keyauth)
+        (module, helper) = try Self.builtModule.get()
         let suffix = String(UUID().uuidString.lowercased().filter(\.isHexDigit).prefix(8))
         user = "kapam" + suffix
         service = "keyauth-test-" + suffix
@@ -76,7 +78,7 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The module, built once per test process into a directory of its own.
-    static let builtModule: Result<String, TestFailure> = {
+    static let builtModule: Result<(module: String, helper: String), TestFailure> = {
         let directory = TemporaryDirectory("keyauth-pam-module")
         let output = directory.path + "/pam_keyauth.so"
         do {
@@ -86,7 +88,9 @@ final class HostLoginMachine: @unchecked Sendable {
         } catch {
             return .failure(TestFailure("build-pam-module.sh: \(error)"))
         }
-        return .success(output)
+        let helper = directory.path + "/" + PAMHelper.programName
+        guard symlink(Binaries.keyauth, helper) == 0 else { return .failure(TestFailure("symlink: \(errno)")) }
+        return .success((output, helper))
     }()
 
     /// Registers `user`'s device with ``pin`` as root, then gives the files to the user (the
@@ -113,9 +117,9 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
-    func writeService(server url: String, helper: String = Binaries.pamHelper, timeout: Int = 20) throws {
+    func writeService(server url: String, helper: String? = nil, timeout: Int = 20) throws {
         let text = """
-            auth required \(module) helper=\(helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")
+            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
