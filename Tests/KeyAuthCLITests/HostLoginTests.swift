@@ -23,6 +23,11 @@ struct HostLoginTests {
             let right = try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
             #expect(right.standardOutput.contains("successfully authenticated"), "\(right.standardOutput)")
+            // The server's audit trail has the host login, as the helper stated it.
+            let audit = try KeyAuthServerProcess.runCommand(["audit", "--db", machine.scratch.path + "/server.db"])
+            let line = audit.output.split(separator: "\n").first { $0.contains("host-login") }.map(String.init)
+            #expect(line?.contains(machine.user) == true, "\(audit.output) \(audit.error)")
+            #expect(line?.contains("service \(machine.service)") == true, "\(audit.output)")
 
             let wrong = try machine.pamtester(pin: "000000")
             #expect(wrong.status != 0)

@@ -117,12 +117,29 @@ package struct PAMHelper: Sendable {
         DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name)): \n")
         do {
             let session = try AccountSession.open(
-                context: context, account: account.name, pinFromStandardInput: true, waitForApproval: false)
+                context: context, account: account.name, pinFromStandardInput: true, waitForApproval: false,
+                extraClaims: try Self.hostLoginClaims(request))
             _ = try await session.login()
         } catch {
             return Self.answer(for: error)
         }
         return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)")
+    }
+
+    /// The statement the server writes to its audit trail: this host, the PAM service, the
+    /// Linux user (docs/PROTOCOL.md section 2, `host_login`).
+    static func hostLoginClaims(_ request: PAMHelperRequest) throws(KeyAuthError) -> JWTClaims {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host =
+            gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
+        let statement = JSONValue.object([
+            "host": .string(host.isEmpty ? "unknown" : host), "service": .string(request.service),
+            "linux_user": .string(request.user),
+        ])
+        var claims = JWTClaims()
+        try claims.setJSON("host_login", json: statement.serialized())
+        return claims
     }
 
     /// A network that cannot be reached is `unavailable`; everything else is a refusal.
