@@ -71,6 +71,19 @@ getent group keyauth >/dev/null || die "no keyauth group"
 dpkg-query -W -f='${Conffiles}\n' keyauth | grep -q ' /etc/keyauth/server.conf ' || die "server.conf is not a conffile"
 dpkg-query -W -f='${Conffiles}\n' keyauth | grep -q ' /etc/pam.d/keyauth ' || die "/etc/pam.d/keyauth is not a conffile"
 
+echo "== PAM module" >&2
+module=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security/pam_keyauth.so
+[ -f "$module" ] || die "no $module"
+[ "$(readlink -f /usr/libexec/keyauth/keyauth-pam-helper)" = /usr/bin/keyauth ] ||
+    die "/usr/libexec/keyauth/keyauth-pam-helper is not a link to keyauth"
+for symbol in pam_sm_authenticate pam_sm_setcred pam_sm_acct_mgmt; do
+    nm -D --defined-only "$module" | grep -q " T $symbol\$" || die "$module does not export $symbol"
+done
+! ldd "$module" | grep -qi swift || die "$module loads a Swift library"
+[ -f /usr/share/doc/keyauth/examples/pam.d/keyauth ] || die "no example PAM stack"
+# Installed, never enabled: no service of the machine names the module.
+! grep -rl pam_keyauth /etc/pam.d >/dev/null 2>&1 || die "the package enabled pam_keyauth in /etc/pam.d"
+
 echo "== man pages" >&2
 [ "$(man -w keyauth)" = /usr/share/man/man1/keyauth.1.gz ] || die "man -w keyauth: $(man -w keyauth 2>&1)"
 [ "$(man -w keyauth-server)" = /usr/share/man/man8/keyauth-server.8.gz ] || die "man -w keyauth-server"

@@ -11,6 +11,9 @@
 # systemd-coredump and debuginfod look, so that a core of a stripped binary still gives a
 # backtrace with function names and lines; strips them;
 # writes the man pages from their --help (scripts/make-manpages.py); and lays out the package
+# builds the PAM module pam_keyauth.so with cc (scripts/build-pam-module.sh) into the multiarch
+# security directory, with an example stack in /usr/share/doc/keyauth/examples/pam.d (never
+# enabled by the package); and lays out the package
 # from packaging/: completions, /etc/pam.d/keyauth, /etc/keyauth/server.conf (conffiles), the
 # systemd unit, the maintainer scripts, the DEP-5 copyright and the changelogs. Depends comes
 # from dpkg-shlibdeps on the stripped binaries (plus adduser, which postinst uses), and the
@@ -40,6 +43,9 @@ if [ "${KEYAUTH_DEB_SKIP_BUILD:-}" != 1 ]; then
     done
 fi
 bin=$scratch/release
+# The PAM module with the C compiler alone (no Swift toolchain link step; Debian's hardening flags).
+bash "$root/scripts/build-pam-module.sh" "$bin/pam_keyauth.so" >&2
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
 version=$("$bin/keyauth" --version | awk '{ print $2 }')
 server_version=$("$bin/keyauth-server" --version | awk '{ print $2 }')
@@ -70,13 +76,20 @@ mkdir -p "$stage/DEBIAN" "$dbgsym_stage/DEBIAN" "$root/dist"
 # binary, kept by strip) ties the two: a debug file from another build is never used.
 install -d "$stage/usr/bin"
 build_ids=()
-for program in keyauth keyauth-server; do
+# Where each built file goes: the commands in /usr/bin, the module in the multiarch security
+# directory.
+declare -A destination=([keyauth]=usr/bin/keyauth [keyauth-server]=usr/bin/keyauth-server
+    [pam_keyauth.so]=usr/lib/$multiarch/security/pam_keyauth.so)
+declare -A file_mode=([keyauth]=0755 [keyauth-server]=0755 [pam_keyauth.so]=0644)
+for program in keyauth keyauth-server pam_keyauth.so; do
     build_id=$(readelf --notes "$bin/$program" | sed -n 's/^ *Build ID: \([0-9a-f]\{40\}\)$/\1/p')
     if [ -z "$build_id" ]; then
         log "$bin/$program has no GNU build ID (the link needs --build-id)"
         exit 1
     fi
-    if ! readelf --section-headers "$bin/$program" | grep -q ' \.debug_info '; then
+    # grep reads all of readelf's output (no -q): with -q under pipefail, readelf dies of SIGPIPE
+    # when grep exits at the match before it has written the rest, and the check fails by chance.
+    if ! readelf --section-headers "$bin/$program" | grep ' \.debug_info ' >/dev/null; then
         log "$bin/$program has no DWARF (.debug_info): the release build must be built with -g"
         exit 1
     fi
@@ -84,15 +97,21 @@ for program in keyauth keyauth-server; do
     install -d "$(dirname "$debug_file")"
     objcopy --only-keep-debug --compress-debug-sections "$bin/$program" "$debug_file"
     chmod 0644 "$debug_file"
-    install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
-    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
-    objcopy --add-gnu-debuglink="$debug_file" "$stage/usr/bin/$program"
-    if ! readelf --notes "$stage/usr/bin/$program" | grep -q "Build ID: $build_id\$"; then
+    installed=$stage/${destination[$program]}
+    install -D -m "${file_mode[$program]}" "$bin/$program" "$installed"
+    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$installed"
+    objcopy --add-gnu-debuglink="$debug_file" "$installed"
+    if ! readelf --notes "$installed" | grep "Build ID: $build_id\$" >/dev/null; then
         log "the stripped $program lost its build ID"
         exit 1
     fi
     build_ids+=("$build_id")
 done
+
+# The module's helper is keyauth under another name (a second statically linked binary would
+# add about 60 MB); in /usr/libexec because no one runs it by hand.
+install -d "$stage/usr/libexec/keyauth"
+ln -s ../../bin/keyauth "$stage/usr/libexec/keyauth/keyauth-pam-helper"
 
 # Man pages from the stripped binaries' --help, so they describe exactly what is shipped.
 log "man pages"
@@ -122,6 +141,7 @@ install -D -m 0644 "$root/packaging/debian/copyright" "$doc/copyright"
 gzip -9n <"$changelog" >"$doc/changelog.Debian.gz"
 gzip -9n <"$root/CHANGELOG.md" >"$doc/changelog.gz"
 gzip -9n <"$root/README.md" >"$doc/README.md.gz"
+install -D -m 0644 "$root/packaging/examples/pam.d/keyauth" "$doc/examples/pam.d/keyauth"
 for manual in "$root"/docs/*.md; do
     gzip -9n <"$manual" >"$doc/$(basename "$manual").gz"
 done
@@ -136,7 +156,8 @@ shlibs_dir=$root/dist/stage/shlibdeps
 rm -rf "$shlibs_dir"
 mkdir -p "$shlibs_dir/debian"
 printf 'Source: keyauth\n\nPackage: keyauth\nArchitecture: any\n' >"$shlibs_dir/debian/control"
-shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" 2>&1 |
+shlibs=$(cd "$shlibs_dir" && dpkg-shlibdeps -O -e"$stage/usr/bin/keyauth" -e"$stage/usr/bin/keyauth-server" \
+    -e"$stage/${destination[pam_keyauth.so]}" 2>&1 |
     sed -n 's/^shlibs:Depends=//p')
 for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys-3.0.2-0 libtss2-tctildr0 \
     libtss2-mu0 libtss2-rc0; do
@@ -145,7 +166,8 @@ for library in libssl3 libpam0g libmicrohttpd12 libsqlite3-0 libpq5 libtss2-esys
         exit 1
     fi
 done
-if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server")"; then
+if grep -q /opt/swift <<<"$(ldd "$stage/usr/bin/keyauth" "$stage/usr/bin/keyauth-server" \
+    "$stage/${destination[pam_keyauth.so]}")"; then
     log "a binary still loads a library from the Swift toolchain"
     exit 1
 fi

@@ -11,7 +11,7 @@
 # chromium-driver and python3-selenium for the browser tests; apache2 with
 # libapache2-mod-auth-openidc, a real OpenID Connect relying party signing in through
 # keyauth-server, and python3-authlib with python3-requests, an independent OAuth client library
-# running the code flow.
+# running the code flow; pamtester and sudo, which run the PAM module's tests through real libpam.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
@@ -20,7 +20,7 @@ packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libs
     gdb systemd-coredump libdw1 systemd-container
     tpm2-openssl libtss2-dev libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools python3-jwt python3-cryptography
     python3-jwcrypto chromium chromium-driver python3-selenium apache2 libapache2-mod-auth-openidc python3-authlib
-    python3-requests)
+    python3-requests pamtester sudo)
 # A real OpenSSH server and client for the SSH certificate tests.
 packages+=(openssh-server openssh-client)
 missing=()

@@ -26,12 +26,14 @@ struct AccountSession: Sendable {
 
     /// Opens the account a command names (or the default one).
     ///
+    /// - Parameter extraClaims: claims every login assertion of the session adds (the host login
+    ///   statement of `keyauth-pam-helper`).
     /// - Throws: `.accountNotFound`, `.accountCorrupt` (also when the key file is missing),
     ///   `.invalidArgument` for several accounts without a default, `.usage` for a malformed
     ///   `KEYAUTH_TPM_TCTI` with a TPM key, presence errors.
     static func open(
         context: CommandContext, account explicitName: String?, pinFromStandardInput: Bool,
-        waitForApproval: Bool
+        waitForApproval: Bool, extraClaims: JWTClaims = JWTClaims()
     ) throws(KeyAuthError) -> AccountSession {
         let accounts = try context.accountStore()
         let name = try resolve(accounts, explicitName)
@@ -82,7 +84,11 @@ struct AccountSession: Sendable {
             enrollment: nil, onApprovalPending: { keyID in progress.approvalNeeded(keyID: keyID) },
             dpop: Self.dpopPolicy,
             onProofKey: { proofKey.set($0) })
-        hooks.jwtPayload = { presence.claims(keyStore: kind) }
+        hooks.jwtPayload = {
+            var claims = presence.claims(keyStore: kind)
+            claims.merge(extraClaims)
+            return claims
+        }
         var configuration = Authenticator<AccessToken>.Configuration(
             audience: account.issuer, reason: "Log in to \(account.serverURL) as \(account.user)")
         configuration.waitForApproval = waitForApproval

@@ -78,6 +78,8 @@ package struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCo
     package static let denySignIn = AuditAction(rawValue: "deny-sign-in")
     /// A browser signed in to the account page (or through it, to a relying party).
     package static let browserSignIn = AuditAction(rawValue: "browser-sign-in")
+    /// A device logged in to a Linux host through `pam_keyauth`, as its assertion states.
+    package static let hostLogin = AuditAction(rawValue: "host-login")
 }
 
 /// Who performed an audited action.

@@ -31,7 +31,8 @@ extension KeyAuthService {
     /// An assertion may state how the device checked its user (`amr`, as an approval does); the
     /// token then carries that statement instead of `["swk"]`, so that a service can tell a login
     /// after a PIN from one with the key alone. The server cannot check what a device says, as
-    /// for approvals; a malformed statement is refused rather than dropped.
+    /// for approvals; a malformed statement is refused rather than dropped. A host login's
+    /// statement (`host_login`, ``HostLoginStatement``) is written to the audit trail.
     func login(assertion: String, proof: VerifiedDPoPProof? = nil) throws -> LoginResult {
         let parsed = try parseAssertion(assertion)
         let stored = try storage.device(kid: parsed.keyID)
@@ -48,6 +49,7 @@ extension KeyAuthService {
             }
             extra.set("amr", strings: methods)
         }
+        let hostLogin = try HostLoginStatement(verified.claims)
         if let proof, proof.keyThumbprint != device.kid {
             throw ServiceError(
                 .invalidDPoPProof(atResource: false), "the DPoP proof is not signed by the assertion's device key")
@@ -57,6 +59,11 @@ extension KeyAuthService {
         try checkCanLogIn(device)
         let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
         try storage.recordLogin(kid: device.kid, at: now())
+        if let hostLogin {
+            try AuditTrail(storage: storage, now: now).record(
+                .hostLogin, by: .device(kid: device.kid), user: device.user, subject: hostLogin.host,
+                detail: hostLogin.detail)
+        }
         return LoginResult(
             accessToken: token, expiresIn: settings.accessTokenLifetime,
             tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, user: device.user,

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Host login benchmark: a local online login through the PAM module, as `sudo` or `login` would
+# run it, with an RSA-3072 key file and its PIN: `pamtester SERVICE USER authenticate` against a
+# stack of pam_keyauth.so alone, next to the same pamtester run on a pam_permit.so stack (the
+# floor: pamtester and libpam), to `keyauth login --pin-stdin` run as the user (the same login
+# without PAM), and to `keyauth login` of an account without a PIN (so that the PIN's own cost,
+# the key file's key derivation, is the difference of the two), alternated in one run. Needs root (a Linux user and /etc/pam.d files are
+# made for the run and removed after) and pamtester.
+#
+#   bash Benchmarks/pam/run.sh [RUNS]
+#
+# KEYAUTH_BENCH_BIN=DIR uses the release binaries in DIR (.build-deb/release after
+# scripts/build-deb.sh) instead of building them.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=${1:-20}
+[ "$(id -u)" -eq 0 ] || { echo "run as root: it creates a user and /etc/pam.d services" >&2; exit 1; }
+command -v pamtester >/dev/null || { echo "pamtester is not installed" >&2; exit 1; }
+
+if [ -n "${KEYAUTH_BENCH_BIN:-}" ]; then
+    bin=$KEYAUTH_BENCH_BIN
+else
+    for product in keyauth keyauth-server; do
+        swift build -c release --product "$product" >&2
+    done
+    bin=$(swift build -c release --show-bin-path)
+fi
+work=$(mktemp -d /tmp/keyauth-pam-bench.XXXXXX)
+chmod 0755 "$work"
+suffix=$(basename "$work" | tr -dc 'a-z0-9' | tail -c 6)
+user=kabench$suffix
+service=keyauth-bench-$suffix
+server_pid=""
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+    rm -f "/etc/pam.d/$service" "/etc/pam.d/$service-floor"
+    userdel --remove "$user" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+bash scripts/build-pam-module.sh "$work/pam_keyauth.so"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --enrollment open \
+    --metrics-listen off 2>/dev/null &
+server_pid=$!
+for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+issuer="http://127.0.0.1:$port"
+
+useradd --create-home --shell /bin/sh "$user"
+home=/home/$user
+pin=482916
+KEYAUTH_HOME=$home/.local/share/keyauth HOME=$home "$bin/keyauth" register --server "$issuer" --user "$user" \
+    --bits 3072 --key-store file --pin-stdin <<<"$pin" >/dev/null 2>&1
+# A second account of the same user without a PIN (the helper never uses it: its keyauth user
+# has another name), only to measure what the PIN costs.
+KEYAUTH_HOME=$home/.local/share/keyauth HOME=$home "$bin/keyauth" register --server "$issuer" \
+    --user "$user-nopin" --bits 3072 --key-store file --presence none >/dev/null 2>&1
+chown -R "$user:$user" "$home/.local"
+cp "$bin/keyauth" "$work/keyauth"
+chmod 0755 "$work/keyauth"
+# The helper is keyauth under another name, as the package installs it.
+ln -s "$work/keyauth" "$work/keyauth-pam-helper"
+
+printf 'auth required %s helper=%s server=%s\naccount required pam_permit.so\n' \
+    "$work/pam_keyauth.so" "$work/keyauth-pam-helper" "$issuer" >"/etc/pam.d/$service"
+printf 'auth required pam_permit.so\naccount required pam_permit.so\n' >"/etc/pam.d/$service-floor"
+
+python3 - "$service" "$user" "$pin" "$work/keyauth" "$runs" "$port" <<'PY'
+import os, statistics, subprocess, sys, time
+service, user, pin, keyauth, runs, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+def timed(command):
+    start = time.perf_counter()
+    subprocess.run(command, check=True, input=pin + "\n", text=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+as_user = ["runuser", "-u", user, "--", keyauth, "login", "--account"]
+module, floor, direct, nopin = [], [], [], []
+for _ in range(runs):
+    module.append(timed(["pamtester", service, user, "authenticate"]))
+    floor.append(timed(["pamtester", service + "-floor", user, "authenticate"]))
+    direct.append(timed(as_user + [f"{user}@127.0.0.1:{port}", "--pin-stdin"]))
+    nopin.append(timed(as_user + [f"{user}-nopin@127.0.0.1:{port}"]))
+ms = lambda values: statistics.median(values) * 1000
+added = ms(module) - ms(floor)
+pin_cost = ms(direct) - ms(nopin)
+print(f"host login, RSA-3072 key file with a PIN, {runs} alternating runs (median wall time)")
+print(f"  pamtester, pam_keyauth.so                  {ms(module):8.1f} ms")
+print(f"  pamtester, pam_permit.so (floor)           {ms(floor):8.1f} ms")
+print(f"  added by pam_keyauth                       {added:8.1f} ms")
+print(f"  keyauth login --pin-stdin as the user      {ms(direct):8.1f} ms")
+print(f"  keyauth login, account without a PIN       {ms(nopin):8.1f} ms")
+print(f"  the PIN's own cost (difference)            {pin_cost:8.1f} ms")
+print(f"  added by pam_keyauth beyond the PIN        {added - pin_cost:8.1f} ms  (target < 150 ms)")
+print(f"  load average at the end                    {os.getloadavg()[0]:8.2f}")
+PY

@@ -1,0 +1,203 @@
+import Foundation
+import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `keyauth-pam-helper`: the process `pam_keyauth.so` starts to log a Linux user in with their
+/// keyauth device key.
+///
+/// The work lives here, not in the module, so that the Swift runtime never runs inside sshd,
+/// sudo or login. The helper reads the module's request, maps the Linux user to a keyauth
+/// account (as root only for the mapping file), drops to the user's own uid before it reads
+/// anything of theirs, answers `pin PROMPT`, reads the PIN, and logs in to the server exactly as
+/// `keyauth login` does. Its one final line is `ok ...`, `refused REASON`, `unknown REASON` or
+/// `unavailable REASON` (docs/PROTOCOL.md, "Host login").
+package struct PAMHelper: Sendable {
+    /// The name `keyauth` answers to as the helper: the package installs
+    /// `/usr/libexec/keyauth/keyauth-pam-helper` as a link to `/usr/bin/keyauth`.
+    package static let programName = "keyauth-pam-helper"
+
+    /// Whether a process's first argument names it as the helper (by path or by name alone).
+    package static func isProgramName(_ argument: String?) -> Bool {
+        guard let argument else { return false }
+        return argument == programName || argument.hasSuffix("/" + programName)
+    }
+    /// The mapping file read when the request names none.
+    package static let defaultUsersFile = "/etc/keyauth/pam-users"
+    /// The keyauth home when the request names none: the keyauth command's own default for a
+    /// user without `XDG_DATA_HOME`.
+    package static let defaultHome = "~/.local/share/keyauth"
+    /// Seconds each request to the server may take: a host login must not hang on the network.
+    package static let networkTimeout = "5"
+
+    /// The descriptor the request and the PIN come from; answers go to ``output``.
+    let input: Int32
+    let output: Int32
+
+    /// Creates a helper on the module's socket (standard input and output).
+    package init(input: Int32 = STDIN_FILENO, output: Int32 = STDOUT_FILENO) {
+        self.input = input
+        self.output = output
+    }
+
+    /// One final answer of the helper.
+    package enum Answer: Equatable, Sendable {
+        case ok(String)
+        case refused(String)
+        case unknown(String)
+        case unavailable(String)
+
+        /// The answer's line, without control characters (they would forge lines in the journal).
+        package var line: String {
+            let (word, text): (String, String) =
+                switch self {
+                case .ok(let detail): ("ok", detail)
+                case .refused(let reason): ("refused", reason)
+                case .unknown(let reason): ("unknown", reason)
+                case .unavailable(let reason): ("unavailable", reason)
+                }
+            let clean = String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 ? " " : $0 }))
+            return String((word + " " + clean).prefix(900))
+        }
+    }
+
+    /// Runs one login and writes its answer; the exit status is 0 when the login succeeded.
+    package func run() async -> Int32 {
+        let answer = await login()
+        DescriptorIO.writeAll(output, answer.line + "\n")
+        if case .ok = answer { return 0 }
+        return 1
+    }
+
+    /// The whole exchange up to the final answer.
+    func login() async -> Answer {
+        let request: PAMHelperRequest
+        do {
+            request = try PAMHelperRequest(text: try readRequest())
+        } catch {
+            return .refused("bad request from pam_keyauth: \(error.message)")
+        }
+        guard let person = LinuxUser(name: request.user) else {
+            return .unknown("no Linux user \(request.user)")
+        }
+        let mapping: HostUserMapping.Entry
+        do {
+            mapping = try HostUserMapping.entry(for: request.user, file: request.users ?? Self.defaultUsersFile)
+        } catch {
+            return .refused(error.message)
+        }
+        if let refusal = person.becomeUser() { return .refused(refusal) }
+        let home = person.expand(request.home ?? Self.defaultHome)
+        var environment = ["HOME": person.homeDirectory, "KEYAUTH_HOME": home, "KEYAUTH_TIMEOUT": Self.networkTimeout]
+        if let tcti = request.tcti { environment[TPMConnection.environmentVariable] = tcti }
+        let io = CommandIO(
+            writeOutput: { _ in }, writeError: { _ in }, standardInput: input, environment: environment,
+            isErrorTerminal: false, terminalReader: StandardInputSecretReader(fileDescriptor: input), hostName: "")
+        let context = CommandContext(io: io)
+        let account: KeyAuthAccount
+        switch chooseAccount(
+            AccountStore(home: home), keyauthUser: mapping.keyauthUser, named: mapping.account,
+            server: request.server)
+        {
+        case .account(let chosen): account = chosen
+        case .answer(let answer): return answer
+        }
+        switch account.presence {
+        case .pin: break
+        case .pam:
+            // Asking PAM from inside a PAM module would run this module again.
+            return .refused(
+                "account \(account.name) is protected by PAM, which would call pam_keyauth again; register one with a PIN"
+            )
+        default:
+            return .refused("account \(account.name) has no PIN, so anyone at the session could use it")
+        }
+        DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name)): \n")
+        do {
+            let session = try AccountSession.open(
+                context: context, account: account.name, pinFromStandardInput: true, waitForApproval: false,
+                extraClaims: try Self.hostLoginClaims(request))
+            _ = try await session.login()
+        } catch {
+            return Self.answer(for: error)
+        }
+        return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)")
+    }
+
+    /// The statement the server writes to its audit trail: this host, the PAM service, the
+    /// Linux user (docs/PROTOCOL.md section 2, `host_login`).
+    static func hostLoginClaims(_ request: PAMHelperRequest) throws(KeyAuthError) -> JWTClaims {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host =
+            gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
+        let statement = JSONValue.object([
+            "host": .string(host.isEmpty ? "unknown" : host), "service": .string(request.service),
+            "linux_user": .string(request.user),
+        ])
+        var claims = JWTClaims()
+        try claims.setJSON("host_login", json: statement.serialized())
+        return claims
+    }
+
+    /// A network that cannot be reached is `unavailable`; everything else is a refusal.
+    static func answer(for error: KeyAuthError) -> Answer {
+        let reason = "\(error.code): \(error.message)"
+        switch error.code {
+        case .transportFailed, .keySetUnavailable: return .unavailable(reason)
+        default: return .refused(reason)
+        }
+    }
+
+    /// The account a login uses, or the answer that ends it without one.
+    enum AccountChoice {
+        case account(KeyAuthAccount)
+        case answer(Answer)
+    }
+
+    /// The one account of the home that belongs to `keyauthUser` on `server`.
+    func chooseAccount(_ store: AccountStore, keyauthUser: String, named: String?, server: String)
+        -> AccountChoice
+    {
+        let wanted = (try? KeyAuthClient.normalizedServerURL(server, allowInsecureHTTP: true)) ?? server
+        var matches: [KeyAuthAccount] = []
+        for name in store.accountNames() where named == nil || named == name {
+            guard let account = try? store.load(name) else { continue }
+            let theirs =
+                (try? KeyAuthClient.normalizedServerURL(account.serverURL, allowInsecureHTTP: true))
+                ?? account.serverURL
+            // The server comes from root's configuration: an account the user pointed elsewhere
+            // (their own server, which would say yes to anything) is not a way in.
+            if theirs == wanted && account.user == keyauthUser { matches.append(account) }
+        }
+        if matches.count == 1, let only = matches.first { return .account(only) }
+        if matches.isEmpty {
+            return .answer(.unknown("no keyauth account of \(keyauthUser) on \(wanted) in \(store.home)"))
+        }
+        if let chosen = (try? store.defaultAccountName()).flatMap({ name in matches.first { $0.name == name } }) {
+            return .account(chosen)
+        }
+        return .answer(
+            .refused("several accounts of \(keyauthUser) on \(wanted): name one in the pam-users mapping file"))
+    }
+
+    /// Reads the request up to its empty line, byte by byte so that the PIN after it stays unread.
+    private func readRequest() throws(KeyAuthError) -> String {
+        var bytes: [UInt8] = []
+        while bytes.count < PAMHelperRequest.maximumLength {
+            var byte: UInt8 = 0
+            let count = read(input, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { throw KeyAuthError(.invalidArgument, "the request ended early") }
+            bytes.append(byte)
+            if bytes.count >= 2 && bytes[bytes.count - 2] == 0x0A && byte == 0x0A { break }
+        }
+        guard bytes.last == 0x0A else { throw KeyAuthError(.invalidArgument, "the request is too long") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw KeyAuthError(.invalidArgument, "the request is not UTF-8")
+        }
+        return text
+    }
+}

@@ -1,0 +1,62 @@
+import KeyAuth
+
+/// What `pam_keyauth.so` asks of `keyauth-pam-helper`: one line `key value` per field after the
+/// version line `keyauth-pam 1`, ended by an empty line (docs/PROTOCOL.md, "Host login").
+///
+/// The module sends its arguments as they are and leaves every check to this side, so that the
+/// C code stays small; a request that breaks the contract is refused here, never guessed at.
+package struct PAMHelperRequest: Sendable, Equatable {
+    /// The Linux user PAM authenticates.
+    package var user: String
+    /// The PAM service (`sudo`, `sshd`, `login`), for the journal.
+    package var service: String
+    /// The server whose accounts may log in, from root's module arguments.
+    package var server: String
+    /// The keyauth home template (`~/` the user's home directory, `%u` the user name), if given.
+    package var home: String?
+    /// The mapping file of Linux users to keyauth users, if not the default.
+    package var users: String?
+    /// The TCTI of TPM-held keys, if not the kernel's resource manager.
+    package var tcti: String?
+
+    /// The longest request accepted, so that a broken module cannot make the helper read for ever.
+    package static let maximumLength = 8192
+
+    /// Parses a request.
+    ///
+    /// - Throws: `.invalidArgument` naming what is wrong: another version, an unknown or repeated
+    ///   field, a missing `user` or `server`.
+    package init(text: String) throws(KeyAuthError) {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        while lines.last == "" { lines.removeLast() }
+        guard lines.first == "keyauth-pam 1" else {
+            throw KeyAuthError(.invalidArgument, "the request is not version 1 of the pam_keyauth contract")
+        }
+        var fields: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let space = line.firstIndex(of: " ") else {
+                throw KeyAuthError(.invalidArgument, "the request has a line without a value")
+            }
+            let key = String(line[..<space])
+            guard ["user", "service", "server", "home", "users", "tcti"].contains(key) else {
+                throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
+            }
+            guard fields[key] == nil else {
+                throw KeyAuthError(.invalidArgument, "the request repeats the field \(key)")
+            }
+            fields[key] = String(line[line.index(after: space)...])
+        }
+        guard let user = fields["user"], !user.isEmpty else {
+            throw KeyAuthError(.invalidArgument, "the request names no user")
+        }
+        guard let server = fields["server"], !server.isEmpty else {
+            throw KeyAuthError(.invalidArgument, "the module has no server= argument")
+        }
+        self.user = user
+        self.service = fields["service"] ?? "unknown"
+        self.server = server
+        self.home = fields["home"]
+        self.users = fields["users"]
+        self.tcti = fields["tcti"]
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The PAM module end to end: real libpam through `pamtester` and `sudo`, `pam_keyauth.so` as
+/// scripts/build-pam-module.sh builds it, the built `keyauth` as its helper, a `keyauth-server`
+/// process, a Linux user made for the test. Serialized: they share `/dev/log` and `/etc`.
+/// Skipped without root or pamtester, except under `KEYAUTH_TEST_REQUIRE_TOOLS=1`, where they fail.
+@Suite(
+    "Host login through pam_keyauth", .serialized,
+    .enabled(
+        if: ExternalTools.shouldRun(installed: HostLoginMachine.canRun),
+        "needs root, useradd and pamtester (apt-get install pamtester)"))
+struct HostLoginTests {
+    @Test("the right PIN logs in, a wrong one does not, and the PIN is written nowhere", .timeLimit(.minutes(3)))
+    func rightAndWrongPIN() async throws {
+        try await withHostLogin { machine in
+            let right = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            #expect(right.standardOutput.contains("successfully authenticated"), "\(right.standardOutput)")
+            // The server's audit trail has the host login, as the helper stated it.
+            let audit = try KeyAuthServerProcess.runCommand(["audit", "--db", machine.scratch.path + "/server.db"])
+            let line = audit.output.split(separator: "\n").first { $0.contains("host-login") }.map(String.init)
+            #expect(line?.contains(machine.user) == true, "\(audit.output) \(audit.error)")
+            #expect(line?.contains("service \(machine.service)") == true, "\(audit.output)")
+
+            let wrong = try machine.pamtester(pin: "000000")
+            #expect(wrong.status != 0)
+            #expect(wrong.standardError.contains("Authentication failure"), "\(wrong.standardError)")
+
+            let log = machine.syslog.text
+            if machine.syslog.isCapturing {
+                #expect(log.contains("logged in with the keyauth device key"), "\(log)")
+                #expect(log.contains("wrong_pin"), "\(log)")
+            }
+            for (what, text) in [
+                ("syslog", log), ("pamtester output", right.standardOutput + right.standardError),
+                ("files", machine.filesText()), ("server log", machine.server.log),
+            ] {
+                #expect(!text.contains(HostLoginMachine.pin), "the PIN is in the \(what)")
+                #expect(!text.contains("000000"), "the wrong PIN is in the \(what)")
+            }
+        }
+    }
+
+    @Test("a device key held by a TPM logs in with its PIN and is refused with a wrong one", .timeLimit(.minutes(3)))
+    func tpmKey() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try await withHostLogin(tpm: tpm) { machine in
+            let right = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            let wrong = try machine.pamtester(pin: "000000")
+            #expect(wrong.status != 0)
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("wrong_pin"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
+    @Test("a revoked device is refused", .timeLimit(.minutes(3)))
+    func revokedDevice() async throws {
+        try await withHostLogin { machine in
+            let revoked = try KeyAuthServerProcess.runCommand([
+                "revoke", machine.keyID, "--db", machine.scratch.path + "/server.db",
+            ])
+            try #require(revoked.status == 0, "\(revoked.error)")
+            let result = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(result.status != 0)
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("invalid_grant"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
+    @Test("a user without a keyauth account, or without a Linux account, is refused", .timeLimit(.minutes(3)))
+    func unknownUsers() async throws {
+        try await withHostLogin { machine in
+            let root = try machine.pamtester(user: "root", pin: HostLoginMachine.pin)
+            #expect(root.status != 0)
+            let nobody = try machine.pamtester(user: "kapam-no-such-user", pin: HostLoginMachine.pin)
+            #expect(nobody.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("no keyauth account of root"), "\(log)")
+                #expect(log.contains("no Linux user kapam-no-such-user"), "\(log)")
+            }
+        }
+    }
+
+    @Test("with the server down, or an account on another server, the login fails closed", .timeLimit(.minutes(3)))
+    func serverDownAndOtherServer() async throws {
+        try await withHostLogin { machine in
+            // An account the user pointed at another server is not one root allowed.
+            try machine.writeService(server: "http://127.0.0.1:1")
+            let other = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(other.status != 0)
+
+            try machine.writeService(server: machine.server.url)
+            _ = machine.server.terminate()
+            let down = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(down.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("no keyauth account of \(machine.user) on http://127.0.0.1:1"), "\(log)")
+                #expect(log.contains("transport_failed"), "\(log)")
+            }
+        }
+    }
+
+    @Test(
+        "a helper that hangs is killed at the timeout, and one that answers nonsense is refused",
+        .timeLimit(.minutes(3)))
+    func hangingAndMalformedHelpers() async throws {
+        try await withHostLogin { machine in
+            let pidFile = machine.scratch.path + "/helper.pid"
+            let hanging = machine.scratch.path + "/hanging-helper"
+            try Data("#!/bin/sh\necho $$ > \(pidFile)\nexec sleep 120\n".utf8).write(to: URL(fileURLWithPath: hanging))
+            chmod(hanging, 0o755)
+            try machine.writeService(server: machine.server.url, helper: hanging, timeout: 1)
+            let started = Date()
+            let hung = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(hung.status != 0)
+            #expect(Date().timeIntervalSince(started) < 60, "the module waited past its timeout")
+            let pidText = try String(contentsOfFile: pidFile, encoding: .utf8)
+            let pid = try #require(Int32(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(kill(pid, 0) == -1 && errno == ESRCH, "the hanging helper \(pid) is still running")
+
+            let malformed = machine.scratch.path + "/malformed-helper"
+            try Data("#!/bin/sh\necho 'yes please'\n".utf8).write(to: URL(fileURLWithPath: malformed))
+            chmod(malformed, 0o755)
+            try machine.writeService(server: machine.server.url, helper: malformed, timeout: 5)
+            let nonsense = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(nonsense.status != 0)
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("the helper did not answer in time"), "\(log)")
+                #expect(log.contains("malformed answer from the helper"), "\(log)")
+            }
+        }
+    }
+
+    @Test(
+        "sudo through the module runs a command with the right PIN and refuses a wrong one",
+        .enabled(
+            if: ExternalTools.shouldRun(installed: FileManager.default.isExecutableFile(atPath: HostLoginMachine.sudo)),
+            "sudo is not installed"),
+        .timeLimit(.minutes(3)))
+    func sudoThroughTheModule() async throws {
+        try await withHostLogin { machine in
+            try machine.allowSudo()
+            let wrong = try machine.sudo(pin: "000000")
+            #expect(wrong.status != 0, "\(wrong.standardOutput)")
+            let right = try machine.sudo(pin: HostLoginMachine.pin)
+            #expect(right.status == 0, "\(right.standardError) \(machine.syslog.text)")
+            #expect(right.standardOutput == "0\n")
+            #expect(!machine.syslog.text.contains(HostLoginMachine.pin))
+        }
+    }
+}
+
+@Suite("The pam_keyauth module as built")
+struct PAMModuleBuildTests {
+    @Test("exports the three PAM entry points and nothing of the Swift runtime", .timeLimit(.minutes(2)))
+    func exportsEntryPointsOnly() throws {
+        let module = try HostLoginMachine.builtModule.get().module
+        let symbols = try ExternalCommand.run(["nm", "-D", "--defined-only", module], timeout: 30)
+        let exported = symbols.output.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            return fields.count == 3 && fields[1] == "T" ? String(fields[2]) : nil
+        }
+        #expect(exported.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
+        let libraries = try ExternalCommand.run(["ldd", module], timeout: 30)
+        #expect(libraries.output.contains("libpam.so"), "\(libraries.output)")
+        #expect(!libraries.output.lowercased().contains("swift"), "\(libraries.output)")
+        #expect(!libraries.output.contains("libstdc++"), "\(libraries.output)")
+    }
+}

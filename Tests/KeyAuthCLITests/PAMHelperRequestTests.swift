@@ -1,0 +1,61 @@
+import KeyAuth
+import Testing
+
+@testable import KeyAuthCLI
+
+@Suite("The pam_keyauth request and the user mapping")
+struct PAMHelperRequestTests {
+    @Test("a request with every field parses, and optional fields may be left out")
+    func parsesRequests() throws {
+        let full = try PAMHelperRequest(
+            text: "keyauth-pam 1\nuser alice\nservice sudo\nserver https://k.example\nhome ~/k\n"
+                + "users /etc/u\ntcti swtpm:port=1\n\n")
+        #expect(full.user == "alice")
+        #expect(full.service == "sudo")
+        #expect(full.server == "https://k.example")
+        #expect(full.home == "~/k")
+        #expect(full.users == "/etc/u")
+        #expect(full.tcti == "swtpm:port=1")
+        let short = try PAMHelperRequest(text: "keyauth-pam 1\nuser bob\nserver https://k.example\n\n")
+        #expect(short.home == nil)
+        #expect(short.service == "unknown")
+    }
+
+    @Test("a request of another version, with an unknown or repeated field, or without a server is refused")
+    func refusesBrokenRequests() {
+        for text in [
+            "keyauth-pam 2\nuser a\nserver s\n\n", "keyauth-pam 1\nuser a\nserver s\nshell /bin/sh\n\n",
+            "keyauth-pam 1\nuser a\nuser b\nserver s\n\n", "keyauth-pam 1\nuser a\n\n",
+            "keyauth-pam 1\nserver s\n\n", "keyauth-pam 1\nuser\nserver s\n\n",
+        ] {
+            #expect(throws: KeyAuthError.self) { try PAMHelperRequest(text: text) }
+            #expect((try? PAMHelperRequest(text: text)) == nil, "\(text)")
+        }
+    }
+
+    @Test("the mapping file maps a listed user, and everyone else to their own name")
+    func mapsUsers() throws {
+        let text = "# comment\nalice alice.smith\nbob bob bob@k.example  # trailing\n"
+        #expect(try HostUserMapping.entry(for: "alice", text: text, file: "f").keyauthUser == "alice.smith")
+        let bob = try HostUserMapping.entry(for: "bob", text: text, file: "f")
+        #expect(bob == HostUserMapping.Entry(keyauthUser: "bob", account: "bob@k.example"))
+        #expect(try HostUserMapping.entry(for: "carol", text: text, file: "f").keyauthUser == "carol")
+        #expect(throws: KeyAuthError.self) { try HostUserMapping.entry(for: "dan", text: "dan\n", file: "f") }
+    }
+
+    @Test("keyauth is the helper only when started under the helper's name")
+    func helperName() {
+        #expect(PAMHelper.isProgramName("/usr/libexec/keyauth/keyauth-pam-helper"))
+        #expect(PAMHelper.isProgramName("keyauth-pam-helper"))
+        #expect(!PAMHelper.isProgramName("/usr/bin/keyauth"))
+        #expect(!PAMHelper.isProgramName("/tmp/not-keyauth-pam-helper"))
+        #expect(!PAMHelper.isProgramName(nil))
+    }
+
+    @Test("answers are one line, whatever the reason holds")
+    func answersAreOneLine() {
+        let line = PAMHelper.Answer.refused("bad\nline\u{1B}[31m").line
+        #expect(line == "refused bad line [31m")
+        #expect(PAMHelper.Answer.ok("account a").line == "ok account a")
+    }
+}
