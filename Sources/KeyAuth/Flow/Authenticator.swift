@@ -210,7 +210,12 @@ public final class Authenticator<Session: Sendable>: Sendable {
         transition(to: .registering)
         do {
             let proof = try await sign(with: key)
-            let status = try await hooks.registerPublicKey(key.publicKey, proof)
+            let status =
+                if let registerDeviceKey = hooks.registerDeviceKey {
+                    try await registerDeviceKey(key, proof)
+                } else {
+                    try await hooks.registerPublicKey(key.publicKey, proof)
+                }
             if status == .pending {
                 transition(to: .awaitingApproval(keyID: key.publicKey.fingerprint))
                 guard configuration.waitForApproval else {

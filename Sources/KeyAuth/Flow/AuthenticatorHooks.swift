@@ -7,6 +7,9 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
     /// the new key that proves possession of the private half.
     public var registerPublicKey:
         @Sendable (_ publicKey: RSAPublicKey, _ proof: String) async throws -> RegistrationStatus
+    /// Registers a new key given whole, for registrations that need more than its public half
+    /// (a TPM key's attestation); when set, used instead of ``registerPublicKey``.
+    package var registerDeviceKey: (@Sendable (_ key: DeviceKey, _ proof: String) async throws -> RegistrationStatus)?
     /// Extra claims for each assertion (TouchIDAuth's `jwtPayload`); they may override defaults.
     public var jwtPayload: @Sendable () async throws -> JWTClaims
     /// Logs in with a signed assertion and returns the application's session (an access token).

@@ -11,13 +11,20 @@ package struct RegistrationRequest: Sendable, Equatable {
     package var proof: String
     /// `enrollment_code`, when the person has one; an empty string counts as none.
     package var enrollmentCode: String?
+    /// `attestation`: a TPM key's evidence (``RegistrationAttestation``); nil for a key file or
+    /// an old client.
+    package var attestation: RegistrationAttestation?
 
-    package init(user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil) {
+    package init(
+        user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil,
+        attestation: RegistrationAttestation? = nil
+    ) {
         self.user = user
         self.name = name
         self.publicKeyPEM = publicKeyPEM
         self.proof = proof
         self.enrollmentCode = enrollmentCode
+        self.attestation = attestation
     }
 
     /// The JSON body, `user`, `name`, `public_key` and `proof` first.
@@ -27,6 +34,7 @@ package struct RegistrationRequest: Sendable, Equatable {
             "proof": .string(proof),
         ]
         if let enrollmentCode { members["enrollment_code"] = .string(enrollmentCode) }
+        if let attestation { members["attestation"] = attestation.jsonValue }
         return JSONValue.object(members).serializedBytes(leadingKeys: ["user", "name", "public_key", "proof"])
     }
 
@@ -53,6 +61,10 @@ package struct RegistrationRequest: Sendable, Equatable {
         case .string(let code)?: enrollmentCode = code.isEmpty ? nil : code
         default: throw WireFormatError("the field \"enrollment_code\" must be a string")
         }
+        switch object["attestation"] {
+        case nil, .null?: attestation = nil
+        case let member?: attestation = try RegistrationAttestation(jsonValue: member)
+        }
         guard InputRules.isValidUser(user) else {
             throw WireFormatError("\"user\" must be \(InputRules.userRule)")
         }
@@ -75,12 +87,16 @@ package struct RegistrationResponse: Sendable, Equatable {
     package var name: String?
     /// `status`: `active`, `pending`, or the state of an existing registration.
     package var status: DeviceStatus
+    /// `tier`: what the server knows of where the key lives (``DeviceTier``); nil from a server
+    /// older than tiers.
+    package var tier: DeviceTier?
 
-    package init(keyID: String, user: String?, name: String?, status: DeviceStatus) {
+    package init(keyID: String, user: String?, name: String?, status: DeviceStatus, tier: DeviceTier? = nil) {
         self.keyID = keyID
         self.user = user
         self.name = name
         self.status = status
+        self.tier = tier
     }
 
     /// `{"kid":...,"name":...,"status":...,"user":...}`.
@@ -88,6 +104,7 @@ package struct RegistrationResponse: Sendable, Equatable {
         var members: [String: JSONValue] = ["kid": .string(keyID), "status": .string(status.rawValue)]
         if let user { members["user"] = .string(user) }
         if let name { members["name"] = .string(name) }
+        if let tier { members["tier"] = .string(tier.rawValue) }
         return .object(members)
     }
 
@@ -100,6 +117,6 @@ package struct RegistrationResponse: Sendable, Equatable {
         }
         self.init(
             keyID: keyID, user: object["user"]?.stringValue, name: object["name"]?.stringValue,
-            status: DeviceStatus(rawValue: status))
+            status: DeviceStatus(rawValue: status), tier: object["tier"]?.stringValue.map(DeviceTier.init(rawValue:)))
     }
 }

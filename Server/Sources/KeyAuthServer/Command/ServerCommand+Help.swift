@@ -103,6 +103,10 @@ extension ServerCommand {
                                     tokens to requests without a proof [KEYAUTH_SERVER_DPOP]
           --dpop-nonce              require DPoP proofs to carry a nonce from the server's
                                     DPoP-Nonce header [KEYAUTH_SERVER_DPOP_NONCE=1]
+          --tpm-ca FILE|DIR         PEM roots (and intermediates) of TPM makers' endorsement key
+                                    certificates: a TPM-attested device whose certificate chains
+                                    to one registers as attested, else as tpm-unverified; a
+                                    directory is read for *.pem, *.crt and *.cer [KEYAUTH_SERVER_TPM_CA]
           --metrics-listen HOST:PORT|off
                                     where /metrics and /healthz are served, apart from the public
                                     listener; default 127.0.0.1 on the --listen port + 1

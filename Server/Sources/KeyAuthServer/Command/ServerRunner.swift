@@ -132,7 +132,10 @@ package final class ServerRunner: Sendable {
                 accessTokenLifetime: configuration.accessTokenLifetime,
                 dpop: DPoPSettings(
                     mode: configuration.dpop,
-                    nonces: configuration.dpopNonce ? DPoPNonces(keys: signingKeys) : nil)),
+                    nonces: configuration.dpopNonce ? ServerNonces(keys: signingKeys) : nil),
+                attestation: AttestationSettings(
+                    nonces: ServerNonces(keys: signingKeys, purpose: .attestation),
+                    verifier: TPMAttestationVerifier(roots: configuration.tpmRoots))),
             registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
             tokens: AccessTokens(
                 keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime,

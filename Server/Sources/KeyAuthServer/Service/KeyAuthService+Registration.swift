@@ -8,11 +8,14 @@ enum RegistrationOutcome: Sendable, Equatable {
     case pending(DeviceRecord)
     /// The same key was already registered to the same user (200, idempotent).
     case existing(DeviceRecord)
+    /// The attestation holds and the TPM must answer this challenge; nothing is stored (202).
+    case activationRequired(ActivationChallenge)
 
-    /// The device, whichever the outcome.
-    var device: DeviceRecord {
+    /// The device, when one was stored or found.
+    var device: DeviceRecord? {
         switch self {
         case .active(let device), .pending(let device), .existing(let device): device
+        case .activationRequired: nil
         }
     }
 }
@@ -44,14 +47,25 @@ extension KeyAuthService {
         // fingerprint (any other kid names a key nobody registered here).
         let proof = try parseAssertion(request.proof)
         guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
-        try claimJWTID(of: try verifyAssertion(proof, key: key))
+        let verifiedProof = try verifyAssertion(proof, key: key)
+        var tier = DeviceTier.software
+        if let attestation = request.attestation {
+            switch try checkAttestation(attestation, key: key) {
+            case .challenge(let challenge):
+                // The proof is not used up: the client sends it again with the answer.
+                return .activationRequired(challenge)
+            case .passed(let attestedTier, _):
+                tier = attestedTier
+            }
+        }
+        try claimJWTID(of: verifiedProof)
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)
         }
         var device = DeviceRecord(
             kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: .pending,
-            createdAt: now(), registeredFrom: address)
+            createdAt: now(), registeredFrom: address, tier: tier)
         var hasCode = false
         if let code = request.enrollmentCode {
             guard try enrollmentCodes.consume(code, user: request.user) else {

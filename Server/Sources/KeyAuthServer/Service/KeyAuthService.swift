@@ -15,6 +15,8 @@ struct KeyAuthService: Sendable {
         var accessTokenLifetime: Int64
         /// `--dpop` and `--dpop-nonce`.
         var dpop = DPoPSettings()
+        /// Attested registration (`--tpm-ca`); nil where a test composes a service without it.
+        var attestation: AttestationSettings? = nil
     }
 
     let settings: Settings

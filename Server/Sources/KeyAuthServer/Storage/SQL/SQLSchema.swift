@@ -247,6 +247,14 @@ enum SQLSchema {
                 """
             ]
         },
+        Migration(version: 10) { _ in
+            [
+                // What the server knows of where each device key lives (PROTOCOL.md section 4,
+                // "Register with TPM attestation"): `attested`, `tpm-unverified` or `software`.
+                // Every device registered before this version was registered without attestation.
+                "ALTER TABLE devices ADD COLUMN tier TEXT NOT NULL DEFAULT 'software'"
+            ]
+        },
     ]
 
     /// The newest version this build knows.
