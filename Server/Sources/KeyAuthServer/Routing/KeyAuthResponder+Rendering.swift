@@ -40,10 +40,12 @@ extension KeyAuthResponder {
 
     /// A device as the device list shows it (PROTOCOL.md section 4, "Device list").
     func deviceEntry(_ device: DeviceRecord) -> Device {
-        Device(
+        var entry = Device(
             keyID: device.kid, name: device.name, status: service.visibleStatus(device),
             createdAt: RFC3339.string(fromSeconds: device.createdAt),
             lastLoginAt: device.lastLoginAt.map(RFC3339.string(fromSeconds:)), registeredFrom: device.registeredFrom)
+        entry.tier = device.tier
+        return entry
     }
 
     /// The CIBA acknowledgement (section 7.3): the request's id, its lifetime and the interval.

@@ -11,6 +11,14 @@ enum RegistrationOutcome: Sendable, Equatable {
     /// The attestation holds and the TPM must answer this challenge; nothing is stored (202).
     case activationRequired(ActivationChallenge)
 
+    /// Whether a device was stored by this registration.
+    var isNew: Bool {
+        switch self {
+        case .active, .pending: true
+        case .existing, .activationRequired: false
+        }
+    }
+
     /// The device, when one was stored or found.
     var device: DeviceRecord? {
         switch self {
@@ -49,13 +57,15 @@ extension KeyAuthService {
         guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
         let verifiedProof = try verifyAssertion(proof, key: key)
         var tier = DeviceTier.software
+        var attestationDetail: String?
         if let attestation = request.attestation {
             switch try checkAttestation(attestation, key: key) {
             case .challenge(let challenge):
                 // The proof is not used up: the client sends it again with the answer.
                 return .activationRequired(challenge)
-            case .passed(let attestedTier, _):
+            case .passed(let attestedTier, let problem):
                 tier = attestedTier
+                attestationDetail = attestedTier.rawValue + (problem.map { ": \($0)" } ?? "")
             }
         }
         try claimJWTID(of: verifiedProof)
@@ -78,7 +88,12 @@ extension KeyAuthService {
         // refusal because the user appeared meanwhile decides again from the new state.
         for _ in 0..<3 {
             let rule = try insertRule(for: &device, hasCode: hasCode)
-            if let outcome = try store(device, rule: rule) { return outcome }
+            guard let outcome = try store(device, rule: rule) else { continue }
+            if let attestationDetail, outcome.isNew {
+                try AuditTrail(storage: storage, now: now).record(
+                    .attest, by: .device(kid: kid), user: device.user, subject: kid, detail: attestationDetail)
+            }
+            return outcome
         }
         throw StorageError(.queryFailed, "the user's devices kept changing during registration")
     }
