@@ -100,3 +100,52 @@ struct TPMAttestationEndToEndTests {
         }
     }
 }
+
+/// `--device-policy attested` with the built binaries: who is refused, and what they are told.
+@Suite("Device policy with the built binaries and swtpm", .serialized, .timeLimit(.minutes(10)))
+struct DevicePolicyEndToEndTests {
+    @Test(
+        "under attested a key file and an unverified TPM are refused at registration, and a device of before at login")
+    func attestedPolicy() throws {
+        let tpm = try SoftwareTPM(endorsementCertificates: true)
+        defer { withExtendedLifetime(tpm) {} }
+        let directory = TemporaryDirectory("keyauth-policy-server")
+        defer { directory.remove() }
+
+        // First without a policy: a key file registers.
+        let fileMachine = Machine(tcti: SoftwareTPM.absentTCTI)
+        defer { fileMachine.home.remove() }
+        do {
+            let server = try KeyAuthServerProcess.started(in: directory.path)
+            defer { server.terminate() }
+            let file = try fileMachine.register(server, user: "bob", extra: ["--key-store", "file"])
+            try #require(file.status == 0, "\(file.standardError)")
+        }
+
+        // Then the same database under attested, with no trusted roots: nobody qualifies.
+        let server = try KeyAuthServerProcess.started(
+            in: directory.path, extraArguments: ["--device-policy", "attested"])
+        defer { server.terminate() }
+        // The restarted server listens on another port: point the account at it.
+        var account = try fileMachine.accounts.load(try fileMachine.accounts.resolve(nil))
+        account.serverURL = server.url
+        account.issuer = server.url
+        try fileMachine.accounts.save(account)
+        let login = try fileMachine.run(["login"])
+        #expect(login.status != 0)
+        #expect(login.standardError.contains("device policy (attested) refuses the login"), "\(login.standardError)")
+        #expect(login.standardError.contains("keyauth register --key-store tpm"))
+
+        let newFile = Machine(tcti: SoftwareTPM.absentTCTI)
+        defer { newFile.home.remove() }
+        let refusedFile = try newFile.register(server, user: "carol", extra: ["--key-store", "file"])
+        #expect(refusedFile.status != 0)
+        #expect(refusedFile.standardError.contains("its tier is software"), "\(refusedFile.standardError)")
+
+        let tpmMachine = Machine(tpm: tpm)
+        defer { tpmMachine.home.remove() }
+        let refusedTPM = try tpmMachine.register(server, user: "dave", extra: ["--key-store", "tpm"], pin: "2468")
+        #expect(refusedTPM.status != 0)
+        #expect(refusedTPM.standardError.contains("its tier is tpm-unverified"), "\(refusedTPM.standardError)")
+    }
+}

@@ -5,7 +5,7 @@ import KeyAuthTestSupport
 import Testing
 
 /// One TPM key's attested registration, request by request, as a client performs it.
-private struct AttestedClient {
+struct AttestedClient {
     let api: TestAPI
     let tpm: SoftwareTPM
     let key: TPMKey

@@ -54,6 +54,9 @@ extension ServerCommand {
                 }
                 configuration.tpmCA = path.value
             }, show: { $0.tpmCA ?? "" }),
+        choice("device-policy", \.devicePolicy.level, DevicePolicy.Level.init(rawValue:), "any, tpm or attested"),
+        choice(
+            "device-policy-mode", \.devicePolicy.mode, DevicePolicy.Mode.init(rawValue:), "monitor or enforce"),
         ServeSetting(
             key: "metrics-listen",
             read: { settings, configuration throws(ServerConfigurationError) in

@@ -125,6 +125,8 @@ package final class ServerRunner: Sendable {
                     now: now())
             }
         let clock = KeyAuthClock.seconds(now)
+        let metrics = ServerMetrics()
+        let logFormat = configuration.logFormat
         let service = KeyAuthService(
             settings: KeyAuthService.Settings(
                 issuer: issuer, enrollment: configuration.enrollment,
@@ -135,7 +137,11 @@ package final class ServerRunner: Sendable {
                     nonces: configuration.dpopNonce ? ServerNonces(keys: signingKeys) : nil),
                 attestation: AttestationSettings(
                     nonces: ServerNonces(keys: signingKeys, purpose: .attestation),
-                    verifier: TPMAttestationVerifier(roots: configuration.tpmRoots))),
+                    verifier: TPMAttestationVerifier(roots: configuration.tpmRoots)),
+                devicePolicy: configuration.devicePolicy,
+                devicePolicyReporter: DevicePolicyReporter(
+                    log: { line in log.notice(line, format: logFormat) },
+                    count: { event, mode in metrics.recordPolicyRefusal(at: event, mode: mode.rawValue) })),
             registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
             tokens: AccessTokens(
                 keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime,
@@ -156,7 +162,7 @@ package final class ServerRunner: Sendable {
             signInStarts: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
         return KeyAuthResponder.Collaborators(
-            service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,
+            service: service, signingKeys: signingKeys, limits: limits, metrics: metrics, log: log,
             trustProxy: configuration.trustProxy, logRequests: configuration.logRequests,
             logFormat: configuration.logFormat,
             maximumBodySize: configuration.maximumBodySize)

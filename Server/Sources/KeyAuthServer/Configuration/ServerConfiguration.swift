@@ -90,6 +90,9 @@ package struct ServerConfiguration: Sendable {
     package var tpmCA: String?
     /// The certificates read from ``tpmCA``.
     package var tpmRoots: TPMEndorsementRoots = .none
+    /// Which device tiers may register and log in (`--device-policy`, default any), and whether
+    /// the rest are refused or only reported (`--device-policy-mode`, default enforce).
+    package var devicePolicy = DevicePolicy()
     /// The algorithm of the signing key made on first start (`--token-alg`, default RS256, which
     /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
     /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.

@@ -55,6 +55,7 @@ extension KeyAuthService {
         try claimJWTID(of: verified)
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
+        try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
         let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
         try storage.recordLogin(kid: device.kid, at: now())
         return LoginResult(

@@ -68,6 +68,7 @@ extension KeyAuthService {
                 attestationDetail = attestedTier.rawValue + (problem.map { ": \($0)" } ?? "")
             }
         }
+        try applyDevicePolicy(tier, at: "registration", kid: kid, user: request.user)
         try claimJWTID(of: verifiedProof)
 
         if let existing = try storage.device(kid: kid) {

@@ -17,6 +17,10 @@ struct KeyAuthService: Sendable {
         var dpop = DPoPSettings()
         /// Attested registration (`--tpm-ca`); nil where a test composes a service without it.
         var attestation: AttestationSettings? = nil
+        /// `--device-policy` and `--device-policy-mode`.
+        var devicePolicy = DevicePolicy()
+        /// Where the policy's refusals, and those `monitor` let through, are reported.
+        var devicePolicyReporter = DevicePolicyReporter.silent
     }
 
     let settings: Settings
