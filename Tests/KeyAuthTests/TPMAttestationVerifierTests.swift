@@ -226,6 +226,44 @@ struct TPMAttestationVerifierTests {
         #expect(refusal(smallKey, key: key) == .endorsementKey)
     }
 
+    @Test("every truncation of each structure is refused as malformed, and no changed byte passes or traps")
+    func truncationsAndMutations() throws {
+        let fixture = try Fixture(nonce: nonce)
+        defer { withExtendedLifetime(fixture.tpm) {} }
+        let genuine = fixture.attestation
+        let key = fixture.key.publicKey
+        let fields: [WritableKeyPath<TPMAttestation, [UInt8]>] = [
+            \.certifyInfo, \.keyPublicArea, \.attestationKeyPublicArea,
+        ]
+        for field in fields {
+            let bytes = genuine[keyPath: field]
+            for length in 0..<bytes.count {
+                var truncated = genuine
+                truncated[keyPath: field] = Array(bytes.prefix(length))
+                let code = refusal(truncated, key: key)
+                // A statement cut inside its magic or type is refused before its layout is known.
+                #expect(code == .malformed || (field == \.certifyInfo && code == .notCertify), "\(field) \(length)")
+            }
+            var oversized = genuine
+            oversized[keyPath: field] = bytes + [UInt8](repeating: 0xFF, count: 600)
+            #expect(refusal(oversized, key: key) == .malformed)
+        }
+        // Each byte of each structure changed: refused by some check, never accepted, never a trap.
+        for field in fields {
+            let bytes = genuine[keyPath: field]
+            for index in bytes.indices {
+                var changed = genuine
+                changed[keyPath: field][index] ^= 0x5A
+                #expect(refusal(changed, key: key) != nil, "\(field) byte \(index)")
+            }
+        }
+        for index in genuine.signature.indices where index % 7 == 0 {
+            var changed = genuine
+            changed.signature[index] ^= 0x5A
+            #expect(refusal(changed, key: key) == .badSignature)
+        }
+    }
+
     /// `area` with one `TPMA_OBJECT` bit flipped (the attributes follow type and nameAlg).
     private static func flipping(attribute bit: UInt32, in area: [UInt8]) -> [UInt8] {
         var copy = area

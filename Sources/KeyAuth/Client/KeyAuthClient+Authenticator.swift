@@ -81,13 +81,14 @@ extension KeyAuthClient {
             authenticateWithProofs: { assertion, proofs in try await logIn(assertion, proofs) }
         )
         // A TPM key registers with its attestation, so that the server can tell it from a key file.
-        hooks.registerDeviceKey = { key, proof in
+        hooks.registerDeviceKey = { key, makeProof in
             guard let tpmKey = key.signer as? TPMSigningKey else {
                 return try await registered(
-                    try await client.registerDevice(publicKey: key.publicKey, proof: proof, enrollment: try wanted()))
+                    try await client.registerDevice(
+                        publicKey: key.publicKey, proof: try await makeProof(), enrollment: try wanted()))
             }
             return try await registered(
-                try await client.registerAttestedDevice(key: tpmKey, proof: proof, enrollment: try wanted()))
+                try await client.registerAttestedDevice(key: tpmKey, makeProof: makeProof, enrollment: try wanted()))
         }
         return hooks
     }

@@ -31,31 +31,35 @@ extension KeyAuthClient {
     ///
     /// - Parameters:
     ///   - key: the TPM key, with its PIN, which certifying needs.
-    ///   - proof: an assertion signed by the key; sent with both requests, and used up only by
-    ///     the second.
+    ///   - makeProof: signs an assertion with the key; called before each request, since the
+    ///     TPM's work between them can outlast one proof's lifetime.
     ///   - enrollment: the user, the device name and an optional enrollment code.
     /// - Throws: as ``registerDevice(publicKey:proof:enrollment:)``; `.serverRejected` with
     ///   `invalid_request` naming the check the attestation failed; the TPM's errors (`.keyCorrupt`
     ///   when it cannot answer the challenge).
     package func registerAttestedDevice(
-        key: TPMSigningKey, proof: String, enrollment: DeviceEnrollment
+        key: TPMSigningKey, makeProof: AuthenticatorHooks<AccessToken>.ProofMaker, enrollment: DeviceEnrollment
     ) async throws(KeyAuthError) -> DeviceRegistration {
         let nonceReply = try await send("POST", "/v1/attestation-nonces")
         if nonceReply.status == 404 {
-            return try await registerDevice(publicKey: key.publicKey, proof: proof, enrollment: enrollment)
+            return try await registerDevice(
+                publicKey: key.publicKey, proof: try await makeProof(), enrollment: enrollment)
         }
         let nonceAnswer = try expectObject(nonceReply, success: [200], operation: "attestation nonce")
         guard let nonce = nonceAnswer["nonce"]?.stringValue, let nonceBytes = Base64URL.decode(nonce),
             (1...TPMKeyCertification.maximumNonceBytes).contains(nonceBytes.count)
         else { throw KeyAuthError(.serverRejected, "the server's attestation nonce is not base64url of 1 to 64 bytes") }
-        let evidence = try key.attestation(nonce: nonceBytes)
+        let evidence = try await BlockingWork.run { () throws(KeyAuthError) in try key.attestation(nonce: nonceBytes) }
         var request = RegistrationRequest(
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: key.publicKey.pemRepresentation,
-            proof: proof, enrollmentCode: enrollment.enrollmentCode,
+            proof: try await makeProof(), enrollmentCode: enrollment.enrollmentCode,
             attestation: RegistrationAttestation(nonce: nonce, evidence: evidence))
         let first = try await postRegistration(request, publicKey: key.publicKey)
         guard let challenge = first.challenge else { return first.registration }
-        request.attestation?.activationSecret = try key.activateCredential(challenge.credential)
+        request.attestation?.activationSecret = try await BlockingWork.run { () throws(KeyAuthError) in
+            try key.activateCredential(challenge.credential)
+        }
+        request.proof = try await makeProof()
         let second = try await postRegistration(request, publicKey: key.publicKey)
         guard second.challenge == nil else {
             throw KeyAuthError(.serverRejected, "the server challenged the TPM again after it answered")
