@@ -106,6 +106,15 @@ struct AttestedRegistrationTests {
         #expect(final.json?["status"]?.stringValue == "active")
         let stored = try #require(try api.storage.device(kid: client.key.publicKey.fingerprint))
         #expect(stored.tier == .attested)
+        // A login's token says what the server established, whatever the device states.
+        let login = try api.login(assertion: try client.proof())
+        #expect(login.status == 200, "\(login.text)")
+        let token = try #require(login.json?["access_token"]?.stringValue)
+        #expect(try CompactJWS(parsing: token).claims()["device_tier"] == .string("attested"))
+        let file = try ServerTestKeys.key("alice-1")
+        _ = try api.register(user: "bob", key: file)
+        let fileToken = try api.accessToken(file)
+        #expect(try CompactJWS(parsing: fileToken).claims()["device_tier"] == .string("software"))
         // The same key again, attested again: the existing record.
         let again = try client.register(user: "alice").final
         #expect(again.status == 200, "\(again.text)")
