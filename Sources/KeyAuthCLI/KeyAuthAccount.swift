@@ -52,6 +52,10 @@ package struct KeyAuthAccount: Sendable, Hashable {
     /// unknown to the server), so that `keyauth status` and `keyauth reset` tell the truth
     /// without asking for the PIN; nil once a login succeeds again.
     package var refusedAt: Date?
+    /// The tier the server gave the device at registration (`attested`, `tpm-unverified`,
+    /// `software`; `tier` in `account.json`); nil for a server older than tiers or an account
+    /// registered before them.
+    package var tier: DeviceTier?
 
     /// Creates an account record.
     package init(
@@ -86,6 +90,7 @@ package struct KeyAuthAccount: Sendable, Hashable {
         if let pamService { members["pam_service"] = .string(pamService) }
         // Written only when set: an account without it is the secure default.
         if insecureHTTP { members["insecure_http"] = .bool(true) }
+        if let tier { members["tier"] = .string(tier.rawValue) }
         if let refusedAt { members["refused_at"] = .integer(Int64(refusedAt.timeIntervalSince1970.rounded(.down))) }
         return .object(members)
     }
@@ -143,5 +148,6 @@ package struct KeyAuthAccount: Sendable, Hashable {
             status: Status(rawValue: try string("status")),
             createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
         self.refusedAt = refusedAt
+        self.tier = try optionalString("tier").map(DeviceTier.init(rawValue:))
     }
 }

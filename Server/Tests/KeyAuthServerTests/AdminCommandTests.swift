@@ -71,9 +71,12 @@ struct AdminCommandTests {
         let pending = try run(["devices", "--user", "alice", "--status", "pending"], location)
         #expect(pending.status == 0)
         let rows = pending.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        #expect(rows.first == ["KID", "USER", "STATUS", "CREATED", "LAST_LOGIN", "NAME"])
+        #expect(rows.first == ["KID", "USER", "STATUS", "TIER", "CREATED", "LAST_LOGIN", "NAME"])
         #expect(Set(rows.dropFirst().map { $0[0] }) == [alicePhone, aliceTablet])
-        #expect(rows.dropFirst().allSatisfy { $0[1] == "alice" && $0[2] == "pending" && $0[4] == "-" })
+        #expect(
+            rows.dropFirst().allSatisfy {
+                $0[1] == "alice" && $0[2] == "pending" && $0[3] == "software" && $0[5] == "-"
+            })
         let all = try run(["devices"], location)
         #expect(all.output.contains("  alice laptop\n"))
         let json = try run(["devices", "--json"], location)

@@ -200,7 +200,7 @@ struct DPoPTests {
             token: token, scheme: "DPoP",
             proof: try fixture.proof(method: "GET", path: "/v1/devices", token: token, nonce: fresh))
         #expect(used.status == 200, "\(used.text)")
-        fixture.clock.advance(by: DPoPNonces.lifetime + 1)
+        fixture.clock.advance(by: ServerNonces.lifetime + 1)
         let stale = try fixture.get(
             token: token, scheme: "DPoP",
             proof: try fixture.proof(method: "GET", path: "/v1/devices", token: token, nonce: fresh))

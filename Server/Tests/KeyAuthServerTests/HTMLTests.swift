@@ -1,3 +1,4 @@
+import KeyAuth
 import Testing
 
 @testable import KeyAuthServer
@@ -44,5 +45,25 @@ import Testing
         #expect(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
         #expect(page.contains("al&lt;i&gt;ce"))
         #expect(page.contains("value=\"t&quot;k\""))
+    }
+
+    @Test("the devices page shows each device's tier, escaped like every stored value")
+    func devicesPageShowsTiers() {
+        let session = BrowserSessionRecord(
+            idHash: [1], csrfToken: "t", user: "alice", signInRequestID: nil, bindingCode: "AB12", createdAt: 0,
+            expiresAt: 100)
+        let devices = [DeviceTier.attested, .software, DeviceTier(rawValue: "<b>new</b>")].enumerated().map {
+            index, tier in
+            DevicesPage.Device(
+                record: DeviceRecord(
+                    kid: "kid-\(index)", user: "alice", name: "device \(index)", publicKeyPEM: "x", status: .active,
+                    createdAt: 0, tier: tier), status: .active)
+        }
+        let page = DevicesPage(basePath: "", session: session, devices: devices, message: nil).html.markup
+        #expect(page.contains("<th>Tier</th>"))
+        #expect(page.contains("<td class=\"tier tier-attested\" data-label=\"Tier\">attested</td>"))
+        #expect(page.contains("<td class=\"tier tier-software\" data-label=\"Tier\">software</td>"))
+        #expect(!page.contains("<b>new</b>"))
+        #expect(!page.contains("not reported"))
     }
 }

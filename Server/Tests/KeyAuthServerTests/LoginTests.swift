@@ -34,7 +34,8 @@ struct LoginTests {
         let issuer = TestEnvironment.issuer
         let prefix =
             "{\"iss\":\"\(issuer)\",\"sub\":\"alice\",\"aud\":\"\(issuer)\",\"amr\":[\"swk\"],"
-            + "\"client_id\":\"\(key.publicKey.fingerprint)\",\"exp\":\(now + 900),\"iat\":\(now),\"jti\":\""
+            + "\"client_id\":\"\(key.publicKey.fingerprint)\",\"device_tier\":\"software\",\"exp\":\(now + 900),"
+            + "\"iat\":\(now),\"jti\":\""
         #expect(parts[1].hasPrefix(prefix), "\(parts[1])")
         #expect(parts[1].hasSuffix("\"}") && parts[1].count == prefix.count + 22 + 2)
     }

@@ -140,8 +140,8 @@ struct ServerCommandTests {
             ServerCommand.main(
                 arguments: ["devices"], environment: ["KEYAUTH_SERVER_DB": database], output: list.output) == 0)
         let row = list.standard.split(separator: "\n").dropFirst().first?.split(separator: " ").map(String.init)
-        #expect(row?.count == 6)
-        #expect(row?.prefix(3) == [key.publicKey.fingerprint, "alice", "active"])
+        #expect(row?.count == 7)
+        #expect(row?.prefix(4) == [key.publicKey.fingerprint, "alice", "active", "software"])
         #expect(row?.last == "test-device")
 
         let revoke = CapturedOutput()

@@ -181,12 +181,18 @@ enum StorageContract {
         full.revokedAt = 1_002
         full.lastLoginAt = 1_003
         full.registeredFrom = "2001:db8::7"
+        full.tier = .attested
         #expect(try storage.insertDevice(full))
         #expect(try storage.device(kid: "kid-full") == full)
 
         let bare = device("kid-bare")
         #expect(try storage.insertDevice(bare))
         #expect(try storage.device(kid: "kid-bare") == bare)
+        #expect(try storage.device(kid: "kid-bare")?.tier == .software)
+        var unverified = device("kid-tpm")
+        unverified.tier = .tpmUnverified
+        #expect(try storage.insertDevice(unverified))
+        #expect(try storage.device(kid: "kid-tpm")?.tier == .tpmUnverified)
 
         // The same kid again, by anyone, changes nothing.
         #expect(try !storage.insertDevice(device("kid-full", user: "mallory", status: .pending)))
@@ -414,6 +420,7 @@ enum StorageContract {
         #expect(old?.status == .active)
         #expect(old?.user == "alice")
         #expect(old != nil && old?.registeredFrom == nil)
+        #expect(old?.tier == .software, "every device of before tiers was registered without attestation")
         var new = device("kid-new", status: .pending, createdAt: 10)
         new.registeredFrom = "198.51.100.4"
         #expect(try storage.insertDevice(new))

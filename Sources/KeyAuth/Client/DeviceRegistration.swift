@@ -11,6 +11,9 @@ public struct DeviceRegistration: Sendable, Hashable {
     /// False when the server already had this key for this user (HTTP 200), so that a repeated
     /// registration is recognisable.
     public let isNew: Bool
+    /// What the server established of where the key lives (`attested`, `tpm-unverified`,
+    /// `software`); nil from a server older than tiers.
+    package var tier: DeviceTier?
 
     /// Creates a registration result.
     public init(keyID: String, user: String, name: String, status: DeviceStatus, isNew: Bool) {

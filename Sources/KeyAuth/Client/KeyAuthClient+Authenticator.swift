@@ -56,24 +56,40 @@ extension KeyAuthClient {
                 throw error
             }
         }
-        return AuthenticatorHooks(
+        @Sendable func registered(_ registration: DeviceRegistration) async throws -> RegistrationStatus {
+            switch registration.status {
+            case .active, .pending:
+                try await onRegistered(registration)
+                return registration.status == .active ? .active : .pending
+            default:
+                throw KeyAuthError(
+                    .serverRejected, "the server already has this key as \(registration.status); it cannot log in")
+            }
+        }
+        @Sendable func wanted() throws(KeyAuthError) -> DeviceEnrollment {
+            guard let enrollment else {
+                throw KeyAuthError(.keyNotFound, "there is no device key: register this device first")
+            }
+            return enrollment
+        }
+        var hooks = AuthenticatorHooks(
             registerPublicKey: { publicKey, proof in
-                guard let enrollment else {
-                    throw KeyAuthError(.keyNotFound, "there is no device key: register this device first")
-                }
-                let registration = try await client.registerDevice(
-                    publicKey: publicKey, proof: proof, enrollment: enrollment)
-                switch registration.status {
-                case .active, .pending:
-                    try await onRegistered(registration)
-                    return registration.status == .active ? .active : .pending
-                default:
-                    throw KeyAuthError(
-                        .serverRejected, "the server already has this key as \(registration.status); it cannot log in")
-                }
+                try await registered(
+                    try await client.registerDevice(publicKey: publicKey, proof: proof, enrollment: try wanted()))
             },
             authenticate: { assertion in try await logIn(assertion, nil) },
             authenticateWithProofs: { assertion, proofs in try await logIn(assertion, proofs) }
         )
+        // A TPM key registers with its attestation, so that the server can tell it from a key file.
+        hooks.registerDeviceKey = { key, makeProof in
+            guard let tpmKey = key.signer as? TPMSigningKey else {
+                return try await registered(
+                    try await client.registerDevice(
+                        publicKey: key.publicKey, proof: try await makeProof(), enrollment: try wanted()))
+            }
+            return try await registered(
+                try await client.registerAttestedDevice(key: tpmKey, makeProof: makeProof, enrollment: try wanted()))
+        }
+        return hooks
     }
 }

@@ -19,15 +19,78 @@ extension KeyAuthClient {
         let request = RegistrationRequest(
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: publicKey.pemRepresentation,
             proof: proof, enrollmentCode: enrollment.enrollmentCode, recoveryCode: enrollment.recoveryCode)
+        return try await postRegistration(request, publicKey: publicKey).registration
+    }
+
+    /// Registers a TPM key with its attestation (PROTOCOL.md section 4, "Register with TPM
+    /// attestation"): a nonce from the server, the TPM's certification of the key with it, the
+    /// server's credential challenge answered by the TPM, and only then the device stored.
+    ///
+    /// A server older than attestation (no `/v1/attestation-nonces`) gets the plain
+    /// registration, as before.
+    ///
+    /// - Parameters:
+    ///   - key: the TPM key, with its PIN, which certifying needs.
+    ///   - makeProof: signs an assertion with the key; called before each request, since the
+    ///     TPM's work between them can outlast one proof's lifetime.
+    ///   - enrollment: the user, the device name and an optional enrollment code.
+    /// - Throws: as ``registerDevice(publicKey:proof:enrollment:)``; `.serverRejected` with
+    ///   `invalid_request` naming the check the attestation failed; the TPM's errors (`.keyCorrupt`
+    ///   when it cannot answer the challenge).
+    package func registerAttestedDevice(
+        key: TPMSigningKey, makeProof: AuthenticatorHooks<AccessToken>.ProofMaker, enrollment: DeviceEnrollment
+    ) async throws(KeyAuthError) -> DeviceRegistration {
+        let nonceReply = try await send("POST", "/v1/attestation-nonces")
+        if nonceReply.status == 404 {
+            return try await registerDevice(
+                publicKey: key.publicKey, proof: try await makeProof(), enrollment: enrollment)
+        }
+        let nonceAnswer = try expectObject(nonceReply, success: [200], operation: "attestation nonce")
+        guard let nonce = nonceAnswer["nonce"]?.stringValue, let nonceBytes = Base64URL.decode(nonce),
+            (1...TPMKeyCertification.maximumNonceBytes).contains(nonceBytes.count)
+        else { throw KeyAuthError(.serverRejected, "the server's attestation nonce is not base64url of 1 to 64 bytes") }
+        let evidence = try await BlockingWork.run { () throws(KeyAuthError) in try key.attestation(nonce: nonceBytes) }
+        var request = RegistrationRequest(
+            user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: key.publicKey.pemRepresentation,
+            proof: try await makeProof(), enrollmentCode: enrollment.enrollmentCode,
+            recoveryCode: enrollment.recoveryCode,
+            attestation: RegistrationAttestation(nonce: nonce, evidence: evidence))
+        let first = try await postRegistration(request, publicKey: key.publicKey)
+        guard let challenge = first.challenge else { return first.registration }
+        request.attestation?.activationSecret = try await BlockingWork.run { () throws(KeyAuthError) in
+            try key.activateCredential(challenge.credential)
+        }
+        request.proof = try await makeProof()
+        let second = try await postRegistration(request, publicKey: key.publicKey)
+        guard second.challenge == nil else {
+            throw KeyAuthError(.serverRejected, "the server challenged the TPM again after it answered")
+        }
+        return second.registration
+    }
+
+    /// Sends a registration and reads the answer: a device record (201, 202, 200), or a
+    /// credential challenge (202 `activation_required`).
+    private func postRegistration(
+        _ request: RegistrationRequest, publicKey: RSAPublicKey
+    ) async throws(KeyAuthError) -> (registration: DeviceRegistration, challenge: ActivationChallenge?) {
         let reply = try await send("POST", "/v1/devices", body: request.jsonBody, contentType: "application/json")
         let object = try expectObject(reply, success: [200, 201, 202], operation: "registration")
-        let answer = try read(object, "the registration answer", RegistrationResponse.init(jsonValue:))
-        guard answer.keyID == publicKey.fingerprint else {
+        let keyID = object["kid"]?.stringValue
+        guard keyID == publicKey.fingerprint else {
             throw KeyAuthError(.serverRejected, "the server recorded a key id that is not this key's fingerprint")
         }
-        return DeviceRegistration(
-            keyID: answer.keyID, user: answer.user ?? enrollment.user, name: answer.name ?? enrollment.deviceName,
+        if request.attestation != nil, let challenge = ActivationChallenge(jsonValue: .object(object)) {
+            let registration = DeviceRegistration(
+                keyID: challenge.keyID, user: request.user, name: request.name, status: DeviceStatus(rawValue: ""),
+                isNew: true)
+            return (registration, challenge)
+        }
+        let answer = try read(object, "the registration answer", RegistrationResponse.init(jsonValue:))
+        var registration = DeviceRegistration(
+            keyID: answer.keyID, user: answer.user ?? request.user, name: answer.name ?? request.name,
             status: answer.status, isNew: reply.status != 200)
+        registration.tier = answer.tier
+        return (registration, nil)
     }
 
     /// Whether a login under `policy` binds its token, from the server's discovery document

@@ -209,8 +209,14 @@ public final class Authenticator<Session: Sendable>: Sendable {
         let key = try await createKey()
         transition(to: .registering)
         do {
-            let proof = try await sign(with: key)
-            let status = try await hooks.registerPublicKey(key.publicKey, proof)
+            let status: RegistrationStatus
+            if let registerDeviceKey = hooks.registerDeviceKey {
+                // A registration of several requests signs a fresh proof for each: the TPM's
+                // attestation between them can outlast a proof's 30 seconds on a busy machine.
+                status = try await registerDeviceKey(key) { () throws(KeyAuthError) in try await self.sign(with: key) }
+            } else {
+                status = try await hooks.registerPublicKey(key.publicKey, try await sign(with: key))
+            }
             if status == .pending {
                 transition(to: .awaitingApproval(keyID: key.publicKey.fingerprint))
                 guard configuration.waitForApproval else {
@@ -245,20 +251,11 @@ public final class Authenticator<Session: Sendable>: Sendable {
     }
 
     /// Runs CPU-heavy or blocking work (key generation, in memory or in a TPM) on a plain thread,
-    /// not the cooperative pool.
+    /// not the cooperative pool (``BlockingWork``).
     private static func offCooperativePool<Value: Sendable>(
         _ work: @escaping @Sendable () throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
-        let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                do throws(KeyAuthError) {
-                    continuation.resume(returning: .success(try work()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        return try result.get()
+        try await BlockingWork.run(work)
     }
 
     /// A hook's error as the library's: a ``KeyAuthError`` as it is, a cancellation as

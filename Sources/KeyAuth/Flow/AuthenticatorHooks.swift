@@ -7,6 +7,13 @@ public struct AuthenticatorHooks<Session: Sendable>: Sendable {
     /// the new key that proves possession of the private half.
     public var registerPublicKey:
         @Sendable (_ publicKey: RSAPublicKey, _ proof: String) async throws -> RegistrationStatus
+    /// Registers a new key given whole, for registrations that need more than its public half
+    /// (a TPM key's attestation); when set, used instead of ``registerPublicKey``.
+    /// It gets a proof maker rather than a proof, to sign a fresh one for each request it sends.
+    package var registerDeviceKey:
+        (@Sendable (_ key: DeviceKey, _ makeProof: @escaping ProofMaker) async throws -> RegistrationStatus)?
+    /// Signs a proof of possession with the new key, as registration sends it.
+    package typealias ProofMaker = @Sendable () async throws(KeyAuthError) -> String
     /// Extra claims for each assertion (TouchIDAuth's `jwtPayload`); they may override defaults.
     public var jwtPayload: @Sendable () async throws -> JWTClaims
     /// Logs in with a signed assertion and returns the application's session (an access token).

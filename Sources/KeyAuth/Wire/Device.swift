@@ -15,6 +15,9 @@ public struct Device: Sendable, Hashable {
     /// what lets a person tell their own new laptop from someone else's registration before
     /// approving it.
     public let registeredFrom: String?
+    /// What the server established of where the key lives (`attested`, `tpm-unverified`,
+    /// `software`); nil from a server older than tiers.
+    package var tier: DeviceTier?
 
     /// Creates a device record.
     public init(
@@ -39,7 +42,7 @@ extension Device {
             "created_at": createdAt.map(JSONValue.string) ?? .null,
             "last_login_at": lastLoginAt.map(JSONValue.string) ?? .null,
             "registered_from": registeredFrom.map(JSONValue.string) ?? .null,
-        ]
+        ].merging(tier.map { ["tier": JSONValue.string($0.rawValue)] } ?? [:]) { first, _ in first }
     }
 
     /// Reads a list entry as a client: `kid` and `status` are required, `registered_from` is a
@@ -60,6 +63,7 @@ extension Device {
             keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
             createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue,
             registeredFrom: registeredFrom)
+        tier = entry["tier"]?.stringValue.map(DeviceTier.init(rawValue:))
     }
 }
 

@@ -15,9 +15,13 @@ package struct RegistrationRequest: Sendable, Equatable {
     /// string counts as none. At most one of the two codes is sent.
     package var recoveryCode: String?
 
+    /// `attestation`: a TPM key's evidence (``RegistrationAttestation``); nil for a key file or
+    /// an old client.
+    package var attestation: RegistrationAttestation?
+
     package init(
         user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil,
-        recoveryCode: String? = nil
+        recoveryCode: String? = nil, attestation: RegistrationAttestation? = nil
     ) {
         self.user = user
         self.name = name
@@ -25,6 +29,7 @@ package struct RegistrationRequest: Sendable, Equatable {
         self.proof = proof
         self.enrollmentCode = enrollmentCode
         self.recoveryCode = recoveryCode
+        self.attestation = attestation
     }
 
     /// The JSON body, `user`, `name`, `public_key` and `proof` first.
@@ -35,6 +40,7 @@ package struct RegistrationRequest: Sendable, Equatable {
         ]
         if let enrollmentCode { members["enrollment_code"] = .string(enrollmentCode) }
         if let recoveryCode { members["recovery_code"] = .string(recoveryCode) }
+        if let attestation { members["attestation"] = attestation.jsonValue }
         return JSONValue.object(members).serializedBytes(leadingKeys: ["user", "name", "public_key", "proof"])
     }
 
@@ -60,6 +66,10 @@ package struct RegistrationRequest: Sendable, Equatable {
         recoveryCode = try Self.optionalCode("recovery_code", in: object)
         if enrollmentCode != nil, recoveryCode != nil {
             throw WireFormatError("send \"enrollment_code\" or \"recovery_code\", not both")
+        }
+        switch object["attestation"] {
+        case nil, .null?: attestation = nil
+        case let member?: attestation = try RegistrationAttestation(jsonValue: member)
         }
         guard InputRules.isValidUser(user) else {
             throw WireFormatError("\"user\" must be \(InputRules.userRule)")
@@ -94,12 +104,16 @@ package struct RegistrationResponse: Sendable, Equatable {
     package var name: String?
     /// `status`: `active`, `pending`, or the state of an existing registration.
     package var status: DeviceStatus
+    /// `tier`: what the server knows of where the key lives (``DeviceTier``); nil from a server
+    /// older than tiers.
+    package var tier: DeviceTier?
 
-    package init(keyID: String, user: String?, name: String?, status: DeviceStatus) {
+    package init(keyID: String, user: String?, name: String?, status: DeviceStatus, tier: DeviceTier? = nil) {
         self.keyID = keyID
         self.user = user
         self.name = name
         self.status = status
+        self.tier = tier
     }
 
     /// `{"kid":...,"name":...,"status":...,"user":...}`.
@@ -107,6 +121,7 @@ package struct RegistrationResponse: Sendable, Equatable {
         var members: [String: JSONValue] = ["kid": .string(keyID), "status": .string(status.rawValue)]
         if let user { members["user"] = .string(user) }
         if let name { members["name"] = .string(name) }
+        if let tier { members["tier"] = .string(tier.rawValue) }
         return .object(members)
     }
 
@@ -119,6 +134,6 @@ package struct RegistrationResponse: Sendable, Equatable {
         }
         self.init(
             keyID: keyID, user: object["user"]?.stringValue, name: object["name"]?.stringValue,
-            status: DeviceStatus(rawValue: status))
+            status: DeviceStatus(rawValue: status), tier: object["tier"]?.stringValue.map(DeviceTier.init(rawValue:)))
     }
 }

@@ -30,6 +30,7 @@ struct DevicesCommand {
                         "created_at": device.createdAt.map(JSONValue.string) ?? .null,
                         "last_login_at": device.lastLoginAt.map(JSONValue.string) ?? .null,
                         "registered_from": device.registeredFrom.map(JSONValue.string) ?? .null,
+                        "tier": device.tier.map { JSONValue.string($0.rawValue) } ?? .null,
                         "this_device": .bool(device.keyID == ownKeyID),
                     ])
                 }
@@ -158,12 +159,12 @@ struct DevicesCommand {
     static func table(_ list: DeviceList, ownKeyID: String?) -> String {
         let devices = list.devices
         guard !devices.isEmpty else { return "No devices." }
-        var rows = [["KID", "NAME", "STATUS", "CREATED", "LAST LOGIN", "REGISTERED FROM"]]
+        var rows = [["KID", "NAME", "STATUS", "TIER", "CREATED", "LAST LOGIN", "REGISTERED FROM"]]
         for device in devices {
             rows.append(
                 [
                     device.keyID + (device.keyID == ownKeyID ? " *" : ""), device.name,
-                    device.status == .pending ? "pending !" : device.status.rawValue,
+                    device.status == .pending ? "pending !" : device.status.rawValue, device.tier?.rawValue ?? "-",
                     device.createdAt ?? "-", device.lastLoginAt ?? "never", device.registeredFrom ?? "-",
                 ].map(Formatting.printable))
         }

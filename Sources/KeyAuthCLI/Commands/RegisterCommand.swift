@@ -68,6 +68,7 @@ struct RegisterCommand {
             onRegistered: { registration in
                 let account = record.withLock { account in
                     account.keyID = registration.keyID
+                    account.tier = registration.tier
                     account.status = registration.status == .active ? .active : .pending
                     return account
                 }

@@ -53,6 +53,7 @@ struct StatusCommand {
             entry["kid"] = (publicKey?.fingerprint ?? account.keyID).map(JSONValue.string) ?? .null
             entry["key_bits"] = publicKey.map { .integer(Int64($0.bits)) } ?? .null
             entry["pam_service"] = account.pamService.map(JSONValue.string) ?? .null
+            entry["tier"] = account.tier.map { .string($0.rawValue) } ?? .null
             entry["refused_at"] = account.refusedAt.map { .string(Formatting.timestamp($0)) } ?? .null
             entry["token_expires_at"] = token.map { .string(Formatting.timestamp($0.expiresAt)) } ?? .null
             let ownAgent = agent?.account == name ? agent : nil
@@ -69,6 +70,7 @@ struct StatusCommand {
             let fingerprint = publicKey.map { "\($0.fingerprint) (RSA \($0.bits))" } ?? "no key"
             lines.append("  fingerprint: \(fingerprint)")
             lines.append("  key store:   \(report?.summary ?? keyStore.rawValue)")
+            if let tier = account.tier { lines.append("  tier:        \(tier.rawValue) (as the server recorded it)") }
             let presence =
                 account.presence == .pam
                 ? "pam (service \(account.pamService ?? "keyauth"))" : account.presence.rawValue

@@ -76,6 +76,9 @@ package struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCo
     package static let approveSignIn = AuditAction(rawValue: "approve-sign-in")
     /// A device denied a sign-in request, or it was denied after wrong codes.
     package static let denySignIn = AuditAction(rawValue: "deny-sign-in")
+    /// A device registered with TPM attestation; the detail is its tier, and for
+    /// `tpm-unverified` why its endorsement key certificate did not make it `attested`.
+    package static let attest = AuditAction(rawValue: "attest")
     /// A browser signed in to the account page (or through it, to a relying party).
     package static let browserSignIn = AuditAction(rawValue: "browser-sign-in")
     /// A device logged in to a Linux host through `pam_keyauth`, as its assertion states.

@@ -20,7 +20,7 @@ final class ServerSigningKeys: Sendable {
         let signer: ServerSigner
         /// The secret the server's DPoP nonces are made with under this key: a hash of the
         /// private key, so that every instance holding the key makes and accepts the same
-        /// nonces without sharing anything else (``DPoPNonces``).
+        /// nonces without sharing anything else (``ServerNonces``).
         let nonceSecret: [UInt8]
         /// What the JWK set publishes and verification uses.
         var publicKey: JWSPublicKey { signer.key.publicKey }

@@ -38,10 +38,10 @@ extension ServerCommand {
                         leadingKeys: ["kid", "user", "name", "status"]) + "\n")
                 return
             }
-            var table = TextTable(header: ["KID", "USER", "STATUS", "CREATED", "LAST_LOGIN", "NAME"])
+            var table = TextTable(header: ["KID", "USER", "STATUS", "TIER", "CREATED", "LAST_LOGIN", "NAME"])
             for device in devices {
                 table.rows.append([
-                    device.kid, device.user, registry.visibleStatus(device).rawValue,
+                    device.kid, device.user, registry.visibleStatus(device).rawValue, device.tier.rawValue,
                     RFC3339.string(fromSeconds: device.createdAt),
                     device.lastLoginAt.map(RFC3339.string(fromSeconds:)) ?? "", device.name,
                 ])
@@ -64,6 +64,7 @@ extension ServerCommand {
             object[name] = time.map { .string(RFC3339.string(fromSeconds: $0)) } ?? .null
         }
         object["registered_from"] = device.registeredFrom.map(JSONValue.string) ?? .null
+        object["tier"] = .string(device.tier.rawValue)
         return .object(object)
     }
 

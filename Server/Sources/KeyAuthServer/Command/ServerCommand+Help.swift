@@ -104,6 +104,17 @@ extension ServerCommand {
                                     tokens to requests without a proof [KEYAUTH_SERVER_DPOP]
           --dpop-nonce              require DPoP proofs to carry a nonce from the server's
                                     DPoP-Nonce header [KEYAUTH_SERVER_DPOP_NONCE=1]
+          --tpm-ca FILE|DIR         PEM roots (and intermediates) of TPM makers' endorsement key
+                                    certificates: a TPM-attested device whose certificate chains
+                                    to one registers as attested, else as tpm-unverified; a
+                                    directory is read for *.pem, *.crt and *.cer [KEYAUTH_SERVER_TPM_CA]
+          --device-policy any|tpm|attested
+                                    which device tiers may register and log in, default any
+                                    [KEYAUTH_SERVER_DEVICE_POLICY]
+          --device-policy-mode monitor|enforce
+                                    enforce (default) refuses devices below --device-policy;
+                                    monitor lets them in, logs them and counts them in /metrics
+                                    [KEYAUTH_SERVER_DEVICE_POLICY_MODE]
           --metrics-listen HOST:PORT|off
                                     where /metrics and /healthz are served, apart from the public
                                     listener; default 127.0.0.1 on the --listen port + 1

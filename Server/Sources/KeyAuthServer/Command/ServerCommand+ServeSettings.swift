@@ -44,6 +44,20 @@ extension ServerCommand {
         choice("dpop", \.dpop, DPoPMode.init(rawValue:), "optional or required"),
         flag("dpop-nonce", \.dpopNonce),
         ServeSetting(
+            key: "tpm-ca",
+            read: { settings, configuration throws(ServerConfigurationError) in
+                guard let path = settings.value("--tpm-ca") else { return }
+                do throws(KeyAuthError) {
+                    configuration.tpmRoots = try TPMEndorsementRoots.load(path: path.value)
+                } catch {
+                    throw path.error(error.message)
+                }
+                configuration.tpmCA = path.value
+            }, show: { $0.tpmCA ?? "" }),
+        choice("device-policy", \.devicePolicy.level, DevicePolicy.Level.init(rawValue:), "any, tpm or attested"),
+        choice(
+            "device-policy-mode", \.devicePolicy.mode, DevicePolicy.Mode.init(rawValue:), "monitor or enforce"),
+        ServeSetting(
             key: "metrics-listen",
             read: { settings, configuration throws(ServerConfigurationError) in
                 if let metrics = settings.value("--metrics-listen") {

@@ -125,6 +125,8 @@ package final class ServerRunner: Sendable {
                     now: now())
             }
         let clock = KeyAuthClock.seconds(now)
+        let metrics = ServerMetrics()
+        let logFormat = configuration.logFormat
         let service = KeyAuthService(
             settings: KeyAuthService.Settings(
                 issuer: issuer, enrollment: configuration.enrollment,
@@ -132,7 +134,14 @@ package final class ServerRunner: Sendable {
                 accessTokenLifetime: configuration.accessTokenLifetime,
                 dpop: DPoPSettings(
                     mode: configuration.dpop,
-                    nonces: configuration.dpopNonce ? DPoPNonces(keys: signingKeys) : nil)),
+                    nonces: configuration.dpopNonce ? ServerNonces(keys: signingKeys) : nil),
+                attestation: AttestationSettings(
+                    nonces: ServerNonces(keys: signingKeys, purpose: .attestation),
+                    verifier: TPMAttestationVerifier(roots: configuration.tpmRoots)),
+                devicePolicy: configuration.devicePolicy,
+                devicePolicyReporter: DevicePolicyReporter(
+                    log: { line in log.notice(line, format: logFormat) },
+                    count: { event, mode in metrics.recordPolicyRefusal(at: event, mode: mode.rawValue) })),
             registry: DeviceRegistry(configuration: configuration, storage: storage, now: now),
             tokens: AccessTokens(
                 keys: signingKeys, issuer: issuer, lifetime: configuration.accessTokenLifetime,
@@ -162,7 +171,7 @@ package final class ServerRunner: Sendable {
                 audit: AuditTrail(storage: storage, now: now), now: now)
         }
         return KeyAuthResponder.Collaborators(
-            service: service, signingKeys: signingKeys, limits: limits, metrics: ServerMetrics(), log: log,
+            service: service, signingKeys: signingKeys, limits: limits, metrics: metrics, log: log,
             trustProxy: configuration.trustProxy, logRequests: configuration.logRequests,
             logFormat: configuration.logFormat,
             maximumBodySize: configuration.maximumBodySize, sshCertificates: sshCertificates)

@@ -87,6 +87,15 @@ package struct ServerConfiguration: Sendable {
     /// Whether DPoP proofs must carry a nonce the server handed out (`--dpop-nonce`), which
     /// bounds how long a proof made in advance stays usable to the nonce's lifetime.
     package var dpopNonce: Bool = false
+    /// Where the trusted roots of TPM endorsement key certificates were read from (`--tpm-ca`,
+    /// a PEM file or a directory of them); nil for none, when no attested registration reaches
+    /// the tier `attested`.
+    package var tpmCA: String?
+    /// The certificates read from ``tpmCA``.
+    package var tpmRoots: TPMEndorsementRoots = .none
+    /// Which device tiers may register and log in (`--device-policy`, default any), and whether
+    /// the rest are refused or only reported (`--device-policy-mode`, default enforce).
+    package var devicePolicy = DevicePolicy()
     /// The algorithm of the signing key made on first start (`--token-alg`, default RS256, which
     /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
     /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.

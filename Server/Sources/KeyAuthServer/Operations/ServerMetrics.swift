@@ -26,6 +26,7 @@ final class ServerMetrics: Sendable {
         var logins: [String: UInt64] = [:]
         var registrations: [String: UInt64] = [:]
         var signInRequests: [String: UInt64] = [:]
+        var policyRefusals: [String: UInt64] = [:]
     }
 
     private let state = Mutex(State())
@@ -60,6 +61,12 @@ final class ServerMetrics: Sendable {
         state.withLock { $0.signInRequests[result, default: 0] += 1 }
     }
 
+    /// Counts one device below the device policy, by where (`registration`, `login`) and mode
+    /// (`monitor`: let through, `enforce`: refused).
+    func recordPolicyRefusal(at event: String, mode: String) {
+        state.withLock { $0.policyRefusals["at=\"\(event)\",mode=\"\(mode)\"", default: 0] += 1 }
+    }
+
     /// The exposition text.
     func render() -> String {
         let snapshot = state.withLock { $0 }
@@ -87,6 +94,13 @@ final class ServerMetrics: Sendable {
         lines.append("# TYPE keyauth_sign_in_requests_total counter")
         for (result, count) in snapshot.signInRequests.sorted(by: { $0.key < $1.key }) {
             lines.append("keyauth_sign_in_requests_total{result=\"\(result)\"} \(count)")
+        }
+        lines.append(
+            "# HELP keyauth_device_policy_refusals_total Devices below --device-policy, by event and mode "
+                + "(monitor: let through).")
+        lines.append("# TYPE keyauth_device_policy_refusals_total counter")
+        for (labels, count) in snapshot.policyRefusals.sorted(by: { $0.key < $1.key }) {
+            lines.append("keyauth_device_policy_refusals_total{\(labels)} \(count)")
         }
         lines.append("# HELP keyauth_http_request_duration_seconds Time to answer a request, by route.")
         lines.append("# TYPE keyauth_http_request_duration_seconds histogram")

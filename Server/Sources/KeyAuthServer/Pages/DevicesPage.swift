@@ -58,7 +58,7 @@ struct DevicesPage: Sendable {
     private static func table(_ rows: [HTML]) -> HTML {
         """
         <table>
-        <thead><tr><th>Name</th><th>Status</th><th>Key store</th><th>Created</th><th>Last login</th>\
+        <thead><tr><th>Name</th><th>Status</th><th>Tier</th><th>Created</th><th>Last login</th>\
         <th>Registered from</th><th>Key id</th><th>Actions</th></tr></thead>
         <tbody>
         \(rows.joined(separator: "\n"))
@@ -133,7 +133,7 @@ struct DevicesPage: Sendable {
             <tr data-kid="\(record.kid)">
             <td class="name">\(record.name)\(approverMark)</td>
             <td class="status status-\(device.status.rawValue)">\(device.status.rawValue)</td>
-            <td data-label="Key store">not reported</td>
+            <td class="tier tier-\(record.tier.rawValue)" data-label="Tier">\(record.tier.rawValue)</td>
             <td data-label="Created">\(Self.time(record.createdAt, none: "unknown"))</td>
             <td data-label="Last login">\(Self.time(record.lastLoginAt, none: "never"))</td>
             <td data-label="Registered from">\(record.registeredFrom ?? "unknown")</td>

@@ -11,6 +11,11 @@ extension KeyAuthResponder {
                 try responder.register(request, caller: &caller)
             }),
         RouteDeclaration(
+            [.post], "/v1/attestation-nonces",
+            .api { responder, _, _, _ in
+                try responder.attestationNonce()
+            }),
+        RouteDeclaration(
             [.get], "/v1/devices",
             .api { responder, request, _, caller in
                 try responder.listDevices(request, caller: &caller)
@@ -37,9 +42,18 @@ extension KeyAuthResponder {
         try limits.run(from: clientKey(request), everyAttempt: .registrations, record: metrics.recordRegistration) {
             let registration = try request.registrationRequest()
             let outcome = try service.register(registration, from: clientAddress(of: request))
-            caller.identify(outcome.device)
+            if let device = outcome.device { caller.identify(device) }
             return registrationResponse(outcome)
         }
+    }
+
+    /// `POST /v1/attestation-nonces`: a nonce for a TPM to sign into its attestation. Nothing
+    /// is stored (the nonce is an HMAC of its time), so it needs no budget of its own.
+    func attestationNonce() throws -> HTTPResponse {
+        let (nonce, lifetime) = try service.attestationNonce()
+        return .json(
+            .object(["nonce": .string(nonce), "expires_in": .integer(lifetime)]), headers: ["Cache-Control": "no-store"]
+        )
     }
 
     /// `GET /v1/devices`: one page of the caller's devices.

@@ -6,15 +6,22 @@ extension KeyAuthResponder {
     /// 201 for a new active device, 202 for a pending one, 200 for a key already registered, with
     /// the device as recorded; and the result the metrics count.
     func registrationResponse(_ outcome: RegistrationOutcome) -> (HTTPResponse, String) {
-        let device = outcome.device
-        let (status, result) =
-            switch outcome {
-            case .active: (201, "active")
-            case .pending: (202, "pending")
-            case .existing: (200, "existing")
-            }
+        let status: Int
+        let result: String
+        let device: DeviceRecord
+        switch outcome {
+        case .active(let record): (status, result, device) = (201, "active", record)
+        case .pending(let record): (status, result, device) = (202, "pending", record)
+        case .existing(let record): (status, result, device) = (200, "existing", record)
+        case .activationRequired(let challenge):
+            return (
+                .json(challenge.jsonValue, status: 202, headers: ["Cache-Control": "no-store"]),
+                ActivationChallenge.status
+            )
+        }
         let answer = RegistrationResponse(
-            keyID: device.kid, user: device.user, name: device.name, status: service.visibleStatus(device))
+            keyID: device.kid, user: device.user, name: device.name, status: service.visibleStatus(device),
+            tier: device.tier)
         return (.json(answer.jsonValue, status: status), result)
     }
 
@@ -33,10 +40,12 @@ extension KeyAuthResponder {
 
     /// A device as the device list shows it (PROTOCOL.md section 4, "Device list").
     func deviceEntry(_ device: DeviceRecord) -> Device {
-        Device(
+        var entry = Device(
             keyID: device.kid, name: device.name, status: service.visibleStatus(device),
             createdAt: RFC3339.string(fromSeconds: device.createdAt),
             lastLoginAt: device.lastLoginAt.map(RFC3339.string(fromSeconds:)), registeredFrom: device.registeredFrom)
+        entry.tier = device.tier
+        return entry
     }
 
     /// The CIBA acknowledgement (section 7.3): the request's id, its lifetime and the interval.

@@ -5,7 +5,7 @@ struct DPoPSettings: Sendable {
     /// Whether tokens must be bound.
     var mode: DPoPMode = .optional
     /// The nonces proofs must carry, when `--dpop-nonce` is on.
-    var nonces: DPoPNonces?
+    var nonces: ServerNonces?
 }
 
 /// DPoP (RFC 9449) in the service: the proof of a token request, the proof and binding of a

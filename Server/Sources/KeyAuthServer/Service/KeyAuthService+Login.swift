@@ -57,6 +57,9 @@ extension KeyAuthService {
         try claimJWTID(of: verified)
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
+        try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
+        // What the server established at registration, unlike amr, which the device states.
+        extra.set("device_tier", string: device.tier.rawValue)
         let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
         try storage.recordLogin(kid: device.kid, at: now())
         if let hostLogin {

@@ -8,11 +8,22 @@ enum RegistrationOutcome: Sendable, Equatable {
     case pending(DeviceRecord)
     /// The same key was already registered to the same user (200, idempotent).
     case existing(DeviceRecord)
+    /// The attestation holds and the TPM must answer this challenge; nothing is stored (202).
+    case activationRequired(ActivationChallenge)
 
-    /// The device, whichever the outcome.
-    var device: DeviceRecord {
+    /// Whether a device was stored by this registration.
+    var isNew: Bool {
+        switch self {
+        case .active, .pending: true
+        case .existing, .activationRequired: false
+        }
+    }
+
+    /// The device, when one was stored or found.
+    var device: DeviceRecord? {
         switch self {
         case .active(let device), .pending(let device), .existing(let device): device
+        case .activationRequired: nil
         }
     }
 }
@@ -44,14 +55,28 @@ extension KeyAuthService {
         // fingerprint (any other kid names a key nobody registered here).
         let proof = try parseAssertion(request.proof)
         guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
-        try claimJWTID(of: try verifyAssertion(proof, key: key))
+        let verifiedProof = try verifyAssertion(proof, key: key)
+        var tier = DeviceTier.software
+        var attestationDetail: String?
+        if let attestation = request.attestation {
+            switch try checkAttestation(attestation, key: key) {
+            case .challenge(let challenge):
+                // The proof is not used up: the client sends it again with the answer.
+                return .activationRequired(challenge)
+            case .passed(let attestedTier, let problem):
+                tier = attestedTier
+                attestationDetail = attestedTier.rawValue + (problem.map { ": \($0)" } ?? "")
+            }
+        }
+        try applyDevicePolicy(tier, at: "registration", kid: kid, user: request.user)
+        try claimJWTID(of: verifiedProof)
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)
         }
         var device = DeviceRecord(
             kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: .pending,
-            createdAt: now(), registeredFrom: address)
+            createdAt: now(), registeredFrom: address, tier: tier)
         var hasCode = false
         if let code = request.enrollmentCode {
             guard try enrollmentCodes.consume(code, user: request.user) else {
@@ -71,12 +96,15 @@ extension KeyAuthService {
         // refusal because the user appeared meanwhile decides again from the new state.
         for _ in 0..<3 {
             let rule = try insertRule(for: &device, hasCode: hasCode)
-            if let outcome = try store(device, rule: rule) {
-                if request.recoveryCode != nil, case .active(let enrolled) = outcome {
-                    try announceRecovery(of: enrolled, from: address)
-                }
-                return outcome
+            guard let outcome = try store(device, rule: rule) else { continue }
+            if request.recoveryCode != nil, case .active(let enrolled) = outcome {
+                try announceRecovery(of: enrolled, from: address)
             }
+            if let attestationDetail, outcome.isNew {
+                try AuditTrail(storage: storage, now: now).record(
+                    .attest, by: .device(kid: kid), user: device.user, subject: kid, detail: attestationDetail)
+            }
+            return outcome
         }
         throw StorageError(.queryFailed, "the user's devices kept changing during registration")
     }

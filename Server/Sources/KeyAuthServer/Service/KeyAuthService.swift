@@ -15,6 +15,12 @@ struct KeyAuthService: Sendable {
         var accessTokenLifetime: Int64
         /// `--dpop` and `--dpop-nonce`.
         var dpop = DPoPSettings()
+        /// Attested registration (`--tpm-ca`); nil where a test composes a service without it.
+        var attestation: AttestationSettings? = nil
+        /// `--device-policy` and `--device-policy-mode`.
+        var devicePolicy = DevicePolicy()
+        /// Where the policy's refusals, and those `monitor` let through, are reported.
+        var devicePolicyReporter = DevicePolicyReporter.silent
     }
 
     let settings: Settings

@@ -28,11 +28,15 @@ package struct DeviceRecord: Sendable, Hashable {
     /// can tell a stranger's request from their own. Nil for devices stored before the server
     /// recorded it.
     package var registeredFrom: String?
+    /// What registration established of where the key lives: `attested`, `tpm-unverified`, or
+    /// `software` for a registration without attestation (and every device stored before tiers).
+    package var tier: DeviceTier
 
-    /// Creates a record; optional times default to "never".
+    /// Creates a record; optional times default to "never", the tier to `software`.
     package init(
         kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus.Stored, createdAt: Int64,
-        approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil
+        approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil,
+        tier: DeviceTier = .software
     ) {
         self.kid = kid
         self.user = user
@@ -44,6 +48,7 @@ package struct DeviceRecord: Sendable, Hashable {
         self.revokedAt = revokedAt
         self.lastLoginAt = lastLoginAt
         self.registeredFrom = registeredFrom
+        self.tier = tier
     }
 
     /// Where the device sits in a user's device list, which is ordered by creation time, then

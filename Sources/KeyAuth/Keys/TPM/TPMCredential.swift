@@ -19,6 +19,12 @@ package struct TPMCredential: Sendable, Hashable {
     /// The contents of the `TPM2B_ENCRYPTED_SECRET`: the seed, encrypted to the endorsement key.
     package let encryptedSecret: [UInt8]
 
+    /// A credential as it travels, to hand to ``TPMConnection/activateCredential(_:encryptedSecret:)``.
+    package init(credentialBlob: [UInt8], encryptedSecret: [UInt8]) {
+        self.credentialBlob = credentialBlob
+        self.encryptedSecret = encryptedSecret
+    }
+
     /// Wraps `secret` for the attestation key named `attestationKeyName` in the TPM whose
     /// RSA endorsement key is `endorsementKey`.
     ///

@@ -35,6 +35,9 @@ public struct TPMKey: Sendable {
     /// The key's TPM name: the name algorithm (SHA-256, `0x000B`) followed by the SHA-256 of its
     /// public area. A ``TPMKeyCertification`` names the key it certifies by this value.
     package let tpmName: [UInt8]
+    /// The key's public area (`TPMT_PUBLIC`), which ``tpmName`` is the digest of: what a verifier
+    /// checks the key's attributes in.
+    package let tpmPublicArea: [UInt8]
 
     /// The longest PIN a TPM key takes, in bytes: an authorization value may not be longer than
     /// the digest of the key's name algorithm, SHA-256.
@@ -54,7 +57,8 @@ public struct TPMKey: Sendable {
         requiresPIN = !blob.hasEmptyAuthorization
         isBoundToTPM = blob.isFixedToTPM && blob.wasGeneratedInTPM && blob.isProtectedFromDictionaryAttacks
         // The stored TPM2B_PUBLIC is a 2-byte size, then the public area the name is computed over.
-        tpmName = [0x00, 0x0B] + (try CryptoPrimitives.sha256(Array(blob.publicPart.dropFirst(2))))
+        tpmPublicArea = Array(blob.publicPart.dropFirst(2))
+        tpmName = [0x00, 0x0B] + (try CryptoPrimitives.sha256(tpmPublicArea))
     }
 
     /// Has the TPM generate a new key.

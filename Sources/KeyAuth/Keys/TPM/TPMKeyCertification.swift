@@ -14,8 +14,9 @@ internal import CKeyAuthTSS2
 /// - Warning: the statement proves only that the key that signed it is a TPM's attestation key
 ///   if the verifier can tie that key to a genuine TPM: through the endorsement key's certificate
 ///   (``TPMConnection/endorsementCertificates()``) and credential activation
-///   (`TPM2_ActivateCredential`), which keyauth does not do yet. Until then a certification is
-///   no evidence for a server.
+///   (`TPM2_ActivateCredential`). A certification alone is no evidence for a server; a
+///   ``TPMAttestation`` carries all three, and the server checks them with
+///   ``TPMAttestationVerifier`` and a ``TPMCredential`` challenge.
 package struct TPMKeyCertification: Sendable, Hashable {
     /// The attestation key's public area (`TPMT_PUBLIC`, marshalled), whose name a credential
     /// activation would bind to the endorsement key.

@@ -55,6 +55,18 @@ public struct TPMSigningKey: JWSSigner {
         try key.checkPIN(pin, on: connection)
     }
 
+    /// The key's attestation for a server's `nonce` (``TPMKey/attestation(nonce:pin:on:)``),
+    /// authorized with the PIN this key holds.
+    package func attestation(nonce: [UInt8]) throws(KeyAuthError) -> TPMAttestation {
+        try key.attestation(nonce: nonce, pin: pin, on: connection)
+    }
+
+    /// The secret of a server's credential challenge, recovered by this key's TPM
+    /// (``TPMConnection/activateCredential(_:encryptedSecret:)``).
+    package func activateCredential(_ credential: TPMCredential) throws(KeyAuthError) -> [UInt8] {
+        try connection.activateCredential(credential.credentialBlob, encryptedSecret: credential.encryptedSecret)
+    }
+
     /// The key re-wrapped by the TPM under `newPIN`, authorized with the PIN this key holds
     /// (``TPMKey/changingPIN(from:to:on:)``).
     func changingPIN(to newPIN: SecretBytes) throws(KeyAuthError) -> TPMKey {

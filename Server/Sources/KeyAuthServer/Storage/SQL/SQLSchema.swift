@@ -265,6 +265,14 @@ enum SQLSchema {
                 "CREATE INDEX recovery_codes_by_user ON recovery_codes (user_name)",
             ]
         },
+        Migration(version: 11) { _ in
+            [
+                // What the server knows of where each device key lives (PROTOCOL.md section 4,
+                // "Register with TPM attestation"): `attested`, `tpm-unverified` or `software`.
+                // Every device registered before this version was registered without attestation.
+                "ALTER TABLE devices ADD COLUMN tier TEXT NOT NULL DEFAULT 'software'"
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -3,7 +3,8 @@ import KeyAuth
 /// The `devices` table: registered device keys and their life cycle.
 extension SQLStorage {
     static let deviceColumns =
-        "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from"
+        "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from, "
+        + "tier"
 
     /// Serialises conditional device inserts per user: "keyd" in ASCII, the user name hashed.
     static func deviceInsertLock(user: String) -> SQLLock {
@@ -49,7 +50,7 @@ extension SQLStorage {
                 }
                 let inserted = try connection.execute(
                     """
-                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                     ON CONFLICT (kid) DO NOTHING
                     """,
                     device.columnValues)
@@ -175,7 +176,7 @@ extension DeviceRecord {
         self.init(
             kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,
             approvedAt: row.integer(6), revokedAt: row.integer(7), lastLoginAt: row.integer(8),
-            registeredFrom: row.text(9))
+            registeredFrom: row.text(9), tier: row.text(10).map(DeviceTier.init(rawValue:)) ?? .software)
     }
 
     /// The values of ``SQLStorage/deviceColumns``, in order.
@@ -183,6 +184,7 @@ extension DeviceRecord {
         [
             .text(kid), .text(user), .text(name), .text(publicKeyPEM), .text(status.rawValue), .integer(createdAt),
             SQLValue(approvedAt), SQLValue(revokedAt), SQLValue(lastLoginAt), SQLValue(registeredFrom),
+            .text(tier.rawValue),
         ]
     }
 }

@@ -1,0 +1,121 @@
+internal import CKeyAuthOpenSSL
+
+/// The certificate authorities whose endorsement key certificates a server trusts: the TPM
+/// manufacturers' published roots that the operator configured (`--tpm-ca`), and nothing else.
+///
+/// A chain is checked with OpenSSL's `X509_verify_cert` against a store that holds only these
+/// roots; the intermediates a client sends are offered as untrusted certificates, so they count
+/// only when they chain up to a root here, and each certificate's validity period is checked at
+/// the time given. OpenSSL's default certificate directories are never consulted: a web CA has no
+/// say over which chips are TPMs.
+package struct TPMEndorsementRoots: Sendable, Equatable {
+    /// The roots, DER.
+    package let certificates: [[UInt8]]
+
+    /// No roots: every endorsement key certificate is of an unknown root.
+    package static let none = TPMEndorsementRoots(certificates: [])
+
+    package init(certificates: [[UInt8]]) {
+        self.certificates = certificates
+    }
+
+    /// Reads every `CERTIFICATE` block of a PEM text.
+    ///
+    /// - Throws: `.invalidArgument` when the text holds no certificate or a block that does not
+    ///   parse.
+    package init(pem: [UInt8]) throws(KeyAuthError) {
+        let found = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) -> [[UInt8]] in
+            var found: [[UInt8]] = []
+            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) {
+                defer { X509_free(certificate) }
+                found.append(try Self.der(of: certificate))
+            }
+            // The loop ends at the end of the text (a "no start line" error) or at a bad block.
+            let last = ERR_peek_last_error()
+            OpenSSL.clearErrors()
+            let endOfText = ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE
+            guard endOfText || last == 0 else {
+                throw KeyAuthError(.invalidArgument, "a certificate in the PEM text does not parse")
+            }
+            return found
+        }
+        guard !found.isEmpty else { throw KeyAuthError(.invalidArgument, "no PEM certificate found") }
+        certificates = found
+    }
+
+    /// Verifies `chain` (DER, the endorsement key's certificate first, then any intermediates)
+    /// up to one of the roots at `time` (seconds since 1970), and returns the first
+    /// certificate's public key.
+    ///
+    /// - Returns: the key, and nil as the problem when the chain verifies; otherwise the key and
+    ///   OpenSSL's reason (`unable to get local issuer certificate`, `certificate has expired`).
+    /// - Throws: `.endorsementKey` when the first certificate does not parse or holds no RSA key.
+    package func verify(
+        chain: [[UInt8]], at time: Int64
+    ) throws(TPMAttestationError) -> (key: RSAPublicKey, problem: String?) {
+        guard let leafDER = chain.first, let leaf = Self.certificate(leafDER) else {
+            throw TPMAttestationError(.endorsementKey, "the endorsement key certificate does not parse")
+        }
+        defer { X509_free(leaf) }
+        guard let publicKey = X509_get_pubkey(leaf), let key = try? RSAPublicKey(owning: EVPKey(taking: publicKey))
+        else {
+            OpenSSL.clearErrors()
+            throw TPMAttestationError(.endorsementKey, "the endorsement key certificate holds no RSA key")
+        }
+        return (key, verifyChain(leaf, intermediates: chain.dropFirst(), at: time))
+    }
+
+    /// Runs `X509_verify_cert`; nil when the chain verifies, else the reason.
+    private func verifyChain(_ leaf: OpaquePointer, intermediates: ArraySlice<[UInt8]>, at time: Int64) -> String? {
+        guard !certificates.isEmpty else { return "no TPM root certificate is configured" }
+        guard let store = X509_STORE_new(), let context = X509_STORE_CTX_new(), let untrusted = OPENSSL_sk_new_null()
+        else { return "out of memory" }
+        var owned: [OpaquePointer] = []
+        defer {
+            OPENSSL_sk_free(untrusted)
+            owned.forEach { X509_free($0) }
+            X509_STORE_CTX_free(context)
+            X509_STORE_free(store)
+            OpenSSL.clearErrors()
+        }
+        for root in certificates {
+            guard let certificate = Self.certificate(root) else { return "a configured root does not parse" }
+            owned.append(certificate)
+            guard X509_STORE_add_cert(store, certificate) == 1 else { return "a configured root is unusable" }
+        }
+        for intermediate in intermediates {
+            guard let certificate = Self.certificate(intermediate) else { return "an intermediate does not parse" }
+            owned.append(certificate)
+            guard OPENSSL_sk_push(untrusted, UnsafeRawPointer(certificate)) > 0 else { return "out of memory" }
+        }
+        guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return "out of memory" }
+        X509_STORE_CTX_set_time(context, 0, time_t(clamping: time))
+        guard X509_verify_cert(context) != 1 else { return nil }
+        let code = X509_STORE_CTX_get_error(context)
+        return X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "verification failed"
+    }
+
+    private static func certificate(_ der: [UInt8]) -> OpaquePointer? {
+        der.withUnsafeBytes { buffer in
+            var cursor = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            let parsed = d2i_X509(nil, &cursor, buffer.count)
+            // A certificate followed by more bytes is not one certificate.
+            guard let parsed, let cursor, let base = buffer.baseAddress,
+                UnsafeRawPointer(cursor) == base + buffer.count
+            else {
+                if let parsed { X509_free(parsed) }
+                OpenSSL.clearErrors()
+                return nil
+            }
+            return parsed
+        }
+    }
+
+    private static func der(of certificate: OpaquePointer) throws(KeyAuthError) -> [UInt8] {
+        var output: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_X509(certificate, &output)
+        guard length > 0, let output else { throw OpenSSL.error(.cryptoFailed, "cannot encode a certificate") }
+        defer { ckeyauth_OPENSSL_free(output) }
+        return Array(UnsafeBufferPointer(start: output, count: Int(length)))
+    }
+}
