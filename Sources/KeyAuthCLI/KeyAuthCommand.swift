@@ -48,8 +48,10 @@ public enum KeyAuthCommand {
     /// cancellation reaches it: the terminal's settings (echo) are put back, its line ended, and
     /// the process exits at once. Otherwise the signal cancels the command's task: a wait for
     /// approval ends with one line saying the device stays pending, and the spinner's line is
-    /// erased; a step that does not see the cancellation gets a second before the process exits
-    /// regardless, and a second signal exits at once. Either way the status is
+    /// erased; a step that does not see the cancellation gets three seconds before the process
+    /// exits regardless, and a second signal exits at once. Those exits are `_exit`: `exit` would
+    /// run the process's exit handlers while the command's threads still hold their locks, and a
+    /// handler that waits for one of them hangs the process that was asked to stop. Either way the status is
     /// ``status(afterSignal:)`` of the first signal.
     /// - Warning: this installs process-wide handlers for those signals (``StopSignals``);
     ///   embedding apps should call ``run(_:io:)`` and cancel its task themselves (and call
@@ -61,9 +63,13 @@ public enum KeyAuthCommand {
             let first = received.record(number)
             let exitStatus = Self.status(afterSignal: first ?? number)
             // A second signal, or one the task cannot see in time, ends the process.
-            if first != nil { exit(exitStatus) }
+            if first != nil { _exit(exitStatus) }
             task.cancel()
-            DispatchQueue.global().asyncAfter(deadline: .now() + 1) { exit(exitStatus) }
+            // A thread of its own: the cooperative pool and Dispatch's may be what is stuck.
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 3)
+                _exit(exitStatus)
+            }
         }
         let status = await task.value
         return received.first.map(Self.status(afterSignal:)) ?? status
