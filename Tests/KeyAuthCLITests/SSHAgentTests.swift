@@ -114,4 +114,37 @@ struct SSHAgentTests {
         #expect(listed.status == 0, "\(listed.errorOutput)")
         #expect(listed.output.split(separator: "\n").count == 1, "\(listed.output)")
     }
+
+    @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")
+    func sha512SignatureVerifies() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let listed = try agent.sshAdd(["-L"])
+        let keyLine = try #require(listed.output.split(separator: "\n").first.map(String.init), "\(listed.errorOutput)")
+        #expect(keyLine.hasPrefix("ssh-rsa "))
+        let directory = setup.directory.path
+        try (keyLine + "\n").write(toFile: directory + "/key.pub", atomically: true, encoding: .utf8)
+        try "alice \(keyLine)\n".write(toFile: directory + "/allowed", atomically: true, encoding: .utf8)
+        try "signed through the agent\n".write(toFile: directory + "/data", atomically: true, encoding: .utf8)
+        let environment = ["PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": agent.sshSocket]
+        let signed = try ExternalCommand.run(
+            ["ssh-keygen", "-Y", "sign", "-f", directory + "/key.pub", "-n", "file", directory + "/data"],
+            environment: environment, timeout: 30)
+        #expect(signed.status == 0, "\(signed.errorOutput)")
+        let verified = try ExternalCommand.run(
+            [
+                "sh", "-c", "ssh-keygen -Y verify -f \"$1/allowed\" -I alice -n file -s \"$1/data.sig\" < \"$1/data\"",
+                "sh", directory,
+            ], environment: environment, timeout: 30)
+        #expect(verified.status == 0, "\(verified.output)\(verified.errorOutput)")
+        #expect(verified.output.contains("Good \"file\" signature for alice"), "\(verified.output)")
+        // The signature blob inside names its algorithm: rsa-sha2-512, what ssh-keygen asks for.
+        let armored = try String(contentsOfFile: directory + "/data.sig", encoding: .utf8)
+        let base64 = armored.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let blob = try #require(Data(base64Encoded: base64))
+        #expect(blob.range(of: Data("rsa-sha2-512".utf8)) != nil)
+    }
 }
