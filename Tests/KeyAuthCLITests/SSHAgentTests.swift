@@ -147,4 +147,44 @@ struct SSHAgentTests {
         let blob = try #require(Data(base64Encoded: base64))
         #expect(blob.range(of: Data("rsa-sha2-512".utf8)) != nil)
     }
+
+    @Test("a TPM key logs in through the agent with the rsa-sha2-256 limit ssh config prints, and not without it")
+    func tpmKeyLogsIn() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let directory = TemporaryDirectory("keyauth-ssh-tpm")
+        defer { directory.remove() }
+        let authority = try SSHCertificateAuthority.generate(.ed25519)
+        try authority.write(to: directory.path + "/ssh-ca.pem")
+        let server = try InProcessKeyAuthServer(sshCAKeyFile: directory.path + "/ssh-ca.pem")
+        defer { server.stop() }
+        let device = CommandHarness(tcti: tpm.tcti)
+        defer { device.home.remove() }
+        let registered = await device.run(
+            ["register", "--server", server.url, "--user", "alice", "--key-store", "tpm", "--pin-stdin"],
+            standardInput: Self.pin + "\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        let issued = await device.run(["ssh", "cert", "--pin-stdin"], standardInput: Self.pin + "\n")
+        try #require(issued.status == 0, "\(issued.standardError)")
+        let config = await device.run(["ssh", "config"])
+        #expect(config.status == 0, "\(config.standardError)")
+        #expect(config.standardOutput.contains("IdentityAgent ${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"))
+        let limit = "rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256"
+        #expect(config.standardOutput.contains("PubkeyAcceptedAlgorithms \(limit)"))
+
+        let agent = try Agent(device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        #expect(try agent.sshAdd(["-l"]).output.contains("(RSA-CERT)"))
+        let host = try OpenSSHServer(
+            caLine: authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let login = try host.login(
+            as: "root", agent: agent.sshSocket, options: ["-o", "PubkeyAcceptedAlgorithms=\(limit)"])
+        #expect(login.status == 0, "\(login.errorOutput)\n\(host.log)")
+        #expect(login.output == "logged-in\n")
+        // ssh's default, rsa-sha2-512, is what the TPM path refuses.
+        let refused = try host.login(as: "root", agent: agent.sshSocket)
+        #expect(refused.status == 255)
+    }
 }

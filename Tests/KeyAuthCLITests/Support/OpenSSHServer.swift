@@ -104,9 +104,13 @@ final class OpenSSHServer: Sendable {
     }
 
     /// Runs `ssh` to `account` with no key file, only the keys of the ssh-agent at `agent`.
-    func login(as account: String, agent: String, command: String = "echo logged-in") throws -> ExternalCommand {
+    ///
+    /// - Parameter options: more `ssh` options, such as what `keyauth ssh config` prints.
+    func login(
+        as account: String, agent: String, options: [String] = [], command: String = "echo logged-in"
+    ) throws -> ExternalCommand {
         try ssh(
-            ["-o", "IdentityAgent=\(agent)", "-o", "IdentitiesOnly=no", "-o", "BatchMode=yes"], as: account,
+            ["-o", "IdentityAgent=\(agent)", "-o", "IdentitiesOnly=no", "-o", "BatchMode=yes"] + options, as: account,
             command: command, environment: ["PATH": "/usr/bin:/bin", "HOME": directory.path])
     }
 
