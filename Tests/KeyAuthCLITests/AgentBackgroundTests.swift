@@ -80,6 +80,7 @@ struct AgentBackgroundTests {
             #expect(
                 again.standardOutput
                     == "XDG_RUNTIME_DIR='\(runtime.path)'; export XDG_RUNTIME_DIR;\n"
+                    + "SSH_AUTH_SOCK='\(runtime.path)/keyauth/ssh-agent.sock'; export SSH_AUTH_SOCK;\n"
                     + "KEYAUTH_AGENT_PID=\(pid); export KEYAUTH_AGENT_PID;\necho Agent pid \(pid);\n")
 
             let stopped = try machine.run(["agent", "--stop"], extraEnvironment: ["XDG_RUNTIME_DIR": runtime.path])
@@ -105,6 +106,7 @@ struct AgentBackgroundTests {
         #expect(
             AgentCommand.shellLines(runtimeDirectory: "/run/user/1000", pid: 42)
                 == "XDG_RUNTIME_DIR='/run/user/1000'; export XDG_RUNTIME_DIR;\n"
+                + "SSH_AUTH_SOCK='/run/user/1000/keyauth/ssh-agent.sock'; export SSH_AUTH_SOCK;\n"
                 + "KEYAUTH_AGENT_PID=42; export KEYAUTH_AGENT_PID;\necho Agent pid 42;")
         #expect(AgentCommand.shellQuoted("/tmp/it's here") == "'/tmp/it'\\''s here'")
     }

@@ -72,6 +72,7 @@ struct SSHLoginTests {
         #expect(config.status == 0)
         #expect(config.standardOutput.contains("IdentityFile \(keys)/device-key.pem"))
         #expect(config.standardOutput.contains(certificate))
+        #expect(config.standardOutput.contains("IdentityAgent ${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"))
 
         let host = try OpenSSHServer(
             caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])

@@ -57,6 +57,12 @@ package enum KeyAgentSocket {
         try directory(environment: environment) + "/agent.sock"
     }
 
+    /// The ssh-agent socket in the same directory as the agent's socket at `socketPath`:
+    /// `$XDG_RUNTIME_DIR/keyauth/ssh-agent.sock`, for `SSH_AUTH_SOCK` or ssh's `IdentityAgent`.
+    package static func sshAgentPath(besides socketPath: String) -> String {
+        directoryPath(of: socketPath) + "/ssh-agent.sock"
+    }
+
     /// Makes a `sockaddr_un` for `path` and lends it to `body`.
     private static func withAddress<Result>(
         _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result

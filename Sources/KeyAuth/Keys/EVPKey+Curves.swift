@@ -130,9 +130,15 @@ extension EVPKey {
     /// Signs `message` in one shot: hashed with SHA-256 first when `hashed` (ECDSA), or as it is
     /// (Ed25519, which hashes internally). Returns what OpenSSL writes (DER for ECDSA).
     func digestSign(_ message: [UInt8], hashed: Bool) throws(KeyAuthError) -> [UInt8] {
+        try digestSign(message, digest: hashed ? OpenSSL.sha256 : nil)
+    }
+
+    /// Signs `message` in one shot with `digest` (nil: none, for Ed25519); for an RSA key that is
+    /// PKCS#1 v1.5, OpenSSL's default padding.
+    func digestSign(_ message: [UInt8], digest: OpaquePointer?) throws(KeyAuthError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw OpenSSL.error(.cryptoFailed, "cannot allocate") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, hashed ? OpenSSL.sha256 : nil, nil, pointer) == 1 else {
+        guard EVP_DigestSignInit(context, nil, digest, nil, pointer) == 1 else {
             throw OpenSSL.error(.cryptoFailed, "cannot start signing")
         }
         var length = 0

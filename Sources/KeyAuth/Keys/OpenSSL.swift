@@ -28,6 +28,9 @@ enum OpenSSL {
     /// SHA-256, fetched once: a fetch per operation costs measurable time on small inputs.
     nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA256(), nil)
 
+    /// SHA-512, fetched once, for the `rsa-sha2-512` signatures ssh asks an agent for.
+    nonisolated(unsafe) static let sha512: OpaquePointer? = EVP_MD_fetch(nil, "SHA512", nil)
+
     static func sha256Digest(_ data: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         let digest = data.withUnsafeBytes { bytes in
             Result { () throws(KeyAuthError) in try sha256Digest(bytes) }

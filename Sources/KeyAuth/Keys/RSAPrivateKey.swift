@@ -98,4 +98,13 @@ public struct RSAPrivateKey: Sendable {
         }
         return try result.get()
     }
+
+    /// Signs `message` with RSASSA-PKCS1-v1_5 over SHA-256 or SHA-512: what an ssh-agent makes for
+    /// `rsa-sha2-256` and `rsa-sha2-512` (ssh asks for SHA-512 by default).
+    package func sshSignature(for message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
+        switch digest {
+        case .sha256: try signature(for: message)
+        case .sha512: try key.digestSign(message, digest: OpenSSL.sha512)
+        }
+    }
 }

@@ -14,6 +14,10 @@ import Synchronization
 /// It is cleared when the timeout passes, on `lock`, and when the agent ends. Connections are
 /// served one at a time, each bounded by a socket timeout, and only when `SO_PEERCRED` names the
 /// agent's own uid.
+///
+/// It serves two sockets from one loop: keyauth's own JSON protocol, and the ssh-agent protocol
+/// (``SSHAgentProtocol``) for `ssh` and `ssh-add`, which list the device key and its certificate
+/// and have it sign SSH logins while the agent is unlocked.
 final class KeyAgentServer: Sendable {
     private struct Held {
         let secret: SecretBytes
@@ -24,6 +28,8 @@ final class KeyAgentServer: Sendable {
     let keyID: String
     let store: KeyPairStore
     let socketPath: String
+    /// The ssh-agent socket beside ``socketPath``.
+    var sshSocketPath: String { KeyAgentSocket.sshAgentPath(besides: socketPath) }
     private let held = Mutex<Held?>(nil)
     private let stopRequested = Atomic<Bool>(false)
     /// A pipe whose write end wakes the loop from `poll`: a stop request from a signal handler.
@@ -100,6 +106,37 @@ final class KeyAgentServer: Sendable {
         return try RSAPrivateKey(pemRepresentation: pem).signature(for: message)
     }
 
+    /// Signs for an ssh-agent request: a file key with SHA-256 or SHA-512, a TPM key with
+    /// SHA-256 only (keyauth's TPM signing is RS256; a SHA-512 request fails).
+    func sshSign(_ message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
+        if digest == .sha256 { return try sign(message) }
+        clearIfExpired()
+        guard let secret = held.withLock({ $0?.secret }), store.storedKind != .tpm else {
+            throw KeyAuthError(.presenceUnavailable, "the agent is locked or holds a TPM key")
+        }
+        var pem = secret.withUnsafeBytes { Array($0) }
+        defer { CryptoPrimitives.wipe(&pem) }
+        return try RSAPrivateKey(pemRepresentation: pem).sshSignature(for: message, digest: digest)
+    }
+
+    /// The identities the ssh socket offers: the certificate from `keyauth ssh cert` when it is
+    /// there and certifies the key, then the plain key; nil while locked.
+    func sshIdentities() -> [SSHAgentProtocol.Identity]? {
+        clearIfExpired()
+        guard expiresAt != nil, let key = try? store.loadPublicKey(),
+            let plain = try? SSHAgentProtocol.rsaKeyBlob(key)
+        else { return nil }
+        var identities: [SSHAgentProtocol.Identity] = []
+        let certificatePath = SSHCommand.certificatePath(in: store.directory)
+        if let line = try? String(contentsOfFile: certificatePath, encoding: .utf8),
+            let blob = SSHAgentProtocol.certificateBlob(line: line, of: key)
+        {
+            identities.append(.init(blob: blob, comment: "\(certificatePath) (keyauth \(account))"))
+        }
+        identities.append(.init(blob: plain, comment: "keyauth \(account) \(keyID)"))
+        return identities
+    }
+
     private func clearIfExpired() {
         held.withLock { held in
             if let expiresAt = held?.expiresAt, expiresAt <= Date() { held = nil }
@@ -113,43 +150,85 @@ final class KeyAgentServer: Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
 
-    /// Serves `listener` until a `stop` request or ``requestStop()``, then clears the key and
-    /// removes the socket.
-    func serve(_ listener: Int32) {
+    /// Serves `listener` (and `sshListener`, the ssh-agent socket) until a `stop` request or
+    /// ``requestStop()``, then clears the key and removes the sockets.
+    func serve(_ listener: Int32, sshListener: Int32? = nil) {
         defer {
             clear()
             unlink(socketPath)
             close(listener)
+            if let sshListener {
+                unlink(sshSocketPath)
+                close(sshListener)
+            }
         }
         while !stopRequested.load(ordering: .acquiring) {
             clearIfExpired()
             var descriptors = [
                 pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: sshListener ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let wait =
                 expiresAt.map { Int32(Int(clampingSeconds: $0.timeIntervalSinceNow * 1000 + 1, to: 0...3_600_000)) }
                 ?? -1
-            let ready = poll(&descriptors, 2, wait)
-            guard ready > 0, descriptors[0].revents & Int16(POLLIN) != 0 else { continue }
-            let connection = accept(listener, nil, nil)
-            guard connection >= 0 else { continue }
-            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            handle(connection)
-            close(connection)
+            // poll ignores a negative descriptor: without an ssh socket, the third entry waits on nothing.
+            let ready = poll(&descriptors, 3, wait)
+            guard ready > 0 else { continue }
+            if descriptors[0].revents & Int16(POLLIN) != 0 {
+                serveOne(listener, handle)
+            }
+            if let sshListener, descriptors[2].revents & Int16(POLLIN) != 0 {
+                serveOne(sshListener, handleSSH)
+            }
         }
     }
 
-    private func handle(_ connection: Int32) {
+    /// Accepts one connection on `listener` and serves it with `body` when its peer is the user.
+    private func serveOne(_ listener: Int32, _ body: (Int32) -> Void) {
+        let connection = accept(listener, nil, nil)
+        guard connection >= 0 else { return }
+        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+        if isOwnUser(connection) {
+            KeyAgentSocket.setTimeout(connection, seconds: 5)
+            body(connection)
+        }
+        close(connection)
+    }
+
+    /// Serves ssh-agent requests on `connection` until the peer closes it; a malformed request
+    /// gets `SSH_AGENT_FAILURE`, and one that breaks the framing ends the connection after it.
+    private func handleSSH(_ connection: Int32) {
+        while true {
+            switch SSHAgentProtocol.readMessage(connection) {
+            case .message(var body):
+                defer { CryptoPrimitives.wipe(&body) }
+                let answer = SSHAgentProtocol.answer(body, identities: sshIdentities()) {
+                    (digest, data) throws(KeyAuthError) in try self.sshSign(data, digest: digest)
+                }
+                guard SSHAgentProtocol.writeMessage(connection, answer) else { return }
+            case .tooLong, .truncated:
+                _ = SSHAgentProtocol.writeMessage(connection, [SSHAgentProtocol.failure])
+                return
+            case .end:
+                return
+            }
+        }
+    }
+
+    private func isOwnUser(_ connection: Int32) -> Bool {
         let peer = KeyAgentSocket.peerCredentials(connection)
         guard let peer, peer.uid == KeyAgentSocket.ownUID else {
             let who = peer.map { "uid \($0.uid) in process \($0.pid)" } ?? "an unknown uid"
             errorOutput(
                 "keyauth agent: refused a connection from \(who) (only uid \(KeyAgentSocket.ownUID) may use this agent)"
             )
-            return
+            return false
         }
-        KeyAgentSocket.setTimeout(connection, seconds: 5)
+        return true
+    }
+
+    private func handle(_ connection: Int32) {
         guard var body = KeyAgentSocket.readMessage(connection) else { return }
         defer { CryptoPrimitives.wipe(&body) }
         let response: KeyAgentResponse

@@ -52,13 +52,16 @@ extension AgentCommand {
 
     /// The lines for `eval`, in `ssh-agent`'s style. The agent's socket is found through
     /// `XDG_RUNTIME_DIR` (there is no variable of its own), so that is what they export, with the
-    /// agent's process id as `KEYAUTH_AGENT_PID` for scripts that end it with `kill`.
+    /// agent's process id as `KEYAUTH_AGENT_PID` for scripts that end it with `kill`, and the
+    /// ssh-agent socket as `SSH_AUTH_SOCK` for `ssh` and `ssh-add`.
     static func shellLines(runtimeDirectory: String, pid: pid_t) -> String {
-        """
-        XDG_RUNTIME_DIR=\(shellQuoted(runtimeDirectory)); export XDG_RUNTIME_DIR;
-        KEYAUTH_AGENT_PID=\(pid); export KEYAUTH_AGENT_PID;
-        echo Agent pid \(pid);
-        """
+        let runtime = runtimeDirectory.hasSuffix("/") ? String(runtimeDirectory.dropLast()) : runtimeDirectory
+        return """
+            XDG_RUNTIME_DIR=\(shellQuoted(runtimeDirectory)); export XDG_RUNTIME_DIR;
+            SSH_AUTH_SOCK=\(shellQuoted(runtime + "/keyauth/ssh-agent.sock")); export SSH_AUTH_SOCK;
+            KEYAUTH_AGENT_PID=\(pid); export KEYAUTH_AGENT_PID;
+            echo Agent pid \(pid);
+            """
     }
 
     /// `text` in single quotes for a POSIX shell, a `'` in it written as `'\''`.

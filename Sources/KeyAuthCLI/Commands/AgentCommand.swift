@@ -115,18 +115,28 @@ struct AgentCommand {
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
         unlink(path)
+        unlink(server.sshSocketPath)
         let listener: Int32
-        do {
+        let sshListener: Int32
+        do throws(KeyAuthError) {
             listener = try KeyAgentSocket.listen(at: path)
         } catch {
             server.clear()
+            throw error
+        }
+        do throws(KeyAuthError) {
+            sshListener = try KeyAgentSocket.listen(at: server.sshSocketPath)
+        } catch {
+            server.clear()
+            close(listener)
+            unlink(path)
             throw error
         }
         listening()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
-                    server.serve(listener)
+                    server.serve(listener, sshListener: sshListener)
                     continuation.resume()
                 }
             }

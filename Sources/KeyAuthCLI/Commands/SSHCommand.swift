@@ -42,16 +42,28 @@ struct SSHCommand {
         let name = try AccountSession.resolve(accounts, options.account)
         let account = try accounts.load(name)
         let keys = try accounts.keyPairStore(for: name)
+        // ssh expands ${XDG_RUNTIME_DIR} itself in IdentityAgent: used when the variable is unset here.
+        let socket =
+            (try? KeyAgentSocket.path(environment: context.io.environment)).map(KeyAgentSocket.sshAgentPath(besides:))
+            ?? "${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"
         guard account.keyStore == .file else {
-            throw KeyAuthError(
-                .invalidArgument,
-                "account \(name) keeps its key in the TPM, which ssh cannot read as a file; "
-                    + "keyauth ssh config covers key files only")
+            // ssh cannot read a TPM key; `keyauth agent` signs with it on its ssh-agent socket,
+            // with SHA-256 only (keyauth's TPM signatures are RS256), so ssh is told to ask for that.
+            context.io.printOutput(
+                """
+                # keyauth: log in with the TPM key of \(name) through `keyauth agent` and its certificate
+                # (start the agent with `keyauth agent`; renew the certificate with `keyauth ssh cert`)
+                Host *
+                    IdentityAgent \(socket)
+                    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256
+                """)
+            return
         }
         context.io.printOutput(
             """
             # keyauth: log in with the device key of \(name) and its certificate
-            # (renew it with `keyauth ssh cert`; ssh asks for the key's PIN as its passphrase)
+            # (renew it with `keyauth ssh cert`; ssh asks for the key's PIN as its passphrase,
+            # or `keyauth agent` holds it: then `IdentityAgent \(socket)` lets ssh use it)
             # (the certificate is read from \(Self.certificatePath(in: keys.directory)))
             Host *
                 IdentityFile \(keys.privateKeyPath)

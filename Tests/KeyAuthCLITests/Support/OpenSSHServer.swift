@@ -98,13 +98,31 @@ final class OpenSSHServer: Sendable {
             environment["DISPLAY"] = ":0"
             batch = []
         }
-        return try ExternalCommand.run(
-            [
-                "ssh", "-F", "/dev/null", "-p", String(port), "-i", identity, "-o", "IdentitiesOnly=yes", "-o",
-                "IdentityAgent=none", "-o", "StrictHostKeyChecking=no",
-                "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
-            ] + batch
-                + ["\(account)@127.0.0.1", command],
+        return try ssh(
+            ["-i", identity, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none"] + batch, as: account,
+            command: command, environment: environment)
+    }
+
+    /// Runs `ssh` to `account` with no key file, only the keys of the ssh-agent at `agent`.
+    ///
+    /// - Parameter options: more `ssh` options, such as what `keyauth ssh config` prints.
+    func login(
+        as account: String, agent: String, options: [String] = [], command: String = "echo logged-in"
+    ) throws -> ExternalCommand {
+        try ssh(
+            ["-o", "IdentityAgent=\(agent)", "-o", "IdentitiesOnly=no", "-o", "BatchMode=yes"] + options, as: account,
+            command: command, environment: ["PATH": "/usr/bin:/bin", "HOME": directory.path])
+    }
+
+    private func ssh(
+        _ options: [String], as account: String, command: String, environment: [String: String]
+    ) throws -> ExternalCommand {
+        try ExternalCommand.run(
+            ["ssh", "-F", "/dev/null", "-p", String(port)] + options
+                + [
+                    "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
+                    "\(account)@127.0.0.1", command,
+                ],
             environment: environment, timeout: 30)
     }
 

@@ -1,0 +1,190 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `keyauth agent` as an ssh-agent: the built binary holds a PIN-protected key file, `ssh-add`
+/// lists its certificate and key through `SSH_AUTH_SOCK`, and a real `sshd` that trusts the
+/// server's CA lets in `ssh -o IdentityAgent=...` with no key file on the command line.
+@Suite(
+    "keyauth agent as an ssh-agent", .serialized, .timeLimit(.minutes(5)),
+    .enabled(if: ExternalTools.shouldRun(installed: OpenSSHServer.isInstalled && getuid() == 0)))
+struct SSHAgentTests {
+    static let pin = "482916"
+
+    /// The built `keyauth agent --pin-stdin` for the harness's account, in a runtime directory of its own.
+    final class Agent {
+        let runtime = TemporaryDirectory("keyauth-run")
+        let scratch = TemporaryDirectory("keyauth-agent")
+        let process: ChildProcess
+        var sshSocket: String { runtime.path + "/keyauth/ssh-agent.sock" }
+        var socket: String { runtime.path + "/keyauth/agent.sock" }
+
+        init(_ device: CommandHarness) throws {
+            try Data((SSHAgentTests.pin + "\n").utf8).write(to: URL(fileURLWithPath: scratch.path + "/pin"))
+            process = try ChildProcess(
+                Binaries.keyauth, ["agent", "--pin-stdin"],
+                environment: device.environment.merging(["XDG_RUNTIME_DIR": runtime.path]) { $1 },
+                standardInput: .file(scratch.path + "/pin"), standardError: .file(scratch.path + "/stderr"))
+            // The bound only stops a broken agent hanging the test.
+            for _ in 0..<300 where locked() != false && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
+        }
+
+        func locked() -> Bool? {
+            (try? KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socket))?.locked
+        }
+
+        /// `ssh-add ARGUMENTS` with `SSH_AUTH_SOCK` naming the agent's ssh socket.
+        func sshAdd(_ arguments: [String]) throws -> ExternalCommand {
+            try ExternalCommand.run(
+                ["ssh-add"] + arguments, environment: ["PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": sshSocket],
+                timeout: 30)
+        }
+
+        func stop() {
+            _ = process.stop()
+            runtime.remove()
+            scratch.remove()
+        }
+    }
+
+    @Test("ssh-add lists the certificate and the key; sshd lets ssh in through the agent; locked, it does not")
+    func logsInThroughTheAgent() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let issued = await setup.device.run(["ssh", "cert", "--pin-stdin"], standardInput: Self.pin + "\n")
+        try #require(issued.status == 0, "\(issued.standardError)")
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        #expect(fileMode(agent.sshSocket) == 0o600)
+
+        let listed = try agent.sshAdd(["-l"])
+        #expect(listed.status == 0, "\(listed.errorOutput)")
+        let lines = listed.output.split(separator: "\n")
+        #expect(lines.count == 2, "\(listed.output)")
+        #expect(lines.first?.contains("(RSA-CERT)") == true, "\(listed.output)")
+        #expect(lines.last?.contains("(RSA)") == true, "\(listed.output)")
+        let publicKeys = try agent.sshAdd(["-L"])
+        #expect(publicKeys.output.hasPrefix("ssh-rsa-cert-v01@openssh.com "), "\(publicKeys.output)")
+        // What the agent does not do, it refuses, and it serves on.
+        #expect(try agent.sshAdd(["-D"]).status != 0)
+        #expect(try agent.sshAdd(["-l"]).status == 0)
+
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let login = try host.login(as: "root", agent: agent.sshSocket)
+        #expect(login.status == 0, "\(login.errorOutput)\n\(host.log)")
+        #expect(login.output == "logged-in\n")
+        #expect(host.log.contains("Accepted certificate ID \"keyauth user alice device"), "\(host.log)")
+
+        let lock = try ChildProcess.run(
+            Binaries.keyauth, ["agent", "--lock"],
+            environment: setup.device.environment.merging(["XDG_RUNTIME_DIR": agent.runtime.path]) { $1 })
+        #expect(lock.termination.status == 0, "\(lock.standardError)")
+        #expect(try agent.sshAdd(["-l"]).status != 0)
+        let refused = try host.login(as: "root", agent: agent.sshSocket)
+        #expect(refused.status == 255)
+        #expect(refused.output.isEmpty)
+    }
+
+    @Test("an oversized or cut request gets SSH_AGENT_FAILURE, and the agent serves the next connection")
+    func hostileRequests() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        for request: [UInt8] in [[0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0, 9, 13, 0], [0, 0, 0, 1, 99]] {
+            let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            defer { close(connection) }
+            #expect(DescriptorIO.writeAll(connection, bytes: request))
+            shutdown(connection, Int32(SHUT_WR))
+            #expect(SSHAgentProtocol.readMessage(connection) == .message([SSHAgentProtocol.failure]))
+        }
+        // No certificate was issued: the plain key alone.
+        let listed = try agent.sshAdd(["-l"])
+        #expect(listed.status == 0, "\(listed.errorOutput)")
+        #expect(listed.output.split(separator: "\n").count == 1, "\(listed.output)")
+    }
+
+    @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")
+    func sha512SignatureVerifies() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let listed = try agent.sshAdd(["-L"])
+        let keyLine = try #require(listed.output.split(separator: "\n").first.map(String.init), "\(listed.errorOutput)")
+        #expect(keyLine.hasPrefix("ssh-rsa "))
+        let directory = setup.directory.path
+        try (keyLine + "\n").write(toFile: directory + "/key.pub", atomically: true, encoding: .utf8)
+        try "alice \(keyLine)\n".write(toFile: directory + "/allowed", atomically: true, encoding: .utf8)
+        try "signed through the agent\n".write(toFile: directory + "/data", atomically: true, encoding: .utf8)
+        let environment = ["PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": agent.sshSocket]
+        let signed = try ExternalCommand.run(
+            ["ssh-keygen", "-Y", "sign", "-f", directory + "/key.pub", "-n", "file", directory + "/data"],
+            environment: environment, timeout: 30)
+        #expect(signed.status == 0, "\(signed.errorOutput)")
+        let verified = try ExternalCommand.run(
+            [
+                "sh", "-c", "ssh-keygen -Y verify -f \"$1/allowed\" -I alice -n file -s \"$1/data.sig\" < \"$1/data\"",
+                "sh", directory,
+            ], environment: environment, timeout: 30)
+        #expect(verified.status == 0, "\(verified.output)\(verified.errorOutput)")
+        #expect(verified.output.contains("Good \"file\" signature for alice"), "\(verified.output)")
+        // The signature blob inside names its algorithm: rsa-sha2-512, what ssh-keygen asks for.
+        let armored = try String(contentsOfFile: directory + "/data.sig", encoding: .utf8)
+        let base64 = armored.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let blob = try #require(Data(base64Encoded: base64))
+        #expect(blob.range(of: Data("rsa-sha2-512".utf8)) != nil)
+    }
+
+    @Test("a TPM key logs in through the agent with the rsa-sha2-256 limit ssh config prints, and not without it")
+    func tpmKeyLogsIn() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let directory = TemporaryDirectory("keyauth-ssh-tpm")
+        defer { directory.remove() }
+        let authority = try SSHCertificateAuthority.generate(.ed25519)
+        try authority.write(to: directory.path + "/ssh-ca.pem")
+        let server = try InProcessKeyAuthServer(sshCAKeyFile: directory.path + "/ssh-ca.pem")
+        defer { server.stop() }
+        let device = CommandHarness(tcti: tpm.tcti)
+        defer { device.home.remove() }
+        let registered = await device.run(
+            ["register", "--server", server.url, "--user", "alice", "--key-store", "tpm", "--pin-stdin"],
+            standardInput: Self.pin + "\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        let issued = await device.run(["ssh", "cert", "--pin-stdin"], standardInput: Self.pin + "\n")
+        try #require(issued.status == 0, "\(issued.standardError)")
+        let config = await device.run(["ssh", "config"])
+        #expect(config.status == 0, "\(config.standardError)")
+        #expect(config.standardOutput.contains("IdentityAgent ${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"))
+        let limit = "rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256"
+        #expect(config.standardOutput.contains("PubkeyAcceptedAlgorithms \(limit)"))
+
+        let agent = try Agent(device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        #expect(try agent.sshAdd(["-l"]).output.contains("(RSA-CERT)"))
+        let host = try OpenSSHServer(
+            caLine: authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let login = try host.login(
+            as: "root", agent: agent.sshSocket, options: ["-o", "PubkeyAcceptedAlgorithms=\(limit)"])
+        #expect(login.status == 0, "\(login.errorOutput)\n\(host.log)")
+        #expect(login.output == "logged-in\n")
+        // ssh's default, rsa-sha2-512, is what the TPM path refuses.
+        let refused = try host.login(as: "root", agent: agent.sshSocket)
+        #expect(refused.status == 255)
+    }
+}
