@@ -17,7 +17,7 @@ import Testing
         if: ExternalTools.shouldRun(installed: HostLoginMachine.canRun),
         "needs root, useradd and pamtester (apt-get install pamtester)"))
 struct HostLoginTests {
-    @Test("the right PIN logs in, a wrong one does not, and the PIN is written nowhere", .timeLimit(.minutes(3)))
+    @Test("the right PIN logs in, a wrong one does not, and the PIN is written nowhere", .timeLimit(.minutes(5)))
     func rightAndWrongPIN() async throws {
         try await withHostLogin { machine in
             let right = try machine.pamtester(pin: HostLoginMachine.pin)
@@ -48,7 +48,7 @@ struct HostLoginTests {
         }
     }
 
-    @Test("a device key held by a TPM logs in with its PIN and is refused with a wrong one", .timeLimit(.minutes(3)))
+    @Test("a device key held by a TPM logs in with its PIN and is refused with a wrong one", .timeLimit(.minutes(5)))
     func tpmKey() async throws {
         let tpm = try SoftwareTPM()
         defer { withExtendedLifetime(tpm) {} }
@@ -63,7 +63,7 @@ struct HostLoginTests {
         }
     }
 
-    @Test("a revoked device is refused", .timeLimit(.minutes(3)))
+    @Test("a revoked device is refused", .timeLimit(.minutes(5)))
     func revokedDevice() async throws {
         try await withHostLogin { machine in
             let revoked = try KeyAuthServerProcess.runCommand([
@@ -78,7 +78,7 @@ struct HostLoginTests {
         }
     }
 
-    @Test("a user without a keyauth account, or without a Linux account, is refused", .timeLimit(.minutes(3)))
+    @Test("a user without a keyauth account, or without a Linux account, is refused", .timeLimit(.minutes(5)))
     func unknownUsers() async throws {
         try await withHostLogin { machine in
             let root = try machine.pamtester(user: "root", pin: HostLoginMachine.pin)
@@ -93,7 +93,7 @@ struct HostLoginTests {
         }
     }
 
-    @Test("with the server down, or an account on another server, the login fails closed", .timeLimit(.minutes(3)))
+    @Test("with the server down, or an account on another server, the login fails closed", .timeLimit(.minutes(5)))
     func serverDownAndOtherServer() async throws {
         try await withHostLogin { machine in
             // An account the user pointed at another server is not one root allowed.
@@ -115,7 +115,7 @@ struct HostLoginTests {
 
     @Test(
         "a helper that hangs is killed at the timeout, and one that answers nonsense is refused",
-        .timeLimit(.minutes(3)))
+        .timeLimit(.minutes(5)))
     func hangingAndMalformedHelpers() async throws {
         try await withHostLogin { machine in
             let pidFile = machine.scratch.path + "/helper.pid"
@@ -150,7 +150,7 @@ struct HostLoginTests {
         .enabled(
             if: ExternalTools.shouldRun(installed: FileManager.default.isExecutableFile(atPath: HostLoginMachine.sudo)),
             "sudo is not installed"),
-        .timeLimit(.minutes(3)))
+        .timeLimit(.minutes(5)))
     func sudoThroughTheModule() async throws {
         try await withHostLogin { machine in
             try machine.allowSudo()
@@ -166,7 +166,7 @@ struct HostLoginTests {
 
 @Suite("The pam_keyauth module as built")
 struct PAMModuleBuildTests {
-    @Test("exports the three PAM entry points and nothing of the Swift runtime", .timeLimit(.minutes(2)))
+    @Test("exports the three PAM entry points and nothing of the Swift runtime", .timeLimit(.minutes(5)))
     func exportsEntryPointsOnly() throws {
         let module = try HostLoginMachine.builtModule.get().module
         let symbols = try ExternalCommand.run(["nm", "-D", "--defined-only", module], timeout: 30)

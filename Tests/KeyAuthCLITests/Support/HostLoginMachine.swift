@@ -88,8 +88,20 @@ final class HostLoginMachine: @unchecked Sendable {
         } catch {
             return .failure(TestFailure("build-pam-module.sh: \(error)"))
         }
-        let helper = directory.path + "/" + PAMHelper.programName
-        guard symlink(Binaries.keyauth, helper) == 0 else { return .failure(TestFailure("symlink: \(errno)")) }
+        // The helper runs as the user once it has dropped root, so its binary must be where any
+        // user may reach it, as /usr/libexec/keyauth is; a checkout under a 0700 directory (a
+        // home, a mktemp -d) is not. The copy's directory is 0755.
+        let copy = directory.path + "/bin/keyauth"
+        let helper = directory.path + "/bin/" + PAMHelper.programName
+        do {
+            try FileManager.default.createDirectory(atPath: directory.path + "/bin", withIntermediateDirectories: false)
+            try FileManager.default.copyItem(atPath: Binaries.keyauth, toPath: copy)
+        } catch {
+            return .failure(TestFailure("copying keyauth for the helper: \(error)"))
+        }
+        guard chmod(directory.path, 0o755) == 0, chmod(directory.path + "/bin", 0o755) == 0, chmod(copy, 0o755) == 0,
+            symlink(copy, helper) == 0
+        else { return .failure(TestFailure("preparing the helper: errno \(errno)")) }
         return .success((output, helper))
     }()
 
