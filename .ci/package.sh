@@ -159,8 +159,12 @@ trap - EXIT
 left=()
 while IFS= read -r path; do
     [ -e "$path" ] || [ -L "$path" ] || continue
-    # A directory other packages also use (/usr/bin, /etc/pam.d) stays.
-    if [ -d "$path" ] && dpkg -S "$path" >/dev/null 2>&1; then continue; fi
+    # A directory other packages also use (/usr/bin, /etc/pam.d) stays. With /usr merged, dpkg
+    # may know it under /lib (libpam-modules' /lib/x86_64-linux-gnu/security).
+    if [ -d "$path" ] && { dpkg -S "$path" >/dev/null 2>&1 ||
+        { [[ $path == /usr/lib/* ]] && dpkg -S "/lib/${path#/usr/lib/}" >/dev/null 2>&1; }; }; then
+        continue
+    fi
     [ "$path" = /. ] && continue
     left+=("$path")
 done <"$files"
