@@ -130,7 +130,8 @@ public final class ApacheServer: Sendable {
         }
     }
 
-    private static func acceptsConnections(port: UInt16) -> Bool {
+    /// Whether something listens on `port` of 127.0.0.1: a test server that has started.
+    public static func acceptsConnections(port: UInt16) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -58,7 +58,7 @@ final class OpenSSHServer: Sendable {
             Self.executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
             standardError: .file(path + "/sshd.log"))
         for _ in 0..<100 {
-            if Self.accepts(port: port) { return }
+            if ApacheServer.acceptsConnections(port: port) { return }
             guard process.isRunning else { break }
             usleep(50_000)
         }
@@ -129,20 +129,5 @@ final class OpenSSHServer: Sendable {
     func stop() {
         _ = process.stop()
         directory.remove()
-    }
-
-    private static func accepts(port: UInt16) -> Bool {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketDescriptor >= 0 else { return false }
-        defer { close(socketDescriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
     }
 }
