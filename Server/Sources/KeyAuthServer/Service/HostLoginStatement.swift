@@ -43,6 +43,6 @@ struct HostLoginStatement: Equatable, Sendable {
         return text
     }
 
-    /// The audit event's detail.
-    var detail: String { "service \(service), linux user \(linuxUser)" }
+    /// The audit event's detail: `online`, as opposed to a push login's `push` (``HostClients``).
+    var detail: String { "online, service \(service), linux user \(linuxUser)" }
 }
