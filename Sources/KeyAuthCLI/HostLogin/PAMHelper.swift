@@ -88,7 +88,15 @@ package struct PAMHelper: Sendable {
         } catch {
             return .refused(error.message)
         }
+        // Root's file, read before root is given up; used only for a push login.
+        let hostClient = Result { () throws(KeyAuthError) in
+            request.mode == .local
+                ? nil : try HostClientConfig.load(path: request.hostConfig ?? HostClientConfig.defaultPath)
+        }
         if let refusal = person.becomeUser() { return .refused(refusal) }
+        if request.mode == .push {
+            return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
+        }
         let home = person.expand(request.home ?? Self.defaultHome)
         var environment = ["HOME": person.homeDirectory, "KEYAUTH_HOME": home, "KEYAUTH_TIMEOUT": Self.networkTimeout]
         if let tcti = request.tcti { environment[TPMConnection.environmentVariable] = tcti }
@@ -102,6 +110,9 @@ package struct PAMHelper: Sendable {
             server: request.server)
         {
         case .account(let chosen): account = chosen
+        case .answer(.unknown) where request.mode == .auto && (try? hostClient.get()) != nil:
+            // No device key of this user here: the host may ask one of their devices instead.
+            return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
         case .answer(let answer): return answer
         }
         switch account.presence {
@@ -129,17 +140,41 @@ package struct PAMHelper: Sendable {
     /// The statement the server writes to its audit trail: this host, the PAM service, the
     /// Linux user (docs/PROTOCOL.md section 2, `host_login`).
     static func hostLoginClaims(_ request: PAMHelperRequest) throws(KeyAuthError) -> JWTClaims {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host =
-            gethostname(&buffer, buffer.count - 1) == 0
-            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
         let statement = JSONValue.object([
-            "host": .string(host.isEmpty ? "unknown" : host), "service": .string(request.service),
+            "host": .string(PushLogin.hostName()), "service": .string(request.service),
             "linux_user": .string(request.user),
         ])
         var claims = JWTClaims()
         try claims.setJSON("host_login", json: statement.serialized())
         return claims
+    }
+
+    /// A push login (``PushLogin``) of `keyauthUser`, with the host's client credentials.
+    private func push(
+        _ request: PAMHelperRequest, hostClient: Result<HostClientConfig?, KeyAuthError>, keyauthUser: String
+    )
+        async -> Answer
+    {
+        let credentials: HostClientConfig
+        switch hostClient {
+        case .success(let loaded?): credentials = loaded
+        case .success(nil):
+            return .unknown(
+                "no keyauth account of \(keyauthUser) here, and no \(request.hostConfig ?? HostClientConfig.defaultPath) for a push login"
+            )
+        case .failure(let error): return .refused(error.message)
+        }
+        let client: KeyAuthClient
+        do {
+            client = try KeyAuthClient(serverURL: request.server, timeout: TimeInterval(Self.networkTimeout) ?? 5)
+        } catch {
+            return .refused(error.message)
+        }
+        let output = output
+        return await PushLogin(
+            client: client, credentials: credentials, keyauthUser: keyauthUser, linuxUser: request.user,
+            send: { line in DescriptorIO.writeAll(output, line + "\n") }
+        ).run()
     }
 
     /// A network that cannot be reached is `unavailable`; everything else is a refusal.
