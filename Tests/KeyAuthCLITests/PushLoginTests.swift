@@ -25,14 +25,7 @@ struct PushLoginTests {
         .timeLimit(.minutes(5)))
     func approved() async throws {
         try await withPushHost { host in
-            let session = try host.sshd.interactiveLogin(as: host.machine.user)
-            let code = try host.code(shownBy: session)
-            let approval = try host.deviceAnswers(code + "\n" + HostLoginMachine.pin + "\n")
-            #expect(approval.status == 0, "\(approval.standardError)")
-            session.type("\n")
-            let status = session.wait(timeout: 60)
-            #expect(status == 0, "\(session.standardError) \(host.sshd.log) \(host.machine.syslog.text)")
-            #expect(session.standardOutput.contains("logged-in"))
+            try host.logInApprovingOnTheDevice()
             let audit = try KeyAuthServerProcess.runCommand([
                 "audit", "--db", host.machine.scratch.path + "/server.db",
             ])
@@ -40,6 +33,15 @@ struct PushLoginTests {
             #expect(line?.contains(host.hostName) == true, "\(audit.output)")
             #expect(line?.contains("push") == true, "\(audit.output)")
             #expect(line?.contains("device:" + host.machine.keyID) == true, "\(audit.output)")
+        }
+    }
+
+    @Test(
+        "in mode auto, a user without a device key on the host logs in by push", .timeLimit(.minutes(5)))
+    func autoFallsBackToPush() async throws {
+        // No keyauth home on this host (home= names none): the device is elsewhere.
+        try await withPushHost(moduleArguments: "home=/nonexistent/%u") { host in
+            try host.logInApprovingOnTheDevice()
         }
     }
 
@@ -97,6 +99,19 @@ struct PushHost {
         return String(match.1)
     }
 
+    /// Logs in with ssh, approves on the device with the code the session shows and the PIN,
+    /// presses Enter, and expects the login to succeed.
+    func logInApprovingOnTheDevice() throws {
+        let session = try sshd.interactiveLogin(as: machine.user)
+        let code = try code(shownBy: session)
+        let approval = try deviceAnswers(code + "\n" + HostLoginMachine.pin + "\n")
+        #expect(approval.status == 0, "\(approval.standardError)")
+        session.type("\n")
+        let status = session.wait(timeout: 60)
+        #expect(status == 0, "\(session.standardError) \(sshd.log) \(machine.syslog.text)")
+        #expect(session.standardOutput.contains("logged-in"))
+    }
+
     /// Expects the ssh session to end without logging in, and the journal (when the test reads
     /// it) to give `reason`.
     func expectRefused(_ session: TerminalProcess, because reason: String) {
@@ -123,8 +138,11 @@ struct PushHost {
 
 /// Runs `body` with a ``PushHost`` whose host client allows `allowedUser` (the machine's user
 /// when nil), and removes everything afterwards.
+///
+/// - Parameter moduleArguments: more arguments of the module; `mode=push` by default.
 func withPushHost(
-    serverArguments: [String] = [], allowedUser: String? = nil, _ body: (PushHost) async throws -> Void
+    serverArguments: [String] = [], allowedUser: String? = nil, moduleArguments: String = "mode=push",
+    _ body: (PushHost) async throws -> Void
 ) async throws {
     try await withHostLogin(serverArguments: serverArguments) { machine in
         let hostName = "host-" + machine.service
@@ -141,7 +159,7 @@ func withPushHost(
         try machine.writeSystemFile(
             machine.servicePath,
             """
-            auth required \(machine.module) helper=\(machine.helper) server=\(machine.server.url) timeout=20 mode=push hostconf=\(config)
+            auth required \(machine.module) helper=\(machine.helper) server=\(machine.server.url) timeout=20 \(moduleArguments) hostconf=\(config)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so

@@ -110,8 +110,9 @@ package struct PAMHelper: Sendable {
             server: request.server)
         {
         case .account(let chosen): account = chosen
-        case .answer(.unknown) where request.mode == .auto && (try? hostClient.get()) != nil:
-            // No device key of this user here: the host may ask one of their devices instead.
+        case .answer(.unknown(let reason)) where request.mode == .auto:
+            // No device key of this user here: a host that is a client asks one of their devices.
+            if case .success(nil) = hostClient { return .unknown(reason) }
             return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
         case .answer(let answer): return answer
         }
@@ -147,34 +148,6 @@ package struct PAMHelper: Sendable {
         var claims = JWTClaims()
         try claims.setJSON("host_login", json: statement.serialized())
         return claims
-    }
-
-    /// A push login (``PushLogin``) of `keyauthUser`, with the host's client credentials.
-    private func push(
-        _ request: PAMHelperRequest, hostClient: Result<HostClientConfig?, KeyAuthError>, keyauthUser: String
-    )
-        async -> Answer
-    {
-        let credentials: HostClientConfig
-        switch hostClient {
-        case .success(let loaded?): credentials = loaded
-        case .success(nil):
-            return .unknown(
-                "no keyauth account of \(keyauthUser) here, and no \(request.hostConfig ?? HostClientConfig.defaultPath) for a push login"
-            )
-        case .failure(let error): return .refused(error.message)
-        }
-        let client: KeyAuthClient
-        do {
-            client = try KeyAuthClient(serverURL: request.server, timeout: TimeInterval(Self.networkTimeout) ?? 5)
-        } catch {
-            return .refused(error.message)
-        }
-        let output = output
-        return await PushLogin(
-            client: client, credentials: credentials, keyauthUser: keyauthUser, linuxUser: request.user,
-            send: { line in DescriptorIO.writeAll(output, line + "\n") }
-        ).run()
     }
 
     /// A network that cannot be reached is `unavailable`; everything else is a refusal.
