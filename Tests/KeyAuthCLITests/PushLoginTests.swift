@@ -80,6 +80,25 @@ struct PushLoginTests {
     }
 }
 
+extension PushLoginTests {
+    @Test(
+        "a device key login on a host client obeys the client's user list too", .timeLimit(.minutes(5)))
+    func deviceKeyLoginObeysTheList() async throws {
+        try await withPushHost(moduleArguments: "mode=local") { host in
+            let allowed = try host.machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(allowed.status == 0, "\(allowed.standardError) \(host.machine.syslog.text)")
+        }
+        try await withPushHost(allowedUser: "someone-else", moduleArguments: "mode=local") { host in
+            let refused = try host.machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(refused.status != 0)
+            if host.machine.syslog.isCapturing {
+                let log = host.machine.syslog.text
+                #expect(log.contains("may not log in to host \(host.hostName)"), "\(log)")
+            }
+        }
+    }
+}
+
 /// A host set up for push login: a ``HostLoginMachine`` (its user's device is the one that
 /// approves), a host client of its server with credentials in a pam.conf of the test's own, the
 /// PAM service in push mode, and an sshd running it.

@@ -116,4 +116,32 @@ struct HostClientTests {
                 output: wrong.output) == 64)
         #expect(wrong.error.contains("--kind: expected application or host"), "\(wrong.error)")
     }
+
+    @Test("a device key login on a host that names its host client obeys the client's user list")
+    func onlineLoginObeysTheList() throws {
+        let (environment, api, laptop, _) = try aliceServer()
+        defer { withExtendedLifetime(environment) {} }
+        let allowing = try addHost(api, "laptop", users: ["alice"])
+        let refusing = try addHost(api, "shared", users: ["bob"])
+        func login(at client: String) throws -> HTTPResponse {
+            let statement: JSONValue = .object([
+                "host": .string("laptop"), "service": .string("sudo"), "linux_user": .string("alice"),
+                "host_client": .string(client),
+            ])
+            return try api.login(assertion: try api.assertion(laptop, claims: ["host_login": statement]))
+        }
+        let allowed = try login(at: allowing.id)
+        #expect(allowed.status == 200, "\(allowed.text)")
+        let event = try AuditTrail(storage: api.storage).events(since: 0).last { $0.action == .hostLogin }
+        #expect(event?.detail == "online, service sudo, linux user alice, host client \(allowing.id)")
+        for (client, reason) in [
+            (refusing.id, "user alice may not log in to host shared"),
+            ("no-such-client", "the host is not a host client of this server"),
+        ] {
+            let refused = try login(at: client)
+            #expect(refused.status == 403, "\(refused.text)")
+            #expect(refused.json?["error"] == .string("access_denied"))
+            #expect(refused.json?["error_description"]?.stringValue == reason)
+        }
+    }
 }

@@ -23,6 +23,17 @@ enum HostClients {
         throw ServiceError(.accessDenied, "user \(user) may not log in to host \(client.name)")
     }
 
+    /// Refuses `user` at the host client `id` that a host login's statement names: an unknown
+    /// client, or one that is no host, is refused too (the host believes it is one).
+    ///
+    /// - Throws: ``ServiceError`` `.accessDenied`; ``StorageError``.
+    static func checkAllowed(_ user: String, atClientID id: String, in storage: any ServerStorage) throws {
+        guard let client = try storage.client(id: id), client.kind == .host else {
+            throw ServiceError(.accessDenied, "the host is not a host client of this server")
+        }
+        try checkAllowed(user, at: client)
+    }
+
     /// The audit trail's record of a push login collected by a host: the approving device as the
     /// actor, the host as the subject (nothing for an application's sign-in, which
     /// `approve-sign-in` already records).
