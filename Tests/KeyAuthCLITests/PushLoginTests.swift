@@ -82,6 +82,24 @@ struct PushLoginTests {
 
 extension PushLoginTests {
     @Test(
+        "sudo on a terminal shows the code and runs the command once the device approves",
+        .enabled(
+            if: ExternalTools.shouldRun(installed: FileManager.default.isExecutableFile(atPath: HostLoginMachine.sudo)),
+            "sudo is not installed"),
+        .timeLimit(.minutes(5)))
+    func sudoByPush() async throws {
+        try await withPushHost { host in
+            try host.machine.allowSudo()
+            let session = try TerminalProcess(
+                "/usr/sbin/runuser",
+                ["-u", host.machine.user, "--", HostLoginMachine.sudo, "-k", "-u", "root", "/usr/bin/id", "-u"],
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C"])
+            try host.approve(in: session)
+            #expect(session.standardOutput == "0\n")
+        }
+    }
+
+    @Test(
         "a device key login on a host client obeys the client's user list too", .timeLimit(.minutes(5)))
     func deviceKeyLoginObeysTheList() async throws {
         try await withPushHost(moduleArguments: "mode=local") { host in
@@ -122,13 +140,19 @@ struct PushHost {
     /// presses Enter, and expects the login to succeed.
     func logInApprovingOnTheDevice() throws {
         let session = try sshd.interactiveLogin(as: machine.user)
+        try approve(in: session)
+        #expect(session.standardOutput.contains("logged-in"))
+    }
+
+    /// Approves on the device with the code `session` shows and the PIN, presses Enter there, and
+    /// expects the session to end with success.
+    func approve(in session: TerminalProcess) throws {
         let code = try code(shownBy: session)
         let approval = try deviceAnswers(code + "\n" + HostLoginMachine.pin + "\n")
         #expect(approval.status == 0, "\(approval.standardError)")
         session.type("\n")
         let status = session.wait(timeout: 60)
         #expect(status == 0, "\(session.standardError) \(sshd.log) \(machine.syslog.text)")
-        #expect(session.standardOutput.contains("logged-in"))
     }
 
     /// Expects the ssh session to end without logging in, and the journal (when the test reads
