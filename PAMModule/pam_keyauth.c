@@ -18,6 +18,8 @@
  *   helper=PATH    the helper (default /usr/libexec/keyauth/keyauth-pam-helper)
  *   timeout=SECS   how long the helper may take for one answer (default 10, 1..120)
  *   tcti=TCTI      the TPM of TPM-held keys (default: the kernel's resource manager)
+ *   mode=MODE      auto (default: the device key here, else push), local or push
+ *   hostconf=PATH  the host's client credentials for push login (default /etc/keyauth/pam.conf)
  *
  * Built by scripts/build-pam-module.sh with the C compiler alone: SwiftPM would link libswiftCore
  * into a dynamic library product. libpam finds the three entry points by name; everything else
@@ -57,6 +59,8 @@ struct options {
     const char *home;
     const char *users;
     const char *tcti;
+    const char *mode;
+    const char *hostconf;
     int timeout_ms;
 };
 
@@ -72,6 +76,8 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
     options->home = NULL;
     options->users = NULL;
     options->tcti = NULL;
+    options->mode = NULL;
+    options->hostconf = NULL;
     options->timeout_ms = 10000;
     for (int i = 0; i < argc; i++) {
         const char *argument = argv[i];
@@ -85,6 +91,10 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
             options->users = argument + 6;
         } else if (strncmp(argument, "tcti=", 5) == 0) {
             options->tcti = argument + 5;
+        } else if (strncmp(argument, "mode=", 5) == 0) {
+            options->mode = argument + 5;
+        } else if (strncmp(argument, "hostconf=", 9) == 0) {
+            options->hostconf = argument + 9;
         } else if (strncmp(argument, "timeout=", 8) == 0) {
             char *end = NULL;
             long seconds = strtol(argument + 8, &end, 10);
@@ -280,6 +290,33 @@ static int send_pin(pam_handle_t *pamh, struct helper *helper, const char *promp
     return result;
 }
 
+/* A push login's "wait SECONDS TEXT": shows TEXT (the host and the code to type on the device),
+ * then asks for Enter, since sshd's keyboard-interactive passes messages to the client only with
+ * a prompt. Sets how long the final answer may take: SECONDS (the request's life) plus timeout.
+ * A cancelled prompt (Control-C, a closed connection) ends the login. */
+static int show_wait(pam_handle_t *pamh, char *text, int *timeout_ms) {
+    char *end = NULL;
+    long seconds = strtol(text, &end, 10);
+    if (end == text || *end != ' ' || seconds < 1 || seconds > 3600) {
+        pam_syslog(pamh, LOG_ERR, "refused: malformed wait from the helper");
+        return PAM_AUTH_ERR;
+    }
+    sanitize(end + 1);
+    pam_info(pamh, "%s", end + 1);
+    char *response = NULL;
+    int status = pam_prompt(pamh, PAM_PROMPT_ECHO_ON, &response, "Press Enter once you have approved it: ");
+    if (response != NULL) {
+        explicit_bzero(response, strlen(response));
+        free(response);
+    }
+    if (status != PAM_SUCCESS) {
+        pam_syslog(pamh, LOG_NOTICE, "push login cancelled at the prompt: %s", pam_strerror(pamh, status));
+        return status;
+    }
+    *timeout_ms += (int)seconds * 1000;
+    return PAM_SUCCESS;
+}
+
 /* Maps the helper's final answer to a PAM status, with the reason in the journal. */
 static int final_status(pam_handle_t *pamh, int flags, const char *user, char *answer) {
     sanitize(answer);
@@ -319,7 +356,9 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
         append_line(request, sizeof request, &used, "server", options->server) != 0 ||
         append_line(request, sizeof request, &used, "home", options->home) != 0 ||
         append_line(request, sizeof request, &used, "users", options->users) != 0 ||
-        append_line(request, sizeof request, &used, "tcti", options->tcti) != 0 || used + 1 >= sizeof request) {
+        append_line(request, sizeof request, &used, "tcti", options->tcti) != 0 ||
+        append_line(request, sizeof request, &used, "mode", options->mode) != 0 ||
+        append_line(request, sizeof request, &used, "hostconf", options->hostconf) != 0 || used + 1 >= sizeof request) {
         pam_syslog(pamh, LOG_ERR, "user %s refused: a module argument or the service name cannot be sent", user);
         return PAM_AUTH_ERR;
     }
@@ -333,22 +372,27 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
     /* A helper that answered without reading (and exited) makes the send fail; its answer is
      * still read below, and a helper that neither reads nor answers fails there. */
     (void)send_all(helper.fd, request, used);
-    if (read_answer(helper.fd, options->timeout_ms, answer, sizeof answer, &why) != 0) {
-        pam_syslog(pamh, LOG_ERR, "user %s refused: %s", user, why);
-        status = PAM_AUTHINFO_UNAVAIL;
-    } else if (strncmp(answer, "pin ", 4) == 0) {
-        sanitize(answer);
-        status = send_pin(pamh, &helper, answer + 4);
-        if (status == PAM_SUCCESS) {
-            if (read_answer(helper.fd, options->timeout_ms, answer, sizeof answer, &why) != 0) {
-                pam_syslog(pamh, LOG_ERR, "user %s refused: %s", user, why);
-                status = PAM_AUTHINFO_UNAVAIL;
-            } else {
-                status = final_status(pamh, flags, user, answer);
-            }
+    /* At most one pin and one wait come before the final answer. */
+    int timeout_ms = options->timeout_ms;
+    int asked_pin = 0, waited = 0;
+    for (;;) {
+        if (read_answer(helper.fd, timeout_ms, answer, sizeof answer, &why) != 0) {
+            pam_syslog(pamh, LOG_ERR, "user %s refused: %s", user, why);
+            status = PAM_AUTHINFO_UNAVAIL;
+            break;
         }
-    } else {
-        status = final_status(pamh, flags, user, answer);
+        if (!asked_pin && strncmp(answer, "pin ", 4) == 0) {
+            asked_pin = 1;
+            sanitize(answer);
+            status = send_pin(pamh, &helper, answer + 4);
+        } else if (!waited && strncmp(answer, "wait ", 5) == 0) {
+            waited = 1;
+            status = show_wait(pamh, answer + 5, &timeout_ms);
+        } else {
+            status = final_status(pamh, flags, user, answer);
+            break;
+        }
+        if (status != PAM_SUCCESS) break;
     }
     explicit_bzero(answer, sizeof answer);
     stop_helper(&helper);

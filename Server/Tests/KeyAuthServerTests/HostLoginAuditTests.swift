@@ -29,7 +29,7 @@ struct HostLoginAuditTests {
         #expect(event.actor == "device:" + (try ServerTestKeys.key("alice-1")).publicKey.fingerprint)
         #expect(event.user == "alice")
         #expect(event.subject == "laptop.example")
-        #expect(event.detail == "service sudo, linux user alice")
+        #expect(event.detail == "online, service sudo, linux user alice")
     }
 
     @Test("a login without the statement records nothing")

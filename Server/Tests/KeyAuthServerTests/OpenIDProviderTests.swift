@@ -952,7 +952,7 @@ struct RelyingPartyCommandTests {
         #expect(
             ServerCommand.main(arguments: ["clients", "list", "--db", database], environment: [:], output: list.output)
                 == 0)
-        // Columns CLIENT_ID CREATED TYPE REDIRECT_URIS POST_LOGOUT_REDIRECT_URIS NAME.
+        // Columns CLIENT_ID CREATED TYPE REDIRECT_URIS POST_LOGOUT_REDIRECT_URIS ALLOWED_USERS NAME.
         #expect(
             list.standard.split(separator: "\n").contains {
                 $0.split(separator: " ").dropFirst(2).prefix(3) == ["public", "http://127.0.0.1/cb", "-"]

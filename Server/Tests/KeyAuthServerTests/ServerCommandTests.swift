@@ -196,10 +196,10 @@ struct ServerCommandTests {
         let lines = list.standard.split(separator: "\n")
         #expect(
             lines.first?.split(separator: " ") == [
-                "CLIENT_ID", "CREATED", "TYPE", "REDIRECT_URIS", "POST_LOGOUT_REDIRECT_URIS", "NAME",
+                "CLIENT_ID", "CREATED", "TYPE", "REDIRECT_URIS", "POST_LOGOUT_REDIRECT_URIS", "ALLOWED_USERS", "NAME",
             ])
         #expect(lines.last?.hasPrefix("\(id)  ") == true)
-        #expect(lines.last?.split(separator: " ").suffix(5) == ["confidential", "-", "-", "Support", "desk"])
+        #expect(lines.last?.split(separator: " ").suffix(6) == ["confidential", "-", "-", "-", "Support", "desk"])
         #expect(lines.last?.hasSuffix("  Support desk") == true)
         #expect(!list.standard.contains(secret))
         let json = CapturedOutput()

@@ -88,7 +88,15 @@ package struct PAMHelper: Sendable {
         } catch {
             return .refused(error.message)
         }
+        // Root's file, read before root is given up: a push login's credentials, and the client
+        // whose user list the server applies to a device key login too.
+        let hostClient = Result { () throws(KeyAuthError) in
+            try HostClientConfig.load(path: request.hostConfig ?? HostClientConfig.defaultPath)
+        }
         if let refusal = person.becomeUser() { return .refused(refusal) }
+        if request.mode == .push {
+            return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
+        }
         let home = person.expand(request.home ?? Self.defaultHome)
         var environment = ["HOME": person.homeDirectory, "KEYAUTH_HOME": home, "KEYAUTH_TIMEOUT": Self.networkTimeout]
         if let tcti = request.tcti { environment[TPMConnection.environmentVariable] = tcti }
@@ -102,6 +110,10 @@ package struct PAMHelper: Sendable {
             server: request.server)
         {
         case .account(let chosen): account = chosen
+        case .answer(.unknown(let reason)) where request.mode == .auto:
+            // No device key of this user here: a host that is a client asks one of their devices.
+            if case .success(nil) = hostClient { return .unknown(reason) }
+            return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
         case .answer(let answer): return answer
         }
         switch account.presence {
@@ -114,11 +126,17 @@ package struct PAMHelper: Sendable {
         default:
             return .refused("account \(account.name) has no PIN, so anyone at the session could use it")
         }
+        // A refused pam.conf refuses: without it the server could not apply the host's user list.
+        let hostClientID: String?
+        switch hostClient {
+        case .success(let loaded): hostClientID = loaded?.clientID
+        case .failure(let error): return .refused(error.message)
+        }
         DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name)): \n")
         do {
             let session = try AccountSession.open(
                 context: context, account: account.name, pinFromStandardInput: true, waitForApproval: false,
-                extraClaims: try Self.hostLoginClaims(request))
+                extraClaims: try Self.hostLoginClaims(request, hostClientID: hostClientID))
             _ = try await session.login()
         } catch {
             return Self.answer(for: error)
@@ -127,16 +145,17 @@ package struct PAMHelper: Sendable {
     }
 
     /// The statement the server writes to its audit trail: this host, the PAM service, the
-    /// Linux user (docs/PROTOCOL.md section 2, `host_login`).
-    static func hostLoginClaims(_ request: PAMHelperRequest) throws(KeyAuthError) -> JWTClaims {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host =
-            gethostname(&buffer, buffer.count - 1) == 0
-            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
-        let statement = JSONValue.object([
-            "host": .string(host.isEmpty ? "unknown" : host), "service": .string(request.service),
+    /// Linux user, and the host's client id when it is a client of the server, whose user list
+    /// the server then applies (docs/PROTOCOL.md section 2, `host_login`).
+    static func hostLoginClaims(_ request: PAMHelperRequest, hostClientID: String? = nil) throws(KeyAuthError)
+        -> JWTClaims
+    {
+        var members: [String: JSONValue] = [
+            "host": .string(PushLogin.hostName()), "service": .string(request.service),
             "linux_user": .string(request.user),
-        ])
+        ]
+        if let hostClientID { members["host_client"] = .string(hostClientID) }
+        let statement = JSONValue.object(members)
         var claims = JWTClaims()
         try claims.setJSON("host_login", json: statement.serialized())
         return claims

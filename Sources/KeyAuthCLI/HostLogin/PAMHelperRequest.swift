@@ -18,6 +18,11 @@ package struct PAMHelperRequest: Sendable, Equatable {
     package var users: String?
     /// The TCTI of TPM-held keys, if not the kernel's resource manager.
     package var tcti: String?
+    /// Which login to make (`mode=`): the device key here, a push approval, or the first that
+    /// applies (``PushLogin``).
+    package var mode: PushLogin.Mode = .auto
+    /// The host's client credentials file for push login, if not the default.
+    package var hostConfig: String?
 
     /// The longest request accepted, so that a broken module cannot make the helper read for ever.
     package static let maximumLength = 8192
@@ -38,7 +43,7 @@ package struct PAMHelperRequest: Sendable, Equatable {
                 throw KeyAuthError(.invalidArgument, "the request has a line without a value")
             }
             let key = String(line[..<space])
-            guard ["user", "service", "server", "home", "users", "tcti"].contains(key) else {
+            guard ["user", "service", "server", "home", "users", "tcti", "mode", "hostconf"].contains(key) else {
                 throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
             }
             guard fields[key] == nil else {
@@ -58,5 +63,12 @@ package struct PAMHelperRequest: Sendable, Equatable {
         self.home = fields["home"]
         self.users = fields["users"]
         self.tcti = fields["tcti"]
+        if let mode = fields["mode"] {
+            guard let chosen = PushLogin.Mode(rawValue: mode) else {
+                throw KeyAuthError(.invalidArgument, "mode= must be auto, local or push")
+            }
+            self.mode = chosen
+        }
+        self.hostConfig = fields["hostconf"]
     }
 }

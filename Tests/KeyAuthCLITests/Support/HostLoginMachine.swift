@@ -45,8 +45,10 @@ final class HostLoginMachine: @unchecked Sendable {
     var keyauthHome: String { userHome + "/.local/share/keyauth" }
     var servicePath: String { "/etc/pam.d/" + service }
 
-    /// - Parameter tpm: a software TPM to hold the device key; a key file without one.
-    init(tpm: SoftwareTPM? = nil) throws {
+    /// - Parameters:
+    ///   - tpm: a software TPM to hold the device key; a key file without one.
+    ///   - serverArguments: more arguments of `keyauth-server serve`.
+    init(tpm: SoftwareTPM? = nil, serverArguments: [String] = []) throws {
         self.tpm = tpm
         guard geteuid() == 0 else { throw TestFailure("host login tests need root (useradd, /etc/pam.d)") }
         guard FileManager.default.isExecutableFile(atPath: Self.pamtester) else {
@@ -66,7 +68,7 @@ final class HostLoginMachine: @unchecked Sendable {
         }
         userHome = "/home/" + user
         do {
-            server = try KeyAuthServerProcess.started(in: scratch.path)
+            server = try KeyAuthServerProcess.started(in: scratch.path, extraArguments: serverArguments)
             keyID = try Self.register(user: user, home: userHome, serverURL: server.url, tpm: tpm)
         } catch {
             _ = try? ExternalCommand.run(["userdel", "--remove", user], timeout: 30)
@@ -196,8 +198,10 @@ final class HostLoginMachine: @unchecked Sendable {
 }
 
 /// Runs `body` on a fresh ``HostLoginMachine`` and removes it afterwards, whatever happens.
-func withHostLogin(tpm: SoftwareTPM? = nil, _ body: (HostLoginMachine) async throws -> Void) async throws {
-    let machine = try HostLoginMachine(tpm: tpm)
+func withHostLogin(
+    tpm: SoftwareTPM? = nil, serverArguments: [String] = [], _ body: (HostLoginMachine) async throws -> Void
+) async throws {
+    let machine = try HostLoginMachine(tpm: tpm, serverArguments: serverArguments)
     defer { machine.remove() }
     try await body(machine)
 }

@@ -21,19 +21,62 @@ final class OpenSSHServer: Sendable {
     /// - Parameters:
     ///   - principals: the principals each local account accepts (`AuthorizedPrincipalsFile`).
     ///   - revokedKeys: a `RevokedKeys` file, if any.
-    init(caLine: String, principals: [String: [String]], revokedKeys: String? = nil) throws {
-        directory = TemporaryDirectory("keyauth-sshd")
+    convenience init(caLine: String, principals: [String: [String]], revokedKeys: String? = nil) throws {
+        let directory = TemporaryDirectory("keyauth-sshd")
         let path = directory.path
-        // sshd checks its privilege-separation directory even in the foreground.
-        mkdir("/run/sshd", 0o755)
-        let hostKey = try ExternalCommand.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path + "/host_key"])
-        guard hostKey.status == 0 else { throw TestFailure("ssh-keygen: \(hostKey.errorOutput)") }
         try (caLine + "\n").write(toFile: path + "/ca.pub", atomically: true, encoding: .utf8)
         mkdir(path + "/principals", 0o755)
         for (account, names) in principals {
             try (names.joined(separator: "\n") + "\n").write(
                 toFile: path + "/principals/" + account, atomically: true, encoding: .utf8)
         }
+        try self.init(
+            directory: directory,
+            settings: """
+                TrustedUserCAKeys \(path)/ca.pub
+                AuthorizedPrincipalsFile \(path)/principals/%u
+                AuthorizedKeysFile none
+                PasswordAuthentication no
+                KbdInteractiveAuthentication no
+                UsePAM no
+                PermitRootLogin prohibit-password
+                \(revokedKeys.map { "RevokedKeys \($0)" } ?? "")
+                """)
+    }
+
+    /// Starts sshd with keyboard-interactive authentication through PAM alone, as a host that
+    /// logs users in with `pam_keyauth` has it, running the PAM service `service`.
+    ///
+    /// OpenSSH 9 names its PAM service after the program, so sshd runs through a link named
+    /// `service`: the test's own file in /etc/pam.d, never the machine's `sshd`.
+    convenience init(pamService service: String) throws {
+        let directory = TemporaryDirectory("keyauth-sshd")
+        let link = directory.path + "/" + service
+        guard symlink(Self.executable, link) == 0 else { throw TestFailure("symlink: errno \(errno)") }
+        try self.init(
+            directory: directory,
+            settings: """
+                AuthorizedKeysFile none
+                PubkeyAuthentication no
+                PasswordAuthentication no
+                KbdInteractiveAuthentication yes
+                AuthenticationMethods keyboard-interactive
+                UsePAM yes
+                PermitRootLogin no
+                """, executable: link)
+    }
+
+    /// Starts `executable` (sshd) in the foreground with a fresh host key and `settings` added
+    /// to the common configuration; returns once it listens.
+    private init(directory: TemporaryDirectory, settings: String, executable: String = OpenSSHServer.executable)
+        throws
+    {
+        self.directory = directory
+        let path = directory.path
+        // sshd checks its privilege-separation directory even in the foreground.
+        mkdir("/run/sshd", 0o755)
+        let hostKey = try ExternalCommand.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path + "/host_key"])
+        guard hostKey.status == 0 else { throw TestFailure("ssh-keygen: \(hostKey.errorOutput)") }
         let reserved = ClosedPort()
         port = reserved.port
         let config = """
@@ -41,21 +84,14 @@ final class OpenSSHServer: Sendable {
             ListenAddress 127.0.0.1
             HostKey \(path)/host_key
             PidFile \(path)/sshd.pid
-            TrustedUserCAKeys \(path)/ca.pub
-            AuthorizedPrincipalsFile \(path)/principals/%u
-            AuthorizedKeysFile none
-            PasswordAuthentication no
-            KbdInteractiveAuthentication no
-            UsePAM no
-            PermitRootLogin prohibit-password
             StrictModes no
             LogLevel VERBOSE
-            \(revokedKeys.map { "RevokedKeys \($0)" } ?? "")
+            \(settings)
 
             """
         try config.write(toFile: path + "/sshd_config", atomically: true, encoding: .utf8)
         process = try ChildProcess(
-            Self.executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
+            executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
             standardError: .file(path + "/sshd.log"))
         for _ in 0..<100 {
             if ApacheServer.acceptsConnections(port: port) { return }
@@ -63,7 +99,8 @@ final class OpenSSHServer: Sendable {
             usleep(50_000)
         }
         _ = process.stop()
-        throw TestFailure("sshd did not start: \(log)")
+        throw TestFailure(
+            "sshd did not start: \((try? String(contentsOfFile: path + "/sshd.log", encoding: .utf8)) ?? "")")
     }
 
     /// What sshd logged.
@@ -124,6 +161,20 @@ final class OpenSSHServer: Sendable {
                     "\(account)@127.0.0.1", command,
                 ],
             environment: environment, timeout: 30)
+    }
+
+    /// Starts `ssh` to `account` on a pseudo-terminal with keyboard-interactive authentication
+    /// only, as a person types it: ssh reads the answers to the server's prompts from the
+    /// terminal, which the test reads and types into.
+    func interactiveLogin(as account: String, command: String = "echo logged-in") throws -> TerminalProcess {
+        try TerminalProcess(
+            "/usr/bin/ssh",
+            [
+                "-F", "/dev/null", "-p", String(port), "-o", "PreferredAuthentications=keyboard-interactive",
+                "-o", "PubkeyAuthentication=no", "-o", "IdentityAgent=none", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "NumberOfPasswordPrompts=1",
+                "\(account)@127.0.0.1", command,
+            ], environment: ["PATH": "/usr/bin:/bin", "HOME": directory.path])
     }
 
     func stop() {

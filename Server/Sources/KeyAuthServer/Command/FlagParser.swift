@@ -7,7 +7,7 @@ struct FlagParser {
     /// The flags that take no value; in the settings file such a key may stand alone for true.
     static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
     /// Options that may be given more than once (`clients add`).
-    private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri"]
+    private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri", "allow-user"]
     private var parsed: ParsedArguments
 
     init(arguments: [String]) throws(ServerConfigurationError) {

@@ -141,13 +141,14 @@ extension ServerCommand {
         withStorage(database, output: output) { storage in
             let registry = ClientRegistry(storage: storage)
             switch action {
-            case .add(let name, let redirectURIs, let postLogoutRedirectURIs, let isPublic):
+            case .add(let name, let redirectURIs, let postLogoutRedirectURIs, let isPublic, let kind, let allowedUsers):
                 let (client, secret) = try registry.add(
                     name: name, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
-                    isPublic: isPublic)
+                    isPublic: isPublic, kind: kind, allowedUsers: allowedUsers)
+                let hostDetail = kind == .host ? ["host, users:"] + (allowedUsers.isEmpty ? ["all"] : allowedUsers) : []
                 try AuditTrail(storage: storage).record(
                     .addClient, by: .administrator, subject: client.id,
-                    detail: ([name] + redirectURIs).joined(separator: " "))
+                    detail: ([name] + redirectURIs + hostDetail).joined(separator: " "))
                 if let secret {
                     output.error(
                         "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n"

@@ -37,8 +37,9 @@ extension ServerCommand {
         push sign-in (/bc-authorize, CIBA poll mode), once; with --redirect-uri (repeatable: https,
         or http to a loopback host) it is an OpenID Connect relying party of /authorize, with
         --post-logout-redirect-uri one of /end-session, and --public makes it a native app with no
-        secret that uses PKCE alone. clients list and clients remove ID manage them. The account
-        page is at /account.
+        secret that uses PKCE alone; --kind host makes a Linux host of push login (pam_keyauth),
+        --allow-user USER (repeatable) the users who may log in to it. clients list and clients
+        remove ID manage them. The account page is at /account.
 
         check-config validates the options, variables and settings file as serve would, and
         prints every setting's effective value and where it came from (a password in a
@@ -164,6 +165,9 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]
           --ssh-no-port-forwarding  certificates without permit-port-forwarding
                                     [KEYAUTH_SERVER_SSH_NO_PORT_FORWARDING=1]
+          --sign-in-lifetime DURATION
+                                    how long a sign-in request (a push login) waits for an
+                                    answer, default 5m, 10s to 1h [KEYAUTH_SERVER_SIGN_IN_LIFETIME]
           --quiet                   no per-request log lines [KEYAUTH_SERVER_QUIET=1]
           --log-format text|json    log lines as text (default) or as JSON objects, one a line;
                                     a request's line has the client address (after

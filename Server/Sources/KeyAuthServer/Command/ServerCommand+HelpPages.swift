@@ -141,6 +141,7 @@ extension ServerCommand {
             return page(
                 """
                 clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]... [--public]
+                       keyauth-server clients add HOST --kind host [--allow-user USER]...
                        keyauth-server clients list [--json] | remove ID
                 """,
                 """
@@ -153,6 +154,10 @@ extension ServerCommand {
                   --post-logout-redirect-uri URI
                                             (repeatable) a redirect URI of /end-session
                   --public                  a native app with no secret that uses PKCE alone
+                  --kind host               a Linux host of push login through pam_keyauth: its two
+                                            printed lines are the host's /etc/keyauth/pam.conf
+                  --allow-user USER         (repeatable, hosts only) a user who may log in to the
+                                            host; without any, every user may
                 \(jsonOption)
                 """)
         default:

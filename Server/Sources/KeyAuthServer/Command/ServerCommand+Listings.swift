@@ -103,12 +103,14 @@ extension ServerCommand {
     static func listClients(_ registry: ClientRegistry, json: Bool, output: Output) throws {
         var listing = Listing([
             ("CLIENT_ID", "client_id"), ("CREATED", "created_at"), ("TYPE", "type"), ("REDIRECT_URIS", "redirect_uris"),
-            ("POST_LOGOUT_REDIRECT_URIS", "post_logout_redirect_uris"), ("NAME", "name"),
+            ("POST_LOGOUT_REDIRECT_URIS", "post_logout_redirect_uris"), ("ALLOWED_USERS", "allowed_users"),
+            ("NAME", "name"),
         ])
         for client in try registry.list() {
+            let type = client.kind == .host ? "host" : client.isPublic ? "public" : "confidential"
             listing.append([
-                .text(client.id), .time(client.createdAt), .text(client.isPublic ? "public" : "confidential"),
-                .list(client.redirectURIs), .list(client.postLogoutRedirectURIs), .text(client.name),
+                .text(client.id), .time(client.createdAt), .text(type), .list(client.redirectURIs),
+                .list(client.postLogoutRedirectURIs), .list(client.allowedUsers), .text(client.name),
             ])
         }
         listing.write(json: json, to: output)

@@ -90,8 +90,13 @@ extension ServerCommand {
             let redirects = settings.options("--redirect-uri")
             let logoutRedirects = settings.options("--post-logout-redirect-uri")
             let isPublic = settings.commandFlag("--public") ?? false
+            let allowedUsers = settings.options("--allow-user")
+            let kindName = settings.option("--kind")
             let json = settings.commandFlag("--json") ?? false
             let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
+            guard let kind = ClientKind(rawValue: kindName ?? "application") else {
+                throw ServerConfigurationError("--kind: expected application or host")
+            }
             guard !json || given.first == "list" || given.isEmpty else {
                 throw ServerConfigurationError("--json: only clients list prints JSON")
             }
@@ -100,14 +105,15 @@ extension ServerCommand {
                 return .clients(
                     .add(
                         name: given[1], redirectURIs: redirects, postLogoutRedirectURIs: logoutRedirects,
-                        isPublic: isPublic),
+                        isPublic: isPublic, kind: kind, allowedUsers: allowedUsers),
                     database: database)
             case ("list", 1), (nil, 0): return .clients(.list(json: json), database: database)
             case ("remove", 2): return .clients(.remove(id: given[1]), database: database)
             default:
                 throw ServerConfigurationError(
                     "clients: expected add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...] "
-                        + "[--public], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))")
+                        + "[--public] [--kind host] [--allow-user USER...], list or remove ID\(suggestion(given.first, ["add", "list", "remove"]))"
+                )
             }
         case "ssh-ca":
             return try sshCAAction(&settings, database: database)

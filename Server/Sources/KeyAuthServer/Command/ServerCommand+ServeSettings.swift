@@ -117,6 +117,7 @@ extension ServerCommand {
             }, show: { $0.sshCAKeyFile ?? "" }),
         duration("ssh-certificate-lifetime", \.sshCertificateLifetime, 60...SSHCertificateIssuer.maximumLifetime),
         flag("ssh-no-port-forwarding", \.sshNoPortForwarding),
+        duration("sign-in-lifetime", \.signInLifetime, 10...3600),
         ServeSetting(
             key: "quiet",
             read: { settings, configuration throws(ServerConfigurationError) in

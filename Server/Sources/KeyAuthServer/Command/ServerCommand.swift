@@ -113,7 +113,8 @@ package enum ServerCommand {
         /// `clients add NAME [--redirect-uri URI...] [--post-logout-redirect-uri URI...]
         /// [--public]`: prints the new client's id and (unless public) its secret once.
         case add(
-            name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false)
+            name: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [], isPublic: Bool = false,
+            kind: ClientKind = .application, allowedUsers: [String] = [])
         /// `clients list [--json]`.
         case list(json: Bool = false)
         /// `clients remove ID`.

@@ -152,7 +152,7 @@ package final class ServerRunner: Sendable {
             assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),
             loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared),
             signIn: SignInRequests(
-                storage: storage, settings: SignInRequests.Settings(),
+                storage: storage, settings: SignInRequests.Settings(lifetime: configuration.signInLifetime),
                 watchers: SignInRequestWatchers(maximumWaiters: configuration.maximumLongPolls), now: now),
             clients: ClientRegistry(storage: storage, now: now))
         let limits = AttemptLimits(

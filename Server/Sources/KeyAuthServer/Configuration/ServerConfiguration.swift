@@ -108,6 +108,9 @@ package struct ServerConfiguration: Sendable {
     package var sshCAKeyFile: String?
     /// How long an SSH certificate is valid (`--ssh-certificate-lifetime`, default 8 hours).
     package var sshCertificateLifetime: Int64 = 8 * 3600
+    /// The longest a sign-in request waits for its answer (`--sign-in-lifetime`, default 5
+    /// minutes): a push login to a host waits that long at most.
+    package var signInLifetime: Int64 = 300
     /// Certificates without `permit-port-forwarding` (`--ssh-no-port-forwarding`).
     package var sshNoPortForwarding = false
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see

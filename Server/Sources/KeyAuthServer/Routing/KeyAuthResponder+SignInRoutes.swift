@@ -33,11 +33,13 @@ extension KeyAuthResponder {
             let form = try request.formBody()
             let client = try service.clients.authenticate(try request.clientCredentials(form: form))
             caller.clientID = client.id
+            let user = try Self.loginHint(form)
+            try HostClients.checkAllowed(user, at: client)
             if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
                 throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
             }
             let started = try service.signIn.start(
-                kind: .backchannel, clientID: client.id, user: try Self.loginHint(form),
+                kind: .backchannel, clientID: client.id, user: user,
                 bindingMessage: form["binding_message"], scope: form["scope"],
                 requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
             // A user with a device that can approve: the request was made for them.

@@ -11,6 +11,9 @@ struct HostLoginStatement: Equatable, Sendable {
     let host: String
     let service: String
     let linuxUser: String
+    /// The `client_id` of the host, when the host is a client of this server (its `pam.conf`):
+    /// the server then applies that host client's user list (``HostClients``).
+    let hostClient: String?
 
     /// The claim's name in the assertion.
     static let claim = "host_login"
@@ -21,7 +24,8 @@ struct HostLoginStatement: Equatable, Sendable {
     ///   without control characters.
     init?(_ claims: JWTClaims) throws(ServiceError) {
         guard let value = claims[Self.claim] else { return nil }
-        guard let members = value.objectValue, members.count == 3,
+        guard let members = value.objectValue,
+            members.count == (members["host_client"] == nil ? 3 : 4),
             let host = Self.text(members["host"], limit: 253),
             let service = Self.text(members["service"], limit: 256),
             let linuxUser = Self.text(members["linux_user"], limit: 256)
@@ -33,6 +37,14 @@ struct HostLoginStatement: Equatable, Sendable {
         self.host = host
         self.service = service
         self.linuxUser = linuxUser
+        if let id = members["host_client"] {
+            guard let text = Self.text(id, limit: 64) else {
+                throw ServiceError(.invalidGrant, "the assertion's host_login.host_client must be a short string")
+            }
+            hostClient = text
+        } else {
+            hostClient = nil
+        }
     }
 
     /// A non-empty string of at most `limit` bytes without control characters, or nil.
@@ -43,6 +55,8 @@ struct HostLoginStatement: Equatable, Sendable {
         return text
     }
 
-    /// The audit event's detail.
-    var detail: String { "service \(service), linux user \(linuxUser)" }
+    /// The audit event's detail: `online`, as opposed to a push login's `push` (``HostClients``).
+    var detail: String {
+        "online, service \(service), linux user \(linuxUser)" + (hostClient.map { ", host client \($0)" } ?? "")
+    }
 }

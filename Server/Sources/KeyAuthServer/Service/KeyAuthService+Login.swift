@@ -57,6 +57,7 @@ extension KeyAuthService {
         try claimJWTID(of: verified)
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
+        if let id = hostLogin?.hostClient { try HostClients.checkAllowed(device.user, atClientID: id, in: storage) }
         try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
         // What the server established at registration, unlike amr, which the device states.
         extra.set("device_tier", string: device.tier.rawValue)

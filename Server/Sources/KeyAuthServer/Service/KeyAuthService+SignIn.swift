@@ -216,6 +216,8 @@ extension KeyAuthService {
             // `cnf.jkt` would make the token DPoP-bound to a key it cannot prove.
             claims.set("device_jkt", string: device.kid)
             let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
+            try HostClients.recordLogin(
+                of: request, by: device.kid, client: client, in: AuditTrail(storage: storage, now: now))
             return SignInGrant(
                 accessToken: token, expiresIn: settings.accessTokenLifetime,
                 idToken: try openID.backchannelIDToken(for: request, client: client, accessToken: token),
@@ -239,7 +241,8 @@ extension KeyAuthService {
             return "keyauth account page (\(settings.issuer)/account)"
         case .backchannel:
             guard let id = request.clientID, let client = try storage.client(id: id) else { return "a removed client" }
-            return client.name
+            // A host says so: the user approves a login to a machine, not to an application.
+            return client.kind == .host ? "log in to host \(client.name)" : client.name
         case .authorization:
             // The redirect host next to the registered name: a phishing site that registered
             // (or reuses) a trusted name still shows where the browser is sent.

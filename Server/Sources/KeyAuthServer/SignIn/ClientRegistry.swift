@@ -34,6 +34,10 @@ package struct ClientRegistry: Sendable {
     ///     Connect); none for a CIBA-only client.
     ///   - postLogoutRedirectURIs: where `/end-session` may send a browser.
     ///   - isPublic: a public client (a native app) gets no secret and must use PKCE.
+    ///   - kind: `host` for a host's `pam_keyauth` (push login), which has neither redirect
+    ///     URIs nor `isPublic`.
+    ///   - allowedUsers: for a host, the users who may log in to it (``HostClients``); none
+    ///     allows every user.
     /// - Returns: the record and the secret, which is shown once and never stored; nil for a
     ///   public client.
     /// - Throws: ``ServerConfigurationError`` for a name that the device name rule refuses
@@ -42,7 +46,7 @@ package struct ClientRegistry: Sendable {
     ///   when the random generator fails.
     package func add(
         name requestedName: String, redirectURIs: [String] = [], postLogoutRedirectURIs: [String] = [],
-        isPublic: Bool = false
+        isPublic: Bool = false, kind: ClientKind = .application, allowedUsers: [String] = []
     ) throws -> (client: ClientRecord, secret: String?) {
         let name: String
         do {
@@ -56,12 +60,16 @@ package struct ClientRegistry: Sendable {
         guard !isPublic || !redirectURIs.isEmpty else {
             throw ServerConfigurationError("a public client needs at least one --redirect-uri")
         }
+        guard kind != .host || (redirectURIs.isEmpty && postLogoutRedirectURIs.isEmpty && !isPublic) else {
+            throw ServerConfigurationError("a host client has no redirect URIs and is not public")
+        }
+        try HostClients.checkAllowedUsers(allowedUsers, kind: kind)
         let secret = isPublic ? nil : Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.secretBytes))
         let client = ClientRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: Self.idBytes)), name: name,
             secretHash: try secret.map { (secret) throws(KeyAuthError) in try Self.hash(secret) } ?? [],
             createdAt: now(), redirectURIs: redirectURIs,
-            postLogoutRedirectURIs: postLogoutRedirectURIs, isPublic: isPublic)
+            postLogoutRedirectURIs: postLogoutRedirectURIs, isPublic: isPublic, kind: kind, allowedUsers: allowedUsers)
         guard try storage.insertClient(client) else {
             throw ServerConfigurationError("a client id collided; run the command again", status: 1)
         }

@@ -46,6 +46,13 @@ struct SignInRequests: Sendable {
         /// limits count the requests of the last hour.
         var retention: Int64 = 3600
 
+        /// The defaults, with `lifetime` as the longest a request waits (the shortest lowered to
+        /// it when it is under a minute, as on a test server).
+        init(lifetime: Int64 = 300) {
+            maximumLifetime = lifetime
+            minimumLifetime = min(minimumLifetime, lifetime)
+        }
+
         /// The limits of requests of `origin`.
         func limits(for origin: SignInRequestOrigin) -> SignInRequestLimits {
             switch origin {

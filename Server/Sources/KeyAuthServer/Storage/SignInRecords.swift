@@ -20,11 +20,16 @@ package struct ClientRecord: Sendable, Hashable {
     /// A public client (a native app) has no secret and proves itself by PKCE alone; its
     /// `secretHash` is empty, which no presented secret hashes to.
     package var isPublic: Bool
+    /// An application, or a host whose `pam_keyauth` starts push logins (docs/HOST-LOGIN.md).
+    package var kind: ClientKind
+    /// For a host: the users who may log in to it; empty for every user.
+    package var allowedUsers: [String]
 
     /// Creates a record.
     package init(
         id: String, name: String, secretHash: [UInt8], createdAt: Int64, redirectURIs: [String] = [],
-        postLogoutRedirectURIs: [String] = [], isPublic: Bool = false
+        postLogoutRedirectURIs: [String] = [], isPublic: Bool = false, kind: ClientKind = .application,
+        allowedUsers: [String] = []
     ) {
         self.id = id
         self.name = name
@@ -33,6 +38,8 @@ package struct ClientRecord: Sendable, Hashable {
         self.redirectURIs = redirectURIs
         self.postLogoutRedirectURIs = postLogoutRedirectURIs
         self.isPublic = isPublic
+        self.kind = kind
+        self.allowedUsers = allowedUsers
     }
 }
 

@@ -273,6 +273,15 @@ enum SQLSchema {
                 "ALTER TABLE devices ADD COLUMN tier TEXT NOT NULL DEFAULT 'software'"
             ]
         },
+        Migration(version: 12) { _ in
+            [
+                // Host clients (push login through pam_keyauth) and the users who may log in to
+                // each, space-separated (a user name has no space); every client before was an
+                // application.
+                "ALTER TABLE clients ADD COLUMN kind TEXT NOT NULL DEFAULT 'application'",
+                "ALTER TABLE clients ADD COLUMN allowed_users TEXT NOT NULL DEFAULT ''",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

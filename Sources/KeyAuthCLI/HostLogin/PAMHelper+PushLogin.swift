@@ -1,0 +1,35 @@
+import Foundation
+import KeyAuth
+
+/// The helper's push login (``PushLogin``): kept apart from the device key login it falls back
+/// from, so that each reads on its own.
+extension PAMHelper {
+    /// A push login of `keyauthUser` with the host's client credentials, read as root before.
+    ///
+    /// - Parameter hostClient: the host's `pam.conf`: nil when there is none (the host is no
+    ///   client: `unknown`), an error for one that is refused (`refused`, never ignored: an
+    ///   administrator who wrote one meant push login to work, or to fail for a reason).
+    func push(_ request: PAMHelperRequest, hostClient: Result<HostClientConfig?, KeyAuthError>, keyauthUser: String)
+        async -> Answer
+    {
+        let credentials: HostClientConfig
+        switch hostClient {
+        case .success(let loaded?): credentials = loaded
+        case .success(nil):
+            let path = request.hostConfig ?? HostClientConfig.defaultPath
+            return .unknown("no \(path): this host is no client of the server for push login")
+        case .failure(let error): return .refused(error.message)
+        }
+        let client: KeyAuthClient
+        do {
+            client = try KeyAuthClient(serverURL: request.server, timeout: TimeInterval(Self.networkTimeout) ?? 5)
+        } catch {
+            return .refused(error.message)
+        }
+        let output = output
+        return await PushLogin(
+            client: client, credentials: credentials, keyauthUser: keyauthUser, linuxUser: request.user,
+            send: { line in DescriptorIO.writeAll(output, line + "\n") }
+        ).run()
+    }
+}
