@@ -18,6 +18,7 @@
  *   helper=PATH    the helper (default /usr/libexec/keyauth/keyauth-pam-helper)
  *   timeout=SECS   how long the helper may take for one answer (default 10, 1..120)
  *   tcti=TCTI      the TPM of TPM-held keys (default: the kernel's resource manager)
+ *   offline=no     never log in by offline grant when the server cannot be reached (default yes)
  *
  * Built by scripts/build-pam-module.sh with the C compiler alone: SwiftPM would link libswiftCore
  * into a dynamic library product. libpam finds the three entry points by name; everything else
@@ -57,6 +58,7 @@ struct options {
     const char *home;
     const char *users;
     const char *tcti;
+    const char *offline;
     int timeout_ms;
 };
 
@@ -72,6 +74,7 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
     options->home = NULL;
     options->users = NULL;
     options->tcti = NULL;
+    options->offline = NULL;
     options->timeout_ms = 10000;
     for (int i = 0; i < argc; i++) {
         const char *argument = argv[i];
@@ -85,6 +88,8 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
             options->users = argument + 6;
         } else if (strncmp(argument, "tcti=", 5) == 0) {
             options->tcti = argument + 5;
+        } else if (strcmp(argument, "offline=yes") == 0 || strcmp(argument, "offline=no") == 0) {
+            options->offline = argument + 8;
         } else if (strncmp(argument, "timeout=", 8) == 0) {
             char *end = NULL;
             long seconds = strtol(argument + 8, &end, 10);
@@ -319,7 +324,8 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
         append_line(request, sizeof request, &used, "server", options->server) != 0 ||
         append_line(request, sizeof request, &used, "home", options->home) != 0 ||
         append_line(request, sizeof request, &used, "users", options->users) != 0 ||
-        append_line(request, sizeof request, &used, "tcti", options->tcti) != 0 || used + 1 >= sizeof request) {
+        append_line(request, sizeof request, &used, "tcti", options->tcti) != 0 ||
+        append_line(request, sizeof request, &used, "offline", options->offline) != 0 || used + 1 >= sizeof request) {
         pam_syslog(pamh, LOG_ERR, "user %s refused: a module argument or the service name cannot be sent", user);
         return PAM_AUTH_ERR;
     }

@@ -18,6 +18,9 @@ package struct PAMHelperRequest: Sendable, Equatable {
     package var users: String?
     /// The TCTI of TPM-held keys, if not the kernel's resource manager.
     package var tcti: String?
+    /// Whether an offline grant may log the user in when the server cannot be reached (`offline`,
+    /// `yes` unless the module has `offline=no`).
+    package var allowsOffline: Bool
 
     /// The longest request accepted, so that a broken module cannot make the helper read for ever.
     package static let maximumLength = 8192
@@ -38,7 +41,7 @@ package struct PAMHelperRequest: Sendable, Equatable {
                 throw KeyAuthError(.invalidArgument, "the request has a line without a value")
             }
             let key = String(line[..<space])
-            guard ["user", "service", "server", "home", "users", "tcti"].contains(key) else {
+            guard ["user", "service", "server", "home", "users", "tcti", "offline"].contains(key) else {
                 throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
             }
             guard fields[key] == nil else {
@@ -58,5 +61,10 @@ package struct PAMHelperRequest: Sendable, Equatable {
         self.home = fields["home"]
         self.users = fields["users"]
         self.tcti = fields["tcti"]
+        switch fields["offline"] {
+        case nil, "yes": self.allowsOffline = true
+        case "no": self.allowsOffline = false
+        default: throw KeyAuthError(.invalidArgument, "the request's offline is neither yes nor no")
+        }
     }
 }

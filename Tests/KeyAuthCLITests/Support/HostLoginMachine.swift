@@ -45,8 +45,14 @@ final class HostLoginMachine: @unchecked Sendable {
     var keyauthHome: String { userHome + "/.local/share/keyauth" }
     var servicePath: String { "/etc/pam.d/" + service }
 
-    /// - Parameter tpm: a software TPM to hold the device key; a key file without one.
-    init(tpm: SoftwareTPM? = nil) throws {
+    /// The user's offline grant file, which the helper writes after an online login and
+    /// ``remove()`` deletes.
+    var grantPath: String { "/var/lib/keyauth-pam/" + user + ".grant" }
+
+    /// - Parameters:
+    ///   - tpm: a software TPM to hold the device key; a key file without one.
+    ///   - serverArguments: added to the server's `serve` arguments.
+    init(tpm: SoftwareTPM? = nil, serverArguments: [String] = []) throws {
         self.tpm = tpm
         guard geteuid() == 0 else { throw TestFailure("host login tests need root (useradd, /etc/pam.d)") }
         guard FileManager.default.isExecutableFile(atPath: Self.pamtester) else {
@@ -66,7 +72,7 @@ final class HostLoginMachine: @unchecked Sendable {
         }
         userHome = "/home/" + user
         do {
-            server = try KeyAuthServerProcess.started(in: scratch.path)
+            server = try KeyAuthServerProcess.started(in: scratch.path, extraArguments: serverArguments)
             keyID = try Self.register(user: user, home: userHome, serverURL: server.url, tpm: tpm)
         } catch {
             _ = try? ExternalCommand.run(["userdel", "--remove", user], timeout: 30)
@@ -129,9 +135,9 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
-    func writeService(server url: String, helper: String? = nil, timeout: Int = 20) throws {
+    func writeService(server url: String, helper: String? = nil, timeout: Int = 20, extra: String = "") throws {
         let text = """
-            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")
+            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")\(extra)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
@@ -188,6 +194,7 @@ final class HostLoginMachine: @unchecked Sendable {
     /// Undoes everything the machine added to the system.
     func remove() {
         for path in addedFiles { unlink(path) }
+        unlink(grantPath)
         _ = server.terminate()
         _ = try? ExternalCommand.run(["userdel", "--remove", user], timeout: 30)
         syslog.close()
@@ -196,8 +203,10 @@ final class HostLoginMachine: @unchecked Sendable {
 }
 
 /// Runs `body` on a fresh ``HostLoginMachine`` and removes it afterwards, whatever happens.
-func withHostLogin(tpm: SoftwareTPM? = nil, _ body: (HostLoginMachine) async throws -> Void) async throws {
-    let machine = try HostLoginMachine(tpm: tpm)
+func withHostLogin(
+    tpm: SoftwareTPM? = nil, serverArguments: [String] = [], _ body: (HostLoginMachine) async throws -> Void
+) async throws {
+    let machine = try HostLoginMachine(tpm: tpm, serverArguments: serverArguments)
     defer { machine.remove() }
     try await body(machine)
 }
