@@ -123,10 +123,11 @@ extension PAMHelper {
                 try store.clear()
                 return ", the server sent no offline grant"
             }
-            let metadata = try await session.client.discover()
+            // One short request, so that renewing cannot make an accepted login outlast the
+            // module's timeout.
             let server = Self.normalizedServer(request.server)
-            let document = try await HTTPKeySetFetcher(timeout: 5).fetch(
-                metadata.jwksURI ?? server + "/.well-known/jwks.json")
+            let document = try await HTTPKeySetFetcher(timeout: Self.keySetTimeout).fetch(
+                server + "/.well-known/jwks.json")
             guard let keySetJSON = try? JSONValue(parsing: document.body), keySetJSON.objectValue != nil else {
                 throw KeyAuthError(.keyCorrupt, "the server's JWK set is not a JSON object")
             }
@@ -144,6 +145,9 @@ extension PAMHelper {
             return ", offline grant not renewed: \(error.code): \(error.message)"
         }
     }
+
+    /// Seconds the JWK set fetch after an online login may take.
+    static let keySetTimeout: TimeInterval = 3
 
     /// The server URL as accounts compare it.
     static func normalizedServer(_ server: String) -> String {
