@@ -91,6 +91,23 @@ struct OfflineGrantTests {
         #expect(error.code == .signatureInvalid)
     }
 
+    @Test("the held PIN reader reads the socket once, hands the PIN out once a round, and again in a new round")
+    func heldPIN() throws {
+        var pipeEnds: [Int32] = [0, 0]
+        try #require(pipe(&pipeEnds) == 0)
+        defer { close(pipeEnds[0]) }
+        #expect(DescriptorIO.writeAll(pipeEnds[1], "4711\n"))
+        close(pipeEnds[1])
+        let reader = HeldPINReader(fileDescriptor: pipeEnds[0])
+        let first = try reader.readSecret(prompt: "PIN")
+        #expect(first.withUnsafeBytes { Array($0) } == Array("4711".utf8))
+        let again = try #require(throws: KeyAuthError.self) { try reader.readSecret(prompt: "PIN") }
+        #expect(again.code == .cancelled)
+        reader.startNewRound()
+        // The socket has ended: the PIN comes from the reader's own copy.
+        #expect(try reader.readSecret(prompt: "PIN").withUnsafeBytes { Array($0) } == Array("4711".utf8))
+    }
+
     @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
     func requestOfflineField() throws {
         #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\n\n").allowsOffline)
