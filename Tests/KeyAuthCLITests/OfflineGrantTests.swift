@@ -108,6 +108,22 @@ struct OfflineGrantTests {
         #expect(try reader.readSecret(prompt: "PIN").withUnsafeBytes { Array($0) } == Array("4711".utf8))
     }
 
+    @Test("only a server's word that the device may not log in empties the grant, not a failure of the moment")
+    func refusalsThatEmptyTheGrant() {
+        func rejected(_ code: OAuthError.Code, status: Int = 400) -> KeyAuthError {
+            KeyAuthError(
+                .serverRejected, "refused",
+                underlying: OAuthError(error: code, errorDescription: nil, statusCode: status))
+        }
+        #expect(PAMHelper.refusesDevice(rejected(.invalidGrant)))
+        #expect(PAMHelper.refusesDevice(rejected(.accessDenied)))
+        #expect(PAMHelper.refusesDevice(KeyAuthError(.approvalPending, "pending")))
+        #expect(!PAMHelper.refusesDevice(rejected(OAuthError.Code(rawValue: "slow_down"), status: 429)))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.serverRejected, "HTTP 503")))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.wrongPIN, "wrong PIN")))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.transportFailed, "connection refused")))
+    }
+
     @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
     func requestOfflineField() throws {
         #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\n\n").allowsOffline)

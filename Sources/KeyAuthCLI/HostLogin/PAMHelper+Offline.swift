@@ -45,13 +45,23 @@ extension PAMHelper {
         case .transportFailed:
             return await offlineLogin(
                 after: error, offline: offline, session: session, pinReader: pinReader, request: request)
-        case .serverRejected, .approvalPending:
-            // Revoked, unknown, pending or denied: the device must not go on logging in offline.
-            if let store = offline.store, store.stored != nil || store.unreadable != nil { try? store.clear() }
-            return Self.answer(for: error)
         default:
+            // Revoked, unknown, pending or denied: the device must not go on logging in offline.
+            if Self.refusesDevice(error), let store = offline.store, store.stored != nil || store.unreadable != nil {
+                try? store.clear()
+            }
             return Self.answer(for: error)
         }
+    }
+
+    /// Whether the server answered that this device may not log in (`invalid_grant` for a
+    /// revoked or unknown device, `access_denied` for a denied one or one the device policy
+    /// refuses, `expired_token` or a pending device), as opposed to a failure of the moment (a
+    /// 503, a rate limit), which leaves the grant alone.
+    static func refusesDevice(_ error: KeyAuthError) -> Bool {
+        if error.code == .approvalPending { return true }
+        guard error.code == .serverRejected, let oauth = error.oauthError?.error else { return false }
+        return [.invalidGrant, .accessDenied, .expiredToken].contains(oauth)
     }
 
     /// Logs in with the stored grant: it must verify (``OfflineGrant``), name the device key of
