@@ -4,7 +4,9 @@
 # stack of pam_keyauth.so alone, next to the same pamtester run on a pam_permit.so stack (the
 # floor: pamtester and libpam), to `keyauth login --pin-stdin` run as the user (the same login
 # without PAM), and to `keyauth login` of an account without a PIN (so that the PIN's own cost,
-# the key file's key derivation, is the difference of the two), alternated in one run. Needs root (a Linux user and /etc/pam.d files are
+# the key file's key derivation, is the difference of the two), alternated in one run; then, with
+# the server stopped, the same pamtester login offline by the grant the online runs left
+# (docs/HOST-LOGIN.md, "Offline"). Needs root (a Linux user and /etc/pam.d files are
 # made for the run and removed after) and pamtester.
 #
 #   bash Benchmarks/pam/run.sh [RUNS]
@@ -32,8 +34,8 @@ user=kabench$suffix
 service=keyauth-bench-$suffix
 server_pid=""
 cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-    rm -f "/etc/pam.d/$service" "/etc/pam.d/$service-floor"
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+    rm -f "/etc/pam.d/$service" "/etc/pam.d/$service-floor" "/var/lib/keyauth-pam/$user.grant"
     userdel --remove "$user" 2>/dev/null || true
     rm -rf "$work"
 }
@@ -66,9 +68,10 @@ printf 'auth required %s helper=%s server=%s\naccount required pam_permit.so\n' 
     "$work/pam_keyauth.so" "$work/keyauth-pam-helper" "$issuer" >"/etc/pam.d/$service"
 printf 'auth required pam_permit.so\naccount required pam_permit.so\n' >"/etc/pam.d/$service-floor"
 
-python3 - "$service" "$user" "$pin" "$work/keyauth" "$runs" "$port" <<'PY'
-import os, statistics, subprocess, sys, time
+python3 - "$service" "$user" "$pin" "$work/keyauth" "$runs" "$port" "$server_pid" <<'PY'
+import os, signal, statistics, subprocess, sys, time
 service, user, pin, keyauth, runs, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+server_pid = int(sys.argv[7])
 def timed(command):
     start = time.perf_counter()
     subprocess.run(command, check=True, input=pin + "\n", text=True,
@@ -81,6 +84,10 @@ for _ in range(runs):
     floor.append(timed(["pamtester", service + "-floor", user, "authenticate"]))
     direct.append(timed(as_user + [f"{user}@127.0.0.1:{port}", "--pin-stdin"]))
     nopin.append(timed(as_user + [f"{user}-nopin@127.0.0.1:{port}"]))
+# Offline: the server stopped, the grant of the last online login decides (with the PIN).
+os.kill(server_pid, signal.SIGTERM)
+time.sleep(1)
+offline = [timed(["pamtester", service, user, "authenticate"]) for _ in range(runs)]
 ms = lambda values: statistics.median(values) * 1000
 added = ms(module) - ms(floor)
 pin_cost = ms(direct) - ms(nopin)
@@ -92,5 +99,6 @@ print(f"  keyauth login --pin-stdin as the user      {ms(direct):8.1f} ms")
 print(f"  keyauth login, account without a PIN       {ms(nopin):8.1f} ms")
 print(f"  the PIN's own cost (difference)            {pin_cost:8.1f} ms")
 print(f"  added by pam_keyauth beyond the PIN        {added - pin_cost:8.1f} ms  (target < 150 ms)")
+print(f"  pamtester offline, by grant, server down   {ms(offline):8.1f} ms")
 print(f"  load average at the end                    {os.getloadavg()[0]:8.2f}")
 PY

@@ -29,6 +29,8 @@ struct DurationOptionTests {
         #expect(configuration.requestTimeoutSeconds == 90)
         #expect(configuration.connectionTimeoutSeconds == 30)
         #expect(try serve([], ["KEYAUTH_SERVER_TOKEN_LIFETIME": "1d"]).accessTokenLifetime == 86_400)
+        #expect(try serve([]).offlineGrantLifetime == 604_800)
+        #expect(try serve(["--offline-grant-lifetime", "2d"]).offlineGrantLifetime == 172_800)
 
         let directory = TemporaryDirectory("keyauth-durations")
         defer { directory.remove() }
@@ -71,6 +73,10 @@ struct DurationOptionTests {
             (
                 ["keys", "rotate", "--delay", "2d"],
                 "--delay: expected a duration from 0s to 1d (90, 90s, 5m, 1h30m, 2d), got 2d"
+            ),
+            (
+                ["--offline-grant-lifetime", "31d"],
+                "--offline-grant-lifetime: expected a duration from 1h to 30d (90, 90s, 5m, 1h30m, 2d), got 31d"
             ),
             (
                 ["--token-lifetime", "30s"],

@@ -13,6 +13,9 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
     public let tokenType: String
     /// When the server stops accepting it.
     public let expiresAt: Date
+    /// The offline grant the server sent with a host login's token (PROTOCOL.md section 7.2),
+    /// for `keyauth-pam-helper`; nil for every other login.
+    package var offlineGrant: String? = nil
 
     /// Wraps a token; use ``KeyAuthClient/requestToken(assertion:proofs:)`` to get one.
     public init(value: String, tokenType: String = "Bearer", expiresAt: Date) {

@@ -158,6 +158,8 @@ extension KeyAuthClient {
             lifetime = 60
         }
         // Counting from when the request left keeps the expiry on the safe side of the server's.
-        return AccessToken(value: value, tokenType: tokenType, expiresAt: sentAt.addingTimeInterval(lifetime))
+        var token = AccessToken(value: value, tokenType: tokenType, expiresAt: sentAt.addingTimeInterval(lifetime))
+        token.offlineGrant = answer.offlineGrant
+        return token
     }
 }

@@ -13,11 +13,14 @@ package struct TokenResponse: Sendable, Equatable {
     package var expiresIn: Int64?
     /// `token_type`; `Bearer` when a client reads an answer without one.
     package var tokenType: String
+    /// `offline_grant`: a host login's offline grant (PROTOCOL.md section 7.2), nil otherwise.
+    package var offlineGrant: String?
 
-    package init(accessToken: String, expiresIn: Int64?, tokenType: String = bearer) {
+    package init(accessToken: String, expiresIn: Int64?, tokenType: String = bearer, offlineGrant: String? = nil) {
         self.accessToken = accessToken
         self.expiresIn = expiresIn
         self.tokenType = tokenType
+        self.offlineGrant = offlineGrant
     }
 
     /// The answer's JSON bytes, written member by member: the token is 700 bytes of base64url
@@ -33,6 +36,10 @@ package struct TokenResponse: Sendable, Equatable {
         }
         JSONText.appendRaw(",\"token_type\":", to: &body)
         JSONText.appendString(tokenType, to: &body)
+        if let offlineGrant {
+            JSONText.appendRaw(",\"\(OfflineGrantFormat.responseMember)\":", to: &body)
+            JSONText.appendString(offlineGrant, to: &body)
+        }
         JSONText.appendRaw("}", to: &body)
         return body
     }
@@ -47,6 +54,7 @@ package struct TokenResponse: Sendable, Equatable {
         let expiresIn = object["expires_in"]?.integerValue
         self.init(
             accessToken: token, expiresIn: expiresIn.flatMap { $0 > 0 ? $0 : nil },
-            tokenType: object["token_type"]?.stringValue ?? Self.bearer)
+            tokenType: object["token_type"]?.stringValue ?? Self.bearer,
+            offlineGrant: object[OfflineGrantFormat.responseMember]?.stringValue)
     }
 }

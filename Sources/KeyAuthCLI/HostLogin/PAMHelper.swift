@@ -93,6 +93,8 @@ package struct PAMHelper: Sendable {
         let hostClient = Result { () throws(KeyAuthError) in
             try HostClientConfig.load(path: request.hostConfig ?? HostClientConfig.defaultPath)
         }
+        // Root's part of offline grants, before root is given up (PAMHelper+Offline.swift).
+        let offline = openOfflineGrants(request)
         if let refusal = person.becomeUser() { return .refused(refusal) }
         if request.mode == .push {
             return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
@@ -100,9 +102,11 @@ package struct PAMHelper: Sendable {
         let home = person.expand(request.home ?? Self.defaultHome)
         var environment = ["HOME": person.homeDirectory, "KEYAUTH_HOME": home, "KEYAUTH_TIMEOUT": Self.networkTimeout]
         if let tcti = request.tcti { environment[TPMConnection.environmentVariable] = tcti }
+        // Holds the PIN once read, so that an offline login can use it after the online one failed.
+        let pinReader = HeldPINReader(fileDescriptor: input)
         let io = CommandIO(
             writeOutput: { _ in }, writeError: { _ in }, standardInput: input, environment: environment,
-            isErrorTerminal: false, terminalReader: StandardInputSecretReader(fileDescriptor: input), hostName: "")
+            isErrorTerminal: false, terminalReader: pinReader, hostName: "")
         let context = CommandContext(io: io)
         let account: KeyAuthAccount
         switch chooseAccount(
@@ -133,15 +137,34 @@ package struct PAMHelper: Sendable {
         case .failure(let error): return .refused(error.message)
         }
         DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name)): \n")
+        let session: AccountSession
+        let token: AccessToken
         do {
-            let session = try AccountSession.open(
-                context: context, account: account.name, pinFromStandardInput: true, waitForApproval: false,
+            // The PIN comes from the module's socket through pinReader: one answer, as with
+            // --pin-stdin (a second prompt in one login finds the input ended).
+            session = try AccountSession.open(
+                context: context, account: account.name, pinFromStandardInput: false, waitForApproval: false,
                 extraClaims: try Self.hostLoginClaims(request, hostClientID: hostClientID))
-            _ = try await session.login()
         } catch {
             return Self.answer(for: error)
         }
-        return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)")
+        do {
+            token = try await session.login()
+        } catch {
+            return await afterFailedLogin(
+                error, offline: offline, session: session, pinReader: pinReader, request: request)
+        }
+        let renewal = await renewOfflineGrant(token, offline: offline, session: session, request: request)
+        return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)\(renewal)")
+    }
+
+    /// This host's name, as the login states it and offline grants name it.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host =
+            gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return host.isEmpty ? "unknown" : host
     }
 
     /// The statement the server writes to its audit trail: this host, the PAM service, the
@@ -151,7 +174,7 @@ package struct PAMHelper: Sendable {
         -> JWTClaims
     {
         var members: [String: JSONValue] = [
-            "host": .string(PushLogin.hostName()), "service": .string(request.service),
+            "host": .string(hostName()), "service": .string(request.service),
             "linux_user": .string(request.user),
         ]
         if let hostClientID { members["host_client"] = .string(hostClientID) }

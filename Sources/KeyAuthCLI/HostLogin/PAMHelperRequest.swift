@@ -23,6 +23,9 @@ package struct PAMHelperRequest: Sendable, Equatable {
     package var mode: PushLogin.Mode = .auto
     /// The host's client credentials file for push login, if not the default.
     package var hostConfig: String?
+    /// Whether an offline grant may log the user in when the server cannot be reached (`offline`,
+    /// `yes` unless the module has `offline=no`).
+    package var allowsOffline: Bool
 
     /// The longest request accepted, so that a broken module cannot make the helper read for ever.
     package static let maximumLength = 8192
@@ -43,7 +46,8 @@ package struct PAMHelperRequest: Sendable, Equatable {
                 throw KeyAuthError(.invalidArgument, "the request has a line without a value")
             }
             let key = String(line[..<space])
-            guard ["user", "service", "server", "home", "users", "tcti", "mode", "hostconf"].contains(key) else {
+            guard ["user", "service", "server", "home", "users", "tcti", "mode", "hostconf", "offline"].contains(key)
+            else {
                 throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
             }
             guard fields[key] == nil else {
@@ -70,5 +74,10 @@ package struct PAMHelperRequest: Sendable, Equatable {
             self.mode = chosen
         }
         self.hostConfig = fields["hostconf"]
+        switch fields["offline"] {
+        case nil, "yes": self.allowsOffline = true
+        case "no": self.allowsOffline = false
+        default: throw KeyAuthError(.invalidArgument, "the request's offline is neither yes nor no")
+        }
     }
 }

@@ -49,7 +49,7 @@ package struct PushLogin: Sendable {
         } catch {
             return PAMHelper.answer(for: error)
         }
-        send(Self.waitLine(seconds: started.expiresIn, host: Self.hostName(), user: linuxUser, code: code))
+        send(Self.waitLine(seconds: started.expiresIn, host: PAMHelper.hostName(), user: linuxUser, code: code))
         var interval = started.interval
         // The server's expiry, plus a poll's worth: the server says expired_token, this is the backstop.
         let deadline = ContinuousClock.now + .seconds(started.expiresIn + interval)
@@ -77,13 +77,5 @@ package struct PushLogin: Sendable {
     static func waitLine(seconds: Int, host: String, user: String, code: String) -> String {
         "wait \(seconds) keyauth: to log in to \(host) as \(user), approve on your device "
             + "(keyauth approve) and type the code \(code)"
-    }
-
-    /// This host's name (`gethostname`), or `unknown`.
-    static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return name.isEmpty ? "unknown" : name
     }
 }

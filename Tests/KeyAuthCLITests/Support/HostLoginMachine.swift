@@ -45,9 +45,13 @@ final class HostLoginMachine: @unchecked Sendable {
     var keyauthHome: String { userHome + "/.local/share/keyauth" }
     var servicePath: String { "/etc/pam.d/" + service }
 
+    /// The user's offline grant file, which the helper writes after an online login and
+    /// ``remove()`` deletes.
+    var grantPath: String { "/var/lib/keyauth-pam/" + user + ".grant" }
+
     /// - Parameters:
     ///   - tpm: a software TPM to hold the device key; a key file without one.
-    ///   - serverArguments: more arguments of `keyauth-server serve`.
+    ///   - serverArguments: added to the server's `serve` arguments.
     init(tpm: SoftwareTPM? = nil, serverArguments: [String] = []) throws {
         self.tpm = tpm
         guard geteuid() == 0 else { throw TestFailure("host login tests need root (useradd, /etc/pam.d)") }
@@ -131,9 +135,9 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
-    func writeService(server url: String, helper: String? = nil, timeout: Int = 20) throws {
+    func writeService(server url: String, helper: String? = nil, timeout: Int = 20, extra: String = "") throws {
         let text = """
-            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")
+            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")\(extra)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
@@ -190,6 +194,7 @@ final class HostLoginMachine: @unchecked Sendable {
     /// Undoes everything the machine added to the system.
     func remove() {
         for path in addedFiles { unlink(path) }
+        unlink(grantPath)
         _ = server.terminate()
         _ = try? ExternalCommand.run(["userdel", "--remove", user], timeout: 30)
         syslog.close()

@@ -133,7 +133,9 @@ final class OpenSSHServer: Sendable {
             environment["SSH_ASKPASS"] = script
             environment["SSH_ASKPASS_REQUIRE"] = "force"
             environment["DISPLAY"] = ":0"
-            batch = []
+            // One passphrase attempt and no password prompts after it, so that a wrong passphrase
+            // fails at once instead of after several slow key decryptions.
+            batch = ["-o", "NumberOfPasswordPrompts=1", "-o", "PreferredAuthentications=publickey"]
         }
         return try ssh(
             ["-i", identity, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none"] + batch, as: account,

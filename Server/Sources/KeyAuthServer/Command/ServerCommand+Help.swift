@@ -128,6 +128,10 @@ extension ServerCommand {
           --registration-limit N    registrations per address and minute, successful or not,
                                     default 20 [KEYAUTH_SERVER_REGISTRATION_LIMIT]
           --token-lifetime DURATION access token lifetime, default 15m [KEYAUTH_SERVER_TOKEN_LIFETIME]
+          --offline-grant-lifetime DURATION
+                                    how long a host login's offline grant lets the device log in
+                                    to that host without the server, 1h to 30d, default 7d
+                                    [KEYAUTH_SERVER_OFFLINE_GRANT_LIFETIME]
           --threads N               HTTP worker threads, default one per core with SQLite, 32 with
                                     PostgreSQL [KEYAUTH_SERVER_THREADS]
           --cleanup-interval DURATION

@@ -72,6 +72,7 @@ extension ServerCommand {
         number("rate-limit", \.failureLimit, 1...100_000),
         number("registration-limit", \.registrationLimit, 1...100_000),
         duration("token-lifetime", \.accessTokenLifetime, 60...86_400),
+        duration("offline-grant-lifetime", \.offlineGrantLifetime, 3600...2_592_000),
         ServeSetting(
             key: "threads",
             read: { settings, configuration throws(ServerConfigurationError) in

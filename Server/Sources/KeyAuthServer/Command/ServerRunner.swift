@@ -132,6 +132,7 @@ package final class ServerRunner: Sendable {
                 issuer: issuer, enrollment: configuration.enrollment,
                 maximumPendingDevices: configuration.maximumPendingDevices,
                 accessTokenLifetime: configuration.accessTokenLifetime,
+                offlineGrantLifetime: configuration.offlineGrantLifetime,
                 dpop: DPoPSettings(
                     mode: configuration.dpop,
                     nonces: configuration.dpopNonce ? ServerNonces(keys: signingKeys) : nil),

@@ -62,6 +62,10 @@ package struct ServerConfiguration: Sendable {
     package var failureWindowSeconds: Int64 = 60
     /// Access token lifetime in seconds (`--token-lifetime`, PROTOCOL.md section 3: 900).
     package var accessTokenLifetime: Int64 = 900
+    /// Offline grant lifetime in seconds (`--offline-grant-lifetime`, PROTOCOL.md section 7.2,
+    /// "Offline grants": 7 days): how long a host accepts a device's logins without reaching the
+    /// server, and so how long a revoked device keeps working on a host that stays offline.
+    package var offlineGrantLifetime: Int64 = 604_800
     /// How long a pending device waits for approval before it expires (section 4: 10 minutes).
     package var pendingLifetime: Int64 = defaultPendingLifetime
     /// Ten minutes (PROTOCOL.md section 4).

@@ -3,14 +3,16 @@ import KeyAuth
 /// The token endpoint's answers (RFC 6749 section 5.1), shared by the grants: never cached,
 /// with a fresh `DPoP-Nonce` when nonces are on.
 extension HTTPResponse {
-    /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"|"DPoP"}`, never cached; with
-    /// a fresh `DPoP-Nonce` when nonces are on.
+    /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"|"DPoP"}`, with
+    /// `offline_grant` after a host login, never cached; with a fresh `DPoP-Nonce` when nonces
+    /// are on.
     static func tokenResponse(_ result: LoginResult, nonce: String?) -> HTTPResponse {
         var headers: HTTPHeaders = ["Cache-Control": "no-store", "Pragma": "no-cache"]
         if let nonce { headers.set("DPoP-Nonce", nonce) }
         return .json(
             serialized: TokenResponse(
-                accessToken: result.accessToken, expiresIn: result.expiresIn, tokenType: result.tokenType
+                accessToken: result.accessToken, expiresIn: result.expiresIn, tokenType: result.tokenType,
+                offlineGrant: result.offlineGrant
             ).jsonBytes, headers: headers)
     }
 

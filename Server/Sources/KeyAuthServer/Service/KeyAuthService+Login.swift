@@ -12,6 +12,8 @@ struct LoginResult: Sendable {
     /// whose log line names no device).
     let user: String?
     let deviceKID: String?
+    /// A host login's offline grant (``OfflineGrants``), nil for every other login.
+    var offlineGrant: String? = nil
 }
 
 extension KeyAuthService {
@@ -32,7 +34,8 @@ extension KeyAuthService {
     /// token then carries that statement instead of `["swk"]`, so that a service can tell a login
     /// after a PIN from one with the key alone. The server cannot check what a device says, as
     /// for approvals; a malformed statement is refused rather than dropped. A host login's
-    /// statement (`host_login`, ``HostLoginStatement``) is written to the audit trail.
+    /// statement (`host_login`, ``HostLoginStatement``) is written to the audit trail, and the
+    /// answer carries the host's renewed offline grant (``OfflineGrants``).
     func login(assertion: String, proof: VerifiedDPoPProof? = nil) throws -> LoginResult {
         let parsed = try parseAssertion(assertion)
         let stored = try storage.device(kid: parsed.keyID)
@@ -63,15 +66,20 @@ extension KeyAuthService {
         extra.set("device_tier", string: device.tier.rawValue)
         let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
         try storage.recordLogin(kid: device.kid, at: now())
+        var offlineGrant: String?
         if let hostLogin {
             try AuditTrail(storage: storage, now: now).record(
                 .hostLogin, by: .device(kid: device.kid), user: device.user, subject: hostLogin.host,
                 detail: hostLogin.detail)
+            // Renewed by every online host login, so a host that goes offline has the latest one.
+            offlineGrant = try OfflineGrants(
+                keys: tokens.keys, issuer: settings.issuer, lifetime: settings.offlineGrantLifetime, clock: tokens.clock
+            ).issue(user: device.user, deviceKID: device.kid, statement: hostLogin)
         }
         return LoginResult(
             accessToken: token, expiresIn: settings.accessTokenLifetime,
             tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, user: device.user,
-            deviceKID: device.kid)
+            deviceKID: device.kid, offlineGrant: offlineGrant)
     }
 
     /// Rule 8: only an active device logs in; the others learn why.

@@ -13,6 +13,8 @@ struct KeyAuthService: Sendable {
         var enrollment: EnrollmentMode
         var maximumPendingDevices: Int
         var accessTokenLifetime: Int64
+        /// `--offline-grant-lifetime`: the lifetime of a host login's offline grant.
+        var offlineGrantLifetime: Int64 = 604_800
         /// `--dpop` and `--dpop-nonce`.
         var dpop = DPoPSettings()
         /// Attested registration (`--tpm-ca`); nil where a test composes a service without it.

@@ -1,0 +1,46 @@
+import KeyAuth
+import Synchronization
+
+/// The PIN reader of `keyauth-pam-helper`: reads the one PIN the module sends, when a check
+/// first asks for it, and keeps it so that an offline login (``PAMHelper``, "Offline grants")
+/// can unlock the key with the same PIN after the online attempt found no server.
+///
+/// Each round hands the PIN out once; a second request in the same round is answered as input
+/// that ended (``KeyAuthError/Code-swift.struct/cancelled``), so a check that would ask again
+/// after a wrong PIN stops with the wrong PIN as its outcome, exactly as with standard input. The
+/// held copy lives in ``SecretBytes``, overwritten when the reader goes.
+final class HeldPINReader: SecretReader {
+    private struct State {
+        var pin: SecretBytes?
+        var handedOut = false
+    }
+
+    private let source: StandardInputSecretReader
+    private let state = Mutex(State())
+
+    /// A reader of the module's socket `descriptor`.
+    init(fileDescriptor descriptor: Int32) {
+        source = StandardInputSecretReader(fileDescriptor: descriptor)
+    }
+
+    /// The PIN: read from the socket the first time, a copy of the held one in a later round.
+    ///
+    /// - Throws: `.cancelled` when this round already had it, or when the socket ended.
+    func readLine(prompt: String, echo: Bool) throws(KeyAuthError) -> SecretBytes {
+        let held = state.withLock { state -> Result<SecretBytes?, KeyAuthError> in
+            guard !state.handedOut else { return .failure(KeyAuthError(.cancelled, "the PIN was already used")) }
+            state.handedOut = true
+            return .success(state.pin)
+        }
+        if let pin = try held.get() { return pin.withUnsafeBytes { SecretBytes($0) } }
+        let pin = try source.readLine(prompt: prompt, echo: echo)
+        state.withLock { $0.pin = pin }
+        return pin.withUnsafeBytes { SecretBytes($0) }
+    }
+
+    /// Starts a new round, in which the held PIN (or, if none was read yet, the socket's) is
+    /// handed out once more.
+    func startNewRound() {
+        state.withLock { $0.handedOut = false }
+    }
+}

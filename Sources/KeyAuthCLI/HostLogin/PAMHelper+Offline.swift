@@ -1,0 +1,171 @@
+import Foundation
+import KeyAuth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What root's part of the helper opened for offline grants: the user's grant store, or why an
+/// offline login cannot happen.
+struct OfflineAccess {
+    let store: OfflineGrantStore?
+    /// Why there is no store (offline login off, not root, a store refused).
+    let reason: String
+}
+
+/// Offline grants in `keyauth-pam-helper` (docs/HOST-LOGIN.md, "Offline"; PROTOCOL.md section
+/// 7.2): root's part opens the user's grant file before the uid changes, every online login
+/// renews the grant, a server that refuses the device empties it, and a server that cannot be
+/// reached leaves the login to the grant and a fresh signature of the device key.
+extension PAMHelper {
+    /// Opens the user's grant store while still root; without root (a screen locker running as
+    /// the user, a test) or with `offline=no` there is none, and logins are online only.
+    func openOfflineGrants(_ request: PAMHelperRequest) -> OfflineAccess {
+        guard request.allowsOffline else {
+            return OfflineAccess(store: nil, reason: "offline login is off (offline=no)")
+        }
+        guard geteuid() == 0 else {
+            return OfflineAccess(store: nil, reason: "keyauth-pam-helper does not run as root, which keeps the grants")
+        }
+        do {
+            return OfflineAccess(store: try OfflineGrantStore.open(linuxUser: request.user), reason: "")
+        } catch {
+            return OfflineAccess(store: nil, reason: "offline grants refused: \(error.message)")
+        }
+    }
+
+    /// The answer to an online login that failed: offline by grant when the server could not be
+    /// reached (a transport failure only: a server that answers with a refusal is not offline),
+    /// and the grant emptied when the server answered and refused the device.
+    func afterFailedLogin(
+        _ error: KeyAuthError, offline: OfflineAccess, session: AccountSession, pinReader: HeldPINReader,
+        request: PAMHelperRequest
+    ) async -> Answer {
+        switch error.code {
+        case .transportFailed:
+            return await offlineLogin(
+                after: error, offline: offline, session: session, pinReader: pinReader, request: request)
+        default:
+            // Revoked, unknown, pending or denied: the device must not go on logging in offline.
+            if Self.refusesDevice(error), let store = offline.store, store.stored != nil || store.unreadable != nil {
+                try? store.clear()
+            }
+            return Self.answer(for: error)
+        }
+    }
+
+    /// Whether the server answered that this device may not log in (`invalid_grant` for a
+    /// revoked or unknown device, `access_denied` for a denied one or one the device policy
+    /// refuses, `expired_token` or a pending device), as opposed to a failure of the moment (a
+    /// 503, a rate limit), which leaves the grant alone.
+    static func refusesDevice(_ error: KeyAuthError) -> Bool {
+        if error.code == .approvalPending { return true }
+        guard error.code == .serverRejected, let oauth = error.oauthError?.error else { return false }
+        return [.invalidGrant, .accessDenied, .expiredToken].contains(oauth)
+    }
+
+    /// Logs in with the stored grant: it must verify (``OfflineGrant``), name the device key of
+    /// this account, and the key must make a fresh signature, unlocked with the PIN the module
+    /// sent (by the TPM for a TPM key), that verifies with the public key the grant names.
+    private func offlineLogin(
+        after failure: KeyAuthError, offline: OfflineAccess, session: AccountSession, pinReader: HeldPINReader,
+        request: PAMHelperRequest
+    ) async -> Answer {
+        let online = "\(failure.code): \(failure.message)"
+        guard let store = offline.store else { return .unavailable("\(online); \(offline.reason)") }
+        guard let stored = store.stored else {
+            return .unavailable("\(online); \(store.unreadable ?? "no offline grant for \(request.user) on this host")")
+        }
+        let account = session.account
+        do throws(KeyAuthError) {
+            guard Self.normalizedServer(stored.server) == Self.normalizedServer(request.server) else {
+                throw KeyAuthError(.claimInvalid, "the grant is from another server")
+            }
+            let grant = try OfflineGrant(
+                verifying: stored.grant, keySet: try JWKSet(json: stored.keySet.serializedBytes()),
+                issuer: account.issuer, host: Self.hostName(), linuxUser: request.user, keyauthUser: account.user,
+                now: Int64(Date().timeIntervalSince1970))
+            let publicKey = try session.keys.loadPublicKey()
+            guard publicKey.fingerprint == grant.deviceKeyID else {
+                throw KeyAuthError(.claimInvalid, "the grant is for another device key")
+            }
+            pinReader.startNewRound()
+            let key = try await unlockDeviceKey(session)
+            try Self.checkFreshSignature(of: key, with: publicKey)
+            return .ok(
+                "offline: account \(account.name) key \(grant.deviceKeyID) service \(request.service), "
+                    + "grant valid until \(Self.timestamp(grant.expiresAt)) (\(online))")
+        } catch {
+            return .refused("offline login: \(error.code): \(error.message) (\(online))")
+        }
+    }
+
+    /// Unlocks the account's key as a login does: the presence check for a key file, the TPM's
+    /// own check for a TPM key.
+    private func unlockDeviceKey(_ session: AccountSession) async throws(KeyAuthError) -> DeviceKey {
+        let store = session.keys
+        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
+        let presence = session.authenticator.presence
+        let reason = "Log in offline to \(Self.hostName()) as \(session.account.user)"
+        if store.storedKind == .tpm { return try await presence.unlockHardwareKey(reason: reason, open) }
+        return try await presence.unlock(reason: reason, open)
+    }
+
+    /// Has `key` sign a fresh token (a random `jti`) and checks it with `publicKey`, the key whose
+    /// thumbprint the grant names: a key that is not that one cannot pass.
+    static func checkFreshSignature(of key: DeviceKey, with publicKey: RSAPublicKey) throws(KeyAuthError) {
+        let token = try JWTBuilder(key: key, audience: "keyauth-pam-helper offline login").sign()
+        guard try CompactJWS(parsing: token, algorithms: [.rs256]).isSignatureValid(with: publicKey) else {
+            throw KeyAuthError(
+                .signatureInvalid, "the device key's signature does not verify with the key of the grant")
+        }
+    }
+
+    /// Stores the grant of a successful online login with the server's JWK set, fetched now, and
+    /// says so in the answer; a login without a store, or whose grant cannot be stored, still
+    /// succeeds (the grant is for later logins).
+    func renewOfflineGrant(
+        _ token: AccessToken, offline: OfflineAccess, session: AccountSession, request: PAMHelperRequest
+    ) async -> String {
+        guard let store = offline.store else { return "" }
+        do throws(KeyAuthError) {
+            guard let grant = token.offlineGrant else {
+                try store.clear()
+                return ", the server sent no offline grant"
+            }
+            // One short request, so that renewing cannot make an accepted login outlast the
+            // module's timeout.
+            let server = Self.normalizedServer(request.server)
+            let document = try await HTTPKeySetFetcher(timeout: Self.keySetTimeout).fetch(
+                server + "/.well-known/jwks.json")
+            guard let keySetJSON = try? JSONValue(parsing: document.body), keySetJSON.objectValue != nil else {
+                throw KeyAuthError(.keyCorrupt, "the server's JWK set is not a JSON object")
+            }
+            // Checked as an offline login will check it, so that a grant stored is one that works.
+            let checked = try OfflineGrant(
+                verifying: grant, keySet: try JWKSet(json: document.body), issuer: session.account.issuer,
+                host: Self.hostName(), linuxUser: request.user, keyauthUser: session.account.user,
+                now: Int64(Date().timeIntervalSince1970))
+            guard checked.deviceKeyID == (try session.keys.loadPublicKey().fingerprint) else {
+                throw KeyAuthError(.claimInvalid, "the server's grant is for another device key")
+            }
+            try store.save(StoredOfflineGrant(server: server, grant: grant, keySet: keySetJSON))
+            return ", offline grant until \(Self.timestamp(checked.expiresAt))"
+        } catch {
+            return ", offline grant not renewed: \(error.code): \(error.message)"
+        }
+    }
+
+    /// Seconds the JWK set fetch after an online login may take.
+    static let keySetTimeout: TimeInterval = 3
+
+    /// The server URL as accounts compare it.
+    static func normalizedServer(_ server: String) -> String {
+        (try? KeyAuthClient.normalizedServerURL(server, allowInsecureHTTP: true)) ?? server
+    }
+
+    /// An ISO 8601 time in UTC, for the journal.
+    static func timestamp(_ seconds: Int64) -> String {
+        Date(timeIntervalSince1970: TimeInterval(seconds)).ISO8601Format()
+    }
+}

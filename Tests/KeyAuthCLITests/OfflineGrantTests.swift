@@ -1,0 +1,179 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthCLI
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The helper's checks of an offline grant, against grants signed here with a server-like key
+/// (the end-to-end tests use the real server's grants: OfflineHostLoginTests).
+@Suite("Offline grants: the helper's checks")
+struct OfflineGrantTests {
+    static let issuer = "https://keyauth.example"
+    static let now: Int64 = 1_800_000_000
+    let serverKey: JWSPrivateKey
+    let keySet: JWKSet
+
+    init() throws {
+        serverKey = try JWSPrivateKey.generate(for: .es256)
+        keySet = JWKSet(keys: [serverKey.keyID: serverKey.publicKey])
+    }
+
+    /// A grant as the server makes one, with `changes` applied to its claims.
+    func grant(
+        _ changes: [String: JSONValue] = [:], type: String = OfflineGrantFormat.type, key: JWSPrivateKey? = nil
+    ) throws -> String {
+        var claims = JWTClaims()
+        claims.set("iss", string: Self.issuer)
+        claims.set("sub", string: "alice")
+        claims.set("host", string: "laptop")
+        claims.set("linux_user", string: "alice")
+        claims["cnf"] = .object(["jkt": .string("device-kid")])
+        for (name, value) in changes { claims[name] = value }
+        let signer = key ?? serverKey
+        return try JWTBuilder(key: signer, lifetime: 3600, clock: .fixed(seconds: Self.now - 60)).sign(
+            claims: claims, type: type, keyID: signer.keyID)
+    }
+
+    func verify(_ token: String, host: String = "laptop", linuxUser: String = "alice", now: Int64 = now) throws
+        -> OfflineGrant
+    {
+        try OfflineGrant(
+            verifying: token, keySet: keySet, issuer: Self.issuer, host: host, linuxUser: linuxUser,
+            keyauthUser: "alice", now: now)
+    }
+
+    @Test("a grant of this server, host and users, unexpired, names its device key")
+    func accepted() throws {
+        let checked = try verify(try grant())
+        #expect(checked.deviceKeyID == "device-kid")
+        #expect(checked.expiresAt == Self.now - 60 + 3600)
+    }
+
+    @Test("an expired grant, or one issued far in the future, is refused")
+    func expiredOrFuture() throws {
+        let expired = try #require(throws: KeyAuthError.self) { try verify(try grant(), now: Self.now + 3600) }
+        #expect(expired.message == "the grant expired")
+        let future = try grant(["iat": .integer(Self.now + 3000), "exp": .integer(Self.now + 9000)])
+        #expect(throws: KeyAuthError.self) { try verify(future) }
+    }
+
+    @Test("a grant of another host, Linux user, keyauth user or issuer is refused")
+    func otherHostOrUser() throws {
+        #expect(throws: KeyAuthError.self) { try verify(try grant(), host: "desktop") }
+        #expect(throws: KeyAuthError.self) { try verify(try grant(), linuxUser: "bob") }
+        #expect(throws: KeyAuthError.self) { try verify(try grant(["sub": .string("bob")])) }
+        #expect(throws: KeyAuthError.self) { try verify(try grant(["iss": .string("https://evil.example")])) }
+        #expect((try? verify(try grant(), host: "desktop")) == nil)
+    }
+
+    @Test("a tampered grant, one of an unknown key, or an access token is refused")
+    func tamperedOrNotAGrant() throws {
+        let token = try grant()
+        let parts = token.split(separator: ".").map(String.init)
+        let payload = try JSONValue(parsing: Base64URL.decode(parts[1]) ?? [])
+        var claims = try #require(payload.objectValue)
+        claims["host"] = .string("laptop")
+        claims["sub"] = .string("root")
+        let forged = parts[0] + "." + Base64URL.encode(JSONValue.object(claims).serializedBytes()) + "." + parts[2]
+        #expect(throws: KeyAuthError.self) { try verify(forged) }
+        let stranger = try JWSPrivateKey.generate(for: .es256)
+        #expect(throws: KeyAuthError.self) { try verify(try grant(key: stranger)) }
+        #expect(throws: KeyAuthError.self) { try verify(try grant(type: "at+jwt")) }
+        #expect(throws: KeyAuthError.self) { try verify(try grant(type: "JWT")) }
+        // A signature that does not verify, under the right kid.
+        let broken = parts[0] + "." + parts[1] + "." + Base64URL.encode(Array(repeating: 1, count: 64))
+        let error = try #require(throws: KeyAuthError.self) { try verify(broken) }
+        #expect(error.code == .signatureInvalid)
+    }
+
+    @Test("the held PIN reader reads the socket once, hands the PIN out once a round, and again in a new round")
+    func heldPIN() throws {
+        var pipeEnds: [Int32] = [0, 0]
+        try #require(pipe(&pipeEnds) == 0)
+        defer { close(pipeEnds[0]) }
+        #expect(DescriptorIO.writeAll(pipeEnds[1], "4711\n"))
+        close(pipeEnds[1])
+        let reader = HeldPINReader(fileDescriptor: pipeEnds[0])
+        let first = try reader.readSecret(prompt: "PIN")
+        #expect(first.withUnsafeBytes { Array($0) } == Array("4711".utf8))
+        let again = try #require(throws: KeyAuthError.self) { try reader.readSecret(prompt: "PIN") }
+        #expect(again.code == .cancelled)
+        reader.startNewRound()
+        // The socket has ended: the PIN comes from the reader's own copy.
+        #expect(try reader.readSecret(prompt: "PIN").withUnsafeBytes { Array($0) } == Array("4711".utf8))
+    }
+
+    @Test("only a server's word that the device may not log in empties the grant, not a failure of the moment")
+    func refusalsThatEmptyTheGrant() {
+        func rejected(_ code: OAuthError.Code, status: Int = 400) -> KeyAuthError {
+            KeyAuthError(
+                .serverRejected, "refused",
+                underlying: OAuthError(error: code, errorDescription: nil, statusCode: status))
+        }
+        #expect(PAMHelper.refusesDevice(rejected(.invalidGrant)))
+        #expect(PAMHelper.refusesDevice(rejected(.accessDenied)))
+        #expect(PAMHelper.refusesDevice(KeyAuthError(.approvalPending, "pending")))
+        #expect(!PAMHelper.refusesDevice(rejected(OAuthError.Code(rawValue: "slow_down"), status: 429)))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.serverRejected, "HTTP 503")))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.wrongPIN, "wrong PIN")))
+        #expect(!PAMHelper.refusesDevice(KeyAuthError(.transportFailed, "connection refused")))
+    }
+
+    @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
+    func requestOfflineField() throws {
+        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\n\n").allowsOffline)
+        #expect(try !PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline no\n\n").allowsOffline)
+        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline yes\n\n").allowsOffline)
+        #expect(throws: KeyAuthError.self) {
+            try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline 1\n\n")
+        }
+    }
+}
+
+/// The root-only store of grants, in a directory of the test's own.
+@Suite(
+    "Offline grants: the root-only store",
+    .enabled(if: geteuid() == 0, "the store is root's: needs root"))
+struct OfflineGrantStoreTests {
+    @Test("a grant saved is read back, and an emptied file is no grant; the file is 0600 in a 0700 directory")
+    func savesAndClears() throws {
+        let scratch = TemporaryDirectory("keyauth-offline-store")
+        defer { scratch.remove() }
+        let directory = scratch.path + "/offline"
+        let record = StoredOfflineGrant(
+            server: "https://k.example", grant: "a.b.c", keySet: .object(["keys": .array([])]))
+        do {
+            let store = try OfflineGrantStore.open(linuxUser: "alice", directory: directory)
+            #expect(store.stored == nil)
+            try store.save(record)
+        }
+        var status = stat()
+        #expect(stat(directory, &status) == 0 && status.st_mode & 0o777 == 0o700)
+        #expect(stat(directory + "/alice.grant", &status) == 0 && status.st_mode & 0o777 == 0o600)
+        let reopened = try OfflineGrantStore.open(linuxUser: "alice", directory: directory)
+        #expect(reopened.stored == record)
+        try reopened.clear()
+        #expect(try OfflineGrantStore.open(linuxUser: "alice", directory: directory).stored == nil)
+    }
+
+    @Test("a looser directory or file, a link, or a user name with a slash is refused")
+    func refusesLooserStores() throws {
+        let scratch = TemporaryDirectory("keyauth-offline-store")
+        defer { scratch.remove() }
+        let directory = scratch.path + "/offline"
+        _ = try OfflineGrantStore.open(linuxUser: "alice", directory: directory)
+        chmod(directory + "/alice.grant", 0o644)
+        #expect(throws: KeyAuthError.self) { try OfflineGrantStore.open(linuxUser: "alice", directory: directory) }
+        chmod(directory + "/alice.grant", 0o600)
+        symlink(directory + "/alice.grant", directory + "/bob.grant")
+        #expect(throws: KeyAuthError.self) { try OfflineGrantStore.open(linuxUser: "bob", directory: directory) }
+        #expect(throws: KeyAuthError.self) { try OfflineGrantStore.open(linuxUser: "../alice", directory: directory) }
+        chmod(directory, 0o755)
+        #expect(throws: KeyAuthError.self) { try OfflineGrantStore.open(linuxUser: "alice", directory: directory) }
+    }
+}
