@@ -273,6 +273,15 @@ enum SQLSchema {
                 "ALTER TABLE devices ADD COLUMN tier TEXT NOT NULL DEFAULT 'software'"
             ]
         },
+        Migration(version: 12) { _ in
+            [
+                // The `acr_values` a sign-in request asked for (space-separated, keyauth's classes
+                // only; NULL for none), which decide which devices' approvals complete it, and the
+                // `acr` an authorization code's sign-in achieved (NULL for codes stored before).
+                "ALTER TABLE sign_in_requests ADD COLUMN acr_values TEXT",
+                "ALTER TABLE authorization_codes ADD COLUMN acr TEXT",
+            ]
+        },
     ]
 
     /// The newest version this build knows.
