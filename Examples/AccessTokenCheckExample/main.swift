@@ -20,6 +20,8 @@ func answer(_ request: IncomingRequest, verifier: AccessTokenVerifier) async -> 
     } catch {
         switch error.code {
         case .keySetUnavailable: return (503, "the issuer's keys cannot be had: \(error.message)")
+        // A valid token of a device below the verifier's requirement (RFC 9470's error).
+        case .insufficientUserAuthentication: return (401, "needs a hardware key: \(error.message)")
         default: return (401, "refused: \(error.message)")  // invalid_token or invalid_dpop_proof
         }
     }
@@ -30,9 +32,14 @@ func answer(_ request: IncomingRequest, verifier: AccessTokenVerifier) async -> 
 do {
     let issuer = ProcessInfo.processInfo.environment["KEYAUTH_URL"] ?? "https://auth.example.com"
     let verifier = try AccessTokenVerifier(issuer: issuer)
+    // Where a key file's token must not do (an admin API), one argument more: only tokens of
+    // device keys held by a TPM pass (`.attested`: by a TPM of a maker the server trusts).
+    let hardwareOnly = try AccessTokenVerifier(issuer: issuer, requirement: .hardwareKey)
     let request = IncomingRequest(method: "GET", path: "/orders", headers: [:])
-    let (status, text) = await answer(request, verifier: verifier)
-    print(status, text)  // 401 refused: the request has no Authorization header
+    for verifier in [verifier, hardwareOnly] {
+        let (status, text) = await answer(request, verifier: verifier)
+        print(status, text)  // 401 refused: the request has no Authorization header
+    }
 } catch {
     print("cannot set up the verifier: \(error.message)")
 }

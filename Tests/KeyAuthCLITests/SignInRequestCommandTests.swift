@@ -57,6 +57,24 @@ struct SignInRequestCommandTests {
         }
     }
 
+    @Test("approve on a device below the request's acr_values says why before the PIN and leaves the request open")
+    func belowRequestedContext() async throws {
+        try await withFirstDevice { laptop, _, server in
+            let id = try server.startSignInRequest(
+                for: "alice", application: "Payroll",
+                form: "&binding_message=AB12&acr_values=urn%3Akeyauth%3Aacr%3Aattested")
+            let refused = await laptop.run(["approve", String(id.prefix(8))], standardInput: "AB12\n")
+            #expect(refused.status == 77, "\(refused.standardError)")
+            // After the request's description, the server's reason is the one error line.
+            #expect(refused.errorLines.last?.hasPrefix("keyauth: ") == true)
+            #expect(refused.standardError.contains("this device's tier is software"))
+            #expect(!refused.standardError.contains("last attempt"))
+            let open = await laptop.run(["requests", "--json"])
+            let requests = try JSONValue(parsing: open.standardOutput)["requests"]?.arrayValue
+            #expect(requests?.compactMap { $0["id"]?.stringValue } == [id], "the request waits for another device")
+        }
+    }
+
     @Test("a prefix that starts several open requests is a usage error listing them")
     func ambiguousPrefix() throws {
         func request(_ id: String, _ name: String) -> SignInRequest {

@@ -74,9 +74,12 @@ struct AccessTokenVerifierTests {
             claims: claims, type: typ, keyID: signer.keyID)
     }
 
-    func verifier(_ issuer: FakeIssuer, requireDPoP: Bool = false) throws -> AccessTokenVerifier {
+    func verifier(_ issuer: FakeIssuer, requireDPoP: Bool = false, requirement: DeviceRequirement = .any) throws
+        -> AccessTokenVerifier
+    {
         try AccessTokenVerifier(
-            issuer: Self.issuer, requireDPoP: requireDPoP, fetcher: issuer, clock: clock.clock)
+            issuer: Self.issuer, requireDPoP: requireDPoP, requirement: requirement, fetcher: issuer,
+            clock: clock.clock)
     }
 
     func proof(_ token: String, method: String = "GET", url: String = "https://api.example.test/items?page=2") throws
@@ -104,6 +107,56 @@ struct AccessTokenVerifierTests {
         // The synchronous form over a fetched set agrees.
         let set = try await verifier.keySet()
         #expect(try verifier.verify(try token(), keySet: set).user == "alice")
+    }
+
+    @Test("a device requirement refuses key files' tokens and those without the claims; the default takes them")
+    func deviceRequirement() async throws {
+        let issuer = FakeIssuer()
+        issuer.publish(.p256(serverKey.publicKey))
+        let set = try await verifier(issuer).keySet()
+        func code(_ requirement: DeviceRequirement, amr: [String], tier: String?) throws -> KeyAuthError.Code? {
+            var claims: [String: JSONValue] = ["amr": .array(amr.map(JSONValue.string))]
+            if let tier { claims["device_tier"] = .string(tier) }
+            let signed = try token(claims: claims)
+            let verifier = try verifier(issuer, requirement: requirement)
+            do {
+                let verified = try verifier.verify(signed, keySet: set)
+                #expect(verified.deviceTier == tier)
+                return nil
+            } catch { return error.code }
+        }
+        let refused = KeyAuthError.Code.insufficientUserAuthentication
+        #expect(refused.rawValue == "insufficient_user_authentication")
+        // The default is unchanged: a key file's token, and one of a server without tiers, pass.
+        #expect(try code(.any, amr: ["swk"], tier: "software") == nil)
+        #expect(try code(.any, amr: ["swk"], tier: nil) == nil)
+        #expect(try verifier(issuer).requirement == .any)
+
+        #expect(try code(.hardwareKey, amr: ["swk", "pin"], tier: "software") == refused)
+        #expect(try code(.hardwareKey, amr: ["swk"], tier: "attested") == refused, "the device says key file")
+        #expect(try code(.hardwareKey, amr: ["hwk"], tier: "software") == refused, "the server says key file")
+        #expect(try code(.hardwareKey, amr: ["hwk"], tier: nil) == refused)
+        #expect(try code(.hardwareKey, amr: [], tier: "attested") == refused)
+        #expect(try code(.hardwareKey, amr: ["hwk", "pin"], tier: "tpm-unverified") == nil)
+        #expect(try code(.hardwareKey, amr: ["hwk"], tier: "attested") == nil)
+        #expect(try code(.attested, amr: ["hwk", "pin"], tier: "tpm-unverified") == refused)
+        #expect(try code(.attested, amr: ["hwk", "pin"], tier: "a-future-tier") == refused)
+        #expect(try code(.attested, amr: ["hwk", "pin"], tier: "attested") == nil)
+        #expect(DeviceRequirement.hardwareKey.description == "hardware-key")
+
+        // A device_tier of the wrong type is a malformed token, whatever the requirement.
+        #expect(
+            throws: KeyAuthError.self,
+            performing: { try verifier(issuer).verify(try token(claims: ["device_tier": .integer(2)]), keySet: set) })
+        // The asynchronous path refuses the same, with the message a service can log.
+        let strict = try verifier(issuer, requirement: .attested)
+        let error = await #expect(throws: KeyAuthError.self) {
+            try await strict.verify(
+                authorization: "Bearer " + (try token(claims: ["device_tier": "software"])), dpopProof: nil,
+                method: "GET", url: "https://api.example.test/items")
+        }
+        #expect(error?.code == refused)
+        #expect(error?.message.contains("tier software") == true)
     }
 
     @Test("the token rules: typ, iss, aud, times, lifetime, kid, algorithm of the key, none and HMAC")

@@ -61,12 +61,26 @@ struct AttestedClient {
     }
 }
 
+extension AttestedClient {
+    /// A new software TPM with an endorsement key certificate, a server trusting its local CA,
+    /// and a 2048-bit key in the TPM: the start of an attested registration. The client keeps the
+    /// TPM running.
+    static func trusted() throws -> (environment: TestEnvironment, client: AttestedClient) {
+        let tpm = try SoftwareTPM(endorsementCertificates: true)
+        // After the TPM: its certificate is valid from when swtpm_setup made it.
+        let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
+        let api = try AttestedRegistrationTests.api(environment, trusting: tpm)
+        let key = try TPMKey.generate(bits: 2048, on: try tpm.connection)
+        return (environment, AttestedClient(api: api, tpm: tpm, key: key))
+    }
+}
+
 /// Registration with TPM attestation against software TPMs: the tiers, and the refusals a
 /// forged or replayed attestation meets.
 @Suite("Attested registration", .timeLimit(.minutes(10)))
 struct AttestedRegistrationTests {
     /// A server trusting `tpm`'s local CA (root and intermediate) when `trusting`.
-    private func api(
+    static func api(
         _ environment: TestEnvironment, trusting tpm: SoftwareTPM?
     ) throws -> TestAPI {
         let roots = try tpm.map { tpm in
@@ -85,12 +99,8 @@ struct AttestedRegistrationTests {
 
     @Test("a TPM made with a certificate of a trusted CA registers as attested after answering the challenge")
     func attested() throws {
-        let tpm = try SoftwareTPM(endorsementCertificates: true)
-        defer { withExtendedLifetime(tpm) {} }
-        // After the TPM: its certificate is valid from when swtpm_setup made it.
-        let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
-        let api = try api(environment, trusting: tpm)
-        let client = AttestedClient(api: api, tpm: tpm, key: try TPMKey.generate(bits: 2048, on: try tpm.connection))
+        let (environment, client) = try AttestedClient.trusted()
+        let api = client.api
 
         let nonceAnswer = try api.send("POST", "/v1/attestation-nonces")
         #expect(nonceAnswer.status == 200)
@@ -127,7 +137,7 @@ struct AttestedRegistrationTests {
         defer { withExtendedLifetime(tpm) {} }
         // After the TPM: its certificate is valid from when swtpm_setup made it.
         let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
-        let api = try api(environment, trusting: nil)
+        let api = try Self.api(environment, trusting: nil)
         let client = AttestedClient(api: api, tpm: tpm, key: try TPMKey.generate(bits: 2048, on: try tpm.connection))
         let (_, final) = try client.register(user: "alice")
         #expect(final.status == 201, "\(final.text)")
@@ -146,7 +156,7 @@ struct AttestedRegistrationTests {
         defer { withExtendedLifetime((tpm, other)) {} }
         // After the TPM: its certificate is valid from when swtpm_setup made it.
         let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
-        let api = try api(environment, trusting: tpm)
+        let api = try Self.api(environment, trusting: tpm)
         let client = AttestedClient(api: api, tpm: tpm, key: try TPMKey.generate(bits: 2048, on: try tpm.connection))
 
         let wrong = try client.register(user: "alice", answer: { _ in [UInt8](repeating: 7, count: 32) }).final

@@ -24,7 +24,7 @@ extension StorageContract {
             codeHash: [UInt8](repeating: seed, count: 32), clientID: "client-1",
             redirectURI: "https://wiki.example.org/callback?x=1", codeChallenge: "challenge", nonce: "nönce",
             scope: "openid profile", user: "alice", approvingKID: "kid-1", authTime: 990, methods: ["swk", "pin"],
-            sessionID: "sid-1", expiresAt: expiresAt)
+            sessionID: "sid-1", expiresAt: expiresAt, acr: seed == 1 ? "urn:keyauth:acr:attested" : nil)
     }
 
     static func storesRelyingParties(_ database: StorageContractDatabase) throws {

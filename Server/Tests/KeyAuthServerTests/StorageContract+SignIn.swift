@@ -39,7 +39,8 @@ extension StorageContract {
         SignInRequestRecord(
             id: id, kind: kind, clientID: kind == .backchannel ? "client-1" : nil, user: user,
             bindingMessage: "Desk – 42", scope: "openid profile", requestedFrom: address, createdAt: createdAt,
-            expiresAt: expiresAt, subject: kind == .device ? "kid-9" : nil)
+            expiresAt: expiresAt, subject: kind == .device ? "kid-9" : nil,
+            acrValues: kind == .backchannel ? ["urn:keyauth:acr:attested", "urn:keyauth:acr:hwk"] : [])
     }
 
     /// Three open requests at most, with no hourly limit that matters.

@@ -8,9 +8,13 @@ public struct AccessTokenClaims: Sendable {
     /// `cnf.jkt` (RFC 9449 section 6.1): the thumbprint of the device key the token is bound to;
     /// nil for a Bearer token. A bound token is accepted only with a DPoP proof of that key.
     public let deviceKeyThumbprint: String?
-    /// `amr` (RFC 8176): how the user authenticated (`swk`: a device key's signature); empty
-    /// when the token has none.
+    /// `amr` (RFC 8176): how the user authenticated (`swk`: a key file's signature, `hwk`: a
+    /// TPM's, as the device states it); empty when the token has none.
     public let amr: [String]
+    /// `device_tier`: where the server established at registration that the device key lives
+    /// (`attested`, `tpm-unverified` or `software`); nil when the token has none (tokens of servers
+    /// older than TPM attestation). Unlike `amr`, the server vouches for it.
+    public let deviceTier: String?
     /// `scope`, split on spaces (RFC 9068 section 2.2.3); empty when the token has none.
     public let scopes: [String]
     /// `iat`, in seconds since 1970.
@@ -32,7 +36,7 @@ public struct AccessTokenClaims: Sendable {
     public var deviceKeyID: String { deviceKeyThumbprint ?? clientID }
 
     /// - Throws: `.claimInvalid` when `sub`, `client_id`, `iat`, `exp` or `jti` is missing or of
-    ///   the wrong type, or `cnf`, `amr` or `scope` has the wrong shape.
+    ///   the wrong type, or `cnf`, `amr`, `scope` or `device_tier` has the wrong shape.
     init(claims: JWTClaims, signingKeyID: String) throws(KeyAuthError) {
         self.claims = claims
         self.signingKeyID = signingKeyID
@@ -50,6 +54,7 @@ public struct AccessTokenClaims: Sendable {
             deviceKeyThumbprint = nil
         }
         amr = claims.contains("amr") ? try claims.strings("amr") : []
+        deviceTier = claims.contains("device_tier") ? try claims.string("device_tier") : nil
         scopes = claims.contains("scope") ? try claims.string("scope").split(separator: " ").map(String.init) : []
         guard !user.isEmpty, !clientID.isEmpty else {
             throw KeyAuthError(.claimInvalid, "the claims \"sub\" and \"client_id\" must not be empty")

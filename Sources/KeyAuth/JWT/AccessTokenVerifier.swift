@@ -20,7 +20,9 @@
 /// `iss` the issuer, `aud` the audience, `exp`, `nbf` and `iat` within the leeway, `sub`,
 /// `client_id` and `jti`. A token bound to a device key (`cnf.jkt`) is accepted only with the
 /// DPoP scheme and a proof (RFC 9449) of that key for this very request: its method, its URL
-/// (without query), the token's hash (`ath`), a fresh `iat`, and a `jti` not seen before.
+/// (without query), the token's hash (`ath`), a fresh `iat`, and a `jti` not seen before. With a
+/// ``DeviceRequirement`` (`requirement: .hardwareKey` or `.attested`), a token whose device key is
+/// not held by such a TPM is refused too, so that a key file's token never passes.
 ///
 /// - Warning: the default replay cache lives in this process's memory; several instances of a
 ///   service behind one load balancer need a shared ``DPoPReplayCache``, or a proof replayed to
@@ -30,6 +32,8 @@ public final class AccessTokenVerifier: Sendable {
     public let issuer: String
     /// The audience tokens must name in `aud`.
     public let audience: String
+    /// What the device behind a token must be; ``DeviceRequirement/any`` by default.
+    public let requirement: DeviceRequirement
     private let rules: AccessTokenRules
     private let keySets: KeySetCache
     private let replayCache: any DPoPReplayCache
@@ -39,6 +43,8 @@ public final class AccessTokenVerifier: Sendable {
     ///     `allowInsecureHTTP`).
     ///   - audience: the `aud` required; keyauth's tokens name the issuer, the default.
     ///   - requireDPoP: refuse Bearer tokens: only DPoP-bound tokens with their proof pass.
+    ///   - requirement: refuse tokens whose device key is not held by a TPM (`.hardwareKey`) or by
+    ///     a TPM of a maker the server trusts (`.attested`); every valid token passes by default.
     ///   - leeway: clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
     ///   - maximumLifetime: the longest `exp - iat` accepted (the server allows 86400 s at most).
     ///   - replayCache: where proofs' `jti` are kept; one in memory by default.
@@ -47,13 +53,14 @@ public final class AccessTokenVerifier: Sendable {
     ///   - clock: the time source.
     /// - Throws: `.invalidArgument` for an issuer URL that is not acceptable.
     public init(
-        issuer: String, audience: String? = nil, requireDPoP: Bool = false, leeway: Int64 = 10,
-        maximumLifetime: Int64 = 86_400, replayCache: (any DPoPReplayCache)? = nil,
+        issuer: String, audience: String? = nil, requireDPoP: Bool = false, requirement: DeviceRequirement = .any,
+        leeway: Int64 = 10, maximumLifetime: Int64 = 86_400, replayCache: (any DPoPReplayCache)? = nil,
         fetcher: (any KeySetFetcher)? = nil, allowInsecureHTTP: Bool = false, clock: KeyAuthClock = .system
     ) throws(KeyAuthError) {
         _ = try KeyAuthClient.normalizedServerURL(issuer, allowInsecureHTTP: allowInsecureHTTP)
         self.issuer = issuer
         self.audience = audience ?? issuer
+        self.requirement = requirement
         rules = AccessTokenRules(
             issuer: issuer, audience: audience ?? issuer, leeway: leeway, maximumLifetime: maximumLifetime,
             requireDPoP: requireDPoP, proofs: DPoPProofVerifier(clock: clock), clock: clock)
@@ -68,6 +75,8 @@ public final class AccessTokenVerifier: Sendable {
     ///
     /// - Throws: `.tokenMalformed`, `.signatureInvalid` or `.claimInvalid` for the token (answer
     ///   401 `invalid_token`), `.dpopProofInvalid` for the proof (401 `invalid_dpop_proof`),
+    ///   `.insufficientUserAuthentication` for a valid token whose device does not meet
+    ///   ``requirement`` (401 `insufficient_user_authentication`, RFC 9470),
     ///   `.keySetUnavailable` when the issuer's keys cannot be had (503).
     public func verify(authorization: String?, dpopProof: String?, method: String, url: String)
         async throws(KeyAuthError) -> AccessTokenClaims
@@ -97,6 +106,7 @@ public final class AccessTokenVerifier: Sendable {
     ) throws(KeyAuthError) -> AccessTokenClaims {
         let (parsed, keyID) = try rules.parse(token)
         let claims = try rules.verify(parsed, keyID: keyID, key: keySet[keyID])
+        try requirement.check(claims)
         try checkBinding(claims, token: token, scheme: .unspecified, proof: dpopProof, method: method, url: url)
         return claims
     }
@@ -114,6 +124,8 @@ public final class AccessTokenVerifier: Sendable {
         let (parsed, keyID) = try rules.parse(token)
         let key = try await keySets.key(for: keyID)
         let claims = try rules.verify(parsed, keyID: keyID, key: key)
+        // Before the proof's replay check: a token refused here does not use up its proof.
+        try requirement.check(claims)
         try checkBinding(claims, token: token, scheme: scheme, proof: dpopProof, method: method, url: url)
         return claims
     }

@@ -59,6 +59,10 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
         public static let dpopNonceRequired = Code(rawValue: "use_dpop_nonce")
         /// The issuer's JWK set cannot be fetched and no cached copy is recent enough to use.
         public static let keySetUnavailable = Code(rawValue: "key_set_unavailable")
+        /// A valid access token whose device does not meet the verifier's ``DeviceRequirement``
+        /// (a key file where a TPM is required). RFC 9470's error: a service answers 401 with
+        /// `WWW-Authenticate: Bearer error="insufficient_user_authentication"`.
+        public static let insufficientUserAuthentication = Code(rawValue: "insufficient_user_authentication")
         /// An application's hook (``AuthenticatorHooks``) failed with an error of its own, kept
         /// as ``KeyAuthError/underlying``: the app's network failure is not a server refusal.
         public static let hookFailed = Code(rawValue: "hook_failed")

@@ -103,6 +103,8 @@ extension ServerMetadata {
                 "preferred_username", "urn:openid:params:jwt:claim:auth_req_id",
             ])
             members["prompt_values_supported"] = strings(["none", "login", "consent"])
+            // What `acr_values` may ask for, at `/authorize` and at `/bc-authorize` alike.
+            members["acr_values_supported"] = strings(AuthenticationContextClass.allCases.map(\.rawValue))
             members["authorization_response_iss_parameter_supported"] = .bool(true)
             members["request_parameter_supported"] = .bool(false)
             members["request_uri_parameter_supported"] = .bool(false)

@@ -112,6 +112,10 @@ struct SignInApproval {
                 let detail = error.oauthError?.errorDescription ?? "that is not the code"
                 io.printError("\(detail); nothing was approved.")
                 return false
+            case .accessDenied? where error.oauthError?.statusCode == 403:
+                // Not a denial: the request asks for a stronger device (acr_values) than this
+                // one, says which, and stays open for another device of the user.
+                throw error
             case .accessDenied?:
                 throw KeyAuthError(
                     .signInRequestClosed,

@@ -150,7 +150,9 @@ final class InProcessKeyAuthServer: Sendable {
 
     /// Starts a sign-in request for `user` as a client application named `application` does
     /// (`POST /bc-authorize`, registering the client first), and returns its `auth_req_id`.
-    func startSignInRequest(for user: String, application: String = "Test application") throws -> String {
+    func startSignInRequest(
+        for user: String, application: String = "Test application", form extra: String = ""
+    ) throws -> String {
         let (client, secret) = try ClientRegistry(storage: storage).add(name: application)
         let credentials = try #require(secret.map { "\(client.id):\($0)" })
         var headers = HTTPHeaders()
@@ -159,7 +161,8 @@ final class InProcessKeyAuthServer: Sendable {
         let responder = try #require(state.application.withLock { $0 })
         let response = responder.respond(
             to: HTTPRequest(
-                method: "POST", path: "/bc-authorize", headers: headers, body: Array("login_hint=\(user)".utf8),
+                method: "POST", path: "/bc-authorize", headers: headers,
+                body: Array(("login_hint=\(user)" + extra).utf8),
                 clientAddress: registrationAddress))
         guard response.status == 200, let id = try JSONValue(parsing: response.body)["auth_req_id"]?.stringValue else {
             throw TestFailure(

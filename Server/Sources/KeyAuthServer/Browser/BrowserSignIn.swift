@@ -27,7 +27,7 @@ struct BrowserSignIn: Sendable {
         return headers
     }
 
-    /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:)``)
+    /// Starts a waiting session for `user` (``BrowserSessions/begin(user:from:client:redirectURI:acrValues:)``)
     /// with every attempt counted against the address's sign-in budget: the account page's and
     /// the authorization endpoint's sign-in both come here.
     ///
@@ -37,7 +37,8 @@ struct BrowserSignIn: Sendable {
     /// - Returns: the session; nil when this address started too many sign-ins (the same for
     ///   every user name).
     func begin(
-        _ request: HTTPRequest, user: String, client: String? = nil, redirectURI: String? = nil
+        _ request: HTTPRequest, user: String, client: String? = nil, redirectURI: String? = nil,
+        acrValues: [String] = []
     ) throws -> BrowserSessions.Presented? {
         let address = browser.clientAddress(of: request)
         var begun: BrowserSessions.Presented?
@@ -45,7 +46,8 @@ struct BrowserSignIn: Sendable {
             _ = try limits.run(
                 from: RateLimitKey(address: address), everyAttempt: .signInStarts, record: metrics.recordSignInRequest
             ) {
-                begun = try sessions.begin(user: user, from: address, client: client, redirectURI: redirectURI)
+                begun = try sessions.begin(
+                    user: user, from: address, client: client, redirectURI: redirectURI, acrValues: acrValues)
                 return (HTTPResponse(status: 204), "created")
             }
         } catch let error as ServiceError {

@@ -75,8 +75,12 @@ struct AuthorizationEndpoint: Sendable {
         let (client, redirectURI, state) = (validated.client, validated.record.redirectURI, validated.record.state)
         let session = try signIn.session(of: request)
         let signedIn = session.flatMap { $0.record.isSignedIn ? $0 : nil }
+        // A session signed in by a device below the request's acr_values counts as none: the user
+        // signs in again, on a device that meets them.
+        let meetsContext =
+            try signedIn.flatMap { try provider.achievedContext(of: $0.record, for: validated.record) } != nil
         if let signedIn, !validated.prompt.contains("login"),
-            provider.isFresh(signedIn.record, maxAge: validated.maxAge)
+            provider.isFresh(signedIn.record, maxAge: validated.maxAge), meetsContext
         {
             caller.identify(signedIn.record)
             guard validated.needsConsent else { return try issueCode(for: validated.record, session: signedIn.record) }
@@ -97,8 +101,10 @@ struct AuthorizationEndpoint: Sendable {
                 extra: headers, redirectsTo: redirectURI)
         }
         if validated.prompt.contains("none") {
-            return redirect(
-                to: redirectURI, error: .loginRequired, description: "the user is not signed in", state: state)
+            let description =
+                signedIn != nil && !meetsContext
+                ? "the user is not signed in with a device that meets acr_values" : "the user is not signed in"
+            return redirect(to: redirectURI, error: .loginRequired, description: description, state: state)
         }
         // A sign-in starts: the request waits sealed in the page, and nothing is stored until the
         // user names themselves.
@@ -156,7 +162,7 @@ struct AuthorizationEndpoint: Sendable {
         }
         guard
             let session = try signIn.begin(
-                request, user: user, client: client.id, redirectURI: record.redirectURI)
+                request, user: user, client: client.id, redirectURI: record.redirectURI, acrValues: record.acrValues)
         else {
             return browser.html(
                 SignInPage(
@@ -270,11 +276,18 @@ struct AuthorizationEndpoint: Sendable {
 
     // MARK: Responses
 
-    /// Issues the code and redirects to the client with `code`, `state` and `iss`.
+    /// Issues the code and redirects to the client with `code`, `state` and `iss`; or with
+    /// `access_denied` when the device that signed the session in does not meet the request's
+    /// `acr_values` (an approval below them is refused on the device, so this is the last guard).
     private func issueCode(for record: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
         -> HTTPResponse
     {
-        let code = try provider.issueAuthorizationCode(for: record, session: session)
+        guard let acr = try provider.achievedContext(of: session, for: record) else {
+            return redirect(
+                to: record.redirectURI, error: .accessDenied,
+                description: "the device that signed in does not meet the requested acr_values", state: record.state)
+        }
+        let code = try provider.issueAuthorizationCode(for: record, session: session, acr: acr)
         metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
         if let state = record.state { parameters.append(("state", state)) }

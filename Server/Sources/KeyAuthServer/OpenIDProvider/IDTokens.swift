@@ -23,6 +23,9 @@ struct IDTokens: Sendable {
         var clientID: String
         var nonce: String?
         var authTime: Int64
+        /// The authentication context class the sign-in achieved (section 8, "Authentication
+        /// context").
+        var acr: String
         var methods: [String]
         /// The browser session's `sid`; nil for a CIBA sign-in, which has no browser.
         var sessionID: String?
@@ -49,7 +52,7 @@ struct IDTokens: Sendable {
         claims.set("azp", string: subject.clientID)
         claims.set("auth_time", integer: subject.authTime)
         if let nonce = subject.nonce { claims.set("nonce", string: nonce) }
-        claims.set("acr", string: KeyAuthService.acr(for: subject.methods))
+        claims.set("acr", string: subject.acr)
         claims.set("amr", strings: subject.methods)
         claims.set("at_hash", string: try Self.accessTokenHash(subject.accessToken))
         if let sessionID = subject.sessionID { claims.set("sid", string: sessionID) }

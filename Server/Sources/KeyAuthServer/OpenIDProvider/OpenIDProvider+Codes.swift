@@ -19,13 +19,14 @@ struct AuthorizationGrant: Sendable {
 
 extension OpenIDProvider {
     /// Issues a one-time authorization code for `request`, answered by the signed-in `session`
-    /// (PROTOCOL.md section 10, "Authorization codes").
+    /// (PROTOCOL.md section 10, "Authorization codes"), whose sign-in achieved `acr`
+    /// (``achievedContext(of:for:)``).
     ///
     /// - Returns: the code: 256 random bits, base64url; only its SHA-256 is stored.
     /// - Throws: ``StorageError``; `KeyAuthError` when the random generator fails.
-    func issueAuthorizationCode(for request: PendingAuthorizationRecord, session: BrowserSessionRecord) throws
-        -> String
-    {
+    func issueAuthorizationCode(
+        for request: PendingAuthorizationRecord, session: BrowserSessionRecord, acr: String
+    ) throws -> String {
         let code = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32))
         let time = now()
         try storage.insertAuthorizationCode(
@@ -34,7 +35,8 @@ extension OpenIDProvider {
                 redirectURI: request.redirectURI, codeChallenge: request.codeChallenge, nonce: request.nonce,
                 scope: request.scope, user: session.user, approvingKID: session.approvingKID ?? "",
                 authTime: session.signedInAt ?? time, methods: session.methods,
-                sessionID: BrowserSessions.sessionID(of: session), expiresAt: time + Self.authorizationCodeLifetime))
+                sessionID: BrowserSessions.sessionID(of: session), expiresAt: time + Self.authorizationCodeLifetime,
+                acr: acr))
         try AuditTrail(storage: storage, now: now).record(
             .issueCode, by: .accountPage(approvedBy: session.approvingKID ?? "-"), user: session.user,
             subject: request.clientID)
@@ -90,12 +92,14 @@ extension OpenIDProvider {
 
         if let proof { try service.claimProof(proof, atResource: false) }
         let jti = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16))
+        let acr = record.acr ?? AuthenticationContextClass.stated(for: record.methods).rawValue
         var claims = JWTClaims()
         if let proof { claims["cnf"] = .object(["jkt": .string(proof.keyThumbprint)]) }
         claims.set("aud", string: client.id)
         claims.set("client_id", string: client.id)
-        claims.set("acr", string: KeyAuthService.acr(for: record.methods))
+        claims.set("acr", string: acr)
         claims.set("amr", strings: record.methods)
+        claims.set("device_tier", string: device.tier.rawValue)
         claims.set("scope", string: record.scope)
         claims.set("device_jkt", string: device.kid)
         claims.set("auth_time", integer: record.authTime)
@@ -118,7 +122,7 @@ extension OpenIDProvider {
         }
         let idToken = try idTokens.sign(
             IDTokens.Subject(
-                user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime,
+                user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime, acr: acr,
                 methods: record.methods, sessionID: record.sessionID, accessToken: accessToken))
         try AuditTrail(storage: storage, now: now).record(
             .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
@@ -131,18 +135,18 @@ extension OpenIDProvider {
     /// The ID token of an approved CIBA request whose scope asks for `openid` (CIBA Core 1.0
     /// section 10.1.1, which answers as OpenID Connect Core section 3.1.3.3), or nil: signed as
     /// the code flow's, with `auth_time` the approval, `at_hash` of `accessToken` and the request's
-    /// id in ``IDTokens/authRequestIDClaim``; no `nonce` and no `sid`, since the request had no
-    /// nonce and no browser.
+    /// id in ``IDTokens/authRequestIDClaim``, and the `acr` the approval achieved; no `nonce` and
+    /// no `sid`, since the request had no nonce and no browser.
     ///
     /// - Throws: `KeyAuthError` when no RS256 key can sign it (`/bc-authorize` refuses such a
     ///   request before the user is asked, ``canSignIDTokens``).
-    func backchannelIDToken(for request: SignInRequestRecord, client: ClientRecord, accessToken: String)
-        throws(KeyAuthError) -> String?
-    {
+    func backchannelIDToken(
+        for request: SignInRequestRecord, client: ClientRecord, accessToken: String, acr: String
+    ) throws(KeyAuthError) -> String? {
         guard Self.asksForOpenID(request.scope) else { return nil }
         return try idTokens.sign(
             IDTokens.Subject(
-                user: request.user, clientID: client.id, nonce: nil, authTime: request.answeredAt ?? now(),
+                user: request.user, clientID: client.id, nonce: nil, authTime: request.answeredAt ?? now(), acr: acr,
                 methods: request.methods, sessionID: nil, accessToken: accessToken, authRequestID: request.id))
     }
 

@@ -118,16 +118,18 @@ extension OpenIDProvider {
             }
             maxAge = value
         }
-        for name in ["state", "nonce", "login_hint"]
+        for name in ["state", "nonce", "login_hint", "acr_values"]
         where (parameters[name]?.utf8.count ?? 0) > Self.maximumParameterLength {
             throw Refusal(
                 code: .invalidRequest, description: "\(name) is longer than \(Self.maximumParameterLength) bytes")
         }
         let hint = parameters["login_hint"].flatMap { InputRules.isValidUser($0) ? $0 : nil }
+        // keyauth's classes only (section 10, "Authentication context"); the length was checked.
+        let context = RequestedAuthenticationContext(parameter: parameters["acr_values"])
         let record = PendingAuthorizationRecord(
             browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
             state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
-            expiresAt: now() + Self.pendingLifetime)
+            expiresAt: now() + Self.pendingLifetime, acrValues: context?.values ?? [])
         return AuthorizationRequest(record: record, client: client, prompt: prompt, maxAge: maxAge)
     }
 }

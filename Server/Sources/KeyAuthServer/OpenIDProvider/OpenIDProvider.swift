@@ -95,6 +95,15 @@ struct OpenIDProvider: Sendable {
             && asked.redirectURI == record.redirectURI
     }
 
+    /// The `acr` a signed-in `session` achieves for `record`'s `acr_values`: the first class asked
+    /// for that the device which approved the session's sign-in meets, with its tier now and the
+    /// statement it approved with; nil when it meets none (or the device is gone).
+    func achievedContext(of session: BrowserSessionRecord, for record: PendingAuthorizationRecord) throws -> String? {
+        guard let kid = session.approvingKID, let device = try storage.device(kid: kid) else { return nil }
+        return RequestedAuthenticationContext(stored: record.acrValues).achieved(
+            tier: device.tier, methods: session.methods)
+    }
+
     /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1).
     func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
         guard let maxAge else { return true }

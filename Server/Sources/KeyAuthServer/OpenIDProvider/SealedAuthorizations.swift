@@ -80,6 +80,7 @@ struct SealedAuthorizations: Sendable {
         if let state = record.state { members["state"] = .string(state) }
         if let nonce = record.nonce { members["nonce"] = .string(nonce) }
         if let hint = record.loginHint { members["login_hint"] = .string(hint) }
+        if !record.acrValues.isEmpty { members["acr_values"] = .array(record.acrValues.map(JSONValue.string)) }
         return members
     }
 
@@ -92,6 +93,7 @@ struct SealedAuthorizations: Sendable {
         return PendingAuthorizationRecord(
             browserBinding: binding, clientID: clientID, redirectURI: redirectURI, scope: scope,
             state: value["state"]?.stringValue, nonce: value["nonce"]?.stringValue, codeChallenge: challenge,
-            loginHint: value["login_hint"]?.stringValue, expiresAt: expiresAt)
+            loginHint: value["login_hint"]?.stringValue, expiresAt: expiresAt,
+            acrValues: value["acr_values"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }
 }

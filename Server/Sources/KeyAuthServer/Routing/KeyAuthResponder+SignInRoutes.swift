@@ -38,10 +38,16 @@ extension KeyAuthResponder {
             if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
                 throw ServiceError(.invalidRequest, "scope openid needs an ID token; this server has no RS256 key")
             }
+            guard let context = RequestedAuthenticationContext(parameter: form["acr_values"]) else {
+                throw ServiceError(
+                    .invalidRequest,
+                    "acr_values is longer than \(RequestedAuthenticationContext.maximumLength) bytes")
+            }
             let started = try service.signIn.start(
                 kind: .backchannel, clientID: client.id, user: user,
                 bindingMessage: form["binding_message"], scope: form["scope"],
-                requestedExpiry: form["requested_expiry"], from: clientAddress(of: request))
+                requestedExpiry: form["requested_expiry"], from: clientAddress(of: request),
+                acrValues: context.values)
             // A user with a device that can approve: the request was made for them.
             caller.user = started.user
             return (Self.backchannelResponse(started, now: service.now()), "created")

@@ -18,18 +18,26 @@ struct SignInGrant: Sendable {
 extension KeyAuthService {
     /// The `acr` of a token whose user approved on a device with a presence check (a PIN or a
     /// PAM conversation) besides the device key.
-    static let keyAndPresenceACR = "urn:keyauth:acr:device-key+presence"
+    static let keyAndPresenceACR = AuthenticationContextClass.deviceKeyAndPresence.rawValue
     /// The `acr` when the device says it checked nothing but holding its key.
-    static let keyOnlyACR = "urn:keyauth:acr:device-key"
+    static let keyOnlyACR = AuthenticationContextClass.deviceKey.rawValue
 
     /// Checks a code the user typed on an approving device against the request's, before the
     /// device asks for its PIN (PROTOCOL.md section 8, "Code").
     ///
+    /// A device whose tier cannot meet the request's `acr_values` learns it here, before its user
+    /// types a PIN for an approval that would be refused; the code is not counted then.
+    ///
     /// - Returns: the request, when the code is right.
     /// - Throws: ``ServiceError`` `.wrongCode` with the attempts left; `.deviceDenied` when that
-    ///   was the last attempt (the request is denied now); what ``openRequest(id:of:)`` throws.
+    ///   was the last attempt (the request is denied now); `.accessDenied` when the device's tier
+    ///   cannot meet the request's `acr_values`; what ``openRequest(id:of:)`` throws.
     func checkSignInCode(id: String, code: String, by actor: DeviceRecord) throws -> SignInRequestRecord {
         let request = try openRequest(id: id, of: actor.user)
+        let context = RequestedAuthenticationContext(stored: request.acrValues)
+        guard context.isReachable(by: actor.tier) else {
+            throw ServiceError(.accessDenied, context.refusal(tier: actor.tier))
+        }
         guard SignInRequests.isCode(code, of: request) else { throw try wrongCode(for: request, by: actor) }
         return request
     }
@@ -43,15 +51,18 @@ extension KeyAuthService {
     /// the code the user typed from the screen that started the sign-in: an access token alone
     /// can never approve, and neither can a device the user did not read the code into. A
     /// request of kind `device` also needs a presence check in `amr` (`pin` or `user`), and
-    /// activates the pending device it names. A denial needs only the token. The answer is one
-    /// conditional update, so a request is answered once, whichever device is first; the audit
-    /// trail records it.
+    /// activates the pending device it names. A request that asked for `acr_values` is approved
+    /// only by a device that meets one of them (its tier and its statement); another device's
+    /// approval is refused and the request stays open for one that does. A denial needs only the
+    /// token. The answer is one conditional update, so a request is answered once, whichever
+    /// device is first; the audit trail records it.
     ///
     /// - Throws: ``ServiceError`` `.unknownSignInRequest` for an unknown id or another user's
     ///   request; `.alreadyAnswered`; `.expiredToken`; `.invalidRequest` for an approval without
     ///   an assertion; `.invalidGrant` for an assertion that fails a check, is replayed, names
     ///   another request or another device, or states no valid `amr`; `.wrongCode` and
-    ///   `.deviceDenied` for a wrong code; ``StorageError``.
+    ///   `.deviceDenied` for a wrong code; `.accessDenied` for an approval that does not meet the
+    ///   request's `acr_values`; ``StorageError``.
     func answerSignInRequest(
         id: String, decision: SignInDecision, assertion: String?, by actor: DeviceRecord
     ) throws -> SignInRequestRecord {
@@ -74,6 +85,10 @@ extension KeyAuthService {
                 SignInRequests.isCode(typed, of: request)
             else { throw try wrongCode(for: request, by: actor) }
             methods = statement.methods
+            let context = RequestedAuthenticationContext(stored: request.acrValues)
+            guard context.achieved(tier: actor.tier, methods: methods) != nil else {
+                throw ServiceError(.accessDenied, context.refusal(tier: actor.tier, methods: methods))
+            }
             if request.kind == .device { pendingDevice = try pendingSubject(of: request) }
         }
         let status: SignInRequestStatus = decision == .approve ? .approved : .denied
@@ -173,7 +188,8 @@ extension KeyAuthService {
     /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown id, another client's request or
     ///   one already collected; `.pollTooFast` (400 `slow_down`, and the interval grows by 5 s);
     ///   `.expiredToken`; `.authorizationPending`; `.deviceDenied` (`access_denied`) when the user
-    ///   denied it or the approving device was revoked since; ``StorageError``.
+    ///   denied it, the approving device was revoked since, or it no longer meets the request's
+    ///   `acr_values`; ``StorageError``.
     func collectSignIn(authReqID id: String, client: ClientRecord) throws -> SignInGrant {
         let unknown = ServiceError(.invalidGrant, "the auth_req_id is not valid")
         // Ownership first: another client's poll must not touch the request, not even its interval.
@@ -203,14 +219,23 @@ extension KeyAuthService {
         case .approved:
             guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active
             else { throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked") }
+            // The approval met the request's acr_values; the device's tier is read again, as the
+            // token states it now.
+            guard
+                let acr = RequestedAuthenticationContext(stored: request.acrValues).achieved(
+                    tier: device.tier, methods: request.methods)
+            else {
+                throw ServiceError(.deviceDenied, "the device that approved does not meet the requested acr_values")
+            }
             guard try storage.markSignInRequestIssued(id: id) else {
                 throw ServiceError(.invalidGrant, "the sign-in was already collected")
             }
             var claims = JWTClaims()
             claims.set("aud", string: client.id)
             claims.set("client_id", string: client.id)
-            claims.set("acr", string: Self.acr(for: request.methods))
+            claims.set("acr", string: acr)
             claims.set("amr", strings: request.methods)
+            claims.set("device_tier", string: device.tier.rawValue)
             if let scope = request.scope { claims.set("scope", string: scope) }
             // The approving device, named without `cnf`: the client holds no device key, and a
             // `cnf.jkt` would make the token DPoP-bound to a key it cannot prove.
@@ -220,17 +245,10 @@ extension KeyAuthService {
                 of: request, by: device.kid, client: client, in: AuditTrail(storage: storage, now: now))
             return SignInGrant(
                 accessToken: token, expiresIn: settings.accessTokenLifetime,
-                idToken: try openID.backchannelIDToken(for: request, client: client, accessToken: token),
+                idToken: try openID.backchannelIDToken(for: request, client: client, accessToken: token, acr: acr),
                 scope: request.scope,
                 user: request.user, deviceKID: device.kid)
         }
-    }
-
-    /// The `acr` for a device's `amr` statement.
-    static func acr(for methods: [String]) -> String {
-        methods.contains(AuthenticationMethod.pin.rawValue)
-            || methods.contains(AuthenticationMethod.userPresence.rawValue)
-            ? keyAndPresenceACR : keyOnlyACR
     }
 
     /// The name a device shows for who asks: the client's (with its redirect host for an

@@ -34,17 +34,17 @@ struct BrowserSessions: Sendable {
     /// page looks the same, so it tells nobody which names exist.
     /// - Returns: the session, with the cookie value to set.
     /// - Throws: what
-    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:subject:)``
+    ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:subject:acrValues:)``
     ///   throws but `.unknownUserID` and `.slowDown`; ``StorageError``.
-    func begin(user: String, from address: String, client: String? = nil, redirectURI: String? = nil) throws
-        -> Presented
-    {
+    func begin(
+        user: String, from address: String, client: String? = nil, redirectURI: String? = nil, acrValues: [String] = []
+    ) throws -> Presented {
         let time = service.now()
         var request: SignInRequestRecord?
         do {
             request = try service.signIn.start(
                 kind: client == nil ? .account : .authorization, clientID: client, user: user, bindingMessage: nil,
-                scope: nil, requestedExpiry: nil, from: address, redirectURI: redirectURI)
+                scope: nil, requestedExpiry: nil, from: address, redirectURI: redirectURI, acrValues: acrValues)
         } catch let error as ServiceError {
             // No device to ask, or the user got as many requests as the limits allow: the same
             // waiting page, with nothing behind it, so that neither says which names exist.

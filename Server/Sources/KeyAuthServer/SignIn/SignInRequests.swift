@@ -81,13 +81,16 @@ struct SignInRequests: Sendable {
     ///   - address: where the request came from, shown to the user.
     ///   - redirectURI: where an `authorization` request sends the browser back.
     ///   - subject: the pending device a `device` request approves.
+    ///   - acrValues: the authentication context classes asked for (keyauth's, in the order of
+    ///     preference): only an approval meeting one of them completes the request.
     /// - Throws: ``ServiceError`` `.unknownUserID` for a user with no active device (or a name
     ///   no user can have), `.invalidBindingMessage` (also for a message that reads as a
     ///   refusal), `.invalidRequest` for an expiry that is not a positive number, `.slowDown` when
     ///   the user has the most requests of that origin already; ``StorageError``.
     func start(
         kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String?, scope: String?,
-        requestedExpiry: String?, from address: String?, redirectURI: String? = nil, subject: String? = nil
+        requestedExpiry: String?, from address: String?, redirectURI: String? = nil, subject: String? = nil,
+        acrValues: [String] = []
     ) throws -> SignInRequestRecord {
         var lifetime = kind.origin == .server ? settings.noticeLifetime : settings.maximumLifetime
         if let requestedExpiry {
@@ -115,7 +118,7 @@ struct SignInRequests: Sendable {
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
             user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,
             requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
-            redirectURI: redirectURI, subject: subject)
+            redirectURI: redirectURI, subject: subject, acrValues: acrValues)
         let limits = settings.limits(for: kind.origin)
         switch try storage.insertSignInRequest(request, limits: limits, now: time) {
         case .inserted:

@@ -21,11 +21,14 @@ package struct PendingAuthorizationRecord: Sendable, Hashable {
     package var loginHint: String?
     /// When it can no longer be continued.
     package var expiresAt: Int64
+    /// The authentication context classes asked for (`acr_values`, keyauth's only, in the order
+    /// of preference); empty when none.
+    package var acrValues: [String]
 
     /// Creates a record.
     package init(
         browserBinding: [UInt8], clientID: String, redirectURI: String, scope: String, state: String?,
-        nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64
+        nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64, acrValues: [String] = []
     ) {
         self.browserBinding = browserBinding
         self.clientID = clientID
@@ -36,6 +39,7 @@ package struct PendingAuthorizationRecord: Sendable, Hashable {
         self.codeChallenge = codeChallenge
         self.loginHint = loginHint
         self.expiresAt = expiresAt
+        self.acrValues = acrValues
     }
 }
 
@@ -71,12 +75,15 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     package var accessTokenJTI: String?
     /// When that access token expires.
     package var accessTokenExpiresAt: Int64?
+    /// The `acr` the sign-in achieved for the authorization request's `acr_values`; nil for a
+    /// code stored before the server recorded it (the tokens then state the class of `methods`).
+    package var acr: String?
 
     /// Creates a record.
     package init(
         codeHash: [UInt8], clientID: String, redirectURI: String, codeChallenge: String, nonce: String?, scope: String,
         user: String, approvingKID: String, authTime: Int64, methods: [String], sessionID: String, expiresAt: Int64,
-        redeemedAt: Int64? = nil, accessTokenJTI: String? = nil, accessTokenExpiresAt: Int64? = nil
+        redeemedAt: Int64? = nil, accessTokenJTI: String? = nil, accessTokenExpiresAt: Int64? = nil, acr: String? = nil
     ) {
         self.codeHash = codeHash
         self.clientID = clientID
@@ -93,6 +100,7 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
         self.redeemedAt = redeemedAt
         self.accessTokenJTI = accessTokenJTI
         self.accessTokenExpiresAt = accessTokenExpiresAt
+        self.acr = acr
     }
 }
 

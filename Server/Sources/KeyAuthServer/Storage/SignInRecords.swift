@@ -141,6 +141,10 @@ package struct SignInRequestRecord: Sendable, Hashable {
     package var codeAttempts: Int
     /// What a `device` request approves: the pending device's key id.
     package var subject: String?
+    /// The authentication context classes the request asked for (`acr_values`, keyauth's only,
+    /// in the order of preference): only an approval meeting one of them completes it. Empty
+    /// when it asked for none.
+    package var acrValues: [String]
 
     /// Creates a record.
     package init(
@@ -148,7 +152,7 @@ package struct SignInRequestRecord: Sendable, Hashable {
         scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
         expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
         answeringKID: String? = nil, methods: [String] = [], redirectURI: String? = nil, codeAttempts: Int = 0,
-        subject: String? = nil
+        subject: String? = nil, acrValues: [String] = []
     ) {
         self.id = id
         self.kind = kind
@@ -168,6 +172,7 @@ package struct SignInRequestRecord: Sendable, Hashable {
         self.redirectURI = redirectURI
         self.codeAttempts = codeAttempts
         self.subject = subject
+        self.acrValues = acrValues
     }
 
     /// Where the request sits among a user's requests: by creation time, then by id.

@@ -165,6 +165,16 @@ enum OpenIDTestAPI {
         _ browser: inout OpenIDBrowser, device: ApprovingDevice, _ parameters: [(String, String)],
         user: String = "alice", approve: Bool = true
     ) throws -> HTTPResponse {
+        let continueForm = try startSignIn(&browser, parameters, user: user)
+        try device.answerNewest(approve: approve)
+        return try browser.post("/authorize/continue", form: continueForm)
+    }
+
+    /// Sends the authorization request `parameters` in `browser` and submits the sign-in form for
+    /// `user`; returns the waiting page's Continue form (`csrf`, `authorization`).
+    static func startSignIn(
+        _ browser: inout OpenIDBrowser, _ parameters: [(String, String)], user: String = "alice"
+    ) throws -> [(String, String)] {
         let form = try browser.get("/authorize", query: parameters)
         guard form.status == 200 else { throw TestFailure("no sign-in form: \(form.status) \(form.text)") }
         let reference = try hidden("authorization", in: form.text)
@@ -172,9 +182,7 @@ enum OpenIDTestAPI {
             "/authorize/sign-in",
             form: [("csrf", try hidden("csrf", in: form.text)), ("authorization", reference), ("user", user)])
         guard waiting.status == 200 else { throw TestFailure("no waiting page: \(waiting.status) \(waiting.text)") }
-        try device.answerNewest(approve: approve)
-        return try browser.post(
-            "/authorize/continue", form: [("csrf", try hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        return [("csrf", try hidden("csrf", in: waiting.text)), ("authorization", reference)]
     }
 
     /// `GET /userinfo` with a Bearer token.

@@ -282,6 +282,15 @@ enum SQLSchema {
                 "ALTER TABLE clients ADD COLUMN allowed_users TEXT NOT NULL DEFAULT ''",
             ]
         },
+        Migration(version: 13) { _ in
+            [
+                // The `acr_values` a sign-in request asked for (space-separated, keyauth's classes
+                // only; NULL for none), which decide which devices' approvals complete it, and the
+                // `acr` an authorization code's sign-in achieved (NULL for codes stored before).
+                "ALTER TABLE sign_in_requests ADD COLUMN acr_values TEXT",
+                "ALTER TABLE authorization_codes ADD COLUMN acr TEXT",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -2,7 +2,7 @@
 extension SQLStorage {
     static let authorizationCodeColumns = """
         code_hash, client_id, redirect_uri, code_challenge, nonce, scope, user_name, approving_kid, auth_time, \
-        methods, session_id, expires_at, redeemed_at, access_token_jti, access_token_expires_at
+        methods, session_id, expires_at, redeemed_at, access_token_jti, access_token_expires_at, acr
         """
 
     package func insertAuthorizationCode(_ record: AuthorizationCodeRecord) throws(StorageError) {
@@ -10,7 +10,7 @@ extension SQLStorage {
             try connection.execute(
                 """
                 INSERT INTO authorization_codes (\(Self.authorizationCodeColumns))
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                 """,
                 record.columnValues)
             return ()
@@ -99,7 +99,8 @@ extension AuthorizationCodeRecord {
             codeHash: codeHash, clientID: clientID, redirectURI: redirectURI, codeChallenge: challenge,
             nonce: row.text(4), scope: scope, user: user, approvingKID: kid, authTime: authTime,
             methods: methods.split(separator: " ").map(String.init), sessionID: sessionID, expiresAt: expiresAt,
-            redeemedAt: row.integer(12), accessTokenJTI: row.text(13), accessTokenExpiresAt: row.integer(14))
+            redeemedAt: row.integer(12), accessTokenJTI: row.text(13), accessTokenExpiresAt: row.integer(14),
+            acr: row.text(15))
     }
 
     /// The values of ``SQLStorage/authorizationCodeColumns``, in order.
@@ -108,7 +109,7 @@ extension AuthorizationCodeRecord {
             .blob(codeHash), .text(clientID), .text(redirectURI), .text(codeChallenge), SQLValue(nonce), .text(scope),
             .text(user), .text(approvingKID), .integer(authTime), .text(methods.joined(separator: " ")),
             .text(sessionID), .integer(expiresAt), SQLValue(redeemedAt), SQLValue(accessTokenJTI),
-            SQLValue(accessTokenExpiresAt),
+            SQLValue(accessTokenExpiresAt), SQLValue(acr),
         ]
     }
 }

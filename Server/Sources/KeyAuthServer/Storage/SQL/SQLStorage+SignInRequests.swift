@@ -2,7 +2,8 @@
 extension SQLStorage {
     static let signInRequestColumns = """
         id, kind, client_id, user_name, binding_message, scope, requested_from, status, created_at, expires_at, \
-        poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri, code_attempts, subject
+        poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri, code_attempts, subject, \
+        acr_values
         """
 
     /// Serialises the open-request cap per user: "sirq" in ASCII, the user name hashed.
@@ -78,7 +79,7 @@ extension SQLStorage {
                 try connection.execute(
                     """
                     INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
                     """,
                     request.columnValues)
                 return .inserted
@@ -214,7 +215,8 @@ extension SignInRequestRecord {
             requestedFrom: row.text(6), status: status, createdAt: createdAt, expiresAt: expiresAt,
             pollInterval: pollInterval, lastPolledAt: row.integer(11), answeredAt: row.integer(12),
             answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init),
-            redirectURI: row.text(15), codeAttempts: Int(clamping: row.integer(16) ?? 0), subject: row.text(17))
+            redirectURI: row.text(15), codeAttempts: Int(clamping: row.integer(16) ?? 0), subject: row.text(17),
+            acrValues: (row.text(18) ?? "").split(separator: " ").map(String.init))
     }
 
     /// The values of ``SQLStorage/signInRequestColumns``, in order.
@@ -224,7 +226,7 @@ extension SignInRequestRecord {
             SQLValue(requestedFrom), .text(status.rawValue), .integer(createdAt), .integer(expiresAt),
             .integer(pollInterval), SQLValue(lastPolledAt), SQLValue(answeredAt), SQLValue(answeringKID),
             .text(methods.joined(separator: " ")), SQLValue(redirectURI), .integer(Int64(codeAttempts)),
-            SQLValue(subject),
+            SQLValue(subject), SQLValue(acrValues.isEmpty ? nil : acrValues.joined(separator: " ")),
         ]
     }
 }
