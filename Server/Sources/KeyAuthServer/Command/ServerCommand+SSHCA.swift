@@ -40,7 +40,8 @@ extension ServerCommand {
         return withStorage(database, output: output) { storage in
             let issuer = SSHCertificateIssuer(
                 authority: authority, settings: SSHCertificateIssuer.Settings(), audit: AuditTrail(storage: storage),
-                now: ServerClock.now)
+                now: ServerClock.now,
+                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: ServerClock.now))
             let devices = try DeviceRegistry.administering(storage).allDevices()
             try SecureFile.write(try issuer.revocationList(of: devices), to: file)
             let revoked = devices.filter { $0.status == .revoked }.count

@@ -161,14 +161,17 @@ package final class ServerRunner: Sendable {
             registrations: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             signInStarts: AddressRateLimiter(
-                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
+                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
+            sshFetches: AddressRateLimiter(
+                limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
         let sshCertificates = try configuration.sshCAKeyFile.map { file in
             SSHCertificateIssuer(
                 authority: try SSHCertificateAuthority.load(file: file),
                 settings: SSHCertificateIssuer.Settings(
                     lifetime: configuration.sshCertificateLifetime,
                     permitPortForwarding: !configuration.sshNoPortForwarding),
-                audit: AuditTrail(storage: storage, now: now), now: now)
+                audit: AuditTrail(storage: storage, now: now), now: now,
+                revocationLists: SSHRevocationListCache(signal: service.registry.revocations, now: now))
         }
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: metrics, log: log,

@@ -23,6 +23,8 @@ struct SSHCertificateIssuer: Sendable {
     let settings: Settings
     let audit: AuditTrail
     let now: @Sendable () -> Int64
+    /// The list `GET /v1/ssh/krl` serves, rebuilt at most every minute or after a revocation.
+    let revocationLists: SSHRevocationListCache
 
     /// The key ID of every certificate of `device`: what `sshd` logs, and what the revocation
     /// list names once the device is revoked.
@@ -33,8 +35,21 @@ struct SSHCertificateIssuer: Sendable {
     /// The KRL of the certificates of `devices` that are revoked, generated now.
     func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
         try SSHRevocationList.encoded(
-            revokingKeyIDs: devices.filter { $0.status == .revoked }.map(Self.keyID(of:)), of: authority,
+            revokingKeyIDs: Self.revokedKeyIDs(devices), ofAuthorities: [authority.publicKeyBlob],
             generatedAt: UInt64(clamping: max(now(), 0)))
+    }
+
+    /// The KRL of `registry`'s revoked devices as `GET /v1/ssh/krl` serves it: from the cache,
+    /// which reads the devices only when its list is too old or misses a revocation.
+    func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
+        try revocationLists.list(authorities: [authority.publicKeyBlob]) {
+            Self.revokedKeyIDs(try registry.allDevices())
+        }
+    }
+
+    /// The key IDs of the certificates of the revoked devices among `devices`.
+    static func revokedKeyIDs(_ devices: [DeviceRecord]) -> [String] {
+        devices.filter { $0.status == .revoked }.map(keyID(of:))
     }
 
     /// A certificate issued, as the endpoint answers it.
