@@ -125,6 +125,62 @@ struct SSHLoginTests {
         #expect(host.log.contains("revoked"), "\(host.log)")
     }
 
+    @Test(
+        "after ssh-ca rotate, sshd trusting both lines lets in the old CA's certificate and the new one's; after retire, only the new"
+    )
+    func rotation() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        let keys = try setup.keyDirectory
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let oldCertificate = setup.directory.path + "/old-cert.pub"
+        try FileManager.default.copyItem(atPath: keys + "/device-key.pem-cert.pub", toPath: oldCertificate)
+
+        let caFile = setup.directory.path + "/ssh-ca.pem"
+        let rotated = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "rotate", "--alg", "ecdsa", "--ssh-ca-key-file", caFile], timeout: 60)
+        #expect(rotated.status == 0, "\(rotated.errorOutput)")
+        setup.server.runCleanup()
+        func publishedLines() throws -> String {
+            let fetched = try ExternalCommand.run(["curl", "-fsS", setup.server.url + "/v1/ssh/ca"])
+            try #require(fetched.status == 0, "\(fetched.errorOutput)")
+            return fetched.output
+        }
+        let overlap = try publishedLines()
+        #expect(overlap == rotated.output)
+        #expect(overlap.split(separator: "\n").count == 2)
+
+        // A host that fetched the CA lines during the overlap trusts both.
+        let host = try OpenSSHServer(
+            caLine: overlap.trimmingCharacters(in: .newlines), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let withOld = try host.login(as: "root", identity: keys + "/device-key.pem", certificate: oldCertificate)
+        #expect(withOld.status == 0, "\(withOld.errorOutput)\n\(host.log)")
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let newCertificate = keys + "/device-key.pem-cert.pub"
+        let described = try ExternalCommand.run(["ssh-keygen", "-L", "-f", newCertificate])
+        #expect(described.output.contains("Signing CA: ECDSA "), "\(described.output)")
+        let withNew = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(withNew.status == 0, "\(withNew.errorOutput)\n\(host.log)")
+
+        let retired = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "retire", "--ssh-ca-key-file", caFile], timeout: 60)
+        #expect(retired.status == 0, "\(retired.errorOutput)")
+        setup.server.runCleanup()
+        let after = try publishedLines()
+        #expect(after.split(separator: "\n").count == 1)
+        #expect(after.hasPrefix("ecdsa-sha2-nistp256 "))
+        // A host that fetched the lines after the retirement lets in only the new CA's certificates.
+        let refreshed = try OpenSSHServer(
+            caLine: after.trimmingCharacters(in: .newlines), principals: ["root": ["alice"]])
+        defer { refreshed.stop() }
+        let oldRefused = try refreshed.login(
+            as: "root", identity: keys + "/device-key.pem", certificate: oldCertificate)
+        #expect(oldRefused.status == 255)
+        let newAccepted = try refreshed.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(newAccepted.status == 0, "\(newAccepted.errorOutput)\n\(refreshed.log)")
+    }
+
     @Test("sshd refuses an expired certificate and one signed by another CA")
     func refusesExpiredAndForeign() async throws {
         let setup = try await Setup()

@@ -10,18 +10,19 @@ import Testing
 /// fetches without pause is slowed down.
 @Suite("SSH revocation list endpoint", .timeLimit(.minutes(2)))
 struct SSHRevocationListTests {
-    /// A responder that is an SSH CA, a test API on it, and the CA.
-    static func certificateAuthority(_ environment: TestEnvironment) throws -> (
-        KeyAuthResponder, TestAPI, SSHCertificateAuthority
-    ) {
-        let caFile = environment.directory.path + "/ssh-ca.pem"
+    /// A responder that is an SSH CA with a new Ed25519 key file, a test API on it, the CA and
+    /// its key file.
+    static func certificateAuthority(
+        _ environment: TestEnvironment
+    ) throws -> (KeyAuthResponder, TestAPI, SSHCertificateAuthority, keyFile: String) {
+        let keyFile = environment.directory.path + "/ssh-ca.pem"
         let authority = try SSHCertificateAuthority.generate(.ed25519)
-        try authority.write(to: caFile)
-        let (responder, storage) = try environment.makeResponder { $0.sshCAKeyFile = caFile }
+        try authority.write(to: keyFile)
+        let (responder, storage) = try environment.makeResponder { $0.sshCAKeyFile = keyFile }
         let api = TestAPI(
             transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer,
             clock: environment.clock, storage: storage)
-        return (responder, api, authority)
+        return (responder, api, authority, keyFile)
     }
 
     static func builds(_ responder: KeyAuthResponder) -> Int {
@@ -31,7 +32,7 @@ struct SSHRevocationListTests {
     @Test("many fetches build the list once; a revocation here is in the very next fetch; time rebuilds it")
     func cachedUntilRevocationOrAge() throws {
         let environment = TestEnvironment()
-        let (responder, api, _) = try Self.certificateAuthority(environment)
+        let (responder, api, _, _) = try Self.certificateAuthority(environment)
         let key = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: key)
         let keyID = Array("keyauth user alice device \(key.publicKey.fingerprint)".utf8)
@@ -70,7 +71,7 @@ struct SSHRevocationListTests {
     @Test("a revocation by another process shows once the list is a minute old")
     func revocationElsewhereWithinTheBound() throws {
         let environment = TestEnvironment()
-        let (responder, api, _) = try Self.certificateAuthority(environment)
+        let (responder, api, _, _) = try Self.certificateAuthority(environment)
         let key = try ServerTestKeys.key("alice-1")
         _ = try api.activeDevice(user: "alice", key: key)
         let keyID = Array("keyauth user alice device \(key.publicKey.fingerprint)".utf8)
@@ -90,7 +91,7 @@ struct SSHRevocationListTests {
     @Test("an address that fetches without pause gets 429 with Retry-After; another address does not")
     func fetchesAreLimitedPerAddress() throws {
         let environment = TestEnvironment()
-        let (_, api, _) = try Self.certificateAuthority(environment)
+        let (_, api, _, _) = try Self.certificateAuthority(environment)
         for index in 0..<AttemptLimits.sshFetchesPerWindow {
             let path = index.isMultiple(of: 2) ? "/v1/ssh/krl" : "/v1/ssh/ca"
             #expect(try api.send("GET", path).status == 200)

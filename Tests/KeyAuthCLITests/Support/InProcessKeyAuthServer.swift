@@ -87,6 +87,12 @@ final class InProcessKeyAuthServer: Sendable {
         listener.stop()
     }
 
+    /// Runs the server's periodic cleanup now (which also reads the SSH CA files again, as after
+    /// `keyauth-server ssh-ca rotate`).
+    func runCleanup() {
+        state.application.withLock { $0 }?.purgeExpired()
+    }
+
     /// Every request received, in order.
     var requests: [LoopbackHTTPResponder.Request] { listener.requests }
 

@@ -166,7 +166,7 @@ package final class ServerRunner: Sendable {
                 limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
         let sshCertificates = try configuration.sshCAKeyFile.map { file in
             SSHCertificateIssuer(
-                authority: try SSHCertificateAuthority.load(file: file),
+                authorities: try SSHCertificateAuthorities(keyFile: file),
                 settings: SSHCertificateIssuer.Settings(
                     lifetime: configuration.sshCertificateLifetime,
                     permitPortForwarding: !configuration.sshNoPortForwarding),

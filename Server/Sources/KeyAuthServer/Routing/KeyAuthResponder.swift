@@ -208,13 +208,20 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
-    /// retention.
+    /// retention; reads the SSH CA files again (a rotation or a retirement).
     package func purgeExpired() {
         limits.purge()
         do {
             try service.purgeExpired()
         } catch {
             log.error("cleanup failed: \(error)", format: logFormat)
+        }
+        do {
+            try sshCertificates?.authorities.reload()
+        } catch {
+            log.error(
+                "cleanup: the SSH CA files could not be read again, still using the keys read before: "
+                    + error.message, format: logFormat)
         }
     }
 

@@ -19,7 +19,8 @@ struct SSHCertificateIssuer: Sendable {
     /// The extension naming the device key, for hosts and logs that want to know which device.
     static let deviceExtension = "device-key@keyauth"
 
-    let authority: SSHCertificateAuthority
+    /// The signing CA and, after a rotation, the previous one.
+    let authorities: SSHCertificateAuthorities
     let settings: Settings
     let audit: AuditTrail
     let now: @Sendable () -> Int64
@@ -32,17 +33,19 @@ struct SSHCertificateIssuer: Sendable {
         "keyauth user \(device.user) device \(device.kid)"
     }
 
-    /// The KRL of the certificates of `devices` that are revoked, generated now.
+    /// The KRL of the certificates of `devices` that are revoked, generated now, for every CA
+    /// published now.
     func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
-        try SSHRevocationList.encoded(
-            revokingKeyIDs: Self.revokedKeyIDs(devices), ofAuthorities: [authority.publicKeyBlob],
-            generatedAt: UInt64(clamping: max(now(), 0)))
+        let time = now()
+        return try SSHRevocationList.encoded(
+            revokingKeyIDs: Self.revokedKeyIDs(devices), ofAuthorities: authorities.current.published(at: time),
+            generatedAt: UInt64(clamping: max(time, 0)))
     }
 
     /// The KRL of `registry`'s revoked devices as `GET /v1/ssh/krl` serves it: from the cache,
     /// which reads the devices only when its list is too old or misses a revocation.
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
-        try revocationLists.list(authorities: [authority.publicKeyBlob]) {
+        try revocationLists.list(authorities: authorities.current.published(at: now())) {
             Self.revokedKeyIDs(try registry.allDevices())
         }
     }
@@ -79,7 +82,7 @@ struct SSHCertificateIssuer: Sendable {
             validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
             extensions: extensions)
         let line = try certificate.line(
-            signedBy: authority, nonce: try CryptoPrimitives.randomBytes(count: 32),
+            signedBy: authorities.current.signing, nonce: try CryptoPrimitives.randomBytes(count: 32),
             comment: "\(device.user)@keyauth")
         try audit.record(
             .issueSSHCertificate, by: .device(kid: device.kid), user: device.user, subject: device.kid,

@@ -11,12 +11,12 @@ extension KeyAuthResponder {
         RouteDeclaration(
             [.get, .head], "/v1/ssh/ca",
             .api { responder, request, _, _ in
-                let authority = try responder.sshAuthority()
+                let issuer = try responder.sshAuthority()
                 try responder.limits.count(responder.clientKey(request), against: .sshFetches)
                 return HTTPResponse(
                     status: 200,
                     headers: ["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "public, max-age=300"],
-                    body: Array((authority.authority.publicKeyLine(comment: "keyauth-ca") + "\n").utf8))
+                    body: Array(issuer.authorities.current.lines(at: issuer.now()).utf8))
             }),
         RouteDeclaration(
             [.get, .head], "/v1/ssh/krl",
