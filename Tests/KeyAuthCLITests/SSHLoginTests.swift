@@ -23,12 +23,19 @@ struct SSHLoginTests {
         let server: InProcessKeyAuthServer
         let device: CommandHarness
 
-        init(pin: String? = nil) async throws {
+        /// - Parameter principals: the server's `--ssh-principals-file`, if any.
+        init(pin: String? = nil, principals: String? = nil) async throws {
             directory = TemporaryDirectory("keyauth-ssh-login")
             let caFile = directory.path + "/ssh-ca.pem"
             authority = try SSHCertificateAuthority.generate(.ed25519)
             try authority.write(to: caFile)
-            server = try InProcessKeyAuthServer(sshCAKeyFile: caFile)
+            var principalsFile: String?
+            if let principals {
+                principalsFile = directory.path + "/principals"
+                try principals.write(toFile: directory.path + "/principals", atomically: true, encoding: .utf8)
+                chmod(directory.path + "/principals", 0o644)
+            }
+            server = try InProcessKeyAuthServer(sshCAKeyFile: caFile, sshPrincipalsFile: principalsFile)
             device = CommandHarness()
             let registered =
                 if let pin {
@@ -179,6 +186,37 @@ struct SSHLoginTests {
         #expect(oldRefused.status == 255)
         let newAccepted = try refreshed.login(as: "root", identity: keys + "/device-key.pem")
         #expect(newAccepted.status == 0, "\(newAccepted.errorOutput)\n\(refreshed.log)")
+    }
+
+    @Test("with a principals file, the certificate names the mapped principals; sshd lets in a mapped one, not another")
+    func mappedPrincipals() async throws {
+        let setup = try await Setup(
+            principals: "user alice: deploy\ngroup ops: monitoring\nmembers ops: alice bob\nuser bob: backup\n")
+        defer { setup.remove() }
+        let issued = await setup.device.run(["ssh", "cert"])
+        #expect(issued.status == 0, "\(issued.standardError)")
+        #expect(
+            issued.standardError.contains("SSH certificate for alice, deploy, monitoring saved to"),
+            "\(issued.standardError)")
+        let keys = try setup.keyDirectory
+        let described = try ExternalCommand.run(["ssh-keygen", "-L", "-f", keys + "/device-key.pem-cert.pub"])
+        #expect(
+            described.output.contains(
+                "Principals: \n                alice\n                deploy\n                monitoring\n"),
+            "\(described.output)")
+        #expect(!described.output.contains("backup"))
+
+        let caLine = setup.authority.publicKeyLine(comment: "keyauth-ca")
+        let mapped = try OpenSSHServer(caLine: caLine, principals: ["root": ["deploy"]])
+        defer { mapped.stop() }
+        let accepted = try mapped.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(accepted.status == 0, "\(accepted.errorOutput)\n\(mapped.log)")
+        #expect(mapped.log.contains("Accepted certificate ID \"keyauth user alice device"))
+        let unmapped = try OpenSSHServer(caLine: caLine, principals: ["root": ["backup", "ops"]])
+        defer { unmapped.stop() }
+        let refused = try unmapped.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(refused.status == 255)
+        #expect(refused.output.isEmpty)
     }
 
     @Test("sshd refuses an expired certificate and one signed by another CA")

@@ -164,6 +164,10 @@ extension ServerCommand {
           --ssh-ca-key-file PATH    be an SSH user certificate authority with this key (made by
                                     ssh-ca init): POST /v1/ssh/certificates certifies a device's
                                     own key for its user [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+          --ssh-principals-file PATH
+                                    principals of SSH certificates besides the user's name, per
+                                    user and per group (user NAME: P..., group G: P..., members
+                                    G: USER...) [KEYAUTH_SERVER_SSH_PRINCIPALS_FILE]
           --ssh-certificate-lifetime DURATION
                                     how long an SSH certificate is valid, default 8h, at most 7d
                                     [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]

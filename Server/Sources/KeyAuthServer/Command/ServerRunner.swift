@@ -164,14 +164,19 @@ package final class ServerRunner: Sendable {
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             sshFetches: AddressRateLimiter(
                 limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
+        if configuration.sshPrincipalsFile != nil && configuration.sshCAKeyFile == nil {
+            throw KeyAuthError(.invalidArgument, "--ssh-principals-file needs --ssh-ca-key-file")
+        }
         let sshCertificates = try configuration.sshCAKeyFile.map { file in
-            SSHCertificateIssuer(
+            var issuer = SSHCertificateIssuer(
                 authorities: try SSHCertificateAuthorities(keyFile: file),
                 settings: SSHCertificateIssuer.Settings(
                     lifetime: configuration.sshCertificateLifetime,
                     permitPortForwarding: !configuration.sshNoPortForwarding),
                 audit: AuditTrail(storage: storage, now: now), now: now,
                 revocationLists: SSHRevocationListCache(signal: service.registry.revocations, now: now))
+            issuer.principalMap = try configuration.sshPrincipalsFile.map(SSHPrincipalMapFile.init(path:))
+            return issuer
         }
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: metrics, log: log,

@@ -208,7 +208,7 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
-    /// retention; reads the SSH CA files again (a rotation or a retirement).
+    /// retention; reads the SSH CA and principals files again (a rotation, a retirement, an edit).
     package func purgeExpired() {
         limits.purge()
         do {
@@ -217,10 +217,10 @@ package final class KeyAuthResponder: HTTPResponder {
             log.error("cleanup failed: \(error)", format: logFormat)
         }
         do {
-            try sshCertificates?.authorities.reload()
+            try sshCertificates?.reloadFiles()
         } catch {
             log.error(
-                "cleanup: the SSH CA files could not be read again, still using the keys read before: "
+                "cleanup: an SSH CA or principals file could not be read again; still using what was read before: "
                     + error.message, format: logFormat)
         }
     }

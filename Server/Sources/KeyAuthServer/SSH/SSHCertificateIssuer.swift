@@ -1,7 +1,8 @@
 import KeyAuth
 
 /// Issues OpenSSH user certificates to active devices (PROTOCOL.md section 11): the device's own
-/// key, the user's name as the principal, a short validity, and an audit record of each one.
+/// key, the user's name and the principals `--ssh-principals-file` maps to it, a short validity,
+/// and an audit record of each one.
 struct SSHCertificateIssuer: Sendable {
     /// What the operator decides about the certificates.
     struct Settings: Sendable {
@@ -26,6 +27,20 @@ struct SSHCertificateIssuer: Sendable {
     let now: @Sendable () -> Int64
     /// The list `GET /v1/ssh/krl` serves, rebuilt at most every minute or after a revocation.
     let revocationLists: SSHRevocationListCache
+    /// The principals besides the user's name (`--ssh-principals-file`); nil for the name only.
+    var principalMap: SSHPrincipalMapFile? = nil
+
+    /// Reads the CA files and the principals file again: the periodic cleanup's, so that
+    /// `ssh-ca rotate`, `retire` and edits of the principals take effect without a restart.
+    ///
+    /// - Throws: `KeyAuthError` of the first file that could not be read (the others are still
+    ///   read); what was read before stays in use.
+    func reloadFiles() throws(KeyAuthError) {
+        var failure: KeyAuthError?
+        do { try authorities.reload() } catch { failure = error }
+        do { try principalMap?.reload() } catch { failure = failure ?? error }
+        if let failure { throw failure }
+    }
 
     /// The key ID of every certificate of `device`: what `sshd` logs, and what the revocation
     /// list names once the device is revoked.
@@ -77,7 +92,7 @@ struct SSHCertificateIssuer: Sendable {
         extensions[Self.deviceExtension] = device.kid
         let certificate = SSHUserCertificate(
             publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
-            principals: [device.user],
+            principals: principalMap?.current.principals(for: device.user) ?? [device.user],
             validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
             validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
             extensions: extensions)
