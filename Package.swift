@@ -124,15 +124,34 @@ let package = Package(
         // The server's whole HTTP surface under fuzzing: the harness as a library (the tests
         // replay the corpus and the findings through it), and an executable that is libFuzzer's
         // target when Fuzz/run-server.sh builds it, else a replay driver.
+        // What the fuzz targets share: libFuzzer's entry points and the corpus files.
+        .target(
+            name: "KeyAuthFuzzSupport",
+            path: "Fuzz/Support"
+        ),
         .target(
             name: "KeyAuthServerFuzzing",
-            dependencies: ["KeyAuth", "KeyAuthServer"],
+            dependencies: ["KeyAuth", "KeyAuthServer", "KeyAuthFuzzSupport"],
             path: "Fuzz/ServerHarness"
         ),
         .executableTarget(
             name: "keyauth-fuzz-server",
-            dependencies: ["KeyAuthServerFuzzing"],
+            dependencies: ["KeyAuthServerFuzzing", "KeyAuthFuzzSupport"],
             path: "Fuzz/ServerResponder"
+        ),
+
+        // keyauth agent's ssh-agent message parser under fuzzing, as the server above: the
+        // harness as a library (KeyAuthTests replays the corpus through it), and an executable
+        // that is libFuzzer's target when Fuzz/run-ssh-agent.sh builds it, else a replay driver.
+        .target(
+            name: "KeyAuthSSHAgentFuzzing",
+            dependencies: ["KeyAuth"],
+            path: "Fuzz/SSHAgentHarness"
+        ),
+        .executableTarget(
+            name: "keyauth-fuzz-ssh-agent",
+            dependencies: ["KeyAuthSSHAgentFuzzing", "KeyAuthFuzzSupport"],
+            path: "Fuzz/SSHAgentParser"
         ),
 
         // Tests.
@@ -149,7 +168,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthTests",
-            dependencies: ["KeyAuth", "KeyAuthTestSupport"]
+            dependencies: ["KeyAuth", "KeyAuthTestSupport", "KeyAuthSSHAgentFuzzing", "KeyAuthFuzzSupport"]
         ),
         .testTarget(
             name: "KeyAuthCLITests",

@@ -19,14 +19,8 @@ runs=${1:-20}
 [ "$(id -u)" -eq 0 ] || { echo "run as root: it creates a user and /etc/pam.d services" >&2; exit 1; }
 command -v pamtester >/dev/null || { echo "pamtester is not installed" >&2; exit 1; }
 
-if [ -n "${KEYAUTH_BENCH_BIN:-}" ]; then
-    bin=$KEYAUTH_BENCH_BIN
-else
-    for product in keyauth keyauth-server; do
-        swift build -c release --product "$product" >&2
-    done
-    bin=$(swift build -c release --show-bin-path)
-fi
+# shellcheck source=Benchmarks/release-bin.sh
+source Benchmarks/release-bin.sh
 work=$(mktemp -d /tmp/keyauth-pam-bench.XXXXXX)
 chmod 0755 "$work"
 suffix=$(basename "$work" | tr -dc 'a-z0-9' | tail -c 6)

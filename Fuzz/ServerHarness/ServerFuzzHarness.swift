@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthFuzzSupport
 import KeyAuthServer
 import Synchronization
 
@@ -168,19 +169,6 @@ final class FuzzLog: ServerLog, @unchecked Sendable {
 extension ServerFuzzHarness {
     /// The files named, with the files of named directories in name order (hidden ones left out).
     public static func inputFiles(_ paths: [String]) throws -> [String] {
-        var files: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw FuzzSetupError("no such file or directory: \(path)")
-            }
-            if isDirectory.boolValue {
-                files += try FileManager.default.contentsOfDirectory(atPath: path).filter { !$0.hasPrefix(".") }
-                    .sorted().map { path + "/" + $0 }
-            } else {
-                files.append(path)
-            }
-        }
-        return files
+        try FuzzInputs.files(paths)
     }
 }

@@ -23,12 +23,19 @@ struct SSHLoginTests {
         let server: InProcessKeyAuthServer
         let device: CommandHarness
 
-        init(pin: String? = nil) async throws {
+        /// - Parameter principals: the server's `--ssh-principals-file`, if any.
+        init(pin: String? = nil, principals: String? = nil) async throws {
             directory = TemporaryDirectory("keyauth-ssh-login")
             let caFile = directory.path + "/ssh-ca.pem"
             authority = try SSHCertificateAuthority.generate(.ed25519)
             try authority.write(to: caFile)
-            server = try InProcessKeyAuthServer(sshCAKeyFile: caFile)
+            var principalsFile: String?
+            if let principals {
+                principalsFile = directory.path + "/principals"
+                try principals.write(toFile: directory.path + "/principals", atomically: true, encoding: .utf8)
+                chmod(directory.path + "/principals", 0o644)
+            }
+            server = try InProcessKeyAuthServer(sshCAKeyFile: caFile, sshPrincipalsFile: principalsFile)
             device = CommandHarness()
             let registered =
                 if let pin {
@@ -123,6 +130,93 @@ struct SSHLoginTests {
         let after = try host.login(as: "root", identity: keys + "/device-key.pem")
         #expect(after.status == 255)
         #expect(host.log.contains("revoked"), "\(host.log)")
+    }
+
+    @Test(
+        "after ssh-ca rotate, sshd trusting both lines lets in the old CA's certificate and the new one's; after retire, only the new"
+    )
+    func rotation() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        let keys = try setup.keyDirectory
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let oldCertificate = setup.directory.path + "/old-cert.pub"
+        try FileManager.default.copyItem(atPath: keys + "/device-key.pem-cert.pub", toPath: oldCertificate)
+
+        let caFile = setup.directory.path + "/ssh-ca.pem"
+        let rotated = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "rotate", "--alg", "ecdsa", "--ssh-ca-key-file", caFile], timeout: 60)
+        #expect(rotated.status == 0, "\(rotated.errorOutput)")
+        setup.server.runCleanup()
+        func publishedLines() throws -> String {
+            let fetched = try ExternalCommand.run(["curl", "-fsS", setup.server.url + "/v1/ssh/ca"])
+            try #require(fetched.status == 0, "\(fetched.errorOutput)")
+            return fetched.output
+        }
+        let overlap = try publishedLines()
+        #expect(overlap == rotated.output)
+        #expect(overlap.split(separator: "\n").count == 2)
+
+        // A host that fetched the CA lines during the overlap trusts both.
+        let host = try OpenSSHServer(
+            caLine: overlap.trimmingCharacters(in: .newlines), principals: ["root": ["alice"]])
+        defer { host.stop() }
+        let withOld = try host.login(as: "root", identity: keys + "/device-key.pem", certificate: oldCertificate)
+        #expect(withOld.status == 0, "\(withOld.errorOutput)\n\(host.log)")
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let newCertificate = keys + "/device-key.pem-cert.pub"
+        let described = try ExternalCommand.run(["ssh-keygen", "-L", "-f", newCertificate])
+        #expect(described.output.contains("Signing CA: ECDSA "), "\(described.output)")
+        let withNew = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(withNew.status == 0, "\(withNew.errorOutput)\n\(host.log)")
+
+        let retired = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "retire", "--ssh-ca-key-file", caFile], timeout: 60)
+        #expect(retired.status == 0, "\(retired.errorOutput)")
+        setup.server.runCleanup()
+        let after = try publishedLines()
+        #expect(after.split(separator: "\n").count == 1)
+        #expect(after.hasPrefix("ecdsa-sha2-nistp256 "))
+        // A host that fetched the lines after the retirement lets in only the new CA's certificates.
+        let refreshed = try OpenSSHServer(
+            caLine: after.trimmingCharacters(in: .newlines), principals: ["root": ["alice"]])
+        defer { refreshed.stop() }
+        let oldRefused = try refreshed.login(
+            as: "root", identity: keys + "/device-key.pem", certificate: oldCertificate)
+        #expect(oldRefused.status == 255)
+        let newAccepted = try refreshed.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(newAccepted.status == 0, "\(newAccepted.errorOutput)\n\(refreshed.log)")
+    }
+
+    @Test("with a principals file, the certificate names the mapped principals; sshd lets in a mapped one, not another")
+    func mappedPrincipals() async throws {
+        let setup = try await Setup(
+            principals: "user alice: deploy\ngroup ops: monitoring\nmembers ops: alice bob\nuser bob: backup\n")
+        defer { setup.remove() }
+        let issued = await setup.device.run(["ssh", "cert"])
+        #expect(issued.status == 0, "\(issued.standardError)")
+        #expect(
+            issued.standardError.contains("SSH certificate for alice, deploy, monitoring saved to"),
+            "\(issued.standardError)")
+        let keys = try setup.keyDirectory
+        let described = try ExternalCommand.run(["ssh-keygen", "-L", "-f", keys + "/device-key.pem-cert.pub"])
+        #expect(
+            described.output.contains(
+                "Principals: \n                alice\n                deploy\n                monitoring\n"),
+            "\(described.output)")
+        #expect(!described.output.contains("backup"))
+
+        let caLine = setup.authority.publicKeyLine(comment: "keyauth-ca")
+        let mapped = try OpenSSHServer(caLine: caLine, principals: ["root": ["deploy"]])
+        defer { mapped.stop() }
+        let accepted = try mapped.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(accepted.status == 0, "\(accepted.errorOutput)\n\(mapped.log)")
+        #expect(mapped.log.contains("Accepted certificate ID \"keyauth user alice device"))
+        let unmapped = try OpenSSHServer(caLine: caLine, principals: ["root": ["backup", "ops"]])
+        defer { unmapped.stop() }
+        let refused = try unmapped.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(refused.status == 255)
+        #expect(refused.output.isEmpty)
     }
 
     @Test("sshd refuses an expired certificate and one signed by another CA")

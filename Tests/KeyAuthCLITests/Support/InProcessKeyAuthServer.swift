@@ -42,7 +42,8 @@ final class InProcessKeyAuthServer: Sendable {
     /// - Parameters:
     ///   - host: the listening address.
     ///   - sshCAKeyFile: makes the server an SSH user certificate authority with this key file.
-    init(host: String = "127.0.0.1", sshCAKeyFile: String? = nil) throws {
+    ///   - sshPrincipalsFile: the principals of its certificates besides the user's name.
+    init(host: String = "127.0.0.1", sshCAKeyFile: String? = nil, sshPrincipalsFile: String? = nil) throws {
         let directory = TemporaryDirectory("keyauth-inprocess")
         let storage = try StorageFactory.open(directory.path + "/server.db")
         let key = Self.signingKey
@@ -61,6 +62,7 @@ final class InProcessKeyAuthServer: Sendable {
         configuration.failureLimit = 100_000
         configuration.registrationLimit = 100_000
         configuration.sshCAKeyFile = sshCAKeyFile
+        configuration.sshPrincipalsFile = sshPrincipalsFile
         do {
             let responder = try KeyAuthResponder(
                 configuration: configuration, issuer: listener.url, storage: storage, log: SilentLog())
@@ -85,6 +87,12 @@ final class InProcessKeyAuthServer: Sendable {
     /// Stops listening; the port then refuses connections.
     func stop() {
         listener.stop()
+    }
+
+    /// Runs the server's periodic cleanup now (which also reads the SSH CA files again, as after
+    /// `keyauth-server ssh-ca rotate`).
+    func runCleanup() {
+        state.application.withLock { $0 }?.purgeExpired()
     }
 
     /// Every request received, in order.

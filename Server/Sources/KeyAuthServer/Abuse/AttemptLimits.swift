@@ -12,7 +12,13 @@ struct AttemptLimits: Sendable {
         /// The account page's and `/authorize`'s sign-in: each stores a request that reaches the
         /// user's devices, so an address gets only so many, whatever the outcome.
         case signInStarts
+        /// `GET /v1/ssh/krl` and `GET /v1/ssh/ca`: anyone may fetch them, hosts on a timer of
+        /// minutes, so an address fetching more than twice a second is no host.
+        case sshFetches
     }
+
+    /// Fetches of the SSH CA's public documents per address and window.
+    static let sshFetchesPerWindow = 120
 
     /// Failed logins and registrations per address.
     let failures: AddressRateLimiter
@@ -20,6 +26,8 @@ struct AttemptLimits: Sendable {
     let registrations: AddressRateLimiter
     /// Anonymous sign-in starts per address, successful or not.
     let signInStarts: AddressRateLimiter
+    /// Fetches of the SSH CA's key and revocation list per address.
+    let sshFetches: AddressRateLimiter
 
     /// Runs a login or registration from `address` under the limits, counting failures (client
     /// errors other than `authorization_pending`, which polling clients get by design) and
@@ -44,16 +52,12 @@ struct AttemptLimits: Sendable {
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many failed attempts; retry later")
         }
         if let everyAttempt {
-            let (limiter, what) =
-                switch everyAttempt {
-                case .registrations: (registrations, "registrations")
-                case .signInStarts: (signInStarts, "sign-in requests")
-                }
-            if let retryAfter = limiter.retryAfter(for: address) {
+            do {
+                try count(address, against: everyAttempt)
+            } catch {
                 record(OAuthError.Code.slowDown.rawValue)
-                throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what) from this address; retry later")
+                throw error
             }
-            limiter.record(address)
         }
         do {
             let (response, result) = try body()
@@ -72,10 +76,28 @@ struct AttemptLimits: Sendable {
         }
     }
 
+    /// Counts one attempt of `address` against `budget`, unless the budget is spent.
+    ///
+    /// - Throws: ``ServiceError`` `.slowDown` with the seconds until the address may try again;
+    ///   the refused attempt is not counted, so refusals do not extend the wait.
+    func count(_ address: RateLimitKey, against budget: Budget) throws(ServiceError) {
+        let (limiter, what) =
+            switch budget {
+            case .registrations: (registrations, "registrations")
+            case .signInStarts: (signInStarts, "sign-in requests")
+            case .sshFetches: (sshFetches, "fetches")
+            }
+        if let retryAfter = limiter.retryAfter(for: address) {
+            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what) from this address; retry later")
+        }
+        limiter.record(address)
+    }
+
     /// Forgets counters whose events left the window.
     func purge() {
         failures.purge()
         registrations.purge()
         signInStarts.purge()
+        sshFetches.purge()
     }
 }

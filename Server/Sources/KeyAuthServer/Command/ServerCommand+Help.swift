@@ -16,7 +16,8 @@ extension ServerCommand {
                keyauth-server codes list [--json] | revoke USER [--db PATH]
                keyauth-server audit [--since DURATION|TIME] [--json] [--db PATH]
                keyauth-server backup FILE [--db PATH]
-               keyauth-server ssh-ca init [--alg ed25519|ecdsa|rsa] | show | krl FILE --ssh-ca-key-file PATH
+               keyauth-server ssh-ca init [--alg ed25519|ecdsa|rsa] | show | krl FILE | rotate | retire
+                   --ssh-ca-key-file PATH
 
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
         approval on a device (OpenID CIBA) and an account page.
@@ -27,6 +28,10 @@ extension ServerCommand {
         (default 10m, so that caches of the JWK set see it first); it prints the new KID. The old
         key stays published until its last token expires (--token-lifetime, as the servers use),
         then the servers retire it. With --signing-key-file there is nothing to rotate.
+
+        ssh-ca rotate puts a new SSH CA key in --ssh-ca-key-file and keeps the old CA published
+        beside it for --overlap (default 7d) or until ssh-ca retire; servers follow at their next
+        cleanup. See keyauth-server ssh-ca --help.
 
         serve options (environment variable in brackets; each is also a key of the settings file):
         \(serveOptions)
@@ -164,6 +169,10 @@ extension ServerCommand {
           --ssh-ca-key-file PATH    be an SSH user certificate authority with this key (made by
                                     ssh-ca init): POST /v1/ssh/certificates certifies a device's
                                     own key for its user [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+          --ssh-principals-file PATH
+                                    principals of SSH certificates besides the user's name, per
+                                    user and per group (user NAME: P..., group G: P..., members
+                                    G: USER...) [KEYAUTH_SERVER_SSH_PRINCIPALS_FILE]
           --ssh-certificate-lifetime DURATION
                                     how long an SSH certificate is valid, default 8h, at most 7d
                                     [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]

@@ -122,18 +122,28 @@ extension ServerCommand {
                 """)
         case "ssh-ca":
             return page(
-                "ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH\n       keyauth-server ssh-ca show --ssh-ca-key-file PATH\n       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH [--db PATH]",
+                """
+                ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH
+                       keyauth-server ssh-ca show | retire --ssh-ca-key-file PATH
+                       keyauth-server ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION] --ssh-ca-key-file PATH
+                       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH [--db PATH]
+                """,
                 """
                 ssh-ca init makes the key of the SSH user certificate authority (a new 0600 file; an
                 existing one is never replaced) and prints its public key line. ssh-ca show prints
-                that line again. Hosts trust it with TrustedUserCAKeys; serve with the same
-                --ssh-ca-key-file issues certificates at POST /v1/ssh/certificates. ssh-ca krl
-                writes the revocation list of revoked devices' certificates to FILE, for sshd's
-                RevokedKeys (a server also serves it at GET /v1/ssh/krl).
+                the lines hosts trust with TrustedUserCAKeys; serve with the same --ssh-ca-key-file
+                issues certificates at POST /v1/ssh/certificates. ssh-ca rotate puts a new key in
+                the file and keeps the old CA's public key in PATH.previous, published beside the
+                new one (GET /v1/ssh/ca, show, the revocation list) for the overlap or until
+                ssh-ca retire; running servers follow at their next cleanup. ssh-ca krl writes the
+                revocation list of revoked devices' certificates to FILE, for sshd's RevokedKeys (a
+                server also serves it at GET /v1/ssh/krl).
                 """,
                 """
-                  --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (ecdsa: P-256; rsa:
-                                            3072 bits)
+                  --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (rotate: the current
+                                            key's; ecdsa: P-256; rsa: 3072 bits)
+                  --overlap DURATION        how long rotate keeps the old CA published, 0s to 30d,
+                                            default 7d (the longest certificate lifetime)
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
                   --db PATH                 the database (krl) [KEYAUTH_SERVER_DB]
                 """)

@@ -160,12 +160,13 @@ extension ServerCommand {
         "backup", "keys", "clients", "ssh-ca",
     ]
 
-    /// `ssh-ca init [--alg ed25519|ecdsa|rsa]` and `ssh-ca show`, with the key file from
-    /// `--ssh-ca-key-file`, its variable or the settings file, as `serve` reads it.
+    /// `ssh-ca init|show|krl FILE|rotate|retire`, with the key file from `--ssh-ca-key-file`, its
+    /// variable or the settings file, as `serve` reads it.
     private static func sshCAAction(
         _ settings: inout ServerSettings, database: String
     ) throws(ServerConfigurationError) -> Action {
         let keyType = settings.option("--alg")
+        let overlapText = settings.option("--overlap")
         let keyFile = settings.value("--ssh-ca-key-file")
         let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
         guard let keyFile, !keyFile.value.isEmpty else {
@@ -175,24 +176,37 @@ extension ServerCommand {
         guard given.count == 1 || given.first == "krl" else {
             throw ServerConfigurationError("ssh-ca: only krl takes a file name")
         }
+        if let keyType, SSHCertificateAuthority.KeyType(rawValue: keyType) == nil {
+            throw ServerConfigurationError("--alg: expected ed25519, ecdsa or rsa, got \(keyType)")
+        }
+        guard overlapText == nil || given.first == "rotate" else {
+            throw ServerConfigurationError("--overlap: only ssh-ca rotate takes it")
+        }
         switch given.first {
         case "krl" where keyType == nil:
             guard given.count == 2 else { throw ServerConfigurationError("ssh-ca krl: missing FILE") }
             return .sshCA(.revocationList(file: given[1], database: database), keyFile: keyFile.value)
         case "init":
-            let type = keyType ?? SSHCertificateAuthority.KeyType.ed25519.rawValue
-            guard SSHCertificateAuthority.KeyType(rawValue: type) != nil else {
-                throw ServerConfigurationError("--alg: expected ed25519, ecdsa or rsa, got \(type)")
+            return .sshCA(
+                .initialize(keyType: keyType ?? SSHCertificateAuthority.KeyType.ed25519.rawValue),
+                keyFile: keyFile.value)
+        case "rotate":
+            var overlap = SSHCertificateAuthorities.defaultOverlap
+            if let overlapText {
+                overlap = try ServerSettings.Setting(value: overlapText, origin: .flag("--overlap")).duration(
+                    0...SSHCertificateAuthorities.maximumOverlap)
             }
-            return .sshCA(.initialize(keyType: type), keyFile: keyFile.value)
+            return .sshCA(.rotate(keyType: keyType, overlap: overlap), keyFile: keyFile.value)
         case "show" where keyType == nil:
             return .sshCA(.show, keyFile: keyFile.value)
-        case "show", "krl":
-            throw ServerConfigurationError("--alg: only ssh-ca init makes a key")
+        case "retire" where keyType == nil:
+            return .sshCA(.retire, keyFile: keyFile.value)
+        case "show", "krl", "retire":
+            throw ServerConfigurationError("--alg: only ssh-ca init and rotate make a key")
         default:
             throw ServerConfigurationError(
-                "ssh-ca: expected init [--alg ed25519|ecdsa|rsa], show or krl FILE"
-                    + suggestion(given.first, ["init", "show", "krl"]))
+                "ssh-ca: expected init [--alg ed25519|ecdsa|rsa], show, krl FILE, rotate or retire"
+                    + suggestion(given.first, ["init", "show", "krl", "rotate", "retire"]))
         }
     }
 

@@ -1,26 +1,49 @@
 import KeyAuth
 
 extension ServerCommand {
-    /// `ssh-ca init` and `ssh-ca show`: the CA key file and its `TrustedUserCAKeys` line.
+    /// `ssh-ca init`, `show`, `rotate` and `retire`: the CA key file, the previous CA beside it,
+    /// and the `TrustedUserCAKeys` lines.
     ///
-    /// - Returns: 0; 1 when `init` finds the file exists; 65 for a file that is not a usable
-    ///   key or is exposed; 66 when `show` finds no file.
+    /// - Returns: 0; 1 when `init` finds the file exists or `rotate` finds an earlier rotation's
+    ///   CA still published; 65 for a file that is not a usable key or is exposed; 66 when the
+    ///   key file is missing.
     static func sshCA(_ action: SSHCAAction, keyFile: String, output: Output) -> Int32 {
-        if case .revocationList(let file, let database) = action {
-            return writeRevocationList(to: file, keyFile: keyFile, database: database, output: output)
-        }
         do {
-            let authority: SSHCertificateAuthority
             switch action {
+            case .revocationList(let file, let database):
+                return writeRevocationList(to: file, keyFile: keyFile, database: database, output: output)
             case .initialize(let keyType):
                 guard let type = SSHCertificateAuthority.KeyType(rawValue: keyType) else { return ExitStatus.usage }
-                authority = try SSHCertificateAuthority.generate(type)
+                let authority = try SSHCertificateAuthority.generate(type)
                 try authority.write(to: keyFile)
                 output.error("keyauth-server: wrote the SSH CA key to \(keyFile); hosts trust the line below\n")
-            case .show, .revocationList:
-                authority = try SSHCertificateAuthority.load(file: keyFile)
+                output.standard(authority.publicKeyLine(comment: "keyauth-ca") + "\n")
+            case .show:
+                output.standard(try SSHCertificateAuthorities(keyFile: keyFile).current.lines(at: ServerClock.now()))
+            case .rotate(let keyType, let overlap):
+                let now = ServerClock.now()
+                let rotated = try SSHCertificateAuthorities.rotate(
+                    keyFile: keyFile, to: keyType.flatMap(SSHCertificateAuthority.KeyType.init(rawValue:)),
+                    overlap: overlap, now: now)
+                output.error(
+                    "keyauth-server: the new SSH CA key is in \(keyFile); the previous CA stays published (in "
+                        + "\(SSHPreviousAuthority.path(besides: keyFile))) until "
+                        + "\(RFC3339.string(fromSeconds: rotated.previous.publishedUntil)) or ssh-ca retire. Running "
+                        + "servers sign with the new key from their next cleanup (within --cleanup-interval); hosts "
+                        + "trust both lines below\n")
+                let keys = SSHCertificateAuthorities.Keys(signing: rotated.signing, previous: rotated.previous)
+                output.standard(keys.lines(at: now))
+            case .retire:
+                guard let retired = try SSHCertificateAuthorities.retire(keyFile: keyFile) else {
+                    output.error("keyauth-server: no previous SSH CA to retire\n")
+                    return ExitStatus.success
+                }
+                output.error(
+                    "keyauth-server: retired the previous SSH CA (replaced at "
+                        + "\(RFC3339.string(fromSeconds: retired.rotatedAt))); running servers stop publishing it at "
+                        + "their next cleanup, and hosts refuse its certificates once they drop its line: "
+                        + retired.publicKeyLine(comment: "keyauth-ca-previous") + "\n")
             }
-            output.standard(authority.publicKeyLine(comment: "keyauth-ca") + "\n")
             return ExitStatus.success
         } catch {
             return keyFileFailure(error, output: output)
@@ -31,16 +54,18 @@ extension ServerCommand {
     private static func writeRevocationList(to file: String, keyFile: String, database: String, output: Output)
         -> Int32
     {
-        let authority: SSHCertificateAuthority
+        let authorities: SSHCertificateAuthorities
         do {
-            authority = try SSHCertificateAuthority.load(file: keyFile)
+            authorities = try SSHCertificateAuthorities(keyFile: keyFile)
         } catch {
             return keyFileFailure(error, output: output)
         }
         return withStorage(database, output: output) { storage in
             let issuer = SSHCertificateIssuer(
-                authority: authority, settings: SSHCertificateIssuer.Settings(), audit: AuditTrail(storage: storage),
-                now: ServerClock.now)
+                authorities: authorities, settings: SSHCertificateIssuer.Settings(),
+                audit: AuditTrail(storage: storage),
+                now: ServerClock.now,
+                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: ServerClock.now))
             let devices = try DeviceRegistry.administering(storage).allDevices()
             try SecureFile.write(try issuer.revocationList(of: devices), to: file)
             let revoked = devices.filter { $0.status == .revoked }.count

@@ -102,20 +102,9 @@ extension ServerCommand {
                 configuration.signingKeyBits = value
             }, show: { String($0.signingKeyBits) }),
         choice("token-alg", \.tokenAlgorithm, JWSAlgorithm.init(rawValue:), "RS256, ES256 or EdDSA"),
-        ServeSetting(
-            key: "signing-key-file",
-            read: { settings, configuration throws(ServerConfigurationError) in
-                guard let file = settings.value("--signing-key-file") else { return }
-                guard !file.value.isEmpty else { throw file.error("empty path") }
-                configuration.signingKeyFile = file.value
-            }, show: { $0.signingKeyFile ?? "" }),
-        ServeSetting(
-            key: "ssh-ca-key-file",
-            read: { settings, configuration throws(ServerConfigurationError) in
-                guard let file = settings.value("--ssh-ca-key-file") else { return }
-                guard !file.value.isEmpty else { throw file.error("empty path") }
-                configuration.sshCAKeyFile = file.value
-            }, show: { $0.sshCAKeyFile ?? "" }),
+        file("signing-key-file", \.signingKeyFile),
+        file("ssh-ca-key-file", \.sshCAKeyFile),
+        file("ssh-principals-file", \.sshPrincipalsFile),
         duration("ssh-certificate-lifetime", \.sshCertificateLifetime, 60...SSHCertificateIssuer.maximumLifetime),
         flag("ssh-no-port-forwarding", \.sshNoPortForwarding),
         duration("sign-in-lifetime", \.signInLifetime, 10...3600),
@@ -150,6 +139,19 @@ extension ServerCommand {
                 }
                 configuration[keyPath: path] = value
             }, show: { $0[keyPath: path].rawValue })
+    }
+
+    /// A file path, not empty (`--signing-key-file PATH`); unset when not given.
+    private static func file(
+        _ key: String, _ path: WritableKeyPath<ServerConfiguration, String?> & Sendable
+    ) -> ServeSetting {
+        ServeSetting(
+            key: key,
+            read: { settings, configuration throws(ServerConfigurationError) in
+                guard let file = settings.value("--" + key) else { return }
+                guard !file.value.isEmpty else { throw file.error("empty path") }
+                configuration[keyPath: path] = file.value
+            }, show: { $0[keyPath: path] ?? "" })
     }
 
     /// A boolean setting (`--trust-proxy`), false by default.

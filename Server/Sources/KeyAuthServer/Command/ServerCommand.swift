@@ -106,6 +106,11 @@ package enum ServerCommand {
         case show
         /// `ssh-ca krl FILE`: the revocation list of revoked devices' certificates, to FILE.
         case revocationList(file: String, database: String)
+        /// `ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION]`: a new CA key in the
+        /// file, the old one published beside it for `overlap` seconds; both lines printed.
+        case rotate(keyType: String?, overlap: Int64)
+        /// `ssh-ca retire`: the previous CA no longer published.
+        case retire
     }
 
     /// What `keyauth-server clients` does.

@@ -162,14 +162,22 @@ package final class ServerRunner: Sendable {
             registrations: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             signInStarts: AddressRateLimiter(
-                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now))
+                limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
+            sshFetches: AddressRateLimiter(
+                limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
+        if configuration.sshPrincipalsFile != nil && configuration.sshCAKeyFile == nil {
+            throw KeyAuthError(.invalidArgument, "--ssh-principals-file needs --ssh-ca-key-file")
+        }
         let sshCertificates = try configuration.sshCAKeyFile.map { file in
-            SSHCertificateIssuer(
-                authority: try SSHCertificateAuthority.load(file: file),
+            var issuer = SSHCertificateIssuer(
+                authorities: try SSHCertificateAuthorities(keyFile: file),
                 settings: SSHCertificateIssuer.Settings(
                     lifetime: configuration.sshCertificateLifetime,
                     permitPortForwarding: !configuration.sshNoPortForwarding),
-                audit: AuditTrail(storage: storage, now: now), now: now)
+                audit: AuditTrail(storage: storage, now: now), now: now,
+                revocationLists: SSHRevocationListCache(signal: service.registry.revocations, now: now))
+            issuer.principalMap = try configuration.sshPrincipalsFile.map(SSHPrincipalMapFile.init(path:))
+            return issuer
         }
         return KeyAuthResponder.Collaborators(
             service: service, signingKeys: signingKeys, limits: limits, metrics: metrics, log: log,

@@ -110,6 +110,9 @@ package struct ServerConfiguration: Sendable {
     /// The SSH user CA's key file (`--ssh-ca-key-file`); nil for a server that issues no SSH
     /// certificates. See ``SSHCertificateAuthority/load(file:)``.
     package var sshCAKeyFile: String?
+    /// The principals of SSH certificates besides the user's name (`--ssh-principals-file`); nil
+    /// for the name only. See ``SSHPrincipalMap``.
+    package var sshPrincipalsFile: String?
     /// How long an SSH certificate is valid (`--ssh-certificate-lifetime`, default 8 hours).
     package var sshCertificateLifetime: Int64 = 8 * 3600
     /// The longest a sign-in request waits for its answer (`--sign-in-lifetime`, default 5

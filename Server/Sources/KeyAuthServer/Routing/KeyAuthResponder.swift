@@ -208,13 +208,20 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
-    /// retention.
+    /// retention; reads the SSH CA and principals files again (a rotation, a retirement, an edit).
     package func purgeExpired() {
         limits.purge()
         do {
             try service.purgeExpired()
         } catch {
             log.error("cleanup failed: \(error)", format: logFormat)
+        }
+        do {
+            try sshCertificates?.reloadFiles()
+        } catch {
+            log.error(
+                "cleanup: an SSH CA or principals file could not be read again; still using what was read before: "
+                    + error.message, format: logFormat)
         }
     }
 

@@ -5,7 +5,8 @@ import KeyAuth
 ///
 /// It is kept apart from the token signing keys on purpose: a host that trusts it lets in anyone
 /// it certifies, so it lives in a file the operator guards (0600, refused when looser, like
-/// `--signing-key-file`) and never rotates by itself. Ed25519 is the default type; EC P-256 and
+/// `--signing-key-file`) and rotates only when the operator says so (`ssh-ca rotate`, see
+/// ``SSHCertificateAuthorities``). Ed25519 is the default type; EC P-256 and
 /// RSA are there for hosts whose policy (`CASignatureAlgorithms`) wants them.
 package struct SSHCertificateAuthority: Sendable {
     /// The key types `keyauth-server ssh-ca init --alg` makes.
@@ -80,9 +81,30 @@ package struct SSHCertificateAuthority: Sendable {
                 "\(path) exists; keyauth-server does not replace an SSH CA key (hosts trust it): remove it first to rotate"
             )
         }
+        try store(at: path)
+    }
+
+    /// Writes the key to `path` over the key there: `ssh-ca rotate`, once it has kept the old
+    /// key's public part beside it (``SSHPreviousAuthority``).
+    ///
+    /// - Throws: `.storageFailed` when it cannot be written; the old file is then untouched.
+    func replaceKey(at path: String) throws(KeyAuthError) {
+        try store(at: path)
+    }
+
+    private func store(at path: String) throws(KeyAuthError) {
         var pem = try key.pkcs8PEM()
         defer { CryptoPrimitives.wipe(&pem) }
         try SecureFile.write(pem, to: path)
+    }
+
+    /// The type of this CA's key, as `--alg` names it.
+    package var keyType: KeyType {
+        switch key {
+        case .ed25519: .ed25519
+        case .p256: .ecdsa
+        case .rsa: .rsa
+        }
     }
 
     /// The SSH name of the CA's key type.

@@ -1,7 +1,8 @@
 import KeyAuth
 
 /// Issues OpenSSH user certificates to active devices (PROTOCOL.md section 11): the device's own
-/// key, the user's name as the principal, a short validity, and an audit record of each one.
+/// key, the user's name and the principals `--ssh-principals-file` maps to it, a short validity,
+/// and an audit record of each one.
 struct SSHCertificateIssuer: Sendable {
     /// What the operator decides about the certificates.
     struct Settings: Sendable {
@@ -19,10 +20,27 @@ struct SSHCertificateIssuer: Sendable {
     /// The extension naming the device key, for hosts and logs that want to know which device.
     static let deviceExtension = "device-key@keyauth"
 
-    let authority: SSHCertificateAuthority
+    /// The signing CA and, after a rotation, the previous one.
+    let authorities: SSHCertificateAuthorities
     let settings: Settings
     let audit: AuditTrail
     let now: @Sendable () -> Int64
+    /// The list `GET /v1/ssh/krl` serves, rebuilt at most every minute or after a revocation.
+    let revocationLists: SSHRevocationListCache
+    /// The principals besides the user's name (`--ssh-principals-file`); nil for the name only.
+    var principalMap: SSHPrincipalMapFile? = nil
+
+    /// Reads the CA files and the principals file again: the periodic cleanup's, so that
+    /// `ssh-ca rotate`, `retire` and edits of the principals take effect without a restart.
+    ///
+    /// - Throws: `KeyAuthError` of the first file that could not be read (the others are still
+    ///   read); what was read before stays in use.
+    func reloadFiles() throws(KeyAuthError) {
+        var failure: KeyAuthError?
+        do { try authorities.reload() } catch { failure = error }
+        do { try principalMap?.reload() } catch { failure = failure ?? error }
+        if let failure { throw failure }
+    }
 
     /// The key ID of every certificate of `device`: what `sshd` logs, and what the revocation
     /// list names once the device is revoked.
@@ -30,11 +48,26 @@ struct SSHCertificateIssuer: Sendable {
         "keyauth user \(device.user) device \(device.kid)"
     }
 
-    /// The KRL of the certificates of `devices` that are revoked, generated now.
+    /// The KRL of the certificates of `devices` that are revoked, generated now, for every CA
+    /// published now.
     func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
-        try SSHRevocationList.encoded(
-            revokingKeyIDs: devices.filter { $0.status == .revoked }.map(Self.keyID(of:)), of: authority,
-            generatedAt: UInt64(clamping: max(now(), 0)))
+        let time = now()
+        return try SSHRevocationList.encoded(
+            revokingKeyIDs: Self.revokedKeyIDs(devices), ofAuthorities: authorities.current.published(at: time),
+            generatedAt: UInt64(clamping: max(time, 0)))
+    }
+
+    /// The KRL of `registry`'s revoked devices as `GET /v1/ssh/krl` serves it: from the cache,
+    /// which reads the devices only when its list is too old or misses a revocation.
+    func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
+        try revocationLists.list(authorities: authorities.current.published(at: now())) {
+            Self.revokedKeyIDs(try registry.allDevices())
+        }
+    }
+
+    /// The key IDs of the certificates of the revoked devices among `devices`.
+    static func revokedKeyIDs(_ devices: [DeviceRecord]) -> [String] {
+        devices.filter { $0.status == .revoked }.map(keyID(of:))
     }
 
     /// A certificate issued, as the endpoint answers it.
@@ -59,12 +92,12 @@ struct SSHCertificateIssuer: Sendable {
         extensions[Self.deviceExtension] = device.kid
         let certificate = SSHUserCertificate(
             publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
-            principals: [device.user],
+            principals: principalMap?.current.principals(for: device.user) ?? [device.user],
             validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
             validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
             extensions: extensions)
         let line = try certificate.line(
-            signedBy: authority, nonce: try CryptoPrimitives.randomBytes(count: 32),
+            signedBy: authorities.current.signing, nonce: try CryptoPrimitives.randomBytes(count: 32),
             comment: "\(device.user)@keyauth")
         try audit.record(
             .issueSSHCertificate, by: .device(kid: device.kid), user: device.user, subject: device.kid,

@@ -10,23 +10,17 @@ extension KeyAuthResponder {
             }),
         RouteDeclaration(
             [.get, .head], "/v1/ssh/ca",
-            .api { responder, _, _, _ in
-                let authority = try responder.sshAuthority()
+            .api { responder, request, _, _ in
+                let issuer = try responder.sshAuthority()
+                try responder.limits.count(responder.clientKey(request), against: .sshFetches)
                 return HTTPResponse(
                     status: 200,
                     headers: ["Content-Type": "text/plain; charset=utf-8", "Cache-Control": "public, max-age=300"],
-                    body: Array((authority.authority.publicKeyLine(comment: "keyauth-ca") + "\n").utf8))
+                    body: Array(issuer.authorities.current.lines(at: issuer.now()).utf8))
             }),
         RouteDeclaration(
             [.get, .head], "/v1/ssh/krl",
-            .api { responder, _, _, _ in
-                let issuer = try responder.sshAuthority()
-                let list = try issuer.revocationList(of: try responder.service.registry.allDevices())
-                return HTTPResponse(
-                    status: 200,
-                    headers: ["Content-Type": "application/octet-stream", "Cache-Control": "public, max-age=60"],
-                    body: list)
-            }),
+            .api { responder, request, _, _ in try responder.sshRevocationList(request) }),
     ])
 
     /// The issuer, or 404 on a server without `--ssh-ca-key-file`.
@@ -35,6 +29,21 @@ extension KeyAuthResponder {
             throw RoutingError(.notFound, "this server issues no SSH certificates (it has no --ssh-ca-key-file)")
         }
         return sshCertificates
+    }
+
+    /// `GET /v1/ssh/krl`: the cached list, or 304 when `If-None-Match` names it; under the
+    /// per-address fetch budget, since anyone may ask.
+    func sshRevocationList(_ request: HTTPRequest) throws -> HTTPResponse {
+        let issuer = try sshAuthority()
+        try limits.count(clientKey(request), against: .sshFetches)
+        let list = try issuer.servedRevocationList(from: service.registry)
+        let headers: HTTPHeaders = [
+            "Content-Type": "application/octet-stream", "Cache-Control": "public, max-age=60", "ETag": list.entityTag,
+        ]
+        if list.isNamed(byIfNoneMatch: request.headers["If-None-Match"]) {
+            return HTTPResponse(status: 304, headers: headers)
+        }
+        return HTTPResponse(status: 200, headers: headers, body: list.bytes)
     }
 
     /// `POST /v1/ssh/certificates`: a certificate for the calling device's own key.

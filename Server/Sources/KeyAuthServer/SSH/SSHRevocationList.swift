@@ -14,13 +14,15 @@ package enum SSHRevocationList {
     static let certificatesSection: UInt8 = 1
     static let keyIDSection: UInt8 = 0x23
 
-    /// The list revoking every certificate of `authority` whose key ID is in `keyIDs`.
+    /// The list revoking every certificate whose key ID is in `keyIDs` of each CA in
+    /// `authorities` (their public key blobs): the current CA and, during a rotation's overlap,
+    /// the previous one, whose certificates are still live.
     ///
     /// - Parameters:
     ///   - generatedAt: seconds since 1970, also the list's version, so that a newer list has a
     ///     larger one.
     package static func encoded(
-        revokingKeyIDs keyIDs: [String], of authority: SSHCertificateAuthority, generatedAt: UInt64
+        revokingKeyIDs keyIDs: [String], ofAuthorities authorities: [[UInt8]], generatedAt: UInt64
     ) throws(KeyAuthError) -> [UInt8] {
         var list = SSHWireWriter()
         list.uint64(magic)
@@ -30,18 +32,25 @@ package enum SSHRevocationList {
         list.uint64(0)  // flags
         try list.string([])  // reserved
         try list.string("keyauth-server: certificates of revoked devices")
-        // One key ID once, in order: what `ssh-keygen -k` writes.
-        let sortedIDs = Set(keyIDs).sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        let sortedIDs = ordered(keyIDs)
         guard !sortedIDs.isEmpty else { return list.bytes }
         var identifiers = SSHWireWriter()
         for keyID in sortedIDs { try identifiers.string(keyID) }
-        var certificates = SSHWireWriter()
-        try certificates.string(authority.publicKeyBlob)
-        try certificates.string([])  // reserved
-        certificates.byte(keyIDSection)
-        try certificates.string(identifiers.bytes)
-        list.byte(certificatesSection)
-        try list.string(certificates.bytes)
+        for authority in authorities {
+            var certificates = SSHWireWriter()
+            try certificates.string(authority)
+            try certificates.string([])  // reserved
+            certificates.byte(keyIDSection)
+            try certificates.string(identifiers.bytes)
+            list.byte(certificatesSection)
+            try list.string(certificates.bytes)
+        }
         return list.bytes
+    }
+
+    /// Each key ID once, in byte order: what `ssh-keygen -k` writes, and what makes two lists of
+    /// the same devices equal.
+    static func ordered(_ keyIDs: [String]) -> [String] {
+        Set(keyIDs).sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
     }
 }

@@ -14,6 +14,8 @@ struct DeviceRegistry: Sendable {
     /// How long expired pending and denied devices are kept.
     let deviceRetention: Int64
     let now: @Sendable () -> Int64
+    /// Told of each revocation, so that the SSH revocation list is rebuilt at its next fetch.
+    var revocations = RevocationSignal()
 
     /// What a revocation did.
     enum Revocation: Sendable, Equatable {
@@ -61,7 +63,10 @@ struct DeviceRegistry: Sendable {
             case .denied, .revoked: return .unchanged(target)
             }
             if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
-                if next == .revoked { try storage.deleteBrowserSessions(approvedBy: kid) }
+                if next == .revoked {
+                    revocations.signal()
+                    try storage.deleteBrowserSessions(approvedBy: kid)
+                }
                 try audit.record(
                     next == .revoked ? .revoke : .deny, by: actor, user: target.user, subject: kid, detail: target.name)
                 return target.status == .active ? .revoked(target) : .denied(target)

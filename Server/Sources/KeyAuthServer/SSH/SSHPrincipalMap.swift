@@ -1,0 +1,150 @@
+import Glibc
+import KeyAuth
+
+/// Which principals a user's SSH certificates carry besides the user's name
+/// (`--ssh-principals-file`): per user, and per group of users, since keyauth has no groups of
+/// its own.
+///
+/// The file has one rule a line; `#` starts a comment, blank lines are skipped, and repeated
+/// rules add up:
+///
+///     user alice: deploy backup      # alice's certificates also name deploy and backup
+///     group ops: monitoring          # every member of ops gets monitoring
+///     members ops: alice bob         # alice and bob are in ops
+///
+/// Lists are separated by spaces or commas. A host decides what each principal may do
+/// (`AuthorizedPrincipalsFile`), so the file decides who may log in where: it is refused when
+/// anyone but its owner (root or the server's user) may write it.
+struct SSHPrincipalMap: Sendable, Equatable {
+    /// The most principals one certificate carries.
+    static let maximumPrincipals = 256
+    /// The longest principal.
+    static let maximumPrincipalLength = 256
+
+    private var users: [String: [String]] = [:]
+    private var groups: [String: [String]] = [:]
+    /// Each user's groups, in the order the file names them.
+    private var memberships: [String: [String]] = [:]
+
+    /// The map of no rules: certificates name the user only.
+    init() {}
+
+    /// The principals of `user`'s certificates: the user's name, the user's own, then each
+    /// group's in the order the file names the groups; each once, at most
+    /// ``maximumPrincipals``.
+    func principals(for user: String) -> [String] {
+        var result = [user]
+        var seen: Set<String> = [user]
+        let mapped = (users[user] ?? []) + (memberships[user] ?? []).flatMap { groups[$0] ?? [] }
+        for principal in mapped where result.count < Self.maximumPrincipals && seen.insert(principal).inserted {
+            result.append(principal)
+        }
+        return result
+    }
+
+    /// Reads the rules of `text`.
+    ///
+    /// - Throws: `KeyAuthError` `.invalidArgument` naming the line: an unknown rule, a rule
+    ///   without a name or a list, a principal with a space, comma, `#`, wildcard (`*`, `?`,
+    ///   `!`) or a character outside printable ASCII, or longer than 256 bytes; members of a
+    ///   group that has no `group` rule (a typo would silently give nothing).
+    init(parsing text: String) throws(KeyAuthError) {
+        var memberLines: [String: Int] = [:]
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            let line = rawLine.prefix { $0 != "#" }.trimmingWhitespace()
+            if line.isEmpty { continue }
+            guard let colon = line.firstIndex(of: ":") else {
+                throw Self.error(number, "expected user NAME: ..., group NAME: ... or members GROUP: ...")
+            }
+            let head = line[..<colon].split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let list = line[line.index(after: colon)...].split(whereSeparator: { " \t,".contains($0) }).map(String.init)
+            guard head.count == 2, !list.isEmpty else {
+                throw Self.error(number, "expected a rule, a name, a colon and a list")
+            }
+            switch head[0] {
+            case "user":
+                users[head[1], default: []] += try list.map { principal throws(KeyAuthError) in
+                    try Self.checked(principal, line: number)
+                }
+            case "group":
+                groups[head[1], default: []] += try list.map { principal throws(KeyAuthError) in
+                    try Self.checked(principal, line: number)
+                }
+            case "members":
+                for user in list where !(memberships[user]?.contains(head[1]) ?? false) {
+                    memberships[user, default: []].append(head[1])
+                }
+                memberLines[head[1]] = memberLines[head[1]] ?? number
+            default:
+                throw Self.error(number, "unknown rule \(head[0]); expected user, group or members")
+            }
+        }
+        if let (group, number) = memberLines.filter({ groups[$0.key] == nil }).min(by: { $0.value < $1.value }) {
+            throw Self.error(number, "group \(group) has members but no principals (add group \(group): ...)")
+        }
+    }
+
+    /// Reads the file at `path`.
+    ///
+    /// - Throws: `KeyAuthError` naming `--ssh-principals-file`: `.keyNotFound`, `.keyUnprotected`
+    ///   (a symlink, not a regular file, another owner than root or the server's user, writable by
+    ///   group or others), `.storageFailed`, or the parse errors of ``init(parsing:)``.
+    static func load(file path: String) throws(KeyAuthError) -> SSHPrincipalMap {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            switch errno {
+            case ENOENT: throw KeyAuthError(.keyNotFound, "--ssh-principals-file: \(path) does not exist")
+            case ELOOP: throw KeyAuthError(.keyUnprotected, "--ssh-principals-file: \(path) is a symbolic link")
+            default: throw SecureFile.errnoError(.storageFailed, "--ssh-principals-file: cannot open \(path)")
+            }
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw KeyAuthError(.keyUnprotected, "--ssh-principals-file: \(path) is not a regular file")
+        }
+        guard info.st_uid == 0 || info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "--ssh-principals-file: \(path) may be changed by another user (it must belong to root or the "
+                    + "server's user and not be writable by group or others)")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SecureFile.errnoError(.storageFailed, "--ssh-principals-file: cannot read \(path)")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            guard bytes.count <= 1 << 20 else {
+                throw KeyAuthError(.invalidArgument, "--ssh-principals-file: \(path) is larger than 1 MiB")
+            }
+        }
+        do {
+            return try SSHPrincipalMap(parsing: String(decoding: bytes, as: UTF8.self))
+        } catch {
+            throw KeyAuthError(error.code, "--ssh-principals-file: \(path): \(error.message)")
+        }
+    }
+
+    private static func checked(_ principal: String, line: Int) throws(KeyAuthError) -> String {
+        let bytes = Array(principal.utf8)
+        guard bytes.count <= maximumPrincipalLength,
+            bytes.allSatisfy({ (0x21...0x7E).contains($0) && !"#*?!,".utf8.contains($0) })
+        else {
+            throw error(
+                line,
+                "a principal is printable ASCII without spaces, commas, #, *, ? or !, at most "
+                    + "\(maximumPrincipalLength) bytes")
+        }
+        return principal
+    }
+
+    private static func error(_ line: Int, _ message: String) -> KeyAuthError {
+        KeyAuthError(.invalidArgument, "line \(line): \(message)")
+    }
+}

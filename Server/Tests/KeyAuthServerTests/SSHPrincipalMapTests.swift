@@ -1,0 +1,110 @@
+import Foundation
+import Glibc
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// `--ssh-principals-file`: the rules, their errors with line numbers, the file's guard, and the
+/// certificates a server issues with it, read again at cleanup.
+@Suite("SSH principal mappings", .timeLimit(.minutes(2)))
+struct SSHPrincipalMapTests {
+    @Test("a user gets their name, their own principals, then their groups', each once")
+    func principals() throws {
+        let map = try SSHPrincipalMap(
+            parsing: """
+                # who logs in where
+                user alice: deploy, backup   # two
+                group ops: monitoring deploy
+                group db: postgres
+                members db: alice
+                members ops: alice bob
+                user alice: alice extra
+
+                """)
+        #expect(map.principals(for: "alice") == ["alice", "deploy", "backup", "extra", "postgres", "monitoring"])
+        #expect(map.principals(for: "bob") == ["bob", "monitoring", "deploy"])
+        #expect(map.principals(for: "carol") == ["carol"])
+        #expect(SSHPrincipalMap().principals(for: "dave") == ["dave"])
+    }
+
+    @Test(
+        "a bad rule is refused with its line number",
+        arguments: [
+            ("user alice deploy", 1, "expected user NAME"),
+            ("\nuser: deploy", 2, "a rule, a name"),
+            ("user alice:", 1, "a rule, a name"),
+            ("role alice: x", 1, "unknown rule role"),
+            ("user alice: a*", 1, "a principal is printable ASCII"),
+            ("user alice: caf\u{E9}", 1, "a principal is printable ASCII"),
+            ("user alice: " + String(repeating: "p", count: 257), 1, "at most 256"),
+            ("group ops: x\nmembers opz: alice", 2, "group opz has members but no principals"),
+        ])
+    func refusals(text: String, line: Int, message: String) {
+        let error = #expect(throws: KeyAuthError.self) { try SSHPrincipalMap(parsing: text) }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.message.hasPrefix("line \(line): ") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
+    }
+
+    @Test("the file is refused when others may write it, and a server starts only with a CA")
+    func fileGuard() throws {
+        let environment = TestEnvironment()
+        let path = environment.directory.path + "/principals"
+        try "user alice: deploy\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+        #expect(try SSHPrincipalMap.load(file: path).principals(for: "alice") == ["alice", "deploy"])
+        chmod(path, 0o664)
+        let writable = #expect(throws: KeyAuthError.self) { try SSHPrincipalMap.load(file: path) }
+        #expect(writable?.code == .keyUnprotected)
+        #expect(writable?.message.contains("--ssh-principals-file") == true)
+        let missing = #expect(throws: KeyAuthError.self) { try SSHPrincipalMap.load(file: path + ".none") }
+        #expect(missing?.code == .keyNotFound)
+        chmod(path, 0o644)
+        let withoutCA = #expect(throws: KeyAuthError.self) {
+            _ = try environment.makeResponder { $0.sshPrincipalsFile = path }
+        }
+        #expect(withoutCA?.message.contains("needs --ssh-ca-key-file") == true)
+    }
+
+    @Test("certificates carry the mapped principals, and an edit takes effect at the next cleanup")
+    func issuedAndReloaded() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.pem"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let path = environment.directory.path + "/principals"
+        try "user alice: deploy\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        let (responder, storage) = try environment.makeResponder {
+            $0.sshCAKeyFile = caFile
+            $0.sshPrincipalsFile = path
+        }
+        let api = TestAPI(
+            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer,
+            clock: environment.clock, storage: storage)
+        let token = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
+        let first = try api.authorized("POST", "/v1/ssh/certificates", token: token)
+        #expect(first.json?["principals"] == .array(["alice", "deploy"]))
+        let audited = try storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }
+        #expect(audited.last?.detail?.contains("principals alice,deploy") == true)
+
+        try "group ops: monitoring\nmembers ops: alice\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        #expect(
+            try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["principals"]
+                == .array(["alice", "deploy"]))
+        responder.purgeExpired()
+        #expect(
+            try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["principals"]
+                == .array(["alice", "monitoring"]))
+
+        // A broken edit leaves the rules read before in use.
+        try "frobnicate\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        responder.purgeExpired()
+        #expect(
+            try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["principals"]
+                == .array(["alice", "monitoring"]))
+    }
+}

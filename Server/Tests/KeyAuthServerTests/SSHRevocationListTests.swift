@@ -1,0 +1,130 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// `GET /v1/ssh/krl` under load: the list is built from the device records at most once a
+/// minute, at once after a revocation, answered 304 to a host that has it, and an address that
+/// fetches without pause is slowed down.
+@Suite("SSH revocation list endpoint", .timeLimit(.minutes(2)))
+struct SSHRevocationListTests {
+    /// A responder that is an SSH CA with a new Ed25519 key file, a test API on it, the CA and
+    /// its key file.
+    static func certificateAuthority(
+        _ environment: TestEnvironment
+    ) throws -> (KeyAuthResponder, TestAPI, SSHCertificateAuthority, keyFile: String) {
+        let keyFile = environment.directory.path + "/ssh-ca.pem"
+        let authority = try SSHCertificateAuthority.generate(.ed25519)
+        try authority.write(to: keyFile)
+        let (responder, storage) = try environment.makeResponder { $0.sshCAKeyFile = keyFile }
+        let api = TestAPI(
+            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer,
+            clock: environment.clock, storage: storage)
+        return (responder, api, authority, keyFile)
+    }
+
+    static func builds(_ responder: KeyAuthResponder) -> Int {
+        responder.sshCertificates?.revocationLists.builds ?? -1
+    }
+
+    @Test("many fetches build the list once; a revocation here is in the very next fetch; time rebuilds it")
+    func cachedUntilRevocationOrAge() throws {
+        let environment = TestEnvironment()
+        let (responder, api, _, _) = try Self.certificateAuthority(environment)
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        let keyID = Array("keyauth user alice device \(key.publicKey.fingerprint)".utf8)
+
+        let first = try api.send("GET", "/v1/ssh/krl")
+        #expect(first.status == 200)
+        let tag = try #require(first.headers["ETag"])
+        for _ in 0..<50 {
+            let again = try api.send("GET", "/v1/ssh/krl")
+            #expect(again.body == first.body)
+        }
+        #expect(Self.builds(responder) == 1)
+        #expect(!first.body.contains(keyID))
+
+        // A host that has the list gets 304, with the same tag, and no body.
+        let unchanged = try api.send("GET", "/v1/ssh/krl", headers: ["If-None-Match": "\"other\", W/\(tag)"])
+        #expect(unchanged.status == 304)
+        #expect(unchanged.body.isEmpty)
+        #expect(unchanged.headers["ETag"] == tag)
+
+        // After a minute the list is read again, but the same devices give the same list and tag.
+        environment.clock.advance(by: SSHRevocationListCache.maximumAge)
+        let aged = try api.send("GET", "/v1/ssh/krl", headers: ["If-None-Match": tag])
+        #expect(aged.status == 304)
+        #expect(Self.builds(responder) == 2)
+
+        // A revocation through this server is in the next fetch, well before the minute is over.
+        #expect(try api.authorized("DELETE", "/v1/devices/\(key.publicKey.fingerprint)", token: token).status == 204)
+        let revoked = try api.send("GET", "/v1/ssh/krl", headers: ["If-None-Match": tag])
+        #expect(revoked.status == 200)
+        #expect(revoked.body.contains(keyID))
+        #expect(revoked.headers["ETag"] != tag)
+        #expect(Self.builds(responder) == 3)
+    }
+
+    @Test("a revocation by another process shows once the list is a minute old")
+    func revocationElsewhereWithinTheBound() throws {
+        let environment = TestEnvironment()
+        let (responder, api, _, _) = try Self.certificateAuthority(environment)
+        let key = try ServerTestKeys.key("alice-1")
+        _ = try api.activeDevice(user: "alice", key: key)
+        let keyID = Array("keyauth user alice device \(key.publicKey.fingerprint)".utf8)
+        #expect(try !api.send("GET", "/v1/ssh/krl").body.contains(keyID))
+
+        // The admin command's registry has its own signal: this server learns only from its clock.
+        let other = DeviceRegistry(
+            storage: api.storage, pendingLifetime: 600, deviceRetention: 86_400, now: environment.clock.closure)
+        _ = try other.revoke(kid: key.publicKey.fingerprint, ownedBy: nil, by: .administrator)
+        environment.clock.advance(by: SSHRevocationListCache.maximumAge - 1)
+        #expect(try !api.send("GET", "/v1/ssh/krl").body.contains(keyID))
+        environment.clock.advance(by: 1)
+        #expect(try api.send("GET", "/v1/ssh/krl").body.contains(keyID))
+        #expect(Self.builds(responder) == 2)
+    }
+
+    @Test("an address that fetches without pause gets 429 with Retry-After; another address does not")
+    func fetchesAreLimitedPerAddress() throws {
+        let environment = TestEnvironment()
+        let (_, api, _, _) = try Self.certificateAuthority(environment)
+        for index in 0..<AttemptLimits.sshFetchesPerWindow {
+            let path = index.isMultiple(of: 2) ? "/v1/ssh/krl" : "/v1/ssh/ca"
+            #expect(try api.send("GET", path).status == 200)
+        }
+        for path in ["/v1/ssh/krl", "/v1/ssh/ca"] {
+            let refused = try api.send("GET", path)
+            #expect(refused.status == 429)
+            #expect(refused.json?["error"]?.stringValue == "slow_down")
+            #expect(refused.headers["Retry-After"].flatMap(Int.init) ?? 0 > 0)
+        }
+        var elsewhere = api
+        elsewhere.clientAddress = "198.51.100.7"
+        #expect(try elsewhere.send("GET", "/v1/ssh/krl").status == 200)
+        environment.clock.advance(by: 61)
+        #expect(try api.send("GET", "/v1/ssh/krl").status == 200)
+    }
+
+    @Test("If-None-Match matches the list's tag, weakly, in a list, or as *; nothing else")
+    func entityTagMatching() {
+        let list = SSHRevocationListCache.Snapshot(bytes: [1], entityTag: "\"abc\"")
+        #expect(list.isNamed(byIfNoneMatch: "\"abc\""))
+        #expect(list.isNamed(byIfNoneMatch: " \"x\" ,\tW/\"abc\""))
+        #expect(list.isNamed(byIfNoneMatch: "*"))
+        #expect(!list.isNamed(byIfNoneMatch: nil))
+        #expect(!list.isNamed(byIfNoneMatch: "abc"))
+        #expect(!list.isNamed(byIfNoneMatch: "\"abcd\", \"ab\""))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Whether `part` occurs in these bytes.
+    fileprivate func contains(_ part: [UInt8]) -> Bool {
+        guard !part.isEmpty, part.count <= count else { return part.isEmpty }
+        return (0...(count - part.count)).contains { Array(self[$0..<($0 + part.count)]) == part }
+    }
+}
