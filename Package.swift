@@ -154,6 +154,21 @@ let package = Package(
             path: "Fuzz/SSHAgentParser"
         ),
 
+        // The parsers of binary wire structures under fuzzing (the TPM attestation's, and room for
+        // other formats as modes of the same target): the harness as a library the tests replay
+        // the corpus through, and an executable that is libFuzzer's target when
+        // Fuzz/run-binary.sh builds it, else a replay driver.
+        .target(
+            name: "KeyAuthBinaryFuzzing",
+            dependencies: ["KeyAuth"],
+            path: "Fuzz/BinaryHarness"
+        ),
+        .executableTarget(
+            name: "keyauth-fuzz-binary",
+            dependencies: ["KeyAuthBinaryFuzzing"],
+            path: "Fuzz/BinaryParsers"
+        ),
+
         // Tests.
         // glibc's posix_spawn extensions that its Swift module hides (they need _GNU_SOURCE),
         // for the tests' one way of starting a child process.
@@ -176,7 +191,9 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthServerTests",
-            dependencies: ["KeyAuthServer", "KeyAuth", "KeyAuthTestSupport", "KeyAuthServerFuzzing"],
+            dependencies: [
+                "KeyAuthServer", "KeyAuth", "KeyAuthTestSupport", "KeyAuthServerFuzzing", "KeyAuthBinaryFuzzing",
+            ],
             path: "Server/Tests/KeyAuthServerTests"
         ),
     ]

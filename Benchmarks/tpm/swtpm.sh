@@ -8,10 +8,9 @@
 # swtpm changes its working directory when it daemonizes, so the state directory must be
 # absolute ($work from mktemp is); --flags not-need-init,startup-clear makes it usable at once.
 
-# Starts swtpm on a free pair of loopback ports (commands on P, control on P + 1).
-start_swtpm() {
-    local work=$1 port
-    port=$(python3 -c 'import socket
+# Prints a loopback port P such that P and P + 1 were both free a moment ago.
+free_port_pair() {
+    python3 -c 'import socket
 for _ in range(100):
     a, b = socket.socket(), socket.socket()
     try:
@@ -20,7 +19,13 @@ for _ in range(100):
     except OSError:
         pass
     finally:
-        a.close(); b.close()')
+        a.close(); b.close()'
+}
+
+# Starts swtpm on a free pair of loopback ports (commands on P, control on P + 1).
+start_swtpm() {
+    local work=$1 port
+    port=$(free_port_pair)
     mkdir "$work/state"
     swtpm socket --tpm2 --tpmstate dir="$work/state" --server type=tcp,bindaddr=127.0.0.1,port="$port" \
         --ctrl type=tcp,bindaddr=127.0.0.1,port=$((port + 1)) --flags not-need-init,startup-clear \

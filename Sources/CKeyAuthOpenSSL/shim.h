@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 /// BIO_get_mem_data is a macro over BIO_ctrl; Swift cannot import it.
 static inline long ckeyauth_BIO_get_mem_data(BIO *bio, char **data) {

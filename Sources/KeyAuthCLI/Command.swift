@@ -40,12 +40,14 @@ package enum Command: Sendable, Equatable {
     case ssh(SSHOptions)
     /// `keyauth recovery-codes ...`.
     case recoveryCodes(RecoveryCodesOptions)
+    /// `keyauth attest ...`.
+    case attest(AttestOptions)
 }
 
 /// The commands of PROTOCOL.md section 7, plus `help`.
 package enum CommandName: String, Sendable, CaseIterable {
     case register, login, token, proof, logout, status, devices, pubkey, pin, reset, requests, approve, deny, agent
-    case ssh
+    case ssh, attest
     case recoveryCodes = "recovery-codes"
     case defaultAccount = "default"
     case help
@@ -53,6 +55,17 @@ package enum CommandName: String, Sendable, CaseIterable {
 
 /// `keyauth recovery-codes`.
 package struct RecoveryCodesOptions: Sendable, Equatable {
+    /// `--account NAME`.
+    package var account: String?
+    /// `--pin-stdin`.
+    package var pinFromStandardInput = false
+
+    /// Creates the defaults.
+    package init(account: String? = nil) { self.account = account }
+}
+
+/// `keyauth attest`.
+package struct AttestOptions: Sendable, Equatable {
     /// `--account NAME`.
     package var account: String?
     /// `--pin-stdin`.

@@ -18,7 +18,7 @@ package enum CommandParser {
         .devices: ["account"],
         .pubkey: ["account"], .reset: ["account"], .requests: ["account"], .approve: ["account"],
         .deny: ["account"], .agent: ["account", "timeout"], .ssh: ["account", "write"], .recoveryCodes: ["account"],
-        .help: [],
+        .attest: ["account"], .help: [],
     ]
     private static let flagOptions: [CommandName: Set<String>] = [
         .register: ["pin-stdin", "no-wait", "insecure-http"], .login: ["pin-stdin", "no-wait"], .token: ["pin-stdin"],
@@ -28,7 +28,7 @@ package enum CommandParser {
         .reset: ["local-only", "pin-stdin", "yes"],
         .requests: ["watch", "pin-stdin", "json"], .approve: ["pin-stdin"], .deny: ["pin-stdin"],
         .agent: ["pin-stdin", "lock", "stop", "background", "serve-locked"], .ssh: ["pin-stdin"],
-        .recoveryCodes: ["pin-stdin"], .help: [],
+        .recoveryCodes: ["pin-stdin"], .attest: ["pin-stdin"], .help: [],
     ]
 
     /// Parses the arguments after the program name.
@@ -38,7 +38,7 @@ package enum CommandParser {
         guard let first = arguments.first else {
             throw usage(
                 "a command is needed: register, login, token, proof, logout, status, devices, pubkey, pin, default, "
-                    + "reset, requests, approve, deny, agent, recovery-codes or ssh",
+                    + "reset, requests, approve, deny, agent, recovery-codes, ssh or attest",
                 nil)
         }
         switch first {
@@ -99,6 +99,11 @@ package enum CommandParser {
             var options = RecoveryCodesOptions(account: parsed.values["account"])
             options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
             return .recoveryCodes(options)
+        case .attest:
+            try parsed.expectPositionals(0)
+            var options = AttestOptions(account: parsed.values["account"])
+            options.pinFromStandardInput = parsed.flags.contains("pin-stdin")
+            return .attest(options)
         case .defaultAccount:
             try parsed.expectPositionals(1)
             return .defaultAccount(account: parsed.positionals.first)

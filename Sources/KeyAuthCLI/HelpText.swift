@@ -24,6 +24,7 @@ enum HelpText {
           recovery-codes
                      make 10 one-time codes that enrol a new device when every device is lost
           ssh        get an SSH certificate for the device key (`keyauth ssh cert`, `ssh config`)
+          attest     prove again that the device key is in a TPM, to raise its tier on the server
 
         options:
           -h, --help     show help (also `keyauth <command> --help`)
@@ -94,6 +95,19 @@ enum HelpText {
             The token is a Bearer token unless the server requires DPoP: then it is bound to
             the device key, and each request needs a proof of its own from `keyauth proof`
             (see `keyauth proof --help`).
+            """
+        case .attest:
+            """
+            usage: keyauth attest [--account NAME] [--pin-stdin]
+
+            Proves to the server again that this device's key is in a TPM, as an attested
+            registration does (the TPM certifies the key and answers the server's challenge), so
+            that the tier the server records for the device rises without registering a new key:
+            after the server's operator added the TPM maker's root (tier attested), or for a
+            device registered before attestation (tier software). Run it when a login is refused
+            by the server's device policy. The tier never goes down; the answer says what the
+            server records now, and why not attested when it is not. Asks for the PIN of a
+            PIN-protected key. A device whose key is a key file has nothing to attest (exit 1).
             """
         case .recoveryCodes:
             """

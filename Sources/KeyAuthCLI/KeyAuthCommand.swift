@@ -125,6 +125,8 @@ public enum KeyAuthCommand {
             try await AnswerCommand(context: context, options: options).run()
         case .recoveryCodes(let options):
             try await RecoveryCodesCommand(context: context, options: options).run()
+        case .attest(let options):
+            try await AttestCommand(context: context, options: options).run()
         }
         return .success
     }

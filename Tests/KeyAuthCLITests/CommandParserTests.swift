@@ -73,6 +73,19 @@ struct CommandParserTests {
         #expect(throws: KeyAuthError.self) { try CommandParser.parse(["recovery-codes", "--json"]) }
     }
 
+    @Test("attest takes --account and --pin-stdin, and nothing else")
+    func attest() throws {
+        var options = AttestOptions(account: "work")
+        options.pinFromStandardInput = true
+        #expect(try CommandParser.parse(["attest", "--account", "work", "--pin-stdin"]) == .attest(options))
+        #expect(try CommandParser.parse(["attest"]) == .attest(AttestOptions()))
+        #expect(try CommandParser.parse(["attest", "--help"]) == .help(topic: .attest))
+        for arguments in [["attest", "extra"], ["attest", "--json"], ["attest", "--account"]] {
+            let error = try #require(throws: KeyAuthError.self) { try CommandParser.parse(arguments) }
+            #expect(error.code == .usage, "\(arguments)")
+        }
+    }
+
     @Test("register defaults to the key store's size, the automatic key store and a PIN")
     func registerDefaults() throws {
         let command = try CommandParser.parse(["register", "--server", "https://auth.example", "--user", "bob"])

@@ -103,6 +103,9 @@ struct TPMAttestationVerifierTests {
         defer { scratch.remove() }
         let endorsementKey = try fixture.tpm.connection.endorsementKey()
         try Data(endorsementKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: scratch.path + "/ek.pem"))
+        // The marks of an endorsement key certificate (TCG EK Credential Profile), as a maker sets them.
+        try Data("keyUsage=critical,keyEncipherment\nextendedKeyUsage=2.23.133.8.1\n".utf8).write(
+            to: URL(fileURLWithPath: scratch.path + "/ek.ext"))
         let steps: [[String]] = [
             [
                 "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", scratch.path + "/ca.key",
@@ -115,7 +118,7 @@ struct TPMAttestationVerifierTests {
             [
                 "openssl", "x509", "-req", "-in", scratch.path + "/ek.csr", "-CA", scratch.path + "/ca.pem", "-CAkey",
                 scratch.path + "/ca.key", "-force_pubkey", scratch.path + "/ek.pem", "-days", "1", "-outform", "DER",
-                "-out", scratch.path + "/ek.der", "-CAcreateserial",
+                "-out", scratch.path + "/ek.der", "-CAcreateserial", "-extfile", scratch.path + "/ek.ext",
             ],
         ]
         for step in steps {
@@ -138,6 +141,89 @@ struct TPMAttestationVerifierTests {
         let expired = try TPMAttestationVerifier(roots: ownRoot).verify(
             attestation, key: fixture.key.publicKey, nonce: nonce, at: now + 3 * 86_400)
         #expect(expired.endorsementProblem?.contains("certificate has expired") == true)
+    }
+
+    @Test(
+        "a certificate of the TPM maker's own CA for another purpose than an endorsement key is refused, naming why"
+    )
+    func wrongPurpose() throws {
+        let fixture = try Fixture(nonce: nonce)
+        defer { withExtendedLifetime(fixture.tpm) {} }
+        let authority = try #require(fixture.tpm.endorsementCA).path
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let endorsementKey = try fixture.tpm.connection.endorsementKey()
+        try Data(endorsementKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: scratch.path + "/ek.pem"))
+        let request = try ExternalCommand.run([
+            "openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", scratch.path + "/throwaway.key",
+            "-out", scratch.path + "/request.csr", "-subj", "/CN=not an EK",
+        ])
+        try #require(request.status == 0, "\(request.errorOutput)")
+        /// A certificate for this TPM's EK, signed by the intermediate that signed its genuine EK
+        /// certificate, with `extensions` (an openssl extension file's lines).
+        func certificate(_ extensions: [String]) throws -> [UInt8] {
+            let file = scratch.path + "/extensions"
+            try Data((extensions.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let made = try ExternalCommand.run([
+                "openssl", "x509", "-req", "-in", scratch.path + "/request.csr", "-CA", authority + "/issuercert.pem",
+                "-CAkey", authority + "/signkey.pem", "-force_pubkey", scratch.path + "/ek.pem", "-days", "1",
+                "-set_serial", "4242", "-extfile", file, "-outform", "DER", "-out", scratch.path + "/made.der",
+            ])
+            try #require(made.status == 0, "\(made.errorOutput)")
+            return Array(try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/made.der")))
+        }
+        func verifying(_ extensions: [String]) throws -> Result<VerifiedTPMAttestation, TPMAttestationError> {
+            var attestation = fixture.attestation
+            attestation.endorsementCertificates = [try certificate(extensions)]
+            return Result { () throws(TPMAttestationError) in
+                try TPMAttestationVerifier(roots: fixture.roots).verify(
+                    attestation, key: fixture.key.publicKey, nonce: nonce, at: now)
+            }
+        }
+        let endorsement = "extendedKeyUsage=2.23.133.8.1"
+        let encipherment = "keyUsage=critical,keyEncipherment"
+        let notCA = "basicConstraints=critical,CA:FALSE"
+
+        // What swtpm's local CA and the chip makers issue verifies, and so does one without an
+        // extended key usage (as Google Cloud's vTPMs have): the chain is the same CA's.
+        for accepted in [[endorsement, encipherment, notCA], [encipherment, notCA], [encipherment]] {
+            let verified = try verifying(accepted).get()
+            #expect(verified.endorsementProblem == nil, "\(accepted)")
+            #expect(verified.endorsementKey == endorsementKey)
+        }
+
+        // A TLS server's certificate, a CA's, one without key encipherment or key usage: each
+        // chains to the trusted root, and each is refused for what it is.
+        let refused: [([String], String)] = [
+            (
+                ["extendedKeyUsage=serverAuth", "keyUsage=critical,digitalSignature,keyEncipherment", notCA],
+                "its extended key usage does not include tcg-kp-EKCertificate (2.23.133.8.1)"
+            ),
+            ([endorsement, "keyUsage=critical,digitalSignature", notCA], "its key usage lacks keyEncipherment"),
+            ([endorsement, notCA], "it has no key usage"),
+            ([endorsement, encipherment, "basicConstraints=critical,CA:TRUE"], "it is a CA certificate"),
+            ([endorsement, "keyUsage=critical,keyEncipherment,keyCertSign"], "its key usage signs certificates"),
+        ]
+        for (extensions, reason) in refused {
+            switch try verifying(extensions) {
+            case .success: Issue.record("accepted: \(extensions)")
+            case .failure(let error):
+                #expect(error.code == .endorsementKey)
+                #expect(
+                    error.message == "the endorsement key certificate is not one for an endorsement key: \(reason)",
+                    "\(extensions)")
+            }
+        }
+
+        // The genuine certificate that swtpm_setup made carries the marks the check wants.
+        let genuine = try #require(fixture.attestation.endorsementCertificates.first)
+        try Data(genuine).write(to: URL(fileURLWithPath: scratch.path + "/genuine.der"))
+        let shown = try ExternalCommand.run([
+            "openssl", "x509", "-inform", "DER", "-in", scratch.path + "/genuine.der", "-noout", "-ext",
+            "extendedKeyUsage,keyUsage",
+        ])
+        #expect(shown.output.contains("2.23.133.8.1"), "\(shown.output)")
+        #expect(shown.output.contains("Key Encipherment"), "\(shown.output)")
     }
 
     @Test("each tampered field, a wrong nonce, a wrong key, another TPM's key and a bad chain are refused")

@@ -44,7 +44,7 @@ expect() {
 }
 
 expect "recovery-codes register requests reset" _keyauth keyauth re
-expect "agent approve default deny devices help login logout pin proof pubkey recovery-codes register requests reset ssh status token" _keyauth keyauth ""
+expect "agent approve attest default deny devices help login logout pin proof pubkey recovery-codes register requests reset ssh status token" _keyauth keyauth ""
 expect "--presence" _keyauth keyauth register --pre
 expect "none pam pin" _keyauth keyauth register --presence ""
 expect "2048 3072 4096" _keyauth keyauth register --bits ""

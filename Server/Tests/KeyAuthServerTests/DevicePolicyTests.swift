@@ -92,6 +92,10 @@ struct DevicePolicyTests {
         #expect(refused.errorCode == "access_denied")
         #expect(refused.errorDescription?.hasPrefix("this server's device policy (tpm) refuses the login") == true)
         #expect(refused.errorDescription?.contains("keyauth register --key-store tpm") == true)
+        #expect(refused.errorDescription?.contains("run `keyauth attest` if the key is in a TPM") == true)
+        // Whole in a client, which shows at most 300 characters of a description.
+        let longest = DevicePolicy(level: .attested).refusal(of: .tpmUnverified, at: "login")
+        #expect(longest.count <= 300, "\(longest.count): \(longest)")
 
         let log = CapturingLog()
         let (monitored, responder) = try api(environment, DevicePolicy(level: .attested, mode: .monitor), log: log)

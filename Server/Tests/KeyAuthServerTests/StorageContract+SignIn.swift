@@ -9,6 +9,7 @@ import Testing
 extension StorageContract {
     static let signInChecks: [StorageCheck] = [
         StorageCheck("renames a device, and only one that exists", StorageContract.renamesDevices),
+        StorageCheck("raises a device's tier only from the tier it still has", StorageContract.raisesTiers),
         StorageCheck("keeps clients, each id once, oldest first", StorageContract.storesClients),
         StorageCheck(
             "caps a user's open sign-in requests, counting only pending unexpired ones",
@@ -119,6 +120,20 @@ extension StorageContract {
         #expect(try storage.renameDevice(kid: "kid-1", name: "desk – ünïcode"))
         #expect(try storage.device(kid: "kid-1")?.name == "desk – ünïcode")
         #expect(try !storage.renameDevice(kid: "kid-2", name: "other"))
+    }
+
+    static func raisesTiers(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.device(kid: "kid-1")?.tier == .software)
+        #expect(try storage.raiseTier(kid: "kid-1", from: .software, to: .tpmUnverified))
+        // A second attestation that read the old tier changes nothing.
+        #expect(try !storage.raiseTier(kid: "kid-1", from: .software, to: .attested))
+        #expect(try storage.device(kid: "kid-1")?.tier == .tpmUnverified)
+        #expect(try storage.raiseTier(kid: "kid-1", from: .tpmUnverified, to: .attested))
+        #expect(try storage.device(kid: "kid-1")?.tier == .attested)
+        #expect(try !storage.raiseTier(kid: "kid-2", from: .software, to: .attested))
     }
 
     static func storesClients(_ database: StorageContractDatabase) throws {

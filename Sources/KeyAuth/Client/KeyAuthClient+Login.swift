@@ -40,15 +40,10 @@ extension KeyAuthClient {
     package func registerAttestedDevice(
         key: TPMSigningKey, makeProof: AuthenticatorHooks<AccessToken>.ProofMaker, enrollment: DeviceEnrollment
     ) async throws(KeyAuthError) -> DeviceRegistration {
-        let nonceReply = try await send("POST", "/v1/attestation-nonces")
-        if nonceReply.status == 404 {
+        guard let (nonce, nonceBytes) = try await attestationNonce() else {
             return try await registerDevice(
                 publicKey: key.publicKey, proof: try await makeProof(), enrollment: enrollment)
         }
-        let nonceAnswer = try expectObject(nonceReply, success: [200], operation: "attestation nonce")
-        guard let nonce = nonceAnswer["nonce"]?.stringValue, let nonceBytes = Base64URL.decode(nonce),
-            (1...TPMKeyCertification.maximumNonceBytes).contains(nonceBytes.count)
-        else { throw KeyAuthError(.serverRejected, "the server's attestation nonce is not base64url of 1 to 64 bytes") }
         let evidence = try await BlockingWork.run { () throws(KeyAuthError) in try key.attestation(nonce: nonceBytes) }
         var request = RegistrationRequest(
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: key.publicKey.pemRepresentation,

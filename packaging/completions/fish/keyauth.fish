@@ -1,7 +1,7 @@
 # fish completion for keyauth(1). Installed as
 # /usr/share/fish/vendor_completions.d/keyauth.fish.
 
-set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny recovery-codes ssh help
+set -l commands register login token proof logout status devices pubkey pin default reset agent requests approve deny recovery-codes ssh attest help
 
 function __keyauth_accounts
     set -l home $KEYAUTH_HOME
@@ -40,13 +40,14 @@ complete -c keyauth -n "__fish_seen_subcommand_from ssh" -l write -r -d 'Save th
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a reset -d 'Revoke the key on the server, then delete it here'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Hold the unlocked key so login and token ask no PIN'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a recovery-codes -d 'Make one-time codes that enrol a device when every device is lost'
+complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a attest -d 'Prove again that the device key is in a TPM, to raise its tier'
 complete -c keyauth -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c keyauth -n "__fish_seen_subcommand_from help" -a "$commands"
 
 # Options several commands share.
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent recovery-codes ssh" -l pin-stdin -d 'Read the PIN from standard input'
-complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh" -s h -l help -d 'Show help'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh attest" -l account -x -a '(__keyauth_accounts)' -d 'The account name'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof devices pin reset agent recovery-codes ssh attest" -l pin-stdin -d 'Read the PIN from standard input'
+complete -c keyauth -n "__fish_seen_subcommand_from register login token proof logout status devices pubkey pin reset agent recovery-codes ssh attest" -s h -l help -d 'Show help'
 
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l server -x -d 'The server base URL'
 complete -c keyauth -n "__fish_seen_subcommand_from register" -l user -x -d 'The user name on the server'

@@ -79,6 +79,9 @@ package struct AuditAction: RawRepresentable, Sendable, Hashable, CustomStringCo
     /// A device registered with TPM attestation; the detail is its tier, and for
     /// `tpm-unverified` why its endorsement key certificate did not make it `attested`.
     package static let attest = AuditAction(rawValue: "attest")
+    /// A registered device attested again and its tier rose; the detail is the old and the new
+    /// tier (`software -> attested`), and for `tpm-unverified` why it is not `attested`.
+    package static let attestDevice = AuditAction(rawValue: "attest-device")
     /// A browser signed in to the account page (or through it, to a relying party).
     package static let browserSignIn = AuditAction(rawValue: "browser-sign-in")
     /// A device logged in to a Linux host through `pam_keyauth`, as its assertion states.

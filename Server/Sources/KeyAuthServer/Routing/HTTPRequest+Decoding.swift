@@ -18,6 +18,16 @@ extension HTTPRequest {
         }
     }
 
+    /// The JSON body of `POST /v1/devices/attestation`.
+    func deviceAttestationRequest() throws(ServiceError) -> DeviceAttestationRequest {
+        try requireContentType("application/json")
+        do {
+            return try DeviceAttestationRequest(json: body)
+        } catch {
+            throw ServiceError(.invalidRequest, error.problem)
+        }
+    }
+
     /// The `DPoP` header (RFC 9449), or nil without one.
     ///
     /// - Throws: `.invalidDPoPProof` when there is more than one (section 4.3, check 1).

@@ -16,6 +16,11 @@ extension KeyAuthResponder {
                 try responder.attestationNonce()
             }),
         RouteDeclaration(
+            [.post], "/v1/devices/attestation",
+            .api { responder, request, _, caller in
+                try responder.attestDevice(request, caller: &caller)
+            }),
+        RouteDeclaration(
             [.get], "/v1/devices",
             .api { responder, request, _, caller in
                 try responder.listDevices(request, caller: &caller)
@@ -54,6 +59,24 @@ extension KeyAuthResponder {
         return .json(
             .object(["nonce": .string(nonce), "expires_in": .integer(lifetime)]), headers: ["Cache-Control": "no-store"]
         )
+    }
+
+    /// `POST /v1/devices/attestation`: a registered device's attestation, authenticated by its
+    /// assertion in the body. Under the registration budget: like a registration it costs the
+    /// server a credential challenge (an RSA encryption) before anything proves the TPM.
+    func attestDevice(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
+        try limits.run(from: clientKey(request), everyAttempt: .registrations, record: { _ in }) {
+            switch try service.attestDevice(try request.deviceAttestationRequest()) {
+            case .activationRequired(let challenge):
+                return (
+                    .json(challenge.jsonValue, status: 202, headers: ["Cache-Control": "no-store"]),
+                    ActivationChallenge.status
+                )
+            case .attested(let device, let answer):
+                caller.identify(device)
+                return (.json(answer.jsonValue), answer.tier.rawValue)
+            }
+        }
     }
 
     /// `GET /v1/devices`: one page of the caller's devices.

@@ -47,14 +47,22 @@ package struct DevicePolicy: Sendable, Equatable {
     }
 
     /// Why a device of `tier` is refused, and what its owner can do about it.
-    func refusal(of tier: DeviceTier, at event: String) -> String {
+    package func refusal(of tier: DeviceTier, at event: String) -> String {
         let wanted =
             level == .attested
             ? "a key in a TPM whose maker this server trusts (tier attested)"
             : "a key in a TPM (tier tpm-unverified or attested)"
-        return "this server's device policy (\(level.rawValue)) refuses the \(event) of this device: its tier is "
-            + "\(tier.rawValue), and the policy needs \(wanted); register this machine again with "
-            + "`keyauth register --key-store tpm`"
+        let refused =
+            "this server's device policy (\(level.rawValue)) refuses the \(event) of this device: its tier is "
+            + "\(tier.rawValue), and the policy needs \(wanted); "
+        // A registered device whose key is in a TPM can prove it without a new key: it may have
+        // registered before attestation, or before this server trusted its TPM's maker. Kept
+        // under the 300 characters a client shows of a description.
+        guard event != "login" else {
+            return refused + "run `keyauth attest` if the key is in a TPM, else register again with "
+                + "`keyauth register --key-store tpm`"
+        }
+        return refused + "register this machine again with `keyauth register --key-store tpm`"
             + (level == .attested ? ", on a machine whose TPM has an endorsement key certificate" : "")
     }
 }

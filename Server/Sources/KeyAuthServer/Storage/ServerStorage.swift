@@ -64,6 +64,12 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Gives the device `kid` a new `name`; false when there is no such device.
     func renameDevice(kid: String, name: String) throws(StorageError) -> Bool
 
+    /// Sets the tier of device `kid` to `tier` if it is still `expected`, in one statement, so
+    /// that of two attestations at once neither writes over what the other read.
+    ///
+    /// - Returns: false when there is no such device or its tier is no longer `expected`.
+    func raiseTier(kid: String, from expected: DeviceTier, to tier: DeviceTier) throws(StorageError) -> Bool
+
     /// Records a successful login of the device `kid` at `time`.
     ///
     /// `last_login_at` is informational, so unlike every other write it need not be durable

@@ -146,6 +146,15 @@ extension SQLStorage {
         }
     }
 
+    package func raiseTier(kid: String, from expected: DeviceTier, to tier: DeviceTier) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "UPDATE devices SET tier = $3 WHERE kid = $1 AND tier = $2",
+                [.text(kid), .text(expected.rawValue), .text(tier.rawValue)]
+            ).affectedRowCount == 1
+        }
+    }
+
     /// Notes the login as a deferred write: SQLite writes it with the next batch of writes or
     /// within a second, and may lose that second in a crash; PostgreSQL writes it at once.
     /// Reads through this instance show it either way.

@@ -49,7 +49,9 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
     ///
     /// - Returns: the key, and nil as the problem when the chain verifies; otherwise the key and
     ///   OpenSSL's reason (`unable to get local issuer certificate`, `certificate has expired`).
-    /// - Throws: `.endorsementKey` when the first certificate does not parse or holds no RSA key.
+    /// - Throws: `.endorsementKey` when the first certificate does not parse, holds no RSA key,
+    ///   or is not an endorsement key certificate (``checkPurpose(_:)``): whoever sends another
+    ///   kind of certificate in its place is not a TPM reporting its EK, whatever the chain says.
     package func verify(
         chain: [[UInt8]], at time: Int64
     ) throws(TPMAttestationError) -> (key: RSAPublicKey, problem: String?) {
@@ -62,7 +64,63 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
             OpenSSL.clearErrors()
             throw TPMAttestationError(.endorsementKey, "the endorsement key certificate holds no RSA key")
         }
+        try Self.checkPurpose(leaf)
         return (key, verifyChain(leaf, intermediates: chain.dropFirst(), at: time))
+    }
+
+    /// `tcg-kp-EKCertificate` (2.23.133.8.1), the extended key usage of an EK certificate.
+    private static let endorsementCertificateUsage = "2.23.133.8.1"
+
+    /// Refuses a certificate whose extensions say it is for something else than an RSA
+    /// endorsement key, as the TCG EK Credential Profile (section 3.2) defines one.
+    ///
+    /// `X509_verify_cert` checks a chain, not what its last certificate is for: a manufacturer's
+    /// CA (or one that an operator trusts) may also sign TLS or code-signing certificates, whose
+    /// private keys live in software and could then answer the credential challenge for a
+    /// software "TPM". The profile's marks, and what is checked:
+    /// - Key Usage is required and, for an RSA EK (a decryption key that activation encrypts a
+    ///   seed to), holds `keyEncipherment`; `keyCertSign` or `cRLSign` would make it a CA's key;
+    /// - Basic Constraints, when present, say it is no CA;
+    /// - Extended Key Usage, when present, holds `tcg-kp-EKCertificate`: a certificate that
+    ///   names its purposes and not this one (`serverAuth`) was issued for those. Its absence is
+    ///   accepted, because EK certificates in use lack it (Google Cloud's vTPM EK certificates
+    ///   carry only Key Usage), while swtpm's local CA puts it in, with Key Usage
+    ///   `keyEncipherment` (critical) and Basic Constraints `CA:FALSE`.
+    ///
+    /// - Throws: `.endorsementKey` naming the mark that is missing or wrong.
+    private static func checkPurpose(_ certificate: OpaquePointer) throws(TPMAttestationError) {
+        func refuse(_ reason: String) -> TPMAttestationError {
+            TPMAttestationError(
+                .endorsementKey, "the endorsement key certificate is not one for an endorsement key: \(reason)")
+        }
+        // Also parses and caches the extensions; a duplicate or undecodable one marks it invalid.
+        let flags = X509_get_extension_flags(certificate)
+        defer { OpenSSL.clearErrors() }
+        guard flags & UInt32(EXFLAG_INVALID) == 0 else { throw refuse("its extensions do not parse") }
+        guard flags & UInt32(EXFLAG_CA) == 0 else { throw refuse("it is a CA certificate") }
+        guard flags & UInt32(EXFLAG_KUSAGE) != 0 else { throw refuse("it has no key usage") }
+        let usage = X509_get_key_usage(certificate)
+        guard usage & UInt32(KU_KEY_ENCIPHERMENT) != 0 else { throw refuse("its key usage lacks keyEncipherment") }
+        guard usage & UInt32(KU_KEY_CERT_SIGN | KU_CRL_SIGN) == 0 else {
+            throw refuse("its key usage signs certificates")
+        }
+        guard flags & UInt32(EXFLAG_XKUSAGE) != 0 else { return }
+        guard let purposes = X509_get_ext_d2i(certificate, NID_ext_key_usage, nil, nil).map(OpaquePointer.init) else {
+            throw refuse("its extended key usage does not parse")
+        }
+        defer { EXTENDED_KEY_USAGE_free(purposes) }
+        let count = OPENSSL_sk_num(purposes)
+        let named = (0..<max(count, 0)).contains { index in
+            guard let object = OPENSSL_sk_value(purposes, index) else { return false }
+            var text = [CChar](repeating: 0, count: 64)
+            let length = OBJ_obj2txt(&text, Int32(text.count), OpaquePointer(object), 1)
+            guard length > 0, Int(length) < text.count else { return false }
+            return String(decoding: text.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                == endorsementCertificateUsage
+        }
+        guard named else {
+            throw refuse("its extended key usage does not include tcg-kp-EKCertificate (2.23.133.8.1)")
+        }
     }
 
     /// Runs `X509_verify_cert`; nil when the chain verifies, else the reason.

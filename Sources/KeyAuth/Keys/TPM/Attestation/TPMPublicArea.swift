@@ -56,7 +56,9 @@ package struct TPMPublicArea: Sendable, Equatable {
         exponent = try reader.uint32()
         modulus = try reader.sized(limit: 512)
         try reader.expectEnd()
-        guard modulus.count * 8 == keyBits, keyBits >= 2048 else {
+        // A modulus of keyBits bits has its top bit set: one with leading zero bits is a smaller
+        // key than the area states (found by fuzzing: Fuzz/binary-findings).
+        guard modulus.count * 8 == keyBits, keyBits >= 2048, let top = modulus.first, top & 0x80 != 0 else {
             throw TPMAttestationError(.malformed, "\(structure) has a modulus that is not its stated size")
         }
         self.bytes = bytes
