@@ -165,7 +165,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keyauth-fuzz-binary",
-            dependencies: ["KeyAuthBinaryFuzzing"],
+            dependencies: ["KeyAuthBinaryFuzzing", "KeyAuthFuzzSupport"],
             path: "Fuzz/BinaryParsers"
         ),
 
