@@ -136,6 +136,7 @@ struct SSHCertificateTests {
         #expect(described.output.contains("Public key: RSA-CERT \(hash)"), "\(described.output)")
         #expect(!described.output.contains("permit-port-forwarding"))
         #expect(described.output.contains("device-key@keyauth"))
+        #expect(described.output.contains("device-tier@keyauth"), "\(described.output)")
 
         let audited = try api.storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }
         #expect(audited.count == 1)

@@ -19,6 +19,9 @@ struct SSHCertificateIssuer: Sendable {
     static let maximumLifetime: Int64 = 7 * 86_400
     /// The extension naming the device key, for hosts and logs that want to know which device.
     static let deviceExtension = "device-key@keyauth"
+    /// The extension naming the device's assurance tier (`attested`, `tpm-unverified`,
+    /// `software`), so that a host or its logs can tell a TPM-held key from a key file.
+    static let deviceTierExtension = "device-tier@keyauth"
 
     /// The signing CA and, after a rotation, the previous one.
     let authorities: SSHCertificateAuthorities
@@ -90,6 +93,7 @@ struct SSHCertificateIssuer: Sendable {
         var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
         extensions[Self.deviceExtension] = device.kid
+        extensions[Self.deviceTierExtension] = device.tier.rawValue
         let certificate = SSHUserCertificate(
             publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
             principals: principalMap?.current.principals(for: device.user) ?? [device.user],
