@@ -60,6 +60,21 @@ struct HostLoginTests {
             if machine.syslog.isCapturing {
                 #expect(machine.syslog.text.contains("wrong_pin"), "\(machine.syslog.text)")
             }
+            // The prompt says how many wrong PINs the TPM still takes; once it is locked, the
+            // module refuses before asking, with the wait, and even the right PIN is refused.
+            let second = try machine.pamtester(pin: "000000")
+            #expect(second.status != 0)
+            let secondText = second.standardOutput + second.standardError
+            #expect(secondText.contains("the TPM locks after"), "\(secondText)")
+            _ = try machine.pamtester(pin: "000000")
+            let locked = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(locked.status != 0)
+            let lockedText = locked.standardOutput + locked.standardError
+            #expect(!lockedText.contains("PIN for"), "no PIN is asked: \(lockedText)")
+            #expect(lockedText.contains("locked after too many wrong PINs"), "\(lockedText)")
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("locked after too many wrong PINs"), "\(machine.syslog.text)")
+            }
         }
     }
 

@@ -59,3 +59,28 @@ struct PAMHelperRequestTests {
         #expect(PAMHelper.Answer.ok("account a").line == "ok account a")
     }
 }
+
+@Suite("pam_keyauth and a TPM's lockout")
+struct PAMHelperTPMLockoutTests {
+    private func info(counter: Int, locked: Bool = false, interval: Int = 1000) -> TPMInfo {
+        TPMInfo(
+            manufacturer: "IBM", vendor: "SW   TPM", lockoutCounter: counter, maximumTries: 3,
+            lockoutInterval: interval, lockoutRecovery: 1000, isLockedOut: locked, rsaKeySizes: [2048])
+    }
+
+    @Test("nothing counted asks plainly; counted wrong PINs are in the prompt; a locked TPM refuses with the wait")
+    func states() {
+        #expect(PAMHelper.tpmLockoutState(nil) == .ask(note: ""))
+        #expect(PAMHelper.tpmLockoutState(info(counter: 0)) == .ask(note: ""))
+        #expect(PAMHelper.tpmLockoutState(info(counter: 1)) == .ask(note: " (the TPM locks after 2 more wrong PINs)"))
+        #expect(PAMHelper.tpmLockoutState(info(counter: 2)) == .ask(note: " (the TPM locks after 1 more wrong PIN)"))
+        #expect(
+            PAMHelper.tpmLockoutState(info(counter: 3, locked: true))
+                == .locked("the TPM is locked after too many wrong PINs and refuses its keys for up to 1000 seconds"))
+        #expect(
+            PAMHelper.tpmLockoutState(info(counter: 3, locked: true, interval: 0))
+                == .locked(
+                    "the TPM is locked after too many wrong PINs and refuses its keys until its owner resets the lockout"
+                ))
+    }
+}

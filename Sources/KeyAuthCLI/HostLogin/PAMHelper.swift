@@ -136,7 +136,14 @@ package struct PAMHelper: Sendable {
         case .success(let loaded): hostClientID = loaded?.clientID
         case .failure(let error): return .refused(error.message)
         }
-        DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name)): \n")
+        var lockoutNote = ""
+        if account.keyStore == .tpm {
+            switch Self.tpmLockoutState(try? context.tpmConnection().info()) {
+            case .locked(let reason): return .refused(reason)
+            case .ask(let note): lockoutNote = note
+            }
+        }
+        DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name))\(lockoutNote): \n")
         let session: AccountSession
         let token: AccessToken
         do {
