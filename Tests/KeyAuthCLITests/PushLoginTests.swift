@@ -67,6 +67,40 @@ struct PushLoginTests {
         }
     }
 
+    @Test("Ctrl-C at the prompt ends the login, and no helper is left polling", .timeLimit(.minutes(5)))
+    func interrupted() async throws {
+        try await withPushHost { host in
+            let session = try host.sshd.interactiveLogin(as: host.machine.user)
+            _ = try host.code(shownBy: session)
+            // The helper waits as the user (its threads run with the user's uid; the main thread,
+            // parked by the runtime, still shows root), so it is found by its threads' user.
+            let userThreads = {
+                Set(
+                    try runProcess("/bin/ps", ["-eLo", "pid=,euser:40="], environment: [:]).standardOutput
+                        .split(separator: "\n").compactMap { line -> Int32? in
+                            let fields = line.split(separator: " ")
+                            guard fields.count == 2, fields[1] == host.machine.user else { return nil }
+                            return Int32(fields[0])
+                        })
+            }
+            let helpers = try userThreads()
+            #expect(!helpers.isEmpty, "the helper waits as the user")
+            session.type("\u{03}")
+            let status = session.wait(timeout: 30)
+            #expect(status != nil && status != 0)
+            #expect(!session.standardOutput.contains("logged-in"))
+            // Once ssh is gone, the module ends the login and kills its helper: none may stay.
+            let deadline = Date().addingTimeInterval(20)
+            var left = helpers
+            repeat {
+                left = helpers.filter { kill($0, 0) == 0 }
+                if left.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(500))
+            } while Date() < deadline
+            #expect(left.isEmpty, "helper still running: \(left)")
+        }
+    }
+
     @Test("a user not on the host client's list is refused before any device is asked", .timeLimit(.minutes(5)))
     func userNotAllowed() async throws {
         try await withPushHost(allowedUser: "someone-else") { host in

@@ -27,9 +27,22 @@ extension PAMHelper {
             return .refused(error.message)
         }
         let output = output
+        let input = input
         return await PushLogin(
             client: client, credentials: credentials, keyauthUser: keyauthUser, linuxUser: request.user,
-            send: { line in DescriptorIO.writeAll(output, line + "\n") }
+            send: { line in DescriptorIO.writeAll(output, line + "\n") },
+            moduleGone: { Self.peerClosed(input) }
         ).run()
+    }
+
+    /// Whether the other end of `descriptor` (the module's socket) has closed: the module sends
+    /// nothing while a push login waits, so a hang-up or an end of input is all there is to see.
+    static func peerClosed(_ descriptor: Int32) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, 0) == 1 else { return false }
+        if entry.revents & (Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0 { return true }
+        // Readable: an end of input reads as 0 bytes; bytes the module sent are left unread.
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 0
     }
 }

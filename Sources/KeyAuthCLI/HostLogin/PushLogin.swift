@@ -38,6 +38,9 @@ package struct PushLogin: Sendable {
     let linuxUser: String
     /// Writes one line to the module.
     let send: @Sendable (String) -> Void
+    /// Whether the module has gone (its end of the socket closed: the person pressed Ctrl-C, or
+    /// sshd ended the connection), so that no helper keeps polling for a login nobody waits for.
+    let moduleGone: @Sendable () -> Bool
 
     /// Asks, shows the code and waits for the answer; the answer is final.
     func run() async -> PAMHelper.Answer {
@@ -55,6 +58,7 @@ package struct PushLogin: Sendable {
         let deadline = ContinuousClock.now + .seconds(started.expiresIn + interval)
         while ContinuousClock.now < deadline {
             try? await Task.sleep(for: .seconds(interval))
+            if moduleGone() { return .refused("push login abandoned: pam_keyauth is no longer waiting") }
             let outcome: KeyAuthClient.BackchannelOutcome
             do {
                 outcome = try await client.pollBackchannelSignIn(id: started.id, client: secret)
