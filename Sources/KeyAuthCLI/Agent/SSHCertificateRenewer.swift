@@ -25,6 +25,16 @@ struct SSHCertificateRenewer: Sendable {
     let server: KeyAgentServer
     let log: @Sendable (String) -> Void
 
+    /// The session the renewals log in with: the agent's account, opened again with nobody to
+    /// ask for a PIN, so that a renewal racing a lock or the timeout fails and is retried
+    /// instead of prompting on the terminal the agent was started from.
+    static func session(for account: String, context: CommandContext) throws(KeyAuthError) -> AccountSession {
+        var io = context.io
+        io.terminalReader = NoOneToAsk()
+        return try AccountSession.open(
+            context: CommandContext(io: io), account: account, pinFromStandardInput: false, waitForApproval: false)
+    }
+
     var certificatePath: String { SSHCommand.certificatePath(in: session.keys.directory) }
 
     /// Checks and renews until the task is cancelled.
@@ -93,4 +103,13 @@ struct SSHCertificateRenewer: Sendable {
         let doublings = min(max(failures - 1, 0), 10)
         return min(checkInterval * Double(1 << doublings), maximumBackoff)
     }
+}
+
+/// A reader with nobody behind it: the renewer's presence checks report themselves unavailable.
+private struct NoOneToAsk: SecretReader {
+    func readLine(prompt: String, echo: Bool) throws(KeyAuthError) -> SecretBytes {
+        throw KeyAuthError(.presenceUnavailable, "the agent is locked: it asks nobody for a PIN")
+    }
+
+    func isAvailable() -> Bool { false }
 }

@@ -135,8 +135,14 @@ struct AgentCommand {
         }
         listening()
         let errorOutput = context.io
-        let renewer = SSHCertificateRenewer(session: session, server: server) { errorOutput.printError($0) }
-        let renewal = Task { await renewer.run() }
+        let renewal = Task { [context] in
+            do throws(KeyAuthError) {
+                let renewing = try SSHCertificateRenewer.session(for: session.account.name, context: context)
+                await SSHCertificateRenewer(session: renewing, server: server) { errorOutput.printError($0) }.run()
+            } catch {
+                errorOutput.printError("keyauth agent: cannot renew the ssh certificate: \(error.message)")
+            }
+        }
         defer { renewal.cancel() }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
