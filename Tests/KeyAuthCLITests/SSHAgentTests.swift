@@ -36,6 +36,20 @@ struct SSHAgentTests {
             for _ in 0..<300 where locked() != false && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
         }
 
+        /// What the agent wrote to its standard error so far.
+        var errorOutput: String {
+            (try? String(contentsOfFile: scratch.path + "/stderr", encoding: .utf8)) ?? ""
+        }
+
+        /// Waits until the agent's standard error contains `text`, or it ends, or 30 s pass
+        /// (the bound only stops a broken agent hanging the test).
+        func waitForErrorOutput(containing text: String) {
+            let deadline = Date().addingTimeInterval(30)
+            while !errorOutput.contains(text), process.isRunning, Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+        }
+
         func locked() -> Bool? {
             (try? KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: socket))?.locked
         }
@@ -71,6 +85,8 @@ struct SSHAgentTests {
         #expect(lines.count == 2, "\(listed.output)")
         #expect(lines.first?.contains("(RSA-CERT)") == true, "\(listed.output)")
         #expect(lines.last?.contains("(RSA)") == true, "\(listed.output)")
+        // The certificate `keyauth ssh cert` wrote is far from expiry: the agent keeps it.
+        #expect(!agent.errorOutput.contains("ssh certificate"), "\(agent.errorOutput)")
         let publicKeys = try agent.sshAdd(["-L"])
         #expect(publicKeys.output.hasPrefix("ssh-rsa-cert-v01@openssh.com "), "\(publicKeys.output)")
         // What the agent does not do, it refuses, and it serves on.
@@ -95,6 +111,51 @@ struct SSHAgentTests {
         #expect(refused.output.isEmpty)
     }
 
+    @Test("unlocked without `keyauth ssh cert`, the agent fetches the certificate itself, offers it, and says so")
+    func agentFetchesItsCertificate() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let certificate = try setup.keyDirectory + "/device-key.pem-cert.pub"
+        #expect(access(certificate, F_OK) != 0)
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        agent.waitForErrorOutput(containing: "ssh certificate renewed")
+        #expect(
+            agent.errorOutput.contains("keyauth agent: ssh certificate renewed, valid until "), "\(agent.errorOutput)")
+        #expect(fileMode(certificate) == 0o600)
+        let line = try String(contentsOfFile: certificate, encoding: .utf8)
+        #expect(line.hasPrefix("ssh-rsa-cert-v01@openssh.com "))
+        let listed = try agent.sshAdd(["-l"])
+        #expect(listed.status == 0, "\(listed.errorOutput)")
+        #expect(listed.output.split(separator: "\n").first?.contains("(RSA-CERT)") == true, "\(listed.output)")
+        let keys = try agent.sshAdd(["-L"])
+        #expect(keys.output.hasPrefix(line.split(separator: " ").prefix(2).joined(separator: " ")), "\(keys.output)")
+    }
+
+    @Test("with a server that issues no SSH certificates, the agent says so once and serves the key alone")
+    func serverWithoutCertificateAuthority() async throws {
+        let server = try InProcessKeyAuthServer()
+        defer { server.stop() }
+        let device = CommandHarness()
+        defer { device.home.remove() }
+        let registered = await device.run(
+            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
+            standardInput: Self.pin + "\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        let agent = try Agent(device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        agent.waitForErrorOutput(containing: "issues no SSH certificates")
+        let said = agent.errorOutput.components(separatedBy: "issues no SSH certificates").count - 1
+        #expect(said == 1, "\(agent.errorOutput)")
+        #expect(!agent.errorOutput.contains("cannot fetch"), "\(agent.errorOutput)")
+        let listed = try agent.sshAdd(["-l"])
+        #expect(listed.status == 0, "\(listed.errorOutput)")
+        #expect(listed.output.split(separator: "\n").count == 1, "\(listed.output)")
+        #expect(agent.locked() == false)
+    }
+
     @Test("an oversized or cut request gets SSH_AGENT_FAILURE, and the agent serves the next connection")
     func hostileRequests() async throws {
         let setup = try await SSHLoginTests.Setup(pin: Self.pin)
@@ -109,10 +170,10 @@ struct SSHAgentTests {
             shutdown(connection, Int32(SHUT_WR))
             #expect(SSHAgentProtocol.readMessage(connection) == .message([SSHAgentProtocol.failure]))
         }
-        // No certificate was issued: the plain key alone.
+        // The agent serves on after them.
         let listed = try agent.sshAdd(["-l"])
         #expect(listed.status == 0, "\(listed.errorOutput)")
-        #expect(listed.output.split(separator: "\n").count == 1, "\(listed.output)")
+        #expect(listed.output.contains("(RSA)"), "\(listed.output)")
     }
 
     @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")
@@ -123,7 +184,10 @@ struct SSHAgentTests {
         defer { agent.stop() }
         try #require(agent.locked() == false)
         let listed = try agent.sshAdd(["-L"])
-        let keyLine = try #require(listed.output.split(separator: "\n").first.map(String.init), "\(listed.errorOutput)")
+        // The plain key's line (the agent may have fetched a certificate by now, listed first).
+        let keyLine = try #require(
+            listed.output.split(separator: "\n").first { $0.hasPrefix("ssh-rsa ") }.map(String.init),
+            "\(listed.errorOutput)")
         #expect(keyLine.hasPrefix("ssh-rsa "))
         let directory = setup.directory.path
         try (keyLine + "\n").write(toFile: directory + "/key.pub", atomically: true, encoding: .utf8)

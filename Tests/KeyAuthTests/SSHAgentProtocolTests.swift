@@ -123,6 +123,26 @@ struct SSHAgentProtocolTests {
         #expect(SSHAgentProtocol.certificateBlob(line: "ssh-rsa-cert-v01@openssh.com AAAA", of: key.publicKey) == nil)
     }
 
+    @Test("valid before is read from a certificate blob, and a cut blob gives nil")
+    func certificateValidBefore() throws {
+        var writer = SSHWireWriter()
+        try writer.string("ssh-rsa-cert-v01@openssh.com")
+        try writer.string([UInt8](repeating: 7, count: 32))
+        try writer.mpint(unsigned: [1, 0, 1])
+        try writer.mpint(unsigned: [0xC3, 0x51])
+        writer.uint64(42)
+        writer.uint32(1)
+        try writer.string("keyauth user alice")
+        try writer.string([UInt8]())
+        writer.uint64(1_700_000_000)
+        writer.uint64(1_700_028_800)
+        let blob = writer.bytes
+        #expect(SSHAgentProtocol.certificateValidBefore(blob) == 1_700_028_800)
+        for length in [0, 10, blob.count - 8, blob.count - 1] {
+            #expect(SSHAgentProtocol.certificateValidBefore(Array(blob.prefix(length))) == nil)
+        }
+    }
+
     @Test("framing reads messages until the end, and tells an oversized or cut message apart")
     func framing() throws {
         var ends: [Int32] = [-1, -1]

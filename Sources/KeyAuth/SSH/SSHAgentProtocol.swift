@@ -90,6 +90,19 @@ package enum SSHAgentProtocol {
         return blob
     }
 
+    /// When the certificate in `blob` (one ``certificateBlob(line:of:)`` returned) stops being
+    /// valid, in seconds since 1970 (PROTOCOL.md of OpenSSH, `valid before`); nil when the blob
+    /// is cut short. The agent reads it to know when to fetch the next one.
+    package static func certificateValidBefore(_ blob: [UInt8]) -> UInt64? {
+        var reader = SSHWireReader(blob)
+        // Type, nonce, e, n, serial, certificate type, key id, principals, valid after.
+        guard reader.string() != nil, reader.string() != nil, reader.string() != nil, reader.string() != nil,
+            reader.uint64() != nil, reader.uint32() != nil, reader.string() != nil, reader.string() != nil,
+            reader.uint64() != nil
+        else { return nil }
+        return reader.uint64()
+    }
+
     /// The answer to one request's body (type byte and payload), as a message body.
     ///
     /// - Parameters:

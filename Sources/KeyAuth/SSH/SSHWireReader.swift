@@ -26,6 +26,12 @@ package struct SSHWireReader: Sendable {
         return bytes[offset..<offset + 4].reduce(0) { ($0 << 8) | UInt32($1) }
     }
 
+    /// A `uint64`, or nil when fewer than eight bytes are left.
+    package mutating func uint64() -> UInt64? {
+        guard let high = uint32(), let low = uint32() else { return nil }
+        return UInt64(high) << 32 | UInt64(low)
+    }
+
     /// A `string`, or nil when its length runs past the end.
     package mutating func string() -> [UInt8]? {
         let start = offset

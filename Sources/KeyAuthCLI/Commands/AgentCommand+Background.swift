@@ -81,7 +81,7 @@ extension AgentCommand {
         guard try !runningAgent(at: path, for: session.account.name) else {
             throw KeyAuthError(.invalidArgument, "an agent already runs at \(path)")
         }
-        try await listenAndServe(try makeServer(session, at: path), at: path) {}
+        try await listenAndServe(try makeServer(session, at: path), for: session, at: path) {}
     }
 
     /// Waits until the agent started as `child` answers at `path` for `account`.

@@ -62,7 +62,7 @@ struct AgentCommand {
         let open = { (pin: SecretBytes?) throws(KeyAuthError) in try server.unlock(pin: pin, timeout: timeout) }
         try await Self.checkPresence(session, reason: Self.unlockReason(name), open)
         let output = context.io
-        try await listenAndServe(server, at: path) {
+        try await listenAndServe(server, for: session, at: path) {
             output.printOutput(
                 "keyauth agent: holding the key of \(name) until "
                     + "\(server.expiresAt.map(Formatting.timestamp) ?? "now") at \(path); "
@@ -107,9 +107,10 @@ struct AgentCommand {
             store: session.keys, socketPath: path, errorOutput: { errorOutput.printError($0) })
     }
 
-    /// Listens at `path`, calls `listening`, and serves until stopped (`--stop`, a signal).
+    /// Listens at `path`, calls `listening`, and serves until stopped (`--stop`, a signal); beside
+    /// the loop, an ``SSHCertificateRenewer`` keeps the session's SSH certificate fresh.
     func listenAndServe(
-        _ server: KeyAgentServer, at path: String, listening: () -> Void
+        _ server: KeyAgentServer, for session: AccountSession, at path: String, listening: () -> Void
     ) async throws(KeyAuthError) {
         // A core dump of the agent would hold the key.
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
@@ -133,6 +134,16 @@ struct AgentCommand {
             throw error
         }
         listening()
+        let errorOutput = context.io
+        let renewal = Task { [context] in
+            do throws(KeyAuthError) {
+                let renewing = try SSHCertificateRenewer.session(for: session.account.name, context: context)
+                await SSHCertificateRenewer(session: renewing, server: server) { errorOutput.printError($0) }.run()
+            } catch {
+                errorOutput.printError("keyauth agent: cannot renew the ssh certificate: \(error.message)")
+            }
+        }
+        defer { renewal.cancel() }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {

@@ -24,17 +24,30 @@ struct SSHCommand {
         let session = try AccountSession.open(
             context: context, account: options.account, pinFromStandardInput: options.pinFromStandardInput,
             waitForApproval: false)
-        let client = session.client
-        let grant = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
-            try await client.requestSSHCertificate(accessToken: token, proofs: proofs)
-        }
         let destination = path ?? Self.certificatePath(in: session.keys.directory)
-        try SecureFile.write(Array((grant.line + "\n").utf8), to: destination)
+        let grant = try await Self.fetchCertificate(session, writingTo: destination)
         context.io.printOutput(grant.line)
         context.io.printError(
             "SSH certificate for \(grant.principals.map(Formatting.printable).joined(separator: ", ")) saved to "
                 + "\(destination); valid until \(RFC3339.string(fromSeconds: grant.validBefore)) (serial \(grant.serial))."
         )
+    }
+
+    /// Logs in with the session's key (through `keyauth agent` when it holds the key), asks the
+    /// server for a certificate, and writes its line to `destination` atomically, mode 0600: what
+    /// `keyauth ssh cert` does, and what the agent does by itself when its certificate runs out.
+    ///
+    /// - Throws: the login's errors; the server's (an `OAuthError` with status 404 when it is no
+    ///   SSH CA); `.storageFailed` when the file cannot be written (the old one is then untouched).
+    static func fetchCertificate(
+        _ session: AccountSession, writingTo destination: String
+    ) async throws(KeyAuthError) -> SSHCertificateGrant {
+        let client = session.client
+        let grant = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            try await client.requestSSHCertificate(accessToken: token, proofs: proofs)
+        }
+        try SecureFile.write(Array((grant.line + "\n").utf8), to: destination)
+        return grant
     }
 
     private func config() throws(KeyAuthError) {
