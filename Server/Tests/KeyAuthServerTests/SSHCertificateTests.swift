@@ -155,6 +155,39 @@ struct SSHCertificateTests {
         #expect(revoked.json?["certificate"] == nil)
     }
 
+    @Test("what a request body says (another key, another user, other principals) changes nothing in the certificate")
+    func requestBodyIsIgnored() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.key"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let api = try environment.directAPI { $0.sshCAKeyFile = caFile }
+        let alice = try ServerTestKeys.key("alice-1")
+        let bob = try ServerTestKeys.key("bob-1")
+        let aliceToken = try api.activeDevice(user: "alice", key: alice)
+        _ = try api.activeDevice(user: "bob", key: bob)
+        let bobsKey = String(
+            decoding: try SSHCertificateAuthority.publicKeyBlob(of: .rsa(bob.publicKey)).base64Line, as: UTF8.self)
+        var headers = HTTPHeaders()
+        headers.add("Authorization", "Bearer \(aliceToken)")
+        headers.add("Content-Type", "application/json")
+        let body = JSONValue.object([
+            "public_key": .string(bobsKey), "user": .string("bob"), "principals": .array(["root", "bob"]),
+            "kid": .string(bob.publicKey.fingerprint),
+        ])
+        let issued = try api.send(
+            "POST", "/v1/ssh/certificates", headers: headers, body: Array(body.serialized().utf8))
+        #expect(issued.status == 201, "\(issued.text)")
+        #expect(issued.json?["principals"] == .array(["alice"]))
+        let line = try #require(issued.json?["certificate"]?.stringValue)
+        let described = try Self.describe(line, in: environment.directory)
+        #expect(
+            described.output.contains("keyauth user alice device \(alice.publicKey.fingerprint)"), "\(described.output)"
+        )
+        let lines = described.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let principals = lines.drop { $0 != "Principals:" }.dropFirst().prefix { !$0.hasPrefix("Critical Options:") }
+        #expect(Array(principals) == ["alice"], "\(described.output)")
+    }
+
     @Test("a server without --ssh-ca-key-file answers 404 and says why")
     func noCertificateAuthority() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
