@@ -6,8 +6,10 @@
 # without PAM), and to `keyauth login` of an account without a PIN (so that the PIN's own cost,
 # the key file's key derivation, is the difference of the two), alternated in one run; then, with
 # the server stopped, the same pamtester login offline by the grant the online runs left
-# (docs/HOST-LOGIN.md, "Offline"). Needs root (a Linux user and /etc/pam.d files are
-# made for the run and removed after) and pamtester.
+# (docs/HOST-LOGIN.md, "Offline"). Also `ssh` logins through two sshd on loopback
+# (keyboard-interactive through PAM, the PIN typed by SSH_ASKPASS): the module's stack against
+# the floor's, so the module's cost in an ssh login shows without anyone waiting. Needs root (a
+# Linux user and /etc/pam.d files are made for the run and removed after), pamtester and sshd.
 #
 #   bash Benchmarks/pam/run.sh [RUNS]
 #
@@ -27,8 +29,10 @@ suffix=$(basename "$work" | tr -dc 'a-z0-9' | tail -c 6)
 user=kabench$suffix
 service=keyauth-bench-$suffix
 server_pid=""
+sshd_pids=()
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+    for pid in "${sshd_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     rm -f "/etc/pam.d/$service" "/etc/pam.d/$service-floor" "/var/lib/keyauth-pam/$user.grant"
     userdel --remove "$user" 2>/dev/null || true
     rm -rf "$work"
@@ -62,10 +66,43 @@ printf 'auth required %s helper=%s server=%s\naccount required pam_permit.so\n' 
     "$work/pam_keyauth.so" "$work/keyauth-pam-helper" "$issuer" >"/etc/pam.d/$service"
 printf 'auth required pam_permit.so\naccount required pam_permit.so\n' >"/etc/pam.d/$service-floor"
 
-python3 - "$service" "$user" "$pin" "$work/keyauth" "$runs" "$port" "$server_pid" <<'PY'
+# Two sshd on loopback, keyboard-interactive through PAM only: one with the module's stack, one
+# with the floor's. OpenSSH names its PAM service after the program, so each runs through a link
+# of that name; ssh answers the module's PIN prompt through SSH_ASKPASS.
+mkdir -p /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+printf '#!/bin/sh\necho %s\n' "$pin" >"$work/askpass"
+chmod 0755 "$work/askpass"
+sshd_ports=()
+for name in "$service" "$service-floor"; do
+    sshd_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    printf '%s\n' "Port $sshd_port" "ListenAddress 127.0.0.1" "HostKey $work/host_key" "PidFile $work/$name.pid" \
+        "StrictModes no" "AuthorizedKeysFile none" "PubkeyAuthentication no" "PasswordAuthentication no" \
+        "KbdInteractiveAuthentication yes" "AuthenticationMethods keyboard-interactive" "UsePAM yes" \
+        "PermitRootLogin no" >"$work/$name.conf"
+    ln -s /usr/sbin/sshd "$work/$name"
+    "$work/$name" -D -f "$work/$name.conf" 2>/dev/null &
+    sshd_pids+=($!)
+    sshd_ports+=("$sshd_port")
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$sshd_port") 2>/dev/null && break; sleep 0.05; done
+done
+
+python3 - "$service" "$user" "$pin" "$work/keyauth" "$runs" "$port" "$server_pid" "${sshd_ports[0]}" \
+    "${sshd_ports[1]}" "$work/askpass" <<'PY'
 import os, signal, statistics, subprocess, sys, time
 service, user, pin, keyauth, runs, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 server_pid = int(sys.argv[7])
+ssh_module_port, ssh_floor_port, askpass = sys.argv[8], sys.argv[9], sys.argv[10]
+def ssh(ssh_port):
+    return ["ssh", "-F", "/dev/null", "-p", ssh_port, "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "PreferredAuthentications=keyboard-interactive",
+            "-o", "NumberOfPasswordPrompts=1", "-o", "IdentityAgent=none", f"{user}@127.0.0.1", "true"]
+ssh_environment = dict(os.environ, SSH_ASKPASS=askpass, SSH_ASKPASS_REQUIRE="force", DISPLAY=":0")
+def timed_ssh(ssh_port):
+    start = time.perf_counter()
+    subprocess.run(ssh(ssh_port), check=True, env=ssh_environment, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    return time.perf_counter() - start
 def timed(command):
     start = time.perf_counter()
     subprocess.run(command, check=True, input=pin + "\n", text=True,
@@ -78,6 +115,10 @@ for _ in range(runs):
     floor.append(timed(["pamtester", service + "-floor", user, "authenticate"]))
     direct.append(timed(as_user + [f"{user}@127.0.0.1:{port}", "--pin-stdin"]))
     nopin.append(timed(as_user + [f"{user}-nopin@127.0.0.1:{port}"]))
+ssh_module, ssh_floor = [], []
+for _ in range(runs):
+    ssh_module.append(timed_ssh(ssh_module_port))
+    ssh_floor.append(timed_ssh(ssh_floor_port))
 # Offline: the server stopped, the grant of the last online login decides (with the PIN).
 os.kill(server_pid, signal.SIGTERM)
 time.sleep(1)
@@ -93,6 +134,9 @@ print(f"  keyauth login --pin-stdin as the user      {ms(direct):8.1f} ms")
 print(f"  keyauth login, account without a PIN       {ms(nopin):8.1f} ms")
 print(f"  the PIN's own cost (difference)            {pin_cost:8.1f} ms")
 print(f"  added by pam_keyauth beyond the PIN        {added - pin_cost:8.1f} ms  (target < 150 ms)")
+print(f"  ssh, keyboard-interactive, pam_keyauth     {ms(ssh_module):8.1f} ms")
+print(f"  ssh, keyboard-interactive, pam_permit.so   {ms(ssh_floor):8.1f} ms")
+print(f"  added to ssh beyond the PIN                {ms(ssh_module) - ms(ssh_floor) - pin_cost:8.1f} ms")
 print(f"  pamtester offline, by grant, server down   {ms(offline):8.1f} ms")
 print(f"  load average at the end                    {os.getloadavg()[0]:8.2f}")
 PY
