@@ -109,15 +109,11 @@ final class OfflineGrantStore {
     }
 
     private func replace(with bytes: [UInt8]) throws(KeyAuthError) {
-        guard ftruncate(descriptor, 0) == 0 else { throw SecureFile.errnoError(.storageFailed, "cannot empty \(path)") }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes {
-                pwrite(descriptor, $0.baseAddress, $0.count, off_t(offset))
-            }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { throw SecureFile.errnoError(.storageFailed, "cannot write \(path)") }
-            offset += written
+        guard ftruncate(descriptor, 0) == 0, lseek(descriptor, 0, SEEK_SET) == 0 else {
+            throw SecureFile.errnoError(.storageFailed, "cannot empty \(path)")
+        }
+        guard DescriptorIO.writeAll(descriptor, bytes: bytes) else {
+            throw SecureFile.errnoError(.storageFailed, "cannot write \(path)")
         }
         guard fsync(descriptor) == 0 else { throw SecureFile.errnoError(.storageFailed, "cannot sync \(path)") }
     }
