@@ -5,6 +5,7 @@
 #   bash Benchmarks/load/run.sh [--alg RS256|ES256] [--seconds N] [--rounds N] [--devices N]
 #                               [--connections N] [--threads N] [--node-server PATH]
 #                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
+#                               [--replay-cache memory|database] [--compare-replay-cache memory|database]
 #
 # The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
 # benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
@@ -17,10 +18,11 @@
 #   1. builds keyauth-server and keyauth-bench in release mode;
 #   2. measures the machine's signing ceiling, `openssl speed -multi $(nproc)` for the access
 #      token's algorithm (rsa2048 for RS256, ecdsap256 for ES256), before and after the runs;
-#   3. starts keyauth-server (SQLite file: synchronous=FULL durability, replay cache on) and the
-#      Node server with the same issuer, registers DEVICES RSA-2048 keys with both
-#      (`keyauth-bench load-prepare`), and checks with a few sample assertions that each answers a
-#      login with an access token of ALG and refuses the same assertion a second time;
+#   3. starts keyauth-server (SQLite file: synchronous=FULL durability; replay cache in memory
+#      unless --replay-cache database) and the Node server with the same issuer, registers
+#      DEVICES RSA-2048 keys with both (`keyauth-bench load-prepare`), and checks with a few
+#      sample assertions that each answers a login with an access token of ALG and refuses the
+#      same assertion a second time;
 #   4. for each of ROUNDS rounds, signs a fresh set of unique assertions and drives each server
 #      with `wrk -t2 -cCONNECTIONS` (keep-alive, the same assertions for both, every one a new
 #      jti) for SECONDS, alternating which server goes first; a run with any non-2xx answer or
@@ -30,6 +32,10 @@
 #      rounds, the ratio to Node (median of the per-round ratios) and to the ceiling, against
 #      the targets.
 #
+# --replay-cache MODE passes --replay-cache to keyauth-server (default: its own, memory on SQLite;
+# database fsyncs every claim before the answer, as every version before did).
+# --compare-replay-cache MODE adds the same keyauth-server binary with --replay-cache MODE as
+# "keyauth-other", to measure the two modes in one run.
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
 # CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
@@ -47,12 +53,14 @@ rounds=3
 devices=200
 connections=32
 threads=""
+replay_cache=""
+compare_replay_cache=""
 profile=""
 compare_server=""
 ceiling_seconds=10
 node_server=${KEYAUTH_NODE_FAIR_SERVER:-$root/../shared/bench/node-fair-login-server.mjs}
 usage() {
-    sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 while [ $# -gt 0 ]; do
@@ -63,6 +71,8 @@ while [ $# -gt 0 ]; do
     --devices) devices=${2:?}; shift 2 ;;
     --connections) connections=${2:?}; shift 2 ;;
     --threads) threads=${2:?}; shift 2 ;;
+    --replay-cache) replay_cache=${2:?}; shift 2 ;;
+    --compare-replay-cache) compare_replay_cache=${2:?}; shift 2 ;;
     --node-server) node_server=${2:?}; shift 2 ;;
     --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
     --profile) profile=${2:?}; shift 2 ;;
@@ -106,6 +116,9 @@ if [ "$alg" != RS256 ]; then
     fi
 fi
 [ -z "$threads" ] || keyauth_flags+=(--threads "$threads")
+other_flags=("${keyauth_flags[@]}")
+[ -z "$replay_cache" ] || keyauth_flags+=(--replay-cache "$replay_cache")
+[ -z "$compare_replay_cache" ] || other_flags+=(--replay-cache "$compare_replay_cache")
 
 work=$(mktemp -d /tmp/keyauth-load.XXXXXX)
 pids=()
@@ -136,15 +149,16 @@ ceiling_before=$(ceiling)
 issuer="http://keyauth.bench"
 servers=()
 declare -A port_by_server pid_by_server
-# start_keyauth NAME BINARY: a keyauth-server on a SQLite file of its own.
+# start_keyauth NAME BINARY FLAGS...: a keyauth-server on a SQLite file of its own.
 start_keyauth() {
     local name=$1 binary=$2 port
+    shift 2
     port=$(free_port)
     # Open enrollment (loopback only): the benchmark registers first devices without codes. All
     # load comes from one address by design: no per-address limits. No metrics listener.
     "$binary" serve --listen "127.0.0.1:$port" --db "$work/$name.db" --issuer "$issuer" \
         --enrollment open --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 \
-        --metrics-listen off --quiet "${keyauth_flags[@]}" 2>"$work/$name.log" &
+        --metrics-listen off --quiet "$@" 2>"$work/$name.log" &
     pid_by_server[$name]=$!
     pids+=("$!")
     port_by_server[$name]=$port
@@ -152,9 +166,13 @@ start_keyauth() {
     servers+=("$name")
 }
 if [ "$with_keyauth" = 1 ]; then
-    start_keyauth keyauth-server "$bin/keyauth-server"
+    start_keyauth keyauth-server "$bin/keyauth-server" "${keyauth_flags[@]}"
     keyauth_pid=${pid_by_server[keyauth-server]}
-    [ -z "$compare_server" ] || start_keyauth keyauth-other "$compare_server"
+    if [ -n "$compare_server" ]; then
+        start_keyauth keyauth-other "$compare_server" "${other_flags[@]}"
+    elif [ -n "$compare_replay_cache" ]; then
+        start_keyauth keyauth-other "$bin/keyauth-server" "${other_flags[@]}"
+    fi
 fi
 node_port=$(free_port)
 PORT=$node_port ALG=$alg ISSUER=$issuer node "$node_server" >"$work/node-fair.log" 2>&1 &

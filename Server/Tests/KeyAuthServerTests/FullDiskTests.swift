@@ -31,6 +31,8 @@ struct FullDiskTests {
             name: "full-disk",
             arguments: [
                 "serve", "--listen", "127.0.0.1:0", "--db", disk.path + "/keyauth-server.db", "--enrollment", "open",
+                // Logins must write to fail on a full disk: the replay cache in the database.
+                "--replay-cache", "database",
                 "--metrics-listen", "off", "--log-format", "json", "--rate-limit", "100000", "--registration-limit",
                 "100000", "--signing-key-bits", "2048",
             ], logPath: environment.directory.path + "/server.log")

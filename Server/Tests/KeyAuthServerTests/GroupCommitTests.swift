@@ -329,6 +329,8 @@ struct GroupCommitTests {
         let (storage, database) = try Self.open(environment)
         let runner = try environment.startServer(storage: storage) {
             $0.failureLimit = 100_000
+            // The claims go through the group commit only with the replay cache in the database.
+            $0.replayCache = .database
         }
         defer { runner.stop() }
         let api = environment.socketAPI(runner)

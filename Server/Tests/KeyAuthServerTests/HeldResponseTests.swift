@@ -20,6 +20,8 @@ struct HeldResponseTests {
         let runner = try environment.startServer(storage: storage) {
             $0.threads = 2
             $0.failureLimit = 100_000
+            // Logins that write: the replay cache in the database, durable before the answer.
+            $0.replayCache = .database
         }
         return (runner, environment.socketAPI(runner), disk)
     }

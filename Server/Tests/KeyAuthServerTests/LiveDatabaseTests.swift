@@ -16,6 +16,9 @@ struct LiveDatabaseTests {
         let arguments = [
             "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
             "--quiet", "--config", "/dev/null",
+            // A login right after kill -9: with the replay cache in memory it would wait out the
+            // restart rule (CrashDurabilityTests covers that); here the WAL is the point.
+            "--replay-cache", "database",
         ]
         let server = try KeyAuthServerProcess(
             name: "live", arguments: arguments, logPath: environment.directory.path + "/live.log")

@@ -59,6 +59,7 @@ complete -c keyauth-server -n $serving -l request-timeout -x -d 'Seconds to send
 complete -c keyauth-server -n $serving -l connection-timeout -x -d 'Idle seconds before a connection closes'
 complete -c keyauth-server -n $serving -l signing-key-bits -x -a '2048 3072 4096' -d 'Size of the signing key made on first start'
 complete -c keyauth-server -n $serving -l token-alg -x -a 'RS256 ES256 EdDSA' -d 'Algorithm of the signing key made on first start'
+complete -c keyauth-server -n $serving -l replay-cache -x -a 'memory database' -d 'Where accepted assertions are remembered'
 complete -c keyauth-server -n $serving -l signing-key-file -r -F -d 'Sign with this PEM key (RSA, EC P-256 or Ed25519)'
 complete -c keyauth-server -n $serving -l cleanup-interval -x -d 'Seconds between purges, key reloads and retirements'
 complete -c keyauth-server -n "__fish_seen_subcommand_from keys" -a 'list rotate' -d 'Keys action'

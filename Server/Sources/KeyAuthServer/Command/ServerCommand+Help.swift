@@ -161,6 +161,12 @@ extension ServerCommand {
                                     algorithm of the signing key made on first start, default
                                     RS256 (every JWT library has it); ES256 signs far faster; also
                                     the default of 'keys rotate' [KEYAUTH_SERVER_TOKEN_ALG]
+          --replay-cache memory|database
+                                    where accepted assertions are remembered: memory (default
+                                    with SQLite; one server per file, saved at a clean stop, and
+                                    after a crash assertions issued before the restart + 10 s
+                                    are refused) or database (every login waits for an fsync;
+                                    the only choice with PostgreSQL) [KEYAUTH_SERVER_REPLAY_CACHE]
           --signing-key-file PATH   sign with this unencrypted PEM key (RSA of 2048 to 4096 bits,
                                     EC P-256 or Ed25519; mode 600, owned by the server's user)
                                     instead of keys kept in the database; it is then the only key

@@ -102,6 +102,16 @@ extension ServerCommand {
                 configuration.signingKeyBits = value
             }, show: { String($0.signingKeyBits) }),
         choice("token-alg", \.tokenAlgorithm, JWSAlgorithm.init(rawValue:), "RS256, ES256 or EdDSA"),
+        ServeSetting(
+            key: "replay-cache",
+            read: { settings, configuration throws(ServerConfigurationError) in
+                guard let setting = settings.value("--replay-cache") else { return }
+                guard let mode = ReplayCacheMode(rawValue: setting.value) else {
+                    throw setting.error("expected memory or database, got \(setting.value)")
+                }
+                configuration.replayCache = mode
+            },
+            show: { ($0.replayCache ?? (StorageFactory.isPostgresURL($0.database) ? .database : .memory)).rawValue }),
         file("signing-key-file", \.signingKeyFile),
         file("ssh-ca-key-file", \.sshCAKeyFile),
         file("ssh-principals-file", \.sshPrincipalsFile),

@@ -18,6 +18,13 @@ package final class ServerRunner: Sendable {
     /// The store, closed by ``stop()``.
     package let storage: any ServerStorage
     private let cleanup: RepeatingTimer
+    /// The replay cache, saved by ``stop()`` when it is in memory.
+    private let replay: ReplayGuard
+    /// Held while serving a SQLite file (``SQLiteServeLock``).
+    private let serveLock: SQLiteServeLock?
+    private let now: @Sendable () -> Int64
+    /// Reports what ``stop()`` could not do.
+    private let report: @Sendable (String) -> Void
 
     /// The bound port.
     package var port: UInt16 { server.port }
@@ -44,7 +51,25 @@ package final class ServerRunner: Sendable {
         log: any ServerLog = StandardErrorLog(),
         now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
+        let opened = storage == nil
         let storage = try storage ?? StorageFactory.open(configuration.database)
+        let replayMode = configuration.replayCache ?? (storage.sharesReplayClaims ? .database : .memory)
+        do {
+            if replayMode == .memory, storage.sharesReplayClaims {
+                throw KeyAuthError(
+                    .invalidArgument, "--replay-cache memory needs SQLite: servers sharing PostgreSQL share the cache")
+            }
+            serveLock =
+                opened && !StorageFactory.isPostgresURL(configuration.database)
+                ? try SQLiteServeLock(path: configuration.database, exclusive: replayMode == .memory) : nil
+            replay = try ReplayGuard.start(mode: replayMode, storage: storage, now: now())
+        } catch {
+            storage.close()
+            throw error
+        }
+        self.now = now
+        report = { [format = configuration.logFormat] line in log.error(line, format: format) }
+        let replay = self.replay
         var options = HTTPServerOptions(address: configuration.listen)
         options.threadPoolSize = configuration.workerThreads(writesBlockUntilDurable: storage.writesBlockUntilDurable)
         options.connectionLimit = configuration.connectionLimit
@@ -54,7 +79,8 @@ package final class ServerRunner: Sendable {
         options.maximumBodySize = configuration.maximumBodySize
         func application(issuer: String) throws -> KeyAuthResponder {
             KeyAuthResponder(
-                try Self.compose(configuration: configuration, issuer: issuer, storage: storage, log: log, now: now))
+                try Self.compose(
+                    configuration: configuration, issuer: issuer, storage: storage, log: log, now: now, replay: replay))
         }
         do {
             if configuration.issuer != nil || configuration.listen.port != 0 {
@@ -100,6 +126,14 @@ package final class ServerRunner: Sendable {
         server.stop()
         metricsServer?.stop()
         cleanup.cancel()
+        do {
+            try replay.stop(storage: storage, now: now())
+        } catch {
+            // The marker of a running cache stays: the next start applies the restart rule.
+            report(
+                "the replay cache could not be saved (\(error.message)); the next start refuses tokens issued "
+                    + "before it + \(ReplayGuard.issuedAtLeeway) s")
+        }
         storage.close()
     }
 
@@ -111,7 +145,7 @@ package final class ServerRunner: Sendable {
     ///   read, or a decoy key cannot be made.
     static func compose(
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage, log: any ServerLog,
-        now: @escaping @Sendable () -> Int64
+        now: @escaping @Sendable () -> Int64, replay: ReplayGuard = ReplayGuard()
     ) throws -> KeyAuthResponder.Collaborators {
         // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
         // request pays for them.
@@ -155,7 +189,7 @@ package final class ServerRunner: Sendable {
             signIn: SignInRequests(
                 storage: storage, settings: SignInRequests.Settings(lifetime: configuration.signInLifetime),
                 watchers: SignInRequestWatchers(maximumWaiters: configuration.maximumLongPolls), now: now),
-            clients: ClientRegistry(storage: storage, now: now))
+            clients: ClientRegistry(storage: storage, now: now), replay: replay)
         let limits = AttemptLimits(
             failures: AddressRateLimiter(
                 limit: configuration.failureLimit, window: configuration.failureWindowSeconds, now: now),

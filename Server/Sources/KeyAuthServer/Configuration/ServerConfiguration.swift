@@ -104,6 +104,9 @@ package struct ServerConfiguration: Sendable {
     /// RFC 9068 requires every party to support; ES256 signs far faster). A database that has
     /// keys keeps them: `keyauth-server keys rotate --alg` changes the algorithm.
     package var tokenAlgorithm: JWSAlgorithm = .rs256
+    /// Where accepted assertions and DPoP proofs are remembered (`--replay-cache`); nil for the
+    /// storage's default: memory on SQLite, the database on PostgreSQL.
+    package var replayCache: ReplayCacheMode?
     /// A PEM file holding the one signing key (`--signing-key-file`), instead of a key kept in
     /// the database; see ``ServerSigningKeys/load(file:)``.
     package var signingKeyFile: String?

@@ -38,17 +38,27 @@ extension KeyAuthService {
         return verified
     }
 
-    /// Records a proof's `jti` in the shared replay cache, until the proof is too old anyway.
+    /// Records a proof's `jti` in the replay cache (``ReplayGuard``), until the proof is too old
+    /// anyway.
     ///
-    /// The cache is the assertions' (`used_jtis`), under the key `dpop ` + the proof key's
-    /// thumbprint, which no device key id can equal: one atomic insert, shared by every instance
-    /// and purged with it.
-    /// - Throws: `.invalidDPoPProof` for a replay; ``StorageError``.
+    /// The cache is the assertions', under the key `dpop ` + the proof key's thumbprint, which
+    /// no device key id can equal; in database mode one atomic insert into `used_jtis`, shared by
+    /// every instance and purged with it.
+    /// - Throws: `.invalidDPoPProof` for a replay or a proof issued before a restart after a
+    ///   crash; ``StorageError``.
     func claimProof(_ proof: VerifiedDPoPProof, atResource: Bool) throws {
-        guard
-            try storage.claimJTI(
-                keyID: "dpop " + proof.keyThumbprint, jti: proof.jwtID, expiresAt: proof.replayExpiresAt)
-        else { throw ServiceError(.invalidDPoPProof(atResource: atResource), "the DPoP proof was already used") }
+        let time = now()
+        let claim = try replay.claim(
+            keyID: "dpop " + proof.keyThumbprint, jti: proof.jwtID, issuedAt: proof.issuedAt,
+            expiresAt: proof.replayExpiresAt, storage: storage, now: time)
+        switch claim {
+        case .accepted:
+            return
+        case .replayed:
+            throw ServiceError(.invalidDPoPProof(atResource: atResource), "the DPoP proof was already used")
+        case .issuedBeforeRestart:
+            throw ServiceError(.invalidDPoPProof(atResource: atResource), restartRefusal("DPoP proof", now: time))
+        }
     }
 
     /// A fresh nonce for a response's `DPoP-Nonce` header, when nonces are on.

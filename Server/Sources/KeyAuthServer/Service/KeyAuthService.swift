@@ -40,6 +40,8 @@ struct KeyAuthService: Sendable {
     let signIn: SignInRequests
     /// The client applications that may start them.
     let clients: ClientRegistry
+    /// Where the `jti` of accepted assertions and DPoP proofs is remembered (`--replay-cache`).
+    var replay = ReplayGuard()
 
     /// The store behind the registry.
     var storage: any ServerStorage { registry.storage }
@@ -78,17 +80,33 @@ struct KeyAuthService: Sendable {
         }
     }
 
-    /// Records the assertion's `jti` (rule 7): only the service claims it, in storage, so that a
-    /// replay is refused across restarts and instances.
+    /// Records the assertion's `jti` (rule 7) in the replay cache (``ReplayGuard``), so that a
+    /// replay is refused across restarts and, in database mode, across instances.
     ///
-    /// - Throws: ``ServiceError`` `.invalidGrant` for a replay, ``StorageError``.
+    /// - Throws: ``ServiceError`` `.invalidGrant` for a replay, or for an assertion issued before
+    ///   a restart after a crash; ``StorageError``.
     func claimJWTID(of assertion: VerifiedJWT) throws {
         // The verifier accepts the assertion until exp + leeway, so its jti is kept that long.
-        guard
-            try storage.claimJTI(
-                keyID: assertion.keyID, jti: assertion.jwtID,
-                expiresAt: assertion.expiresAt.addingSaturating(DeviceAssertionVerifier.leeway))
-        else { throw Self.invalidGrant(KeyAuthError(.claimInvalid, "the assertion was already used")) }
+        let time = now()
+        let claim = try replay.claim(
+            keyID: assertion.keyID, jti: assertion.jwtID, issuedAt: assertion.issuedAt,
+            expiresAt: assertion.expiresAt.addingSaturating(DeviceAssertionVerifier.leeway), storage: storage,
+            now: time)
+        switch claim {
+        case .accepted:
+            return
+        case .replayed:
+            throw Self.invalidGrant(KeyAuthError(.claimInvalid, "the assertion was already used"))
+        case .issuedBeforeRestart:
+            throw Self.invalidGrant(KeyAuthError(.claimInvalid, restartRefusal("assertion", now: time)))
+        }
+    }
+
+    /// Why a token issued before a restart after a crash is refused, and when to sign anew.
+    func restartRefusal(_ token: String, now time: Int64) -> String {
+        let wait = replay.secondsUntilPastHorizon(now: time)
+        return "the \(token) was issued before the server restarted after a crash; "
+            + (wait > 0 ? "sign a new one in \(wait) s" : "sign a new one")
     }
 
     /// A verification failure as `invalid_grant`: unknown key, bad signature and revoked key

@@ -97,6 +97,21 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     @discardableResult
     func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int
 
+    /// Whether several servers may share this store (PostgreSQL), so that replay claims must
+    /// be kept in it rather than in one server's memory.
+    var sharesReplayClaims: Bool { get }
+
+    /// The rows a memory replay cache (``ReplayGuard``) keeps in the replay cache's table: its
+    /// markers and the entries it saved at its last clean stop.
+    func replaySnapshot() throws(StorageError) -> [ReplaySnapshotRow]
+
+    /// Replaces those rows with `rows`, in one durable transaction.
+    func replaceReplaySnapshot(with rows: [ReplaySnapshotRow]) throws(StorageError)
+
+    /// The claims recorded in the table (not the snapshot's rows) that expire at `time` or
+    /// later: what a memory replay cache takes over from a server that kept them in the database.
+    func claimedJTIs(expiringAfter time: Int64) throws(StorageError) -> [ClaimedJTI]
+
     // MARK: Enrollment codes
 
     /// Stores the SHA-256 `hash` of a one-time enrollment code for `user`. The code itself is
@@ -242,4 +257,18 @@ extension ServerStorage {
     package func hasActiveDevice(user: String) throws(StorageError) -> Bool {
         try deviceStatuses(user: user).contains(.active)
     }
+}
+
+/// A row of a memory replay cache's snapshot: a marker's name or an entry (16 hex digits),
+/// and until when it counts.
+package struct ReplaySnapshotRow: Sendable, Equatable {
+    package let name: String
+    package let expiresAt: Int64
+}
+
+/// A `jti` claimed in the replay cache's table.
+package struct ClaimedJTI: Sendable, Equatable {
+    package let keyID: String
+    package let jti: String
+    package let expiresAt: Int64
 }

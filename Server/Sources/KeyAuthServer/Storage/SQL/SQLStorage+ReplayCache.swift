@@ -35,3 +35,44 @@ extension SQLStorage {
         }
     }
 }
+
+extension SQLStorage {
+    /// The `key_id` of the rows a memory replay cache keeps in `used_jtis` (``ReplayGuard``):
+    /// its markers and, after a clean stop, its entries. No device key id (43 base64url
+    /// characters) and no other prefix of the table (`dpop `, `authorization`) can equal it.
+    static let replaySnapshotKeyID = "replay-snapshot"
+
+    package func replaySnapshot() throws(StorageError) -> [ReplaySnapshotRow] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                "SELECT jti, expires_at FROM used_jtis WHERE key_id = $1", [.text(Self.replaySnapshotKeyID)]
+            ) { row throws(StorageError) in
+                ReplaySnapshotRow(name: row.text(0) ?? "", expiresAt: row.integer(1) ?? 0)
+            }
+        }
+    }
+
+    package func replaceReplaySnapshot(with rows: [ReplaySnapshotRow]) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) in
+                try connection.execute("DELETE FROM used_jtis WHERE key_id = $1", [.text(Self.replaySnapshotKeyID)])
+                for row in rows {
+                    try connection.execute(
+                        "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        [.text(Self.replaySnapshotKeyID), .text(row.name), .integer(row.expiresAt)])
+                }
+            }
+        }
+    }
+
+    package func claimedJTIs(expiringAfter time: Int64) throws(StorageError) -> [ClaimedJTI] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                "SELECT key_id, jti, expires_at FROM used_jtis WHERE expires_at >= $1 AND key_id <> $2",
+                [.integer(time), .text(Self.replaySnapshotKeyID)]
+            ) { row throws(StorageError) in
+                ClaimedJTI(keyID: row.text(0) ?? "", jti: row.text(1) ?? "", expiresAt: row.integer(2) ?? 0)
+            }
+        }
+    }
+}

@@ -60,6 +60,8 @@ package final class SQLStorage: ServerStorage {
 
     package var writesBlockUntilDurable: Bool { database.writesBlockUntilDurable }
 
+    package var sharesReplayClaims: Bool { database.dialect == .postgres }
+
     package func close() {
         database.close()
     }

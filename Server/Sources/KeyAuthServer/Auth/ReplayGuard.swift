@@ -1,0 +1,244 @@
+import KeyAuth
+import Synchronization
+
+/// Where the server remembers the `jti` of the device assertions and DPoP proofs it accepted
+/// (PROTOCOL.md section 2, rule 7, and section 13.4, "Replay cache"): `--replay-cache`.
+package enum ReplayCacheMode: String, Sendable, CaseIterable {
+    /// In the server's memory: a login writes nothing and waits for no disk. For a server alone
+    /// on its SQLite file (it takes a lock on the file to make sure). What a crash forgets is
+    /// covered by the restart rule of ``ReplayGuard``.
+    case memory
+    /// In the database, durable before the answer leaves: one write and one share of an fsync
+    /// per login. The only mode for servers sharing PostgreSQL.
+    case database
+}
+
+/// What a claim decided.
+enum ReplayClaim: Sendable, Equatable {
+    /// First use: the token may be accepted.
+    case accepted
+    /// The `jti` was accepted before.
+    case replayed
+    /// The token was issued at or before ``ReplayGuard/horizon``: it may have been accepted by
+    /// a server that crashed before it could hand its memory on.
+    case issuedBeforeRestart
+}
+
+/// The replay rule for device assertions and DPoP proofs, in either ``ReplayCacheMode``.
+///
+/// In memory the accepted tokens are a set of 64-bit entries (the first 8 bytes of SHA-256 of
+/// the key id and the `jti`), in buckets by expiry, so that a lookup is a few hash probes and
+/// forgetting a bucket of expired entries is one deallocation. A collision would refuse a fresh
+/// token, never accept a used one, and finding one for somebody else's `jti` means a second
+/// preimage of 64 bits.
+///
+/// A clean stop (``stop(storage:)``) writes the entries to the database and a marker saying so;
+/// the next start takes them back, so a restart refuses what was accepted before it and accepts
+/// everything else. A crash (`kill -9`, power loss) leaves only the marker that a memory cache
+/// was running. The next start then cannot know which tokens were accepted, but it knows when:
+/// before the start. An accepted token's `iat` was at most the verifiers' leeway (10 s) after
+/// the moment it was accepted, so every token accepted before the crash has `iat` at or before
+/// the start time plus the leeway, the ``horizon``; the server refuses those, and accepts fresh
+/// tokens once the clock has passed it. That costs the devices at most the leeway after a crash
+/// and nothing after a clean stop. The horizon is written down too, so that a server started
+/// again soon after (any mode, crashed or not) keeps it while a token issued before it could
+/// still be valid. The rule relies on the wall clock not stepping back across the restart.
+///
+/// In database mode, claims go to storage as before; the guard only applies what a memory cache
+/// left behind (its entries, a horizon), so that switching modes never lets a replay through.
+final class ReplayGuard: Sendable {
+    /// The longest a verifier accepts an `iat` ahead of its clock (assertions and DPoP proofs).
+    static let issuedAtLeeway = max(DeviceAssertionVerifier.leeway, DPoPProofVerifier.defaultLeeway)
+    /// The marker of a memory cache at work: if it is still there at a start, the server crashed.
+    static let runningMarker = "running"
+    /// The marker of a clean stop: the rows beside it are every entry still unexpired.
+    static let stoppedMarker = "stopped"
+    /// The row that hands a crash's ``horizon`` on (its expiry field holds the horizon), so that
+    /// a server started soon after keeps refusing what the crash may have accepted.
+    static let horizonRow = "horizon"
+    /// Until when a marker counts: for ever, in practice.
+    static let markerExpiry = Int64(Int32.max) * 4
+    /// How long after a horizon a token issued before it could still be valid: the longest
+    /// lifetime (an assertion's 300 s, more than a DPoP proof's 60 s) and the leeway after it.
+    static let horizonRelevance = DeviceAssertionVerifier.maximumLifetime + 2 * issuedAtLeeway
+
+    let mode: ReplayCacheMode
+    /// Tokens with `iat` at or before this are refused (after a crash), nil when none are.
+    let horizon: Int64?
+    /// Memory mode: every claim. Database mode: what a memory cache's clean stop left.
+    private let entries: AcceptedTokenSet
+    private let stopped = Mutex(false)
+
+    /// Database mode with nothing inherited: for services composed without a start (the admin
+    /// commands, tests of the service alone).
+    init() {
+        mode = .database
+        horizon = nil
+        entries = AcceptedTokenSet()
+    }
+
+    private init(mode: ReplayCacheMode, horizon: Int64?, entries: AcceptedTokenSet) {
+        self.mode = mode
+        self.horizon = horizon
+        self.entries = entries
+    }
+
+    /// Takes over what the last server left in `storage` and writes what a successor needs,
+    /// durably, before the server answers anything: in memory mode the marker of a running
+    /// cache; in either mode a horizon still in force.
+    ///
+    /// - Throws: ``StorageError``.
+    static func start(mode: ReplayCacheMode, storage: any ServerStorage, now: Int64) throws(StorageError)
+        -> ReplayGuard
+    {
+        let rows = try storage.replaySnapshot()
+        let names = Set(rows.map(\.name))
+        let crashed = names.contains(runningMarker) && !names.contains(stoppedMarker)
+        var horizon = crashed ? now.addingSaturating(issuedAtLeeway) : nil
+        if let inherited = rows.first(where: { $0.name == horizonRow })?.expiresAt,
+            now <= inherited.addingSaturating(horizonRelevance)
+        {
+            horizon = max(horizon ?? inherited, inherited)
+        }
+        let entries = AcceptedTokenSet()
+        for row in rows where row.expiresAt >= now && row.name.count == 16 {
+            if let entry = UInt64(row.name, radix: 16) { entries.insert(entry, expiresAt: row.expiresAt, now: now) }
+        }
+        var successor = horizon.map { [ReplaySnapshotRow(name: horizonRow, expiresAt: $0)] } ?? []
+        switch mode {
+        case .memory:
+            // Claims a database-mode server recorded are still binding.
+            for claim in try storage.claimedJTIs(expiringAfter: now) {
+                entries.insert(
+                    AcceptedTokenSet.entry(keyID: claim.keyID, jti: claim.jti), expiresAt: claim.expiresAt, now: now)
+            }
+            // The entries stay in memory only: if this server crashes, the next horizon covers
+            // them, since they were accepted before this start.
+            successor.append(ReplaySnapshotRow(name: runningMarker, expiresAt: markerExpiry))
+        case .database:
+            // Kept for a successor, since this server's crash leaves no marker.
+            successor += entries.snapshot(now: now).map(Self.row)
+        }
+        if successor != rows { try storage.replaceReplaySnapshot(with: successor) }
+        return ReplayGuard(mode: mode, horizon: horizon, entries: entries)
+    }
+
+    /// Records that the token `jti` of `keyID`, issued at `issuedAt`, was accepted, until
+    /// `expiresAt`; in database mode in `storage`, durably.
+    ///
+    /// - Throws: ``StorageError`` (database mode).
+    func claim(
+        keyID: String, jti: String, issuedAt: Int64, expiresAt: Int64, storage: any ServerStorage, now: Int64
+    ) throws(StorageError) -> ReplayClaim {
+        if let horizon, issuedAt <= horizon { return .issuedBeforeRestart }
+        let entry = AcceptedTokenSet.entry(keyID: keyID, jti: jti)
+        switch mode {
+        case .memory:
+            return entries.insert(entry, expiresAt: expiresAt, now: now) ? .accepted : .replayed
+        case .database:
+            if entries.contains(entry, now: now) { return .replayed }
+            return try storage.claimJTI(keyID: keyID, jti: jti, expiresAt: expiresAt) ? .accepted : .replayed
+        }
+    }
+
+    /// Seconds until fresh tokens are accepted again after a crash, for the refusal's text.
+    func secondsUntilPastHorizon(now: Int64) -> Int64 {
+        guard let horizon, horizon >= now else { return 0 }
+        return horizon - now + 1
+    }
+
+    /// After the last request: in memory mode, writes the unexpired entries and the marker of a
+    /// clean stop, in one durable transaction. Once; later calls do nothing.
+    ///
+    /// - Throws: ``StorageError``; the marker of a running cache then stays, and the next start
+    ///   applies the restart rule.
+    func stop(storage: any ServerStorage, now: Int64) throws(StorageError) {
+        guard mode == .memory,
+            !stopped.withLock({ done in
+                defer { done = true }; return done
+            })
+        else { return }
+        var rows = entries.snapshot(now: now).map(Self.row)
+        rows.append(ReplaySnapshotRow(name: Self.stoppedMarker, expiresAt: Self.markerExpiry))
+        if let horizon { rows.append(ReplaySnapshotRow(name: Self.horizonRow, expiresAt: horizon)) }
+        try storage.replaceReplaySnapshot(with: rows)
+    }
+
+    private static func row(_ entry: (entry: UInt64, expiresAt: Int64)) -> ReplaySnapshotRow {
+        let hex = String(entry.entry, radix: 16)
+        return ReplaySnapshotRow(
+            name: String(repeating: "0", count: 16 - hex.count) + hex, expiresAt: entry.expiresAt)
+    }
+}
+
+/// The entries of accepted tokens, in buckets of ``bucketSeconds`` by expiry, under one lock.
+final class AcceptedTokenSet: Sendable {
+    /// The span of expiry times one bucket holds. A lookup probes every live bucket: about ten
+    /// for the longest lifetime (300 s plus leeway).
+    static let bucketSeconds: Int64 = 32
+
+    private struct State {
+        var buckets: [Int64: Set<UInt64>] = [:]
+        /// Buckets whose whole span is before this are gone.
+        var purgedBefore: Int64 = .min
+    }
+    private let state = Mutex(State())
+
+    /// The entry of `jti` of `keyID`: 8 bytes of SHA-256 over both, separated by a byte neither
+    /// can contain.
+    static func entry(keyID: String, jti: String) -> UInt64 {
+        var input = Array(keyID.utf8)
+        input.append(0)
+        input.append(contentsOf: jti.utf8)
+        // SHA-256 fails only when OpenSSL cannot allocate; the input itself is then the entry's
+        // source, folded, so that a claim still works.
+        let digest = (try? CryptoPrimitives.sha256(input)) ?? input
+        var value: UInt64 = 0
+        for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
+        return value
+    }
+
+    /// Adds `entry` until `expiresAt`; false when it is there already.
+    @discardableResult
+    func insert(_ entry: UInt64, expiresAt: Int64, now: Int64) -> Bool {
+        let bucket = expiresAt / Self.bucketSeconds
+        let (inserted, expired) = state.withLock { state -> (Bool, [Set<UInt64>]) in
+            guard !Self.contains(entry, in: state) else { return (false, []) }
+            state.buckets[bucket, default: []].insert(entry)
+            return (true, Self.removeExpired(from: &state, now: now))
+        }
+        withExtendedLifetime(expired) {}  // expired buckets are freed here, outside the lock
+        return inserted
+    }
+
+    /// Whether `entry` is there.
+    func contains(_ entry: UInt64, now: Int64) -> Bool {
+        state.withLock { Self.contains(entry, in: $0) }
+    }
+
+    /// Every unexpired entry, each with its bucket's last second as its expiry.
+    func snapshot(now: Int64) -> [(entry: UInt64, expiresAt: Int64)] {
+        state.withLock { state in
+            state.buckets.flatMap { bucket, entries in
+                let end = (bucket + 1) * Self.bucketSeconds - 1
+                return end < now ? [] : entries.map { (entry: $0, expiresAt: end) }
+            }
+        }
+    }
+
+    private static func contains(_ entry: UInt64, in state: State) -> Bool {
+        state.buckets.values.contains { $0.contains(entry) }
+    }
+
+    /// Takes out the buckets whose span ended before `now`: at most once per bucket span.
+    private static func removeExpired(from state: inout State, now: Int64) -> [Set<UInt64>] {
+        let firstLive = now / bucketSeconds
+        guard firstLive > state.purgedBefore else { return [] }
+        state.purgedBefore = firstLive
+        var removed: [Set<UInt64>] = []
+        for bucket in state.buckets.keys where bucket < firstLive {
+            if let entries = state.buckets.removeValue(forKey: bucket) { removed.append(entries) }
+        }
+        return removed
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// The replay cache in each mode, on a real SQLite file: what a clean stop hands on, what a
+/// crash (a start without a stop) costs, and what switching modes keeps.
+@Suite("Replay guard")
+struct ReplayGuardTests {
+    static let now: Int64 = 1_800_000_000
+    static let kid = "Xt8ExampleKeyIdOfFortyThreeCharactersLong12"
+
+    /// Claims one fresh token (issued now, valid 5 minutes).
+    private static func claim(_ guardian: ReplayGuard, _ jti: String, storage: any ServerStorage, at time: Int64 = now)
+        throws -> ReplayClaim
+    {
+        try guardian.claim(keyID: kid, jti: jti, issuedAt: time, expiresAt: time + 310, storage: storage, now: time)
+    }
+
+    /// Claims each `jti` at `time` and expects its outcome.
+    private static func expectClaims(
+        _ guardian: ReplayGuard, at time: Int64, _ outcomes: KeyValuePairs<String, ReplayClaim>,
+        storage: any ServerStorage, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        for (jti, outcome) in outcomes {
+            #expect(try claim(guardian, jti, storage: storage, at: time) == outcome, sourceLocation: sourceLocation)
+        }
+    }
+
+    private static func withStorage(_ body: (String) throws -> Void) throws {
+        let directory = TemporaryDirectory("keyauth-replay")
+        defer { directory.remove() }
+        try body(directory.path + "/keyauth-server.db")
+    }
+
+    @Test("in memory, a jti is accepted once")
+    func memoryClaims() throws {
+        try Self.withStorage { path in
+            let storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let guardian = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(guardian.horizon == nil)
+            #expect(try Self.claim(guardian, "a", storage: storage) == .accepted)
+            #expect(try Self.claim(guardian, "a", storage: storage) == .replayed)
+            #expect(try Self.claim(guardian, "b", storage: storage) == .accepted)
+            // Another key's jti of the same text is another entry.
+            #expect(
+                try guardian.claim(
+                    keyID: "dpop " + Self.kid, jti: "a", issuedAt: Self.now, expiresAt: Self.now + 60, storage: storage,
+                    now: Self.now) == .accepted)
+            // Nothing was written per claim: the table holds only the running marker.
+            #expect(try storage.replaySnapshot().map(\.name) == [ReplayGuard.runningMarker])
+            #expect(try storage.claimedJTIs(expiringAfter: 0).isEmpty)
+        }
+    }
+
+    @Test("a clean stop hands every unexpired claim to the next start, which needs no window")
+    func cleanRestart() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            for jti in ["a", "b", "c"] { #expect(try Self.claim(first, jti, storage: storage) == .accepted) }
+            try first.stop(storage: storage, now: Self.now + 5)
+            try first.stop(storage: storage, now: Self.now + 5)  // once
+            storage.close()
+
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let second = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 6)
+            #expect(second.horizon == nil)
+            for jti in ["a", "b", "c"] {
+                #expect(try Self.claim(second, jti, storage: storage, at: Self.now + 6) == .replayed)
+            }
+            #expect(try Self.claim(second, "d", storage: storage, at: Self.now + 6) == .accepted)
+            // The snapshot was taken back: only the running marker is left.
+            #expect(try storage.replaySnapshot().map(\.name) == [ReplayGuard.runningMarker])
+        }
+    }
+
+    @Test("after a crash, tokens issued up to the start + 10 s are refused, later ones accepted")
+    func crashRestart() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(try Self.claim(first, "a", storage: storage) == .accepted)
+            storage.close()  // no stop: the process died
+
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let start = Self.now + 3
+            let second = try ReplayGuard.start(mode: .memory, storage: storage, now: start)
+            #expect(second.horizon == start + 10)
+            // The accepted token, and anything signed up to the horizon, whatever its jti.
+            #expect(try Self.claim(second, "a", storage: storage, at: start) == .issuedBeforeRestart)
+            #expect(
+                try second.claim(
+                    keyID: Self.kid, jti: "new", issuedAt: start + 10, expiresAt: start + 300, storage: storage,
+                    now: start + 1) == .issuedBeforeRestart)
+            #expect(second.secondsUntilPastHorizon(now: start + 1) == 10)
+            #expect(try Self.claim(second, "later", storage: storage, at: start + 11) == .accepted)
+            #expect(try Self.claim(second, "later", storage: storage, at: start + 11) == .replayed)
+            #expect(second.secondsUntilPastHorizon(now: start + 11) == 0)
+        }
+    }
+
+    @Test("a memory cache takes over the claims a database-mode server recorded, and gives its own back")
+    func switchingModes() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let database = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now)
+            #expect(try Self.claim(database, "db", storage: storage) == .accepted)
+            storage.close()
+
+            storage = try SQLiteStorage(path: path)
+            let memory = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 1)
+            #expect(memory.horizon == nil)
+            try Self.expectClaims(memory, at: Self.now + 1, ["db": .replayed, "mem": .accepted], storage: storage)
+            try memory.stop(storage: storage, now: Self.now + 2)
+            storage.close()
+
+            // Back to the database: the memory cache's entries still count.
+            storage = try SQLiteStorage(path: path)
+            let again = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 3)
+            #expect(again.horizon == nil)
+            try Self.expectClaims(
+                again, at: Self.now + 3, ["mem": .replayed, "db": .replayed, "fresh": .accepted], storage: storage)
+            storage.close()
+
+            // A memory cache that crashed, then a database-mode start: the window applies.
+            storage = try SQLiteStorage(path: path)
+            _ = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 4)
+            storage.close()
+            storage = try SQLiteStorage(path: path)
+            let afterCrash = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 5)
+            #expect(afterCrash.horizon == Self.now + 15)
+            #expect(try Self.claim(afterCrash, "x", storage: storage, at: Self.now + 5) == .issuedBeforeRestart)
+            storage.close()
+
+            // Restarted again at once (this one left no marker): the horizon still holds, until
+            // no token issued before it can be valid.
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let soonAfter = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 7)
+            #expect(soonAfter.horizon == Self.now + 15)
+            #expect(try Self.claim(soonAfter, "y", storage: storage, at: Self.now + 7) == .issuedBeforeRestart)
+            try soonAfter.stop(storage: storage, now: Self.now + 8)
+            let muchLater = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 15 + 331)
+            #expect(muchLater.horizon == nil)
+        }
+    }
+
+    @Test("entries are forgotten once their bucket has expired, and left out of a snapshot")
+    func expiry() {
+        let set = AcceptedTokenSet()
+        let entry = AcceptedTokenSet.entry(keyID: Self.kid, jti: "a")
+        #expect(entry == AcceptedTokenSet.entry(keyID: Self.kid, jti: "a"))
+        #expect(entry != AcceptedTokenSet.entry(keyID: Self.kid, jti: "b"))
+        #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now))
+        #expect(!set.insert(entry, expiresAt: Self.now + 40, now: Self.now + 39))
+        #expect(set.snapshot(now: Self.now + 39).map(\.entry) == [entry])
+        // Another insert well after the expiry purges the old bucket.
+        #expect(set.insert(1, expiresAt: Self.now + 500, now: Self.now + 200))
+        #expect(!set.contains(entry, now: Self.now + 200))
+        #expect(set.snapshot(now: Self.now + 200).map(\.entry) == [1])
+    }
+
+    @Test("a memory server's lock excludes any other server on the file; database servers share it")
+    func serveLock() throws {
+        try Self.withStorage { path in
+            FileManager.default.createFile(atPath: path, contents: nil)
+            do {
+                let exclusive = try SQLiteServeLock(path: path, exclusive: true)
+                #expect(throws: StorageError.self) { try SQLiteServeLock(path: path, exclusive: false) }
+                #expect(throws: StorageError.self) { try SQLiteServeLock(path: path, exclusive: true) }
+                withExtendedLifetime(exclusive) {}
+            }
+            do {
+                let shared = try SQLiteServeLock(path: path, exclusive: false)
+                let another = try SQLiteServeLock(path: path, exclusive: false)
+                #expect(throws: StorageError.self) { try SQLiteServeLock(path: path, exclusive: true) }
+                withExtendedLifetime((shared, another)) {}
+            }
+            // Released with the last holder.
+            _ = try SQLiteServeLock(path: path, exclusive: true)
+        }
+    }
+}
