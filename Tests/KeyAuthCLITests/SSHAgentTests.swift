@@ -133,6 +133,33 @@ struct SSHAgentTests {
         #expect(keys.output.hasPrefix(line.split(separator: " ").prefix(2).joined(separator: " ")), "\(keys.output)")
     }
 
+    @Test("a certificate that expires within 10 minutes is replaced by the agent with the server's")
+    func agentReplacesExpiringCertificate() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let keys = try setup.keyDirectory
+        let publicKey = try RSAPublicKey(
+            pemRepresentation: Array(try String(contentsOfFile: keys + "/device-key.pub", encoding: .utf8).utf8))
+        let now = UInt64(time(nil))
+        // Signed by the server's own CA, so only its expiry in 5 minutes calls for a new one.
+        let expiring = try SSHUserCertificate(
+            publicKey: .rsa(publicKey), serial: 7, keyID: "expiring", principals: ["alice"],
+            validAfter: now - 60, validBefore: now + 300, extensions: ["permit-pty": ""]
+        ).line(signedBy: setup.authority, nonce: Array(repeating: 5, count: 32), comment: "expiring")
+        let certificate = keys + "/device-key.pem-cert.pub"
+        try (expiring + "\n").write(toFile: certificate, atomically: true, encoding: .utf8)
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        agent.waitForErrorOutput(containing: "ssh certificate renewed")
+        #expect(agent.errorOutput.contains("keyauth agent: ssh certificate renewed"), "\(agent.errorOutput)")
+        let line = try String(contentsOfFile: certificate, encoding: .utf8)
+        #expect(line != expiring + "\n")
+        let blob = try #require(SSHAgentProtocol.certificateBlob(line: line, of: publicKey))
+        let validBefore = try #require(SSHAgentProtocol.certificateValidBefore(blob))
+        #expect(validBefore > now + 3600)
+    }
+
     @Test("with a server that issues no SSH certificates, the agent says so once and serves the key alone")
     func serverWithoutCertificateAuthority() async throws {
         let server = try InProcessKeyAuthServer()
