@@ -172,6 +172,7 @@ struct SSHAgentTests {
         agent.waitForErrorOutput(containing: "issues no SSH certificates")
         let said = agent.errorOutput.components(separatedBy: "issues no SSH certificates").count - 1
         #expect(said == 1, "\(agent.errorOutput)")
+        #expect(agent.errorOutput.contains("the agent offers the key alone and asks again every 300 s"))
         #expect(!agent.errorOutput.contains("cannot fetch"), "\(agent.errorOutput)")
         let listed = try agent.sshAdd(["-l"])
         #expect(listed.status == 0, "\(listed.errorOutput)")

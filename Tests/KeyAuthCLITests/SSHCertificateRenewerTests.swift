@@ -125,16 +125,18 @@ struct SSHCertificateRenewerTests {
         #expect(result.said.isEmpty)
     }
 
-    @Test("a server without an SSH CA is said once and the renewal ends")
-    func authorityMissing() async {
-        let world = World(sleepLimit: 6) { $0.answers = [.notIssued] }
+    @Test("a server without an SSH CA is said once, asked again every 5 minutes, and a CA added later is used")
+    func authorityAddedLater() async {
+        let world = World(sleepLimit: 6) { $0.answers = [.notIssued, .notIssued, .notIssued] }
         let result = await world.run()
-        #expect(result.fetchedAt == [0])
-        #expect(result.sleeps.isEmpty)
+        #expect(result.fetchedAt == [0, 300, 600, 900])
+        #expect(result.sleeps == [300, 300, 300, 60, 60, 60])
         #expect(
             result.said == [
                 "keyauth agent: https://auth.example.com issues no SSH certificates; the agent offers the key "
-                    + "alone and does not ask again"
+                    + "alone and asks again every 300 s",
+                "keyauth agent: ssh certificate renewed, valid until 2027-01-15T16:15:00Z "
+                    + "(/home/alice/device-key.pem-cert.pub)",
             ])
     }
 }

@@ -10,7 +10,8 @@ import KeyAuth
 /// device key, or expires within ``renewalMargin``, it logs in with the held key (through the
 /// agent's own socket, as `keyauth ssh cert` would) and writes a new one. A failure is said in
 /// one line and retried after a backoff that doubles up to ``maximumBackoff``; a server that is
-/// no SSH CA (404) is said once and not asked again.
+/// no SSH CA (404) is said once and asked again every ``authorityRecheckInterval``, so that a CA
+/// its operator sets up later is found without restarting the agent.
 ///
 /// The agent, the certificate file and the server are reached through closures, and ``run(now:sleep:)``
 /// takes its clock and its sleep, so that tests drive the schedule with a fake clock and fetcher;
@@ -24,6 +25,10 @@ struct SSHCertificateRenewer: Sendable {
     static let lockedInterval: TimeInterval = 2
     /// The longest wait after failures, so that a server that is down is not hammered.
     static let maximumBackoff: TimeInterval = 600
+    /// How often a server that answered 404 (no SSH CA) is asked again: rarely enough to cost
+    /// it nothing, soon enough that a CA its operator adds later (`keyauth-server ssh-ca init`,
+    /// then serving with `--ssh-ca-key-file`) is used within minutes.
+    static let authorityRecheckInterval: TimeInterval = 300
 
     /// What one fetch gave.
     enum Outcome: Equatable {
@@ -102,10 +107,6 @@ struct SSHCertificateRenewer: Sendable {
                 delay = Self.lockedInterval
             } else if Self.needsCertificate(validBefore: certificateValidBefore(), now: now()) {
                 let outcome = await fetch()
-                if outcome == .notIssued {
-                    log(message(for: outcome, delay: 0))
-                    return
-                }
                 let step = schedule.next(after: outcome)
                 if step.say { log(message(for: outcome, delay: step.delay)) }
                 delay = step.delay
@@ -136,24 +137,31 @@ struct SSHCertificateRenewer: Sendable {
             "keyauth agent: ssh certificate renewed, valid until \(RFC3339.string(fromSeconds: validBefore)) "
                 + "(\(certificatePath))"
         case .notIssued:
-            "keyauth agent: \(serverURL) issues no SSH certificates; the agent offers the key alone and does "
-                + "not ask again"
+            "keyauth agent: \(serverURL) issues no SSH certificates; the agent offers the key alone and asks "
+                + "again every \(Int(delay)) s"
         case .failed(let reason):
             "keyauth agent: cannot fetch an ssh certificate: \(reason); trying again in \(Int(delay)) s"
         }
     }
 
-    /// What the renewer remembers between fetches, as a value: the failures in a row. Its
-    /// answers are the schedule.
+    /// What the renewer remembers between fetches, as a value: the failures in a row, and
+    /// whether it said that the server issues no certificates. Its answers are the schedule.
     struct Schedule: Equatable {
         private(set) var failures = 0
+        private(set) var saidNotIssued = false
 
-        /// The wait after a fetch's `outcome`, and whether to say it (every renewal and failure).
+        /// The wait after a fetch's `outcome`, and whether to say it: every renewal and failure,
+        /// and a 404 only the first time until a certificate comes (the recheck is quiet).
         mutating func next(after outcome: Outcome) -> (delay: TimeInterval, say: Bool) {
             switch outcome {
-            case .renewed, .notIssued:
+            case .renewed:
                 failures = 0
+                saidNotIssued = false
                 return (SSHCertificateRenewer.checkInterval, true)
+            case .notIssued:
+                failures = 0
+                defer { saidNotIssued = true }
+                return (SSHCertificateRenewer.authorityRecheckInterval, !saidNotIssued)
             case .failed:
                 failures += 1
                 return (SSHCertificateRenewer.backoff(afterFailures: failures), true)
