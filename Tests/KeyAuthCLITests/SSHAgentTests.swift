@@ -313,5 +313,16 @@ struct SSHAgentTests {
         let directory = TemporaryDirectory("keyauth-ssh-tpm-sign")
         defer { directory.remove() }
         try Self.signAndVerify(agent: agent, in: directory.path)
+
+        // A TPM that cannot be asked whether it signs SHA-512 gets the SHA-256 limit, which
+        // every TPM meets.
+        tpm.stop()
+        let config = await device.run(["ssh", "config"])
+        #expect(config.status == 0, "\(config.standardError)")
+        #expect(
+            config.standardOutput.contains(
+                "    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256\n"),
+            "\(config.standardOutput)")
+        #expect(config.standardOutput.contains("makes no SHA-512 signatures, or did not answer"))
     }
 }

@@ -108,6 +108,7 @@ struct TPMKeyTests {
         try withFreshKey(pin: pin) { _, connection, key in
             // TPM_ALG_NULL: the scheme and hash come with each TPM2_Sign, not from the key.
             #expect(try TPMPublicArea(key.tpmPublicArea, structure: "the key").scheme == 0x0010)
+            #expect(try connection.signsSHA512())
             let signature = try key.signature(for: message, digest: .sha512, pin: pin, on: connection)
             #expect(signature.count == 256)
             #expect(key.publicKey.isValidSSHSignature(signature, for: message, digest: .sha512))

@@ -61,13 +61,23 @@ struct SSHCommand {
             ?? "${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"
         guard account.keyStore == .file else {
             // ssh cannot read a TPM key; `keyauth agent` signs with it in the TPM on its ssh-agent
-            // socket, with SHA-256 or SHA-512 as ssh asks, so ssh needs no algorithm limit.
+            // socket, with SHA-256 or SHA-512 as ssh asks. A TPM without SHA-512 (or one that does
+            // not answer now) fails ssh's default, so ssh is then told to ask for SHA-256.
+            let tpm = try context.tpmConnection()
+            let limit =
+                (try? tpm.signsSHA512()) == true
+                ? ""
+                : """
+
+                    # (the TPM at \(tpm.tcti) makes no SHA-512 signatures, or did not answer)
+                    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256
+                """
             context.io.printOutput(
                 """
                 # keyauth: log in with the TPM key of \(name) through `keyauth agent` and its certificate
                 # (start the agent with `keyauth agent`; renew the certificate with `keyauth ssh cert`)
                 Host *
-                    IdentityAgent \(socket)
+                    IdentityAgent \(socket)\(limit)
                 """)
             return
         }
