@@ -95,8 +95,8 @@ package final class TPMLoadedKey {
     /// Signs the SHA-256 or SHA-512 digest of `message` in the TPM with RSASSA-PKCS1-v1_5, once.
     ///
     /// keyauth's keys (made by the tpm2 provider) have the null scheme in their public area, so
-    /// the TPM takes the scheme and hash from each `TPM2_Sign`; a key whose public area fixed
-    /// RSASSA-SHA256 would refuse SHA-512 here (`TPM_RC_SCHEME`), and the error says so.
+    /// the TPM takes the scheme and hash from each `TPM2_Sign`. A TPM that implements no SHA-512,
+    /// or a key whose public area fixed RSASSA-SHA256, refuses SHA-512 here with the TPM's error.
     package func signature(for message: [UInt8], digest kind: SSHAgentProtocol.Digest) throws(KeyAuthError)
         -> [UInt8]
     {
