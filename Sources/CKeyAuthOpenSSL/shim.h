@@ -49,6 +49,7 @@ static inline int ckeyauth_EVP_PKEY_KEYPAIR(void) {
 /// names must have static storage; a Swift string bridged for one call does not.
 static inline const char *ckeyauth_name_RSA(void) { return "RSA"; }
 static inline const char *ckeyauth_name_SHA256(void) { return "SHA256"; }
+static inline const char *ckeyauth_name_SHA512(void) { return "SHA512"; }
 static inline const char *ckeyauth_param_n(void) { return OSSL_PKEY_PARAM_RSA_N; }
 static inline const char *ckeyauth_param_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
 #endif

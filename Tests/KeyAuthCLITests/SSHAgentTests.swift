@@ -133,22 +133,46 @@ struct SSHAgentTests {
         #expect(keys.output.hasPrefix(line.split(separator: " ").prefix(2).joined(separator: " ")), "\(keys.output)")
     }
 
+    @Test("a certificate that expires within 10 minutes is replaced by the agent with the server's")
+    func agentReplacesExpiringCertificate() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let keys = try setup.keyDirectory
+        let publicKey = try RSAPublicKey(
+            pemRepresentation: Array(try String(contentsOfFile: keys + "/device-key.pub", encoding: .utf8).utf8))
+        let now = UInt64(time(nil))
+        // Signed by the server's own CA, so only its expiry in 5 minutes calls for a new one.
+        let expiring = try SSHUserCertificate(
+            publicKey: .rsa(publicKey), serial: 7, keyID: "expiring", principals: ["alice"],
+            validAfter: now - 60, validBefore: now + 300, extensions: ["permit-pty": ""]
+        ).line(signedBy: setup.authority, nonce: Array(repeating: 5, count: 32), comment: "expiring")
+        let certificate = keys + "/device-key.pem-cert.pub"
+        try (expiring + "\n").write(toFile: certificate, atomically: true, encoding: .utf8)
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        agent.waitForErrorOutput(containing: "ssh certificate renewed")
+        #expect(agent.errorOutput.contains("keyauth agent: ssh certificate renewed"), "\(agent.errorOutput)")
+        let line = try String(contentsOfFile: certificate, encoding: .utf8)
+        #expect(line != expiring + "\n")
+        let blob = try #require(SSHAgentProtocol.certificateBlob(line: line, of: publicKey))
+        let validBefore = try #require(SSHAgentProtocol.certificateValidBefore(blob))
+        #expect(validBefore > now + 3600)
+    }
+
     @Test("with a server that issues no SSH certificates, the agent says so once and serves the key alone")
     func serverWithoutCertificateAuthority() async throws {
         let server = try InProcessKeyAuthServer()
         defer { server.stop() }
         let device = CommandHarness()
         defer { device.home.remove() }
-        let registered = await device.run(
-            ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin"],
-            standardInput: Self.pin + "\n")
-        try #require(registered.status == 0, "\(registered.standardError)")
-        let agent = try Agent(device)
+        let agent = try await Self.registerAndStartAgent(device, on: server.url, ["--bits", "2048"])
         defer { agent.stop() }
         try #require(agent.locked() == false)
         agent.waitForErrorOutput(containing: "issues no SSH certificates")
         let said = agent.errorOutput.components(separatedBy: "issues no SSH certificates").count - 1
         #expect(said == 1, "\(agent.errorOutput)")
+        #expect(agent.errorOutput.contains("the agent offers the key alone and asks again every 300 s"))
         #expect(!agent.errorOutput.contains("cannot fetch"), "\(agent.errorOutput)")
         let listed = try agent.sshAdd(["-l"])
         #expect(listed.status == 0, "\(listed.errorOutput)")
@@ -183,13 +207,30 @@ struct SSHAgentTests {
         let agent = try Agent(setup.device)
         defer { agent.stop() }
         try #require(agent.locked() == false)
+        try Self.signAndVerify(agent: agent, in: setup.directory.path)
+    }
+
+    /// Registers alice on `server` from `device` with `options` and the PIN, then starts the agent
+    /// (which the caller stops).
+    static func registerAndStartAgent(
+        _ device: CommandHarness, on server: String, _ options: [String]
+    ) async throws -> Agent {
+        let registered = await device.run(
+            ["register", "--server", server, "--user", "alice"] + options + ["--pin-stdin"],
+            standardInput: pin + "\n")
+        try #require(registered.status == 0, "\(registered.standardError)")
+        return try Agent(device)
+    }
+
+    /// Has `ssh-keygen -Y sign` sign a file in `directory` through `agent` with its plain key,
+    /// then checks with `ssh-keygen -Y verify` and that the signature is an `rsa-sha2-512` one.
+    static func signAndVerify(agent: Agent, in directory: String) throws {
         let listed = try agent.sshAdd(["-L"])
         // The plain key's line (the agent may have fetched a certificate by now, listed first).
         let keyLine = try #require(
             listed.output.split(separator: "\n").first { $0.hasPrefix("ssh-rsa ") }.map(String.init),
             "\(listed.errorOutput)")
         #expect(keyLine.hasPrefix("ssh-rsa "))
-        let directory = setup.directory.path
         try (keyLine + "\n").write(toFile: directory + "/key.pub", atomically: true, encoding: .utf8)
         try "alice \(keyLine)\n".write(toFile: directory + "/allowed", atomically: true, encoding: .utf8)
         try "signed through the agent\n".write(toFile: directory + "/data", atomically: true, encoding: .utf8)
@@ -212,7 +253,7 @@ struct SSHAgentTests {
         #expect(blob.range(of: Data("rsa-sha2-512".utf8)) != nil)
     }
 
-    @Test("a TPM key logs in through the agent with the rsa-sha2-256 limit ssh config prints, and not without it")
+    @Test("a TPM key logs in through the agent with ssh's default rsa-sha2-512, and with rsa-sha2-256")
     func tpmKeyLogsIn() async throws {
         let tpm = try SoftwareTPM()
         defer { withExtendedLifetime(tpm) {} }
@@ -233,8 +274,7 @@ struct SSHAgentTests {
         let config = await device.run(["ssh", "config"])
         #expect(config.status == 0, "\(config.standardError)")
         #expect(config.standardOutput.contains("IdentityAgent ${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"))
-        let limit = "rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256"
-        #expect(config.standardOutput.contains("PubkeyAcceptedAlgorithms \(limit)"))
+        #expect(!config.standardOutput.contains("PubkeyAcceptedAlgorithms"))
 
         let agent = try Agent(device)
         defer { agent.stop() }
@@ -243,12 +283,46 @@ struct SSHAgentTests {
         let host = try OpenSSHServer(
             caLine: authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]])
         defer { host.stop() }
-        let login = try host.login(
-            as: "root", agent: agent.sshSocket, options: ["-o", "PubkeyAcceptedAlgorithms=\(limit)"])
+        // ssh's default; the first algorithm it offers for an RSA certificate is rsa-sha2-512.
+        let login = try host.login(as: "root", agent: agent.sshSocket)
         #expect(login.status == 0, "\(login.errorOutput)\n\(host.log)")
         #expect(login.output == "logged-in\n")
-        // ssh's default, rsa-sha2-512, is what the TPM path refuses.
-        let refused = try host.login(as: "root", agent: agent.sshSocket)
-        #expect(refused.status == 255)
+        // Each digest alone, so that sshd itself checks a signature of each kind from the TPM.
+        for limit in [
+            "rsa-sha2-512-cert-v01@openssh.com,rsa-sha2-512", "rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256",
+        ] {
+            let limited = try host.login(
+                as: "root", agent: agent.sshSocket, options: ["-o", "PubkeyAcceptedAlgorithms=\(limit)"])
+            #expect(limited.status == 0, "\(limit): \(limited.errorOutput)\n\(host.log)")
+            #expect(limited.output == "logged-in\n")
+        }
+    }
+
+    @Test(
+        "ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature in the TPM that ssh-keygen -Y verify accepts")
+    func tpmSHA512SignatureVerifies() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let server = try InProcessKeyAuthServer()
+        defer { server.stop() }
+        let device = CommandHarness(tcti: tpm.tcti)
+        defer { device.home.remove() }
+        let agent = try await Self.registerAndStartAgent(device, on: server.url, ["--key-store", "tpm"])
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let directory = TemporaryDirectory("keyauth-ssh-tpm-sign")
+        defer { directory.remove() }
+        try Self.signAndVerify(agent: agent, in: directory.path)
+
+        // A TPM that cannot be asked whether it signs SHA-512 gets the SHA-256 limit, which
+        // every TPM meets.
+        tpm.stop()
+        let config = await device.run(["ssh", "config"])
+        #expect(config.status == 0, "\(config.standardError)")
+        #expect(
+            config.standardOutput.contains(
+                "    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256\n"),
+            "\(config.standardOutput)")
+        #expect(config.standardOutput.contains("makes no SHA-512 signatures, or did not answer"))
     }
 }

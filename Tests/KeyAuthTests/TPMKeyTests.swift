@@ -103,6 +103,36 @@ struct TPMKeyTests {
         }
     }
 
+    @Test("a key's public area leaves the scheme open, so the TPM signs SHA-512 for ssh; stock OpenSSL verifies it")
+    func signsSHA512() throws {
+        try withFreshKey(pin: pin) { _, connection, key in
+            // TPM_ALG_NULL: the scheme and hash come with each TPM2_Sign, not from the key.
+            #expect(try TPMPublicArea(key.tpmPublicArea, structure: "the key").scheme == 0x0010)
+            #expect(try connection.signsSHA512())
+            let signature = try key.signature(for: message, digest: .sha512, pin: pin, on: connection)
+            #expect(signature.count == 256)
+            #expect(key.publicKey.isValidSSHSignature(signature, for: message, digest: .sha512))
+            #expect(!key.publicKey.isValidSSHSignature(signature, for: message, digest: .sha256))
+            #expect(signature != (try key.signature(for: message, pin: pin, on: connection)))
+
+            let scratch = TemporaryDirectory()
+            defer { scratch.remove() }
+            try Data(key.publicKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: scratch.path + "/key.pub"))
+            try Data(message).write(to: URL(fileURLWithPath: scratch.path + "/message"))
+            try Data(signature).write(to: URL(fileURLWithPath: scratch.path + "/signature"))
+            let verify = { (digest: String) in
+                try ExternalCommand.run([
+                    "openssl", "dgst", digest, "-verify", scratch.path + "/key.pub", "-signature",
+                    scratch.path + "/signature", scratch.path + "/message",
+                ])
+            }
+            let good = try verify("-sha512")
+            #expect(good.status == 0)
+            #expect(good.output.contains("Verified OK"))
+            #expect(try verify("-sha256").status != 0)
+        }
+    }
+
     @Test("a JWT signed through the TPM verifies with PyJWT")
     func pyJWTVerifies() throws {
         try withFreshKey(pin: pin) { _, connection, key in

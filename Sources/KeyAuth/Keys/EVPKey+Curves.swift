@@ -160,9 +160,15 @@ extension EVPKey {
 
     /// Whether `signature` (DER for ECDSA, 64 bytes for Ed25519) verifies over `message`.
     func digestVerify(_ signature: [UInt8], for message: [UInt8], hashed: Bool) -> Bool {
+        digestVerify(signature, for: message, digest: hashed ? OpenSSL.sha256 : nil)
+    }
+
+    /// Whether `signature` verifies over `message` hashed with `digest` (nil: none, for Ed25519);
+    /// for an RSA key that is PKCS#1 v1.5, the counterpart of ``digestSign(_:digest:)``.
+    func digestVerify(_ signature: [UInt8], for message: [UInt8], digest: OpaquePointer?) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, hashed ? OpenSSL.sha256 : nil, nil, pointer) == 1 else {
+        guard EVP_DigestVerifyInit(context, nil, digest, nil, pointer) == 1 else {
             OpenSSL.clearErrors()
             return false
         }

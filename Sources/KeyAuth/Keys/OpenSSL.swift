@@ -29,11 +29,21 @@ enum OpenSSL {
     nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA256(), nil)
 
     /// SHA-512, fetched once, for the `rsa-sha2-512` signatures ssh asks an agent for.
-    nonisolated(unsafe) static let sha512: OpaquePointer? = EVP_MD_fetch(nil, "SHA512", nil)
+    nonisolated(unsafe) static let sha512: OpaquePointer? = EVP_MD_fetch(nil, ckeyauth_name_SHA512(), nil)
 
     static func sha256Digest(_ data: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         let digest = data.withUnsafeBytes { bytes in
             Result { () throws(KeyAuthError) in try sha256Digest(bytes) }
+        }
+        return try digest.get()
+    }
+
+    /// SHA-512 of `data`, for a TPM key's `rsa-sha2-512` signature (the TPM signs a digest).
+    ///
+    /// - Throws: `.cryptoFailed` when OpenSSL cannot digest.
+    static func sha512Digest(_ data: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        let digest = data.withUnsafeBytes { bytes in
+            Result { () throws(KeyAuthError) in try self.digest(bytes, with: sha512, size: 64, name: "SHA-512") }
         }
         return try digest.get()
     }
@@ -43,14 +53,21 @@ enum OpenSSL {
     /// - Throws: `.cryptoFailed` when OpenSSL cannot digest (no SHA-256 in the loaded providers,
     ///   or no memory): a server answers that request with 500 and lives on.
     static func sha256Digest(_ input: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
+        try digest(input, with: sha256, size: 32, name: "SHA-256")
+    }
+
+    /// The `size`-byte digest of `input` with the fetched `algorithm`, named `name` in errors.
+    private static func digest(
+        _ input: UnsafeRawBufferPointer, with algorithm: OpaquePointer?, size: Int, name: String
+    ) throws(KeyAuthError) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: size)
         var length: UInt32 = 0
         let ok = digest.withUnsafeMutableBytes { output in
             EVP_Digest(
                 input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
-                sha256, nil)
+                algorithm, nil)
         }
-        guard ok == 1, length == 32 else { throw error(.cryptoFailed, "SHA-256 failed") }
+        guard ok == 1, length == size else { throw error(.cryptoFailed, "\(name) failed") }
         return digest
     }
 

@@ -134,6 +134,18 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         message.withUnsafeBytes { RSAOperations.verify(key, signature: signature, message: $0) }
     }
 
+    /// Whether `signature` is a valid RSASSA-PKCS1-v1_5 signature of `message` over `digest`:
+    /// what ssh checks for `rsa-sha2-256` and `rsa-sha2-512`, and a TPM's SHA-512 signature is
+    /// checked against before the agent hands it out.
+    package func isValidSSHSignature(
+        _ signature: [UInt8], for message: [UInt8], digest: SSHAgentProtocol.Digest
+    ) -> Bool {
+        switch digest {
+        case .sha256: isValidSignature(signature, for: message)
+        case .sha512: key.digestVerify(signature, for: message, digest: OpenSSL.sha512)
+        }
+    }
+
     public static func == (lhs: RSAPublicKey, rhs: RSAPublicKey) -> Bool {
         lhs.derRepresentation == rhs.derRepresentation
     }

@@ -91,28 +91,21 @@ final class KeyAgentServer: Sendable {
         held.withLock { $0 = nil }
     }
 
-    /// Signs with the held key, or fails with `.presenceUnavailable` while locked.
+    /// Signs with the held key (RS256), or fails with `.presenceUnavailable` while locked.
     func sign(_ message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        try sshSign(message, digest: .sha256)
+    }
+
+    /// Signs for an ssh-agent request with SHA-256 or SHA-512, a file key here and a TPM key in
+    /// its TPM; SHA-256 is also the RS256 of keyauth's own logins.
+    func sshSign(_ message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
         clearIfExpired()
         guard let secret = held.withLock({ $0?.secret }) else {
             throw KeyAuthError(.presenceUnavailable, "the agent is locked")
         }
         if store.storedKind == .tpm {
             let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
-            return try store.loadTPMKey(pin: pin).signature(for: message)
-        }
-        var pem = secret.withUnsafeBytes { Array($0) }
-        defer { CryptoPrimitives.wipe(&pem) }
-        return try RSAPrivateKey(pemRepresentation: pem).signature(for: message)
-    }
-
-    /// Signs for an ssh-agent request: a file key with SHA-256 or SHA-512, a TPM key with
-    /// SHA-256 only (keyauth's TPM signing is RS256; a SHA-512 request fails).
-    func sshSign(_ message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
-        if digest == .sha256 { return try sign(message) }
-        clearIfExpired()
-        guard let secret = held.withLock({ $0?.secret }), store.storedKind != .tpm else {
-            throw KeyAuthError(.presenceUnavailable, "the agent is locked or holds a TPM key")
+            return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
         }
         var pem = secret.withUnsafeBytes { Array($0) }
         defer { CryptoPrimitives.wipe(&pem) }

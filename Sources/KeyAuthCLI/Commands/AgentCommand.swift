@@ -138,7 +138,8 @@ struct AgentCommand {
         let renewal = Task { [context] in
             do throws(KeyAuthError) {
                 let renewing = try SSHCertificateRenewer.session(for: session.account.name, context: context)
-                await SSHCertificateRenewer(session: renewing, server: server) { errorOutput.printError($0) }.run()
+                await SSHCertificateRenewer.forAgent(session: renewing, server: server) { errorOutput.printError($0) }
+                    .run()
             } catch {
                 errorOutput.printError("keyauth agent: cannot renew the ssh certificate: \(error.message)")
             }

@@ -60,15 +60,24 @@ struct SSHCommand {
             (try? KeyAgentSocket.path(environment: context.io.environment)).map(KeyAgentSocket.sshAgentPath(besides:))
             ?? "${XDG_RUNTIME_DIR}/keyauth/ssh-agent.sock"
         guard account.keyStore == .file else {
-            // ssh cannot read a TPM key; `keyauth agent` signs with it on its ssh-agent socket,
-            // with SHA-256 only (keyauth's TPM signatures are RS256), so ssh is told to ask for that.
+            // ssh cannot read a TPM key; `keyauth agent` signs with it in the TPM on its ssh-agent
+            // socket, with SHA-256 or SHA-512 as ssh asks. A TPM without SHA-512 (or one that does
+            // not answer now) fails ssh's default, so ssh is then told to ask for SHA-256.
+            let tpm = try context.tpmConnection()
+            let limit =
+                (try? tpm.signsSHA512()) == true
+                ? ""
+                : """
+
+                    # (the TPM at \(tpm.tcti) makes no SHA-512 signatures, or did not answer)
+                    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256
+                """
             context.io.printOutput(
                 """
                 # keyauth: log in with the TPM key of \(name) through `keyauth agent` and its certificate
                 # (start the agent with `keyauth agent`; renew the certificate with `keyauth ssh cert`)
                 Host *
-                    IdentityAgent \(socket)
-                    PubkeyAcceptedAlgorithms rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-256
+                    IdentityAgent \(socket)\(limit)
                 """)
             return
         }

@@ -101,6 +101,15 @@ extension TPMConnection {
         return info
     }
 
+    /// Whether this TPM signs RSASSA over SHA-512, ssh's first choice for an agent's RSA key.
+    /// The TPM 2.0 PC Client profile requires SHA-256 only, and many hardware TPMs implement no
+    /// SHA-512, so `keyauth ssh config` asks before it leaves ssh its default.
+    ///
+    /// - Throws: `.tpmUnavailable` naming the TCTI when no TPM answers.
+    package func signsSHA512() throws(KeyAuthError) -> Bool {
+        try ESAPIConnection.with(self) { tpm throws(KeyAuthError) in tpm.signsRSASSA(hash: TPM2_ALG_SHA512) }
+    }
+
     /// Whether a TPM answers here: the connection opens and the TPM reports its manufacturer.
     ///
     /// Quick when nothing is there (a missing device node, a refused connection), so that
@@ -205,10 +214,24 @@ final class ESAPIConnection {
 
     /// Whether the TPM accepts RSA keys of `bits` for signing (`TPM2_TestParms`).
     func acceptsRSA(bits: Int) -> Bool {
+        acceptsRSA(bits: bits, signingWith: nil)
+    }
+
+    /// Whether the TPM accepts an RSA-2048 key whose scheme fixes RSASSA with `hash`: a TPM
+    /// that does not implement the hash refuses it (`TPM2_TestParms`), and so refuses to sign
+    /// with it whatever the key's scheme.
+    func signsRSASSA(hash: TPM2_ALG_ID) -> Bool {
+        acceptsRSA(bits: 2048, signingWith: hash)
+    }
+
+    /// `TPM2_TestParms` of an unrestricted RSA signing key of `bits`, with the null scheme or
+    /// RSASSA over `hash`.
+    private func acceptsRSA(bits: Int, signingWith hash: TPM2_ALG_ID?) -> Bool {
         var parameters = TPMT_PUBLIC_PARMS()
         parameters.type = TPM2_ALG_RSA
         parameters.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL
-        parameters.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL
+        parameters.parameters.rsaDetail.scheme.scheme = hash == nil ? TPM2_ALG_NULL : TPM2_ALG_RSASSA
+        if let hash { parameters.parameters.rsaDetail.scheme.details.rsassa.hashAlg = hash }
         parameters.parameters.rsaDetail.keyBits = UInt16(bits)
         parameters.parameters.rsaDetail.exponent = 0
         return Esys_TestParms(

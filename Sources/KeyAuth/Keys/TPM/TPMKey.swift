@@ -99,8 +99,18 @@ public struct TPMKey: Sendable {
     public func signature(
         for message: [UInt8], pin: SecretBytes? = nil, on tpm: TPMConnection
     ) throws(KeyAuthError) -> [UInt8] {
+        try signature(for: message, digest: .sha256, pin: pin, on: tpm)
+    }
+
+    /// Signs `message` with RSASSA-PKCS1-v1_5 over SHA-256 or SHA-512 inside the TPM: what
+    /// `keyauth agent` makes for ssh's `rsa-sha2-256` and `rsa-sha2-512` requests.
+    ///
+    /// - Throws: what ``signature(for:pin:on:)`` throws.
+    package func signature(
+        for message: [UInt8], digest: SSHAgentProtocol.Digest, pin: SecretBytes?, on tpm: TPMConnection
+    ) throws(KeyAuthError) -> [UInt8] {
         let result = Result { () throws(KeyAuthError) in
-            try loadForSigning(pin: pin, on: tpm).signature(for: message)
+            try loadForSigning(pin: pin, on: tpm).signature(for: message, digest: digest)
         }
         // The key and its connection are gone here, so reading the lockout state can connect.
         switch result {

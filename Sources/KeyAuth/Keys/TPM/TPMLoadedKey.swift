@@ -89,7 +89,19 @@ package final class TPMLoadedKey {
 
     /// Signs the SHA-256 digest of `message` in the TPM (RS256), once.
     package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        let digest = try OpenSSL.sha256Digest(message)
+        try signature(for: message, digest: .sha256)
+    }
+
+    /// Signs the SHA-256 or SHA-512 digest of `message` in the TPM with RSASSA-PKCS1-v1_5, once.
+    ///
+    /// keyauth's keys (made by the tpm2 provider) have the null scheme in their public area, so
+    /// the TPM takes the scheme and hash from each `TPM2_Sign`. A TPM that implements no SHA-512,
+    /// or a key whose public area fixed RSASSA-SHA256, refuses SHA-512 here with the TPM's error.
+    package func signature(for message: [UInt8], digest kind: SSHAgentProtocol.Digest) throws(KeyAuthError)
+        -> [UInt8]
+    {
+        let digest = try kind == .sha256 ? OpenSSL.sha256Digest(message) : OpenSSL.sha512Digest(message)
+        let digestName = kind == .sha256 ? ckeyauth_name_SHA256() : ckeyauth_name_SHA512()
         guard let context = EVP_PKEY_CTX_new_from_pkey(provider.context, pointer, nil) else {
             throw OpenSSL.error(.cryptoFailed, "cannot allocate a signing context for the TPM key")
         }
@@ -97,8 +109,7 @@ package final class TPMLoadedKey {
         var parameters = [
             OSSL_PARAM_construct_utf8_string(
                 ckeyauth_param_pad_mode(), UnsafeMutablePointer(mutating: ckeyauth_pad_mode_pkcs1()), 0),
-            OSSL_PARAM_construct_utf8_string(
-                ckeyauth_param_digest(), UnsafeMutablePointer(mutating: ckeyauth_name_SHA256()), 0),
+            OSSL_PARAM_construct_utf8_string(ckeyauth_param_digest(), UnsafeMutablePointer(mutating: digestName), 0),
             OSSL_PARAM_construct_end(),
         ]
         guard EVP_PKEY_sign_init_ex(context, &parameters) == 1 else {
@@ -106,7 +117,7 @@ package final class TPMLoadedKey {
         }
         guard let signature = RSAOperations.sign(digest, with: context, capacity: Int(EVP_PKEY_get_size(pointer)))
         else { throw TPMFailure.drain().error(doing: "sign", on: provider.connection) }
-        if let publicKey, !publicKey.isValidSignature(signature, for: message) {
+        if let publicKey, !publicKey.isValidSSHSignature(signature, for: message, digest: kind) {
             throw KeyAuthError(.cryptoFailed, "the TPM's signature does not verify with the key's public key")
         }
         return signature

@@ -47,6 +47,14 @@ public struct TPMSigningKey: JWSSigner {
         try key.signature(for: message, pin: pin, on: connection)
     }
 
+    /// Signs `message` in the TPM over SHA-256 or SHA-512, once: an ssh-agent's `rsa-sha2-256`
+    /// or `rsa-sha2-512` signature (ssh asks for SHA-512 by default).
+    ///
+    /// - Throws: what ``signature(for:)`` throws.
+    package func sshSignature(for message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
+        try key.signature(for: message, digest: digest, pin: pin, on: connection)
+    }
+
     /// Checks the PIN this key holds as a login would: one signature in the TPM, discarded
     /// (``TPMKey/checkPIN(_:on:)``). A wrong PIN counts once toward the TPM's lockout.
     ///
