@@ -6,6 +6,7 @@
 #                               [--connections N] [--threads N] [--node-server PATH]
 #                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
 #                               [--replay-cache memory|database] [--compare-replay-cache memory|database]
+#                               [--transport]
 #
 # The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
 # benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
@@ -35,7 +36,10 @@
 # --replay-cache MODE passes --replay-cache to keyauth-server (default: its own, memory on SQLite;
 # database fsyncs every claim before the answer, as every version before did).
 # --compare-replay-cache MODE adds the same keyauth-server binary with --replay-cache MODE as
-# "keyauth-other", to measure the two modes in one run.
+# "keyauth-other", to measure the two modes in one run. --transport also measures the HTTP layer
+# alone, after the login rounds: wrk -t2 -cCONNECTIONS for SECONDS on keyauth-server's JWK set
+# (GET /.well-known/jwks.json, the route every service using keyauth polls) and on the Node
+# server's trivial GET /healthz, as requests/s and the ratio of the two.
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
 # CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
@@ -55,12 +59,13 @@ connections=32
 threads=""
 replay_cache=""
 compare_replay_cache=""
+transport=0
 profile=""
 compare_server=""
 ceiling_seconds=10
 node_server=${KEYAUTH_NODE_FAIR_SERVER:-$root/../shared/bench/node-fair-login-server.mjs}
 usage() {
-    sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,9p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 while [ $# -gt 0 ]; do
@@ -73,6 +78,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=${2:?}; shift 2 ;;
     --replay-cache) replay_cache=${2:?}; shift 2 ;;
     --compare-replay-cache) compare_replay_cache=${2:?}; shift 2 ;;
+    --transport) transport=1; shift ;;
     --node-server) node_server=${2:?}; shift 2 ;;
     --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
     --profile) profile=${2:?}; shift 2 ;;
@@ -302,6 +308,23 @@ for round in $(seq 1 "$rounds"); do
 done
 ceiling_after=$(ceiling)
 
+# transport SERVER PATH: requests/s of a plain GET, keep-alive; fails on any non-2xx answer.
+transport_rate() {
+    local out="$work/transport-$1.txt"
+    wrk -t2 -c"$connections" -d"${seconds}s" "http://127.0.0.1:$(port_of "$1")$2" >"$out"
+    if grep -q "Non-2xx\|Socket errors" "$out"; then
+        echo "run.sh: $1 answered $2 with errors:" >&2
+        cat "$out" >&2
+        exit 1
+    fi
+    awk '/Requests\/sec/ {printf "%.0f", $2}' "$out"
+}
+if [ "$transport" = 1 ] && [ "$with_keyauth" = 1 ]; then
+    echo "== transport: GET /.well-known/jwks.json (keyauth-server), GET /healthz (node-fair)" >&2
+    jwks_rate=$(transport_rate keyauth-server /.well-known/jwks.json)
+    node_trivial_rate=$(transport_rate node-fair /healthz)
+fi
+
 echo
 echo "$alg logins, wrk -t2 -c$connections -d${seconds}s, $rounds rounds, $cores cores ($(uname -m)), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "signing ceiling, openssl speed -multi $cores $ceiling_test: $ceiling_before sign/s before the runs," \
@@ -353,6 +376,13 @@ if other:
     print(f"{'keyauth-server vs keyauth-other, logins/s (median of per-round ratios)':78} "
           f"{statistics.median(changes):8.2f}  ({', '.join(f'{x:.2f}' for x in changes)})")
 EOF
+
+if [ "$transport" = 1 ] && [ "$with_keyauth" = 1 ]; then
+    echo
+    awk -v k="$jwks_rate" -v n="$node_trivial_rate" 'BEGIN {
+        printf "transport: keyauth-server GET /.well-known/jwks.json %d requests/s, node-fair GET /healthz %d requests/s: %.2fx (target >= 1.0, %s)\n",
+            k, n, k / n, (k >= n ? "met" : "NOT met") }'
+fi
 
 if [ -n "$profile" ]; then
     logins=$(awk '/requests in/ {print $1}' "$work/1-keyauth-server.txt")

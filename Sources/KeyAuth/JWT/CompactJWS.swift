@@ -38,13 +38,15 @@ package struct CompactJWS: Sendable {
         guard bytes.count <= Self.maximumLength else {
             throw KeyAuthError(.tokenMalformed, "the token is longer than \(Self.maximumLength) bytes")
         }
-        let dots = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") }
-        guard dots.count == 2 else {
+        let dot = UInt8(ascii: ".")
+        guard let first = bytes.firstIndex(of: dot), let second = bytes[(first + 1)...].firstIndex(of: dot),
+            !bytes[(second + 1)...].contains(dot)
+        else {
             throw KeyAuthError(.tokenMalformed, "a token has exactly three dot-separated segments")
         }
-        let headerBytes = bytes[..<dots[0]]
-        let payloadBytes = bytes[(dots[0] + 1)..<dots[1]]
-        let signatureBytes = bytes[(dots[1] + 1)...]
+        let headerBytes = bytes[..<first]
+        let payloadBytes = bytes[(first + 1)..<second]
+        let signatureBytes = bytes[(second + 1)...]
         guard let headerJSON = Base64URL.decode(utf8: headerBytes),
             let payloadJSON = Base64URL.decode(utf8: payloadBytes),
             let signature = Base64URL.decode(utf8: signatureBytes), !headerJSON.isEmpty, !payloadJSON.isEmpty,
@@ -63,14 +65,15 @@ package struct CompactJWS: Sendable {
                     ? "the token algorithm must be \(names[0])"
                     : "the token algorithm must be one of \(names.joined(separator: ", "))")
         }
-        let forbidden = Self.forbiddenHeaders.subtracting(permittedHeaders)
+        let forbidden =
+            permittedHeaders.isEmpty ? Self.forbiddenHeaders : Self.forbiddenHeaders.subtracting(permittedHeaders)
         if let member = header.keys.first(where: forbidden.contains) {
             throw KeyAuthError(.claimInvalid, "the token header member \"\(member)\" is not accepted")
         }
         self.header = header
         self.algorithm = algorithm
         self.payload = payloadJSON
-        self.signingInput = Array(bytes[..<dots[1]])
+        self.signingInput = Array(bytes[..<second])
         self.signature = signature
     }
 

@@ -64,6 +64,14 @@ public struct JWTBuilder: Sendable {
             key: key)
     }
 
+    /// Signs a token under a header already base64url-encoded: a server that signs many tokens
+    /// with one key encodes their header once.
+    package func sign(claims: JWTClaims, encodedHeader: String) throws(KeyAuthError) -> String {
+        var payload = try defaultClaims()
+        payload.merge(claims)
+        return try Self.sign(encodedHeader: encodedHeader, payloadJSON: payload.serializedBytes(), key: key)
+    }
+
     /// `{"alg":...,"typ":...,"kid":...}`.
     package static func header(algorithm: JWSAlgorithm = .rs256, type: String, keyID: String) -> [UInt8] {
         var header: [UInt8] = []
@@ -80,7 +88,13 @@ public struct JWTBuilder: Sendable {
     package static func sign(headerJSON: [UInt8], payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
         -> String
     {
-        let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
+        try sign(encodedHeader: Base64URL.encode(headerJSON), payloadJSON: payloadJSON, key: key)
+    }
+
+    private static func sign(encodedHeader: String, payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
+        -> String
+    {
+        let signingInput = encodedHeader + "." + Base64URL.encode(payloadJSON)
         let signature = try key.signature(for: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }

@@ -187,7 +187,22 @@ private struct Parser {
 
     mutating func parseString() throws(JSONValue.ParseError) -> String {
         index += 1
-        var output = [UInt8]()
+        // Most strings (names, base64url, key ids) have no escape: validate those where they lie.
+        var end = index
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20
+        {
+            end += 1
+        }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            let start = index
+            index = end + 1
+            guard let string = String(validating: bytes[start..<end], as: UTF8.self) else {
+                throw error("invalid UTF-8")
+            }
+            return string
+        }
+        var output = Array(bytes[index..<end])
+        index = end
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let byte = bytes[index]
@@ -332,9 +347,13 @@ package enum JSONText {
     /// control characters escaped, everything else (non-ASCII included) as UTF-8.
     package static func appendString(_ value: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        let needsEscaping = value.utf8.contains { byte in
+        func needsEscape(_ byte: UInt8) -> Bool {
             byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
         }
+        // A native string's bytes are scanned in place, much faster than through its UTF8View.
+        let needsEscaping =
+            value.utf8.withContiguousStorageIfAvailable { $0.contains(where: needsEscape) }
+            ?? value.utf8.contains(where: needsEscape)
         guard needsEscaping else {
             output.append(contentsOf: value.utf8)
             output.append(UInt8(ascii: "\""))

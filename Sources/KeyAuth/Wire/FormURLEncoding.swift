@@ -75,6 +75,13 @@ package enum FormURLEncoding {
     /// One percent-encoded component (`+` as a space), as forms and HTTP Basic credentials
     /// (RFC 6749 section 2.3.1) encode a name or a value.
     package static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
+        // Most values (an assertion, a code) are already plain: validate them where they lie.
+        if !bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw DecodingError(message: "the form body is not UTF-8")
+            }
+            return text
+        }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = bytes.startIndex

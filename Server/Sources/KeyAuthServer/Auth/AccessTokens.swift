@@ -4,6 +4,9 @@ import KeyAuth
 /// access-token rules (``AccessTokenRules``), the same ones ``AccessTokenVerifier`` applies in
 /// other services, here over the server's own keys.
 struct AccessTokens: Sendable {
+    /// The `typ` of every access token (RFC 9068).
+    static let type = "at+jwt"
+
     let keys: ServerSigningKeys
     let issuer: String
     let lifetime: Int64
@@ -46,7 +49,7 @@ struct AccessTokens: Sendable {
         if bound { claims["cnf"] = .object(["jkt": .string(deviceKID)]) }
         claims.merge(extra)
         return try JWTBuilder(key: key.signer, audience: issuer, lifetime: lifetime, clock: clock).sign(
-            claims: claims, type: "at+jwt", keyID: key.kid)
+            claims: claims, encodedHeader: key.signer.accessTokenHeader)
     }
 
     /// Checks a token issued to a client application (the code flow's, or CIBA's): our keys, and

@@ -232,14 +232,19 @@ final class ServerSigningKeys: Sendable {
     }
 }
 
-/// A server key as a ``JWSSigner`` whose `kid` is computed once, not for every token it signs.
+/// A server key as a ``JWSSigner`` whose `kid`, and the encoded header of the access tokens it
+/// signs, are computed once, not for every token.
 struct ServerSigner: JWSSigner {
     let key: JWSPrivateKey
     let keyID: String
+    /// The base64url `{"alg":...,"typ":"at+jwt","kid":...}` of every access token it signs.
+    let accessTokenHeader: String
 
     init(_ key: JWSPrivateKey) {
         self.key = key
         keyID = key.keyID
+        accessTokenHeader = Base64URL.encode(
+            JWTBuilder.header(algorithm: key.algorithm, type: AccessTokens.type, keyID: keyID))
     }
 
     var algorithm: JWSAlgorithm { key.algorithm }

@@ -55,6 +55,21 @@ package struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionar
         return zip(lhs.utf8, rhs.utf8).allSatisfy { asciiLowercased($0) == asciiLowercased($1) }
     }
 
+    /// Whether the media type of a `Content-Type` value (before its parameters, without the
+    /// spaces and tabs around it) is `expected`, which is lowercase, ignoring ASCII case. Every
+    /// request with a body asks; comparing the bytes in place builds no copies.
+    package static func mediaType(of value: String, is expected: String) -> Bool {
+        let bytes = value.utf8
+        var start = bytes.startIndex
+        var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        while start < end, isBlank(bytes[start]) { start = bytes.index(after: start) }
+        while start < end, isBlank(bytes[bytes.index(before: end)]) { end = bytes.index(before: end) }
+        let type = bytes[start..<end]
+        return type.count == expected.utf8.count
+            && zip(type, expected.utf8).allSatisfy { asciiLowercased($0) == $1 }
+    }
+
     private static func asciiLowercased(_ byte: UInt8) -> UInt8 {
         (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }

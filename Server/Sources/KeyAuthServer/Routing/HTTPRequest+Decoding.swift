@@ -65,9 +65,7 @@ extension HTTPRequest {
     }
 
     func requireContentType(_ expected: String) throws(ServiceError) {
-        let mediaType = headers["Content-Type"]?.split(separator: ";", maxSplits: 1).first
-            .map { $0.trimmingWhitespace().lowercased() }
-        guard mediaType == expected else {
+        guard let value = headers["Content-Type"], HTTPHeaders.mediaType(of: value, is: expected) else {
             throw ServiceError(.invalidRequest, "the Content-Type must be \(expected)")
         }
     }

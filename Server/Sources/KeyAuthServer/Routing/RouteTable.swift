@@ -27,13 +27,28 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     package let routes: [RouteDeclaration<Handler>]
     /// The routes without and with a catch-all pattern, split once: every request tries the
     /// first, and the second only for a path none of those matched.
-    private let exactRoutes: [RouteDeclaration<Handler>]
     private let catchAllRoutes: [RouteDeclaration<Handler>]
+    /// The routes without a catch-all that can match a path, by the path's first segment: those
+    /// whose pattern starts with that literal and those that start with a parameter, in
+    /// declaration order. A request tries only its own group, not the whole table.
+    private let exactRoutesByFirstSegment: [String: [RouteDeclaration<Handler>]]
+    /// Those that start with a parameter: all that can match a first segment no pattern names.
+    private let exactRoutesStartingWithParameter: [RouteDeclaration<Handler>]
 
     package init(_ routes: [RouteDeclaration<Handler>]) {
         self.routes = routes
-        exactRoutes = routes.filter { !$0.pattern.isCatchAll }
+        let exactRoutes = routes.filter { !$0.pattern.isCatchAll }
         catchAllRoutes = routes.filter(\.pattern.isCatchAll)
+        func firstLiteral(_ route: RouteDeclaration<Handler>) -> String? {
+            if case .literal(let text)? = route.pattern.segments.first { return text }
+            return nil
+        }
+        exactRoutesStartingWithParameter = exactRoutes.filter { firstLiteral($0) == nil }
+        var groups: [String: [RouteDeclaration<Handler>]] = [:]
+        for literal in Set(exactRoutes.compactMap(firstLiteral)) {
+            groups[literal] = exactRoutes.filter { firstLiteral($0) == nil || firstLiteral($0) == literal }
+        }
+        exactRoutesByFirstSegment = groups
     }
 
     /// How a request's method and path meet the table.
@@ -54,6 +69,8 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     package func match(method: String, path: String) -> Match {
         guard let segments = PathPattern.segments(of: path) else { return .notFound }
         let requested = HTTPMethod(requestMethod: method)
+        let exactRoutes =
+            segments.first.flatMap { exactRoutesByFirstSegment[String($0)] } ?? exactRoutesStartingWithParameter
         let exact = match(requested, segments, among: exactRoutes)
         guard case .notFound = exact else { return exact }
         return match(requested, segments, among: catchAllRoutes)
