@@ -4,8 +4,12 @@ import KeyAuth
 /// 4.1.3, OpenID Connect Core section 3.1.3; PROTOCOL.md section 10): a confidential client
 /// with its secret or a public one by `client_id` with PKCE; a DPoP proof binds the access
 /// token to the proof's key.
-struct AuthorizationCodeGrant: TokenGrantHandler {
+final class AuthorizationCodeGrant: TokenGrantHandler {
     let service: KeyAuthService
+
+    init(service: KeyAuthService) {
+        self.service = service
+    }
 
     var grantType: OAuthGrantType { .authorizationCode }
     var requiredParameters: [String] { ["code"] }

@@ -7,8 +7,12 @@ import KeyAuth
 /// Its expected answers (pending, too fast, denied, expired) are not failures of the address,
 /// so an application signing many users in is not locked out; an unknown `auth_req_id` or a
 /// failed client authentication are.
-struct CIBAGrant: TokenGrantHandler {
+final class CIBAGrant: TokenGrantHandler {
     let service: KeyAuthService
+
+    init(service: KeyAuthService) {
+        self.service = service
+    }
 
     /// The answers a poll gets by design.
     private static let pollAnswers: [ServiceError.Kind] = [

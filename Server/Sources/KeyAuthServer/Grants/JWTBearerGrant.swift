@@ -3,8 +3,12 @@ import KeyAuth
 /// A device logs in with its signed assertion (RFC 7523 section 2.1; PROTOCOL.md section 4,
 /// "Log in"): the device's key is the credential, so no client authenticates, and a DPoP proof
 /// of the same key binds the token to it.
-struct JWTBearerGrant: TokenGrantHandler {
+final class JWTBearerGrant: TokenGrantHandler {
     let service: KeyAuthService
+
+    init(service: KeyAuthService) {
+        self.service = service
+    }
 
     var grantType: OAuthGrantType { .jwtBearer }
     var requiredParameters: [String] { ["assertion"] }

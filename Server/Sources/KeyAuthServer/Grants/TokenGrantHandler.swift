@@ -9,6 +9,10 @@ import KeyAuth
 /// (for a grant that binds tokens to keys), the client authentication. The handler then only
 /// does what makes it that grant. A new grant (device authorization, token exchange) is one
 /// new type added to ``TokenEndpoint/standardHandlers``.
+///
+/// The standard grants are final classes: the endpoint picks one out of its array for every
+/// request, and copying a class reference is one retain where copying a struct holding the
+/// service retained every one of the service's references.
 protocol TokenGrantHandler: Sendable {
     /// The `grant_type` the handler answers.
     var grantType: OAuthGrantType { get }

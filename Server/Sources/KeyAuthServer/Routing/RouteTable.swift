@@ -81,13 +81,14 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     ) -> Match {
         var allowed: Set<HTTPMethod> = []
         var firstLabel: String?
-        for route in candidates {
-            guard let parameters = route.pattern.match(segments: segments) else { continue }
-            if let requested, route.allowedMethods.contains(requested) {
-                return .found(route, parameters)
+        // By index: a route is copied (five references retained) only when it is the answer.
+        for index in candidates.indices {
+            guard let parameters = candidates[index].pattern.match(segments: segments) else { continue }
+            if let requested, candidates[index].allowedMethods.contains(requested) {
+                return .found(candidates[index], parameters)
             }
-            allowed.formUnion(route.allowedMethods)
-            firstLabel = firstLabel ?? route.label
+            allowed.formUnion(candidates[index].allowedMethods)
+            firstLabel = firstLabel ?? candidates[index].label
         }
         guard let firstLabel else { return .notFound }
         return .methodNotAllowed(allowed: allowed.sorted(), label: firstLabel)
