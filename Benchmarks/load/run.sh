@@ -16,7 +16,8 @@
 # memory: no durable storage.
 #
 # One invocation:
-#   1. builds keyauth-server and keyauth-bench in release mode;
+#   1. builds keyauth-server and keyauth-bench in release mode, or takes them from the directory
+#      KEYAUTH_BENCH_BIN (Benchmarks/release-bin.sh);
 #   2. measures the machine's signing ceiling, `openssl speed -multi $(nproc)` for the access
 #      token's algorithm (rsa2048 for RS256, ecdsap256 for ES256), before and after the runs;
 #   3. starts keyauth-server (SQLite file: synchronous=FULL durability; replay cache in memory
@@ -50,6 +51,8 @@ set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
 root=$(pwd)
+# shellcheck source=Benchmarks/load/common.sh
+source Benchmarks/load/common.sh
 
 alg=RS256
 seconds=10
@@ -105,9 +108,9 @@ for tool in node wrk openssl curl python3; do
 done
 [ -z "$profile" ] || command -v perf >/dev/null || { echo "run.sh: --profile needs perf" >&2; exit 69; }
 
-swift build -c release --product keyauth-server >&2
-swift build -c release --product keyauth-bench >&2
-bin=$(swift build -c release --show-bin-path)
+release_products="keyauth-server keyauth-bench"
+# shellcheck source=Benchmarks/release-bin.sh
+source Benchmarks/release-bin.sh
 cores=$(nproc)
 
 keyauth_flags=()
@@ -134,20 +137,9 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_healthy() {
-    local name=$1 port=$2
-    for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0; sleep 0.1; done
-    echo "run.sh: $name did not start: $(cat "$work/$name.log" 2>/dev/null)" >&2
-    exit 1
-}
 
 # ceiling: sign/s of all cores together for the access token's algorithm.
-ceiling() {
-    openssl speed -multi "$cores" -seconds "$ceiling_seconds" "$ceiling_test" 2>/dev/null | awk -v t="$ceiling_test" '
-        t == "rsa2048" && $1 == "rsa" && $2 == "2048" {print $6}
-        t == "ecdsap256" && $3 == "ecdsa" && $4 == "(nistp256)" {print $7}'
-}
+ceiling() { signing_ceiling "$ceiling_test" "$ceiling_seconds"; }
 echo "== signing ceiling: openssl speed -multi $cores -seconds $ceiling_seconds $ceiling_test" >&2
 ceiling_before=$(ceiling)
 
@@ -160,11 +152,8 @@ start_keyauth() {
     local name=$1 binary=$2 port
     shift 2
     port=$(free_port)
-    # Open enrollment (loopback only): the benchmark registers first devices without codes. All
-    # load comes from one address by design: no per-address limits. No metrics listener.
     "$binary" serve --listen "127.0.0.1:$port" --db "$work/$name.db" --issuer "$issuer" \
-        --enrollment open --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 \
-        --metrics-listen off --quiet "$@" 2>"$work/$name.log" &
+        "${bench_server_flags[@]}" "$@" 2>"$work/$name.log" &
     pid_by_server[$name]=$!
     pids+=("$!")
     port_by_server[$name]=$port
@@ -202,23 +191,11 @@ echo "== registering $devices RSA-2048 device keys with ${servers[*]}" >&2
 # The Node workers learn keys registered with another worker through the primary.
 sleep 1
 
-# login_twice SERVER ASSERTION: posts the assertion twice on one keep-alive connection (the Node
-# server's replay map is per worker, and a connection stays with its worker); prints the first
-# answer's body, then both statuses on one line.
-login_twice() {
-    local url form
-    url="http://127.0.0.1:$(port_of "$1")/oauth/token"
-    form="grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=$2"
-    curl -s -H 'Content-Type: application/x-www-form-urlencoded' -w '\n%{http_code}\n' \
-        --data "$form" "$url" --next -H 'Content-Type: application/x-www-form-urlencoded' \
-        -w '\n%{http_code}\n' -o /dev/null --data "$form" "$url" |
-        awk 'NR == 1 {print} NR > 1 && $0 != "" {s = s (s ? " " : "") $0} END {print s}'
-}
 # Sample logins: a 200 with an access token signed with ALG, then the same assertion refused.
 "$bin/keyauth-bench" load-prepare --keys-in "$work/keys" --assertions 3 --out "$work/samples.txt" --issuer "$issuer"
 for server in "${servers[@]}"; do
     while read -r assertion; do
-        answer=$(login_twice "$server" "$assertion")
+        answer=$(login_twice "http://127.0.0.1:$(port_of "$server")" "$assertion")
         statuses=$(tail -n 1 <<<"$answer")
         token_alg=$(head -n 1 <<<"$answer" | python3 -c '
 import base64, json, sys
@@ -235,16 +212,6 @@ done
 echo "== sample logins: 200 with an $alg access token, replay refused (400), on ${servers[*]}" >&2
 
 ticks=$(getconf CLK_TCK)
-cpu_ticks() {
-    local total=0 pid
-    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
-    echo "$total"
-}
-peak_kib() {
-    local total=0 pid
-    for pid in "$@"; do total=$((total + $(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0))); done
-    echo "$total"
-}
 
 # drive ROUND SERVER: one wrk run on the round's assertions; appends a line to $work/results.
 drive() {
@@ -256,32 +223,15 @@ drive() {
         perf record -q -e cpu-clock -g -p "$keyauth_pid" -o "$profile" -- sleep "$seconds" 2>/dev/null &
         perf_pid=$!
     fi
-    KEYAUTH_ASSERTIONS="$work/assertions-$round.txt" KEYAUTH_THREADS=2 \
-        wrk -t2 -c"$connections" -d"${seconds}s" --latency -s Benchmarks/load/login.lua \
-        "http://127.0.0.1:$(port_of "$server")" >"$out"
+    wrk_login "http://127.0.0.1:$(port_of "$server")" "$work/assertions-$round.txt" "$seconds" "$connections" "$out"
     [ -z "$perf_pid" ] || wait "$perf_pid"
     after=$(cpu_ticks "${server_pids[@]}")
-    local rate requests p50 p99 non2xx errors
-    rate=$(awk '/Requests\/sec/ {print $2}' "$out")
-    requests=$(awk '/requests in/ {print $1}' "$out")
-    p50=$(awk '$1 == "50%" {print $2}' "$out")
-    p99=$(awk '$1 == "99%" {print $2}' "$out")
-    non2xx=$(awk '/Non-2xx/ {n = $5} END {print n + 0}' "$out")
-    errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
-    if [ "$non2xx" != 0 ] || [ "${errors:-0}" != 0 ]; then
-        echo "run.sh: $server, round $round: $non2xx non-2xx answers, ${errors:-0} socket errors" >&2
-        cat "$out" >&2
-        exit 1
-    fi
-    echo "$round $server $rate $(to_ms "$p50") $(to_ms "$p99") $(peak_kib "${server_pids[@]}") \
+    local figures rate requests p50 p99
+    figures=$(wrk_figures "$server, round $round" "$out")
+    read -r rate requests p50 p99 <<<"$figures"
+    echo "$round $server $rate $p50 $p99 $(peak_kib "${server_pids[@]}") \
 $(awk -v t=$((after - before)) -v n="$requests" -v hz="$ticks" 'BEGIN {printf "%.3f", 1000 * t / hz / n}') $load" \
         >>"$work/results"
-}
-# to_ms VALUE: wrk's 512.00us, 6.31ms or 1.02s in milliseconds.
-to_ms() {
-    awk -v v="$1" 'BEGIN {
-        if (v ~ /us$/) printf "%.3f", v / 1000; else if (v ~ /ms$/) printf "%.3f", v + 0;
-        else if (v ~ /s$/) printf "%.3f", v * 1000; else printf "%.3f", v }'
 }
 
 # The fastest plausible rate: RS256 logins cannot outrun RSA signing; ES256 ones are bound by
