@@ -239,7 +239,7 @@ $(awk -v t=$((after - before)) -v n="$requests" -v hz="$ticks" 'BEGIN {printf "%
 if [ "$alg" = RS256 ]; then
     per_second=$(awk -v c="$ceiling_before" 'BEGIN {printf "%d", c * 1.3 + 1000}')
 else
-    per_second=25000
+    per_second=16000
 fi
 count=$((seconds * per_second))
 : >"$work/results"
