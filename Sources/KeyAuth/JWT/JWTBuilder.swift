@@ -56,12 +56,10 @@ public struct JWTBuilder: Sendable {
     public func sign(claims: JWTClaims = JWTClaims(), type: String = "JWT", keyID: String? = nil) throws(KeyAuthError)
         -> String
     {
-        var payload = try defaultClaims()
-        payload.merge(claims)
-        return try Self.sign(
-            headerJSON: Self.header(algorithm: key.algorithm, type: type, keyID: keyID ?? fingerprint),
-            payloadJSON: payload.serializedBytes(),
-            key: key)
+        try sign(
+            claims: claims,
+            encodedHeader: Base64URL.encode(
+                Self.header(algorithm: key.algorithm, type: type, keyID: keyID ?? fingerprint)))
     }
 
     /// Signs a token under a header already base64url-encoded: a server that signs many tokens

@@ -2,7 +2,7 @@ import KeyAuth
 import Synchronization
 
 /// Where the server remembers the `jti` of the device assertions and DPoP proofs it accepted
-/// (PROTOCOL.md section 2, rule 7, and section 13.4, "Replay cache"): `--replay-cache`.
+/// (PROTOCOL.md section 2, rule 7 and "Replay cache"): `--replay-cache`.
 package enum ReplayCacheMode: String, Sendable, CaseIterable {
     /// In the server's memory: a login writes nothing and waits for no disk. For a server alone
     /// on its SQLite file (it takes a lock on the file to make sure). What a crash forgets is
@@ -32,7 +32,7 @@ enum ReplayClaim: Sendable, Equatable {
 /// token, never accept a used one, and finding one for somebody else's `jti` means a second
 /// preimage of 64 bits.
 ///
-/// A clean stop (``stop(storage:)``) writes the entries to the database and a marker saying so;
+/// A clean stop (``stop(storage:now:)``) writes the entries to the database and a marker saying so;
 /// the next start takes them back, so a restart refuses what was accepted before it and accepts
 /// everything else. A crash (`kill -9`, power loss) leaves only the marker that a memory cache
 /// was running. The next start then cannot know which tokens were accepted, but it knows when:
@@ -136,7 +136,7 @@ final class ReplayGuard: Sendable {
         case .memory:
             return entries.insert(entry, expiresAt: expiresAt, now: now) ? .accepted : .replayed
         case .database:
-            if entries.contains(entry, now: now) { return .replayed }
+            if entries.contains(entry) { return .replayed }
             return try storage.claimJTI(keyID: keyID, jti: jti, expiresAt: expiresAt) ? .accepted : .replayed
         }
     }
@@ -144,7 +144,8 @@ final class ReplayGuard: Sendable {
     /// Seconds until fresh tokens are accepted again after a crash, for the refusal's text.
     func secondsUntilPastHorizon(now: Int64) -> Int64 {
         guard let horizon, horizon >= now else { return 0 }
-        return horizon - now + 1
+        let (difference, overflow) = horizon.subtractingReportingOverflow(now)
+        return overflow ? .max : difference.addingSaturating(1)
     }
 
     /// After the last request: in memory mode, writes the unexpired entries and the marker of a
@@ -190,8 +191,8 @@ final class AcceptedTokenSet: Sendable {
         var input = Array(keyID.utf8)
         input.append(0)
         input.append(contentsOf: jti.utf8)
-        // SHA-256 fails only when OpenSSL cannot allocate; the input itself is then the entry's
-        // source, folded, so that a claim still works.
+        // SHA-256 fails only when OpenSSL cannot allocate; the key id's first bytes then stand
+        // in, so that a key's tokens collide and are refused, never wrongly accepted.
         let digest = (try? CryptoPrimitives.sha256(input)) ?? input
         var value: UInt64 = 0
         for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
@@ -212,7 +213,7 @@ final class AcceptedTokenSet: Sendable {
     }
 
     /// Whether `entry` is there.
-    func contains(_ entry: UInt64, now: Int64) -> Bool {
+    func contains(_ entry: UInt64) -> Bool {
         state.withLock { Self.contains(entry, in: $0) }
     }
 
@@ -220,7 +221,8 @@ final class AcceptedTokenSet: Sendable {
     func snapshot(now: Int64) -> [(entry: UInt64, expiresAt: Int64)] {
         state.withLock { state in
             state.buckets.flatMap { bucket, entries in
-                let end = (bucket + 1) * Self.bucketSeconds - 1
+                // Saturating: an expiry read back from storage may be anything.
+                let end = (bucket + 1).multipliedSaturating(by: Self.bucketSeconds) - 1
                 return end < now ? [] : entries.map { (entry: $0, expiresAt: end) }
             }
         }

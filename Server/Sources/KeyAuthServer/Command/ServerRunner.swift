@@ -60,7 +60,7 @@ package final class ServerRunner: Sendable {
                     .invalidArgument, "--replay-cache memory needs SQLite: servers sharing PostgreSQL share the cache")
             }
             serveLock =
-                opened && !StorageFactory.isPostgresURL(configuration.database)
+                opened && !storage.sharesReplayClaims
                 ? try SQLiteServeLock(path: configuration.database, exclusive: replayMode == .memory) : nil
             replay = try ReplayGuard.start(mode: replayMode, storage: storage, now: now())
         } catch {
