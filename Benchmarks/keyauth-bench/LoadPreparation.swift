@@ -19,7 +19,8 @@ import KeyAuthServer
 /// the next round's assertions while the current round runs, as many as the machine manages.
 func loadPrepare(
     devices: Int, count: Int, issuer: String, servers: [String], output: String, keysIn: String?,
-    keysOut: String?, seconds: Double? = nil, threads: Int = ProcessInfo.processInfo.activeProcessorCount
+    keysOut: String?, seconds: Double? = nil, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+    lifetime: Int64 = 280
 ) throws {
     let ready = try keysIn.map(readDeviceKeys) ?? generateDeviceKeys(devices)
     if let keysOut {
@@ -43,18 +44,20 @@ func loadPrepare(
         }
     }
     let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64(($0 * 1000).rounded())) }
-    let lines = try signAssertions(count: count, keys: ready, issuer: issuer, threads: threads, until: deadline)
+    let lines = try signAssertions(
+        count: count, keys: ready, issuer: issuer, threads: threads, until: deadline, lifetime: lifetime)
     let text = lines.map { $0 + "\n" }.joined()
     try text.write(toFile: output, atomically: false, encoding: .utf8)
 }
 
-/// Up to `count` unique assertions (RS256, 280 s lifetime, each a new `jti`) for `keys` in
+/// Up to `count` unique assertions (RS256, `lifetime` seconds, each a new `jti`) for `keys` in
 /// turn, signed on `threads` threads, stopping early at `deadline`.
 ///
 /// Each thread signs every `threads`-th index, so the keys take turns whatever the thread count;
 /// a bounded thread count leaves the other cores to the server under test.
 func signAssertions(
-    count: Int, keys: [RSAPrivateKey], issuer: String, threads: Int, until deadline: ContinuousClock.Instant?
+    count: Int, keys: [RSAPrivateKey], issuer: String, threads: Int, until deadline: ContinuousClock.Instant?,
+    lifetime: Int64
 ) throws -> [String] {
     let width = max(1, threads)
     let shares = (0..<width).map { _ in Box<(signed: [String], failed: Bool)>() }
@@ -63,7 +66,9 @@ func signAssertions(
         var failed = false
         var index = thread
         while index < count, deadline.map({ ContinuousClock.now < $0 }) ?? true {
-            guard let assertion = try? JWTBuilder(key: keys[index % keys.count], audience: issuer, lifetime: 280).sign()
+            guard
+                let assertion = try? JWTBuilder(key: keys[index % keys.count], audience: issuer, lifetime: lifetime)
+                    .sign()
             else {
                 failed = true
                 break

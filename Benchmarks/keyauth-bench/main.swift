@@ -27,13 +27,14 @@ import KeyAuthServer
 //
 //   keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N]
 //                              [--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N]
-//                              [SERVER...]
+//                              [--lifetime S] [SERVER...]
 //
 // `load-prepare` registers RSA-2048 device keys with each SERVER and pre-signs unique
 // assertions for the wrk script of Benchmarks/load (run.sh, run-postgres.sh); `--keys-out` keeps
 // the keys so that a later call with `--keys-in` signs fresh assertions for them. `--seconds S`
 // signs for S seconds on `--threads N` threads (default: every core) and writes what it made
-// (Benchmarks/soak/run.sh signs each round's assertions during the round before).
+// (Benchmarks/soak/run.sh signs each round's assertions during the round before). `--lifetime S`
+// sets the assertions' lifetime (default 280 s: long enough to sign ahead of a long run).
 //
 // `pin` times what an offline guesser pays per PIN for a copied key file: one decryption with a
 // wrong PIN, for the scrypt encryption keyauth writes and for the PBKDF2 it wrote before,
@@ -222,6 +223,7 @@ case "load-prepare":
     let rest = Array(arguments.dropFirst())
     let flags: Set<String> = [
         "--devices", "--assertions", "--out", "--issuer", "--keys-in", "--keys-out", "--seconds", "--threads",
+        "--lifetime",
     ]
     var servers: [String] = []
     var skip = false
@@ -241,7 +243,8 @@ case "load-prepare":
         FileHandle.standardError.write(
             Data(
                 ("usage: keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N] "
-                    + "[--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N] [SERVER...]\n").utf8))
+                    + "[--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N] [--lifetime S] [SERVER...]\n")
+                    .utf8))
         exit(64)
     }
     do {
@@ -250,7 +253,8 @@ case "load-prepare":
             count: Int(option("--assertions", in: rest) ?? "") ?? 100_000, issuer: issuer, servers: servers,
             output: output, keysIn: keysIn, keysOut: option("--keys-out", in: rest),
             seconds: option("--seconds", in: rest).flatMap { Double($0) },
-            threads: Int(option("--threads", in: rest) ?? "") ?? ProcessInfo.processInfo.activeProcessorCount)
+            threads: Int(option("--threads", in: rest) ?? "") ?? ProcessInfo.processInfo.activeProcessorCount,
+            lifetime: Int64(option("--lifetime", in: rest) ?? "") ?? 280)
     } catch {
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)

@@ -4,8 +4,8 @@
 -- Benchmarks/load/login.lua reads the assertions (KEYAUTH_ASSERTIONS: the round's file, one a
 -- line; KEYAUTH_THREADS: wrk's -t, each thread taking every Nth line so that none is sent
 -- twice). KEYAUTH_PAUSE_MS is the mean pause of a connection before each request (run.sh sets
--- it to connections * seconds / assertions, so the pauses alone spread the file over the round
--- and the answers' time keeps it from running out). Should a thread run out all the same, it
+-- it to 1.1 * connections * seconds / assertions, so the pauses alone spread the file over a
+-- little more than the round and no connection runs out). Should a thread run out all the same, it
 -- sends GET /healthz instead of a replay, stops, and done() reports it as "spare" requests.
 dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "../load/login.lua")
 
