@@ -8,7 +8,7 @@ import Testing
 
 /// `--ssh-principals-file`: the rules, their errors with line numbers, the file's guard, and the
 /// certificates a server issues with it, read again at cleanup.
-@Suite("SSH principal mappings", .timeLimit(.minutes(2)))
+@Suite("SSH principal mappings", .timeLimit(.minutes(10)))
 struct SSHPrincipalMapTests {
     @Test("a user gets their name, their own principals, then their groups', each once")
     func principals() throws {

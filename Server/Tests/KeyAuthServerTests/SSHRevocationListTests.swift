@@ -8,7 +8,7 @@ import Testing
 /// `GET /v1/ssh/krl` under load: the list is built from the device records at most once a
 /// minute, at once after a revocation, answered 304 to a host that has it, and an address that
 /// fetches without pause is slowed down.
-@Suite("SSH revocation list endpoint", .timeLimit(.minutes(2)))
+@Suite("SSH revocation list endpoint", .timeLimit(.minutes(10)))
 struct SSHRevocationListTests {
     /// A responder that is an SSH CA with a new Ed25519 key file, a test API on it, the CA and
     /// its key file.
