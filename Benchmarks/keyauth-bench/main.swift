@@ -20,7 +20,7 @@ import KeyAuthServer
 // `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
 // Benchmarks/timing/run.sh starts the server for it.
 //
-//   swift run -c release keyauth-bench login-path [--logins N]
+//   swift run -c release keyauth-bench login-path [--logins N] [--alg RS256|ES256]
 //
 // `login-path` splits the CPU time of a login inside the server, without sockets, into the RSA
 // operations and the rest (LoginPathBenchmark.swift).
@@ -261,7 +261,13 @@ case "load-prepare":
     }
 case "login-path":
     do {
-        try LoginPathBenchmark(logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000)).run()
+        let name = option("--alg", in: arguments) ?? "RS256"
+        guard let algorithm = JWSAlgorithm(rawValue: name), algorithm == .rs256 || algorithm == .es256 else {
+            throw KeyAuthError(.invalidArgument, "--alg must be RS256 or ES256, not \(name)")
+        }
+        try LoginPathBenchmark(
+            logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000), tokenAlgorithm: algorithm
+        ).run()
     } catch {
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
         exit(1)
@@ -286,7 +292,7 @@ default:
     FileHandle.standardError.write(
         Data(
             ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
-                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] "
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] [--alg RS256|ES256] "
                 + "| timing --server URL ... "
                 + "| tpm [--signatures N] [--generations N]\n").utf8))
     exit(64)

@@ -15,6 +15,32 @@ struct JSONValueTests {
         #expect(try JSONValue(parsing: "1").integerValue == 1)
     }
 
+    @Test("integers at the 64-bit limits stay integers; beyond them they are numbers")
+    func integerLimits() throws {
+        #expect(try JSONValue(parsing: "9223372036854775807") == .integer(.max))
+        #expect(try JSONValue(parsing: "-9223372036854775808") == .integer(.min))
+        #expect(try JSONValue(parsing: "-0") == .integer(0))
+        #expect(
+            try JSONValue(parsing: "[0,-1,1800000000]") == .array([.integer(0), .integer(-1), .integer(1_800_000_000)]))
+        #expect(try JSONValue(parsing: "9223372036854775808") == .number(9_223_372_036_854_775_808))
+        #expect(try JSONValue(parsing: "-9223372036854775809") == .number(-9_223_372_036_854_775_809))
+        #expect(try JSONValue(parsing: "99999999999999999999") == .number(1e20))
+    }
+
+    @Test("an object's members are listed in the order written, under the same rules as any JSON")
+    func objectMembers() throws {
+        var members: [String] = []
+        try JSONValue.forEachObjectMember(parsing: Array(#" {"b":1,"a":[true,null],"c":{"d":"e"}} "#.utf8)) {
+            name, value in members.append("\(name)=\(value.serialized())")
+        }
+        #expect(members == ["b=1", "a=[true,null]", "c={\"d\":\"e\"}"])
+        for text in ["[1]", "{} x", "{\"a\":01}", "{\"a\":{\"b\":1,\"b\":2}}", "", "{"] {
+            #expect(throws: JSONValue.ParseError.self, "\(text)") {
+                try JSONValue.forEachObjectMember(parsing: Array(text.utf8)) { _, _ in }
+            }
+        }
+    }
+
     @Test("duplicate keys, trailing text, lone surrogates and deep nesting are refused")
     func strictness() {
         for text in ["{\"a\":1,\"a\":2}", "{} x", "\"\\ud800\"", "[01]", "{\"a\":1,}", "\"\u{01}\""] {

@@ -67,4 +67,58 @@ struct JWTClaimsTests {
         #expect(claims.names == ["iss", "sub", "aud", "exp", "jti"])
         #expect(try claims.string("sub") == "t")
     }
+
+    @Test("claims read from text have the order and values of the same claims set one by one")
+    func parsedOrder() throws {
+        let text = #"{"jti":"j","exp":2,"aud":["a","b"],"zz":{"k":[1,2.5]},"iss":"i","sub":"s","amr":["swk"]}"#
+        let parsed = try JWTClaims(parsingObject: Array(text.utf8))
+        guard case .object(let object) = try JSONValue(parsing: text) else {
+            Issue.record("the text is an object")
+            return
+        }
+        #expect(parsed == JWTClaims(object))
+        #expect(parsed.names == ["iss", "sub", "aud", "amr", "exp", "jti", "zz"])
+        #expect(try parsed.strings("aud") == ["a", "b"])
+        #expect(try parsed.json("zz") == #"{"k":[1,2.5]}"#)
+    }
+
+    @Test("a name repeated anywhere in the object, or in canonically equivalent spellings, is refused")
+    func parsedRepeats() {
+        for text in [
+            #"{"a":1,"b":2,"a":3}"#, #"{"iss":"x","iss":"x"}"#, #"{"z":1,"y":2,"x":3,"z":4}"#,
+            "{\"\u{E9}\":1,\"e\u{301}\":2}",
+        ] {
+            #expect(throws: JSONValue.ParseError.self, "\(text)") { try JWTClaims(parsingObject: Array(text.utf8)) }
+        }
+        #expect(throws: JSONValue.ParseError.self) { try JWTClaims(parsingObject: Array("[1]".utf8)) }
+        #expect(throws: Never.self) { try JWTClaims(parsingObject: Array(" {} ".utf8)) }
+    }
+
+    @Test("merging gives what setting each of the other's claims in turn gives")
+    func mergeMatchesSetting() {
+        let pool = ["iss", "sub", "aud", "amr", "cnf", "exp", "iat", "jti", "scope", "é", "zz", "a"]
+        var generator = SeededBytes(seed: 3)
+        for round in 0..<200 {
+            var mine = JWTClaims()
+            var theirs = JWTClaims()
+            for name in pool {
+                let choice = generator.next() % 4
+                if choice == 1 || choice == 3 { mine.set(name, integer: Int64(round)) }
+                if choice == 2 || choice == 3 { theirs.set(name, string: "\(name)\(round)") }
+            }
+            var merged = mine
+            merged.merge(theirs)
+            var setOneByOne = mine
+            for name in theirs.names { setOneByOne.setJSONValue(name, from: theirs) }
+            #expect(merged == setOneByOne, "round \(round)")
+            #expect(merged.names == setOneByOne.names, "round \(round)")
+        }
+    }
+}
+
+extension JWTClaims {
+    /// Sets `name` to its value in `other` through the one-claim path.
+    fileprivate mutating func setJSONValue(_ name: String, from other: JWTClaims) {
+        self[name] = other[name]
+    }
 }

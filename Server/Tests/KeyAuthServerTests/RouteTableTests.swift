@@ -24,6 +24,35 @@ struct RouteTableTests {
         #expect(pattern.description == "/v1/devices/{kid}/approve")
     }
 
+    @Test("a path splits at every slash byte, empty segments included, and only when it starts with one")
+    func segments() {
+        for path in ["/", "//", "/v1/devices", "/v1/devices/", "/a//b", "/é/ü/x", "/a/\u{301}b", "/%2F/x"] {
+            let expected = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+            let slashes = path.unicodeScalars.filter { $0 == "/" }.count
+            #expect(PathPattern.segments(of: path)?.map(String.init).count == slashes, "\(path)")
+            if path != "/a/\u{301}b" {
+                #expect(PathPattern.segments(of: path)?.map(String.init) == expected, "\(path)")
+            }
+        }
+        // A combining mark after a slash starts a segment: paths are split as bytes, not characters.
+        #expect(PathPattern.segments(of: "/a/\u{301}b")?.map(String.init) == ["a", "\u{301}b"])
+        #expect(PathPattern.segments(of: "v1/devices") == nil)
+        #expect(PathPattern.segments(of: "") == nil)
+    }
+
+    @Test("a Content-Type's media type is compared without its parameters, blanks or ASCII case")
+    func mediaTypes() {
+        let form = "application/x-www-form-urlencoded"
+        for value in [form, " \tApplication/X-WWW-Form-URLEncoded ; charset=utf-8", form + ";", "\t" + form + "\t"] {
+            #expect(HTTPHeaders.mediaType(of: value, is: form), "\(value)")
+        }
+        for value in [
+            "", ";", "application/json", form + "x", "x" + form, "application/x-www-form-urlencode", "é" + form,
+        ] {
+            #expect(!HTTPHeaders.mediaType(of: value, is: form), "\(value)")
+        }
+    }
+
     @Test("a rest parameter takes one segment or more, and its label leaves out the star")
     func restParametersTakeTheRest() {
         let pattern = PathPattern("/account/{unknown*}")

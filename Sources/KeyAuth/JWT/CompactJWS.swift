@@ -10,8 +10,10 @@ package struct CompactJWS: Sendable {
     /// Header members that would let a token choose its own key or add unknown semantics.
     package static let forbiddenHeaders: Set<String> = ["crit", "jwk", "jku", "x5u", "x5c"]
 
+    /// The decoded header's members, in a fixed order (an object with the claims' rules).
+    private let headerMembers: JWTClaims
     /// The decoded header.
-    package let header: [String: JSONValue]
+    package var header: [String: JSONValue] { headerMembers.jsonValue.objectValue ?? [:] }
     /// The header's `alg`, one of those the parser was told to accept.
     package let algorithm: JWSAlgorithm
     /// The decoded payload bytes (JSON claims for a JWT; any bytes for a bare JWS).
@@ -52,7 +54,7 @@ package struct CompactJWS: Sendable {
             let signature = Base64URL.decode(utf8: signatureBytes), !headerJSON.isEmpty, !payloadJSON.isEmpty,
             !signature.isEmpty
         else { throw KeyAuthError(.tokenMalformed, "a token segment is not canonical base64url") }
-        guard let header = try? JSONValue(parsing: headerJSON).objectValue else {
+        guard let header = try? JWTClaims(parsingObject: headerJSON) else {
             throw KeyAuthError(.tokenMalformed, "the token header is not a JSON object")
         }
         guard let name = header["alg"]?.stringValue, let algorithm = JWSAlgorithm(rawValue: name),
@@ -67,21 +69,31 @@ package struct CompactJWS: Sendable {
         }
         let forbidden =
             permittedHeaders.isEmpty ? Self.forbiddenHeaders : Self.forbiddenHeaders.subtracting(permittedHeaders)
-        if let member = header.keys.first(where: forbidden.contains) {
+        if let member = header.names.first(where: forbidden.contains) {
             throw KeyAuthError(.claimInvalid, "the token header member \"\(member)\" is not accepted")
         }
-        self.header = header
+        self.headerMembers = header
         self.algorithm = algorithm
         self.payload = payloadJSON
         self.signingInput = Array(bytes[..<second])
         self.signature = signature
     }
 
+    /// The header member `name`, or nil.
+    package func headerValue(_ name: String) -> JSONValue? { headerMembers[name] }
+
     /// The payload as a JWT claims set.
     ///
     /// - Throws: `.tokenMalformed` when the payload is not a UTF-8 JSON object.
     package func claims() throws(KeyAuthError) -> [String: JSONValue] {
-        guard let claims = try? JSONValue(parsing: payload).objectValue else {
+        try claimSet().jsonValue.objectValue ?? [:]
+    }
+
+    /// The payload as ``JWTClaims``, read straight into their order: what verifiers check.
+    ///
+    /// - Throws: `.tokenMalformed` when the payload is not a UTF-8 JSON object.
+    package func claimSet() throws(KeyAuthError) -> JWTClaims {
+        guard let claims = try? JWTClaims(parsingObject: payload) else {
             throw KeyAuthError(.tokenMalformed, "the token payload is not a JSON object")
         }
         return claims
@@ -99,5 +111,5 @@ package struct CompactJWS: Sendable {
     }
 
     /// The `kid` header, or nil.
-    package var keyID: String? { header["kid"]?.stringValue }
+    package var keyID: String? { headerMembers["kid"]?.stringValue }
 }

@@ -65,8 +65,10 @@ public struct DPoPProofVerifier: Sendable {
         } catch {
             throw Self.invalid(error.message.replacingOccurrences(of: "the token", with: "the proof"))
         }
-        guard jws.header["typ"]?.stringValue == Self.proofType else { throw Self.invalid("its typ must be dpop+jwt") }
-        guard let member = jws.header["jwk"] else { throw Self.invalid("it has no jwk header") }
+        guard jws.headerValue("typ")?.stringValue == Self.proofType else {
+            throw Self.invalid("its typ must be dpop+jwt")
+        }
+        guard let member = jws.headerValue("jwk") else { throw Self.invalid("it has no jwk header") }
         let key: JWSPublicKey
         do {
             key = try JWSPublicKey(jwk: JWK(jsonValue: member))
@@ -79,7 +81,7 @@ public struct DPoPProofVerifier: Sendable {
         }
         let claims: JWTClaims
         do {
-            claims = JWTClaims(try jws.claims())
+            claims = try jws.claimSet()
         } catch {
             throw Self.invalid("its payload is not a JSON object")
         }

@@ -40,8 +40,9 @@ public struct JWTBuilder: Sendable {
         claims.set("iss", string: fingerprint)
         claims.set("sub", string: fingerprint)
         if let audience { claims.set("aud", string: audience) }
-        claims.set("iat", integer: issuedAt)
+        // In writing order (exp before iat), so that each is appended.
         claims.set("exp", integer: issuedAt + lifetime)
+        claims.set("iat", integer: issuedAt)
         claims.set("jti", string: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 16)))
         return claims
     }
@@ -92,8 +93,15 @@ public struct JWTBuilder: Sendable {
     private static func sign(encodedHeader: String, payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
         -> String
     {
-        let signingInput = encodedHeader + "." + Base64URL.encode(payloadJSON)
-        let signature = try key.signature(for: Array(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature)
+        // One buffer for the whole token, big enough for an RSA-2048 signature's text.
+        var token: [UInt8] = []
+        token.reserveCapacity(encodedHeader.utf8.count + (payloadJSON.count * 4 + 2) / 3 + 2 + 342)
+        token.append(contentsOf: encodedHeader.utf8)
+        token.append(UInt8(ascii: "."))
+        Base64URL.encode(payloadJSON, appendingTo: &token)
+        let signature = try key.signature(for: token)
+        token.append(UInt8(ascii: "."))
+        Base64URL.encode(signature, appendingTo: &token)
+        return String(decoding: token, as: UTF8.self)
     }
 }

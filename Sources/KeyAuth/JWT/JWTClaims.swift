@@ -24,6 +24,25 @@ public struct JWTClaims: Sendable, Hashable {
         for (name, value) in object { self[name] = value }
     }
 
+    /// The members of the JSON object text `bytes`, parsed strictly (one object, no repeated
+    /// name, nesting at most 32 deep) straight into their order, with no dictionary between:
+    /// every token a server verifies is read here.
+    ///
+    /// - Throws: ``JSONValue/ParseError`` when `bytes` is not such an object.
+    package init(parsingObject bytes: [UInt8]) throws(JSONValue.ParseError) {
+        var parsed: [Member] = []
+        parsed.reserveCapacity(12)
+        try JSONValue.forEachObjectMember(parsing: bytes) { name, value in
+            parsed.append(Member(name: name, value: value))
+        }
+        parsed.sort { Self.precedes($0.name, $1.name) }
+        // Sorted, a repeated name is next to its first.
+        for index in parsed.indices.dropFirst() where parsed[index].name == parsed[index - 1].name {
+            throw JSONValue.ParseError(reason: "duplicate key", offset: 0)
+        }
+        members = parsed
+    }
+
     /// The claim names, in the order they are written.
     public var names: [String] { members.map(\.name) }
 
@@ -40,7 +59,11 @@ public struct JWTClaims: Sendable, Hashable {
                 members.removeAll { $0.name == name }
                 return
             }
-            if let index = members.firstIndex(where: { $0.name == name }) {
+            if members.last.map({ Self.precedes($0.name, name) }) ?? true {
+                // After every name present, so none of them: claims set in writing order.
+                if members.isEmpty { members.reserveCapacity(8) }
+                members.append(Member(name: name, value: newValue))
+            } else if let index = members.firstIndex(where: { $0.name == name }) {
                 members[index].value = newValue
             } else {
                 let position = members.firstIndex { Self.precedes(name, $0.name) } ?? members.endIndex
@@ -51,9 +74,19 @@ public struct JWTClaims: Sendable, Hashable {
 
     /// Whether `lhs` is written before `rhs`: leading names in their order, then by name.
     private static func precedes(_ lhs: String, _ rhs: String) -> Bool {
-        let left = leadingNames.firstIndex(of: lhs) ?? leadingNames.count
-        let right = leadingNames.firstIndex(of: rhs) ?? leadingNames.count
+        let left = rank(lhs)
+        let right = rank(rhs)
         return left != right ? left < right : lhs < rhs
+    }
+
+    /// A name's place among ``leadingNames``, or their count for any other name.
+    private static func rank(_ name: String) -> Int {
+        switch name {
+        case "iss": 0
+        case "sub": 1
+        case "aud": 2
+        default: 3
+        }
     }
 
     // MARK: Reading
@@ -152,7 +185,33 @@ public struct JWTClaims: Sendable, Hashable {
 
     /// Sets every claim of `other`, replacing claims of the same name.
     public mutating func merge(_ other: JWTClaims) {
-        for member in other.members { self[member.name] = member.value }
+        guard !members.isEmpty else {
+            members = other.members
+            return
+        }
+        // Both lists are in writing order: one pass, as a merge sort merges.
+        var merged: [Member] = []
+        merged.reserveCapacity(members.count + other.members.count)
+        var mine = members.startIndex
+        var theirs = other.members.startIndex
+        while mine < members.endIndex, theirs < other.members.endIndex {
+            let name = members[mine].name
+            let otherName = other.members[theirs].name
+            if name == otherName {
+                merged.append(other.members[theirs])
+                mine += 1
+                theirs += 1
+            } else if Self.precedes(name, otherName) {
+                merged.append(members[mine])
+                mine += 1
+            } else {
+                merged.append(other.members[theirs])
+                theirs += 1
+            }
+        }
+        merged.append(contentsOf: members[mine...])
+        merged.append(contentsOf: other.members[theirs...])
+        members = merged
     }
 
     // MARK: Serializing

@@ -74,12 +74,12 @@ package struct JWTVerifier: Sendable {
     package func parse(_ token: String) throws(KeyAuthError) -> Parsed {
         let jws = try CompactJWS(parsing: token, algorithms: rules.algorithms)
         if let expectedTypes = rules.expectedTypes,
-            !expectedTypes.contains(jws.header["typ"]?.stringValue ?? "")
+            !expectedTypes.contains(jws.headerValue("typ")?.stringValue ?? "")
         {
             throw KeyAuthError(
                 .claimInvalid, "the token type must be \(expectedTypes.sorted().joined(separator: " or "))")
         }
-        return Parsed(jws: jws, claims: JWTClaims(try jws.claims()))
+        return Parsed(jws: jws, claims: try jws.claimSet())
     }
 
     /// The signature (rule 4) with `key`, then the claims (rules 3, 5, 6 and the presence part

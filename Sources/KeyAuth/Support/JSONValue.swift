@@ -68,6 +68,28 @@ extension JSONValue {
     package init(parsing text: String) throws(ParseError) {
         try self.init(parsing: Array(text.utf8))
     }
+
+    /// Hands `body` each member of the JSON object `bytes`, in the order written, parsed as
+    /// strictly as ``init(parsing:maximumDepth:)`` but not checked for repeated names: for
+    /// ``JWTClaims``, which sorts the members and refuses a repeated name itself, without a
+    /// dictionary in between.
+    ///
+    /// - Throws: ``ParseError`` when `bytes` is not one JSON object (or is not strict JSON).
+    package static func forEachObjectMember(
+        parsing bytes: [UInt8], maximumDepth: Int = 32, _ body: (String, JSONValue) -> Void
+    ) throws(ParseError) {
+        var parser = Parser(bytes: bytes, maximumDepth: maximumDepth)
+        parser.skipWhitespace()
+        guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
+            throw parser.error("expected an object")
+        }
+        try parser.parseMembers(depth: 0) { name, value in
+            body(name, value)
+            return true
+        }
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.error("trailing characters") }
+    }
 }
 
 private struct Parser {
@@ -122,12 +144,21 @@ private struct Parser {
     }
 
     mutating func parseObject(depth: Int) throws(JSONValue.ParseError) -> JSONValue {
-        index += 1
         var members: [String: JSONValue] = [:]
+        try parseMembers(depth: depth) { name, value in members.updateValue(value, forKey: name) == nil }
+        return .object(members)
+    }
+
+    /// Parses the object at `index` and hands each member to `accept` in the order written;
+    /// `accept` returns false for a name it already has, a duplicate key.
+    mutating func parseMembers(
+        depth: Int, _ accept: (String, JSONValue) -> Bool
+    ) throws(JSONValue.ParseError) {
+        index += 1
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return
         }
         while true {
             skipWhitespace()
@@ -138,7 +169,7 @@ private struct Parser {
             index += 1
             skipWhitespace()
             let value = try parseValue(depth: depth + 1)
-            guard members.updateValue(value, forKey: key) == nil else { throw error("duplicate key") }
+            guard accept(key, value) else { throw error("duplicate key") }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") {
@@ -147,7 +178,7 @@ private struct Parser {
             }
             guard bytes[index] == UInt8(ascii: "}") else { throw error("expected ',' or '}'") }
             index += 1
-            return .object(members)
+            return
         }
     }
 
@@ -196,7 +227,7 @@ private struct Parser {
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
             let start = index
             index = end + 1
-            guard let string = String(validating: bytes[start..<end], as: UTF8.self) else {
+            guard let string = UTF8Text.string(validating: bytes[start..<end]) else {
                 throw error("invalid UTF-8")
             }
             return string
@@ -209,7 +240,7 @@ private struct Parser {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let string = String(validating: output, as: UTF8.self) else { throw error("invalid UTF-8") }
+                guard let string = UTF8Text.string(validating: output[...]) else { throw error("invalid UTF-8") }
                 return string
             case UInt8(ascii: "\\"):
                 index += 1
@@ -281,108 +312,27 @@ private struct Parser {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > digitsStart else { throw error("bad exponent") }
         }
+        if isInteger, let value = integer(from: start, to: index) { return .integer(value) }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .integer(value) }
         guard let value = Double(text), value.isFinite else { throw error("number out of range") }
         return .number(value)
     }
-}
 
-// MARK: - Serializing
-
-extension JSONValue {
-    /// Compact JSON text. Object members listed in `leadingKeys` come first in that order, the
-    /// rest sorted, so that the output is the same on every run.
-    package func serialized(leadingKeys: [String] = []) -> String {
-        String(decoding: serializedBytes(leadingKeys: leadingKeys), as: UTF8.self)
-    }
-
-    /// The UTF-8 bytes of ``serialized(leadingKeys:)``, for callers that sign or send them.
-    package func serializedBytes(leadingKeys: [String] = []) -> [UInt8] {
-        var output: [UInt8] = []
-        write(to: &output, leadingKeys: leadingKeys)
-        return output
-    }
-
-    /// Appends the compact JSON text of this value to `output`.
-    package func write(to output: inout [UInt8], leadingKeys: [String] = []) {
-        switch self {
-        case .null: JSONText.appendRaw("null", to: &output)
-        case .bool(let value): JSONText.appendRaw(value ? "true" : "false", to: &output)
-        case .integer(let value): JSONText.appendInteger(value, to: &output)
-        case .number(let value):
-            // Swift always prints a fraction or an exponent ("1.0", "1e+16"), so a number stays a
-            // number through a round trip; non-finite values have no JSON form.
-            JSONText.appendRaw(value.isFinite ? "\(value)" : "null", to: &output)
-        case .string(let value): JSONText.appendString(value, to: &output)
-        case .array(let elements):
-            output.append(UInt8(ascii: "["))
-            for (position, element) in elements.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                element.write(to: &output, leadingKeys: leadingKeys)
-            }
-            output.append(UInt8(ascii: "]"))
-        case .object(let members):
-            output.append(UInt8(ascii: "{"))
-            let leading = leadingKeys.filter { members[$0] != nil }
-            let rest = members.keys.filter { !leading.contains($0) }.sorted()
-            for (position, key) in (leading + rest).enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                JSONText.appendString(key, to: &output)
-                output.append(UInt8(ascii: ":"))
-                members[key]?.write(to: &output, leadingKeys: leadingKeys)
-            }
-            output.append(UInt8(ascii: "}"))
+    /// The integer written in `bytes[start..<end]` (an optional minus, then digits), or nil
+    /// when it does not fit in 64 bits; read digit by digit, as JWT times are on every token.
+    func integer(from start: Int, to end: Int) -> Int64? {
+        let isNegative = bytes[start] == UInt8(ascii: "-")
+        var value: Int64 = 0
+        for position in (isNegative ? start + 1 : start)..<end {
+            let digit = Int64(bytes[position] &- UInt8(ascii: "0"))
+            // Negative values accumulate downwards, so Int64.min fits too.
+            let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflowAgain) =
+                isNegative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            guard !overflow, !overflowAgain else { return nil }
+            value = next
         }
-    }
-}
-
-/// Appends JSON text to a byte buffer: the one JSON writer, used by ``JSONValue`` and directly by
-/// the few documents written on every login (the access token's claims, the token response).
-///
-/// A string without anything to escape (the common case: base64url, user names, URLs) is copied
-/// as it is; escaping character by character was a tenth of a login's CPU after RSA.
-package enum JSONText {
-    /// Appends `value` as a JSON string literal, quotes included: quotes, backslashes and
-    /// control characters escaped, everything else (non-ASCII included) as UTF-8.
-    package static func appendString(_ value: String, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        func needsEscape(_ byte: UInt8) -> Bool {
-            byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-        }
-        // A native string's bytes are scanned in place, much faster than through its UTF8View.
-        let needsEscaping =
-            value.utf8.withContiguousStorageIfAvailable { $0.contains(where: needsEscape) }
-            ?? value.utf8.contains(where: needsEscape)
-        guard needsEscaping else {
-            output.append(contentsOf: value.utf8)
-            output.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): appendRaw("\\\"", to: &output)
-            case UInt8(ascii: "\\"): appendRaw("\\\\", to: &output)
-            case 0x0A: appendRaw("\\n", to: &output)
-            case 0x0D: appendRaw("\\r", to: &output)
-            case 0x09: appendRaw("\\t", to: &output)
-            case 0x08: appendRaw("\\b", to: &output)
-            case 0x0C: appendRaw("\\f", to: &output)
-            case 0x00..<0x20: appendRaw("\\u00" + Hex.encode([byte]), to: &output)
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
-
-    /// Appends `text` as it is: JSON punctuation and member names.
-    package static func appendRaw(_ text: String, to output: inout [UInt8]) {
-        output.append(contentsOf: text.utf8)
-    }
-
-    /// Appends `value` in decimal.
-    package static func appendInteger(_ value: Int64, to output: inout [UInt8]) {
-        output.append(contentsOf: String(value).utf8)
+        return value
     }
 }
 

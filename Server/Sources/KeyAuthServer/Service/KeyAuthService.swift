@@ -6,7 +6,10 @@ import KeyAuth
 /// Each operation takes parsed input and returns a result or throws ``ServiceError`` (the
 /// client's problem), ``StorageError`` (503) or anything else (500). The responder turns those
 /// into HTTP; the admin commands call the same operations; tests may call them directly.
-struct KeyAuthService: Sendable {
+///
+/// A class: the endpoints and grants share one service, and a struct of this many references
+/// was copied (every reference retained and released) on each login's way through them.
+final class KeyAuthService: Sendable {
     /// The settings the operations depend on.
     struct Settings: Sendable {
         var issuer: String
@@ -41,7 +44,24 @@ struct KeyAuthService: Sendable {
     /// The client applications that may start them.
     let clients: ClientRegistry
     /// Where the `jti` of accepted assertions and DPoP proofs is remembered (`--replay-cache`).
-    var replay = ReplayGuard()
+    let replay: ReplayGuard
+
+    init(
+        settings: Settings, registry: DeviceRegistry, tokens: AccessTokens, enrollmentCodes: EnrollmentCodes,
+        recoveryCodes: RecoveryCodes, assertions: DeviceAssertionVerifier, loginKeys: LoginKeys,
+        signIn: SignInRequests, clients: ClientRegistry, replay: ReplayGuard = ReplayGuard()
+    ) {
+        self.settings = settings
+        self.registry = registry
+        self.tokens = tokens
+        self.enrollmentCodes = enrollmentCodes
+        self.recoveryCodes = recoveryCodes
+        self.assertions = assertions
+        self.loginKeys = loginKeys
+        self.signIn = signIn
+        self.clients = clients
+        self.replay = replay
+    }
 
     /// The store behind the registry.
     var storage: any ServerStorage { registry.storage }
