@@ -59,9 +59,10 @@ public struct JWTClaims: Sendable, Hashable {
                 members.removeAll { $0.name == name }
                 return
             }
+            // Room for a token's usual claims at once, instead of growing one by one.
+            if members.isEmpty { members.reserveCapacity(8) }
             if members.last.map({ Self.precedes($0.name, name) }) ?? true {
                 // After every name present, so none of them: claims set in writing order.
-                if members.isEmpty { members.reserveCapacity(8) }
                 members.append(Member(name: name, value: newValue))
             } else if let index = members.firstIndex(where: { $0.name == name }) {
                 members[index].value = newValue

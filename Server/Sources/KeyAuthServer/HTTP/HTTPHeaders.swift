@@ -59,20 +59,24 @@ package struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionar
     /// spaces and tabs around it) is `expected`, which is lowercase, ignoring ASCII case. Every
     /// request with a body asks.
     package static func mediaType(of value: String, is expected: String) -> Bool {
-        // As an array, indexed by integers: through the string's UTF-8 view this took a login
+        // Over the bytes, indexed by integers: through the string's UTF-8 view this took a login
         // a microsecond and a half.
-        let bytes = Array(value.utf8)
-        let expected = Array(expected.utf8)
-        var start = 0
-        var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
-        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        while start < end, isBlank(bytes[start]) { start += 1 }
-        while start < end, isBlank(bytes[end - 1]) { end -= 1 }
-        guard end - start == expected.count else { return false }
-        for offset in 0..<expected.count where asciiLowercased(bytes[start + offset]) != expected[offset] {
-            return false
+        var value = value
+        var expected = expected
+        return value.withUTF8 { bytes in
+            expected.withUTF8 { expected in
+                var start = 0
+                var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+                func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+                while start < end, isBlank(bytes[start]) { start += 1 }
+                while start < end, isBlank(bytes[end - 1]) { end -= 1 }
+                guard end - start == expected.count else { return false }
+                for offset in 0..<expected.count where asciiLowercased(bytes[start + offset]) != expected[offset] {
+                    return false
+                }
+                return true
+            }
         }
-        return true
     }
 
     private static func asciiLowercased(_ byte: UInt8) -> UInt8 {

@@ -48,6 +48,7 @@ package struct PathPattern: Sendable, Hashable, CustomStringConvertible {
         // At each "/" byte, not each "/" character: a path is bytes, and splitting by
         // characters (grapheme clusters) cost a login a microsecond and a half.
         var segments: [Substring] = []
+        segments.reserveCapacity(6)
         var start = bytes.index(after: bytes.startIndex)
         var index = start
         while index < bytes.endIndex {
