@@ -40,7 +40,8 @@
 # "keyauth-other", to measure the two modes in one run. --transport also measures the HTTP layer
 # alone, after the login rounds: wrk -t2 -cCONNECTIONS for SECONDS on keyauth-server's JWK set
 # (GET /.well-known/jwks.json, the route every service using keyauth polls) and on the Node
-# server's trivial GET /healthz, as requests/s and the ratio of the two.
+# server's trivial GET /healthz, as requests/s and the ratio of the two (and keyauth-other's JWK
+# set, when there is one).
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
 # CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
@@ -268,6 +269,10 @@ if [ "$transport" = 1 ] && [ "$with_keyauth" = 1 ]; then
     echo "== transport: GET /.well-known/jwks.json (keyauth-server), GET /healthz (node-fair)" >&2
     jwks_rate=$(transport_rate keyauth-server /.well-known/jwks.json)
     node_trivial_rate=$(transport_rate node-fair /healthz)
+    other_jwks_rate=""
+    if [ -n "${pid_by_server[keyauth-other]:-}" ]; then
+        other_jwks_rate=$(transport_rate keyauth-other /.well-known/jwks.json)
+    fi
 fi
 
 echo
@@ -327,6 +332,10 @@ if [ "$transport" = 1 ] && [ "$with_keyauth" = 1 ]; then
     awk -v k="$jwks_rate" -v n="$node_trivial_rate" 'BEGIN {
         printf "transport: keyauth-server GET /.well-known/jwks.json %d requests/s, node-fair GET /healthz %d requests/s: %.2fx (target >= 1.0, %s)\n",
             k, n, k / n, (k >= n ? "met" : "NOT met") }'
+    if [ -n "$other_jwks_rate" ]; then
+        awk -v k="$jwks_rate" -v o="$other_jwks_rate" 'BEGIN {
+            printf "transport: keyauth-other GET /.well-known/jwks.json %d requests/s; keyauth-server %.2fx of it\n", o, k / o }'
+    fi
 fi
 
 if [ -n "$profile" ]; then
