@@ -90,12 +90,11 @@ package enum FormURLEncoding {
     /// (RFC 6749 section 2.3.1) encode a name or a value.
     package static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
         // Most values (an assertion, a code) are already plain: validate them where they lie.
-        let plain = bytes.withUnsafeBufferPointer { buffer -> String?? in
-            guard !buffer.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return nil }
-            return .some(UTF8Text.string(validating: buffer))
-        }
-        if let plain {
-            guard let text = plain else { throw DecodingError(message: "the form body is not UTF-8") }
+        let isPlain = !bytes.contains { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }
+        if isPlain {
+            guard let text = UTF8Text.string(validating: bytes) else {
+                throw DecodingError(message: "the form body is not UTF-8")
+            }
             return text
         }
         var output: [UInt8] = []

@@ -35,7 +35,7 @@ struct OfflineGrant: Equatable, Sendable {
         now: Int64
     ) throws(KeyAuthError) {
         let jws = try CompactJWS(parsing: token, algorithms: OfflineGrantFormat.algorithms)
-        guard jws.header["typ"]?.stringValue == OfflineGrantFormat.type else {
+        guard jws.headerValue("typ")?.stringValue == OfflineGrantFormat.type else {
             throw KeyAuthError(.claimInvalid, "the token is not an offline grant (typ)")
         }
         guard let kid = jws.keyID, let key = keySet[kid] else {

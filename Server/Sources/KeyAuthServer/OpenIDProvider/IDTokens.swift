@@ -81,7 +81,8 @@ struct IDTokens: Sendable {
     ///   signed by one of our published keys, names another issuer, or is not shaped as an ID
     ///   token.
     func hint(_ token: String) throws(ServiceError) -> (clientID: String, user: String) {
-        guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]), jws.header["typ"] == .string(Self.type),
+        guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]),
+            jws.headerValue("typ") == .string(Self.type),
             let kid = jws.keyID, let key = keys.publicKey(forKeyID: kid, now: clock.seconds),
             jws.isSignatureValid(with: key), let claims = try? jws.claims(), claims["iss"]?.stringValue == issuer,
             let user = claims["sub"]?.stringValue, let audience = claims["aud"]?.stringValue, audience != issuer,
