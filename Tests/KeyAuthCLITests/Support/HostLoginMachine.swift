@@ -214,9 +214,16 @@ func withHostLogin(
 /// The syslog messages sent while it exists: on a machine without a syslog daemon (a container)
 /// it listens on `/dev/log` itself, and removes it afterwards; with a daemon it reads nothing
 /// and says so (``isCapturing``).
+///
+/// A thread drains the socket as messages arrive. A datagram socket's queue holds only
+/// `net.unix.max_dgram_qlen` messages (10 where systemd's sysctl defaults are absent), and a full
+/// queue blocks every sender on the machine: `useradd`, `sudo` and the PAM module among them.
 final class SyslogCapture: @unchecked Sendable {
+    private let lock = NSLock()
     private var descriptor: Int32 = -1
     private var collected = ""
+    private var stopping = false
+    private var drainer: Thread?
     let isCapturing: Bool
 
     init() throws {
@@ -243,23 +250,39 @@ final class SyslogCapture: @unchecked Sendable {
         chmod("/dev/log", 0o666)
         descriptor = socketDescriptor
         isCapturing = true
+        let thread = Thread { [self] in drain(socketDescriptor) }
+        thread.name = "syslog capture"
+        drainer = thread
+        thread.start()
+    }
+
+    /// Receives until ``close()``: it polls with a short timeout so that it notices the stop
+    /// without a message arriving.
+    private func drain(_ socketDescriptor: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while !(lock.withLock { stopping }) {
+            var poller = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 50) > 0 else { continue }
+            while true {
+                let count = recv(socketDescriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                guard count > 0 else { break }
+                let message = String(decoding: buffer[0..<count], as: UTF8.self)
+                lock.withLock { collected += message + "\n" }
+            }
+        }
     }
 
     /// What arrived so far, one message a line.
     var text: String {
-        guard descriptor >= 0 else { return collected }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-            guard count > 0 else { break }
-            collected += String(decoding: buffer[0..<count], as: UTF8.self) + "\n"
-        }
-        return collected
+        // Whatever a sender just sent reaches the drain within one poll.
+        if isCapturing { usleep(100_000) }
+        return lock.withLock { collected }
     }
 
     func close() {
-        guard descriptor >= 0 else { return }
-        _ = text
+        guard lock.withLock({ descriptor >= 0 && !stopping }) else { return }
+        lock.withLock { stopping = true }
+        while drainer?.isFinished == false { usleep(10_000) }
         Glibc.close(descriptor)
         unlink("/dev/log")
         descriptor = -1
