@@ -113,6 +113,33 @@ struct CurveKeyTests {
         #expect(!confused.isSignatureValid(with: .p256(key.publicKey)))
     }
 
+    @Test("one P-256 key signs and verifies from many tasks at once, its reused contexts never crossed")
+    func p256ConcurrentUse() async throws {
+        let key = try P256PrivateKey.generate()
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for round in 0..<50 {
+                        let message = Array("task \(task) round \(round)".utf8)
+                        guard let signature = try? key.signature(for: message), signature.count == 64 else {
+                            return false
+                        }
+                        var flipped = signature
+                        flipped[round % 64] ^= 0x01
+                        // A refused signature leaves its context fit for the next check.
+                        guard key.publicKey.isValidSignature(signature, for: message),
+                            !key.publicKey.isValidSignature(flipped, for: message),
+                            !key.publicKey.isValidSignature(signature, for: message + [0])
+                        else { return false }
+                    }
+                    return true
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(outcomes == Array(repeating: true, count: 8))
+    }
+
     @Test("JWSPrivateKey refuses a key of another type or curve")
     func otherCurveRefused() throws {
         let scratch = TemporaryDirectory()

@@ -127,12 +127,6 @@ extension EVPKey {
         return Array(bytes.prefix(length))
     }
 
-    /// Signs `message` in one shot: hashed with SHA-256 first when `hashed` (ECDSA), or as it is
-    /// (Ed25519, which hashes internally). Returns what OpenSSL writes (DER for ECDSA).
-    func digestSign(_ message: [UInt8], hashed: Bool) throws(KeyAuthError) -> [UInt8] {
-        try digestSign(message, digest: hashed ? OpenSSL.sha256 : nil)
-    }
-
     /// Signs `message` in one shot with `digest` (nil: none, for Ed25519); for an RSA key that is
     /// PKCS#1 v1.5, OpenSSL's default padding.
     func digestSign(_ message: [UInt8], digest: OpaquePointer?) throws(KeyAuthError) -> [UInt8] {
@@ -156,11 +150,6 @@ extension EVPKey {
         }
         guard ok == 1 else { throw OpenSSL.error(.cryptoFailed, "signing failed") }
         return Array(signature.prefix(length))
-    }
-
-    /// Whether `signature` (DER for ECDSA, 64 bytes for Ed25519) verifies over `message`.
-    func digestVerify(_ signature: [UInt8], for message: [UInt8], hashed: Bool) -> Bool {
-        digestVerify(signature, for: message, digest: hashed ? OpenSSL.sha256 : nil)
     }
 
     /// Whether `signature` verifies over `message` hashed with `digest` (nil: none, for Ed25519);

@@ -33,7 +33,7 @@ package struct Ed25519PrivateKey: Sendable {
 
     /// Signs `message` with Ed25519 and returns the 64-byte signature.
     package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        try key.digestSign(message, hashed: false)
+        try key.digestSign(message, digest: nil)
     }
 }
 

@@ -42,7 +42,7 @@ public struct Ed25519PublicKey: Sendable, Hashable, CustomStringConvertible {
     /// Whether `signature` (64 bytes) is a valid Ed25519 signature of `message`.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
         guard signature.count == 64 else { return false }
-        return key.digestVerify(signature, for: message, hashed: false)
+        return key.digestVerify(signature, for: message, digest: nil)
     }
 
     public static func == (lhs: Ed25519PublicKey, rhs: Ed25519PublicKey) -> Bool {

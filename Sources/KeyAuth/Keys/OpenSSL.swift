@@ -125,15 +125,16 @@ enum OpenSSL {
 /// The one owner of an `EVP_PKEY`.
 ///
 /// An `EVP_PKEY` is safe to use from several threads at once for signing and verifying as long
-/// as each operation has its own context, which ``RSAOperations`` ensures; it is never mutated
+/// as each operation has its own context, which ``SHA256Signatures`` ensures; it is never mutated
 /// after construction, hence `@unchecked Sendable`.
 final class EVPKey: @unchecked Sendable {
     let pointer: OpaquePointer
-    /// Verification contexts set up once (PKCS#1 v1.5 padding, SHA-256) and reused: creating
-    /// one per operation costs a fifth of an RSA-2048 verification. Each is used by one thread
-    /// at a time: taken out under the lock, put back after.
+    /// Verification contexts set up once (SHA-256, and PKCS#1 v1.5 padding for RSA) and reused:
+    /// creating one per operation costs a fifth of an RSA-2048 verification, and a third of a
+    /// P-256 signature. Each is used by one thread at a time: taken out under the lock, put
+    /// back after.
     private let verifyContexts = Mutex(ContextPool())
-    /// The same for signing (PKCS#1 v1.5, SHA-256): a server signs an access token per login.
+    /// The same for signing: a server signs an access token per login.
     private let signContexts = Mutex(ContextPool())
 
     /// Raw context pointers; sendable because only the lock's holder touches them.
@@ -174,7 +175,7 @@ final class EVPKey: @unchecked Sendable {
         var context = pool.withLock { $0.contexts.popLast() }
         if context == nil {
             guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else { return nil }
-            guard initialize(fresh) == 1, EVP_PKEY_CTX_set_rsa_padding(fresh, RSA_PKCS1_PADDING) == 1,
+            guard initialize(fresh) == 1, !isRSA || EVP_PKEY_CTX_set_rsa_padding(fresh, RSA_PKCS1_PADDING) == 1,
                 EVP_PKEY_CTX_set_signature_md(fresh, OpenSSL.sha256) == 1
             else {
                 EVP_PKEY_CTX_free(fresh)
@@ -222,12 +223,22 @@ final class EVPKey: @unchecked Sendable {
     }
 }
 
-/// RS256 signing and verification over an ``EVPKey``, with a fresh context per operation.
-enum RSAOperations {
+/// RS256 and ES256 signing and verification over an ``EVPKey``: the message hashed with SHA-256,
+/// then the digest signed or verified with one of the key's reused contexts. For ES256 the
+/// signature is DER; ``ECDSASignatureEncoding`` converts it to and from a JWS's `r || s`.
+enum SHA256Signatures {
     static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        let digest = try OpenSSL.sha256Digest(message)
-        let signature = key.withSignContext { sign(digest, with: $0, capacity: (key.bits + 7) / 8) }
-        guard let signature else { throw OpenSSL.error(.cryptoFailed, "RS256 signing failed") }
+        try sign(key, digest: OpenSSL.sha256Digest(message))
+    }
+
+    static func sign(_ key: EVPKey, _ message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        try sign(key, digest: OpenSSL.sha256Digest(message))
+    }
+
+    private static func sign(_ key: EVPKey, digest: [UInt8]) throws(KeyAuthError) -> [UInt8] {
+        let capacity = Int(EVP_PKEY_get_size(key.pointer))
+        let signature = key.withSignContext { sign(digest, with: $0, capacity: capacity) }
+        guard let signature else { throw OpenSSL.error(.cryptoFailed, "signing failed") }
         return signature
     }
 

@@ -35,7 +35,7 @@ package struct P256PrivateKey: Sendable {
 
     /// Signs `message` with ECDSA P-256 SHA-256 and returns the 64-byte `r || s` of a JWS.
     package func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        try ECDSASignatureEncoding.raw(fromDER: key.digestSign(message, hashed: true))
+        try ECDSASignatureEncoding.raw(fromDER: SHA256Signatures.sign(key, message))
     }
 }
 

@@ -94,7 +94,7 @@ public struct RSAPrivateKey: Sendable {
     public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         var result: Result<[UInt8], KeyAuthError> = .success([])
         message.withUnsafeBytes { buffer in
-            result = Result { () throws(KeyAuthError) in try RSAOperations.sign(key, buffer) }
+            result = Result { () throws(KeyAuthError) in try SHA256Signatures.sign(key, buffer) }
         }
         return try result.get()
     }

@@ -131,7 +131,7 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `signature` is a valid RSASSA-PKCS1-v1_5 SHA-256 signature of `message`.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
-        message.withUnsafeBytes { RSAOperations.verify(key, signature: signature, message: $0) }
+        message.withUnsafeBytes { SHA256Signatures.verify(key, signature: signature, message: $0) }
     }
 
     /// Whether `signature` is a valid RSASSA-PKCS1-v1_5 signature of `message` over `digest`:

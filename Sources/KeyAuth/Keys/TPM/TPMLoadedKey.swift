@@ -115,7 +115,7 @@ package final class TPMLoadedKey {
         guard EVP_PKEY_sign_init_ex(context, &parameters) == 1 else {
             throw TPMFailure.drain().error(doing: "start signing", on: provider.connection)
         }
-        guard let signature = RSAOperations.sign(digest, with: context, capacity: Int(EVP_PKEY_get_size(pointer)))
+        guard let signature = SHA256Signatures.sign(digest, with: context, capacity: Int(EVP_PKEY_get_size(pointer)))
         else { throw TPMFailure.drain().error(doing: "sign", on: provider.connection) }
         if let publicKey, !publicKey.isValidSSHSignature(signature, for: message, digest: kind) {
             throw KeyAuthError(.cryptoFailed, "the TPM's signature does not verify with the key's public key")
