@@ -35,4 +35,80 @@ struct FormURLEncodingTests {
             try FormURLEncoding.decode(Array("a=%20".utf8) + [0xFF])
         }
     }
+
+    @Test("2,000 seeded random bodies decode as splitting at every & and the first = would decode them")
+    func agreesWithSplitting() {
+        // Pieces chosen to meet every branch: separators, escapes good and bad, ASCII, a whole
+        // two-byte character, a byte that starts nothing; the bad ones rarer.
+        let good = ["a", "b", "a", "b", "=", "=", "&", "&", "&", "+", "%20", "%C3%A9", "é", "xyz0123456789"]
+        let bad: [[UInt8]] = [Array("%C3".utf8), Array("%4".utf8), Array("%".utf8), [0xFF]]
+        let pieces = good.map { Array($0.utf8) } + bad
+        var generator = SeededBytes(seed: 5)
+        var decoded = 0
+        var withRepeats = 0
+        for round in 0..<2000 {
+            let body = (0..<Int(generator.next() % 12)).flatMap { _ in pieces[Int(generator.next()) % pieces.count] }
+            let expected = Self.splitting(body)
+            let actual = try? FormURLEncoding.decodeNotingRepeats(body)
+            #expect(actual?.values == expected?.values, "round \(round): \(body)")
+            #expect(actual?.repeated == expected?.repeated, "round \(round): \(body)")
+            if let expected {
+                decoded += 1
+                if !expected.repeated.isEmpty { withRepeats += 1 }
+            }
+        }
+        // Enough bodies decode, repeats among them, for the comparison to mean something.
+        #expect(decoded > 500)
+        #expect(withRepeats > 5)
+    }
+
+    /// The rules written as plainly as possible: split, then decode each part on its own.
+    private static func splitting(_ body: [UInt8]) -> (values: [String: String], repeated: Set<String>)? {
+        var values: [String: String] = [:]
+        var repeated: Set<String> = []
+        for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = plainDecoding(parts[0]), let value = plainDecoding(parts.count > 1 ? parts[1] : [])
+            else { return nil }
+            if values[name] == nil { values[name] = value } else { repeated.insert(name) }
+        }
+        return (values, repeated)
+    }
+
+    private static func plainDecoding(_ component: ArraySlice<UInt8>) -> String? {
+        var bytes: [UInt8] = []
+        var rest = component[...]
+        while let byte = rest.popFirst() {
+            switch byte {
+            case UInt8(ascii: "+"):
+                bytes.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard rest.count >= 2, let value = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16)
+                else { return nil }
+                bytes.append(value)
+                rest = rest.dropFirst(2)
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    @Test("text is ASCII-checked a word at a time: a high byte anywhere in 0 to 40 bytes takes the UTF-8 path")
+    func asciiCheckEveryPosition() {
+        for length in 0...40 {
+            let ascii = [UInt8]((0..<length).map { UInt8(0x21 + $0 % 90) })
+            #expect(UTF8Text.string(validating: ascii[...]) == String(decoding: ascii, as: UTF8.self))
+            for position in 0..<length {
+                var lone = ascii
+                lone[position] = 0x80
+                #expect(UTF8Text.string(validating: lone[...]) == nil, "length \(length), at \(position)")
+                var accented = ascii
+                accented.insert(contentsOf: Array("é".utf8), at: position)
+                #expect(
+                    UTF8Text.string(validating: accented[...]) == String(decoding: accented, as: UTF8.self),
+                    "length \(length), at \(position)")
+            }
+        }
+    }
 }

@@ -6,8 +6,25 @@ package enum UTF8Text {
     /// and copied directly; other text goes through the standard library's validation, whose
     /// generic entry point cost each login a microsecond of type-metadata lookups.
     package static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
         return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// Whether no byte has its top bit set, eight bytes a word.
+    static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
+        var bits: UInt64 = 0
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            bits |= raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            offset += 8
+        }
+        while offset < bytes.count {
+            bits |= UInt64(bytes[offset])
+            offset += 1
+        }
+        return bits & 0x8080_8080_8080_8080 == 0
     }
 
     /// `bytes` as a string, or nil when they are not valid UTF-8.

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `application/x-www-form-urlencoded`, the token endpoint's body format and the device list's
 /// query: encoded by the client, decoded by the server, with one set of rules.
 package enum FormURLEncoding {
@@ -50,27 +54,43 @@ package enum FormURLEncoding {
     ) {
         var values = [String: String](minimumCapacity: 4)
         var repeated: Set<String> = []
-        // By index, pair by pair: splitting into arrays of slices first was most of a login's
-        // form-decoding time.
-        var pairStart = body.startIndex
-        while pairStart < body.endIndex {
-            let pairEnd = body[pairStart...].firstIndex(of: UInt8(ascii: "&")) ?? body.endIndex
-            if pairEnd > pairStart {
-                let pair = body[pairStart..<pairEnd]
-                let name: String
-                let value: String
-                if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
-                    name = try decodeComponent(pair[..<equals])
-                    value = try decodeComponent(pair[(equals + 1)...])
-                } else {
-                    name = try decodeComponent(pair)
-                    value = ""
+        let outcome = body.withUnsafeBufferPointer { body -> DecodingError? in
+            // Pair by pair, found with memchr: the assertion a login sends is most of the body,
+            // and plain.
+            var pairStart = 0
+            while pairStart < body.count {
+                let pairEnd = firstIndex(of: UInt8(ascii: "&"), in: body, from: pairStart, to: body.count)
+                let equals = firstIndex(of: UInt8(ascii: "="), in: body, from: pairStart, to: pairEnd)
+                let isPlain =
+                    firstIndex(of: UInt8(ascii: "%"), in: body, from: pairStart, to: pairEnd) == pairEnd
+                    && firstIndex(of: UInt8(ascii: "+"), in: body, from: pairStart, to: pairEnd) == pairEnd
+                if pairEnd > pairStart {
+                    let valueStart = equals == pairEnd ? pairEnd : equals + 1
+                    let name: String
+                    let value: String
+                    do throws(DecodingError) {
+                        name = try decodeComponent(UnsafeBufferPointer(rebasing: body[pairStart..<equals]), isPlain)
+                        value = try decodeComponent(UnsafeBufferPointer(rebasing: body[valueStart..<pairEnd]), isPlain)
+                    } catch {
+                        return error
+                    }
+                    if values[name] == nil { values[name] = value } else { repeated.insert(name) }
                 }
-                if values[name] == nil { values[name] = value } else { repeated.insert(name) }
+                pairStart = pairEnd + 1
             }
-            pairStart = pairEnd + 1
+            return nil
         }
+        if let outcome { throw outcome }
         return (values, repeated)
+    }
+
+    /// The index of the first `byte` in `buffer[start..<end]`, or `end`.
+    private static func firstIndex(of byte: UInt8, in buffer: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int)
+        -> Int
+    {
+        guard start < end, let base = buffer.baseAddress, let found = memchr(base + start, Int32(byte), end - start)
+        else { return end }
+        return UnsafeRawPointer(found) - UnsafeRawPointer(base)
     }
 
     /// What a server says about a repeated parameter: its name when that is short and plain (a
@@ -89,8 +109,18 @@ package enum FormURLEncoding {
     /// One percent-encoded component (`+` as a space), as forms and HTTP Basic credentials
     /// (RFC 6749 section 2.3.1) encode a name or a value.
     package static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws(DecodingError) -> String {
-        // Most values (an assertion, a code) are already plain: validate them where they lie.
-        let isPlain = !bytes.contains { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }
+        let outcome = bytes.withUnsafeBufferPointer { bytes -> Result<String, DecodingError> in
+            let isPlain = !bytes.contains { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }
+            return Result { () throws(DecodingError) in try decodeComponent(bytes, isPlain) }
+        }
+        return try outcome.get()
+    }
+
+    /// `bytes` decoded; `isPlain` says the caller saw no `%` and no `+` in them, so that most
+    /// values (an assertion, a code) are only validated, where they lie.
+    private static func decodeComponent(_ bytes: UnsafeBufferPointer<UInt8>, _ isPlain: Bool) throws(DecodingError)
+        -> String
+    {
         if isPlain {
             guard let text = UTF8Text.string(validating: bytes) else {
                 throw DecodingError(message: "the form body is not UTF-8")
@@ -99,13 +129,13 @@ package enum FormURLEncoding {
         }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
+        var index = 0
+        while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "+") {
                 output.append(UInt8(ascii: " "))
             } else if byte == UInt8(ascii: "%") {
-                guard index + 2 < bytes.endIndex, let high = Hex.value(ofDigit: bytes[index + 1]),
+                guard index + 2 < bytes.count, let high = Hex.value(ofDigit: bytes[index + 1]),
                     let low = Hex.value(ofDigit: bytes[index + 2])
                 else { throw DecodingError(message: "the form body has bad percent-encoding") }
                 output.append(high << 4 | low)
