@@ -227,10 +227,6 @@ final class EVPKey: @unchecked Sendable {
 /// then the digest signed or verified with one of the key's reused contexts. For ES256 the
 /// signature is DER; ``ECDSASignatureEncoding`` converts it to and from a JWS's `r || s`.
 enum SHA256Signatures {
-    static func sign(_ key: EVPKey, _ message: UnsafeRawBufferPointer) throws(KeyAuthError) -> [UInt8] {
-        try sign(key, digest: OpenSSL.sha256Digest(message))
-    }
-
     static func sign(_ key: EVPKey, _ message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
         try sign(key, digest: OpenSSL.sha256Digest(message))
     }
@@ -256,9 +252,13 @@ enum SHA256Signatures {
         return ok == 1 ? Array(signature.prefix(length)) : nil
     }
 
-    static func verify(_ key: EVPKey, signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
+    static func verify(_ key: EVPKey, signature: [UInt8], message: [UInt8]) -> Bool {
         // A digest that cannot be made verifies nothing.
         guard let digest = try? OpenSSL.sha256Digest(message) else { return false }
+        return verify(key, signature: signature, digest: digest)
+    }
+
+    private static func verify(_ key: EVPKey, signature: [UInt8], digest: [UInt8]) -> Bool {
         let result = key.withVerifyContext { context in
             signature.withUnsafeBytes { sig in
                 digest.withUnsafeBytes { hash in

@@ -61,7 +61,7 @@ public struct P256PublicKey: Sendable, Hashable, CustomStringConvertible {
     /// signature of `message`. Any other length is invalid.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
         guard let der = ECDSASignatureEncoding.der(fromRaw: signature) else { return false }
-        return message.withUnsafeBytes { SHA256Signatures.verify(key, signature: der, message: $0) }
+        return SHA256Signatures.verify(key, signature: der, message: message)
     }
 
     public static func == (lhs: P256PublicKey, rhs: P256PublicKey) -> Bool {

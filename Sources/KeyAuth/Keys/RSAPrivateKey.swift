@@ -92,11 +92,7 @@ public struct RSAPrivateKey: Sendable {
 
     /// Signs `message` with RSASSA-PKCS1-v1_5 SHA-256 (RS256). Deterministic.
     public func signature(for message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        var result: Result<[UInt8], KeyAuthError> = .success([])
-        message.withUnsafeBytes { buffer in
-            result = Result { () throws(KeyAuthError) in try SHA256Signatures.sign(key, buffer) }
-        }
-        return try result.get()
+        try SHA256Signatures.sign(key, message)
     }
 
     /// Signs `message` with RSASSA-PKCS1-v1_5 over SHA-256 or SHA-512: what an ssh-agent makes for

@@ -131,7 +131,7 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `signature` is a valid RSASSA-PKCS1-v1_5 SHA-256 signature of `message`.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
-        message.withUnsafeBytes { SHA256Signatures.verify(key, signature: signature, message: $0) }
+        SHA256Signatures.verify(key, signature: signature, message: message)
     }
 
     /// Whether `signature` is a valid RSASSA-PKCS1-v1_5 signature of `message` over `digest`:

@@ -61,9 +61,7 @@ package enum FormURLEncoding {
             while pairStart < body.count {
                 let pairEnd = firstIndex(of: UInt8(ascii: "&"), in: body, from: pairStart, to: body.count)
                 let equals = firstIndex(of: UInt8(ascii: "="), in: body, from: pairStart, to: pairEnd)
-                let isPlain =
-                    firstIndex(of: UInt8(ascii: "%"), in: body, from: pairStart, to: pairEnd) == pairEnd
-                    && firstIndex(of: UInt8(ascii: "+"), in: body, from: pairStart, to: pairEnd) == pairEnd
+                let isPlain = !containsEscape(body, from: pairStart, to: pairEnd)
                 if pairEnd > pairStart {
                     let valueStart = equals == pairEnd ? pairEnd : equals + 1
                     let name: String
@@ -82,6 +80,13 @@ package enum FormURLEncoding {
         }
         if let outcome { throw outcome }
         return (values, repeated)
+    }
+
+    /// Whether `buffer[start..<end]` holds a `%` or a `+`: the only bytes that make a component's
+    /// text differ from its bytes.
+    private static func containsEscape(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> Bool {
+        firstIndex(of: UInt8(ascii: "%"), in: buffer, from: start, to: end) != end
+            || firstIndex(of: UInt8(ascii: "+"), in: buffer, from: start, to: end) != end
     }
 
     /// The index of the first `byte` in `buffer[start..<end]`, or `end`.

@@ -259,24 +259,31 @@ final class SyslogCapture: @unchecked Sendable {
     /// Receives until ``close()``: it polls with a short timeout so that it notices the stop
     /// without a message arriving.
     private func drain(_ socketDescriptor: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 8192)
         while !(lock.withLock { stopping }) {
             var poller = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 50) > 0 else { continue }
-            while true {
-                let count = recv(socketDescriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-                guard count > 0 else { break }
-                let message = String(decoding: buffer[0..<count], as: UTF8.self)
-                lock.withLock { collected += message + "\n" }
-            }
+            lock.withLock { receivePending(socketDescriptor) }
         }
     }
 
-    /// What arrived so far, one message a line.
+    /// Moves every queued message into `collected`. Called with `lock` held, so that a message is
+    /// always either still queued or already collected, never in between.
+    private func receivePending(_ socketDescriptor: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while true {
+            let count = recv(socketDescriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count > 0 else { return }
+            collected += String(decoding: buffer[0..<count], as: UTF8.self) + "\n"
+        }
+    }
+
+    /// What arrived so far, one message a line. A local datagram is queued by the time its
+    /// sender's `send` returns, so this sees everything sent before it was asked.
     var text: String {
-        // Whatever a sender just sent reaches the drain within one poll.
-        if isCapturing { usleep(100_000) }
-        return lock.withLock { collected }
+        lock.withLock {
+            if descriptor >= 0 && !stopping { receivePending(descriptor) }
+            return collected
+        }
     }
 
     func close() {
