@@ -90,7 +90,9 @@ public struct JWTBuilder: Sendable {
         try sign(encodedHeader: Base64URL.encode(headerJSON), payloadJSON: payloadJSON, key: key)
     }
 
-    private static func sign(encodedHeader: String, payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
+    /// Signs `payloadJSON` under a header already base64url-encoded: for a server that writes a
+    /// token's claims itself.
+    package static func sign(encodedHeader: String, payloadJSON: [UInt8], key: any JWSSigner) throws(KeyAuthError)
         -> String
     {
         // One buffer for the whole token, big enough for an RSA-2048 signature's text.

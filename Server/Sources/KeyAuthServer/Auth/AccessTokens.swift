@@ -44,12 +44,30 @@ struct AccessTokens: Sendable {
         claims.set("iss", string: issuer)
         claims.set("sub", string: user)
         claims.set("client_id", string: deviceKID)
-        // RFC 8176: proof of possession of a (software-held, as far as the server can tell) key.
-        claims.set("amr", strings: ["swk"])
+        claims.set("amr", strings: Self.defaultMethods)
         if bound { claims["cnf"] = .object(["jkt": .string(deviceKID)]) }
         claims.merge(extra)
         return try JWTBuilder(key: key.signer, audience: issuer, lifetime: lifetime, clock: clock).sign(
             claims: claims, encodedHeader: key.signer.accessTokenHeader)
+    }
+
+    /// `amr` when the device states none. RFC 8176: proof of possession of a (software-held, as
+    /// far as the server can tell) key.
+    static let defaultMethods = ["swk"]
+
+    /// A device login's token: what ``issue(user:deviceKID:bound:extra:)`` signs with `amr` and
+    /// `device_tier` as its extra claims, byte for byte, written without a claim set
+    /// (``LoginTokenPayload``): every login signs one.
+    func issueForLogin(user: String, deviceKID: String, bound: Bool, methods: [String], deviceTier: String)
+        throws(KeyAuthError) -> String
+    {
+        let issuedAt = clock.seconds
+        let key = try keys.current(at: issuedAt)
+        let payload = LoginTokenPayload(
+            issuer: issuer, user: user, deviceKID: deviceKID, methods: methods, bound: bound, deviceTier: deviceTier,
+            issuedAt: issuedAt, lifetime: lifetime, tokenID: try CryptoPrimitives.randomBytes(count: 16))
+        return try JWTBuilder.sign(
+            encodedHeader: key.signer.accessTokenHeader, payloadJSON: payload.jsonBytes(), key: key.signer)
     }
 
     /// Checks a token issued to a client application (the code flow's, or CIBA's): our keys, and

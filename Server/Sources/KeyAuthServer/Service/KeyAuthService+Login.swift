@@ -43,14 +43,14 @@ extension KeyAuthService {
         let verified = try verifyAssertion(parsed, key: key)
         // Only a device's own key returns one; a decoy verifies nothing.
         guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
-        var extra = JWTClaims()
+        var methods = AccessTokens.defaultMethods
         if verified.claims.contains("amr") {
-            guard let methods = try? verified.claims.strings("amr"), AuthenticationMethod.isValidStatement(methods)
+            guard let stated = try? verified.claims.strings("amr"), AuthenticationMethod.isValidStatement(stated)
             else {
                 throw ServiceError(
                     .invalidGrant, "the assertion's amr must state hwk or swk, and at most one of pin or user")
             }
-            extra.set("amr", strings: methods)
+            methods = stated
         }
         let hostLogin = try HostLoginStatement(verified.claims)
         if let proof, proof.keyThumbprint != device.kid {
@@ -62,9 +62,11 @@ extension KeyAuthService {
         try checkCanLogIn(device)
         if let id = hostLogin?.hostClient { try HostClients.checkAllowed(device.user, atClientID: id, in: storage) }
         try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
-        // What the server established at registration, unlike amr, which the device states.
-        extra.set("device_tier", string: device.tier.rawValue)
-        let token = try tokens.issue(user: device.user, deviceKID: device.kid, bound: proof != nil, extra: extra)
+        // device_tier: what the server established at registration, unlike amr, which the device
+        // states.
+        let token = try tokens.issueForLogin(
+            user: device.user, deviceKID: device.kid, bound: proof != nil, methods: methods,
+            deviceTier: device.tier.rawValue)
         try storage.recordLogin(kid: device.kid, at: now())
         var offlineGrant: String?
         if let hostLogin {
