@@ -39,11 +39,16 @@ extension SQLConnection {
     func query<Row>(
         _ sql: String, _ bindings: [SQLValue] = [], row: (SQLRow) throws(StorageError) -> Row
     ) throws(StorageError) -> [Row] {
-        var mapped: [Row] = []
-        for values in try execute(sql, bindings).rows {
-            mapped.append(try row(values))
-        }
-        return mapped
+        try execute(sql, bindings).rows.map(row)
+    }
+
+    /// Runs a lookup by key and maps its first row, or returns nil when there is none: a login
+    /// reads its device this way, without an array of mapped rows.
+    func queryFirst<Row>(
+        _ sql: String, _ bindings: [SQLValue], row: (SQLRow) throws(StorageError) -> Row
+    ) throws(StorageError) -> Row? {
+        guard let first = try execute(sql, bindings).rows.first else { return nil }
+        return try row(first)
     }
 
     /// Whether a query returns at least one row.

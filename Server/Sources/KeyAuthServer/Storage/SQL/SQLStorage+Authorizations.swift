@@ -26,9 +26,9 @@ extension SQLStorage {
     private static func authorizationCode(codeHash: [UInt8], on connection: any SQLConnection) throws(StorageError)
         -> AuthorizationCodeRecord?
     {
-        try connection.query(
+        try connection.queryFirst(
             "SELECT \(authorizationCodeColumns) FROM authorization_codes WHERE code_hash = $1", [.blob(codeHash)]
-        ) { row throws(StorageError) in try AuthorizationCodeRecord(row: row) }.first
+        ) { row throws(StorageError) in try AuthorizationCodeRecord(row: row) }
     }
 
     /// The conditional update decides; the read after it, in the same transaction, says what

@@ -16,9 +16,9 @@ extension SQLStorage {
 
     package func browserSession(idHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
         try database.read { connection throws(StorageError) in
-            try connection.query(
+            try connection.queryFirst(
                 "SELECT \(Self.browserSessionColumns) FROM browser_sessions WHERE id_hash = $1", [.blob(idHash)]
-            ) { row throws(StorageError) in try BrowserSessionRecord(row: row) }.first
+            ) { row throws(StorageError) in try BrowserSessionRecord(row: row) }
         }
     }
 

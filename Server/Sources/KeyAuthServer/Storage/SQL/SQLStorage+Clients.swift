@@ -19,9 +19,9 @@ extension SQLStorage {
 
     package func client(id: String) throws(StorageError) -> ClientRecord? {
         try database.read { connection throws(StorageError) in
-            try connection.query("SELECT \(Self.clientColumns) FROM clients WHERE client_id = $1", [.text(id)]) {
+            try connection.queryFirst("SELECT \(Self.clientColumns) FROM clients WHERE client_id = $1", [.text(id)]) {
                 row throws(StorageError) in try ClientRecord(row: row)
-            }.first
+            }
         }
     }
 

@@ -65,9 +65,9 @@ extension SQLStorage {
 
     package func device(kid: String) throws(StorageError) -> DeviceRecord? {
         let stored = try database.read { connection throws(StorageError) in
-            try connection.query(Self.deviceByKIDSQL, [.text(kid)]) {
+            try connection.queryFirst(Self.deviceByKIDSQL, [.text(kid)]) {
                 row throws(StorageError) in try DeviceRecord(row: row)
-            }.first
+            }
         }
         guard var device = stored else { return nil }
         if case .integer(let time) = database.pendingValue(of: Self.recordLoginSQL, key: kid) {

@@ -129,9 +129,9 @@ extension SQLStorage {
     private static func signInRequest(id: String, on connection: any SQLConnection) throws(StorageError)
         -> SignInRequestRecord?
     {
-        try connection.query("SELECT \(signInRequestColumns) FROM sign_in_requests WHERE id = $1", [.text(id)]) {
+        try connection.queryFirst("SELECT \(signInRequestColumns) FROM sign_in_requests WHERE id = $1", [.text(id)]) {
             row throws(StorageError) in try SignInRequestRecord(row: row)
-        }.first
+        }
     }
 
     package func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord] {
