@@ -82,10 +82,26 @@ struct JWTClaimsTests {
         #expect(try parsed.json("zz") == #"{"k":[1,2.5]}"#)
     }
 
+    @Test("claims that arrive in their order are read in that order, as set one by one")
+    func parsedInOrder() throws {
+        var claims = JWTClaims()
+        claims.set("iss", string: "i")
+        claims.set("sub", string: "s")
+        claims.set("aud", string: "a")
+        claims.set("amr", strings: ["swk"])
+        claims.set("exp", integer: 2)
+        claims.set("jti", string: "j")
+        let parsed = try JWTClaims(parsingObject: claims.serializedBytes())
+        #expect(parsed == claims)
+        #expect(parsed.names == ["iss", "sub", "aud", "amr", "exp", "jti"])
+    }
+
     @Test("a name repeated anywhere in the object, or in canonically equivalent spellings, is refused")
     func parsedRepeats() {
         for text in [
             #"{"a":1,"b":2,"a":3}"#, #"{"iss":"x","iss":"x"}"#, #"{"z":1,"y":2,"x":3,"z":4}"#,
+            // In order up to the repeat, which the in-order check alone must not let through.
+            #"{"iss":"i","sub":"s","aud":"a","exp":1,"jti":"j","jti":"k"}"#,
             "{\"\u{E9}\":1,\"e\u{301}\":2}",
         ] {
             #expect(throws: JSONValue.ParseError.self, "\(text)") { try JWTClaims(parsingObject: Array(text.utf8)) }
