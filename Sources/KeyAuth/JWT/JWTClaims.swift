@@ -35,12 +35,15 @@ public struct JWTClaims: Sendable, Hashable {
         try JSONValue.forEachObjectMember(parsing: bytes) { name, value in
             parsed.append(Member(name: name, value: value))
         }
-        // Claims written by this library arrive in their order already, and are not sorted again.
+        // Claims written by this library arrive in their order already: each name strictly after
+        // the one before, so none repeats, and there is nothing to sort or check.
         let inOrder = parsed.indices.dropFirst().allSatisfy { Self.precedes(parsed[$0 - 1].name, parsed[$0].name) }
-        if !inOrder { parsed.sort { Self.precedes($0.name, $1.name) } }
-        // Sorted, a repeated name is next to its first.
-        for index in parsed.indices.dropFirst() where parsed[index].name == parsed[index - 1].name {
-            throw JSONValue.ParseError(reason: "duplicate key", offset: 0)
+        if !inOrder {
+            parsed.sort { Self.precedes($0.name, $1.name) }
+            // Sorted, a repeated name is next to its first.
+            for index in parsed.indices.dropFirst() where parsed[index].name == parsed[index - 1].name {
+                throw JSONValue.ParseError(reason: "duplicate key", offset: 0)
+            }
         }
         members = parsed
     }

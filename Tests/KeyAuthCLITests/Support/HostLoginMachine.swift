@@ -222,6 +222,8 @@ final class SyslogCapture: @unchecked Sendable {
     private let lock = NSLock()
     private var descriptor: Int32 = -1
     private var collected = ""
+    /// Where ``receivePending(_:)`` receives, under `lock`.
+    private var buffer = [UInt8](repeating: 0, count: 8192)
     private var stopping = false
     private var drainer: Thread?
     let isCapturing: Bool
@@ -269,7 +271,6 @@ final class SyslogCapture: @unchecked Sendable {
     /// Moves every queued message into `collected`. Called with `lock` held, so that a message is
     /// always either still queued or already collected, never in between.
     private func receivePending(_ socketDescriptor: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 8192)
         while true {
             let count = recv(socketDescriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
             guard count > 0 else { return }
@@ -278,9 +279,11 @@ final class SyslogCapture: @unchecked Sendable {
     }
 
     /// What arrived so far, one message a line. A local datagram is queued by the time its
-    /// sender's `send` returns, so this sees everything sent before it was asked.
+    /// sender's `send` returns, and what is queued is read here; a process that logs after the
+    /// one a test waited for (a helper still finishing) gets 100 ms more, as before.
     var text: String {
-        lock.withLock {
+        if isCapturing { usleep(100_000) }
+        return lock.withLock {
             if descriptor >= 0 && !stopping { receivePending(descriptor) }
             return collected
         }
