@@ -6,10 +6,11 @@
 
 # The flags every benchmark server gets. Open enrollment (loopback only): the benchmark registers
 # first devices without codes. All load comes from one address by design: no per-address limits.
-# No metrics listener: the port after the free one found by free_port may be taken.
+# No metrics listener: the port after the free one found by free_port may be taken. A log line
+# for every request, as in production (the scripts send it to a file in their work directory).
 # shellcheck disable=SC2034 # read by the scripts that source this file
 bench_server_flags=(--enrollment open --rate-limit 100000 --registration-limit 100000
-    --max-connections-per-address 0 --metrics-listen off --quiet)
+    --max-connections-per-address 0 --metrics-listen off)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

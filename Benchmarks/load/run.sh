@@ -6,7 +6,7 @@
 #                               [--connections N] [--threads N] [--node-server PATH]
 #                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
 #                               [--replay-cache memory|database] [--compare-replay-cache memory|database]
-#                               [--transport]
+#                               [--compare-quiet] [--transport]
 #
 # The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
 # benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
@@ -21,7 +21,7 @@
 #   2. measures the machine's signing ceiling, `openssl speed -multi $(nproc)` for the access
 #      token's algorithm (rsa2048 for RS256, ecdsap256 for ES256), before and after the runs;
 #   3. starts keyauth-server (SQLite file: synchronous=FULL durability; replay cache in memory
-#      unless --replay-cache database) and the Node server with the same issuer, registers
+#      unless --replay-cache database; a log line for every request, as in production, to a file) and the Node server with the same issuer, registers
 #      DEVICES RSA-2048 keys with both (`keyauth-bench load-prepare`), and checks with a few
 #      sample assertions that each answers a login with an access token of ALG and refuses the
 #      same assertion a second time;
@@ -37,7 +37,8 @@
 # --replay-cache MODE passes --replay-cache to keyauth-server (default: its own, memory on SQLite;
 # database fsyncs every claim before the answer, as every version before did).
 # --compare-replay-cache MODE adds the same keyauth-server binary with --replay-cache MODE as
-# "keyauth-other", to measure the two modes in one run. --transport also measures the HTTP layer
+# "keyauth-other", to measure the two modes in one run. --compare-quiet adds the same binary with
+# --quiet (no per-request log lines) as "keyauth-other", to measure what the log costs. --transport also measures the HTTP layer
 # alone, after the login rounds: wrk -t2 -cCONNECTIONS for SECONDS on keyauth-server's JWK set
 # (GET /.well-known/jwks.json, the route every service using keyauth polls) and on the Node
 # server's trivial GET /healthz, as requests/s and the ratio of the two (and keyauth-other's JWK
@@ -63,6 +64,7 @@ connections=32
 threads=""
 replay_cache=""
 compare_replay_cache=""
+compare_quiet=0
 transport=0
 profile=""
 compare_server=""
@@ -82,6 +84,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=${2:?}; shift 2 ;;
     --replay-cache) replay_cache=${2:?}; shift 2 ;;
     --compare-replay-cache) compare_replay_cache=${2:?}; shift 2 ;;
+    --compare-quiet) compare_quiet=1; shift ;;
     --transport) transport=1; shift ;;
     --node-server) node_server=${2:?}; shift 2 ;;
     --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
@@ -129,6 +132,7 @@ fi
 other_flags=("${keyauth_flags[@]}")
 [ -z "$replay_cache" ] || keyauth_flags+=(--replay-cache "$replay_cache")
 [ -z "$compare_replay_cache" ] || other_flags+=(--replay-cache "$compare_replay_cache")
+[ "$compare_quiet" = 0 ] || other_flags+=(--quiet)
 
 work=$(mktemp -d /tmp/keyauth-load.XXXXXX)
 pids=()
@@ -166,7 +170,7 @@ if [ "$with_keyauth" = 1 ]; then
     keyauth_pid=${pid_by_server[keyauth-server]}
     if [ -n "$compare_server" ]; then
         start_keyauth keyauth-other "$compare_server" "${other_flags[@]}"
-    elif [ -n "$compare_replay_cache" ]; then
+    elif [ -n "$compare_replay_cache" ] || [ "$compare_quiet" = 1 ]; then
         start_keyauth keyauth-other "$bin/keyauth-server" "${other_flags[@]}"
     fi
 fi

@@ -13,14 +13,40 @@ package enum RFC3339 {
     /// `seconds` since 1970 as RFC 3339 UTC; the plain number when the C library cannot break it
     /// down (a year beyond what `tm` holds).
     package static func string(fromSeconds seconds: Int64) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20)
+        append(fromSeconds: seconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends what ``string(fromSeconds:)`` returns to `bytes`, without a string in between:
+    /// every request's log line starts with its time.
+    package static func append(fromSeconds seconds: Int64, to bytes: inout [UInt8]) {
         var value = time_t(seconds)
         var parts = tm()
-        guard gmtime_r(&value, &parts) != nil else { return String(seconds) }
-        func pad(_ number: Int32, _ width: Int) -> String {
-            let digits = String(number)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        guard gmtime_r(&value, &parts) != nil else {
+            bytes.append(contentsOf: String(seconds).utf8)
+            return
         }
-        return pad(parts.tm_year + 1900, 4) + "-" + pad(parts.tm_mon + 1, 2) + "-" + pad(parts.tm_mday, 2) + "T"
-            + pad(parts.tm_hour, 2) + ":" + pad(parts.tm_min, 2) + ":" + pad(parts.tm_sec, 2) + "Z"
+        appendPadded(parts.tm_year + 1900, width: 4, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        appendPadded(parts.tm_mon + 1, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        appendPadded(parts.tm_mday, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        appendPadded(parts.tm_hour, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        appendPadded(parts.tm_min, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        appendPadded(parts.tm_sec, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    /// `number` in decimal after as many zeros as bring it to `width` characters. The digits
+    /// of an `Int32` fit in a small string, which needs no allocation.
+    private static func appendPadded(_ number: Int32, width: Int, to bytes: inout [UInt8]) {
+        let digits = String(number).utf8
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, width - digits.count)))
+        bytes.append(contentsOf: digits)
     }
 }
