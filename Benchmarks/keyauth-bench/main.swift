@@ -20,10 +20,11 @@ import KeyAuthServer
 // `timing` compares refused logins of a registered and an unknown key (TimingBenchmark.swift);
 // Benchmarks/timing/run.sh starts the server for it.
 //
-//   swift run -c release keyauth-bench login-path [--logins N] [--alg RS256|ES256]
+//   swift run -c release keyauth-bench login-path [--logins N] [--alg RS256|ES256] [--log text|json]
 //
 // `login-path` splits the CPU time of a login inside the server, without sockets, into the RSA
-// operations and the rest (LoginPathBenchmark.swift).
+// operations and the rest (LoginPathBenchmark.swift); `--log` writes each login's log line, in
+// that format, to /dev/null.
 //
 //   keyauth-bench load-prepare --out FILE --issuer URL [--devices N] [--assertions N]
 //                              [--keys-out FILE] [--keys-in FILE] [--seconds S] [--threads N]
@@ -265,8 +266,15 @@ case "login-path":
         guard let algorithm = JWSAlgorithm(rawValue: name), algorithm == .rs256 || algorithm == .es256 else {
             throw KeyAuthError(.invalidArgument, "--alg must be RS256 or ES256, not \(name)")
         }
+        let logFormat = try option("--log", in: arguments).map { name throws(KeyAuthError) in
+            guard let format = LogFormat(rawValue: name) else {
+                throw KeyAuthError(.invalidArgument, "--log must be text or json, not \(name)")
+            }
+            return format
+        }
         try LoginPathBenchmark(
-            logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000), tokenAlgorithm: algorithm
+            logins: max(100, Int(option("--logins", in: arguments) ?? "") ?? 5000), tokenAlgorithm: algorithm,
+            logFormat: logFormat
         ).run()
     } catch {
         FileHandle.standardError.write(Data("keyauth-bench: \(error)\n".utf8))
@@ -292,7 +300,7 @@ default:
     FileHandle.standardError.write(
         Data(
             ("usage: keyauth-bench rsa [--seconds N] | pin [--guesses N] [--scrypt-p P,...] "
-                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] [--alg RS256|ES256] "
+                + "| rate-limiter [--addresses N] [--threads N] | load-prepare ... | login-path [--logins N] [--alg RS256|ES256] [--log text|json] "
                 + "| timing --server URL ... "
                 + "| tpm [--signatures N] [--generations N]\n").utf8))
     exit(64)

@@ -4,8 +4,11 @@
 # in (no sockets; LoginPathBenchmark.swift). Unlike times, counts do not depend on how busy the
 # machine is, so two builds can be compared on a noisy machine.
 #
-#   sudo bash Benchmarks/load/count-login-path.sh [--alg RS256|ES256] [--logins N] [--compare-bench PATH]
+#   sudo bash Benchmarks/load/count-login-path.sh [--alg RS256|ES256] [--logins N] [--log text|json]
+#                                                 [--compare-bench PATH]
 #
+# --log FORMAT has every login write its log line, as `serve` does by default, to /dev/null (both
+# binaries must know `login-path --log`); without it no line is made, as with `serve --quiet`.
 # --compare-bench PATH counts another keyauth-bench binary too (an older build copied aside), in
 # the same way; a build older than `login-path --alg` logs in with RS256 tokens whatever --alg
 # says, so compare such a build with RS256. Needs root and perf: it places uprobes on libc's malloc and on the Swift
@@ -18,12 +21,14 @@ cd "$(dirname "$0")/../.."
 alg=RS256
 logins=1000
 compare=""
+log=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --alg) alg=${2:?}; shift 2 ;;
     --logins) logins=${2:?}; shift 2 ;;
     --compare-bench) compare=${2:?}; shift 2 ;;
-    *) echo "usage: $0 [--alg RS256|ES256] [--logins N] [--compare-bench PATH]" >&2; exit 64 ;;
+    --log) log=(--log "${2:?}"); shift 2 ;;
+    *) echo "usage: $0 [--alg RS256|ES256] [--logins N] [--log text|json] [--compare-bench PATH]" >&2; exit 64 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "count-login-path.sh: uprobes need root" >&2; exit 77; }
@@ -61,7 +66,7 @@ count() {
     local events=()
     for probe in "${probes[@]}"; do events+=(-e "$probe"); done
     perf record -q -c 1 -g -o "$work/$name.perf" "${events[@]}" -- \
-        "$binary" login-path --alg "$alg" --logins "$logins" >/dev/null 2>&1
+        "$binary" login-path --alg "$alg" --logins "$logins" "${log[@]}" >/dev/null 2>&1
     perf script -F event,ip,sym -i "$work/$name.perf" 2>/dev/null | python3 -c '
 import collections, sys
 counts = collections.Counter()
@@ -84,7 +89,7 @@ print("%-16s %8.1f %14.1f %15.1f" % (sys.argv[1], counts["malloc"] / served,
 ' "$name" "$served"
 }
 
-echo "calls per $alg login under the responder (keyauth-bench login-path --logins $logins, $served logins served)"
+echo "calls per $alg login under the responder (keyauth-bench login-path --logins $logins ${log[*]}, $served logins served)"
 printf '%-16s %8s %14s %15s\n' build malloc swift_retain swift_release
 count this "$bin/keyauth-bench"
 [ -z "$compare" ] || count compared "$compare"

@@ -215,9 +215,9 @@ package struct StandardErrorLog: ServerLog {
         self.init(descriptor: STDERR_FILENO)
     }
 
-    /// A log on another descriptor, for tests: writing to the process's standard error would mix
-    /// in what tests running beside it write there.
-    init(descriptor: Int32) {
+    /// A log on another open descriptor, which stays the caller's: tests, where the process's
+    /// standard error would mix in what tests beside them write, and benchmarks (`/dev/null`).
+    package init(descriptor: Int32) {
         self.descriptor = descriptor
     }
 
