@@ -60,9 +60,9 @@ start() {
     port=$(free_port)
     # Open enrollment (loopback only): the benchmark registers first devices without codes. All
     # load comes from one address by design: no per-address limits. No metrics listener: the port
-    # after the free one found above may be taken.
+    # after the free one found above may be taken. A log line for every request, as in production.
     "$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$db" --issuer "$issuer" --rate-limit 100000 \
-        --registration-limit 100000 --max-connections-per-address 0 --metrics-listen off --quiet \
+        --registration-limit 100000 --max-connections-per-address 0 --metrics-listen off \
         --enrollment open 2>"$work/$name.log" &
     pid=$!
     pids+=("$pid")
