@@ -104,7 +104,7 @@ struct RequestLogLineTests {
     func durations() {
         let values: [Double] = [
             0, 0.04, 0.05, 0.15, 0.25, 1, 9.95, 12, 99.99, 1234.56, 999_999.94, 1e11, 1e12, 1e15, 1e20, -0.0, -0.04,
-            -3.5, .nan, .infinity,
+            -3.5, .nan, .infinity, .greatestFiniteMagnitude, 1e300,
         ]
         for value in values {
             let entry = RequestLogEntry(

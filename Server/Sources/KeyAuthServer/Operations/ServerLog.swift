@@ -121,8 +121,8 @@ extension ServerLog {
         member("kid", entry.deviceKID, limit: 64)
         member("client_id", entry.clientID, limit: 128)
         JSONText.appendRaw(#","duration_ms":"#, to: &line)
-        // A number that is not finite has no JSON form.
-        if entry.milliseconds.isFinite {
+        // A number that is not finite has no JSON form; a finite one can overflow once in tenths.
+        if ((entry.milliseconds * 10).rounded() / 10).isFinite {
             appendTenths(entry.milliseconds, to: &line)
         } else {
             JSONText.appendRaw("null", to: &line)
