@@ -38,10 +38,13 @@ struct LoginPathBenchmark {
         configuration.signingKeyBits = 2048
         configuration.tokenAlgorithm = tokenAlgorithm
         configuration.failureLimit = 100_000
-        let discard = open("/dev/null", O_WRONLY | O_CLOEXEC)
-        guard discard >= 0 else { throw KeyAuthError(.storageFailed, "cannot open /dev/null") }
-        defer { close(discard) }
-        let log: any ServerLog = logFormat == nil ? SilentLog() : StandardErrorLog(descriptor: discard)
+        // /dev/null is opened only when lines are written, and stays open until the server stops.
+        let discard = logFormat == nil ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC)
+        guard logFormat == nil || discard >= 0 else {
+            throw KeyAuthError(.storageFailed, "cannot open /dev/null")
+        }
+        defer { if discard >= 0 { close(discard) } }
+        let log: any ServerLog = discard < 0 ? SilentLog() : StandardErrorLog(descriptor: discard)
         let runner = try ServerRunner(configuration: configuration, log: log)
         defer { runner.stop() }
         let responder = runner.responder

@@ -21,8 +21,8 @@
 #   2. measures the machine's signing ceiling, `openssl speed -multi $(nproc)` for the access
 #      token's algorithm (rsa2048 for RS256, ecdsap256 for ES256), before and after the runs;
 #   3. starts keyauth-server (SQLite file: synchronous=FULL durability; replay cache in memory
-#      unless --replay-cache database; a log line for every request, as in production, to a file) and the Node server with the same issuer, registers
-#      DEVICES RSA-2048 keys with both (`keyauth-bench load-prepare`), and checks with a few
+#      unless --replay-cache database; a log line for every request, as in production, to a
+#      file) and the Node server with the same issuer, registers DEVICES RSA-2048 keys with both (`keyauth-bench load-prepare`), and checks with a few
 #      sample assertions that each answers a login with an access token of ALG and refuses the
 #      same assertion a second time;
 #   4. for each of ROUNDS rounds, signs a fresh set of unique assertions and drives each server
@@ -38,8 +38,8 @@
 # database fsyncs every claim before the answer, as every version before did).
 # --compare-replay-cache MODE adds the same keyauth-server binary with --replay-cache MODE as
 # "keyauth-other", to measure the two modes in one run. --compare-quiet adds the same binary with
-# --quiet (no per-request log lines) as "keyauth-other", to measure what the log costs. --transport also measures the HTTP layer
-# alone, after the login rounds: wrk -t2 -cCONNECTIONS for SECONDS on keyauth-server's JWK set
+# --quiet (no per-request log lines) as "keyauth-other", to measure what the log costs.
+# --transport also measures the HTTP layer alone, after the login rounds: wrk -t2 -cCONNECTIONS for SECONDS on keyauth-server's JWK set
 # (GET /.well-known/jwks.json, the route every service using keyauth polls) and on the Node
 # server's trivial GET /healthz, as requests/s and the ratio of the two (and keyauth-other's JWK
 # set, when there is one).
