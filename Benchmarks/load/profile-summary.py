@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Where a server's CPU went, from `perf record -g` samples, in the categories of a login.
 
-    perf script -i perf.data | python3 Benchmarks/load/profile-summary.py [LOGINS]
+    perf script -i perf.data | python3 Benchmarks/load/profile-summary.py [--steps] [LOGINS]
 
 Each sample goes to the first category that matches, its leaf function first (libcrypto, SQLite,
 malloc, reference counting), then the frames below it (the WAL fsync, TCP, wake-ups, the request
 logic, libmicrohttpd). OpenSSL and SQLite are built without frame pointers, so a sample inside
 them has no callers: it is counted by library, whoever called it. With LOGINS (the logins served
 while recording) the table also shows microseconds of CPU per login.
+
+With --steps it shows instead the time under each step of a login (STEPS): every sample with a
+step's function anywhere in its frames, so a step includes what it calls. A sample inside
+libcrypto or SQLite has no callers and counts in no step. The steps are matched by their Swift
+symbols, so a renamed or inlined function drops out of the table until STEPS names it again.
 
 """
 import collections
@@ -31,6 +36,18 @@ CATEGORIES = [
     ("request logic in Swift (form, JSON, base64, claims, token)", "stack", r"9ResponderC7respond2to"),
     ("HTTP (libmicrohttpd, its callbacks)", "stack", r"libmicrohttpd|AccessHandler|httpServer"),
     ("kernel, other", "leaf", r"\[kernel"),
+]
+
+# (step, pattern): the steps of an ES256 login, by a function of each, for --steps.
+STEPS = [
+    ("the log line and metrics, once the answer is settled", r"DurabilityScopeC11whenDurable.*ResponderC7respond"),
+    ("parsing the assertion", r"DeviceAssertionVerifierV5parse"),
+    ("the device read (its SQLite work has no callers)", r"SQLStorageC6device3kid"),
+    ("the access token's payload and the token response",
+     r"LoginTokenPayloadV9jsonBytes|HTTPResponseV13tokenResponse"),
+    ("the form", r"HTTPRequestV8formBody"),
+    ("the route", r"RouteTableV5match6method4path"),
+    ("collecting the request's headers", r"MHD_get_connection_values"),
 ]
 
 
@@ -63,20 +80,28 @@ def category(frames):
 
 
 def main():
-    logins = float(sys.argv[1]) if len(sys.argv) > 1 else 0
+    arguments = sys.argv[1:]
+    steps = "--steps" in arguments
+    arguments = [argument for argument in arguments if argument != "--steps"]
+    logins = float(arguments[0]) if arguments else 0
     nanoseconds = collections.Counter()
-    count = 0
+    total, count = 0, 0
     for period, frames in samples(sys.stdin):
-        nanoseconds[category(frames)] += period
+        total += period
         count += 1
-    total = sum(nanoseconds.values())
+        if not steps:
+            nanoseconds[category(frames)] += period
+            continue
+        for name, pattern in STEPS:
+            if any(re.search(pattern, frame) for frame in frames):
+                nanoseconds[name] += period
     if total == 0:
         sys.exit("profile-summary: no samples")
-    print(f"{'share':>7}  {'us/login' if logins else '':>8}  where the CPU went ({count} samples, {total / 1e9:.2f} s)")
+    heading = "time under each step" if steps else "where the CPU went"
+    print(f"{'share':>7}  {'us/login' if logins else '':>8}  {heading} ({count} samples, {total / 1e9:.2f} s)")
     for name, spent in nanoseconds.most_common():
         per_login = f"{spent / 1000 / logins:8.1f}" if logins else ""
         print(f"{100 * spent / total:6.1f}%  {per_login:>8}  {name}")
-
 
 if __name__ == "__main__":
     main()

@@ -45,10 +45,11 @@
 # set, when there is one).
 # --threads N passes --threads to keyauth-server (default: its own). --profile FILE records the
 # keyauth-server process with `perf record -g` during the first round's run and prints where its
-# CPU time went (profile-summary.py). --compare-server PATH adds another keyauth-server binary
-# (an earlier build, say) as a third server, "keyauth-other", under the same load and checks, to
-# measure a change in one run. ES256: both servers sign access tokens with ES256 (keyauth-server
-# with `--token-alg ES256` on its fresh database); the device assertions stay RS256.
+# CPU time went, by category and by step of a login (profile-summary.py).
+# --compare-server PATH adds another keyauth-server binary (an earlier build, say) as a third
+# server, "keyauth-other", under the same load and checks, to measure a change in one run.
+# ES256: both servers sign access tokens with ES256 (keyauth-server with `--token-alg ES256` on
+# its fresh database); the device assertions stay RS256.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
@@ -346,5 +347,8 @@ if [ -n "$profile" ]; then
     logins=$(awk '/requests in/ {print $1}' "$work/1-keyauth-server.txt")
     echo
     echo "where keyauth-server's CPU went in round 1 (perf record -g, $logins logins; $profile):"
-    perf script -i "$profile" 2>/dev/null | python3 Benchmarks/load/profile-summary.py "$logins"
+    perf script -i "$profile" 2>/dev/null > "$work/profile.txt"
+    python3 Benchmarks/load/profile-summary.py "$logins" < "$work/profile.txt"
+    echo
+    python3 Benchmarks/load/profile-summary.py --steps "$logins" < "$work/profile.txt"
 fi
