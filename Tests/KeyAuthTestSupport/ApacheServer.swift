@@ -40,6 +40,9 @@ public final class ApacheServer: Sendable {
     public var documentRoot: String { directory.path + "/htdocs" }
     /// The error log, where mod_auth_openidc writes what it did.
     public var errorLogPath: String { directory.path + "/error.log" }
+
+    /// Where Apache writes its process id once its port is bound.
+    private var pidPath: String { directory.path + "/run/httpd.pid" }
     /// The site's URL with the host name `localhost`, a different site from `127.0.0.1`: browsers
     /// keep cookies per host name, not per port.
     public var url: String { "http://localhost:\(port)" }
@@ -119,7 +122,9 @@ public final class ApacheServer: Sendable {
 
     private func waitUntilListening(timeout: TimeInterval = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while !Self.acceptsConnections(port: port) {
+        // Apache writes its pid file only once it has bound its port: a connection accepted
+        // before then may be another test's listener that took the port first.
+        while !(FileManager.default.fileExists(atPath: pidPath) && Self.acceptsConnections(port: port)) {
             if let termination = process.termination {
                 throw TestFailure("apache2 ended (\(termination)) before listening on \(port)\n\(diagnostics)")
             }
@@ -154,7 +159,7 @@ public final class ApacheServer: Sendable {
         var lines = [
             "ServerRoot \(root)",
             "DefaultRuntimeDir \(root)/run",
-            "PidFile \(root)/run/httpd.pid",
+            "PidFile \(root)/run/httpd.pid",  // read as pidPath
             "Mutex file:\(root)/run default",
             "ErrorLog \(root)/error.log",
             // mod_auth_openidc says at info what it did with each request; other modules at warn.

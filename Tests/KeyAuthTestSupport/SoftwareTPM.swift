@@ -56,7 +56,10 @@ public final class SoftwareTPM: @unchecked Sendable {
     ///   `swtpm_setup --create-ek-cert`: endorsement keys (RSA-2048 and NIST P-384) whose
     ///   certificates, signed by a local CA of its own (``endorsementCA``), are stored in NV
     ///   memory. Without it the TPM has no certificates, like many firmware TPMs.
-    public init(endorsementCertificates: Bool = false) throws {
+    /// - Parameter firstPort: the command port tried first, without checking that it is free (for
+    ///   the test that a port held by another listener is not mistaken for the TPM); later tries,
+    ///   and every try without it, use a free pair below the kernel's ephemeral range.
+    public init(endorsementCertificates: Bool = false, firstPort: UInt16? = nil) throws {
         stateDirectory = TemporaryDirectory("keyauth-swtpm")
         if endorsementCertificates {
             let authority = TemporaryDirectory("keyauth-swtpm-ca")
@@ -72,8 +75,8 @@ public final class SoftwareTPM: @unchecked Sendable {
             endorsementCA = nil
         }
         var lastError: Error = SoftwareTPMError("no free port pair found")
-        for _ in 0..<10 {
-            port = Self.freePortPair()
+        for attempt in 0..<10 {
+            port = attempt == 0 ? firstPort ?? Self.freePortPair() : Self.freePortPair()
             do {
                 try start()
                 return
@@ -131,10 +134,11 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// Starts swtpm on ``port`` with the existing state (after ``stop()``: "the TPM came back").
     public func start() throws {
         guard !isRunning else { return }
+        unlink(pidFile)
         let script = """
             exec 3<&0
             swtpm socket --tpm2 --tpmstate dir="$1" --server type=tcp,bindaddr=127.0.0.1,port="$2" \
-                --ctrl type=tcp,bindaddr=127.0.0.1,port="$3" --flags not-need-init,startup-clear --log file=- &
+                --ctrl type=tcp,bindaddr=127.0.0.1,port="$3" --flags not-need-init,startup-clear --pid file="$4" &
             tpm=$!
             { read -r _ <&3; kill -KILL "$tpm" 2>/dev/null; } &
             wait "$tpm"
@@ -146,17 +150,24 @@ public final class SoftwareTPM: @unchecked Sendable {
         _ = fcntl(lifeline.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
         // A group of its own, so that killing the shell kills swtpm and the watcher too.
         let process = try ChildProcess(
-            "/bin/sh", ["-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1)],
+            "/bin/sh",
+            [
+                "-c", script, "swtpm-lifeline", stateDirectory.path, String(port), String(port + 1),
+                pidFile,
+            ],
             environment: ProcessInfo.processInfo.environment,
             standardInput: .descriptor(lifeline.fileHandleForReading.fileDescriptor), grouping: .ownGroup)
         self.process = process
         self.lifeline = lifeline
-        // Ready when the command port accepts a connection (closed at once: swtpm serves one
-        // client at a time).
+        // Ready when swtpm has written its pid file, which it does only after binding both
+        // ports, and the command port accepts a connection (closed at once: swtpm serves one
+        // client at a time). The port alone is not enough: when swtpm cannot bind because
+        // another test's listener holds the port, that listener accepts the connection, and
+        // the TPM's commands would go to it (seen in CI as "tcti:IO failure").
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else { break }
-            if Self.canConnect(port: port) { return }
+            if FileManager.default.fileExists(atPath: pidFile), Self.canConnect(port: port) { return }
             usleep(20_000)
         }
         stop()
@@ -180,13 +191,29 @@ public final class SoftwareTPM: @unchecked Sendable {
         self.lifeline = nil
     }
 
-    /// A port P such that P and P + 1 were both free a moment ago.
+    /// Where swtpm writes its process id once its ports are bound; swtpm keeps only its own
+    /// `tpm2-*` files in the state directory, so the pid file can live there too.
+    private var pidFile: String { stateDirectory.path + "/swtpm.pid" }
+
+    /// A port P such that P and P + 1 were both free a moment ago, below the kernel's ephemeral
+    /// range: a port from that range can be taken at any moment by another test's listener on
+    /// port 0 or by a client's connection.
     private static func freePortPair() -> UInt16 {
+        let ports = portsBelowEphemeralRange()
         for _ in 0..<50 {
-            let port = UInt16.random(in: 20_000...60_000)
+            let port = UInt16.random(in: ports)
             if isFree(port), isFree(port + 1) { return port }
         }
-        return UInt16.random(in: 20_000...60_000)
+        return UInt16.random(in: ports)
+    }
+
+    /// 20000 up to just below the first ephemeral port (`ip_local_port_range`), or up to 32766
+    /// when that cannot be read or leaves too little room.
+    private static func portsBelowEphemeralRange() -> ClosedRange<UInt16> {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let first = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { UInt16($0) }
+        guard let first, first > 21_000 else { return 20_000...32_766 }
+        return 20_000...(first - 2)
     }
 
     private static func isFree(_ port: UInt16) -> Bool {

@@ -94,7 +94,11 @@ final class OpenSSHServer: Sendable {
             executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
             standardError: .file(path + "/sshd.log"))
         for _ in 0..<100 {
-            if ApacheServer.acceptsConnections(port: port) { return }
+            // The pid file is written once sshd has bound the port; before it, whatever accepts
+            // the connection is not this sshd.
+            if FileManager.default.fileExists(atPath: path + "/sshd.pid"), ApacheServer.acceptsConnections(port: port) {
+                return
+            }
             guard process.isRunning else { break }
             usleep(50_000)
         }
