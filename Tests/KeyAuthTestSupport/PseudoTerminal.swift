@@ -16,7 +16,9 @@ public final class PseudoTerminal: @unchecked Sendable {
     public init() throws {
         // Glibc's module hides posix_openpt and friends (they need _XOPEN_SOURCE); the ioctls
         // they wrap are what Linux offers underneath.
-        primary = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        // Locals until both sides are open: once every stored property is set, a throw runs
+        // deinit, which would close them a second time (by then perhaps another thread's files).
+        let primary = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard primary >= 0 else { throw POSIXError(.ENODEV) }
         var unlock: Int32 = 0
         var number: UInt32 = 0
@@ -26,12 +28,15 @@ public final class PseudoTerminal: @unchecked Sendable {
             close(primary)
             throw POSIXError(.ENODEV)
         }
-        path = "/dev/pts/\(number)"
-        subordinate = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
+        let path = "/dev/pts/\(number)"
+        let subordinate = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard subordinate >= 0 else {
             close(primary)
             throw POSIXError(.ENODEV)
         }
+        self.primary = primary
+        self.subordinate = subordinate
+        self.path = path
     }
 
     /// Types `text`.

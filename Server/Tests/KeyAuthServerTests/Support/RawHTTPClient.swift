@@ -25,7 +25,10 @@ final class RawHTTPConnection {
     /// - Parameter sourceAddress: a loopback address (`127.0.0.77`) to connect from, so that a
     ///   test can be several clients; the kernel's choice (127.0.0.1) when nil.
     init(port: UInt16, timeoutSeconds: Int = 10, sourceAddress: String? = nil) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // A local until connected: once `descriptor` is set, a throw runs deinit, which would
+        // close it a second time, and by then the number may be another thread's socket (seen in
+        // CI: a libmicrohttpd daemon's descriptor closed under it, which aborts the process).
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket() failed") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -40,6 +43,7 @@ final class RawHTTPConnection {
             Glibc.close(descriptor)
             throw TestFailure("connect() to port \(port) failed")
         }
+        self.descriptor = descriptor
     }
 
     /// Lends `body` a `sockaddr_in` for `address` and `port`, and its length.
@@ -79,6 +83,14 @@ final class RawHTTPConnection {
     /// Half-closes the connection: the server sees the end of the request stream.
     func shutdownWrite() {
         shutdown(descriptor, Int32(SHUT_WR))
+    }
+
+    /// Whether the server closed the connection without a byte of answer: the next read ends
+    /// the stream or is reset, rather than bringing data or running into the timeout.
+    func isClosedUnanswered() -> Bool {
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, 0)
+        return count == 0 || (count < 0 && errno == ECONNRESET)
     }
 
     /// Reads one response (Content-Length framed, as this server always answers).
