@@ -42,9 +42,11 @@ public final class KeyAuthServerProcess: Sendable {
     ///   - enrollment: the `--enrollment` value; `open` by default so that first devices need no
     ///     code, nil to run with the server's default.
     ///   - extraArguments: more `serve` options (`--cleanup-interval 1`, `--dpop required`).
+    ///   - extraEnvironment: variables added to the server's environment (`LD_PRELOAD` for a
+    ///     test that injects faults).
     public convenience init(
         name: String, database: String, issuer: String, logPath: String, enrollment: String? = "open",
-        extraArguments: [String] = []
+        extraArguments: [String] = [], extraEnvironment: [String: String] = [:]
     ) throws {
         try self.init(
             name: name,
@@ -52,7 +54,8 @@ public final class KeyAuthServerProcess: Sendable {
                 "serve", "--listen", "127.0.0.1:0", "--db", database, "--issuer", issuer, "--quiet",
                 "--rate-limit", "100000", "--registration-limit", "100000", "--signing-key-bits", "2048",
                 "--threads", "4",
-            ] + (enrollment.map { ["--enrollment", $0] } ?? []) + extraArguments, logPath: logPath)
+            ] + (enrollment.map { ["--enrollment", $0] } ?? []) + extraArguments, logPath: logPath,
+            extraEnvironment: extraEnvironment)
     }
 
     /// A server for client tests, started and listening: its own SQLite file in `directory`,
@@ -71,20 +74,26 @@ public final class KeyAuthServerProcess: Sendable {
 
     /// Launches the binary with exactly `arguments` and returns without waiting.
     ///
-    /// - Parameter umask: the file mode creation mask the server starts with (set by a shell
-    ///   that then `exec`s it), to show that the server's files do not depend on it.
+    /// - Parameters:
+    ///   - umask: the file mode creation mask the server starts with (set by a shell that then
+    ///     `exec`s it), to show that the server's files do not depend on it.
+    ///   - extraEnvironment: variables added to ``environment``.
     /// - Throws: ``TestFailure`` when the binary is not built.
-    public init(name: String, arguments: [String], logPath: String, umask: String? = nil) throws {
+    public init(
+        name: String, arguments: [String], logPath: String, umask: String? = nil,
+        extraEnvironment: [String: String] = [:]
+    ) throws {
         let binary = try Binaries.require(Self.binary.path)
         self.name = name
         self.logPath = logPath
         // A server still running when this value goes is killed with it (ChildProcess's deinit).
+        let environment = Self.environment.merging(extraEnvironment) { $1 }
         if let umask {
             process = try ChildProcess(
                 "/bin/sh", ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments,
-                environment: Self.environment, standardError: .file(logPath))
+                environment: environment, standardError: .file(logPath))
         } else {
-            process = try ChildProcess(binary, arguments, environment: Self.environment, standardError: .file(logPath))
+            process = try ChildProcess(binary, arguments, environment: environment, standardError: .file(logPath))
         }
     }
 

@@ -5,7 +5,7 @@ import Testing
 
 /// The software TPM that the TPM tests stand on: it must never hand a test a port that something
 /// else answers on.
-@Suite("Software TPM harness", .timeLimit(.minutes(2)))
+@Suite("Software TPM harness", .timeLimit(.minutes(10)))
 struct SoftwareTPMTests {
     @Test("a port held by another test's listener is not taken for the TPM; another port is, and it answers")
     func foreignListenerIsNotTheTPM() throws {

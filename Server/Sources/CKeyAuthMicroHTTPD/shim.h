@@ -11,10 +11,13 @@
 /// options are listed, each with a typed parameter so that Swift passes the right C types
 /// (the varargs list reads them by exact type; a wrong width would be read as garbage).
 /// The port argument is 0 because MHD_OPTION_SOCK_ADDR carries the address and port.
-/// A per-address limit of 0 means none (libmicrohttpd's default).
+/// A per-address limit of 0 means none (libmicrohttpd's default). The accept policy decides,
+/// for each connection accepted, whether it is served or closed at once.
 static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
     unsigned int flags,
     const struct sockaddr *address,
+    MHD_AcceptPolicyCallback accept_policy,
+    void *accept_policy_context,
     unsigned int thread_pool_size,
     unsigned int connection_limit,
     unsigned int per_address_connection_limit,
@@ -28,7 +31,7 @@ static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
     void *connection_notice_context)
 {
     return MHD_start_daemon(
-        flags, 0, NULL, NULL, handler, handler_context,
+        flags, 0, accept_policy, accept_policy_context, handler, handler_context,
         MHD_OPTION_SOCK_ADDR, address,
         MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,

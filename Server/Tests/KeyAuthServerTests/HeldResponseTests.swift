@@ -108,7 +108,11 @@ struct HeldResponseTests {
             runner.stop()
             stopped.signal()
         }.start()
-        #expect(Self.eventually { (try? RawHTTPConnection(port: runner.port)) == nil }, "still accepting")
+        #expect(Self.eventually { !runner.server.isAcceptingConnections }, "still accepting")
+        // A connection made while the held responses drain is closed without an answer.
+        let late = try RawHTTPConnection(port: runner.port, timeoutSeconds: 5)
+        try? late.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(late.isClosedUnanswered())
         #expect(stopped.wait(timeout: .now()) == .timedOut)
 
         disk.release()

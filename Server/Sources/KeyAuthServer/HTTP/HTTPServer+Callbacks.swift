@@ -141,6 +141,16 @@ func httpServerRequestCompleted(
     }
 }
 
+/// The accept policy: while the server runs, every connection is served; once it stops, each
+/// new one is closed at once, unanswered, while the requests already in progress finish.
+func httpServerAcceptPolicy(
+    _ cls: UnsafeMutableRawPointer?, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t
+) -> MHD_Result {
+    guard let cls else { return .NO }
+    return Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().accepting.load(ordering: .relaxed)
+        ? .YES : .NO
+}
+
 /// The connection notice: registers each accepted connection with the request deadlines, its
 /// ``TrackedConnection`` retained into the socket context, and unregisters and releases it when
 /// the connection closes (libmicrohttpd closes the socket after this returns).

@@ -105,7 +105,8 @@ package final class HTTPServer: Sendable {
         if options.address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         let started = options.address.withSocketAddress { socketAddress in
             ckeyauth_mhd_start_daemon(
-                UInt32(flags), socketAddress, UInt32(max(options.threadPoolSize, 1)),
+                UInt32(flags), socketAddress, httpServerAcceptPolicy, contextPointer,
+                UInt32(max(options.threadPoolSize, 1)),
                 UInt32(max(options.connectionLimit, 1)), UInt32(max(options.connectionsPerAddressLimit, 0)),
                 UInt32(max(options.connectionTimeoutSeconds, 1)),
                 // Per-connection buffer for headers and body chunks; the body is copied out in
@@ -141,20 +142,28 @@ package final class HTTPServer: Sendable {
         context.inFlight.load(ordering: .relaxed)
     }
 
+    /// Whether new connections are served; false from the moment ``stop()`` begins.
+    package var isAcceptingConnections: Bool {
+        context.accepting.load(ordering: .relaxed)
+    }
+
     /// Responses currently held, their connections suspended, until their data is durable.
     package var heldResponses: Int {
         context.holdResponses.count
     }
 
-    /// Stops gracefully: stops accepting connections, lets requests in progress finish (up to
-    /// the drain timeout; held responses go out as their data becomes durable), then answers
-    /// the responses still held with 503, closes every connection and joins the worker threads.
+    /// Stops gracefully: closes new connections at once, unanswered, lets requests in progress
+    /// finish (up to the drain timeout; held responses go out as their data becomes durable), then
+    /// answers the responses still held with 503, closes every connection and the listening
+    /// socket, and joins the worker threads.
     ///
     /// Idempotent and safe to call from any thread but a worker's.
     package func stop() {
         daemon.stop(
             drainingUntil: ServerClock.monotonicNanoseconds() + UInt64(max(drainTimeoutSeconds, 0)) * 1_000_000_000
         ) {
+            context.accepting.store(false, ordering: .sequentiallyConsistent)
+        } releasingWaits: {
             context.holdResponses.releaseWaits(failure: StorageError(.unavailable, "the server is shutting down"))
         } inFlight: {
             context.inFlight.load(ordering: .acquiring)
@@ -181,24 +190,30 @@ final class MicroHTTPDaemon: @unchecked Sendable {
     }
 
     deinit {
-        stop(drainingUntil: 0, releasingWaits: { 0 }, inFlight: { 0 }, releasingHeld: { 0 }, onStopped: {})
+        stop(
+            drainingUntil: 0, closingToNewConnections: {}, releasingWaits: { 0 }, inFlight: { 0 },
+            releasingHeld: { 0 }, onStopped: {})
     }
 
-    /// Quiesces (closes the listening socket, so new connections are refused), has
+    /// Has `closingToNewConnections` make the accept policy close new connections, has
     /// `releasingWaits` answer the connections that wait for nothing but time (long polls), waits
     /// until `inFlight` reaches zero or the monotonic `deadline` passes, then has `releasingHeld`
     /// resume every suspended connection (it returns how many), gives the workers up to a second
     /// to answer those, and stops the daemon, which closes the remaining connections and joins
     /// its threads. libmicrohttpd must not be stopped with a connection suspended.
     func stop(
-        drainingUntil deadline: UInt64, releasingWaits: () -> Int, inFlight: () -> Int, releasingHeld: () -> Int,
-        onStopped: () -> Void
+        drainingUntil deadline: UInt64, closingToNewConnections: () -> Void, releasingWaits: () -> Int,
+        inFlight: () -> Int, releasingHeld: () -> Int, onStopped: () -> Void
     ) {
         running.withLock { running in
             guard running else { return }
             running = false
-            let listener = MHD_quiesce_daemon(pointer)
-            if listener >= 0 { close(listener) }
+            // Not MHD_quiesce_daemon: in libmicrohttpd 0.9.75 it races with a worker that wakes
+            // at the same moment (both take the listening socket out of the worker's epoll set,
+            // and the loser aborts the process), and its socket must stay open until the daemon
+            // stops, because workers may still use it. The accept policy closes new
+            // connections instead, and MHD_stop_daemon closes the socket when nothing uses it.
+            closingToNewConnections()
             _ = releasingWaits()
             while inFlight() > 0, ServerClock.monotonicNanoseconds() < deadline {
                 usleep(10_000)
@@ -220,6 +235,8 @@ final class HTTPServerContext: Sendable {
     let maximumDiscardedBytes: Int
     /// Requests between their first callback and their completion notice.
     let inFlight = Atomic<Int>(0)
+    /// Whether new connections are served (``httpServerAcceptPolicy``); false once stopping.
+    let accepting = Atomic<Bool>(true)
     /// The open connections' request deadlines.
     let deadlines: RequestDeadlines
     /// Responses waiting for durability with their connections suspended.
