@@ -193,6 +193,15 @@ public final class ChildProcess: Sendable {
         if descriptor >= 0 { close(descriptor) }
     }
 
+    /// What the kernel says the pidfd refers to (`/proc/self/fdinfo`), for failure messages: a
+    /// signal that seems ignored may have gone to another process if the descriptor changed.
+    public var descriptorDiagnostics: String {
+        guard descriptor >= 0 else { return "no pidfd; signals go to pid \(processID)" }
+        let information = (try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)) ?? ""
+        let target = information.split(separator: "\n").first { $0.hasPrefix("Pid:") } ?? "no Pid line"
+        return "pidfd \(descriptor) for pid \(processID): \(target)"
+    }
+
     /// `waitid`'s `P_PIDFD`, which Glibc's headers do not name.
     private static let byPIDFD = idtype_t(rawValue: 3)
 

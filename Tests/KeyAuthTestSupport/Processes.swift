@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -78,9 +79,43 @@ public final class RunningProcess: Sendable {
     }
 
     /// Waits for the exit and returns the status as a shell shows it; a process still running
-    /// after `timeout` seconds is stopped (SIGTERM, then SIGKILL) and its status returned.
+    /// after `timeout` seconds is stopped (SIGTERM, then SIGKILL) and its status returned, and
+    /// what the kernel said of its signals and threads just before is kept in
+    /// ``stuckDiagnostics``.
     public func wait(timeout: TimeInterval = 30) -> Int32 {
-        (child.wait(timeout: timeout) ?? child.stop(grace: 5)).status
+        if let termination = child.wait(timeout: timeout) { return termination.status }
+        stuck.withLock { $0 = child.descriptorDiagnostics + "\n" + Self.describe(child.processID) }
+        return child.stop(grace: 5).status
+    }
+
+    /// For a process that ``wait(timeout:)`` had to stop: each thread's name, state, kernel wait
+    /// channel and blocked, pending and caught signals (`/proc/PID/task/*/status`), so that a
+    /// failure says whether a signal was blocked everywhere, never delivered, or handled by a
+    /// thread that then hung. Nil when the process ended in time.
+    public var stuckDiagnostics: String? { stuck.withLock { $0 } }
+    private let stuck = Mutex<String?>(nil)
+
+    private static func describe(_ processID: pid_t) -> String {
+        let base = "/proc/\(processID)/task"
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+        let fields = ["Name", "State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"]
+        return threads.sorted().map { thread in
+            let status = (try? String(contentsOfFile: "\(base)/\(thread)/status", encoding: .utf8)) ?? ""
+            let wanted = status.split(separator: "\n").filter { line in
+                fields.contains { line.hasPrefix($0 + ":") }
+            }
+            let channel = (try? String(contentsOfFile: "\(base)/\(thread)/wchan", encoding: .utf8)) ?? "?"
+            return "thread \(thread): " + wanted.joined(separator: " ") + " wchan: \(channel)"
+        }.joined(separator: "\n") + "\ndescriptors: " + openDescriptors(processID)
+    }
+
+    /// The process's open descriptors and what each is (`/proc/PID/fd`).
+    private static func openDescriptors(_ processID: pid_t) -> String {
+        let base = "/proc/\(processID)/fd"
+        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []).compactMap { Int($0) }
+        return numbers.sorted().map { number in
+            "\(number)=" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(base)/\(number)")) ?? "?")
+        }.joined(separator: " ")
     }
 
     deinit {
