@@ -6,7 +6,8 @@ import Synchronization
     import Glibc
 #endif
 
-/// SIGINT, SIGTERM and SIGHUP for the `keyauth` binary, caught with `sigaction` and a pipe.
+/// SIGINT, SIGTERM and SIGHUP for the `keyauth` binary, caught with `sigaction` and handed to a
+/// thread of their own through a semaphore.
 ///
 /// A libdispatch signal source is not used: on Linux it forwards each signal to the thread that
 /// first registered a source, and once that worker thread has exited (its `pthread_t` possibly
@@ -15,33 +16,48 @@ import Synchronization
 ///
 /// The handler does only async-signal-safe work: when a terminal prompt is waiting, it puts the
 /// terminal's settings back, ends the line and exits at once (`_exit`), since the prompt's
-/// thread is blocked in `read(2)` where no cancellation reaches; otherwise it writes the signal's
-/// number to a pipe, and a thread reading that pipe calls the Swift handler in ordinary context.
+/// thread is blocked in `read(2)` where no cancellation reaches; otherwise it marks the signal in
+/// an atomic set and posts a semaphore (`sem_post` is async-signal-safe), and the waiting thread
+/// calls the Swift handler in ordinary context. A pipe did this before, but a descriptor can be
+/// closed under its owner by code elsewhere in the process that closes a number twice (libcurl's
+/// sockets under URLSession are known to, swift-corelibs-foundation issue 3286): the reading
+/// thread then ended, and Control-C was ignored for good. Memory cannot be taken away like that.
 enum StopSignals {
-    /// The write end of the pipe, read by the signal handler; -1 before installation.
-    private static let pipeWriteEnd = Atomic<Int32>(-1)
+    /// The address of the semaphore the handler posts, 0 before installation (an integer, which
+    /// an atomic holds and a handler reads safely). Allocated once and never freed, since a
+    /// handler may run at any moment until the process ends.
+    private static let semaphoreAddress = Atomic<UInt>(0)
+    /// The signals received and not yet handed on, one bit per number.
+    private static let pendingSignals = Atomic<UInt64>(0)
+    /// The first stopping signal received, 0 before any: handed on first when several arrive at
+    /// once, since the exit status is that signal's.
+    private static let firstSignal = Atomic<Int32>(0)
 
     /// Installs the handler for `signals` and calls `handle` with each one that arrives and is
     /// not settled by a waiting prompt.
     ///
-    /// - Returns: false when the pipe or the handler cannot be set up; the signals then keep
+    /// - Returns: false when the semaphore or the handler cannot be set up; the signals then keep
     ///   their default dispositions.
     static func install(_ signals: [Int32], handle: @escaping @Sendable (Int32) -> Void) -> Bool {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { return false }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        let readEnd = ends[0]
-        pipeWriteEnd.store(ends[1], ordering: .releasing)
+        let posted = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+        guard sem_init(posted, 0, 0) == 0 else {
+            posted.deallocate()
+            return false
+        }
+        let address = UInt(bitPattern: posted)
+        semaphoreAddress.store(address, ordering: .releasing)
         // Sets up the prompt's saved-state storage now, so that the handler never runs Swift's
         // one-time initialisation of a global.
         TerminalSecretReader.prepareForSignalHandlers()
         let watcher = Thread {
-            var byte: UInt8 = 0
+            guard let posted = UnsafeMutablePointer<sem_t>(bitPattern: address) else { return }
             while true {
-                let count = read(readEnd, &byte, 1)
-                if count < 0 && errno == EINTR { continue }
-                guard count == 1 else { return }
-                handle(Int32(byte))
+                guard sem_wait(posted) == 0 else {
+                    if errno == EINTR { continue }
+                    return
+                }
+                let pending = pendingSignals.exchange(0, ordering: .acquiringAndReleasing)
+                for number in handOnOrder(pending, first: firstSignal.load(ordering: .acquiring)) { handle(number) }
             }
         }
         watcher.name = "keyauth-signals"
@@ -56,13 +72,24 @@ enum StopSignals {
         return true
     }
 
-    /// The handler's half: only atomics, `tcsetattr`, `write` and `_exit`.
+    /// The numbers set in `pending`, `first` ahead of the others when it is among them.
+    static func handOnOrder(_ pending: UInt64, first: Int32) -> [Int32] {
+        let numbers = (1..<64).filter { pending & (UInt64(1) << UInt64($0)) != 0 }.map { Int32($0) }
+        guard numbers.contains(first) else { return numbers }
+        return [first] + numbers.filter { $0 != first }
+    }
+
+    /// The handler's half: only atomics, `tcsetattr`, `write`, `sem_post` and `_exit`.
     fileprivate static func received(_ number: Int32) {
         if TerminalSecretReader.restoreTerminalAfterInterrupt() {
             _exit(KeyAuthCommand.status(afterSignal: number))
         }
-        var byte = UInt8(truncatingIfNeeded: number)
-        _ = write(pipeWriteEnd.load(ordering: .acquiring), &byte, 1)
+        guard number > 0, number < 64,
+            let posted = UnsafeMutablePointer<sem_t>(bitPattern: semaphoreAddress.load(ordering: .acquiring))
+        else { return }
+        _ = firstSignal.compareExchange(expected: 0, desired: number, ordering: .acquiringAndReleasing)
+        pendingSignals.bitwiseOr(UInt64(1) << UInt64(number), ordering: .acquiringAndReleasing)
+        sem_post(posted)
     }
 }
 

@@ -299,36 +299,6 @@ struct EndToEndTests {
         }
     }
 
-    @Test("Control-C while waiting for approval stops cleanly and leaves the device pending")
-    func interruptWhileWaiting() throws {
-        try withServer { server in
-            let laptop = Machine()
-            let desktop = Machine()
-            defer {
-                laptop.home.remove()
-                desktop.home.remove()
-            }
-            #expect(try laptop.register(server, user: "ivan", pin: "975310").status == 0)
-            let waiting = try RunningProcess(
-                Binaries.keyauth,
-                ["register", "--server", server.url, "--user", "ivan", "--bits", "2048", "--presence", "none"],
-                environment: desktop.environment)
-            #expect(waiting.waitForError(containing: "keyauth devices approve"))
-            waiting.signal(SIGINT)
-            #expect(waiting.wait() == 130)  // PROTOCOL.md section 7: 128 + SIGINT
-            let lines = waiting.standardError.split(separator: "\n")
-            #expect(lines.last?.hasPrefix("keyauth: stopped waiting for approval") == true, "\(waiting.standardError)")
-            let name = try desktop.accounts.resolve(nil)
-            #expect(try desktop.accounts.load(name).status == .pending)
-
-            let keyID = try desktop.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
-            #expect(
-                try laptop.run(["devices", "approve", keyID, "--pin-stdin"], standardInput: "975310\n").status == 0)
-            let login = try desktop.run(["login"])
-            #expect(login.status == 0, "\(login.standardError)")
-        }
-    }
-
     @Test("a stopped server gives exit 69, and reset --local-only still works")
     func serverDown() throws {
         let machine = Machine()

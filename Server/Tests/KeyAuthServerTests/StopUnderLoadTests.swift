@@ -86,11 +86,7 @@ struct StopUnderLoadTests {
     func terminateWhileBusyWithSlowEpoll() throws {
         let directory = TemporaryDirectory("keyauth-stop-load")
         defer { directory.remove() }
-        let source = directory.path + "/slow-epoll-removal.c"
-        let library = directory.path + "/slow-epoll-removal.so"
-        try Data(Self.slowEpollRemoval.utf8).write(to: URL(fileURLWithPath: source))
-        let compiled = try ExternalCommand.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"])
-        try #require(compiled.status == 0, "cc: \(compiled.errorOutput)")
+        let library = try PreloadLibrary.compile(Self.slowEpollRemoval, named: "slow-epoll-removal", in: directory.path)
         for round in 0..<12 {
             let server = try KeyAuthServerProcess(
                 name: "stop-\(round)", database: directory.path + "/server.db", issuer: "http://127.0.0.1",
