@@ -390,6 +390,8 @@ final class QueueWatchingDatabase: SQLDatabase {
 
     var dialect: SQLDialect { sqlite.dialect }
 
+    var deviceChanges: SQLiteDeviceChanges? { sqlite.deviceChanges }
+
     var writesBlockUntilDurable: Bool { sqlite.writesBlockUntilDurable }
 
     func read<Result: Sendable>(

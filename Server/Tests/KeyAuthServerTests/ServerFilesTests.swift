@@ -15,7 +15,7 @@ struct ServerFilesTests {
         geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser")
 
     @Test(
-        "under umask 022, serve creates the database, its -wal and its -shm with mode 600")
+        "under umask 022, serve creates the database, its -wal, -shm and -device-changes with mode 600")
     func createdPrivate() throws {
         let directory = Self.enterableDirectory()
         defer { directory.remove() }
@@ -23,7 +23,7 @@ struct ServerFilesTests {
         let server = try Self.serve(database, in: directory)
         defer { server.terminate() }
         try server.waitUntilListening()
-        for file in [database, database + "-wal", database + "-shm"] {
+        for file in [database, database + "-wal", database + "-shm", database + "-device-changes"] {
             #expect(fileMode(file) == 0o600, "\(file)")
         }
     }
@@ -124,13 +124,13 @@ struct ServerFilesTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
     }
 
-    @Test("existing -wal and -shm files of the server's user are tightened to 600 rather than refused")
+    @Test("existing -wal, -shm and -device-changes files of the server's user are tightened to 600, not refused")
     func companionsTightened() throws {
         let directory = Self.enterableDirectory()
         defer { directory.remove() }
         let database = directory.path + "/ka.db"
         try StorageFactory.open(database).close()
-        for suffix in ["-wal", "-shm"] {
+        for suffix in ["-wal", "-shm", "-device-changes"] {
             #expect(
                 FileManager.default.createFile(
                     atPath: database + suffix, contents: nil, attributes: [.posixPermissions: 0o644]))
@@ -138,7 +138,7 @@ struct ServerFilesTests {
         }
         let storage = try StorageFactory.open(database)
         defer { storage.close() }
-        for file in [database, database + "-wal", database + "-shm"] {
+        for file in [database, database + "-wal", database + "-shm", database + "-device-changes"] {
             #expect(fileMode(file) == 0o600, "\(file)")
         }
         try storage.healthCheck()

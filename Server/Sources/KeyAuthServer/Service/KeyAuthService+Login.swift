@@ -38,7 +38,7 @@ extension KeyAuthService {
     /// answer carries the host's renewed offline grant (``OfflineGrants``).
     func login(assertion: String, proof: VerifiedDPoPProof? = nil) throws -> LoginResult {
         let parsed = try parseAssertion(assertion)
-        let stored = try storage.device(kid: parsed.keyID)
+        let stored = try storage.loginDevice(kid: parsed.keyID)
         let (key, device) = try loginKeys.key(for: stored, signature: parsed.signature)
         let verified = try verifyAssertion(parsed, key: key)
         // Only a device's own key returns one; a decoy verifies nothing.

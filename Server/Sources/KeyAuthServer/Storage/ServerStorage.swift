@@ -37,6 +37,11 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// The device registered under `kid` (its key fingerprint), in any state.
     func device(kid: String) throws(StorageError) -> DeviceRecord?
 
+    /// The device `kid` for a login: as ``device(kid:)``, and as current for every decision
+    /// (a change any keyauth process committed before the call is seen), but perhaps kept in
+    /// memory, so its `lastLoginAt` may lag. Only logins call it.
+    func loginDevice(kid: String) throws(StorageError) -> DeviceRecord?
+
     /// Up to `limit` devices of `user` that come after `position` in the order (`created_at`,
     /// `kid`): oldest first, devices registered in the same second by `kid` in byte order.
     func devices(user: String, after position: DeviceListPosition, limit: Int) throws(StorageError) -> [DeviceRecord]

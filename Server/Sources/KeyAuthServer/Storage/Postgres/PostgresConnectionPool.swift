@@ -143,6 +143,9 @@ final class PostgresConnectionSlot: Sendable {
 extension PostgresConnectionPool: SQLDatabase {
     var dialect: SQLDialect { .postgres }
 
+    /// None: instances on other machines change devices, so every login reads its device.
+    var deviceChanges: SQLiteDeviceChanges? { nil }
+
     /// libpq's calls block, and PostgreSQL's commit is durable when it returns.
     var writesBlockUntilDurable: Bool { true }
 

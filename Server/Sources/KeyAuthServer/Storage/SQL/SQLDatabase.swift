@@ -9,6 +9,10 @@ protocol SQLDatabase: Sendable {
     /// The dialect of the database's connections.
     var dialect: SQLDialect { get }
 
+    /// What tells a cache of device records that another process changed one; nil where no
+    /// such signal exists (PostgreSQL), and every login reads its device.
+    var deviceChanges: SQLiteDeviceChanges? { get }
+
     /// Runs work that changes nothing. It may run a second time on a new connection when its
     /// connection broke under it.
     ///

@@ -76,6 +76,11 @@ extension SQLStorage {
         return device
     }
 
+    package func loginDevice(kid: String) throws(StorageError) -> DeviceRecord? {
+        guard let loginDevices else { return try device(kid: kid) }
+        return try loginDevices.device(kid: kid) { () throws(StorageError) in try device(kid: kid) }
+    }
+
     package func devices(
         user: String, after position: DeviceListPosition, limit: Int
     ) throws(StorageError) -> [DeviceRecord] {

@@ -24,6 +24,9 @@ package final class SQLStorage: ServerStorage {
     /// password masked.
     package let location: String
 
+    /// The devices logins read, kept while no process changes one (SQLite only).
+    let loginDevices: LoginDeviceCache?
+
     /// Opens storage on `database`, migrating its schema first.
     ///
     /// - Throws: ``StorageError``: `.schemaTooNew` when a newer server migrated the database,
@@ -31,6 +34,7 @@ package final class SQLStorage: ServerStorage {
     init(database: any SQLDatabase, location: String, now: @Sendable () -> Int64) throws(StorageError) {
         self.database = database
         self.location = location
+        loginDevices = database.deviceChanges.map { LoginDeviceCache(changes: $0) }
         let migrationTime = now()
         do {
             try database.migrate { connection throws(StorageError) in

@@ -6,8 +6,10 @@ import KeyAuth
 /// A handle is used by one thread at a time (it is opened with `SQLITE_OPEN_NOMUTEX` because
 /// ``SQLiteDatabase`` keeps each connection behind a `Mutex`), so the class is not `Sendable`.
 final class SQLiteConnection: SQLConnection {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
+    /// Set on the writer connection by ``reportDeviceChanges(to:)``.
+    var deviceChangeMark: SQLiteDeviceChangeMark?
 
     var dialect: SQLDialect { .sqlite }
 
@@ -38,6 +40,8 @@ final class SQLiteConnection: SQLConnection {
         // Finalize first: a handle with live statements would only become a zombie.
         statements.removeAll()
         sqlite3_close_v2(handle)
+        // Closing rolled back any open transaction.
+        deviceChangeMark?.transactionEnded()
     }
 
     /// Runs one statement through a cached prepared statement and reads all its rows.
@@ -46,6 +50,8 @@ final class SQLiteConnection: SQLConnection {
     /// that no WAL snapshot is held between calls.
     @discardableResult
     func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> SQLResult {
+        // Runs after the reset below: a statement outside a transaction commits by then.
+        defer { noteIfTransactionEnded() }
         let statement = try prepared(sql)
         defer { statement.reset() }
         try statement.bind(bindings)

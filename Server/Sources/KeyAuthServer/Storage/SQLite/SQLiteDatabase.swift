@@ -21,6 +21,8 @@ final class SQLiteDatabase: SQLDatabase {
     private let nextReader = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
     private let busyTimeoutMilliseconds: Int32
+    /// Every keyauth process's device changes on this file, for the login's device cache.
+    let deviceChanges: SQLiteDeviceChanges?
 
     var dialect: SQLDialect { .sqlite }
 
@@ -39,7 +41,10 @@ final class SQLiteDatabase: SQLDatabase {
         restartBytes: Int = SQLiteGroupCommitter.defaultRestartBytes
     ) throws(StorageError) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+        let deviceChanges = try SQLiteDeviceChanges(databasePath: path)
+        self.deviceChanges = deviceChanges
         let writerConnection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        try writerConnection.reportDeviceChanges(to: deviceChanges)
         // Several processes may open a new file at once. Switching to WAL needs an exclusive
         // lock, and SQLite answers "busy" at once instead of waiting when waiting could deadlock.
         let mode = try Self.retryingWhileBusy(timeoutMilliseconds: busyTimeoutMilliseconds) { () throws(StorageError) in
@@ -111,9 +116,19 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// A write through the group commit, retried while another process holds the file (several
     /// servers or commands opening a new file at once) until the busy timeout.
+    ///
+    /// It then watches the migrated `devices` table for changes (``SQLiteDeviceChanges``). A
+    /// migration may change devices before the triggers exist, so it counts as a device change
+    /// itself: every server's cache on the file is dropped.
     func migrate(_ body: @escaping @Sendable (any SQLConnection) throws(StorageError) -> Void) throws(StorageError) {
+        deviceChanges?.noteChangeStarted()
+        defer { deviceChanges?.noteChangeFinished() }
         try Self.retryingWhileBusy(timeoutMilliseconds: busyTimeoutMilliseconds) { () throws(StorageError) in
-            try write(body)
+            guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the storage is closed") }
+            try committer.write { connection throws(StorageError) in
+                try body(connection)
+                try connection.watchDevices()
+            }
         }
     }
 

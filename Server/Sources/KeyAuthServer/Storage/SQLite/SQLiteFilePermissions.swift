@@ -9,8 +9,9 @@ import Glibc
 /// common 022), so the server does not rely on it: it refuses a database that others can open or
 /// that belongs to someone else, and tightens the companions, which SQLite recreates at will.
 enum SQLiteFilePermissions {
-    /// The companions SQLite keeps beside a database in WAL mode.
-    static let companionSuffixes = ["-wal", "-shm"]
+    /// The companions SQLite keeps beside a database in WAL mode, and keyauth's count of device
+    /// changes (``SQLiteDeviceChanges``).
+    static let companionSuffixes = ["-wal", "-shm", SQLiteDeviceChanges.suffix]
 
     /// Checks `path` before SQLite opens it.
     ///
