@@ -247,6 +247,93 @@ struct LoginDeviceCacheTests {
         load.stop.store(true, ordering: .relaxed)
         #expect(load.refused.load(ordering: .relaxed) == 0)
     }
+
+    /// Preloaded into an admin command: the process kills itself at its first write to the
+    /// database's log, that is inside its first commit, after its triggers counted the change as
+    /// started and before it could count it as finished.
+    private static let dieAtLogWrite = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <signal.h>
+        #include <stdio.h>
+        #include <string.h>
+        #include <sys/types.h>
+        #include <unistd.h>
+
+        static void die_if_log(int fd) {
+            char link[64], path[4096];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            ssize_t n = readlink(link, path, sizeof path - 1);
+            if (n > 4 && memcmp(path + n - 4, "-wal", 4) == 0) kill(getpid(), SIGKILL);
+        }
+
+        ssize_t pwrite64(int fd, const void *buffer, size_t count, off_t offset) {
+            static ssize_t (*real)(int, const void *, size_t, off_t);
+            if (!real) real = dlsym(RTLD_NEXT, "pwrite64");
+            die_if_log(fd);
+            return real(fd, buffer, count, offset);
+        }
+
+        ssize_t pwrite(int fd, const void *buffer, size_t count, off_t offset) {
+            static ssize_t (*real)(int, const void *, size_t, off_t);
+            if (!real) real = dlsym(RTLD_NEXT, "pwrite");
+            die_if_log(fd);
+            return real(fd, buffer, count, offset);
+        }
+
+        ssize_t write(int fd, const void *buffer, size_t count) {
+            static ssize_t (*real)(int, const void *, size_t);
+            if (!real) real = dlsym(RTLD_NEXT, "write");
+            die_if_log(fd);
+            return real(fd, buffer, count);
+        }
+        """
+
+    @Test(
+        "an admin command killed inside its commit loses nothing and turns keeping off until every process stops",
+        .timeLimit(.minutes(3)))
+    func killedAdminCommandTurnsKeepingOff() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let database = environment.databasePath
+        let library = try PreloadLibrary.compile(
+            Self.dieAtLogWrite, named: "die-at-log-write", in: environment.directory.path)
+        let arguments = [
+            "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
+            "--quiet", "--config", "/dev/null",
+        ]
+        do {
+            let server = try KeyAuthServerProcess(
+                name: "kept", arguments: arguments, logPath: environment.directory.path + "/kept.log")
+            defer { server.terminate() }
+            try server.waitUntilListening()
+            let storage = try StorageFactory.open(database, creatingIfMissing: false)
+            defer { storage.close() }
+            let api = TestAPI(
+                transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
+                storage: storage)
+            let key = try ServerTestKeys.key("killed-revoke")
+            let kid = key.publicKey.fingerprint
+            #expect(try api.register(user: "alice", key: key).status == 201)
+            #expect(try api.login(key).status == 200)
+
+            let killed = try KeyAuthServerProcess.runCommand(
+                ["revoke", kid, "--db", database, "--config", "/dev/null"], environment: ["LD_PRELOAD": library])
+            #expect(killed.status == 128 + SIGKILL, "the preloaded revoke ended with \(killed.status): \(killed.error)")
+            let changes = try #require((storage as? SQLStorage)?.database.deviceChanges)
+            #expect(changes.started == changes.finished + 1, "the killed command left no open count")
+
+            // Nothing was lost or half-done: the device is active and logs in.
+            #expect(try api.login(key).status == 200)
+            // The server keeps nothing now: a change no keyauth process counts reaches the next
+            // login.
+            try Self.setStatusBehindTheServer(database, kid: kid, to: "revoked")
+            #expect(try api.login(key).status == 400, "the server kept a device while a count was open")
+            #expect(server.terminate() == 0)
+        }
+        // Every process has let go of the file: the next one alone starts the counts again.
+        let fresh = try SQLiteDeviceChanges(databasePath: database)
+        #expect(fresh.started == fresh.finished)
+    }
 }
 
 /// What a test's thread of background logins shares with the test.
