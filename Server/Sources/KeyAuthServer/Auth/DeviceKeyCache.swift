@@ -7,8 +7,9 @@ import Synchronization
 /// of a login's CPU (decoder and encoder lookups under global locks), far more than the RSA
 /// verification itself; a parsed key also keeps its pool of verification contexts.
 ///
-/// Only parsing is cached, never a decision: the login still reads the device record on every
-/// request, so a revocation or a status change applies at once, and an entry is used only when
+/// Only parsing is cached, never a decision: the login still gets the device record for every
+/// request (from storage, or from ``LoginDeviceCache``, which a change by any keyauth process
+/// retires), so a revocation or a status change applies at once, and an entry is used only when
 /// the stored PEM is exactly the one it was parsed from. The cache holds at most `capacity`
 /// keys (a few KiB each); past that an arbitrary entry makes room.
 final class DeviceKeyCache: Sendable {
