@@ -103,6 +103,36 @@ struct RouteTableTests {
         }
     }
 
+    @Test("a literal path is answered as declared, by a parameter pattern declared before it too")
+    func literalPathsKeepDeclarationOrder() {
+        let overlapping = RouteTable<String>([
+            RouteDeclaration([.delete], "/v1/devices/{kid}", "revoke"),
+            RouteDeclaration([.get], "/v1/devices/mine", "mine"),
+        ])
+        guard case .found(let mine, let none) = overlapping.match(method: "GET", path: "/v1/devices/mine"),
+            case .found(let revoke, let parameters) = overlapping.match(method: "DELETE", path: "/v1/devices/mine")
+        else {
+            Issue.record("GET or DELETE /v1/devices/mine found no route")
+            return
+        }
+        #expect(mine.handler == "mine" && none == RouteParameters())
+        #expect(revoke.handler == "revoke" && parameters["kid"] == "mine")
+        guard
+            case .methodNotAllowed(let allowed, let label) = overlapping.match(method: "PUT", path: "/v1/devices/mine")
+        else {
+            Issue.record("PUT /v1/devices/mine was not 405")
+            return
+        }
+        #expect(allowed == [HTTPMethod.delete, .get].sorted())
+        #expect(label == "/v1/devices/{kid}")
+        // Another spelling of the path is not the literal: it goes through the patterns.
+        guard case .notFound = overlapping.match(method: "GET", path: "/v1/devices/mine/") else {
+            Issue.record("a trailing slash found a route")
+            return
+        }
+        #expect(PathPattern("/v1/devices/mine").isLiteral && !PathPattern("/v1/devices/{kid}").isLiteral)
+    }
+
     @Test("the endpoint list merges the methods of one pattern, in declaration order")
     func endpointsListEachPatternOnce() {
         let endpoints = table.endpoints.map { ($0.methods.map(\.rawValue).joined(separator: ", "), $0.pattern) }

@@ -35,6 +35,11 @@ package struct PathPattern: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
+    /// Whether the pattern names no parameter: it matches one path, its own text.
+    package var isLiteral: Bool {
+        segments.allSatisfy { if case .literal = $0 { true } else { false } }
+    }
+
     /// The parameters of `path` when it matches, by name; nil when it does not.
     package func match(_ path: String) -> RouteParameters? {
         Self.segments(of: path).flatMap { match(segments: $0) }

@@ -34,6 +34,18 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     private let exactRoutesByFirstSegment: [String: [RouteDeclaration<Handler>]]
     /// Those that start with a parameter: all that can match a first segment no pattern names.
     private let exactRoutesStartingWithParameter: [RouteDeclaration<Handler>]
+    /// The answer for each path that a pattern spells out in full, found once: a request for
+    /// one (the token endpoint's among them) costs a lookup instead of splitting its path and
+    /// trying patterns, a microsecond and a half of every login.
+    private let literalPaths: [String: LiteralPath]
+
+    /// The routes whose patterns match one literal path, in declaration order, with what each
+    /// takes from it, and the answer when none has the request's method.
+    private struct LiteralPath: Sendable {
+        let routes: [(route: RouteDeclaration<Handler>, parameters: RouteParameters)]
+        let allowed: [HTTPMethod]
+        let label: String
+    }
 
     package init(_ routes: [RouteDeclaration<Handler>]) {
         self.routes = routes
@@ -49,6 +61,20 @@ package struct RouteTable<Handler: Sendable>: Sendable {
             groups[literal] = exactRoutes.filter { firstLiteral($0) == nil || firstLiteral($0) == literal }
         }
         exactRoutesByFirstSegment = groups
+        var literalPaths: [String: LiteralPath] = [:]
+        for route in exactRoutes where route.pattern.isLiteral {
+            let path = route.pattern.description
+            guard literalPaths[path] == nil, let segments = PathPattern.segments(of: path) else { continue }
+            // Every route that matches the path, a parameter pattern declared earlier included,
+            // as the slower match below would try them.
+            let matching = exactRoutes.compactMap { candidate in
+                candidate.pattern.match(segments: segments).map { (route: candidate, parameters: $0) }
+            }
+            literalPaths[path] = LiteralPath(
+                routes: matching, allowed: Set(matching.flatMap(\.route.allowedMethods)).sorted(),
+                label: matching.first?.route.label ?? route.label)
+        }
+        self.literalPaths = literalPaths
     }
 
     /// How a request's method and path meet the table.
@@ -67,8 +93,15 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     /// (a pattern ending in `{name*}`) is tried only for a path no other pattern matches, so
     /// that a known path with the wrong method is 405, not the catch-all's answer.
     package func match(method: String, path: String) -> Match {
-        guard let segments = PathPattern.segments(of: path) else { return .notFound }
         let requested = HTTPMethod(requestMethod: method)
+        if let literal = literalPaths[path] {
+            for index in literal.routes.indices
+            where requested.map(literal.routes[index].route.allowedMethods.contains) ?? false {
+                return .found(literal.routes[index].route, literal.routes[index].parameters)
+            }
+            return .methodNotAllowed(allowed: literal.allowed, label: literal.label)
+        }
+        guard let segments = PathPattern.segments(of: path) else { return .notFound }
         let exactRoutes =
             segments.first.flatMap { exactRoutesByFirstSegment[String($0)] } ?? exactRoutesStartingWithParameter
         let exact = match(requested, segments, among: exactRoutes)
