@@ -72,6 +72,30 @@ public final class KeyAuthServerProcess: Sendable {
         return server
     }
 
+    /// A server on `database` as an administrator runs one beside `keyauth-server` admin
+    /// commands on the same file, started and listening: open enrollment, no metrics listener,
+    /// no request log, no settings file. Its standard error goes to `directory/name.log`; it is
+    /// stopped again when it does not come up.
+    ///
+    /// - Parameter extraArguments: more `serve` options (`--replay-cache database`).
+    public static func started(
+        name: String, database: String, in directory: String, extraArguments: [String] = []
+    ) throws -> KeyAuthServerProcess {
+        let server = try KeyAuthServerProcess(
+            name: name,
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
+                "--quiet", "--config", "/dev/null",
+            ] + extraArguments, logPath: "\(directory)/\(name).log")
+        do {
+            try server.waitUntilListening()
+        } catch {
+            server.terminate()
+            throw error
+        }
+        return server
+    }
+
     /// Launches the binary with exactly `arguments` and returns without waiting.
     ///
     /// - Parameters:

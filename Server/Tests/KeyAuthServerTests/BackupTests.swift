@@ -15,17 +15,10 @@ struct BackupTests {
     }
 
     private func serve(_ name: String, _ database: String, _ directory: String) throws -> KeyAuthServerProcess {
-        let server = try KeyAuthServerProcess(
-            name: name,
-            arguments: [
-                "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
-                "--quiet", "--config", "/dev/null",
-                // A backup of a memory replay cache restores like a crash (logins wait out the
-                // restart rule, as CrashDurabilityTests shows); the copy is the point here.
-                "--replay-cache", "database",
-            ], logPath: "\(directory)/\(name).log")
-        try server.waitUntilListening()
-        return server
+        // A backup of a memory replay cache restores like a crash (logins wait out the restart
+        // rule, as CrashDurabilityTests shows); the copy is the point here.
+        try KeyAuthServerProcess.started(
+            name: name, database: database, in: directory, extraArguments: ["--replay-cache", "database"])
     }
 
     @Test("a backup of a live server's database restores, and a device registered before it logs in")

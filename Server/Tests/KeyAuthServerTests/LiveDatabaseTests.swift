@@ -13,17 +13,15 @@ struct LiveDatabaseTests {
     func adminCommandKeepsWAL() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
         let database = environment.databasePath
-        let arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
-            "--quiet", "--config", "/dev/null",
-            // A login right after kill -9: with the replay cache in memory it would wait out the
-            // restart rule (CrashDurabilityTests covers that); here the WAL is the point.
-            "--replay-cache", "database",
-        ]
-        let server = try KeyAuthServerProcess(
-            name: "live", arguments: arguments, logPath: environment.directory.path + "/live.log")
+        // A login right after kill -9: with the replay cache in memory it would wait out the
+        // restart rule (CrashDurabilityTests covers that); here the WAL is the point.
+        func serve(_ name: String) throws -> KeyAuthServerProcess {
+            try KeyAuthServerProcess.started(
+                name: name, database: database, in: environment.directory.path,
+                extraArguments: ["--replay-cache", "database"])
+        }
+        let server = try serve("live")
         defer { server.terminate() }
-        try server.waitUntilListening()
         let storage = try StorageFactory.open(database, creatingIfMissing: false)
         defer { storage.close() }
         let api = TestAPI(
@@ -42,10 +40,8 @@ struct LiveDatabaseTests {
         #expect(server.kill())
         storage.close()
 
-        let restarted = try KeyAuthServerProcess(
-            name: "restarted", arguments: arguments, logPath: environment.directory.path + "/restarted.log")
+        let restarted = try serve("restarted")
         defer { restarted.terminate() }
-        try restarted.waitUntilListening()
         let reopened = try StorageFactory.open(database, creatingIfMissing: false)
         defer { reopened.close() }
         let after = TestAPI(

@@ -22,6 +22,13 @@ struct LoginDeviceCacheTests {
         try outsider.execute("UPDATE devices SET status = $1 WHERE kid = $2", [.text(status), .text(kid)])
     }
 
+    /// keyauth's storage on the environment's file, with its database for statements of a test's
+    /// own through keyauth's connection (and so its triggers).
+    private static func openStorage(_ environment: TestEnvironment) throws -> (SQLiteDatabase, SQLStorage) {
+        let database = try SQLiteDatabase(path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000)
+        return (database, try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 }))
+    }
+
     @Test("a kept device is retired by a change that another instance on the file commits, before the next read")
     func anotherInstanceRetiresKeptDevices() throws {
         let environment = TestEnvironment()
@@ -47,8 +54,7 @@ struct LoginDeviceCacheTests {
     @Test("every column but last_login_at counts as a device change, as do inserts and deletes")
     func triggersCoverTheColumns() throws {
         let environment = TestEnvironment()
-        let database = try SQLiteDatabase(path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000)
-        let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
+        let (database, storage) = try Self.openStorage(environment)
         defer { storage.close() }
         let changes = try #require(database.deviceChanges)
         func counted(_ body: () throws -> Void) rethrows -> UInt64 {
@@ -82,8 +88,7 @@ struct LoginDeviceCacheTests {
     @Test("one transaction counts once, a rolled-back one is finished too, and a delete counts")
     func transactionsCountOnce() throws {
         let environment = TestEnvironment()
-        let database = try SQLiteDatabase(path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000)
-        let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
+        let (database, storage) = try Self.openStorage(environment)
         defer { storage.close() }
         let changes = try #require(database.deviceChanges)
         #expect(try storage.insertDevice(Self.device("kid-c")))
@@ -189,15 +194,9 @@ struct LoginDeviceCacheTests {
     func adminCommandsReachTheNextLogin() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
         let database = environment.databasePath
-        let server = try KeyAuthServerProcess(
-            name: "cached",
-            arguments: [
-                "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
-                "--quiet", "--config", "/dev/null",
-            ],
-            logPath: environment.directory.path + "/cached.log")
+        let server = try KeyAuthServerProcess.started(
+            name: "cached", database: database, in: environment.directory.path)
         defer { server.terminate() }
-        try server.waitUntilListening()
         let storage = try StorageFactory.open(database, creatingIfMissing: false)
         defer { storage.close() }
         @Sendable func api() -> TestAPI {
@@ -297,15 +296,10 @@ struct LoginDeviceCacheTests {
         let database = environment.databasePath
         let library = try PreloadLibrary.compile(
             Self.dieAtLogWrite, named: "die-at-log-write", in: environment.directory.path)
-        let arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--db", database, "--enrollment", "open", "--metrics-listen", "off",
-            "--quiet", "--config", "/dev/null",
-        ]
         do {
-            let server = try KeyAuthServerProcess(
-                name: "kept", arguments: arguments, logPath: environment.directory.path + "/kept.log")
+            let server = try KeyAuthServerProcess.started(
+                name: "kept", database: database, in: environment.directory.path)
             defer { server.terminate() }
-            try server.waitUntilListening()
             let storage = try StorageFactory.open(database, creatingIfMissing: false)
             defer { storage.close() }
             let api = TestAPI(
