@@ -40,11 +40,21 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     private let literalPaths: [String: LiteralPath]
 
     /// The routes whose patterns match one literal path, in declaration order, with what each
-    /// takes from it, and the answer when none has the request's method.
-    private struct LiteralPath: Sendable {
+    /// takes from it, and the answer when none has the request's method. A class, so that a
+    /// lookup retains one reference instead of copying three arrays' worth.
+    private final class LiteralPath: Sendable {
         let routes: [(route: RouteDeclaration<Handler>, parameters: RouteParameters)]
         let allowed: [HTTPMethod]
         let label: String
+
+        init(
+            routes: [(route: RouteDeclaration<Handler>, parameters: RouteParameters)], allowed: [HTTPMethod],
+            label: String
+        ) {
+            self.routes = routes
+            self.allowed = allowed
+            self.label = label
+        }
     }
 
     package init(_ routes: [RouteDeclaration<Handler>]) {
