@@ -2,7 +2,11 @@
 ///
 /// A feature declares its routes once, as a list of these; the router, the `405 Allow` header,
 /// the metrics labels and the protocol's endpoint table all read that list.
-package struct RouteDeclaration<Handler: Sendable>: Sendable {
+///
+/// A class: every request takes its route out of the shared table, and a reference costs one
+/// retain, where a copy of the fields retained five, each a count that both worker threads
+/// write.
+package final class RouteDeclaration<Handler: Sendable>: Sendable {
     /// The methods answered, `HEAD` among them where it is (the transport sends no body).
     package let methods: [HTTPMethod]
     package let pattern: PathPattern
@@ -124,7 +128,7 @@ package struct RouteTable<Handler: Sendable>: Sendable {
     ) -> Match {
         var allowed: Set<HTTPMethod> = []
         var firstLabel: String?
-        // By index: a route is copied (five references retained) only when it is the answer.
+        // By index: a route is retained only when it is the answer.
         for index in candidates.indices {
             guard let parameters = candidates[index].pattern.match(segments: segments) else { continue }
             if let requested, candidates[index].allowedMethods.contains(requested) {
