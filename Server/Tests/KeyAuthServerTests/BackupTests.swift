@@ -9,9 +9,7 @@ import Testing
 struct BackupTests {
     /// A test API over sockets to a server process, with storage opened on its database.
     private func api(_ server: KeyAuthServerProcess, database: String, clock: TestClock) throws -> TestAPI {
-        TestAPI(
-            transport: SocketTransport(port: server.port), issuer: server.url, clock: clock,
-            storage: try StorageFactory.open(database, creatingIfMissing: false))
+        TestAPI(server: server, clock: clock, storage: try StorageFactory.open(database, creatingIfMissing: false))
     }
 
     private func serve(_ name: String, _ database: String, _ directory: String) throws -> KeyAuthServerProcess {

@@ -39,9 +39,7 @@ struct FullDiskTests {
         defer { server.terminate() }
         try server.waitUntilListening()
         // Requests go over the socket; the API's storage (a database of its own) is not used.
-        let api = TestAPI(
-            transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
-            storage: try environment.openStorage())
+        let api = TestAPI(server: server, clock: environment.clock, storage: try environment.openStorage())
         let alice = try ServerTestKeys.key("alice-1")
         #expect(try api.register(user: "alice", key: alice).status == 201)
         #expect(try api.send("GET", "/healthz").status == 200)

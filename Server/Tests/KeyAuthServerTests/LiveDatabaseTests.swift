@@ -24,9 +24,7 @@ struct LiveDatabaseTests {
         defer { server.terminate() }
         let storage = try StorageFactory.open(database, creatingIfMissing: false)
         defer { storage.close() }
-        let api = TestAPI(
-            transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
-            storage: storage)
+        let api = TestAPI(server: server, clock: environment.clock, storage: storage)
         #expect(try api.register(user: "alice", key: ServerTestKeys.key("alice-1")).status == 201)
         #expect(FileManager.default.fileExists(atPath: database + "-wal"))
 
@@ -44,9 +42,7 @@ struct LiveDatabaseTests {
         defer { restarted.terminate() }
         let reopened = try StorageFactory.open(database, creatingIfMissing: false)
         defer { reopened.close() }
-        let after = TestAPI(
-            transport: SocketTransport(port: restarted.port), issuer: restarted.url, clock: environment.clock,
-            storage: reopened)
+        let after = TestAPI(server: restarted, clock: environment.clock, storage: reopened)
         #expect(try after.login(later).status == 200, "a registration acknowledged after the admin command was lost")
     }
 }

@@ -200,9 +200,7 @@ struct LoginDeviceCacheTests {
         let storage = try StorageFactory.open(database, creatingIfMissing: false)
         defer { storage.close() }
         @Sendable func api() -> TestAPI {
-            TestAPI(
-                transport: SocketTransport(port: server.port), issuer: server.url,
-                clock: TestClock(ServerClock.now()), storage: storage)
+            TestAPI(server: server, clock: TestClock(ServerClock.now()), storage: storage)
         }
         func admin(_ command: String, _ kid: String) throws {
             let run = try KeyAuthServerProcess.runCommand([command, kid, "--db", database, "--config", "/dev/null"])
@@ -302,9 +300,7 @@ struct LoginDeviceCacheTests {
             defer { server.terminate() }
             let storage = try StorageFactory.open(database, creatingIfMissing: false)
             defer { storage.close() }
-            let api = TestAPI(
-                transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
-                storage: storage)
+            let api = TestAPI(server: server, clock: environment.clock, storage: storage)
             let key = try ServerTestKeys.key("killed-revoke")
             let kid = key.publicKey.fingerprint
             #expect(try api.register(user: "alice", key: key).status == 201)

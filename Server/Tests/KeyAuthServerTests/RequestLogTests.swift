@@ -30,9 +30,7 @@ struct RequestLogTests {
         try server.waitUntilListening()
         let storage = try StorageFactory.open(environment.databasePath, creatingIfMissing: false)
         defer { storage.close() }
-        let api = TestAPI(
-            transport: SocketTransport(port: server.port), issuer: server.url, clock: environment.clock,
-            storage: storage)
+        let api = TestAPI(server: server, clock: environment.clock, storage: storage)
         let key = try ServerTestKeys.key("alice-1")
         let kid = key.publicKey.fingerprint
         #expect(try api.register(user: "alice", key: key).status == 201)

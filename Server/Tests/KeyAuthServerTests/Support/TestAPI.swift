@@ -138,3 +138,11 @@ struct TestAPI: Sendable {
         return output
     }
 }
+
+extension TestAPI {
+    /// Requests over a socket to a server process, which is their issuer.
+    init(server: KeyAuthServerProcess, clock: TestClock, storage: any ServerStorage) {
+        self.init(
+            transport: SocketTransport(port: server.port), issuer: server.url, clock: clock, storage: storage)
+    }
+}
