@@ -69,7 +69,7 @@ package struct CompactJWS: Sendable {
         }
         let forbidden =
             permittedHeaders.isEmpty ? Self.forbiddenHeaders : Self.forbiddenHeaders.subtracting(permittedHeaders)
-        if let member = header.names.first(where: forbidden.contains) {
+        if let member = header.firstName(where: forbidden.contains) {
             throw KeyAuthError(.claimInvalid, "the token header member \"\(member)\" is not accepted")
         }
         self.headerMembers = header

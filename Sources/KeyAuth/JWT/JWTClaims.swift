@@ -51,6 +51,12 @@ public struct JWTClaims: Sendable, Hashable {
     /// The claim names, in the order they are written.
     public var names: [String] { members.map(\.name) }
 
+    /// The first claim name, in written order, that satisfies `predicate`: for checks on every
+    /// token, without building ``names``.
+    package func firstName(where predicate: (String) -> Bool) -> String? {
+        members.first { predicate($0.name) }?.name
+    }
+
     /// Whether claim `name` is present (with any value, `null` included).
     public func contains(_ name: String) -> Bool {
         members.contains { $0.name == name }

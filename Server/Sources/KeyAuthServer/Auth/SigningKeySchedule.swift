@@ -44,7 +44,8 @@ struct SigningKeySchedule: Sendable {
     /// earliest published key when none has (a clock set back), so that the server still signs
     /// with a published key. Nil only without any published key.
     func currentKeyID(at now: Int64) -> String? {
-        let published = entries.filter { $0.retiredAt == nil }
+        // Every login asks: a lazy view of the published keys, not a new array per call.
+        let published = entries.lazy.filter { $0.retiredAt == nil }
         return (published.last { $0.activeFrom <= now } ?? published.first)?.kid
     }
 
