@@ -117,10 +117,14 @@ package final class KeyAuthResponder: HTTPResponder {
         // known, as the client gets it.
         let scope = DurabilityScope.current
         let identified = caller
+        // The closures keep what the line and the metrics need, not a copy of the whole request.
+        let logged = LoggedRequest(
+            method: request.method, path: request.path,
+            client: logRequests ? clientAddress(of: request) : "")
         guard let deferred = response.deferred else {
             let answer = (status: response.status, code: errorCode ?? Self.errorCode(of: response))
             Self.whenSettled(scope) { [self] failure in
-                record(request, label: label, caller: identified, answer: answer, failure, since: start)
+                record(logged, label: label, caller: identified, answer: answer, failure, since: start)
             }
             return response
         }
@@ -129,12 +133,20 @@ package final class KeyAuthResponder: HTTPResponder {
         deferred.whenComplete { [self] final in
             Self.whenSettled(scope) { [self] failure in
                 record(
-                    request, label: label, caller: identified, answer: (final.status, Self.errorCode(of: final)),
+                    logged, label: label, caller: identified, answer: (final.status, Self.errorCode(of: final)),
                     failure, since: start)
             }
             answered.complete(with: final)
         }
         return .deferred(answered)
+    }
+
+    /// What a request's log line and metrics take from it, once it is answered.
+    private struct LoggedRequest: Sendable {
+        let method: String
+        let path: String
+        /// The client address as the log shows it (empty when requests are not logged).
+        let client: String
     }
 
     /// The metrics label of a matched route: its declared pattern; nil for an unknown path.
@@ -158,7 +170,7 @@ package final class KeyAuthResponder: HTTPResponder {
     /// Records `answer` (status and OAuth error code), or the transport's 503 when a write it
     /// depended on failed.
     private func record(
-        _ request: HTTPRequest, label: String?, caller: Caller, answer: (status: Int, code: String?),
+        _ request: LoggedRequest, label: String?, caller: Caller, answer: (status: Int, code: String?),
         _ failure: StorageError?, since start: UInt64
     ) {
         guard let failure else {
@@ -178,7 +190,7 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Counts a request in the metrics and writes its log line.
     private func record(
-        _ request: HTTPRequest, label: String?, caller: Caller, status: Int, error errorCode: String?,
+        _ request: LoggedRequest, label: String?, caller: Caller, status: Int, error errorCode: String?,
         since start: UInt64
     ) {
         let seconds = Double(ServerClock.nanoseconds(from: start, to: ServerClock.monotonicNanoseconds())) / 1e9
@@ -190,7 +202,7 @@ package final class KeyAuthResponder: HTTPResponder {
             let path = label == nil ? String(request.path.prefix(64)) : request.path
             log.request(
                 RequestLogEntry(
-                    client: clientAddress(of: request), method: request.method, path: path,
+                    client: request.client, method: request.method, path: path,
                     route: label ?? "unknown", status: status, error: errorCode, user: caller.user,
                     deviceKID: caller.deviceKID, clientID: caller.clientID, milliseconds: seconds * 1000),
                 format: logFormat)
