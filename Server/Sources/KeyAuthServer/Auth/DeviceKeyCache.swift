@@ -13,9 +13,15 @@ import Synchronization
 /// the stored PEM is exactly the one it was parsed from. The cache holds at most `capacity`
 /// keys (a few KiB each); past that an arbitrary entry makes room.
 final class DeviceKeyCache: Sendable {
-    private struct Entry: Sendable {
+    /// A class, so that taking one out of the shared table for a login is one retain.
+    private final class Entry: Sendable {
         let pem: String
         let key: RSAPublicKey
+
+        init(pem: String, key: RSAPublicKey) {
+            self.pem = pem
+            self.key = key
+        }
     }
 
     private let capacity: Int

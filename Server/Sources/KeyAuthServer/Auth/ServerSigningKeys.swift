@@ -10,8 +10,9 @@ import Synchronization
 /// names a key this instance has not loaded (a key another instance or `keys rotate` added);
 /// keys already parsed are kept, so a reload parses only new keys.
 final class ServerSigningKeys: Sendable {
-    /// A loaded key.
-    struct LoadedKey: Sendable {
+    /// A loaded key. A class, so that taking the current key out of the shared table for each
+    /// token is one retain.
+    final class LoadedKey: Sendable {
         /// The public key's thumbprint: the `kid` of the tokens it signs.
         let kid: String
         /// The key's dates.
@@ -24,6 +25,13 @@ final class ServerSigningKeys: Sendable {
         let nonceSecret: [UInt8]
         /// What the JWK set publishes and verification uses.
         var publicKey: JWSPublicKey { signer.key.publicKey }
+
+        init(kid: String, entry: SigningKeySchedule.Entry, signer: ServerSigner, nonceSecret: [UInt8]) {
+            self.kid = kid
+            self.entry = entry
+            self.signer = signer
+            self.nonceSecret = nonceSecret
+        }
     }
 
     /// The fewest seconds between two reloads for an unknown `kid`, so that tokens naming made-up

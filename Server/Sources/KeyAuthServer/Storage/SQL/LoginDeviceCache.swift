@@ -15,12 +15,19 @@ import Synchronization
 /// logins within ``maximumAge``. Unknown `kid`s are never kept, so that a flood of made-up keys
 /// cannot fill the cache; at ``capacity`` an arbitrary entry makes room.
 final class LoginDeviceCache: Sendable {
-    private struct Entry: Sendable {
+    /// A class, so that taking one out of the shared table for a login is one retain.
+    private final class Entry: Sendable {
         let record: DeviceRecord
         /// ``SQLiteDeviceChanges/started`` when the read began.
         let generation: UInt64
         /// Monotonic nanoseconds when the read began.
         let readAt: UInt64
+
+        init(record: DeviceRecord, generation: UInt64, readAt: UInt64) {
+            self.record = record
+            self.generation = generation
+            self.readAt = readAt
+        }
     }
 
     /// How long a kept record may be used, for changes that nothing counts.
