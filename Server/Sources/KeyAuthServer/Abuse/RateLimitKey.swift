@@ -21,13 +21,15 @@ package enum RateLimitKey: Hashable, Sendable {
 
     /// The key for a numeric IPv4 or IPv6 address, or nil when `text` is not one.
     package init?(parsing text: String) {
+        // `withCString` lends a short string's bytes from the stack; passing `text` straight to
+        // the C parameter would copy it to the heap on every request.
         var v4 = in_addr()
-        if inet_pton(AF_INET, text, &v4) == 1 {
+        if text.withCString({ inet_pton(AF_INET, $0, &v4) }) == 1 {
             self = .ipv4(UInt32(bigEndian: v4.s_addr))
             return
         }
         var v6 = in6_addr()
-        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        guard text.withCString({ inet_pton(AF_INET6, $0, &v6) }) == 1 else { return nil }
         let bytes = withUnsafeBytes(of: &v6) { Array($0) }
         if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
             self = .ipv4(bytes[12..<16].reduce(0) { $0 << 8 | UInt32($1) })

@@ -188,7 +188,9 @@ final class AcceptedTokenSet: Sendable {
     /// The entry of `jti` of `keyID`: 8 bytes of SHA-256 over both, separated by a byte neither
     /// can contain.
     static func entry(keyID: String, jti: String) -> UInt64 {
-        var input = Array(keyID.utf8)
+        var input: [UInt8] = []
+        input.reserveCapacity(keyID.utf8.count + 1 + jti.utf8.count)
+        input.append(contentsOf: keyID.utf8)
         input.append(0)
         input.append(contentsOf: jti.utf8)
         // SHA-256 fails only when OpenSSL cannot allocate; the key id's first bytes then stand

@@ -29,13 +29,14 @@ package struct HTTPResponse: Sendable {
 
     /// A JSON response from JSON text already written (without the final newline), with the
     /// same headers as ``json(_:status:headers:)``.
-    static func json(serialized body: [UInt8], status: Int = 200, headers extra: HTTPHeaders = HTTPHeaders())
-        -> HTTPResponse
-    {
-        var headers = extra
+    ///
+    /// Both are consumed, so that the newline and the headers are added to the caller's own
+    /// buffers, not to copies of them.
+    static func json(
+        serialized body: consuming [UInt8], status: Int = 200, headers: consuming HTTPHeaders = HTTPHeaders()
+    ) -> HTTPResponse {
         headers.set("Content-Type", "application/json")
         if headers["Cache-Control"] == nil { headers.set("Cache-Control", "no-store") }
-        var body = body
         body.append(UInt8(ascii: "\n"))
         return HTTPResponse(status: status, headers: headers, body: body)
     }

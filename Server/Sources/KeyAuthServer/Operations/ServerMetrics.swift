@@ -18,6 +18,16 @@ final class ServerMetrics: Sendable {
         var buckets = [UInt64](repeating: 0, count: ServerMetrics.latencyBuckets.count)
         var count: UInt64 = 0
         var sum: Double = 0
+
+        /// Counts one observation in every bucket whose bound it does not exceed (the buckets
+        /// are cumulative, as Prometheus reads them).
+        mutating func record(_ seconds: Double) {
+            for (index, bound) in ServerMetrics.latencyBuckets.enumerated() where seconds <= bound {
+                buckets[index] += 1
+            }
+            count += 1
+            sum += seconds
+        }
     }
 
     private struct State {
@@ -35,13 +45,9 @@ final class ServerMetrics: Sendable {
     func recordRequest(route: String, method: String, status: Int, seconds: Double) {
         state.withLock { state in
             state.requests[RequestKey(route: route, method: method, status: status), default: 0] += 1
-            var histogram = state.latency[route] ?? Histogram()
-            for (index, bound) in Self.latencyBuckets.enumerated() where seconds <= bound {
-                histogram.buckets[index] += 1
-            }
-            histogram.count += 1
-            histogram.sum += seconds
-            state.latency[route] = histogram
+            // Changed in place: a copy taken out and stored back would copy the buckets, under
+            // the lock, on every request.
+            state.latency[route, default: Histogram()].record(seconds)
         }
     }
 
