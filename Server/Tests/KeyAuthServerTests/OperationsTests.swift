@@ -68,6 +68,29 @@ struct OperationsTests {
         #expect(written >= 1 && written <= Int64(seconds) + 1)
     }
 
+    @Test("the latency histogram counts each request in every bucket it fits, and keeps count and sum per route")
+    func latencyHistogramBuckets() {
+        let metrics = ServerMetrics()
+        metrics.recordRequest(route: "/oauth/token", method: "POST", status: 200, seconds: 0.002)
+        metrics.recordRequest(route: "/oauth/token", method: "POST", status: 200, seconds: 0.3)
+        metrics.recordRequest(route: "/oauth/token", method: "POST", status: 400, seconds: 0.001)
+        metrics.recordRequest(route: "/healthz", method: "GET", status: 200, seconds: 7)
+        let lines = Set(metrics.render().split(separator: "\n").map(String.init))
+        let token = "keyauth_http_request_duration_seconds_bucket{route=\"/oauth/token\",le="
+        for (bound, count) in [
+            ("0.001", 1), ("0.0025", 2), ("0.005", 2), ("0.1", 2), ("0.25", 2), ("0.5", 3), ("5.0", 3), ("+Inf", 3),
+        ] {
+            #expect(lines.contains("\(token)\"\(bound)\"} \(count)"), "le=\(bound)")
+        }
+        #expect(lines.contains("keyauth_http_request_duration_seconds_count{route=\"/oauth/token\"} 3"))
+        let sum = 0.002 + 0.3 + 0.001
+        #expect(lines.contains("keyauth_http_request_duration_seconds_sum{route=\"/oauth/token\"} \(sum)"))
+        // Slower than the largest bound: only in +Inf.
+        #expect(lines.contains("keyauth_http_request_duration_seconds_bucket{route=\"/healthz\",le=\"5.0\"} 0"))
+        #expect(lines.contains("keyauth_http_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"} 1"))
+        #expect(lines.contains("keyauth_http_request_duration_seconds_count{route=\"/healthz\"} 1"))
+    }
+
     @Test("/metrics counts requests, logins, registrations and latency, and is served on the metrics listener only")
     func metrics() throws {
         let environment = TestEnvironment()
