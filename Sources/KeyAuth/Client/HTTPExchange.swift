@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -59,7 +60,7 @@ final class HTTPExchange: Sendable {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: request)
+            (data, response) = try await exchange(request)
         } catch let error as URLError {
             throw Self.transportError(error, server: server, timeout: timeout)
         } catch is CancellationError {
@@ -83,6 +84,34 @@ final class HTTPExchange: Sendable {
             if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
         }
         return Reply(status: http.statusCode, body: [UInt8](data), retryAfter: retryAfter, headers: headers)
+    }
+
+    /// Runs `request` as a data task whose completion handler hands over the answer.
+    ///
+    /// Not `URLSession.data(for:)`: in the Swift 6.3 toolchain's FoundationNetworking its
+    /// cancellation handler waits for the session's queue while holding the Swift task's lock,
+    /// and that queue, handing over an answer that arrived at that moment, waits for the same
+    /// lock (swift-corelibs-foundation issue 5412). Control-C during `keyauth register`'s wait
+    /// for approval stopped the process for good that way. Here the completion handler runs on
+    /// the session's delegate queue, and a cancel only asks another thread to cancel the task.
+    private func exchange(_ request: URLRequest) async throws -> (Data, URLResponse) {
+        let pending = PendingDataTask()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else if let response {
+                        continuation.resume(returning: (data ?? Data(), response))
+                    } else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                    }
+                }
+                pending.start(task)
+            }
+        } onCancel: {
+            pending.cancel()
+        }
     }
 
     /// A message per failure that a person can act on, without the request's content.
@@ -151,6 +180,43 @@ final class HTTPExchange: Sendable {
 
     private static func seconds(_ interval: TimeInterval) -> String {
         interval == interval.rounded() ? "\(Int(interval)) s" : "\(interval) s"
+    }
+}
+
+/// The data task of one request, and whether the Swift task that waits for it was cancelled,
+/// which can happen before the data task exists.
+private final class PendingDataTask: Sendable {
+    private struct State {
+        var cancelled = false
+        var task: URLSessionDataTask?
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts `task`, and cancels it at once when the request was cancelled before it started.
+    /// It is resumed before anyone can see it, so that no cancel reaches a task not yet started.
+    func start(_ task: URLSessionDataTask) {
+        task.resume()
+        let cancelled = state.withLock { state in
+            state.task = task
+            return state.cancelled
+        }
+        if cancelled { Self.cancelElsewhere(task) }
+    }
+
+    /// Cancels the data task once it exists; the request then ends with `URLError.cancelled`.
+    func cancel() {
+        let task = state.withLock { state in
+            state.cancelled = true
+            return state.task
+        }
+        if let task { Self.cancelElsewhere(task) }
+    }
+
+    /// `URLSessionTask.cancel()` waits for the session's queue; a cancellation handler runs with
+    /// its Swift task's lock held, so it must not wait for anything (see `HTTPExchange.exchange`).
+    private static func cancelElsewhere(_ task: URLSessionDataTask) {
+        DispatchQueue.global().async { task.cancel() }
     }
 }
 
