@@ -60,16 +60,18 @@ public enum KeyAuthCommand {
         let received = ReceivedSignal()
         let task = Task { await run(arguments, io: io) }
         _ = StopSignals.install(stoppingSignals) { number in
-            let first = received.record(number)
-            let exitStatus = Self.status(afterSignal: first ?? number)
-            // A second signal, or one the task cannot see in time, ends the process.
-            if first != nil { _exit(exitStatus) }
-            task.cancel()
-            // A thread of its own: the cooperative pool and Dispatch's may be what is stuck.
+            // Called once, with the first signal; a second one ends the process in the handler.
+            received.record(number)
+            let exitStatus = Self.status(afterSignal: number)
+            // The exit in three seconds starts first: cancelling runs the task's cancellation
+            // handlers on this thread, and one that waits for something stuck must not hold the
+            // exit back too. A thread of its own: the cooperative pool and Dispatch's may be
+            // what is stuck.
             Thread.detachNewThread {
                 Thread.sleep(forTimeInterval: 3)
                 _exit(exitStatus)
             }
+            task.cancel()
         }
         let status = await task.value
         return received.first.map(Self.status(afterSignal:)) ?? status
@@ -137,12 +139,10 @@ public enum KeyAuthCommand {
 private final class ReceivedSignal: Sendable {
     private let value = Mutex<Int32?>(nil)
 
-    /// Records `signal` unless one came before; returns the earlier one, if any.
-    func record(_ signal: Int32) -> Int32? {
+    /// Records `signal` unless one came before.
+    func record(_ signal: Int32) {
         value.withLock { first in
-            if let earlier = first { return earlier }
-            first = signal
-            return nil
+            if first == nil { first = signal }
         }
     }
 

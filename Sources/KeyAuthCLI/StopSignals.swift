@@ -16,10 +16,11 @@ import Synchronization
 ///
 /// The handler does only async-signal-safe work: when a terminal prompt is waiting, it puts the
 /// terminal's settings back, ends the line and exits at once (`_exit`), since the prompt's
-/// thread is blocked in `read(2)` where no cancellation reaches; otherwise it marks the signal in
-/// an atomic set and posts a semaphore (`sem_post` is async-signal-safe), and the waiting thread
-/// calls the Swift handler in ordinary context. A pipe did this before, but a descriptor can be
-/// closed under its owner by code elsewhere in the process that closes a number twice (libcurl's
+/// thread is blocked in `read(2)` where no cancellation reaches; a second stopping signal also
+/// exits at once, with the first one's status. Otherwise it keeps the first signal in an atomic
+/// and posts a semaphore (`sem_post` is async-signal-safe), and the waiting thread calls the
+/// Swift handler in ordinary context. A pipe did this before, but a descriptor can be closed
+/// under its owner by code elsewhere in the process that closes a number twice (libcurl's
 /// sockets under URLSession are known to, swift-corelibs-foundation issue 3286): the reading
 /// thread then ended, and Control-C was ignored for good. Memory cannot be taken away like that.
 enum StopSignals {
@@ -27,14 +28,12 @@ enum StopSignals {
     /// an atomic holds and a handler reads safely). Allocated once and never freed, since a
     /// handler may run at any moment until the process ends.
     private static let semaphoreAddress = Atomic<UInt>(0)
-    /// The signals received and not yet handed on, one bit per number.
-    private static let pendingSignals = Atomic<UInt64>(0)
-    /// The first stopping signal received, 0 before any: handed on first when several arrive at
-    /// once, since the exit status is that signal's.
+    /// The first stopping signal received, 0 before any: the one handed on, and whose status a
+    /// second signal exits with.
     private static let firstSignal = Atomic<Int32>(0)
 
-    /// Installs the handler for `signals` and calls `handle` with each one that arrives and is
-    /// not settled by a waiting prompt.
+    /// Installs the handler for `signals` and calls `handle` once, with the first one that
+    /// arrives and is not settled by a waiting prompt. Any later one ends the process.
     ///
     /// - Returns: false when the semaphore or the handler cannot be set up; the signals then keep
     ///   their default dispositions.
@@ -51,17 +50,15 @@ enum StopSignals {
         TerminalSecretReader.prepareForSignalHandlers()
         let watcher = Thread {
             guard let posted = UnsafeMutablePointer<sem_t>(bitPattern: address) else { return }
-            while true {
-                guard sem_wait(posted) == 0 else {
-                    if errno == EINTR { continue }
-                    return
-                }
-                let pending = pendingSignals.exchange(0, ordering: .acquiringAndReleasing)
-                for number in handOnOrder(pending, first: firstSignal.load(ordering: .acquiring)) { handle(number) }
+            while sem_wait(posted) != 0 {
+                guard errno == EINTR else { return }
             }
+            handle(firstSignal.load(ordering: .acquiring))
         }
-        watcher.name = "keyauth-signals"
         watcher.start()
+        // After `start()`: a name given before never reaches the thread on Linux, which then
+        // keeps the name of the thread that started it.
+        watcher.name = "keyauth-signals"
         for number in signals {
             var action = sigaction()
             action.__sigaction_handler = .init(sa_handler: stopSignalHandler)
@@ -72,13 +69,6 @@ enum StopSignals {
         return true
     }
 
-    /// The numbers set in `pending`, `first` ahead of the others when it is among them.
-    static func handOnOrder(_ pending: UInt64, first: Int32) -> [Int32] {
-        let numbers = (1..<64).filter { pending & (UInt64(1) << UInt64($0)) != 0 }.map { Int32($0) }
-        guard numbers.contains(first) else { return numbers }
-        return [first] + numbers.filter { $0 != first }
-    }
-
     /// The handler's half: only atomics, `tcsetattr`, `write`, `sem_post` and `_exit`.
     fileprivate static func received(_ number: Int32) {
         if TerminalSecretReader.restoreTerminalAfterInterrupt() {
@@ -87,8 +77,11 @@ enum StopSignals {
         guard number > 0, number < 64,
             let posted = UnsafeMutablePointer<sem_t>(bitPattern: semaphoreAddress.load(ordering: .acquiring))
         else { return }
-        _ = firstSignal.compareExchange(expected: 0, desired: number, ordering: .acquiringAndReleasing)
-        pendingSignals.bitwiseOr(UInt64(1) << UInt64(number), ordering: .acquiringAndReleasing)
+        let (isFirst, first) = firstSignal.compareExchange(
+            expected: 0, desired: number, ordering: .acquiringAndReleasing)
+        // A second stopping signal ends the process here rather than through the watcher thread,
+        // which may be the very thing stuck in handling the first.
+        if !isFirst { _exit(KeyAuthCommand.status(afterSignal: first)) }
         sem_post(posted)
     }
 }

@@ -48,6 +48,49 @@ struct ApprovalWaitInterruptTests {
         }
         """
 
+    /// On the first connect to the port in `HOLD_PORT`, says so on standard error and holds the
+    /// connecting thread for ten minutes: a step stuck in a system call, where no cancellation
+    /// reaches (here URLSession's own queue, which a cancel waits for).
+    private static let holdConnect = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <netinet/in.h>
+        #include <stdlib.h>
+        #include <sys/socket.h>
+        #include <unistd.h>
+        int connect(int socket, const struct sockaddr *address, socklen_t length) {
+            static int (*real)(int, const struct sockaddr *, socklen_t);
+            if (real == 0) real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+            const char *held = getenv("HOLD_PORT");
+            if (held != 0 && address->sa_family == AF_INET
+                && ntohs(((const struct sockaddr_in *)address)->sin_port) == atoi(held)) {
+                write(2, "connect held\\n", 13);
+                sleep(600);
+            }
+            return real(socket, address, length);
+        }
+        """
+
+    @Test("Control-C during a request stuck where no cancellation reaches still ends the command with 130")
+    func interruptStuckRequest() throws {
+        let directory = TemporaryDirectory("keyauth-stuck-request")
+        defer { directory.remove() }
+        let library = try PreloadLibrary.compile(Self.holdConnect, named: "hold-connect", in: directory.path)
+        let port = ClosedPort()
+        let machine = Machine()
+        defer { machine.home.remove() }
+        let process = try RunningProcess(
+            Binaries.keyauth,
+            [
+                "register", "--server", "http://127.0.0.1:\(port.port)", "--user", "ivan", "--bits", "2048",
+                "--presence", "none",
+            ],
+            environment: machine.environment.merging(["LD_PRELOAD": library, "HOLD_PORT": "\(port.port)"]) { $1 })
+        #expect(process.waitForError(containing: "connect held"), "\(process.standardError)")
+        process.signal(SIGINT)
+        #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
+    }
+
     @Test(
         "Control-C while waiting for approval stops cleanly and leaves the device pending",
         arguments: [false, true])
