@@ -68,6 +68,7 @@ public enum KeyAuthCommand {
             // exit back too. A thread of its own: the cooperative pool and Dispatch's may be
             // what is stuck.
             Thread.detachNewThread {
+                ThreadName.setCurrent("keyauth-exit")
                 Thread.sleep(forTimeInterval: 3)
                 _exit(exitStatus)
             }

@@ -49,6 +49,7 @@ enum StopSignals {
         // one-time initialisation of a global.
         TerminalSecretReader.prepareForSignalHandlers()
         let watcher = Thread {
+            ThreadName.setCurrent("keyauth-signals")
             guard let posted = UnsafeMutablePointer<sem_t>(bitPattern: address) else { return }
             while sem_wait(posted) != 0 {
                 guard errno == EINTR else { return }
@@ -56,9 +57,6 @@ enum StopSignals {
             handle(firstSignal.load(ordering: .acquiring))
         }
         watcher.start()
-        // After `start()`: a name given before never reaches the thread on Linux, which then
-        // keeps the name of the thread that started it.
-        watcher.name = "keyauth-signals"
         for number in signals {
             var action = sigaction()
             action.__sigaction_handler = .init(sa_handler: stopSignalHandler)

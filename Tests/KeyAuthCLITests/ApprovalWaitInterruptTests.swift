@@ -87,6 +87,8 @@ struct ApprovalWaitInterruptTests {
             ],
             environment: machine.environment.merging(["LD_PRELOAD": library, "HOLD_PORT": "\(port.port)"]) { $1 })
         #expect(process.waitForError(containing: "connect held"), "\(process.standardError)")
+        // The thread that takes the signal over is there, under its name for diagnostics.
+        #expect(process.threadNames.contains("keyauth-signals"), "\(process.threadNames)")
         process.signal(SIGINT)
         #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
     }

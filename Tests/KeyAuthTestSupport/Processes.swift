@@ -73,6 +73,17 @@ public final class RunningProcess: Sendable {
         return false
     }
 
+    /// The names of the process's threads (`/proc/PID/task/*/comm`), sorted; empty once it has
+    /// ended.
+    public var threadNames: [String] {
+        let base = "/proc/\(child.processID)/task"
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+        return threads.compactMap { thread in
+            (try? String(contentsOfFile: "\(base)/\(thread)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .newlines)
+        }.sorted()
+    }
+
     /// Sends `number` to the process.
     public func signal(_ number: Int32) {
         child.signal(number)

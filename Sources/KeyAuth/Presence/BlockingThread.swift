@@ -14,8 +14,10 @@ package enum BlockingThread {
             throw KeyAuthError(.cancelled, "The prompt was cancelled before it started.")
         }
         let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: body()) }
-            thread.name = "keyauth-blocking"
+            let thread = Thread {
+                ThreadName.setCurrent("keyauth-blocking")
+                continuation.resume(returning: body())
+            }
             thread.start()
         }
         return try result.get()

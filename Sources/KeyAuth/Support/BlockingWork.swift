@@ -9,6 +9,7 @@ package enum BlockingWork {
     ) async throws(KeyAuthError) -> Value {
         let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
+                ThreadName.setCurrent("keyauth-work")
                 do throws(KeyAuthError) {
                     continuation.resume(returning: .success(try work()))
                 } catch {

@@ -148,6 +148,7 @@ struct AgentCommand {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
+                    ThreadName.setCurrent("keyauth-agent")
                     server.serve(listener, sshListener: sshListener)
                     continuation.resume()
                 }
