@@ -45,9 +45,11 @@ static inline int ckeyauth_EVP_PKEY_KEYPAIR(void) {
 #ifndef CKEYAUTH_OPENSSL_NAMES
 #define CKEYAUTH_OPENSSL_NAMES
 /// Some OpenSSL 3 calls keep the name pointer they are given (EVP_PKEY_CTX_new_from_name keeps
-/// the key type for later fetches, OSSL_PARAM_BLD keeps parameter names until to_param), so the
-/// names must have static storage; a Swift string bridged for one call does not.
+/// the key type for later fetches, OSSL_PARAM_BLD keeps parameter names until to_param, and
+/// OSSL_DECODER_CTX_new_for_pkey keeps the input type until the decode), so the names must have
+/// static storage; a Swift string bridged for one call does not.
 static inline const char *ckeyauth_name_RSA(void) { return "RSA"; }
+static inline const char *ckeyauth_name_PEM(void) { return "PEM"; }
 static inline const char *ckeyauth_name_SHA256(void) { return "SHA256"; }
 static inline const char *ckeyauth_name_SHA512(void) { return "SHA512"; }
 static inline const char *ckeyauth_param_n(void) { return OSSL_PKEY_PARAM_RSA_N; }

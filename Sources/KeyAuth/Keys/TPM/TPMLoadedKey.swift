@@ -48,9 +48,13 @@ package final class TPMLoadedKey {
         throws(KeyAuthError)
     {
         var pointer: OpaquePointer? = nil
+        // The context keeps the input type's pointer until the decode: a Swift "PEM" bridged for
+        // this call alone was freed by then, and a decode that found it overwritten failed with
+        // "No supported data to decode. Input type: " and nothing after it.
         guard
             let decoder = OSSL_DECODER_CTX_new_for_pkey(
-                &pointer, "PEM", nil, ckeyauth_name_RSA(), ckeyauth_EVP_PKEY_KEYPAIR(), provider.context, nil)
+                &pointer, ckeyauth_name_PEM(), nil, ckeyauth_name_RSA(), ckeyauth_EVP_PKEY_KEYPAIR(),
+                provider.context, nil)
         else { throw OpenSSL.error(.cryptoFailed, "cannot allocate a decoder for the TPM key") }
         defer { OSSL_DECODER_CTX_free(decoder) }
         if let pin {
