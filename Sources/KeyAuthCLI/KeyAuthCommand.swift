@@ -1,6 +1,5 @@
 import Foundation
 import KeyAuth
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -57,11 +56,9 @@ public enum KeyAuthCommand {
     ///   embedding apps should call ``run(_:io:)`` and cancel its task themselves (and call
     ///   `TerminalSecretReader.restoreTerminalAfterInterrupt()` if they stop on a signal).
     public static func runHandlingInterrupts(_ arguments: [String], io: CommandIO) async -> Int32 {
-        let received = ReceivedSignal()
         let task = Task { await run(arguments, io: io) }
         _ = StopSignals.install(stoppingSignals) { number in
             // Called once, with the first signal; a second one ends the process in the handler.
-            received.record(number)
             let exitStatus = Self.status(afterSignal: number)
             // The exit in three seconds starts first: cancelling runs the task's cancellation
             // handlers on this thread, and one that waits for something stuck must not hold the
@@ -75,7 +72,7 @@ public enum KeyAuthCommand {
             task.cancel()
         }
         let status = await task.value
-        return received.first.map(Self.status(afterSignal:)) ?? status
+        return StopSignals.first.map(Self.status(afterSignal:)) ?? status
     }
 
     /// `keyauth: <message>` on one line, with control characters removed.
@@ -133,19 +130,4 @@ public enum KeyAuthCommand {
         }
         return .success
     }
-}
-
-/// The first stopping signal that arrived, shared between the thread that watches for signals
-/// and the waiting task.
-private final class ReceivedSignal: Sendable {
-    private let value = Mutex<Int32?>(nil)
-
-    /// Records `signal` unless one came before.
-    func record(_ signal: Int32) {
-        value.withLock { first in
-            if first == nil { first = signal }
-        }
-    }
-
-    var first: Int32? { value.withLock { $0 } }
 }

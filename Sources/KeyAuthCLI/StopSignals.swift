@@ -32,6 +32,12 @@ enum StopSignals {
     /// second signal exits with.
     private static let firstSignal = Atomic<Int32>(0)
 
+    /// The first stopping signal received, nil before any.
+    static var first: Int32? {
+        let number = firstSignal.load(ordering: .acquiring)
+        return number == 0 ? nil : number
+    }
+
     /// Installs the handler for `signals` and calls `handle` once, with the first one that
     /// arrives and is not settled by a waiting prompt. Any later one ends the process.
     ///
@@ -72,7 +78,7 @@ enum StopSignals {
         if TerminalSecretReader.restoreTerminalAfterInterrupt() {
             _exit(KeyAuthCommand.status(afterSignal: number))
         }
-        guard number > 0, number < 64,
+        guard number > 0,
             let posted = UnsafeMutablePointer<sem_t>(bitPattern: semaphoreAddress.load(ordering: .acquiring))
         else { return }
         let (isFirst, first) = firstSignal.compareExchange(

@@ -18,7 +18,6 @@ package enum ThreadName {
         let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        let bytes = Array(name.utf8.prefix(maximumBytes))
-        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        DescriptorIO.writeAll(descriptor, bytes: Array(name.utf8.prefix(maximumBytes)))
     }
 }

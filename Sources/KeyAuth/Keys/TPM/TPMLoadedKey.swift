@@ -48,8 +48,8 @@ package final class TPMLoadedKey {
         throws(KeyAuthError)
     {
         var pointer: OpaquePointer? = nil
-        // The context keeps the input type's pointer until the decode: a Swift "PEM" bridged for
-        // this call alone was freed by then, and a decode that found it overwritten failed with
+        // The context keeps the input type's pointer until the decode, and a Swift "PEM" bridged
+        // to C lives only for this call: a decode that found it overwritten failed with
         // "No supported data to decode. Input type: " and nothing after it.
         guard
             let decoder = OSSL_DECODER_CTX_new_for_pkey(
