@@ -71,11 +71,41 @@ struct ApprovalWaitInterruptTests {
         }
         """
 
-    @Test("Control-C during a request stuck where no cancellation reaches still ends the command with 130")
-    func interruptStuckRequest() throws {
+    /// Holds every sleep of exactly three seconds for ten minutes: the command's backstop exit,
+    /// so that only a second signal can end a command stuck after the first.
+    private static let holdThreeSecondSleeps = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <time.h>
+        #include <unistd.h>
+        static int held(const struct timespec *duration) { return duration->tv_sec == 3 && duration->tv_nsec == 0; }
+        int nanosleep(const struct timespec *duration, struct timespec *left) {
+            static int (*real)(const struct timespec *, struct timespec *);
+            if (real == 0) real = (int (*)(const struct timespec *, struct timespec *))dlsym(RTLD_NEXT, "nanosleep");
+            if (held(duration)) { write(2, "backstop held\\n", 14); sleep(600); }
+            return real(duration, left);
+        }
+        int clock_nanosleep(clockid_t clock, int flags, const struct timespec *duration, struct timespec *left) {
+            static int (*real)(clockid_t, int, const struct timespec *, struct timespec *);
+            if (real == 0)
+                real = (int (*)(clockid_t, int, const struct timespec *, struct timespec *))dlsym(RTLD_NEXT, "clock_nanosleep");
+            if (flags == 0 && held(duration)) { write(2, "backstop held\\n", 14); sleep(600); }
+            return real(clock, flags, duration, left);
+        }
+        """
+
+    /// Runs `keyauth register` against a port whose connect never returns, and hands the process
+    /// to `body` once it is stuck there; with `holdingBackstop`, its three-second exit is held too.
+    private func withRegisterStuckInConnect(
+        holdingBackstop: Bool, _ body: (RunningProcess) throws -> Void
+    ) throws {
         let directory = TemporaryDirectory("keyauth-stuck-request")
         defer { directory.remove() }
-        let library = try PreloadLibrary.compile(Self.holdConnect, named: "hold-connect", in: directory.path)
+        var libraries = [try PreloadLibrary.compile(Self.holdConnect, named: "hold-connect", in: directory.path)]
+        if holdingBackstop {
+            libraries.append(
+                try PreloadLibrary.compile(Self.holdThreeSecondSleeps, named: "hold-sleeps", in: directory.path))
+        }
         let port = ClosedPort()
         let machine = Machine()
         defer { machine.home.remove() }
@@ -85,12 +115,33 @@ struct ApprovalWaitInterruptTests {
                 "register", "--server", "http://127.0.0.1:\(port.port)", "--user", "ivan", "--bits", "2048",
                 "--presence", "none",
             ],
-            environment: machine.environment.merging(["LD_PRELOAD": library, "HOLD_PORT": "\(port.port)"]) { $1 })
+            environment: machine.environment.merging([
+                "LD_PRELOAD": libraries.joined(separator: ":"), "HOLD_PORT": "\(port.port)",
+            ]) { $1 })
         #expect(process.waitForError(containing: "connect held"), "\(process.standardError)")
-        // The thread that takes the signal over is there, under its name for diagnostics.
-        #expect(process.threadNames.contains("keyauth-signals"), "\(process.threadNames)")
-        process.signal(SIGINT)
-        #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
+        try body(process)
+    }
+
+    @Test("A second signal ends a command stuck after the first, with the first one's status")
+    func secondSignalEndsStuckCommand() throws {
+        try withRegisterStuckInConnect(holdingBackstop: true) { process in
+            process.signal(SIGINT)
+            // The first signal's three-second exit is held: the command is stuck for good now.
+            #expect(process.waitForError(containing: "backstop held"), "\(process.standardError)")
+            process.signal(SIGTERM)
+            // 128 + SIGINT, the first signal, not SIGTERM's 143.
+            #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
+        }
+    }
+
+    @Test("Control-C during a request stuck where no cancellation reaches still ends the command with 130")
+    func interruptStuckRequest() throws {
+        try withRegisterStuckInConnect(holdingBackstop: false) { process in
+            // The thread that takes the signal over is there, under its name for diagnostics.
+            #expect(process.threadNames.contains("keyauth-signals"), "\(process.threadNames)")
+            process.signal(SIGINT)
+            #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
+        }
     }
 
     @Test(
