@@ -13,14 +13,9 @@ package enum BlockingThread {
         if Task.isCancelled {
             throw KeyAuthError(.cancelled, "The prompt was cancelled before it started.")
         }
-        let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
-            let thread = Thread {
-                ThreadName.setCurrent("keyauth-blocking")
-                continuation.resume(returning: body())
-            }
-            thread.start()
+        return try await BlockingWork.run(threadName: "keyauth-blocking") { () throws(KeyAuthError) in
+            try body().get()
         }
-        return try result.get()
     }
 
     /// Reads one answer from `reader` on a thread of its own.

@@ -4,12 +4,14 @@ import Foundation
 /// a plain thread so that it never holds one of the cooperative pool's few threads.
 package enum BlockingWork {
     /// Runs `work` on a new thread and waits for it without blocking the caller's thread.
+    /// - Parameter threadName: the thread's name in `ps -L`, `top -H` and a debugger's list.
     package static func run<Value: Sendable>(
+        threadName: String = "keyauth-work",
         _ work: @escaping @Sendable () throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
         let result: Result<Value, KeyAuthError> = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                ThreadName.setCurrent("keyauth-work")
+                ThreadName.setCurrent(threadName)
                 do throws(KeyAuthError) {
                     continuation.resume(returning: .success(try work()))
                 } catch {
