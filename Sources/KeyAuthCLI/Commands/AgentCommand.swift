@@ -146,13 +146,7 @@ struct AgentCommand {
         }
         defer { renewal.cancel() }
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
-                    ThreadName.setCurrent("keyauth-agent")
-                    server.serve(listener, sshListener: sshListener)
-                    continuation.resume()
-                }
-            }
+            await BlockingWork.run(threadName: "keyauth-agent") { server.serve(listener, sshListener: sshListener) }
         } onCancel: {
             server.requestStop()
         }
