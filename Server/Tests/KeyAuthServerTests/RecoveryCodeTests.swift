@@ -242,6 +242,33 @@ struct RecoveryCodeTests {
             })
     }
 
+    @Test("the device a notice names cannot dismiss it with wrong codes: the notice has no code")
+    func noticeHasNoCode() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let thiefToken = try api.accessToken(thief)
+        let listed = try #require(try api.openRequests(token: thiefToken).json?["requests"]?.arrayValue)
+        let id = try #require(listed.first { $0["kind"] == .string("recovery") }?["id"]?.stringValue)
+
+        // Three wrong codes deny a sign-in request; here every one is refused uncounted.
+        for _ in 0..<4 {
+            let typed = try api.checkCode(id, code: "00", token: thiefToken)
+            #expect(typed.status == 400 && typed.errorCode == "invalid_request")
+        }
+        let record = try #require(try api.storage.signInRequest(id: id))
+        #expect(record.status == .pending && record.codeAttempts == 0)
+        let stillListed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        #expect(stillListed.contains { $0["id"] == .string(id) })
+        // Denying it is still the way to be rid of it, and that revokes the device it names.
+        #expect(try api.answer(id, decision: "deny", assertion: nil, token: thiefToken).status == 200)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
+    }
+
     @Test("with no device left, nobody is told: the audit trail is the record")
     func noDeviceNoNotice() throws {
         let environment = TestEnvironment()

@@ -28,12 +28,22 @@ extension KeyAuthService {
     /// A device whose tier cannot meet the request's `acr_values` learns it here, before its user
     /// types a PIN for an approval that would be refused; the code is not counted then.
     ///
+    /// A recovery notice has no code to check: it is never approved, and three wrong codes would
+    /// close it as denied without the revocation a denial makes, so the device the notice names
+    /// could dismiss the one alarm about itself.
+    ///
     /// - Returns: the request, when the code is right.
     /// - Throws: ``ServiceError`` `.wrongCode` with the attempts left; `.deviceDenied` when that
     ///   was the last attempt (the request is denied now); `.accessDenied` when the device's tier
-    ///   cannot meet the request's `acr_values`; what ``openRequest(id:of:)`` throws.
+    ///   cannot meet the request's `acr_values`; `.invalidRequest` for a recovery notice; what
+    ///   ``openRequest(id:of:)`` throws.
     func checkSignInCode(id: String, code: String, by actor: DeviceRecord) throws -> SignInRequestRecord {
         let request = try openRequest(id: id, of: actor.user)
+        guard request.kind != .recovery else {
+            throw ServiceError(
+                .invalidRequest,
+                "a recovery notice has no code: leave it to expire, or deny it to revoke the device it names")
+        }
         let context = RequestedAuthenticationContext(stored: request.acrValues)
         guard context.isReachable(by: actor.tier) else {
             throw ServiceError(.accessDenied, context.refusal(tier: actor.tier))
