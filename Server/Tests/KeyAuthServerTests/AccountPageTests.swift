@@ -323,3 +323,35 @@ struct AccountPageTests {
         #expect(forged.status == 400 && !forged.text.contains("<li><code>"))
     }
 }
+
+extension AccountPageTests {
+    @Test("an approval of new recovery codes makes nothing once the request has expired")
+    func expiredRecoveryCodesApproval() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI {
+            $0.failureLimit = 1000
+            $0.recoveryCodeIterations = 1000
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        #expect(try browser.send("POST", "/account/recovery-codes", form: [("csrf", csrf)]).status == 303)
+        let listed = try #require(
+            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
+                $0["kind"] == .string("recovery-codes")
+            })
+        let id = try #require(listed["id"]?.stringValue)
+        #expect(
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                .status == 200)
+        let record = try #require(try api.storage.signInRequest(id: id))
+        // Past the request's lifetime, within the session's.
+        environment.clock.advance(by: record.expiresAt - environment.clock.now)
+
+        let late = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(late.status == 400 && late.text.contains("expired") && !late.text.contains("<li><code>"))
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try api.storage.signInRequest(id: id)?.status == .approved)
+    }
+}

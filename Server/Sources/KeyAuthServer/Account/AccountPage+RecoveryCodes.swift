@@ -31,7 +31,10 @@ extension AccountPage {
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
             let refusal: String? =
                 switch record.status {
-                case .pending where service.signIn.isExpired(record): "The request expired; start again."
+                // An approval is used within the request's lifetime, as a browser sign-in's is;
+                // after it, the approval makes nothing (PROTOCOL.md section 9).
+                case .pending where service.signIn.isExpired(record), .approved where service.signIn.isExpired(record):
+                    "The request expired; start again."
                 case .pending: "Not approved yet: approve it on one of your devices first."
                 case .denied: "The request was denied on your device."
                 case .issued: "These codes were shown already; make a new set if you did not keep them."
