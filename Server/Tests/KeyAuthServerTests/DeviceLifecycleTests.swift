@@ -266,3 +266,31 @@ struct DeviceLifecycleTests {
         #expect(expired.errorCode == "invalid_token")
     }
 }
+
+extension DeviceLifecycleTests {
+    @Test("devices with damaged stored times (far past Int32 years, Int64's limits) are listed, not a trap")
+    func damagedTimesAreListed() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        // As a restored or hand-edited database could hold them; no request can store them.
+        let times: [(String, DeviceStatus.Stored, Int64)] = [
+            ("alice-2", .active, 67_767_976_233_532_800), ("alice-3", .pending, .max), ("alice-4", .pending, .min),
+        ]
+        for (name, status, time) in times {
+            let key = try ServerTestKeys.key(name)
+            #expect(
+                try api.storage.insertDevice(
+                    DeviceRecord(
+                        kid: key.publicKey.fingerprint, user: "alice", name: name,
+                        publicKeyPEM: key.publicKey.pemRepresentation, status: status, createdAt: time,
+                        lastLoginAt: time)))
+        }
+        let list = try api.authorized("GET", "/v1/devices", token: token)
+        #expect(list.status == 200)
+        let devices = try #require(list.json?["devices"]?.arrayValue)
+        #expect(devices.count == 4)
+        #expect(devices.contains { $0["created_at"] == .string("2147483648-01-01T00:00:00Z") })
+    }
+}

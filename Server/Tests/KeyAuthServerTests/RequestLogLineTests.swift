@@ -131,6 +131,11 @@ struct RequestLogLineTests {
         }
         #expect(RFC3339.string(fromSeconds: 1_714_564_800) == "2024-05-01T12:00:00Z")
         #expect(RFC3339.string(fromSeconds: 253_402_300_800) == "10000-01-01T00:00:00Z")
+        // Past Int32's years but within what glibc breaks down: once a trap (the year overflowed
+        // Int32), reachable from a damaged stored time through the device list.
+        #expect(RFC3339.string(fromSeconds: 67_767_976_233_532_800) == "2147483648-01-01T00:00:00Z")
+        #expect(RFC3339.string(fromSeconds: .max) == String(Int64.max))
+        #expect(RFC3339.string(fromSeconds: .min) == String(Int64.min))
     }
 
     @Test("the standard error log writes a request line as its bytes and one newline")

@@ -28,23 +28,26 @@ package enum RFC3339 {
             bytes.append(contentsOf: String(seconds).utf8)
             return
         }
-        appendPadded(parts.tm_year + 1900, width: 4, to: &bytes)
+        // In `Int`: glibc breaks down times up to the year 2,147,485,547, whose `tm_year` is
+        // within `Int32` while the year itself is not, and a stored time that far out (a damaged
+        // row) must print, not trap.
+        appendPadded(Int(parts.tm_year) + 1900, width: 4, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        appendPadded(parts.tm_mon + 1, width: 2, to: &bytes)
+        appendPadded(Int(parts.tm_mon) + 1, width: 2, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        appendPadded(parts.tm_mday, width: 2, to: &bytes)
+        appendPadded(Int(parts.tm_mday), width: 2, to: &bytes)
         bytes.append(UInt8(ascii: "T"))
-        appendPadded(parts.tm_hour, width: 2, to: &bytes)
+        appendPadded(Int(parts.tm_hour), width: 2, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
-        appendPadded(parts.tm_min, width: 2, to: &bytes)
+        appendPadded(Int(parts.tm_min), width: 2, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
-        appendPadded(parts.tm_sec, width: 2, to: &bytes)
+        appendPadded(Int(parts.tm_sec), width: 2, to: &bytes)
         bytes.append(UInt8(ascii: "Z"))
     }
 
     /// `number` in decimal after as many zeros as bring it to `width` characters. The digits
-    /// of an `Int32` fit in a small string, which needs no allocation.
-    private static func appendPadded(_ number: Int32, width: Int, to bytes: inout [UInt8]) {
+    /// of any year `tm` holds fit in a small string, which needs no allocation.
+    private static func appendPadded(_ number: Int, width: Int, to bytes: inout [UInt8]) {
         let digits = String(number).utf8
         bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, width - digits.count)))
         bytes.append(contentsOf: digits)

@@ -52,7 +52,8 @@ extension KeyAuthResponder {
     static func backchannelResponse(_ request: SignInRequestRecord, now: Int64) -> HTTPResponse {
         .json(
             .object([
-                "auth_req_id": .string(request.id), "expires_in": .integer(max(request.expiresAt - now, 0)),
+                "auth_req_id": .string(request.id),
+                "expires_in": .integer(max(request.expiresAt.subtractingSaturating(now), 0)),
                 "interval": .integer(request.pollInterval),
             ]))
     }

@@ -29,7 +29,7 @@ struct DeviceRegistry: Sendable {
 
     /// Whether a pending device has waited longer than the pending lifetime.
     func isExpiredPending(_ device: DeviceRecord) -> Bool {
-        device.status == .pending && now() >= device.createdAt + pendingLifetime
+        device.status == .pending && now() >= device.createdAt.addingSaturating(pendingLifetime)
     }
 
     /// The state a client sees: `expired` for a pending device past its lifetime.

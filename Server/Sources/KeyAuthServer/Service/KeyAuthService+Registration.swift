@@ -190,7 +190,7 @@ extension KeyAuthService {
         case .userHasDevices:
             return nil
         case .pendingLimitReached(let oldestCreatedAt):
-            let retryAfter = oldestCreatedAt + registry.pendingLifetime - now()
+            let retryAfter = oldestCreatedAt.addingSaturating(registry.pendingLifetime).subtractingSaturating(now())
             throw ServiceError(
                 .slowDown(retryAfter: Int(clamping: max(retryAfter, 1))),
                 "this user already has \(settings.maximumPendingDevices) devices waiting for approval; "

@@ -216,7 +216,7 @@ extension KeyAuthService {
         if tooEarly {
             throw ServiceError(
                 .pollTooFast,
-                "polled faster than every \(request.pollInterval) s; wait \(request.pollInterval + signIn.settings.slowDownStep) s"
+                "polled faster than every \(request.pollInterval) s; wait \(request.pollInterval.addingSaturating(signIn.settings.slowDownStep)) s"
             )
         }
         switch request.status {

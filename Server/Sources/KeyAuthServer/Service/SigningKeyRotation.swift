@@ -89,7 +89,7 @@ struct SigningKeyRotation: Sendable {
         for index in existing.indices { CryptoPrimitives.wipe(&existing[index].privatePEM) }
         let record = SigningKeyRecord(
             kid: key.keyID, privatePEM: pem, createdAt: created, algorithm: algorithm,
-            activeFrom: max(created + delay, latest + 1))
+            activeFrom: max(created.addingSaturating(delay), latest.addingSaturating(1)))
         guard try storage.insertSigningKey(record) else {
             throw KeyAuthError(.keyExists, "a signing key with the new key's kid exists already")
         }

@@ -107,7 +107,8 @@ extension SQLStorage {
                     ).firstRow?.integer(0)
                 else { return .closed }
                 guard attempts >= Int64(maximumAttempts) else {
-                    return .tryAgain(attemptsLeft: Int(clamping: Int64(maximumAttempts) - attempts))
+                    return .tryAgain(
+                        attemptsLeft: Int(clamping: Int64(maximumAttempts).subtractingSaturating(attempts)))
                 }
                 try connection.execute(
                     """
