@@ -99,6 +99,15 @@ package enum AuditActor: Sendable, Equatable, CustomStringConvertible {
     /// A relying party, authenticated at the token endpoint (or named by a public client's id).
     case client(id: String)
 
+    /// The device whose authority the action rests on: one that must still be active for the
+    /// action to take effect. Nil for the operator and a relying party.
+    package var deviceKID: String? {
+        switch self {
+        case .device(let kid), .accountPage(let kid): kid
+        case .administrator, .client: nil
+        }
+    }
+
     package var description: String {
         switch self {
         case .client(let id): "client:\(id)"

@@ -78,9 +78,13 @@ struct DeviceRegistry: Sendable {
     /// Approves a pending device of `owner` (of anyone when nil: the administrator), and records
     /// the approval in the audit trail.
     ///
+    /// The approving device (the actor's) must still be active when the approval commits, not
+    /// only when its request was authenticated: a revocation that has returned stops it.
+    ///
     /// - Returns: the device after approval (approving an active device again is a no-op).
     /// - Throws: ``ServiceError`` `.unknownDevice`, `.expiredToken` for a pending device past its
-    ///   lifetime, `.invalidRequest` for a denied or revoked one; ``StorageError``.
+    ///   lifetime, `.invalidRequest` for a denied or revoked one, `.accessDenied` when the
+    ///   approving device was revoked meanwhile; ``StorageError``.
     func approve(kid: String, ownedBy owner: String?, by actor: AuditActor, detail: String? = nil) throws
         -> DeviceRecord
     {
@@ -92,7 +96,12 @@ struct DeviceRegistry: Sendable {
             if isExpiredPending(target) {
                 throw ServiceError(.expiredToken, "the registration expired before it was approved")
             }
-            guard try storage.updateStatus(kid: kid, from: .pending, to: .active, at: now()) else {
+            switch try storage.approvePendingDevice(kid: kid, approvedBy: actor.deviceKID, at: now()) {
+            case .approved:
+                break
+            case .approverNotActive:
+                throw ServiceError(.accessDenied, "the approving device is no longer active")
+            case .notPending:
                 // Someone denied (or approved) it first: report what it is now.
                 let current = try device(kid: kid, ownedBy: owner)
                 guard current.status == .active else {

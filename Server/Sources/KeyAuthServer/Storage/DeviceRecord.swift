@@ -104,6 +104,16 @@ package enum DeviceInsertion: Sendable, Hashable {
     case pendingLimitReached(oldestCreatedAt: Int64)
 }
 
+/// What ``ServerStorage/approvePendingDevice(kid:approvedBy:at:)`` did.
+package enum DeviceApprovalOutcome: Sendable, Hashable {
+    /// The device is active now.
+    case approved
+    /// The device does not exist or is no longer pending; nothing changed.
+    case notPending
+    /// The approving device is not active (revoked meanwhile, or never was); nothing changed.
+    case approverNotActive
+}
+
 /// One of the server's own signing keys, and where it is in its life (PROTOCOL.md section 3,
 /// "Key rotation").
 ///

@@ -66,6 +66,16 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
         kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool
 
+    /// Moves the pending device `kid` to active if the device `approverKID` is still active when
+    /// the change commits (nil: the administrator, whom nothing revokes), and sets `approved_at`.
+    ///
+    /// The approver's row is locked until the commit (PostgreSQL's `FOR SHARE`; SQLite has one
+    /// writer), so a revocation of the approver either commits first, and the approval finds it
+    /// revoked, or waits for the approval: once a revocation has returned, the revoked device
+    /// approves nothing, however the two requests interleave.
+    func approvePendingDevice(kid: String, approvedBy approverKID: String?, at time: Int64) throws(StorageError)
+        -> DeviceApprovalOutcome
+
     /// Gives the device `kid` a new `name`; false when there is no such device.
     func renameDevice(kid: String, name: String) throws(StorageError) -> Bool
 

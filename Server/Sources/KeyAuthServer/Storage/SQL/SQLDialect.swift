@@ -39,6 +39,12 @@ struct SQLDialect: Sendable, Hashable {
     /// `IMMEDIATE` takes it at once.
     let beginTransaction: String
 
+    /// The clause after a `SELECT` that locks the rows it reads until the transaction ends, so
+    /// that a concurrent update of them waits and a waiting read sees the committed change
+    /// (PostgreSQL's `FOR SHARE`); empty in SQLite, whose write transaction already excludes
+    /// every other writer.
+    let rowShareLock: String
+
     /// The statements of transaction-scoped advisory locks, or nil where writers need none:
     /// every SQLite write transaction begins `IMMEDIATE` and holds the database's only write
     /// lock until it ends, which already serialises every check and insert.
@@ -64,12 +70,12 @@ struct SQLDialect: Sendable, Hashable {
     static let sqlite = SQLDialect(
         name: "SQLite", integer: "INTEGER", bytes: "BLOB", orderedText: "TEXT",
         serialPrimaryKey: "INTEGER PRIMARY KEY", keyOnlyTable: " WITHOUT ROWID",
-        originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", advisoryLocks: nil)
+        originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", rowShareLock: "", advisoryLocks: nil)
 
     static let postgres = SQLDialect(
         name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#,
         serialPrimaryKey: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", keyOnlyTable: "",
-        originalUserColumn: "user_name", beginTransaction: "BEGIN",
+        originalUserColumn: "user_name", beginTransaction: "BEGIN", rowShareLock: " FOR SHARE",
         advisoryLocks: SQLAdvisoryLockSyntax(
             // `SET LOCAL lock_timeout`, which cannot take a parameter.
             timeout: "SELECT set_config('lock_timeout', $1, true)",

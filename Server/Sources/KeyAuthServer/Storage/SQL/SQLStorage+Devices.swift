@@ -144,6 +144,26 @@ extension SQLStorage {
         }
     }
 
+    package func approvePendingDevice(kid: String, approvedBy approverKID: String?, at time: Int64)
+        throws(StorageError) -> DeviceApprovalOutcome
+    {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
+                if let approverKID {
+                    let approver = try connection.execute(
+                        "SELECT status FROM devices WHERE kid = $1" + connection.dialect.rowShareLock,
+                        [.text(approverKID)]
+                    ).firstRow?.text(0)
+                    guard approver == DeviceStatus.Stored.active.rawValue else { return .approverNotActive }
+                }
+                let approved = try connection.execute(
+                    "UPDATE devices SET status = 'active', approved_at = $2 WHERE kid = $1 AND status = 'pending'",
+                    [.text(kid), .integer(time)])
+                return approved.affectedRowCount == 1 ? .approved : .notPending
+            }
+        }
+    }
+
     package func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute("UPDATE devices SET name = $2 WHERE kid = $1", [.text(kid), .text(name)])

@@ -1,0 +1,72 @@
+import Foundation
+import KeyAuth
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+extension StorageContract {
+    static let approvalChecks = [
+        StorageCheck(
+            "approves a pending device only while the approving device is active",
+            StorageContract.approvesWhileApproverActive),
+        StorageCheck(
+            "an approval racing the approver's revocation waits for it and approves nothing",
+            StorageContract.approvalWaitsForRevocation),
+    ]
+
+    static func approvesWhileApproverActive(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-laptop", status: .active)))
+        #expect(try storage.insertDevice(device("kid-stolen", status: .active)))
+        #expect(try storage.insertDevice(device("kid-new")))
+        #expect(try storage.updateStatus(kid: "kid-stolen", from: .active, to: .revoked, at: 1_500))
+
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000) == .approverNotActive)
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-unknown", at: 2_000) == .approverNotActive
+        )
+        #expect(try storage.device(kid: "kid-new")?.status == .pending)
+        #expect(try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 2_000) == .approved)
+        let approved = try storage.device(kid: "kid-new")
+        #expect(approved?.status == .active && approved?.approvedAt == 2_000)
+        #expect(try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 3_000) == .notPending)
+        // The operator needs no approving device.
+        #expect(try storage.insertDevice(device("kid-admin")))
+        #expect(try storage.approvePendingDevice(kid: "kid-admin", approvedBy: nil, at: 3_000) == .approved)
+        #expect(try storage.approvePendingDevice(kid: "kid-missing", approvedBy: nil, at: 3_000) == .notPending)
+    }
+
+    /// A revocation of the approver is under way (its transaction holds the row) when the
+    /// approval starts; it commits half a second later. The approval must wait and then find the
+    /// approver revoked. Reading the row without a lock, PostgreSQL's approval would see the
+    /// last committed status, active, and approve: the revoked device would have let a device
+    /// in after its revocation returned.
+    static func approvalWaitsForRevocation(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-stolen", status: .active)))
+        #expect(try storage.insertDevice(device("kid-new")))
+
+        let revocation = try database.connect()
+        try revocation.execute("BEGIN")
+        try revocation.execute("UPDATE devices SET status = 'revoked', revoked_at = 1500 WHERE kid = 'kid-stolen'")
+        let outcome = Mutex<Result<DeviceApprovalOutcome, StorageError>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            let result = Result { () throws(StorageError) in
+                try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000)
+            }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        try revocation.execute("COMMIT")
+        #expect(finished.wait(timeout: .now() + 60) == .success)
+        let result = try #require(outcome.withLock { $0 })
+        #expect(try result.get() == .approverNotActive)
+        #expect(try storage.device(kid: "kid-new")?.status == .pending)
+    }
+}
