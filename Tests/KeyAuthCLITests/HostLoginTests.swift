@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthCLI
 import KeyAuthTestSupport
 import Testing
 
@@ -89,6 +90,42 @@ struct HostLoginTests {
             #expect(result.status != 0)
             if machine.syslog.isCapturing {
                 #expect(machine.syslog.text.contains("invalid_grant"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
+    @Test(
+        "another keyauth user's device, planted in the user's home as their account, does not log in",
+        .timeLimit(.minutes(5)))
+    func plantedDeviceOfAnotherUser() async throws {
+        try await withHostLogin { machine in
+            // Anything running as the user can write their keyauth home: here, an account of the
+            // attacker's own keyauth user, its PIN known, relabelled as the user's.
+            let attacker = machine.scratch.path + "/attacker"
+            let registered = try runProcess(
+                Binaries.keyauth,
+                ["register", "--server", machine.server.url, "--user", "mallory", "--bits", "2048", "--pin-stdin"],
+                environment: ["KEYAUTH_HOME": attacker, "HOME": machine.scratch.path, "KEYAUTH_TIMEOUT": "5"],
+                standardInput: "246810\n", timeout: 120)
+            try #require(registered.status == 0, "\(registered.standardError)")
+            let accounts = machine.keyauthHome + "/accounts"
+            let name = try #require(AccountStore(home: attacker).accountNames().first)
+            let planted = accounts + "/" + name
+            let script = """
+                set -e
+                rm -rf '\(accounts)'/*
+                cp -a '\(attacker)/accounts/\(name)' '\(planted)'
+                sed -i 's/"user" *: *"mallory"/"user":"\(machine.user)"/' '\(planted)/account.json'
+                grep -q '"user":"\(machine.user)"' '\(planted)/account.json'
+                chown -R '\(machine.user):\(machine.user)' '\(machine.keyauthHome)'
+                """
+            let moved = try ExternalCommand.run(["sh", "-c", script], timeout: 30)
+            try #require(moved.status == 0, "\(moved.errorOutput)")
+
+            let result = try machine.pamtester(pin: "246810")
+            #expect(result.status != 0, "\(machine.syslog.text)")
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("access_denied"), "\(machine.syslog.text)")
             }
         }
     }

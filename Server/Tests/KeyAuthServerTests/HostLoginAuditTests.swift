@@ -32,6 +32,24 @@ struct HostLoginAuditTests {
         #expect(event.detail == "online, service sudo, linux user alice")
     }
 
+    @Test("a statement naming the keyauth user the host expects admits only that user's devices")
+    func keyauthUser() throws {
+        func statement(_ user: String) -> JSONValue {
+            .object([
+                "host": .string("laptop.example"), "service": .string("sudo"), "linux_user": .string("root"),
+                "keyauth_user": .string(user),
+            ])
+        }
+        let refused = try login(["host_login": statement("mallory")])
+        #expect(refused.status == 403 && refused.error == "access_denied")
+        #expect(refused.events.isEmpty)
+        // Exactly: no case folding, no Unicode equivalence.
+        #expect(try login(["host_login": statement("Alice")]).status == 403)
+        #expect(try login(["host_login": statement("alic\u{65}\u{301}")]).status == 403)
+        let admitted = try login(["host_login": statement("alice")])
+        #expect(admitted.status == 200 && admitted.events.count == 1)
+    }
+
     @Test("a login without the statement records nothing")
     func notStated() throws {
         let result = try login([:])
@@ -49,6 +67,10 @@ struct HostLoginAuditTests {
             .object([
                 "host": .string("laptop"), "service": .string("sudo"), "linux_user": .string("a"),
                 "extra": .string("x"),
+            ]),
+            .object([
+                "host": .string("laptop"), "service": .string("sudo"), "linux_user": .string("a"),
+                "keyauth_user": .integer(1),
             ]),
         ])
     func malformed(statement: JSONValue) throws {

@@ -151,7 +151,8 @@ package struct PAMHelper: Sendable {
             // --pin-stdin (a second prompt in one login finds the input ended).
             session = try AccountSession.open(
                 context: context, account: account.name, pinFromStandardInput: false, waitForApproval: false,
-                extraClaims: try Self.hostLoginClaims(request, hostClientID: hostClientID))
+                extraClaims: try Self.hostLoginClaims(
+                    request, hostClientID: hostClientID, keyauthUser: mapping.keyauthUser))
         } catch {
             return Self.answer(for: error)
         }
@@ -176,15 +177,19 @@ package struct PAMHelper: Sendable {
 
     /// The statement the server writes to its audit trail: this host, the PAM service, the
     /// Linux user, and the host's client id when it is a client of the server, whose user list
-    /// the server then applies (docs/PROTOCOL.md section 2, `host_login`).
-    static func hostLoginClaims(_ request: PAMHelperRequest, hostClientID: String? = nil) throws(KeyAuthError)
-        -> JWTClaims
-    {
+    /// the server then applies (docs/PROTOCOL.md section 2, `host_login`); and the keyauth user
+    /// root's mapping names, whose devices alone the server then admits. The account comes from
+    /// the user's own home, which anything running as the user can replace with an account of
+    /// another keyauth user (an attacker's own), PIN and all.
+    static func hostLoginClaims(
+        _ request: PAMHelperRequest, hostClientID: String? = nil, keyauthUser: String? = nil
+    ) throws(KeyAuthError) -> JWTClaims {
         var members: [String: JSONValue] = [
             "host": .string(hostName()), "service": .string(request.service),
             "linux_user": .string(request.user),
         ]
         if let hostClientID { members["host_client"] = .string(hostClientID) }
+        if let keyauthUser { members["keyauth_user"] = .string(keyauthUser) }
         let statement = JSONValue.object(members)
         var claims = JWTClaims()
         try claims.setJSON("host_login", json: statement.serialized())

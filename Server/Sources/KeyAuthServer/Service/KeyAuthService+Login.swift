@@ -60,6 +60,7 @@ extension KeyAuthService {
         try claimJWTID(of: verified)
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
+        try hostLogin?.checkUser(of: device)
         if let id = hostLogin?.hostClient { try HostClients.checkAllowed(device.user, atClientID: id, in: storage) }
         try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
         // device_tier: what the server established at registration, unlike amr, which the device
