@@ -13,7 +13,8 @@ import KeyAuth
 /// 1. As a request body (type byte and payload) to ``SSHAgentProtocol/answer(_:identities:sign:)``
 ///    with the agent's two identities: the answer must be exactly the expected one (an
 ///    identities list for a bare `REQUEST_IDENTITIES`, a signature for a well-formed
-///    `SIGN_REQUEST` of a held key with flag 2 or 4, `SSH_AGENT_FAILURE` for everything else),
+///    `SIGN_REQUEST` of a held key with flag 2 or 4 whose data is an SSH login's or `SSHSIG`
+///    data (``isSignable(_:)``), `SSH_AGENT_FAILURE` for everything else),
 ///    the key must be asked to sign only then and only the request's data; a locked agent must
 ///    answer failure to anything.
 /// 2. As the byte stream of a connection, through a pipe, to
@@ -116,7 +117,9 @@ public struct SSHAgentFuzzHarness: Sendable {
             guard let blob = field(body, &offset), let data = field(body, &offset), body.count - offset == 4
             else { return failure }
             let flags = body[offset...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            guard identities.contains(where: { $0.blob == blob }), flags == 2 || flags == 4 else { return failure }
+            guard identities.contains(where: { $0.blob == blob }), flags == 2 || flags == 4, isSignable(data) else {
+                return failure
+            }
             let digest: SSHAgentProtocol.Digest = flags == 2 ? .sha256 : .sha512
             let name = Array((flags == 2 ? "rsa-sha2-256" : "rsa-sha2-512").utf8)
             let signature = Self.signature(digest, data)
@@ -124,6 +127,43 @@ public struct SSHAgentFuzzHarness: Sendable {
             return Expected(answer: [14] + bigEndian(UInt32(inner.count)) + inner, signed: (digest, data))
         default:
             return failure
+        }
+    }
+
+    /// Whether the agent may sign `data`: an SSH `publickey` (or OpenSSH host-bound) user
+    /// authentication request naming one of the identities (RFC 4252 section 7), or the
+    /// `SSHSIG` data of `ssh-keygen -Y sign`; never anything else, such as a keyauth assertion.
+    package func isSignable(_ data: [UInt8]) -> Bool {
+        let preamble = Array("SSHSIG".utf8)
+        if Array(data.prefix(6)) == preamble {
+            var offset = 6
+            guard let namespace = field(data, &offset), !namespace.isEmpty, field(data, &offset) != nil,
+                let hash = field(data, &offset), let digest = field(data, &offset), offset == data.count
+            else { return false }
+            return (String(decoding: hash, as: UTF8.self), digest.count) == ("sha256", 32)
+                || (String(decoding: hash, as: UTF8.self), digest.count) == ("sha512", 64)
+        }
+        var offset = 0
+        guard let session = field(data, &offset), session.count >= 20, session.count <= 64,
+            offset < data.count, data[offset] == 50
+        else { return false }
+        offset += 1
+        guard field(data, &offset) != nil,
+            field(data, &offset).map({ String(decoding: $0, as: UTF8.self) }) == "ssh-connection",
+            let method = field(data, &offset).map({ String(decoding: $0, as: UTF8.self) }),
+            offset < data.count, data[offset] == 1
+        else { return false }
+        offset += 1
+        let algorithms = [
+            "rsa-sha2-256", "rsa-sha2-512", "rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-512-cert-v01@openssh.com",
+        ]
+        guard let algorithm = field(data, &offset), algorithms.contains(String(decoding: algorithm, as: UTF8.self)),
+            let key = field(data, &offset), identities.contains(where: { $0.blob == key })
+        else { return false }
+        switch method {
+        case "publickey": return offset == data.count
+        case "publickey-hostbound-v00@openssh.com": return field(data, &offset) != nil && offset == data.count
+        default: return false
         }
     }
 
@@ -203,15 +243,27 @@ public struct SSHAgentFuzzHarness: Sendable {
         func sign(_ blob: [UInt8], _ data: [UInt8], _ flags: UInt32) -> [UInt8] {
             [13] + bigEndian(UInt32(blob.count)) + blob + bigEndian(UInt32(data.count)) + data + bigEndian(flags)
         }
+        func string(_ bytes: [UInt8]) -> [UInt8] { bigEndian(UInt32(bytes.count)) + bytes }
         let certificate = identities[0].blob
         let plain = identities[1].blob
-        let data = Array("session-id and userauth request".utf8)
+        // What ssh signs to log in with the certificate (by the plain key, as ssh asks).
+        let data =
+            string(Array(repeating: 0x5A, count: 32)) + [50] + string(Array("alice".utf8))
+            + string(Array("ssh-connection".utf8)) + string(Array("publickey-hostbound-v00@openssh.com".utf8)) + [1]
+            + string(Array("rsa-sha2-512-cert-v01@openssh.com".utf8)) + string(certificate)
+            + string(Array("host key".utf8))
+        let sshsig =
+            Array("SSHSIG".utf8) + string(Array("git".utf8)) + string([]) + string(Array("sha512".utf8))
+            + string(Array(repeating: 7, count: 64))
+        let assertion = Array("eyJhbGciOiJSUzI1NiJ9.eyJhcHByb3ZlX2tpZCI6IngifQ".utf8)
         let request = sign(plain, data, 4)
         return [
             "request-identities": [11],
             "request-identities-framed": [0, 0, 0, 1, 11],
             "sign-sha512-key": request,
             "sign-sha256-certificate": sign(certificate, data, 2),
+            "sign-sshsig": sign(plain, sshsig, 4),
+            "sign-assertion-refused": sign(plain, assertion, 2),
             "sign-sha1-refused": sign(plain, data, 0),
             "sign-unknown-key": sign(Array(plain.dropLast()), data, 4),
             "sign-truncated": Array(request.dropLast(2)),

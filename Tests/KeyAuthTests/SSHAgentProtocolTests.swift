@@ -28,6 +28,27 @@ struct SSHAgentProtocolTests {
         return writer.bytes
     }
 
+    /// What ssh signs to log in with `blob` (RFC 4252 section 7): session identifier, request
+    /// type 50, user, service, method, TRUE, algorithm, key, and for the host-bound method the
+    /// host key.
+    static func userAuthentication(
+        blob: [UInt8], session: [UInt8] = Array(repeating: 9, count: 32), type: UInt8 = 50,
+        service: String = "ssh-connection", method: String = "publickey", flag: UInt8 = 1,
+        algorithm: String = "rsa-sha2-512", hostKey: [UInt8]? = nil
+    ) throws -> [UInt8] {
+        var writer = SSHWireWriter()
+        try writer.string(session)
+        writer.byte(type)
+        try writer.string("alice")
+        try writer.string(service)
+        try writer.string(method)
+        writer.byte(flag)
+        try writer.string(algorithm)
+        try writer.string(blob)
+        if let hostKey { try writer.string(hostKey) }
+        return writer.bytes
+    }
+
     /// Answers with a real key: SHA-256 through ``RSAPrivateKey/signature(for:)``'s twin.
     static func answer(_ body: [UInt8], identities: [SSHAgentProtocol.Identity]?) -> [UInt8] {
         SSHAgentProtocol.answer(body, identities: identities) { (digest, data) throws(KeyAuthError) in
@@ -54,7 +75,7 @@ struct SSHAgentProtocolTests {
     func signs() throws {
         let identities = try Self.identities()
         let key = try #require(Self.key)
-        let data = Array("session data".utf8)
+        let data = try Self.userAuthentication(blob: identities[0].blob)
         for (flags, name) in [(UInt32(2), "rsa-sha2-256"), (4, "rsa-sha2-512")] {
             let answer = Self.answer(
                 try Self.signRequest(blob: identities[0].blob, data: data, flags: flags), identities: identities)
@@ -76,7 +97,7 @@ struct SSHAgentProtocolTests {
     @Test("unknown keys, legacy SHA-1, other requests, a locked agent and every truncation get failure")
     func failures() throws {
         let identities = try Self.identities()
-        let data = Array("x".utf8)
+        let data = try Self.userAuthentication(blob: identities[0].blob)
         let valid = try Self.signRequest(blob: identities[0].blob, data: data, flags: 2)
         #expect(Self.answer(valid, identities: identities).first == SSHAgentProtocol.signResponse)
         #expect(Self.answer(valid, identities: nil) == Self.failure)
@@ -100,6 +121,55 @@ struct SSHAgentProtocolTests {
         let huge: [UInt8] = [SSHAgentProtocol.signRequest, 0xFF, 0xFF, 0xFF, 0xFF, 1, 2]
         #expect(Self.answer(huge, identities: identities) == Self.failure)
         #expect(Self.answer([SSHAgentProtocol.requestIdentities, 0], identities: identities) == Self.failure)
+    }
+
+    @Test("only an SSH login's data is signed: never a keyauth assertion, nor anything else")
+    func signsUserAuthenticationOnly() throws {
+        let identities = try Self.identities()
+        let blob = identities[0].blob
+        let signable = [
+            try Self.userAuthentication(blob: blob),
+            try Self.userAuthentication(blob: blob, session: Array(repeating: 1, count: 20)),
+            try Self.userAuthentication(blob: blob, algorithm: "rsa-sha2-256-cert-v01@openssh.com"),
+            try Self.userAuthentication(
+                blob: blob, method: "publickey-hostbound-v00@openssh.com", hostKey: Array("host key".utf8)),
+        ]
+        var sshsig = Array("SSHSIG".utf8)
+        var fields = SSHWireWriter()
+        try fields.string("git")
+        try fields.string("")
+        try fields.string("sha512")
+        try fields.string(Array(repeating: 3, count: 64))
+        sshsig += fields.bytes
+        for data in signable + [sshsig] {
+            let answer = Self.answer(try Self.signRequest(blob: blob, data: data, flags: 2), identities: identities)
+            #expect(answer.first == SSHAgentProtocol.signResponse)
+        }
+        // RS256 over a JWS signing input is what the SHA-256 answer would be: a login or an
+        // approval for whoever reaches the socket.
+        let assertion = Array("eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhYmMiLCJhcHByb3ZlX2tpZCI6IngifQ".utf8)
+        let refused = [
+            assertion, Array("session data".utf8), [],
+            try Self.userAuthentication(blob: blob, session: Array(repeating: 1, count: 19)),
+            try Self.userAuthentication(blob: blob, session: Array(repeating: 1, count: 65)),
+            try Self.userAuthentication(blob: blob, type: 51),
+            try Self.userAuthentication(blob: blob, service: "ssh-userauth"),
+            try Self.userAuthentication(blob: blob, method: "password"),
+            try Self.userAuthentication(blob: blob, flag: 0),
+            try Self.userAuthentication(blob: blob, algorithm: "ssh-rsa"),
+            try Self.userAuthentication(blob: [1, 2, 3]),
+            try Self.userAuthentication(blob: blob, hostKey: Array("host key".utf8)),
+            try Self.userAuthentication(blob: blob, method: "publickey-hostbound-v00@openssh.com"),
+            try Self.userAuthentication(blob: blob) + [0],
+            Array(sshsig.dropLast()), sshsig + [0], Array("SSHSIG".utf8),
+        ]
+        for data in refused {
+            for flags: UInt32 in [2, 4] {
+                let answer = Self.answer(
+                    try Self.signRequest(blob: blob, data: data, flags: flags), identities: identities)
+                #expect(answer == Self.failure, "\(String(decoding: data, as: UTF8.self))")
+            }
+        }
     }
 
     @Test("a certificate line is offered only when it is an RSA certificate of the same key")

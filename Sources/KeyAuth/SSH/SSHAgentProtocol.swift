@@ -127,7 +127,8 @@ package enum SSHAgentProtocol {
             return writer.bytes
         case signRequest:
             guard let blob = reader.string(), let data = reader.string(), let flags = reader.uint32(),
-                reader.isAtEnd, identities.contains(where: { $0.blob == blob })
+                reader.isAtEnd, identities.contains(where: { $0.blob == blob }),
+                isUserAuthenticationRequest(data, keys: identities.map(\.blob)) || isSSHSignatureData(data)
             else { return [failure] }
             let digest: Digest
             switch flags {
@@ -148,6 +149,59 @@ package enum SSHAgentProtocol {
             return [failure]
         }
     }
+
+    /// Whether `data` is what an SSH client signs to log in with one of `keys`: a
+    /// `SSH_MSG_USERAUTH_REQUEST` for the `publickey` method (RFC 4252 section 7) or OpenSSH's
+    /// `publickey-hostbound-v00@openssh.com`, after the session identifier.
+    ///
+    /// The device key's SSH signature with SHA-256 is the RS256 signature of keyauth's own
+    /// assertions, so an agent that signed any data would sign a login or an approval for
+    /// whoever reaches its socket, a forwarded one (`ssh -A`) included: it signs only this and
+    /// ``isSSHSignatureData(_:)``. Such data starts with the
+    /// session identifier's length, and a JWS signing input (`eyJ...`) read as one is tens of
+    /// megabytes, so no assertion parses as this.
+    ///
+    /// The key in the data may be another of the agent's identities than the one the request
+    /// names: ssh logging in with the certificate asks for the signature by the plain key.
+    package static func isUserAuthenticationRequest(_ data: [UInt8], keys: [[UInt8]]) -> Bool {
+        var reader = SSHWireReader(data)
+        // The exchange hash: 20 to 64 bytes (SHA-1 to SHA-512).
+        guard let session = reader.string(), (20...64).contains(session.count),
+            reader.byte() == userAuthenticationRequest, reader.string() != nil,
+            reader.string() == Array("ssh-connection".utf8), let method = reader.string(),
+            reader.byte() == 1, let algorithm = reader.string(),
+            userAuthenticationAlgorithms.contains(where: { Array($0.utf8) == algorithm }),
+            let key = reader.string(), keys.contains(key)
+        else { return false }
+        if method == Array("publickey".utf8) { return reader.isAtEnd }
+        // The host-bound method adds the server's host key.
+        guard method == Array("publickey-hostbound-v00@openssh.com".utf8), reader.string() != nil else {
+            return false
+        }
+        return reader.isAtEnd
+    }
+
+    /// Whether `data` is what `ssh-keygen -Y sign` has an agent sign (OpenSSH's PROTOCOL.sshsig):
+    /// the preamble `SSHSIG`, a namespace, a reserved string, the hash's name and the message's
+    /// hash. No JWS signing input starts with those six bytes.
+    package static func isSSHSignatureData(_ data: [UInt8]) -> Bool {
+        let preamble = Array("SSHSIG".utf8)
+        guard data.starts(with: preamble) else { return false }
+        var reader = SSHWireReader(Array(data.dropFirst(preamble.count)))
+        guard let namespace = reader.string(), !namespace.isEmpty, reader.string() != nil,
+            let hash = reader.string(), let digest = reader.string(), reader.isAtEnd
+        else { return false }
+        return (hash == Array("sha256".utf8) && digest.count == 32)
+            || (hash == Array("sha512".utf8) && digest.count == 64)
+    }
+
+    /// `SSH_MSG_USERAUTH_REQUEST`.
+    static let userAuthenticationRequest: UInt8 = 50
+
+    /// The signature algorithms a user authentication request may name for the agent's keys.
+    static let userAuthenticationAlgorithms = [
+        "rsa-sha2-256", "rsa-sha2-512", "rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-512-cert-v01@openssh.com",
+    ]
 
     /// Reads one message: a uint32 length, then that many bytes.
     package static func readMessage(_ descriptor: Int32) -> Read {
