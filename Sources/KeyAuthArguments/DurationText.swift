@@ -8,10 +8,13 @@ package enum DurationText {
     /// keeps every sum far from overflowing.
     private static let largestCount: Int64 = 1_000_000
 
+    /// The largest duration ``seconds(_:)`` accepts: a million days.
+    package static let largestSeconds: Int64 = largestCount * 86_400
+
     /// The seconds `text` stands for, or nil when it is not a duration (empty, a sign, a
     /// fraction, an unknown unit, a number without a unit after a unit, or too large).
     package static func seconds(_ text: String) -> Int64? {
-        if let plain = Int64(text), text.first?.isNumber == true { return plain <= largestCount * 86_400 ? plain : nil }
+        if let plain = Int64(text), text.first?.isNumber == true { return plain <= largestSeconds ? plain : nil }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         var total: Int64 = 0
         var digits = ""
@@ -20,7 +23,7 @@ package enum DurationText {
                 digits.append(character)
             } else if let unit = units[character], let count = Int64(digits), count <= largestCount {
                 let (sum, overflow) = total.addingReportingOverflow(count * unit)
-                guard !overflow, sum <= largestCount * 86_400 else { return nil }
+                guard !overflow, sum <= largestSeconds else { return nil }
                 total = sum
                 digits = ""
             } else {

@@ -317,6 +317,13 @@ package struct AgentOptions: Sendable, Equatable {
     /// How long an agent holds a key by default: 8 hours, a working day.
     package static let defaultTimeout: TimeInterval = 8 * 3600
 
+    /// The timeouts an agent accepts, from `--timeout` and in an `unlock` request alike: what
+    /// ``seconds(fromDuration:)`` can yield, 1 second to ``DurationText/largestSeconds``.
+    ///
+    /// A request's timeout is a JSON number that could be anything; the one range keeps the
+    /// socket from granting what the command line refuses.
+    package static let timeoutRange: ClosedRange<TimeInterval> = 1...TimeInterval(DurationText.largestSeconds)
+
     /// The action.
     package var action: Action = .start
     /// `--account NAME`.

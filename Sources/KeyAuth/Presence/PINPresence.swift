@@ -75,8 +75,7 @@ public struct PINPresence: PresenceCheck {
     /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` before asking when locked out,
     ///   ``KeyAuthError/Code-swift.struct/presenceDenied`` for an empty PIN, or the reader's error.
     public func verifyPresence(reason: String) async throws(KeyAuthError) {
-        let store = AttemptStore(path: attemptsFile)
-        try checkLockout(store.load())
+        try PINAttemptCounter(attemptsFile: attemptsFile, clock: clock).checkLockout()
         _ = try await readPIN(reason: reason)
     }
 
@@ -175,27 +174,10 @@ public struct PINPresence: PresenceCheck {
         reason: String,
         _ body: (SecretBytes) throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
-        let store = AttemptStore(path: attemptsFile)
-        try checkLockout(store.load())
+        let counter = PINAttemptCounter(attemptsFile: attemptsFile, clock: clock)
+        try counter.checkLockout()
         let pin = try await readPIN(reason: reason)
-        try store.update { (state) throws(KeyAuthError) in
-            // Another process may have failed while this one waited for the person.
-            try checkLockout(state)
-            state.failures += 1
-            state.lastFailure = epochSeconds()
-        }
-        let result: Value
-        do {
-            result = try body(pin)
-        } catch {
-            guard error.code == .wrongPIN else {
-                try? store.update { state in state.failures = max(0, state.failures - 1) }
-                throw error
-            }
-            throw wrongPINError(after: try? store.load(), underlying: error)
-        }
-        try store.update { state in state = AttemptState() }
-        return result
+        return try counter.counting { () throws(KeyAuthError) in try body(pin) }
     }
 
     /// Asks for a new PIN at registration, twice when `confirm` is true.
@@ -255,40 +237,6 @@ public struct PINPresence: PresenceCheck {
         return pin
     }
 
-    private func epochSeconds() -> Int64 {
-        clock.seconds
-    }
-
-    /// Throws `.lockedOut` when `state` still imposes a delay.
-    private func checkLockout(_ state: AttemptState) throws(KeyAuthError) {
-        guard let seconds = Self.retryAfter(state, now: epochSeconds()) else { return }
-        throw KeyAuthError(
-            .lockedOut,
-            "too many wrong PINs; try again in \(Self.describe(seconds: seconds))",
-            retryAfter: seconds
-        )
-    }
-
-    private func wrongPINError(after state: AttemptState?, underlying: KeyAuthError) -> KeyAuthError {
-        guard let state else {
-            return KeyAuthError(.wrongPIN, "wrong PIN", underlying: underlying)
-        }
-        if let seconds = Self.retryAfter(state, now: epochSeconds()) {
-            return KeyAuthError(
-                .wrongPIN,
-                "wrong PIN; too many wrong PINs; try again in \(Self.describe(seconds: seconds))",
-                underlying: underlying,
-                retryAfter: seconds
-            )
-        }
-        let left = Self.freeAttempts - state.failures
-        return KeyAuthError(
-            .wrongPIN,
-            "wrong PIN; a delay starts after \(left) more wrong PIN\(left == 1 ? "" : "s")",
-            underlying: underlying
-        )
-    }
-
     /// The delay that `failures` consecutive wrong PINs impose, in seconds.
     static func delay(afterFailures failures: Int) -> Int {
         guard failures >= freeAttempts else { return 0 }
@@ -314,54 +262,5 @@ public struct PINPresence: PresenceCheck {
         }
         let minutes = (seconds + 59) / 60
         return "\(minutes) minute\(minutes == 1 ? "" : "s")"
-    }
-}
-
-/// What the attempts file holds.
-struct AttemptState: Codable, Equatable {
-    /// Consecutive wrong PINs (and attempts in progress).
-    var failures = 0
-    /// When the last of them started, in seconds since 1970.
-    var lastFailure: Int64 = 0
-}
-
-/// The attempts file: read without a lock, changed under an exclusive `flock` on a separate lock
-/// file and replaced atomically, so that a crash never leaves half a file and concurrent
-/// processes never lose a failure.
-struct AttemptStore {
-    let path: String
-
-    private var lockPath: String { path + ".lock" }
-
-    /// The current state; a missing file means no failures.
-    func load() throws(KeyAuthError) -> AttemptState {
-        let bytes: [UInt8]
-        do {
-            bytes = try SecureFile.readProtected(path)
-        } catch  where error.code == .keyNotFound {
-            return AttemptState()
-        } catch {
-            throw KeyAuthError(.storageFailed, "Cannot use the PIN attempts file: \(error.message)", underlying: error)
-        }
-        guard let state = try? JSONDecoder().decode(AttemptState.self, from: Data(bytes)), state.failures >= 0 else {
-            // Failing closed: a damaged counter must not silently become zero failures.
-            throw KeyAuthError(
-                .storageFailed, "The PIN attempts file \(path) is damaged; remove it to continue.")
-        }
-        return state
-    }
-
-    /// Changes the state under the lock and writes it back atomically.
-    func update(_ change: (inout AttemptState) throws(KeyAuthError) -> Void) throws(KeyAuthError) {
-        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
-            var state = try load()
-            let before = state
-            try change(&state)
-            guard state != before else { return }
-            guard let data = try? JSONEncoder().encode(state) else {
-                throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
-            }
-            try SecureFile.write(Array(data) + [0x0A], to: path)
-        }
     }
 }

@@ -66,10 +66,21 @@ final class KeyAgentServer: Sendable {
 
     /// Opens the key with `pin` and holds it for `timeout` seconds.
     ///
-    /// - Throws: `.wrongPIN` and the other errors of opening the key (for a TPM key, of one
-    ///   signature, which is where a TPM checks its PIN); `.storageFailed` when the memory cannot
-    ///   be locked.
+    /// A PIN for a key file is one counted attempt in the key's attempts file, as a login's is
+    /// (``PINAttemptCounter``): any process of the user can send `unlock`, and a socket that
+    /// decrypted without counting would let it guess PINs with no delay. A TPM counts its own.
+    /// - Throws: `.invalidArgument` for a timeout outside ``AgentOptions/timeoutRange`` (before
+    ///   the PIN is tried); `.lockedOut`, `.wrongPIN` and the other errors of opening the key (for
+    ///   a TPM key, of one signature, which is where a TPM checks its PIN); `.storageFailed` when
+    ///   the memory cannot be locked or the attempts file cannot be used.
     func unlock(pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
+        // A NaN or an infinite timeout would make the expiry unusable; 1e308 would hold forever.
+        guard AgentOptions.timeoutRange.contains(timeout) else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "the unlock timeout must be between \(Int(AgentOptions.timeoutRange.lowerBound)) and "
+                    + "\(Int(AgentOptions.timeoutRange.upperBound)) seconds")
+        }
         let secret: SecretBytes
         if store.storedKind == .tpm {
             let key = try store.loadTPMKey(pin: pin)
@@ -78,7 +89,14 @@ final class KeyAgentServer: Sendable {
             defer { CryptoPrimitives.wipe(&bytes) }
             secret = try SecretBytes(lockedCopyOf: bytes)
         } else {
-            let key = try store.loadPrivateKey(pin: pin)
+            let key: RSAPrivateKey
+            if let pin {
+                let counter = PINAttemptCounter(attemptsFile: store.pinAttemptsPath)
+                key = try counter.counting { () throws(KeyAuthError) in try store.loadPrivateKey(pin: pin) }
+            } else {
+                // Without a PIN only a key file that no PIN protects opens: there is nothing to guess.
+                key = try store.loadPrivateKey(pin: nil)
+            }
             var pem = try key.pkcs8PEM()
             defer { CryptoPrimitives.wipe(&pem) }
             secret = try SecretBytes(lockedCopyOf: pem)
@@ -234,7 +252,9 @@ final class KeyAgentServer: Sendable {
         _ = KeyAgentSocket.writeMessage(connection, Array(encoded))
     }
 
-    private func answer(_ request: KeyAgentRequest) -> KeyAgentResponse {
+    /// The response to one request of keyauth's own protocol; internal so that tests can ask
+    /// without a socket.
+    func answer(_ request: KeyAgentRequest) -> KeyAgentResponse {
         switch request.op {
         case "status":
             clearIfExpired()

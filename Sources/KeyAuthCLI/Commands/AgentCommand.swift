@@ -152,16 +152,23 @@ struct AgentCommand {
         }
     }
 
-    /// Checks presence and opens the key through `open`: a TPM key's PIN is counted by the TPM,
-    /// a key file's by the presence check.
+    /// Checks presence and has the agent open the key through `open`.
+    ///
+    /// Whatever `open` reaches (this process's server or a running agent) counts the PIN itself,
+    /// a TPM key's in the TPM and a key file's in its attempts file
+    /// (``KeyAgentServer/unlock(pin:timeout:)``), so the PIN is asked for here as for a key
+    /// whose hardware counts: a second count here would make one wrong PIN two. A PIN account
+    /// first sees an existing delay, before it types anything.
     static func checkPresence(
         _ session: AccountSession, reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Void
     ) async throws(KeyAuthError) {
         let presence = session.authenticator.presence
-        if session.keys.storedKind == .tpm {
-            try await presence.unlockHardwareKey(reason: reason, open)
+        if session.keys.storedKind != .tpm, let pins = (presence as? StatedPresence)?.base as? PINPresence {
+            try PINAttemptCounter(attemptsFile: session.keys.pinAttemptsPath).checkLockout()
+            // Asked again after a wrong PIN on a terminal, as a login asks.
+            try await pins.unlockCheckedHardwareKey(reason: reason, open)
         } else {
-            try await presence.unlock(reason: reason, open)
+            try await presence.unlockHardwareKey(reason: reason, open)
         }
     }
 

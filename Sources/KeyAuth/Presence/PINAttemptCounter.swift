@@ -1,0 +1,141 @@
+import Foundation
+
+/// Counts wrong PINs of a key file in its attempts file and enforces the delay after
+/// ``PINPresence/freeAttempts`` failures, for every process that tries a PIN on the key.
+///
+/// The count is the only thing that slows down guessing through keyauth, so it must not depend
+/// on who asked for the PIN: ``PINPresence`` counts what it asked a person for, and
+/// `keyauth agent` counts a PIN that arrives on its socket the same way, with this type. It is
+/// synchronous because the decryption it guards is, and a caller that is not in an async context
+/// (the agent's serving thread) must be able to use it.
+package struct PINAttemptCounter: Sendable {
+    /// The file that counts wrong PINs, normally `<keydir>/pin-attempts`.
+    package let attemptsFile: String
+    /// The clock that times the delays.
+    package let clock: KeyAuthClock
+
+    package init(attemptsFile: String, clock: KeyAuthClock = .system) {
+        self.attemptsFile = attemptsFile
+        self.clock = clock
+    }
+
+    /// Fails while earlier wrong PINs still impose a delay, so that nobody is asked for a PIN
+    /// that would be refused unread.
+    ///
+    /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` with `retryAfter`;
+    ///   ``KeyAuthError/Code-swift.struct/storageFailed`` when the attempts file cannot be read.
+    package func checkLockout() throws(KeyAuthError) {
+        try checkLockout(AttemptStore(path: attemptsFile).load())
+    }
+
+    /// Runs `body`, which tries a PIN on the key, as one counted attempt.
+    ///
+    /// The attempt is counted as a failure before `body` runs, so that a process killed during a
+    /// guess, or several processes guessing at once, cannot escape the count; a success resets it
+    /// and an error other than a wrong PIN takes the attempt back.
+    /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` with `retryAfter` before `body`
+    ///   runs when too many wrong PINs were entered recently;
+    ///   ``KeyAuthError/Code-swift.struct/wrongPIN`` (with `retryAfter` when this failure starts a
+    ///   delay); ``KeyAuthError/Code-swift.struct/storageFailed`` when the attempts file cannot be
+    ///   used; `body`'s other errors.
+    package func counting<Value>(_ body: () throws(KeyAuthError) -> Value) throws(KeyAuthError) -> Value {
+        let store = AttemptStore(path: attemptsFile)
+        try store.update { (state) throws(KeyAuthError) in
+            // Another process may have failed since the caller last looked.
+            try checkLockout(state)
+            state.failures += 1
+            state.lastFailure = clock.seconds
+        }
+        let result: Value
+        do {
+            result = try body()
+        } catch {
+            guard error.code == .wrongPIN else {
+                try? store.update { state in state.failures = max(0, state.failures - 1) }
+                throw error
+            }
+            throw wrongPINError(after: try? store.load(), underlying: error)
+        }
+        try store.update { state in state = AttemptState() }
+        return result
+    }
+
+    /// Throws `.lockedOut` when `state` still imposes a delay.
+    private func checkLockout(_ state: AttemptState) throws(KeyAuthError) {
+        guard let seconds = PINPresence.retryAfter(state, now: clock.seconds) else { return }
+        throw KeyAuthError(
+            .lockedOut,
+            "too many wrong PINs; try again in \(PINPresence.describe(seconds: seconds))",
+            retryAfter: seconds
+        )
+    }
+
+    private func wrongPINError(after state: AttemptState?, underlying: KeyAuthError) -> KeyAuthError {
+        guard let state else {
+            return KeyAuthError(.wrongPIN, "wrong PIN", underlying: underlying)
+        }
+        if let seconds = PINPresence.retryAfter(state, now: clock.seconds) {
+            return KeyAuthError(
+                .wrongPIN,
+                "wrong PIN; too many wrong PINs; try again in \(PINPresence.describe(seconds: seconds))",
+                underlying: underlying,
+                retryAfter: seconds
+            )
+        }
+        let left = PINPresence.freeAttempts - state.failures
+        return KeyAuthError(
+            .wrongPIN,
+            "wrong PIN; a delay starts after \(left) more wrong PIN\(left == 1 ? "" : "s")",
+            underlying: underlying
+        )
+    }
+}
+
+/// What the attempts file holds.
+struct AttemptState: Codable, Equatable {
+    /// Consecutive wrong PINs (and attempts in progress).
+    var failures = 0
+    /// When the last of them started, in seconds since 1970.
+    var lastFailure: Int64 = 0
+}
+
+/// The attempts file: read without a lock, changed under an exclusive `flock` on a separate lock
+/// file and replaced atomically, so that a crash never leaves half a file and concurrent
+/// processes never lose a failure.
+struct AttemptStore {
+    let path: String
+
+    private var lockPath: String { path + ".lock" }
+
+    /// The current state; a missing file means no failures.
+    func load() throws(KeyAuthError) -> AttemptState {
+        let bytes: [UInt8]
+        do {
+            bytes = try SecureFile.readProtected(path)
+        } catch  where error.code == .keyNotFound {
+            return AttemptState()
+        } catch {
+            throw KeyAuthError(.storageFailed, "Cannot use the PIN attempts file: \(error.message)", underlying: error)
+        }
+        guard let state = try? JSONDecoder().decode(AttemptState.self, from: Data(bytes)), state.failures >= 0 else {
+            // Failing closed: a damaged counter must not silently become zero failures.
+            throw KeyAuthError(
+                .storageFailed, "The PIN attempts file \(path) is damaged; remove it to continue.")
+        }
+        return state
+    }
+
+    /// Changes the state under the lock and writes it back atomically.
+    func update(_ change: (inout AttemptState) throws(KeyAuthError) -> Void) throws(KeyAuthError) {
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            var state = try load()
+            let before = state
+            try change(&state)
+            guard state != before else { return }
+            guard let data = try? JSONEncoder().encode(state) else {
+                throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
+            }
+            try SecureFile.write(Array(data) + [0x0A], to: path)
+        }
+    }
+}

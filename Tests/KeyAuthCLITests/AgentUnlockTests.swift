@@ -1,0 +1,93 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthCLI
+
+/// The agent's `unlock` request answered in-process: a PIN sent over the socket costs what a
+/// login's PIN costs, and a timeout the command line would refuse is refused here too.
+@Suite("keyauth agent unlock request", .serialized, .timeLimit(.minutes(5)))
+struct AgentUnlockTests {
+    static let pin = "246813"
+
+    /// A PIN-protected key file in a fresh directory, and an agent server for it.
+    static func withServer(_ body: (KeyPairStore, KeyAgentServer) throws -> Void) throws {
+        let directory = TemporaryDirectory("keyauth-agent-unlock")
+        defer { directory.remove() }
+        let store = KeyPairStore(directory: directory.path + "/key")
+        let key = try store.createKey(bits: 2048, pin: SecretBytes(Array(pin.utf8)))
+        let server = try KeyAgentServer(
+            account: "alice", keyID: key.publicKey.fingerprint, store: store,
+            socketPath: directory.path + "/agent.sock", errorOutput: { _ in })
+        try body(store, server)
+    }
+
+    static func unlock(_ pin: String, timeout: Double? = nil) -> KeyAgentRequest {
+        KeyAgentRequest(op: "unlock", pin: Base64URL.encode(Array(pin.utf8)), timeout: timeout)
+    }
+
+    static func failures(_ store: KeyPairStore) throws -> Int {
+        guard FileManager.default.fileExists(atPath: store.pinAttemptsPath) else { return 0 }
+        let data = try Data(contentsOf: URL(fileURLWithPath: store.pinAttemptsPath))
+        let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        return object?["failures"] as? Int ?? -1
+    }
+
+    @Test("wrong PINs sent to the agent are counted, and after five the right one waits for the delay")
+    func countsWrongPINs() throws {
+        try Self.withServer { store, server in
+            let right = server.answer(Self.unlock(Self.pin))
+            #expect(right.ok, "\(right.message ?? "")")
+            server.clear()
+            for attempt in 1...PINPresence.freeAttempts {
+                let wrong = server.answer(Self.unlock("000000"))
+                #expect(wrong.error == KeyAuthError.Code.wrongPIN.rawValue)
+                let failures = try Self.failures(store)
+                #expect(failures == attempt)
+            }
+            let locked = server.answer(Self.unlock(Self.pin))
+            #expect(!locked.ok)
+            #expect(locked.error == KeyAuthError.Code.lockedOut.rawValue)
+            #expect(server.expiresAt == nil)
+        }
+    }
+
+    @Test("a right PIN resets the count, as a login's does")
+    func successResets() throws {
+        try Self.withServer { store, server in
+            _ = server.answer(Self.unlock("000000"))
+            _ = server.answer(Self.unlock("000001"))
+            let before = try Self.failures(store)
+            #expect(before == 2)
+            #expect(server.answer(Self.unlock(Self.pin)).ok)
+            let after = try Self.failures(store)
+            #expect(after == 0)
+        }
+    }
+
+    @Test(
+        "a timeout outside what --timeout accepts is refused before the PIN is tried",
+        arguments: [0, -1, 0.5, Double.nan, .infinity, -.infinity, 1e308, 86_400_000_001]
+    )
+    func refusesTimeouts(_ timeout: Double) throws {
+        try Self.withServer { store, server in
+            let answer = server.answer(Self.unlock(Self.pin, timeout: timeout))
+            #expect(!answer.ok)
+            #expect(answer.error == KeyAuthError.Code.invalidArgument.rawValue)
+            #expect(answer.message?.contains("timeout") == true)
+            #expect(server.expiresAt == nil)
+            let failures = try Self.failures(store)
+            #expect(failures == 0)
+        }
+    }
+
+    @Test("the largest timeout --timeout accepts is accepted")
+    func acceptsLargestTimeout() throws {
+        try Self.withServer { _, server in
+            let answer = server.answer(Self.unlock(Self.pin, timeout: 86_400_000_000))
+            #expect(answer.ok, "\(answer.message ?? "")")
+            #expect(server.expiresAt != nil)
+        }
+    }
+}
