@@ -11,7 +11,8 @@ package enum ExitCode: Int32, Sendable {
     /// A key or account file is corrupt or unprotected, or the agent's socket is not the user's
     /// own (EX_DATAERR).
     case dataError = 65
-    /// The server or the TPM cannot be reached or is unavailable (EX_UNAVAILABLE).
+    /// The server or the TPM cannot be reached or is unavailable, or something other than
+    /// keyauth-server answered `keyauth reset` (EX_UNAVAILABLE).
     case unavailable = 69
     /// The server limits this address for now (429 `slow_down`), or the device waits for
     /// approval (`--no-wait`); the same command succeeds later (EX_TEMPFAIL), so a script can
@@ -27,7 +28,7 @@ package enum ExitCode: Int32, Sendable {
             self = .usage
         case .keyCorrupt, .keyUnprotected, .accountCorrupt, .agentUntrusted:
             self = .dataError
-        case .transportFailed, .tpmUnavailable:
+        case .transportFailed, .tpmUnavailable, .revocationUnconfirmed:
             self = .unavailable
         case .approvalPending:
             self = .temporaryFailure
@@ -55,4 +56,7 @@ extension KeyAuthError.Code {
     package static let declined = KeyAuthError.Code(rawValue: "declined")
     /// An account file is not valid: truncated, not JSON, or missing a member.
     package static let accountCorrupt = KeyAuthError.Code(rawValue: "account_corrupt")
+    /// `keyauth reset` got an answer that is not keyauth-server's (no OAuth error body), so it
+    /// cannot tell whether the device is still active there; exit 69, the key is kept.
+    package static let revocationUnconfirmed = KeyAuthError.Code(rawValue: "revocation_unconfirmed")
 }

@@ -108,7 +108,7 @@ extension KeyAuthClient {
         return OAuthError(
             error: OAuthError.code(forStatus: reply.status),
             errorDescription: "HTTP \(reply.status) without an OAuth error body", statusCode: reply.status,
-            retryAfter: reply.retryAfter)
+            retryAfter: reply.retryAfter, isFromBody: false)
     }
 
     /// Turns a server error into the library's error, with a message for people.

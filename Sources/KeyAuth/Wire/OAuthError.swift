@@ -81,14 +81,25 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
     public let statusCode: Int
     /// The `Retry-After` header in seconds, sent with 429 and 503.
     public let retryAfter: Int?
+    /// Whether the answer's body was an RFC 6749 error object that named ``error``; false when
+    /// ``error`` was only guessed from the status (``code(forStatus:)``).
+    ///
+    /// A proxy's HTML 403 or a web server's 404 page says nothing about the device, so a caller
+    /// that would act on what the server said about it (`keyauth reset` forgetting a key the
+    /// server "does not know") must check this first.
+    public let isFromBody: Bool
 
     /// Creates an error as the server sent it; the description is sanitized here so that no
     /// caller can print a secret a faulty server echoed.
-    public init(error: Code, errorDescription: String?, statusCode: Int, retryAfter: Int? = nil) {
+    /// - Parameter isFromBody: false when `error` was derived from the HTTP status alone.
+    public init(
+        error: Code, errorDescription: String?, statusCode: Int, retryAfter: Int? = nil, isFromBody: Bool = true
+    ) {
         self.error = error
         self.errorDescription = errorDescription.flatMap(Self.sanitized)
         self.statusCode = statusCode
         self.retryAfter = retryAfter
+        self.isFromBody = isFromBody
     }
 
     /// `code: description`, for logs.

@@ -50,23 +50,21 @@ struct ResetCommand {
                 try await client.revokeDevice(keyID: keyID, accessToken: token, proofs: proofs)
             }
         } catch {
-            if error.oauthError?.error == .invalidGrant {
+            // Only keyauth-server's own word about the device (an OAuth error body) lets the key go:
+            // a proxy's 403 page or a web server's 404 says nothing about it, and forgetting the
+            // key then would leave the device active on the server with nobody able to revoke it.
+            let stated = error.oauthError.flatMap { $0.isFromBody ? $0.error : nil }
+            if stated == .invalidGrant {
                 try removeRefused(accounts, try accounts.load(name), refusedAt: Date())
                 return
             }
             // A key that never became active cannot log in to revoke itself, and is no threat:
             // nobody else holds it and its pending registration expires on the server.
             let neverActive =
-                error.code == .approvalPending || error.oauthError?.error == .accessDenied
-                || error.oauthError?.error == .expiredToken
+                error.code == .approvalPending || stated == .accessDenied || stated == .expiredToken
             revoked = false
-            guard neverActive || error.oauthError?.error == .notFound else {
-                if error.code == .transportFailed {
-                    throw KeyAuthError(
-                        error.code, error.message + "; use `keyauth reset --local-only` if the server is gone",
-                        underlying: error.underlying)
-                }
-                throw error
+            guard neverActive || stated == .notFound else {
+                throw Self.unconfirmed(error, account: name)
             }
         }
         try accounts.remove(name)
@@ -77,6 +75,27 @@ struct ResetCommand {
                 "Deleted account \(name) here; device \(keyID) was never active on \(session.account.serverURL), "
                     + "so there was nothing to revoke.")
         }
+    }
+
+    /// The error for a revocation the server did not confirm: the key and account stay, and the
+    /// message says how to forget them anyway.
+    ///
+    /// An answer without keyauth-server's OAuth body (a proxy's page) gets its own code, and exit
+    /// status 69 with the unreachable server, since keyauth-server's answer never arrived.
+    static func unconfirmed(_ error: KeyAuthError, account: String) -> KeyAuthError {
+        let localOnly = "use `keyauth reset --account \(account) --local-only` to delete it here anyway"
+        if error.code == .transportFailed {
+            return KeyAuthError(error.code, error.message + "; " + localOnly, underlying: error.underlying)
+        }
+        if let oauth = error.oauthError, !oauth.isFromBody {
+            return KeyAuthError(
+                .revocationUnconfirmed,
+                "the revocation was not confirmed: the server answered HTTP \(oauth.statusCode) without "
+                    + "keyauth-server's error body (a proxy or another web server?); the key and account "
+                    + "are kept; " + localOnly,
+                underlying: oauth)
+        }
+        return error
     }
 
     /// Deletes an account whose key the server refused, saying so: there is nothing to revoke.

@@ -32,6 +32,21 @@ final class InProcessKeyAuthServer: Sendable {
 
         let values = Mutex(Values())
         let application = Mutex<KeyAuthResponder?>(nil)
+        let interceptor = Mutex<Interceptor?>(nil)
+    }
+
+    /// Decides the answer to a request in place of the plain server: `forward` hands the request
+    /// to the server and returns its answer, which the interceptor may replace or drop.
+    typealias Interceptor =
+        @Sendable (
+            LoopbackHTTPResponder.Request, _ forward: () -> LoopbackHTTPResponder.Response
+        ) -> LoopbackHTTPResponder.Response
+
+    /// What stands between the socket and the server, to play a proxy or a lost reply; nil
+    /// forwards everything.
+    var interceptor: Interceptor? {
+        get { state.interceptor.withLock { $0 } }
+        set { state.interceptor.withLock { $0 = newValue } }
     }
 
     /// The server's URL, also its issuer.
@@ -54,7 +69,9 @@ final class InProcessKeyAuthServer: Sendable {
             guard let responder = state.application.withLock({ $0 }) else {
                 return .oauthError(503, "temporarily_unavailable", "starting")
             }
-            return Self.forward(request, to: responder, state: state)
+            let forward = { Self.forward(request, to: responder, state: state) }
+            guard let interceptor = state.interceptor.withLock({ $0 }) else { return forward() }
+            return interceptor(request, forward)
         }
         var configuration = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:0"))
         configuration.enrollment = .open
