@@ -30,11 +30,21 @@ public final class LoopbackHTTPResponder: @unchecked Sendable {
         public var status: Int
         public var headers: [String: String] = [:]
         public var body: [UInt8] = []
+        /// Closes the connection after reading the request, without a byte of answer: a reply
+        /// lost on the way back, after the server did what was asked.
+        public var closesWithoutAnswer = false
 
         public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
             self.status = status
             self.headers = headers
             self.body = body
+        }
+
+        /// No answer at all: the connection is closed once the request was read.
+        public static var lost: Response {
+            var response = Response(status: 0)
+            response.closesWithoutAnswer = true
+            return response
         }
 
         /// A JSON answer.
@@ -151,6 +161,11 @@ public final class LoopbackHTTPResponder: @unchecked Sendable {
         lock.withLock { received.append(request) }
         guard let response = handler(request) else {
             lock.withLock { heldConnections.append(connection) }
+            return
+        }
+        if response.closesWithoutAnswer {
+            shutdown(connection, Int32(SHUT_RDWR))
+            close(connection)
             return
         }
         var head = "HTTP/1.1 \(response.status) Status\r\n"

@@ -17,11 +17,13 @@ final class HookRecorder: Sendable {
     }
     let calls = Mutex(Calls())
     let registration: RegistrationStatus
-    let failRegistration: Bool
+    /// What every registration throws; nil to accept it.
+    let registrationFailure: KeyAuthError?
 
-    init(registration: RegistrationStatus = .active, failRegistration: Bool = false, pendingAnswers: Int = 0) {
+    init(registration: RegistrationStatus = .active, registrationFailure: KeyAuthError? = nil, pendingAnswers: Int = 0)
+    {
         self.registration = registration
-        self.failRegistration = failRegistration
+        self.registrationFailure = registrationFailure
         calls.withLock { $0.pendingAnswers = pendingAnswers }
     }
 
@@ -32,7 +34,7 @@ final class HookRecorder: Sendable {
                     $0.registered.append(key)
                     $0.proofs.append(proof)
                 }
-                if self.failRegistration { throw KeyAuthError(.transportFailed, "server unreachable") }
+                if let failure = self.registrationFailure { throw failure }
                 return self.registration
             },
             jwtPayload: {
@@ -110,21 +112,54 @@ struct AuthenticatorTests {
         #expect(calls.assertions.count == 2)
     }
 
-    @Test("a failed registration deletes the new key so that the next attempt registers again")
-    func failedRegistration() async throws {
+    @Test("a registration the server refused deletes the new key so that the next attempt registers again")
+    func refusedRegistration() async throws {
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
-        let failing = HookRecorder(failRegistration: true)
+        let refusal = KeyAuthError(
+            .serverRejected, "refused",
+            underlying: OAuthError(error: .accessDenied, errorDescription: nil, statusCode: 403))
+        let failing = HookRecorder(registrationFailure: refusal)
         let flow = authenticator(failing, directory: temporary.path)
         await #expect {
             try await flow.login()
-        } throws: { ($0 as? KeyAuthError)?.code == .transportFailed }
-        #expect(flow.state == .failed(.transportFailed))
-        #expect(failing.calls.withLock { $0.errors } == [.transportFailed])
+        } throws: { ($0 as? KeyAuthError)?.code == .serverRejected }
+        #expect(flow.state == .failed(.serverRejected))
+        #expect(failing.calls.withLock { $0.errors } == [.serverRejected])
         #expect(!KeyPairStore(directory: temporary.path).hasKey)
         let working = HookRecorder()
         _ = try await authenticator(working, directory: temporary.path).login()
         #expect(working.calls.withLock { $0.registered.count } == 1)
+    }
+
+    @Test(
+        "a registration whose answer was lost keeps the key, and registerStoredKey sends the same key again",
+        arguments: [
+            KeyAuthError(.transportFailed, "the server closed the connection without an answer"),
+            KeyAuthError(
+                .serverRejected, "server error",
+                underlying: OAuthError(error: .serverError, errorDescription: nil, statusCode: 502, isFromBody: false)),
+            KeyAuthError(
+                .serverRejected, "HTML 403",
+                underlying: OAuthError(error: .accessDenied, errorDescription: nil, statusCode: 403, isFromBody: false)),
+        ])
+    func lostRegistrationAnswer(_ failure: KeyAuthError) async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let failing = HookRecorder(registrationFailure: failure)
+        await #expect {
+            try await authenticator(failing, directory: temporary.path).login()
+        } throws: { ($0 as? KeyAuthError)?.code == failure.code }
+        let store = KeyPairStore(directory: temporary.path)
+        #expect(store.hasKey)
+        let sent = try #require(failing.calls.withLock { $0.registered.first })
+        let working = HookRecorder()
+        var configuration = Authenticator<String>.Configuration(audience: "https://auth.example.test", keyBits: 2048)
+        configuration.registerStoredKey = true
+        let again = Authenticator(
+            store: store, presence: NoPresence(), configuration: configuration, hooks: working.hooks)
+        #expect(try await again.login() == "session-token")
+        #expect(working.calls.withLock { $0.registered } == [sent])
     }
 
     @Test("a pending registration polls until approved")

@@ -128,6 +128,9 @@ final class HTTPExchange: Sendable {
             message = "cannot find the server host of \(server)"
         case .networkConnectionLost:
             message = "the connection to the server at \(server) was lost"
+        case .badServerResponse:
+            // FoundationNetworking's name for a connection closed before any answer (-1011).
+            message = "the server at \(server) closed the connection without an answer"
         case .notConnectedToInternet:
             message = "cannot reach the server at \(server): no network connection"
         case _ where isPlainHTTPAnswer(error, server: server):

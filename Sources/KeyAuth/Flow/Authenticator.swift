@@ -5,8 +5,10 @@ import Synchronization
 ///
 /// 1. Check that the user is present (PIN, PAM, or explicitly nothing).
 /// 2. If there is no key: generate one, register its public key with a proof of possession, and
-///    if registration fails delete the new key, so the next attempt registers again (TouchIDAuth
-///    kept it and then logged in with a key the server never had).
+///    if the server refuses it delete the new key, so the next attempt registers again
+///    (TouchIDAuth kept it and then logged in with a key the server never had). When the answer
+///    is lost instead, the key stays, as the server may hold it: register it again with
+///    ``Configuration-swift.struct/registerStoredKey``.
 /// 3. Sign a short-lived assertion and authenticate with it; while the server says the device
 ///    awaits approval, poll no faster than ``Configuration-swift.struct/pollInterval``.
 ///
@@ -42,6 +44,13 @@ public final class Authenticator<Session: Sendable>: Sendable {
         /// presence check with the stored public key; nil from it means "ask as usual", and an
         /// error (an agent that is not the user's own) ends the login.
         public var heldKey: (@Sendable (RSAPublicKey) throws(KeyAuthError) -> DeviceKey?)?
+        /// Whether a key already in the store is registered again before it logs in.
+        ///
+        /// For a registration whose answer never arrived (the connection dropped, a timeout, a
+        /// 5xx): the key was kept because the server may hold it, and the server answers a
+        /// registration of a key it holds for the same user with that key's current record, so
+        /// sending it again finishes the registration either way.
+        public var registerStoredKey = false
 
         public init(audience: String?, keyBits: Int? = nil, reason: String = "Log in with your device key") {
             self.audience = audience
@@ -149,6 +158,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
         let key: DeviceKey
         if store.hasKey {
             key = try await loadKey()
+            if configuration.registerStoredKey { try await register(key) }
         } else {
             key = try await createAndRegisterKey()
         }
@@ -207,6 +217,18 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     private func createAndRegisterKey() async throws(KeyAuthError) -> DeviceKey {
         let key = try await createKey()
+        try await register(key)
+        return key
+    }
+
+    /// Registers `key` with the server, and forgets it when the server refused it.
+    ///
+    /// Only a refusal (a 4xx answer with an OAuth error body) shows that the server does not hold
+    /// the key. When no answer came (a connection lost after sending, a timeout) or the answer
+    /// was a 5xx or unreadable, the server may have stored the device, and with an enrollment
+    /// code used it up: the key stays, so that registering the same key again
+    /// (``Configuration-swift.struct/registerStoredKey``) finishes the registration.
+    private func register(_ key: DeviceKey) async throws(KeyAuthError) {
         transition(to: .registering)
         do {
             let status: RegistrationStatus
@@ -228,13 +250,19 @@ public final class Authenticator<Session: Sendable>: Sendable {
             }
         } catch {
             let wrapped = Self.wrap(error, hook: "registerPublicKey")
-            if wrapped.code != .approvalPending {
-                // The server never accepted this key: forget it, so the next attempt registers again.
+            if wrapped.code != .approvalPending, Self.isRefusal(wrapped) {
+                // The server does not hold this key: forget it, so the next attempt registers again.
                 try? store.reset()
             }
             throw wrapped
         }
-        return key
+    }
+
+    /// Whether `error` is the server's refusal: an HTTP answer in the 4xx range with an OAuth
+    /// error body. Nothing else shows that the server did not store what was sent.
+    static func isRefusal(_ error: KeyAuthError) -> Bool {
+        guard let oauth = error.oauthError, oauth.isFromBody else { return false }
+        return (400...499).contains(oauth.statusCode)
     }
 
     private func sign(with key: DeviceKey) async throws(KeyAuthError) -> String {

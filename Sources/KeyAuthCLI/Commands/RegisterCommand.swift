@@ -25,14 +25,15 @@ struct RegisterCommand {
         let io = context.io
         let accounts = try context.accountStore()
         let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
-        guard try !accounts.keyPairStore(for: name).hasKey else {
-            throw KeyAuthError(
-                .keyExists,
-                "account \(name) already has a device key: use `keyauth login --account \(name)`, "
-                    + "or `keyauth reset --account \(name)` to start over")
+        // An unconfirmed registration's key is sent again; any other key stays as it is.
+        let resumed = try accounts.keyPairStore(for: name).hasKey ? try unconfirmedRegistration(accounts, name) : nil
+        let deviceName = resumed?.deviceName ?? options.deviceName ?? Self.deviceName(fromHost: io.hostName)
+        let choice: KeyStoreChoice
+        if let resumed {
+            choice = try storedKeyChoice(resumed)
+        } else {
+            choice = try chooseKeyStore(accounts)
         }
-        let deviceName = options.deviceName ?? Self.deviceName(fromHost: io.hostName)
-        let choice = try chooseKeyStore(accounts)
         // Before the PIN prompt: a TPM key's PIN may be shorter than a key file's.
         io.printOutput(choice.line)
         let keys = try accounts.keyPairStore(for: name, keyStore: choice.keyStore)
@@ -46,17 +47,19 @@ struct RegisterCommand {
             ? try await Self.code(fromDescriptor: io.standardInput, option: "--recovery-code") : options.recoveryCode
         let presence = StatedPresence(
             try context.presence(
-                kind: options.presence, pamService: options.pamService,
+                kind: resumed?.presence ?? options.presence, pamService: resumed?.pamService ?? options.pamService,
                 pinFromStandardInput: options.pinFromStandardInput, keyDirectory: keys.directory))
         let client = try context.client(for: options.serverURL, insecureHTTP: options.insecureHTTP)
         let issuer = try await Self.issuer(of: client)
         try Self.refuseSameServer(accounts, issuer: issuer, user: options.user, except: name, url: options.serverURL)
 
-        let initial = KeyAuthAccount(
-            name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
-            presence: options.presence, keyStore: choice.kind,
-            pamService: options.presence == .pam ? options.pamService : nil,
-            insecureHTTP: options.insecureHTTP)
+        let initial =
+            resumed
+            ?? KeyAuthAccount(
+                name: name, serverURL: options.serverURL, issuer: issuer, user: options.user, deviceName: deviceName,
+                presence: options.presence, keyStore: choice.kind,
+                pamService: options.presence == .pam ? options.pamService : nil,
+                insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
         let progress = ProgressReporter(io: io, user: options.user, waitsForApproval: !options.noWait)
@@ -86,6 +89,7 @@ struct RegisterCommand {
         configuration.waitForApproval = !options.noWait
         configuration.confirmNewPIN = !options.pinFromStandardInput
         configuration.pollInterval = io.pollInterval
+        configuration.registerStoredKey = resumed != nil
         let authenticator = Authenticator(store: keys, presence: presence, configuration: configuration, hooks: hooks)
         let provider = AccessTokenProvider(
             account: name, credentials: accounts.credentials, authenticator: authenticator)
@@ -125,6 +129,17 @@ struct RegisterCommand {
             }
             if error.oauthError?.error == .accessDenied, account.keyID == nil, recoveryCode == nil {
                 throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
+            }
+            // The authenticator kept the key: no refusal came, so the server may hold the device.
+            if keys.hasKey, account.status == .registering,
+                error.code == .transportFailed || error.code == .serverRejected
+            {
+                throw KeyAuthError(
+                    error.code,
+                    error.message + "; the server's answer to the registration was lost, and it may have stored "
+                        + "this device: the key and account \(name) are kept, and running the same `keyauth "
+                        + "register` again finishes the registration with the same key",
+                    underlying: error.underlying)
             }
             throw error
         }
@@ -168,6 +183,37 @@ struct RegisterCommand {
         return KeyStoreChoice(
             keyStore: .tpm(tpm), kind: .tpm, bits: options.bits ?? info.preferredRSAKeySize,
             line: "Key store: TPM (\(info.manufacturer))")
+    }
+
+    /// The account of a registration whose answer was lost, for `keyauth register` run again
+    /// with the same server and user: its key is sent again, and the server answers a key it
+    /// already holds for the user with its record, without using an enrollment code twice.
+    ///
+    /// - Throws: `.keyExists` for an account whose registration was confirmed, or for another
+    ///   server or user (which a new key, not this one, would need).
+    private func unconfirmedRegistration(_ accounts: AccountStore, _ name: String) throws(KeyAuthError)
+        -> KeyAuthAccount
+    {
+        guard let account = try? accounts.load(name), account.status == .registering, account.keyID == nil,
+            account.serverURL == options.serverURL, account.user == options.user
+        else {
+            throw KeyAuthError(
+                .keyExists,
+                "account \(name) already has a device key: use `keyauth login --account \(name)`, "
+                    + "or `keyauth reset --account \(name)` to start over")
+        }
+        return account
+    }
+
+    /// Where an unconfirmed registration's key already is; `--key-store` and `--bits` no longer
+    /// matter for it.
+    private func storedKeyChoice(_ account: KeyAuthAccount) throws(KeyAuthError) -> KeyStoreChoice {
+        let line = "Key store: \(account.keyStore == .tpm ? "TPM" : "file") (the key of the unfinished registration)"
+        guard account.keyStore == .tpm else {
+            return KeyStoreChoice(keyStore: .file, kind: .file, bits: options.bits ?? 3072, line: line)
+        }
+        return KeyStoreChoice(
+            keyStore: .tpm(try context.tpmConnection()), kind: .tpm, bits: options.bits ?? 2048, line: line)
     }
 
     private func makeDefaultIfNeeded(_ accounts: AccountStore, _ name: String) throws(KeyAuthError) {

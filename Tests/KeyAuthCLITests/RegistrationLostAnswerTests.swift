@@ -1,0 +1,71 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+import Testing
+
+/// A registration whose answer is lost after the server stored the device keeps the key, and
+/// running the same `keyauth register` again finishes it with that key, even though the first
+/// attempt used up the one-time enrollment code.
+@Suite("keyauth register after a lost answer", .timeLimit(.minutes(5)))
+struct RegistrationLostAnswerTests {
+    @Test("the server stores the device, the reply is lost; the key stays and register again finishes with it")
+    func lostReplyThenRegisterAgain() async throws {
+        let server = try InProcessKeyAuthServer()
+        let first = CommandHarness()
+        let second = CommandHarness()
+        defer {
+            server.stop()
+            first.home.remove()
+            second.home.remove()
+        }
+        let firstDevice = await first.registerUnattended(server.url)
+        try #require(firstDevice.status == 0, "\(firstDevice.standardError)")
+        // alice has a device: the second is active at once only with a code, usable once.
+        let code = try server.enrollmentCode(for: "alice")
+        let command = [
+            "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",
+            "--enrollment-code", code,
+        ]
+        server.interceptor = { request, forward in
+            let answer = forward()
+            return request.method == "POST" && request.path == "/v1/devices" ? .lost : answer
+        }
+        let lost = await second.run(command, standardInput: "246813\n")
+        #expect(lost.status == 69, "\(lost.standardError)")
+        expectOneErrorLine(lost)
+        #expect(lost.standardError.contains("closed the connection without an answer"), "\(lost.standardError)")
+        #expect(lost.standardError.contains("running the same `keyauth register` again"))
+        #expect(!lost.standardError.contains("URL error"))
+        let name = try #require(second.accounts.accountNames().first)
+        let keys = try second.accounts.keyPairStore(for: name)
+        #expect(keys.hasKey)
+        let keyID = try keys.loadPublicKey().fingerprint
+        #expect(server.status(of: keyID) == "active")
+
+        server.interceptor = nil
+        let again = await second.run(command, standardInput: "246813\n")
+        #expect(again.status == 0, "\(again.standardError)")
+        #expect(try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
+        let account = try second.accounts.load(name)
+        #expect(account.status == .active)
+        #expect(account.keyID == keyID)
+        #expect(server.keyIDs(withStatus: "active").count == 2)
+        #expect(server.keyIDs(withStatus: "pending").isEmpty)
+        #expect(await second.run(["login", "--account", name, "--pin-stdin"], standardInput: "246813\n").status == 0)
+    }
+
+    @Test("register again on an account whose registration was confirmed still refuses")
+    func confirmedKeyRefused() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        #expect(await harness.registerUnattended(server.url).status == 0)
+        let again = await harness.registerUnattended(server.url)
+        #expect(again.status != 0)
+        #expect(again.standardError.contains("already has a device key"))
+    }
+}
