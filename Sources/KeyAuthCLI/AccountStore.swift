@@ -102,12 +102,16 @@ package struct AccountStore: Sendable {
     /// Reads account `name`.
     ///
     /// - Throws: `.accountNotFound`; `.accountCorrupt` for a damaged file or one that names
-    ///   another account; `.keyUnprotected` for a file others can write or read.
+    ///   another account; `.keyUnprotected` for a file others can write or read, or for it, its
+    ///   directory or `accounts/` with group or other permissions or another owner.
     package func load(_ name: String) throws(KeyAuthError) -> KeyAuthAccount {
         let file = try accountFile(for: name)
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.readProtected(file)
+            // keyauth made accounts/ 0700 too: whoever can write to it can swap an account's
+            // whole directory, key and all, so it is held to the rule of the directories in it.
+            try SecureFile.checkProtectedDirectory(accountsDirectory)
         } catch {
             if error.code == .keyNotFound {
                 throw KeyAuthError(.accountNotFound, "there is no account named \(name)")
@@ -132,6 +136,10 @@ package struct AccountStore: Sendable {
     /// Writes the account file atomically, creating the directories.
     package func save(_ account: KeyAuthAccount) throws(KeyAuthError) {
         let directory = try directory(for: account.name)
+        // Each directory keyauth owns is checked, not only the last: the home and accounts/ already
+        // there are tightened when they are the user's and refused when they are not.
+        try SecureFile.createDirectory(home)
+        try SecureFile.createDirectory(accountsDirectory)
         try SecureFile.createDirectory(directory)
         try SecureFile.write(
             Array((account.jsonValue.serialized(leadingKeys: ["name"]) + "\n").utf8), to: directory + "/account.json")

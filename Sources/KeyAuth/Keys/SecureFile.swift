@@ -20,10 +20,48 @@ package enum SecureFile {
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw KeyAuthError(.storageFailed, "\(path) is not a directory")
         }
+        // Someone else's directory is refused: its owner could replace whatever is written into
+        // it, and its mode is not ours to change.
+        guard info.st_uid == geteuid() else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "the directory \(path) belongs to uid \(info.st_uid), not to you (uid \(geteuid())); "
+                    + "refusing to keep secrets in it")
+        }
         // A directory that already existed (a KEYAUTH_HOME made by hand at 0755) is tightened to
-        // 0700 when it is ours; someone else's directory is left alone and its files are checked.
-        if info.st_uid == geteuid() && info.st_mode & 0o077 != 0 && chmod(path, 0o700) != 0 {
+        // 0700.
+        if info.st_mode & 0o077 != 0 && chmod(path, 0o700) != 0 {
             throw errnoError(.storageFailed, "cannot restrict the directory \(path) to 0700")
+        }
+    }
+
+    /// Checks that `directory` is one the user alone controls: a directory owned by the user,
+    /// with no group or other permission bits.
+    ///
+    /// A secret file's own mode protects its bytes, but whoever can write to its directory can
+    /// replace it (rename their own key or token over it) or read what a looser directory lists,
+    /// so a secret is trusted only in such a directory: the rule is 0600 files in 0700
+    /// directories, as keyauth creates them.
+    /// - Throws: `.keyUnprotected` naming the directory and the fix; `.storageFailed` when it
+    ///   cannot be inspected.
+    package static func checkProtectedDirectory(_ directory: String) throws(KeyAuthError) {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { throw errnoError(.storageFailed, "cannot inspect \(directory)") }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw KeyAuthError(.keyUnprotected, "\(directory) is not a directory; refusing to use it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "the directory \(directory) belongs to uid \(info.st_uid), not to you (uid \(geteuid())); "
+                    + "refusing to use the secrets in it")
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "permissions \(String(mode, radix: 8)) for the directory \(directory) are too open: others could "
+                    + "replace the secrets in it; it must be accessible only by you (chmod 700 \(directory))")
         }
     }
 
@@ -67,7 +105,8 @@ package enum SecureFile {
     /// does for private keys.
     ///
     /// - Throws: `.keyNotFound` when missing, `.keyUnprotected` when it is a symlink, not a
-    ///   regular file, owned by another user, or has any group or other permission bit.
+    ///   regular file, owned by another user, or has any group or other permission bit, or when
+    ///   its directory fails ``checkProtectedDirectory(_:)``.
     package static func readProtected(_ path: String) throws(KeyAuthError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         if descriptor < 0 {
@@ -91,6 +130,7 @@ package enum SecureFile {
                 "permissions \(String(mode, radix: 8)) for \(path) are too open: it is UNPROTECTED; "
                     + "it must be readable only by you (chmod 600)")
         }
+        try checkProtectedDirectory(parentDirectory(of: path))
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         defer { CryptoPrimitives.wipe(&chunk) }

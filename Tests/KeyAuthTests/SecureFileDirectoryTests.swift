@@ -1,0 +1,69 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Secrets are trusted only in directories the user alone controls: 0600 files in 0700
+/// directories, the looser refused, on reading as on writing.
+@Suite("SecureFile directories", .timeLimit(.minutes(5)))
+struct SecureFileDirectoryTests {
+    private func caught(_ body: () throws -> Void) -> KeyAuthError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error as? KeyAuthError
+        }
+    }
+
+    @Test(
+        "a key in a directory with group or other permissions is refused, naming chmod 700",
+        arguments: [0o755, 0o750, 0o711, 0o701])
+    func refusesLooseDirectory(_ mode: Int) throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path + "/key")
+        try store.store(TestKeys.first)
+        #expect(chmod(store.directory, mode_t(mode)) == 0)
+        let error = caught { _ = try store.loadPrivateKey() }
+        #expect(error?.code == .keyUnprotected)
+        #expect(error?.message.contains("chmod 700 \(store.directory)") == true, "\(error?.message ?? "")")
+        #expect(caught { _ = try store.loadPublicKey() }?.code == .keyUnprotected)
+        #expect(caught { _ = try SecureFile.readProtected(store.privateKeyPath) }?.code == .keyUnprotected)
+        #expect(chmod(store.directory, 0o700) == 0)
+        #expect(caught { _ = try store.loadPrivateKey() } == nil)
+    }
+
+    @Test("a missing secret is still not-found in a loose directory")
+    func missingInLooseDirectory() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        #expect(chmod(temporary.path, 0o755) == 0)
+        #expect(caught { _ = try SecureFile.readProtected(temporary.path + "/absent") }?.code == .keyNotFound)
+    }
+
+    @Test("a directory of another user is refused when reading a secret and when creating one")
+    func refusesOtherOwner() throws {
+        guard geteuid() == 0 else { return }  // only root can give a directory away
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path + "/key")
+        try store.store(TestKeys.first)
+        #expect(chown(store.directory, 65534, 65534) == 0)
+        let reading = caught { _ = try store.loadPrivateKey() }
+        #expect(reading?.code == .keyUnprotected)
+        #expect(reading?.message.contains("belongs to uid 65534") == true, "\(reading?.message ?? "")")
+        let creating = caught { try SecureFile.createDirectory(store.directory) }
+        #expect(creating?.code == .keyUnprotected)
+        #expect(creating?.message.contains(store.directory) == true)
+        // Refused, not tightened: its mode stays its owner's business.
+        #expect(chmod(store.directory, 0o755) == 0)
+        #expect(caught { try SecureFile.createDirectory(store.directory) }?.code == .keyUnprotected)
+        var info = stat()
+        #expect(stat(store.directory, &info) == 0 && info.st_mode & 0o777 == 0o755)
+    }
+}
