@@ -65,10 +65,37 @@ package enum SecureFile {
         }
     }
 
+    /// The calls that make a write durable, whose failures ``write(_:to:calls:)`` reports.
+    ///
+    /// A failing `close` (NFS reporting a deferred write error) or directory `fsync` (a disk
+    /// error) cannot be provoked on a test machine, so tests pass their own that fail on purpose.
+    package struct DurabilityCalls: Sendable {
+        /// `close(2)`.
+        package var close: @Sendable (Int32) -> Int32
+        /// `fsync(2)`, of the file and of its directory.
+        package var fsync: @Sendable (Int32) -> Int32
+
+        package init(
+            close: @escaping @Sendable (Int32) -> Int32 = { Glibc.close($0) },
+            fsync: @escaping @Sendable (Int32) -> Int32 = { Glibc.fsync($0) }
+        ) {
+            self.close = close
+            self.fsync = fsync
+        }
+
+        /// The system's own.
+        package static let system = DurabilityCalls()
+    }
+
     /// Writes `bytes` to `path` atomically with mode 0600.
     ///
-    /// - Throws: `.storageFailed` (disk full, permissions); the previous file is then untouched.
-    package static func write(_ bytes: [UInt8], to path: String) throws(KeyAuthError) {
+    /// - Parameter calls: the system's `close` and `fsync` unless a test fails them.
+    /// - Throws: `.storageFailed` (disk full, permissions, a failed `close` or `fsync`); the
+    ///   previous file is then untouched, except when only the directory's `fsync` failed after
+    ///   the new file took its place, which the message says.
+    package static func write(
+        _ bytes: [UInt8], to path: String, calls: DurabilityCalls = .system
+    ) throws(KeyAuthError) {
         let directory = parentDirectory(of: path)
         let suffix = (try? CryptoPrimitives.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? String(getpid())
         let temporary = "\(directory)/.tmp-\(suffix)"
@@ -89,8 +116,14 @@ package enum SecureFile {
                 written += result
             }
         }
-        if failure == nil && fsync(descriptor) != 0 { failure = errnoError(.storageFailed, "cannot sync \(path)") }
-        close(descriptor)
+        if failure == nil && calls.fsync(descriptor) != 0 {
+            failure = errnoError(.storageFailed, "cannot sync \(path)")
+        }
+        // Linux closes the descriptor even when close fails; EINTR then loses nothing that the
+        // fsync above did not already make durable, but any other error may have lost the data.
+        if calls.close(descriptor) != 0 && errno != EINTR && failure == nil {
+            failure = errnoError(.storageFailed, "cannot close \(path)")
+        }
         if failure == nil && rename(temporary, path) != 0 {
             failure = errnoError(.storageFailed, "cannot replace \(path)")
         }
@@ -98,7 +131,7 @@ package enum SecureFile {
             unlink(temporary)
             throw failure
         }
-        syncDirectory(directory)
+        try syncDirectory(directory, calls: calls, after: "replaced \(path)")
     }
 
     /// Reads a secret file after checking that nobody else can read or replace it, as OpenSSH
@@ -155,8 +188,11 @@ package enum SecureFile {
 
     /// Removes `path`; a missing file is not an error.
     package static func remove(_ path: String) throws(KeyAuthError) {
-        if unlink(path) != 0 && errno != ENOENT { throw errnoError(.storageFailed, "cannot remove \(path)") }
-        syncDirectory(parentDirectory(of: path))
+        if unlink(path) != 0 {
+            guard errno == ENOENT else { throw errnoError(.storageFailed, "cannot remove \(path)") }
+            return
+        }
+        try syncDirectory(parentDirectory(of: path), calls: .system, after: "removed \(path)")
     }
 
     /// Runs `body` holding an exclusive `flock` on `lockPath`, so that two processes never
@@ -179,11 +215,21 @@ package enum SecureFile {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    private static func syncDirectory(_ directory: String) {
+    /// Makes a rename or unlink in `directory` durable; without it a power cut can undo a
+    /// change that the caller already reported done.
+    ///
+    /// - Parameter done: what already happened, for the message: the change itself stands.
+    private static func syncDirectory(
+        _ directory: String, calls: DurabilityCalls, after done: String
+    ) throws(KeyAuthError) {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
+        guard descriptor >= 0 else {
+            throw errnoError(.storageFailed, "\(done), but cannot open its directory \(directory) to sync it")
+        }
+        defer { _ = calls.close(descriptor) }
+        guard calls.fsync(descriptor) == 0 else {
+            throw errnoError(.storageFailed, "\(done), but cannot sync its directory \(directory)")
+        }
     }
 
     package static func errnoError(_ code: KeyAuthError.Code, _ message: String) -> KeyAuthError {

@@ -1,0 +1,57 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A write is reported done only once it is durable: a failed `close` or directory `fsync` is an
+/// error, not silence.
+@Suite("SecureFile durability", .timeLimit(.minutes(2)))
+struct SecureFileDurabilityTests {
+    @Test("a failed close fails the write and leaves the previous file")
+    func failedClose() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let path = temporary.path + "/secret"
+        try SecureFile.write(Array("old\n".utf8), to: path)
+        let failing = SecureFile.DurabilityCalls(close: { descriptor in
+            _ = Glibc.close(descriptor)
+            errno = EIO
+            return -1
+        })
+        #expect {
+            try SecureFile.write(Array("new\n".utf8), to: path, calls: failing)
+        } throws: { error in
+            let error = error as? KeyAuthError
+            return error?.code == .storageFailed && error?.message.contains("cannot close \(path)") == true
+        }
+        #expect(try SecureFile.readProtected(path) == Array("old\n".utf8))
+        let left = try FileManager.default.contentsOfDirectory(atPath: temporary.path)
+        #expect(left == ["secret"])
+    }
+
+    @Test("a failed fsync of the directory is reported after the rename")
+    func failedDirectorySync() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let path = temporary.path + "/secret"
+        let failing = SecureFile.DurabilityCalls(fsync: { descriptor in
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                return Glibc.fsync(descriptor)
+            }
+            errno = EIO
+            return -1
+        })
+        #expect {
+            try SecureFile.write(Array("new\n".utf8), to: path, calls: failing)
+        } throws: { error in
+            let error = error as? KeyAuthError
+            return error?.code == .storageFailed
+                && error?.message.contains("cannot sync its directory \(temporary.path)") == true
+        }
+    }
+}
