@@ -139,7 +139,7 @@ struct AgentTests {
                 import json, socket, struct, sys
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.connect(sys.argv[1])
-                body = json.dumps({"op": "sign", "input": "YS5i"}).encode()
+                body = json.dumps({"op": "sign", "input": "ZXlKaGJHY2lPaUpTVXpJMU5pSjkuZTMw"}).encode()
                 data = b""
                 try:
                     s.sendall(struct.pack(">I", len(body)) + body)

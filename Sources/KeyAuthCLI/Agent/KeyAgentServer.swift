@@ -272,6 +272,9 @@ final class KeyAgentServer: Sendable {
             guard let input = request.input.flatMap({ Base64URL.decode($0) }) else {
                 return .failure(KeyAuthError.Code.invalidArgument.rawValue, "sign needs input, base64url")
             }
+            if let refusal = KeyAgentSigningPolicy.refusal(input) {
+                return .failure(KeyAuthError.Code.invalidArgument.rawValue, refusal)
+            }
             do {
                 var response = KeyAgentResponse(ok: true)
                 response.signature = Base64URL.encode(try sign(input))
