@@ -56,7 +56,10 @@ public final class LoopbackHTTPResponder: @unchecked Sendable {
 
         /// An RFC 6749 error answer.
         public static func oauthError(_ status: Int, _ code: String, _ description: String) -> Response {
-            json(status, "{\"error\":\"\(code)\",\"error_description\":\"\(description)\"}")
+            // Through JSONValue, so that a description with quotes is still one JSON string.
+            json(
+                status,
+                JSONValue.object(["error": .string(code), "error_description": .string(description)]).serialized())
         }
     }
 

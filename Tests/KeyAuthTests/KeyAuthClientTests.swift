@@ -37,10 +37,13 @@ struct KeyAuthClientTests {
         #expect(error?.message.contains(assertion) == false)
     }
 
-    @Test("a description that echoes a token is withheld")
-    func echoedTokenIsWithheld() async throws {
+    @Test(
+        "a description that echoes a token is withheld, between spaces, in quotes, after a name or in JSON",
+        arguments: ["bad token %@", "bad token \"%@\"", "assertion=%@&grant_type=x", "{\"assertion\":\"%@\"}", "(%@)"])
+    func echoedTokenIsWithheld(_ template: String) async throws {
         let assertion = try sampleAssertion()
-        let responder = try LoopbackHTTPResponder { _ in .oauthError(400, "invalid_grant", "bad token \(assertion)") }
+        let description = template.replacingOccurrences(of: "%@", with: assertion)
+        let responder = try LoopbackHTTPResponder { _ in .oauthError(400, "invalid_grant", description) }
         defer { responder.stop() }
         let client = try KeyAuthClient(serverURL: responder.url)
         let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: assertion) }

@@ -127,8 +127,10 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// contains something shaped like a JWT or a PEM block.
     static func sanitized(_ text: String) -> String? {
         if text.contains("-----BEGIN") { return "(withheld: the description contained key material)" }
-        let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" })
-        if words.contains(where: { looksLikeJWT($0) }) {
+        // Every run of base64url characters and dots, wherever it stands: a token echoed in
+        // quotes, after `assertion=` or inside JSON is no less a token than one between spaces.
+        let runs = text.split(whereSeparator: { !isTokenCharacter($0) })
+        if runs.contains(where: { looksLikeJWT($0) }) {
             return "(withheld: the description contained a token)"
         }
         var cleaned = String(
@@ -136,6 +138,13 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         if cleaned.count > 300 { cleaned = String(cleaned.prefix(300)) + "…" }
         cleaned = cleaned.trimmingSpaces()
         return cleaned.isEmpty ? nil : cleaned
+    }
+
+    /// A character of a compact JWS: base64url or the dot between segments.
+    private static func isTokenCharacter(_ character: Character) -> Bool {
+        guard let ascii = character.asciiValue else { return false }
+        return (0x41...0x5A).contains(ascii) || (0x61...0x7A).contains(ascii) || (0x30...0x39).contains(ascii)
+            || ascii == 0x2D || ascii == 0x5F || ascii == 0x2E
     }
 
     /// Three base64url segments separated by dots, long enough to be a signed token.
