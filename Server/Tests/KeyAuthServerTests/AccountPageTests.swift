@@ -264,10 +264,7 @@ struct AccountPageTests {
     )
     func recoveryCodes() throws {
         let environment = TestEnvironment()
-        let api = try environment.directAPI {
-            $0.failureLimit = 1000
-            $0.recoveryCodeIterations = 1000
-        }
+        let api = try Self.recoveryCodesAPI(environment)
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
@@ -325,13 +322,18 @@ struct AccountPageTests {
 }
 
 extension AccountPageTests {
-    @Test("an approval of new recovery codes makes nothing once the request has expired")
-    func expiredRecoveryCodesApproval() throws {
-        let environment = TestEnvironment()
-        let api = try environment.directAPI {
+    /// A server with cheap recovery-code hashing and room for the failures a test makes.
+    static func recoveryCodesAPI(_ environment: TestEnvironment) throws -> TestAPI {
+        try environment.directAPI {
             $0.failureLimit = 1000
             $0.recoveryCodeIterations = 1000
         }
+    }
+
+    @Test("an approval of new recovery codes makes nothing once the request has expired")
+    func expiredRecoveryCodesApproval() throws {
+        let environment = TestEnvironment()
+        let api = try Self.recoveryCodesAPI(environment)
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)

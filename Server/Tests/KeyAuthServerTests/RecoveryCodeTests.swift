@@ -206,16 +206,23 @@ struct RecoveryCodeTests {
         #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
     }
 
+    /// Alice's laptop, active, makes recovery codes; a thief enrols a device with one of them.
+    private static func thiefUsedACode(_ api: TestAPI) throws -> (
+        laptop: RSAPrivateKey, token: String, thief: RSAPrivateKey
+    ) {
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        return (laptop, token, thief)
+    }
+
     @Test("the user's other devices get a notice that cannot be approved, and denying it revokes the new device")
     func otherDevicesAreTold() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
-        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
-
-        let thief = try ServerTestKeys.key("alice-2")
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let (laptop, token, thief) = try Self.thiefUsedACode(api)
         let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
         let notice = try #require(listed.first { $0["kind"] == .string("recovery") })
         let name = try #require(notice["client_name"]?.stringValue)
@@ -246,11 +253,7 @@ struct RecoveryCodeTests {
     func noticeHasNoCode() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
-        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
-        let thief = try ServerTestKeys.key("alice-2")
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let (_, token, thief) = try Self.thiefUsedACode(api)
         let thiefToken = try api.accessToken(thief)
         let listed = try #require(try api.openRequests(token: thiefToken).json?["requests"]?.arrayValue)
         let id = try #require(listed.first { $0["kind"] == .string("recovery") }?["id"]?.stringValue)
