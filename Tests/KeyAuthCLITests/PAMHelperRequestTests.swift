@@ -43,6 +43,21 @@ struct PAMHelperRequestTests {
         #expect(throws: KeyAuthError.self) { try HostUserMapping.entry(for: "dan", text: "dan\n", file: "f") }
     }
 
+    @Test("a user name the password database spells otherwise is refused, not mapped apart")
+    func spellings() throws {
+        #expect(PAMHelper.spellingRefusal(requested: "alice", database: "alice") == nil)
+        for requested in ["ALICE", "Alice", "alic\u{65}\u{301}"] {
+            let refusal = try #require(PAMHelper.spellingRefusal(requested: requested, database: "alice"))
+            guard case .refused(let reason) = refusal else {
+                Issue.record("\(refusal)")
+                continue
+            }
+            #expect(reason.contains("spelled alice"))
+        }
+        // The database's own spelling of root, as getpwnam gives it back.
+        #expect(LinuxUser(name: "root")?.name == "root")
+    }
+
     @Test("keyauth is the helper only when started under the helper's name")
     func helperName() {
         #expect(PAMHelper.isProgramName("/usr/libexec/keyauth/keyauth-pam-helper"))

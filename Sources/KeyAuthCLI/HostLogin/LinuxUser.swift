@@ -4,20 +4,25 @@
 
 /// A Linux account from the password database, and the one way the helper gives up root for it.
 struct LinuxUser: Sendable {
+    /// The name as the password database spells it (`pw_name`).
     let name: String
     let uid: uid_t
     let gid: gid_t
     let homeDirectory: String
 
     /// Looks `name` up; nil when there is no such user (or the lookup failed).
+    ///
+    /// ``name`` is the database's spelling, which a name service that ignores case (SSSD,
+    /// winbind) may give for another spelling of `name`: the mapping file and the server's
+    /// `keyauth_user` check must see that one, or `ALICE` would be mapped apart from `alice`.
     init?(name: String) {
         var entry = passwd()
         var found: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 16384)
         guard getpwnam_r(name, &entry, &buffer, buffer.count, &found) == 0, found != nil,
-            let directory = entry.pw_dir
+            let directory = entry.pw_dir, let canonical = entry.pw_name
         else { return nil }
-        self.name = name
+        self.name = String(cString: canonical)
         self.uid = entry.pw_uid
         self.gid = entry.pw_gid
         self.homeDirectory = String(cString: directory)

@@ -82,6 +82,7 @@ package struct PAMHelper: Sendable {
         guard let person = LinuxUser(name: request.user) else {
             return .unknown("no Linux user \(request.user)")
         }
+        if let refusal = Self.spellingRefusal(requested: request.user, database: person.name) { return refusal }
         let mapping: HostUserMapping.Entry
         do {
             mapping = try HostUserMapping.entry(for: request.user, file: request.users ?? Self.defaultUsersFile)
@@ -164,6 +165,15 @@ package struct PAMHelper: Sendable {
         }
         let renewal = await renewOfflineGrant(token, offline: offline, session: session, request: request)
         return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)\(renewal)")
+    }
+
+    /// The refusal of a user name that the password database spells otherwise, byte for byte,
+    /// or nil. A name service that ignores case (SSSD, winbind) finds `alice` for `ALICE`; the
+    /// mapping file and the server's `keyauth_user` check know users by one spelling, and the
+    /// other would be mapped apart, by default to a keyauth user of that spelling.
+    static func spellingRefusal(requested: String, database: String) -> Answer? {
+        guard !requested.utf8.elementsEqual(database.utf8) else { return nil }
+        return .refused("the Linux user \(requested) is spelled \(database) in the password database; log in as that")
     }
 
     /// This host's name, as the login states it and offline grants name it.
