@@ -149,6 +149,42 @@ struct AttestedRegistrationTests {
         #expect(try api.storage.device(kid: try ServerTestKeys.key("alice-1").publicKey.fingerprint)?.tier == .software)
     }
 
+    @Test("an answer counts only for the endorsement key it was challenged under, not for a certificate sent with it")
+    func answerBoundToTheChallengedKey() throws {
+        let tpm = try SoftwareTPM(endorsementCertificates: true)
+        let other = try SoftwareTPM()
+        defer { withExtendedLifetime((tpm, other)) {} }
+        let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
+        let api = try Self.api(environment, trusting: tpm)
+        let victim = AttestedClient(api: api, tpm: tpm, key: try TPMKey.generate(bits: 2048, on: try tpm.connection))
+        // Certificates are public: any TPM's is read from its NV without authorization.
+        let certificate = try victim.attestation(nonce: try victim.nonce()).evidence.endorsementCertificates
+        let intruder = AttestedClient(
+            api: api, tpm: other, key: try TPMKey.generate(bits: 2048, on: try other.connection))
+
+        // Challenged under the intruder's own endorsement key, which it can answer (so could
+        // software, with a key it made), ...
+        var attestation = try intruder.attestation(nonce: try intruder.nonce())
+        let proof = try intruder.proof()
+        let challenge = try api.registerBody(intruder.body(user: "mallory", attestation: attestation, proof: proof))
+        #expect(challenge.status == 202, "\(challenge.text)")
+        let parsed = try #require(challenge.json.flatMap(ActivationChallenge.init(jsonValue:)))
+        attestation.activationSecret = try intruder.signer.activateCredential(parsed.credential)
+        // ... then answering with the trusted TPM's certificate in its place.
+        var swapped = attestation
+        swapped.evidence.endorsementCertificates = certificate
+        swapped.evidence.endorsementKey = nil
+        let final = try api.registerBody(intruder.body(user: "mallory", attestation: swapped, proof: proof))
+        #expect(final.status == 400, "\(final.text)")
+        #expect(final.errorDescription?.contains("credential activation failed") == true)
+        #expect(try api.storage.allDevices().isEmpty)
+
+        // The same answer with the evidence it was challenged under is what it is: unverified.
+        let honest = try api.registerBody(intruder.body(user: "mallory", attestation: attestation, proof: proof))
+        #expect(honest.status == 201, "\(honest.text)")
+        #expect(honest.json?["tier"]?.stringValue == "tpm-unverified")
+    }
+
     @Test("a wrong answer, another TPM's key under this TPM's certificate, an old nonce and a forged nonce are refused")
     func hostile() throws {
         let tpm = try SoftwareTPM(endorsementCertificates: true)

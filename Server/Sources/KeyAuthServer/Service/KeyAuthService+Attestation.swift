@@ -32,9 +32,13 @@ extension KeyAuthService {
     /// challenge is answered, gives the device's tier.
     ///
     /// The challenge's secret is not stored: it is an HMAC, under the secret of the signing key
-    /// that made the nonce, of the nonce, the attestation key's name and the device key, so the
-    /// answer is checked by deriving it again, on any instance. Only the TPM holding the
-    /// endorsement key can recover it, and only with that attestation key loaded beside it.
+    /// that made the nonce, of the nonce, the attestation key's name, the device key and the
+    /// endorsement key it is encrypted to, so the answer is checked by deriving it again, on any
+    /// instance. Only the TPM holding the endorsement key can recover it, and only with that
+    /// attestation key loaded beside it. The endorsement key is in the HMAC because the answer
+    /// comes in a request of its own, whose evidence decides the tier: without it, a client could
+    /// be challenged under an endorsement key it made itself and answer under another TPM's
+    /// certificate (certificates are public), and a key file would pass as `attested`.
     ///
     /// - Throws: ``ServiceError`` `.invalidRequest` saying which check failed: a nonce that is
     ///   not this server's or expired, evidence the verifier refuses, a wrong activation secret.
@@ -58,6 +62,7 @@ extension KeyAuthService {
             try CryptoPrimitives.hmacSHA256(
                 key: nonceKey,
                 message: Array("tpm-activation".utf8) + nonce + verified.attestationKeyName + key.derRepresentation
+                    + verified.endorsementKey.derRepresentation
             ).prefix(32))
         guard let answer = attestation.activationSecret else {
             let credential = try TPMCredential.make(
