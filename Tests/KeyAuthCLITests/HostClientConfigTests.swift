@@ -57,6 +57,37 @@ struct HostClientConfigTests {
         }
     }
 
+    @Test("the mapping file is read only as a regular file of root's: a link, a FIFO or a looser file is refused")
+    func mappingFileChecks() throws {
+        let directory = TemporaryDirectory("keyauth-pam-users")
+        defer { directory.remove() }
+        let path = directory.path + "/pam-users"
+        #expect(try HostUserMapping.entry(for: "alice", file: path).keyauthUser == "alice")
+        try Data("alice alice.smith\n".utf8).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o644)
+        func refused(_ file: String) -> Bool {
+            do {
+                _ = try HostUserMapping.entry(for: "alice", file: file)
+                return false
+            } catch {
+                return error.code == .keyUnprotected
+            }
+        }
+        if geteuid() == 0 {
+            #expect(try HostUserMapping.entry(for: "alice", file: path).keyauthUser == "alice.smith")
+            chmod(path, 0o664)
+            #expect(refused(path))
+            chmod(path, 0o644)
+        }
+        // The path is checked as opened: a link to a good file is refused, not followed.
+        let link = directory.path + "/link"
+        symlink(path, link)
+        #expect(refused(link))
+        let fifo = directory.path + "/fifo"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        #expect(refused(fifo))
+    }
+
     @Test("the request carries mode= and hostconf=; auto is the default and an unknown mode is refused")
     func requestMode() throws {
         let base = "keyauth-pam 1\nuser alice\nservice sshd\nserver https://k.example\n"

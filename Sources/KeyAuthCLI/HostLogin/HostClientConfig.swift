@@ -30,20 +30,9 @@ struct HostClientConfig: Equatable {
     ///   any group or other permission; `.invalidArgument` for a malformed file;
     ///   `.storageFailed` when it cannot be read.
     static func load(path: String) throws(KeyAuthError) -> HostClientConfig? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            guard errno == ENOENT else {
-                throw KeyAuthError(.storageFailed, "cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            return nil
-        }
-        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == 0, info.st_mode & 0o077 == 0 else {
-            throw KeyAuthError(.keyUnprotected, "\(path) must be a regular file of root's with mode 0600")
-        }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeyAuthError(.storageFailed, "cannot read \(path)")
-        }
-        return try HostClientConfig(text: String(decoding: data, as: UTF8.self), path: path)
+        guard var bytes = try RootFile.read(path, private: true) else { return nil }
+        defer { CryptoPrimitives.wipe(&bytes) }
+        return try HostClientConfig(text: String(decoding: bytes, as: UTF8.self), path: path)
     }
 
     /// Parses the text of a configuration file; `path` only names it in errors.

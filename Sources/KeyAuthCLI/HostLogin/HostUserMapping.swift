@@ -20,23 +20,11 @@ enum HostUserMapping {
 
     /// The entry of `user` in `file`, or the same-name default when the file or the line is absent.
     ///
-    /// - Throws: `.keyUnprotected` for a file not owned by root or writable by group or others;
-    ///   `.invalidArgument` for a malformed line of that user.
+    /// - Throws: `.keyUnprotected` for a symbolic link or a file not owned by root or writable by
+    ///   group or others (``RootFile``); `.invalidArgument` for a malformed line of that user.
     static func entry(for user: String, file: String) throws(KeyAuthError) -> Entry {
-        var info = stat()
-        guard stat(file, &info) == 0 else {
-            guard errno == ENOENT else {
-                throw KeyAuthError(.storageFailed, "cannot read \(file): \(String(cString: strerror(errno)))")
-            }
-            return Entry(keyauthUser: user, account: nil)
-        }
-        guard info.st_uid == 0, info.st_mode & 0o022 == 0 else {
-            throw KeyAuthError(.keyUnprotected, "\(file) must belong to root and be writable by root only")
-        }
-        guard let data = FileManager.default.contents(atPath: file) else {
-            throw KeyAuthError(.storageFailed, "cannot read \(file)")
-        }
-        return try entry(for: user, text: String(decoding: data, as: UTF8.self), file: file)
+        guard let bytes = try RootFile.read(file, private: false) else { return Entry(keyauthUser: user, account: nil) }
+        return try entry(for: user, text: String(decoding: bytes, as: UTF8.self), file: file)
     }
 
     /// The entry of `user` in the text of a mapping file.
