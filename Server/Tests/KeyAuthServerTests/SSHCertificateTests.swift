@@ -96,6 +96,7 @@ struct SSHCertificateTests {
         #expect(try SSHCertificateAuthority.load(file: path).publicKeyBlob == authority.publicKeyBlob)
         let again = #expect(throws: KeyAuthError.self) { try SSHCertificateAuthority.generate(.rsa).write(to: path) }
         #expect(again?.code == .invalidArgument)
+        #expect(again?.message.hasSuffix("to replace it, use keyauth-server ssh-ca rotate") == true)
         #expect(try SSHCertificateAuthority.load(file: path).publicKeyBlob == authority.publicKeyBlob)
         chmod(path, 0o640)
         let exposed = #expect(throws: KeyAuthError.self) { try SSHCertificateAuthority.load(file: path) }

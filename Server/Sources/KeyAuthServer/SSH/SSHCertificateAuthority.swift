@@ -78,7 +78,8 @@ package struct SSHCertificateAuthority: Sendable {
         guard !SecureFile.exists(path) else {
             throw KeyAuthError(
                 .invalidArgument,
-                "\(path) exists; keyauth-server does not replace an SSH CA key (hosts trust it): remove it first to rotate"
+                "\(path) exists; keyauth-server does not replace an SSH CA key (hosts trust it): to replace it, "
+                    + "use keyauth-server ssh-ca rotate"
             )
         }
         try store(at: path)
