@@ -22,12 +22,13 @@ extension ServerCommand {
         Device-key login server for keyauth (JWT bearer assertions, RFC 7523), with sign-in by
         approval on a device (OpenID CIBA) and an account page.
 
-        keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates). keys
-        rotate makes a new key (--alg, default KEYAUTH_SERVER_TOKEN_ALG, else the current key's
-        algorithm) that every server publishes at once and that signs after --delay
-        (default 10m, so that caches of the JWK set see it first); it prints the new KID. The old
-        key stays published until its last token expires (--token-lifetime, as the servers use),
-        then the servers retire it. With --signing-key-file there is nothing to rotate.
+        keys lists the signing keys (KID, ALG, STATE next|current|previous|id-tokens|retired,
+        dates; id-tokens is a previous RS256 key that still signs ID tokens). keys rotate makes a
+        new key (--alg, default KEYAUTH_SERVER_TOKEN_ALG, else the current key's algorithm) that
+        every server publishes at once and that signs after --delay (default 10m, so that caches
+        of the JWK set see it first); it prints the new KID. The old key stays published until its
+        last token expires (--token-lifetime, as the servers use), then the servers retire it.
+        With --signing-key-file there is nothing to rotate.
 
         ssh-ca rotate puts a new SSH CA key in --ssh-ca-key-file and keeps the old CA published
         beside it for --overlap (default 7d) or until ssh-ca retire; servers follow at their next
@@ -52,7 +53,7 @@ extension ServerCommand {
 
         Admin commands: enroll prints a one-time enrollment code for USER, alone on standard
         output (the message goes to standard error). devices lists devices in aligned columns
-        (KID USER STATUS CREATED LAST_LOGIN NAME), or as a JSON array with --json; --user and
+        (KID USER STATUS TIER CREATED LAST_LOGIN NAME), or as a JSON array with --json; --user and
         --status (active, pending, expired, denied, revoked) choose which. approve and revoke
         take a key ID or a prefix of at least 8 characters; a prefix that matches several
         devices is refused with the list of them. revoke revokes an active device or denies a
@@ -81,9 +82,10 @@ extension ServerCommand {
 
         The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
-        or a signing key file that is missing or not a usable key, 69 storage or address
-        unavailable (or no database for an admin command), 78 a settings file that cannot be read
-        or has a bad line (the message names the file and line), 1 anything else.
+        or a signing key file that is missing or not a usable key, 66 an SSH CA key file that does
+        not exist (ssh-ca show, rotate, krl), 69 storage or address unavailable (or no database for
+        an admin command), 78 a settings file that cannot be read or has a bad line (the message
+        names the file and line), 1 anything else.
 
         """
 

@@ -39,8 +39,8 @@ extension ServerCommand {
             return page(
                 "devices [--user USER] [--status STATUS] [--json]",
                 """
-                Lists devices in aligned columns (KID USER STATUS CREATED LAST_LOGIN NAME), the status
-                as clients see it.
+                Lists devices in aligned columns (KID USER STATUS TIER CREATED LAST_LOGIN NAME), the
+                status as clients see it.
                 """,
                 """
                   --user USER               only this user's devices
@@ -103,9 +103,10 @@ extension ServerCommand {
             return page(
                 "keys [list] [--json]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]",
                 """
-                keys lists the signing keys (KID, ALG, STATE next|current|previous|retired, dates).
-                keys rotate makes a new key that signs after --delay and prints its KID; the old key
-                stays published until its last token expires, then the servers retire it. With
+                keys lists the signing keys (KID, ALG, STATE next|current|previous|id-tokens|retired,
+                dates; id-tokens is a previous RS256 key that still signs ID tokens). keys rotate
+                makes a new key that signs after --delay and prints its KID; the old key stays
+                published until its last token expires, then the servers retire it. With
                 --signing-key-file there is nothing to rotate.
                 """,
                 """
@@ -126,7 +127,7 @@ extension ServerCommand {
                 ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH
                        keyauth-server ssh-ca show | retire --ssh-ca-key-file PATH
                        keyauth-server ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION] --ssh-ca-key-file PATH
-                       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH [--db PATH]
+                       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH
                 """,
                 """
                 ssh-ca init makes the key of the SSH user certificate authority (a new 0600 file; an
@@ -137,7 +138,7 @@ extension ServerCommand {
                 new one (GET /v1/ssh/ca, show, the revocation list) for the overlap or until
                 ssh-ca retire; running servers follow at their next cleanup. ssh-ca krl writes the
                 revocation list of revoked devices' certificates to FILE, for sshd's RevokedKeys (a
-                server also serves it at GET /v1/ssh/krl).
+                server also serves it at GET /v1/ssh/krl); it is the only action that reads --db.
                 """,
                 """
                   --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (rotate: the current
@@ -145,7 +146,6 @@ extension ServerCommand {
                   --overlap DURATION        how long rotate keeps the old CA published, 0s to 30d,
                                             default 7d (the longest certificate lifetime)
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
-                  --db PATH                 the database (krl) [KEYAUTH_SERVER_DB]
                 """)
         case "clients":
             return page(
