@@ -11,11 +11,19 @@ struct CommandContext: Sendable {
         AccountStore(home: try AccountStore.defaultHome(environment: io.environment))
     }
 
-    /// Seconds a request may take: `KEYAUTH_TIMEOUT`, else 10.
+    /// Seconds a request may take: `KEYAUTH_TIMEOUT` when it is a number above 0 and at most a
+    /// day, else 10. `inf` and `nan` parse as numbers too, and neither is a timeout.
     var timeout: TimeInterval {
-        if let text = io.environment["KEYAUTH_TIMEOUT"], let value = TimeInterval(text), value > 0 { return value }
+        if let text = io.environment["KEYAUTH_TIMEOUT"], let value = TimeInterval(text), value > 0,
+            value <= Self.maximumTimeout
+        {
+            return value
+        }
         return 10
     }
+
+    /// The longest `KEYAUTH_TIMEOUT` taken: a day.
+    static let maximumTimeout: TimeInterval = 86_400
 
     /// A client for `serverURL` with the configured timeout.
     ///

@@ -182,7 +182,9 @@ final class HTTPExchange: Sendable {
     }
 
     private static func seconds(_ interval: TimeInterval) -> String {
-        interval == interval.rounded() ? "\(Int(interval)) s" : "\(interval) s"
+        // Int(_:) traps on infinities and on values past Int's range.
+        guard interval.isFinite, abs(interval) < 1e15, interval == interval.rounded() else { return "\(interval) s" }
+        return "\(Int(interval)) s"
     }
 }
 
