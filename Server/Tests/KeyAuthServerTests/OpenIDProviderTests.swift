@@ -554,6 +554,63 @@ struct OpenIDProviderTests {
         _ = browser
     }
 
+    @Test("the longest state and nonce /authorize accepts, all control characters, still sign in")
+    func longestStateAndNonce() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        let longest = String(repeating: "\u{1}", count: 1024)
+        var browser = OpenIDBrowser(api: setup.api)
+        let form = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["state": longest, "nonce": longest]))
+        #expect(form.status == 200)
+        let started = try browser.post(
+            "/authorize/sign-in",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)),
+                ("authorization", try OpenIDTestAPI.hidden("authorization", in: form.text)), ("user", "alice"),
+            ])
+        #expect(started.status == 200 && !started.text.contains("expired"), "\(started.status)")
+        #expect(try setup.device.requests().count == 1)
+    }
+
+    @Test("end-session's confirmation carries the hint's client, so the confirmed sign-out reaches the redirect")
+    func endSessionConfirmedWithHint() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        let (_, code) = try setup.code(pkce: pkce)
+        let tokens = try OpenIDTestAPI.redeem(setup.api, setup.client, code: code, verifier: pkce.verifier)
+        let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+        // Another browser, its session waiting: the hint does not prove its user, so it asks.
+        var other = OpenIDBrowser(api: setup.api)
+        let form = try other.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce))
+        let started = try other.post(
+            "/authorize/sign-in",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)),
+                ("authorization", try OpenIDTestAPI.hidden("authorization", in: form.text)), ("user", "alice"),
+            ])
+        #expect(started.status == 200)
+        let signedOut = "https://wiki.example.org/signed-out"
+        let asked = try other.get(
+            "/end-session",
+            query: [("id_token_hint", idToken), ("post_logout_redirect_uri", signedOut), ("state", "bye")])
+        #expect(asked.status == 200 && !asked.text.contains(idToken))
+        let carried = try OpenIDTestAPI.hidden("client_id", in: asked.text)
+        #expect(carried == setup.client.id)
+        let confirmed = try other.post(
+            "/end-session",
+            form: [
+                ("csrf", try OpenIDTestAPI.hidden("csrf", in: asked.text)), ("client_id", carried),
+                ("post_logout_redirect_uri", signedOut), ("state", "bye"),
+            ])
+        let (base, parameters) = try OpenIDTestAPI.redirect(confirmed)
+        #expect(base == signedOut)
+        #expect(parameters["state"] == "bye")
+    }
+
     @Test(
         "a signed-in browser gets no silent code for a public client: a consent page names the redirect origin with its port, and only Allow gives a code"
     )
@@ -622,6 +679,12 @@ struct OpenIDProviderTests {
             try browser.post(
                 "/authorize/consent", form: [("csrf", csrf), ("authorization", loginReference), ("decision", "allow")]
             ).status == 400)
+        // Nor does the sign-in's own continue form, posted with the signed-in session's token
+        // (it is on the consent page): the session's sign-in was not this request's.
+        let skipped = try browser.post(
+            "/authorize/continue", form: [("csrf", csrf), ("authorization", loginReference)])
+        #expect(skipped.status == 400 && skipped.text.contains("sign in again"), "\(skipped.status)")
+        #expect(skipped.headers["Location"] == nil)
 
         // Deny: access_denied to the client, and the request is gone.
         let denied = try browser.post(
@@ -886,6 +949,26 @@ struct OpenIDProviderTests {
         ] {
             #expect(KeyAuthResponder.routes.label(for: path) == label, "\(path)")
         }
+    }
+
+    @Test("a redirect URI matches byte for byte, not by Unicode equivalence")
+    func redirectBytes() {
+        let cases: [(presented: String, registered: String)] = [
+            ("https://rp.example/\u{212A}cb", "https://rp.example/Kcb"),  // the Kelvin sign
+            ("https://rp.example/caf\u{E9}", "https://rp.example/cafe\u{301}"),
+            ("https://rp.example/\u{212B}", "https://rp.example/\u{C5}"),  // the angstrom sign
+            ("http://127.0.0.1:4444/\u{212A}cb", "http://127.0.0.1/Kcb"),
+        ]
+        for (presented, registered) in cases {
+            // Swift's == calls them equal (the loopback one but for its port): the test's point.
+            #expect(presented.replacing(":4444", with: "") == registered)
+            for isPublic in [false, true] {
+                #expect(
+                    !RedirectURI.matches(presented, registered: registered, isPublicClient: isPublic), "\(presented)")
+            }
+        }
+        #expect(
+            RedirectURI.matches("http://127.0.0.1:4444/Kcb", registered: "http://127.0.0.1/Kcb", isPublicClient: true))
     }
 
     @Test("redirect URIs at registration: absolute, no fragment, https or loopback http")

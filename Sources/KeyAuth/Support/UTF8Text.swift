@@ -32,3 +32,13 @@ package enum UTF8Text {
         bytes.withUnsafeBufferPointer { string(validating: $0) }
     }
 }
+
+extension StringProtocol {
+    /// Whether `other` is the same bytes: `==` on strings is Unicode canonical equivalence, so
+    /// `"Kcb" == "\u{212A}cb"` (the Kelvin sign) holds, and an identifier compared that way
+    /// (a redirect URI, a user name) would match text that a browser or a database treats as
+    /// another.
+    package func isSameBytes(as other: some StringProtocol) -> Bool {
+        utf8.elementsEqual(other.utf8)
+    }
+}

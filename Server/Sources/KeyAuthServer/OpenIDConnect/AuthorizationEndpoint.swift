@@ -210,6 +210,22 @@ struct AuthorizationEndpoint: Sendable {
         }
         if cancel { return try deny("the user cancelled the sign-in") }
         if session.record.isSignedIn {
+            // The request was sealed for a sign-in because the session did not do for it
+            // (prompt=login, max_age, a public client's consent, acr_values): a session answers
+            // the form only when its own sign-in was this request's, approved on a device for this
+            // client and redirect URI after the request began. Anything else would skip the
+            // approval the relying party asked for.
+            let began = record.expiresAt - OpenIDProvider.pendingLifetime
+            guard try provider.isApproval(of: session.record, for: record), (session.record.signedInAt ?? .min) >= began
+            else {
+                let (csrf, headers) = try browser.csrfCookie(request)
+                return browser.html(
+                    SignInPage(
+                        basePath: browser.basePath, csrf: csrf,
+                        message: "This application asks you to sign in again: approve it on your device.", forms: forms
+                    ).html,
+                    status: 400, extra: headers, redirectsTo: record.redirectURI)
+            }
             guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             caller.identify(session.record)
             return try issueCode(for: record, session: session.record)

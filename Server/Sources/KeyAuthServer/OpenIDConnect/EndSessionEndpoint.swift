@@ -57,7 +57,9 @@ struct EndSessionEndpoint: Sendable {
         if let session {
             let proven = hinted?.user == session.record.user && session.record.isSignedIn
             if !proven && !confirmed {
-                return confirmationPage(session.record, parameters: parameters, redirectsTo: redirect)
+                return confirmationPage(
+                    session.record, parameters: parameters, clientID: clientID ?? hinted?.clientID,
+                    redirectsTo: redirect)
             }
             if confirmed && !BrowserRequests.tokensMatch(parameters["csrf"], session.record.csrfToken) {
                 return browser.refusedCSRF()
@@ -78,12 +80,17 @@ struct EndSessionEndpoint: Sendable {
     }
 
     /// Asks the user to confirm; the form carries the request's parameters back, checked again.
+    ///
+    /// The client goes back as `client_id`, also when it came as the hint's audience: the hint
+    /// itself is not carried (an ID token has no place in a page), and without a client the
+    /// post-logout redirect URI could not be checked, so a confirmed sign-out would fail.
     private func confirmationPage(
-        _ session: BrowserSessionRecord, parameters: [String: String], redirectsTo redirect: String?
+        _ session: BrowserSessionRecord, parameters: [String: String], clientID: String?,
+        redirectsTo redirect: String?
     ) -> HTTPResponse {
-        let carried = ["client_id", "post_logout_redirect_uri", "state"].compactMap { name in
-            parameters[name].map { (name, $0) }
-        }
+        let carried =
+            (clientID.map { [("client_id", $0)] } ?? [])
+            + ["post_logout_redirect_uri", "state"].compactMap { name in parameters[name].map { (name, $0) } }
         let fields: HTML = "\(PageDocument.hidden("csrf", session.csrfToken))\(PageDocument.hiddenFields(carried))"
         return browser.html(
             ConfirmationPage(

@@ -79,7 +79,7 @@ extension OpenIDProvider {
             throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
         }
         guard record.clientID == client.id, now() < record.expiresAt else { throw invalid }
-        guard record.redirectURI == redirectURI else {
+        guard record.redirectURI.isSameBytes(as: redirectURI) else {
             throw ServiceError(.invalidGrant, "redirect_uri is not the one of the authorization request")
         }
         guard Self.isValidCodeVerifier(verifier),

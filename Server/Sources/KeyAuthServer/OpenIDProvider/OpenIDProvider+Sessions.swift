@@ -31,7 +31,9 @@ extension OpenIDProvider {
     /// The client `clientID` when `uri` is one of its registered post-logout redirect URIs
     /// (byte for byte), or nil.
     func postLogoutClient(_ clientID: String, redirectURI uri: String) throws -> ClientRecord? {
-        guard let client = try client(id: clientID), client.postLogoutRedirectURIs.contains(uri) else { return nil }
+        guard let client = try client(id: clientID),
+            client.postLogoutRedirectURIs.contains(where: { $0.isSameBytes(as: uri) })
+        else { return nil }
         return client
     }
 

@@ -92,7 +92,7 @@ struct OpenIDProvider: Sendable {
     func isApproval(of session: BrowserSessionRecord, for record: PendingAuthorizationRecord) throws -> Bool {
         guard let id = session.signInRequestID, let asked = try storage.signInRequest(id: id) else { return false }
         return asked.kind == .authorization && asked.clientID == record.clientID
-            && asked.redirectURI == record.redirectURI
+            && asked.redirectURI?.isSameBytes(as: record.redirectURI) == true
     }
 
     /// The `acr` a signed-in `session` achieves for `record`'s `acr_values`: the first class asked

@@ -24,8 +24,11 @@ struct SealedAuthorizations: Sendable {
         case consent
     }
 
-    /// The longest sealed text accepted (`state` and `nonce` are at most 1 KiB each).
-    static let maximumLength = 8192
+    /// The longest sealed text accepted: room for every request `/authorize` accepts. `state`
+    /// and `nonce` are at most 1 KiB each, but JSON writes a control character as six bytes
+    /// (`\u0001`), so the two can take 12 KiB, 16 KiB in base64url, besides the rest. With 8 KiB
+    /// a request the server had accepted could never be signed in.
+    static let maximumLength = 32 * 1024
 
     let keys: ServerSigningKeys
 

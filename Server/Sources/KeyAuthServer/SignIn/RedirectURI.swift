@@ -85,12 +85,12 @@ enum RedirectURI {
     /// byte for byte, or for a public client's loopback IP registration the same URI on any port
     /// (RFC 8252 section 7.3; not `localhost`, which section 8.3 advises against).
     static func matches(_ presented: String, registered: String, isPublicClient: Bool) -> Bool {
-        if presented == registered { return true }
+        if presented.isSameBytes(as: registered) { return true }
         guard isPublicClient, registered.hasPrefix("http://"), let want = parts(of: registered),
             want.host == "127.0.0.1" || want.host == "[::1]", let got = parts(of: presented)
         else { return false }
         // Everything but the port byte for byte: the same text with the presented port put in.
-        return presented == "http://" + want.host + (got.port.map { ":" + $0 } ?? "") + want.rest
+        return presented.isSameBytes(as: "http://" + want.host + (got.port.map { ":" + $0 } ?? "") + want.rest)
     }
 
     /// `scheme://host[:port]` of `uri`, for a `form-action` source; nil when it does not parse.
