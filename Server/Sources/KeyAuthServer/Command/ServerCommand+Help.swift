@@ -147,7 +147,8 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_CLEANUP_INTERVAL]
           --max-connections N       simultaneous connections, default 1000 [KEYAUTH_SERVER_MAX_CONNECTIONS]
           --max-connections-per-address N
-                                    simultaneous connections from one IP address, 0 for no limit;
+                                    simultaneous connections from one IP address (an IPv6
+                                    /64 counts as one), 0 for no limit;
                                     default 32, or 0 with --trust-proxy (limit at the proxy)
                                     [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --request-timeout DURATION

@@ -147,8 +147,13 @@ func httpServerAcceptPolicy(
     _ cls: UnsafeMutableRawPointer?, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t
 ) -> MHD_Result {
     guard let cls else { return .NO }
-    return Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().accepting.load(ordering: .relaxed)
-        ? .YES : .NO
+    let server = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    guard server.accepting.load(ordering: .relaxed) else { return .NO }
+    // libmicrohttpd limits each full address; an IPv6 peer's /64 is limited here.
+    if let prefix = ConnectionsByPrefix.prefix(of: address), !server.connectionsByPrefix.admits(prefix) {
+        return .NO
+    }
+    return .YES
 }
 
 /// The connection notice: registers each accepted connection with the request deadlines, its
@@ -167,9 +172,15 @@ func httpServerConnectionNotice(
         let tracked = server.deadlines.connectionStarted(
             descriptor: descriptor, clientAddress: clientAddress(of: connection))
         socketContext.pointee = Unmanaged.passRetained(tracked).toOpaque()
+        if let prefix = ConnectionsByPrefix.prefix(of: ckeyauth_mhd_client_address(connection)) {
+            server.connectionsByPrefix.opened(prefix)
+        }
     case .CONNECTION_NOTIFY_CLOSED:
         guard let pointer = socketContext.pointee else { return }
         socketContext.pointee = nil
+        if let prefix = ConnectionsByPrefix.prefix(of: ckeyauth_mhd_client_address(connection)) {
+            server.connectionsByPrefix.closed(prefix)
+        }
         server.deadlines.connectionClosed(Unmanaged<TrackedConnection>.fromOpaque(pointer).takeRetainedValue())
     default:
         break

@@ -29,8 +29,9 @@ package struct HTTPServerOptions: Sendable {
     }
     /// Simultaneous connections accepted; more are refused at accept time.
     package var connectionLimit: Int = 1000
-    /// Simultaneous connections accepted from one IP address (0: no limit), so that one client
-    /// cannot take every slot of ``connectionLimit``; more are refused at accept time.
+    /// Simultaneous connections accepted from one IP address, or one IPv6 /64 (0: no limit), so
+    /// that one client cannot take every slot of ``connectionLimit``; more are refused at accept
+    /// time.
     package var connectionsPerAddressLimit: Int = defaultConnectionsPerAddressLimit
     /// 32: more than a client library or a benchmark opens to one server.
     package static let defaultConnectionsPerAddressLimit = 32
@@ -94,7 +95,8 @@ package final class HTTPServer: Sendable {
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
             maximumDiscardedBytes: options.maximumDiscardedBytes,
-            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds))
+            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds),
+            connectionsPerPrefix: max(options.connectionsPerAddressLimit, 0))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
@@ -241,11 +243,17 @@ final class HTTPServerContext: Sendable {
     let deadlines: RequestDeadlines
     /// Responses waiting for durability with their connections suspended.
     let holdResponses = HeldResponses()
+    /// The per-address connection limit for IPv6 peers, by /64.
+    let connectionsByPrefix: ConnectionsByPrefix
 
-    init(responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int, deadlines: RequestDeadlines) {
+    init(
+        responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int, deadlines: RequestDeadlines,
+        connectionsPerPrefix: Int
+    ) {
         self.responder = responder
         self.maximumBodySize = maximumBodySize
         self.maximumDiscardedBytes = maximumDiscardedBytes
         self.deadlines = deadlines
+        self.connectionsByPrefix = ConnectionsByPrefix(limit: connectionsPerPrefix)
     }
 }
