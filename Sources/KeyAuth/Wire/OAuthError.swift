@@ -82,7 +82,7 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `Retry-After` header in seconds, sent with 429 and 503.
     public let retryAfter: Int?
     /// Whether the answer's body was an RFC 6749 error object that named ``error``; false when
-    /// ``error`` was only guessed from the status (``code(forStatus:)``).
+    /// ``error`` was only guessed from the status (`code(forStatus:)`, not public).
     ///
     /// A proxy's HTML 403 or a web server's 404 page says nothing about the device, so a caller
     /// that would act on what the server said about it (`keyauth reset` forgetting a key the
@@ -91,7 +91,13 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// Creates an error as the server sent it; the description is sanitized here so that no
     /// caller can print a secret a faulty server echoed.
-    /// - Parameter isFromBody: false when `error` was derived from the HTTP status alone.
+    ///
+    /// - Parameters:
+    ///   - error: the `error` code.
+    ///   - errorDescription: `error_description`, sanitized here.
+    ///   - statusCode: the HTTP status of the answer.
+    ///   - retryAfter: the `Retry-After` seconds, when the server sent them.
+    ///   - isFromBody: false when `error` was derived from the HTTP status alone.
     public init(
         error: Code, errorDescription: String?, statusCode: Int, retryAfter: Int? = nil, isFromBody: Bool = true
     ) {
