@@ -172,7 +172,7 @@ package struct PAMHelper: Sendable {
     /// mapping file and the server's `keyauth_user` check know users by one spelling, and the
     /// other would be mapped apart, by default to a keyauth user of that spelling.
     static func spellingRefusal(requested: String, database: String) -> Answer? {
-        guard !requested.utf8.elementsEqual(database.utf8) else { return nil }
+        guard !requested.isSameBytes(as: database) else { return nil }
         return .refused("the Linux user \(requested) is spelled \(database) in the password database; log in as that")
     }
 

@@ -30,11 +30,15 @@ package enum RateLimitKey: Hashable, Sendable {
         }
         var v6 = in6_addr()
         guard text.withCString({ inet_pton(AF_INET6, $0, &v6) }) == 1 else { return nil }
-        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+        self.init(ipv6: withUnsafeBytes(of: &v6) { Array($0) })
+    }
+
+    /// The key for the 16 bytes of an IPv6 address: its /64, or the IPv4 address it maps.
+    init(ipv6 bytes: [UInt8]) {
+        if bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
             self = .ipv4(bytes[12..<16].reduce(0) { $0 << 8 | UInt32($1) })
         } else {
-            self = .ipv6Prefix(bytes[0..<8].reduce(0) { $0 << 8 | UInt64($1) })
+            self = .ipv6Prefix(bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
         }
     }
 }

@@ -24,14 +24,9 @@ final class ConnectionsByPrefix: Sendable {
         let bytes = UnsafeRawPointer(address).withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
             withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
         }
-        return prefix(ofIPv6: bytes)
-    }
-
-    /// The /64 of the 16 bytes of an IPv6 address, or nil for an IPv4-mapped one.
-    static func prefix(ofIPv6 bytes: [UInt8]) -> UInt64? {
-        guard bytes.count == 16 else { return nil }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF { return nil }
-        return bytes[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
+        // The same /64, and the same IPv4-mapped exception, as the rate limits.
+        guard case .ipv6Prefix(let prefix) = RateLimitKey(ipv6: bytes) else { return nil }
+        return prefix
     }
 
     /// Whether a new connection from `prefix` is within the limit.

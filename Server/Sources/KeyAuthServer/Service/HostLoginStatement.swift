@@ -67,7 +67,7 @@ struct HostLoginStatement: Equatable, Sendable {
     ///
     /// - Throws: `access_denied`, naming the user the host expects and not the device's.
     func checkUser(of device: DeviceRecord) throws(ServiceError) {
-        guard let keyauthUser, !keyauthUser.utf8.elementsEqual(device.user.utf8) else { return }
+        guard let keyauthUser, !keyauthUser.isSameBytes(as: device.user) else { return }
         throw ServiceError(
             .accessDenied,
             "host \(host) logs linux user \(linuxUser) in as keyauth user \(keyauthUser), and this device is not theirs"
