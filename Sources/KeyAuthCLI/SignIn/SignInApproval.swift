@@ -146,7 +146,7 @@ struct SignInApproval {
             claims, reason: "\(what) as \(session.account.user)", requiringPresence: request.kind.needsPresence)
         let client = session.client
         do {
-            try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            _ = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
                 try await client.answerSignInRequest(
                     id: request.id, decision: .approve, assertion: assertion, accessToken: token, proofs: proofs)
             }
@@ -163,7 +163,7 @@ struct SignInApproval {
     func deny(id: String) async throws(KeyAuthError) {
         let client = session.client
         do {
-            try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
+            _ = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
                 try await client.answerSignInRequest(
                     id: id, decision: .deny, assertion: nil, accessToken: token, proofs: proofs)
             }
