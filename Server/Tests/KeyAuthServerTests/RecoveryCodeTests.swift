@@ -102,7 +102,8 @@ struct RecoveryCodeTests {
         let codes = try RecoveryCodes(storage: storage, iterations: 1000, now: environment.clock.closure)
             .issue(for: "alice", by: .administrator)
         let stored = try storage.unusedRecoveryCodes(user: "alice")
-        #expect(stored.count == 10 && Set(stored.map(\.salt)).count == 10)
+        #expect(stored.count == 10 && Set(stored.map(\.salt)).count == 1 && Set(stored.map(\.hash)).count == 10)
+        #expect(RecoveryCodes.derivations(of: stored).count == 1)
         #expect(stored.allSatisfy { $0.iterations == 1000 && $0.hash.count == 32 })
         let first = try #require(stored.first)
         #expect(
@@ -116,6 +117,34 @@ struct RecoveryCodeTests {
             #expect(!file.containsSubsequence(Array(code.utf8)))
             #expect(!file.containsSubsequence(Array(code.replacingOccurrences(of: "-", with: "").utf8)))
         }
+    }
+
+    @Test("a typed code costs one derivation per salt: a set from before, with a salt per code, still works")
+    func saltPerCodeSets() throws {
+        let environment = TestEnvironment()
+        let storage = try environment.openStorage()
+        defer { storage.close() }
+        let codes = ["AAAA-BBBB-CCCC-DDDD-EEE0", "AAAA-BBBB-CCCC-DDDD-EEE1", "AAAA-BBBB-CCCC-DDDD-EEE2"]
+        let records = try codes.enumerated().map { index, code in
+            let salt = [UInt8](repeating: UInt8(index + 1), count: 16)
+            return RecoveryCodeRecord(
+                user: "alice", salt: salt,
+                hash: try CryptoPrimitives.pbkdf2SHA256(password: Array(code.utf8), salt: salt, iterations: 500),
+                iterations: 500, createdAt: environment.clock.now)
+        }
+        try storage.replaceRecoveryCodes(user: "alice", with: records)
+        let stored = try storage.unusedRecoveryCodes(user: "alice")
+        #expect(RecoveryCodes.derivations(of: stored).map(\.codes.count) == [1, 1, 1])
+        var damaged = stored
+        damaged[0].iterations = 0
+        #expect(RecoveryCodes.derivations(of: damaged).count == 2)
+
+        let recovery = RecoveryCodes(storage: storage, iterations: 1000, now: environment.clock.closure)
+        #expect(try recovery.consume("aaaabbbbccccddddeee2", user: "alice"))
+        #expect(try !recovery.consume("AAAA-BBBB-CCCC-DDDD-EEE2", user: "alice"))
+        #expect(try !recovery.consume("AAAA-BBBB-CCCC-DDDD-EEE3", user: "alice"))
+        #expect(try !recovery.consume("AAAA-BBBB-CCCC-DDDD-EEE0", user: "bob"))
+        #expect(try recovery.remaining(for: "alice") == 2)
     }
 
     @Test("PBKDF2-HMAC-SHA-256 matches RFC 7914's test vector")

@@ -10,7 +10,7 @@ package struct RecoveryCodeRecord: Sendable, Hashable {
     package var id: Int64
     /// The only user who may use it.
     package var user: String
-    /// 16 random bytes, different for every code.
+    /// 16 random bytes, the same for every code of a set (a salt per code before 2026-12-04).
     package var salt: [UInt8]
     /// PBKDF2-HMAC-SHA-256 of the code's grouped upper-case form.
     package var hash: [UInt8]
