@@ -330,6 +330,41 @@ extension AccountPageTests {
         }
     }
 
+    @Test("new recovery codes go only to the session that asked: another session of the user sees and collects nothing")
+    func recoveryCodesStayWithTheirSession() throws {
+        let environment = TestEnvironment()
+        let api = try Self.recoveryCodesAPI(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (owner, _) = try Self.signIn(api, laptop: laptop, token: token)
+        // A second session of alice's, a stolen cookie's for instance.
+        var other = try Self.signIn(api, laptop: laptop, token: token).0
+        let ownerCSRF = try Self.csrf(try owner.send("GET", "/account").text)
+        let otherCSRF = try Self.csrf(try other.send("GET", "/account").text)
+        #expect(ownerCSRF != otherCSRF)
+
+        #expect(try owner.send("POST", "/account/recovery-codes", form: [("csrf", ownerCSRF)]).status == 303)
+        let listed = try #require(
+            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
+                $0["kind"] == .string("recovery-codes")
+            })
+        let id = try #require(listed["id"]?.stringValue)
+        let code = try api.code(of: id)
+        #expect(try owner.send("GET", "/account").text.contains("name=\"request\" value=\"\(id)\""))
+        let otherPage = try other.send("GET", "/account").text
+        #expect(!otherPage.contains(id) && !otherPage.contains("data-approval-code>\(code)<"))
+        #expect(
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                .status == 200)
+
+        let taken = try other.send("POST", "/account/recovery-codes/show", form: [("csrf", otherCSRF), ("request", id)])
+        #expect(taken.status == 400 && !taken.text.contains("<li><code>"))
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try api.storage.signInRequest(id: id)?.status == .approved)
+        let shown = try owner.send("POST", "/account/recovery-codes/show", form: [("csrf", ownerCSRF), ("request", id)])
+        #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
+    }
+
     @Test("an approval of new recovery codes makes nothing once the request has expired")
     func expiredRecoveryCodesApproval() throws {
         let environment = TestEnvironment()

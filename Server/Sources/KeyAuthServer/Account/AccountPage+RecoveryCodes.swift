@@ -2,7 +2,9 @@ import KeyAuth
 
 /// The account page's recovery codes (PROTOCOL.md section 9): a new set needs the approval of
 /// one of the user's devices, as approving a device does, since a code enrols a device without
-/// anyone's approval; the page then shows the set once.
+/// anyone's approval; the page then shows the set once, and only to the session that asked: the
+/// request's `subject` names that session (its id's hash), so another session of the same user,
+/// a stolen cookie's for one, neither sees the request nor collects the codes its approval makes.
 extension AccountPage {
     /// `POST /account/recovery-codes`: asks the user's devices to approve a new set (a sign-in
     /// request of kind `recovery-codes`, whose code the page then shows).
@@ -11,7 +13,8 @@ extension AccountPage {
             do {
                 _ = try service.signIn.start(
                     kind: .recoveryCodes, clientID: nil, user: session.record.user, bindingMessage: nil, scope: nil,
-                    requestedExpiry: nil, from: browser.clientAddress(of: request))
+                    requestedExpiry: nil, from: browser.clientAddress(of: request),
+                    subject: Self.recoveryCodesOwner(session))
             } catch let error as ServiceError {
                 return try signedInPage(session, message: error.description, status: 400)
             }
@@ -27,7 +30,7 @@ extension AccountPage {
             let user = session.record.user
             let id = form["request"] ?? ""
             guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
-                record.kind == .recoveryCodes, record.user == user
+                record.kind == .recoveryCodes, record.user == user, Self.isMadeBy(session, record)
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
             let refusal: String? =
                 switch record.status {
@@ -57,10 +60,22 @@ extension AccountPage {
     func recoveryCodesSection(
         _ session: BrowserSessions.Presented, open: [SignInRequestRecord], newCodes: [String]?
     ) throws -> RecoveryCodesSection {
-        let waiting = open.last { $0.kind == .recoveryCodes }
+        let waiting = open.last { $0.kind == .recoveryCodes && Self.isMadeBy(session, $0) }
         return RecoveryCodesSection(
             basePath: basePath, csrf: session.record.csrfToken,
             remaining: try service.recoveryCodes.remaining(for: session.record.user),
             pending: newCodes == nil ? waiting.map { (id: $0.id, code: $0.bindingMessage) } : nil, newCodes: newCodes)
+    }
+
+    /// The `subject` of a recovery-codes request made by `session`.
+    private static func recoveryCodesOwner(_ session: BrowserSessions.Presented) -> String {
+        Base64URL.encode(session.record.idHash)
+    }
+
+    /// Whether `request` was made by `session` (a request from before requests named their
+    /// session names none, and is nobody's).
+    private static func isMadeBy(_ session: BrowserSessions.Presented, _ request: SignInRequestRecord) -> Bool {
+        guard let subject = request.subject else { return false }
+        return CryptoPrimitives.constantTimeEquals(Array(subject.utf8), Array(recoveryCodesOwner(session).utf8))
     }
 }

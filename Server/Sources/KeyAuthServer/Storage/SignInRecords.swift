@@ -58,7 +58,8 @@ package enum SignInRequestKind: String, Sendable, Hashable, CaseIterable {
     /// activates the pending one.
     case device
     /// The account page's request to make a new set of recovery codes for the signed-in user:
-    /// approved on one of the user's active devices, it lets the page show the new codes once.
+    /// approved on one of the user's active devices, it lets the page show the new codes once,
+    /// to the browser session named in ``SignInRequestRecord/subject`` only.
     case recoveryCodes = "recovery-codes"
     /// A notice to the user's other devices that a recovery code enrolled the device
     /// ``SignInRequestRecord/subject``: denying it revokes that device; it cannot be approved.
@@ -139,7 +140,9 @@ package struct SignInRequestRecord: Sendable, Hashable {
     package var methods: [String]
     /// Wrong codes typed on approving devices so far (number matching).
     package var codeAttempts: Int
-    /// What a `device` request approves: the pending device's key id.
+    /// What a `device` request approves, or a `recovery` notice names: the device's key id; for
+    /// a `recovery-codes` request, the browser session that may collect the codes (base64url of
+    /// its id's SHA-256).
     package var subject: String?
     /// The authentication context classes the request asked for (`acr_values`, keyauth's only,
     /// in the order of preference): only an approval meeting one of them completes it. Empty
