@@ -330,25 +330,42 @@ extension AccountPageTests {
         }
     }
 
-    @Test("new recovery codes go only to the session that asked: another session of the user sees and collects nothing")
-    func recoveryCodesStayWithTheirSession() throws {
-        let environment = TestEnvironment()
-        let api = try Self.recoveryCodesAPI(environment)
+    /// Alice's laptop, active, and a browser session it approved, on a server with cheap
+    /// recovery-code hashing.
+    private static func aliceAtTheAccountPage(_ environment: TestEnvironment) throws -> (
+        api: TestAPI, laptop: RSAPrivateKey, token: String, browser: Browser
+    ) {
+        let api = try recoveryCodesAPI(environment)
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
-        var (owner, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let (browser, _) = try signIn(api, laptop: laptop, token: token)
+        return (api, laptop, token, browser)
+    }
+
+    /// Presses `Make new recovery codes` in `browser`; returns the id of the request that the
+    /// user's devices list.
+    private static func askForRecoveryCodes(
+        _ api: TestAPI, in browser: inout Browser, csrf: String, token: String
+    ) throws -> String {
+        #expect(try browser.send("POST", "/account/recovery-codes", form: [("csrf", csrf)]).status == 303)
+        let listed = try #require(
+            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
+                $0["kind"] == .string("recovery-codes")
+            })
+        return try #require(listed["id"]?.stringValue)
+    }
+
+    @Test("new recovery codes go only to the session that asked: another session of the user sees and takes nothing")
+    func recoveryCodesStayWithTheirSession() throws {
+        let environment = TestEnvironment()
+        var (api, laptop, token, owner) = try Self.aliceAtTheAccountPage(environment)
         // A second session of alice's, a stolen cookie's for instance.
         var other = try Self.signIn(api, laptop: laptop, token: token).0
         let ownerCSRF = try Self.csrf(try owner.send("GET", "/account").text)
         let otherCSRF = try Self.csrf(try other.send("GET", "/account").text)
         #expect(ownerCSRF != otherCSRF)
 
-        #expect(try owner.send("POST", "/account/recovery-codes", form: [("csrf", ownerCSRF)]).status == 303)
-        let listed = try #require(
-            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
-                $0["kind"] == .string("recovery-codes")
-            })
-        let id = try #require(listed["id"]?.stringValue)
+        let id = try Self.askForRecoveryCodes(api, in: &owner, csrf: ownerCSRF, token: token)
         let code = try api.code(of: id)
         #expect(try owner.send("GET", "/account").text.contains("name=\"request\" value=\"\(id)\""))
         let otherPage = try other.send("GET", "/account").text
@@ -357,28 +374,22 @@ extension AccountPageTests {
             try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
                 .status == 200)
 
-        let taken = try other.send("POST", "/account/recovery-codes/show", form: [("csrf", otherCSRF), ("request", id)])
+        let taken = try other.send(
+            "POST", "/account/recovery-codes/show", form: [("csrf", otherCSRF), ("request", id)])
         #expect(taken.status == 400 && !taken.text.contains("<li><code>"))
         #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
         #expect(try api.storage.signInRequest(id: id)?.status == .approved)
-        let shown = try owner.send("POST", "/account/recovery-codes/show", form: [("csrf", ownerCSRF), ("request", id)])
+        let shown = try owner.send(
+            "POST", "/account/recovery-codes/show", form: [("csrf", ownerCSRF), ("request", id)])
         #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
     }
 
     @Test("an approval of new recovery codes makes nothing once the request has expired")
     func expiredRecoveryCodesApproval() throws {
         let environment = TestEnvironment()
-        let api = try Self.recoveryCodesAPI(environment)
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
-        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        var (api, laptop, token, browser) = try Self.aliceAtTheAccountPage(environment)
         let csrf = try Self.csrf(try browser.send("GET", "/account").text)
-        #expect(try browser.send("POST", "/account/recovery-codes", form: [("csrf", csrf)]).status == 303)
-        let listed = try #require(
-            try api.openRequests(token: token).json?["requests"]?.arrayValue?.first {
-                $0["kind"] == .string("recovery-codes")
-            })
-        let id = try #require(listed["id"]?.stringValue)
+        let id = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
         #expect(
             try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
                 .status == 200)
