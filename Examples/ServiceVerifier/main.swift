@@ -11,16 +11,21 @@
 //
 // A process per request keeps no state between requests: it fetches the issuer's keys each time,
 // and its DPoP replay cache forgets a proof when it exits, so a proof replayed within its 60 s
-// passes again. A long-running service keeps one verifier for its lifetime (several instances
-// share a `DPoPReplayCache`); this one only shows the calls.
+// passes again: this example has no replay protection. A long-running service keeps one
+// verifier for its lifetime (several instances share a `DPoPReplayCache`); this one only shows
+// the calls.
+//
+// The URL a proof must name is the configured `--public-url` and the request's path, never the
+// `Host` header: every keyauth token names the issuer as its audience, so the proof's URL is what
+// keeps a token and proof sent to another service from passing here.
 import Foundation
 import KeyAuth
 
-/// The options: the keyauth server's issuer URL, and the URL clients use to reach this service
-/// (DPoP proofs name it; the `Host` header's origin over http when not given).
+/// The options: the keyauth server's issuer URL, and the origin clients use to reach this
+/// service (DPoP proofs name it).
 struct Options {
     var issuer = ""
-    var publicURL: String?
+    var publicURL = ""
     var requireDPoP = false
 
     init(_ arguments: [String]) throws(KeyAuthError) {
@@ -28,14 +33,14 @@ struct Options {
         while let name = remaining.popFirst() {
             switch name {
             case "--issuer": issuer = remaining.popFirst() ?? ""
-            case "--public-url": publicURL = remaining.popFirst()
+            case "--public-url": publicURL = remaining.popFirst() ?? ""
             case "--require-dpop": requireDPoP = true
             default: throw KeyAuthError(.invalidArgument, "unknown option \(name)")
             }
         }
-        guard !issuer.isEmpty else {
+        guard !issuer.isEmpty, !publicURL.isEmpty else {
             throw KeyAuthError(
-                .invalidArgument, "usage: keyauth-example-service --issuer URL [--public-url URL] [--require-dpop]")
+                .invalidArgument, "usage: keyauth-example-service --issuer URL --public-url URL [--require-dpop]")
         }
     }
 }
@@ -43,7 +48,7 @@ struct Options {
 /// The request line and the headers of one HTTP/1.1 request (names in lower case).
 struct RequestHead {
     var method = ""
-    var path = ""
+    var target = ""
     var headers: [String: String] = [:]
 
     /// Reads up to the empty line that ends the head.
@@ -53,7 +58,7 @@ struct RequestHead {
         let parts = requestLine.split(separator: " ")
         guard parts.count == 3 else { return nil }
         head.method = String(parts[0])
-        head.path = String(parts[1])
+        head.target = String(parts[1])
         while let line = readLine()?.trimmingSuffix("\r"), !line.isEmpty {
             guard let colon = line.firstIndex(of: ":") else { return nil }
             let value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
@@ -92,14 +97,16 @@ guard let request = RequestHead.read() else {
 // issuer's keys and remembers the proofs already used.
 do throws(KeyAuthError) {
     let verifier = try AccessTokenVerifier(issuer: options.issuer, requireDPoP: options.requireDPoP)
-    let origin = options.publicURL ?? "http://" + (request.headers["host"] ?? "localhost")
+    let url = try AccessTokenVerifier.requestURL(origin: options.publicURL, target: request.target)
     let claims = try await verifier.verify(
         authorization: request.headers["authorization"], dpopProof: request.headers["dpop"],
-        method: request.method, url: origin + request.path)
+        method: request.method, url: url)
     let binding = claims.isDPoPBound ? "DPoP-bound to" : "Bearer from"
     answer(200, "OK", "allowed: \(claims.user), \(binding) device \(claims.deviceKeyID), amr \(claims.amr)")
 } catch {
     switch error.code {
+    case .invalidArgument:
+        answer(400, "Bad Request", "refused: \(error.message)")
     case .keySetUnavailable:
         answer(503, "Service Unavailable", "refused: \(error.message)")
     case .dpopProofInvalid:

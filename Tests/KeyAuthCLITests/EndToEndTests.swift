@@ -268,6 +268,16 @@ struct EndToEndTests {
             #expect(misdirected.contains(#"WWW-Authenticate: DPoP error="invalid_dpop_proof""#))
             let noProof = try exampleService(server, ["Authorization: DPoP " + token])
             #expect(noProof.hasPrefix("HTTP/1.1 401 "))
+            // A proof another service received, replayed with a target that would move the
+            // origin to that service's if the URL were joined as strings.
+            let elsewhere = try machine.run(["proof", "GET", "https://api.example.test.evil.test/orders"])
+                .standardOutput.trimmed
+            for target in [".evil.test/orders", ":8443/orders"] {
+                let moved = try exampleService(
+                    server, ["Authorization: DPoP " + token, "DPoP: " + elsewhere], path: target)
+                #expect(moved.hasPrefix("HTTP/1.1 400 "), "\(moved)")
+                #expect(!moved.contains("allowed"))
+            }
 
             // With no stored token, proof logs in first, so that the token printed after it matches.
             try machine.accounts.credentials.deleteToken(account: try machine.accounts.resolve(nil))

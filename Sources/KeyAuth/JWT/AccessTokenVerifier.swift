@@ -9,9 +9,10 @@
 ///
 /// ```swift
 /// let verifier = try AccessTokenVerifier(issuer: "https://auth.example.com")
+/// let url = try AccessTokenVerifier.requestURL(origin: "https://api.example.com", target: request.target)
 /// let claims = try await verifier.verify(
 ///     authorization: request.header("Authorization"), dpopProof: request.header("DPoP"),
-///     method: request.method, url: "https://api.example.com" + request.path)
+///     method: request.method, url: url)
 /// print(claims.user, claims.deviceKeyID)
 /// ```
 ///
@@ -70,8 +71,9 @@ public final class AccessTokenVerifier: Sendable {
     }
 
     /// Verifies the `Authorization` header of a request (`Bearer TOKEN` or `DPoP TOKEN`) with its
-    /// `DPoP` header, for a request of `method` to `url` (the URL the client used, as the
-    /// service's public address plus the path; its query is ignored).
+    /// `DPoP` header, for a request of `method` to `url` (the URL the client used: the
+    /// service's configured origin and the request's path, as ``requestURL(origin:target:)``
+    /// joins them; its query is ignored).
     ///
     /// - Throws: `.tokenMalformed`, `.signatureInvalid` or `.claimInvalid` for the token (answer
     ///   401 `invalid_token`), `.dpopProofInvalid` for the proof (401 `invalid_dpop_proof`),
