@@ -242,6 +242,40 @@ struct ServerCommandTests {
         }
     }
 
+    @Test("a stop asked for while the server starts (a database that does not answer) ends it at once, exit 0")
+    func stopWhileStarting() throws {
+        // A PostgreSQL address that accepts the connection and never answers: the server waits
+        // in its start for the connect_timeout.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        #expect(bound)
+        let port = UInt16(bigEndian: address.sin_port)
+        let environment = TestEnvironment()
+        let server = try KeyAuthServerProcess(
+            name: "starting",
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--config", "/dev/null",
+                "--db", "postgres://keyauth@127.0.0.1:\(port)/keyauth?connect_timeout=60",
+            ], logPath: environment.databasePath + ".log")
+        // Once the server has connected, it waits inside its start.
+        var waiting = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&waiting, 1, 30_000) == 1, "\(server.log)")
+        #expect(server.isRunning, "\(server.log)")
+        #expect(server.terminate() == 0, "\(server.log)")
+        #expect(server.log.contains("keyauth-server: stopped before the server started"), "\(server.log)")
+        #expect(!server.log.contains("listening on"))
+    }
+
     @Test("the built binary prints help, serves until SIGTERM and then exits 0")
     func binary() throws {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

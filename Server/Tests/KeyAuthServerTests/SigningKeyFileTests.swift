@@ -79,7 +79,7 @@ struct SigningKeyFileTests {
     }
 
     @Test(
-        "an exposed, missing, linked, encrypted, non-RSA or small key file is refused with exit 65 naming it")
+        "an exposed, missing, linked, encrypted, non-RSA, small or FIFO key file is refused with exit 65 naming it")
     func unusableKeyFilesRefused() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
         defer { directory.remove() }
@@ -112,6 +112,10 @@ struct SigningKeyFileTests {
         let small = directory.path + "/small.pem"
         try SecureFile.write(try ServerTestKeys.opensslKey(bits: 1024).pkcs8PEM(), to: small)
         cases.append((small, "\(small): RSA keys must have 2048 to 4096 bits, not 1024"))
+        // A FIFO would make a blocking open wait for a writer, before any check, for good.
+        let fifo = directory.path + "/fifo.pem"
+        mkfifo(fifo, 0o600)
+        cases.append((fifo, "\(fifo) is not a regular file"))
         if geteuid() == 0 {
             let foreign = directory.path + "/foreign.pem"
             try SecureFile.write(pem, to: foreign)

@@ -141,7 +141,9 @@ package enum SecureFile {
     ///   regular file, owned by another user, or has any group or other permission bit, or when
     ///   its directory fails ``checkProtectedDirectory(_:)``.
     package static func readProtected(_ path: String) throws(KeyAuthError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO put where the file belongs must be refused below, not wait for a
+        // writer; reads of a regular file ignore it.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         if descriptor < 0 {
             if errno == ENOENT { throw KeyAuthError(.keyNotFound, "\(path) does not exist") }
             if errno == ELOOP { throw KeyAuthError(.keyUnprotected, "\(path) is a symbolic link; refusing to use it") }

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import KeyAuth
+import Synchronization
 
 extension ServerCommand {
     /// Whether `error` says the signing key (from its file or from storage) cannot be used:
@@ -16,19 +17,29 @@ extension ServerCommand {
         signal(SIGPIPE, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
+        // Every line serve writes has the log's format, so that a log shipper reading JSON
+        // finds no text line, the start and stop included.
+        let say = { @Sendable (message: String, level: String) in
+            output.error(Self.lifecycleLine(message, level: level, format: configuration.logFormat) + "\n")
+        }
         let stopRequested = DispatchSemaphore(value: 0)
+        // Starting can wait (a database that does not answer, a file that blocks); a stop asked
+        // for meanwhile ends the process there, as it would without the handler, rather than
+        // after the start or never. Nothing is served yet, so nothing is left to finish.
+        let started = Atomic<Bool>(false)
         let sources = [SIGTERM, SIGINT].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: DispatchQueue.global())
-            source.setEventHandler { stopRequested.signal() }
+            source.setEventHandler {
+                guard started.load(ordering: .acquiring) else {
+                    say("stopped before the server started", "info")
+                    _exit(ExitStatus.success)
+                }
+                stopRequested.signal()
+            }
             source.resume()
             return source
         }
         defer { sources.forEach { $0.cancel() } }
-        // Every line serve writes has the log's format, so that a log shipper reading JSON
-        // finds no text line, the start and stop included.
-        let say = { (message: String, level: String) in
-            output.error(Self.lifecycleLine(message, level: level, format: configuration.logFormat) + "\n")
-        }
 
         let runner: ServerRunner
         do {
@@ -46,6 +57,7 @@ extension ServerCommand {
             say("cannot start: \(error)", "error")
             return ExitStatus.failure
         }
+        started.store(true, ordering: .releasing)
         let address = Self.urlHost(runner.server.address)
         // On the same line, so that whoever waits for "listening on" finds the metrics port too.
         let metrics = runner.metricsServer.map { "metrics on http://\(Self.urlHost($0.address)):\($0.port)/metrics" }

@@ -91,7 +91,8 @@ struct SSHPrincipalMap: Sendable, Equatable {
     ///   (a symlink, not a regular file, another owner than root or the server's user, writable by
     ///   group or others), `.storageFailed`, or the parse errors of ``init(parsing:)``.
     static func load(file path: String) throws(KeyAuthError) -> SSHPrincipalMap {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO is refused below instead of waited on; a regular file ignores it.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else {
             switch errno {
             case ENOENT: throw KeyAuthError(.keyNotFound, "--ssh-principals-file: \(path) does not exist")
