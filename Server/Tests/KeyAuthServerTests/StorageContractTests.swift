@@ -143,6 +143,15 @@ enum StorageContract {
                 .integer(-7), .text("x"),
             ])
         #expect(row?.blob(0) == bytes && row?.integer(1) == Int64.min && row?.text(2) == "ünï\u{1}")
+        // Text is bound whole: a NUL inside is kept (SQLite) or refused (PostgreSQL), never an end.
+        if connection.dialect == .sqlite {
+            let nul = try connection.execute("SELECT $1, length(CAST($1 AS BLOB))", [.text("a\u{0}b")]).firstRow
+            #expect(nul?.values == [.text("a\u{0}b"), .integer(3)])
+        } else {
+            #expect(
+                errorCode { () throws(StorageError) in _ = try connection.execute("SELECT $1", [.text("a\u{0}b")]) }
+                    == .queryFailed)
+        }
         // Strict accessors: a column of another type reads as nil.
         #expect(row?.text(1) == nil && row?.integer(2) == nil && row?.blob(2) == nil && row?.integer(4) == nil)
         // A value the statement needs but was not given is an error, not NULL (PostgreSQL calls

@@ -48,7 +48,8 @@ public struct DeviceAssertionVerifier: Sendable {
     ///   no `kid`.
     /// - Throws: `.tokenMalformed` for structure and encoding; `.claimInvalid` for a refused
     ///   algorithm or header member, or an assertion that names no key; `.signatureInvalid`
-    ///   with ``uniformFailure`` for a signature of a length no allowed key makes.
+    ///   with ``uniformFailure`` for a signature of a length no allowed key makes, or a key id
+    ///   that is not a fingerprint (43 characters of base64url), under which no key is registered.
     public func parse(_ token: String) throws(KeyAuthError) -> ParsedDeviceAssertion {
         let parsed = try verifier.parse(token)
         guard Self.signatureLengths.contains(parsed.jws.signature.count) else {
@@ -57,6 +58,10 @@ public struct DeviceAssertionVerifier: Sendable {
         guard let keyID = parsed.jws.keyID ?? parsed.claims["sub"]?.stringValue, !keyID.isEmpty else {
             throw KeyAuthError(.claimInvalid, "the token names no key (kid or sub)")
         }
+        // Only a fingerprint's spelling is looked up: a key id with more (a NUL, which a C string
+        // ends at) could find a registered key under another spelling of its id, and claim one
+        // `jti` once per spelling. No key is registered under such an id: the unknown key's answer.
+        guard InputRules.isValidKeyID(keyID) else { throw KeyAuthError(.signatureInvalid, Self.uniformFailure) }
         return ParsedDeviceAssertion(keyID: keyID, parsed: parsed)
     }
 

@@ -33,6 +33,7 @@ enum HostileAssertion: String, CaseIterable, Sendable, CustomStringConvertible {
     case payloadJSONArray
     case longerThan8KiB
     case duplicateClaim
+    case keyIDWithNUL
 
     var description: String { rawValue }
 
@@ -134,6 +135,14 @@ enum HostileAssertion: String, CaseIterable, Sendable, CustomStringConvertible {
                 headerJSON: Array(header.serialized().utf8), payloadJSON: Array("[1,2,3]".utf8), key: key)
         case .longerThan8KiB:
             return try api.assertion(key, claims: ["padding": .string(String(repeating: "a", count: 9000))])
+        case .keyIDWithNUL:
+            // The registered key id and more, in kid, sub and iss alike: a C string ends at the NUL.
+            let spelled = JSONValue.string(kid + "\u{0}x")
+            var renamed = claims
+            renamed["sub"] = spelled
+            renamed["iss"] = spelled
+            return try api.signed(
+                header: .object(["alg": "RS256", "typ": "JWT", "kid": spelled]), payload: .object(renamed), key: key)
         case .duplicateClaim:
             let body = JSONValue.object(claims).serialized()
             let duplicated = String(body.dropLast()) + ",\"exp\":\(now + 250)}"

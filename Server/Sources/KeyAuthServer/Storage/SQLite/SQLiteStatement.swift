@@ -52,7 +52,19 @@ final class SQLiteStatement {
             case .integer(let number):
                 result = sqlite3_bind_int64(pointer, index, number)
             case .text(let text):
-                result = text.withCString { sqlite3_bind_text(pointer, index, $0, -1, ckeyauth_sqlite_transient()) }
+                // With its byte count, not as a C string: a NUL inside would end the value there,
+                // and `kid\0anything` would be looked up as `kid`.
+                var utf8Text = text
+                result = utf8Text.withUTF8 { buffer in
+                    // A null pointer would bind NULL, not the empty text.
+                    guard let start = buffer.baseAddress, !buffer.isEmpty else {
+                        return sqlite3_bind_text(pointer, index, "", 0, ckeyauth_sqlite_transient())
+                    }
+                    guard let length = Int32(exactly: buffer.count) else { return SQLITE_TOOBIG }
+                    return start.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                        sqlite3_bind_text(pointer, index, $0, length, ckeyauth_sqlite_transient())
+                    }
+                }
             case .blob(let bytes):
                 if bytes.isEmpty {
                     result = sqlite3_bind_zeroblob(pointer, index, 0)
