@@ -24,9 +24,11 @@ struct KeyRotationTests {
         #expect(schedule.currentKeyID(at: 499) == "a")
         #expect(schedule.currentKeyID(at: 500) == "b")
         #expect(schedule.currentKeyID(at: 1_000) == "c")
+        // a stopped signing access tokens at 500, but as the only RS256 key it still signs ID
+        // tokens: signed until now.
         #expect(
             schedule.states(at: 600) == [
-                "a": .previous(signedUntil: 500), "b": .current, "c": .next(activeFrom: 1_000),
+                "a": .previous(signedUntil: 600), "b": .current, "c": .next(activeFrom: 1_000),
             ])
         // a signed until 500; its tokens (lifetime 900, leeway 10) verify until 1410.
         // a is the only RS256 key, which signs ID tokens whatever signs access tokens: it stays.
@@ -39,6 +41,18 @@ struct KeyRotationTests {
         // d took over from a at 400: a's last token verifies until 1310.
         #expect(withNewerRS256.retirable(at: 1_310, tokenLifetime: 900, leeway: 10).isEmpty)
         #expect(withNewerRS256.retirable(at: 1_311, tokenLifetime: 900, leeway: 10) == ["a"])
+        // RS256, then ES256, then RS256 again: a signed access tokens until 500 but ID tokens
+        // until e took over at 2000, and stays published until those expire.
+        let backToRS256 = SigningKeySchedule([
+            Entry(kid: "a", algorithm: .rs256, createdAt: 100, activeFrom: 100, retiredAt: nil),
+            Entry(kid: "b", algorithm: .es256, createdAt: 200, activeFrom: 500, retiredAt: nil),
+            Entry(kid: "e", algorithm: .rs256, createdAt: 1_900, activeFrom: 2_000, retiredAt: nil),
+        ])
+        #expect(backToRS256.currentKeyID(at: 1_999, algorithm: .rs256) == "a")
+        #expect(backToRS256.states(at: 2_100)["a"] == .previous(signedUntil: 2_000))
+        #expect(backToRS256.states(at: 2_100)["b"] == .previous(signedUntil: 2_000))
+        #expect(backToRS256.retirable(at: 2_910, tokenLifetime: 900, leeway: 10).isEmpty)
+        #expect(backToRS256.retirable(at: 2_911, tokenLifetime: 900, leeway: 10) == ["a", "b"])
         // A clock set back before every key: the earliest key still signs.
         #expect(schedule.currentKeyID(at: 0) == "a")
         let retired = SigningKeySchedule([

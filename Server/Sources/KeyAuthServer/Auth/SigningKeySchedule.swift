@@ -23,8 +23,8 @@ struct SigningKeySchedule: Sendable {
         case next(activeFrom: Int64)
         /// Signs the tokens issued now.
         case current
-        /// Published so that the tokens it signed until `signedUntil` keep verifying; retired
-        /// once they have all expired.
+        /// Published so that the tokens it signed until `signedUntil` (access tokens, and for
+        /// an RS256 key ID tokens) keep verifying; retired once they have all expired.
         case previous(signedUntil: Int64)
         /// Gone from the JWK set, its private key wiped.
         case retired(at: Int64)
@@ -67,9 +67,16 @@ struct SigningKeySchedule: Sendable {
             } else if entry.activeFrom > now {
                 states[entry.kid] = .next(activeFrom: entry.activeFrom)
             } else {
-                // A key before the current one stopped signing when the key after it took over.
-                let successor = entries[(index + 1)...].first { $0.activeFrom <= now }
-                states[entry.kid] = .previous(signedUntil: successor?.activeFrom ?? now)
+                // A key before the current one stopped signing access tokens when the key after
+                // it took over; an RS256 key also signed ID tokens until the next RS256 key took
+                // over, which can be much later (RS256, then ES256, then RS256 again).
+                let later = entries[(index + 1)...]
+                var signedUntil = later.first { $0.activeFrom <= now }?.activeFrom ?? now
+                if entry.algorithm == .rs256 {
+                    let idTokenSuccessor = later.first { $0.algorithm == .rs256 && $0.activeFrom <= now }
+                    signedUntil = max(signedUntil, idTokenSuccessor?.activeFrom ?? now)
+                }
+                states[entry.kid] = .previous(signedUntil: signedUntil)
             }
         }
         return states
