@@ -53,10 +53,77 @@ struct BackupTests {
         defer { server.terminate() }
         let after = try api(server, database: restored, clock: environment.clock)
         defer { after.storage.close() }
+        // A restored copy starts as after a crash: what was signed before its start is refused.
+        #expect(try after.login(kept).errorDescription?.contains("issued before the server restarted") == true)
+        Self.signAfterTheRestartRule(environment.clock)
         let login = try after.login(kept)
         #expect(login.status == 200)
         #expect(login.json?["access_token"]?.stringValue != nil)
         #expect(try after.login(lost).errorCode == "invalid_grant")
+    }
+
+    /// A test API over sockets to `server`, started with `--issuer` the shared issuer.
+    private static func api(_ server: KeyAuthServerProcess, _ environment: TestEnvironment) throws -> TestAPI {
+        TestAPI(
+            transport: SocketTransport(port: server.port), issuer: TestEnvironment.issuer, clock: environment.clock,
+            storage: try StorageFactory.open(environment.databasePath, creatingIfMissing: false))
+    }
+
+    /// Waits past the second the server started in, then sets `clock` (which signs the test's
+    /// assertions) at the last moment the server accepts, 10 s ahead: later than its restart
+    /// rule refuses.
+    private static func signAfterTheRestartRule(_ clock: TestClock) {
+        let started = ServerClock.now()
+        while ServerClock.now() == started { usleep(50_000) }
+        clock.advance(by: ServerClock.now() + 10 - clock.now)
+    }
+
+    @Test(
+        "a restored backup refuses an assertion accepted after the backup, whatever the replay cache, even of a stopped server",
+        arguments: ["memory", "database"])
+    func restoredBackupRefusesLaterAssertions(_ replayCache: String) throws {
+        // One issuer for the three servers, which listen on different ports.
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let directory = environment.directory.path
+        let first = try KeyAuthServerProcess.started(
+            name: "first", database: environment.databasePath, in: directory,
+            extraArguments: ["--replay-cache", replayCache, "--issuer", TestEnvironment.issuer])
+        let key = try ServerTestKeys.key("alice-1")
+        let registering = try Self.api(first, environment)
+        #expect(try registering.register(user: "alice", key: key).status == 201)
+        registering.storage.close()
+        // Stopped cleanly before the backup: the copy says the cache was saved.
+        #expect(first.terminate() == 0)
+        let backup = directory + "/backup.db"
+        let made = try KeyAuthServerProcess.runCommand(
+            ["backup", backup, "--db", environment.databasePath, "--config", "/dev/null"])
+        #expect(made.status == 0, "\(made.error)")
+
+        let second = try KeyAuthServerProcess.started(
+            name: "second", database: environment.databasePath, in: directory,
+            extraArguments: ["--replay-cache", replayCache, "--issuer", TestEnvironment.issuer])
+        let live = try Self.api(second, environment)
+        Self.signAfterTheRestartRule(environment.clock)
+        let assertion = try live.assertion(key)
+        #expect(try live.login(assertion: assertion).status == 200)
+        live.storage.close()
+        #expect(second.terminate() == 0)
+
+        // The backup restored in place of the database.
+        try FileManager.default.removeItem(atPath: environment.databasePath)
+        try FileManager.default.copyItem(atPath: backup, toPath: environment.databasePath)
+        chmod(environment.databasePath, 0o600)
+        let restored = try KeyAuthServerProcess.started(
+            name: "restored", database: environment.databasePath, in: directory,
+            extraArguments: ["--replay-cache", replayCache, "--issuer", TestEnvironment.issuer])
+        defer { restored.terminate() }
+        let after = try Self.api(restored, environment)
+        defer { after.storage.close() }
+        let replayed = try after.login(assertion: assertion)
+        #expect(replayed.status == 400 && replayed.json?["access_token"] == nil, "\(replayed.text)")
+        #expect(
+            replayed.errorDescription?.contains("issued before the server restarted") == true,
+            "\(replayed.errorDescription ?? "")")
     }
 
     @Test("backup refuses an existing file, a PostgreSQL database and a missing database, and creates nothing")

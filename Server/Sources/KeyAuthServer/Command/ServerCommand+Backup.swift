@@ -49,6 +49,7 @@ extension ServerCommand {
         let source = try SQLiteConnection(path: database, busyTimeoutMilliseconds: 5000)
         let target = try SQLiteConnection(path: destination, busyTimeoutMilliseconds: 5000)
         try source.backup(into: target)
+        try markAsInterrupted(target)
         let check = try target.execute("PRAGMA quick_check").firstRow?.text(0)
         guard check == "ok" else {
             throw StorageError(.queryFailed, "the backup does not pass SQLite's quick_check: \(check ?? "no answer")")
@@ -56,5 +57,21 @@ extension ServerCommand {
         // The copy is in WAL mode like its source: make it one self-contained file.
         try target.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         try SQLiteFilePermissions.restrict(destination)
+    }
+
+    /// Makes a server started on the copy treat it as a crash of the server it came from, so
+    /// that for its first seconds it refuses every token issued before its start (PROTOCOL.md
+    /// section 2, "Replay cache"): assertions accepted after the backup are in no copy, and
+    /// must not be accepted again. A running memory cache's copy says so already; a cleanly
+    /// stopped server's copy said it had stopped, and a database-mode server writes no marker.
+    private static func markAsInterrupted(_ copy: SQLiteConnection) throws(StorageError) {
+        let owner = SQLValue.text(SQLStorage.replaySnapshotKeyID)
+        try copy.transaction { () throws(StorageError) in
+            try copy.execute(
+                "DELETE FROM used_jtis WHERE key_id = $1 AND jti = $2", [owner, .text(ReplayGuard.stoppedMarker)])
+            try copy.execute(
+                "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                [owner, .text(ReplayGuard.runningMarker), .integer(ReplayGuard.markerExpiry)])
+        }
     }
 }
