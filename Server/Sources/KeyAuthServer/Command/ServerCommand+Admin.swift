@@ -230,7 +230,7 @@ extension ServerCommand {
     ) -> Int32 {
         let storage: any ServerStorage
         do {
-            storage = try StorageFactory.open(database, creatingIfMissing: false)
+            storage = try StorageFactory.open(database, creatingIfMissing: false, migrating: false)
         } catch {
             output.error("keyauth-server: \(error.description)\n")
             return exitStatus(for: error)

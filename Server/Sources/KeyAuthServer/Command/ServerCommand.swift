@@ -206,7 +206,7 @@ package enum ServerCommand {
     static func exitStatus(for error: StorageError) -> Int32 {
         switch error.code {
         case .unsupported, .invalidLocation: ExitStatus.usage
-        case .unprotected: ExitStatus.dataError
+        case .unprotected, .notKeyAuthDatabase: ExitStatus.dataError
         default: ExitStatus.unavailable
         }
     }

@@ -17,6 +17,12 @@ package struct StorageError: Error, Sendable, CustomStringConvertible {
         package static let queryFailed = Code(rawValue: "query_failed")
         /// The store's schema is newer than this server understands.
         package static let schemaTooNew = Code(rawValue: "schema_too_new")
+        /// The store's schema is older than this server's, and the caller (an admin command)
+        /// may not migrate it: only `serve` does.
+        package static let schemaTooOld = Code(rawValue: "schema_too_old")
+        /// A database that keyauth never made (no `schema_migrations`), which an admin command
+        /// must not turn into one.
+        package static let notKeyAuthDatabase = Code(rawValue: "not_keyauth_database")
         /// The store was closed.
         package static let closed = Code(rawValue: "closed")
         /// The requested kind of storage is not available in this build.

@@ -10,17 +10,21 @@ package enum StorageFactory {
     ///   - creatingIfMissing: whether a missing SQLite file may be created. Only `serve` creates
     ///     a database; an admin command pointed at the wrong path must say so rather than list
     ///     an empty new database.
+    ///   - migrating: whether the schema may be migrated. Only `serve` migrates; an admin
+    ///     command requires the latest schema, so that it neither migrates a database under an
+    ///     older running server nor makes a keyauth database of another file.
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
     ///   server cannot be reached, `.unprotected` for a SQLite file others can read or that
-    ///   belongs to another user, `.notFound` for a missing file that may not be created).
-    package static func open(_ location: String, creatingIfMissing: Bool = true) throws(StorageError)
-        -> any ServerStorage
+    ///   belongs to another user, `.notFound` for a missing file that may not be created;
+    ///   without migrating, `.schemaTooOld` and `.notKeyAuthDatabase`).
+    package static func open(_ location: String, creatingIfMissing: Bool = true, migrating: Bool = true)
+        throws(StorageError) -> any ServerStorage
     {
         if isPostgresURL(location) {
-            return try PostgresStorage(url: location)
+            return try PostgresStorage(url: location, migrating: migrating)
         }
         try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
-        let storage = try SQLiteStorage(path: location)
+        let storage = try SQLiteStorage(path: location, migrating: migrating)
         do {
             try SQLiteFilePermissions.restrict(location)
         } catch {

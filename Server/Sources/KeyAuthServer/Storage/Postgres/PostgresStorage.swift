@@ -19,19 +19,20 @@ extension SQLStorage {
     ///   - checkoutTimeoutSeconds: how long a call waits for a free connection before failing
     ///     with `.unavailable`.
     ///   - now: the clock, for the migration record.
+    ///   - migrating: false for admin commands, which require the latest schema instead.
     /// - Throws: ``StorageError`` with `.invalidLocation` for a URL libpq would read otherwise
     ///   than written (it is not tried), `.unavailable` when the database cannot be reached,
     ///   `.schemaTooNew` when a newer server migrated it, `.queryFailed` when migrating fails.
     package convenience init(
         url: String, poolSize: Int = 4, checkoutTimeoutSeconds: Int = 10,
-        now: @Sendable () -> Int64 = { ServerClock.now() }
+        now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true
     ) throws(StorageError) {
         if let problem = PostgresLocation.problem(in: url) { throw StorageError(.invalidLocation, problem) }
         let location = PostgresLocation(url)
         try self.init(
             database: PostgresConnectionPool(
                 location: location, size: poolSize, checkoutTimeoutSeconds: checkoutTimeoutSeconds),
-            location: location.redacted, now: now)
+            location: location.redacted, now: now, migrating: migrating)
     }
 
     /// `url` with its password masked, for logging a `--db` value before connecting.

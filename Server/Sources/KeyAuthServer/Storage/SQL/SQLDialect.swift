@@ -45,6 +45,10 @@ struct SQLDialect: Sendable, Hashable {
     /// every other writer.
     let rowShareLock: String
 
+    /// A query with a row when the table named `$1` exists (in the current schema), none when
+    /// it does not: asked before reading a database that may not be keyauth's.
+    let tableExists: String
+
     /// The statements of transaction-scoped advisory locks, or nil where writers need none:
     /// every SQLite write transaction begins `IMMEDIATE` and holds the database's only write
     /// lock until it ends, which already serialises every check and insert.
@@ -70,12 +74,15 @@ struct SQLDialect: Sendable, Hashable {
     static let sqlite = SQLDialect(
         name: "SQLite", integer: "INTEGER", bytes: "BLOB", orderedText: "TEXT",
         serialPrimaryKey: "INTEGER PRIMARY KEY", keyOnlyTable: " WITHOUT ROWID",
-        originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", rowShareLock: "", advisoryLocks: nil)
+        originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", rowShareLock: "",
+        tableExists: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1", advisoryLocks: nil)
 
     static let postgres = SQLDialect(
         name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#,
         serialPrimaryKey: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", keyOnlyTable: "",
         originalUserColumn: "user_name", beginTransaction: "BEGIN", rowShareLock: " FOR SHARE",
+        tableExists:
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
         advisoryLocks: SQLAdvisoryLockSyntax(
             // `SET LOCAL lock_timeout`, which cannot take a parameter.
             timeout: "SELECT set_config('lock_timeout', $1, true)",

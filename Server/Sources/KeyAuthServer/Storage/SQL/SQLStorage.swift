@@ -27,18 +27,28 @@ package final class SQLStorage: ServerStorage {
     /// The devices logins read, kept while no process changes one (SQLite only).
     let loginDevices: LoginDeviceCache?
 
-    /// Opens storage on `database`, migrating its schema first.
+    /// Opens storage on `database`, migrating its schema first, or with `migrating` false
+    /// requiring it to be at the latest version already (``SQLSchema/requireLatest(_:location:)``).
     ///
     /// - Throws: ``StorageError``: `.schemaTooNew` when a newer server migrated the database,
-    ///   `.unavailable` or `.queryFailed` when migrating fails. The database is closed then.
-    init(database: any SQLDatabase, location: String, now: @Sendable () -> Int64) throws(StorageError) {
+    ///   `.unavailable` or `.queryFailed` when migrating fails; without migrating,
+    ///   `.schemaTooOld` or `.notKeyAuthDatabase`. The database is closed then.
+    init(database: any SQLDatabase, location: String, now: @Sendable () -> Int64, migrating: Bool = true)
+        throws(StorageError)
+    {
         self.database = database
         self.location = location
         loginDevices = database.deviceChanges.map { LoginDeviceCache(changes: $0) }
         let migrationTime = now()
         do {
+            // Either way through `migrate`, which also sets up what the connections need on a
+            // migrated schema (SQLite's device-change triggers).
             try database.migrate { connection throws(StorageError) in
-                try SQLSchema.migrate(connection, now: migrationTime)
+                if migrating {
+                    try SQLSchema.migrate(connection, now: migrationTime)
+                } else {
+                    try SQLSchema.requireLatest(connection, location: location)
+                }
             }
         } catch {
             database.close()

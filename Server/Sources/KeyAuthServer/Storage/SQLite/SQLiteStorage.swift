@@ -13,14 +13,21 @@ extension SQLStorage {
     ///   - readerCount: connections for reads, besides the one writer.
     ///   - busyTimeoutMilliseconds: how long a statement waits for another process's lock.
     ///   - now: the clock, for the migration record.
+    ///   - migrating: false for admin commands, which require the latest schema instead.
     /// - Throws: ``StorageError`` when the file cannot be opened or migrated.
     package convenience init(
         path: String, readerCount: Int = 2, busyTimeoutMilliseconds: Int32 = 5000,
-        now: @Sendable () -> Int64 = { ServerClock.now() }
+        now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true
     ) throws(StorageError) {
+        if !migrating {
+            // Before the database is opened as keyauth's (WAL, the device-changes file): a file
+            // that is not keyauth's, or not yet at this schema, is left exactly as it was.
+            let plain = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            try SQLSchema.requireLatest(plain, location: path)
+        }
         try self.init(
             database: SQLiteDatabase(
                 path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
-            location: path, now: now)
+            location: path, now: now, migrating: migrating)
     }
 }
