@@ -148,6 +148,15 @@ struct PresencePINTests {
         #expect(reader.requests.isEmpty)
     }
 
+    @Test("a count at the largest integer, in a damaged file, is an attempt like another, not a crash")
+    func hugeCount() async throws {
+        try directory.write("pin-attempts", #"{"lastFailure":0,"failures":\#(Int.max)}"#)
+        chmod(attemptsFile, 0o600)
+        let (presence, _) = check(["0000"])
+        let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", decrypt) }
+        #expect(error?.code == .wrongPIN)
+    }
+
     @Test("an empty PIN is denied without counting as a failure")
     func emptyPIN() async throws {
         let (presence, _) = check(["", ""])

@@ -43,7 +43,8 @@ package struct PINAttemptCounter: Sendable {
         try store.update { (state) throws(KeyAuthError) in
             // Another process may have failed since the caller last looked.
             try checkLockout(state)
-            state.failures += 1
+            // Saturating: the count comes from a file, and a damaged one must not make this trap.
+            state.failures = state.failures.addingSaturating(1)
             state.lastFailure = clock.seconds
         }
         let result: Value
