@@ -142,6 +142,26 @@ struct LoginDeviceCacheTests {
         #expect(reopened.loginDevices?.count == 1)
     }
 
+    @Test("a device-change file cut short under a running server turns keeping off instead of a SIGBUS")
+    func truncatedFileTurnsKeepingOff() throws {
+        let environment = TestEnvironment()
+        let server = try SQLiteStorage(path: environment.databasePath)
+        defer { server.close() }
+        #expect(try server.insertDevice(Self.device("kid-t")))
+        #expect(try server.loginDevice(kid: "kid-t")?.status == .active)
+        #expect(server.loginDevices?.count == 1)
+        // What `truncate`, or a `cp` over the file before it writes, does.
+        #expect(truncate(environment.databasePath + SQLiteDeviceChanges.suffix, 0) == 0)
+        try Self.setStatusBehindTheServer(environment.databasePath, kid: "kid-t", to: "revoked")
+        #expect(try server.loginDevice(kid: "kid-t")?.status == .revoked)
+        // Changes still commit; nothing is kept any more.
+        #expect(try server.insertDevice(Self.device("kid-u")))
+        #expect(try server.loginDevice(kid: "kid-u")?.status == .active)
+        #expect(try server.loginDevice(kid: "kid-u")?.status == .active)
+        let changes = try #require(server.database.deviceChanges)
+        #expect(changes.started == UInt64.max && changes.finished == 0)
+    }
+
     @Test("entries expire, unknown kids and reads during a change are not kept, and the size is bounded")
     func cacheRules() throws {
         let environment = TestEnvironment()

@@ -1,6 +1,7 @@
 internal import CKeyAuthSQLite
 import Glibc
 import KeyAuth
+import Synchronization
 
 /// Counts the transactions that change a registered device, across every keyauth process that
 /// opens one SQLite file, so that a server may keep device records in memory
@@ -22,6 +23,12 @@ import KeyAuth
 ///
 /// The file decides what a server may believe about revocation, so it is as private as the
 /// database: created 0600, and refused when it belongs to another user or others may open it.
+///
+/// Any process of the server's user can still shorten it (`truncate`, or a `cp` over it, which
+/// truncates before it writes), and touching a mapped page past the end of its file is SIGBUS,
+/// which would end the server. So every access first checks the file's size on the descriptor;
+/// a file found short is damaged for good in this process: its counters read as a change under
+/// way, which turns keeping off, and changes are no longer counted in it.
 final class SQLiteDeviceChanges: Sendable {
     /// The file's name beside the database.
     static let suffix = "-device-changes"
@@ -34,6 +41,8 @@ final class SQLiteDeviceChanges: Sendable {
     /// The mapping: the magic word, then `started`, then `finished`. Written only through the
     /// shim's atomic builtins; never unmapped before `deinit`.
     nonisolated(unsafe) private let words: UnsafeMutablePointer<UInt64>
+    /// Set once the file was found shorter than the mapping.
+    private let damaged = Atomic<Bool>(false)
 
     /// Opens (creating if needed) the counters of the database at `databasePath`.
     ///
@@ -60,20 +69,33 @@ final class SQLiteDeviceChanges: Sendable {
         close(descriptor)
     }
 
-    /// Transactions that changed a device so far, counted before each one's `COMMIT`.
-    var started: UInt64 { ckeyauth_shared_counter_load(words + 1) }
+    /// Transactions that changed a device so far, counted before each one's `COMMIT`; the
+    /// largest value once the file is damaged, which no `finished` equals.
+    var started: UInt64 { isWhole ? ckeyauth_shared_counter_load(words + 1) : UInt64.max }
 
-    /// Of ``started``, those that have ended (committed or rolled back).
-    var finished: UInt64 { ckeyauth_shared_counter_load(words + 2) }
+    /// Of ``started``, those that have ended (committed or rolled back); 0 once the file is
+    /// damaged.
+    var finished: UInt64 { isWhole ? ckeyauth_shared_counter_load(words + 2) : 0 }
 
     /// Called inside a transaction at its first change to a device, before it commits.
     func noteChangeStarted() {
-        ckeyauth_shared_counter_increment(words + 1)
+        if isWhole { ckeyauth_shared_counter_increment(words + 1) }
     }
 
     /// Called once that transaction's `COMMIT` or rollback has returned.
     func noteChangeFinished() {
-        ckeyauth_shared_counter_increment(words + 2)
+        if isWhole { ckeyauth_shared_counter_increment(words + 2) }
+    }
+
+    /// Whether the file still covers the mapping, so that touching it cannot be SIGBUS.
+    private var isWhole: Bool {
+        if damaged.load(ordering: .relaxed) { return false }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_size >= Self.size else {
+            damaged.store(true, ordering: .relaxed)
+            return false
+        }
+        return true
     }
 
     private static func refuseIfExposed(_ descriptor: Int32, _ path: String) throws(StorageError) {
