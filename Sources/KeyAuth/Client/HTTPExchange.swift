@@ -94,12 +94,23 @@ final class HTTPExchange: Sendable {
     /// lock (swift-corelibs-foundation issue 5412). Control-C during `keyauth register`'s wait
     /// for approval stopped the process for good that way. Here the completion handler runs on
     /// the session's delegate queue, and a cancel only asks another thread to cancel the task.
+    ///
+    /// The whole exchange has ``timeout`` seconds: FoundationNetworking's own timeouts limit only
+    /// the time between two reads, so a server sending its answer a byte a second held
+    /// `keyauth token` (a cron job, the PAM helper) for as long as it liked. At the deadline the
+    /// task is cancelled and the request fails as timed out.
     private func exchange(_ request: URLRequest) async throws -> (Data, URLResponse) {
         let pending = PendingDataTask()
+        // DispatchTime's arithmetic traps on a non-finite or huge interval: those have no deadline.
+        if timeout.isFinite, timeout > 0, timeout < 1e9 {
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { pending.expire() }
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let task = session.dataTask(with: request) { data, response, error in
-                    if let error {
+                    if pending.finish(), error != nil {
+                        continuation.resume(throwing: URLError(.timedOut))
+                    } else if let error {
                         continuation.resume(throwing: error)
                     } else if let response {
                         continuation.resume(returning: (data ?? Data(), response))
@@ -193,6 +204,8 @@ final class HTTPExchange: Sendable {
 private final class PendingDataTask: Sendable {
     private struct State {
         var cancelled = false
+        var expired = false
+        var finished = false
         var task: URLSessionDataTask?
     }
 
@@ -204,7 +217,7 @@ private final class PendingDataTask: Sendable {
         task.resume()
         let cancelled = state.withLock { state in
             state.task = task
-            return state.cancelled
+            return state.cancelled || state.expired
         }
         if cancelled { Self.cancelElsewhere(task) }
     }
@@ -216,6 +229,27 @@ private final class PendingDataTask: Sendable {
             return state.task
         }
         if let task { Self.cancelElsewhere(task) }
+    }
+
+    /// Cancels the data task because its deadline passed, unless it has finished; its failure
+    /// then reads as a timeout.
+    func expire() {
+        let task: URLSessionDataTask? = state.withLock { state in
+            guard !state.finished else { return nil }
+            state.expired = true
+            return state.task
+        }
+        if let task { Self.cancelElsewhere(task) }
+    }
+
+    /// Records that the data task finished, letting it go (the deadline's closure keeps this
+    /// object until it fires); returns whether its deadline had passed.
+    func finish() -> Bool {
+        state.withLock { state in
+            state.finished = true
+            state.task = nil
+            return state.expired
+        }
     }
 
     /// `URLSessionTask.cancel()` waits for the session's queue; a cancellation handler runs with

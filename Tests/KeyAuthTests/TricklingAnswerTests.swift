@@ -1,0 +1,74 @@
+import Foundation
+import KeyAuth
+import Testing
+
+/// A server that answers a byte at a time must not hold a client past its timeout: the timeout
+/// bounds the whole exchange, not only the time between two reads.
+@Suite("A slow answer and the client's timeout", .timeLimit(.minutes(2)))
+struct TricklingAnswerTests {
+    @Test("an answer sent a byte every 200 ms fails as timed out after the client's timeout")
+    func trickle() async throws {
+        let server = try TricklingServer()
+        defer { server.stop() }
+        let client = try KeyAuthClient(serverURL: "http://127.0.0.1:\(server.port)", timeout: 1)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
+        #expect(error?.code == .transportFailed)
+        #expect(error?.message.contains("did not answer within 1 s") == true, "\(error?.message ?? "")")
+    }
+}
+
+/// Accepts one connection, reads the request, sends a head that announces 100,000 bytes, then a
+/// space every 200 ms, for at most 30 s or until the client goes.
+private final class TricklingServer: @unchecked Sendable {
+    let port: UInt16
+    private let listener: Int32
+    private let stopped = NSLock()
+    private var isStopped = false
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 4) == 0
+                    && getsockname(listener, $0, &length) == 0
+            }
+        }
+        guard listening else {
+            close(listener)
+            throw POSIXError(.EADDRINUSE)
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        self.listener = listener
+        let thread = Thread { [self] in serve() }
+        thread.start()
+    }
+
+    func stop() {
+        stopped.withLock { isStopped = true }
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
+
+    private func serve() {
+        defer { close(listener) }
+        let connection = accept(listener, nil, nil)
+        guard connection >= 0 else { return }
+        defer { close(connection) }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        _ = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        guard send(Array(head.utf8), to: connection) else { return }
+        for _ in 0..<150 {
+            if stopped.withLock({ isStopped }) { return }
+            usleep(200_000)
+            guard send([UInt8(ascii: " ")], to: connection) else { return }
+        }
+    }
+
+    private func send(_ bytes: [UInt8], to connection: Int32) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+    }
+}
