@@ -151,6 +151,9 @@ enum StorageContract {
             #expect(
                 errorCode { () throws(StorageError) in _ = try connection.execute("SELECT $1", [.text("a\u{0}b")]) }
                     == .queryFailed)
+            // A locked table or a runaway statement costs a request a 503, not a thread for good.
+            #expect(try connection.execute("SHOW lock_timeout").firstRow?.text(0) == "10s")
+            #expect(try connection.execute("SHOW statement_timeout").firstRow?.text(0) == "30s")
         }
         // Strict accessors: a column of another type reads as nil.
         #expect(row?.text(1) == nil && row?.integer(2) == nil && row?.blob(2) == nil && row?.integer(4) == nil)

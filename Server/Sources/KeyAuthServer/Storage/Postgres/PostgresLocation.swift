@@ -101,8 +101,13 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
     /// a repeated keyword): a short `connect_timeout` so that a request fails over to 503 in
     /// seconds rather than minutes when the database host is unreachable, and TCP keepalives
     /// and a user timeout so that a connection to a host that vanished mid-query breaks instead
-    /// of hanging a request thread. `client_encoding` comes last because every string we send and
-    /// read is UTF-8, whatever the URL says.
+    /// of hanging a request thread; server-side limits on a statement (30 s) and on a wait for a
+    /// lock (10 s), so that a table another session holds locked, or a runaway query, costs a
+    /// request a 503 instead of a request thread for as long as it lasts. Those go after the URL
+    /// with the URL's own `options` behind them (libpq keeps one `options`, the last; the server
+    /// applies its `-c` settings in order), so that a URL's `search_path` keeps them and a URL's
+    /// own `statement_timeout` wins. `client_encoding` comes last because every string we send
+    /// and read is UTF-8, whatever the URL says.
     var connectionParameters: [(keyword: String, value: String)] {
         [
             ("connect_timeout", "3"),
@@ -113,8 +118,20 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
             ("keepalives_count", "3"),
             ("tcp_user_timeout", "15000"),
             ("dbname", url),
+            ("options", "-c statement_timeout=30s -c lock_timeout=10s" + (urlOptions.map { " " + $0 } ?? "")),
             ("client_encoding", "UTF8"),
         ]
+    }
+
+    /// The URL's own `options` query parameter, percent-decoded, if it has one.
+    private var urlOptions: String? {
+        guard let parts = URLParts(Array(url.utf8)) else { return nil }
+        for range in parts.queryParameters {
+            let parameter = String(decoding: parts.bytes[range], as: UTF8.self)
+            guard parameter.hasPrefix("options=") else { continue }
+            return Self.percentDecoded(String(parameter.dropFirst("options=".count)))
+        }
+        return nil
     }
 
     /// `text` with every occurrence of the password replaced by `***`.

@@ -84,8 +84,10 @@ struct SQLDialect: Sendable, Hashable {
         tableExists:
             "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
         advisoryLocks: SQLAdvisoryLockSyntax(
-            // `SET LOCAL lock_timeout`, which cannot take a parameter.
-            timeout: "SELECT set_config('lock_timeout', $1, true)",
+            // `SET LOCAL lock_timeout`, which cannot take a parameter; and no statement timeout
+            // for the rest of the transaction, so that the connection's 30 s neither ends the
+            // wait first nor cuts a long migration.
+            timeout: "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', '0', true)",
             single: "SELECT pg_advisory_xact_lock($1)",
             // The two-key form is a key space of its own, apart from the one-key locks.
             named: "SELECT pg_advisory_xact_lock(CAST($1 AS integer), hashtext($2))"))
