@@ -99,5 +99,11 @@ struct FullDiskTests {
                 $0.0 == "error" && $0.1.hasPrefix("/healthz: storage_write failing: ") && $0.1.contains("full")
             })
         #expect(messages.contains { $0 == ("notice", "/healthz: storage_write passes again") })
+        // And why each refused request was refused, whether it failed while answering or when
+        // its write was committed.
+        #expect(
+            messages.contains { $0.0 == "error" && $0.1.hasPrefix("POST /v1/devices: ") && $0.1.contains("full") },
+            "\(messages)")
+        #expect(messages.contains { $0.0 == "error" && $0.1.hasPrefix("POST /oauth/token: ") })
     }
 }

@@ -177,6 +177,9 @@ package final class KeyAuthResponder: HTTPResponder {
             record(request, label: label, caller: caller, status: answer.status, error: answer.code, since: start)
             return
         }
+        // As a failure thrown while answering is: the operator needs the cause (a full disk),
+        // which the client's 503 does not carry.
+        log.error("\(request.method) \(label ?? "unknown path"): \(failure)", format: logFormat)
         let (status, code) = HTTPResponse.statusAndCode(for: failure)
         record(request, label: label, caller: caller, status: status, error: code.rawValue, since: start)
     }
