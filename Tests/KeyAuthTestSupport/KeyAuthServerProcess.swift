@@ -124,6 +124,9 @@ public final class KeyAuthServerProcess: Sendable {
     /// Whether the server has not exited yet.
     public var isRunning: Bool { process.isRunning }
 
+    /// The server's process id, for reading its `/proc` entry.
+    public var processID: pid_t { process.processID }
+
     /// What the server wrote to standard error so far.
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 

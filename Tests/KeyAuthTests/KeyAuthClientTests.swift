@@ -354,7 +354,7 @@ struct KeyAuthClientTests {
             store: store, presence: NoPresence(), configuration: configuration,
             hooks: client.authenticatorHooks(enrollment: DeviceEnrollment(user: "u", deviceName: "n")))
         let error = await #expect(throws: KeyAuthError.self) { try await authenticator.login() }
-        #expect(error?.oauthError?.error == .expiredToken)
+        #expect(error?.oauthError?.error == .expiredToken, "\(error?.message ?? "")")
         #expect(counter.text.count == 2)
     }
 }

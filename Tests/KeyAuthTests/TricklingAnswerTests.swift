@@ -1,10 +1,12 @@
 import Foundation
 import KeyAuth
+import Synchronization
 import Testing
 
 /// A server that answers a byte at a time must not hold a client past its timeout: the timeout
-/// bounds the whole exchange, not only the time between two reads.
-@Suite("A slow answer and the client's timeout", .timeLimit(.minutes(2)))
+/// bounds the whole exchange, not only the time between two reads. And an answer that is not
+/// HTTP is named as such.
+@Suite("A slow or broken answer and the client", .timeLimit(.minutes(2)))
 struct TricklingAnswerTests {
     @Test("an answer sent a byte every 200 ms fails as timed out after the client's timeout")
     func trickle() async throws {
@@ -15,17 +17,45 @@ struct TricklingAnswerTests {
         #expect(error?.code == .transportFailed)
         #expect(error?.message.contains("did not answer within 1 s") == true, "\(error?.message ?? "")")
     }
+
+    @Test("an answer cut off in its body is transportFailed saying so")
+    func cutOff() async throws {
+        let server = try TricklingServer(
+            head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"access", trickle: false)
+        defer { server.stop() }
+        let client = try KeyAuthClient(serverURL: "http://127.0.0.1:\(server.port)", timeout: 5)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
+        #expect(error?.code == .transportFailed)
+        #expect(error?.message.contains("could not be read whole") == true, "\(error?.message ?? "")")
+    }
+
+    @Test("an answer that is not HTTP is transportFailed saying so")
+    func notHTTP() async throws {
+        let server = try TricklingServer(head: "SSH-2.0-OpenSSH_9.2\r\n\r\n", trickle: false)
+        defer { server.stop() }
+        let client = try KeyAuthClient(serverURL: "http://127.0.0.1:\(server.port)", timeout: 5)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
+        #expect(error?.code == .transportFailed)
+        #expect(error?.message.contains("did not answer with HTTP") == true, "\(error?.message ?? "")")
+    }
 }
 
-/// Accepts one connection, reads the request, sends a head that announces 100,000 bytes, then a
-/// space every 200 ms, for at most 30 s or until the client goes.
+/// Accepts one connection, reads the request, sends `head` (by default one that announces
+/// 100,000 bytes), then with `trickle` a space every 200 ms, for at most 30 s or until the
+/// client goes.
 private final class TricklingServer: @unchecked Sendable {
     let port: UInt16
     private let listener: Int32
-    private let stopped = NSLock()
-    private var isStopped = false
+    private let head: String
+    private let trickle: Bool
+    private let state = Mutex((isListening: true, isStopped: false))
 
-    init() throws {
+    init(
+        head: String = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
+        trickle: Bool = true
+    ) throws {
+        self.head = head
+        self.trickle = trickle
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -47,22 +77,29 @@ private final class TricklingServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// Ends the wait for a connection, if it still goes on; the listener is closed by the thread
+    /// that owns it, under the lock, so that no call here reaches a descriptor number that
+    /// another test's socket took since.
     func stop() {
-        stopped.withLock { isStopped = true }
-        shutdown(listener, Int32(SHUT_RDWR))
+        state.withLock { state in
+            state.isStopped = true
+            if state.isListening { shutdown(listener, Int32(SHUT_RDWR)) }
+        }
     }
 
     private func serve() {
-        defer { close(listener) }
         let connection = accept(listener, nil, nil)
+        state.withLock { state in
+            state.isListening = false
+            close(listener)
+        }
         guard connection >= 0 else { return }
         defer { close(connection) }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         _ = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
-        guard send(Array(head.utf8), to: connection) else { return }
+        guard send(Array(head.utf8), to: connection), trickle else { return }
         for _ in 0..<150 {
-            if stopped.withLock({ isStopped }) { return }
+            if state.withLock({ $0.isStopped }) { return }
             usleep(200_000)
             guard send([UInt8(ascii: " ")], to: connection) else { return }
         }

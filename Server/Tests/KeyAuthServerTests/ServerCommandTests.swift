@@ -242,6 +242,20 @@ struct ServerCommandTests {
         }
     }
 
+    @Test("serve names the database it cannot start on: a damaged SQLite file")
+    func damagedDatabaseNamed() throws {
+        let environment = TestEnvironment()
+        let path = environment.directory.path + "/damaged.db"
+        FileManager.default.createFile(
+            atPath: path, contents: Data("SQLite format 3\0".utf8 + [UInt8](repeating: 0x5A, count: 8192)),
+            attributes: [.posixPermissions: 0o600])
+        let server = try KeyAuthServerProcess(
+            name: "damaged", arguments: ["serve", "--listen", "127.0.0.1:0", "--db", path, "--config", "/dev/null"],
+            logPath: environment.directory.path + "/damaged.log")
+        #expect(server.waitUntilExit() == 69, "\(server.log)")
+        #expect(server.log.hasPrefix("keyauth-server: \(path): "), "\(server.log)")
+    }
+
     @Test("a stop asked for while the server starts (a database that does not answer) ends it at once, exit 0")
     func stopWhileStarting() throws {
         // A PostgreSQL address that accepts the connection and never answers: the server waits
@@ -271,9 +285,22 @@ struct ServerCommandTests {
         var waiting = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         #expect(poll(&waiting, 1, 30_000) == 1, "\(server.log)")
         #expect(server.isRunning, "\(server.log)")
+        // The stop handler is installed by Dispatch's own thread, perhaps after the connection;
+        // before, SIGTERM's default action would end the server (status 143), not its handler.
+        let deadline = Date().addingTimeInterval(20)
+        while !Self.catchesSIGTERM(server.processID), Date() < deadline { usleep(10_000) }
         #expect(server.terminate() == 0, "\(server.log)")
         #expect(server.log.contains("keyauth-server: stopped before the server started"), "\(server.log)")
         #expect(!server.log.contains("listening on"))
+    }
+
+    /// Whether process `id` has a handler for SIGTERM (`SigCgt` in its `/proc` status).
+    private static func catchesSIGTERM(_ id: pid_t) -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/\(id)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << (UInt64(SIGTERM) - 1)) != 0
     }
 
     @Test("the built binary prints help, serves until SIGTERM and then exits 0")

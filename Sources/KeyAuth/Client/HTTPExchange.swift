@@ -142,6 +142,13 @@ final class HTTPExchange: Sendable {
         case .badServerResponse:
             // FoundationNetworking's name for a connection closed before any answer (-1011).
             message = "the server at \(server) closed the connection without an answer"
+        case .unsupportedURL:
+            // The URL was checked before it was sent: FoundationNetworking's name for an answer
+            // that is not HTTP at all (-1002).
+            message = "the server at \(server) did not answer with HTTP"
+        case .unknown:
+            // What FoundationNetworking says of an answer cut off in its body (-1).
+            message = "the answer of the server at \(server) could not be read whole (URL error -1)"
         case .notConnectedToInternet:
             message = "cannot reach the server at \(server): no network connection"
         case _ where isPlainHTTPAnswer(error, server: server):

@@ -12,11 +12,13 @@ extension ServerCommand {
 
     /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
     static func serve(_ configuration: ServerConfiguration, output: Output, log: any ServerLog) -> Int32 {
-        // Signals become events on a dispatch source instead of killing the process; SIGPIPE
-        // from a peer that hung up must not kill it either.
+        // SIGTERM and SIGINT become events on dispatch sources instead of killing the process:
+        // on Linux, Dispatch installs its own handler for them when it registers a source, on
+        // its own thread, perhaps a moment after `resume()`. Until then their default action
+        // stands, which ends a process that serves nothing yet, as the handler below does;
+        // ignoring them meanwhile (as on Darwin, where the sources need it) would lose a stop
+        // sent in that moment. SIGPIPE from a peer that hung up must never kill it.
         signal(SIGPIPE, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
         // Every line serve writes has the log's format, so that a log shipper reading JSON
         // finds no text line, the start and stop included.
         let say = { @Sendable (message: String, level: String) in
@@ -45,7 +47,11 @@ extension ServerCommand {
         do {
             runner = try ServerRunner(configuration: configuration, log: log)
         } catch let error as StorageError {
-            say(error.description, "error")
+            // Named, so that "database disk image is malformed" says which database.
+            let database =
+                StorageFactory.isPostgresURL(configuration.database)
+                ? PostgresStorage.redacted(configuration.database) : configuration.database
+            say(error.description.contains(database) ? error.description : "\(database): \(error)", "error")
             return exitStatus(for: error)
         } catch let error as HTTPServerError {
             say(error.message, "error")
