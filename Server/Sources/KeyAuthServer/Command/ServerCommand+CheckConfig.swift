@@ -12,6 +12,10 @@ extension ServerCommand {
             "# keyauth-server check-config: the configuration is valid",
             "# settings file: \(settingsFile ?? "none")",
         ]
+        // Valid, but what serve would warn about at start is said here too.
+        for warning in [configuration.openEnrollmentWarning, configuration.insecureIssuerWarning].compactMap({ $0 }) {
+            lines.append("# " + warning)
+        }
         for (key, value) in rows {
             let setting = value.isEmpty ? "#\(key) =" : "\(key) = \(value)"
             let padding = String(repeating: " ", count: max(1, width + 2 - setting.count))

@@ -74,6 +74,7 @@ extension ServerCommand {
                 + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
                 + (metrics ?? "metrics off"), "info")
         if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
+        if let warning = configuration.insecureIssuerWarning { say(warning, "warning") }
         if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {
             say(
                 "warning: the signing key file holds a \(runner.tokenAlgorithm.rawValue) key, and "

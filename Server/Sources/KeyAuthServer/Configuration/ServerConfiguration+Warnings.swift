@@ -1,0 +1,32 @@
+/// The warnings `serve` prints at start for settings that work but are unsafe outside
+/// development.
+extension ServerConfiguration {
+    /// The warning for a plain `http` issuer that other machines can use: tokens cross the
+    /// network in clear, and browser cookies lose `Secure` and the `__Host-` prefix (PROTOCOL.md
+    /// section 9). Nil for an `https` issuer, and for `http` to a loopback host on a loopback
+    /// listener (development, or a TLS proxy in front that is not the issuer).
+    package var insecureIssuerWarning: String? {
+        let issuer = resolvedIssuer(boundPort: listen.port)
+        guard issuer.lowercased().hasPrefix("http://") else { return nil }
+        let host = Self.host(ofHTTPURL: issuer)
+        guard !(Self.isLoopbackName(host) && Self.isLoopback(listen.host)) else { return nil }
+        return "warning: the issuer \(issuer) is plain http where other machines may reach it: access tokens "
+            + "and browser cookies cross the network in clear; serve behind TLS with an https:// --issuer "
+            + "(docs/SERVER.md, \"TLS\")"
+    }
+
+    /// The host of an `http://` URL, without brackets or port.
+    static func host(ofHTTPURL url: String) -> String {
+        let rest = url.dropFirst("http://".count)
+        let authority = rest.prefix { $0 != "/" }
+        if authority.hasPrefix("[") {
+            return String(authority.dropFirst().prefix { $0 != "]" })
+        }
+        return String(authority.prefix { $0 != ":" })
+    }
+
+    /// Whether `host` (a name or a numeric address) is this machine's loopback.
+    static func isLoopbackName(_ host: String) -> Bool {
+        host.lowercased() == "localhost" || isLoopback(host)
+    }
+}

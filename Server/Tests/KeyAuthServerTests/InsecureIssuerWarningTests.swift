@@ -1,0 +1,30 @@
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// `serve` and `check-config` warn about a plain `http` issuer that other machines can use.
+@Suite("The warning for an http issuer")
+struct InsecureIssuerWarningTests {
+    @Test(
+        "http to a host other machines use warns; https, and http on loopback alone, do not",
+        arguments: [
+            (["--listen", "0.0.0.0:8088", "--issuer", "http://auth.example.com"], true),
+            (["--listen", "127.0.0.1:8088", "--issuer", "http://auth.example.com"], true),
+            (["--listen", "0.0.0.0:8088"], true),
+            (["--listen", "127.0.0.1:8088", "--issuer", "http://[::1]:8088"], false),
+            (["--listen", "127.0.0.1:8088", "--issuer", "http://localhost:8088"], false),
+            (["--listen", "127.0.0.1:8088"], false),
+            (["--listen", "0.0.0.0:8088", "--issuer", "https://auth.example.com"], false),
+            (["--listen", "127.0.0.1:8088", "--issuer", "https://auth.example.com", "--trust-proxy"], false),
+        ])
+    func warns(_ arguments: [String], _ warns: Bool) throws {
+        guard
+            case .serve(let configuration) = try ServerCommand.parse(arguments: ["serve"] + arguments, environment: [:])
+        else { throw TestFailure("not serve") }
+        #expect((configuration.insecureIssuerWarning != nil) == warns, "\(arguments)")
+        let report = ServerCommand.checkConfigReport(configuration, origins: [:], settingsFile: nil)
+        #expect(report.contains("is plain http") == warns)
+    }
+}
