@@ -188,6 +188,47 @@ struct SSHLoginTests {
         #expect(newAccepted.status == 0, "\(newAccepted.errorOutput)\n\(refreshed.log)")
     }
 
+    @Test(
+        "after ssh-ca rotate --overlap 0s, a revoked device's certificate of the old CA stays refused by a host that still trusts it"
+    )
+    func revocationOutlivesTheOldAuthority() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let keys = try setup.keyDirectory
+        let krl = setup.directory.path + "/revoked.krl"
+        func fetchList() throws {
+            let fetched = try ExternalCommand.run(
+                ["curl", "-fsS", "-o", krl, setup.server.url + "/v1/ssh/krl"], timeout: 30)
+            try #require(fetched.status == 0, "\(fetched.errorOutput)")
+        }
+        try fetchList()
+        // A host set up once with the old CA's line, which it keeps after the rotation.
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
+            revokedKeys: krl)
+        defer { host.stop() }
+        let before = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
+
+        let caFile = setup.directory.path + "/ssh-ca.pem"
+        let rotated = try ExternalCommand.run(
+            [Binaries.server, "ssh-ca", "rotate", "--overlap", "0s", "--ssh-ca-key-file", caFile], timeout: 60)
+        #expect(rotated.status == 0, "\(rotated.errorOutput)")
+        setup.server.runCleanup()
+        let status = await setup.device.run(["status", "--json"])
+        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
+        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
+        #expect(await setup.device.run(["devices", "revoke", ownKeyID]).status == 0)
+        try fetchList()
+        let checked = try ExternalCommand.run(
+            ["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"], timeout: 30)
+        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
+        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(after.status == 255)
+        #expect(host.log.contains("revoked"), "\(host.log)")
+    }
+
     @Test("with a principals file, the certificate names the mapped principals; sshd lets in a mapped one, not another")
     func mappedPrincipals() async throws {
         let setup = try await Setup(

@@ -88,6 +88,48 @@ struct SSHRevocationListTests {
         #expect(Self.builds(responder) == 2)
     }
 
+    /// `ssh-keygen -Q` of the list `krl` on a certificate of `key` with `keyID`, signed by
+    /// `authority`: OpenSSH's own reading of whether the list revokes it.
+    static func query(
+        _ krl: [UInt8], key: RSAPublicKey, keyID: String, signedBy authority: SSHCertificateAuthority,
+        in directory: TemporaryDirectory
+    ) throws -> ExternalCommand {
+        let name = UUID().uuidString
+        try Data(krl).write(to: URL(fileURLWithPath: directory.path + "/\(name).krl"))
+        let line = try SSHUserCertificate(
+            publicKey: .rsa(key), serial: 7, keyID: keyID, principals: ["alice"], validAfter: 0,
+            validBefore: 4_000_000_000, extensions: ["permit-pty": ""]
+        ).line(signedBy: authority, nonce: Array(repeating: 1, count: 32), comment: "c")
+        try (line + "\n").write(toFile: directory.path + "/\(name)-cert.pub", atomically: true, encoding: .utf8)
+        return try ExternalCommand.run(
+            ["ssh-keygen", "-Q", "-f", directory.path + "/\(name).krl", directory.path + "/\(name)-cert.pub"],
+            timeout: 30)
+    }
+
+    @Test("the list names a revoked device's key itself: its certificates of a CA the list does not name are revoked")
+    func revokesTheDeviceKeyUnderEveryAuthority() throws {
+        let environment = TestEnvironment()
+        let (_, api, _, _) = try Self.certificateAuthority(environment)
+        let alice = try ServerTestKeys.key("alice-1")
+        let bob = try ServerTestKeys.key("bob-1")
+        let token = try api.activeDevice(user: "alice", key: alice)
+        _ = try api.activeDevice(user: "bob", key: bob)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(alice.publicKey.fingerprint)", token: token).status == 204)
+        let krl = try api.send("GET", "/v1/ssh/krl").body
+
+        // A CA that rotation and retirement took out of the list, which a host may still trust.
+        let retired = try SSHCertificateAuthority.generate(.ecdsa)
+        let revoked = try Self.query(
+            krl, key: alice.publicKey, keyID: "keyauth user alice device \(alice.publicKey.fingerprint)",
+            signedBy: retired, in: environment.directory)
+        #expect(revoked.output.contains("REVOKED"), "\(revoked.output)\(revoked.errorOutput)")
+        let kept = try Self.query(
+            krl, key: bob.publicKey, keyID: "keyauth user bob device \(bob.publicKey.fingerprint)",
+            signedBy: retired, in: environment.directory)
+        #expect(kept.status == 0)
+        #expect(kept.output.contains("ok"), "\(kept.output)\(kept.errorOutput)")
+    }
+
     @Test("an address that fetches without pause gets 429 with Retry-After; another address does not")
     func fetchesAreLimitedPerAddress() throws {
         let environment = TestEnvironment()

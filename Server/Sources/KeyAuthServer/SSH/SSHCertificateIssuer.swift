@@ -51,12 +51,12 @@ struct SSHCertificateIssuer: Sendable {
         "keyauth user \(device.user) device \(device.kid)"
     }
 
-    /// The KRL of the certificates of `devices` that are revoked, generated now, for every CA
-    /// published now.
+    /// The KRL of the certificates of `devices` that are revoked, generated now: their key IDs
+    /// for every CA published now, and their keys for any CA.
     func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
         let time = now()
         return try SSHRevocationList.encoded(
-            revokingKeyIDs: Self.revokedKeyIDs(devices), ofAuthorities: authorities.current.published(at: time),
+            revoking: Self.revocations(of: devices), ofAuthorities: authorities.current.published(at: time),
             generatedAt: UInt64(clamping: max(time, 0)))
     }
 
@@ -64,13 +64,17 @@ struct SSHCertificateIssuer: Sendable {
     /// which reads the devices only when its list is too old or misses a revocation.
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
         try revocationLists.list(authorities: authorities.current.published(at: now())) {
-            Self.revokedKeyIDs(try registry.allDevices())
+            Self.revocations(of: try registry.allDevices())
         }
     }
 
-    /// The key IDs of the certificates of the revoked devices among `devices`.
-    static func revokedKeyIDs(_ devices: [DeviceRecord]) -> [String] {
-        devices.filter { $0.status == .revoked }.map(keyID(of:))
+    /// What the list names for the revoked devices among `devices`: the key IDs of their
+    /// certificates and the fingerprints of their keys.
+    static func revocations(of devices: [DeviceRecord]) -> SSHRevocations {
+        let revoked = devices.filter { $0.status == .revoked }
+        return SSHRevocations(
+            keyIDs: revoked.map(keyID(of:)),
+            keyFingerprints: revoked.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.publicKeyPEM) })
     }
 
     /// A certificate issued, as the endpoint answers it.

@@ -6,23 +6,26 @@ import KeyAuth
 ///
 /// Certificates are named by their key ID (`keyauth user USER device KID`), which this CA gives
 /// every certificate of one device, so the list needs no record of the serials issued and stays
-/// one entry per revoked device.
+/// one entry per revoked device; and the device's key itself is named by its SHA-256
+/// fingerprint, which revokes its certificates under any CA (``SSHRevocations``), a retired one
+/// included. Fingerprint sections need OpenSSH 7.9 or later on the hosts.
 package enum SSHRevocationList {
     /// `SSHKRL\n\0`.
     static let magic: UInt64 = 0x5353_484B_524C_0A00
     static let formatVersion: UInt32 = 1
     static let certificatesSection: UInt8 = 1
     static let keyIDSection: UInt8 = 0x23
+    static let sha256FingerprintSection: UInt8 = 5
 
-    /// The list revoking every certificate whose key ID is in `keyIDs` of each CA in
-    /// `authorities` (their public key blobs): the current CA and, during a rotation's overlap,
-    /// the previous one, whose certificates are still live.
+    /// The list revoking every certificate whose key ID is in `revocations` of each CA in
+    /// `authorities` (their public key blobs), and every key (and so every certificate of it,
+    /// under any CA) whose SHA-256 fingerprint is in `revocations`.
     ///
     /// - Parameters:
     ///   - generatedAt: seconds since 1970, also the list's version, so that a newer list has a
     ///     larger one.
     package static func encoded(
-        revokingKeyIDs keyIDs: [String], ofAuthorities authorities: [[UInt8]], generatedAt: UInt64
+        revoking revocations: SSHRevocations, ofAuthorities authorities: [[UInt8]], generatedAt: UInt64
     ) throws(KeyAuthError) -> [UInt8] {
         var list = SSHWireWriter()
         list.uint64(magic)
@@ -32,10 +35,24 @@ package enum SSHRevocationList {
         list.uint64(0)  // flags
         try list.string([])  // reserved
         try list.string("keyauth-server: certificates of revoked devices")
-        let sortedIDs = ordered(keyIDs)
-        guard !sortedIDs.isEmpty else { return list.bytes }
+        if !revocations.keyIDs.isEmpty {
+            try appendKeyIDSections(revocations.keyIDs, ofAuthorities: authorities, to: &list)
+        }
+        if !revocations.keyFingerprints.isEmpty {
+            var hashes = SSHWireWriter()
+            for fingerprint in revocations.keyFingerprints { try hashes.string(fingerprint) }
+            list.byte(sha256FingerprintSection)
+            try list.string(hashes.bytes)
+        }
+        return list.bytes
+    }
+
+    /// One certificates section per CA, revoking `keyIDs`.
+    private static func appendKeyIDSections(
+        _ keyIDs: [String], ofAuthorities authorities: [[UInt8]], to list: inout SSHWireWriter
+    ) throws(KeyAuthError) {
         var identifiers = SSHWireWriter()
-        for keyID in sortedIDs { try identifiers.string(keyID) }
+        for keyID in keyIDs { try identifiers.string(keyID) }
         for authority in authorities {
             var certificates = SSHWireWriter()
             try certificates.string(authority)
@@ -45,7 +62,6 @@ package enum SSHRevocationList {
             list.byte(certificatesSection)
             try list.string(certificates.bytes)
         }
-        return list.bytes
     }
 
     /// Each key ID once, in byte order: what `ssh-keygen -k` writes, and what makes two lists of

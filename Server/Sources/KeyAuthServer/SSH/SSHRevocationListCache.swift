@@ -28,7 +28,7 @@ final class SSHRevocationListCache: Sendable {
 
     private struct Built {
         var snapshot: Snapshot
-        var keyIDs: [String]
+        var revocations: SSHRevocations
         var authorities: [[UInt8]]
         var builtAt: Int64
         var generation: UInt64
@@ -55,13 +55,13 @@ final class SSHRevocationListCache: Sendable {
     /// How many times a list was built from the device records, for tests and the metrics.
     var builds: Int { buildCount.load(ordering: .relaxed) }
 
-    /// The current list for the CAs `authorities` (public key blobs), built by reading the key
-    /// IDs of revoked devices with `revokedKeyIDs` when the cached one is too old, misses a
-    /// revocation, or names other CAs (a rotation).
+    /// The current list for the CAs `authorities` (public key blobs), built by reading what is
+    /// revoked with `revocations` when the cached one is too old, misses a revocation, or names
+    /// other CAs (a rotation).
     ///
-    /// - Throws: what `revokedKeyIDs` throws (the storage's errors), or `KeyAuthError` when the
+    /// - Throws: what `revocations` throws (the storage's errors), or `KeyAuthError` when the
     ///   list cannot be encoded; nothing is cached then.
-    func list(authorities: [[UInt8]], revokedKeyIDs: () throws -> [String]) throws -> Snapshot {
+    func list(authorities: [[UInt8]], revocations: () throws -> SSHRevocations) throws -> Snapshot {
         let generation = signal.generation
         let time = now()
         let cached: (snapshot: Snapshot?, previous: Built?) = state.withLock { state in
@@ -75,7 +75,7 @@ final class SSHRevocationListCache: Sendable {
         if let snapshot = cached.snapshot { return snapshot }
         do {
             let built = try build(
-                authorities: authorities, generation: generation, at: time, revokedKeyIDs: revokedKeyIDs,
+                authorities: authorities, generation: generation, at: time, revocations: revocations,
                 previous: cached.previous)
             state.withLock { state in
                 state.rebuilding = false
@@ -91,22 +91,23 @@ final class SSHRevocationListCache: Sendable {
     }
 
     private func build(
-        authorities: [[UInt8]], generation: UInt64, at time: Int64, revokedKeyIDs: () throws -> [String],
+        authorities: [[UInt8]], generation: UInt64, at time: Int64, revocations read: () throws -> SSHRevocations,
         previous: Built?
     ) throws -> Built {
         buildCount.add(1, ordering: .relaxed)
-        let keyIDs = SSHRevocationList.ordered(try revokedKeyIDs())
-        if var same = previous, same.keyIDs == keyIDs, same.authorities == authorities {
+        let revocations = try read()
+        if var same = previous, same.revocations == revocations, same.authorities == authorities {
             same.builtAt = time
             same.generation = generation
             return same
         }
         let bytes = try SSHRevocationList.encoded(
-            revokingKeyIDs: keyIDs, ofAuthorities: authorities, generatedAt: UInt64(clamping: max(time, 0)))
+            revoking: revocations, ofAuthorities: authorities, generatedAt: UInt64(clamping: max(time, 0)))
         let digest = try CryptoPrimitives.sha256(bytes)
         let snapshot = Snapshot(bytes: bytes, entityTag: "\"" + Base64URL.encode(Array(digest.prefix(18))) + "\"")
         return Built(
-            snapshot: snapshot, keyIDs: keyIDs, authorities: authorities, builtAt: time, generation: generation)
+            snapshot: snapshot, revocations: revocations, authorities: authorities, builtAt: time,
+            generation: generation)
     }
 }
 

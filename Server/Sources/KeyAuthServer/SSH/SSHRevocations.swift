@@ -1,0 +1,35 @@
+import KeyAuth
+
+/// What a revocation list names: the key IDs of the certificates of revoked devices, and the
+/// SHA-256 fingerprints of those devices' own public keys.
+///
+/// A key ID is revoked only under the CAs whose sections name it, so a CA that rotation or
+/// `ssh-ca retire` took out of the list would take its revocations with it while hosts that
+/// kept its `TrustedUserCAKeys` line still accept its certificates. A key's fingerprint is
+/// revoked under every CA: `sshd` checks the certified key itself against the list, so every
+/// certificate of a revoked device's key is refused whoever signed it.
+package struct SSHRevocations: Sendable, Equatable {
+    /// Each key ID once, in byte order.
+    package let keyIDs: [String]
+    /// Each SHA-256 of a public key blob once, in byte order.
+    package let keyFingerprints: [[UInt8]]
+
+    /// The revocations of `keyIDs` and `keyFingerprints`, each once and ordered, so that two
+    /// lists of the same devices are equal.
+    package init(keyIDs: [String], keyFingerprints: [[UInt8]]) {
+        self.keyIDs = SSHRevocationList.ordered(keyIDs)
+        self.keyFingerprints = Set(keyFingerprints).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// Whether nothing is revoked.
+    package var isEmpty: Bool { keyIDs.isEmpty && keyFingerprints.isEmpty }
+
+    /// The SHA-256 of the SSH public key blob of the device key `pem` (what `ssh-keygen -l`
+    /// shows in base64); nil for a key this CA never certifies, which cannot be read as RSA.
+    static func fingerprint(ofDeviceKey pem: String) -> [UInt8]? {
+        guard let key = try? RSAPublicKey(pemRepresentation: Array(pem.utf8)),
+            let blob = try? SSHCertificateAuthority.publicKeyBlob(of: .rsa(key))
+        else { return nil }
+        return try? CryptoPrimitives.sha256(blob)
+    }
+}
