@@ -31,6 +31,9 @@ struct SSHCARotationTests {
         #expect(lines.first?.hasSuffix(" keyauth-ca") == true)
         #expect(lines.last == oldLine.replacingOccurrences(of: " keyauth-ca", with: " keyauth-ca-previous"))
         #expect(rotated.errorOutput.contains("ssh-ca retire"))
+        #expect(rotated.errorOutput.contains("trust both lines below"), "\(rotated.errorOutput)")
+        // The default overlap outlasts every certificate the old CA signed: no warning.
+        #expect(!rotated.errorOutput.contains("warning"), "\(rotated.errorOutput)")
         #expect(fileMode(keyFile + ".previous").map { $0 & 0o777 } == 0o600)
         #expect(try Self.run(["show", "--ssh-ca-key-file", keyFile]).output == rotated.output)
 
@@ -59,11 +62,34 @@ struct SSHCARotationTests {
         #expect(immediate.status == 0, "\(immediate.errorOutput)")
         #expect(immediate.output.split(separator: "\n").count == 1)
         #expect(immediate.output.hasPrefix("ecdsa-sha2-nistp256 "))
+        // One line printed, and said so; the old CA's live certificates get a loud warning.
+        #expect(!immediate.errorOutput.contains("both lines"), "\(immediate.errorOutput)")
+        #expect(immediate.errorOutput.contains("trust only the line below"), "\(immediate.errorOutput)")
+        #expect(
+            immediate.errorOutput.contains(
+                "warning: --overlap 0s is shorter than the certificate lifetime (8h, --ssh-certificate-lifetime)"),
+            "\(immediate.errorOutput)")
+        #expect(try Self.run(["retire", "--ssh-ca-key-file", keyFile]).status == 0)
+        // The lifetime is the servers': from the flag, or the settings file serve reads.
+        let short = try Self.run(
+            ["rotate", "--overlap", "2h", "--ssh-certificate-lifetime", "1h", "--ssh-ca-key-file", keyFile])
+        #expect(short.status == 0, "\(short.errorOutput)")
+        #expect(!short.errorOutput.contains("warning"), "\(short.errorOutput)")
+        #expect(try Self.run(["retire", "--ssh-ca-key-file", keyFile]).status == 0)
+        try "ssh-certificate-lifetime = 3h\n".write(
+            toFile: directory.path + "/server.conf", atomically: true, encoding: .utf8)
+        let configured = try Self.run(
+            ["rotate", "--overlap", "2h", "--config", directory.path + "/server.conf", "--ssh-ca-key-file", keyFile])
+        #expect(configured.status == 0, "\(configured.errorOutput)")
+        #expect(configured.errorOutput.contains("lifetime (3h, "), "\(configured.errorOutput)")
+        #expect(try Self.run(["retire", "--ssh-ca-key-file", keyFile]).status == 0)
         #expect(try Self.run(["rotate", "--ssh-ca-key-file", keyFile]).status == 0)
 
         for arguments in [
             ["rotate", "--overlap", "31d", "--ssh-ca-key-file", keyFile],
             ["show", "--overlap", "1d", "--ssh-ca-key-file", keyFile],
+            ["show", "--ssh-certificate-lifetime", "1h", "--ssh-ca-key-file", keyFile],
+            ["rotate", "--ssh-certificate-lifetime", "8d", "--ssh-ca-key-file", keyFile],
             ["retire", "--alg", "rsa", "--ssh-ca-key-file", keyFile], ["rotate"],
         ] {
             let refused = try Self.run(arguments)

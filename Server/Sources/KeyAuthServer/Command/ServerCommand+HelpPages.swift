@@ -144,7 +144,11 @@ extension ServerCommand {
                   --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (rotate: the current
                                             key's; ecdsa: P-256; rsa: 3072 bits)
                   --overlap DURATION        how long rotate keeps the old CA published, 0s to 30d,
-                                            default 7d (the longest certificate lifetime)
+                                            default 7d (the longest certificate lifetime); rotate
+                                            warns when it is shorter than the lifetime
+                  --ssh-certificate-lifetime DURATION
+                                            rotate: the servers' certificate lifetime, default 8h
+                                            [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
                 """)
         case "clients":

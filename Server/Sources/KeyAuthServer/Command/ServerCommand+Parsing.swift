@@ -167,6 +167,7 @@ extension ServerCommand {
     ) throws(ServerConfigurationError) -> Action {
         let keyType = settings.option("--alg")
         let overlapText = settings.option("--overlap")
+        let lifetime = settings.value("--ssh-certificate-lifetime")
         let keyFile = settings.value("--ssh-ca-key-file")
         let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
         guard let keyFile, !keyFile.value.isEmpty else {
@@ -182,6 +183,10 @@ extension ServerCommand {
         guard overlapText == nil || given.first == "rotate" else {
             throw ServerConfigurationError("--overlap: only ssh-ca rotate takes it")
         }
+        // From the settings file or the environment it is serve's, and read wherever it is.
+        if case .flag = lifetime?.origin, given.first != "rotate" {
+            throw ServerConfigurationError("--ssh-certificate-lifetime: of ssh-ca, only rotate takes it")
+        }
         switch given.first {
         case "krl" where keyType == nil:
             guard given.count == 2 else { throw ServerConfigurationError("ssh-ca krl: missing FILE") }
@@ -196,7 +201,12 @@ extension ServerCommand {
                 overlap = try ServerSettings.Setting(value: overlapText, origin: .flag("--overlap")).duration(
                     0...SSHCertificateAuthorities.maximumOverlap)
             }
-            return .sshCA(.rotate(keyType: keyType, overlap: overlap), keyFile: keyFile.value)
+            let certificateLifetime =
+                try lifetime?.duration(60...SSHCertificateIssuer.maximumLifetime)
+                ?? SSHCertificateIssuer.Settings().lifetime
+            return .sshCA(
+                .rotate(keyType: keyType, overlap: overlap, certificateLifetime: certificateLifetime),
+                keyFile: keyFile.value)
         case "show" where keyType == nil:
             return .sshCA(.show, keyFile: keyFile.value)
         case "retire" where keyType == nil:

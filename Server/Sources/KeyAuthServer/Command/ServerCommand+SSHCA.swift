@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthArguments
 
 extension ServerCommand {
     /// `ssh-ca init`, `show`, `rotate` and `retire`: the CA key file, the previous CA beside it,
@@ -20,18 +21,13 @@ extension ServerCommand {
                 output.standard(authority.publicKeyLine(comment: "keyauth-ca") + "\n")
             case .show:
                 output.standard(try SSHCertificateAuthorities(keyFile: keyFile).current.lines(at: ServerClock.now()))
-            case .rotate(let keyType, let overlap):
+            case .rotate(let keyType, let overlap, let lifetime):
                 let now = ServerClock.now()
                 let rotated = try SSHCertificateAuthorities.rotate(
                     keyFile: keyFile, to: keyType.flatMap(SSHCertificateAuthority.KeyType.init(rawValue:)),
                     overlap: overlap, now: now)
-                output.error(
-                    "keyauth-server: the new SSH CA key is in \(keyFile); the previous CA stays published (in "
-                        + "\(SSHPreviousAuthority.path(besides: keyFile))) until "
-                        + "\(RFC3339.string(fromSeconds: rotated.previous.publishedUntil)) or ssh-ca retire. Running "
-                        + "servers sign with the new key from their next cleanup (within --cleanup-interval); hosts "
-                        + "trust both lines below\n")
                 let keys = SSHCertificateAuthorities.Keys(signing: rotated.signing, previous: rotated.previous)
+                output.error(rotationReport(keys, keyFile: keyFile, overlap: overlap, lifetime: lifetime, now: now))
                 output.standard(keys.lines(at: now))
             case .retire:
                 guard let retired = try SSHCertificateAuthorities.retire(keyFile: keyFile) else {
@@ -48,6 +44,37 @@ extension ServerCommand {
         } catch {
             return keyFileFailure(error, output: output)
         }
+    }
+
+    /// What `ssh-ca rotate` says on standard error: where the keys are, whether hosts are told
+    /// of the old CA (one line or two follow), and a warning when the overlap ends before the
+    /// old CA's last certificates expire.
+    private static func rotationReport(
+        _ keys: SSHCertificateAuthorities.Keys, keyFile: String, overlap: Int64, lifetime: Int64, now: Int64
+    ) -> String {
+        let previousPath = SSHPreviousAuthority.path(besides: keyFile)
+        let servers =
+            "Running servers sign with the new key from their next cleanup (within --cleanup-interval); "
+        var report = "keyauth-server: the new SSH CA key is in \(keyFile); "
+        if keys.published(at: now).count > 1, let previous = keys.previous {
+            report +=
+                "the previous CA stays published (in \(previousPath)) until "
+                + "\(RFC3339.string(fromSeconds: previous.publishedUntil)) or ssh-ca retire. \(servers)hosts "
+                + "that fetch the CA lines trust both lines below\n"
+        } else {
+            report +=
+                "the previous CA (kept in \(previousPath)) is not published. \(servers)hosts that fetch the CA "
+                + "lines trust only the line below\n"
+        }
+        if overlap < lifetime {
+            report +=
+                "keyauth-server: warning: --overlap \(DurationText.text(overlap)) is shorter than the certificate "
+                + "lifetime (\(DurationText.text(lifetime)), --ssh-certificate-lifetime): certificates the old CA "
+                + "signed stay valid until they expire at hosts that keep its line, while hosts that fetch the CA "
+                + "lines refuse them after the overlap, so their users need keyauth ssh cert again (revoked "
+                + "devices' certificates stay revoked under either CA)\n"
+        }
+        return report
     }
 
     /// `ssh-ca krl FILE`: the KRL of every revoked device's certificates, written atomically.

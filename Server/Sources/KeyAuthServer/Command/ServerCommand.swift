@@ -107,8 +107,10 @@ package enum ServerCommand {
         /// `ssh-ca krl FILE`: the revocation list of revoked devices' certificates, to FILE.
         case revocationList(file: String, database: String)
         /// `ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION]`: a new CA key in the
-        /// file, the old one published beside it for `overlap` seconds; both lines printed.
-        case rotate(keyType: String?, overlap: Int64)
+        /// file, the old one published beside it for `overlap` seconds; the published lines
+        /// printed, and a warning when `overlap` is shorter than the servers'
+        /// `certificateLifetime` (`--ssh-certificate-lifetime`, as `serve` reads it).
+        case rotate(keyType: String?, overlap: Int64, certificateLifetime: Int64)
         /// `ssh-ca retire`: the previous CA no longer published.
         case retire
     }
