@@ -188,6 +188,44 @@ struct SSHLoginTests {
         #expect(newAccepted.status == 0, "\(newAccepted.errorOutput)\n\(refreshed.log)")
     }
 
+    @Test("after delete-user, a device revoked before stays in the KRL, and sshd keeps refusing its live certificate")
+    func deletedUserStaysRevoked() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        let keys = try setup.keyDirectory
+        let krl = setup.directory.path + "/revoked.krl"
+        func writeList() throws {
+            let written = try ExternalCommand.run(
+                [
+                    Binaries.server, "ssh-ca", "krl", krl, "--ssh-ca-key-file", setup.directory.path + "/ssh-ca.pem",
+                    "--db", setup.server.databasePath,
+                ], timeout: 60)
+            try #require(written.status == 0, "\(written.errorOutput)")
+        }
+        let status = await setup.device.run(["status", "--json"])
+        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
+        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
+        #expect(await setup.device.run(["devices", "revoke", ownKeyID]).status == 0)
+        try writeList()
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
+            revokedKeys: krl)
+        defer { host.stop() }
+        #expect(try host.login(as: "root", identity: keys + "/device-key.pem").status == 255)
+
+        let deleted = try ExternalCommand.run(
+            [Binaries.server, "delete-user", "alice", "--db", setup.server.databasePath], timeout: 60)
+        #expect(deleted.status == 0, "\(deleted.errorOutput)")
+        try writeList()
+        let checked = try ExternalCommand.run(
+            ["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"], timeout: 30)
+        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
+        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
+        #expect(after.status == 255, "\(after.errorOutput)\n\(host.log)")
+        #expect(host.log.contains("revoked"), "\(host.log)")
+    }
+
     @Test(
         "after ssh-ca rotate --overlap 0s, a revoked device's certificate of the old CA stays refused by a host that still trusts it"
     )

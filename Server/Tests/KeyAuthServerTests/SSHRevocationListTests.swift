@@ -130,6 +130,51 @@ struct SSHRevocationListTests {
         #expect(kept.output.contains("ok"), "\(kept.output)\(kept.errorOutput)")
     }
 
+    @Test("delete-user keeps the deleted devices, revoked before or active, listed until their certificates expire")
+    func deletedDevicesStayListed() throws {
+        let environment = TestEnvironment()
+        let (responder, api, authority, _) = try Self.certificateAuthority(environment)
+        let alice = try ServerTestKeys.key("alice-1")
+        let bob = try ServerTestKeys.key("bob-1")
+        let token = try api.activeDevice(user: "alice", key: alice)
+        _ = try api.activeDevice(user: "bob", key: bob)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(alice.publicKey.fingerprint)", token: token).status == 204)
+        let aliceID = "keyauth user alice device \(alice.publicKey.fingerprint)"
+        let bobID = "keyauth user bob device \(bob.publicKey.fingerprint)"
+
+        // The admin command deletes both users: alice's device was revoked, bob's active.
+        let administrator = DeviceRegistry(
+            storage: api.storage, pendingLifetime: 600, deviceRetention: 86_400, now: environment.clock.closure)
+        let deletedAt = environment.clock.closure()
+        _ = try administrator.deleteUser("alice")
+        _ = try administrator.deleteUser("bob")
+        #expect(try api.storage.allDevices().isEmpty)
+        environment.clock.advance(by: SSHRevocationListCache.maximumAge)
+        func listed() throws -> [UInt8] {
+            let list = try api.send("GET", "/v1/ssh/krl")
+            try #require(list.status == 200)
+            return list.body
+        }
+        for (key, keyID) in [(alice, aliceID), (bob, bobID)] {
+            #expect(try listed().contains(Array(keyID.utf8)))
+            let queried = try Self.query(
+                try listed(), key: key.publicKey, keyID: keyID, signedBy: authority, in: environment.directory)
+            #expect(queried.output.contains("REVOKED"), "\(queried.output)\(queried.errorOutput)")
+        }
+
+        // Until the last certificate issued before the deletion has expired, with the allowance.
+        let until = deletedAt + SSHCertificateIssuer.maximumLifetime + SSHCertificateIssuer.backdating
+        environment.clock.advance(by: until - 1 - environment.clock.closure())
+        responder.purgeExpired()
+        #expect(try listed().contains(Array(bobID.utf8)))
+        environment.clock.advance(by: 1)
+        responder.purgeExpired()
+        #expect(try api.storage.sshRevokedKeys(listedAfter: 0).isEmpty)
+        environment.clock.advance(by: SSHRevocationListCache.maximumAge)
+        #expect(try !listed().contains(Array(aliceID.utf8)))
+        #expect(try !listed().contains(Array(bobID.utf8)))
+    }
+
     @Test("an address that fetches without pause gets 429 with Retry-After; another address does not")
     func fetchesAreLimitedPerAddress() throws {
         let environment = TestEnvironment()

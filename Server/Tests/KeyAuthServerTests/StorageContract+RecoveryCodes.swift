@@ -44,7 +44,7 @@ extension StorageContract {
         #expect(try storage.unusedRecoveryCodes(user: "bob").count == 1)
 
         // Deleting a user deletes their codes: a new user of that name starts with none.
-        _ = try storage.deleteUser("alice")
+        _ = try storage.deleteUser("alice", listingSSHKeysUntil: 0)
         #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
         #expect(try storage.unusedRecoveryCodes(user: "bob").count == 1)
     }

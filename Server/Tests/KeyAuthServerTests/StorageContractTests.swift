@@ -105,7 +105,7 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageCheck(
                 "keeps audit events in the order recorded, read from a time", StorageContract.keepsAuditEvents),
         ] + StorageContract.signInChecks + StorageContract.authorizationChecks + StorageContract.healthChecks
-        + StorageContract.recoveryCodeChecks + StorageContract.approvalChecks
+        + StorageContract.recoveryCodeChecks + StorageContract.approvalChecks + StorageContract.sshRevokedKeyChecks
 }
 
 /// The checks, written once for every backend.

@@ -101,6 +101,9 @@ final class InProcessKeyAuthServer: Sendable {
         directory.remove()
     }
 
+    /// The SQLite file the server keeps its records in, for `keyauth-server` commands (`--db`).
+    var databasePath: String { directory.path + "/server.db" }
+
     /// Stops listening; the port then refuses connections.
     func stop() {
         listener.stop()

@@ -58,7 +58,9 @@ extension ServerCommand {
         take a key ID or a prefix of at least 8 characters; a prefix that matches several
         devices is refused with the list of them. revoke revokes an active device or denies a
         pending one. users lists users with their devices counted by state. delete-user
-        revokes every device of USER, then deletes the user's devices and enrollment codes.
+        revokes every device of USER, then deletes the user's devices and enrollment codes; the
+        SSH revocation list keeps naming the deleted devices for 7 days and 5 minutes, until
+        their last certificate has expired.
         codes list shows the enrollment codes still usable (by a short ID of their hash);
         codes revoke USER deletes that user's unused codes.
 

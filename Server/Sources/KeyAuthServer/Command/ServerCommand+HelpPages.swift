@@ -72,6 +72,9 @@ extension ServerCommand {
                 "delete-user USER",
                 """
                 Revokes every device of USER, then deletes the user's devices and enrollment codes.
+                The SSH revocation list (GET /v1/ssh/krl, ssh-ca krl) keeps naming the deleted
+                devices for 7 days and 5 minutes (the longest certificate lifetime and the clock
+                allowance), so no certificate of theirs works again at a host that checks it.
                 """)
         case "codes":
             return page(

@@ -94,9 +94,12 @@ extension ServerCommand {
                 now: ServerClock.now,
                 revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: ServerClock.now))
             let devices = try DeviceRegistry.administering(storage).allDevices()
-            try SecureFile.write(try issuer.revocationList(of: devices), to: file)
+            let deleted = try storage.sshRevokedKeys(listedAfter: ServerClock.now())
+            try SecureFile.write(try issuer.revocationList(of: devices, deleted: deleted), to: file)
             let revoked = devices.filter { $0.status == .revoked }.count
-            output.error("keyauth-server: wrote \(file), revoking the certificates of \(revoked) revoked device(s)\n")
+            output.error(
+                "keyauth-server: wrote \(file), revoking the certificates of \(revoked) revoked device(s) and "
+                    + "\(deleted.count) deleted device(s)\n")
         }
     }
 

@@ -17,6 +17,10 @@ struct SSHCertificateIssuer: Sendable {
     /// The longest `--ssh-certificate-lifetime`: a certificate cannot be recalled before it
     /// expires except by a host's KRL, so its life stays short.
     static let maximumLifetime: Int64 = 7 * 86_400
+    /// How long the revocation list keeps naming a device that `delete-user` deleted: the
+    /// longest lifetime of a certificate issued just before, plus the backdating again as the
+    /// allowance for a host whose clock is behind.
+    static let revocationRetention: Int64 = maximumLifetime + backdating
     /// The extension naming the device key, for hosts and logs that want to know which device.
     static let deviceExtension = "device-key@keyauth"
     /// The extension naming the device's assurance tier (`attested`, `tpm-unverified`,
@@ -48,33 +52,41 @@ struct SSHCertificateIssuer: Sendable {
     /// The key ID of every certificate of `device`: what `sshd` logs, and what the revocation
     /// list names once the device is revoked.
     static func keyID(of device: DeviceRecord) -> String {
-        "keyauth user \(device.user) device \(device.kid)"
+        keyID(user: device.user, kid: device.kid)
     }
 
-    /// The KRL of the certificates of `devices` that are revoked, generated now: their key IDs
-    /// for every CA published now, and their keys for any CA.
-    func revocationList(of devices: [DeviceRecord]) throws(KeyAuthError) -> [UInt8] {
+    /// The key ID of the certificates of `user`'s device `kid`.
+    static func keyID(user: String, kid: String) -> String {
+        "keyauth user \(user) device \(kid)"
+    }
+
+    /// The KRL of the certificates of `devices` that are revoked and of the `deleted` devices,
+    /// generated now: their key IDs for every CA published now, and their keys for any CA.
+    func revocationList(of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord]) throws(KeyAuthError) -> [UInt8] {
         let time = now()
         return try SSHRevocationList.encoded(
-            revoking: Self.revocations(of: devices), ofAuthorities: authorities.current.published(at: time),
-            generatedAt: UInt64(clamping: max(time, 0)))
+            revoking: Self.revocations(of: devices, deleted: deleted),
+            ofAuthorities: authorities.current.published(at: time), generatedAt: UInt64(clamping: max(time, 0)))
     }
 
-    /// The KRL of `registry`'s revoked devices as `GET /v1/ssh/krl` serves it: from the cache,
-    /// which reads the devices only when its list is too old or misses a revocation.
+    /// The KRL of `registry`'s revoked and deleted devices as `GET /v1/ssh/krl` serves it: from
+    /// the cache, which reads the storage only when its list is too old or misses a revocation.
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
-        try revocationLists.list(authorities: authorities.current.published(at: now())) {
-            Self.revocations(of: try registry.allDevices())
+        let time = now()
+        return try revocationLists.list(authorities: authorities.current.published(at: time)) {
+            Self.revocations(
+                of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time))
         }
     }
 
-    /// What the list names for the revoked devices among `devices`: the key IDs of their
-    /// certificates and the fingerprints of their keys.
-    static func revocations(of devices: [DeviceRecord]) -> SSHRevocations {
-        let revoked = devices.filter { $0.status == .revoked }
+    /// What the list names for the revoked devices among `devices` and the `deleted` ones: the
+    /// key IDs of their certificates and the fingerprints of their keys.
+    static func revocations(of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord]) -> SSHRevocations {
+        let revoked = devices.filter { $0.status == .revoked }.map { ($0.user, $0.kid, $0.publicKeyPEM) }
+        let listed = revoked + deleted.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         return SSHRevocations(
-            keyIDs: revoked.map(keyID(of:)),
-            keyFingerprints: revoked.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.publicKeyPEM) })
+            keyIDs: listed.map { keyID(user: $0.0, kid: $0.1) },
+            keyFingerprints: listed.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.2) })
     }
 
     /// A certificate issued, as the endpoint answers it.

@@ -62,6 +62,9 @@ extension DeviceRegistry {
     /// Revoking first means a device whose record somehow survived would still be revoked, and
     /// the audit trail names every device the user lost. The user is then unknown to the
     /// server: the name needs a new enrollment code (or, under open enrollment, is anyone's).
+    /// The deleted devices' keys stay in the SSH revocation list for
+    /// ``SSHCertificateIssuer/revocationRetention`` seconds, until their last certificate has
+    /// expired: the list is otherwise built from device records, and would drop them.
     /// - Returns: how many devices and codes were deleted.
     /// - Throws: ``ServiceError`` `.unknownDevice` when the user has no device and no code;
     ///   ``StorageError``.
@@ -69,7 +72,8 @@ extension DeviceRegistry {
         for device in try storage.devices(user: user) where device.status == .active || device.status == .pending {
             _ = try revoke(kid: device.kid, ownedBy: user, by: .administrator)
         }
-        let deleted = try storage.deleteUser(user)
+        let deleted = try storage.deleteUser(
+            user, listingSSHKeysUntil: now().addingSaturating(SSHCertificateIssuer.revocationRetention))
         guard deleted.devices + deleted.codes > 0 else {
             throw ServiceError(.unknownDevice, "no user \(user)")
         }

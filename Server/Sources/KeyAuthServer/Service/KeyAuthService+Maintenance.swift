@@ -14,7 +14,7 @@ extension KeyAuthService {
     }
 
     /// Forgets what has expired: replay-cache entries, enrollment codes, pending and denied
-    /// devices past their retention, sign-in requests past theirs, and ended browser sessions;
+    /// devices past their retention, deleted devices' keys whose certificates have all expired, sign-in requests past theirs, and ended browser sessions;
     /// reloads the signing keys (publishing a rotation's new key) and retires the previous keys
     /// whose last token has expired.
     ///
@@ -23,6 +23,7 @@ extension KeyAuthService {
         let time = now()
         try storage.purgeExpiredJTIs(now: time)
         try storage.purgeExpiredEnrollmentCodes(now: time)
+        try storage.purgeSSHRevokedKeys(now: time)
         try registry.purgeStale()
         try tokens.keys.retireExpired(
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)

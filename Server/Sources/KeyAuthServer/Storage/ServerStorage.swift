@@ -168,8 +168,21 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Deletes every device record, enrollment code and recovery code of `user` in one
     /// transaction; returns how many devices and enrollment codes. The user is then unknown to the
     /// server, as if never registered.
+    ///
+    /// In the same transaction the keys of the user's active and revoked devices (those that may
+    /// hold SSH certificates) go into the SSH revocation keys, listed until `until` (a key listed
+    /// already keeps the later time), so that no certificate of a deleted device is valid again.
     @discardableResult
-    func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int)
+    func deleteUser(_ user: String, listingSSHKeysUntil until: Int64) throws(StorageError) -> (devices: Int, codes: Int)
+
+    // MARK: SSH revocation keys
+
+    /// The keys ``deleteUser(_:listingSSHKeysUntil:)`` listed whose time is after `now`, by `kid`.
+    func sshRevokedKeys(listedAfter now: Int64) throws(StorageError) -> [SSHRevokedKeyRecord]
+
+    /// Forgets the listed keys whose time is `now` or before; returns how many.
+    @discardableResult
+    func purgeSSHRevokedKeys(now: Int64) throws(StorageError) -> Int
 
     // MARK: Server signing keys
 

@@ -291,6 +291,22 @@ enum SQLSchema {
                 "ALTER TABLE authorization_codes ADD COLUMN acr TEXT",
             ]
         },
+        Migration(version: 14) { sql in
+            [
+                // Keys of devices that delete-user deleted, which the SSH revocation list keeps
+                // naming until `listed_until` (deletion + the longest certificate lifetime + the
+                // clock allowance): their certificates must not work again when the row goes.
+                """
+                CREATE TABLE ssh_revoked_keys (
+                    kid \(sql.orderedText) PRIMARY KEY NOT NULL,
+                    user_name TEXT NOT NULL,
+                    public_key_pem TEXT NOT NULL,
+                    listed_until \(sql.integer) NOT NULL
+                )
+                """,
+                "CREATE INDEX ssh_revoked_keys_by_time ON ssh_revoked_keys (listed_until)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.

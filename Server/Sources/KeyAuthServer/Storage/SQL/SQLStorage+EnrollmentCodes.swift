@@ -48,11 +48,16 @@ extension SQLStorage {
         }
     }
 
-    package func deleteUser(_ user: String) throws(StorageError) -> (devices: Int, codes: Int) {
+    package func deleteUser(_ user: String, listingSSHKeysUntil until: Int64) throws(StorageError) -> (
+        devices: Int, codes: Int
+    ) {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> (devices: Int, codes: Int) in
                 // The insert lock, so that no registration of this user lands in the middle.
                 try connection.lock(Self.deviceInsertLock(user: user))
+                // In the same transaction: no moment where a deleted device's certificates are
+                // in neither the devices nor the revocation list.
+                try Self.listSSHKeys(of: user, until: until, in: connection)
                 let devices = try connection.execute("DELETE FROM devices WHERE user_name = $1", [.text(user)])
                 let codes = try connection.execute("DELETE FROM enrollment_codes WHERE user_name = $1", [.text(user)])
                 // A new user of the same name must not inherit a way into the account.
