@@ -1,5 +1,7 @@
+import Foundation
 import Glibc
 import KeyAuth
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuthServer
@@ -149,6 +151,72 @@ struct EnrollmentTests {
         var exposed = ServerConfiguration(listen: try ListenAddress(parsing: "0.0.0.0:8088"))
         exposed.enrollment = .open
         #expect(exposed.openEnrollmentWarning?.contains("0.0.0.0:8088") == true)
+
+        // The TLS deployment listens on loopback behind a proxy, for an https issuer: it warns.
+        for (issuer, trustProxy, warns) in [
+            ("https://auth.example.com", true, true), ("https://auth.example.com", false, true),
+            (nil, true, true), ("http://localhost:8088", false, false), ("http://127.0.0.1:8088/", false, false),
+            ("http://[::1]:8088", false, false),
+        ] {
+            var proxied = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
+            proxied.enrollment = .open
+            proxied.issuer = issuer
+            proxied.trustProxy = trustProxy
+            #expect((proxied.openEnrollmentWarning != nil) == warns, "\(issuer ?? "none") \(trustProxy)")
+        }
+        var behindProxy = ServerConfiguration(listen: try ListenAddress(parsing: "127.0.0.1:8088"))
+        behindProxy.enrollment = .open
+        behindProxy.trustProxy = true
+        behindProxy.issuer = "https://auth.example.com"
+        #expect(behindProxy.openEnrollmentWarning?.contains("--trust-proxy") == true)
+        #expect(behindProxy.openEnrollmentWarning?.contains("https://auth.example.com") == true)
+    }
+
+    @Test(
+        "open enrollment with the SSH CA starts only when the listener and the issuer are loopback, with no proxy",
+        .timeLimit(.minutes(2)))
+    func openEnrollmentWithSSHCertificates() throws {
+        let open = ["serve", "--enrollment", "open", "--ssh-ca-key-file", "/nonexistent/ssh-ca.pem"]
+        for exposed in [
+            ["--listen", "0.0.0.0:8088"], ["--trust-proxy", "--issuer", "https://auth.example.com"],
+            ["--issuer", "https://auth.example.com"], ["--trust-proxy"],
+        ] {
+            let refused = #expect(throws: ServerConfigurationError.self, "\(exposed)") {
+                try ServerCommand.parse(arguments: open + exposed, environment: [:], defaultSettingsFile: nil)
+            }
+            #expect(refused?.status == 64)
+            #expect(refused?.message.contains("root included") == true, "\(refused?.message ?? "")")
+            #expect(refused?.message.contains("--enrollment code") == true)
+        }
+        for loopback in [[], ["--issuer", "http://localhost:8088"], ["--listen", "[::1]:8088"]] {
+            let action = try ServerCommand.parse(arguments: open + loopback, environment: [:], defaultSettingsFile: nil)
+            guard case .serve(let configuration) = action else {
+                Issue.record("\(loopback): not serve")
+                continue
+            }
+            #expect(configuration.sshCAKeyFile != nil && configuration.enrollment == .open)
+        }
+        // Code enrollment may be exposed; open enrollment from the settings file is exit 78.
+        let coded = ["serve", "--ssh-ca-key-file", "/nonexistent/ssh-ca.pem", "--listen", "0.0.0.0:8088"]
+        #expect(throws: Never.self) {
+            try ServerCommand.parse(arguments: coded, environment: [:], defaultSettingsFile: nil)
+        }
+        let directory = TemporaryDirectory("keyauth-open-ssh")
+        defer { directory.remove() }
+        try "enrollment = open\n".write(toFile: directory.path + "/server.conf", atomically: true, encoding: .utf8)
+        let fromFile = #expect(throws: ServerConfigurationError.self) {
+            try ServerCommand.parse(
+                arguments: coded + ["--config", directory.path + "/server.conf"], environment: [:],
+                defaultSettingsFile: nil)
+        }
+        #expect(fromFile?.status == 78)
+
+        // The built server refuses to start, in one line.
+        let started = try ExternalCommand.run(
+            [Binaries.server] + open + ["--trust-proxy", "--db", directory.path + "/ka.db"], timeout: 30)
+        #expect(started.status == 64)
+        #expect(started.errorOutput.hasPrefix("keyauth-server: --enrollment open with --ssh-ca-key-file"))
+        #expect(started.errorOutput.split(separator: "\n").count == 1, "\(started.errorOutput)")
     }
 
     @Test("issuing a code for an invalid user name is refused")

@@ -107,8 +107,9 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
                                     it must be mode 600 and owned by the server's user
           --enrollment code|open    whether a new user's first device needs a code from 'enroll',
-                                    default code; open is for development on loopback
-                                    [KEYAUTH_SERVER_ENROLLMENT]
+                                    default code; open is for development on loopback (with
+                                    --ssh-ca-key-file, refused unless the listener and the
+                                    issuer are loopback) [KEYAUTH_SERVER_ENROLLMENT]
           --dpop optional|required  whether access tokens must be bound to the device key with a
                                     DPoP proof (RFC 9449); optional (default) still issues Bearer
                                     tokens to requests without a proof [KEYAUTH_SERVER_DPOP]

@@ -173,12 +173,46 @@ package struct ServerConfiguration: Sendable {
         self.listen = listen
     }
 
-    /// The warning `serve` prints at start for open enrollment on an address other machines
-    /// can reach, where anyone could claim every unused user name; nil otherwise.
+    /// The warning `serve` prints at start for open enrollment on a server other machines can
+    /// reach (``exposure``), where anyone could claim every unused user name; nil otherwise.
     package var openEnrollmentWarning: String? {
-        guard enrollment == .open, !Self.isLoopback(listen.host) else { return nil }
-        return "warning: --enrollment open on \(listen): anyone who reaches the server can register a first "
-            + "device for any unused user name; use --enrollment code (the default) outside development"
+        guard enrollment == .open, !exposure.isEmpty else { return nil }
+        return "warning: --enrollment open on a server that \(exposure.joined(separator: ", ")): anyone who "
+            + "reaches the server can register a first device for any unused user name; use --enrollment code "
+            + "(the default) outside development"
+    }
+
+    /// Why `serve` refuses to start, or nil: open enrollment with the SSH CA on a server other
+    /// machines can reach, where anyone could register a first device for `root` (or any
+    /// account name not yet a keyauth user) and get a certificate naming it.
+    ///
+    /// - Warning: a host that accepts a certificate whose principal equals the login name (no
+    ///   `AuthorizedPrincipalsFile`) would let that stranger in; code enrollment decides who gets
+    ///   which name.
+    package var sshEnrollmentProblem: String? {
+        guard enrollment == .open, sshCAKeyFile != nil, !exposure.isEmpty else { return nil }
+        return "--enrollment open with --ssh-ca-key-file on a server that \(exposure.joined(separator: ", ")): "
+            + "anyone who reaches it could register any unused user name, root included, and get SSH "
+            + "certificates naming it; use --enrollment code, or keep the listener and the issuer on loopback"
+    }
+
+    /// What makes the server reachable from other machines, each as words after "a server that":
+    /// a listen address other than loopback, a proxy in front (`--trust-proxy`, as in the TLS
+    /// deployment that listens on 127.0.0.1), an issuer (the URL clients use) whose host is not
+    /// loopback. Empty for a server only this machine reaches.
+    var exposure: [String] {
+        var reasons: [String] = []
+        if !Self.isLoopback(listen.host) { reasons.append("listens on \(listen)") }
+        if trustProxy { reasons.append("trusts a proxy (--trust-proxy)") }
+        if let issuer, !Self.isLoopbackURL(issuer) { reasons.append("has the issuer \(issuer)") }
+        return reasons
+    }
+
+    /// Whether the URL `url` names a loopback host: `localhost`, or a loopback address.
+    static func isLoopbackURL(_ url: String) -> Bool {
+        guard var host = RedirectURI.parts(of: url)?.host else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host == "localhost" || isLoopback(host)
     }
 
     /// Whether `host` (a numeric address) is a loopback address: 127.0.0.0/8, `::1`, or an
