@@ -55,6 +55,56 @@ struct SSHLoginTests {
             }
         }
 
+        /// Where the revocation list that hosts check is kept.
+        var revocationListPath: String { directory.path + "/revoked.krl" }
+
+        /// Fetches the server's revocation list into ``revocationListPath``, as a host's timer does.
+        func fetchRevocationList() throws {
+            let fetched = try ExternalCommand.run(
+                ["curl", "-fsS", "-o", revocationListPath, server.url + "/v1/ssh/krl"], timeout: 30)
+            try #require(fetched.status == 0, "\(fetched.errorOutput)")
+        }
+
+        /// A host that trusts the first CA's line (and keeps it), lets alice in as root, and
+        /// checks ``revocationListPath``.
+        func hostCheckingRevocations() throws -> OpenSSHServer {
+            try OpenSSHServer(
+                caLine: authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
+                revokedKeys: revocationListPath)
+        }
+
+        /// Gets a certificate and the revocation list, and starts ``hostCheckingRevocations()``,
+        /// which lets the certificate in (the list names no revoked device yet).
+        func hostLettingTheCertificateIn() async throws -> OpenSSHServer {
+            #expect(await device.run(["ssh", "cert"]).status == 0)
+            try fetchRevocationList()
+            let host = try hostCheckingRevocations()
+            let before = try host.login(as: "root", identity: try keyDirectory + "/device-key.pem")
+            #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
+            return host
+        }
+
+        /// Revokes the account's own device with `keyauth devices revoke`.
+        func revokeOwnDevice() async throws {
+            let status = await device.run(["status", "--json"])
+            let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
+            let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
+            let revoked = await device.run(["devices", "revoke", ownKeyID])
+            #expect(revoked.status == 0, "\(revoked.standardError)")
+        }
+
+        /// Expects the saved certificate revoked by the list (`ssh-keygen -Q`) and refused by
+        /// `host`, which logs why.
+        func expectCertificateRefused(by host: OpenSSHServer) throws {
+            let keys = try keyDirectory
+            let checked = try ExternalCommand.run(
+                ["ssh-keygen", "-Q", "-f", revocationListPath, keys + "/device-key.pem-cert.pub"], timeout: 30)
+            #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
+            let refused = try host.login(as: "root", identity: keys + "/device-key.pem")
+            #expect(refused.status == 255, "\(refused.errorOutput)\n\(host.log)")
+            #expect(host.log.contains("revoked"), "\(host.log)")
+        }
+
         func remove() {
             server.stop()
             device.home.remove()
@@ -103,33 +153,12 @@ struct SSHLoginTests {
     func revocationList() async throws {
         let setup = try await Setup()
         defer { setup.remove() }
-        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
-        let keys = try setup.keyDirectory
-        let krl = setup.directory.path + "/revoked.krl"
-        func fetchList() throws {
-            let fetched = try ExternalCommand.run(["curl", "-fsS", "-o", krl, setup.server.url + "/v1/ssh/krl"])
-            try #require(fetched.status == 0, "\(fetched.errorOutput)")
-        }
-        try fetchList()
-        let host = try OpenSSHServer(
-            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
-            revokedKeys: krl)
+        let host = try await setup.hostLettingTheCertificateIn()
         defer { host.stop() }
-        // The list names no revoked device yet: sshd reads it and lets the certificate in.
-        let before = try host.login(as: "root", identity: keys + "/device-key.pem")
-        #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
 
-        let status = await setup.device.run(["status", "--json"])
-        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
-        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
-        let revoked = await setup.device.run(["devices", "revoke", ownKeyID])
-        #expect(revoked.status == 0, "\(revoked.standardError)")
-        try fetchList()
-        let checked = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"])
-        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
-        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
-        #expect(after.status == 255)
-        #expect(host.log.contains("revoked"), "\(host.log)")
+        try await setup.revokeOwnDevice()
+        try setup.fetchRevocationList()
+        try setup.expectCertificateRefused(by: host)
     }
 
     @Test(
@@ -193,37 +222,26 @@ struct SSHLoginTests {
         let setup = try await Setup()
         defer { setup.remove() }
         #expect(await setup.device.run(["ssh", "cert"]).status == 0)
-        let keys = try setup.keyDirectory
-        let krl = setup.directory.path + "/revoked.krl"
+        // The list as `keyauth-server ssh-ca krl` writes it from the database.
         func writeList() throws {
             let written = try ExternalCommand.run(
                 [
-                    Binaries.server, "ssh-ca", "krl", krl, "--ssh-ca-key-file", setup.directory.path + "/ssh-ca.pem",
-                    "--db", setup.server.databasePath,
+                    Binaries.server, "ssh-ca", "krl", setup.revocationListPath, "--ssh-ca-key-file",
+                    setup.directory.path + "/ssh-ca.pem", "--db", setup.server.databasePath,
                 ], timeout: 60)
             try #require(written.status == 0, "\(written.errorOutput)")
         }
-        let status = await setup.device.run(["status", "--json"])
-        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
-        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
-        #expect(await setup.device.run(["devices", "revoke", ownKeyID]).status == 0)
+        try await setup.revokeOwnDevice()
         try writeList()
-        let host = try OpenSSHServer(
-            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
-            revokedKeys: krl)
+        let host = try setup.hostCheckingRevocations()
         defer { host.stop() }
-        #expect(try host.login(as: "root", identity: keys + "/device-key.pem").status == 255)
+        try setup.expectCertificateRefused(by: host)
 
         let deleted = try ExternalCommand.run(
             [Binaries.server, "delete-user", "alice", "--db", setup.server.databasePath], timeout: 60)
         #expect(deleted.status == 0, "\(deleted.errorOutput)")
         try writeList()
-        let checked = try ExternalCommand.run(
-            ["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"], timeout: 30)
-        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
-        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
-        #expect(after.status == 255, "\(after.errorOutput)\n\(host.log)")
-        #expect(host.log.contains("revoked"), "\(host.log)")
+        try setup.expectCertificateRefused(by: host)
     }
 
     @Test(
@@ -232,39 +250,18 @@ struct SSHLoginTests {
     func revocationOutlivesTheOldAuthority() async throws {
         let setup = try await Setup()
         defer { setup.remove() }
-        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
-        let keys = try setup.keyDirectory
-        let krl = setup.directory.path + "/revoked.krl"
-        func fetchList() throws {
-            let fetched = try ExternalCommand.run(
-                ["curl", "-fsS", "-o", krl, setup.server.url + "/v1/ssh/krl"], timeout: 30)
-            try #require(fetched.status == 0, "\(fetched.errorOutput)")
-        }
-        try fetchList()
         // A host set up once with the old CA's line, which it keeps after the rotation.
-        let host = try OpenSSHServer(
-            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["alice"]],
-            revokedKeys: krl)
+        let host = try await setup.hostLettingTheCertificateIn()
         defer { host.stop() }
-        let before = try host.login(as: "root", identity: keys + "/device-key.pem")
-        #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
 
         let caFile = setup.directory.path + "/ssh-ca.pem"
         let rotated = try ExternalCommand.run(
             [Binaries.server, "ssh-ca", "rotate", "--overlap", "0s", "--ssh-ca-key-file", caFile], timeout: 60)
         #expect(rotated.status == 0, "\(rotated.errorOutput)")
         setup.server.runCleanup()
-        let status = await setup.device.run(["status", "--json"])
-        let accounts = try JSONValue(parsing: status.standardOutput)["accounts"]?.arrayValue
-        let ownKeyID = try #require(accounts?.first?["kid"]?.stringValue)
-        #expect(await setup.device.run(["devices", "revoke", ownKeyID]).status == 0)
-        try fetchList()
-        let checked = try ExternalCommand.run(
-            ["ssh-keygen", "-Q", "-f", krl, keys + "/device-key.pem-cert.pub"], timeout: 30)
-        #expect(checked.output.contains("REVOKED"), "\(checked.output)\(checked.errorOutput)")
-        let after = try host.login(as: "root", identity: keys + "/device-key.pem")
-        #expect(after.status == 255)
-        #expect(host.log.contains("revoked"), "\(host.log)")
+        try await setup.revokeOwnDevice()
+        try setup.fetchRevocationList()
+        try setup.expectCertificateRefused(by: host)
     }
 
     @Test("with a principals file, the certificate names the mapped principals; sshd lets in a mapped one, not another")

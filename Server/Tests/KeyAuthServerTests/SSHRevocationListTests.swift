@@ -106,15 +106,21 @@ struct SSHRevocationListTests {
             timeout: 30)
     }
 
-    @Test("the list names a revoked device's key itself: its certificates of a CA the list does not name are revoked")
-    func revokesTheDeviceKeyUnderEveryAuthority() throws {
-        let environment = TestEnvironment()
-        let (_, api, _, _) = try Self.certificateAuthority(environment)
+    /// Alice's device, revoked by herself, and bob's, active.
+    static func aliceRevokedBobActive(_ api: TestAPI) throws -> (alice: RSAPrivateKey, bob: RSAPrivateKey) {
         let alice = try ServerTestKeys.key("alice-1")
         let bob = try ServerTestKeys.key("bob-1")
         let token = try api.activeDevice(user: "alice", key: alice)
         _ = try api.activeDevice(user: "bob", key: bob)
         #expect(try api.authorized("DELETE", "/v1/devices/\(alice.publicKey.fingerprint)", token: token).status == 204)
+        return (alice, bob)
+    }
+
+    @Test("the list names a revoked device's key itself: its certificates of a CA the list does not name are revoked")
+    func revokesTheDeviceKeyUnderEveryAuthority() throws {
+        let environment = TestEnvironment()
+        let (_, api, _, _) = try Self.certificateAuthority(environment)
+        let (alice, bob) = try Self.aliceRevokedBobActive(api)
         let krl = try api.send("GET", "/v1/ssh/krl").body
 
         // A CA that rotation and retirement took out of the list, which a host may still trust.
@@ -134,11 +140,7 @@ struct SSHRevocationListTests {
     func deletedDevicesStayListed() throws {
         let environment = TestEnvironment()
         let (responder, api, authority, _) = try Self.certificateAuthority(environment)
-        let alice = try ServerTestKeys.key("alice-1")
-        let bob = try ServerTestKeys.key("bob-1")
-        let token = try api.activeDevice(user: "alice", key: alice)
-        _ = try api.activeDevice(user: "bob", key: bob)
-        #expect(try api.authorized("DELETE", "/v1/devices/\(alice.publicKey.fingerprint)", token: token).status == 204)
+        let (alice, bob) = try Self.aliceRevokedBobActive(api)
         let aliceID = "keyauth user alice device \(alice.publicKey.fingerprint)"
         let bobID = "keyauth user bob device \(bob.publicKey.fingerprint)"
 
