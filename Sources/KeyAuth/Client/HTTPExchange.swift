@@ -146,13 +146,14 @@ final class HTTPExchange: Sendable {
             // The URL was checked before it was sent: FoundationNetworking's name for an answer
             // that is not HTTP at all (-1002).
             message = "the server at \(server) did not answer with HTTP"
-        case .unknown:
-            // What FoundationNetworking says of an answer cut off in its body (-1).
-            message = "the answer of the server at \(server) could not be read whole (URL error -1)"
         case .notConnectedToInternet:
             message = "cannot reach the server at \(server): no network connection"
         case _ where isPlainHTTPAnswer(error, server: server):
             message = "TLS handshake with the server at \(server) failed; is this an http:// server?"
+        case .unknown:
+            // What FoundationNetworking says of an answer cut off in its body (-1), and of a
+            // failed TLS handshake, told apart just above.
+            message = "the exchange with the server at \(server) broke off (URL error -1)"
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
             message = "the TLS connection to the server at \(server) failed"
