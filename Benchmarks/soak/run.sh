@@ -174,7 +174,7 @@ soak() {
     local sampler_pid=$!
     pids+=("$sampler_pid")
     /usr/bin/python3 Benchmarks/soak/traffic.py --port "$port" --metrics-port "$metrics_port" --issuer "$issuer" \
-        --alg "$alg" --keys "$dir/keys.pem" --client-id "$client_id" --client-secret "$client_secret" \
+        --alg "$alg" --keys "$dir/keys.pem" --client-id="$client_id" --client-secret="$client_secret" \
         --seconds "$seconds" --pollers "$pollers" --ciba-clients "$ciba_clients" \
         --registrations-per-minute "$registrations" --summary "$dir/traffic.json" --csv "$dir/traffic.csv" \
         2>"$dir/traffic.err" &
