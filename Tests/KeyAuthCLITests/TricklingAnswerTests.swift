@@ -5,39 +5,42 @@ import Testing
 
 /// A server that answers a byte at a time must not hold a client past its timeout: the timeout
 /// bounds the whole exchange, not only the time between two reads. And an answer that is not
-/// HTTP is named as such.
-@Suite("A slow or broken answer and the client", .timeLimit(.minutes(2)))
+/// HTTP is named as such. With the built `keyauth`, in a process of its own, as the audit ran it.
+@Suite("A slow or broken answer and the built keyauth", .timeLimit(.minutes(3)))
 struct TricklingAnswerTests {
-    @Test("an answer sent a byte every 200 ms fails as timed out after the client's timeout")
-    func trickle() async throws {
-        let message = try await failure(of: TricklingServer(), timeout: 1)
+    @Test("an answer sent a byte every 200 ms fails as timed out after KEYAUTH_TIMEOUT")
+    func trickle() throws {
+        let message = try failure(of: TricklingServer(), timeout: "1")
         #expect(message.contains("did not answer within 1 s"), "\(message)")
     }
 
-    @Test("an answer cut off in its body is transportFailed saying so")
-    func cutOff() async throws {
+    @Test("an answer cut off in its body is a transport failure saying so")
+    func cutOff() throws {
         let server = try TricklingServer(
             head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"access", trickle: false)
-        let message = try await failure(of: server, timeout: 5)
+        let message = try failure(of: server, timeout: "5")
         // Which of the two FoundationNetworking reports depends on when it sees the close.
         #expect(message.contains("broke off") || message.contains("was lost"), "\(message)")
     }
 
-    @Test("an answer that is not HTTP is transportFailed saying so")
-    func notHTTP() async throws {
-        let message = try await failure(
-            of: TricklingServer(head: "SSH-2.0-OpenSSH_9.2\r\n\r\n", trickle: false), timeout: 5)
+    @Test("an answer that is not HTTP is a transport failure saying so")
+    func notHTTP() throws {
+        let message = try failure(
+            of: TricklingServer(head: "SSH-2.0-OpenSSH_9.2\r\n\r\n", trickle: false), timeout: "5")
         #expect(message.contains("did not answer with HTTP"), "\(message)")
     }
 
-    /// The message of the transportFailed error a login against `server` ends with (empty
-    /// when it ends otherwise, which the caller's expectation then shows).
-    private func failure(of server: TricklingServer, timeout: TimeInterval) async throws -> String {
+    /// The error line of `keyauth register` against `server` (its first request meets it), which
+    /// must end with exit 69 (the server cannot be used).
+    private func failure(of server: TricklingServer, timeout: String) throws -> String {
         defer { server.stop() }
-        let client = try KeyAuthClient(serverURL: "http://127.0.0.1:\(server.port)", timeout: timeout)
-        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: "a.b.c") }
-        #expect(error?.code == .transportFailed)
-        return error?.message ?? ""
+        let machine = Machine()
+        defer { machine.home.remove() }
+        let result = try machine.run(
+            ["register", "--server", "http://127.0.0.1:\(server.port)", "--user", "slow", "--presence", "none"],
+            extraEnvironment: ["KEYAUTH_TIMEOUT": timeout], timeout: 60)
+        #expect(result.status == 69, "\(result.standardError)")
+        return result.standardError
     }
 }
 
