@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuth
+import KeyAuthTestSupport
 import Synchronization
 import Testing
 
@@ -60,22 +61,8 @@ private final class TricklingServer: @unchecked Sendable {
     ) throws {
         self.head = head
         self.trickle = trickle
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 4) == 0
-                    && getsockname(listener, $0, &length) == 0
-            }
-        }
-        guard listening else {
-            close(listener)
-            throw POSIXError(.EADDRINUSE)
-        }
-        port = UInt16(bigEndian: address.sin_port)
+        guard let (listener, port) = loopbackListener() else { throw POSIXError(.EADDRINUSE) }
+        self.port = port
         self.listener = listener
         let thread = Thread { [self] in serve() }
         thread.start()

@@ -135,6 +135,28 @@ public final class RunningProcess: Sendable {
     }
 }
 
+/// A socket listening on 127.0.0.1 at a port the kernel picks, for a test's own server (one
+/// that answers nothing, or badly): its descriptor, which the caller closes, and the port; nil
+/// when it cannot listen.
+public func loopbackListener() -> (descriptor: Int32, port: UInt16)? {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return nil }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let listening = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && listen(descriptor, 4) == 0 && getsockname(descriptor, $0, &length) == 0
+        }
+    }
+    guard listening else {
+        close(descriptor)
+        return nil
+    }
+    return (descriptor, UInt16(bigEndian: address.sin_port))
+}
+
 /// A loopback port held bound but not listening: connecting to it is refused, and no other test
 /// can start listening on it meanwhile (a port that was merely free a moment ago could be taken).
 public final class ClosedPort: @unchecked Sendable {

@@ -260,20 +260,8 @@ struct ServerCommandTests {
     func stopWhileStarting() throws {
         // A PostgreSQL address that accepts the connection and never answers: the server waits
         // in its start for the connect_timeout.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(listener >= 0)
+        let (listener, port) = try #require(loopbackListener())
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        #expect(bound)
-        let port = UInt16(bigEndian: address.sin_port)
         let environment = TestEnvironment()
         let server = try KeyAuthServerProcess(
             name: "starting",
