@@ -8,25 +8,9 @@ extension ServerConfiguration {
     package var insecureIssuerWarning: String? {
         let issuer = resolvedIssuer(boundPort: listen.port)
         guard issuer.lowercased().hasPrefix("http://") else { return nil }
-        let host = Self.host(ofHTTPURL: issuer)
-        guard !(Self.isLoopbackName(host) && Self.isLoopback(listen.host)) else { return nil }
+        guard !(Self.isLoopbackURL(issuer) && Self.isLoopback(listen.host)) else { return nil }
         return "warning: the issuer \(issuer) is plain http where other machines may reach it: access tokens "
             + "and browser cookies cross the network in clear; serve behind TLS with an https:// --issuer "
             + "(docs/SERVER.md, \"TLS\")"
-    }
-
-    /// The host of an `http://` URL, without brackets or port.
-    static func host(ofHTTPURL url: String) -> String {
-        let rest = url.dropFirst("http://".count)
-        let authority = rest.prefix { $0 != "/" }
-        if authority.hasPrefix("[") {
-            return String(authority.dropFirst().prefix { $0 != "]" })
-        }
-        return String(authority.prefix { $0 != ":" })
-    }
-
-    /// Whether `host` (a name or a numeric address) is this machine's loopback.
-    static func isLoopbackName(_ host: String) -> Bool {
-        host.lowercased() == "localhost" || isLoopback(host)
     }
 }
