@@ -20,6 +20,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The client's HTTP transport (libcurl's easy interface; see CurlTransfer).
+        .systemLibrary(
+            name: "CKeyAuthCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .systemLibrary(
             name: "CKeyAuthPAM",
             pkgConfig: "pam",
@@ -54,7 +60,7 @@ let package = Package(
         // The library that Linux apps embed.
         .target(
             name: "KeyAuth",
-            dependencies: ["CKeyAuthOpenSSL", "CKeyAuthPAM", "CKeyAuthTSS2"]
+            dependencies: ["CKeyAuthCurl", "CKeyAuthOpenSSL", "CKeyAuthPAM", "CKeyAuthTSS2"]
         ),
         // The one argument parser of both commands.
         .target(

@@ -20,7 +20,6 @@ struct TricklingAnswerTests {
         let server = try TricklingServer(
             head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"access", trickle: false)
         let message = try failure(of: server, timeout: "5")
-        // Which of the two FoundationNetworking reports depends on when it sees the close.
         #expect(message.contains("broke off") || message.contains("was lost"), "\(message)")
     }
 
@@ -29,6 +28,43 @@ struct TricklingAnswerTests {
         let message = try failure(
             of: TricklingServer(head: "SSH-2.0-OpenSSH_9.2\r\n\r\n", trickle: false), timeout: "5")
         #expect(message.contains("did not answer with HTTP"), "\(message)")
+    }
+
+    /// FoundationNetworking, which the client used before libcurl's easy interface, woke about
+    /// 4,000 times a second while it waited for an answer: 2.5 to 3.5 s of CPU in a 4 s wait. A
+    /// client that sleeps in `poll(2)` uses a small fraction of that, whatever the machine's load,
+    /// since this counts CPU time, not time passed.
+    @Test("a client waiting for a silent server sleeps: its CPU time stays far below the wait")
+    func silentServer() throws {
+        let server = try TricklingServer(head: "", trickle: false, holdsSilently: true)
+        defer { server.stop() }
+        let url = "http://127.0.0.1:\(server.port)"
+        let machine = try Machine.withStoredAccount(server: url)
+        defer { machine.home.remove() }
+        // `times` prints the shell's own CPU time, then its children's: keyauth's alone.
+        let result = try runProcess(
+            "/bin/sh", ["-c", "\"$0\" \"$@\"; status=$?; times; exit $status", Binaries.keyauth, "login"],
+            environment: machine.environment.merging(["KEYAUTH_TIMEOUT": "4"]) { $1 }, timeout: 60)
+        #expect(result.status == 69, "\(result.standardError)")
+        #expect(result.standardError.contains("did not answer within 4 s"), "\(result.standardError)")
+        let children = result.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
+        let seconds = Self.cpuSeconds(children)
+        #expect(seconds.map { $0 < 1.2 } == true, "keyauth used \(children) of CPU while it waited")
+    }
+
+    /// The sum of a `times` line's two durations, `0m0.120s 0m0.030s`.
+    private static func cpuSeconds(_ line: String) -> Double? {
+        let parts = line.split(separator: " ")
+        guard parts.count == 2 else { return nil }
+        var total = 0.0
+        for part in parts {
+            guard part.hasSuffix("s"), let m = part.firstIndex(of: "m"),
+                let minutes = Double(part[..<m]),
+                let seconds = Double(part[part.index(after: m)..<part.index(before: part.endIndex)])
+            else { return nil }
+            total += minutes * 60 + seconds
+        }
+        return total
     }
 
     /// The error line of `keyauth register` against `server` (its first request meets it), which
@@ -47,20 +83,22 @@ struct TricklingAnswerTests {
 
 /// Accepts one connection, reads the request, sends `head` (by default one that announces
 /// 100,000 bytes), then with `trickle` a space every 200 ms, for at most 30 s or until the
-/// client goes.
+/// client goes; with `holdsSilently` it sends nothing more and keeps the connection open as long.
 private final class TricklingServer: @unchecked Sendable {
     let port: UInt16
     private let listener: Int32
     private let head: String
     private let trickle: Bool
+    private let holdsSilently: Bool
     private let state = Mutex((isListening: true, isStopped: false))
 
     init(
         head: String = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
-        trickle: Bool = true
+        trickle: Bool = true, holdsSilently: Bool = false
     ) throws {
         self.head = head
         self.trickle = trickle
+        self.holdsSilently = holdsSilently
         guard let (listener, port) = loopbackListener() else { throw POSIXError(.EADDRINUSE) }
         self.port = port
         self.listener = listener
@@ -88,11 +126,11 @@ private final class TricklingServer: @unchecked Sendable {
         defer { close(connection) }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         _ = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-        guard send(Array(head.utf8), to: connection), trickle else { return }
+        guard send(Array(head.utf8), to: connection), trickle || holdsSilently else { return }
         for _ in 0..<150 {
             if state.withLock({ $0.isStopped }) { return }
             usleep(200_000)
-            guard send([UInt8(ascii: " ")], to: connection) else { return }
+            guard holdsSilently || send([UInt8(ascii: " ")], to: connection) else { return }
         }
     }
 

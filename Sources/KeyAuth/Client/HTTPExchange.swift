@@ -1,16 +1,13 @@
+import CKeyAuthCurl
 import Foundation
 import Synchronization
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
-/// The one owner of a `URLSession`, which it invalidates when released so that clients made and
-/// dropped by an embedding app do not pile up sessions.
+/// Sends the client's requests, one libcurl transfer each (``CurlTransfer``) on a thread of
+/// its own, and reads their whole answers.
 ///
 /// It follows no redirects: a 3xx answer is an error naming its `Location`, and nothing is sent
-/// again. URLSession would otherwise replay the request, `Authorization: Bearer` header and
-/// body included, to whatever origin the answer names.
+/// again, so no `Authorization: Bearer` header or body is replayed to whatever origin an answer
+/// names.
 final class HTTPExchange: Sendable {
     /// One answer, read completely.
     struct Reply: Sendable {
@@ -28,151 +25,123 @@ final class HTTPExchange: Sendable {
     /// Answers larger than this are refused: nothing the protocol sends comes close.
     static let maximumBodySize = 1 << 20
 
-    private let session: URLSession
     let timeout: TimeInterval
 
     init(timeout: TimeInterval) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeout
-        configuration.timeoutIntervalForResource = timeout
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
         self.timeout = timeout
     }
 
-    deinit {
-        session.finishTasksAndInvalidate()
-    }
-
     /// Sends one request and reads the whole answer.
+    ///
+    /// The whole exchange, connecting included, has ``timeout`` seconds: a server sending its
+    /// answer a byte a second cannot hold `keyauth token` (a cron job, the PAM helper) for as
+    /// long as it likes.
     ///
     /// - Parameter server: the server's base URL, the only part of the request that an error
     ///   message may show (never a header, a body, or the path's query).
     /// - Throws: `.transportFailed` with its own message for a refused connection, a timeout, an
     ///   unknown host or a lost connection; `.cancelled` when the task was cancelled;
-    ///   `.serverRejected` for a redirect (any 3xx), naming its status and `Location`.
-    func send(_ request: URLRequest, server: String) async throws(KeyAuthError) -> Reply {
-        var request = request
-        request.timeoutInterval = timeout
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await exchange(request)
-        } catch let error as URLError {
-            throw Self.transportError(error, server: server, timeout: timeout)
-        } catch is CancellationError {
+    ///   `.serverRejected` for a redirect (any 3xx), naming its status and `Location`, and for
+    ///   an answer over 1 MiB.
+    func send(_ request: HTTPRequestSpec, server: String) async throws(KeyAuthError) -> Reply {
+        let answer: CurlTransfer.Answer
+        switch await exchange(request) {
+        case nil:
             throw KeyAuthError(.cancelled, "the request to \(server) was cancelled")
-        } catch {
-            throw KeyAuthError(.transportFailed, "cannot reach the server at \(server)")
+        case .failure(let failure)?:
+            throw Self.transportError(failure, server: server, timeout: timeout)
+        case .success(let received)?:
+            answer = received
         }
-        guard let http = response as? HTTPURLResponse else {
+        guard answer.status >= 100 else {
             throw KeyAuthError(.transportFailed, "the server at \(server) did not answer with HTTP")
         }
-        guard data.count <= Self.maximumBodySize else {
-            throw KeyAuthError(.serverRejected, "the server at \(server) sent an answer larger than 1 MiB")
+        guard !(300...399).contains(answer.status) else {
+            throw Self.redirectError(status: answer.status, location: answer.headers["location"], server: server)
         }
-        guard !(300...399).contains(http.statusCode) else {
-            throw Self.redirectError(
-                status: http.statusCode, location: http.value(forHTTPHeaderField: "Location"), server: server)
-        }
-        let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { Int($0.trimmingSpaces()) }
-        var headers: [String: String] = [:]
-        for name in Self.keptHeaders {
-            if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
-        }
-        return Reply(status: http.statusCode, body: [UInt8](data), retryAfter: retryAfter, headers: headers)
+        let retryAfter = answer.headers["retry-after"].flatMap { Int($0.trimmingSpaces()) }
+        let headers = answer.headers.filter { Self.keptHeaders.contains($0.key) }
+        return Reply(status: answer.status, body: answer.body, retryAfter: retryAfter, headers: headers)
     }
 
-    /// Runs `request` as a data task whose completion handler hands over the answer.
+    /// Runs `request` on a thread of its own; nil when the Swift task was cancelled.
     ///
-    /// Not `URLSession.data(for:)`: in the Swift 6.3 toolchain's FoundationNetworking its
-    /// cancellation handler waits for the session's queue while holding the Swift task's lock,
-    /// and that queue, handing over an answer that arrived at that moment, waits for the same
-    /// lock (swift-corelibs-foundation issue 5412). Control-C during `keyauth register`'s wait
-    /// for approval stopped the process for good that way. Here the completion handler runs on
-    /// the session's delegate queue, and a cancel only asks another thread to cancel the task.
-    ///
-    /// The whole exchange has ``timeout`` seconds: FoundationNetworking's own timeouts limit only
-    /// the time between two reads, so a server sending its answer a byte a second held
-    /// `keyauth token` (a cron job, the PAM helper) for as long as it liked. At the deadline the
-    /// task is cancelled and the request fails as timed out.
-    private func exchange(_ request: URLRequest) async throws -> (Data, URLResponse) {
-        let pending = PendingDataTask()
-        // DispatchTime's arithmetic traps on a non-finite or huge interval: those have no deadline.
-        if timeout.isFinite, timeout > 0, timeout < 1e9 {
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { pending.expire() }
-        }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let task = session.dataTask(with: request) { data, response, error in
-                    if pending.finish(), error != nil {
-                        continuation.resume(throwing: URLError(.timedOut))
-                    } else if let error {
-                        continuation.resume(throwing: error)
-                    } else if let response {
-                        continuation.resume(returning: (data ?? Data(), response))
-                    } else {
-                        continuation.resume(throwing: URLError(.badServerResponse))
-                    }
+    /// A cancel returns at once; the transfer itself stops within about a second on its thread.
+    private func exchange(_ request: HTTPRequestSpec) async -> Result<CurlTransfer.Answer, CurlTransfer.Failure>? {
+        let transfer = CurlTransfer(
+            keptHeaders: Set(Self.keptHeaders + ["retry-after", "location"]), maximumBodySize: Self.maximumBodySize)
+        let waiter = TransferWaiter()
+        let milliseconds = Self.milliseconds(timeout)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                guard waiter.wait(continuation) else { return }
+                Thread.detachNewThread {
+                    ThreadName.setCurrent("keyauth-http")
+                    waiter.finish(transfer.perform(request, timeoutMilliseconds: milliseconds))
                 }
-                pending.start(task)
             }
         } onCancel: {
-            pending.cancel()
+            transfer.cancel()
+            waiter.finish(nil)
         }
+    }
+
+    /// `timeout` in whole milliseconds for libcurl, rounded up; 0 (no limit) for a timeout that
+    /// is not finite, not positive or longer than about 31 years.
+    static func milliseconds(_ timeout: TimeInterval) -> Int {
+        guard timeout.isFinite, timeout > 0, timeout < 1e9 else { return 0 }
+        return Int((timeout * 1000).rounded(.up))
     }
 
     /// A message per failure that a person can act on, without the request's content.
-    static func transportError(_ error: URLError, server: String, timeout: TimeInterval) -> KeyAuthError {
+    static func transportError(_ failure: CurlTransfer.Failure, server: String, timeout: TimeInterval) -> KeyAuthError {
+        if failure.tooLarge {
+            return KeyAuthError(.serverRejected, "the server at \(server) sent an answer larger than 1 MiB")
+        }
         let message: String
-        switch error.code {
-        case .cancelled:
+        switch failure.code {
+        case CURLE_ABORTED_BY_CALLBACK:
             return KeyAuthError(.cancelled, "the request to \(server) was cancelled")
-        case .timedOut:
+        case CURLE_URL_MALFORMAT:
+            return KeyAuthError(.invalidArgument, "cannot form a request URL from \(server)")
+        case CURLE_OPERATION_TIMEDOUT:
             message = "the server at \(server) did not answer within \(Self.seconds(timeout))"
-        case .cannotConnectToHost:
+        case CURLE_COULDNT_CONNECT where failure.systemError == ECONNREFUSED:
             message = "cannot connect to the server at \(server): connection refused"
-        case .cannotFindHost, .dnsLookupFailed:
+        case CURLE_COULDNT_CONNECT:
+            message = "cannot connect to the server at \(server)"
+        case CURLE_COULDNT_RESOLVE_HOST:
             message = "cannot find the server host of \(server)"
-        case .networkConnectionLost:
-            message = "the connection to the server at \(server) was lost"
-        case .badServerResponse:
-            // FoundationNetworking's name for a connection closed before any answer (-1011).
+        case CURLE_GOT_NOTHING:
             message = "the server at \(server) closed the connection without an answer"
-        case .unsupportedURL:
-            // The URL was checked before it was sent: FoundationNetworking's name for an answer
-            // that is not HTTP at all (-1002).
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY:
+            // libcurl's names for an answer that is not HTTP/1.x (HTTP/0.9 is refused).
             message = "the server at \(server) did not answer with HTTP"
-        case .notConnectedToInternet:
-            message = "cannot reach the server at \(server): no network connection"
-        case _ where isPlainHTTPAnswer(error, server: server):
+        case CURLE_PARTIAL_FILE:
+            message = "the exchange with the server at \(server) broke off in the middle of its answer"
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            message = "the connection to the server at \(server) was lost"
+        case _ where isPlainHTTPAnswer(failure, server: server):
             message = "TLS handshake with the server at \(server) failed; is this an http:// server?"
-        case .unknown:
-            // What FoundationNetworking says of an answer cut off in its body (-1), and of a
-            // failed TLS handshake, told apart just above.
-            message = "the exchange with the server at \(server) broke off (URL error -1)"
-        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
+        case CURLE_PEER_FAILED_VERIFICATION:
+            message = "the TLS connection to the server at \(server) failed: its certificate is not trusted here"
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+            CURLE_SSL_INVALIDCERTSTATUS:
             message = "the TLS connection to the server at \(server) failed"
         default:
-            message = "cannot reach the server at \(server) (URL error \(error.code.rawValue))"
+            message = "cannot reach the server at \(server) (libcurl error \(failure.code.rawValue))"
         }
-        return KeyAuthError(.transportFailed, message, underlying: error)
+        return KeyAuthError(.transportFailed, message)
     }
 
     /// Whether a TLS handshake failed the way an `https://` URL to a plain-HTTP server makes it
     /// fail: the server's `HTTP/1.1 400` is read as a TLS record of an unknown version, or, when
     /// the ClientHello holds no line end for the server to answer, the server closes the
-    /// connection at its request timeout (`SSL_ERROR_SYSCALL`). FoundationNetworking reports both
-    /// as an unknown error carrying OpenSSL's `SSL_connect` text.
-    static func isPlainHTTPAnswer(_ error: URLError, server: String) -> Bool {
-        guard server.lowercased().hasPrefix("https://") else { return false }
-        let text = error.localizedDescription
-        return error.code == .secureConnectionFailed || text.contains("wrong version number")
-            || text.contains("SSL_connect")
+    /// connection at its request timeout (`SSL_ERROR_SYSCALL`).
+    static func isPlainHTTPAnswer(_ failure: CurlTransfer.Failure, server: String) -> Bool {
+        guard server.lowercased().hasPrefix("https://"), failure.code == CURLE_SSL_CONNECT_ERROR else { return false }
+        return failure.text.contains("wrong version number") || failure.text.contains("SSL_ERROR_SYSCALL")
+            || failure.text.contains("unexpected eof")
     }
 
     /// The error for a 3xx answer: it names where the server pointed, so that a person can fix a
@@ -207,72 +176,37 @@ final class HTTPExchange: Sendable {
     }
 }
 
-/// The data task of one request, and whether the Swift task that waits for it was cancelled,
-/// which can happen before the data task exists.
-private final class PendingDataTask: Sendable {
+/// The continuation that waits for one transfer: resumed once, by the transfer's end or by a
+/// cancel, whichever comes first.
+private final class TransferWaiter: Sendable {
+    typealias Outcome = Result<CurlTransfer.Answer, CurlTransfer.Failure>?
+
     private struct State {
-        var cancelled = false
-        var expired = false
-        var finished = false
-        var task: URLSessionDataTask?
+        var continuation: CheckedContinuation<Outcome, Never>?
+        var done = false
     }
 
     private let state = Mutex(State())
 
-    /// Starts `task`, and cancels it at once when the request was cancelled before it started.
-    /// It is resumed before anyone can see it, so that no cancel reaches a task not yet started.
-    func start(_ task: URLSessionDataTask) {
-        task.resume()
-        let cancelled = state.withLock { state in
-            state.task = task
-            return state.cancelled || state.expired
+    /// Keeps `continuation` until the transfer ends; false (and the continuation resumed with
+    /// nil) when a cancel came first, so that no transfer starts.
+    func wait(_ continuation: CheckedContinuation<Outcome, Never>) -> Bool {
+        let waiting = state.withLock { state in
+            guard !state.done else { return false }
+            state.continuation = continuation
+            return true
         }
-        if cancelled { Self.cancelElsewhere(task) }
+        if !waiting { continuation.resume(returning: nil) }
+        return waiting
     }
 
-    /// Cancels the data task once it exists; the request then ends with `URLError.cancelled`.
-    func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.task
+    /// Hands `outcome` (nil: cancelled) to the waiting task, unless something came first.
+    func finish(_ outcome: Outcome) {
+        let continuation = state.withLock { state in
+            state.done = true
+            defer { state.continuation = nil }
+            return state.continuation
         }
-        if let task { Self.cancelElsewhere(task) }
-    }
-
-    /// Cancels the data task because its deadline passed, unless it has finished; its failure
-    /// then reads as a timeout.
-    func expire() {
-        let task: URLSessionDataTask? = state.withLock { state in
-            guard !state.finished else { return nil }
-            state.expired = true
-            return state.task
-        }
-        if let task { Self.cancelElsewhere(task) }
-    }
-
-    /// Records that the data task finished, letting it go (the deadline's closure keeps this
-    /// object until it fires); returns whether its deadline had passed.
-    func finish() -> Bool {
-        state.withLock { state in
-            state.finished = true
-            state.task = nil
-            return state.expired
-        }
-    }
-
-    /// `URLSessionTask.cancel()` waits for the session's queue; a cancellation handler runs with
-    /// its Swift task's lock held, so it must not wait for anything (see `HTTPExchange.exchange`).
-    private static func cancelElsewhere(_ task: URLSessionDataTask) {
-        DispatchQueue.global().async { task.cancel() }
-    }
-}
-
-/// Answers every redirect with "do not follow", so that URLSession hands back the 3xx itself.
-private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
+        continuation?.resume(returning: outcome)
     }
 }

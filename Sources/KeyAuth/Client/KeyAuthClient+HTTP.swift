@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// The HTTP plumbing under every ``KeyAuthClient`` request: building the request with its
 /// `Authorization` and `DPoP` headers, answering a server's `use_dpop_nonce` once, and turning
 /// answers into documents or into the library's errors, with messages that name the server but
@@ -58,21 +54,20 @@ extension KeyAuthClient {
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
         authorization: String? = nil, proof: DPoPAttempt? = nil, proofAccessToken: String? = nil
     ) async throws(KeyAuthError) -> HTTPExchange.Reply {
-        guard let url = URL(string: serverURL + path) else {
+        guard URL(string: serverURL + path) != nil else {
             throw KeyAuthError(.invalidArgument, "cannot form a request URL from \(serverURL)")
         }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.setValue("keyauth/\(KeyAuthClient.version)", forHTTPHeaderField: "User-Agent")
-        if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
-        if let authorization { request.setValue(authorization, forHTTPHeaderField: "Authorization") }
+        var request = HTTPRequestSpec(method: method, url: serverURL + path)
+        request.setHeader("Accept", "application/json")
+        request.setHeader("User-Agent", "keyauth/\(KeyAuthClient.version)")
+        if let contentType { request.setHeader("Content-Type", contentType) }
+        if let authorization { request.setHeader("Authorization", authorization) }
         if let proof {
             let signed = try proof.builder.proof(
                 method: method, url: serverURL + path, accessToken: proofAccessToken, nonce: proof.nonce)
-            request.setValue(signed, forHTTPHeaderField: "DPoP")
+            request.setHeader("DPoP", signed)
         }
-        if let body { request.httpBody = Data(body) }
+        request.body = body
         return try await exchange.send(request, server: serverURL)
     }
 

@@ -1,10 +1,6 @@
 import Foundation
 import Synchronization
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Talks to a keyauth server (PROTOCOL.md section 4): registration, login with the JWT bearer
 /// grant, device management and discovery.
 ///
@@ -18,7 +14,7 @@ public struct KeyAuthClient: Sendable {
     public let serverURL: String
     /// Seconds a request may take, connection included.
     public var timeout: TimeInterval { exchange.timeout }
-    /// The one URL session of this client and its copies (``HTTPExchange``).
+    /// The transport of this client and its copies (``HTTPExchange``).
     let exchange: HTTPExchange
     /// The time source that turns `expires_in` into an expiry.
     let clock: KeyAuthClock

@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// One document fetched for ``AccessTokenVerifier``: the discovery document or the JWK set.
 public struct KeySetDocument: Sendable {
     /// The body.
@@ -37,11 +33,10 @@ public struct HTTPKeySetFetcher: KeySetFetcher {
     }
 
     public func fetch(_ url: String) async throws(KeyAuthError) -> KeySetDocument {
-        guard let target = URL(string: url) else { throw KeyAuthError(.invalidArgument, "not a URL: \(url)") }
-        var request = URLRequest(url: target)
-        request.httpMethod = "GET"
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.setValue("keyauth/\(KeyAuthClient.version)", forHTTPHeaderField: "User-Agent")
+        guard URL(string: url) != nil else { throw KeyAuthError(.invalidArgument, "not a URL: \(url)") }
+        var request = HTTPRequestSpec(url: url)
+        request.setHeader("Accept", "application/json")
+        request.setHeader("User-Agent", "keyauth/\(KeyAuthClient.version)")
         let reply = try await exchange.send(request, server: url)
         guard reply.status == 200 else {
             throw KeyAuthError(.serverRejected, "\(url) answered HTTP \(reply.status)")
