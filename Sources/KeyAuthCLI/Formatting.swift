@@ -5,7 +5,7 @@ import KeyAuth
 enum Formatting {
     /// RFC 3339 in UTC (`2026-11-29T15:28:01Z`), whole seconds rounded down.
     static func timestamp(_ date: Date) -> String {
-        RFC3339.string(fromSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
+        RFC3339.string(fromSeconds: Int64(clampingSeconds: date.timeIntervalSince1970))
     }
 
     /// A time of day for a person to compare with their clock: `HH:MM:SS` in `timeZone` (the

@@ -84,14 +84,14 @@ package struct KeyAuthAccount: Sendable, Hashable {
             "device_name": .string(deviceName), "presence": .string(presence.rawValue),
             "key_store": .string(keyStore.rawValue),
             "status": .string(status.rawValue),
-            "created_at": .integer(Int64(createdAt.timeIntervalSince1970.rounded(.down))),
+            "created_at": .integer(Int64(clampingSeconds: createdAt.timeIntervalSince1970)),
         ]
         if let keyID { members["kid"] = .string(keyID) }
         if let pamService { members["pam_service"] = .string(pamService) }
         // Written only when set: an account without it is the secure default.
         if insecureHTTP { members["insecure_http"] = .bool(true) }
         if let tier { members["tier"] = .string(tier.rawValue) }
-        if let refusedAt { members["refused_at"] = .integer(Int64(refusedAt.timeIntervalSince1970.rounded(.down))) }
+        if let refusedAt { members["refused_at"] = .integer(Int64(clampingSeconds: refusedAt.timeIntervalSince1970)) }
         return .object(members)
     }
 

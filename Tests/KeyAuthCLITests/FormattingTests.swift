@@ -12,6 +12,18 @@ struct FormattingTests {
         #expect(Formatting.timestamp(Date(timeIntervalSince1970: 59.9)) == "1970-01-01T00:00:59Z")
     }
 
+    @Test("a time far beyond any calendar, from a damaged file, prints as seconds instead of trapping")
+    func hugeTimes() throws {
+        for seconds in [9.2e18, 9_223_372_036_854_775_807, -9.3e18, .infinity, -.infinity, .nan] {
+            #expect(!Formatting.timestamp(Date(timeIntervalSince1970: seconds)).isEmpty)
+        }
+        let account = KeyAuthAccount(
+            name: "a@example.test", serverURL: "https://example.test", issuer: "https://example.test", user: "a",
+            deviceName: "laptop", keyID: nil, presence: .none, status: .active,
+            createdAt: Date(timeIntervalSince1970: 9_223_372_036_854_775_807))
+        #expect(account.jsonValue.objectValue?["created_at"]?.integerValue == .max)
+    }
+
     @Test("durations read naturally")
     func durations() {
         #expect(Formatting.duration(42) == "42 s")

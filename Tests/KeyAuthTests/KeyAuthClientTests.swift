@@ -118,6 +118,25 @@ struct KeyAuthClientTests {
         #expect(request.bodyText == "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=\(assertion)")
     }
 
+    @Test(
+        "an expires_in past a day or near 2^63 is kept a day, a negative one is no expires_in, and the token saves",
+        arguments: [("9223372036854775807", 86_400.0), ("172800", 86_400.0), ("-5", 60.0)])
+    func tokenLifetimeBounds(expiresIn: String, kept: TimeInterval) async throws {
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(200, "{\"access_token\":\"abc.def.ghi\",\"token_type\":\"Bearer\",\"expires_in\":\(expiresIn)}")
+        }
+        defer { responder.stop() }
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        let client = try KeyAuthClient(serverURL: responder.url, clock: .fixed(now))
+        let token = try await client.requestToken(assertion: try sampleAssertion())
+        #expect(token.expiresAt == now.addingTimeInterval(kept))
+        let directory = TemporaryDirectory("token-lifetime")
+        defer { directory.remove() }
+        let store = FileCredentialsStore(directory: directory.path)
+        try store.saveToken(token, account: "alice")
+        #expect(try store.loadToken(account: "alice")?.expiresAt == now.addingTimeInterval(kept))
+    }
+
     @Test("registration sends the public key and proof and reports new and existing records")
     func registration() async throws {
         let key = TestKeys.first.publicKey

@@ -71,7 +71,7 @@ public struct FileCredentialsStore: CredentialsStore {
     static func encode(_ token: AccessToken) -> String {
         JSONValue.object([
             "access_token": .string(token.value), "token_type": .string(token.tokenType),
-            "expires_at": .integer(Int64(token.expiresAt.timeIntervalSince1970.rounded(.down))),
+            "expires_at": .integer(Int64(clampingSeconds: token.expiresAt.timeIntervalSince1970)),
         ]).serialized(leadingKeys: ["access_token", "token_type", "expires_at"]) + "\n"
     }
 

@@ -111,6 +111,9 @@ extension KeyAuthClient {
         return policy == .whenSupported || metadata.dpopRequired
     }
 
+    /// The longest a stored access token is taken to live, whatever the answer says.
+    static let longestTokenLifetime: TimeInterval = 86_400
+
     /// Logs in with a device assertion (`POST /oauth/token`, RFC 7523 JWT bearer grant), with a
     /// DPoP proof of `proofs`' key when given, which binds the token to that key.
     ///
@@ -143,15 +146,18 @@ extension KeyAuthClient {
             throw KeyAuthError(
                 .serverRejected, "the server issued a \(answer.tokenType) token, which this login did not ask for")
         }
-        let lifetime: TimeInterval
+        var lifetime: TimeInterval
         if let expiresIn = answer.expiresIn {
             lifetime = TimeInterval(expiresIn)
         } else if let exp = (try? CompactJWS(parsing: value).claims())?["exp"]?.integerValue {
-            lifetime = max(0, TimeInterval(exp) - sentAt.timeIntervalSince1970)
+            lifetime = TimeInterval(exp) - sentAt.timeIntervalSince1970
         } else {
             // Without either, assume the shortest lifetime that still saves a login per command.
             lifetime = 60
         }
+        // No server issues tokens for longer than a day (PROTOCOL.md section 4): a longer one is
+        // kept for a day, and the next command logs in again a little early.
+        lifetime = min(max(lifetime, 0), Self.longestTokenLifetime)
         // Counting from when the request left keeps the expiry on the safe side of the server's.
         var token = AccessToken(value: value, tokenType: tokenType, expiresAt: sentAt.addingTimeInterval(lifetime))
         token.offlineGrant = answer.offlineGrant

@@ -45,3 +45,22 @@ extension Int {
         }
     }
 }
+
+extension Int64 {
+    /// `value` rounded down to a whole number, clamped to Int64's range; 0 for NaN. For times
+    /// written to files: `Int64(someDouble)` traps beyond the range, and a date read from a file
+    /// or made from a server's `expires_in` can lie there.
+    package init(clampingSeconds value: Double) {
+        guard !value.isNaN else {
+            self = 0
+            return
+        }
+        if value <= -9.223_372_036_854_775_808e18 {
+            self = .min
+        } else if value >= 9.223_372_036_854_775_808e18 {
+            self = .max
+        } else {
+            self = Int64(value.rounded(.down))
+        }
+    }
+}
