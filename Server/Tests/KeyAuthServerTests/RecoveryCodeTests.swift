@@ -119,6 +119,29 @@ struct RecoveryCodeTests {
         }
     }
 
+    @Test("a set asked for by a device revoked while the codes were hashed is refused and not stored")
+    func revokedWhileHashing() throws {
+        let environment = TestEnvironment()
+        let storage = try environment.openStorage()
+        defer { storage.close() }
+        let codes = RecoveryCodes(storage: storage, iterations: 1000, now: environment.clock.closure)
+        let phone = DeviceRecord(
+            kid: "kid-phone", user: "alice", name: "phone", publicKeyPEM: "-----BEGIN PUBLIC KEY-----\n",
+            status: .active, createdAt: 1)
+        #expect(try storage.insertDevice(phone))
+        let kept = try codes.issue(for: "alice", by: .device(kid: phone.kid), whileActive: phone.kid)
+        #expect(kept.count == 10)
+        // The request was authenticated with the device active; the revocation committed before
+        // the new set was stored.
+        #expect(try storage.updateStatus(kid: phone.kid, from: .active, to: .revoked, at: 2))
+        #expect(throws: ServiceError(.accessDenied, "the device is no longer active")) {
+            try codes.issue(for: "alice", by: .device(kid: phone.kid), whileActive: phone.kid)
+        }
+        // The set from before the revocation stays and still works.
+        #expect(try storage.unusedRecoveryCodes(user: "alice").count == 10)
+        #expect(try codes.consume(kept[0], user: "alice"))
+    }
+
     @Test("a typed code costs one derivation per salt: a set from before, with a salt per code, still works")
     func saltPerCodeSets() throws {
         let environment = TestEnvironment()

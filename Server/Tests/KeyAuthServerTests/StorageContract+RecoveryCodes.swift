@@ -8,6 +8,9 @@ extension StorageContract {
             "replaces a user's recovery codes as a set, and uses each once, for its user only",
             StorageContract.keepsRecoveryCodes),
         StorageCheck("uses a contested recovery code for exactly one caller", StorageContract.racesRecoveryCodes),
+        StorageCheck(
+            "stores a set only while the device that asked is active, also against a revocation at once",
+            StorageContract.storesRecoveryCodesOnlyForActiveDevices),
     ]
 
     /// A recovery code record of `user` whose salt and hash are `byte` repeated.
@@ -63,5 +66,39 @@ extension StorageContract {
             try (index.isMultiple(of: 2) ? first : second).consumeRecoveryCode(id: id, user: "alice", at: 800)
         }
         #expect(try outcomes.map { try $0.get() }.filter { $0 }.count == 1)
+    }
+
+    static func storesRecoveryCodesOnlyForActiveDevices(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        #expect(try first.insertDevice(device("kid-phone", status: .active)))
+        #expect(try first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(1)], whileActive: "kid-phone"))
+        #expect(try first.unusedRecoveryCodes(user: "alice").map { $0.salt.first } == [1])
+        // Revoked, unknown or pending: nothing changes, the old set stays.
+        #expect(try first.updateStatus(kid: "kid-phone", from: .active, to: .revoked, at: 200))
+        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(2)], whileActive: "kid-phone"))
+        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(3)], whileActive: "kid-none"))
+        #expect(try first.insertDevice(device("kid-new")))
+        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(4)], whileActive: "kid-new"))
+        #expect(try first.unusedRecoveryCodes(user: "alice").map { $0.salt.first } == [1])
+        // A revocation and a new set at once, from two servers: the set is there exactly when its
+        // write says it was stored, whichever committed first.
+        for round in 0..<4 {
+            let kid = "kid-race-\(round)"
+            let user = "race\(round)"
+            #expect(try first.insertDevice(device(kid, user: user, status: .active)))
+            let outcomes = runConcurrently(2) { (index: Int) throws(StorageError) -> Bool in
+                index == 0
+                    ? try first.updateStatus(kid: kid, from: .active, to: .revoked, at: 300)
+                    : try second.replaceRecoveryCodes(
+                        user: user, with: [recoveryCode(5, user: user)], whileActive: kid)
+            }
+            let revoked = try outcomes[0].get()
+            let stored = try outcomes[1].get()
+            #expect(revoked)
+            #expect(try second.unusedRecoveryCodes(user: user).isEmpty == !stored, "round \(round)")
+        }
     }
 }

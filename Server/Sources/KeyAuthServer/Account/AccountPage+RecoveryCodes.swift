@@ -51,7 +51,14 @@ extension AccountPage {
                 return try signedInPage(
                     session, message: "The request can no longer be used; start again.", status: 400)
             }
-            let codes = try service.recoveryCodes.issue(for: user, by: .accountPage(approvedBy: kid))
+            let codes: [String]
+            do {
+                codes = try service.recoveryCodes.issue(for: user, by: .accountPage(approvedBy: kid), whileActive: kid)
+            } catch let error as ServiceError where error.kind == .accessDenied {
+                // The approving device was revoked while the codes were made.
+                return try signedInPage(
+                    session, message: "The request can no longer be used; start again.", status: 400)
+            }
             return try signedInPage(session, message: nil, newRecoveryCodes: codes)
         }
     }

@@ -11,12 +11,13 @@ extension KeyAuthService {
     ///
     /// - Returns: the codes, shown once.
     /// - Throws: ``ServiceError`` `.invalidRequest` without an assertion; `.invalidGrant` for one
-    ///   that fails a check; ``StorageError``.
+    ///   that fails a check; `.accessDenied` when the device was revoked before the new set was
+    ///   stored; ``StorageError``.
     func makeRecoveryCodes(assertion: String?, by actor: DeviceRecord) throws -> [String] {
         _ = try presenceStatement(
             assertion, by: actor, naming: (AuthenticationMethod.recoveryCodesClaim, actor.user),
             missing: "making recovery codes needs a fresh device assertion naming the user (recovery_codes), "
                 + "signed after a presence check; an access token alone is not enough")
-        return try recoveryCodes.issue(for: actor.user, by: .device(kid: actor.kid))
+        return try recoveryCodes.issue(for: actor.user, by: .device(kid: actor.kid), whileActive: actor.kid)
     }
 }

@@ -47,10 +47,13 @@ package struct RecoveryCodes: Sendable {
     /// Makes a new set of ``count`` codes for `user`, replacing every code of the old set, and
     /// records it in the audit trail (without the codes).
     ///
+    /// - Parameter activeDevice: the device whose request or approval this is; the set is stored
+    ///   only while it is still active (a revocation may land while the codes are hashed).
     /// - Returns: the codes, to show once and never again.
-    /// - Throws: ``ServiceError`` `.invalidRequest` for an invalid user name; ``StorageError``;
-    ///   `KeyAuthError` when the random generator or the KDF fails.
-    func issue(for user: String, by actor: AuditActor) throws -> [String] {
+    /// - Throws: ``ServiceError`` `.invalidRequest` for an invalid user name, `.accessDenied`
+    ///   when `activeDevice` is no longer active; ``StorageError``; `KeyAuthError` when the
+    ///   random generator or the KDF fails.
+    func issue(for user: String, by actor: AuditActor, whileActive activeDevice: String? = nil) throws -> [String] {
         guard InputRules.isValidUser(user) else {
             throw ServiceError(.invalidRequest, "the user name must be \(InputRules.userRule)")
         }
@@ -66,7 +69,9 @@ package struct RecoveryCodes: Sendable {
                     user: user, salt: salt, hash: try Self.hash(code, salt: salt, iterations: iterations),
                     iterations: Int64(iterations), createdAt: time))
         }
-        try storage.replaceRecoveryCodes(user: user, with: records)
+        guard try storage.replaceRecoveryCodes(user: user, with: records, whileActive: activeDevice) else {
+            throw ServiceError(.accessDenied, "the device is no longer active")
+        }
         try AuditTrail(storage: storage, now: now).record(
             .recoveryCodes, by: actor, user: user, detail: "\(Self.count) new codes")
         return codes

@@ -154,7 +154,14 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     // MARK: Recovery codes
 
     /// Replaces every recovery code of `user` (used or not) with `codes`, in one transaction.
-    func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError)
+    ///
+    /// With `activeDevice`, only if that device (the one that asked for the codes, or approved
+    /// the account page's request) is active when the transaction commits: the codes take a
+    /// while to hash, and a revocation that answered in the meantime must leave the revoked
+    /// device nothing that enrols a device. Returns false, changing nothing, when it is not.
+    @discardableResult
+    func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?)
+        throws(StorageError) -> Bool
 
     /// `user`'s recovery codes not used yet, oldest first, with the ids storage gave them.
     func unusedRecoveryCodes(user: String) throws(StorageError) -> [RecoveryCodeRecord]
@@ -244,6 +251,12 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
 }
 
 extension ServerStorage {
+    /// ``replaceRecoveryCodes(user:with:whileActive:)`` with no device to check (an administrator's
+    /// set, tests).
+    func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError) {
+        try replaceRecoveryCodes(user: user, with: codes, whileActive: nil)
+    }
+
     /// The published (not retired) signing keys, in the order they took over signing.
     ///
     /// - Warning: the records hold private keys in PEM; callers wipe them after parsing.

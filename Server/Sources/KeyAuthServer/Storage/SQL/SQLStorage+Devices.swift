@@ -150,11 +150,7 @@ extension SQLStorage {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
                 if let approverKID {
-                    let approver = try connection.execute(
-                        "SELECT status FROM devices WHERE kid = $1" + connection.dialect.rowShareLock,
-                        [.text(approverKID)]
-                    ).firstRow?.text(0)
-                    guard approver == DeviceStatus.Stored.active.rawValue else { return .approverNotActive }
+                    guard try Self.isActive(approverKID, in: connection) else { return .approverNotActive }
                 }
                 let approved = try connection.execute(
                     "UPDATE devices SET status = 'active', approved_at = $2 WHERE kid = $1 AND status = 'pending'",
@@ -162,6 +158,15 @@ extension SQLStorage {
                 return approved.affectedRowCount == 1 ? .approved : .notPending
             }
         }
+    }
+
+    /// Whether device `kid` is active, its row read with a share lock (PostgreSQL) so that it
+    /// stays so until the transaction that asks commits: a revocation commits before or after.
+    static func isActive(_ kid: String, in connection: any SQLConnection) throws(StorageError) -> Bool {
+        try connection.execute(
+            "SELECT status FROM devices WHERE kid = $1" + connection.dialect.rowShareLock, [.text(kid)]
+        )
+        .firstRow?.text(0) == DeviceStatus.Stored.active.rawValue
     }
 
     package func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {

@@ -1,10 +1,17 @@
 /// The `recovery_codes` table: a user's one-time recovery codes, kept only as salted slow hashes.
 extension SQLStorage {
     /// One transaction: the old set is gone exactly when the new one is stored, so a user never
-    /// has two sets, nor none after a failed write.
-    package func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError) {
+    /// has two sets, nor none after a failed write. The device's row is read with a share lock
+    /// (PostgreSQL), so a revocation commits either before (and no codes are stored) or after.
+    @discardableResult
+    package func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?)
+        throws(StorageError) -> Bool
+    {
         try database.write { connection throws(StorageError) in
-            try connection.transaction { () throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> Bool in
+                if let activeDevice {
+                    guard try Self.isActive(activeDevice, in: connection) else { return false }
+                }
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 for code in codes {
                     try connection.execute(
@@ -17,6 +24,7 @@ extension SQLStorage {
                             .integer(code.createdAt),
                         ])
                 }
+                return true
             }
         }
     }
