@@ -195,6 +195,32 @@ struct KeyRotationTests {
         #expect(try Self.publishedKeyIDs(second).contains(newKID))
     }
 
+    @Test("tokens naming made-up keys do not hold back an instance from learning of a key another signs with")
+    func madeUpKeyIDsDoNotDelayRotation() throws {
+        let environment = TestEnvironment()
+        let first = try environment.directAPI()
+        let second = try environment.directAPI()
+        let device = try ServerTestKeys.key("alice-1")
+        _ = try first.activeDevice(user: "alice", key: device)
+        // Anyone can send a token naming a key nobody has: it makes the second instance reload.
+        let valid = try first.accessToken(device)
+        let parts = valid.split(separator: ".")
+        let header = Base64URL.encode(
+            Array("{\"alg\":\"RS256\",\"typ\":\"at+jwt\",\"kid\":\"\(String(repeating: "A", count: 43))\"}".utf8))
+        let madeUp = "\(header).\(parts[1]).\(parts[2])"
+        #expect(try second.authorized("GET", "/v1/devices", token: madeUp).status == 401)
+        // In that same second the key is rotated with no delay, and the first instance signs
+        // with the new key a second later, after its cleanup.
+        let rotation = SigningKeyRotation(storage: first.storage, tokenLifetime: 900, now: environment.clock.closure)
+        let (newKID, _) = try rotation.rotate(to: .edDSA, delay: 0)
+        environment.clock.advance(by: 1)
+        try #require((first.transport as? DirectTransport)?.responder).purgeExpired()
+        let token = try first.accessToken(device)
+        #expect(try CompactJWS(parsing: token, algorithms: [.edDSA]).keyID == newKID)
+        // The second instance's last reload was a second ago: it reloads again and accepts.
+        #expect(try second.authorized("GET", "/v1/devices", token: token).status == 200)
+    }
+
     @Test("keyauth-server keys list and keys rotate: states, the new kid, and the key file that does not rotate")
     func keysCommand() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())

@@ -35,13 +35,18 @@ final class ServerSigningKeys: Sendable {
     }
 
     /// The fewest seconds between two reloads for an unknown `kid`, so that tokens naming made-up
-    /// keys cannot make every request read the database.
-    static let reloadInterval: Int64 = 30
+    /// keys cannot make every request read the database: one read of the few key rows a second
+    /// at most. Short, because such a reload is also how an instance learns of a key that
+    /// another instance already signs with (`keys rotate --delay 0`): a token of that key is
+    /// refused only if another reload came less than this before the key was stored.
+    static let reloadInterval: Int64 = 1
 
     private struct Loaded: Sendable {
         var keys: [String: LoadedKey] = [:]
         var schedule = SigningKeySchedule([])
-        var lastReload: Int64 = .min
+        /// When a token's unknown `kid` last made this instance reload; the cleanup's reloads do
+        /// not count, so that they never hold back the next one.
+        var lastUnknownKeyReload: Int64 = .min
     }
 
     /// Where the keys come from: storage, or nil for a key file (never reloaded nor rotated).
@@ -153,7 +158,6 @@ final class ServerSigningKeys: Sendable {
         loaded.withLock { state in
             state.keys = keys
             state.schedule = SigningKeySchedule(keys.values.map(\.entry))
-            state.lastReload = now
         }
     }
 
@@ -191,11 +195,11 @@ final class ServerSigningKeys: Sendable {
     /// leaves the keys as they were.
     func publicKey(forKeyID keyID: String, now: Int64) -> JWSPublicKey? {
         let (key, due) = loaded.withLock { state in
-            (state.keys[keyID]?.publicKey, state.lastReload <= now - Self.reloadInterval)
+            (state.keys[keyID]?.publicKey, state.lastUnknownKeyReload <= now.subtractingSaturating(Self.reloadInterval))
         }
         if let key { return key }
         guard rotates, due else { return nil }
-        loaded.withLock { $0.lastReload = now }
+        loaded.withLock { $0.lastUnknownKeyReload = now }
         try? reload(now: now)
         return loaded.withLock { $0.keys[keyID]?.publicKey }
     }
