@@ -107,7 +107,7 @@ final class HTTPExchange: Sendable {
         case CURLE_OPERATION_TIMEDOUT:
             message = "the server at \(server) did not answer within \(Self.seconds(timeout))"
         case CURLE_COULDNT_CONNECT where failure.systemError == ECONNREFUSED:
-            message = "cannot connect to the server at \(server): connection refused"
+            message = "cannot connect to the server at \(server): connection refused (is it running, on that port?)"
         case CURLE_COULDNT_CONNECT:
             message = "cannot connect to the server at \(server)"
         case CURLE_COULDNT_RESOLVE_HOST:
