@@ -38,7 +38,11 @@ static inline CURLcode ckeyauth_curl_prepare(
     if (code == CURLE_OK) code = curl_easy_setopt(handle, option, value)
     CKEYAUTH_SET(CURLOPT_ERRORBUFFER, error_buffer);
     CKEYAUTH_SET(CURLOPT_URL, url);
+#if LIBCURL_VERSION_NUM >= 0x075500
     CKEYAUTH_SET(CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    CKEYAUTH_SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     CKEYAUTH_SET(CURLOPT_FOLLOWLOCATION, 0L);
     CKEYAUTH_SET(CURLOPT_NOSIGNAL, 1L);
     CKEYAUTH_SET(CURLOPT_TIMEOUT_MS, timeout_ms);

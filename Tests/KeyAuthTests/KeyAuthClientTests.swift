@@ -86,6 +86,18 @@ struct KeyAuthClientTests {
         #expect(error?.message.contains("connection refused") == true)
     }
 
+    @Test("an answer over 1 MiB is refused while it arrives, not read to its end")
+    func tooLargeAnswer() async throws {
+        let padding = String(repeating: " ", count: 2 << 20)
+        let responder = try LoopbackHTTPResponder { _ in .json(200, "{\"devices\":[]}" + padding) }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url, timeout: 10)
+        let token = AccessToken(value: "a.b.c", expiresAt: Date().addingTimeInterval(600))
+        let error = await #expect(throws: KeyAuthError.self) { try await client.listDevices(accessToken: token) }
+        #expect(error?.code == .serverRejected)
+        #expect(error?.message == "the server at \(responder.url) sent an answer larger than 1 MiB")
+    }
+
     @Test("a server that never answers is transportFailed after the timeout")
     func timeout() async throws {
         let responder = try LoopbackHTTPResponder { _ in nil }
