@@ -189,12 +189,15 @@ package enum SecureFile {
     }
 
     /// Removes `path`; a missing file is not an error.
-    package static func remove(_ path: String) throws(KeyAuthError) {
+    ///
+    /// - Parameter calls: the system's `close` and `fsync` (of the directory) unless a test fails
+    ///   them.
+    package static func remove(_ path: String, calls: DurabilityCalls = .system) throws(KeyAuthError) {
         if unlink(path) != 0 {
             guard errno == ENOENT else { throw errnoError(.storageFailed, "cannot remove \(path)") }
             return
         }
-        try syncDirectory(parentDirectory(of: path), calls: .system, after: "removed \(path)")
+        try syncDirectory(parentDirectory(of: path), calls: calls, after: "removed \(path)")
     }
 
     /// Runs `body` holding an exclusive `flock` on `lockPath`, so that two processes never

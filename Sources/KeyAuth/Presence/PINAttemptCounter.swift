@@ -13,10 +13,17 @@ package struct PINAttemptCounter: Sendable {
     package let attemptsFile: String
     /// The clock that times the delays.
     package let clock: KeyAuthClock
+    /// The `close` and `fsync` that writes and removals of the attempts file use; tests fail them.
+    let durability: SecureFile.DurabilityCalls
 
     package init(attemptsFile: String, clock: KeyAuthClock = .system) {
+        self.init(attemptsFile: attemptsFile, clock: clock, durability: .system)
+    }
+
+    init(attemptsFile: String, clock: KeyAuthClock, durability: SecureFile.DurabilityCalls) {
         self.attemptsFile = attemptsFile
         self.clock = clock
+        self.durability = durability
     }
 
     /// Fails while earlier wrong PINs still impose a delay, so that nobody is asked for a PIN
@@ -33,13 +40,23 @@ package struct PINAttemptCounter: Sendable {
     /// The attempt is counted as a failure before `body` runs, so that a process killed during a
     /// guess, or several processes guessing at once, cannot escape the count; a success resets it
     /// and an error other than a wrong PIN takes the attempt back.
+    ///
+    /// The reset removes the attempts file rather than writing a zero into it, as a removal needs
+    /// no free space: on a full disk the +1 can still fit into the blocks the file already had,
+    /// a new file cannot. A reset that fails even so (a read-only or failing disk) does not fail
+    /// the right PIN: `body` already used the key, and the count errs on the safe side by keeping
+    /// this attempt as a wrong one, which `warning` reports.
+    /// - Parameter warning: Receives one line when the reset after a right PIN failed.
     /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` with `retryAfter` before `body`
     ///   runs when too many wrong PINs were entered recently;
     ///   ``KeyAuthError/Code-swift.struct/wrongPIN`` (with `retryAfter` when this failure starts a
     ///   delay); ``KeyAuthError/Code-swift.struct/storageFailed`` when the attempts file cannot be
     ///   used; `body`'s other errors.
-    package func counting<Value>(_ body: () throws(KeyAuthError) -> Value) throws(KeyAuthError) -> Value {
-        let store = AttemptStore(path: attemptsFile)
+    package func counting<Value>(
+        warning: (String) -> Void = { _ in },
+        _ body: () throws(KeyAuthError) -> Value
+    ) throws(KeyAuthError) -> Value {
+        let store = AttemptStore(path: attemptsFile, durability: durability)
         try store.update { (state) throws(KeyAuthError) in
             // Another process may have failed since the caller last looked.
             try checkLockout(state)
@@ -57,7 +74,13 @@ package struct PINAttemptCounter: Sendable {
             }
             throw wrongPINError(after: try? store.load(), underlying: error)
         }
-        try store.update { state in state = AttemptState() }
+        do {
+            try store.reset()
+        } catch {
+            warning(
+                "keyauth: the PIN was right, but the count of wrong PINs could not be reset (\(error.message)); "
+                    + "this attempt may still count as a wrong one until the next right PIN")
+        }
         return result
     }
 
@@ -105,6 +128,7 @@ struct AttemptState: Codable, Equatable {
 /// processes never lose a failure.
 struct AttemptStore {
     let path: String
+    var durability: SecureFile.DurabilityCalls = .system
 
     private var lockPath: String { path + ".lock" }
 
@@ -136,7 +160,14 @@ struct AttemptStore {
             guard let data = try? JSONEncoder().encode(state) else {
                 throw KeyAuthError(.storageFailed, "Cannot encode the PIN attempts.")
             }
-            try SecureFile.write(Array(data) + [0x0A], to: path)
+            try SecureFile.write(Array(data) + [0x0A], to: path, calls: durability)
+        }
+    }
+
+    /// Back to no failures, by removing the file under the lock: an `unlink` needs no free space.
+    func reset() throws(KeyAuthError) {
+        try SecureFile.withExclusiveLock(lockPath) { () throws(KeyAuthError) in
+            try SecureFile.remove(path, calls: durability)
         }
     }
 }

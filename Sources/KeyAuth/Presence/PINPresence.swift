@@ -159,7 +159,8 @@ public struct PINPresence: PresenceCheck {
     ///
     /// The attempt is counted as a failure before `body` runs, so that a process killed during a
     /// guess, or several processes guessing at once, cannot escape the count; a success resets it
-    /// and an error other than a wrong PIN takes the attempt back.
+    /// and an error other than a wrong PIN takes the attempt back. A right PIN whose reset cannot
+    /// be written still succeeds, with a warning through ``SecretReader/display(_:isError:)``.
     /// - Parameters:
     ///   - reason: Why the key is needed, shown above the prompt.
     ///   - body: Uses the PIN; throws ``KeyAuthError/Code-swift.struct/wrongPIN`` when it does not
@@ -177,7 +178,9 @@ public struct PINPresence: PresenceCheck {
         let counter = PINAttemptCounter(attemptsFile: attemptsFile, clock: clock)
         try counter.checkLockout()
         let pin = try await readPIN(reason: reason)
-        return try counter.counting { () throws(KeyAuthError) in try body(pin) }
+        return try counter.counting(warning: { reader.display($0, isError: true) }) { () throws(KeyAuthError) in
+            try body(pin)
+        }
     }
 
     /// Asks for a new PIN at registration, twice when `confirm` is true.

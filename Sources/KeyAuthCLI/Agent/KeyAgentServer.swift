@@ -92,7 +92,9 @@ final class KeyAgentServer: Sendable {
             let key: RSAPrivateKey
             if let pin {
                 let counter = PINAttemptCounter(attemptsFile: store.pinAttemptsPath)
-                key = try counter.counting { () throws(KeyAuthError) in try store.loadPrivateKey(pin: pin) }
+                key = try counter.counting(warning: { errorOutput($0) }) { () throws(KeyAuthError) in
+                    try store.loadPrivateKey(pin: pin)
+                }
             } else {
                 // Without a PIN only a key file that no PIN protects opens: there is nothing to guess.
                 key = try store.loadPrivateKey(pin: nil)
