@@ -145,14 +145,38 @@ package struct AccountStore: Sendable {
             Array((account.jsonValue.serialized(leadingKeys: ["name"]) + "\n").utf8), to: directory + "/account.json")
     }
 
-    /// Deletes everything of account `name`: key, token, PIN counter, account file, directory;
+    /// The file in an account's directory that says a removal of the account has begun.
+    static let removalMarker = ".removing"
+
+    /// Whether a removal of account `name` began and did not finish (a kill, a file that could
+    /// not be unlinked): `keyauth reset` run again finishes it here without the server.
+    package func isBeingRemoved(_ name: String) -> Bool {
+        guard let directory = try? directory(for: name) else { return false }
+        return SecureFile.exists(directory + "/" + Self.removalMarker)
+    }
+
+    /// Deletes everything of account `name`: token, key, PIN counter, account file, directory;
     /// and forgets it as the default.
+    ///
+    /// The order makes a removal that stops halfway one that running it again finishes: first a
+    /// marker saying the removal began, then the secrets (token, then key), then the marker, and
+    /// the account file last, since it is what makes the account exist, and so what lets
+    /// `keyauth reset` and `keyauth status` find what is left. The directory goes after it, with
+    /// whatever else is in it (a temporary file of a write that was killed). A step that fails
+    /// stops the removal there, with every later file still in place.
     package func remove(_ name: String) throws(KeyAuthError) {
         let directory = try directory(for: name)
-        try KeyPairStore(directory: directory).reset()
+        let marker = directory + "/" + Self.removalMarker
+        if SecureFile.exists(directory + "/account.json") {
+            // Best effort: the marker only helps to say what happened, and a full disk that
+            // refuses even an empty file must not stop a removal that frees space.
+            try? SecureFile.write([], to: marker)
+        }
         try credentials.deleteToken(account: name)
-        try SecureFile.remove(directory + "/account.json")
+        try KeyPairStore(directory: directory).reset()
         try SecureFile.remove(directory + "/.lock")
+        try SecureFile.remove(marker)
+        try SecureFile.remove(directory + "/account.json")
         if SecureFile.exists(directory) {
             do {
                 try FileManager.default.removeItem(atPath: directory)

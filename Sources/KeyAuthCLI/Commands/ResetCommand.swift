@@ -9,7 +9,8 @@ import KeyAuth
 /// here; `--local-only` skips the server when it is gone.
 ///
 /// A device the server has refused (revoked, or unknown to it) cannot revoke itself and is no
-/// threat: it is deleted here after saying so, without asking for the PIN first.
+/// threat: it is deleted here after saying so, without asking for the PIN first. A deletion here
+/// that an earlier run began and did not finish is finished without the server.
 struct ResetCommand {
     let context: CommandContext
     let options: ResetOptions
@@ -22,6 +23,14 @@ struct ResetCommand {
             try await confirm("Delete account \(name) here, without telling the server?")
             try accounts.remove(name)
             io.printOutput("Deleted account \(name) here; the server was not told, so the key stays registered there.")
+            return
+        }
+        if accounts.isBeingRemoved(name) {
+            // The run that began the removal had revoked the device, or the server had refused
+            // it, or it was told not to ask the server: only the deletion here is left.
+            try await confirm("Finish deleting account \(name) here, which an earlier `keyauth reset` began?")
+            try accounts.remove(name)
+            io.printOutput("Finished deleting account \(name) here, which an earlier `keyauth reset` began.")
             return
         }
         let account = try accounts.load(name)

@@ -46,7 +46,7 @@ struct StatusCommand {
                 "device_name": .string(account.deviceName), "presence": .string(account.presence.rawValue),
                 "status": .string(account.status.rawValue), "has_key": .bool(keys.hasKey),
                 "token_valid": .bool(tokenValid), "insecure_http": .bool(account.insecureHTTP),
-                "key_store": .string(keyStore.rawValue),
+                "key_store": .string(keyStore.rawValue), "removing": .bool(accounts.isBeingRemoved(name)),
             ]
             entry["tpm_available"] = report.map { .bool($0.info != nil) } ?? .null
             entry["tpm_manufacturer"] = report?.info.map { .string($0.manufacturer) } ?? .null
@@ -83,6 +83,9 @@ struct StatusCommand {
                 lines.append("  status:      \(account.status.rawValue)")
             }
             lines.append("  token:       \(Self.describe(token, now: now))")
+            if let problem = Self.keyProblem(accounts, account, hasKey: keys.hasKey) {
+                lines.append("  problem:     \(problem)")
+            }
             if let ownAgent { lines.append("  agent:       \(ownAgent.summary)") }
         }
         if options.json {
@@ -96,6 +99,20 @@ struct StatusCommand {
         } else {
             context.io.printOutput(lines.joined(separator: "\n"))
         }
+    }
+
+    /// What is wrong with the account's files, for the human output: a removal that stopped
+    /// halfway, or a private key that is gone while the account says it registered one.
+    static func keyProblem(_ accounts: AccountStore, _ account: KeyAuthAccount, hasKey: Bool) -> String? {
+        let name = account.name
+        if accounts.isBeingRemoved(name) {
+            return "an earlier `keyauth reset` began deleting this account and stopped; "
+                + "run `keyauth reset --account \(name)` to finish"
+        }
+        // A registration interrupted before its key was made has none yet; any later state had one.
+        guard !hasKey, account.status != .registering else { return nil }
+        return "the private key is missing, so this device cannot log in; run `keyauth reset --account \(name) "
+            + "--local-only` to delete the account here, and revoke the device from another one"
     }
 
     /// What the TPM of `KEYAUTH_TPM_TCTI` says about itself, asked once per run.

@@ -1,0 +1,72 @@
+import Foundation
+import KeyAuth
+import KeyAuthCLI
+import KeyAuthTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `keyauth reset` that stops halfway (a kill, a file that cannot be unlinked) leaves what
+/// running it again finishes, and `keyauth status` says what is left.
+@Suite("An interrupted reset", .timeLimit(.minutes(2)))
+struct InterruptedResetTests {
+    /// A home with one active account on a server that is never asked: key file, token, default.
+    private func homeWithAccount() throws -> (CommandHarness, String) {
+        let harness = CommandHarness()
+        let server = "https://auth.example.test"
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server)
+        try harness.accounts.save(
+            KeyAuthAccount(
+                name: name, serverURL: server, issuer: server, user: "alice", deviceName: "laptop",
+                keyID: TestKeys.first.publicKey.fingerprint, presence: .none, status: .active))
+        try harness.accounts.keyPairStore(for: name).store(TestKeys.first, pin: nil)
+        try harness.accounts.credentials.saveToken(
+            AccessToken(value: "a.b.c", expiresAt: Date().addingTimeInterval(600)), account: name)
+        try harness.accounts.setDefaultAccount(name)
+        return (harness, name)
+    }
+
+    @Test("a token that cannot be removed stops the reset before the key, and reset finishes once it can")
+    func tokenBeforeKey() async throws {
+        let (harness, name) = try homeWithAccount()
+        defer { harness.home.remove() }
+        let directory = try harness.accounts.directory(for: name)
+        // A non-empty directory where token.json belongs cannot be unlinked, even by root.
+        try FileManager.default.removeItem(atPath: directory + "/token.json")
+        try FileManager.default.createDirectory(
+            atPath: directory + "/token.json/stuck", withIntermediateDirectories: true)
+        let failed = await harness.run(["reset", "--local-only", "--yes"])
+        #expect(failed.status == 1, "\(failed.standardError)")
+        #expect(try harness.accounts.keyPairStore(for: name).hasKey, "the key must outlive the token")
+        #expect(harness.accounts.exists(name))
+
+        try FileManager.default.removeItem(atPath: directory + "/token.json")
+        let status = await harness.run(["status"])
+        #expect(status.status == 0, "\(status.standardError)")
+        #expect(status.standardOutput.contains("run `keyauth reset --account \(name)` to finish"))
+
+        let finished = await harness.run(["reset", "--yes"])
+        #expect(finished.status == 0, "\(finished.standardError)")
+        #expect(finished.standardOutput.contains("Finished deleting account \(name) here"))
+        #expect(!FileManager.default.fileExists(atPath: directory))
+        #expect(!FileManager.default.fileExists(atPath: harness.home.path + "/default"))
+    }
+
+    @Test("status says when the private key of an account is missing")
+    func missingKeyShown() async throws {
+        let (harness, name) = try homeWithAccount()
+        defer { harness.home.remove() }
+        let keys = try harness.accounts.keyPairStore(for: name)
+        try FileManager.default.removeItem(atPath: keys.privateKeyPath)
+        let status = await harness.run(["status"])
+        #expect(status.status == 0, "\(status.standardError)")
+        #expect(status.standardOutput.contains("the private key is missing"), "\(status.standardOutput)")
+        #expect(status.standardOutput.contains("keyauth reset --account \(name) --local-only"))
+
+        let reset = await harness.run(["reset", "--local-only", "--yes"])
+        #expect(reset.status == 0, "\(reset.standardError)")
+        #expect(!harness.accounts.exists(name))
+    }
+}
