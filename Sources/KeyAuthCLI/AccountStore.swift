@@ -190,11 +190,27 @@ package struct AccountStore: Sendable {
     }
 
     /// The name in the `default` file, if any.
+    ///
+    /// The file decides which account `keyauth token` speaks for, so it is trusted only as
+    /// ``SecureFile/readOwned(_:limit:)`` allows: in a home that nobody else owns or can write,
+    /// not a symlink, at most 4 KiB.
+    /// - Throws: `.keyUnprotected` for a home or file others could change; `.accountCorrupt` for
+    ///   a file too large to hold a name.
     package func defaultAccountName() throws(KeyAuthError) -> String? {
-        guard let data = FileManager.default.contents(atPath: defaultFile) else { return nil }
+        let data: [UInt8]?
+        do {
+            data = try SecureFile.readOwned(defaultFile, limit: Self.smallFileLimit)
+        } catch {
+            guard error.code == .keyCorrupt else { throw error }
+            throw KeyAuthError(.accountCorrupt, "\(defaultFile) is too large to name an account")
+        }
+        guard let data else { return nil }
         let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return name.isEmpty ? nil : name
     }
+
+    /// The largest `default` or `no-tpm` file read.
+    static let smallFileLimit = 4096
 
     /// Where the home remembers the TCTI at which `--key-store auto` last found no TPM.
     var missingTPMFile: String { home + "/no-tpm" }
@@ -205,7 +221,8 @@ package struct AccountStore: Sendable {
     /// record it tells again.
     package func isFirstNoticeOfMissingTPM(tcti: String) -> Bool {
         let line = tcti + "\n"
-        if let data = FileManager.default.contents(atPath: missingTPMFile),
+        // A file this home cannot vouch for remembers nothing: telling again is harmless.
+        if let data = try? SecureFile.readOwned(missingTPMFile, limit: Self.smallFileLimit),
             String(decoding: data, as: UTF8.self) == line
         {
             return false

@@ -48,4 +48,48 @@ struct AccountDirectoryTests {
         #expect(throws: KeyAuthError.self) { try harness.accounts.save(account) }
         #expect(!FileManager.default.fileExists(atPath: accounts + "/alice@example.test"))
     }
+
+    @Test("the default file is read only from a home nobody else can write, never through a symlink")
+    func defaultFileTrust() async throws {
+        let harness = CommandHarness()
+        defer { harness.home.remove() }
+        let accounts = harness.accounts
+        try accounts.setDefaultAccount("alice@example.test")
+        #expect(try accounts.defaultAccountName() == "alice@example.test")
+        let home = harness.home.path
+        let defaultFile = home + "/default"
+
+        #expect(chmod(home, 0o777) == 0)
+        let loose = #expect(throws: KeyAuthError.self) { try accounts.defaultAccountName() }
+        #expect(loose?.code == .keyUnprotected)
+        let status = await harness.run(["status"])
+        #expect(status.status == 65, "\(status.standardError)")
+        #expect(status.standardError.contains("chmod 700 \(home)"), "\(status.standardError)")
+        // Readable is fine: the name is no secret, only replacing it is.
+        #expect(chmod(home, 0o755) == 0)
+        #expect(try accounts.defaultAccountName() == "alice@example.test")
+        #expect(chmod(home, 0o700) == 0)
+
+        if geteuid() == 0 {  // only root can give a directory away
+            #expect(chown(home, 65534, 65534) == 0)
+            let foreign = #expect(throws: KeyAuthError.self) { try accounts.defaultAccountName() }
+            #expect(foreign?.code == .keyUnprotected)
+            #expect(chown(home, 0, 0) == 0)
+        }
+
+        try "bob@example.test\n".write(toFile: home + "/elsewhere", atomically: false, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: defaultFile)
+        #expect(symlink(home + "/elsewhere", defaultFile) == 0)
+        let linked = #expect(throws: KeyAuthError.self) { try accounts.defaultAccountName() }
+        #expect(linked?.code == .keyUnprotected)
+
+        try FileManager.default.removeItem(atPath: defaultFile)
+        try String(repeating: "a", count: 5000).write(toFile: defaultFile, atomically: false, encoding: .utf8)
+        let large = #expect(throws: KeyAuthError.self) { try accounts.defaultAccountName() }
+        #expect(large?.code == .accountCorrupt)
+
+        // The no-tpm note is read the same way: one behind a symlink remembers nothing.
+        #expect(symlink(home + "/elsewhere", home + "/no-tpm") == 0)
+        #expect(accounts.isFirstNoticeOfMissingTPM(tcti: "bob@example.test"))
+    }
 }

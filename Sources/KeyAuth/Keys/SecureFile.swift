@@ -44,7 +44,10 @@ package enum SecureFile {
     /// directories, as keyauth creates them.
     /// - Throws: `.keyUnprotected` naming the directory and the fix; `.storageFailed` when it
     ///   cannot be inspected.
-    package static func checkProtectedDirectory(_ directory: String) throws(KeyAuthError) {
+    /// - Parameter readable: whether group and others may read and search it (0755), for a
+    ///   directory whose files are not secret but must not be replaced by anyone else; writing
+    ///   is refused all the same.
+    package static func checkProtectedDirectory(_ directory: String, readable: Bool = false) throws(KeyAuthError) {
         var info = stat()
         guard stat(directory, &info) == 0 else { throw errnoError(.storageFailed, "cannot inspect \(directory)") }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -57,7 +60,7 @@ package enum SecureFile {
                     + "refusing to use the secrets in it")
         }
         let mode = info.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
+        guard mode & (readable ? 0o022 : 0o077) == 0 else {
             throw KeyAuthError(
                 .keyUnprotected,
                 "permissions \(String(mode, radix: 8)) for the directory \(directory) are too open: others could "
@@ -180,6 +183,50 @@ package enum SecureFile {
             guard bytes.count <= 1 << 20 else { throw KeyAuthError(.keyCorrupt, "\(path) is too large to be a key") }
         }
         return bytes
+    }
+
+    /// Reads a small file that is not secret but decides something (which account a command
+    /// uses): the user's own regular file, not a symlink, that nobody else can write, in a
+    /// directory that passes ``checkProtectedDirectory(_:readable:)`` with readers allowed.
+    ///
+    /// - Parameter limit: the largest size accepted, in bytes.
+    /// - Returns: the bytes, or nil when the file (or its directory) does not exist.
+    /// - Throws: `.keyUnprotected` for a symlink, a file that is not regular, another user's, or
+    ///   writable by others, or a directory that fails the check; `.keyCorrupt` for a file larger
+    ///   than `limit`; `.storageFailed` when it cannot be read.
+    package static func readOwned(_ path: String, limit: Int) throws(KeyAuthError) -> [UInt8]? {
+        let directory = parentDirectory(of: path)
+        guard exists(directory) else { return nil }
+        try checkProtectedDirectory(directory, readable: true)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP { throw KeyAuthError(.keyUnprotected, "\(path) is a symbolic link; refusing to use it") }
+            throw errnoError(.storageFailed, "cannot open \(path)")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw errnoError(.storageFailed, "cannot inspect \(path)") }
+        guard (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
+            throw KeyAuthError(
+                .keyUnprotected,
+                "\(path) is not a regular file of yours that only you can write; refusing to use it")
+        }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var count = 0
+        while count <= limit {
+            let result = bytes.withUnsafeMutableBytes { buffer in
+                read(descriptor, buffer.baseAddress.map { $0 + count }, buffer.count - count)
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw errnoError(.storageFailed, "cannot read \(path)")
+            }
+            if result == 0 { break }
+            count += result
+        }
+        guard count <= limit else { throw KeyAuthError(.keyCorrupt, "\(path) is larger than \(limit) bytes") }
+        return Array(bytes[0..<count])
     }
 
     /// Whether `path` exists (without following a final symlink).
