@@ -2,6 +2,7 @@ import Foundation
 import KeyAuth
 import KeyAuthCLI
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 /// A registration whose answer is lost after the server stored the device keeps the key, and
@@ -67,5 +68,77 @@ struct RegistrationLostAnswerTests {
         let again = await harness.registerUnattended(server.url)
         #expect(again.status != 0)
         #expect(again.standardError.contains("already has a device key"))
+    }
+
+    @Test("the server stores the device and account.json cannot record it; register again finishes")
+    func unrecordedRegistrationThenRegisterAgain() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
+        let file = try harness.accounts.accountFile(for: name)
+        let saved = Mutex<Data?>(nil)
+        // A non-empty directory where account.json belongs refuses the rename, as a full disk
+        // refuses the new file: after the server stored the device, before the client hears so.
+        server.interceptor = { request, forward in
+            let answer = forward()
+            if request.method == "POST" && request.path == "/v1/devices" {
+                saved.withLock { $0 = FileManager.default.contents(atPath: file) }
+                try? FileManager.default.removeItem(atPath: file)
+                try? FileManager.default.createDirectory(atPath: file + "/full", withIntermediateDirectories: true)
+            }
+            return answer
+        }
+        let failed = await harness.registerUnattended(server.url)
+        #expect(failed.status == 1, "\(failed.standardError)")
+        expectOneErrorLine(failed)
+        #expect(failed.standardError.contains("the server registered this device as"), "\(failed.standardError)")
+        #expect(failed.standardError.contains("running the same `keyauth register` again"))
+        let keys = try harness.accounts.keyPairStore(for: name)
+        #expect(keys.hasKey)
+        let keyID = try keys.loadPublicKey().fingerprint
+        #expect(server.status(of: keyID) == "active")
+
+        server.interceptor = nil
+        try FileManager.default.removeItem(atPath: file)
+        try #require(saved.withLock { $0 }).write(to: URL(fileURLWithPath: file))
+        chmod(file, 0o600)
+        let again = await harness.registerUnattended(server.url)
+        #expect(again.status == 0, "\(again.standardError)")
+        let account = try harness.accounts.load(name)
+        #expect(account.status == .active)
+        #expect(account.keyID == keyID)
+        #expect(try harness.accounts.defaultAccountName() == name)
+    }
+
+    @Test("a registration that succeeded but cannot record the default account warns and exits 0")
+    func unrecordedDefaultWarns() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let defaultFile = harness.home.path + "/default"
+        server.interceptor = { request, forward in
+            let answer = forward()
+            if request.method == "POST" && request.path == "/oauth/token" {
+                try? FileManager.default.createDirectory(
+                    atPath: defaultFile + "/full", withIntermediateDirectories: true)
+            }
+            return answer
+        }
+        let registered = await harness.registerUnattended(server.url)
+        #expect(registered.status == 0, "\(registered.standardError)")
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
+        #expect(registered.standardOutput.contains("Registered this device as"))
+        #expect(registered.standardError.contains("run `keyauth default \(name)`"), "\(registered.standardError)")
+        server.interceptor = nil
+        try FileManager.default.removeItem(atPath: defaultFile)
+        #expect(await harness.run(["default", name]).status == 0)
+        #expect(try harness.accounts.defaultAccountName() == name)
     }
 }

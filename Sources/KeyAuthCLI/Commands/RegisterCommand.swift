@@ -62,6 +62,8 @@ struct RegisterCommand {
                 insecureHTTP: options.insecureHTTP)
         try accounts.save(initial)
         let record = Mutex(initial)
+        // The key ID the server answered with, even when the account could not record it.
+        let serverKeyID = Mutex<String?>(nil)
         let progress = ProgressReporter(io: io, user: options.user, waitsForApproval: !options.noWait)
         var enrollment = DeviceEnrollment(
             user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
@@ -69,13 +71,14 @@ struct RegisterCommand {
         var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in
-                let account = record.withLock { account in
-                    account.keyID = registration.keyID
-                    account.tier = registration.tier
-                    account.status = registration.status == .active ? .active : .pending
-                    return account
-                }
+                serverKeyID.withLock { $0 = registration.keyID }
+                var account = record.withLock { $0 }
+                account.keyID = registration.keyID
+                account.tier = registration.tier
+                account.status = registration.status == .active ? .active : .pending
                 try accounts.save(account)
+                // Only what is on disk: a failed save leaves the record `registering`, as the file.
+                record.withLock { $0 = account }
                 if registration.status == .pending {
                     progress.approvalNeeded(
                         keyID: registration.keyID, deadline: Date() + ProgressReporter.pendingRegistrationLifetime)
@@ -130,6 +133,9 @@ struct RegisterCommand {
             if error.oauthError?.error == .accessDenied, account.keyID == nil, recoveryCode == nil {
                 throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
             }
+            if keys.hasKey, account.status == .registering, let keyID = serverKeyID.withLock({ $0 }) {
+                throw Self.unrecordedRegistration(error, keyID: keyID, account: name)
+            }
             // The authenticator kept the key: no refusal came, so the server may hold the device.
             if keys.hasKey, account.status == .registering,
                 error.code == .transportFailed || error.code == .serverRejected
@@ -144,9 +150,25 @@ struct RegisterCommand {
             throw error
         }
         var account = record.withLock { $0 }
-        account.status = .active
-        try accounts.save(account)
-        try makeDefaultIfNeeded(accounts, name)
+        // The device is registered and logged in: a record that cannot be written now (a full
+        // disk) is a warning naming the command that writes it later, not a failure that the
+        // same `keyauth register` could not repair.
+        if account.status != .active {
+            account.status = .active
+            do {
+                try accounts.save(account)
+            } catch {
+                io.printError(
+                    "keyauth: warning: \(error.message); account \(name) is still recorded as pending here, "
+                        + "which the next `keyauth login --account \(name)` corrects")
+            }
+        }
+        do {
+            try makeDefaultIfNeeded(accounts, name)
+        } catch {
+            io.printError(
+                "keyauth: warning: \(error.message); run `keyauth default \(name)` to make it the default account")
+        }
         io.printOutput(
             "Registered this device as \(account.keyID ?? "?") for \(options.user) at \(options.serverURL) "
                 + "(account \(name)); logged in until \(Formatting.timestamp(token.expiresAt)).")
@@ -250,6 +272,18 @@ struct RegisterCommand {
                     + "this device's key: use `keyauth login --account \(other)`, or `keyauth reset --account "
                     + "\(other)` to start over")
         }
+    }
+
+    /// The error for a registration the server recorded (it answered with `keyID`) that the
+    /// account could not record (a full disk): the account still says `registering`, so the same
+    /// `keyauth register` sends the same key again and the server answers with its record.
+    static func unrecordedRegistration(_ error: KeyAuthError, keyID: String, account: String) -> KeyAuthError {
+        KeyAuthError(
+            error.code,
+            error.message + "; the server registered this device as \(keyID), but account \(account) could not "
+                + "record it: the key and account are kept, and running the same `keyauth register` again (once "
+                + "the file can be written) finishes the registration with the same key",
+            underlying: error.underlying)
     }
 
     /// A registration the server refused (`access_denied` before it recorded the key): by
