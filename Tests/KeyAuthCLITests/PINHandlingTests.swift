@@ -70,6 +70,27 @@ struct PINHandlingTests {
         }
     }
 
+    @Test("pin change without the public key file exits 65 with advice before asking; reset of a corrupt account")
+    func pinChangeMissingPublicKey() throws {
+        let machine = try machineWithPINKey("135790")
+        defer { machine.home.remove() }
+        let directory = try machine.keyDirectory()
+        try FileManager.default.removeItem(atPath: directory + "/device-key.pub")
+        let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "135790\n864200\n")
+        #expect(change.status == 65, "\(change.standardError)")
+        #expect(change.standardError.contains("has no public key file"))
+        #expect(change.standardError.contains("--local-only"))
+        #expect(!FileManager.default.fileExists(atPath: directory + "/pin-attempts"), "no PIN was tried")
+
+        try Data("{\"name\":".utf8).write(to: URL(fileURLWithPath: directory + "/account.json"))
+        let reset = try machine.run(["reset", "--yes"])
+        #expect(reset.status == 65, "\(reset.standardError)")
+        #expect(reset.standardError.contains("is corrupt"))
+        #expect(reset.standardError.contains("keyauth reset --account"))
+        #expect(reset.standardError.contains("--local-only"))
+        #expect(try machine.run(["reset", "--local-only", "--yes"]).status == 0)
+    }
+
     @Test("pin change re-encrypts the key file under the new PIN; the old one stops working")
     func pinChange() throws {
         let machine = try machineWithPINKey("135790")
@@ -83,7 +104,8 @@ struct PINHandlingTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.pem")) == before)
 
         let short = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "135790\n8642\n")
-        #expect(short.status == 1)
+        #expect(short.status == 64, "a PIN too short is bad input: \(short.standardError)")
+        #expect(short.standardError.contains("at least 6 characters"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/device-key.pem")) == before)
 
         let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "135790\n864200\n")

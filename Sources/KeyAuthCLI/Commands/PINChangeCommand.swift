@@ -29,6 +29,13 @@ struct PINChangeCommand {
                 .accountCorrupt,
                 "account \(name) has no device key: run `keyauth reset --account \(name) --local-only`")
         }
+        // Checked before any PIN is asked: the new key file is compared with it.
+        guard SecureFile.exists(files.publicKeyPath) else {
+            throw KeyAuthError(
+                .accountCorrupt,
+                "account \(name) has no public key file \(files.publicKeyPath), which the key is checked against: "
+                    + "restore it, or run `keyauth reset --account \(name) --local-only` and register again")
+        }
         let presence = try context.presence(
             kind: .pin, pamService: nil, pinFromStandardInput: options.pinFromStandardInput,
             keyDirectory: files.directory)
@@ -41,8 +48,7 @@ struct PINChangeCommand {
             let key = try await pinCheck.unlock(reason: reason) { (pin) throws(KeyAuthError) in
                 try files.loadPrivateKey(pin: pin)
             }
-            let newPIN = try await pinCheck.newPIN(
-                minimumLength: kind.minimumPINLength, confirm: !options.pinFromStandardInput)
+            let newPIN = try await Self.newPIN(pinCheck, kind: kind, confirm: !options.pinFromStandardInput)
             try files.replacePIN(of: key, with: newPIN)
         case .tpm:
             // On the TPM that KEYAUTH_TPM_TCTI names, as a login signs there.
@@ -52,10 +58,21 @@ struct PINChangeCommand {
                 try key.checkPIN()
                 return key
             }
-            let newPIN = try await pinCheck.newPIN(
-                minimumLength: kind.minimumPINLength, confirm: !options.pinFromStandardInput)
+            let newPIN = try await Self.newPIN(pinCheck, kind: kind, confirm: !options.pinFromStandardInput)
             try keys.replacePIN(of: key, with: newPIN)
         }
         context.io.printOutput("Changed the PIN of account \(name); the device stays registered.")
+    }
+
+    /// The new PIN; one that is too short, or whose confirmation differs, is bad input (exit 64).
+    private static func newPIN(
+        _ check: PINPresence, kind: KeyStore.Kind, confirm: Bool
+    ) async throws(KeyAuthError) -> SecretBytes {
+        do {
+            return try await check.newPIN(minimumLength: kind.minimumPINLength, confirm: confirm)
+        } catch {
+            guard error.code == .invalidArgument else { throw error }
+            throw CommandParser.usage(error.message + " The PIN is unchanged.", .pin)
+        }
     }
 }

@@ -33,7 +33,16 @@ struct ResetCommand {
             io.printOutput("Finished deleting account \(name) here, which an earlier `keyauth reset` began.")
             return
         }
-        let account = try accounts.load(name)
+        let account: KeyAuthAccount
+        do {
+            account = try accounts.load(name)
+        } catch {
+            guard error.code == .accountCorrupt else { throw error }
+            throw KeyAuthError(
+                .accountCorrupt,
+                error.message + "; the server cannot be told from it: run `keyauth reset --account \(name) "
+                    + "--local-only` to delete it here, and revoke the device from another one")
+        }
         if let refusedAt = account.refusedAt {
             try await confirm("Delete account \(name) here?")
             try removeRefused(accounts, account, refusedAt: refusedAt)
