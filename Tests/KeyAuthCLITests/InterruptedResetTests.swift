@@ -9,8 +9,9 @@ import Testing
 #endif
 
 /// A `keyauth reset` that stops halfway (a kill, a file that cannot be unlinked) leaves what
-/// running it again finishes, and `keyauth status` says what is left.
-@Suite("An interrupted reset", .timeLimit(.minutes(2)))
+/// running it again finishes, and `keyauth status` says what is left, as it does for an account
+/// file that cannot be read.
+@Suite("An interrupted reset, a missing key, a corrupt account", .timeLimit(.minutes(2)))
 struct InterruptedResetTests {
     /// A home with one active account on a server that is never asked: key file, token, default.
     private func homeWithAccount() throws -> (CommandHarness, String) {
@@ -68,5 +69,27 @@ struct InterruptedResetTests {
         let reset = await harness.run(["reset", "--local-only", "--yes"])
         #expect(reset.status == 0, "\(reset.standardError)")
         #expect(!harness.accounts.exists(name))
+    }
+
+    @Test("status shows the other accounts when one account file is corrupt, then exits 65")
+    func corruptAccountDoesNotHideOthers() async throws {
+        let (harness, name) = try homeWithAccount()
+        defer { harness.home.remove() }
+        let broken = "bob@auth.example.test"
+        try FileManager.default.createDirectory(
+            atPath: try harness.accounts.directory(for: broken), withIntermediateDirectories: true)
+        let file = try harness.accounts.accountFile(for: broken)
+        try Data("{\"name\":".utf8).write(to: URL(fileURLWithPath: file))
+        chmod(file, 0o600)
+        chmod(try harness.accounts.directory(for: broken), 0o700)
+        let status = await harness.run(["status"])
+        #expect(status.status == 65, "\(status.standardError)")
+        #expect(status.standardOutput.contains(name), "\(status.standardOutput)")
+        #expect(status.standardOutput.contains("\(broken)\n  problem:     cannot be read"))
+        expectOneErrorLine(status)
+        #expect(status.standardError.contains("is corrupt"))
+        let json = await harness.run(["status", "--json"])
+        #expect(json.status == 65)
+        #expect(json.standardOutput.contains("\"error\""))
     }
 }

@@ -25,8 +25,21 @@ struct StatusCommand {
         let now = Date()
         var tpm: TPMReport?
         let agent = AgentReport.current(environment: context.io.environment)
+        // Without --account, one account that cannot be read does not hide the others: it is
+        // listed with its error, and the command exits with that error after showing the rest.
+        var unreadable: [KeyAuthError] = []
         for name in names {
-            let account = try accounts.load(name)
+            let account: KeyAuthAccount
+            do {
+                account = try accounts.load(name)
+            } catch {
+                guard options.account == nil else { throw error }
+                unreadable.append(error)
+                entries.append(.object(["name": .string(name), "error": .string(error.message)]))
+                lines.append(name)
+                lines.append("  problem:     cannot be read: \(error.message)")
+                continue
+            }
             let keys = try accounts.keyPairStore(for: name)
             let publicKey: RSAPublicKey?
             do {
@@ -98,6 +111,10 @@ struct StatusCommand {
             context.io.printOutput("No accounts in \(accounts.home); run `keyauth register --server URL --user NAME`.")
         } else {
             context.io.printOutput(lines.joined(separator: "\n"))
+        }
+        if let first = unreadable.first {
+            let count = unreadable.count == 1 ? "" : " (and \(unreadable.count - 1) more)"
+            throw KeyAuthError(first.code, first.message + count, underlying: first.underlying)
         }
     }
 
