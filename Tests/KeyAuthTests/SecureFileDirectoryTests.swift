@@ -66,4 +66,29 @@ struct SecureFileDirectoryTests {
         var info = stat()
         #expect(stat(store.directory, &info) == 0 && info.st_mode & 0o777 == 0o755)
     }
+
+    @Test("a temporary file left by a writer that died is removed by the next write; a live writer's stays")
+    func abandonedTemporaries() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = KeyPairStore(directory: temporary.path + "/key")
+        try store.store(TestKeys.first)
+        // A process that has ended: its id names no process any more.
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let dead = "\(store.directory)/.tmp-\(ended.processIdentifier)-AbCdEf"
+        let live = "\(store.directory)/.tmp-\(getppid())-GhIjKl"
+        let unnamed = "\(store.directory)/.tmp-MnOpQr"
+        for path in [dead, live, unnamed] {
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("copy".utf8)))
+        }
+        try SecureFile.write(Array("new\n".utf8), to: store.directory + "/token.json")
+        #expect(!FileManager.default.fileExists(atPath: dead))
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(FileManager.default.fileExists(atPath: unnamed))
+        #expect(try SecureFile.readProtected(store.directory + "/token.json") == Array("new\n".utf8))
+        #expect(try store.loadPrivateKey().publicKey == TestKeys.first.publicKey)
+    }
 }

@@ -90,6 +90,33 @@ package enum SecureFile {
         package static let system = DurabilityCalls()
     }
 
+    /// The start of a temporary file's name; the writer's process id and random characters follow.
+    static let temporaryPrefix = ".tmp-"
+
+    /// Removes the temporary files of writers that died before their rename (a `kill -9`, a
+    /// power cut): `.tmp-PID-…` of a process that no longer exists. Such a file may hold a
+    /// second copy of a private key (under a new PIN, say) that nothing would ever read or
+    /// delete. A live writer's file, and one whose name has no process id, are left alone.
+    static func removeAbandonedTemporaries(in directory: String) {
+        guard let listing = opendir(directory) else { return }
+        defer { closedir(listing) }
+        var names: [String] = []
+        while let entry = readdir(listing) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(temporaryPrefix) { names.append(name) }
+        }
+        for name in names {
+            let rest = name.dropFirst(temporaryPrefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid()
+            else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                unlink("\(directory)/\(name)")
+            }
+        }
+    }
+
     /// Writes `bytes` to `path` atomically with mode 0600.
     ///
     /// - Parameter calls: the system's `close` and `fsync` unless a test fails them.
@@ -100,8 +127,9 @@ package enum SecureFile {
         _ bytes: [UInt8], to path: String, calls: DurabilityCalls = .system
     ) throws(KeyAuthError) {
         let directory = parentDirectory(of: path)
-        let suffix = (try? CryptoPrimitives.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? String(getpid())
-        let temporary = "\(directory)/.tmp-\(suffix)"
+        removeAbandonedTemporaries(in: directory)
+        let suffix = (try? CryptoPrimitives.randomBytes(count: 6)).map { Base64URL.encode($0) } ?? "0"
+        let temporary = "\(directory)/\(temporaryPrefix)\(getpid())-\(suffix)"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw errnoError(.storageFailed, "cannot create a file in \(directory)") }
         var written = 0
