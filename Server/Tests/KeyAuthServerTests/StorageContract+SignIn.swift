@@ -21,6 +21,12 @@ extension StorageContract {
             "counts wrong codes and denies the request at the last attempt, once, across instances",
             StorageContract.countsWrongCodes),
         StorageCheck(
+            "hands an approval out only while its device is active and the request's user's",
+            StorageContract.collectsOnlyFromActiveDevices),
+        StorageCheck(
+            "deletes a user's approvals with the user: requests, sessions and unredeemed codes",
+            StorageContract.deletesApprovalsWithTheUser),
+        StorageCheck(
             "answers a sign-in request once, before expiry, and hands its result out once",
             StorageContract.answersSignInRequests),
         StorageCheck(
@@ -189,6 +195,7 @@ extension StorageContract {
     static func answersSignInRequests(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
         #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try storage.insertSignInRequest(signInRequest("r2"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try !storage.markSignInRequestIssued(id: "r1"))
@@ -256,7 +263,10 @@ extension StorageContract {
         }
         #expect(try polls.map { try $0.get() }.filter { !$0 }.count == 1)
         // If it was approved, 24 collections at once: one gets it.
-        if try first.signInRequest(id: id)?.status == .approved {
+        if try first.signInRequest(id: id)?.status == .approved,
+            let kid = try first.signInRequest(id: id)?.answeringKID
+        {
+            #expect(try first.insertDevice(device(kid, status: .active)))
             let collections = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
                 try (index.isMultiple(of: 2) ? first : second).markSignInRequestIssued(id: id)
             }
@@ -300,5 +310,70 @@ extension StorageContract {
         #expect(try storage.browserSession(idHash: signedIn.idHash) == nil)
         try storage.deleteBrowserSession(idHash: other.idHash)
         #expect(try storage.browserSession(idHash: other.idHash) == nil)
+    }
+
+    static func collectsOnlyFromActiveDevices(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.insertDevice(device("kid-2", user: "bob", status: .active)))
+        for id in ["r1", "r2", "r3", "r4"] {
+            #expect(try storage.insertSignInRequest(signInRequest(id), limits: Self.fourOpen, now: 1_000) == .inserted)
+        }
+        #expect(
+            try storage.answerSignInRequest(id: "r1", status: .approved, answeringKID: "kid-1", methods: [], at: 1_010))
+        #expect(
+            try storage.answerSignInRequest(id: "r2", status: .approved, answeringKID: "kid-1", methods: [], at: 1_010))
+        #expect(
+            try storage.answerSignInRequest(id: "r3", status: .approved, answeringKID: "kid-2", methods: [], at: 1_010))
+        #expect(
+            try storage.answerSignInRequest(id: "r4", status: .approved, answeringKID: "kid-9", methods: [], at: 1_010))
+        #expect(try storage.markSignInRequestIssued(id: "r1"))
+        // Revoked since it approved: nothing to collect, and the request stays approved.
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_020))
+        #expect(try !storage.markSignInRequestIssued(id: "r2"))
+        #expect(try storage.signInRequest(id: "r2")?.status == .approved)
+        // Another user's device (a key registered again under another name), or none at all.
+        #expect(try !storage.markSignInRequestIssued(id: "r3"))
+        #expect(try !storage.markSignInRequestIssued(id: "r4"))
+    }
+
+    /// Four open requests at most.
+    static let fourOpen = SignInRequestLimits(maximumOpen: 4, maximumPerWindow: 1_000)
+
+    static func deletesApprovalsWithTheUser(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.fourOpen, now: 1_000) == .inserted)
+        #expect(
+            try storage.insertSignInRequest(signInRequest("b1", user: "bob"), limits: Self.fourOpen, now: 1_000)
+                == .inserted)
+        #expect(
+            try storage.answerSignInRequest(id: "r1", status: .approved, answeringKID: "kid-1", methods: [], at: 1_010))
+        let session = BrowserSessionRecord(
+            idHash: [UInt8](repeating: 3, count: 32), csrfToken: "csrf", user: "alice", signInRequestID: "r1",
+            bindingCode: "42", createdAt: 1_000, expiresAt: 1_300)
+        var bobs = session
+        bobs.idHash = [UInt8](repeating: 4, count: 32)
+        bobs.user = "bob"
+        try storage.insertBrowserSession(session)
+        try storage.insertBrowserSession(bobs)
+        let unredeemed = authorizationCode(5)
+        let redeemed = authorizationCode(6)
+        try storage.insertAuthorizationCode(unredeemed)
+        try storage.insertAuthorizationCode(redeemed)
+        _ = try storage.redeemAuthorizationCode(
+            codeHash: redeemed.codeHash, at: 1_010, accessTokenJTI: "jti-6", accessTokenExpiresAt: 1_910)
+
+        _ = try storage.deleteUser("alice", listingSSHKeysUntil: 0)
+        #expect(try storage.signInRequest(id: "r1") == nil)
+        #expect(try storage.browserSession(idHash: session.idHash) == nil)
+        #expect(try storage.authorizationCode(codeHash: unredeemed.codeHash) == nil)
+        // A redeemed code stays until it expires: a second use of it still revokes its token.
+        #expect(try storage.authorizationCode(codeHash: redeemed.codeHash)?.redeemedAt == 1_010)
+        // Other users keep theirs.
+        #expect(try storage.signInRequest(id: "b1") != nil)
+        #expect(try storage.browserSession(idHash: bobs.idHash) == bobs)
     }
 }

@@ -227,7 +227,8 @@ extension KeyAuthService {
         case .issued:
             throw ServiceError(.invalidGrant, "the sign-in was already collected")
         case .approved:
-            guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active
+            guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active,
+                device.user == request.user
             else { throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked") }
             // The approval met the request's acr_values; the device's tier is read again, as the
             // token states it now.
@@ -238,6 +239,10 @@ extension KeyAuthService {
                 throw ServiceError(.deviceDenied, "the device that approved does not meet the requested acr_values")
             }
             guard try storage.markSignInRequestIssued(id: id) else {
+                // Collected by another poll, or its device revoked since the check above.
+                guard try storage.signInRequest(id: id)?.status == .issued else {
+                    throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked")
+                }
                 throw ServiceError(.invalidGrant, "the sign-in was already collected")
             }
             var claims = JWTClaims()

@@ -173,8 +173,9 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     // MARK: Users
 
     /// Deletes every device record, enrollment code and recovery code of `user` in one
-    /// transaction; returns how many devices and enrollment codes. The user is then unknown to the
-    /// server, as if never registered.
+    /// transaction, with the user's sign-in requests, browser sessions and unredeemed
+    /// authorization codes; returns how many devices and enrollment codes. The user is then
+    /// unknown to the server, as if never registered, and an approval made before is gone too.
     ///
     /// In the same transaction the keys of the user's active and revoked devices (those that may
     /// hold SSH certificates) go into the SSH revocation keys, listed until `until` (a key listed

@@ -58,9 +58,14 @@ package protocol SignInStorage: Sendable {
     func pollSignInRequest(id: String, at time: Int64, slowDownStep: Int64) throws(StorageError)
         -> (request: SignInRequestRecord, tooEarly: Bool)?
 
-    /// Moves an approved request to `issued`: its token or session is handed out once.
+    /// Moves an approved request to `issued`: its token or session is handed out once, and
+    /// only while the device that approved it is active and still the request's user's (its
+    /// row read with a share lock), so that a revocation or `delete-user` that answered first
+    /// leaves nothing to collect, and a key registered again under another name collects
+    /// nothing of the old one's.
     ///
-    /// - Returns: false when it is not approved (already issued, or never approved).
+    /// - Returns: false when it is not approved (already issued, or never approved), or its
+    ///   approving device is no longer active or no longer the request's user's.
     func markSignInRequestIssued(id: String) throws(StorageError) -> Bool
 
     /// Deletes requests that expired before `expiredBefore`; returns how many.

@@ -160,13 +160,18 @@ extension SQLStorage {
         }
     }
 
-    /// Whether device `kid` is active, its row read with a share lock (PostgreSQL) so that it
-    /// stays so until the transaction that asks commits: a revocation commits before or after.
-    static func isActive(_ kid: String, in connection: any SQLConnection) throws(StorageError) -> Bool {
-        try connection.execute(
-            "SELECT status FROM devices WHERE kid = $1" + connection.dialect.rowShareLock, [.text(kid)]
-        )
-        .firstRow?.text(0) == DeviceStatus.Stored.active.rawValue
+    /// Whether device `kid` is active (and, given `user`, that user's), its row read with a
+    /// share lock (PostgreSQL) so that it stays so until the transaction that asks commits: a
+    /// revocation or a user's deletion commits before or after.
+    static func isActive(_ kid: String, of user: String? = nil, in connection: any SQLConnection)
+        throws(StorageError) -> Bool
+    {
+        guard
+            let row = try connection.execute(
+                "SELECT status, user_name FROM devices WHERE kid = $1" + connection.dialect.rowShareLock, [.text(kid)]
+            ).firstRow
+        else { return false }
+        return row.text(0) == DeviceStatus.Stored.active.rawValue && (user == nil || row.text(1) == user)
     }
 
     package func renameDevice(kid: String, name: String) throws(StorageError) -> Bool {

@@ -60,8 +60,15 @@ extension SQLStorage {
                 try Self.listSSHKeys(of: user, until: until, in: connection)
                 let devices = try connection.execute("DELETE FROM devices WHERE user_name = $1", [.text(user)])
                 let codes = try connection.execute("DELETE FROM enrollment_codes WHERE user_name = $1", [.text(user)])
-                // A new user of the same name must not inherit a way into the account.
+                // A new user of the same name must not inherit a way into the account: no
+                // recovery code, and no approval made before (a sign-in request not yet
+                // collected, a browser session, an authorization code not yet redeemed), which
+                // the same key registered again would otherwise collect.
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
+                try connection.execute("DELETE FROM sign_in_requests WHERE user_name = $1", [.text(user)])
+                try connection.execute("DELETE FROM browser_sessions WHERE user_name = $1", [.text(user)])
+                try connection.execute(
+                    "DELETE FROM authorization_codes WHERE user_name = $1 AND redeemed_at IS NULL", [.text(user)])
                 return (devices.affectedRowCount, codes.affectedRowCount)
             }
         }
