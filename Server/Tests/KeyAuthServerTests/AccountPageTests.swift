@@ -128,6 +128,31 @@ struct AccountPageTests {
         #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
     }
 
+    @Test("a second tab's continue, while the first has collected the sign-in, leaves the first its session")
+    func twoTabsContinue() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var browser = Browser(api: api)
+        let form = try browser.send("GET", "/account")
+        _ = try browser.send("POST", "/account/sign-in", form: [("user", "alice"), ("csrf", try Self.csrf(form.text))])
+        let waitingCookie = try #require(browser.cookies["__Host-keyauth-session"])
+        let waiting = try browser.send("GET", "/account")
+        let list = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        let id = try #require(list.first?["id"]?.stringValue)
+        #expect(
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                .status == 200)
+        // The first tab collected the request and is about to store its signed-in session.
+        #expect(try api.storage.markSignInRequestIssued(id: id))
+        let second = try browser.send(
+            "POST", "/account/sign-in/continue", form: [("csrf", try Self.csrf(waiting.text))])
+        #expect(second.status == 303)
+        // The waiting session is still there for the first tab to replace.
+        #expect(try api.storage.browserSession(idHash: try BrowserSessions.hash(waitingCookie)) != nil)
+    }
+
     @Test("revoking the device that approved the session ends it; names are escaped")
     func revokingTheApproverEndsTheSession() throws {
         let environment = TestEnvironment()

@@ -126,6 +126,8 @@ struct AccountPage: Sendable {
                 ).html)
         case .approved:
             guard let signedIn = try sessions.complete(session) else {
+                // Another tab of this browser completed it: its new session is this browser's.
+                if try sessions.wasCollected(session.record) { return redirect() }
                 try sessions.end(session)
                 return try signInForm(request, message: "The sign-in could not be completed; start again.")
             }
@@ -135,6 +137,7 @@ struct AccountPage: Sendable {
             try sessions.end(session)
             return try signInForm(request, message: "The sign-in was denied on your device.")
         case .expired:
+            if try sessions.wasCollected(session.record) { return redirect() }
             try sessions.end(session)
             return try signInForm(request, message: "The sign-in request expired; start again.")
         }

@@ -129,6 +129,14 @@ struct BrowserSessions: Sendable {
         return Presented(record: record, cookie: cookie)
     }
 
+    /// Whether the sign-in request of a waiting session was collected: by another tab of the
+    /// same browser (same cookie), which replaces this session with its signed-in one. Ending
+    /// this session then would end that one before it is stored, and both tabs would lose it.
+    func wasCollected(_ session: BrowserSessionRecord) throws(StorageError) -> Bool {
+        guard let id = session.signInRequestID else { return false }
+        return try storage.signInRequest(id: id)?.status == .issued
+    }
+
     /// Ends a session.
     func end(_ session: Presented) throws(StorageError) {
         try storage.deleteBrowserSession(idHash: session.record.idHash)
