@@ -23,6 +23,10 @@ package struct StorageError: Error, Sendable, CustomStringConvertible {
         /// A database that keyauth never made (no `schema_migrations`), which an admin command
         /// must not turn into one.
         package static let notKeyAuthDatabase = Code(rawValue: "not_keyauth_database")
+        /// A database without any table, which an admin command met: a `serve` starting on it
+        /// has not committed its first migration yet (or none was started on it). Temporary,
+        /// unlike ``notKeyAuthDatabase``: the message says to try again in a moment.
+        package static let beingCreated = Code(rawValue: "being_created")
         /// The store was closed.
         package static let closed = Code(rawValue: "closed")
         /// The requested kind of storage is not available in this build.

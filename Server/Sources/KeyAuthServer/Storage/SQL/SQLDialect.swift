@@ -49,6 +49,10 @@ struct SQLDialect: Sendable, Hashable {
     /// it does not: asked before reading a database that may not be keyauth's.
     let tableExists: String
 
+    /// A query with a row when the database (its current schema) has any table at all: none in
+    /// a database that `serve` is still creating, whose first migration has not committed.
+    let anyTableExists: String
+
     /// The statements of transaction-scoped advisory locks, or nil where writers need none:
     /// every SQLite write transaction begins `IMMEDIATE` and holds the database's only write
     /// lock until it ends, which already serialises every check and insert.
@@ -75,7 +79,8 @@ struct SQLDialect: Sendable, Hashable {
         name: "SQLite", integer: "INTEGER", bytes: "BLOB", orderedText: "TEXT",
         serialPrimaryKey: "INTEGER PRIMARY KEY", keyOnlyTable: " WITHOUT ROWID",
         originalUserColumn: "user", beginTransaction: "BEGIN IMMEDIATE", rowShareLock: "",
-        tableExists: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1", advisoryLocks: nil)
+        tableExists: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1",
+        anyTableExists: "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1", advisoryLocks: nil)
 
     static let postgres = SQLDialect(
         name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#,
@@ -83,6 +88,7 @@ struct SQLDialect: Sendable, Hashable {
         originalUserColumn: "user_name", beginTransaction: "BEGIN", rowShareLock: " FOR SHARE",
         tableExists:
             "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
+        anyTableExists: "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() LIMIT 1",
         advisoryLocks: SQLAdvisoryLockSyntax(
             // `SET LOCAL lock_timeout`, which cannot take a parameter; and no statement timeout
             // for the rest of the transaction, so that the connection's 30 s neither ends the

@@ -321,12 +321,23 @@ enum SQLSchema {
     /// command of a newer release must not migrate the database under an older running server,
     /// nor make a keyauth database of a file it was pointed at by mistake).
     ///
-    /// - Throws: `.notKeyAuthDatabase` without `schema_migrations`, `.schemaTooOld` or
+    /// - Throws: `.beingCreated` for a database without any table (a `serve` is creating it,
+    ///   or none has started on it), `.notKeyAuthDatabase` for one with tables but without
+    ///   `schema_migrations`, `.schemaTooOld` or
     ///   `.schemaTooNew` for another version, `.unavailable` and others when it cannot be read.
     static func requireLatest(_ connection: any SQLConnection, location: String) throws(StorageError) {
         let hasTable =
             try connection.execute(connection.dialect.tableExists, [.text("schema_migrations")]).firstRow != nil
         guard hasTable else {
+            // No table at all: what a starting `serve` shows until its first migration commits
+            // (a file it has just created is empty). Tables that are not keyauth's: a foreign
+            // database, refused as one.
+            guard try connection.execute(connection.dialect.anyTableExists).firstRow != nil else {
+                throw StorageError(
+                    .beingCreated,
+                    "\(location) is empty: the database is still being created by keyauth-server serve; try again "
+                        + "in a moment (only serve creates it: start it on this database first if none is running)")
+            }
             throw StorageError(
                 .notKeyAuthDatabase, "\(location) is not a keyauth database (it has no schema_migrations table)")
         }
