@@ -22,12 +22,24 @@ extension SQLStorage {
         if !migrating {
             // Before the database is opened as keyauth's (WAL, the device-changes file): a file
             // that is not keyauth's, or not yet at this schema, is left exactly as it was.
-            let plain = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
-            try SQLSchema.requireLatest(plain, location: path)
+            do {
+                let plain = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+                try SQLSchema.requireLatest(plain, location: path)
+            } catch let error where Self.isNotADatabase(error) {
+                // A file that is not SQLite at all (the settings file given as --db): a wrong
+                // file, like a SQLite file keyauth never made, not an unavailable store.
+                throw StorageError(
+                    .notKeyAuthDatabase, "\(path) is not a keyauth database (it is not a SQLite database file)")
+            }
         }
         try self.init(
             database: SQLiteDatabase(
                 path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
             location: path, now: now, migrating: migrating)
+    }
+
+    /// Whether SQLite said `SQLITE_NOTADB` (26): the file's header is not SQLite's.
+    private static func isNotADatabase(_ error: StorageError) -> Bool {
+        error.underlying?.library == "sqlite" && error.underlying?.code == 26
     }
 }
