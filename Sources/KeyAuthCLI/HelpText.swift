@@ -235,6 +235,12 @@ enum HelpText {
             here. --local-only skips the server (when it is gone); the key stays registered there.
             A device the server has refused is deleted here without asking for the PIN. On a
             terminal it asks for confirmation first; --yes skips the question.
+
+            Forgot the PIN? Run keyauth reset --local-only, then keyauth register again with a
+            recovery code (--recovery-code), an enrollment code from an administrator
+            (--enrollment-code), or without either and approve the new device from another of
+            yours (keyauth devices approve). Then revoke the old key: keyauth devices revoke KID,
+            the account page, or an administrator (keyauth-server revoke KID).
             """
         case .requests:
             """

@@ -23,9 +23,23 @@ public enum KeyAuthCommand {
             let command = try CommandParser.parse(arguments)
             return try await execute(command, context: CommandContext(io: io)).rawValue
         } catch {
-            io.printError(errorLine(for: error))
+            io.printError(errorLine(for: withNextStep(error)))
             return ExitCode(for: error).rawValue
         }
+    }
+
+    /// What ends a PIN lockout's message: where someone who forgot the PIN reads what to do
+    /// (`keyauth reset --help`, and "Forgot the PIN?" in docs/COMMANDS.md).
+    package static let forgotPINPointer = " (forgot the PIN? see keyauth reset --help)"
+
+    /// `error`, with the next step added where its message alone leaves a person stuck: a PIN
+    /// lockout (a key file's delay, the TPM's lockout, or the wrong PIN that started a delay)
+    /// ends with ``forgotPINPointer``. The code, and so the exit status (77), stays.
+    static func withNextStep(_ error: KeyAuthError) -> KeyAuthError {
+        let lockedOut = error.code == .lockedOut || (error.code == .wrongPIN && error.retryAfter != nil)
+        guard lockedOut, !error.message.hasSuffix(forgotPINPointer) else { return error }
+        return KeyAuthError(
+            error.code, error.message + forgotPINPointer, underlying: error.underlying, retryAfter: error.retryAfter)
     }
 
     /// The status after Control-C (SIGINT): 130, 128 plus the signal's number, as shells report

@@ -211,7 +211,8 @@ struct TPMEndToEndTests {
                 messages == [
                     "keyauth: wrong PIN; the TPM locks out after 2 more wrong PINs",
                     "keyauth: wrong PIN; the TPM locks out after 1 more wrong PIN",
-                    "keyauth: wrong PIN; the TPM is now locked and refuses its keys for up to 1000 seconds",
+                    "keyauth: wrong PIN; the TPM is now locked and refuses its keys for up to 1000 seconds"
+                        + KeyAuthCommand.forgotPINPointer,
                 ])
             let info = try tpm.connection.info()
             #expect(info.isLockedOut)
@@ -221,6 +222,7 @@ struct TPMEndToEndTests {
             #expect(
                 locked.errorLines == [
                     "keyauth: the TPM is locked after too many wrong PINs and refuses its keys for up to 1000 seconds"
+                        + KeyAuthCommand.forgotPINPointer
                 ])
             let status = try machine.run(["status"])
             #expect(status.standardOutput.contains("tpm (manufacturer IBM, locked after too many wrong PINs)"))
