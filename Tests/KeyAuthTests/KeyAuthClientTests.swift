@@ -323,6 +323,34 @@ struct KeyAuthClientTests {
         #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: url) }
     }
 
+    @Test(
+        "a server URL without its scheme is refused with the URL it most likely means",
+        arguments: [
+            ("127.0.0.1:8080", "http://127.0.0.1:8080"), ("localhost:8080", "http://localhost:8080"),
+            ("[::1]:8080", "http://[::1]:8080"), ("auth.example.com", "https://auth.example.com"),
+            ("auth.example.com:8443/", "https://auth.example.com:8443"),
+        ])
+    func missingScheme(url: String, meant: String) {
+        let error = #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: url) }
+        #expect(
+            error?.message == "the server URL must be http:// or https:// with a host name; did you mean \(meant)?")
+    }
+
+    @Test(
+        "no scheme is suggested for what is not a host, nor for another scheme",
+        arguments: ["alice", "ftp://example.com", "http://"])
+    func noSuggestion(url: String) {
+        let error = #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: url) }
+        #expect(error?.message == "the server URL must be http:// or https:// with a host name")
+    }
+
+    @Test("the refusal of plain http names the command's flag, not the library's parameter")
+    func insecureHTTPMessage() {
+        let error = #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: "http://example.com") }
+        #expect(error?.message.hasSuffix("use https://, or pass --insecure-http to accept that risk") == true)
+        #expect(error?.message.contains("allowInsecureHTTP") == false)
+    }
+
     @Test("the authenticator hooks poll through authorization_pending until the device is approved")
     func pollingHooks() async throws {
         let directory = TemporaryDirectory("keyauth-poll")

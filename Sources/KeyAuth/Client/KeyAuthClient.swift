@@ -71,7 +71,9 @@ public struct KeyAuthClient: Sendable {
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = components.host, !host.isEmpty
         else {
-            throw KeyAuthError(.invalidArgument, "the server URL must be http:// or https:// with a host name")
+            let suggestion = schemeAdded(to: String(trimmed)).map { "; did you mean \($0)?" } ?? ""
+            throw KeyAuthError(
+                .invalidArgument, "the server URL must be http:// or https:// with a host name" + suggestion)
         }
         guard components.query == nil, components.fragment == nil, components.user == nil,
             components.password == nil
@@ -83,9 +85,23 @@ public struct KeyAuthClient: Sendable {
                 .invalidArgument,
                 "the server URL uses plain http:// to \(host), which is not loopback: access tokens would cross "
                     + "the network readable by anyone on the path; use https://, or pass --insecure-http "
-                    + "(allowInsecureHTTP in the library) to accept that risk")
+                    + "to accept that risk")
         }
         return String(trimmed)
+    }
+
+    /// `text` with the scheme it most likely lacks, when it reads as `HOST:PORT` or as a host
+    /// name with a dot (`127.0.0.1:8080`, `auth.example.com`): `http://` for a loopback host,
+    /// whose server is often plain http, `https://` otherwise. Nil when it has a scheme already,
+    /// or reads as neither (`alice`).
+    static func schemeAdded(to text: String) -> String? {
+        guard !text.contains("://"), let first = text.first, first.isLetter || first.isNumber || first == "["
+        else { return nil }
+        guard let components = URLComponents(string: "http://" + text), let host = components.host, !host.isEmpty,
+            components.port != nil || host.contains(".") || isLoopbackHost(host),
+            components.user == nil, components.query == nil, components.fragment == nil
+        else { return nil }
+        return (isLoopbackHost(host) ? "http://" : "https://") + text
     }
 
     /// Whether `host` is this machine: `localhost`, an IPv4 address in `127.0.0.0/8`, or `::1`
