@@ -25,6 +25,9 @@ struct CommandContext: Sendable {
     /// The longest `KEYAUTH_TIMEOUT` taken: a day.
     static let maximumTimeout: TimeInterval = 86_400
 
+    /// The error when `--pin-stdin` finds standard input empty: what was expected, and where.
+    static let pinInputEnded = "standard input ended before the PIN (--pin-stdin reads it from there)"
+
     /// A client for `serverURL` with the configured timeout.
     ///
     /// - Parameter insecureHTTP: `--insecure-http` at registration, remembered by the account.
@@ -54,7 +57,11 @@ struct CommandContext: Sendable {
         kind: PresenceKind, pamService: String?, pinFromStandardInput: Bool, keyDirectory: String
     ) throws(KeyAuthError) -> any PresenceCheck {
         let reader: any SecretReader =
-            pinFromStandardInput ? StandardInputSecretReader(fileDescriptor: io.standardInput) : io.terminalReader
+            !pinFromStandardInput
+            ? io.terminalReader
+            : kind == .pin
+                ? StandardInputSecretReader(fileDescriptor: io.standardInput, endOfInputMessage: Self.pinInputEnded)
+                : StandardInputSecretReader(fileDescriptor: io.standardInput)
         switch kind {
         case .pin:
             guard reader.isAvailable() else {

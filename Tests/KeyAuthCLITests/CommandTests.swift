@@ -208,6 +208,22 @@ struct CommandTests {
         #expect(none.status == 77)
     }
 
+    @Test("--pin-stdin with nothing on standard input says the PIN was expected there (exit 77)")
+    func pinStandardInputEmpty() async throws {
+        let harness = CommandHarness()
+        let server = try InProcessKeyAuthServer()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        #expect(await registerWithPIN(harness, server, pin: "246802").status == 0)
+        let none = await harness.run(["login", "--pin-stdin"])
+        #expect(none.status == 77)
+        #expect(
+            none.errorLines == ["keyauth: standard input ended before the PIN (--pin-stdin reads it from there)"],
+            "\(none.standardError)")
+    }
+
     @Test("token reuses a stored token and logs in again when it is about to expire")
     func tokenCachedAndRefreshed() async throws {
         let harness = CommandHarness()

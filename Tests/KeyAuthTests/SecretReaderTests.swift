@@ -41,6 +41,18 @@ struct PresenceReaderTests {
         #expect(text(try reader.readSecret(prompt: "")) == "tail")
         let error = #expect(throws: KeyAuthError.self) { try reader.readSecret(prompt: "") }
         #expect(error?.code == .cancelled)
+        #expect(error?.message == "standard input ended before an answer was given")
+    }
+
+    @Test("the end of standard input is reported in lower case, naming what was expected when the caller says")
+    func standardInputEnded() async throws {
+        let pipe = try Pipe()
+        defer { close(pipe.read) }
+        close(pipe.write)
+        let reader = StandardInputSecretReader(fileDescriptor: pipe.read, endOfInputMessage: "no PIN here")
+        let error = #expect(throws: KeyAuthError.self) { try reader.readSecret(prompt: "") }
+        #expect(error?.code == .cancelled)
+        #expect(error?.message == "no PIN here")
     }
 
     @Test("an empty line is an empty answer, not the end of input")

@@ -33,11 +33,11 @@ enum LineIO {
             let count = read(descriptor, &byte, 1)
             if count < 0 {
                 if errno == EINTR { continue }
-                return .failure(error(.presenceUnavailable, "Reading the answer failed."))
+                return .failure(error(.presenceUnavailable, "reading the answer failed"))
             }
             if count == 0 {
                 guard sawInput else {
-                    return .failure(KeyAuthError(.cancelled, "Input ended before an answer was given."))
+                    return .failure(KeyAuthError(.cancelled, "input ended before an answer was given"))
                 }
                 break
             }
@@ -53,7 +53,7 @@ enum LineIO {
         }
         guard length <= maximumLength else {
             return .failure(
-                KeyAuthError(.invalidArgument, "The answer is longer than \(maximumLength) bytes."))
+                KeyAuthError(.invalidArgument, "the answer is longer than \(maximumLength) bytes"))
         }
         return .success(SecretBytes(buffer[0..<length]))
     }
