@@ -193,6 +193,12 @@ package struct ParsedArguments: Sendable, Equatable {
         (Array(values.keys) + Array(flags.keys) + Array(valuesMissing)).filter { !read.contains($0) }.sorted()
     }
 
+    /// `; did you mean --NAME?` for `option`, naming the nearest of the options a caller has
+    /// asked for (``NearestWord/optionSuggestion(for:among:)``), or empty.
+    package func suggestion(for option: String) -> String {
+        NearestWord.optionSuggestion(for: option, among: read)
+    }
+
     /// The options a caller asked for that were given last without their value, sorted.
     package func readOptionsMissingValues() -> [String] {
         valuesMissing.filter { read.contains($0) }.sorted()

@@ -18,6 +18,14 @@ package enum NearestWord {
         return started.count == 1 ? started.first : nil
     }
 
+    /// `; did you mean --server?` for an unknown option as typed (`--sever`, `--sever=x`,
+    /// `-server`), naming the nearest of `options` (names without their dashes) by
+    /// ``nearest(to:among:)``; empty when none is close.
+    package static func optionSuggestion(for option: String, among options: some Sequence<String>) -> String {
+        let name = option.drop { $0 == "-" }.prefix { $0 != "=" }
+        return nearest(to: String(name), among: options.sorted()).map { "; did you mean --\($0)?" } ?? ""
+    }
+
     /// The optimal string alignment distance: insertions, deletions, substitutions and swaps of
     /// neighbours, each counting one.
     private static func distance(_ a: [Character], _ b: [Character]) -> Int {

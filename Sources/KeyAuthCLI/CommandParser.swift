@@ -240,7 +240,10 @@ package enum CommandParser {
     /// The usage message for a command line the parser refused.
     private static func message(for error: ArgumentError, command: CommandName) -> String {
         switch error {
-        case .unknownOption(let option): "unknown option \(option) for `keyauth \(command.rawValue)`"
+        case .unknownOption(let option):
+            "unknown option \(option) for `keyauth \(command.rawValue)`"
+                + NearestWord.optionSuggestion(
+                    for: option, among: (valueOptions[command] ?? []).union(flagOptions[command] ?? []))
         case .missingValue(let name): "--\(name) needs a value"
         case .emptyValue(let name): "--\(name) needs a non-empty value"
         case .repeated(let name): "--\(name) is given more than once"

@@ -246,4 +246,21 @@ struct CommandParserTests {
         #expect(status(.keyExists) == .failure)
         #expect(status(.accountNotFound) == .failure)
     }
+
+    @Test(
+        "a mistyped option is refused with the nearest option of the command, as a mistyped command is",
+        arguments: [
+            (["register", "--sever", "http://127.0.0.1:8080"], "--sever", "register", "; did you mean --server?"),
+            (["register", "--sever=http://127.0.0.1:8080"], "--sever", "register", "; did you mean --server?"),
+            (["login", "--pin-stdn"], "--pin-stdn", "login", "; did you mean --pin-stdin?"),
+            (["reset", "--local"], "--local", "reset", "; did you mean --local-only?"),
+            (["status", "--frobnicate"], "--frobnicate", "status", ""),
+        ])
+    func unknownOptionSuggestion(_ arguments: [String], _ option: String, _ command: String, _ suggestion: String) {
+        let error = #expect(throws: KeyAuthError.self) { try CommandParser.parse(arguments) }
+        #expect(error?.code == .usage)
+        #expect(
+            error?.message
+                == "unknown option \(option) for `keyauth \(command)`\(suggestion) (see `keyauth \(command) --help`)")
+    }
 }

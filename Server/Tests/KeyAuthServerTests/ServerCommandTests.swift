@@ -85,6 +85,14 @@ struct ServerCommandTests {
             (["devices", "--bogus"], "keyauth-server: unknown option --bogus; see keyauth-server --help\n"),
             (["--listen", "127.0.0.1:0", "--db"], "keyauth-server: --db needs a value\n"),
             (["enroll", "alice", "--db"], "keyauth-server: --db needs a value\n"),
+            (
+                ["serve", "--lisen", "127.0.0.1:0"],
+                "keyauth-server: unknown option --lisen; did you mean --listen? see keyauth-server --help\n"
+            ),
+            (
+                ["devices", "--jsno"],
+                "keyauth-server: unknown option --jsno; did you mean --json? see keyauth-server --help\n"
+            ),
         ])
     func unknownOptionWording(_ arguments: [String], _ expected: String) {
         let output = CapturedOutput()

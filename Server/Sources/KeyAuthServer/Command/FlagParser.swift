@@ -48,7 +48,9 @@ struct FlagParser {
             throw ServerConfigurationError("--\(missing) needs a value")
         }
         if let unknown = parsed.unreadOptions().first {
-            throw ServerConfigurationError("unknown option --\(unknown); see keyauth-server --help")
+            let suggestion = parsed.suggestion(for: unknown)
+            throw ServerConfigurationError(
+                "unknown option --\(unknown)\(suggestion.isEmpty ? ";" : suggestion) see keyauth-server --help")
         }
         guard parsed.positionals.count <= count else {
             throw ServerConfigurationError(
