@@ -1,3 +1,4 @@
+import Foundation
 import KeyAuth
 import KeyAuthTestSupport
 import Testing
@@ -26,5 +27,18 @@ struct InsecureIssuerWarningTests {
         #expect((configuration.insecureIssuerWarning != nil) == warns, "\(arguments)")
         let report = ServerCommand.checkConfigReport(configuration, origins: [:], settingsFile: nil)
         #expect(report.contains("is plain http") == warns)
+    }
+
+    @Test("the warning names a section of SERVER.md that exists")
+    func pointsToSection() throws {
+        guard
+            case .serve(let configuration) = try ServerCommand.parse(
+                arguments: ["serve", "--listen", "0.0.0.0:8088"], environment: [:])
+        else { throw TestFailure("not serve") }
+        let warning = try #require(configuration.insecureIssuerWarning)
+        #expect(warning.hasSuffix("(docs/SERVER.md, \"Deployment behind a TLS reverse proxy\")"), "\(warning)")
+        let guide = try String(
+            contentsOf: Vectors.packageRoot.appendingPathComponent("docs/SERVER.md"), encoding: .utf8)
+        #expect(guide.components(separatedBy: "\n").contains("### \(ServerConfiguration.tlsSection)"))
     }
 }

@@ -11,6 +11,9 @@ extension ServerConfiguration {
         guard !(Self.isLoopbackURL(issuer) && Self.isLoopback(listen.host)) else { return nil }
         return "warning: the issuer \(issuer) is plain http where other machines may reach it: access tokens "
             + "and browser cookies cross the network in clear; serve behind TLS with an https:// --issuer "
-            + "(docs/SERVER.md, \"TLS\")"
+            + "(docs/SERVER.md, \"\(Self.tlsSection)\")"
     }
+
+    /// The title of SERVER.md's section on TLS, which the warning names.
+    package static let tlsSection = "Deployment behind a TLS reverse proxy"
 }
