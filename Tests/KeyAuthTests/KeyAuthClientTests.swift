@@ -344,6 +344,24 @@ struct KeyAuthClientTests {
         #expect(error?.message == "the server URL must be http:// or https:// with a host name")
     }
 
+    @Test("a failed discovery under a path suggests the server's origin; one at the origin suggests nothing")
+    func discoveryUnderPath() async throws {
+        let responder = try LoopbackHTTPResponder { _ in .json(404, "{}") }
+        defer { responder.stop() }
+        let withPath = responder.url + "/account"
+        let error = await #expect(throws: KeyAuthError.self) {
+            _ = try await KeyAuthClient(serverURL: withPath).discover()
+        }
+        #expect(error?.message.hasPrefix("\(withPath) does not look like a keyauth server") == true)
+        #expect(error?.message.hasSuffix("; did you mean \(responder.url)?") == true, "\(error?.message ?? "")")
+        let atOrigin = await #expect(throws: KeyAuthError.self) {
+            _ = try await KeyAuthClient(serverURL: responder.url).discover()
+        }
+        #expect(atOrigin?.message.contains("did you mean") == false)
+        #expect(KeyAuthClient.origin(ofPathURL: "http://[::1]:8080/account") == "http://[::1]:8080")
+        #expect(KeyAuthClient.origin(ofPathURL: "https://auth.example.com/x/y") == "https://auth.example.com")
+    }
+
     @Test("the refusal of plain http names the command's flag, not the library's parameter")
     func insecureHTTPMessage() {
         let error = #expect(throws: KeyAuthError.self) { try KeyAuthClient(serverURL: "http://example.com") }

@@ -136,11 +136,25 @@ public struct KeyAuthClient: Sendable {
             return try read(object, "the discovery document", ServerMetadata.init(jsonValue:))
         } catch {
             guard error.code == .serverRejected else { throw error }
+            let hint = Self.origin(ofPathURL: serverURL).map { "; did you mean \($0)?" } ?? ""
             throw KeyAuthError(
                 .serverRejected,
-                "\(serverURL) does not look like a keyauth server: GET \(serverURL + path) failed (\(error.message))",
+                "\(serverURL) does not look like a keyauth server: GET \(serverURL + path) failed (\(error.message))"
+                    + hint,
                 underlying: error.underlying ?? error)
         }
+    }
+
+    /// The origin of `url` (`http://127.0.0.1:8080`) when it has a path (`/account`, the page
+    /// the README opens in a browser): a keyauth server is named by its origin, so a failed
+    /// discovery under a path suggests the origin, without asking the server again. Nil for a
+    /// URL without a path.
+    package static func origin(ofPathURL url: String) -> String? {
+        guard let components = URLComponents(string: url), !components.path.isEmpty, components.path != "/",
+            let scheme = components.scheme, let host = components.percentEncodedHost
+        else { return nil }
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return "\(scheme)://\(bracketed)" + (components.port.map { ":\($0)" } ?? "")
     }
 
     /// The version sent as `User-Agent`, also printed by `keyauth --version`.
