@@ -50,7 +50,7 @@ struct ApprovalWaitInterruptTests {
 
     /// On the first connect to the port in `HOLD_PORT`, says so on standard error and holds the
     /// connecting thread for ten minutes: a step stuck in a system call, where no cancellation
-    /// reaches (here URLSession's own queue, which a cancel waits for).
+    /// reaches (the request's transfer thread; the request itself returns at once when cancelled).
     private static let holdConnect = """
         #define _GNU_SOURCE
         #include <dlfcn.h>
@@ -71,8 +71,9 @@ struct ApprovalWaitInterruptTests {
         }
         """
 
-    /// Holds every sleep of exactly three seconds for ten minutes: the command's backstop exit,
-    /// so that only a second signal can end a command stuck after the first.
+    /// Holds every sleep of exactly three seconds for ten minutes (the command's backstop exit),
+    /// and the command's own `exit` (where it ends once the cancelled request has returned), so
+    /// that only a second signal can end a command stuck after the first.
     private static let holdThreeSecondSleeps = """
         #define _GNU_SOURCE
         #include <dlfcn.h>
@@ -91,6 +92,13 @@ struct ApprovalWaitInterruptTests {
                 real = (int (*)(clockid_t, int, const struct timespec *, struct timespec *))dlsym(RTLD_NEXT, "clock_nanosleep");
             if (flags == 0 && held(duration)) { write(2, "backstop held\\n", 14); sleep(600); }
             return real(clock, flags, duration, left);
+        }
+        void exit(int status) {
+            static void (*real)(int);
+            if (real == 0) real = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+            write(2, "exit held\\n", 10);
+            sleep(600);
+            real(status);
         }
         """
 
@@ -126,8 +134,10 @@ struct ApprovalWaitInterruptTests {
     func secondSignalEndsStuckCommand() throws {
         try withRegisterStuckInConnect(holdingBackstop: true) { process in
             process.signal(SIGINT)
-            // The first signal's three-second exit is held: the command is stuck for good now.
+            // The first signal's three-second exit is held, and so is the command's own exit once
+            // its cancelled request returned: the command is stuck for good now.
             #expect(process.waitForError(containing: "backstop held"), "\(process.standardError)")
+            #expect(process.waitForError(containing: "exit held"), "\(process.standardError)")
             process.signal(SIGTERM)
             // 128 + SIGINT, the first signal, not SIGTERM's 143.
             #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
