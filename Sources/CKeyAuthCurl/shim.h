@@ -17,6 +17,7 @@ typedef int (*ckeyauth_curl_progress_callback)(
 /// - `timeout_ms` bounds the whole exchange (0: none), connecting included.
 /// - No signals (the transfer runs on a thread of its own), no `Expect: 100-continue` wait.
 /// - `body` (may be NULL with length 0) is not copied: it must outlive the transfer.
+/// - `bypass_proxy` ignores `http_proxy` and the like: a loopback server is reached directly.
 /// - `method` is GET, POST, or any other, sent as it is.
 /// - `error_buffer` has room for CURL_ERROR_SIZE bytes.
 static inline CURLcode ckeyauth_curl_prepare(
@@ -27,6 +28,7 @@ static inline CURLcode ckeyauth_curl_prepare(
     long body_length,
     struct curl_slist *headers,
     long timeout_ms,
+    int bypass_proxy,
     ckeyauth_curl_data_callback write_body,
     ckeyauth_curl_data_callback write_header,
     ckeyauth_curl_progress_callback progress,
@@ -48,6 +50,7 @@ static inline CURLcode ckeyauth_curl_prepare(
     CKEYAUTH_SET(CURLOPT_TIMEOUT_MS, timeout_ms);
     CKEYAUTH_SET(CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
     CKEYAUTH_SET(CURLOPT_HTTPHEADER, headers);
+    if (bypass_proxy) CKEYAUTH_SET(CURLOPT_NOPROXY, "*");
     CKEYAUTH_SET(CURLOPT_WRITEFUNCTION, write_body);
     CKEYAUTH_SET(CURLOPT_WRITEDATA, context);
     CKEYAUTH_SET(CURLOPT_HEADERFUNCTION, write_header);

@@ -52,6 +52,26 @@ struct TricklingAnswerTests {
         #expect(seconds.map { $0 < 1.2 } == true, "keyauth used \(children) of CPU while it waited")
     }
 
+    /// Plain http is allowed to a loopback server only because it never leaves the machine; a
+    /// proxy from the environment would carry the assertion and tokens elsewhere.
+    @Test("a loopback server is reached directly, whatever http_proxy and all_proxy say")
+    func loopbackIgnoresProxy() throws {
+        let server = try TricklingServer(head: "SSH-2.0-OpenSSH_9.2\r\n\r\n", trickle: false)
+        defer { server.stop() }
+        let closed = ClosedPort()
+        let proxy = "http://127.0.0.1:\(closed.port)"
+        let machine = Machine()
+        defer { machine.home.remove() }
+        let result = try machine.run(
+            ["register", "--server", "http://127.0.0.1:\(server.port)", "--user", "direct", "--presence", "none"],
+            extraEnvironment: ["http_proxy": proxy, "HTTP_PROXY": proxy, "all_proxy": proxy, "ALL_PROXY": proxy],
+            timeout: 60)
+        // Through the (closed) proxy it would be a refused connection; directly, the server's
+        // answer that is not HTTP.
+        #expect(result.status == 69, "\(result.standardError)")
+        #expect(result.standardError.contains("did not answer with HTTP"), "\(result.standardError)")
+    }
+
     /// The sum of a `times` line's two durations, `0m0.120s 0m0.030s`.
     private static func cpuSeconds(_ line: String) -> Double? {
         let parts = line.split(separator: " ")

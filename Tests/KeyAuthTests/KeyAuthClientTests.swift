@@ -86,6 +86,19 @@ struct KeyAuthClientTests {
         #expect(error?.message.contains("connection refused") == true)
     }
 
+    @Test("a POST without a body says Content-Length: 0, which some proxies insist on")
+    func emptyPost() async throws {
+        let responder = try LoopbackHTTPResponder { _ in .json(404, "{\"error\":\"not_found\"}") }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url, timeout: 10)
+        let token = AccessToken(value: "a.b.c", expiresAt: Date().addingTimeInterval(600))
+        _ = await #expect(throws: KeyAuthError.self) { try await client.requestSSHCertificate(accessToken: token) }
+        let request = try #require(responder.requests.first)
+        #expect(request.method == "POST" && request.path == "/v1/ssh/certificates")
+        #expect(request.headers["content-length"] == "0")
+        #expect(request.headers["expect"] == nil)
+    }
+
     @Test("an answer over 1 MiB is refused while it arrives, not read to its end")
     func tooLargeAnswer() async throws {
         let padding = String(repeating: " ", count: 2 << 20)

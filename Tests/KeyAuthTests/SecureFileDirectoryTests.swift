@@ -67,7 +67,7 @@ struct SecureFileDirectoryTests {
         #expect(stat(store.directory, &info) == 0 && info.st_mode & 0o777 == 0o755)
     }
 
-    @Test("a temporary file left by a writer that died is removed by the next write; a live writer's stays")
+    @Test("an old temporary file of a writer that died is removed by the next write; a live or recent one's stays")
     func abandonedTemporaries() throws {
         let temporary = TemporaryDirectory()
         defer { temporary.remove() }
@@ -81,11 +81,19 @@ struct SecureFileDirectoryTests {
         let dead = "\(store.directory)/.tmp-\(ended.processIdentifier)-AbCdEf"
         let live = "\(store.directory)/.tmp-\(getppid())-GhIjKl"
         let unnamed = "\(store.directory)/.tmp-MnOpQr"
-        for path in [dead, live, unnamed] {
+        // The same dead writer's file from a minute ago: another host's or container's writer
+        // may be using that pid now, so it stays until it is ten minutes old.
+        let recent = "\(store.directory)/.tmp-\(ended.processIdentifier)-StUvWx"
+        let hourAgo = Date().addingTimeInterval(-3600)
+        for path in [dead, live, unnamed, recent] {
             #expect(FileManager.default.createFile(atPath: path, contents: Data("copy".utf8)))
+            if path != recent {
+                try FileManager.default.setAttributes([.modificationDate: hourAgo], ofItemAtPath: path)
+            }
         }
         try SecureFile.write(Array("new\n".utf8), to: store.directory + "/token.json")
         #expect(!FileManager.default.fileExists(atPath: dead))
+        #expect(FileManager.default.fileExists(atPath: recent))
         #expect(FileManager.default.fileExists(atPath: live))
         #expect(FileManager.default.fileExists(atPath: unnamed))
         #expect(try SecureFile.readProtected(store.directory + "/token.json") == Array("new\n".utf8))

@@ -95,13 +95,26 @@ final class CurlTransfer: Sendable {
         var errorText = [CChar](repeating: 0, count: ckeyauth_curl_error_size())
         let context = Unmanaged.passUnretained(self).toOpaque()
         // A NUL after the body, so that even an empty body has an address to hand to libcurl.
+        // A POST (or any method but GET) without one sends `Content-Length: 0`, which some
+        // proxies insist on.
         let body = (request.body ?? []).map { CChar(bitPattern: $0) } + [0]
+        let hasBody = request.body != nil || request.method != "GET"
+        // Plain http is allowed to loopback only because it never leaves the machine: no proxy
+        // from the environment may carry it elsewhere.
+        let bypassProxy: Int32 =
+            URLComponents(string: request.url)?.host.map(KeyAuthClient.isLoopbackHost) == true ? 1 : 0
+        // A write to a socket the peer closed raises SIGPIPE in the writing thread, which would
+        // end the process; blocked here, the write fails with EPIPE and libcurl reports it.
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
         let code = body.withUnsafeBufferPointer { bytes in
             errorText.withUnsafeMutableBufferPointer { errorBuffer in
                 let prepared = ckeyauth_curl_prepare(
-                    handle, request.url, request.method, request.body == nil ? nil : bytes.baseAddress,
-                    bytes.count - 1, list, timeoutMilliseconds, curlWriteBody, curlWriteHeader, curlProgress,
-                    context, errorBuffer.baseAddress)
+                    handle, request.url, request.method, hasBody ? bytes.baseAddress : nil, bytes.count - 1, list,
+                    timeoutMilliseconds, bypassProxy, curlWriteBody, curlWriteHeader, curlProgress, context,
+                    errorBuffer.baseAddress)
                 guard prepared == CURLE_OK else { return prepared }
                 return withExtendedLifetime(self) { curl_easy_perform(handle) }
             }

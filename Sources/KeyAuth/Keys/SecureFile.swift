@@ -92,11 +92,15 @@ package enum SecureFile {
 
     /// The start of a temporary file's name; the writer's process id and random characters follow.
     static let temporaryPrefix = ".tmp-"
+    /// Seconds since its last change after which a temporary file of a process that no longer
+    /// exists is removed: no write takes this long.
+    static let abandonedAfter = 600
 
     /// Removes the temporary files of writers that died before their rename (a `kill -9`, a
-    /// power cut): `.tmp-PID-…` of a process that no longer exists. Such a file may hold a
-    /// second copy of a private key (under a new PIN, say) that nothing would ever read or
-    /// delete. A live writer's file, and one whose name has no process id, are left alone.
+    /// power cut): `.tmp-PID-…` of a process that no longer exists, unchanged for ten minutes.
+    /// Such a file may hold a second copy of a private key (under a new PIN, say) that nothing
+    /// would ever read or delete. A live writer's file, and one whose name has no process id,
+    /// are left alone.
     static func removeAbandonedTemporaries(in directory: String) {
         guard let listing = opendir(directory) else { return }
         defer { closedir(listing) }
@@ -110,6 +114,12 @@ package enum SecureFile {
         for name in names {
             let rest = name.dropFirst(temporaryPrefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid()
+            else { continue }
+            // Also old: a pid names a process only in its own namespace and on its own host,
+            // and a home shared with a container or over NFS holds other writers' files too.
+            var info = stat()
+            guard lstat("\(directory)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+                time(nil) - info.st_mtim.tv_sec > abandonedAfter
             else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 unlink("\(directory)/\(name)")
