@@ -194,12 +194,18 @@ final class ServerSigningKeys: Sendable {
     /// reloads the keys first, at most every ``reloadInterval`` seconds; a reload that fails
     /// leaves the keys as they were.
     func publicKey(forKeyID keyID: String, now: Int64) -> JWSPublicKey? {
-        let (key, due) = loaded.withLock { state in
-            (state.keys[keyID]?.publicKey, state.lastUnknownKeyReload <= now.subtractingSaturating(Self.reloadInterval))
+        // The check and the claim of the reload under one lock: of many requests naming unknown
+        // keys at once, one reloads.
+        let (key, due) = loaded.withLock { state -> (JWSPublicKey?, Bool) in
+            if let key = state.keys[keyID]?.publicKey { return (key, false) }
+            guard state.lastUnknownKeyReload <= now.subtractingSaturating(Self.reloadInterval) else {
+                return (nil, false)
+            }
+            state.lastUnknownKeyReload = now
+            return (nil, true)
         }
         if let key { return key }
         guard rotates, due else { return nil }
-        loaded.withLock { $0.lastUnknownKeyReload = now }
         try? reload(now: now)
         return loaded.withLock { $0.keys[keyID]?.publicKey }
     }

@@ -10,7 +10,7 @@ extension SQLStorage {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
                 if let activeDevice {
-                    guard try Self.isActive(activeDevice, in: connection) else { return false }
+                    guard try Self.isActive(activeDevice, of: user, in: connection) else { return false }
                 }
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 for code in codes {
