@@ -25,7 +25,7 @@ status=0
 for main in Examples/*/main.swift; do
     # KeyAuth imports its C modules with `internal import`; the compiler may still load them.
     if swiftc -typecheck -swift-version 6 -module-name "$(basename "$(dirname "$main")")" \
-        -I "$modules" -I Sources/CKeyAuthOpenSSL -I Sources/CKeyAuthPAM -I Sources/CKeyAuthTSS2 "$main"; then
+        -I "$modules" -I Sources/CKeyAuthCurl -I Sources/CKeyAuthOpenSSL -I Sources/CKeyAuthPAM -I Sources/CKeyAuthTSS2 "$main"; then
         echo "check-public-api: $main compiles against the public API" >&2
     else
         echo "check-public-api: $main needs more than the public API (see above)" >&2

@@ -1,4 +1,4 @@
-import CKeyAuthCurl
+internal import CKeyAuthCurl
 import Foundation
 import Synchronization
 
