@@ -233,18 +233,18 @@ enum HelpText {
 
             Revokes the device key on the server, then deletes the key, the account and its tokens
             here. The revocation uses the stored access token while it is valid, with no presence
-            check (on a server with --dpop required, its proof is signed with the device key: a
+            check (on a server that requires DPoP, its proof is signed with the device key: a
             PIN-protected key asks for the PIN unless keyauth agent holds the key); otherwise it
             logs in first, with the presence check. --local-only skips the server (when it is
             gone); the key stays registered there. A device the server has refused is deleted
             here without asking for the PIN. On a terminal it asks for confirmation first; --yes
             skips the question.
 
-            Forgot the PIN? Run keyauth reset --local-only, then keyauth register again with a
-            recovery code (--recovery-code), an enrollment code from an administrator
-            (--enrollment-code), or without either and approve the new device from another of
-            yours (keyauth devices approve). Then revoke the old key: keyauth devices revoke KID,
-            the account page, or an administrator (keyauth-server revoke KID).
+            Forgot the PIN? Run keyauth reset --local-only, then keyauth register again with one
+            of your recovery codes, with an enrollment code from an administrator, or with
+            neither and approve the new device from another of yours (keyauth devices approve);
+            keyauth register --help names the options. Then revoke the old key: keyauth devices
+            revoke KID, the account page, or an administrator (keyauth-server revoke KID).
             """
         case .requests:
             """
