@@ -70,6 +70,27 @@ struct PINHandlingTests {
         }
     }
 
+    @Test("register with a PIN too short is bad input (exit 64) and keeps nothing")
+    func registerShortPIN() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            let register = try machine.run(
+                ["register", "--server", server.url, "--user", "alice", "--key-store", "file", "--pin-stdin"],
+                standardInput: "1234\n")
+            #expect(register.status == 64, "\(register.standardError)")
+            #expect(register.standardError.contains("at least 6 characters. Nothing was registered."))
+            #expect(try machine.run(["status"]).standardOutput.hasPrefix("No accounts in"), "no account was kept")
+            #expect(
+                try machine.run(
+                    [
+                        "register", "--server", server.url, "--user", "alice", "--key-store", "file",
+                        "--pin-stdin",
+                    ], standardInput: "123456\n"
+                ).status == 0)
+        }
+    }
+
     @Test("pin change without the public key file exits 65 with advice before asking; reset of a corrupt account")
     func pinChangeMissingPublicKey() throws {
         let machine = try machineWithPINKey("135790")

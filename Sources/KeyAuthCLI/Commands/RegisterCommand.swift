@@ -133,6 +133,11 @@ struct RegisterCommand {
             if error.oauthError?.error == .accessDenied, account.keyID == nil, recoveryCode == nil {
                 throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
             }
+            // Before a key was made: a new PIN that breaks the rules, or a device name that is
+            // not one, is bad input, as at `keyauth pin change`.
+            if error.code == .invalidArgument, !keys.hasKey {
+                throw CommandParser.usage(error.message + " Nothing was registered.", .register)
+            }
             if keys.hasKey, account.status == .registering, let keyID = serverKeyID.withLock({ $0 }) {
                 throw Self.unrecordedRegistration(error, keyID: keyID, account: name)
             }
