@@ -50,6 +50,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // glibc's malloc_trim, which Swift's Glibc module leaves out (see FreedMemory).
+        .systemLibrary(
+            name: "CKeyAuthMalloc",
+            path: "Server/Sources/CKeyAuthMalloc"
+        ),
         .systemLibrary(
             name: "CKeyAuthPQ",
             path: "Server/Sources/CKeyAuthPQ",
@@ -79,7 +84,9 @@ let package = Package(
         // The server.
         .target(
             name: "KeyAuthServer",
-            dependencies: ["KeyAuth", "KeyAuthArguments", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ"],
+            dependencies: [
+                "KeyAuth", "KeyAuthArguments", "CKeyAuthMicroHTTPD", "CKeyAuthSQLite", "CKeyAuthPQ", "CKeyAuthMalloc",
+            ],
             path: "Server/Sources/KeyAuthServer"
         ),
         .executableTarget(

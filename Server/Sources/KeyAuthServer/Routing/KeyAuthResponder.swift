@@ -223,8 +223,10 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
-    /// retention; reads the SSH CA and principals files again (a rotation, a retirement, an edit).
+    /// retention; reads the SSH CA and principals files again (a rotation, a retirement, an edit);
+    /// and returns the memory freed since to the kernel (``FreedMemory``).
     package func purgeExpired() {
+        defer { FreedMemory.returnToSystem() }
         limits.purge()
         do {
             try service.purgeExpired()
