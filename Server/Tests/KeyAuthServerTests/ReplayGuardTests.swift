@@ -158,11 +158,25 @@ struct ReplayGuardTests {
         #expect(entry != AcceptedTokenSet.entry(keyID: Self.kid, jti: "b"))
         #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now))
         #expect(!set.insert(entry, expiresAt: Self.now + 40, now: Self.now + 39))
-        #expect(set.snapshot(now: Self.now + 39).map(\.entry) == [entry])
+        #expect(set.snapshot(now: Self.now + 39).flatMap(\.entries) == [entry])
         // Another insert well after the expiry purges the old bucket.
         #expect(set.insert(1, expiresAt: Self.now + 500, now: Self.now + 200))
         #expect(!set.contains(entry))
-        #expect(set.snapshot(now: Self.now + 200).map(\.entry) == [1])
+        #expect(set.snapshot(now: Self.now + 200).flatMap(\.entries) == [1])
+    }
+
+    @Test("a snapshot's entry rows are 16 lowercase hexadecimal digits, zeros first, after the markers")
+    func snapshotRows() {
+        #expect(ReplaySnapshot.name(of: 0) == "0000000000000000")
+        #expect(ReplaySnapshot.name(of: 0xab) == "00000000000000ab")
+        #expect(ReplaySnapshot.name(of: .max) == "ffffffffffffffff")
+        #expect(ReplaySnapshot.name(of: 0x0123_4567_89ab_cdef) == String(0x0123_4567_89ab_cdef, radix: 16).leftPadded)
+        let marker = ReplaySnapshotRow(name: "stopped", expiresAt: 9)
+        let snapshot = ReplaySnapshot(markers: [marker], buckets: [(expiresAt: 63, entries: [1, 2]), (127, [3])])
+        let rows = Array(snapshot.rows)
+        #expect(rows.first == marker)
+        #expect(Set(rows.dropFirst().map(\.name)) == ["0000000000000001", "0000000000000002", "0000000000000003"])
+        #expect(rows.filter { $0.expiresAt == 63 }.count == 2)
     }
 
     @Test("a memory server's lock excludes any other server on the file; database servers share it")
@@ -185,4 +199,9 @@ struct ReplayGuardTests {
             _ = try SQLiteServeLock(path: path, exclusive: true)
         }
     }
+}
+
+extension String {
+    /// Zeros before the string, to 16 characters.
+    fileprivate var leftPadded: String { String(repeating: "0", count: max(0, 16 - count)) + self }
 }

@@ -117,9 +117,9 @@ final class ReplayGuard: Sendable {
             successor.append(ReplaySnapshotRow(name: runningMarker, expiresAt: markerExpiry))
         case .database:
             // Kept for a successor, since this server's crash leaves no marker.
-            successor += entries.snapshot(now: now).map(Self.row)
+            successor += ReplaySnapshot(markers: [], buckets: entries.snapshot(now: now)).rows
         }
-        if successor != rows { try storage.replaceReplaySnapshot(with: successor) }
+        if successor != rows { try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: successor)) }
         return ReplayGuard(mode: mode, horizon: horizon, entries: entries)
     }
 
@@ -159,16 +159,9 @@ final class ReplayGuard: Sendable {
                 defer { done = true }; return done
             })
         else { return }
-        var rows = entries.snapshot(now: now).map(Self.row)
-        rows.append(ReplaySnapshotRow(name: Self.stoppedMarker, expiresAt: Self.markerExpiry))
-        if let horizon { rows.append(ReplaySnapshotRow(name: Self.horizonRow, expiresAt: horizon)) }
-        try storage.replaceReplaySnapshot(with: rows)
-    }
-
-    private static func row(_ entry: (entry: UInt64, expiresAt: Int64)) -> ReplaySnapshotRow {
-        let hex = String(entry.entry, radix: 16)
-        return ReplaySnapshotRow(
-            name: String(repeating: "0", count: 16 - hex.count) + hex, expiresAt: entry.expiresAt)
+        var markers = [ReplaySnapshotRow(name: Self.stoppedMarker, expiresAt: Self.markerExpiry)]
+        if let horizon { markers.append(ReplaySnapshotRow(name: Self.horizonRow, expiresAt: horizon)) }
+        try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: markers, buckets: entries.snapshot(now: now)))
     }
 }
 
@@ -219,13 +212,14 @@ final class AcceptedTokenSet: Sendable {
         state.withLock { Self.contains(entry, in: $0) }
     }
 
-    /// Every unexpired entry, each with its bucket's last second as its expiry.
-    func snapshot(now: Int64) -> [(entry: UInt64, expiresAt: Int64)] {
+    /// The unexpired buckets: each one's last second and its entries, shared with the set, not
+    /// copied (until the set changes them).
+    func snapshot(now: Int64) -> [(expiresAt: Int64, entries: Set<UInt64>)] {
         state.withLock { state in
-            state.buckets.flatMap { bucket, entries in
+            state.buckets.compactMap { bucket, entries in
                 // Saturating: an expiry read back from storage may be anything.
                 let end = (bucket + 1).multipliedSaturating(by: Self.bucketSeconds) - 1
-                return end < now ? [] : entries.map { (entry: $0, expiresAt: end) }
+                return end < now ? nil : (end, entries)
             }
         }
     }

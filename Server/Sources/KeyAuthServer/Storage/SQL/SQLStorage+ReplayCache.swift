@@ -52,11 +52,11 @@ extension SQLStorage {
         }
     }
 
-    package func replaceReplaySnapshot(with rows: [ReplaySnapshotRow]) throws(StorageError) {
+    package func replaceReplaySnapshot(with snapshot: ReplaySnapshot) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) in
                 try connection.execute("DELETE FROM used_jtis WHERE key_id = $1", [.text(Self.replaySnapshotKeyID)])
-                for row in rows {
+                for row in snapshot.rows {
                     try connection.execute(
                         "INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                         [.text(Self.replaySnapshotKeyID), .text(row.name), .integer(row.expiresAt)])
