@@ -229,6 +229,36 @@ extension StorageContractTests {
             }
         }
 
+        @Test(
+            "a server process that stops answering costs a statement its deadline, then the connection is rebuilt",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"),
+            .timeLimit(.minutes(1)))
+        func stoppedServerProcess() throws {
+            let url = try #require(PostgresTestServer.url)
+            let connection = try PostgresConnection(PostgresLocation(url), statementDeadlineSeconds: 2)
+            #expect(connection.isOpen)
+            let backend = try #require(try connection.execute("SELECT pg_backend_pid()").firstRow?.integer(0))
+            // The process serving this connection stops; its host's TCP stack still answers, as
+            // for a process stuck on a dead disk. Without the deadline the statement waits for
+            // ever, and the time limit above fails the test.
+            try #require(kill(pid_t(backend), SIGSTOP) == 0, "cannot stop PostgreSQL's process \(backend)")
+            var resumed = false
+            defer { if !resumed { kill(pid_t(backend), SIGCONT) } }
+            #expect {
+                try connection.execute("SELECT 1")
+            } throws: { error in
+                let error = error as? StorageError
+                let message = error?.message ?? ""
+                return error?.code == .unavailable && message.contains("did not answer a statement within 2 s")
+            }
+            #expect(!connection.isOpen, "the connection is not handed out again mid-statement")
+            kill(pid_t(backend), SIGCONT)
+            resumed = true
+            #expect(connection.reset())
+            #expect(try connection.execute("SELECT 1").firstRow?.integer(0) == 1)
+            #expect(try connection.execute("SELECT pg_backend_pid()").firstRow?.integer(0) != backend)
+        }
+
         private func replacingPassword(in url: String, with password: String) -> String? {
             guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else {
                 return nil

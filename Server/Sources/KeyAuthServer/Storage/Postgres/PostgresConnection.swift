@@ -1,4 +1,5 @@
 internal import CKeyAuthPQ
+import Glibc
 import KeyAuth
 
 /// How a value travels as a statement parameter: in libpq's text format with an explicit type,
@@ -60,8 +61,14 @@ extension SQLValue {
 /// such as `bytea_output`. A broken connection is repaired in place with `PQreset`, which keeps
 /// the connection parameters, so the pool never has to keep the URL around in another copy.
 final class PostgresConnection: SQLConnection {
+    /// How long a statement may go unanswered before its connection is closed: the server's own
+    /// `statement_timeout` (30 s, ``PostgresLocation/connectionParameters``) and 10 s more.
+    static let defaultStatementDeadlineSeconds = 40
+
     private let handle: OpaquePointer
     private let location: PostgresLocation
+    /// See ``defaultStatementDeadlineSeconds``.
+    private let statementDeadlineNanoseconds: UInt64
 
     var dialect: SQLDialect { .postgres }
 
@@ -70,7 +77,9 @@ final class PostgresConnection: SQLConnection {
     /// A failed attempt still yields a connection object, in state ``isOpen`` false, so that
     /// the pool can retry it later with ``reset()``.
     /// - Throws: `.unavailable` only when libpq cannot even allocate a connection.
-    init(_ location: PostgresLocation) throws(StorageError) {
+    init(
+        _ location: PostgresLocation, statementDeadlineSeconds: Int = defaultStatementDeadlineSeconds
+    ) throws(StorageError) {
         let parameters = location.connectionParameters
         let handle = Self.withCStrings(parameters.map { Array($0.keyword.utf8) }) { keywords in
             Self.withCStrings(parameters.map { Array($0.value.utf8) }) { values in
@@ -82,6 +91,7 @@ final class PostgresConnection: SQLConnection {
         }
         self.handle = handle
         self.location = location
+        statementDeadlineNanoseconds = UInt64(max(statementDeadlineSeconds, 1)) * 1_000_000_000
         // libpq prints notices to stderr by default, including the FATAL message a server sends
         // to idle connections when it shuts down. Storage reports trouble through its errors;
         // stray lines on the server's stderr would only confuse its log.
@@ -134,9 +144,16 @@ final class PostgresConnection: SQLConnection {
 
     /// Runs one parameterised statement and reads all its rows.
     ///
-    /// - Throws: `.unavailable` when the connection is broken or the server refuses service
-    ///   (SQLSTATE classes 08, 53 and 57P), `.queryFailed` for any other failure, carrying the
-    ///   SQLSTATE and the primary message (never the detail, which may quote row values).
+    /// The statement is sent, and its answer awaited for at most the statement deadline: a
+    /// server process that stops answering while its host's network stack still does (stopped,
+    /// or stuck on a dead disk) passes every TCP keepalive, and a blocking `PQexecParams` would
+    /// hold the request, and the pooled connection, until it resumed.
+    ///
+    /// - Throws: `.unavailable` when the connection is broken, the server refuses service
+    ///   (SQLSTATE classes 08, 53 and 57P) or does not answer by the deadline (the connection is
+    ///   then closed, so that the pool reconnects), `.queryFailed` for any other failure,
+    ///   carrying the SQLSTATE and the primary message (never the detail, which may quote row
+    ///   values).
     @discardableResult
     func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> SQLResult {
         var encoded: [[UInt8]?] = []
@@ -154,13 +171,17 @@ final class PostgresConnection: SQLConnection {
             encoded.append(try binding.textFormat())
         }
         let types = bindings.map(\.typeOID)
-        let pointer = Self.withCStrings(encoded) { values in
+        let sent = Self.withCStrings(encoded) { values in
             types.withUnsafeBufferPointer { types in
-                PQexecParams(
+                PQsendQueryParams(
                     handle, sql, Int32(bindings.count), types.baseAddress, values, nil, nil, Self.binaryFormat)
             }
         }
-        guard let pointer else {
+        guard sent == 1 else {
+            throw StorageError(
+                isOpen ? .queryFailed : .unavailable, "PostgreSQL did not take a statement", underlying: nativeError)
+        }
+        guard let pointer = try awaitResult() else {
             throw StorageError(
                 isOpen ? .queryFailed : .unavailable, "PostgreSQL did not answer a statement", underlying: nativeError)
         }
@@ -177,6 +198,49 @@ final class PostgresConnection: SQLConnection {
             underlying: NativeError(
                 library: "libpq", code: Int(status.rawValue),
                 text: location.redact(state.isEmpty ? text : "SQLSTATE \(state): \(text)")))
+    }
+
+    /// The statement's result, as `PQexecParams` would return it (the last of its results), or
+    /// nil when the connection broke; waits on the socket for at most the statement deadline.
+    ///
+    /// - Throws: `.unavailable` at the deadline, after closing the connection's socket: the
+    ///   statement's fate is unknown and the connection cannot be used again without a reset.
+    private func awaitResult() throws(StorageError) -> OpaquePointer? {
+        let deadline = ServerClock.monotonicNanoseconds() &+ statementDeadlineNanoseconds
+        var last: OpaquePointer?
+        while true {
+            while PQisBusy(handle) == 0 {
+                guard let result = PQgetResult(handle) else { return last }
+                if let previous = last { PQclear(previous) }
+                last = result
+            }
+            let remaining = ServerClock.nanoseconds(from: ServerClock.monotonicNanoseconds(), to: deadline)
+            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+            let ready = remaining == 0 ? 0 : poll(&descriptor, 1, Int32(clamping: (remaining + 999_999) / 1_000_000))
+            if ready < 0, errno == EINTR { continue }
+            if ready <= 0 {
+                if let last { PQclear(last) }
+                abandonStatement()
+                guard ready == 0 else { return nil }
+                throw StorageError(
+                    .unavailable,
+                    "PostgreSQL did not answer a statement within \(statementDeadlineNanoseconds / 1_000_000_000) s; "
+                        + "its connection was closed")
+            }
+            guard PQconsumeInput(handle) == 1 else {
+                if let last { PQclear(last) }
+                return nil
+            }
+        }
+    }
+
+    /// Closes the socket of a statement whose answer will not be read: libpq reads the end of
+    /// the stream and marks the connection bad, so that the pool reconnects before using it
+    /// again. The server process, if it resumes, finds its client gone and ends the statement.
+    private func abandonStatement() {
+        let socket = PQsocket(handle)
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+        PQconsumeInput(handle)
     }
 
     /// `resultFormat` 1: every result column in binary.
