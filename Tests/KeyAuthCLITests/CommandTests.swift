@@ -109,8 +109,9 @@ struct CommandTests {
         let result = await harness.run(
             ["register", "--server", server.url, "--user", "alice", "--bits", "2048"],
             terminal: FixedSecretReader(answers: ["246802", "135790"]))
-        #expect(result.status == 1)
+        #expect(result.status == 64, "bad input, as at `keyauth pin change`")
         #expect(result.errorLines.count == 1)
+        #expect(result.errorLines.first?.contains("Nothing was registered.") == true)
         #expect(harness.accounts.accountNames().isEmpty)
     }
 
