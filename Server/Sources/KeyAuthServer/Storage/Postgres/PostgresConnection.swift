@@ -55,7 +55,7 @@ extension SQLValue {
 /// The PostgreSQL driver: the one owner of a libpq `PGconn`, used by one thread at a time (the
 /// pool's slot lock).
 ///
-/// Only parameterised statements reach the server (`PQexecParams`): request data is never
+/// Only parameterised statements reach the server (`PQsendQueryParams`): request data is never
 /// spliced into SQL text. Results come in binary format, decoded by column type into
 /// ``SQLValue``s, so that reading needs no text parsing and does not depend on server settings
 /// such as `bytea_output`. A broken connection is repaired in place with `PQreset`, which keeps
