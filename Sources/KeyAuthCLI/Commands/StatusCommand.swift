@@ -53,13 +53,14 @@ struct StatusCommand {
             let keyStore = keys.storedKind ?? account.keyStore
             if keyStore == .tpm, tpm == nil { tpm = TPMReport(context: context) }
             let report = keyStore == .tpm ? tpm : nil
+            let removing = accounts.isBeingRemoved(name)
             var entry: [String: JSONValue] = [
                 "name": .string(name), "default": .bool(name == defaultName), "server": .string(account.serverURL),
                 "issuer": .string(account.issuer), "user": .string(account.user),
                 "device_name": .string(account.deviceName), "presence": .string(account.presence.rawValue),
                 "status": .string(account.status.rawValue), "has_key": .bool(keys.hasKey),
                 "token_valid": .bool(tokenValid), "insecure_http": .bool(account.insecureHTTP),
-                "key_store": .string(keyStore.rawValue), "removing": .bool(accounts.isBeingRemoved(name)),
+                "key_store": .string(keyStore.rawValue), "removing": .bool(removing),
             ]
             entry["tpm_available"] = report.map { .bool($0.info != nil) } ?? .null
             entry["tpm_manufacturer"] = report?.info.map { .string($0.manufacturer) } ?? .null
@@ -96,7 +97,7 @@ struct StatusCommand {
                 lines.append("  status:      \(account.status.rawValue)")
             }
             lines.append("  token:       \(Self.describe(token, now: now))")
-            if let problem = Self.keyProblem(accounts, account, hasKey: keys.hasKey) {
+            if let problem = Self.keyProblem(account, removing: removing, hasKey: keys.hasKey) {
                 lines.append("  problem:     \(problem)")
             }
             if let ownAgent { lines.append("  agent:       \(ownAgent.summary)") }
@@ -120,9 +121,9 @@ struct StatusCommand {
 
     /// What is wrong with the account's files, for the human output: a removal that stopped
     /// halfway, or a private key that is gone while the account says it registered one.
-    static func keyProblem(_ accounts: AccountStore, _ account: KeyAuthAccount, hasKey: Bool) -> String? {
+    static func keyProblem(_ account: KeyAuthAccount, removing: Bool, hasKey: Bool) -> String? {
         let name = account.name
-        if accounts.isBeingRemoved(name) {
+        if removing {
             return "an earlier `keyauth reset` began deleting this account and stopped; "
                 + "run `keyauth reset --account \(name)` to finish"
         }

@@ -330,16 +330,9 @@ package struct ReplaySnapshot: Sendable {
         return [AnySequence(markers), AnySequence(entries)].joined()
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// An entry's row name: its 16 hexadecimal digits, made in one allocation.
+    /// An entry's row name: its 16 hexadecimal digits, big-endian, as ``ReplayGuard`` reads them.
     package static func name(of entry: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = hexDigits[Int(truncatingIfNeeded: entry >> UInt64(60 - 4 * index)) & 0xF]
-            }
-            return 16
-        }
+        withUnsafeBytes(of: entry.bigEndian) { Hex.encode($0) }
     }
 }
 
