@@ -25,7 +25,7 @@ struct AgentSigningPolicyTests {
     )
     func signsWhatLoginsSend() throws {
         try AgentUnlockTests.withServer { store, server in
-            #expect(server.answer(AgentUnlockTests.unlock(AgentUnlockTests.pin)).ok)
+            #expect(AgentUnlockTests.unlock(server, AgentUnlockTests.pin).ok)
             let publicKey = try store.loadPublicKey()
             let rs256: JSONValue = .object(["alg": .string("RS256"), "typ": .string("JWT")])
             let login: JSONValue = .object([

@@ -23,8 +23,10 @@ struct AgentUnlockTests {
         try body(store, server)
     }
 
-    static func unlock(_ pin: String, timeout: Double? = nil) -> KeyAgentRequest {
-        KeyAgentRequest(op: "unlock", pin: Base64URL.encode(Array(pin.utf8)), timeout: timeout)
+    /// What the agent answers to an `unlock` whose PIN frame held `pin`.
+    static func unlock(_ server: KeyAgentServer, _ pin: String, timeout: Double? = nil) -> KeyAgentResponse {
+        server.answer(
+            KeyAgentRequest(op: "unlock", pinFrame: true, timeout: timeout), pin: SecretBytes(Array(pin.utf8)))
     }
 
     static func failures(_ store: KeyPairStore) throws -> Int {
@@ -37,16 +39,16 @@ struct AgentUnlockTests {
     @Test("wrong PINs sent to the agent are counted, and after five the right one waits for the delay")
     func countsWrongPINs() throws {
         try Self.withServer { store, server in
-            let right = server.answer(Self.unlock(Self.pin))
+            let right = Self.unlock(server, Self.pin)
             #expect(right.ok, "\(right.message ?? "")")
             server.clear()
             for attempt in 1...PINPresence.freeAttempts {
-                let wrong = server.answer(Self.unlock("000000"))
+                let wrong = Self.unlock(server, "000000")
                 #expect(wrong.error == KeyAuthError.Code.wrongPIN.rawValue)
                 let failures = try Self.failures(store)
                 #expect(failures == attempt)
             }
-            let locked = server.answer(Self.unlock(Self.pin))
+            let locked = Self.unlock(server, Self.pin)
             #expect(!locked.ok)
             #expect(locked.error == KeyAuthError.Code.lockedOut.rawValue)
             #expect(server.expiresAt == nil)
@@ -56,11 +58,11 @@ struct AgentUnlockTests {
     @Test("a right PIN resets the count, as a login's does")
     func successResets() throws {
         try Self.withServer { store, server in
-            _ = server.answer(Self.unlock("000000"))
-            _ = server.answer(Self.unlock("000001"))
+            _ = Self.unlock(server, "000000")
+            _ = Self.unlock(server, "000001")
             let before = try Self.failures(store)
             #expect(before == 2)
-            #expect(server.answer(Self.unlock(Self.pin)).ok)
+            #expect(Self.unlock(server, Self.pin).ok)
             let after = try Self.failures(store)
             #expect(after == 0)
         }
@@ -72,7 +74,7 @@ struct AgentUnlockTests {
     )
     func refusesTimeouts(_ timeout: Double) throws {
         try Self.withServer { store, server in
-            let answer = server.answer(Self.unlock(Self.pin, timeout: timeout))
+            let answer = Self.unlock(server, Self.pin, timeout: timeout)
             #expect(!answer.ok)
             #expect(answer.error == KeyAuthError.Code.invalidArgument.rawValue)
             #expect(answer.message?.contains("timeout") == true)
@@ -85,7 +87,7 @@ struct AgentUnlockTests {
     @Test("the largest timeout --timeout accepts is accepted")
     func acceptsLargestTimeout() throws {
         try Self.withServer { _, server in
-            let answer = server.answer(Self.unlock(Self.pin, timeout: 86_400_000_000))
+            let answer = Self.unlock(server, Self.pin, timeout: 86_400_000_000)
             #expect(answer.ok, "\(answer.message ?? "")")
             #expect(server.expiresAt != nil)
         }

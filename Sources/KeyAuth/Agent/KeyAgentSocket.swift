@@ -158,16 +158,24 @@ package enum KeyAgentSocket {
         _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
     }
 
-    /// Writes one message: a 4-byte big-endian length, then the bytes.
+    /// Writes one message: a 4-byte big-endian length, then the bytes; false when the peer has
+    /// gone, which raises no SIGPIPE.
     package static func writeMessage(_ descriptor: Int32, _ message: [UInt8]) -> Bool {
-        guard message.count <= maximumMessageLength else { return false }
-        let length = UInt32(message.count)
+        message.withUnsafeBytes { writeMessage(descriptor, buffer: $0) }
+    }
+
+    /// Writes one message from `buffer` without copying it, which is how a PIN is sent: the
+    /// only copy stays where its owner wipes it.
+    package static func writeMessage(_ descriptor: Int32, buffer: UnsafeRawBufferPointer) -> Bool {
+        guard buffer.count <= maximumMessageLength else { return false }
+        let length = UInt32(buffer.count)
         let prefix: [UInt8] = [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: length >> $0) }
-        return DescriptorIO.writeAll(descriptor, bytes: prefix + message)
+        return DescriptorIO.sendAll(descriptor, bytes: prefix) && DescriptorIO.sendAll(descriptor, buffer: buffer)
     }
 
     /// Reads one message written by ``writeMessage(_:_:)``; nil at end of stream, on a timeout,
-    /// or for a length above ``maximumMessageLength``.
+    /// or for a length above ``maximumMessageLength``. The bytes arrive in the one array
+    /// returned, so a caller that wipes it wipes every copy this read made.
     package static func readMessage(_ descriptor: Int32) -> [UInt8]? {
         guard let prefix = readExactly(descriptor, count: 4) else { return nil }
         let length = prefix.reduce(0) { ($0 << 8) | Int($1) }

@@ -217,11 +217,11 @@ package enum SSHAgentProtocol {
         return readExactly(descriptor, into: &body) == length ? .message(body) : .truncated
     }
 
-    /// Writes one message body with its length.
+    /// Writes one message body with its length; false when the peer has gone (no SIGPIPE).
     package static func writeMessage(_ descriptor: Int32, _ body: [UInt8]) -> Bool {
         var writer = SSHWireWriter()
         guard (try? writer.string(body)) != nil else { return false }
-        return DescriptorIO.writeAll(descriptor, bytes: writer.bytes)
+        return DescriptorIO.sendAll(descriptor, bytes: writer.bytes)
     }
 
     /// Fills `buffer` from `descriptor`; returns how many bytes came before the end or an error.

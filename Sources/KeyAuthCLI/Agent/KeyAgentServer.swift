@@ -246,7 +246,14 @@ final class KeyAgentServer: Sendable {
         defer { CryptoPrimitives.wipe(&body) }
         let response: KeyAgentResponse
         if let request = try? JSONDecoder().decode(KeyAgentRequest.self, from: Data(body)) {
-            response = answer(request)
+            if request.op == "unlock", request.pinFrame == true {
+                // The PIN's own frame: read into one array, copied once into locked memory, wiped.
+                guard var pinBytes = KeyAgentSocket.readMessage(connection) else { return }
+                defer { CryptoPrimitives.wipe(&pinBytes) }
+                response = answer(request, pin: SecretBytes(pinBytes))
+            } else {
+                response = answer(request)
+            }
         } else {
             response = .failure(KeyAuthError.Code.invalidArgument.rawValue, "not a keyauth agent request")
         }
@@ -255,8 +262,8 @@ final class KeyAgentServer: Sendable {
     }
 
     /// The response to one request of keyauth's own protocol; internal so that tests can ask
-    /// without a socket.
-    func answer(_ request: KeyAgentRequest) -> KeyAgentResponse {
+    /// without a socket. `pin` is what the PIN frame after an `unlock` held.
+    func answer(_ request: KeyAgentRequest, pin: SecretBytes? = nil) -> KeyAgentResponse {
         switch request.op {
         case "status":
             clearIfExpired()
@@ -285,10 +292,16 @@ final class KeyAgentServer: Sendable {
                 return .failure(error.code.rawValue, error.message)
             }
         case "unlock":
-            var pinBytes = request.pin.flatMap { Base64URL.decode($0) } ?? []
-            defer { CryptoPrimitives.wipe(&pinBytes) }
+            guard !request.hadInlinePIN else {
+                return .failure(
+                    KeyAuthError.Code.invalidArgument.rawValue,
+                    "this agent takes the PIN in a frame of its own, not in the request's JSON: "
+                        + "the keyauth that sent it is older than the agent; nothing was tried")
+            }
+            guard (request.pinFrame == true) == (pin != nil) else {
+                return .failure(KeyAuthError.Code.invalidArgument.rawValue, "unlock: the PIN frame did not arrive")
+            }
             do {
-                let pin = request.pin == nil ? nil : SecretBytes(pinBytes)
                 try unlock(pin: pin, timeout: request.timeout ?? AgentOptions.defaultTimeout)
                 var response = KeyAgentResponse(ok: true)
                 response.expiresAt = expiresAt?.timeIntervalSince1970

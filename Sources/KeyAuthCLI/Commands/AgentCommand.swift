@@ -174,9 +174,8 @@ struct AgentCommand {
 
     /// Has the running agent open the key with `pin`.
     static func unlockRunning(at path: String, pin: SecretBytes?, timeout: TimeInterval) throws(KeyAuthError) {
-        let encoded = pin.map { $0.withUnsafeBytes { Base64URL.encode($0) } }
-        let request = KeyAgentRequest(op: "unlock", pin: encoded, timeout: timeout)
-        guard let response = try KeyAgentSocket.exchange(request, at: path) else {
+        let request = KeyAgentRequest(op: "unlock", timeout: timeout)
+        guard let response = try KeyAgentSocket.exchange(request, at: path, pin: pin) else {
             throw KeyAuthError(.presenceUnavailable, "the agent at \(path) stopped answering")
         }
         guard response.ok else { throw error(from: response) }
