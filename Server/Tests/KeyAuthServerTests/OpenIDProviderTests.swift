@@ -971,6 +971,35 @@ struct OpenIDProviderTests {
             RedirectURI.matches("http://127.0.0.1:4444/Kcb", registered: "http://127.0.0.1/Kcb", isPublicClient: true))
     }
 
+    @Test("a query value is read whole: %00 neither cuts a redirect URI to a registered one nor shortens state")
+    func queryValuesKeepZeroBytes() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: setup.api)
+        // The registered URI followed by %00 and more is another URI: a page, no redirect.
+        let longer = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                setup.client, pkce: pkce, changes: ["redirect_uri": setup.client.redirectURI + "\u{0}.evil.example"]))
+        #expect(longer.status == 400 && longer.headers["Location"] == nil)
+        let logout = try browser.get(
+            "/end-session",
+            query: [
+                ("client_id", setup.client.id),
+                ("post_logout_redirect_uri", "https://wiki.example.org/signed-out\u{0}.evil.example"),
+            ])
+        #expect(logout.status == 400 && logout.headers["Location"] == nil)
+        // state comes back exactly as sent, as it does from POST /authorize.
+        let answer = try browser.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                setup.client, pkce: pkce, state: "ab\u{0}cd", changes: ["prompt": "none"]))
+        let (_, parameters) = try OpenIDTestAPI.redirect(answer)
+        #expect(parameters["error"] == "login_required")
+        #expect(parameters["state"] == "ab\u{0}cd")
+    }
+
     @Test("redirect URIs at registration: absolute, no fragment, https or loopback http")
     func registrationRules() throws {
         for good in [

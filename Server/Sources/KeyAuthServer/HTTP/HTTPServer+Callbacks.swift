@@ -41,7 +41,7 @@ func httpServerAccessHandler(
         withExtendedLifetime(state) {
             let pointer = Unmanaged.passUnretained(state).toOpaque()
             MHD_get_connection_values(connection, .HEADER_KIND, httpServerCollectHeader, pointer)
-            MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, httpServerCollectQueryItem, pointer)
+            MHD_get_connection_values_n(connection, .GET_ARGUMENT_KIND, httpServerCollectQueryItem, pointer)
         }
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         server.inFlight.add(1, ordering: .relaxed)
@@ -212,19 +212,31 @@ func httpServerCollectHeader(
 
 /// Query iterator: keeps the first value of each decoded parameter and notes the names that
 /// come again, which the responder refuses (``HTTPRequest/repeatedQueryNames``).
+///
+/// Names and values are read with their lengths, not as C strings: a `%00` decodes to a zero
+/// byte, and reading up to it would turn `redirect_uri=https://rp.example/cb%00.evil.example`
+/// into the registered `https://rp.example/cb` and cut `state` and `nonce` short, so that the
+/// server would check and echo another value than the client sent.
 func httpServerCollectQueryItem(
-    _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
-    _ value: UnsafePointer<CChar>?
+    _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?, _ keySize: Int,
+    _ value: UnsafePointer<CChar>?, _ valueSize: Int
 ) -> MHD_Result {
     guard let cls, let key else { return .YES }
     let state = Unmanaged<RequestState>.fromOpaque(cls).takeUnretainedValue()
-    let name = String(cString: key)
+    let name = queryText(key, count: keySize)
     if state.request.query[name] == nil {
-        state.request.query[name] = value.map { String(cString: $0) } ?? ""
+        state.request.query[name] = value.map { queryText($0, count: valueSize) } ?? ""
     } else {
         state.request.repeatedQueryNames.insert(name)
     }
     return .YES
+}
+
+/// The `count` bytes at `text` as a string, zero bytes included.
+private func queryText(_ text: UnsafePointer<CChar>, count: Int) -> String {
+    text.withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
+        String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
 }
 
 /// Copies `response` into a libmicrohttpd response and queues it.
