@@ -337,6 +337,29 @@ struct OpenIDProviderTests {
         #expect(audit.contains(.issueCode) && audit.contains(.redeemCode) && audit.contains(.reuseCode))
     }
 
+    @Test("/userinfo refuses a token once the device that approved its sign-in is revoked or its user deleted")
+    func userInfoAfterRevocation() throws {
+        for way in ["revoke", "delete-user"] {
+            let setup = try Setup()
+            defer { setup.runner.stop() }
+            let api = setup.api
+            let pkce = try PKCE()
+            let (_, code) = try setup.code(pkce: pkce)
+            let granted = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+            let accessToken = try #require(granted.json?["access_token"]?.stringValue)
+            #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
+            if way == "revoke" {
+                let kid = setup.device.key.publicKey.fingerprint
+                #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: setup.device.token).status == 204)
+            } else {
+                _ = try api.storage.deleteUser("alice", listingSSHKeysUntil: 0)
+            }
+            let refused = try OpenIDTestAPI.userInfo(api, token: accessToken)
+            #expect(refused.status == 401, "\(way)")
+            #expect(refused.headers["WWW-Authenticate"]?.contains("error=\"invalid_token\"") == true, "\(way)")
+        }
+    }
+
     @Test(
         "a code redeemed with a DPoP proof gives a token bound to the proof's key: /userinfo takes it only with a fresh proof of that key"
     )

@@ -161,12 +161,19 @@ extension OpenIDProvider {
     }
 
     /// The user an access token issued to a client names, for `/userinfo`: our keys, `aud` its
-    /// `client_id`, a client that still exists, and not revoked by a reused code.
+    /// `client_id`, a client that still exists, not revoked by a reused code, and the device that
+    /// approved the sign-in (`device_jkt`) still active and the user's.
+    ///
+    /// A revoked device loses its browser sessions and its unredeemed codes at once; without the
+    /// last check, the tokens it approved went on naming the user here (a deleted one too) until
+    /// they expired.
     ///
     /// - Throws: ``ServiceError`` `.invalidToken`; ``StorageError``.
     func clientAccessToken(_ token: String) throws -> AccessTokenClaims {
         let claims = try service.tokens.verifyIssuedToClient(token)
-        guard try storage.client(id: claims.clientID) != nil, try !storage.isAccessTokenRevoked(jti: claims.jwtID)
+        guard try storage.client(id: claims.clientID) != nil, try !storage.isAccessTokenRevoked(jti: claims.jwtID),
+            let kid = claims.claims["device_jkt"]?.stringValue, let device = try storage.device(kid: kid),
+            device.status == .active, device.user == claims.user
         else { throw ServiceError(.invalidToken, "the access token is not valid") }
         return claims
     }
