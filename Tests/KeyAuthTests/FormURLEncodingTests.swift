@@ -36,6 +36,23 @@ struct FormURLEncodingTests {
         }
     }
 
+    @Test("a zero byte, escaped or raw, in a name or a value refuses the body")
+    func zeroBytes() {
+        let bodies: [[UInt8]] = [
+            Array("a=x%00y".utf8), Array("a%00=1".utf8), Array("a=%00".utf8), Array("a=x".utf8) + [0] + Array("y".utf8),
+            [0] + Array("=1".utf8),
+        ]
+        for body in bodies {
+            do {
+                _ = try FormURLEncoding.decode(body)
+                Issue.record("accepted \(body)")
+            } catch {
+                #expect(error.message == "the form body holds a NUL character (%00)")
+            }
+        }
+        #expect((try? FormURLEncoding.decode(Array("a=%30".utf8))) == ["a": "0"])
+    }
+
     @Test("2,000 seeded random bodies decode as splitting at every & and the first = would decode them")
     func agreesWithSplitting() {
         // Pieces chosen to meet every branch: separators, escapes good and bad, ASCII, a whole

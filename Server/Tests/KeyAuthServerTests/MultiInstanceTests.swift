@@ -279,6 +279,32 @@ extension StorageContractTests {
         ///     on how two servers settle the signing key on an empty database (the subject of
         ///     ``startsTogetherOnAnEmptyDatabase()``).
         ///   - body: gets clients for A and B and the database URL both use.
+        @Test(
+            "a %00 in a form or a query is refused with 400 before PostgreSQL sees it",
+            .enabled(if: isEnabled, disabledReason))
+        func zeroBytesStopAtTheDoor() throws {
+            try withServers { a, _, _ in
+                let form =
+                    "grant_type=authorization_code&code=c&client_id=rp%00x&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcb"
+                    + "&code_verifier=" + String(repeating: "v", count: 43)
+                let token = try a.transport.send(
+                    HTTPRequest(
+                        method: "POST", path: "/oauth/token",
+                        headers: ["Content-Type": "application/x-www-form-urlencoded"], body: Array(form.utf8)))
+                #expect(token.status == 400, "\(token.status) \(token.text)")
+                #expect(token.json?["error"]?.stringValue == "invalid_request")
+                let authorize = try a.transport.send(
+                    HTTPRequest(method: "GET", path: "/authorize", query: ["client_id": "rp%00x"]))
+                #expect(
+                    authorize.status == 400 && authorize.headers["Location"] == nil,
+                    "\(authorize.status) \(authorize.text)")
+                // The server goes on answering what is well formed.
+                let key = try ServerTestKeys.key("multi-zero")
+                #expect(try a.register(user: "alice", key: key).status == 201)
+                #expect(try a.login(key).status == 200)
+            }
+        }
+
         private func withServers(
             startingAtOnce: Bool = false, extraArguments: [String] = [],
             _ body: (ServerClient, ServerClient, String) throws -> Void

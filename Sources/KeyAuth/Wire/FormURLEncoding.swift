@@ -126,7 +126,10 @@ package enum FormURLEncoding {
     private static func decodeComponent(_ bytes: UnsafeBufferPointer<UInt8>, _ isPlain: Bool) throws(DecodingError)
         -> String
     {
+        // A zero byte: no parameter holds one, PostgreSQL cannot store one, and C code reading
+        // the value would stop at it, so the value would mean two things.
         if isPlain {
+            if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil { throw nulRefusal }
             guard let text = UTF8Text.string(validating: bytes) else {
                 throw DecodingError(message: "the form body is not UTF-8")
             }
@@ -150,9 +153,12 @@ package enum FormURLEncoding {
             }
             index += 1
         }
+        guard !output.contains(0) else { throw nulRefusal }
         guard let text = UTF8Text.string(validating: output[...]) else {
             throw DecodingError(message: "the form body is not UTF-8")
         }
         return text
     }
+
+    private static let nulRefusal = DecodingError(message: "the form body holds a NUL character (%00)")
 }

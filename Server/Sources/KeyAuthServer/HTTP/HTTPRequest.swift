@@ -14,6 +14,11 @@ package struct HTTPRequest: Sendable {
     /// RFC 6749 section 3.1 forbids repeating a parameter; keeping the first value silently
     /// would let two parties read one request differently.
     package var repeatedQueryNames: Set<String>
+    /// Set by the transport when a query name or value decoded to a zero byte (`%00`); the
+    /// responder refuses the request before any endpoint reads the query. No parameter of this
+    /// protocol holds one, PostgreSQL cannot store one, and a C string ends at one, so a value
+    /// holding one could be read differently by two parts of the server.
+    package var queryHoldsNUL = false
     /// The header fields.
     package var headers: HTTPHeaders
     /// The body, at most the transport's limit (64 KiB).

@@ -216,13 +216,18 @@ func httpServerCollectHeader(
 /// Names and values are read with their lengths, not as C strings: a `%00` decodes to a zero
 /// byte, and reading up to it would turn `redirect_uri=https://rp.example/cb%00.evil.example`
 /// into the registered `https://rp.example/cb` and cut `state` and `nonce` short, so that the
-/// server would check and echo another value than the client sent.
+/// server would check and echo another value than the client sent. A zero byte marks the
+/// request (``HTTPRequest/queryHoldsNUL``), which is then refused whole.
 func httpServerCollectQueryItem(
     _ cls: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?, _ keySize: Int,
     _ value: UnsafePointer<CChar>?, _ valueSize: Int
 ) -> MHD_Result {
     guard let cls, let key else { return .YES }
     let state = Unmanaged<RequestState>.fromOpaque(cls).takeUnretainedValue()
+    if holdsZeroByte(key, keySize) || holdsZeroByte(value, valueSize) {
+        state.request.queryHoldsNUL = true
+        return .YES
+    }
     let name = queryText(key, count: keySize)
     if state.request.query[name] == nil {
         state.request.query[name] = value.map { queryText($0, count: valueSize) } ?? ""
@@ -232,7 +237,13 @@ func httpServerCollectQueryItem(
     return .YES
 }
 
-/// The `count` bytes at `text` as a string, zero bytes included.
+/// Whether the `count` bytes at `text` hold a zero byte.
+private func holdsZeroByte(_ text: UnsafePointer<CChar>?, _ count: Int) -> Bool {
+    guard let text else { return false }
+    return UnsafeRawBufferPointer(start: text, count: count).contains(0)
+}
+
+/// The `count` bytes at `text` as a string.
 private func queryText(_ text: UnsafePointer<CChar>, count: Int) -> String {
     text.withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
         String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)

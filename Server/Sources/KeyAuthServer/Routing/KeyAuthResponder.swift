@@ -283,6 +283,15 @@ package final class KeyAuthResponder: HTTPResponder {
         case .methodNotAllowed(let allowed, _): throw RoutingError.methodNotAllowed(allowed.map(\.rawValue))
         case .found(let declaration, let values): (endpoint, parameters) = (declaration.handler, values)
         }
+        if request.queryHoldsNUL {
+            switch endpoint.repeatedQuery {
+            case .refused: throw ServiceError(.invalidRequest, "the query holds a NUL character (%00)")
+            case .refusedAsPage, .endpointDecides:
+                // No redirect: which of the parameters held it, the redirect URI included, is unknown.
+                return account.browser.refused(
+                    "The address holds a NUL character (%00).", title: "Request refused", status: 400)
+            }
+        }
         if let name = request.repeatedQueryNames.min() {
             switch endpoint.repeatedQuery {
             case .endpointDecides: break
