@@ -1,0 +1,251 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+extension StorageContractTests {
+    /// Answers that arrive at the moment their request expires, run as real races: a server on
+    /// a socket, several threads sending at once, and one more moving the server's clock past
+    /// the expiry at a random moment among them, round after round.
+    ///
+    /// Whatever interleaving comes, an approval (or a denial) is either applied to a live request
+    /// and then honoured, or refused with a clear error; the approver and the requester are never
+    /// told different things, a token comes only from a live approval and at most once, and no
+    /// answer is a 5xx.
+    ///
+    /// Nested in ``StorageContractTests`` to share its `.serialized` trait: its outage test stops
+    /// the PostgreSQL server. The PostgreSQL runs are reported as skipped when
+    /// `KEYAUTH_TEST_POSTGRES_URL` is unset (`eval "$(sudo .ci/postgres.sh)"`).
+    @Suite("Approvals racing their request's expiry, over sockets", .timeLimit(.minutes(5)))
+    struct ExpiryRaceTests {
+        static let postgresReason: Comment =
+            "KEYAUTH_TEST_POSTGRES_URL is not set (run `eval \"$(sudo .ci/postgres.sh)\"`)"
+
+        @Test("a device approval at the pending device's expiry: active and honoured, or expired for both sides")
+        func deviceApprovalSQLite() throws {
+            try Self.deviceApprovalRace(on: .sqlite)
+        }
+
+        @Test(
+            "a device approval at the pending device's expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func deviceApprovalPostgres() throws {
+            try Self.deviceApprovalRace(on: try #require(StorageContractBackend.postgres))
+        }
+
+        // MARK: The races
+
+        /// Rounds of the device race; each registers a new key.
+        static let deviceRounds = 16
+        /// Rounds of the push sign-in and the `/authorize` races.
+        static let rounds = 24
+
+        /// A new pending device per round, its expiry one second away; four approvals by the
+        /// user's laptop and a login of the new device race the clock's step past it.
+        static func deviceApprovalRace(on backend: StorageContractBackend) throws {
+            try withServer(on: backend, { $0.pendingLifetime = 60 }) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                var approvedRounds = 0
+                for round in 0..<deviceRounds {
+                    let key = try ServerTestKeys.key("race-pending-\(round)")
+                    let kid = key.publicKey.fingerprint
+                    let registered = try api.register(user: "alice", key: key)
+                    #expect(registered.status == 202, "round \(round): \(registered.text)")
+                    let expiry = environment.clock.now + 60
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: 59)
+                    let clock = environment.clock
+                    var bodies: [@Sendable () -> Outcome] = (0..<4).map { _ in
+                        { Outcome.of { try api.approveDevice(kid, approver: laptop, token: token) } }
+                    }
+                    bodies.append { Outcome.of { try api.login(key) } }
+                    let outcomes = try race(bodies, clock: clock)
+                    let approvals = Array(outcomes[0..<4])
+                    let raceLogin = outcomes[4]
+                    let final = try api.login(key)
+                    let stored = try #require(try api.storage.device(kid: kid))
+                    let context = "round \(round): approvals \(approvals), login \(raceLogin), then \(final.status)"
+
+                    let answered = outcomes.allSatisfy(\.isAnsweredWithoutServerError)
+                    #expect(answered, "\(context)")
+                    let approved = approvals.contains(where: \.isSuccess)
+                    if approved { approvedRounds += 1 }
+                    for approval in approvals where approval.status != 200 {
+                        #expect(approval.error == "expired_token", "\(context)")
+                    }
+                    if approved {
+                        #expect(stored.status == .active, "\(context)")
+                        #expect(
+                            (stored.approvedAt ?? .max) < expiry,
+                            "\(context): approved at \(stored.approvedAt ?? -1), expired at \(expiry)")
+                        #expect(final.status == 200, "\(context)")
+                    } else {
+                        #expect(stored.status == .pending, "\(context)")
+                        #expect(final.errorCode == "expired_token", "\(context)")
+                        #expect(raceLogin.status != 200, "\(context)")
+                    }
+                    environment.clock.advance(by: 5)
+                }
+                // The expiry came both before and after the approvals' decisions.
+                #expect(approvedRounds > 0 && approvedRounds < deviceRounds, "\(approvedRounds) approved")
+            }
+        }
+
+        // MARK: Helpers
+
+        /// Runs `body` with a server on a socket, on a fresh database of `backend`, whose clock
+        /// is the environment's test clock read through a ``SteppingClock``.
+        static func withServer(
+            on backend: StorageContractBackend, _ configure: (inout ServerConfiguration) -> Void = { _ in },
+            _ body: (TestEnvironment, TestAPI, SteppingClock) throws -> Void
+        ) throws {
+            let database = try backend.makeDatabase()
+            defer { database.destroy() }
+            let environment = TestEnvironment()
+            let stepping = SteppingClock(environment.clock)
+            let runner = try ServerRunner(
+                configuration: try environment.configuration {
+                    $0.failureLimit = 100_000
+                    configure(&$0)
+                },
+                storage: try environment.seedSigningKey(try database.open()), log: SilentLog(), now: stepping.closure)
+            defer { runner.stop() }
+            try body(environment, environment.socketAPI(runner), stepping)
+        }
+
+        /// Runs `bodies` at once, each on a thread of its own after a random pause of up to
+        /// 20 ms, while one more thread moves `clock` one second on after a pause of its own;
+        /// returns their outcomes in order.
+        static func race(_ bodies: [@Sendable () -> Outcome], clock: TestClock) throws -> [Outcome] {
+            let results = Mutex<[Int: Outcome]>([:])
+            let group = DispatchGroup()
+            let start = DispatchSemaphore(value: 0)
+            for (index, body) in bodies.enumerated() {
+                group.enter()
+                Thread.detachNewThread {
+                    start.wait()
+                    usleep(UInt32.random(in: 0...20_000))
+                    let outcome = body()
+                    results.withLock { $0[index] = outcome }
+                    group.leave()
+                }
+            }
+            group.enter()
+            Thread.detachNewThread {
+                start.wait()
+                usleep(UInt32.random(in: 0...20_000))
+                clock.advance(by: 1)
+                group.leave()
+            }
+            for _ in 0...bodies.count { start.signal() }
+            guard group.wait(timeout: .now() + 60) == .success else {
+                throw TestFailure("a racing request did not finish within 60 s")
+            }
+            let outcomes = results.withLock { finished in bodies.indices.compactMap { finished[$0] } }
+            guard outcomes.count == bodies.count else { throw TestFailure("a racing request left no outcome") }
+            return outcomes
+        }
+    }
+
+    /// The server's clock in these tests: the test clock, moved one second on right after a
+    /// chosen reading, so that a sweep over that reading puts the expiry between every two
+    /// readings one request makes (between a check and the write it guards, among others).
+    ///
+    /// An action given with the step runs at that moment, on the thread that read the clock,
+    /// before the reading is returned: another request made there fits entirely between the
+    /// reading and whatever the reader does next.
+    final class SteppingClock: Sendable {
+        let clock: TestClock
+        private let readingsLeft = Atomic<Int>(0)
+        private let readings = Atomic<Int>(0)
+        private let action = Mutex<(@Sendable () -> Void)?>(nil)
+
+        init(_ clock: TestClock) {
+            self.clock = clock
+        }
+
+        /// The clock as the server takes it.
+        var closure: @Sendable () -> Int64 {
+            { [self] in self.read() }
+        }
+
+        /// How many times the server read the clock so far.
+        var count: Int { readings.load(ordering: .relaxed) }
+
+        /// Moves the clock one second on right after the `reading`-th reading from now, and
+        /// runs `action` then; 0 disarms it.
+        func step(atReading reading: Int, then action: (@Sendable () -> Void)? = nil) {
+            self.action.withLock { $0 = action }
+            readingsLeft.store(reading, ordering: .relaxed)
+        }
+
+        private func read() -> Int64 {
+            readings.wrappingAdd(1, ordering: .relaxed)
+            let time = clock.now
+            if readingsLeft.wrappingSubtract(1, ordering: .relaxed).newValue == 0 {
+                clock.advance(by: 1)
+                action.withLock { $0 }?()
+            }
+            return time
+        }
+    }
+
+    /// What one racing request got: its status and the parts the checks read.
+    struct Outcome: Sendable, CustomStringConvertible {
+        let status: Int
+        let error: String?
+        let json: JSONValue?
+        /// The `Location` of a redirect.
+        let location: String?
+
+        init(_ response: HTTPResponse) {
+            status = response.status
+            error = response.errorCode
+            json = response.json
+            location = response.headers["Location"]
+        }
+
+        init(failure: any Error) {
+            status = -1
+            error = "\(failure)"
+            json = nil
+            location = nil
+        }
+
+        /// The outcome of `send`, or of the error it threw (status -1: no answer at all).
+        static func of(_ send: () throws -> HTTPResponse) -> Outcome {
+            do {
+                return Outcome(try send())
+            } catch {
+                return Outcome(failure: error)
+            }
+        }
+
+        private var redirectParameters: [String: String] {
+            guard let query = location?.split(separator: "?", maxSplits: 1).dropFirst().first else { return [:] }
+            return (try? FormURLEncoding.decode(Array(query.utf8))) ?? [:]
+        }
+
+        /// Whether the answer is a 200.
+        var isSuccess: Bool { status == 200 }
+        /// Whether an answer came, and it is not a 5xx.
+        var isAnsweredWithoutServerError: Bool { status > 0 && status < 500 }
+        /// Whether the answer is a token response.
+        var hasAccessToken: Bool { json?["access_token"]?.stringValue != nil }
+        /// Whether the answer is an authorization redirect with a code or `login_required`.
+        var isCodeOrLoginRequired: Bool { code != nil || redirectError == "login_required" }
+
+        /// The `code` of an authorization redirect.
+        var code: String? { redirectParameters["code"] }
+        /// The `error` of an authorization redirect.
+        var redirectError: String? { redirectParameters["error"] }
+
+        var description: String {
+            status == 303 ? "303 \(code == nil ? redirectError ?? "?" : "code")" : "\(status) \(error ?? "")"
+        }
+    }
+}
