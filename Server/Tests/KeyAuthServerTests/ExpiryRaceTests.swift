@@ -36,6 +36,18 @@ extension StorageContractTests {
             try Self.deviceApprovalRace(on: try #require(StorageContractBackend.postgres))
         }
 
+        @Test("a push sign-in answered at its expiry: the client collects what the device was told, once")
+        func pushSignInSQLite() throws {
+            try Self.pushSignInRace(on: .sqlite)
+        }
+
+        @Test(
+            "a push sign-in answered at its expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func pushSignInPostgres() throws {
+            try Self.pushSignInRace(on: try #require(StorageContractBackend.postgres))
+        }
+
         // MARK: The races
 
         /// Rounds of the device race; each registers a new key.
@@ -92,6 +104,68 @@ extension StorageContractTests {
                 }
                 // The expiry came both before and after the approvals' decisions.
                 #expect(approvedRounds > 0 && approvedRounds < deviceRounds, "\(approvedRounds) approved")
+            }
+        }
+
+        /// A client's request per round, one second from its expiry; two approvals and a denial
+        /// by the user's laptop and the client's first poll race the clock's step past it; then
+        /// the client polls until it has its answer.
+        static func pushSignInRace(on backend: StorageContractBackend) throws {
+            try withServer(on: backend, { $0.signInLifetime = 60 }) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                let client = try api.addClient()
+                var answeredRounds = 0
+                for round in 0..<rounds {
+                    let id = try api.startSignIn(client, user: "alice")
+                    let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let assertions = try (0..<2).map { _ in try api.approvalAssertion(laptop, id: id) }
+                    var bodies: [@Sendable () -> Outcome] = assertions.map { assertion in
+                        { Outcome.of { try api.answer(id, decision: "approve", assertion: assertion, token: token) } }
+                    }
+                    bodies.append { Outcome.of { try api.answer(id, decision: "deny", assertion: nil, token: token) } }
+                    bodies.append { Outcome.of { try api.poll(client, id: id) } }
+                    let outcomes = try race(bodies, clock: environment.clock)
+                    // The client's next polls, each after the interval.
+                    environment.clock.advance(by: 10)
+                    let next = Outcome(try api.poll(client, id: id))
+                    environment.clock.advance(by: 10)
+                    let last = Outcome(try api.poll(client, id: id))
+                    let answers = Array(outcomes[0..<3])
+                    let polls = [outcomes[3], next, last]
+                    let stored = try #require(try api.storage.signInRequest(id: id))
+                    let context = "round \(round): answers \(answers), polls \(polls), stored \(stored.status)"
+
+                    let answered = (outcomes + [next, last]).allSatisfy(\.isAnsweredWithoutServerError)
+                    #expect(answered, "\(context)")
+                    let accepted = answers.filter(\.isSuccess)
+                    #expect(accepted.count <= 1, "\(context)")
+                    if !accepted.isEmpty { answeredRounds += 1 }
+                    for answer in answers where answer.status != 200 {
+                        #expect(["already_answered", "expired_token"].contains(answer.error), "\(context)")
+                    }
+                    let tokens = polls.filter(\.hasAccessToken)
+                    #expect(tokens.count <= 1, "\(context)")
+                    if let answeredAt = stored.answeredAt {
+                        #expect(answeredAt < expiry, "\(context): answered at \(answeredAt), expired at \(expiry)")
+                    }
+                    switch accepted.first?.json?["status"]?.stringValue {
+                    case "approved":
+                        #expect(tokens.count == 1, "\(context): the device was told approved")
+                        #expect(!polls.map(\.error).contains("access_denied"), "\(context)")
+                    case "denied":
+                        #expect(tokens.isEmpty, "\(context)")
+                        #expect(next.error == "access_denied", "\(context): the device was told denied")
+                    default:
+                        #expect(accepted.isEmpty, "\(context)")
+                        #expect(tokens.isEmpty, "\(context)")
+                        #expect(next.error == "expired_token" && last.error == "expired_token", "\(context)")
+                    }
+                    environment.clock.advance(by: 200)
+                }
+                #expect(answeredRounds > 0 && answeredRounds < rounds, "\(answeredRounds) answered")
             }
         }
 

@@ -197,7 +197,7 @@ extension KeyAuthService {
     /// - Returns: the token, once: the request is marked issued in the same step.
     /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown id, another client's request or
     ///   one already collected; `.pollTooFast` (400 `slow_down`, and the interval grows by 5 s);
-    ///   `.expiredToken`; `.authorizationPending`; `.deviceDenied` (`access_denied`) when the user
+    ///   `.expiredToken` for a request left unanswered past its expiry; `.authorizationPending`; `.deviceDenied` (`access_denied`) when the user
     ///   denied it, the approving device was revoked since, or it no longer meets the request's
     ///   `acr_values`; ``StorageError``.
     func collectSignIn(authReqID id: String, client: ClientRecord) throws -> SignInGrant {
@@ -210,7 +210,10 @@ extension KeyAuthService {
             let (request, tooEarly) = try storage.pollSignInRequest(
                 id: id, at: now(), slowDownStep: signIn.settings.slowDownStep)
         else { throw unknown }
-        if signIn.isExpired(request), request.status != .issued {
+        // The expiry ends the wait for an answer, not the answer: a device answers only a live
+        // request (one conditional update), and what it was told is what the client collects,
+        // however late its next poll, until the request is purged.
+        if request.status == .pending, signIn.isExpired(request) {
             throw ServiceError(.expiredToken, "the sign-in request expired")
         }
         if tooEarly {
