@@ -36,6 +36,18 @@ extension StorageContractTests {
             try Self.deviceApprovalRace(on: try #require(StorageContractBackend.postgres))
         }
 
+        @Test("a device approval with the expiry stepped in at each clock reading it makes: never applied late")
+        func deviceApprovalSweepSQLite() throws {
+            try Self.deviceApprovalSweep(on: .sqlite)
+        }
+
+        @Test(
+            "a device approval with the expiry stepped in at each clock reading, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func deviceApprovalSweepPostgres() throws {
+            try Self.deviceApprovalSweep(on: try #require(StorageContractBackend.postgres))
+        }
+
         @Test("a push sign-in answered at its expiry: the client collects what the device was told, once")
         func pushSignInSQLite() throws {
             try Self.pushSignInRace(on: .sqlite)
@@ -104,6 +116,62 @@ extension StorageContractTests {
                 }
                 // The expiry came both before and after the approvals' decisions.
                 #expect(approvedRounds > 0 && approvedRounds < deviceRounds, "\(approvedRounds) approved")
+            }
+        }
+
+        /// A new pending device per step, one second from its expiry, approved once by the
+        /// user's laptop while the server's clock steps past the expiry at its `step`-th reading,
+        /// for every reading the approval makes.
+        static func deviceApprovalSweep(on backend: StorageContractBackend) throws {
+            try withServer(on: backend, { $0.pendingLifetime = 60 }) { environment, api, stepping in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                var readings = 0
+                var outcomes: [String] = []
+                var step = 0
+                while step <= readings || readings == 0 {
+                    let key = try ServerTestKeys.key("race-pending-\(readings == 0 ? 0 : step + 1)")
+                    let kid = key.publicKey.fingerprint
+                    #expect(try api.register(user: "alice", key: key).status == 202, "step \(step)")
+                    let expiry = environment.clock.now + 60
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: 59)
+                    let before = stepping.count
+                    // The first approval only counts the readings; then the expiry comes before the
+                    // first (step 0) and after each of them.
+                    if step == 0 && readings > 0 { environment.clock.advance(by: 1) }
+                    stepping.step(atReading: readings == 0 ? 0 : step)
+                    let approval = Outcome(try api.approveDevice(kid, approver: laptop, token: token))
+                    stepping.step(atReading: 0)
+                    if readings == 0 {
+                        readings = stepping.count - before
+                        #expect(approval.status == 200, "\(approval)")
+                        environment.clock.advance(by: 5)
+                        continue
+                    }
+                    environment.clock.advance(by: max(expiry - environment.clock.now, 0))
+                    let final = Outcome(try api.login(key))
+                    let stored = try #require(try api.storage.device(kid: kid))
+                    let context = "step \(step) of \(readings): approval \(approval), then login \(final)"
+                    outcomes.append(approval.isSuccess ? "approved" : approval.error ?? "?")
+
+                    #expect(approval.isAnsweredWithoutServerError, "\(context)")
+                    if approval.isSuccess {
+                        #expect(stored.status == .active, "\(context)")
+                        #expect(
+                            (stored.approvedAt ?? .max) < expiry,
+                            "\(context): approved at \(stored.approvedAt ?? -1), expired at \(expiry)")
+                        #expect(final.isSuccess, "\(context)")
+                    } else {
+                        #expect(approval.error == "expired_token", "\(context)")
+                        #expect(stored.status == .pending, "\(context)")
+                        #expect(final.error == "expired_token", "\(context)")
+                    }
+                    environment.clock.advance(by: 5)
+                    step += 1
+                }
+                // The sweep put the expiry both before and after the approval's decision.
+                #expect(outcomes.contains("approved") && outcomes.contains("expired_token"), "\(outcomes)")
             }
         }
 

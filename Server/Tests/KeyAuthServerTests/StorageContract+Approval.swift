@@ -8,7 +8,7 @@ import Testing
 extension StorageContract {
     static let approvalChecks = [
         StorageCheck(
-            "approves a pending device only while the approving device is active",
+            "approves a pending device only while the approving device is active and it has not expired",
             StorageContract.approvesWhileApproverActive),
         StorageCheck(
             "an approval racing the approver's revocation waits for it and approves nothing",
@@ -24,19 +24,38 @@ extension StorageContract {
         #expect(try storage.updateStatus(kid: "kid-stolen", from: .active, to: .revoked, at: 1_500))
 
         #expect(
-            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000) == .approverNotActive)
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000, createdAfter: 0)
+                == .approverNotActive)
         #expect(
-            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-unknown", at: 2_000) == .approverNotActive
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-unknown", at: 2_000, createdAfter: 0)
+                == .approverNotActive
         )
         #expect(try storage.device(kid: "kid-new")?.status == .pending)
-        #expect(try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 2_000) == .approved)
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 2_000, createdAfter: 0)
+                == .approved)
         let approved = try storage.device(kid: "kid-new")
         #expect(approved?.status == .active && approved?.approvedAt == 2_000)
-        #expect(try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 3_000) == .notPending)
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-laptop", at: 3_000, createdAfter: 0)
+                == .notPending)
         // The operator needs no approving device.
         #expect(try storage.insertDevice(device("kid-admin")))
-        #expect(try storage.approvePendingDevice(kid: "kid-admin", approvedBy: nil, at: 3_000) == .approved)
-        #expect(try storage.approvePendingDevice(kid: "kid-missing", approvedBy: nil, at: 3_000) == .notPending)
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-admin", approvedBy: nil, at: 3_000, createdAfter: 0) == .approved
+        )
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-missing", approvedBy: nil, at: 3_000, createdAfter: 0)
+                == .notPending)
+        // A device whose pending lifetime is over stays pending: the check is in the update.
+        #expect(try storage.insertDevice(device("kid-late", createdAt: 1_000)))
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-late", approvedBy: "kid-laptop", at: 3_000, createdAfter: 1_000)
+                == .notPending)
+        #expect(try storage.device(kid: "kid-late")?.status == .pending)
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-late", approvedBy: "kid-laptop", at: 3_000, createdAfter: 999)
+                == .approved)
     }
 
     /// A revocation of the approver is under way (its transaction holds the row) when the
@@ -57,7 +76,7 @@ extension StorageContract {
         let finished = DispatchSemaphore(value: 0)
         Thread {
             let result = Result { () throws(StorageError) in
-                try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000)
+                try storage.approvePendingDevice(kid: "kid-new", approvedBy: "kid-stolen", at: 2_000, createdAfter: 0)
             }
             outcome.withLock { $0 = result }
             finished.signal()

@@ -96,14 +96,22 @@ struct DeviceRegistry: Sendable {
             if isExpiredPending(target) {
                 throw ServiceError(.expiredToken, "the registration expired before it was approved")
             }
-            switch try storage.approvePendingDevice(kid: kid, approvedBy: actor.deviceKID, at: now()) {
+            let time = now()
+            switch try storage.approvePendingDevice(
+                kid: kid, approvedBy: actor.deviceKID, at: time,
+                createdAfter: time.subtractingSaturating(pendingLifetime))
+            {
             case .approved:
                 break
             case .approverNotActive:
                 throw ServiceError(.accessDenied, "the approving device is no longer active")
             case .notPending:
-                // Someone denied (or approved) it first: report what it is now.
+                // Someone denied (or approved) it first, or it expired since the check above:
+                // report what it is now.
                 let current = try device(kid: kid, ownedBy: owner)
+                if current.status == .pending {
+                    throw ServiceError(.expiredToken, "the registration expired before it was approved")
+                }
                 guard current.status == .active else {
                     throw ServiceError(
                         .invalidRequest, "the device is \(current.status.rawValue) and cannot be approved")

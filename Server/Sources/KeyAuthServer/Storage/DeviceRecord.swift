@@ -104,11 +104,12 @@ package enum DeviceInsertion: Sendable, Hashable {
     case pendingLimitReached(oldestCreatedAt: Int64)
 }
 
-/// What ``ServerStorage/approvePendingDevice(kid:approvedBy:at:)`` did.
+/// What ``ServerStorage/approvePendingDevice(kid:approvedBy:at:createdAfter:)`` did.
 package enum DeviceApprovalOutcome: Sendable, Hashable {
     /// The device is active now.
     case approved
-    /// The device does not exist or is no longer pending; nothing changed.
+    /// The device does not exist, is no longer pending, or its pending lifetime is over;
+    /// nothing changed.
     case notPending
     /// The approving device is not active (revoked meanwhile, or never was); nothing changed.
     case approverNotActive

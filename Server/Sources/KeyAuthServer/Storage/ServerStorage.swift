@@ -69,12 +69,18 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Moves the pending device `kid` to active if the device `approverKID` is still active when
     /// the change commits (nil: the administrator, whom nothing revokes), and sets `approved_at`.
     ///
+    /// Only a device created after `oldestLive` (its pending lifetime not yet over at `time`) is
+    /// approved: the expiry is checked in the same statement that approves, so an approval whose
+    /// earlier check passed cannot activate a registration its client has since been told
+    /// expired.
+    ///
     /// The approver's row is locked until the commit (PostgreSQL's `FOR SHARE`; SQLite has one
     /// writer), so a revocation of the approver either commits first, and the approval finds it
     /// revoked, or waits for the approval: once a revocation has returned, the revoked device
     /// approves nothing, however the two requests interleave.
-    func approvePendingDevice(kid: String, approvedBy approverKID: String?, at time: Int64) throws(StorageError)
-        -> DeviceApprovalOutcome
+    func approvePendingDevice(
+        kid: String, approvedBy approverKID: String?, at time: Int64, createdAfter oldestLive: Int64
+    ) throws(StorageError) -> DeviceApprovalOutcome
 
     /// Gives the device `kid` a new `name`; false when there is no such device.
     func renameDevice(kid: String, name: String) throws(StorageError) -> Bool

@@ -144,17 +144,20 @@ extension SQLStorage {
         }
     }
 
-    package func approvePendingDevice(kid: String, approvedBy approverKID: String?, at time: Int64)
-        throws(StorageError) -> DeviceApprovalOutcome
-    {
+    package func approvePendingDevice(
+        kid: String, approvedBy approverKID: String?, at time: Int64, createdAfter oldestLive: Int64
+    ) throws(StorageError) -> DeviceApprovalOutcome {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
                 if let approverKID {
                     guard try Self.isActive(approverKID, in: connection) else { return .approverNotActive }
                 }
                 let approved = try connection.execute(
-                    "UPDATE devices SET status = 'active', approved_at = $2 WHERE kid = $1 AND status = 'pending'",
-                    [.text(kid), .integer(time)])
+                    """
+                    UPDATE devices SET status = 'active', approved_at = $2
+                    WHERE kid = $1 AND status = 'pending' AND created_at > $3
+                    """,
+                    [.text(kid), .integer(time), .integer(oldestLive)])
                 return approved.affectedRowCount == 1 ? .approved : .notPending
             }
         }
