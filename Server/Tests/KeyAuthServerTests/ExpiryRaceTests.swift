@@ -60,6 +60,30 @@ extension StorageContractTests {
             try Self.pushSignInRace(on: try #require(StorageContractBackend.postgres))
         }
 
+        @Test("/authorize at the browser session's expiry: a code from a session that stays, or login_required")
+        func authorizeSQLite() throws {
+            try Self.authorizeRace(on: .sqlite)
+        }
+
+        @Test(
+            "/authorize at the browser session's expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func authorizePostgres() throws {
+            try Self.authorizeRace(on: try #require(StorageContractBackend.postgres))
+        }
+
+        @Test("/authorize with the session's expiry and a second request stepped in at each clock reading")
+        func authorizeSweepSQLite() throws {
+            try Self.authorizeSweep(on: .sqlite)
+        }
+
+        @Test(
+            "/authorize with the expiry and a second request stepped in at each clock reading, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func authorizeSweepPostgres() throws {
+            try Self.authorizeSweep(on: try #require(StorageContractBackend.postgres))
+        }
+
         // MARK: The races
 
         /// Rounds of the device race; each registers a new key.
@@ -237,7 +261,141 @@ extension StorageContractTests {
             }
         }
 
+        /// A signed-in browser, one second before its session's idle expiry; four `/authorize`
+        /// requests with `prompt=none` race the clock's step past it; then the browser asks again.
+        static func authorizeRace(on backend: StorageContractBackend) throws {
+            try withServer(on: backend) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                let relyingParty = try OpenIDTestAPI.addClient(api)
+                var browser: OpenIDBrowser?
+                var codeRounds = 0
+                for round in 0..<rounds {
+                    if browser == nil {
+                        var fresh = OpenIDBrowser(api: api)
+                        let device = ApprovingDevice(api: api, key: laptop, token: try api.accessToken(laptop))
+                        _ = try OpenIDTestAPI.signIn(
+                            &fresh, device: device, OpenIDTestAPI.authorization(relyingParty, pkce: try PKCE()))
+                        browser = fresh
+                    }
+                    let signedIn = try #require(browser)
+                    let cookie = try #require(signedIn.cookies.values.first { (try? session(api, $0)) != nil })
+                    let expiry = try #require(try session(api, cookie)).expiresAt
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let pkce = try PKCE()
+                    let parameters = OpenIDTestAPI.authorization(relyingParty, pkce: pkce, changes: ["prompt": "none"])
+                    let bodies: [@Sendable () -> Outcome] = (0..<4).map { _ in
+                        {
+                            Outcome.of {
+                                var copy = signedIn
+                                return try copy.get("/authorize", query: parameters)
+                            }
+                        }
+                    }
+                    let outcomes = try race(bodies, clock: environment.clock)
+                    var again = signedIn
+                    let after = Outcome(
+                        try again.get(
+                            "/authorize",
+                            query: OpenIDTestAPI.authorization(relyingParty, pkce: pkce, changes: ["prompt": "none"])))
+                    let codes = (outcomes + [after]).compactMap(\.code)
+                    let context = "round \(round): \(outcomes), then \(after)"
+
+                    #expect(
+                        (outcomes + [after]).map(\.status) == Array(repeating: 303, count: outcomes.count + 1),
+                        "\(context)")
+                    let understood = (outcomes + [after]).allSatisfy(\.isCodeOrLoginRequired)
+                    #expect(understood, "\(context)")
+                    if !outcomes.compactMap(\.code).isEmpty {
+                        codeRounds += 1
+                        // Each code came from a live session, which that request extended.
+                        #expect(after.code != nil, "\(context): a code was issued from a session that is gone")
+                        #expect(try session(api, cookie) != nil, "\(context)")
+                    } else {
+                        #expect(after.code == nil, "\(context)")
+                    }
+                    for code in codes {
+                        let redeemed = try OpenIDTestAPI.redeem(api, relyingParty, code: code, verifier: pkce.verifier)
+                        #expect(redeemed.status == 200, "\(context): \(redeemed.text)")
+                    }
+                    if after.code == nil { browser = nil }
+                }
+                #expect(codeRounds > 0 && codeRounds < rounds, "\(codeRounds) with codes")
+            }
+        }
+
+        /// A signed-in browser one second before its session's idle expiry sends `/authorize`
+        /// with `prompt=none`; right after its `step`-th clock reading the expiry comes, and the
+        /// same browser's second `/authorize` runs to its end, for every reading the first makes.
+        static func authorizeSweep(on backend: StorageContractBackend) throws {
+            try withServer(on: backend, { $0.threads = 4 }) { environment, api, stepping in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                let relyingParty = try OpenIDTestAPI.addClient(api)
+                let pkce = try PKCE()
+                let parameters = OpenIDTestAPI.authorization(relyingParty, pkce: pkce, changes: ["prompt": "none"])
+                var readings = 0
+                var step = 0
+                var rounds: [String] = []
+                while step <= readings || readings == 0 {
+                    var browser = OpenIDBrowser(api: api)
+                    let device = ApprovingDevice(api: api, key: laptop, token: try api.accessToken(laptop))
+                    _ = try OpenIDTestAPI.signIn(
+                        &browser, device: device, OpenIDTestAPI.authorization(relyingParty, pkce: try PKCE()))
+                    let signedIn = browser
+                    let cookie = try #require(signedIn.cookies.values.first { (try? session(api, $0)) != nil })
+                    let expiry = try #require(try session(api, cookie)).expiresAt
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let second = OutcomeCell()
+                    let before = stepping.count
+                    if step == 0 && readings > 0 { environment.clock.advance(by: 1) }
+                    stepping.step(atReading: readings == 0 ? 0 : step) {
+                        var copy = signedIn
+                        let outcome = Outcome.of { try copy.get("/authorize", query: parameters) }
+                        second.set(outcome)
+                    }
+                    var first = signedIn
+                    let firstOutcome = Outcome(try first.get("/authorize", query: parameters))
+                    stepping.step(atReading: 0)
+                    if readings == 0 {
+                        readings = stepping.count - before
+                        #expect(firstOutcome.code != nil, "\(firstOutcome)")
+                        continue
+                    }
+                    environment.clock.advance(by: max(expiry - environment.clock.now, 0))
+                    let secondOutcome = second.value
+                    var again = signedIn
+                    let after = Outcome(try again.get("/authorize", query: parameters))
+                    let outcomes = [firstOutcome] + (secondOutcome.map { [$0] } ?? [])
+                    let context = "step \(step) of \(readings): \(outcomes), then \(after)"
+                    rounds.append(outcomes.map(\.description).joined(separator: " + "))
+
+                    let understood = (outcomes + [after]).allSatisfy(\.isCodeOrLoginRequired)
+                    #expect(understood, "\(context)")
+                    if !outcomes.compactMap(\.code).isEmpty {
+                        #expect(after.code != nil, "\(context): a code was issued from a session that is gone")
+                    } else {
+                        #expect(after.code == nil, "\(context)")
+                    }
+                    for code in outcomes.compactMap(\.code) {
+                        let redeemed = try OpenIDTestAPI.redeem(api, relyingParty, code: code, verifier: pkce.verifier)
+                        #expect(redeemed.status == 200, "\(context): \(redeemed.text)")
+                    }
+                    step += 1
+                }
+                // The second request ran at every reading but the last few, which come after the
+                // answer is decided; both answers were met.
+                let coded = rounds.filter { $0.contains("code") }.count
+                #expect(coded > 0 && coded < rounds.count, "\(rounds)")
+            }
+        }
+
         // MARK: Helpers
+
+        /// The stored browser session a cookie value names.
+        static func session(_ api: TestAPI, _ cookie: String) throws -> BrowserSessionRecord? {
+            try api.storage.browserSession(idHash: try BrowserSessions.hash(cookie))
+        }
 
         /// Runs `body` with a server on a socket, on a fresh database of `backend`, whose clock
         /// is the environment's test clock read through a ``SteppingClock``.
@@ -333,6 +491,17 @@ extension StorageContractTests {
                 action.withLock { $0 }?()
             }
             return time
+        }
+    }
+
+    /// Holds the outcome of a request made on another thread.
+    final class OutcomeCell: Sendable {
+        private let stored = Mutex<Outcome?>(nil)
+
+        var value: Outcome? { stored.withLock { $0 } }
+
+        func set(_ outcome: Outcome) {
+            stored.withLock { $0 = outcome }
         }
     }
 

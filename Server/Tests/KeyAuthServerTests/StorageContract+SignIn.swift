@@ -295,7 +295,12 @@ extension StorageContract {
         #expect(try !storage.replaceBrowserSession(idHash: waitingHash, with: signedIn))
         #expect(try storage.browserSession(idHash: waitingHash) == nil)
         #expect(try storage.browserSession(idHash: signedIn.idHash) == signedIn)
-        try storage.extendBrowserSession(idHash: signedIn.idHash, until: 2_900)
+        // Extended only while live: a session ended at 2_000 is not extended at 2_000.
+        #expect(try !storage.extendBrowserSession(idHash: signedIn.idHash, until: 2_900, ifLiveAt: 2_000))
+        #expect(try storage.extendBrowserSession(idHash: signedIn.idHash, until: 2_900, ifLiveAt: 1_999))
+        #expect(try storage.browserSession(idHash: signedIn.idHash)?.expiresAt == 2_900)
+        // Deleted as expired only when it is: an extended session stays.
+        try storage.deleteBrowserSession(idHash: signedIn.idHash, expiredAt: 2_000)
         #expect(try storage.browserSession(idHash: signedIn.idHash)?.expiresAt == 2_900)
 
         var other = signedIn

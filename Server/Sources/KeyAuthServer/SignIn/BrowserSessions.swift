@@ -66,23 +66,33 @@ struct BrowserSessions: Sendable {
     ///
     /// An expired session, or a signed-in one whose approving device is no longer an active
     /// device of its user (revoked since), is deleted and nil is returned.
+    ///
+    /// Requests of one browser come at once (tabs, an `/authorize` and the account page), and
+    /// the read above is already old when one of them decides: the expiry is decided in storage,
+    /// by the conditional extension and deletion, so that of two requests at the moment of
+    /// expiry either both use the session (the first extended it) or neither does (the first
+    /// ended it). A request never uses a session another one ended, nor ends one another used.
     func session(cookie: String?) throws -> Presented? {
         guard let cookie, !cookie.isEmpty, cookie.utf8.count <= 128 else { return nil }
         let idHash = try Self.hash(cookie)
         guard var record = try storage.browserSession(idHash: idHash) else { return nil }
         let time = service.now()
-        var alive = time < record.expiresAt
-        if alive, record.isSignedIn, let kid = record.approvingKID {
-            let device = try storage.device(kid: kid)
-            alive = device?.status == .active && device?.user == record.user
-        }
-        guard alive else {
-            try storage.deleteBrowserSession(idHash: idHash)
+        guard time < record.expiresAt else {
+            try storage.deleteBrowserSession(idHash: idHash, expiredAt: time)
             return nil
+        }
+        if record.isSignedIn, let kid = record.approvingKID {
+            let device = try storage.device(kid: kid)
+            guard device?.status == .active, device?.user == record.user else {
+                try storage.deleteBrowserSession(idHash: idHash)
+                return nil
+            }
         }
         if record.isSignedIn {
             record.expiresAt = time + Self.idleLifetime
-            try storage.extendBrowserSession(idHash: idHash, until: record.expiresAt)
+            guard try storage.extendBrowserSession(idHash: idHash, until: record.expiresAt, ifLiveAt: time) else {
+                return nil
+            }
         }
         return Presented(record: record, cookie: cookie)
     }

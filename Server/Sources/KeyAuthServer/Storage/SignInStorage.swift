@@ -85,11 +85,20 @@ package protocol SignInStorage: Sendable {
     /// step; false when the old one no longer exists.
     func replaceBrowserSession(idHash: [UInt8], with session: BrowserSessionRecord) throws(StorageError) -> Bool
 
-    /// Moves a session's end to `expiresAt` (it was used).
-    func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64) throws(StorageError)
+    /// Moves a session's end to `expiresAt` (it was used at `time`), if it is still live at
+    /// `time`: the check and the extension are one statement.
+    ///
+    /// - Returns: false when the session is gone or ended by `time` (nothing changed), so that a
+    ///   request never uses a session that another request found expired and ended meanwhile.
+    func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64, ifLiveAt time: Int64) throws(StorageError)
+        -> Bool
 
     /// Ends a session.
     func deleteBrowserSession(idHash: [UInt8]) throws(StorageError)
+
+    /// Ends a session if it ended by `time`; one that another request extended meanwhile
+    /// stays, with what that request answered.
+    func deleteBrowserSession(idHash: [UInt8], expiredAt time: Int64) throws(StorageError)
 
     /// Ends every session that the device `kid` approved; returns how many.
     @discardableResult

@@ -40,10 +40,21 @@ extension SQLStorage {
         }
     }
 
-    package func extendBrowserSession(idHash: [UInt8], until expiresAt: Int64) throws(StorageError) {
+    package func extendBrowserSession(
+        idHash: [UInt8], until expiresAt: Int64, ifLiveAt time: Int64
+    ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
-                "UPDATE browser_sessions SET expires_at = $2 WHERE id_hash = $1", [.blob(idHash), .integer(expiresAt)])
+                "UPDATE browser_sessions SET expires_at = $2 WHERE id_hash = $1 AND expires_at > $3",
+                [.blob(idHash), .integer(expiresAt), .integer(time)]
+            ).affectedRowCount == 1
+        }
+    }
+
+    package func deleteBrowserSession(idHash: [UInt8], expiredAt time: Int64) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "DELETE FROM browser_sessions WHERE id_hash = $1 AND expires_at <= $2", [.blob(idHash), .integer(time)])
             return ()
         }
     }
