@@ -9,7 +9,10 @@ import Testing
 extension StorageContractTests {
     /// Answers that arrive at the moment their request expires, run as real races: a server on
     /// a socket, several threads sending at once, and one more moving the server's clock past
-    /// the expiry at a random moment among them, round after round.
+    /// the expiry at a random moment among them, round after round. Windows too narrow for
+    /// that to hit reliably are swept as well: the expiry is stepped in right after each clock
+    /// reading one request makes (``SteppingClock``), with a second request run there when two
+    /// requests are what race.
     ///
     /// Whatever interleaving comes, an approval (or a denial) is either applied to a live request
     /// and then honoured, or refused with a clear error; the approver and the requester are never
