@@ -1,0 +1,164 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+/// A deployment that single-use races run against over real sockets: one in-process server on
+/// SQLite, or two `keyauth-server` processes of the built binary on one PostgreSQL schema, as
+/// behind a load balancer.
+struct RaceDeployment: Sendable {
+    /// The issuer every instance of the PostgreSQL deployment names.
+    static let postgresIssuer = "http://keyauth.test"
+
+    /// A client of each instance, all naming the deployment's one issuer.
+    let instances: [TestAPI]
+    /// The storage the instances share, opened by the test for what an administrator does
+    /// (adding a client) and what a user reads from a screen (a sign-in request's code).
+    let storage: any ServerStorage
+    /// The clock the test signs with; the servers run on the wall clock, or on this one.
+    let clock: TestClock
+    /// `--db` of the deployment, for admin commands such as `keyauth-server enroll`.
+    let database: String
+    /// The server processes, empty for the in-process server.
+    let processes: [KeyAuthServerProcess]
+
+    /// The client the racer `index` of a round talks to: alternating, so that on PostgreSQL half
+    /// of the racers reach each server.
+    func instance(_ index: Int) -> TestAPI {
+        instances[index % instances.count]
+    }
+
+    /// Moves the test clock to the wall clock, which the server processes run on (the
+    /// in-process server runs on the test clock, so it moves too).
+    func syncClock() {
+        let wall = Int64(Date().timeIntervalSince1970)
+        if wall > clock.now { clock.advance(by: wall - clock.now) }
+    }
+
+    /// Whether every server still runs and answers `/healthz` with 200.
+    func isHealthy() -> Bool {
+        processes.allSatisfy(\.isRunning)
+            && instances.allSatisfy { (try? $0.send("GET", "/healthz").status) == 200 }
+    }
+
+    /// Runs `body` against one in-process server on a fresh SQLite file, with limits that a few
+    /// hundred requests from one address do not reach and cheap recovery-code hashing.
+    static func onSQLite(_ body: (RaceDeployment) throws -> Void) throws {
+        let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
+        let runner = try environment.startServer {
+            $0.failureLimit = 100_000
+            $0.registrationLimit = 100_000
+            $0.recoveryCodeIterations = 1000
+            $0.threads = 4
+        }
+        defer { runner.stop() }
+        // As `serve` leaves a file it creates, so that admin commands such as `enroll` take it.
+        chmod(environment.databasePath, 0o600)
+        try withExtendedLifetime(environment) {
+            try body(
+                RaceDeployment(
+                    instances: [environment.socketAPI(runner)], storage: runner.storage, clock: environment.clock,
+                    database: environment.databasePath, processes: []))
+        }
+    }
+
+    /// Runs `body` against two `keyauth-server serve` processes on a fresh schema of
+    /// `KEYAUTH_TEST_POSTGRES_URL`, then stops them, expecting a clean exit, and drops the schema.
+    static func onPostgres(_ body: (RaceDeployment) throws -> Void) throws {
+        let url = try #require(PostgresTestServer.url)
+        let database = try PostgresTestServer.makeDatabase(url: url)
+        defer { database.destroy() }
+        let schemaURL = try #require(database.url)
+        let directory = TemporaryDirectory("keyauth-race")
+        defer { directory.remove() }
+
+        var servers: [KeyAuthServerProcess] = []
+        // Stopped before the schema is dropped (defers run last first).
+        defer {
+            for server in servers {
+                let status = server.terminate()
+                #expect(status == 0, "server \(server.name) exited with \(status): \(server.log)")
+            }
+        }
+        for name in ["A", "B"] {
+            let server = try KeyAuthServerProcess(
+                name: name, database: schemaURL, issuer: postgresIssuer, logPath: "\(directory.path)/\(name).log")
+            servers.append(server)
+            try server.waitUntilListening()
+        }
+        let storage = try PostgresStorage(url: schemaURL)
+        let clock = TestClock(Int64(Date().timeIntervalSince1970))
+        try body(
+            RaceDeployment(
+                instances: servers.map {
+                    TestAPI(
+                        transport: SocketTransport(port: $0.port), issuer: postgresIssuer, clock: clock,
+                        storage: storage)
+                }, storage: storage, clock: clock, database: schemaURL, processes: servers))
+    }
+}
+
+/// What one racer of a round got.
+struct RaceAnswer: Sendable, CustomStringConvertible {
+    /// The HTTP status; 0 when no answer came (the connection failed or timed out).
+    let status: Int
+    /// The OAuth `error`, if any.
+    let error: String?
+    /// The body, or why there was none.
+    let text: String
+
+    init(_ response: HTTPResponse) {
+        status = response.status
+        error = response.errorCode
+        text = response.text
+    }
+
+    init(failure: any Error) {
+        status = 0
+        error = nil
+        text = "no answer: \(failure)"
+    }
+
+    var description: String { "\(status) \(error ?? "")" }
+}
+
+/// Races: requests fired by threads that wait for one start signal.
+enum Race {
+    /// Runs `body` on `count` threads of their own, released together once all are ready, so
+    /// that the requests reach the servers as close together as the machine allows; waits at
+    /// most 60 s for them (sockets time out after 10 s, so none should take that long).
+    ///
+    /// Real threads rather than `concurrentPerform`, which on a two-core machine runs only two at
+    /// a time.
+    static func run(_ count: Int, _ body: @escaping @Sendable (Int) throws -> HTTPResponse) -> [RaceAnswer] {
+        let answers = Mutex<[Int: RaceAnswer]>([:])
+        let ready = DispatchGroup()
+        let finished = DispatchGroup()
+        let start = DispatchSemaphore(value: 0)
+        for index in 0..<count {
+            ready.enter()
+            finished.enter()
+            Thread {
+                ready.leave()
+                start.wait()
+                let answer: RaceAnswer
+                do {
+                    answer = RaceAnswer(try body(index))
+                } catch {
+                    answer = RaceAnswer(failure: error)
+                }
+                answers.withLock { $0[index] = answer }
+                finished.leave()
+            }.start()
+        }
+        ready.wait()
+        for _ in 0..<count { start.signal() }
+        _ = finished.wait(timeout: .now() + 60)
+        return answers.withLock { answers in
+            (0..<count).map { answers[$0] ?? RaceAnswer(failure: TestFailure("racer \($0) still waits after 60 s")) }
+        }
+    }
+}
