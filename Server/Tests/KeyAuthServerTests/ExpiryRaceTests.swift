@@ -87,6 +87,30 @@ extension StorageContractTests {
             try Self.authorizeSweep(on: try #require(StorageContractBackend.postgres))
         }
 
+        @Test("an account page sign-in answered at its expiry: the browser is told what the device was told")
+        func accountSignInSQLite() throws {
+            try Self.browserSignInRace(on: .sqlite, through: .accountPage)
+        }
+
+        @Test(
+            "an account page sign-in answered at its expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func accountSignInPostgres() throws {
+            try Self.browserSignInRace(on: try #require(StorageContractBackend.postgres), through: .accountPage)
+        }
+
+        @Test("an /authorize sign-in answered at its expiry: a code that redeems for an approval, once")
+        func authorizeSignInSQLite() throws {
+            try Self.browserSignInRace(on: .sqlite, through: .authorize)
+        }
+
+        @Test(
+            "an /authorize sign-in answered at its expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func authorizeSignInPostgres() throws {
+            try Self.browserSignInRace(on: try #require(StorageContractBackend.postgres), through: .authorize)
+        }
+
         // MARK: The races
 
         /// Rounds of the device race; each registers a new key.
@@ -390,6 +414,147 @@ extension StorageContractTests {
                 // answer is decided; both answers were met.
                 let coded = rounds.filter { $0.contains("code") }.count
                 #expect(coded > 0 && coded < rounds.count, "\(rounds)")
+            }
+        }
+
+        /// The pages that sign a browser in by approval, each with a waiting page.
+        enum BrowserSignInPage: Sendable {
+            /// The account page's sign-in (PROTOCOL.md section 9).
+            case accountPage
+            /// `/authorize`'s sign-in for a relying party (section 10).
+            case authorize
+        }
+
+        /// A browser's sign-in per round, its request one second from its expiry; two approvals
+        /// and a denial by the user's laptop and the waiting page's status poll race the clock's
+        /// step past it. Then the page does what its script does: polls again two seconds later
+        /// and, the state being no longer pending, posts Continue.
+        static func browserSignInRace(on backend: StorageContractBackend, through page: BrowserSignInPage) throws {
+            try withServer(
+                on: backend,
+                {
+                    $0.signInLifetime = 60
+                    $0.registrationLimit = 100_000
+                }
+            ) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                let relyingParty = try OpenIDTestAPI.addClient(api)
+                var answeredRounds = 0
+                for round in 0..<rounds {
+                    var browser = OpenIDBrowser(api: api)
+                    let pkce = try PKCE()
+                    let (continuePath, continueForm) = try startBrowserSignIn(
+                        &browser, through: page, relyingParty: relyingParty, pkce: pkce)
+                    let waitingCookie = try #require(browser.cookies.values.first { (try? session(api, $0)) != nil })
+                    let id = try #require(try session(api, waitingCookie)?.signInRequestID)
+                    let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let assertions = try (0..<2).map { _ in try api.approvalAssertion(laptop, id: id) }
+                    var bodies: [@Sendable () -> Outcome] = assertions.map { assertion in
+                        { Outcome.of { try api.answer(id, decision: "approve", assertion: assertion, token: token) } }
+                    }
+                    bodies.append { Outcome.of { try api.answer(id, decision: "deny", assertion: nil, token: token) } }
+                    let waiting = browser
+                    bodies.append {
+                        Outcome.of {
+                            var copy = waiting
+                            return try copy.get("/account/sign-in/status")
+                        }
+                    }
+                    let outcomes = try race(bodies, clock: environment.clock)
+                    // The waiting page's next poll, then its Continue.
+                    environment.clock.advance(by: 2)
+                    let poll = Outcome(try browser.get("/account/sign-in/status"))
+                    let continued = try browser.post(continuePath, form: continueForm)
+                    let answers = Array(outcomes[0..<3])
+                    let stored = try #require(try api.storage.signInRequest(id: id))
+                    let polls = [outcomes[3], poll].map { $0.json?["status"]?.stringValue ?? $0.description }
+                    var context = "round \(round): answers \(answers), polls \(polls), "
+                    context += "continue \(Outcome(continued)) \(continued.text.prefix(200)), stored \(stored.status)"
+
+                    let answered = (outcomes + [poll, Outcome(continued)]).allSatisfy(\.isAnsweredWithoutServerError)
+                    #expect(answered, "\(context)")
+                    let accepted = answers.filter(\.isSuccess)
+                    #expect(accepted.count <= 1, "\(context)")
+                    if !accepted.isEmpty { answeredRounds += 1 }
+                    for answer in answers where answer.status != 200 {
+                        #expect(["already_answered", "expired_token"].contains(answer.error), "\(context)")
+                    }
+                    if let answeredAt = stored.answeredAt {
+                        #expect(answeredAt < expiry, "\(context): answered at \(answeredAt), expired at \(expiry)")
+                    }
+                    let told = accepted.first?.json?["status"]?.stringValue ?? "expired"
+                    #expect(poll.json?["status"]?.stringValue == told, "\(context): the device was told \(told)")
+                    try expectBrowser(
+                        continued, through: page, told: told, browser: &browser, relyingParty: relyingParty,
+                        pkce: pkce, context: context)
+                    // The waiting session's id opens nothing after the answer was collected.
+                    #expect(try session(api, waitingCookie) == nil, "\(context)")
+                    // Past the per-address and per-user hourly limits of browser sign-ins.
+                    environment.clock.advance(by: 900)
+                }
+                #expect(answeredRounds > 0 && answeredRounds < rounds, "\(answeredRounds) answered")
+            }
+        }
+
+        /// Opens `page`'s sign-in form in `browser` and submits it for alice; returns where the
+        /// waiting page posts Continue, and its form.
+        static func startBrowserSignIn(
+            _ browser: inout OpenIDBrowser, through page: BrowserSignInPage, relyingParty: RelyingParty, pkce: PKCE
+        ) throws -> (path: String, form: [(String, String)]) {
+            switch page {
+            case .accountPage:
+                let form = try browser.get("/account")
+                let started = try browser.post(
+                    "/account/sign-in",
+                    form: [("user", "alice"), ("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text))])
+                #expect(started.status == 303, "\(started.text)")
+                let waiting = try browser.get("/account")
+                return ("/account/sign-in/continue", [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text))])
+            case .authorize:
+                let form = try OpenIDTestAPI.startSignIn(
+                    &browser, OpenIDTestAPI.authorization(relyingParty, pkce: pkce))
+                return ("/authorize/continue", form)
+            }
+        }
+
+        /// Checks that the browser's Continue on `page` ended as the device was `told`: signed in
+        /// (a code that redeems, for `/authorize`), denied, or expired when nobody answered.
+        static func expectBrowser(
+            _ continued: HTTPResponse, through page: BrowserSignInPage, told: String, browser: inout OpenIDBrowser,
+            relyingParty: RelyingParty, pkce: PKCE, context: String
+        ) throws {
+            switch page {
+            case .accountPage:
+                let final = try browser.get("/account")
+                let signedIn = final.text.contains(">Sign out</button>")
+                #expect(signedIn == (told == "approved"), "\(context)")
+                switch told {
+                case "approved": #expect(continued.status == 303, "\(context)")
+                case "denied": #expect(continued.text.contains("denied on your device"), "\(context)")
+                default: #expect(continued.text.contains("request expired"), "\(context)")
+                }
+            case .authorize:
+                // Always back to the relying party, with a code or an error.
+                #expect(continued.status == 303, "\(context)")
+                let parameters = (try? OpenIDTestAPI.redirect(continued))?.parameters ?? [:]
+                switch told {
+                case "approved":
+                    #expect(parameters["code"] != nil, "\(context): the device was told approved")
+                    if let code = parameters["code"] {
+                        let redeemed = try OpenIDTestAPI.redeem(
+                            browser.api, relyingParty, code: code, verifier: pkce.verifier)
+                        #expect(redeemed.status == 200, "\(context): \(redeemed.text)")
+                    }
+                case "denied":
+                    #expect(parameters["error"] == "access_denied", "\(context)")
+                    #expect(parameters["error_description"]?.contains("denied") == true, "\(context)")
+                default:
+                    #expect(parameters["error"] == "access_denied", "\(context)")
+                    #expect(parameters["error_description"]?.contains("expired") == true, "\(context)")
+                }
             }
         }
 
