@@ -242,6 +242,54 @@ struct AccountPageTests {
         #expect(events.contains { $0.action == .browserSignIn && $0.subject == "account-page" })
         #expect(!(try browser.send("GET", "/account").text.contains("data-approval-code")))
     }
+
+    @Test("a waiting session kept past its request's expiry signs nobody in, and looks the same for an unknown name")
+    func waitingSessionPastTheExpiry() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let kid = laptop.publicKey.fingerprint
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        // Alice, with a device and so a request; nobody, a name without one.
+        var browsers: [Browser] = []
+        var tokens: [String] = []
+        for user in ["alice", "nobody"] {
+            var browser = Browser(api: api)
+            let form = try browser.send("GET", "/account")
+            _ = try browser.send(
+                "POST", "/account/sign-in", form: [("user", user), ("csrf", try Self.csrf(form.text))])
+            tokens.append(try Self.csrf(try browser.send("GET", "/account").text))
+            browsers.append(browser)
+        }
+        let requests = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        let id = try #require(requests.first?["id"]?.stringValue)
+        let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+        for index in browsers.indices {
+            let status = try browsers[index].send("GET", "/account/sign-in/status")
+            #expect(status.json?["status"] == .string("pending"), "\(index)")
+        }
+        environment.clock.advance(by: expiry - environment.clock.now)
+        // Too late to approve: the grace is the browser's, to collect an answer given in time.
+        let late = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+        #expect(late.errorCode == "expired_token")
+
+        for index in browsers.indices {
+            let page = try browsers[index].send("GET", "/account")
+            #expect(page.text.contains("id=\"binding-code\"") && !page.text.contains(">Sign out</button>"), "\(index)")
+            let status = try browsers[index].send("GET", "/account/sign-in/status")
+            #expect(status.json?["status"] == .string("expired"), "\(index)")
+            let revoke = try browsers[index].send(
+                "POST", "/account/devices/\(kid)/revoke", form: [("csrf", tokens[index])])
+            #expect(revoke.status == 403, "\(index)")
+        }
+        #expect(try api.storage.device(kid: kid)?.status == .active)
+        environment.clock.advance(by: BrowserSessions.answerGrace)
+        for index in browsers.indices {
+            #expect(try browsers[index].send("GET", "/account").text.contains("name=\"user\""), "\(index)")
+        }
+    }
+
     /// Alice signed in at the account page by her laptop's approval: the API, the browser, the
     /// stored hash of its session cookie, and the laptop's key id and access token.
     private static func signedInByLaptop(_ environment: TestEnvironment) throws -> (

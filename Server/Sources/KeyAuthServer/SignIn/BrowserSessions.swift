@@ -11,6 +11,19 @@ struct BrowserSessions: Sendable {
     /// Seconds a signed-in session lasts after its last use.
     static let idleLifetime: Int64 = 900
 
+    /// Seconds a waiting session outlives its sign-in request's expiry, so that the browser
+    /// collects an answer the device gave in the request's last moments.
+    ///
+    /// A device answers only a live request, so such an answer was given before the expiry, and
+    /// the device was told so; the browser learns of it at its next look: the waiting page's
+    /// script asks every 2 s (5 s after a failed fetch) and then posts Continue, a hidden tab's
+    /// timers may be slowed to once a minute, and without the script a person clicks Continue.
+    /// Two minutes covers all of these, and after a request of the default 5 minutes ends well
+    /// before the 10 minutes `/authorize` keeps its pending request. The longer wait grants nothing: the session is still a waiting one,
+    /// signed in only when a Continue collects the approval, and an unanswered request shows as
+    /// expired from its own expiry on, for a name without devices too.
+    static let answerGrace: Int64 = 120
+
     /// A session as a request presents it: its record and the cookie value that found it.
     struct Presented: Sendable {
         var record: BrowserSessionRecord
@@ -31,7 +44,8 @@ struct BrowserSessions: Sendable {
     ///
     /// A user name with no active device, or whose user got as many requests as the limits
     /// allow, gets a waiting session too, with a code of its own and no request behind it: the
-    /// page looks the same, so it tells nobody which names exist.
+    /// page looks the same, so it tells nobody which names exist. Either session ends
+    /// ``answerGrace`` after the request's expiry (or the expiry a request would have).
     /// - Returns: the session, with the cookie value to set.
     /// - Throws: what
     ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:subject:acrValues:)``
@@ -57,7 +71,8 @@ struct BrowserSessions: Sendable {
         let record = BrowserSessionRecord(
             idHash: try Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
             bindingCode: try request?.bindingMessage ?? SignInRequests.makeBindingCode(), createdAt: time,
-            expiresAt: request?.expiresAt ?? time + service.signIn.settings.maximumLifetime)
+            expiresAt: (request?.expiresAt ?? time.addingSaturating(service.signIn.settings.maximumLifetime))
+                .addingSaturating(Self.answerGrace))
         try storage.insertBrowserSession(record)
         return Presented(record: record, cookie: cookie)
     }
@@ -98,12 +113,19 @@ struct BrowserSessions: Sendable {
     }
 
     /// Where a waiting session's sign-in request stands.
+    ///
+    /// The expiry ends the wait for an answer, not an answer given in time (PROTOCOL.md section
+    /// 9): a device answers only a live request (one conditional update), and what it was told
+    /// is what the browser gets for as long as the waiting session lasts. Only a request left
+    /// unanswered is `.expired`.
     func state(of session: BrowserSessionRecord) throws(StorageError) -> SignInState {
         guard let id = session.signInRequestID, let request = try storage.signInRequest(id: id) else {
-            return service.now() >= session.expiresAt ? .expired : .pending
+            // Nothing behind it: it expires when a request would, like any other.
+            let expiry = session.expiresAt.subtractingSaturating(Self.answerGrace)
+            return service.now() >= expiry ? .expired : .pending
         }
         switch request.status {
-        case .approved: return service.signIn.isExpired(request) ? .expired : .approved
+        case .approved: return .approved
         case .denied: return .denied
         case .issued: return .expired
         case .pending: return service.signIn.isExpired(request) ? .expired : .pending
@@ -114,11 +136,14 @@ struct BrowserSessions: Sendable {
     /// replaced by a signed-in one under a new id and a new CSRF token, so that an id a page
     /// showed (or someone planted) before the sign-in is worth nothing after it.
     ///
+    /// The request's expiry does not matter here: it was approved while live, and the waiting
+    /// session that collects it ends ``answerGrace`` after that expiry.
+    ///
     /// - Returns: the signed-in session, or nil when the request was not approved, was collected
     ///   already, or its device was revoked since.
     func complete(_ session: Presented) throws -> Presented? {
         guard let id = session.record.signInRequestID, let request = try storage.signInRequest(id: id),
-            request.status == .approved, !service.signIn.isExpired(request), let kid = request.answeringKID,
+            request.status == .approved, let kid = request.answeringKID,
             let device = try storage.device(kid: kid), device.status == .active, device.user == session.record.user,
             try storage.markSignInRequestIssued(id: id)
         else { return nil }
