@@ -111,6 +111,18 @@ extension StorageContractTests {
             try Self.browserSignInRace(on: try #require(StorageContractBackend.postgres), through: .authorize)
         }
 
+        @Test("new recovery codes approved at their request's expiry: the page shows what the device was told, once")
+        func recoveryCodesSQLite() throws {
+            try Self.recoveryCodesRace(on: .sqlite)
+        }
+
+        @Test(
+            "new recovery codes approved at their request's expiry, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, postgresReason))
+        func recoveryCodesPostgres() throws {
+            try Self.recoveryCodesRace(on: try #require(StorageContractBackend.postgres))
+        }
+
         // MARK: The races
 
         /// Rounds of the device race; each registers a new key.
@@ -558,6 +570,125 @@ extension StorageContractTests {
             }
         }
 
+        /// A signed-in account page asks for new recovery codes each round, the request one
+        /// second from its expiry; two approvals and a denial by the user's laptop and the page's
+        /// `Show the new codes` race the clock's step past it. Then the person clicks that button
+        /// (again) two seconds later, as one does after answering on the device.
+        static func recoveryCodesRace(on backend: StorageContractBackend) throws {
+            try withServer(
+                on: backend,
+                {
+                    $0.signInLifetime = 60
+                    $0.recoveryCodeIterations = 1000
+                }
+            ) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                var browser = try signedInAtTheAccountPage(api, laptop: laptop)
+                var answeredRounds = 0
+                for round in 0..<rounds {
+                    let csrf = try OpenIDTestAPI.hidden("csrf", in: try browser.get("/account").text)
+                    let asked = try browser.post("/account/recovery-codes", form: [("csrf", csrf)])
+                    #expect(asked.status == 303, "round \(round): \(asked.text.prefix(200))")
+                    let id = try OpenIDTestAPI.hidden("request", in: try browser.get("/account").text)
+                    let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+                    let before = try api.storage.unusedRecoveryCodes(user: "alice")
+                    let setsBefore = try madeRecoveryCodeSets(api)
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let assertions = try (0..<2).map { _ in try api.approvalAssertion(laptop, id: id) }
+                    var bodies: [@Sendable () -> Outcome] = assertions.map { assertion in
+                        { Outcome.of { try api.answer(id, decision: "approve", assertion: assertion, token: token) } }
+                    }
+                    bodies.append { Outcome.of { try api.answer(id, decision: "deny", assertion: nil, token: token) } }
+                    let page = browser
+                    let show = [("csrf", csrf), ("request", id)]
+                    bodies.append {
+                        Outcome.of {
+                            var copy = page
+                            return try copy.post("/account/recovery-codes/show", form: show)
+                        }
+                    }
+                    let outcomes = try race(bodies, clock: environment.clock)
+                    // The person clicks Show a moment after answering on the device.
+                    environment.clock.advance(by: 2)
+                    let late = Outcome(try browser.post("/account/recovery-codes/show", form: show))
+                    let answers = Array(outcomes[0..<3])
+                    let shows = [outcomes[3], late]
+                    let seen = shows.map(recoveryCodesPage)
+                    let stored = try #require(try api.storage.signInRequest(id: id))
+                    let after = try api.storage.unusedRecoveryCodes(user: "alice")
+                    let made = try madeRecoveryCodeSets(api) - setsBefore
+                    let context = "round \(round): answers \(answers), pages \(seen), stored \(stored.status)"
+
+                    let answered = (outcomes + [late]).allSatisfy(\.isAnsweredWithoutServerError)
+                    #expect(answered, "\(context)")
+                    let accepted = answers.filter(\.isSuccess)
+                    #expect(accepted.count <= 1, "\(context)")
+                    if !accepted.isEmpty { answeredRounds += 1 }
+                    for answer in answers where answer.status != 200 {
+                        #expect(["already_answered", "expired_token"].contains(answer.error), "\(context)")
+                    }
+                    if let answeredAt = stored.answeredAt {
+                        #expect(answeredAt < expiry, "\(context): answered at \(answeredAt), expired at \(expiry)")
+                    }
+                    switch accepted.first?.json?["status"]?.stringValue {
+                    case "approved":
+                        // One set, shown once, stored in place of the old one.
+                        #expect(seen.filter { $0 == "codes" }.count == 1, "\(context): the device was told approved")
+                        #expect(["codes", "shown already"].contains(seen[1]), "\(context)")
+                        #expect(made == 1, "\(context): \(made) sets made")
+                        #expect(after.count == RecoveryCodes.count && after != before, "\(context)")
+                    case "denied":
+                        #expect(seen[1] == "denied", "\(context): the device was told denied")
+                        #expect(["not approved yet", "denied"].contains(seen[0]), "\(context)")
+                        #expect(made == 0 && after == before, "\(context)")
+                    default:
+                        #expect(accepted.isEmpty, "\(context)")
+                        #expect(seen[1] == "expired", "\(context)")
+                        #expect(["not approved yet", "expired"].contains(seen[0]), "\(context)")
+                        #expect(made == 0 && after == before, "\(context)")
+                    }
+                    // Past the hourly limit of the page's requests (10), within the session's idle time.
+                    environment.clock.advance(by: 340)
+                }
+                #expect(answeredRounds > 0 && answeredRounds < rounds, "\(answeredRounds) answered")
+            }
+        }
+
+        /// A browser signed in at the account page by `laptop`'s approval.
+        static func signedInAtTheAccountPage(_ api: TestAPI, laptop: RSAPrivateKey) throws -> OpenIDBrowser {
+            var browser = OpenIDBrowser(api: api)
+            let form = try OpenIDTestAPI.hidden("csrf", in: try browser.get("/account").text)
+            _ = try browser.post("/account/sign-in", form: [("user", "alice"), ("csrf", form)])
+            let waiting = try browser.get("/account")
+            let cookie = try #require(browser.cookies.values.first { (try? session(api, $0)) != nil })
+            let id = try #require(try session(api, cookie)?.signInRequestID)
+            let approved = try api.answer(
+                id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id),
+                token: try api.accessToken(laptop))
+            #expect(approved.status == 200, "\(approved.text)")
+            let continued = try browser.post(
+                "/account/sign-in/continue", form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text))])
+            #expect(continued.status == 303, "\(continued.text.prefix(200))")
+            return browser
+        }
+
+        /// How many sets of recovery codes were made so far, as the audit trail counts them.
+        static func madeRecoveryCodeSets(_ api: TestAPI) throws -> Int {
+            try api.storage.auditEvents(since: 0).filter { $0.action == .recoveryCodes }.count
+        }
+
+        /// What a `Show the new codes` answer showed: `codes` (the whole set), or its message.
+        static func recoveryCodesPage(_ outcome: Outcome) -> String {
+            let messages = [
+                "not approved yet": "Not approved yet", "denied": "denied on your device", "expired": "request expired",
+                "shown already": "shown already", "no longer usable": "can no longer be used",
+            ]
+            if outcome.text.components(separatedBy: "<li><code>").count == RecoveryCodes.count + 1 { return "codes" }
+            return messages.first { outcome.text.contains($0.value) }?.key ?? outcome.description
+        }
+
         // MARK: Helpers
 
         /// The stored browser session a cookie value names.
@@ -680,12 +811,15 @@ extension StorageContractTests {
         let json: JSONValue?
         /// The `Location` of a redirect.
         let location: String?
+        /// The body, as text (a page's).
+        let text: String
 
         init(_ response: HTTPResponse) {
             status = response.status
             error = response.errorCode
             json = response.json
             location = response.headers["Location"]
+            text = response.text
         }
 
         init(failure: any Error) {
@@ -693,6 +827,7 @@ extension StorageContractTests {
             error = "\(failure)"
             json = nil
             location = nil
+            text = ""
         }
 
         /// The outcome of `send`, or of the error it threw (status -1: no answer at all).
