@@ -457,22 +457,50 @@ extension AccountPageTests {
         #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
     }
 
-    @Test("an approval of new recovery codes makes nothing once the request has expired")
+    @Test("a recovery-codes request past its expiry: an approval given in time is collected for a while, none later")
     func expiredRecoveryCodesApproval() throws {
         let environment = TestEnvironment()
         var (api, laptop, token, browser) = try Self.aliceAtTheAccountPage(environment)
         let csrf = try Self.csrf(try browser.send("GET", "/account").text)
-        let id = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
-        #expect(
+        let show = { (browser: inout Browser, id: String) throws -> HTTPResponse in
+            try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        }
+        let approve = { (id: String) throws -> HTTPResponse in
             try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
-                .status == 200)
-        let record = try #require(try api.storage.signInRequest(id: id))
-        // Past the request's lifetime, within the session's.
-        environment.clock.advance(by: record.expiresAt - environment.clock.now)
+        }
 
-        let late = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
-        #expect(late.status == 400 && late.text.contains("expired") && !late.text.contains("<li><code>"))
+        // Unanswered at its expiry: expired, and too late to approve.
+        let unanswered = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
+        var record = try #require(try api.storage.signInRequest(id: unanswered))
+        environment.clock.advance(by: record.expiresAt - environment.clock.now)
+        let expired = try show(&browser, unanswered)
+        #expect(expired.status == 400 && expired.text.contains("request expired"))
+        #expect(!expired.text.contains("<li><code>"))
+        #expect(try approve(unanswered).errorCode == "expired_token")
+        let late = try show(&browser, unanswered)
+        #expect(late.status == 400 && late.text.contains("request expired") && !late.text.contains("<li><code>"))
+        #expect(try api.storage.signInRequest(id: unanswered)?.status == .pending)
         #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
-        #expect(try api.storage.signInRequest(id: id)?.status == .approved)
+
+        // Approved in time, collected after the expiry, within the grace.
+        let inTime = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
+        #expect(try approve(inTime).status == 200)
+        record = try #require(try api.storage.signInRequest(id: inTime))
+        environment.clock.advance(by: record.expiresAt + BrowserSessions.answerGrace - 1 - environment.clock.now)
+        let shown = try show(&browser, inTime)
+        #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
+        let stored = try api.storage.unusedRecoveryCodes(user: "alice")
+        #expect(stored.count == 10)
+
+        // Approved in time, left uncollected past the grace: it makes nothing.
+        let stale = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
+        #expect(try approve(stale).status == 200)
+        record = try #require(try api.storage.signInRequest(id: stale))
+        environment.clock.advance(by: record.expiresAt + BrowserSessions.answerGrace - environment.clock.now)
+        let tooLate = try show(&browser, stale)
+        #expect(tooLate.status == 400 && tooLate.text.contains("request expired"))
+        #expect(!tooLate.text.contains("<li><code>"))
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice") == stored)
+        #expect(try api.storage.signInRequest(id: stale)?.status == .approved)
     }
 }

@@ -25,6 +25,13 @@ extension AccountPage {
     /// `POST /account/recovery-codes/show`: once the request the form names was approved by an
     /// active device of the user, makes the new set and shows it, on this answer only (the
     /// request is used up first, so a second post shows nothing).
+    ///
+    /// The request's expiry ends the wait for an answer, not an answer given in time (PROTOCOL.md
+    /// section 9), as for a browser sign-in: a device answers only a live request (one
+    /// conditional update), and the page collects what it was told for
+    /// ``BrowserSessions/answerGrace`` past the expiry, the time a person takes to click `Show`
+    /// after answering on the device. Only an unanswered request, or an approval left
+    /// uncollected past that grace, is expired.
     func showRecoveryCodes(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
         try withSignedInSession(request, form: form) { session in
             let user = session.record.user
@@ -32,11 +39,10 @@ extension AccountPage {
             guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
                 record.kind == .recoveryCodes, record.user == user, Self.isMadeBy(session, record)
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
+            let collectable = service.now() < record.expiresAt.addingSaturating(BrowserSessions.answerGrace)
             let refusal: String? =
                 switch record.status {
-                // An approval is used within the request's lifetime, as a browser sign-in's is;
-                // after it, the approval makes nothing (PROTOCOL.md section 9).
-                case .pending where service.signIn.isExpired(record), .approved where service.signIn.isExpired(record):
+                case .pending where service.signIn.isExpired(record), .approved where !collectable:
                     "The request expired; start again."
                 case .pending: "Not approved yet: approve it on one of your devices first."
                 case .denied: "The request was denied on your device."
