@@ -11,7 +11,7 @@ import Testing
 /// A `keyauth reset` that stops halfway (a kill, a file that cannot be unlinked) leaves what
 /// running it again finishes, and `keyauth status` says what is left, as it does for an account
 /// file that cannot be read.
-@Suite("An interrupted reset, a missing key, a corrupt account", .timeLimit(.minutes(2)))
+@Suite("An interrupted reset, a missing key, a corrupt account", .timeLimit(.minutes(10)))
 struct InterruptedResetTests {
     /// A home with one active account on a server that is never asked: key file, token, default.
     private func homeWithAccount() throws -> (CommandHarness, String) {

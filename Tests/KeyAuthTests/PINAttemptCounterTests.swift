@@ -11,7 +11,12 @@ import Testing
 
 /// The count of wrong PINs when the disk cannot take the reset after a right PIN: the right PIN
 /// still works, and the count never holds fewer failures than there were.
-@Suite("PIN attempt counter on a failing disk", .timeLimit(.minutes(2)))
+///
+/// Each test takes milliseconds; the limit only guards against a hang. It is long because a
+/// full run's tests that wait synchronously (servers, processes) can hold both threads of the
+/// cooperative pool for minutes on a 2-core machine, and these then wait for one (`.ci/run`
+/// once timed them out at 2 minutes).
+@Suite("PIN attempt counter on a failing disk", .timeLimit(.minutes(10)))
 struct PINAttemptCounterTests {
     /// Turned on by a test's body, after the +1 was written: from then on every `fsync` fails.
     private final class Fault: Sendable {

@@ -9,7 +9,12 @@ import Testing
 
 /// A write is reported done only once it is durable: a failed `close` or directory `fsync` is an
 /// error, not silence.
-@Suite("SecureFile durability", .timeLimit(.minutes(2)))
+///
+/// Each test takes milliseconds; the limit only guards against a hang. It is long because a
+/// full run's tests that wait synchronously (servers, processes) can hold both threads of the
+/// cooperative pool for minutes on a 2-core machine, and these then wait for one (`.ci/run`
+/// once timed them out at 2 minutes).
+@Suite("SecureFile durability", .timeLimit(.minutes(10)))
 struct SecureFileDurabilityTests {
     @Test("a failed close fails the write and leaves the previous file")
     func failedClose() throws {

@@ -174,7 +174,7 @@ struct EnrollmentTests {
 
     @Test(
         "open enrollment with the SSH CA starts only when the listener and the issuer are loopback, with no proxy",
-        .timeLimit(.minutes(2)))
+        .timeLimit(.minutes(10)))
     func openEnrollmentWithSSHCertificates() throws {
         let open = ["serve", "--enrollment", "open", "--ssh-ca-key-file", "/nonexistent/ssh-ca.pem"]
         for exposed in [

@@ -308,7 +308,7 @@ struct LoginDeviceCacheTests {
 
     @Test(
         "an admin command killed inside its commit loses nothing and turns keeping off until every process stops",
-        .timeLimit(.minutes(3)))
+        .timeLimit(.minutes(10)))
     func killedAdminCommandTurnsKeepingOff() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
         let database = environment.databasePath

@@ -232,7 +232,7 @@ extension StorageContractTests {
         @Test(
             "a server process that stops answering costs a statement its deadline, then the connection is rebuilt",
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"),
-            .timeLimit(.minutes(1)))
+            .timeLimit(.minutes(10)))
         func stoppedServerProcess() throws {
             let url = try #require(PostgresTestServer.url)
             let connection = try PostgresConnection(PostgresLocation(url), statementDeadlineSeconds: 2)

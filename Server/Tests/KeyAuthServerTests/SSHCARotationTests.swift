@@ -8,7 +8,7 @@ import Testing
 
 /// `ssh-ca rotate` and `retire`: a new CA signs, the old one stays published (CA lines and
 /// revocation list) for the overlap or until retired, and running servers follow at cleanup.
-@Suite("SSH CA rotation", .timeLimit(.minutes(3)))
+@Suite("SSH CA rotation", .timeLimit(.minutes(10)))
 struct SSHCARotationTests {
     static func run(_ arguments: [String]) throws -> ExternalCommand {
         try ExternalCommand.run([Binaries.server, "ssh-ca"] + arguments, timeout: 60)
