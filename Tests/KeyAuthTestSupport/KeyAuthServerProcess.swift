@@ -160,6 +160,18 @@ public final class KeyAuthServerProcess: Sendable {
         }
     }
 
+    /// Whether the log comes to contain `text` within `timeout` seconds: for the lines the server
+    /// writes after its `listening on` banner (its start warnings), which a reader that checks
+    /// once, right after the banner, can miss on a busy machine.
+    public func logEventuallyContains(_ text: String, timeout: TimeInterval = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !log.contains(text) {
+            guard Date() < deadline, !Task.isCancelled else { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
     /// SIGKILL: no handler runs, nothing is flushed. Returns whether the signal ended it.
     @discardableResult
     public func kill() -> Bool {

@@ -147,7 +147,7 @@ struct SigningKeyFileTests {
         let server = try Self.serve(database, in: directory, extra: ["--signing-key-file", keyFile])
         defer { server.terminate() }
         let port = try server.waitUntilListening()
-        #expect(server.log.contains("OpenID Connect ID tokens need RS256"), "\(server.log)")
+        #expect(server.logEventuallyContains("OpenID Connect ID tokens need RS256"), "\(server.log)")
 
         let storage = try StorageFactory.open(database)
         let redirect = "https://wiki.example.org/callback"
