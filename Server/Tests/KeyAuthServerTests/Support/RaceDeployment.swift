@@ -1,7 +1,6 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
-import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -127,38 +126,22 @@ struct RaceAnswer: Sendable, CustomStringConvertible {
 
 /// Races: requests fired by threads that wait for one start signal.
 enum Race {
-    /// Runs `body` on `count` threads of their own, released together once all are ready, so
-    /// that the requests reach the servers as close together as the machine allows; waits at
-    /// most 60 s for them (sockets time out after 10 s, so none should take that long).
-    ///
-    /// Real threads rather than `concurrentPerform`, which on a two-core machine runs only two at
-    /// a time.
+    /// Runs `body` on `count` threads of their own, released together once all are ready
+    /// (``runConcurrently(_:_:)``), so that the requests reach the servers as close together as
+    /// the machine allows. A request that fails without an answer, or a thread that has not
+    /// finished when the wait ends, is an answer of status 0.
     static func run(_ count: Int, _ body: @escaping @Sendable (Int) throws -> HTTPResponse) -> [RaceAnswer] {
-        let answers = Mutex<[Int: RaceAnswer]>([:])
-        let ready = DispatchGroup()
-        let finished = DispatchGroup()
-        let start = DispatchSemaphore(value: 0)
-        for index in 0..<count {
-            ready.enter()
-            finished.enter()
-            Thread {
-                ready.leave()
-                start.wait()
-                let answer: RaceAnswer
-                do {
-                    answer = RaceAnswer(try body(index))
-                } catch {
-                    answer = RaceAnswer(failure: error)
-                }
-                answers.withLock { $0[index] = answer }
-                finished.leave()
-            }.start()
-        }
-        ready.wait()
-        for _ in 0..<count { start.signal() }
-        _ = finished.wait(timeout: .now() + 60)
-        return answers.withLock { answers in
-            (0..<count).map { answers[$0] ?? RaceAnswer(failure: TestFailure("racer \($0) still waits after 60 s")) }
+        runConcurrently(count) { index throws(StorageError) in
+            do {
+                return RaceAnswer(try body(index))
+            } catch {
+                return RaceAnswer(failure: error)
+            }
+        }.map { outcome in
+            switch outcome {
+            case .success(let answer): answer
+            case .failure(let error): RaceAnswer(failure: error)
+            }
         }
     }
 }
