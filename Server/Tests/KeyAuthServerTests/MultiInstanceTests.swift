@@ -268,17 +268,6 @@ extension StorageContractTests {
             }
         }
 
-        // MARK: - Fixture
-
-        /// Runs `body` with two servers on a fresh schema, then stops them (expecting a clean
-        /// exit) and drops the schema.
-        ///
-        /// - Parameters:
-        ///   - startingAtOnce: launch both processes back to back before waiting for either;
-        ///     otherwise B is launched only once A listens, so that the scenarios do not depend
-        ///     on how two servers settle the signing key on an empty database (the subject of
-        ///     ``startsTogetherOnAnEmptyDatabase()``).
-        ///   - body: gets clients for A and B and the database URL both use.
         @Test(
             "a %00 in a form or a query is refused with 400 before PostgreSQL sees it",
             .enabled(if: isEnabled, disabledReason))
@@ -305,36 +294,28 @@ extension StorageContractTests {
             }
         }
 
+        // MARK: - Fixture
+
+        /// Runs `body` with clients of two servers on a fresh schema
+        /// (``PostgresTestServer/withServerProcesses(issuer:startingAtOnce:extraArguments:_:)``),
+        /// then stops them (expecting a clean exit) and drops the schema.
+        ///
+        /// - Parameters:
+        ///   - startingAtOnce: launch both processes back to back before waiting for either;
+        ///     otherwise B is launched only once A listens, so that the scenarios do not depend
+        ///     on how two servers settle the signing key on an empty database (the subject of
+        ///     ``startsTogetherOnAnEmptyDatabase()``).
+        ///   - body: gets clients for A and B and the database URL both use.
         private func withServers(
             startingAtOnce: Bool = false, extraArguments: [String] = [],
             _ body: (ServerClient, ServerClient, String) throws -> Void
         ) throws {
-            let url = try #require(PostgresTestServer.url)
-            let database = try PostgresTestServer.makeDatabase(url: url)
-            defer { database.destroy() }
-            let schemaURL = try #require(database.url)
-            let directory = TemporaryDirectory("keyauth-multi")
-            defer { directory.remove() }
-
-            var servers: [KeyAuthServerProcess] = []
-            // Stopped before the schema is dropped (defers run last first).
-            defer {
-                for server in servers {
-                    let status = server.terminate()
-                    #expect(status == 0, "server \(server.name) exited with \(status): \(server.log)")
-                }
+            try PostgresTestServer.withServerProcesses(
+                issuer: Self.issuer, startingAtOnce: startingAtOnce, extraArguments: extraArguments
+            ) { servers, url in
+                let clients = servers.map { ServerClient(name: $0.name, port: $0.port, issuer: Self.issuer) }
+                try body(clients[0], clients[1], url)
             }
-            for name in ["A", "B"] {
-                let server = try KeyAuthServerProcess(
-                    name: name, database: schemaURL, issuer: Self.issuer, logPath: "\(directory.path)/\(name).log",
-                    extraArguments: extraArguments)
-                servers.append(server)
-                if !startingAtOnce { try server.waitUntilListening() }
-            }
-            let ports = try servers.map { try $0.waitUntilListening() }
-            try body(
-                ServerClient(name: "A", port: ports[0], issuer: Self.issuer),
-                ServerClient(name: "B", port: ports[1], issuer: Self.issuer), schemaURL)
         }
 
         /// Verifies an access token as any relying party would: with a published JWK set, the

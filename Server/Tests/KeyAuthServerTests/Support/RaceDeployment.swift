@@ -67,36 +67,17 @@ struct RaceDeployment: Sendable {
     /// Runs `body` against two `keyauth-server serve` processes on a fresh schema of
     /// `KEYAUTH_TEST_POSTGRES_URL`, then stops them, expecting a clean exit, and drops the schema.
     static func onPostgres(_ body: (RaceDeployment) throws -> Void) throws {
-        let url = try #require(PostgresTestServer.url)
-        let database = try PostgresTestServer.makeDatabase(url: url)
-        defer { database.destroy() }
-        let schemaURL = try #require(database.url)
-        let directory = TemporaryDirectory("keyauth-race")
-        defer { directory.remove() }
-
-        var servers: [KeyAuthServerProcess] = []
-        // Stopped before the schema is dropped (defers run last first).
-        defer {
-            for server in servers {
-                let status = server.terminate()
-                #expect(status == 0, "server \(server.name) exited with \(status): \(server.log)")
-            }
+        try PostgresTestServer.withServerProcesses(issuer: postgresIssuer) { servers, url in
+            let storage = try PostgresStorage(url: url)
+            let clock = TestClock(Int64(Date().timeIntervalSince1970))
+            try body(
+                RaceDeployment(
+                    instances: servers.map {
+                        TestAPI(
+                            transport: SocketTransport(port: $0.port), issuer: postgresIssuer, clock: clock,
+                            storage: storage)
+                    }, storage: storage, clock: clock, database: url, processes: servers))
         }
-        for name in ["A", "B"] {
-            let server = try KeyAuthServerProcess(
-                name: name, database: schemaURL, issuer: postgresIssuer, logPath: "\(directory.path)/\(name).log")
-            servers.append(server)
-            try server.waitUntilListening()
-        }
-        let storage = try PostgresStorage(url: schemaURL)
-        let clock = TestClock(Int64(Date().timeIntervalSince1970))
-        try body(
-            RaceDeployment(
-                instances: servers.map {
-                    TestAPI(
-                        transport: SocketTransport(port: $0.port), issuer: postgresIssuer, clock: clock,
-                        storage: storage)
-                }, storage: storage, clock: clock, database: schemaURL, processes: servers))
     }
 }
 
