@@ -717,36 +717,24 @@ extension StorageContractTests {
         }
 
         /// Runs `bodies` at once, each on a thread of its own after a random pause of up to
-        /// 20 ms, while one more thread moves `clock` one second on after a pause of its own;
-        /// returns their outcomes in order.
+        /// 20 ms, while one more thread moves `clock` one second on after a pause of its own
+        /// (``runConcurrently(_:timeout:_:)``); returns their outcomes in order.
         static func race(_ bodies: [@Sendable () -> Outcome], clock: TestClock) throws -> [Outcome] {
-            let results = Mutex<[Int: Outcome]>([:])
-            let group = DispatchGroup()
-            let start = DispatchSemaphore(value: 0)
-            for (index, body) in bodies.enumerated() {
-                group.enter()
-                Thread.detachNewThread {
-                    start.wait()
-                    usleep(UInt32.random(in: 0...20_000))
-                    let outcome = body()
-                    results.withLock { $0[index] = outcome }
-                    group.leave()
-                }
-            }
-            group.enter()
-            Thread.detachNewThread {
-                start.wait()
+            // The last participant is the clock's step.
+            let finished = runConcurrently(bodies.count + 1, timeout: 60) { index throws(StorageError) -> Outcome? in
                 usleep(UInt32.random(in: 0...20_000))
-                clock.advance(by: 1)
-                group.leave()
+                guard index < bodies.count else {
+                    clock.advance(by: 1)
+                    return nil
+                }
+                return bodies[index]()
             }
-            for _ in 0...bodies.count { start.signal() }
-            guard group.wait(timeout: .now() + 60) == .success else {
-                throw TestFailure("a racing request did not finish within 60 s")
+            do {
+                // Without the clock's step, the one participant that has no outcome.
+                return try finished.map { try $0.get() }.compactMap { $0 }
+            } catch {
+                throw TestFailure("a racing request did not finish: \(error)")
             }
-            let outcomes = results.withLock { finished in bodies.indices.compactMap { finished[$0] } }
-            guard outcomes.count == bodies.count else { throw TestFailure("a racing request left no outcome") }
-            return outcomes
         }
     }
 

@@ -221,13 +221,13 @@ enum PostgresTestServer {
 }
 
 /// Runs `body` on `count` threads released at the same moment, and returns each thread's
-/// outcome in index order; a thread still running after two minutes (a store that hangs) counts
-/// as a failure instead of hanging the test.
+/// outcome in index order; a thread still running after `timeout` seconds (a store that hangs)
+/// counts as a failure instead of hanging the test.
 ///
 /// Real threads rather than `concurrentPerform`, which on a two-core machine runs only two at
 /// a time: the point is many callers inside the store at once, as the server's worker threads are.
 func runConcurrently<Value: Sendable>(
-    _ count: Int, _ body: @escaping @Sendable (Int) throws(StorageError) -> Value
+    _ count: Int, timeout: Int = 120, _ body: @escaping @Sendable (Int) throws(StorageError) -> Value
 ) -> [Result<Value, StorageError>] {
     let outcomes = Mutex<[Int: Result<Value, StorageError>]>([:])
     let ready = DispatchGroup()
@@ -247,10 +247,10 @@ func runConcurrently<Value: Sendable>(
     }
     ready.wait()
     for _ in 0..<count { start.signal() }
-    _ = finished.wait(timeout: .now() + 120)
+    _ = finished.wait(timeout: .now() + .seconds(timeout))
     return outcomes.withLock { outcomes in
         (0..<count).map {
-            outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) had not finished after 120 s"))
+            outcomes[$0] ?? .failure(StorageError(.queryFailed, "thread \($0) had not finished after \(timeout) s"))
         }
     }
 }
