@@ -284,7 +284,7 @@ struct AccountPageTests {
             #expect(revoke.status == 403, "\(index)")
         }
         #expect(try api.storage.device(kid: kid)?.status == .active)
-        environment.clock.advance(by: BrowserSessions.answerGrace)
+        environment.clock.advance(by: SignInRequests.answerGrace)
         for index in browsers.indices {
             #expect(try browsers[index].send("GET", "/account").text.contains("name=\"user\""), "\(index)")
         }
@@ -486,7 +486,7 @@ extension AccountPageTests {
         let inTime = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
         #expect(try approve(inTime).status == 200)
         record = try #require(try api.storage.signInRequest(id: inTime))
-        environment.clock.advance(by: record.expiresAt + BrowserSessions.answerGrace - 1 - environment.clock.now)
+        environment.clock.advance(by: record.expiresAt + SignInRequests.answerGrace - 1 - environment.clock.now)
         let shown = try show(&browser, inTime)
         #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
         let stored = try api.storage.unusedRecoveryCodes(user: "alice")
@@ -496,7 +496,7 @@ extension AccountPageTests {
         let stale = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
         #expect(try approve(stale).status == 200)
         record = try #require(try api.storage.signInRequest(id: stale))
-        environment.clock.advance(by: record.expiresAt + BrowserSessions.answerGrace - environment.clock.now)
+        environment.clock.advance(by: record.expiresAt + SignInRequests.answerGrace - environment.clock.now)
         let tooLate = try show(&browser, stale)
         #expect(tooLate.status == 400 && tooLate.text.contains("request expired"))
         #expect(!tooLate.text.contains("<li><code>"))

@@ -29,7 +29,7 @@ extension AccountPage {
     /// The request's expiry ends the wait for an answer, not an answer given in time (PROTOCOL.md
     /// section 9), as for a browser sign-in: a device answers only a live request (one
     /// conditional update), and the page collects what it was told for
-    /// ``BrowserSessions/answerGrace`` past the expiry, the time a person takes to click `Show`
+    /// ``SignInRequests/answerGrace`` past the expiry, the time a person takes to click `Show`
     /// after answering on the device. Only an unanswered request, or an approval left
     /// uncollected past that grace, is expired.
     func showRecoveryCodes(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
@@ -39,7 +39,7 @@ extension AccountPage {
             guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
                 record.kind == .recoveryCodes, record.user == user, Self.isMadeBy(session, record)
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
-            let collectable = service.now() < record.expiresAt.addingSaturating(BrowserSessions.answerGrace)
+            let collectable = SignInRequests.isCollectable(record, at: service.now())
             let refusal: String? =
                 switch record.status {
                 case .pending where service.signIn.isExpired(record), .approved where !collectable:

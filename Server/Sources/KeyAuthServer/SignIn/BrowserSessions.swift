@@ -11,19 +11,6 @@ struct BrowserSessions: Sendable {
     /// Seconds a signed-in session lasts after its last use.
     static let idleLifetime: Int64 = 900
 
-    /// Seconds a waiting session outlives its sign-in request's expiry, so that the browser
-    /// collects an answer the device gave in the request's last moments.
-    ///
-    /// A device answers only a live request, so such an answer was given before the expiry, and
-    /// the device was told so; the browser learns of it at its next look: the waiting page's
-    /// script asks every 2 s (5 s after a failed fetch) and then posts Continue, a hidden tab's
-    /// timers may be slowed to once a minute, and without the script a person clicks Continue.
-    /// Two minutes covers all of these, and after a request of the default 5 minutes ends well
-    /// before the 10 minutes `/authorize` keeps its pending request. The longer wait grants nothing: the session is still a waiting one,
-    /// signed in only when a Continue collects the approval, and an unanswered request shows as
-    /// expired from its own expiry on, for a name without devices too.
-    static let answerGrace: Int64 = 120
-
     /// A session as a request presents it: its record and the cookie value that found it.
     struct Presented: Sendable {
         var record: BrowserSessionRecord
@@ -45,7 +32,12 @@ struct BrowserSessions: Sendable {
     /// A user name with no active device, or whose user got as many requests as the limits
     /// allow, gets a waiting session too, with a code of its own and no request behind it: the
     /// page looks the same, so it tells nobody which names exist. Either session ends
-    /// ``answerGrace`` after the request's expiry (or the expiry a request would have).
+    /// ``SignInRequests/answerGrace`` after the request's expiry (or the expiry a request would
+    /// have): as long as an answer given in time can be collected, and no longer. After a
+    /// request of the default 5 minutes that is well before the 10 minutes `/authorize` keeps its
+    /// pending request. The longer wait grants nothing: the session is still a waiting one,
+    /// signed in only when a Continue collects the approval, and an unanswered request shows as
+    /// expired from its own expiry on, for a name without devices too.
     /// - Returns: the session, with the cookie value to set.
     /// - Throws: what
     ///   ``SignInRequests/start(kind:clientID:user:bindingMessage:scope:requestedExpiry:from:redirectURI:subject:acrValues:)``
@@ -72,7 +64,7 @@ struct BrowserSessions: Sendable {
             idHash: try Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
             bindingCode: try request?.bindingMessage ?? SignInRequests.makeBindingCode(), createdAt: time,
             expiresAt: (request?.expiresAt ?? time.addingSaturating(service.signIn.settings.maximumLifetime))
-                .addingSaturating(Self.answerGrace))
+                .addingSaturating(SignInRequests.answerGrace))
         try storage.insertBrowserSession(record)
         return Presented(record: record, cookie: cookie)
     }
@@ -116,19 +108,22 @@ struct BrowserSessions: Sendable {
     ///
     /// The expiry ends the wait for an answer, not an answer given in time (PROTOCOL.md section
     /// 9): a device answers only a live request (one conditional update), and what it was told
-    /// is what the browser gets for as long as the waiting session lasts. Only a request left
-    /// unanswered is `.expired`.
+    /// is what the browser gets while it can be collected (``SignInRequests/isCollectable(_:at:)``,
+    /// as long as the waiting session lasts). A request left unanswered is `.expired` from its
+    /// expiry.
     func state(of session: BrowserSessionRecord) throws(StorageError) -> SignInState {
         guard let id = session.signInRequestID, let request = try storage.signInRequest(id: id) else {
             // Nothing behind it: it expires when a request would, like any other.
-            let expiry = session.expiresAt.subtractingSaturating(Self.answerGrace)
+            let expiry = session.expiresAt.subtractingSaturating(SignInRequests.answerGrace)
             return service.now() >= expiry ? .expired : .pending
         }
+        let time = service.now()
         switch request.status {
-        case .approved: return .approved
-        case .denied: return .denied
-        case .issued: return .expired
-        case .pending: return service.signIn.isExpired(request) ? .expired : .pending
+        case .approved where SignInRequests.isCollectable(request, at: time): return .approved
+        case .denied where SignInRequests.isCollectable(request, at: time): return .denied
+        case .pending where time < request.expiresAt: return .pending
+        // Unanswered past its expiry, answered but left past the grace, or collected.
+        default: return .expired
         }
     }
 
@@ -137,7 +132,7 @@ struct BrowserSessions: Sendable {
     /// showed (or someone planted) before the sign-in is worth nothing after it.
     ///
     /// The request's expiry does not matter here: it was approved while live, and the waiting
-    /// session that collects it ends ``answerGrace`` after that expiry.
+    /// session that collects it ends ``SignInRequests/answerGrace`` after that expiry.
     ///
     /// - Returns: the signed-in session, or nil when the request was not approved, was collected
     ///   already, or its device was revoked since.

@@ -64,6 +64,21 @@ struct SignInRequests: Sendable {
         }
     }
 
+    /// Seconds an answer given in time can still be collected past its request's expiry: the
+    /// one rule for a CIBA client's poll, a browser's waiting session and the account page's
+    /// new recovery codes.
+    ///
+    /// A device answers only a live request (one conditional update in storage), so an answer
+    /// was always given before the expiry, and the device was told so; the expiry ends the wait
+    /// for an answer, not the answer. Whoever collects it learns of it at their next look: a
+    /// client polls every 5 s (more after `slow_down`), the waiting page's script every 2 s (5 s
+    /// after a failed fetch), a hidden tab's timers may be slowed to once a minute, and a person
+    /// clicks Continue or `Show the new codes` a moment after answering on the device. Two
+    /// minutes covers all of these. A longer bound would leave an approval nobody collected
+    /// usable for the hour a request is kept (``Settings/retention``); past it the answer reads as
+    /// expired (CIBA's `expired_token`), as an unanswered request does from its own expiry.
+    static let answerGrace: Int64 = 120
+
     let storage: any ServerStorage
     let settings: Settings
     /// Wakes the long polls of this instance when a request is made here.
@@ -184,9 +199,27 @@ struct SignInRequests: Sendable {
         return waiting ? .later : .now(requests)
     }
 
-    /// Whether `request` can no longer be answered or collected.
+    /// Whether `request` can no longer be answered: an answer given before stays collectable a
+    /// while longer (``isCollectable(_:at:)``).
     func isExpired(_ request: SignInRequestRecord) -> Bool {
         now() >= request.expiresAt
+    }
+
+    /// Whether the answer a device gave to `request` can still be collected at `time`: it was
+    /// approved or denied (necessarily while the request was live) and `time` is less than
+    /// ``answerGrace`` past the request's expiry. A pending request has no answer to collect,
+    /// and a collected one has nothing left.
+    static func isCollectable(_ request: SignInRequestRecord, at time: Int64) -> Bool {
+        switch request.status {
+        case .approved, .denied: request.expiresAt > collectionCutoff(at: time)
+        case .pending, .issued: false
+        }
+    }
+
+    /// ``isCollectable(_:at:)``'s bound in the form a condition in storage takes it: at `time`,
+    /// an answer is collectable while its request's expiry is after this.
+    static func collectionCutoff(at time: Int64) -> Int64 {
+        time.subtractingSaturating(answerGrace)
     }
 
     /// Deletes requests past their retention.
