@@ -17,6 +17,18 @@ extension StorageContractTests {
     /// trait, as the expiry races are.
     @Suite("An answer given in time is collected until the grace ends, on each way in", .timeLimit(.minutes(5)))
     struct AnswerGraceTests {
+        @Test("a push sign-in's answer: collected in the grace's last second, expired_token at its end")
+        func pushSignInSQLite() throws {
+            try Self.pushSignIn(on: .sqlite)
+        }
+
+        @Test(
+            "a push sign-in's answer within and after the grace, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, ExpiryRaceTests.postgresReason))
+        func pushSignInPostgres() throws {
+            try Self.pushSignIn(on: try #require(StorageContractBackend.postgres))
+        }
+
         @Test("an account page sign-in approved in time: signed in in the grace's last second, expired at its end")
         func browserSignInSQLite() throws {
             try Self.browserSignIn(on: .sqlite)
@@ -27,6 +39,45 @@ extension StorageContractTests {
             .enabled(if: StorageContractBackend.postgres != nil, ExpiryRaceTests.postgresReason))
         func browserSignInPostgres() throws {
             try Self.browserSignIn(on: try #require(StorageContractBackend.postgres))
+        }
+
+        /// A client's requests, each answered in its last second and polled for the first time
+        /// `late` seconds past its expiry: the answer in the grace's last second, `expired_token`
+        /// from its end, and nothing issued then.
+        static func pushSignIn(on backend: StorageContractBackend) throws {
+            try ExpiryRaceTests.withServer(on: backend, { $0.signInLifetime = 60 }) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                let client = try api.addClient()
+                let grace = SignInRequests.answerGrace
+                let cases: [(decision: String, late: Int64, expected: String)] = [
+                    ("approve", grace - 1, "token"), ("approve", grace, "expired_token"),
+                    ("deny", grace - 1, "access_denied"), ("deny", grace, "expired_token"),
+                ]
+                for (decision, late, expected) in cases {
+                    let id = try api.startSignIn(client, user: "alice")
+                    let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let assertion = decision == "approve" ? try api.approvalAssertion(laptop, id: id) : nil
+                    let answer = try api.answer(id, decision: decision, assertion: assertion, token: token)
+                    #expect(answer.status == 200, "\(decision): \(answer.text)")
+                    environment.clock.advance(by: expiry + late - environment.clock.now)
+
+                    let poll = try api.poll(client, id: id)
+                    let context =
+                        "\(decision), polled \(late) s past the expiry: \(poll.status) \(poll.text.prefix(200))"
+                    let got = poll.json?["access_token"]?.stringValue != nil ? "token" : poll.errorCode
+                    #expect(got == expected, "\(context)")
+                    let answered: SignInRequestStatus = decision == "approve" ? .approved : .denied
+                    let stored = try #require(try api.storage.signInRequest(id: id)).status
+                    #expect(stored == (expected == "token" ? .issued : answered), "\(context): stored \(stored)")
+                    // The next poll, past the grace: collected once, or expired.
+                    environment.clock.advance(by: 10)
+                    let again = try api.poll(client, id: id)
+                    #expect(again.errorCode == (expected == "token" ? "invalid_grant" : "expired_token"), "\(context)")
+                }
+            }
         }
 
         /// The account page's sign-in, approved in the request's last second, continued `late`

@@ -194,28 +194,37 @@ extension KeyAuthService {
 
     /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).
     ///
+    /// The expiry ends the wait for an answer, not the answer: a device answers only a live
+    /// request (one conditional update), and what it was told is what the client collects for
+    /// ``SignInRequests/answerGrace`` past the expiry, however late its next poll within that.
+    /// After it, the answer is as expired as an unanswered request (CIBA's `expired_token`), so
+    /// that an approval nobody collected is not usable for the hour the request is kept.
+    ///
     /// - Returns: the token, once: the request is marked issued in the same step.
     /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown id, another client's request or
     ///   one already collected; `.pollTooFast` (400 `slow_down`, and the interval grows by 5 s);
-    ///   `.expiredToken` for a request left unanswered past its expiry; `.authorizationPending`; `.deviceDenied` (`access_denied`) when the user
-    ///   denied it, the approving device was revoked since, or it no longer meets the request's
-    ///   `acr_values`; ``StorageError``.
+    ///   `.expiredToken` for a request left unanswered past its expiry, or answered and not
+    ///   collected within the grace; `.authorizationPending`; `.deviceDenied` (`access_denied`)
+    ///   when the user denied it, the approving device was revoked since, or it no longer meets
+    ///   the request's `acr_values`; ``StorageError``.
     func collectSignIn(authReqID id: String, client: ClientRecord) throws -> SignInGrant {
         let unknown = ServiceError(.invalidGrant, "the auth_req_id is not valid")
         // Ownership first: another client's poll must not touch the request, not even its interval.
         guard InputRules.isValidSignInRequestID(id), let owned = try storage.signInRequest(id: id),
             owned.kind == .backchannel, owned.clientID == client.id
         else { throw unknown }
+        let polledAt = now()
         guard
             let (request, tooEarly) = try storage.pollSignInRequest(
-                id: id, at: now(), slowDownStep: signIn.settings.slowDownStep)
+                id: id, at: polledAt, slowDownStep: signIn.settings.slowDownStep)
         else { throw unknown }
-        // The expiry ends the wait for an answer, not the answer: a device answers only a live
-        // request (one conditional update), and what it was told is what the client collects,
-        // however late its next poll, until the request is purged.
-        if request.status == .pending, signIn.isExpired(request) {
-            throw ServiceError(.expiredToken, "the sign-in request expired")
-        }
+        let expired: Bool =
+            switch request.status {
+            case .pending: polledAt >= request.expiresAt
+            case .approved, .denied: !SignInRequests.isCollectable(request, at: polledAt)
+            case .issued: false
+            }
+        if expired { throw ServiceError(.expiredToken, "the sign-in request expired") }
         if tooEarly {
             throw ServiceError(
                 .pollTooFast,
