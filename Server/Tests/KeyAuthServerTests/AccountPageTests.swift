@@ -145,7 +145,9 @@ struct AccountPageTests {
             try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
                 .status == 200)
         // The first tab collected the request and is about to store its signed-in session.
-        #expect(try api.storage.markSignInRequestIssued(id: id))
+        #expect(
+            try api.storage.markSignInRequestIssued(
+                id: id, expiringAfter: SignInRequests.collectionCutoff(at: environment.clock.now)))
         let second = try browser.send(
             "POST", "/account/sign-in/continue", form: [("csrf", try Self.csrf(waiting.text))])
         #expect(second.status == 303)

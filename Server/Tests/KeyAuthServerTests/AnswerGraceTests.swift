@@ -29,6 +29,18 @@ extension StorageContractTests {
             try Self.pushSignIn(on: try #require(StorageContractBackend.postgres))
         }
 
+        @Test("new recovery codes approved in time: shown in the grace's last second, none at its end")
+        func recoveryCodesSQLite() throws {
+            try Self.recoveryCodes(on: .sqlite)
+        }
+
+        @Test(
+            "new recovery codes approved in time, within and after the grace, on PostgreSQL",
+            .enabled(if: StorageContractBackend.postgres != nil, ExpiryRaceTests.postgresReason))
+        func recoveryCodesPostgres() throws {
+            try Self.recoveryCodes(on: try #require(StorageContractBackend.postgres))
+        }
+
         @Test("an account page sign-in approved in time: signed in in the grace's last second, expired at its end")
         func browserSignInSQLite() throws {
             try Self.browserSignIn(on: .sqlite)
@@ -76,6 +88,55 @@ extension StorageContractTests {
                     environment.clock.advance(by: 10)
                     let again = try api.poll(client, id: id)
                     #expect(again.errorCode == (expected == "token" ? "invalid_grant" : "expired_token"), "\(context)")
+                }
+            }
+        }
+
+        /// A signed-in account page asks for new recovery codes, approved in the request's last
+        /// second, and clicks `Show the new codes` `late` seconds past its expiry: the codes in the
+        /// grace's last second; at its end "expired", no set made, and the approval unused.
+        static func recoveryCodes(on backend: StorageContractBackend) throws {
+            try ExpiryRaceTests.withServer(
+                on: backend,
+                {
+                    $0.signInLifetime = 60
+                    $0.recoveryCodeIterations = 1000
+                }
+            ) { environment, api, _ in
+                let laptop = try ServerTestKeys.key("alice-1")
+                _ = try api.activeDevice(user: "alice", key: laptop)
+                var browser = try ExpiryRaceTests.signedInAtTheAccountPage(api, laptop: laptop)
+                for late in [SignInRequests.answerGrace - 1, SignInRequests.answerGrace] {
+                    let csrf = try OpenIDTestAPI.hidden("csrf", in: try browser.get("/account").text)
+                    let asked = try browser.post("/account/recovery-codes", form: [("csrf", csrf)])
+                    #expect(asked.status == 303, "\(asked.text.prefix(200))")
+                    let id = try OpenIDTestAPI.hidden("request", in: try browser.get("/account").text)
+                    let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
+                    let before = try api.storage.unusedRecoveryCodes(user: "alice")
+                    let setsBefore = try ExpiryRaceTests.madeRecoveryCodeSets(api)
+                    let token = try api.accessToken(laptop)
+                    environment.clock.advance(by: expiry - 1 - environment.clock.now)
+                    let answer = try api.answer(
+                        id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+                    #expect(answer.status == 200, "\(answer.text)")
+                    environment.clock.advance(by: expiry + late - environment.clock.now)
+
+                    let shown = try browser.post(
+                        "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+                    let page = ExpiryRaceTests.recoveryCodesPage(Outcome(shown))
+                    let made = try ExpiryRaceTests.madeRecoveryCodeSets(api) - setsBefore
+                    let after = try api.storage.unusedRecoveryCodes(user: "alice")
+                    let stored = try #require(try api.storage.signInRequest(id: id))
+                    let context = "Show \(late) s past the expiry: \(page), \(made) sets made, stored \(stored.status)"
+                    if late < SignInRequests.answerGrace {
+                        #expect(shown.status == 200 && page == "codes", "\(context)")
+                        #expect(made == 1 && after.count == RecoveryCodes.count && after != before, "\(context)")
+                        #expect(stored.status == .issued, "\(context)")
+                    } else {
+                        #expect(shown.status == 400 && page == "expired", "\(context)")
+                        #expect(made == 0 && after == before, "\(context)")
+                        #expect(stored.status == .approved, "\(context)")
+                    }
                 }
             }
         }

@@ -30,6 +30,9 @@ extension StorageContract {
             "answers a sign-in request once, before expiry, and hands its result out once",
             StorageContract.answersSignInRequests),
         StorageCheck(
+            "hands an approval out only while its grace past the expiry lasts, checked in the update",
+            StorageContract.collectsWithinTheGrace),
+        StorageCheck(
             "marks a poll too early within the interval and grows the interval", StorageContract.pollsSignInRequests),
         StorageCheck(
             "settles concurrent requests, answers and collections across instances with the right winners",
@@ -198,7 +201,7 @@ extension StorageContract {
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
         #expect(try storage.insertSignInRequest(signInRequest("r1"), limits: Self.threeOpen, now: 1_000) == .inserted)
         #expect(try storage.insertSignInRequest(signInRequest("r2"), limits: Self.threeOpen, now: 1_000) == .inserted)
-        #expect(try !storage.markSignInRequestIssued(id: "r1"))
+        #expect(try !storage.markSignInRequestIssued(id: "r1", expiringAfter: 1_000))
         #expect(
             try storage.answerSignInRequest(
                 id: "r1", status: .approved, answeringKID: "kid-1", methods: ["hwk", "pin"], at: 1_050))
@@ -208,14 +211,37 @@ extension StorageContract {
         #expect(answered.status == .approved && answered.answeringKID == "kid-1" && answered.answeredAt == 1_050)
         #expect(answered.methods == ["hwk", "pin"])
         #expect(try storage.openSignInRequests(user: "alice", now: 1_060).map(\.id) == ["r2"])
-        #expect(try storage.markSignInRequestIssued(id: "r1"))
-        #expect(try !storage.markSignInRequestIssued(id: "r1"))
+        #expect(try storage.markSignInRequestIssued(id: "r1", expiringAfter: 1_000))
+        #expect(try !storage.markSignInRequestIssued(id: "r1", expiringAfter: 1_000))
         #expect(try storage.signInRequest(id: "r1")?.status == .issued)
         // At its expiry a request can no longer be answered.
         #expect(
             try !storage.answerSignInRequest(id: "r2", status: .approved, answeringKID: "kid-1", methods: [], at: 1_300)
         )
         #expect(try storage.signInRequest(id: "r2")?.status == .pending)
+    }
+
+    static func collectsWithinTheGrace(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        for id in ["r1", "r2"] {
+            #expect(try storage.insertSignInRequest(signInRequest(id), limits: Self.threeOpen, now: 1_000) == .inserted)
+            // Approved in the request's last second.
+            #expect(
+                try storage.answerSignInRequest(
+                    id: id, status: .approved, answeringKID: "kid-1", methods: [], at: 1_299))
+        }
+        // Both expire at 1_300: past the grace's end, the approval stays uncollected.
+        let end = 1_300 + SignInRequests.answerGrace
+        #expect(try !storage.markSignInRequestIssued(id: "r1", expiringAfter: SignInRequests.collectionCutoff(at: end)))
+        #expect(try storage.signInRequest(id: "r1")?.status == .approved)
+        #expect(try !storage.markSignInRequestIssued(id: "r1", expiringAfter: 1_300))
+        #expect(try storage.signInRequest(id: "r1")?.status == .approved)
+        // Its last second is still within it.
+        #expect(
+            try storage.markSignInRequestIssued(id: "r2", expiringAfter: SignInRequests.collectionCutoff(at: end - 1)))
+        #expect(try storage.signInRequest(id: "r2")?.status == .issued)
     }
 
     static func pollsSignInRequests(_ database: StorageContractDatabase) throws {
@@ -268,7 +294,7 @@ extension StorageContract {
         {
             #expect(try first.insertDevice(device(kid, status: .active)))
             let collections = runConcurrently(24) { (index: Int) throws(StorageError) -> Bool in
-                try (index.isMultiple(of: 2) ? first : second).markSignInRequestIssued(id: id)
+                try (index.isMultiple(of: 2) ? first : second).markSignInRequestIssued(id: id, expiringAfter: 1_000)
             }
             #expect(try collections.map { try $0.get() }.filter { $0 }.count == 1)
         }
@@ -333,14 +359,14 @@ extension StorageContract {
             try storage.answerSignInRequest(id: "r3", status: .approved, answeringKID: "kid-2", methods: [], at: 1_010))
         #expect(
             try storage.answerSignInRequest(id: "r4", status: .approved, answeringKID: "kid-9", methods: [], at: 1_010))
-        #expect(try storage.markSignInRequestIssued(id: "r1"))
+        #expect(try storage.markSignInRequestIssued(id: "r1", expiringAfter: 1_000))
         // Revoked since it approved: nothing to collect, and the request stays approved.
         #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_020))
-        #expect(try !storage.markSignInRequestIssued(id: "r2"))
+        #expect(try !storage.markSignInRequestIssued(id: "r2", expiringAfter: 1_000))
         #expect(try storage.signInRequest(id: "r2")?.status == .approved)
         // Another user's device (a key registered again under another name), or none at all.
-        #expect(try !storage.markSignInRequestIssued(id: "r3"))
-        #expect(try !storage.markSignInRequestIssued(id: "r4"))
+        #expect(try !storage.markSignInRequestIssued(id: "r3", expiringAfter: 1_000))
+        #expect(try !storage.markSignInRequestIssued(id: "r4", expiringAfter: 1_000))
     }
 
     /// Four open requests at most.

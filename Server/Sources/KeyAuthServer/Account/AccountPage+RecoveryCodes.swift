@@ -31,7 +31,9 @@ extension AccountPage {
     /// conditional update), and the page collects what it was told for
     /// ``SignInRequests/answerGrace`` past the expiry, the time a person takes to click `Show`
     /// after answering on the device. Only an unanswered request, or an approval left
-    /// uncollected past that grace, is expired.
+    /// uncollected past that grace, is expired. The grace is checked in the collection itself,
+    /// against the clock read for it, so a `Show` that starts in its last instant either
+    /// collects within it or makes nothing.
     func showRecoveryCodes(_ request: HTTPRequest, form: [String: String]) throws -> HTTPResponse {
         try withSignedInSession(request, form: form) { session in
             let user = session.record.user
@@ -39,11 +41,11 @@ extension AccountPage {
             guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
                 record.kind == .recoveryCodes, record.user == user, Self.isMadeBy(session, record)
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
-            let collectable = SignInRequests.isCollectable(record, at: service.now())
+            let expired = "The request expired; start again."
+            let unusable = "The request can no longer be used; start again."
             let refusal: String? =
                 switch record.status {
-                case .pending where service.signIn.isExpired(record), .approved where !collectable:
-                    "The request expired; start again."
+                case .pending where service.signIn.isExpired(record): expired
                 case .pending: "Not approved yet: approve it on one of your devices first."
                 case .denied: "The request was denied on your device."
                 case .issued: "These codes were shown already; make a new set if you did not keep them."
@@ -51,19 +53,22 @@ extension AccountPage {
                 }
             if let refusal { return try signedInPage(session, message: refusal, status: 400) }
             guard let kid = record.answeringKID, let approver = try service.storage.device(kid: kid),
-                approver.status == .active, approver.user == user,
-                try service.storage.markSignInRequestIssued(id: id)
+                approver.status == .active, approver.user == user
+            else { return try signedInPage(session, message: unusable, status: 400) }
+            let time = service.now()
+            guard
+                try service.storage.markSignInRequestIssued(
+                    id: id, expiringAfter: SignInRequests.collectionCutoff(at: time))
             else {
-                return try signedInPage(
-                    session, message: "The request can no longer be used; start again.", status: 400)
+                let message = SignInRequests.isCollectable(record, at: time) ? unusable : expired
+                return try signedInPage(session, message: message, status: 400)
             }
             let codes: [String]
             do {
                 codes = try service.recoveryCodes.issue(for: user, by: .accountPage(approvedBy: kid), whileActive: kid)
             } catch let error as ServiceError where error.kind == .accessDenied {
                 // The approving device was revoked while the codes were made.
-                return try signedInPage(
-                    session, message: "The request can no longer be used; start again.", status: 400)
+                return try signedInPage(session, message: unusable, status: 400)
             }
             return try signedInPage(session, message: nil, newRecoveryCodes: codes)
         }

@@ -117,7 +117,7 @@ extension KeyAuthService {
         }
         if let pendingDevice {
             // The approval is the user's answer to "approve this device?": it is used up here.
-            _ = try storage.markSignInRequestIssued(id: id)
+            _ = try storage.markSignInRequestIssued(id: id, expiringAfter: SignInRequests.collectionCutoff(at: now()))
             _ = try registry.approve(
                 kid: pendingDevice.kid, ownedBy: actor.user, by: .device(kid: actor.kid),
                 detail: "on the account page's request")
@@ -200,7 +200,8 @@ extension KeyAuthService {
     /// After it, the answer is as expired as an unanswered request (CIBA's `expired_token`), so
     /// that an approval nobody collected is not usable for the hour the request is kept.
     ///
-    /// - Returns: the token, once: the request is marked issued in the same step.
+    /// - Returns: the token, once: the request is marked issued in the same step, which also
+    ///   checks the grace.
     /// - Throws: ``ServiceError`` `.invalidGrant` for an unknown id, another client's request or
     ///   one already collected; `.pollTooFast` (400 `slow_down`, and the interval grows by 5 s);
     ///   `.expiredToken` for a request left unanswered past its expiry, or answered and not
@@ -224,7 +225,7 @@ extension KeyAuthService {
             case .approved, .denied: !SignInRequests.isCollectable(request, at: polledAt)
             case .issued: false
             }
-        if expired { throw ServiceError(.expiredToken, "the sign-in request expired") }
+        if expired { throw Self.expiredSignIn }
         if tooEarly {
             throw ServiceError(
                 .pollTooFast,
@@ -250,12 +251,19 @@ extension KeyAuthService {
             else {
                 throw ServiceError(.deviceDenied, "the device that approved does not meet the requested acr_values")
             }
-            guard try storage.markSignInRequestIssued(id: id) else {
-                // Collected by another poll, or its device revoked since the check above.
-                guard try storage.signInRequest(id: id)?.status == .issued else {
-                    throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked")
+            // The grace is checked again in the collection, against the clock read for it.
+            let collectedAt = now()
+            guard
+                try storage.markSignInRequestIssued(
+                    id: id, expiringAfter: SignInRequests.collectionCutoff(at: collectedAt))
+            else {
+                // Collected by another poll, its grace over, or its device revoked since the
+                // checks above.
+                if try storage.signInRequest(id: id)?.status == .issued {
+                    throw ServiceError(.invalidGrant, "the sign-in was already collected")
                 }
-                throw ServiceError(.invalidGrant, "the sign-in was already collected")
+                if !SignInRequests.isCollectable(request, at: collectedAt) { throw Self.expiredSignIn }
+                throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked")
             }
             var claims = JWTClaims()
             claims.set("aud", string: client.id)
@@ -277,6 +285,10 @@ extension KeyAuthService {
                 user: request.user, deviceKID: device.kid)
         }
     }
+
+    /// A poll's answer for a request left unanswered past its expiry, or answered and left
+    /// uncollected past ``SignInRequests/answerGrace``.
+    private static let expiredSignIn = ServiceError(.expiredToken, "the sign-in request expired")
 
     /// The name a device shows for who asks: the client's (with its redirect host for an
     /// authorization request), or the account page's.

@@ -131,8 +131,9 @@ struct BrowserSessions: Sendable {
     /// replaced by a signed-in one under a new id and a new CSRF token, so that an id a page
     /// showed (or someone planted) before the sign-in is worth nothing after it.
     ///
-    /// The request's expiry does not matter here: it was approved while live, and the waiting
-    /// session that collects it ends ``SignInRequests/answerGrace`` after that expiry.
+    /// The request's expiry does not end it: it was approved while live, and the approval is
+    /// collected until ``SignInRequests/answerGrace`` past that expiry, a bound the collection
+    /// checks itself (the waiting session ends then too).
     ///
     /// - Returns: the signed-in session, or nil when the request was not approved, was collected
     ///   already, or its device was revoked since.
@@ -140,9 +141,9 @@ struct BrowserSessions: Sendable {
         guard let id = session.record.signInRequestID, let request = try storage.signInRequest(id: id),
             request.status == .approved, let kid = request.answeringKID,
             let device = try storage.device(kid: kid), device.status == .active, device.user == session.record.user,
-            try storage.markSignInRequestIssued(id: id)
+            case let time = service.now(),
+            try storage.markSignInRequestIssued(id: id, expiringAfter: SignInRequests.collectionCutoff(at: time))
         else { return nil }
-        let time = service.now()
         let cookie = try Self.randomToken()
         var record = session.record
         record.idHash = try Self.hash(cookie)

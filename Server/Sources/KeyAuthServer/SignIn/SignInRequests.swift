@@ -216,8 +216,14 @@ struct SignInRequests: Sendable {
         }
     }
 
-    /// ``isCollectable(_:at:)``'s bound in the form a condition in storage takes it: at `time`,
+    /// ``isCollectable(_:at:)``'s bound in the form a collection in storage takes it: at `time`,
     /// an answer is collectable while its request's expiry is after this.
+    ///
+    /// Collections that write (``SignInStorage/markSignInRequestIssued(id:expiringAfter:)``)
+    /// carry it in their conditional update, so that the check and the collection are one step
+    /// with one clock reading: a collection is decided by the reading it writes with, not by an
+    /// earlier check, so one that starts in the grace's last instant and writes after it finds
+    /// the grace over.
     static func collectionCutoff(at time: Int64) -> Int64 {
         time.subtractingSaturating(answerGrace)
     }

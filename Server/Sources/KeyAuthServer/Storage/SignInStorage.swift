@@ -64,9 +64,15 @@ package protocol SignInStorage: Sendable {
     /// leaves nothing to collect, and a key registered again under another name collects
     /// nothing of the old one's.
     ///
-    /// - Returns: false when it is not approved (already issued, or never approved), or its
-    ///   approving device is no longer active or no longer the request's user's.
-    func markSignInRequestIssued(id: String) throws(StorageError) -> Bool
+    /// Only a request that expires after `oldestCollectable` is collected
+    /// (``SignInRequests/collectionCutoff(at:)``): the answer's grace is checked in the same
+    /// statement that collects, so a collection whose earlier check passed cannot hand out an
+    /// approval after the grace is over.
+    ///
+    /// - Returns: false when it is not approved (already issued, or never approved), its
+    ///   approving device is no longer active or no longer the request's user's, or its grace
+    ///   is over.
+    func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError) -> Bool
 
     /// Deletes requests that expired before `expiredBefore`; returns how many.
     @discardableResult

@@ -187,20 +187,29 @@ extension SQLStorage {
         }
     }
 
-    package func markSignInRequestIssued(id: String) throws(StorageError) -> Bool {
+    package func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError)
+        -> Bool
+    {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
                 guard
                     let request = try connection.execute(
-                        "SELECT answering_kid, user_name FROM sign_in_requests WHERE id = $1 AND status = 'approved'",
-                        [.text(id)]
+                        """
+                        SELECT answering_kid, user_name FROM sign_in_requests
+                        WHERE id = $1 AND status = 'approved' AND expires_at > $2
+                        """,
+                        [.text(id), .integer(oldestCollectable)]
                     ).firstRow
                 else { return false }
                 if let kid = request.text(0) {
                     guard try Self.isActive(kid, of: request.text(1), in: connection) else { return false }
                 }
                 return try connection.execute(
-                    "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'", [.text(id)]
+                    """
+                    UPDATE sign_in_requests SET status = 'issued'
+                    WHERE id = $1 AND status = 'approved' AND expires_at > $2
+                    """,
+                    [.text(id), .integer(oldestCollectable)]
                 ).affectedRowCount == 1
             }
         }
