@@ -505,4 +505,40 @@ extension AccountPageTests {
         #expect(try api.storage.unusedRecoveryCodes(user: "alice") == stored)
         #expect(try api.storage.signInRequest(id: stale)?.status == .approved)
     }
+
+    @Test("a page reloaded after the approval keeps Show the new codes until they are shown or the grace ends")
+    func approvedRecoveryCodesSurviveAReload() throws {
+        let environment = TestEnvironment()
+        var (api, laptop, token, browser) = try Self.aliceAtTheAccountPage(environment)
+        var other = try Self.signIn(api, laptop: laptop, token: token).0
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        let approve = { (id: String) throws -> HTTPResponse in
+            try api.answer(id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+        }
+        let offersShow = { (browser: inout Browser, id: String) throws -> Bool in
+            let page = try browser.send("GET", "/account").text
+            return page.contains(id) && page.contains("Show the new codes")
+        }
+
+        // Approved: the reloaded page offers the form, without the code; no other session does.
+        let id = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
+        #expect(try approve(id).status == 200)
+        let page = try browser.send("GET", "/account").text
+        #expect(try offersShow(&browser, id) && !page.contains("data-approval-code"))
+        #expect(try !offersShow(&other, id))
+        // Shown: the button that asks for a new set comes back.
+        let shown = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
+        #expect(try !offersShow(&browser, id))
+        #expect(try browser.send("GET", "/account").text.contains("Make new recovery codes"))
+
+        // Approved in time and left: offered in the grace's last second, not at its end.
+        let stale = try Self.askForRecoveryCodes(api, in: &browser, csrf: csrf, token: token)
+        #expect(try approve(stale).status == 200)
+        let record = try #require(try api.storage.signInRequest(id: stale))
+        environment.clock.advance(by: record.expiresAt + SignInRequests.answerGrace - 1 - environment.clock.now)
+        #expect(try offersShow(&browser, stale))
+        environment.clock.advance(by: 1)
+        #expect(try !offersShow(&browser, stale))
+    }
 }

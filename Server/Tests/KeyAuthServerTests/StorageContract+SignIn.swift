@@ -33,6 +33,9 @@ extension StorageContract {
             "hands an approval out only while its grace past the expiry lasts, checked in the update",
             StorageContract.collectsWithinTheGrace),
         StorageCheck(
+            "lists a user's approvals of a kind that can still be collected, oldest first",
+            StorageContract.listsCollectableApprovals),
+        StorageCheck(
             "marks a poll too early within the interval and grows the interval", StorageContract.pollsSignInRequests),
         StorageCheck(
             "settles concurrent requests, answers and collections across instances with the right winners",
@@ -242,6 +245,34 @@ extension StorageContract {
         #expect(
             try storage.markSignInRequestIssued(id: "r2", expiringAfter: SignInRequests.collectionCutoff(at: end - 1)))
         #expect(try storage.signInRequest(id: "r2")?.status == .issued)
+    }
+
+    static func listsCollectableApprovals(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        for (id, user) in [("r1", "alice"), ("r2", "alice"), ("r3", "alice"), ("b1", "bob")] {
+            let request = signInRequest(id, user: user, createdAt: id == "r1" ? 1_001 : 1_000)
+            #expect(try storage.insertSignInRequest(request, limits: Self.fourOpen, now: 1_001) == .inserted)
+            if id != "r3" {
+                #expect(
+                    try storage.answerSignInRequest(
+                        id: id, status: .approved, answeringKID: "kid-1", methods: [], at: 1_299))
+            }
+        }
+        let approvals = { (kind: SignInRequestKind, time: Int64) throws -> [String] in
+            try storage.approvedSignInRequests(
+                user: "alice", kind: kind, expiringAfter: SignInRequests.collectionCutoff(at: time)
+            ).map(\.id)
+        }
+        // All expire at 1_300; r3 is pending, b1 bob's.
+        let end = 1_300 + SignInRequests.answerGrace
+        #expect(try approvals(.backchannel, end - 1) == ["r2", "r1"])
+        #expect(try approvals(.backchannel, end).isEmpty)
+        #expect(try approvals(.account, end - 1).isEmpty)
+        #expect(
+            try storage.markSignInRequestIssued(id: "r2", expiringAfter: SignInRequests.collectionCutoff(at: 1_300)))
+        #expect(try approvals(.backchannel, end - 1) == ["r1"])
     }
 
     static func pollsSignInRequests(_ database: StorageContractDatabase) throws {

@@ -75,14 +75,24 @@ extension AccountPage {
     }
 
     /// The recovery codes section of the signed-in page for `session`.
+    ///
+    /// The show form stays while the session's newest request waits for a device and, once
+    /// approved, while the approval can be collected: a page reloaded after answering on the
+    /// device still offers `Show the new codes`.
     func recoveryCodesSection(
         _ session: BrowserSessions.Presented, open: [SignInRequestRecord], newCodes: [String]?
     ) throws -> RecoveryCodesSection {
-        let waiting = open.last { $0.kind == .recoveryCodes && Self.isMadeBy(session, $0) }
+        let approved = try service.storage.approvedSignInRequests(
+            user: session.record.user, kind: .recoveryCodes,
+            expiringAfter: SignInRequests.collectionCutoff(at: service.now()))
+        let waiting = (open + approved).filter { $0.kind == .recoveryCodes && Self.isMadeBy(session, $0) }
+            .max { $0.position < $1.position }
         return RecoveryCodesSection(
             basePath: basePath, csrf: session.record.csrfToken,
             remaining: try service.recoveryCodes.remaining(for: session.record.user),
-            pending: newCodes == nil ? waiting.map { (id: $0.id, code: $0.bindingMessage) } : nil, newCodes: newCodes)
+            pending: newCodes == nil
+                ? waiting.map { (id: $0.id, code: $0.bindingMessage, approved: $0.status == .approved) } : nil,
+            newCodes: newCodes)
     }
 
     /// The `subject` of a recovery-codes request made by `session`.

@@ -7,9 +7,10 @@ struct RecoveryCodesSection: Sendable {
     var csrf: String
     /// Codes not used yet.
     var remaining: Int
-    /// The account page's request for a new set that waits for a device, if any: its id (which
-    /// the show form names) and the code the device is to be given.
-    var pending: (id: String, code: String)?
+    /// The account page's request for a new set that waits for a device, or was approved and
+    /// can still be collected, if any: its id (which the show form names), the code the device
+    /// is to be given, and whether a device approved it already.
+    var pending: (id: String, code: String, approved: Bool)?
     /// A new set, on the one answer that shows it.
     var newCodes: [String]?
 
@@ -41,12 +42,19 @@ struct RecoveryCodesSection: Sendable {
             """
     }
 
-    /// The show form while a device's approval is awaited, else the button that asks for it.
+    /// The show form while a device's approval is awaited or can be collected, else the button
+    /// that asks for it.
     private var action: HTML {
         if let pending {
-            return """
+            let prompt: HTML =
+                pending.approved
+                ? "<p class=\"approval-code\">Approved on one of your devices:</p>"
+                : """
                 <p class="approval-code">On one of your devices, run <code>keyauth approve</code> and type \
                 <strong data-approval-code>\(pending.code)</strong>, then:</p>
+                """
+            return """
+                \(prompt)
                 <form method="post" action="\(PageDocument.accountPath("/recovery-codes/show", basePath: basePath))">\
                 \(PageDocument.hiddenFields([("csrf", csrf), ("request", pending.id)]))\
                 <button type="submit">Show the new codes</button></form>

@@ -41,6 +41,12 @@ package protocol SignInStorage: Sendable {
     /// `user`'s requests that are pending and unexpired at `now`, ordered by position.
     func openSignInRequests(user: String, now: Int64) throws(StorageError) -> [SignInRequestRecord]
 
+    /// `user`'s approved requests of `kind` not collected yet whose expiry is after
+    /// `oldestCollectable` (``SignInRequests/collectionCutoff(at:)``), ordered by position: the
+    /// approvals a page can still collect.
+    func approvedSignInRequests(user: String, kind: SignInRequestKind, expiringAfter oldestCollectable: Int64)
+        throws(StorageError) -> [SignInRequestRecord]
+
     /// Moves a pending, unexpired request to `approved` or `denied`, recording the device and
     /// its methods, in one conditional update.
     ///

@@ -147,6 +147,20 @@ extension SQLStorage {
         }
     }
 
+    package func approvedSignInRequests(
+        user: String, kind: SignInRequestKind, expiringAfter oldestCollectable: Int64
+    ) throws(StorageError) -> [SignInRequestRecord] {
+        try database.read { connection throws(StorageError) in
+            try connection.query(
+                """
+                SELECT \(Self.signInRequestColumns) FROM sign_in_requests WHERE user_name = $1 AND kind = $2
+                AND status = 'approved' AND expires_at > $3 ORDER BY created_at, id
+                """,
+                [.text(user), .text(kind.rawValue), .integer(oldestCollectable)]
+            ) { row throws(StorageError) in try SignInRequestRecord(row: row) }
+        }
+    }
+
     /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing.
     package func answerSignInRequest(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
