@@ -91,6 +91,58 @@ struct OfflineGrantTests {
         #expect(error.code == .signatureInvalid)
     }
 
+    @Test(
+        "a grant of the right key with another typ spelling, a key-choosing header, another alg or odd claims is refused"
+    )
+    func headerAndClaimTricks() throws {
+        let kid = serverKey.keyID
+        let claims = try #require(
+            try JSONValue(parsing: Base64URL.decode(try grant().split(separator: ".")[1]) ?? []).objectValue)
+        /// `header` and `payload` as written, signed by the server's key with its own algorithm.
+        func signed(_ header: String, _ payload: [String: JSONValue] = claims) throws -> String {
+            try JWTBuilder.sign(
+                headerJSON: Array(header.utf8), payloadJSON: JSONValue.object(payload).serializedBytes(),
+                key: serverKey)
+        }
+        // The control: the same claims under the grant's own header pass.
+        _ = try verify(try signed(#"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#))
+        let refusedHeaders = [
+            #"{"alg":"ES256","typ":"KEYAUTH-OFFLINE-GRANT+JWT","kid":"\#(kid)"}"#,
+            #"{"alg":"ES256","typ":"application/keyauth-offline-grant+jwt","kid":"\#(kid)"}"#,
+            #"{"alg":"ES256","kid":"\#(kid)"}"#,
+            #"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)","typ":"at+jwt","kid":"\#(kid)"}"#,
+            #"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)","jku":"https://evil.example/k"}"#,
+            #"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)","crit":["host"]}"#,
+            #"{"alg":"RS256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#,
+            #"{"alg":"EdDSA","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#,
+            #"{"alg":"HS256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#,
+            #"{"alg":"none","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#,
+            #"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)"}"#,
+        ]
+        for header in refusedHeaders {
+            #expect(throws: KeyAuthError.self, "\(header)") { try verify(try signed(header)) }
+        }
+        let header = #"{"alg":"ES256","typ":"\#(OfflineGrantFormat.type)","kid":"\#(kid)"}"#
+        let refusedClaims: [(String, JSONValue?)] = [
+            ("exp", .string("\(Self.now + 3600)")), ("exp", .number(Double(Self.now + 3600))), ("exp", nil),
+            ("iat", .string("0")), ("iat", nil), ("cnf", nil), ("cnf", .object(["jkt": .integer(1)])),
+            ("cnf", .string("device-kid")), ("host", .array(["laptop"])), ("host", nil), ("linux_user", nil),
+            ("sub", .array(["alice"])), ("iss", .array([.string(Self.issuer)])), ("iss", nil),
+        ]
+        for (name, value) in refusedClaims {
+            var changed = claims
+            changed[name] = value
+            #expect(throws: KeyAuthError.self, "\(name)") { try verify(try signed(header, changed)) }
+        }
+        // An access token's claims under the grant's typ name no host nor Linux user.
+        let accessClaims: [String: JSONValue] = [
+            "iss": .string(Self.issuer), "sub": "alice", "aud": .string(Self.issuer), "client_id": "device-kid",
+            "cnf": .object(["jkt": "device-kid"]), "iat": .integer(Self.now), "exp": .integer(Self.now + 900),
+            "jti": "t",
+        ]
+        #expect(throws: KeyAuthError.self) { try verify(try signed(header, accessClaims)) }
+    }
+
     @Test("the held PIN reader reads the socket once, hands the PIN out once a round, and again in a new round")
     func heldPIN() throws {
         var pipeEnds: [Int32] = [0, 0]

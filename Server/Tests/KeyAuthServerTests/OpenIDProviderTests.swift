@@ -931,13 +931,7 @@ struct OpenIDProviderTests {
         let api = environment.socketAPI(runner)
         let laptop = try ServerTestKeys.key("alice-1")
         let device = ApprovingDevice(api: api, key: laptop, token: try api.activeDevice(user: "alice", key: laptop))
-        let client = try OpenIDTestAPI.addClient(api)
-        let pkce = try PKCE()
-        var browser = OpenIDBrowser(api: api)
-        let done = try OpenIDTestAPI.signIn(
-            &browser, device: device, OpenIDTestAPI.authorization(client, pkce: pkce))
-        let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
-        let tokens = try OpenIDTestAPI.redeem(api, client, code: code, verifier: pkce.verifier)
+        let tokens = try OpenIDTestAPI.codeFlowTokens(api, device: device, client: try OpenIDTestAPI.addClient(api))
         let (idHeader, _) = try Self.verifiedIDToken(try #require(tokens.json?["id_token"]?.stringValue), api: api)
         #expect(idHeader["alg"] == "RS256")
         let (accessHeader, _) = try Self.verifiedIDToken(

@@ -158,6 +158,16 @@ enum OpenIDTestAPI {
         return try api.clientPost("/oauth/token", client: client.basic, form: form, headers: headers)
     }
 
+    /// A whole sign-in of `client` in a new browser, approved by `device`, and the redemption of
+    /// its code: the token response.
+    static func codeFlowTokens(_ api: TestAPI, device: ApprovingDevice, client: RelyingParty) throws -> HTTPResponse {
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        let done = try signIn(&browser, device: device, authorization(client, pkce: pkce))
+        guard let code = try redirect(done).parameters["code"] else { throw TestFailure("no code in the redirect") }
+        return try redeem(api, client, code: code, verifier: pkce.verifier)
+    }
+
     /// Runs the authorization request `parameters` in `browser` through the sign-in form,
     /// `device`'s approval (or denial) and Continue; returns the final answer, a redirect to the
     /// client.

@@ -1,0 +1,439 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+/// A token-confusion audit of a running `keyauth-server` process, over its socket: every kind of
+/// token it issues (device access tokens, Bearer and DPoP-bound; a relying party's access and ID
+/// tokens; a CIBA client's; a host login's offline grant) and every kind a device signs (device
+/// assertions, DPoP proofs), each presented wherever a token of another kind is taken, and the
+/// server's own tokens with their headers, claims and proofs changed. Each must be refused with
+/// the endpoint's own OAuth error, never a 5xx.
+@Suite("Token confusion: a running keyauth-server", .timeLimit(.minutes(2)))
+struct TokenConfusionTests {
+    /// A `keyauth-server serve` process with alice's two active devices and a pending third, a
+    /// relying party and a CIBA client, and one token of every kind.
+    private struct Deployment {
+        let environment: TestEnvironment
+        let server: KeyAuthServerProcess
+        let storage: any ServerStorage
+        let api: TestAPI
+        let laptop: RSAPrivateKey
+        let phone: RSAPrivateKey
+        let pendingKID: String
+        let laptopToken: String
+        let phoneToken: String
+
+        init(tokenAlgorithm: String = "RS256", extraArguments: [String] = []) throws {
+            environment = TestEnvironment(clockStart: ServerClock.now())
+            server = try KeyAuthServerProcess(
+                name: "confusion",
+                arguments: [
+                    "serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath, "--enrollment", "open",
+                    "--metrics-listen", "off", "--quiet", "--rate-limit", "100000", "--registration-limit", "100000",
+                    "--signing-key-bits", "2048", "--token-alg", tokenAlgorithm,
+                ] + extraArguments, logPath: environment.directory.path + "/server.log")
+            try server.waitUntilListening()
+            storage = try StorageFactory.open(environment.databasePath, creatingIfMissing: false)
+            api = TestAPI(server: server, clock: environment.clock, storage: storage)
+            laptop = try ServerTestKeys.key("alice-1")
+            phone = try ServerTestKeys.key("alice-2")
+            laptopToken = try api.activeDevice(user: "alice", key: laptop)
+            guard try api.register(user: "alice", key: phone).status == 202,
+                try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: laptopToken).status == 200
+            else { throw TestFailure("alice's phone is not active: \(server.log)") }
+            phoneToken = try api.accessToken(phone)
+            let third = try ServerTestKeys.key("alice-3")
+            guard try api.register(user: "alice", key: third).status == 202 else {
+                throw TestFailure("alice's third device is not pending")
+            }
+            pendingKID = third.publicKey.fingerprint
+        }
+
+        func stop() {
+            _ = server.terminate()
+            storage.close()
+        }
+
+        /// A DPoP proof of `key` for `method` and `path` of this server, for `token` when given.
+        func proof(_ key: RSAPrivateKey, _ method: String, _ path: String, token: String? = nil) throws -> String {
+            try DPoPProofBuilder(key: key).proof(method: method, url: api.issuer + path, accessToken: token)
+        }
+
+        /// The laptop's DPoP-bound access token.
+        func boundToken() throws -> String {
+            let response = try api.send(
+                "POST", "/oauth/token",
+                headers: [
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    "DPoP": try proof(laptop, "POST", "/oauth/token"),
+                ],
+                body: Array(
+                    "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(laptop)))"
+                        .utf8))
+            guard response.status == 200, response.json?["token_type"] == "DPoP",
+                let token = response.json?["access_token"]?.stringValue
+            else { throw TestFailure("no DPoP-bound token: \(response.status) \(response.text)") }
+            return token
+        }
+
+        /// `GET /v1/devices` with `authorization` and an optional proof.
+        func devices(_ authorization: String, proof: String? = nil) throws -> HTTPResponse {
+            var headers: HTTPHeaders = ["Authorization": authorization]
+            if let proof { headers.add("DPoP", proof) }
+            return try api.send("GET", "/v1/devices", headers: headers)
+        }
+    }
+
+    /// Every kind of token, by name, that the deployment's server and devices make.
+    private struct Tokens {
+        var byKind: [(name: String, token: String)] = []
+        subscript(name: String) -> String { byKind.first { $0.name == name }?.token ?? "" }
+    }
+
+    /// Collects one token of every kind from `deployment`: the code flow's and CIBA's through
+    /// a device's approval, a host login's grant, a bound token, an unused assertion and a proof.
+    private static func tokens(_ deployment: Deployment) throws -> Tokens {
+        let api = deployment.api
+        let device = ApprovingDevice(api: api, key: deployment.laptop, token: deployment.laptopToken)
+        var tokens = Tokens()
+        tokens.byKind.append(("a device's Bearer access token", deployment.laptopToken))
+        tokens.byKind.append(("a device's DPoP-bound access token", try deployment.boundToken()))
+
+        let redeemed = try OpenIDTestAPI.codeFlowTokens(api, device: device, client: try OpenIDTestAPI.addClient(api))
+        tokens.byKind.append(
+            ("a relying party's access token", try #require(redeemed.json?["access_token"]?.stringValue)))
+        tokens.byKind.append(("an ID token", try #require(redeemed.json?["id_token"]?.stringValue)))
+
+        let desk = try api.addClient()
+        let started = try api.backchannelAuthorize(
+            desk, user: "alice", extra: [("binding_message", "AB12"), ("scope", "openid")])
+        let requestID = try #require(started.json?["auth_req_id"]?.stringValue, "\(started.text)")
+        try device.answerNewest()
+        let polled = try api.poll(desk, id: requestID)
+        tokens.byKind.append(("a CIBA client's access token", try #require(polled.json?["access_token"]?.stringValue)))
+        tokens.byKind.append(("a CIBA ID token", try #require(polled.json?["id_token"]?.stringValue)))
+
+        let statement: JSONValue = .object(["host": "laptop.example", "service": "sudo", "linux_user": "alice"])
+        let hostLogin = try api.login(
+            assertion: try api.assertion(deployment.laptop, claims: ["host_login": statement]))
+        tokens.byKind.append(("an offline grant", try #require(hostLogin.json?["offline_grant"]?.stringValue)))
+        tokens.byKind.append(("an unused device assertion", try api.assertion(deployment.laptop)))
+        tokens.byKind.append(("a DPoP proof", try deployment.proof(deployment.laptop, "GET", "/v1/devices")))
+        return tokens
+    }
+
+    @Test("every token kind the server issues or a device signs is refused where another kind is expected")
+    func everyKindAtEveryVerifier() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let api = deployment.api
+        let tokens = try Self.tokens(deployment)
+
+        for (name, token) in tokens.byKind {
+            // Device endpoints: only a device's own token, presented as its binding says.
+            let devices = try deployment.devices("Bearer " + token)
+            let expected = name == "a device's Bearer access token" ? 200 : 401
+            #expect(devices.status == expected, "\(name) at /v1/devices: \(devices.status) \(devices.text)")
+            if expected == 401 { #expect(devices.errorCode == "invalid_token", "\(name): \(devices.text)") }
+            if name != "a device's DPoP-bound access token" {
+                let withProof = try deployment.devices(
+                    "DPoP " + token, proof: try deployment.proof(deployment.laptop, "GET", "/v1/devices", token: token))
+                #expect(withProof.status == 401, "\(name) as DPoP at /v1/devices: \(withProof.text)")
+            }
+
+            // UserInfo: only an access token a client application got for the openid scope.
+            let userInfo = try OpenIDTestAPI.userInfo(api, token: token)
+            let isClientToken = name == "a relying party's access token" || name == "a CIBA client's access token"
+            #expect(userInfo.status == (isClientToken ? 200 : 401), "\(name) at /userinfo: \(userInfo.text)")
+            if !isClientToken {
+                #expect(userInfo.errorCode == "invalid_token", "\(name) at /userinfo: \(userInfo.text)")
+                #expect(userInfo.headers["WWW-Authenticate"]?.contains("invalid_token") == true)
+            }
+            let posted = try api.send(
+                "POST", "/userinfo", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                body: Array("access_token=\(TestAPI.formEncode(token))".utf8))
+            #expect(posted.status == (isClientToken ? 200 : 401), "\(name) posted to /userinfo: \(posted.text)")
+
+            // RP-Initiated Logout: only an ID token as id_token_hint, never a redirect otherwise.
+            var browser = OpenIDBrowser(api: api)
+            let isIDToken = name == "an ID token" || name == "a CIBA ID token"
+            let logout = try browser.get("/end-session", query: [("id_token_hint", token)])
+            #expect((logout.status == 400) == !isIDToken, "\(name) at /end-session: \(logout.status)")
+            #expect(logout.status < 500)
+            let redirected = try browser.get(
+                "/end-session",
+                query: [("id_token_hint", token), ("post_logout_redirect_uri", "https://wiki.example.org/signed-out")])
+            #expect((redirected.headers["Location"] != nil) == (name == "an ID token"), "\(name) redirected")
+        }
+
+        // The token endpoint's grants: nothing but a device assertion is one, and nothing is a code
+        // or an auth_req_id. The unused assertion goes last, so that it is still unused here.
+        let desk = try api.addClient("Kiosk")
+        let relyingParty = try OpenIDTestAPI.addClient(api, name: "Blog", redirect: "https://blog.example.org/cb")
+        for (name, token) in tokens.byKind where name != "an unused device assertion" {
+            let login = try api.login(assertion: token)
+            #expect(login.status == 400 && login.errorCode == "invalid_grant", "\(name) as assertion: \(login.text)")
+            let poll = try api.poll(desk, id: token)
+            #expect(poll.status == 400 && poll.errorCode == "invalid_grant", "\(name) as auth_req_id: \(poll.text)")
+            let redeemed = try OpenIDTestAPI.redeem(api, relyingParty, code: token, verifier: try PKCE().verifier)
+            #expect(redeemed.status == 400 && redeemed.errorCode == "invalid_grant", "\(name) as code")
+            // A token as the DPoP proof of a good login: refused before the assertion is used.
+            let proofed = try api.send(
+                "POST", "/oauth/token",
+                headers: ["Content-Type": "application/x-www-form-urlencoded", "DPoP": token],
+                body: Array(
+                    "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(tokens["an unused device assertion"]))"
+                        .utf8))
+            #expect(
+                proofed.status == 400 && proofed.errorCode == "invalid_dpop_proof", "\(name) as DPoP: \(proofed.text)")
+        }
+        // CIBA takes no id_token_hint, not even an ID token of this server.
+        let hinted = try api.backchannelAuthorize(
+            desk, user: "alice", extra: [("id_token_hint", tokens["an ID token"])])
+        #expect(hinted.status == 400 && hinted.errorCode == "invalid_request", "\(hinted.text)")
+        // The unused assertion still logs in: every refusal above left it alone.
+        #expect(try api.login(assertion: tokens["an unused device assertion"]).status == 200)
+    }
+
+    @Test("two servers sharing one signing key file refuse each other's tokens, assertions and proofs")
+    func anotherIssuer() throws {
+        let keyDirectory = TemporaryDirectory("keyauth-confusion-key")
+        defer { keyDirectory.remove() }
+        let keyFile = keyDirectory.path + "/signing.pem"
+        try SecureFile.write(try ServerTestKeys.key("signing-key-file").pkcs8PEM(), to: keyFile)
+        let first = try Deployment(extraArguments: ["--signing-key-file", keyFile])
+        defer { first.stop() }
+        // The same device keys registered at a second server, a deployment of its own.
+        let second = try Deployment(extraArguments: ["--signing-key-file", keyFile])
+        defer { second.stop() }
+        #expect(first.api.issuer != second.api.issuer)
+        for (name, token) in try Self.tokens(first).byKind {
+            let devices = try second.devices("Bearer " + token)
+            #expect(devices.status == 401 && devices.errorCode == "invalid_token", "\(name): \(devices.text)")
+            let userInfo = try OpenIDTestAPI.userInfo(second.api, token: token)
+            #expect(userInfo.status == 401 && userInfo.errorCode == "invalid_token", "\(name): \(userInfo.text)")
+            let login = try second.api.login(assertion: token)
+            #expect(login.status == 400 && login.errorCode == "invalid_grant", "\(name): \(login.text)")
+            var browser = OpenIDBrowser(api: second.api)
+            let logout = try browser.get("/end-session", query: [("id_token_hint", token)])
+            #expect(logout.status == 400, "\(name) at the other server's /end-session")
+        }
+        // The first server's DPoP proof of a device, for the same path, at the second server.
+        let proof = try first.proof(first.laptop, "POST", "/oauth/token")
+        let proofed = try second.api.send(
+            "POST", "/oauth/token",
+            headers: ["Content-Type": "application/x-www-form-urlencoded", "DPoP": proof],
+            body: Array(
+                "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try second.api.assertion(second.laptop)))"
+                    .utf8))
+        #expect(proofed.status == 400 && proofed.errorCode == "invalid_dpop_proof", "\(proofed.text)")
+        #expect(try second.devices("Bearer " + second.laptopToken).status == 200)
+    }
+
+    @Test("approvals take a fresh assertion of the token's own device, never another token or device's")
+    func approvalsTakeOnlyTheirAssertion() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let api = deployment.api
+        let laptop = deployment.laptop
+        let desk = try api.addClient()
+        let requestID = try api.startSignIn(desk, user: "alice")
+        let bindingCode = try api.code(of: requestID)
+        let approvalClaims: [String: JSONValue] = [
+            "auth_req_id": .string(requestID), "binding_code": .string(bindingCode), "amr": .array(["swk", "pin"]),
+        ]
+        let serverToken = deployment.phoneToken
+        let candidates: [(String, String)] = [
+            ("the laptop's access token", deployment.laptopToken),
+            ("another device's access token", serverToken),
+            ("a DPoP proof", try deployment.proof(laptop, "POST", "/v1/auth-requests/\(requestID)")),
+            (
+                "the phone's assertion, with the laptop's token",
+                try api.assertion(deployment.phone, claims: approvalClaims)
+            ),
+            (
+                "the laptop's assertion naming another request",
+                try api.assertion(laptop, claims: approvalClaims.merging(["auth_req_id": "x"]) { $1 })
+            ),
+            (
+                "the laptop's assertion under the phone's kid",
+                try api.assertion(laptop, claims: approvalClaims, keyID: deployment.phone.publicKey.fingerprint)
+            ),
+        ]
+        for (name, assertion) in candidates {
+            let answer = try api.answer(
+                requestID, decision: "approve", assertion: assertion, token: deployment.laptopToken)
+            #expect(answer.status == 400 && answer.errorCode == "invalid_grant", "\(name): \(answer.text)")
+            let approval = try api.send(
+                "POST", "/v1/devices/\(deployment.pendingKID)/approve",
+                headers: ["Content-Type": "application/json", "Authorization": "Bearer \(deployment.laptopToken)"],
+                body: Array(JSONValue.object(["assertion": .string(assertion)]).serialized().utf8))
+            #expect(approval.status == 400 && approval.errorCode == "invalid_grant", "\(name): \(approval.text)")
+        }
+        // None of it answered the request: the laptop's own assertion still approves it.
+        let good = try api.answer(
+            requestID, decision: "approve", assertion: try api.assertion(laptop, claims: approvalClaims),
+            token: deployment.laptopToken)
+        #expect(good.status == 200, "\(good.text)")
+    }
+
+    @Test("the server's own tokens with a changed header, claims or proof are refused, under both token keys")
+    func changedTokens() throws {
+        // ES256 access tokens beside the RS256 key of ID tokens: both kinds of key are published.
+        let deployment = try Deployment(tokenAlgorithm: "ES256")
+        defer { deployment.stop() }
+        let api = deployment.api
+        let keySet = try JWKSet(json: try api.send("GET", "/.well-known/jwks.json").body)
+        let token = deployment.laptopToken
+        let parts = token.split(separator: ".").map(String.init)
+        let header = try #require(try JSONValue(parsing: Base64URL.decode(parts[0]) ?? []).objectValue)
+        let serverKID = try #require(header["kid"]?.stringValue)
+        #expect(header["alg"] == "ES256")
+        let rsaKID = try #require(keySet.keys.first { $0.value.algorithm == .rs256 }?.key)
+        let rsaKey = try #require(keySet[rsaKID])
+        let deviceKID = deployment.laptop.publicKey.fingerprint
+        let rsaPEM: String
+        if case .rsa(let key) = rsaKey { rsaPEM = key.pemRepresentation } else { rsaPEM = "" }
+
+        /// The token with header `text` over its own payload and signature.
+        func relabelled(_ text: String, signature: String? = nil) -> String {
+            Base64URL.encode(Array(text.utf8)) + "." + parts[1] + "." + (signature ?? parts[2])
+        }
+        func hmac(_ text: String, secret: String) throws -> String {
+            let input = Base64URL.encode(Array(text.utf8)) + "." + parts[1]
+            return input + "."
+                + Base64URL.encode(try CryptoPrimitives.hmacSHA256(key: Array(secret.utf8), message: Array(input.utf8)))
+        }
+        var changed: [(String, String)] = [
+            ("typ removed", relabelled(#"{"alg":"ES256","kid":"\#(serverKID)"}"#)),
+            ("typ JWT", relabelled(#"{"alg":"ES256","typ":"JWT","kid":"\#(serverKID)"}"#)),
+            ("typ AT+JWT", relabelled(#"{"alg":"ES256","typ":"AT+JWT","kid":"\#(serverKID)"}"#)),
+            ("typ escaped", relabelled(#"{"alg":"ES256","\u0074yp":"at+jwt","kid":"\#(serverKID)"}"#)),
+            ("typ twice", relabelled(#"{"alg":"ES256","typ":"at+jwt","typ":"at+jwt","kid":"\#(serverKID)"}"#)),
+            ("spaces", relabelled(#"{ "alg" : "ES256", "typ" : "at+jwt", "kid" : "\#(serverKID)" }"#)),
+            ("alg none", relabelled(#"{"alg":"none","typ":"at+jwt","kid":"\#(serverKID)"}"#, signature: "")),
+            ("alg none, signed", relabelled(#"{"alg":"none","typ":"at+jwt","kid":"\#(serverKID)"}"#)),
+            ("alg RS256 on the EC key", relabelled(#"{"alg":"RS256","typ":"at+jwt","kid":"\#(serverKID)"}"#)),
+            ("alg ES256 on the RSA key", relabelled(#"{"alg":"ES256","typ":"at+jwt","kid":"\#(rsaKID)"}"#)),
+            ("alg PS256", relabelled(#"{"alg":"PS256","typ":"at+jwt","kid":"\#(rsaKID)"}"#)),
+            (
+                "HS256 keyed with the RSA key's PEM",
+                try hmac(#"{"alg":"HS256","typ":"at+jwt","kid":"\#(rsaKID)"}"#, secret: rsaPEM)
+            ),
+            ("kid of the device", relabelled(#"{"alg":"ES256","typ":"at+jwt","kid":"\#(deviceKID)"}"#)),
+            ("no kid", relabelled(#"{"alg":"ES256","typ":"at+jwt"}"#)),
+            (
+                "jwk", relabelled(#"{"alg":"ES256","typ":"at+jwt","kid":"\#(serverKID)","jwk":{"kty":"EC"}}"#)
+            ),
+            (
+                "jku",
+                relabelled(
+                    #"{"alg":"ES256","typ":"at+jwt","kid":"\#(serverKID)","jku":"\#(api.issuer)/.well-known/jwks.json"}"#
+                )
+            ),
+            ("x5u", relabelled(#"{"alg":"ES256","typ":"at+jwt","kid":"\#(serverKID)","x5u":"\#(api.issuer)/x"}"#)),
+            ("crit", relabelled(#"{"alg":"ES256","typ":"at+jwt","kid":"\#(serverKID)","crit":["exp"]}"#)),
+            ("trailing segment", token + ".e30"),
+            ("trailing byte", token + "A"),
+            ("padding", token + "="),
+        ]
+        // The device's key signing an access token of its own making, under every key id.
+        for kid in [serverKID, rsaKID, deviceKID] {
+            var claims = try JWTClaims(parsingObject: Base64URL.decode(parts[1]) ?? [])
+            claims.set("sub", string: "alice")
+            changed.append(
+                (
+                    "signed by the device, kid \(kid == deviceKID ? "device" : "server")",
+                    try api.signed(
+                        header: .object(["alg": "RS256", "typ": "at+jwt", "kid": .string(kid)]),
+                        payload: claims.jsonValue, key: deployment.laptop)
+                ))
+        }
+        // Claims changed under the server's signature: times as strings, another user or device,
+        // an array audience.
+        let payload = try #require(try JSONValue(parsing: Base64URL.decode(parts[1]) ?? []).objectValue)
+        let claimChanges: [(String, JSONValue)] = [
+            ("exp", .string("\(payload["exp"]?.integerValue ?? 0)")), ("exp", .number(1e12)),
+            ("iat", .string("0")), ("nbf", .integer(Int64.max)), ("aud", .array([.string(api.issuer)])),
+            ("sub", "bob"), ("client_id", .string(deployment.phone.publicKey.fingerprint)),
+            ("cnf", .object(["jkt": .string(deviceKID)])),
+        ]
+        for (name, value) in claimChanges {
+            var changedPayload = payload
+            changedPayload[name] = value
+            changed.append(
+                (
+                    "\(name) changed",
+                    parts[0] + "." + Base64URL.encode(Array(JSONValue.object(changedPayload).serialized().utf8)) + "."
+                        + parts[2]
+                ))
+        }
+        for (name, variant) in changed {
+            for scheme in ["Bearer", "DPoP"] {
+                let proof = try deployment.proof(deployment.laptop, "GET", "/v1/devices", token: variant)
+                let response = try deployment.devices("\(scheme) \(variant)", proof: scheme == "DPoP" ? proof : nil)
+                #expect(response.status == 401, "\(name) as \(scheme): \(response.status) \(response.text)")
+                #expect(
+                    response.errorCode == "invalid_token" || response.errorCode == "invalid_dpop_proof",
+                    "\(name) as \(scheme): \(response.text)")
+            }
+            let userInfo = try OpenIDTestAPI.userInfo(api, token: variant)
+            #expect(userInfo.status == 401 && userInfo.errorCode == "invalid_token", "\(name) at /userinfo")
+        }
+        // The unchanged token still works: each refusal was the change's.
+        #expect(try deployment.devices("Bearer " + token).status == 200)
+    }
+
+    @Test("a DPoP-bound token: no Bearer downgrade, and a proof for another request, token or key is refused")
+    func boundTokenProofs() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let laptop = deployment.laptop
+        let bound = try deployment.boundToken()
+        let issuer = deployment.api.issuer
+        func proof(_ method: String, _ url: String, token: String? = bound, key: RSAPrivateKey? = nil) throws
+            -> String
+        {
+            try DPoPProofBuilder(key: key ?? laptop).proof(method: method, url: url, accessToken: token)
+        }
+        let refused: [(String, String, String?)] = [
+            ("Bearer", "Bearer " + bound, nil),
+            ("Bearer with a good proof", "Bearer " + bound, try proof("GET", issuer + "/v1/devices")),
+            ("DPoP without a proof", "DPoP " + bound, nil),
+            ("htm lower case", "DPoP " + bound, try proof("get", issuer + "/v1/devices")),
+            ("htm POST", "DPoP " + bound, try proof("POST", issuer + "/v1/devices")),
+            ("htu with a trailing slash", "DPoP " + bound, try proof("GET", issuer + "/v1/devices/")),
+            ("htu in another case", "DPoP " + bound, try proof("GET", issuer + "/V1/Devices")),
+            ("htu of the token endpoint", "DPoP " + bound, try proof("GET", issuer + "/oauth/token")),
+            (
+                "htu https", "DPoP " + bound,
+                try proof("GET", issuer.replacingOccurrences(of: "http:", with: "https:") + "/v1/devices")
+            ),
+            (
+                "ath of another token", "DPoP " + bound,
+                try proof("GET", issuer + "/v1/devices", token: deployment.laptopToken)
+            ),
+            ("no ath", "DPoP " + bound, try proof("GET", issuer + "/v1/devices", token: nil)),
+            ("a proof of the phone", "DPoP " + bound, try proof("GET", issuer + "/v1/devices", key: deployment.phone)),
+            (
+                "the Bearer token with the DPoP scheme", "DPoP " + deployment.laptopToken,
+                try proof("GET", issuer + "/v1/devices", token: deployment.laptopToken)
+            ),
+        ]
+        for (name, authorization, proof) in refused {
+            let response = try deployment.devices(authorization, proof: proof)
+            #expect(response.status == 401, "\(name): \(response.status) \(response.text)")
+            #expect(
+                response.errorCode == "invalid_token" || response.errorCode == "invalid_dpop_proof",
+                "\(name): \(response.text)")
+        }
+        // RFC 9449 section 4.3 ignores the query; a proof is still good once only.
+        let withQuery = try proof("GET", issuer + "/v1/devices?limit=1")
+        #expect(try deployment.devices("DPoP " + bound, proof: withQuery).status == 200)
+        let again = try deployment.devices("DPoP " + bound, proof: withQuery)
+        #expect(again.status == 401 && again.errorCode == "invalid_dpop_proof")
+    }
+}
