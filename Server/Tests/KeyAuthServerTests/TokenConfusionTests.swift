@@ -233,6 +233,85 @@ struct TokenConfusionTests {
         #expect(try second.devices("Bearer " + second.laptopToken).status == 200)
     }
 
+    @Test("one-time codes and ids of one kind are refused as another, and stay usable as what they are")
+    func codesOfOneKindAsAnother() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let api = deployment.api
+        let enrollment = EnrollmentCodes(storage: deployment.storage, now: deployment.environment.clock.closure)
+        let bobsCode = try enrollment.issue(for: "bob")
+        let alicesCode = try enrollment.issue(for: "alice")
+        let made = try api.send(
+            "POST", "/v1/recovery-codes",
+            headers: ["Authorization": "Bearer \(deployment.laptopToken)", "Content-Type": "application/json"],
+            body: Array(
+                JSONValue.object([
+                    "assertion": .string(
+                        try api.assertion(
+                            deployment.laptop, claims: ["recovery_codes": "alice", "amr": .array(["swk", "pin"])]))
+                ]).serialized().utf8))
+        let recoveryCode = try #require(made.json?["codes"]?.arrayValue?.first?.stringValue, "\(made.text)")
+        // An authorization code not yet redeemed, the browser session it signed in, a pending
+        // CIBA request.
+        let relyingParty = try OpenIDTestAPI.addClient(api)
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: api)
+        let device = ApprovingDevice(api: api, key: deployment.laptop, token: deployment.laptopToken)
+        let done = try OpenIDTestAPI.signIn(
+            &browser, device: device, OpenIDTestAPI.authorization(relyingParty, pkce: pkce))
+        let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
+        let session = try #require(browser.cookies["keyauth-session"])
+        let desk = try api.addClient()
+        let requestID = try api.startSignIn(desk, user: "alice")
+
+        // Registration codes: an enrollment code is no recovery code, nor the other way round.
+        let bobsKey = try ServerTestKeys.key("bob-1")
+        let newKey = try ServerTestKeys.key("alice-4")
+        func register(_ user: String, _ key: RSAPrivateKey, _ field: String, _ value: String) throws -> HTTPResponse {
+            try api.registerBody(
+                .object([
+                    "user": .string(user), "name": "new laptop", "public_key": .string(key.publicKey.pemRepresentation),
+                    "proof": .string(try api.assertion(key)), field: .string(value),
+                ]))
+        }
+        for (user, key, field, value) in [
+            ("bob", bobsKey, "recovery_code", bobsCode), ("alice", newKey, "recovery_code", alicesCode),
+            ("alice", newKey, "enrollment_code", recoveryCode), ("bob", bobsKey, "enrollment_code", recoveryCode),
+            ("alice", newKey, "enrollment_code", code), ("alice", newKey, "recovery_code", requestID),
+            ("alice", newKey, "enrollment_code", session),
+        ] {
+            let response = try register(user, key, field, value)
+            #expect(response.status == 403 && response.errorCode == "access_denied", "\(field) \(response.text)")
+        }
+        // Grants: a code is no auth_req_id, and nothing else is a code.
+        for value in [requestID, session, recoveryCode, alicesCode] {
+            let redeemed = try OpenIDTestAPI.redeem(api, relyingParty, code: value, verifier: pkce.verifier)
+            #expect(redeemed.status == 400 && redeemed.errorCode == "invalid_grant", "\(redeemed.text)")
+        }
+        for value in [code, session, recoveryCode, alicesCode] {
+            let polled = try api.poll(desk, id: value)
+            #expect(polled.status == 400 && polled.errorCode == "invalid_grant", "\(polled.text)")
+            let answered = try api.checkCode(value, code: "AB12", token: deployment.laptopToken)
+            #expect(answered.status == 404 && answered.errorCode == "not_found", "\(answered.text)")
+        }
+        // None of them is an access token, nor a session cookie.
+        for value in [code, session, requestID, recoveryCode] {
+            #expect(try deployment.devices("Bearer " + value).status == 401)
+            #expect(try OpenIDTestAPI.userInfo(api, token: value).status == 401)
+        }
+        for value in [code, requestID] {
+            var stranger = OpenIDBrowser(api: api)
+            stranger.cookies["keyauth-session"] = value
+            #expect(try !stranger.get("/account").text.contains("Sign out"))
+        }
+        #expect(try browser.get("/account").text.contains("Sign out"))
+        // Each still works as what it is.
+        #expect(try register("bob", bobsKey, "enrollment_code", bobsCode).status == 201)
+        #expect(try register("alice", newKey, "recovery_code", recoveryCode).status == 201)
+        #expect(try OpenIDTestAPI.redeem(api, relyingParty, code: code, verifier: pkce.verifier).status == 200)
+        #expect(try api.poll(desk, id: requestID).errorCode == "authorization_pending")
+    }
+
     @Test("approvals take a fresh assertion of the token's own device, never another token or device's")
     func approvalsTakeOnlyTheirAssertion() throws {
         let deployment = try Deployment()
