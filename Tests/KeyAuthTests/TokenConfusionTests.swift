@@ -477,5 +477,13 @@ struct TokenConfusionTests {
         #expect(
             await refusal(try jws(#"{"alg":"RS256","typ":"JWT","kid":"\#(kid)"}"#, assertionClaims, key: device)) == nil
         )
+        // A kid that is present is the key id, whatever its type: only an absent kid lets sub
+        // name the key (PROTOCOL.md section 2, rule 3), so a kid of null, a number, a list or an
+        // object is no key id, not a missing one.
+        for member in [#""kid":null"#, #""kid":5"#, #""kid":["\#(kid)"]"#, #""kid":{"kid":"\#(kid)"}"#, #""kid":"""#] {
+            let token = try jws(#"{"alg":"RS256","typ":"JWT",\#(member)}"#, assertionClaims, key: device)
+            #expect(await refusal(token) == .claimInvalid, "\(member)")
+        }
+        #expect(await refusal(try jws(#"{"alg":"RS256","typ":"JWT"}"#, assertionClaims, key: device)) == nil)
     }
 }

@@ -233,6 +233,50 @@ struct TokenConfusionTests {
         #expect(try second.devices("Bearer " + second.laptopToken).status == 200)
     }
 
+    @Test("a device assertion whose kid is not a string is refused, not looked up by sub; extreme claims are no 5xx")
+    func assertionHeaderAndClaimTricks() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let api = deployment.api
+        let laptop = deployment.laptop
+        let kid = laptop.publicKey.fingerprint
+        let claims = try api.defaultClaims(laptop)
+        func login(_ header: JSONValue, _ changes: [String: JSONValue] = [:]) throws -> HTTPResponse {
+            try api.login(
+                assertion: try api.signed(
+                    header: header, payload: .object(claims.merging(changes) { $1 }), key: laptop))
+        }
+        // PROTOCOL.md section 2, rule 3: by kid, or by sub only when kid is absent.
+        for value: JSONValue in [.null, 5, .array([.string(kid)]), .object(["kid": .string(kid)]), ""] {
+            let response = try login(
+                .object(["alg": "RS256", "typ": "JWT", "kid": value]), ["jti": .string(UUID().uuidString)])
+            #expect(
+                response.status == 400 && response.errorCode == "invalid_grant",
+                "kid \(value.serialized()): \(response.text)")
+        }
+        // Times and ids at their extremes, each signed by the device key: refused, never a 5xx.
+        let now = claims["iat"]?.integerValue ?? 0
+        let extremes: [[String: JSONValue]] = [
+            ["exp": .integer(Int64.max)], ["exp": .integer(Int64.min)], ["iat": .integer(Int64.min)],
+            ["iat": .integer(Int64.max)], ["exp": .integer(Int64.max), "iat": .integer(Int64.min)],
+            ["exp": .number(1e300)], ["exp": .string("\(now + 30)")], ["iat": .number(Double(now))],
+            ["nbf": .integer(Int64.max)], ["nbf": .string("0")], ["aud": .array([.array([.string(api.issuer)])])],
+            ["aud": .array([])], ["sub": .integer(1)], ["jti": .string(String(repeating: "j", count: 257))],
+            ["jti": .integer(1)], ["jti": "a\u{7f}b"], ["amr": .array(["swk", "swk"])],
+            ["host_login": .string("laptop")], ["cnf": .object(["jkt": "x"]), "amr": .array(["hwk", "swk"])],
+        ]
+        for changes in extremes {
+            let response = try login(
+                .object(["alg": "RS256", "typ": "JWT", "kid": .string(kid)]),
+                changes.merging(["jti": .string(UUID().uuidString)]) { given, _ in given })
+            #expect(response.status == 400 && response.errorCode == "invalid_grant", "\(changes): \(response.text)")
+        }
+        // The typ of an assertion is not checked (RFC 7523 names none): the device key signed it.
+        let typed = try login(
+            .object(["alg": "RS256", "typ": "at+jwt", "kid": .string(kid)]), ["jti": .string(UUID().uuidString)])
+        #expect(typed.status == 200, "\(typed.text)")
+    }
+
     @Test("one-time codes and ids of one kind are refused as another, and stay usable as what they are")
     func codesOfOneKindAsAnother() throws {
         let deployment = try Deployment()

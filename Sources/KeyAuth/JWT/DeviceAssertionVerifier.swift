@@ -45,15 +45,21 @@ public struct DeviceAssertionVerifier: Sendable {
     /// its cost depends on nothing registered.
     ///
     /// - Returns: the assertion, with the key id to look up: its `kid`, or its `sub` when it has
-    ///   no `kid`.
+    ///   no `kid` member at all. A `kid` that is not a string is refused rather than read as
+    ///   absent: a header naming its key as `null`, a number or a list means different keys to
+    ///   different parsers, and rule 3 lets only an absent `kid` defer to `sub`.
     /// - Throws: `.tokenMalformed` for structure and encoding; `.claimInvalid` for a refused
-    ///   algorithm or header member, or an assertion that names no key; `.signatureInvalid`
+    ///   algorithm or header member, a `kid` that is not a string, or an assertion that names no
+    ///   key; `.signatureInvalid`
     ///   with ``uniformFailure`` for a signature of a length no allowed key makes, or a key id
     ///   that is not a fingerprint (43 characters of base64url), under which no key is registered.
     public func parse(_ token: String) throws(KeyAuthError) -> ParsedDeviceAssertion {
         let parsed = try verifier.parse(token)
         guard Self.signatureLengths.contains(parsed.jws.signature.count) else {
             throw KeyAuthError(.signatureInvalid, Self.uniformFailure)
+        }
+        if parsed.jws.headerValue("kid") != nil, parsed.jws.keyID == nil {
+            throw KeyAuthError(.claimInvalid, "the token's kid must be a string")
         }
         guard let keyID = parsed.jws.keyID ?? parsed.claims["sub"]?.stringValue, !keyID.isEmpty else {
             throw KeyAuthError(.claimInvalid, "the token names no key (kid or sub)")
