@@ -194,6 +194,9 @@ struct TokenConfusionTests {
         let hinted = try api.backchannelAuthorize(
             desk, user: "alice", extra: [("id_token_hint", tokens["an ID token"])])
         #expect(hinted.status == 400 && hinted.errorCode == "invalid_request", "\(hinted.text)")
+        let hintToken = try api.backchannelAuthorize(
+            desk, user: "alice", extra: [("login_hint_token", deployment.laptopToken)])
+        #expect(hintToken.status == 400 && hintToken.errorCode == "invalid_request", "\(hintToken.text)")
         // The unused assertion still logs in: every refusal above left it alone.
         #expect(try api.login(assertion: tokens["an unused device assertion"]).status == 200)
     }
@@ -354,6 +357,22 @@ struct TokenConfusionTests {
         #expect(try register("alice", newKey, "recovery_code", recoveryCode).status == 201)
         #expect(try OpenIDTestAPI.redeem(api, relyingParty, code: code, verifier: pkce.verifier).status == 200)
         #expect(try api.poll(desk, id: requestID).errorCode == "authorization_pending")
+    }
+
+    @Test("a DPoP nonce is no attestation nonce and the other way round, under the same signing key")
+    func noncesOfOnePurpose() throws {
+        let keys = try ServerSigningKeys(fixed: .p256(try P256PrivateKey.generate()))
+        let now = ServerClock.now()
+        let dpop = ServerNonces(keys: keys)
+        let attestation = ServerNonces(keys: keys, purpose: .attestation)
+        let dpopNonce = try dpop.issue(now: now)
+        let attestationNonce = try attestation.issue(now: now)
+        #expect(dpop.isValid(dpopNonce, now: now) && attestation.isValid(attestationNonce, now: now))
+        #expect(!attestation.isValid(dpopNonce, now: now))
+        #expect(!dpop.isValid(attestationNonce, now: now))
+        // Nor is another server's, whatever its purpose.
+        let other = ServerNonces(keys: try ServerSigningKeys(fixed: .p256(try P256PrivateKey.generate())))
+        #expect(!dpop.isValid(try other.issue(now: now), now: now))
     }
 
     @Test("approvals take a fresh assertion of the token's own device, never another token or device's")
