@@ -359,6 +359,76 @@ struct TokenConfusionTests {
         #expect(try api.poll(desk, id: requestID).errorCode == "authorization_pending")
     }
 
+    @Test(
+        "two Authorization headers, or a token in the header and the form, are invalid_request; odd presentations are refused"
+    )
+    func oddPresentations() throws {
+        let deployment = try Deployment()
+        defer { deployment.stop() }
+        let api = deployment.api
+        let bound = try deployment.boundToken()
+        let token = deployment.laptopToken
+        let proof = try deployment.proof(deployment.laptop, "GET", "/v1/devices", token: bound)
+        // Authorization is a singleton field (RFC 9110 section 11.6.2), and RFC 6750 section 3.1
+        // makes a request presenting more than one token invalid_request: a proxy in front that
+        // checked one of two headers must not see the server act on the other.
+        func twice(_ first: String, _ second: String) -> HTTPHeaders {
+            var headers = HTTPHeaders()
+            headers.add("Authorization", first)
+            headers.add("Authorization", second)
+            return headers
+        }
+        for (name, headers) in [
+            ("two Bearer headers", twice("Bearer \(token)", "Bearer \(token)")),
+            ("Bearer, then DPoP", twice("Bearer \(token)", "DPoP \(bound)")),
+            ("DPoP, then Bearer", twice("DPoP \(bound)", "Bearer \(token)")),
+            ("Basic, then Bearer", twice("Basic YTpi", "Bearer \(token)")),
+        ] {
+            var withProof = headers
+            withProof.add("DPoP", proof)
+            let response = try api.send("GET", "/v1/devices", headers: withProof)
+            #expect(response.status == 400 && response.errorCode == "invalid_request", "\(name): \(response.text)")
+            let userInfo = try api.send("GET", "/userinfo", headers: headers)
+            #expect(userInfo.status == 400 && userInfo.errorCode == "invalid_request", "\(name): \(userInfo.text)")
+        }
+        // Client authentication too: two clients' credentials at once name no one client.
+        let desk = try api.addClient()
+        let kiosk = try api.addClient("Kiosk")
+        var twoClients = twice(desk.basic, kiosk.basic)
+        twoClients.set("Content-Type", "application/x-www-form-urlencoded")
+        let started = try api.send(
+            "POST", "/bc-authorize", headers: twoClients, body: Array("login_hint=alice&binding_message=AB12".utf8))
+        #expect(started.status == 400 && started.errorCode == "invalid_request", "\(started.text)")
+        // A token both in the header and in the form (RFC 6750 section 2.2 allows one method).
+        let both = try api.send(
+            "POST", "/userinfo",
+            headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/x-www-form-urlencoded"],
+            body: Array("access_token=\(TestAPI.formEncode(token))".utf8))
+        #expect(both.status == 400 && both.errorCode == "invalid_request", "\(both.text)")
+
+        let huge = String(repeating: "A", count: 9000)
+        let refused: [(String, HTTPHeaders)] = [
+            ("an empty DPoP header", ["Authorization": "DPoP \(bound)", "DPoP": ""]),
+            ("a huge DPoP header", ["Authorization": "DPoP \(bound)", "DPoP": huge]),
+            ("a huge token", ["Authorization": "Bearer \(huge)"]),
+            ("Basic", ["Authorization": "Basic \(token)"]),
+            ("no scheme", ["Authorization": token]),
+            ("scheme only", ["Authorization": "Bearer"]),
+            ("a comma list", ["Authorization": "Bearer \(token), DPoP \(bound)"]),
+            ("two tokens", ["Authorization": "Bearer \(token) \(token)"]),
+        ]
+        for (name, headers) in refused {
+            let response = try api.send("GET", "/v1/devices", headers: headers)
+            #expect((400...401).contains(response.status), "\(name): \(response.status) \(response.text)")
+            #expect(
+                ["invalid_token", "invalid_request", "invalid_dpop_proof"].contains(response.errorCode ?? ""),
+                "\(name): \(response.text)")
+        }
+        // One header each: the bound token with its proof, the client with its credentials.
+        #expect(try deployment.devices("DPoP " + bound, proof: proof).status == 200)
+        #expect(try api.backchannelAuthorize(desk, user: "alice", extra: [("binding_message", "AB12")]).status == 200)
+    }
+
     @Test("a DPoP nonce is no attestation nonce and the other way round, under the same signing key")
     func noncesOfOnePurpose() throws {
         let keys = try ServerSigningKeys(fixed: .p256(try P256PrivateKey.generate()))

@@ -12,13 +12,17 @@ struct UserInfoEndpoint: Sendable {
 
     /// Answers the request; `caller` learns the user and client of a valid token.
     func respond(to request: HTTPRequest, caller: inout KeyAuthResponder.Caller) throws -> HTTPResponse {
-        var presented = request.headers["Authorization"].flatMap { header in
+        var presented = try request.authorization().flatMap { header in
             try? AccessTokenRules.credentials(fromAuthorization: header)
         }
-        if presented == nil, request.method == "POST", let form = try? request.formBody(),
-            let token = form["access_token"]
-        {
-            // RFC 6750 section 2.2: the token in the form body.
+        if request.method == "POST", let form = try? request.formBody(), let token = form["access_token"] {
+            // RFC 6750 section 2.2: the token in the form body, as the request's one way of
+            // presenting a token (section 3.1): with another in the header, which one the
+            // request means is a guess, and a proxy in front may have checked the other.
+            guard presented == nil else {
+                throw ServiceError(
+                    .invalidRequest, "the request presents an access token both in Authorization and in the form")
+            }
             presented = (scheme: .bearer, token: token)
         }
         guard let presented, !presented.token.isEmpty else {

@@ -11,9 +11,10 @@ extension HTTPRequest {
     ///
     /// - Throws: ``ServiceError`` `.invalidRequest` when both ways are used at once (a
     ///   `client_secret` in the body, or a `client_id` there naming another client: RFC 6749
-    ///   allows one method per request); `.invalidClient` for a Basic header that does not decode.
+    ///   allows one method per request), or for two `Authorization` headers (two clients' at
+    ///   once name no one client); `.invalidClient` for a Basic header that does not decode.
     func clientCredentials(form: [String: String]) throws(ServiceError) -> ClientCredentials? {
-        guard let header = headers["Authorization"] else {
+        guard let header = try authorization() else {
             guard let id = form["client_id"], let secret = form["client_secret"], !id.isEmpty, !secret.isEmpty else {
                 return nil
             }

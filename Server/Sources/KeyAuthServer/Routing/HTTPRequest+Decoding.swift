@@ -28,6 +28,22 @@ extension HTTPRequest {
         }
     }
 
+    /// The `Authorization` header, or nil without one.
+    ///
+    /// A request carries one: `Authorization` is a singleton field (RFC 9110 section 11.6.2), and
+    /// RFC 6750 section 3.1 makes presenting more than one credential `invalid_request`. Reading
+    /// the first of two would let a proxy in front check one header (many keep the last) while
+    /// the server acts on the other, with the rights of a token or client the proxy never saw.
+    ///
+    /// - Throws: `.invalidRequest` when there is more than one.
+    func authorization() throws(ServiceError) -> String? {
+        let values = headers.values(for: "Authorization")
+        guard values.count <= 1 else {
+            throw ServiceError(.invalidRequest, "a request carries at most one Authorization header")
+        }
+        return values.first
+    }
+
     /// The `DPoP` header (RFC 9449), or nil without one.
     ///
     /// - Throws: `.invalidDPoPProof` when there is more than one (section 4.3, check 1).

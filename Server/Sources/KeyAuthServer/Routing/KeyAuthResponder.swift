@@ -307,7 +307,7 @@ package final class KeyAuthResponder: HTTPResponder {
     /// The device acting through a resource request's access token (and DPoP proof).
     func authenticate(_ request: HTTPRequest) throws -> DeviceRecord {
         try service.authenticate(
-            authorization: request.headers["Authorization"], proof: try request.dpopProof(atResource: true),
+            authorization: try request.authorization(), proof: try request.dpopProof(atResource: true),
             method: request.method, path: request.path)
     }
 
