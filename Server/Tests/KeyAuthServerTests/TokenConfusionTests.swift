@@ -156,6 +156,9 @@ struct TokenConfusionTests {
                 "POST", "/userinfo", headers: ["Content-Type": "application/x-www-form-urlencoded"],
                 body: Array("access_token=\(TestAPI.formEncode(token))".utf8))
             #expect(posted.status == (isClientToken ? 200 : 401), "\(name) posted to /userinfo: \(posted.text)")
+            // A token in the query (RFC 6750 section 2.3, which leaks it to logs) is no token.
+            let queried = try api.send("GET", "/userinfo", query: ["access_token": token])
+            #expect(queried.status == 401 && queried.errorCode == nil, "\(name) in the query: \(queried.text)")
 
             // RP-Initiated Logout: only an ID token as id_token_hint, never a redirect otherwise.
             var browser = OpenIDBrowser(api: api)
