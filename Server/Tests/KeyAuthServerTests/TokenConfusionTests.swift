@@ -193,6 +193,15 @@ struct TokenConfusionTests {
             #expect(
                 proofed.status == 400 && proofed.errorCode == "invalid_dpop_proof", "\(name) as DPoP: \(proofed.text)")
         }
+        // Registration's proof of possession is an assertion of the new key: no other token, nor
+        // a DPoP proof that key signed (its jwk header names the key, which rule 2 refuses).
+        let carol = try ServerTestKeys.key("carol-1")
+        let carolsProof = try DPoPProofBuilder(key: carol).proof(method: "POST", url: api.issuer + "/v1/devices")
+        for (name, token) in tokens.byKind + [("the new key's DPoP proof", carolsProof)] {
+            let registered = try api.register(user: "carol", key: carol, proof: token)
+            #expect(registered.status == 400 && registered.errorCode == "invalid_grant", "\(name): \(registered.text)")
+        }
+        #expect(try api.register(user: "carol", key: carol).status == 201)
         // CIBA takes no id_token_hint, not even an ID token of this server.
         let hinted = try api.backchannelAuthorize(
             desk, user: "alice", extra: [("id_token_hint", tokens["an ID token"])])
