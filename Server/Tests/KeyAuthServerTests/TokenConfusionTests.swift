@@ -11,7 +11,7 @@ import Testing
 /// assertions, DPoP proofs), each presented wherever a token of another kind is taken, and the
 /// server's own tokens with their headers, claims and proofs changed. Each must be refused with
 /// the endpoint's own OAuth error, never a 5xx.
-@Suite("Token confusion: a running keyauth-server", .timeLimit(.minutes(2)))
+@Suite("Token confusion: a running keyauth-server", .timeLimit(.minutes(10)))
 struct TokenConfusionTests {
     /// A `keyauth-server serve` process with alice's two active devices and a pending third, a
     /// relying party and a CIBA client, and one token of every kind.
