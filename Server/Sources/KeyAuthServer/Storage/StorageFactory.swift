@@ -23,6 +23,11 @@ package enum StorageFactory {
         if isPostgresURL(location) {
             return try PostgresStorage(url: location, migrating: migrating)
         }
+        if !migrating {
+            // Before the permissions: the settings file given as --db is usually mode 644, and
+            // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
+            try SQLiteStorage.refuseIfNotSQLite(location)
+        }
         try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
         let storage = try SQLiteStorage(path: location, migrating: migrating)
         do {

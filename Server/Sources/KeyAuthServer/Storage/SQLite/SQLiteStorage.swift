@@ -1,3 +1,5 @@
+import Glibc
+
 /// ``SQLStorage`` on a SQLite file, under the name by which callers choose it:
 /// `SQLiteStorage(path:)`.
 package typealias SQLiteStorage = SQLStorage
@@ -37,6 +39,29 @@ extension SQLStorage {
                 path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
             location: path, now: now, migrating: migrating)
     }
+
+    /// Refuses a file that is there, not empty, and does not start with SQLite's header, as not a
+    /// keyauth database, without opening it as a database.
+    ///
+    /// An empty file is left to the schema check (a `serve` that is creating the database), and a
+    /// file that cannot be read to SQLite and the permission check. It runs before SQLite opens
+    /// the file in this process: closing a plain descriptor drops the process's POSIX locks,
+    /// which must not happen once SQLite holds some.
+    ///
+    /// - Throws: ``StorageError`` `.notKeyAuthDatabase`.
+    package static func refuseIfNotSQLite(_ path: String) throws(StorageError) {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard descriptor >= 0 else { return }
+        defer { Glibc.close(descriptor) }
+        var header = [UInt8](repeating: 0, count: sqliteHeader.count)
+        let count = header.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0, Array(header[0..<count]) != sqliteHeader else { return }
+        throw StorageError(
+            .notKeyAuthDatabase, "\(path) is not a keyauth database (it is not a SQLite database file)")
+    }
+
+    /// The 16 bytes every SQLite 3 database file starts with: "SQLite format 3" and a zero.
+    private static let sqliteHeader = Array("SQLite format 3\0".utf8)
 
     /// Whether SQLite said `SQLITE_NOTADB` (26): the file's header is not SQLite's.
     private static func isNotADatabase(_ error: StorageError) -> Bool {
