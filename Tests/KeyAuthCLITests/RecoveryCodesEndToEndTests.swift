@@ -70,9 +70,13 @@ struct RecoveryCodesEndToEndTests {
                 "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none",
                 "--recovery-code", codes[0],
             ])
-        #expect(reused.status != 0)
+        #expect(reused.status == 77)
         #expect(
-            reused.standardError.contains("the recovery code is not valid for this user"), "\(reused.standardError)")
+            reused.standardError.contains(
+                "keyauth: the server refused the registration (access_denied): the recovery code is not valid for "
+                    + "this user (each code works once, and a new set replaces the old one); try another of your recovery "
+                    + "codes, or ask an administrator for an enrollment code (`keyauth-server enroll alice`) and pass it "
+                    + "with --enrollment-code\n"), "\(reused.standardError)")
         #expect(tablet.accounts.accountNames().isEmpty)
 
         let audit = try KeyAuthServerProcess.runCommand(["audit", "--db", directory.path + "/server.db"])

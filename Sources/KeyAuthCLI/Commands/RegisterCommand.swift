@@ -130,8 +130,10 @@ struct RegisterCommand {
                     error.message + "; nothing is kept here: run the same `keyauth register` to start again",
                     underlying: error.underlying)
             }
-            if error.oauthError?.error == .accessDenied, account.keyID == nil, recoveryCode == nil {
-                throw Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
+            if error.oauthError?.error == .accessDenied, account.keyID == nil {
+                throw recoveryCode == nil
+                    ? Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
+                    : Self.explainedRecoveryRefusal(error, user: options.user)
             }
             // Before a key was made: a new PIN that breaks the rules, or a device name that is
             // not one, is bad input, as at `keyauth pin change`.
@@ -301,6 +303,17 @@ struct RegisterCommand {
             : "; ask an administrator for an enrollment code (`keyauth-server enroll \(user)`) and pass it "
                 + "with --enrollment-code"
         return KeyAuthError(error.code, error.message + hint, underlying: error.underlying)
+    }
+
+    /// A recovery code the server refused: the person holds nine more, or can ask an
+    /// administrator, and the server's reason alone named neither.
+    static func explainedRecoveryRefusal(_ error: KeyAuthError, user: String) -> KeyAuthError {
+        KeyAuthError(
+            error.code,
+            error.message + " (each code works once, and a new set replaces the old one); try another of your "
+                + "recovery codes, or ask an administrator for an enrollment code (`keyauth-server enroll \(user)`) "
+                + "and pass it with --enrollment-code",
+            underlying: error.underlying)
     }
 
     /// One line of standard input as the enrollment or recovery code (`--enrollment-code -`,
