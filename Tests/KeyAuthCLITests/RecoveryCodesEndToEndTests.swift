@@ -108,6 +108,10 @@ struct RecoveryCodesEndToEndTests {
             let id = try #require(row.split(separator: " ").first.map(String.init))
             let denied = try laptop.run(["deny", id, "--pin-stdin"], standardInput: laptopPIN + "\n")
             #expect(denied.status == 0, "\(denied.standardError)")
+            #expect(
+                denied.standardOutput
+                    == "Denied recovery notice \(id): the device the recovery code enrolled is revoked and can no "
+                    + "longer log in.\n", "\(denied.standardOutput)")
             #expect(try thief.run(["login"]).status != 0)
         }
     }

@@ -11,10 +11,16 @@ struct AnswerCommand {
             waitForApproval: false)
         let approval = SignInApproval(session: session, pinFromStandardInput: options.pinFromStandardInput)
         if options.decision == .deny, let id = options.requestID {
-            // A whole ID goes to the server as it is (it knows requests no list shows); a
-            // prefix is looked up among the open ones first.
-            let whole = InputRules.isValidSignInRequestID(id)
-            try await approval.deny(id: whole ? id : try matching(id, in: try await openRequests(session), session).id)
+            // Looked up among the open ones first, so that the answer can say what a denial did
+            // (a recovery notice's revokes a device); a whole ID that no list shows still goes to
+            // the server as it is, which knows requests the list leaves out.
+            let list = try await openRequests(session)
+            if InputRules.isValidSignInRequestID(id), !list.requests.contains(where: { $0.id == id }) {
+                try await approval.deny(id: id, kind: nil)
+            } else {
+                let request = try matching(id, in: list, session)
+                try await approval.deny(id: request.id, kind: request.kind)
+            }
             return
         }
         let request = try await chooseRequest(session, approval: approval)

@@ -80,7 +80,7 @@ struct SignInApproval {
             }
             // Refusals first: no code can be one (the server refuses such binding messages).
             if InputRules.refusingAnswers.contains(answer) {
-                try await deny(id: request.id)
+                try await deny(id: request.id, kind: request.kind)
                 return .deny
             }
             // A notice has no code: nothing to approve.
@@ -159,8 +159,11 @@ struct SignInApproval {
                 : "Approved the sign-in to \(Formatting.printable(request.clientName)).")
     }
 
-    /// Denies the request `id`.
-    func deny(id: String) async throws(KeyAuthError) {
+    /// Denies the request `id`, and says what that did: a recovery notice's denial revokes the
+    /// device the recovery code enrolled, which the person should not have to infer.
+    ///
+    /// - Parameter kind: the request's kind when it is known (nil for an ID no list showed).
+    func deny(id: String, kind: SignInRequest.Kind?) async throws(KeyAuthError) {
         let client = session.client
         do {
             _ = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
@@ -170,7 +173,11 @@ struct SignInApproval {
         } catch {
             throw Self.closedRequest(error)
         }
-        io.printOutput("Denied sign-in request \(id).")
+        io.printOutput(
+            kind == .recovery
+                ? "Denied recovery notice \(id): the device the recovery code enrolled is revoked and can no longer "
+                    + "log in."
+                : "Denied sign-in request \(id).")
     }
 
     /// A server's refusal of an answer because the request is closed, as exit status 1 with a
