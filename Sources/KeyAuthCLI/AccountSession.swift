@@ -136,13 +136,16 @@ struct AccountSession: Sendable {
         return token
     }
 
-    /// Remembers in the account that the server refused its key now, for `status` and `reset`.
+    /// Remembers in the account that the server refused its key now, for `status` and `reset`,
+    /// and forgets the stored token: the server refuses the tokens of a device it refuses, so
+    /// `keyauth token` would otherwise go on printing one that no request can use.
     ///
     /// Best effort: the refusal itself is what the person must see, not a failure to record it.
     private func recordRefusal() {
         var updated = account
         updated.refusedAt = Date()
         try? accounts.save(updated)
+        try? provider.credentials.deleteToken(account: account.name)
     }
 
     /// A valid token: the stored one, or a new login.

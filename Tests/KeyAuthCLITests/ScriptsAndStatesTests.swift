@@ -130,6 +130,29 @@ struct ScriptsAndStatesTests {
         }
     }
 
+    @Test("a login the server refuses drops the stored token, which the server would refuse too")
+    func refusedDeviceDropsToken() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            #expect(try machine.register(server, user: "alice").status == 0)
+            let keyID = try #require(try machine.accounts.load(try machine.accounts.resolve(nil)).keyID)
+            // Revoked elsewhere (an administrator), so the device still holds a valid token.
+            let database = URL(fileURLWithPath: server.logPath).deletingLastPathComponent().path + "/server.db"
+            let revoked = try KeyAuthServerProcess.runCommand(
+                ["revoke", keyID, "--db", database, "--config", "/dev/null"])
+            #expect(revoked.status == 0, "\(revoked.error)")
+            #expect(try machine.run(["token"]).status == 0)
+
+            #expect(try machine.run(["login"]).status == 77)
+            let token = try machine.run(["token"])
+            #expect(token.status == 77, "\(token.standardOutput)")
+            #expect(token.standardOutput.isEmpty)
+            #expect(token.standardError.contains("run `keyauth reset"), "\(token.standardError)")
+            #expect(try machine.run(["status"]).standardOutput.contains("token:       none"))
+        }
+    }
+
     @Test("reset on a terminal asks first: no keeps the account, --yes does not ask")
     func resetConfirmation() throws {
         let machine = try Machine.withStoredAccount(server: "http://127.0.0.1:9")
