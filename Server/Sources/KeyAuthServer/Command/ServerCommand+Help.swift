@@ -142,8 +142,8 @@ extension ServerCommand {
                                     how long a host login's offline grant lets the device log in
                                     to that host without the server, 1h to 30d, default 7d
                                     [KEYAUTH_SERVER_OFFLINE_GRANT_LIFETIME]
-          --threads N               HTTP worker threads, default one per core with SQLite, 32 with
-                                    PostgreSQL [KEYAUTH_SERVER_THREADS]
+          --threads N               HTTP worker threads, default one per core (at least 2) with
+                                    SQLite, 32 with PostgreSQL [KEYAUTH_SERVER_THREADS]
           --cleanup-interval DURATION
                                     time between purges of expired entries, which also reload
                                     the signing keys and retire old ones, default 1m
