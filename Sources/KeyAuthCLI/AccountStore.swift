@@ -123,14 +123,23 @@ package struct AccountStore: Sendable {
         do {
             account = try KeyAuthAccount(jsonValue: try JSONValue(parsing: bytes))
         } catch let error as KeyAuthError {
-            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: \(error.message)")
+            throw Self.corrupt(file, error.message, account: name)
         } catch {
-            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: it is not valid JSON")
+            throw Self.corrupt(file, "it is not valid JSON", account: name)
         }
         guard account.name == name else {
-            throw KeyAuthError(.accountCorrupt, "\(file) is corrupt: it names another account")
+            throw Self.corrupt(file, "it names another account", account: name)
         }
         return account
+    }
+
+    /// A damaged account file, with the ways out: nothing here can rebuild it, and `reset
+    /// --local-only` is the one command that removes an account without reading it.
+    private static func corrupt(_ file: String, _ reason: String, account: String) -> KeyAuthError {
+        KeyAuthError(
+            .accountCorrupt,
+            "\(file) is corrupt: \(reason); restore it from a backup, or delete the account here with "
+                + "`keyauth reset --local-only --account \(account)` and register again")
     }
 
     /// Writes the account file atomically, creating the directories.

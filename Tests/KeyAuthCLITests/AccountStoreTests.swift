@@ -25,6 +25,10 @@ struct AccountStoreTests {
         chmod(file, 0o600)
         let error = #expect(throws: KeyAuthError.self) { try accounts.load("alice@example.com") }
         #expect(error?.code == .accountCorrupt)
+        #expect(
+            error?.message
+                == "\(file) is corrupt: it is not valid JSON; restore it from a backup, or delete the account here "
+                + "with `keyauth reset --local-only --account alice@example.com` and register again")
     }
 
     @Test("the default account name is user@host:port, sanitized")
