@@ -124,7 +124,7 @@ struct AccountSession: Sendable {
             _ = try await client.shouldBindTokens(Self.dpopPolicy)
             token = try await progress.run(authenticator) { () throws(KeyAuthError) in try await provider.login() }
         } catch {
-            if error.oauthError?.error == .invalidGrant { recordRefusal() }
+            if error.oauthError?.refusesDeviceKey == true { recordRefusal() }
             throw explained(error)
         }
         if account.status != .active || account.refusedAt != nil {
@@ -219,7 +219,7 @@ struct AccountSession: Sendable {
                 error.message + "; to start again, run `keyauth reset --account \(name) --local-only`, then "
                     + "`keyauth register --server \(account.serverURL) --user \(account.user)`",
                 underlying: error.underlying)
-        case .invalidGrant?:
+        case .invalidGrant? where error.oauthError?.refusesDeviceKey == true:
             return KeyAuthError(
                 error.code,
                 error.message + ": this device was revoked, or is unknown to this server; run "

@@ -162,12 +162,21 @@ struct OfflineGrantTests {
 
     @Test("only a server's word that the device may not log in empties the grant, not a failure of the moment")
     func refusalsThatEmptyTheGrant() {
-        func rejected(_ code: OAuthError.Code, status: Int = 400) -> KeyAuthError {
+        func rejected(_ code: OAuthError.Code, status: Int = 400, description: String? = nil) -> KeyAuthError {
             KeyAuthError(
                 .serverRejected, "refused",
-                underlying: OAuthError(error: code, errorDescription: nil, statusCode: status))
+                underlying: OAuthError(error: code, errorDescription: description, statusCode: status))
         }
         #expect(PAMHelper.refusesDevice(rejected(.invalidGrant)))
+        #expect(PAMHelper.refusesDevice(rejected(.invalidGrant, description: "the assertion is not valid")))
+        // One assertion refused for a rule of the moment (the seconds after a crash restart):
+        // the device is still good, and so is its grant.
+        #expect(
+            !PAMHelper.refusesDevice(
+                rejected(
+                    .invalidGrant,
+                    description: "the assertion is not valid: the assertion was issued before the server restarted "
+                        + "after a crash; sign a new one in 10 s")))
         #expect(PAMHelper.refusesDevice(rejected(.accessDenied)))
         #expect(PAMHelper.refusesDevice(KeyAuthError(.approvalPending, "pending")))
         #expect(!PAMHelper.refusesDevice(rejected(OAuthError.Code(rawValue: "slow_down"), status: 429)))

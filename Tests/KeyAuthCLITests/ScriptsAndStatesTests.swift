@@ -153,6 +153,39 @@ struct ScriptsAndStatesTests {
         }
     }
 
+    @Test("a login refused in the seconds after the server's crash restart is not taken for a revoked device")
+    func crashRestartIsNoRefusal() throws {
+        let directory = TemporaryDirectory("keyauth-crash-restart")
+        defer { directory.remove() }
+        let database = directory.path + "/server.db"
+        let crashed = try KeyAuthServerProcess.started(name: "crashed", database: database, in: directory.path)
+        defer { crashed.terminate() }
+        let machine = Machine()
+        defer { machine.home.remove() }
+        #expect(try machine.register(crashed, user: "alice").status == 0)
+        let port = crashed.port
+        #expect(crashed.kill())
+        // The same address, so that the account's URL and issuer still name it.
+        let restarted = try KeyAuthServerProcess(
+            name: "restarted",
+            arguments: [
+                "serve", "--listen", "127.0.0.1:\(port)", "--db", database, "--enrollment", "open",
+                "--metrics-listen", "off", "--quiet", "--config", "/dev/null",
+            ], logPath: directory.path + "/restarted.log")
+        defer { restarted.terminate() }
+        try restarted.waitUntilListening()
+
+        let login = try machine.run(["login"])
+        #expect(login.status == 77)
+        expectOneErrorLine(login)
+        #expect(login.standardError.contains("restarted after a crash"), "\(login.standardError)")
+        #expect(!login.standardError.contains("keyauth reset"), "\(login.standardError)")
+        #expect(try machine.accounts.load(try machine.accounts.resolve(nil)).refusedAt == nil)
+        // The token the crashed server issued is still good, and still kept.
+        #expect(try machine.run(["token"]).status == 0)
+        #expect(!(try machine.run(["status"]).standardOutput.contains("refused")))
+    }
+
     @Test("reset on a terminal asks first: no keeps the account, --yes does not ask")
     func resetConfirmation() throws {
         let machine = try Machine.withStoredAccount(server: "http://127.0.0.1:9")

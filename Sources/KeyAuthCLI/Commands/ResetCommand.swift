@@ -71,8 +71,9 @@ struct ResetCommand {
             // Only keyauth-server's own word about the device (an OAuth error body) lets the key go:
             // a proxy's 403 page or a web server's 404 says nothing about it, and forgetting the
             // key then would leave the device active on the server with nobody able to revoke it.
-            let stated = error.oauthError.flatMap { $0.isFromBody ? $0.error : nil }
-            if stated == .invalidGrant {
+            let statement = error.oauthError.flatMap { $0.isFromBody ? $0 : nil }
+            let stated = statement?.error
+            if statement?.refusesDeviceKey == true {
                 try removeRefused(accounts, try accounts.load(name), refusedAt: Date())
                 return
             }

@@ -60,8 +60,8 @@ extension PAMHelper {
     /// 503, a rate limit), which leaves the grant alone.
     static func refusesDevice(_ error: KeyAuthError) -> Bool {
         if error.code == .approvalPending { return true }
-        guard error.code == .serverRejected, let oauth = error.oauthError?.error else { return false }
-        return [.invalidGrant, .accessDenied, .expiredToken].contains(oauth)
+        guard error.code == .serverRejected, let oauth = error.oauthError else { return false }
+        return oauth.refusesDeviceKey || [.accessDenied, .expiredToken].contains(oauth.error)
     }
 
     /// Logs in with the stored grant: it must verify (``OfflineGrant``), name the device key of
