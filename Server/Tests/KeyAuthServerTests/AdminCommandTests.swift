@@ -65,7 +65,10 @@ struct AdminCommandTests {
         let code = enroll.output.trimmingCharacters(in: .newlines)
         #expect(enroll.output == code + "\n")
         #expect(code.count == 24)
-        #expect(enroll.error.contains("enrollment code for bob"))
+        #expect(
+            enroll.error
+                == "keyauth-server: made a one-time enrollment code for bob, valid 15 minutes; it is the line on "
+                + "standard output, for `keyauth register --user bob --enrollment-code CODE`\n")
 
         // devices: filters, the name last even with spaces, JSON.
         let pending = try run(["devices", "--user", "alice", "--status", "pending"], location)

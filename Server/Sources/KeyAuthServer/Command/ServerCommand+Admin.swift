@@ -9,7 +9,11 @@ extension ServerCommand {
     static func enroll(user: String, database: String, output: Output) -> Int32 {
         withStorage(database, output: output) { storage in
             let code = try EnrollmentCodes(storage: storage).issue(for: user)
-            output.error("keyauth-server: one-time enrollment code for \(user), valid 15 minutes:\n")
+            // Worded for both places the code goes: the next line on a terminal, or a variable
+            // (`code=$(keyauth-server enroll alice)`), where a line ending in a colon points at nothing.
+            output.error(
+                "keyauth-server: made a one-time enrollment code for \(user), valid 15 minutes; it is the line on "
+                    + "standard output, for `keyauth register --user \(user) --enrollment-code CODE`\n")
             output.standard(code + "\n")
         }
     }
