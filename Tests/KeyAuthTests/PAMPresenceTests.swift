@@ -94,6 +94,8 @@ struct PresencePAMTests {
         #expect(!presence.isAvailable())
         let error = await #expect(throws: KeyAuthError.self) { try await presence.verifyPresence(reason: "why") }
         #expect(error?.code == .presenceUnavailable)
+        #expect(error?.message.hasPrefix("the PAM service \"no-such-service\" is not configured: there is no ") == true)
+        #expect(error?.message.hasSuffix("/no-such-service") == true, "\(error?.message ?? "")")
         #expect(reader.messages.isEmpty)
     }
 

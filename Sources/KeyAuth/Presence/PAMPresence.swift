@@ -77,8 +77,13 @@ public struct PAMPresence: PresenceCheck {
         }
         guard serviceFile() != nil else {
             let place = configurationDirectory ?? "/etc/pam.d"
+            // keyauth's own service is what a build from source lacks: say where its file is.
+            let source =
+                serviceName == "keyauth" && configurationDirectory == nil
+                ? " (keyauth's package installs it; in the sources it is packaging/etc/pam.d/keyauth)" : ""
             throw KeyAuthError(
-                .presenceUnavailable, "The PAM service \"\(serviceName)\" is not configured in \(place).")
+                .presenceUnavailable,
+                "the PAM service \"\(serviceName)\" is not configured: there is no \(place)/\(serviceName)\(source)")
         }
         if !reason.isEmpty {
             prompter.display(reason, isError: false)
