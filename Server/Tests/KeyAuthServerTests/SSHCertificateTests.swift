@@ -252,6 +252,10 @@ struct SSHCertificateTests {
         let missing = try ExternalCommand.run(
             [Binaries.server, "ssh-ca", "show", "--ssh-ca-key-file", directory.path + "/none.pem"])
         #expect(missing.status == 66)
+        #expect(
+            missing.errorOutput
+                == "keyauth-server: --ssh-ca-key-file: \(directory.path)/none.pem does not exist; `keyauth-server "
+                + "ssh-ca init --ssh-ca-key-file PATH` makes one, or give the path the server uses\n")
     }
 }
 

@@ -105,7 +105,11 @@ extension ServerCommand {
 
     /// The exit status for a CA key file that cannot be used, after saying why.
     private static func keyFileFailure(_ error: KeyAuthError, output: Output) -> Int32 {
-        output.error("keyauth-server: \(error.message)\n")
+        // A missing file is usually a first try before `ssh-ca init`, or a path mistyped.
+        let hint =
+            error.code == .keyNotFound
+            ? "; `keyauth-server ssh-ca init --ssh-ca-key-file PATH` makes one, or give the path the server uses" : ""
+        output.error("keyauth-server: \(error.message)\(hint)\n")
         switch error.code {
         case .keyNotFound: return 66
         case .keyCorrupt, .keyRejected, .keyUnprotected: return ExitStatus.dataError
