@@ -11,7 +11,7 @@ import Testing
 @Suite("Recovery codes")
 struct RecoveryCodeTests {
     /// A server with cheap recovery-code hashing and room for the failures a test makes.
-    private static func api(_ environment: TestEnvironment, failureLimit: Int = 1000) throws -> TestAPI {
+    static func api(_ environment: TestEnvironment, failureLimit: Int = 1000) throws -> TestAPI {
         try environment.directAPI {
             $0.recoveryCodeIterations = 1000
             $0.failureLimit = failureLimit
@@ -42,7 +42,7 @@ struct RecoveryCodeTests {
     }
 
     /// Registers `key` for `user` with `code` as its recovery code.
-    private static func recover(_ api: TestAPI, user: String = "alice", key: RSAPrivateKey, code: String) throws
+    static func recover(_ api: TestAPI, user: String = "alice", key: RSAPrivateKey, code: String) throws
         -> HTTPResponse
     {
         try api.registerBody(
@@ -54,7 +54,7 @@ struct RecoveryCodeTests {
     }
 
     /// Alice's laptop, active, and a set of codes it made; then the laptop is lost (revoked).
-    private static func aliceLostHerLaptop(_ api: TestAPI) throws -> (laptop: RSAPrivateKey, codes: [String]) {
+    static func aliceLostHerLaptop(_ api: TestAPI) throws -> (laptop: RSAPrivateKey, codes: [String]) {
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         let codes = try Self.codes(try makeCodes(api, key: laptop, token: token))

@@ -30,7 +30,8 @@ struct AttemptLimits: Sendable {
     let sshFetches: AddressRateLimiter
 
     /// Runs a login or registration from `address` under the limits, counting failures (client
-    /// errors other than `authorization_pending`, which polling clients get by design) and
+    /// errors other than `authorization_pending`, which polling clients get by design, and a
+    /// busy server's refusal, which is not the client's doing) and
     /// handing each outcome to `record` for the metrics.
     ///
     /// - Parameters:
@@ -38,13 +39,13 @@ struct AttemptLimits: Sendable {
     ///     registration stores a device, pending ones included, and each sign-in start a request,
     ///     so even valid ones must not come in floods).
     ///   - counts: whether an error of `body` counts as a failure; by default every one but
-    ///     `authorization_pending`.
+    ///     `authorization_pending` and ``ServiceError/Kind/busy(retryAfter:)``.
     ///   - record: receives `slow_down`, the body's result, or the OAuth code of its error.
     ///   - body: the endpoint; returns its response and the result to record.
     /// - Throws: ``ServiceError`` `.slowDown` when a budget is spent; `body`'s errors.
     func run(
         from address: RateLimitKey, everyAttempt: Budget?,
-        counts: (ServiceError.Kind) -> Bool = { $0 != .authorizationPending }, record: (String) -> Void,
+        counts: (ServiceError.Kind) -> Bool = AttemptLimits.countsAsFailure, record: (String) -> Void,
         _ body: () throws -> (HTTPResponse, String)
     ) throws -> HTTPResponse {
         if let retryAfter = failures.retryAfter(for: address) {
@@ -73,6 +74,14 @@ struct AttemptLimits: Sendable {
         } catch {
             record(OAuthError.Code.serverError.rawValue)
             throw error
+        }
+    }
+
+    /// Whether an error of a login or registration counts against the address's failures.
+    static func countsAsFailure(_ kind: ServiceError.Kind) -> Bool {
+        switch kind {
+        case .authorizationPending, .busy: false
+        default: true
         }
     }
 

@@ -183,7 +183,9 @@ package final class ServerRunner: Sendable {
                 requireDPoP: configuration.dpop == .required, clock: clock),
             enrollmentCodes: EnrollmentCodes(
                 storage: storage, lifetime: configuration.enrollmentCodeLifetime, now: now),
-            recoveryCodes: RecoveryCodes(storage: storage, iterations: configuration.recoveryCodeIterations, now: now),
+            recoveryCodes: RecoveryCodes(
+                storage: storage, iterations: configuration.recoveryCodeIterations,
+                gate: SlowHashGate(slots: configuration.slowHashSlots), now: now),
             assertions: DeviceAssertionVerifier(audience: issuer, clock: clock),
             loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared),
             signIn: SignInRequests(

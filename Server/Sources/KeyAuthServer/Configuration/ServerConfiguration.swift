@@ -84,6 +84,9 @@ package struct ServerConfiguration: Sendable {
     /// PBKDF2 iterations for new recovery codes: no option sets it; tests lower it so that they
     /// do not spend seconds hashing.
     package var recoveryCodeIterations: Int = RecoveryCodes.defaultIterations
+    /// Typed recovery codes checked at once, server-wide (``SlowHashGate``): no option sets it;
+    /// tests set 0 to find every slot taken.
+    package var slowHashSlots: Int = SlowHashGate.defaultSlots
     /// Size of the server's RSA signing key, generated on first start.
     package var signingKeyBits: Int = 2048
     /// Whether tokens must be DPoP-bound (`--dpop`, default optional).

@@ -39,7 +39,7 @@ struct TokenEndpoint: Sendable {
         var chosen: (any TokenGrantHandler)?
         return try limits.run(
             from: address, everyAttempt: nil,
-            counts: { kind in chosen?.countsAsFailure(kind) ?? (kind != .authorizationPending) },
+            counts: { kind in chosen?.countsAsFailure(kind) ?? AttemptLimits.countsAsFailure(kind) },
             record: { result in
                 if let chosen { chosen.record(result, in: metrics) } else { metrics.recordLogin(result: result) }
             }

@@ -15,6 +15,7 @@ extension ServiceError.Kind {
         case .unknownDevice: (404, .notFound)
         case .keyConflict: (409, .invalidRequest)
         case .slowDown: (429, .slowDown)
+        case .busy: (503, .temporarilyUnavailable)
         case .invalidDPoPProof(let atResource): (atResource ? 401 : 400, .invalidDPoPProof)
         case .useDPoPNonce(_, let atResource): (atResource ? 401 : 400, .useDPoPNonce)
         case .invalidClient: (401, .invalidClient)
@@ -67,7 +68,8 @@ extension HTTPResponse {
             description = error.description
             switch error.kind {
             case .invalidToken: headers.setChallenge(.bearer(error: .invalidToken))
-            case .slowDown(let retryAfter): headers.set("Retry-After", String(max(retryAfter, 1)))
+            case .slowDown(let retryAfter), .busy(let retryAfter):
+                headers.set("Retry-After", String(max(retryAfter, 1)))
             case .invalidDPoPProof(let atResource):
                 if atResource { headers.setChallenge(.dpop(error: .invalidDPoPProof)) }
             case .useDPoPNonce(let nonce, let atResource):

@@ -29,18 +29,22 @@ package struct RecoveryCodes: Sendable {
 
     let storage: any ServerStorage
     let iterations: Int
+    /// Bounds the derivations of typed codes that run at once, whoever sends them.
+    let gate: SlowHashGate
     let now: @Sendable () -> Int64
 
     /// - Parameters:
     ///   - storage: where code hashes are kept.
     ///   - iterations: PBKDF2 iterations for new codes.
+    ///   - gate: the bound on typed codes checked at once.
     ///   - now: the clock.
     package init(
-        storage: any ServerStorage, iterations: Int = defaultIterations,
+        storage: any ServerStorage, iterations: Int = defaultIterations, gate: SlowHashGate = SlowHashGate(),
         now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) {
         self.storage = storage
         self.iterations = max(iterations, 1)
+        self.gate = gate
         self.now = now
     }
 
@@ -86,21 +90,28 @@ package struct RecoveryCodes: Sendable {
     ///
     /// Text that is not a code of the form is refused before anything is hashed. A code of the
     /// form costs one derivation per group of ``derivations(of:)``, and one (thrown away) when the
-    /// user has no codes.
+    /// user has no codes, in a slot of ``gate``.
+    ///
+    /// - Throws: ``ServiceError`` `.busy` when the gate has no free slot (nothing is used up);
+    ///   ``StorageError``; `KeyAuthError` when the KDF fails.
     func consume(_ typed: String, user: String) throws -> Bool {
         guard let canonical = EnrollmentCodes.canonical(typed) else { return false }
         let groups = Self.derivations(of: try storage.unusedRecoveryCodes(user: user))
-        guard !groups.isEmpty else {
-            _ = try Self.hash(canonical, salt: Self.noCodesSalt, iterations: iterations)
-            return false
-        }
-        for group in groups {
-            let hash = try Self.hash(canonical, salt: group.salt, iterations: Int(group.iterations))
-            for stored in group.codes where CryptoPrimitives.constantTimeEquals(hash, stored.hash) {
-                return try storage.consumeRecoveryCode(id: stored.id, user: user, at: now())
+        let match = try gate.run { () throws -> RecoveryCodeRecord? in
+            guard !groups.isEmpty else {
+                _ = try Self.hash(canonical, salt: Self.noCodesSalt, iterations: iterations)
+                return nil
             }
+            for group in groups {
+                let hash = try Self.hash(canonical, salt: group.salt, iterations: Int(group.iterations))
+                if let stored = group.codes.first(where: { CryptoPrimitives.constantTimeEquals(hash, $0.hash) }) {
+                    return stored
+                }
+            }
+            return nil
         }
-        return false
+        guard let match else { return false }
+        return try storage.consumeRecoveryCode(id: match.id, user: user, at: now())
     }
 
     /// The stored codes a single derivation checks: those that share salt and iteration count,

@@ -28,6 +28,9 @@ struct ServiceError: Error, Sendable, Equatable {
         /// Too many failures from this address, or too many pending devices for the user;
         /// carries the seconds to wait.
         case slowDown(retryAfter: Int)
+        /// Work that every client shares is at its bound (``SlowHashGate``): not this client's
+        /// fault, so it counts against no budget; carries the seconds to wait.
+        case busy(retryAfter: Int)
         /// A DPoP proof is missing or fails a check (RFC 9449): 400 at the token endpoint, 401
         /// at a resource endpoint.
         case invalidDPoPProof(atResource: Bool)
