@@ -542,3 +542,40 @@ extension AccountPageTests {
         #expect(try !offersShow(&browser, stale))
     }
 }
+
+extension AccountPageTests {
+    @Test("a busy server leaves an approved recovery-codes request to collect, and a free one shows the codes once")
+    func busyRecoveryCodes() throws {
+        let environment = TestEnvironment()
+        let busy = try environment.directAPI {
+            $0.failureLimit = 1000
+            $0.recoveryCodeIterations = 1000
+            $0.slowHashSlots = 0
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try busy.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(busy, laptop: laptop, token: token)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        let id = try Self.askForRecoveryCodes(busy, in: &browser, csrf: csrf, token: token)
+        #expect(
+            try busy.answer(
+                id, decision: "approve", assertion: try busy.approvalAssertion(laptop, id: id), token: token
+            )
+            .status == 200)
+        let refused = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(refused.status == 503 && refused.text.contains("The server is busy"))
+        #expect(!refused.text.contains("<li><code>") && refused.text.contains("name=\"request\" value=\"\(id)\""))
+        #expect(try busy.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try busy.storage.signInRequest(id: id)?.status == .approved)
+
+        // The same database served with a free slot: the approval is collected now, once.
+        let free = try environment.directAPI {
+            $0.recoveryCodeIterations = 1000
+            $0.slowHashSlots = 1
+        }
+        browser = Browser(api: free, cookies: browser.cookies)
+        let shown = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
+        #expect(try free.storage.unusedRecoveryCodes(user: "alice").count == 10)
+    }
+}

@@ -20,7 +20,7 @@ struct RecoveryCodeTests {
 
     /// `POST /v1/recovery-codes` by `key`'s device, with an assertion naming `user` and stating
     /// `methods`, or none.
-    private static func makeCodes(
+    static func makeCodes(
         _ api: TestAPI, key: RSAPrivateKey, token: String, user: String = "alice", methods: [String] = ["swk", "pin"],
         withAssertion: Bool = true
     ) throws -> HTTPResponse {

@@ -46,16 +46,21 @@ enum SingleUseRace: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
 
     /// Expects no 5xx and no missing answer, and exactly one answer with status `winner`;
-    /// every other answer must be `loser` with one of `errors`.
+    /// every other answer must be `loser` with one of `errors`, or, where `busyLoses`, the busy
+    /// answer of a server hashing as many recovery codes as it allows at once.
     private static func expectOneWinner(
-        _ answers: [RaceAnswer], winner: Int, loser: Int, errors: Set<String>, round: Int
+        _ answers: [RaceAnswer], winner: Int, loser: Int, errors: Set<String>, round: Int, busyLoses: Bool = false
     ) {
-        let statuses = answers.map(\.status)
-        #expect(statuses.allSatisfy { (200..<500).contains($0) }, "round \(round): \(answers) \(answers.map(\.text))")
-        #expect(statuses.filter { $0 == winner }.count == 1, "round \(round): \(answers)")
+        func isBusy(_ answer: RaceAnswer) -> Bool {
+            busyLoses && answer.status == 503 && answer.error == "temporarily_unavailable"
+        }
+        #expect(
+            answers.allSatisfy { (200..<500).contains($0.status) || isBusy($0) },
+            "round \(round): \(answers) \(answers.map(\.text))")
+        #expect(answers.filter { $0.status == winner }.count == 1, "round \(round): \(answers)")
         let losers = answers.filter { $0.status != winner }
         #expect(
-            losers.allSatisfy { $0.status == loser && errors.contains($0.error ?? "") },
+            losers.allSatisfy { ($0.status == loser && errors.contains($0.error ?? "")) || isBusy($0) },
             "round \(round): \(losers) \(losers.map(\.text))")
     }
 
@@ -128,6 +133,8 @@ enum SingleUseRace: String, CaseIterable, Sendable, CustomTestStringConvertible 
 
     /// Registrations of different keys, each with the round's code: exactly one is stored (201,
     /// active), the others get 403 `access_denied`, and alice has exactly one more device.
+    /// Recovery codes may also lose with 503 on the server processes, which hash at most half
+    /// their processors' worth at once (PROTOCOL.md section 4); two still race across them.
     private static func codeRace(
         _ deployment: RaceDeployment, codeField: String, code: (Int) throws -> String
     ) throws {
@@ -140,7 +147,9 @@ enum SingleUseRace: String, CaseIterable, Sendable, CustomTestStringConvertible 
             let answers = Race.run(racers) { index in
                 try register(deployment.instance(index), key: keys[index], codeField: codeField, code: roundCode)
             }
-            expectOneWinner(answers, winner: 201, loser: 403, errors: ["access_denied"], round: round)
+            expectOneWinner(
+                answers, winner: 201, loser: 403, errors: ["access_denied"], round: round,
+                busyLoses: codeField == "recovery_code")
             #expect(
                 try deployment.storage.devices(user: "alice").count == before + 1,
                 "round \(round): \(codeField) registered \(answers.filter { $0.status == 201 }.count) devices")

@@ -60,12 +60,13 @@ struct SlowHashGateTests {
     @Test("a recovery registration finding the gate full gets 503 with Retry-After, uses nothing up, counts no failure")
     func busyRegistration() throws {
         let environment = TestEnvironment()
+        let (_, codes) = try RecoveryCodeTests.aliceLostHerLaptop(try RecoveryCodeTests.api(environment))
+        // The same database, served with every slot taken.
         let api = try environment.directAPI {
             $0.recoveryCodeIterations = 1000
             $0.failureLimit = 3
             $0.slowHashSlots = 0
         }
-        let (_, codes) = try RecoveryCodeTests.aliceLostHerLaptop(api)
         let newLaptop = try ServerTestKeys.key("alice-2")
         for _ in 0..<5 {
             let busy = try RecoveryCodeTests.recover(api, key: newLaptop, code: codes[0])
@@ -83,7 +84,22 @@ struct SlowHashGateTests {
         #expect(notACode == [403, 403, 403, 429])
     }
 
-    @Test("over sockets: wrong codes from eight addresses at once get busy answers while a login goes through")
+    @Test("making a set of codes finds the gate full: 503 with Retry-After, and no set is stored")
+    func busyMakingCodes() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI {
+            $0.recoveryCodeIterations = 1000
+            $0.slowHashSlots = 0
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let busy = try RecoveryCodeTests.makeCodes(api, key: laptop, token: token)
+        #expect(busy.status == 503 && busy.errorCode == "temporarily_unavailable")
+        #expect(busy.headers["Retry-After"] == "1" && busy.json?["codes"] == nil)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
+    }
+
+    @Test("over sockets: overlapping wrong codes from eight addresses get busy answers while a login goes through")
     func floodOverSockets() throws {
         let environment = TestEnvironment()
         // About 0.4 s of a core per code, so that the flood's hashes overlap.
@@ -98,12 +114,13 @@ struct SlowHashGateTests {
         _ = try RecoveryCodeTests.aliceLostHerLaptop(api)
         let thieves = try (0..<8).map { try ServerTestKeys.key("thief-\($0)") }
 
+        // A quarter of a second apart, each on a new connection, shorter than a hash: a worker
+        // thread accepts the connections that are waiting in a burst and answers them one after
+        // another, so requests sent all at once may never overlap.
         let statuses = runConcurrently(9) { index throws(StorageError) -> Int in
             do {
-                if index == 8 {
-                    Thread.sleep(forTimeInterval: 0.1)
-                    return try api.login(bob).status
-                }
+                Thread.sleep(forTimeInterval: 0.25 * Double(index))
+                if index == 8 { return try api.login(bob).status }
                 let sender = TestAPI(
                     transport: SocketTransport(port: runner.port, sourceAddress: "127.0.0.\(10 + index)"),
                     issuer: runner.issuer, clock: environment.clock, storage: runner.storage)

@@ -55,6 +55,15 @@ extension AccountPage {
             guard let kid = record.answeringKID, let approver = try service.storage.device(kid: kid),
                 approver.status == .active, approver.user == user
             else { return try signedInPage(session, message: unusable, status: 400) }
+            // Hashed before the approval is collected, so that a busy server leaves it to collect.
+            let set: RecoveryCodeSet
+            do {
+                set = try service.recoveryCodes.makeSet(for: user)
+            } catch let error as ServiceError {
+                guard case .busy = error.kind else { throw error }
+                return try signedInPage(
+                    session, message: "The server is busy; try Show the new codes again in a moment.", status: 503)
+            }
             let time = service.now()
             guard
                 try service.storage.markSignInRequestIssued(
@@ -63,14 +72,13 @@ extension AccountPage {
                 let message = SignInRequests.isCollectable(record, at: time) ? unusable : expired
                 return try signedInPage(session, message: message, status: 400)
             }
-            let codes: [String]
             do {
-                codes = try service.recoveryCodes.issue(for: user, by: .accountPage(approvedBy: kid), whileActive: kid)
+                try service.recoveryCodes.store(set, by: .accountPage(approvedBy: kid), whileActive: kid)
             } catch let error as ServiceError where error.kind == .accessDenied {
                 // The approving device was revoked while the codes were made.
                 return try signedInPage(session, message: unusable, status: 400)
             }
-            return try signedInPage(session, message: nil, newRecoveryCodes: codes)
+            return try signedInPage(session, message: nil, newRecoveryCodes: set.codes)
         }
     }
 

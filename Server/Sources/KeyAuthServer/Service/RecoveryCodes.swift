@@ -54,31 +54,50 @@ package struct RecoveryCodes: Sendable {
     /// - Parameter activeDevice: the device whose request or approval this is; the set is stored
     ///   only while it is still active (a revocation may land while the codes are hashed).
     /// - Returns: the codes, to show once and never again.
-    /// - Throws: ``ServiceError`` `.invalidRequest` for an invalid user name, `.accessDenied`
-    ///   when `activeDevice` is no longer active; ``StorageError``; `KeyAuthError` when the
-    ///   random generator or the KDF fails.
+    /// - Throws: what ``makeSet(for:)`` and ``store(_:by:whileActive:)`` throw.
     func issue(for user: String, by actor: AuditActor, whileActive activeDevice: String? = nil) throws -> [String] {
+        let set = try makeSet(for: user)
+        try store(set, by: actor, whileActive: activeDevice)
+        return set.codes
+    }
+
+    /// A new set of ``count`` codes for `user`, hashed in a slot of ``gate`` (the ten derivations
+    /// cost about 0.4 s of a core, and any active device may ask), not yet stored.
+    ///
+    /// - Throws: ``ServiceError`` `.invalidRequest` for an invalid user name, `.busy` when the
+    ///   gate has no free slot; `KeyAuthError` when the random generator or the KDF fails.
+    func makeSet(for user: String) throws -> RecoveryCodeSet {
         guard InputRules.isValidUser(user) else {
             throw ServiceError(.invalidRequest, "the user name must be \(InputRules.userRule)")
         }
         let time = now()
         let salt = try CryptoPrimitives.randomBytes(count: Self.saltLength)
-        var codes: [String] = []
-        var records: [RecoveryCodeRecord] = []
-        for _ in 0..<Self.count {
-            let code = try EnrollmentCodes.makeCode()
-            codes.append(code)
-            records.append(
-                RecoveryCodeRecord(
-                    user: user, salt: salt, hash: try Self.hash(code, salt: salt, iterations: iterations),
-                    iterations: Int64(iterations), createdAt: time))
+        return try gate.run {
+            var set = RecoveryCodeSet(user: user, codes: [], records: [])
+            for _ in 0..<Self.count {
+                let code = try EnrollmentCodes.makeCode()
+                set.codes.append(code)
+                set.records.append(
+                    RecoveryCodeRecord(
+                        user: user, salt: salt, hash: try Self.hash(code, salt: salt, iterations: iterations),
+                        iterations: Int64(iterations), createdAt: time))
+            }
+            return set
         }
-        guard try storage.replaceRecoveryCodes(user: user, with: records, whileActive: activeDevice) else {
+    }
+
+    /// Stores `set` in place of every code of its user's old set, and records it in the audit
+    /// trail (without the codes).
+    ///
+    /// - Parameter activeDevice: the set is stored only while this device is still active.
+    /// - Throws: ``ServiceError`` `.accessDenied` when `activeDevice` is no longer active;
+    ///   ``StorageError``.
+    func store(_ set: RecoveryCodeSet, by actor: AuditActor, whileActive activeDevice: String?) throws {
+        guard try storage.replaceRecoveryCodes(user: set.user, with: set.records, whileActive: activeDevice) else {
             throw ServiceError(.accessDenied, "the device is no longer active")
         }
         try AuditTrail(storage: storage, now: now).record(
-            .recoveryCodes, by: actor, user: user, detail: "\(Self.count) new codes")
-        return codes
+            .recoveryCodes, by: actor, user: set.user, detail: "\(Self.count) new codes")
     }
 
     /// How many of `user`'s codes are left.
@@ -137,6 +156,16 @@ package struct RecoveryCodes: Sendable {
     static func hash(_ code: String, salt: [UInt8], iterations: Int) throws(KeyAuthError) -> [UInt8] {
         try CryptoPrimitives.pbkdf2SHA256(password: Array(code.utf8), salt: salt, iterations: iterations)
     }
+}
+
+/// A new set of recovery codes, made and hashed but not yet stored.
+struct RecoveryCodeSet {
+    /// Whose codes they are.
+    let user: String
+    /// The codes, to show once.
+    var codes: [String]
+    /// What storage keeps of them.
+    var records: [RecoveryCodeRecord]
 }
 
 /// Stored recovery codes that one PBKDF2 derivation of a typed code checks.

@@ -44,7 +44,8 @@ struct RaceDeployment: Sendable {
     }
 
     /// Runs `body` against one in-process server on a fresh SQLite file, with limits that a few
-    /// hundred requests from one address do not reach and cheap recovery-code hashing.
+    /// hundred requests from one address do not reach, cheap recovery-code hashing, and a slot to
+    /// hash one for each worker thread.
     static func onSQLite(_ body: (RaceDeployment) throws -> Void) throws {
         let environment = TestEnvironment(clockStart: Int64(Date().timeIntervalSince1970))
         let runner = try environment.startServer {
@@ -52,6 +53,8 @@ struct RaceDeployment: Sendable {
             $0.registrationLimit = 100_000
             $0.recoveryCodeIterations = 1000
             $0.threads = 4
+            // Every worker may check a recovery code at once, so the racers reach storage together.
+            $0.slowHashSlots = 4
         }
         defer { runner.stop() }
         // As `serve` leaves a file it creates, so that admin commands such as `enroll` take it.
