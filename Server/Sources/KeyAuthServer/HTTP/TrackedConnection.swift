@@ -1,0 +1,40 @@
+import Synchronization
+
+/// An open connection as the server tracks it: its socket, its peer's address, and when it
+/// began to owe the server a complete request.
+///
+/// Created when libmicrohttpd accepts the connection and kept in its socket context until the
+/// connection's close notice, which libmicrohttpd sends before it closes the socket, so the
+/// descriptor stays this connection's for the object's whole registration.
+final class TrackedConnection: Sendable {
+    /// The connection's socket.
+    let descriptor: Int32
+    /// The peer's IP address as text, formatted once for all the connection's requests.
+    let clientAddress: String
+    /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
+    /// of the previous response), or 0 while a received request is being answered.
+    private let owedSince: Atomic<UInt64>
+
+    init(descriptor: Int32, clientAddress: String, now: UInt64) {
+        self.descriptor = descriptor
+        self.clientAddress = clientAddress
+        owedSince = Atomic(now)
+    }
+
+    /// The whole request (head and body) is in: the server's own time to answer does not count.
+    func requestReceived() {
+        owedSince.store(0, ordering: .relaxed)
+    }
+
+    /// The response went out (or the request ended otherwise): the next request is owed from
+    /// `now`, idle keep-alive time included.
+    func requestEnded(now: UInt64) {
+        owedSince.store(now, ordering: .relaxed)
+    }
+
+    /// Whether the connection owes a request for longer than `timeout` nanoseconds at `now`.
+    func isOverdue(now: UInt64, timeout: UInt64) -> Bool {
+        let since = owedSince.load(ordering: .relaxed)
+        return since != 0 && ServerClock.nanoseconds(from: since, to: now) > timeout
+    }
+}
