@@ -15,7 +15,7 @@ struct ServerClockTests {
 
     @Test("a connection whose deadline was stamped after the sweep read the clock is not overdue")
     func deadlineStampedLater() {
-        let connection = TrackedConnection(descriptor: -1, clientAddress: "127.0.0.1", now: 5_000)
+        let connection = TrackedConnection(descriptor: -1, clientAddress: "127.0.0.1", peer: nil, now: 5_000)
         #expect(!connection.isOverdue(now: 4_000, timeout: 10))
         #expect(connection.isOverdue(now: 5_011, timeout: 10))
     }

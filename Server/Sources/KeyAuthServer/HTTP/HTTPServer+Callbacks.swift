@@ -141,22 +141,20 @@ func httpServerRequestCompleted(
     }
 }
 
-/// The accept policy: while the server runs, every connection is served; once it stops, each
-/// new one is closed at once, unanswered, while the requests already in progress finish.
+/// The accept policy: while the server runs, a connection is served when its address (an IPv6
+/// peer's whole /64) is within its share (``ConnectionShares``); once the server stops, each new
+/// one is closed at once, unanswered, while the requests already in progress finish.
 func httpServerAcceptPolicy(
     _ cls: UnsafeMutableRawPointer?, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t
 ) -> MHD_Result {
     guard let cls else { return .NO }
     let server = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
     guard server.accepting.load(ordering: .relaxed) else { return .NO }
-    // libmicrohttpd limits each full address; an IPv6 peer's /64 is limited here.
-    if let prefix = ConnectionsByPrefix.prefix(of: address), !server.connectionsByPrefix.admits(prefix) {
-        return .NO
-    }
-    return .YES
+    // libmicrohttpd limits each full address; an IPv6 peer's whole /64 is limited here.
+    return server.deadlines.admits(RateLimitKey(socketAddress: address)) ? .YES : .NO
 }
 
-/// The connection notice: registers each accepted connection with the request deadlines, its
+/// The connection notice: registers each accepted connection, counted by its address, its
 /// ``TrackedConnection`` retained into the socket context, and unregisters and releases it when
 /// the connection closes (libmicrohttpd closes the socket after this returns).
 func httpServerConnectionNotice(
@@ -170,17 +168,12 @@ func httpServerConnectionNotice(
         let descriptor = ckeyauth_mhd_connection_socket(connection)
         guard descriptor >= 0 else { return }
         let tracked = server.deadlines.connectionStarted(
-            descriptor: descriptor, clientAddress: clientAddress(of: connection))
+            descriptor: descriptor, clientAddress: clientAddress(of: connection),
+            peer: RateLimitKey(socketAddress: ckeyauth_mhd_client_address(connection)))
         socketContext.pointee = Unmanaged.passRetained(tracked).toOpaque()
-        if let prefix = ConnectionsByPrefix.prefix(of: ckeyauth_mhd_client_address(connection)) {
-            server.connectionsByPrefix.opened(prefix)
-        }
     case .CONNECTION_NOTIFY_CLOSED:
         guard let pointer = socketContext.pointee else { return }
         socketContext.pointee = nil
-        if let prefix = ConnectionsByPrefix.prefix(of: ckeyauth_mhd_client_address(connection)) {
-            server.connectionsByPrefix.closed(prefix)
-        }
         server.deadlines.connectionClosed(Unmanaged<TrackedConnection>.fromOpaque(pointer).takeRetainedValue())
     default:
         break

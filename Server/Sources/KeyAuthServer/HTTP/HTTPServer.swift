@@ -75,8 +75,9 @@ package struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 /// ``HTTPRequest`` values for an ``HTTPResponder``.
 ///
 /// libmicrohttpd owns the sockets, keep-alive, request parsing, connection limits (in total and
-/// per address) and the idle timeout; this class owns the daemon, the callbacks' shared context
-/// and the request deadline libmicrohttpd lacks (``RequestDeadlines``). The 64 KiB body limit is
+/// per full address) and the idle timeout; this class owns the daemon, the callbacks' shared
+/// context, and what libmicrohttpd lacks: the request deadline and the counts by IPv4 address or
+/// IPv6 /64 (``RequestDeadlines``, ``ConnectionShares``). The 64 KiB body limit is
 /// enforced while the body arrives (see `HTTPServer+Callbacks.swift`).
 package final class HTTPServer: Sendable {
     private let daemon: MicroHTTPDaemon
@@ -95,8 +96,9 @@ package final class HTTPServer: Sendable {
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
             maximumDiscardedBytes: options.maximumDiscardedBytes,
-            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds),
-            connectionsPerPrefix: max(options.connectionsPerAddressLimit, 0))
+            deadlines: RequestDeadlines(
+                timeoutSeconds: options.requestTimeoutSeconds,
+                shares: ConnectionShares(perAddressLimit: max(options.connectionsPerAddressLimit, 0))))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
@@ -239,21 +241,17 @@ final class HTTPServerContext: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Whether new connections are served (``httpServerAcceptPolicy``); false once stopping.
     let accepting = Atomic<Bool>(true)
-    /// The open connections' request deadlines.
+    /// The open connections: their request deadlines and their counts by address.
     let deadlines: RequestDeadlines
     /// Responses waiting for durability with their connections suspended.
     let holdResponses = HeldResponses()
-    /// The per-address connection limit for IPv6 peers, by /64.
-    let connectionsByPrefix: ConnectionsByPrefix
 
     init(
-        responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int, deadlines: RequestDeadlines,
-        connectionsPerPrefix: Int
+        responder: any HTTPResponder, maximumBodySize: Int, maximumDiscardedBytes: Int, deadlines: RequestDeadlines
     ) {
         self.responder = responder
         self.maximumBodySize = maximumBodySize
         self.maximumDiscardedBytes = maximumDiscardedBytes
         self.deadlines = deadlines
-        self.connectionsByPrefix = ConnectionsByPrefix(limit: connectionsPerPrefix)
     }
 }

@@ -1,8 +1,11 @@
 import Glibc
 import Synchronization
 
-/// The request deadline (`--request-timeout`): a connection must deliver each complete request
-/// within the timeout of its start or of the previous response, however it trickles its bytes.
+/// The registry of open connections: the request deadline (`--request-timeout`), and how many
+/// connections each address holds (``ConnectionShares``).
+///
+/// A connection must deliver each complete request within the timeout of its start or of the
+/// previous response, however it trickles its bytes.
 ///
 /// libmicrohttpd's own timeout counts idle time only, so a client that sends one header line
 /// every few seconds keeps a connection (and with many of them, every connection slot) forever.
@@ -14,45 +17,76 @@ import Synchronization
 ///
 /// The sweep holds the registry's lock while it shuts sockets down, and a connection leaves the
 /// registry (under the same lock) before libmicrohttpd closes its socket, so a descriptor number
-/// the kernel has already handed to a newer connection is never touched.
+/// the kernel has already handed to a newer connection is never touched. The counts by address
+/// change under the same lock as the registry, so the sweep and the accept policy see both alike.
 final class RequestDeadlines: Sendable {
+    /// The open connections, and how many each address holds (addresses with none are left out).
+    private struct Registry {
+        var connections: [ObjectIdentifier: TrackedConnection] = [:]
+        var heldByPeer: [RateLimitKey: Int] = [:]
+    }
+
     private let timeoutNanoseconds: UInt64
-    private let connections = Mutex<[ObjectIdentifier: TrackedConnection]>([:])
+    private let shares: ConnectionShares
+    private let registry = Mutex(Registry())
     private let sweeper = Mutex<RepeatingTimer?>(nil)
 
     /// Starts the sweep, once a second.
-    init(timeoutSeconds: Int) {
+    init(timeoutSeconds: Int, shares: ConnectionShares) {
         timeoutNanoseconds = UInt64(max(timeoutSeconds, 1)) * 1_000_000_000
+        self.shares = shares
         let timer = RepeatingTimer(intervalSeconds: 1, leewayMilliseconds: 100) { [weak self] in
             self?.sweep(now: ServerClock.monotonicNanoseconds())
         }
         sweeper.withLock { $0 = timer }
     }
 
+    /// Whether a new connection from `peer` may start (the accept policy asks, before
+    /// libmicrohttpd starts it); one without an address is not counted.
+    func admits(_ peer: RateLimitKey?) -> Bool {
+        guard let peer else { return true }
+        return registry.withLock { shares.admits(held: $0.heldByPeer[peer, default: 0]) }
+    }
+
     /// Registers a connection that libmicrohttpd just accepted.
-    func connectionStarted(descriptor: Int32, clientAddress: String) -> TrackedConnection {
+    func connectionStarted(descriptor: Int32, clientAddress: String, peer: RateLimitKey?) -> TrackedConnection {
         let connection = TrackedConnection(
-            descriptor: descriptor, clientAddress: clientAddress, now: ServerClock.monotonicNanoseconds())
-        connections.withLock { $0[ObjectIdentifier(connection)] = connection }
+            descriptor: descriptor, clientAddress: clientAddress, peer: peer, now: ServerClock.monotonicNanoseconds())
+        registry.withLock { registry in
+            registry.connections[ObjectIdentifier(connection)] = connection
+            if let peer { registry.heldByPeer[peer, default: 0] += 1 }
+        }
         return connection
     }
 
     /// Forgets a connection; libmicrohttpd closes its socket after this returns.
     func connectionClosed(_ connection: TrackedConnection) {
-        _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
+        registry.withLock { registry in
+            guard registry.connections.removeValue(forKey: ObjectIdentifier(connection)) != nil,
+                let peer = connection.peer
+            else { return }
+            let left = registry.heldByPeer[peer, default: 0] - 1
+            registry.heldByPeer[peer] = left > 0 ? left : nil
+        }
     }
 
     /// Connections currently registered.
     var count: Int {
-        connections.withLock { $0.count }
+        registry.withLock { $0.connections.count }
+    }
+
+    /// Connections currently registered from `peer`.
+    func count(from peer: RateLimitKey) -> Int {
+        registry.withLock { $0.heldByPeer[peer, default: 0] }
     }
 
     /// Shuts down every connection past its deadline at `now`; returns how many.
     @discardableResult
     func sweep(now: UInt64) -> Int {
-        connections.withLock { connections in
+        registry.withLock { registry in
             var overdue = 0
-            for connection in connections.values where connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
+            for connection in registry.connections.values
+            where connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
                 overdue += 1
             }

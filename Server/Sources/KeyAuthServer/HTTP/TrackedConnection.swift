@@ -1,7 +1,8 @@
 import Synchronization
 
-/// An open connection as the server tracks it: its socket, its peer's address, and when it
-/// began to owe the server a complete request.
+/// An open connection as the server tracks it: its socket, its peer's address (as text and as
+/// the key the connection counts are kept by), and when it began to owe the server a complete
+/// request.
 ///
 /// Created when libmicrohttpd accepts the connection and kept in its socket context until the
 /// connection's close notice, which libmicrohttpd sends before it closes the socket, so the
@@ -11,13 +12,16 @@ final class TrackedConnection: Sendable {
     let descriptor: Int32
     /// The peer's IP address as text, formatted once for all the connection's requests.
     let clientAddress: String
+    /// The address (or IPv6 /64) the connection counts against, or nil for a peer without one.
+    let peer: RateLimitKey?
     /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
     /// of the previous response), or 0 while a received request is being answered.
     private let owedSince: Atomic<UInt64>
 
-    init(descriptor: Int32, clientAddress: String, now: UInt64) {
+    init(descriptor: Int32, clientAddress: String, peer: RateLimitKey?, now: UInt64) {
         self.descriptor = descriptor
         self.clientAddress = clientAddress
+        self.peer = peer
         owedSince = Atomic(now)
     }
 
