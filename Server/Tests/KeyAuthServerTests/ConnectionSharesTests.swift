@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuthServer
@@ -42,7 +43,8 @@ struct ConnectionSharesTests {
 
     @Test("an address is admitted up to its limit, again after a close, and forgotten when it has none")
     func counting() {
-        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(perAddressLimit: 3))
+        // Room for 100, so the fair share plays no part.
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 100, perAddressLimit: 3))
         defer { registry.cancel() }
         let peer = RateLimitKey.ipv6Prefix(0x2001_0db8_0000_0000)
         let held = (0..<3).map { _ in
@@ -58,6 +60,80 @@ struct ConnectionSharesTests {
         // The second close of the first connection counted nothing: it was no longer registered.
         #expect(registry.count(from: peer) == 0)
         #expect(registry.count == 0)
-        #expect(ConnectionShares(perAddressLimit: 0).admits(held: 1_000_000))
+    }
+
+    @Test("the fair share is an eighth of the per-address limit, at least one, and none without a limit")
+    func fairShares() {
+        let defaults = ConnectionShares(limit: 1000, perAddressLimit: 32)
+        #expect(defaults.fairShare == 4)
+        #expect(defaults.pressureThreshold == 750)
+        #expect(ConnectionShares(limit: 1000, perAddressLimit: 7).fairShare == 1)
+        #expect(ConnectionShares(limit: 1000, perAddressLimit: 0).fairShare == nil)
+        #expect(ConnectionShares(limit: 1, perAddressLimit: 32).pressureThreshold == 1)
+        #expect(ConnectionShares(limit: 41, perAddressLimit: 32).pressureThreshold == 31)
+
+        // Below pressure the per-address limit; under it, the fair share.
+        #expect(defaults.admits(held: 31, open: 749))
+        #expect(!defaults.admits(held: 32, open: 0))
+        #expect(defaults.admits(held: 3, open: 999))
+        #expect(!defaults.admits(held: 4, open: 750))
+        #expect(!defaults.reclaims(held: 4))
+        #expect(defaults.reclaims(held: 5))
+        let unlimited = ConnectionShares(limit: 1000, perAddressLimit: 0)
+        #expect(unlimited.admits(held: 999, open: 999))
+        #expect(!unlimited.reclaims(held: 999))
+    }
+
+    @Test("under pressure the sweep shuts down what owes a request of an address above its share, nothing else")
+    func sweepUnderPressure() throws {
+        // 8 slots, pressure from 6; a fair share of 1.
+        let registry = RequestDeadlines(timeoutSeconds: 10, shares: ConnectionShares(limit: 8, perAddressLimit: 8))
+        defer { registry.cancel() }
+        let greedy = RateLimitKey.ipv4(1)
+        let modest = RateLimitKey.ipv4(2)
+        let peers = [greedy, greedy, greedy, greedy, modest]
+        let pairs = try peers.map { _ in try SocketPair() }
+        let tracked = zip(peers, pairs).map { peer, pair in
+            registry.connectionStarted(descriptor: pair.server, clientAddress: "", peer: peer)
+        }
+        tracked[0].requestReceived()  // being answered
+        let now = ServerClock.monotonicNanoseconds()
+        // Five of eight: no pressure, and nobody is past the 10 s deadline.
+        #expect(registry.sweep(now: now + 3_000_000_000) == 0)
+        let sixth = try SocketPair()
+        _ = registry.connectionStarted(descriptor: sixth.server, clientAddress: "", peer: .ipv4(3))
+        // Six: pressure. Within 2 s nothing is shut down; past it, the greedy address's three quiet ones.
+        #expect(registry.sweep(now: now + 1_000_000_000) == 0)
+        #expect(registry.sweep(now: now + 3_000_000_000) == 3)
+        #expect(pairs.map(\.isShutDown) == [false, true, true, true, false])
+        #expect(!sixth.isShutDown)
+    }
+}
+
+/// A connected pair of local stream sockets: one end plays the server's connection, and the other
+/// tells whether it was shut down.
+private final class SocketPair {
+    let server: Int32
+    private let client: Int32
+
+    init() throws {
+        var descriptors: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &descriptors) == 0 else {
+            throw TestFailure("socketpair() failed")
+        }
+        server = descriptors[0]
+        client = descriptors[1]
+    }
+
+    deinit {
+        close(server)
+        close(client)
+    }
+
+    /// Whether the server's end was shut down: the client's end reads the end of the stream
+    /// rather than finding nothing to read yet.
+    var isShutDown: Bool {
+        var byte: UInt8 = 0
+        return recv(client, &byte, 1, Int32(MSG_DONTWAIT)) == 0
     }
 }

@@ -1,5 +1,18 @@
 /// How the connection slots are shared between client addresses, each an IPv4 address or an
-/// IPv6 /64 (``RateLimitKey``, as the rate limits count).
+/// IPv6 /64 (``RateLimitKey``, as the rate limits count): a per-address limit always, and a fair
+/// share while the server is under pressure.
+///
+/// The per-address limit alone let some 35 addresses that reopen their connections as they are
+/// closed keep all 1000 slots (32 each), and every other client waited up to the 10 s request
+/// deadline for one. From three quarters of the limit on, an address that already holds its fair
+/// share (an eighth of the per-address limit) gets no new connection, and of every address that
+/// holds more, the sweep shuts down the connections that have owed a request for 2 s
+/// (``RequestDeadlines``). Quiet connections then fill every slot only from some 250 addresses
+/// at the defaults (4 each), and the slots that greedy addresses hold quietly come back within
+/// about 3 s. Connections with a request in progress are never shut down, so a benchmark's busy
+/// keep-alive connections keep going (and so do those of a sender that sends a request on each
+/// at least every 2 s: THREAT-MODEL.md). With no per-address limit (behind a trusted proxy,
+/// where every connection has the proxy's address) there is no fair share either.
 ///
 /// libmicrohttpd's own per-address limit counts full addresses, and a host usually holds a whole
 /// /64: 40 of its addresses took all 1000 connection slots in an audit, and every other client
@@ -8,11 +21,59 @@
 /// accept policy) and the count (when the connection starts) are two steps, so worker threads
 /// accepting at the same moment can each pass one more connection.
 struct ConnectionShares: Sendable {
+    /// The most connections open at once (`--max-connections`, at least 1).
+    let limit: Int
     /// The most connections one address may hold (`--max-connections-per-address`); 0 for no limit.
     let perAddressLimit: Int
 
-    /// Whether a new connection from an address that already holds `held` may start.
-    func admits(held: Int) -> Bool {
-        perAddressLimit <= 0 || held < perAddressLimit
+    /// An address's fair share is an eighth of the per-address limit (at least one): with the
+    /// default 32, four.
+    ///
+    /// A keyauth client uses one connection at a time and a browser seldom keeps more than a few
+    /// busy; four each leaves the 1000 default slots to 250 addresses, where the per-address limit
+    /// let 32 addresses take them all.
+    static let fairShareDivisor = 8
+
+    /// Nanoseconds a connection of an address above its fair share may owe a request under
+    /// pressure before the sweep shuts it down: 2 s.
+    ///
+    /// Every keyauth client sends its request as soon as it connects, and a busy keep-alive
+    /// connection sends its next one within a millisecond of the answer; one that has sent no
+    /// complete request for 2 s while the slots run short only holds a slot that others wait for.
+    /// Short of the 10 s deadline, so that a quiet slot comes back before a waiting client gives
+    /// up, and not shorter, so that a client on a slow link still gets its request in.
+    static let reclaimAfterNanoseconds: UInt64 = 2_000_000_000
+
+    /// The open connections from which the server is under pressure: three quarters of the limit
+    /// (rounded up).
+    ///
+    /// Below it nothing changes, so a benchmark or a proxy may open up to the per-address limit
+    /// while the server has room; the last quarter is what a fair share keeps for the addresses
+    /// that hold few connections.
+    var pressureThreshold: Int { limit - limit / 4 }
+
+    /// The connections an address may hold under pressure, or nil when there is no per-address
+    /// limit.
+    var fairShare: Int? {
+        perAddressLimit > 0 ? max(1, perAddressLimit / Self.fairShareDivisor) : nil
+    }
+
+    /// Whether `open` connections put the server under pressure.
+    func isUnderPressure(open: Int) -> Bool {
+        open >= pressureThreshold
+    }
+
+    /// Whether a new connection from an address that already holds `held` may start while `open`
+    /// connections are open.
+    func admits(held: Int, open: Int) -> Bool {
+        guard perAddressLimit <= 0 || held < perAddressLimit else { return false }
+        guard let fairShare, held >= fairShare else { return true }
+        return !isUnderPressure(open: open)
+    }
+
+    /// Whether, under pressure, the connections of an address that holds `held` give their slots
+    /// back once they owe a request for ``reclaimAfterNanoseconds``.
+    func reclaims(held: Int) -> Bool {
+        fairShare.map { held > $0 } ?? false
     }
 }

@@ -27,11 +27,13 @@ package struct HTTPServerOptions: Sendable {
     package static func defaultThreadPoolSize(writesBlockUntilDurable: Bool) -> Int {
         writesBlockUntilDurable ? 32 : max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
-    /// Simultaneous connections accepted; more are refused at accept time.
+    /// Simultaneous connections accepted; more wait in the listening socket's queue. From three
+    /// quarters of it on, the server is under pressure and keeps the rest for addresses within
+    /// their fair share (``ConnectionShares``).
     package var connectionLimit: Int = 1000
     /// Simultaneous connections accepted from one IP address, or one IPv6 /64 (0: no limit), so
     /// that one client cannot take every slot of ``connectionLimit``; more are refused at accept
-    /// time.
+    /// time. Under pressure an eighth of it is the address's fair share (none with no limit).
     package var connectionsPerAddressLimit: Int = defaultConnectionsPerAddressLimit
     /// 32: more than a client library or a benchmark opens to one server.
     package static let defaultConnectionsPerAddressLimit = 32
@@ -98,7 +100,9 @@ package final class HTTPServer: Sendable {
             maximumDiscardedBytes: options.maximumDiscardedBytes,
             deadlines: RequestDeadlines(
                 timeoutSeconds: options.requestTimeoutSeconds,
-                shares: ConnectionShares(perAddressLimit: max(options.connectionsPerAddressLimit, 0))))
+                shares: ConnectionShares(
+                    limit: max(options.connectionLimit, 1),
+                    perAddressLimit: max(options.connectionsPerAddressLimit, 0))))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()

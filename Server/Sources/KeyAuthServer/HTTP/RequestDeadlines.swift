@@ -19,6 +19,11 @@ import Synchronization
 /// registry (under the same lock) before libmicrohttpd closes its socket, so a descriptor number
 /// the kernel has already handed to a newer connection is never touched. The counts by address
 /// change under the same lock as the registry, so the sweep and the accept policy see both alike.
+///
+/// Under pressure (``ConnectionShares``) the sweep also shuts down, by the same rules, every
+/// connection that has owed a request for 2 s while its address holds more than its fair share:
+/// such quiet slots come back long before the deadline, while the connections of the same address
+/// whose requests are being answered (``TrackedConnection`` owes nothing then) go on.
 final class RequestDeadlines: Sendable {
     /// The open connections, and how many each address holds (addresses with none are left out).
     private struct Registry {
@@ -42,10 +47,13 @@ final class RequestDeadlines: Sendable {
     }
 
     /// Whether a new connection from `peer` may start (the accept policy asks, before
-    /// libmicrohttpd starts it); one without an address is not counted.
+    /// libmicrohttpd starts it): within the per-address limit, and within the fair share under
+    /// pressure; one without an address is not counted.
     func admits(_ peer: RateLimitKey?) -> Bool {
         guard let peer else { return true }
-        return registry.withLock { shares.admits(held: $0.heldByPeer[peer, default: 0]) }
+        return registry.withLock {
+            shares.admits(held: $0.heldByPeer[peer, default: 0], open: $0.connections.count)
+        }
     }
 
     /// Registers a connection that libmicrohttpd just accepted.
@@ -80,17 +88,25 @@ final class RequestDeadlines: Sendable {
         registry.withLock { $0.heldByPeer[peer, default: 0] }
     }
 
-    /// Shuts down every connection past its deadline at `now`; returns how many.
+    /// Shuts down every connection past its deadline at `now` and, under pressure, every one
+    /// that has owed a request for ``ConnectionShares/reclaimAfterNanoseconds`` while its address
+    /// holds more than its fair share; returns how many.
     @discardableResult
     func sweep(now: UInt64) -> Int {
-        registry.withLock { registry in
-            var overdue = 0
-            for connection in registry.connections.values
-            where connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
+        let reclaimTimeout = min(ConnectionShares.reclaimAfterNanoseconds, timeoutNanoseconds)
+        return registry.withLock { registry in
+            let underPressure = shares.isUnderPressure(open: registry.connections.count)
+            var shut = 0
+            for connection in registry.connections.values {
+                let reclaimed =
+                    underPressure
+                    && connection.peer.map { shares.reclaims(held: registry.heldByPeer[$0, default: 0]) } == true
+                guard connection.isOverdue(now: now, timeout: reclaimed ? reclaimTimeout : timeoutNanoseconds)
+                else { continue }
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
-                overdue += 1
+                shut += 1
             }
-            return overdue
+            return shut
         }
     }
 

@@ -24,9 +24,12 @@ struct DirectTransport: TestTransport {
 struct SocketTransport: TestTransport {
     let port: UInt16
     var sourceAddress: String? = nil
+    /// How long each send and each read may wait.
+    var timeoutSeconds = 10
 
     func send(_ request: HTTPRequest) throws -> HTTPResponse {
-        let connection = try RawHTTPConnection(port: port, sourceAddress: sourceAddress)
+        let connection = try RawHTTPConnection(
+            port: port, timeoutSeconds: timeoutSeconds, sourceAddress: sourceAddress)
         var path = request.path
         if !request.query.isEmpty {
             path += "?" + request.query.map { "\($0.key)=\($0.value)" }.joined(separator: "&")
