@@ -13,80 +13,6 @@ import Testing
 /// the endpoint's own OAuth error, never a 5xx.
 @Suite("Token confusion: a running keyauth-server", .timeLimit(.minutes(10)))
 struct TokenConfusionTests {
-    /// A `keyauth-server serve` process with alice's two active devices and a pending third, a
-    /// relying party and a CIBA client, and one token of every kind.
-    private struct Deployment {
-        let environment: TestEnvironment
-        let server: KeyAuthServerProcess
-        let storage: any ServerStorage
-        let api: TestAPI
-        let laptop: RSAPrivateKey
-        let phone: RSAPrivateKey
-        let pendingKID: String
-        let laptopToken: String
-        let phoneToken: String
-
-        init(tokenAlgorithm: String = "RS256", extraArguments: [String] = []) throws {
-            environment = TestEnvironment(clockStart: ServerClock.now())
-            server = try KeyAuthServerProcess(
-                name: "confusion",
-                arguments: [
-                    "serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath, "--enrollment", "open",
-                    "--metrics-listen", "off", "--quiet", "--rate-limit", "100000", "--registration-limit", "100000",
-                    "--signing-key-bits", "2048", "--token-alg", tokenAlgorithm,
-                ] + extraArguments, logPath: environment.directory.path + "/server.log")
-            try server.waitUntilListening()
-            storage = try StorageFactory.open(environment.databasePath, creatingIfMissing: false)
-            api = TestAPI(server: server, clock: environment.clock, storage: storage)
-            laptop = try ServerTestKeys.key("alice-1")
-            phone = try ServerTestKeys.key("alice-2")
-            laptopToken = try api.activeDevice(user: "alice", key: laptop)
-            guard try api.register(user: "alice", key: phone).status == 202,
-                try api.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: laptopToken).status == 200
-            else { throw TestFailure("alice's phone is not active: \(server.log)") }
-            phoneToken = try api.accessToken(phone)
-            let third = try ServerTestKeys.key("alice-3")
-            guard try api.register(user: "alice", key: third).status == 202 else {
-                throw TestFailure("alice's third device is not pending")
-            }
-            pendingKID = third.publicKey.fingerprint
-        }
-
-        func stop() {
-            _ = server.terminate()
-            storage.close()
-        }
-
-        /// A DPoP proof of `key` for `method` and `path` of this server, for `token` when given.
-        func proof(_ key: RSAPrivateKey, _ method: String, _ path: String, token: String? = nil) throws -> String {
-            try DPoPProofBuilder(key: key).proof(method: method, url: api.issuer + path, accessToken: token)
-        }
-
-        /// The laptop's DPoP-bound access token.
-        func boundToken() throws -> String {
-            let response = try api.send(
-                "POST", "/oauth/token",
-                headers: [
-                    "Content-Type": "application/x-www-form-urlencoded",
-                    "DPoP": try proof(laptop, "POST", "/oauth/token"),
-                ],
-                body: Array(
-                    "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(laptop)))"
-                        .utf8))
-            guard response.status == 200, response.json?["token_type"] == "DPoP",
-                let token = response.json?["access_token"]?.stringValue
-            else { throw TestFailure("no DPoP-bound token: \(response.status) \(response.text)") }
-            return token
-        }
-
-        /// `GET /v1/devices` with `authorization` and an optional proof.
-        func devices(_ authorization: String, proof: String? = nil) throws -> HTTPResponse {
-            var headers: HTTPHeaders = ["Authorization": authorization]
-            if let proof { headers.add("DPoP", proof) }
-            return try api.send("GET", "/v1/devices", headers: headers)
-        }
-    }
-
     /// Every kind of token, by name, that the deployment's server and devices make.
     private struct Tokens {
         var byKind: [(name: String, token: String)] = []
@@ -95,7 +21,7 @@ struct TokenConfusionTests {
 
     /// Collects one token of every kind from `deployment`: the code flow's and CIBA's through
     /// a device's approval, a host login's grant, a bound token, an unused assertion and a proof.
-    private static func tokens(_ deployment: Deployment) throws -> Tokens {
+    private static func tokens(_ deployment: ConfusionDeployment) throws -> Tokens {
         let api = deployment.api
         let device = ApprovingDevice(api: api, key: deployment.laptop, token: deployment.laptopToken)
         var tokens = Tokens()
@@ -127,10 +53,13 @@ struct TokenConfusionTests {
 
     @Test("every token kind the server issues or a device signs is refused where another kind is expected")
     func everyKindAtEveryVerifier() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.everyKind.run(on: .sqlite)
+    }
+
+    /// Every token `deployment` issues, offered at its peer wherever another kind is taken.
+    static func everyKindAtEveryVerifier(_ deployment: ConfusionDeployment) throws {
         let tokens = try Self.tokens(deployment)
+        let api = deployment.peer
 
         for (name, token) in tokens.byKind {
             // Device endpoints: only a device's own token, presented as its binding says.
@@ -215,34 +144,45 @@ struct TokenConfusionTests {
 
     @Test("two servers sharing one signing key file refuse each other's tokens, assertions and proofs")
     func anotherIssuer() throws {
+        try TokenConfusionCase.anotherIssuer.run(on: .sqlite)
+    }
+
+    /// Two deployments on `database` sharing one signing key file: neither takes the other's.
+    static func anotherIssuer(on database: ConfusionDeployment.Database) throws {
         let keyDirectory = TemporaryDirectory("keyauth-confusion-key")
         defer { keyDirectory.remove() }
         let keyFile = keyDirectory.path + "/signing.pem"
         try SecureFile.write(try ServerTestKeys.key("signing-key-file").pkcs8PEM(), to: keyFile)
-        let first = try Deployment(extraArguments: ["--signing-key-file", keyFile])
-        defer { first.stop() }
-        // The same device keys registered at a second server, a deployment of its own.
-        let second = try Deployment(extraArguments: ["--signing-key-file", keyFile])
-        defer { second.stop() }
-        #expect(first.api.issuer != second.api.issuer)
+        try ConfusionDeployment.run(on: database, extraArguments: ["--signing-key-file", keyFile]) { first in
+            // The same device keys registered at a second server, a deployment of its own.
+            try ConfusionDeployment.run(
+                on: database, issuer: "http://other.keyauth.test", extraArguments: ["--signing-key-file", keyFile]
+            ) { second in
+                try Self.anotherIssuer(first, second)
+            }
+        }
+    }
+
+    private static func anotherIssuer(_ first: ConfusionDeployment, _ second: ConfusionDeployment) throws {
+        #expect(first.api.issuer != second.peer.issuer)
         for (name, token) in try Self.tokens(first).byKind {
             let devices = try second.devices("Bearer " + token)
             #expect(devices.status == 401 && devices.errorCode == "invalid_token", "\(name): \(devices.text)")
-            let userInfo = try OpenIDTestAPI.userInfo(second.api, token: token)
+            let userInfo = try OpenIDTestAPI.userInfo(second.peer, token: token)
             #expect(userInfo.status == 401 && userInfo.errorCode == "invalid_token", "\(name): \(userInfo.text)")
-            let login = try second.api.login(assertion: token)
+            let login = try second.peer.login(assertion: token)
             #expect(login.status == 400 && login.errorCode == "invalid_grant", "\(name): \(login.text)")
-            var browser = OpenIDBrowser(api: second.api)
+            var browser = OpenIDBrowser(api: second.peer)
             let logout = try browser.get("/end-session", query: [("id_token_hint", token)])
             #expect(logout.status == 400, "\(name) at the other server's /end-session")
         }
         // The first server's DPoP proof of a device, for the same path, at the second server.
         let proof = try first.proof(first.laptop, "POST", "/oauth/token")
-        let proofed = try second.api.send(
+        let proofed = try second.peer.send(
             "POST", "/oauth/token",
             headers: ["Content-Type": "application/x-www-form-urlencoded", "DPoP": proof],
             body: Array(
-                "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try second.api.assertion(second.laptop)))"
+                "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try second.peer.assertion(second.laptop)))"
                     .utf8))
         #expect(proofed.status == 400 && proofed.errorCode == "invalid_dpop_proof", "\(proofed.text)")
         #expect(try second.devices("Bearer " + second.laptopToken).status == 200)
@@ -250,9 +190,11 @@ struct TokenConfusionTests {
 
     @Test("a device assertion whose kid is not a string is refused, not looked up by sub; extreme claims are no 5xx")
     func assertionHeaderAndClaimTricks() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.assertionTricks.run(on: .sqlite)
+    }
+
+    static func assertionHeaderAndClaimTricks(_ deployment: ConfusionDeployment) throws {
+        let api = deployment.peer
         let laptop = deployment.laptop
         let kid = laptop.publicKey.fingerprint
         let claims = try api.defaultClaims(laptop)
@@ -294,35 +236,40 @@ struct TokenConfusionTests {
 
     @Test("one-time codes and ids of one kind are refused as another, and stay usable as what they are")
     func codesOfOneKindAsAnother() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.codes.run(on: .sqlite)
+    }
+
+    /// Codes and ids `deployment` gives, each offered at its peer as another kind.
+    static func codesOfOneKindAsAnother(_ deployment: ConfusionDeployment) throws {
+        let origin = deployment.api
         let enrollment = EnrollmentCodes(storage: deployment.storage, now: deployment.environment.clock.closure)
         let bobsCode = try enrollment.issue(for: "bob")
         let alicesCode = try enrollment.issue(for: "alice")
-        let made = try api.send(
+        let made = try origin.send(
             "POST", "/v1/recovery-codes",
             headers: ["Authorization": "Bearer \(deployment.laptopToken)", "Content-Type": "application/json"],
             body: Array(
                 JSONValue.object([
                     "assertion": .string(
-                        try api.assertion(
+                        try origin.assertion(
                             deployment.laptop, claims: ["recovery_codes": "alice", "amr": .array(["swk", "pin"])]))
                 ]).serialized().utf8))
         let recoveryCode = try #require(made.json?["codes"]?.arrayValue?.first?.stringValue, "\(made.text)")
         // An authorization code not yet redeemed, the browser session it signed in, a pending
         // CIBA request.
-        let relyingParty = try OpenIDTestAPI.addClient(api)
+        let relyingParty = try OpenIDTestAPI.addClient(origin)
         let pkce = try PKCE()
-        var browser = OpenIDBrowser(api: api)
-        let device = ApprovingDevice(api: api, key: deployment.laptop, token: deployment.laptopToken)
+        var browser = OpenIDBrowser(api: origin)
+        let device = ApprovingDevice(api: origin, key: deployment.laptop, token: deployment.laptopToken)
         let done = try OpenIDTestAPI.signIn(
             &browser, device: device, OpenIDTestAPI.authorization(relyingParty, pkce: pkce))
         let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
         let session = try #require(browser.cookies["keyauth-session"])
-        let desk = try api.addClient()
-        let requestID = try api.startSignIn(desk, user: "alice")
+        let desk = try origin.addClient()
+        let requestID = try origin.startSignIn(desk, user: "alice")
 
+        // Each offered at the peer instance (the same server on SQLite).
+        let api = deployment.peer
         // Registration codes: an enrollment code is no recovery code, nor the other way round.
         let bobsKey = try ServerTestKeys.key("bob-1")
         let newKey = try ServerTestKeys.key("alice-4")
@@ -363,7 +310,9 @@ struct TokenConfusionTests {
             stranger.cookies["keyauth-session"] = value
             #expect(try !stranger.get("/account").text.contains("Sign out"))
         }
-        #expect(try browser.get("/account").text.contains("Sign out"))
+        var signedIn = OpenIDBrowser(api: api)
+        signedIn.cookies["keyauth-session"] = session
+        #expect(try signedIn.get("/account").text.contains("Sign out"))
         // Each still works as what it is.
         #expect(try register("bob", bobsKey, "enrollment_code", bobsCode).status == 201)
         #expect(try register("alice", newKey, "recovery_code", recoveryCode).status == 201)
@@ -375,9 +324,11 @@ struct TokenConfusionTests {
         "two Authorization headers, or a token in the header and the form, are invalid_request; odd presentations are refused"
     )
     func oddPresentations() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.oddPresentations.run(on: .sqlite)
+    }
+
+    static func oddPresentations(_ deployment: ConfusionDeployment) throws {
+        let api = deployment.peer
         let bound = try deployment.boundToken()
         let token = deployment.laptopToken
         let proof = try deployment.proof(deployment.laptop, "GET", "/v1/devices", token: bound)
@@ -459,12 +410,15 @@ struct TokenConfusionTests {
 
     @Test("approvals take a fresh assertion of the token's own device, never another token or device's")
     func approvalsTakeOnlyTheirAssertion() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.approvals.run(on: .sqlite)
+    }
+
+    static func approvalsTakeOnlyTheirAssertion(_ deployment: ConfusionDeployment) throws {
+        let api = deployment.peer
         let laptop = deployment.laptop
-        let desk = try api.addClient()
-        let requestID = try api.startSignIn(desk, user: "alice")
+        // Started at one instance, answered at the other.
+        let desk = try deployment.api.addClient()
+        let requestID = try deployment.api.startSignIn(desk, user: "alice")
         let bindingCode = try api.code(of: requestID)
         let approvalClaims: [String: JSONValue] = [
             "auth_req_id": .string(requestID), "binding_code": .string(bindingCode), "amr": .array(["swk", "pin"]),
@@ -507,9 +461,11 @@ struct TokenConfusionTests {
     @Test("the server's own tokens with a changed header, claims or proof are refused, under both token keys")
     func changedTokens() throws {
         // ES256 access tokens beside the RS256 key of ID tokens: both kinds of key are published.
-        let deployment = try Deployment(tokenAlgorithm: "ES256")
-        defer { deployment.stop() }
-        let api = deployment.api
+        try TokenConfusionCase.changedTokens.run(on: .sqlite)
+    }
+
+    static func changedTokens(_ deployment: ConfusionDeployment) throws {
+        let api = deployment.peer
         let keySet = try JWKSet(json: try api.send("GET", "/.well-known/jwks.json").body)
         let token = deployment.laptopToken
         let parts = token.split(separator: ".").map(String.init)
@@ -613,8 +569,10 @@ struct TokenConfusionTests {
 
     @Test("a DPoP-bound token: no Bearer downgrade, and a proof for another request, token or key is refused")
     func boundTokenProofs() throws {
-        let deployment = try Deployment()
-        defer { deployment.stop() }
+        try TokenConfusionCase.boundTokenProofs.run(on: .sqlite)
+    }
+
+    static func boundTokenProofs(_ deployment: ConfusionDeployment) throws {
         let laptop = deployment.laptop
         let bound = try deployment.boundToken()
         let issuer = deployment.api.issuer
@@ -659,5 +617,37 @@ struct TokenConfusionTests {
         #expect(try deployment.devices("DPoP " + bound, proof: withQuery).status == 200)
         let again = try deployment.devices("DPoP " + bound, proof: withQuery)
         #expect(again.status == 401 && again.errorCode == "invalid_dpop_proof")
+    }
+}
+
+/// The audit's checks that run against a deployment, by name: each runs on SQLite in
+/// ``TokenConfusionTests`` and across two instances on PostgreSQL in
+/// ``StorageContractTests/TokenConfusionPostgresTests``.
+enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case everyKind = "every token kind at every verifier"
+    case anotherIssuer = "another issuer sharing the signing key file"
+    case assertionTricks = "assertion header and claim tricks"
+    case codes = "one-time codes of one kind as another"
+    case oddPresentations = "odd presentations"
+    case approvals = "approvals take only their assertion"
+    case changedTokens = "changed tokens under both token keys"
+    case boundTokenProofs = "DPoP-bound token proofs"
+
+    var testDescription: String { rawValue }
+
+    /// Runs the check against a fresh deployment on `database`.
+    func run(on database: ConfusionDeployment.Database) throws {
+        typealias Checks = TokenConfusionTests
+        switch self {
+        case .everyKind: try ConfusionDeployment.run(on: database, Checks.everyKindAtEveryVerifier)
+        case .anotherIssuer: try Checks.anotherIssuer(on: database)
+        case .assertionTricks: try ConfusionDeployment.run(on: database, Checks.assertionHeaderAndClaimTricks)
+        case .codes: try ConfusionDeployment.run(on: database, Checks.codesOfOneKindAsAnother)
+        case .oddPresentations: try ConfusionDeployment.run(on: database, Checks.oddPresentations)
+        case .approvals: try ConfusionDeployment.run(on: database, Checks.approvalsTakeOnlyTheirAssertion)
+        case .changedTokens:
+            try ConfusionDeployment.run(on: database, tokenAlgorithm: "ES256", Checks.changedTokens)
+        case .boundTokenProofs: try ConfusionDeployment.run(on: database, Checks.boundTokenProofs)
+        }
     }
 }
