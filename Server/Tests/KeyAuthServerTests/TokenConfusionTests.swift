@@ -632,6 +632,7 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
     case approvals = "approvals take only their assertion"
     case changedTokens = "changed tokens under both token keys"
     case boundTokenProofs = "DPoP-bound token proofs"
+    case retiredKey = "a retired signing key's tokens"
 
     var testDescription: String { rawValue }
 
@@ -648,6 +649,8 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
         case .changedTokens:
             try ConfusionDeployment.run(on: database, tokenAlgorithm: "ES256", Checks.changedTokens)
         case .boundTokenProofs: try ConfusionDeployment.run(on: database, Checks.boundTokenProofs)
+        case .retiredKey:
+            try ConfusionDeployment.run(on: database, extraArguments: Checks.rotationArguments, Checks.retiredKey)
         }
     }
 }

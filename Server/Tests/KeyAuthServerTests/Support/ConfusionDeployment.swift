@@ -26,6 +26,8 @@ struct ConfusionDeployment {
     static let postgresIssuer = "http://keyauth.test"
 
     let environment: TestEnvironment
+    /// The servers' `--db`, for admin commands (`keys rotate`).
+    let database: String
     let storage: any ServerStorage
     /// The instance the test's devices and clients talk to, which issues the tokens.
     let api: TestAPI
@@ -63,7 +65,10 @@ struct ConfusionDeployment {
             let storage = try StorageFactory.open(environment.databasePath, creatingIfMissing: false)
             defer { storage.close() }
             let api = TestAPI(server: server, clock: environment.clock, storage: storage)
-            try body(try ConfusionDeployment(environment: environment, api: api, peer: api, logs: [server]))
+            try body(
+                try ConfusionDeployment(
+                    environment: environment, database: environment.databasePath, api: api, peer: api,
+                    logs: [server]))
         case .postgres:
             try PostgresTestServer.withServerProcesses(issuer: issuer, extraArguments: arguments) { servers, url in
                 let storage = try PostgresStorage(url: url)
@@ -77,13 +82,17 @@ struct ConfusionDeployment {
                 }
                 try body(
                     try ConfusionDeployment(
-                        environment: environment, api: instances[0], peer: instances[1], logs: servers))
+                        environment: environment, database: url, api: instances[0], peer: instances[1],
+                        logs: servers))
             }
         }
     }
 
-    private init(environment: TestEnvironment, api: TestAPI, peer: TestAPI, logs: [KeyAuthServerProcess]) throws {
+    private init(
+        environment: TestEnvironment, database: String, api: TestAPI, peer: TestAPI, logs: [KeyAuthServerProcess]
+    ) throws {
         self.environment = environment
+        self.database = database
         self.api = api
         self.peer = peer
         storage = api.storage
