@@ -43,21 +43,21 @@ struct AttestedClient {
             nonce: nonce, evidence: try key.attestation(nonce: bytes, on: try tpm.connection))
     }
 
-    /// The whole round trip; `answer` may replace the TPM's answer to the challenge.
+    /// The whole round trip, each request with a fresh proof (each uses its proof up); `answer`
+    /// may replace the TPM's answer to the challenge.
     func register(
         user: String, change: (inout RegistrationAttestation) throws -> Void = { _ in },
         answer: ((TPMCredential) throws -> [UInt8])? = nil
     ) throws -> (challenge: HTTPResponse, final: HTTPResponse) {
         var attestation = try attestation(nonce: try nonce())
         try change(&attestation)
-        let proof = try proof()
-        let challenge = try api.registerBody(body(user: user, attestation: attestation, proof: proof))
+        let challenge = try api.registerBody(body(user: user, attestation: attestation, proof: try proof()))
         guard challenge.status == 202, let parsed = challenge.json.flatMap(ActivationChallenge.init(jsonValue:)) else {
             return (challenge, challenge)
         }
         attestation.activationSecret =
             try answer?(parsed.credential) ?? (try signer.activateCredential(parsed.credential))
-        return (challenge, try api.registerBody(body(user: user, attestation: attestation, proof: proof)))
+        return (challenge, try api.registerBody(body(user: user, attestation: attestation, proof: try proof())))
     }
 }
 
@@ -165,8 +165,8 @@ struct AttestedRegistrationTests {
         // Challenged under the intruder's own endorsement key, which it can answer (so could
         // software, with a key it made), ...
         var attestation = try intruder.attestation(nonce: try intruder.nonce())
-        let proof = try intruder.proof()
-        let challenge = try api.registerBody(intruder.body(user: "mallory", attestation: attestation, proof: proof))
+        let challenge = try api.registerBody(
+            intruder.body(user: "mallory", attestation: attestation, proof: try intruder.proof()))
         #expect(challenge.status == 202, "\(challenge.text)")
         let parsed = try #require(challenge.json.flatMap(ActivationChallenge.init(jsonValue:)))
         attestation.activationSecret = try intruder.signer.activateCredential(parsed.credential)
@@ -174,13 +174,15 @@ struct AttestedRegistrationTests {
         var swapped = attestation
         swapped.evidence.endorsementCertificates = certificate
         swapped.evidence.endorsementKey = nil
-        let final = try api.registerBody(intruder.body(user: "mallory", attestation: swapped, proof: proof))
+        let final = try api.registerBody(
+            intruder.body(user: "mallory", attestation: swapped, proof: try intruder.proof()))
         #expect(final.status == 400, "\(final.text)")
         #expect(final.errorDescription?.contains("credential activation failed") == true)
         #expect(try api.storage.allDevices().isEmpty)
 
         // The same answer with the evidence it was challenged under is what it is: unverified.
-        let honest = try api.registerBody(intruder.body(user: "mallory", attestation: attestation, proof: proof))
+        let honest = try api.registerBody(
+            intruder.body(user: "mallory", attestation: attestation, proof: try intruder.proof()))
         #expect(honest.status == 201, "\(honest.text)")
         #expect(honest.json?["tier"]?.stringValue == "tpm-unverified")
     }

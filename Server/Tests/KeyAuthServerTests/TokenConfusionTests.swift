@@ -633,6 +633,7 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
     case changedTokens = "changed tokens under both token keys"
     case boundTokenProofs = "DPoP-bound token proofs"
     case retiredKey = "a retired signing key's tokens"
+    case attestation = "TPM attestation endpoints"
 
     var testDescription: String { rawValue }
 
@@ -651,6 +652,7 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
         case .boundTokenProofs: try ConfusionDeployment.run(on: database, Checks.boundTokenProofs)
         case .retiredKey:
             try ConfusionDeployment.run(on: database, extraArguments: Checks.rotationArguments, Checks.retiredKey)
+        case .attestation: try Checks.attestationEndpoints(on: database)
         }
     }
 }

@@ -31,8 +31,8 @@ extension KeyAuthClient {
     ///
     /// - Parameters:
     ///   - key: the TPM key, with its PIN, which certifying needs.
-    ///   - makeProof: signs an assertion with the key; called before each request, since the
-    ///     TPM's work between them can outlast one proof's lifetime.
+    ///   - makeProof: signs an assertion with the key; called before each request, since each
+    ///     uses its proof up and the TPM's work between them can outlast one proof's lifetime.
     ///   - enrollment: the user, the device name and an optional enrollment code.
     /// - Throws: as ``registerDevice(publicKey:proof:enrollment:)``; `.serverRejected` with
     ///   `invalid_request` naming the check the attestation failed; the TPM's errors (`.keyCorrupt`

@@ -18,8 +18,8 @@ extension KeyAuthService {
     ///
     /// The device authenticates with a fresh assertion, checked as a login's is (decoy included,
     /// so an unknown key costs what a known one does) but not refused by the device policy,
-    /// which this request exists to satisfy. Its `jti` is used up only with the answered
-    /// challenge, as a registration's proof is.
+    /// which this request exists to satisfy. Its `jti` is used up by each of the two requests,
+    /// as an attested registration's proof is, so each needs a fresh assertion.
     ///
     /// The tier only rises: a device that showed `attested` once keeps it when a later
     /// attestation shows less (a root taken out of `--tpm-ca`, an expired certificate); the
@@ -47,6 +47,9 @@ extension KeyAuthService {
         case .revoked:
             throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure)
         }
+        // Used up by each request before its attestation is checked: an assertion the server saw
+        // and left unused (a challenge, a refused attestation) would log the device in.
+        try claimJWTID(of: verified)
         let (shown, problem): (DeviceTier, String?)
         switch try checkAttestation(request.attestation, key: key) {
         case .challenge(let challenge):
@@ -54,7 +57,6 @@ extension KeyAuthService {
         case .passed(let tier, let endorsementProblem):
             (shown, problem) = (tier, endorsementProblem)
         }
-        try claimJWTID(of: verified)
         var tier = device.tier
         if shown.rank > device.tier.rank {
             // Compared and set in one statement: of two attestations at once, each rises from

@@ -59,9 +59,11 @@ extension KeyAuthService {
         var tier = DeviceTier.software
         var attestationDetail: String?
         if let attestation = request.attestation {
+            // Each request of the round trip uses up its proof before its attestation is checked:
+            // a proof the server saw and left unused would log in once the answer stored the key.
+            try claimJWTID(of: verifiedProof)
             switch try checkAttestation(attestation, key: key) {
             case .challenge(let challenge):
-                // The proof is not used up: the client sends it again with the answer.
                 return .activationRequired(challenge)
             case .passed(let attestedTier, let problem):
                 tier = attestedTier
@@ -69,7 +71,7 @@ extension KeyAuthService {
             }
         }
         try applyDevicePolicy(tier, at: "registration", kid: kid, user: request.user)
-        try claimJWTID(of: verifiedProof)
+        if request.attestation == nil { try claimJWTID(of: verifiedProof) }
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)
