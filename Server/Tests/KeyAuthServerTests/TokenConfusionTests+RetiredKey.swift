@@ -32,7 +32,11 @@ extension TokenConfusionTests {
         let redeemed = try OpenIDTestAPI.codeFlowTokens(api, device: device, client: try OpenIDTestAPI.addClient(api))
         let clientToken = try #require(redeemed.json?["access_token"]?.stringValue)
         let idToken = try #require(redeemed.json?["id_token"]?.stringValue)
-        #expect(try CompactJWS(parsing: deployment.laptopToken).keyID == oldKID)
+        // Issued last before the rotation, so that under load it is still valid (60 s) while the
+        // old key is previous.
+        deployment.syncClock()
+        let laptopToken = try api.accessToken(deployment.laptop)
+        #expect(try CompactJWS(parsing: laptopToken).keyID == oldKID)
 
         let rotated = try KeyAuthServerProcess.runCommand(
             ["keys", "rotate", "--alg", "RS256", "--delay", "0", "--db", deployment.database, "--config", "/dev/null"]
@@ -49,7 +53,6 @@ extension TokenConfusionTests {
             deployment.syncClock()
             let now = deployment.environment.clock.now
             let peer = deployment.peer
-            let laptopToken = deployment.laptopToken
             // The old key's own tokens; an access token of the old key made now, as a copy of
             // the key makes one; an ID token of it for the end-session endpoint, whose hint may
             // be of any age but must be of a published key (section 10).
