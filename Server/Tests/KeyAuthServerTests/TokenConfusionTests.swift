@@ -451,6 +451,26 @@ struct TokenConfusionTests {
                 body: Array(JSONValue.object(["assertion": .string(assertion)]).serialized().utf8))
             #expect(approval.status == 400 && approval.errorCode == "invalid_grant", "\(name): \(approval.text)")
         }
+        // Recovery codes take a statement naming the token's user, with a presence check.
+        var refused = candidates
+        for (name, claims) in [
+            ("naming another user", ["recovery_codes": "bob", "amr": .array(["swk", "pin"])]),
+            ("without a presence check", ["recovery_codes": "alice", "amr": .array(["swk"])]),
+        ] as [(String, [String: JSONValue])] {
+            let assertion = try api.assertion(laptop, claims: claims)
+            let made = try api.send(
+                "POST", "/v1/recovery-codes",
+                headers: ["Content-Type": "application/json", "Authorization": "Bearer \(deployment.laptopToken)"],
+                body: Array(JSONValue.object(["assertion": .string(assertion)]).serialized().utf8))
+            #expect(made.status == 400 && made.errorCode == "invalid_grant", "\(name): \(made.text)")
+            refused.append(("the laptop's recovery-codes assertion \(name)", assertion))
+        }
+        // A statement the server verified and refused is used up: none of them logs in later
+        // (at either instance), whoever saw it.
+        for (name, assertion) in refused {
+            let login = try deployment.api.login(assertion: assertion)
+            #expect(login.status == 400 && login.errorCode == "invalid_grant", "\(name) logs in: \(login.text)")
+        }
         // None of it answered the request: the laptop's own assertion still approves it.
         let good = try api.answer(
             requestID, decision: "approve", assertion: try api.assertion(laptop, claims: approvalClaims),

@@ -11,7 +11,7 @@ struct DeviceStatement: Sendable {
 extension KeyAuthService {
     /// Checks an assertion that approves something on behalf of the caller's device (a sign-in
     /// request, a new device): every login check of section 2 (its `jti` claimed in the same
-    /// replay cache), signed by `actor` itself while active, naming what it approves in the claim
+    /// replay cache once its signature verifies, whatever is refused after), signed by `actor` itself while active, naming what it approves in the claim
     /// `naming.claim`, with a valid `amr` statement, and, where `requiringPresence`, one that
     /// includes a presence check (`pin` or `user`).
     ///
@@ -28,6 +28,10 @@ extension KeyAuthService {
         let (key, device) = try loginKeys.key(for: stored, signature: parsed.signature)
         let verified = try verifyAssertion(parsed, key: key)
         guard let device else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
+        // Used up before the checks of what it states: a statement refused here (another device's,
+        // naming something else, without presence) is still a valid login of its device, and
+        // whoever saw it could log in with it.
+        try claimJWTID(of: verified)
         guard device.kid == actor.kid, device.status == .active else {
             throw ServiceError(.invalidGrant, "the assertion must be signed by the device that answers")
         }
@@ -45,7 +49,6 @@ extension KeyAuthService {
                 "approving a device or making recovery codes needs a presence check on the device (amr pin or "
                     + "user): a device registered with --presence none can do neither")
         }
-        try claimJWTID(of: verified)
         return DeviceStatement(claims: verified.claims, methods: methods)
     }
 
