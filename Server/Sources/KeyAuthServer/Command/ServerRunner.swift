@@ -109,7 +109,10 @@ package final class ServerRunner: Sendable {
             } catch {
                 server.stop()
                 storage.close()
-                throw HTTPServerError(message: "\(error.message) for metrics; pass --metrics-listen HOST:PORT or off")
+                var error = error
+                error.flag = "--metrics-listen"
+                error.purpose = "metrics"
+                throw error
             }
         } else {
             metricsServer = nil

@@ -66,13 +66,6 @@ package struct HTTPServerOptions: Sendable {
     }
 }
 
-/// A transport failure: the daemon could not start.
-package struct HTTPServerError: Error, Sendable, CustomStringConvertible {
-    /// What went wrong, with the address.
-    package let message: String
-    package var description: String { message }
-}
-
 /// The HTTP server: libmicrohttpd with its internal epoll thread pool, turning requests into
 /// ``HTTPRequest`` values for an ``HTTPResponder``.
 ///
@@ -125,8 +118,7 @@ package final class HTTPServer: Sendable {
         guard let started else {
             context.deadlines.cancel()
             Unmanaged<HTTPServerContext>.fromOpaque(contextPointer).release()
-            throw HTTPServerError(
-                message: "cannot listen on \(options.address) (address in use, or not allowed)")
+            throw HTTPServerError(address: options.address, reason: ListenProbe.reason(options.address))
         }
         self.daemon = MicroHTTPDaemon(taking: started)
         self.context = context
