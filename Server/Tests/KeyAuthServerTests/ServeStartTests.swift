@@ -15,7 +15,9 @@ struct ServeStartTests {
     /// Whether tests may run the server as `nobody` (root, with runuser).
     static let canSwitchUser = ServerFilesTests.canSwitchUser
 
-    @Test("a port in use stops serve with exit 69 naming it, what to do, and the option to change")
+    @Test(
+        "a port in use stops serve with exit 69 naming it, before the database: none is created, an older one not migrated"
+    )
     func portInUse() throws {
         let directory = TemporaryDirectory("keyauth-start")
         defer { directory.remove() }
@@ -25,12 +27,23 @@ struct ServeStartTests {
         let port = first.port
         let inUse =
             "another process listens on port \(port) (`ss -ltnp 'sport = :\(port)'` shows which); stop it, or pass"
-        let run = try Self.serve(["--db", directory.path + "/new.db"], listen: "127.0.0.1:\(port)")
-        #expect(run.status == 69, "\(run.error)")
-        #expect(
-            run.error
-                == "keyauth-server: cannot listen on 127.0.0.1:\(port): \(inUse) --listen HOST:PORT with a free port\n")
-        let metrics = try Self.serve(["--db", directory.path + "/new.db", "--metrics-listen", "127.0.0.1:\(port)"])
+        let state = directory.path + "/state"
+        mkdir(state, 0o700)
+        let older = state + "/older.db"
+        do {
+            let connection = try SQLiteConnection(path: older, busyTimeoutMilliseconds: 1000)
+            try SQLSchema.build(on: connection, upTo: SQLSchema.latestVersion - 1)
+        }
+        chmod(older, 0o600)
+        for database in [state + "/new.db", older] {
+            let run = try Self.refused(database, listen: "127.0.0.1:\(port)")
+            #expect(run.status == 69, "\(run.error)")
+            #expect(
+                run.error
+                    == "keyauth-server: cannot listen on 127.0.0.1:\(port): \(inUse) --listen HOST:PORT with a free port\n"
+            )
+        }
+        let metrics = try Self.refused(state + "/new.db", ["--metrics-listen", "127.0.0.1:\(port)"])
         #expect(metrics.status == 69, "\(metrics.error)")
         #expect(
             metrics.error
@@ -40,9 +53,7 @@ struct ServeStartTests {
 
     @Test("an address this machine does not have is named as such, exit 69", arguments: ["192.0.2.1", "[2001:db8::1]"])
     func addressNotHere(host: String) throws {
-        let directory = TemporaryDirectory("keyauth-start")
-        defer { directory.remove() }
-        let run = try Self.serve(["--db", directory.path + "/ka.db"], listen: host + ":8088")
+        let run = try Self.serve(["--db", "/nonexistent/keyauth.db"], listen: host + ":8088")
         let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         let all = host.hasPrefix("[") ? "[::]:8088" : "0.0.0.0:8088"
         #expect(run.status == 69, "\(run.error)")
@@ -61,16 +72,68 @@ struct ServeStartTests {
         "port 80 as a user without CAP_NET_BIND_SERVICE says so, exit 69",
         .enabled(if: canSwitchUser && unprivilegedPortStart > 80))
     func privilegedPort() throws {
-        let directory = TemporaryDirectory("keyauth-start")
-        defer { directory.remove() }
-        #expect(chown(directory.path, 65534, 65534) == 0)
-        let run = try Self.serve(["--db", directory.path + "/ka.db"], listen: "127.0.0.1:80", wrappedIn: Self.asNobody)
+        let run = try Self.serve(["--db", "/nonexistent/keyauth.db"], listen: "127.0.0.1:80", wrappedIn: Self.asNobody)
         #expect(run.status == 69, "\(run.error)")
         #expect(
             run.error
                 == "keyauth-server: cannot listen on 127.0.0.1:80: a port below 1024 needs root or the capability "
                 + "CAP_NET_BIND_SERVICE; pass --listen with a port from 1024 (behind a reverse proxy, docs/SERVER.md), "
                 + "or grant the capability\n")
+    }
+
+    @Test(
+        "a start that fails after opening the database removes the file it created, and leaves one it found as a clean stop does"
+    )
+    func lateFailure() throws {
+        let environment = TestEnvironment()
+        // A key size the server cannot make: the start fails at its last step, composing the
+        // application, after the database was created and the replay cache started.
+        let failing = try environment.configuration { $0.signingKeyBits = 1000 }
+        func expectRefused() {
+            do {
+                _ = try ServerRunner(configuration: failing, log: SilentLog())
+                Issue.record("started")
+            } catch let error as KeyAuthError {
+                #expect(error.code == .invalidArgument, "\(error)")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        expectRefused()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: environment.directory.path) == [])
+
+        // A database that exists (made without a key) is kept, and its replay cache is not left
+        // marked as running, which the next start would take for a crash.
+        try StorageFactory.open(environment.databasePath).close()
+        expectRefused()
+        let storage = try StorageFactory.open(environment.databasePath)
+        defer { storage.close() }
+        #expect(try ReplayGuard.start(mode: .memory, storage: storage, now: ServerClock.now()).horizon == nil)
+    }
+
+    @Test("the serve lock creates a missing file, and removes it only when it created it and no server shares it")
+    func lockCreatesAndRemoves() throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let path = directory.path + "/ka.db"
+        do {
+            let created = try SQLiteServeLock(path: path, exclusive: false)
+            #expect(created.created)
+            #expect(fileMode(path).map { $0 & 0o777 } == 0o600)
+            let another = try SQLiteServeLock(path: path, exclusive: false)
+            #expect(!another.created)
+            // Another server shares the file: it stays.
+            created.removeCreatedDatabase()
+            #expect(FileManager.default.fileExists(atPath: path))
+            withExtendedLifetime((created, another)) {}
+        }
+        let alone = try SQLiteServeLock(path: directory.path + "/alone.db", exclusive: true)
+        alone.removeCreatedDatabase()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["ka.db"])
+        // One it found is never removed.
+        let found = try SQLiteServeLock(path: path, exclusive: true)
+        found.removeCreatedDatabase()
+        #expect(FileManager.default.fileExists(atPath: path))
     }
 
     // MARK: Helpers
@@ -92,5 +155,21 @@ struct ServeStartTests {
             program, Array(wrapper.dropFirst()) + [KeyAuthServerProcess.binary.path] + command,
             environment: KeyAuthServerProcess.environment, timeout: 30)
         return (run.status, run.standardError)
+    }
+
+    /// Runs `serve --db database` as ``serve(_:listen:wrappedIn:)`` does, expecting a refusal:
+    /// the database's directory, and the database when it exists, must be as they were (not
+    /// created, not migrated, no companion files).
+    static func refused(
+        _ database: String, _ arguments: [String] = [], listen: String = "127.0.0.1:0", wrappedIn wrapper: [String] = []
+    ) throws -> (status: Int32, error: String) {
+        let directory = SecureFile.parentDirectory(of: database)
+        let files = FileManager.default
+        let listing = try files.contentsOfDirectory(atPath: directory).sorted()
+        let contents = files.contents(atPath: database)
+        let run = try serve(["--db", database] + arguments, listen: listen, wrappedIn: wrapper)
+        #expect(try files.contentsOfDirectory(atPath: directory).sorted() == listing, "\(run.error)")
+        #expect(files.contents(atPath: database) == contents)
+        return run
     }
 }

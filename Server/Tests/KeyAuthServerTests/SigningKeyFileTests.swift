@@ -79,7 +79,8 @@ struct SigningKeyFileTests {
     }
 
     @Test(
-        "an exposed, missing, linked, encrypted, non-RSA, small or FIFO key file is refused with exit 65 naming it")
+        "an exposed, missing, linked, encrypted, non-RSA, small or FIFO key file is refused with exit 65 naming it, before any database is created"
+    )
     func unusableKeyFilesRefused() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
         defer { directory.remove() }
@@ -124,9 +125,11 @@ struct SigningKeyFileTests {
         }
 
         for (file, problem) in cases {
-            let server = try Self.serve(
-                directory.path + "/ka-\(UUID().uuidString).db", in: directory, extra: ["--signing-key-file", file])
+            // The file is read first: a refused start has created no database.
+            let database = directory.path + "/ka-\(UUID().uuidString).db"
+            let server = try Self.serve(database, in: directory, extra: ["--signing-key-file", file])
             #expect(server.waitUntilExit() == 65, "\(file)")
+            #expect(!FileManager.default.fileExists(atPath: database), "\(file)")
             let log = server.log
             #expect(log.hasPrefix("keyauth-server: --signing-key-file: "), "\(log)")
             #expect(log.contains(problem), "\(log)")

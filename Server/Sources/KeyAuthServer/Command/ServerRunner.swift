@@ -37,87 +37,68 @@ package final class ServerRunner: Sendable {
         (try? responder.service.tokens.keys.current(at: ServerClock.now()).entry.algorithm) ?? .rs256
     }
 
-    /// Opens storage, loads or creates the signing key, starts listening (publicly, and for
-    /// metrics unless that is off) and schedules cleanup.
+    /// Starts the server: reads its files, starts listening (publicly, and for metrics unless
+    /// that is off), opens storage, loads or creates the signing key and schedules cleanup.
+    ///
+    /// In that order, so that a failed start leaves nothing behind: a wrong file or an address
+    /// that cannot be bound stops it before the database is opened, and a later failure stops
+    /// the listeners, saves the replay cache as a clean stop does, and removes the SQLite file
+    /// when this start created it (``SQLiteServeLock``). Until the application is installed, both
+    /// listeners answer 503.
     ///
     /// - Parameters:
     ///   - configuration: the settings.
     ///   - storage: an open store; by default the one `configuration.database` names.
     ///   - log: where request and error lines go.
     ///   - now: the clock.
-    /// - Throws: ``StorageError``, ``HTTPServerError``, or `KeyAuthError` for the signing key.
+    /// - Throws: ``StorageError``, ``HTTPServerError``, or `KeyAuthError` for a file or the
+    ///   signing key.
     package init(
         configuration: ServerConfiguration, storage: (any ServerStorage)? = nil,
         log: any ServerLog = StandardErrorLog(),
         now: @escaping @Sendable () -> Int64 = ServerClock.now
     ) throws {
-        let opened = storage == nil
-        let storage = try storage ?? StorageFactory.open(configuration.database)
-        let replayMode = configuration.replayCache ?? (storage.sharesReplayClaims ? .database : .memory)
+        let onPostgres = storage?.sharesReplayClaims ?? StorageFactory.isPostgresURL(configuration.database)
+        let replayMode = configuration.replayCache ?? (onPostgres ? .database : .memory)
+        let files: ServeFiles
+        let listeners: Listeners
         do {
-            if replayMode == .memory, storage.sharesReplayClaims {
+            if replayMode == .memory, onPostgres {
                 throw KeyAuthError(
                     .invalidArgument, "--replay-cache memory needs SQLite: servers sharing PostgreSQL share the cache")
             }
-            serveLock =
-                opened && !storage.sharesReplayClaims
-                ? try SQLiteServeLock(path: configuration.database, exclusive: replayMode == .memory) : nil
-            replay = try ReplayGuard.start(mode: replayMode, storage: storage, now: now())
+            files = try ServeFiles(configuration)
+            listeners = try Listeners(
+                configuration, writesBlockUntilDurable: storage?.writesBlockUntilDurable ?? onPostgres)
         } catch {
-            storage.close()
+            storage?.close()
             throw error
         }
         self.now = now
         report = { [format = configuration.logFormat] line in log.error(line, format: format) }
-        let replay = self.replay
-        var options = HTTPServerOptions(address: configuration.listen)
-        options.threadPoolSize = configuration.workerThreads(writesBlockUntilDurable: storage.writesBlockUntilDurable)
-        options.connectionLimit = configuration.connectionLimit
-        options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
-        options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
-        options.requestTimeoutSeconds = configuration.requestTimeoutSeconds
-        options.maximumBodySize = configuration.maximumBodySize
-        func application(issuer: String) throws -> KeyAuthResponder {
-            KeyAuthResponder(
-                try Self.compose(
-                    configuration: configuration, issuer: issuer, storage: storage, log: log, now: now, replay: replay))
-        }
+        server = listeners.server
+        metricsServer = listeners.metrics
+        var undo = StartUndo(listeners: listeners, storage: storage)
         do {
-            if configuration.issuer != nil || configuration.listen.port != 0 {
-                responder = try application(issuer: configuration.resolvedIssuer(boundPort: configuration.listen.port))
-                server = try HTTPServer(responder: responder, options: options)
-            } else {
-                // Port 0 without an issuer: the default issuer names the port the kernel picks,
-                // so bind first and install the application once it is known (requests that
-                // arrive in between get 503).
-                let slot = ResponderSlot()
-                server = try HTTPServer(responder: slot, options: options)
-                responder = try application(issuer: configuration.resolvedIssuer(boundPort: server.port))
-                slot.install(responder)
-            }
+            let (opened, lock) =
+                try storage.map { ($0, nil) }
+                ?? StorageFactory.openForServing(configuration.database, alone: replayMode == .memory)
+            undo.storage = opened
+            undo.lock = lock
+            let replay = try ReplayGuard.start(mode: replayMode, storage: opened, now: now())
+            undo.replay = replay
+            responder = KeyAuthResponder(
+                try Self.compose(
+                    configuration: configuration, issuer: configuration.resolvedIssuer(boundPort: server.port),
+                    storage: opened, log: log, now: now, replay: replay, files: files))
+            self.storage = opened
+            self.replay = replay
+            serveLock = lock
         } catch {
-            storage.close()
+            undo.run(now: now())
             throw error
         }
-        if let metricsAddress = configuration.metricsAddress {
-            // A few threads and connections: one scraper and an operator's curl.
-            var metricsOptions = HTTPServerOptions(address: metricsAddress)
-            metricsOptions.threadPoolSize = 2
-            metricsOptions.connectionLimit = 64
-            do {
-                metricsServer = try HTTPServer(responder: responder.operations, options: metricsOptions)
-            } catch {
-                server.stop()
-                storage.close()
-                var error = error
-                error.flag = "--metrics-listen"
-                error.purpose = "metrics"
-                throw error
-            }
-        } else {
-            metricsServer = nil
-        }
-        self.storage = storage
+        listeners.install(responder)
         let responder = self.responder
         responder.purgeExpired()
         cleanup = RepeatingTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
@@ -144,18 +125,21 @@ package final class ServerRunner: Sendable {
     /// configured, else from storage, created on first start), access tokens, the assertion
     /// verifier, the device registry and the service, the attempt limits and the metrics.
     ///
+    /// - Parameter files: what `configuration`'s files hold, when the caller has read them
+    ///   already (``ServeFiles``); read here otherwise.
     /// - Throws: ``StorageError``, or `KeyAuthError` when the signing key cannot be created or
     ///   read, or a decoy key cannot be made.
     static func compose(
         configuration: ServerConfiguration, issuer: String, storage: any ServerStorage, log: any ServerLog,
-        now: @escaping @Sendable () -> Int64, replay: ReplayGuard = ReplayGuard()
+        now: @escaping @Sendable () -> Int64, replay: ReplayGuard = ReplayGuard(), files: ServeFiles? = nil
     ) throws -> KeyAuthResponder.Collaborators {
+        let files = try files ?? ServeFiles(configuration)
         // The decoys for the common key sizes (2048, 3072, 4096 bits), made now so that no
         // request pays for them.
         try DecoyKeys.shared.prepare([256, 384, 512])
         let signingKeys =
-            if let file = configuration.signingKeyFile {
-                try ServerSigningKeys.load(file: file)
+            if let fileKeys = files.signingKeys {
+                fileKeys
             } else {
                 try ServerSigningKeys.loadOrCreate(
                     storage: storage, algorithm: configuration.tokenAlgorithm, rsaBits: configuration.signingKeyBits,
@@ -204,18 +188,15 @@ package final class ServerRunner: Sendable {
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             sshFetches: AddressRateLimiter(
                 limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
-        if configuration.sshPrincipalsFile != nil && configuration.sshCAKeyFile == nil {
-            throw KeyAuthError(.invalidArgument, "--ssh-principals-file needs --ssh-ca-key-file")
-        }
-        let sshCertificates = try configuration.sshCAKeyFile.map { file in
+        let sshCertificates = files.sshAuthorities.map { authorities in
             var issuer = SSHCertificateIssuer(
-                authorities: try SSHCertificateAuthorities(keyFile: file),
+                authorities: authorities,
                 settings: SSHCertificateIssuer.Settings(
                     lifetime: configuration.sshCertificateLifetime,
                     permitPortForwarding: !configuration.sshNoPortForwarding),
                 audit: AuditTrail(storage: storage, now: now), now: now,
                 revocationLists: SSHRevocationListCache(signal: service.registry.revocations, now: now))
-            issuer.principalMap = try configuration.sshPrincipalsFile.map(SSHPrincipalMapFile.init(path:))
+            issuer.principalMap = files.sshPrincipalMap
             return issuer
         }
         return KeyAuthResponder.Collaborators(
@@ -233,21 +214,5 @@ extension DeviceRegistry {
         self.init(
             storage: storage, pendingLifetime: configuration.pendingLifetime,
             deviceRetention: configuration.deviceRetention, now: now)
-    }
-}
-
-/// Forwards to the application once installed; answers 503 before.
-private final class ResponderSlot: HTTPResponder {
-    private let responder = Mutex<(any HTTPResponder)?>(nil)
-
-    func install(_ responder: any HTTPResponder) {
-        self.responder.withLock { $0 = responder }
-    }
-
-    func respond(to request: HTTPRequest) -> HTTPResponse {
-        guard let installed = responder.withLock({ $0 }) else {
-            return HTTPResponse(error: StorageError(.unavailable, "starting"))
-        }
-        return installed.respond(to: request)
     }
 }

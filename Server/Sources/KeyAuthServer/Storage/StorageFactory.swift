@@ -39,6 +39,30 @@ package enum StorageFactory {
         return storage
     }
 
+    /// Opens the store `serve` runs on, and for a SQLite file the lock it holds while serving.
+    ///
+    /// A SQLite file is checked before anything is created (as ``open(_:creatingIfMissing:migrating:)``
+    /// checks it), then locked, which creates it when missing (``SQLiteServeLock``): a file this
+    /// call created is removed again when opening it fails.
+    ///
+    /// - Parameter alone: whether the server must be alone on a SQLite file (its replay cache is
+    ///   in memory): an exclusive lock rather than a shared one.
+    /// - Throws: ``StorageError`` as ``open(_:creatingIfMissing:migrating:)``, and `.unavailable`
+    ///   when another server holds a conflicting lock.
+    static func openForServing(_ location: String, alone: Bool) throws(StorageError) -> (
+        storage: any ServerStorage, lock: SQLiteServeLock?
+    ) {
+        guard !isPostgresURL(location) else { return (try open(location), nil) }
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: true)
+        let lock = try SQLiteServeLock(path: location, exclusive: alone)
+        do {
+            return (try open(location), lock)
+        } catch {
+            lock.removeCreatedDatabase()
+            throw error
+        }
+    }
+
     /// Whether `location` names a PostgreSQL server rather than a file.
     package static func isPostgresURL(_ location: String) -> Bool {
         let lowered = location.lowercased()

@@ -1,0 +1,101 @@
+import Synchronization
+
+extension ServerRunner {
+    /// The public listener and the metrics listener, bound before the database is opened and
+    /// answering 503 until ``install(_:)`` gives them the application.
+    struct Listeners {
+        let server: HTTPServer
+        let metrics: HTTPServer?
+        private let application = ResponderSlot()
+        private let operations = ResponderSlot()
+
+        /// Binds `configuration`'s addresses.
+        ///
+        /// - Parameter writesBlockUntilDurable: whether the storage's writes hold their thread
+        ///   (PostgreSQL), which decides the default number of worker threads.
+        /// - Throws: ``HTTPServerError``; one for the metrics listener names `--metrics-listen`.
+        init(_ configuration: ServerConfiguration, writesBlockUntilDurable: Bool) throws(HTTPServerError) {
+            var options = HTTPServerOptions(address: configuration.listen)
+            options.threadPoolSize = configuration.workerThreads(writesBlockUntilDurable: writesBlockUntilDurable)
+            options.connectionLimit = configuration.connectionLimit
+            options.connectionsPerAddressLimit = configuration.connectionsPerAddressLimit
+            options.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
+            options.requestTimeoutSeconds = configuration.requestTimeoutSeconds
+            options.maximumBodySize = configuration.maximumBodySize
+            server = try HTTPServer(responder: application, options: options)
+            guard let metricsAddress = configuration.metricsAddress else {
+                metrics = nil
+                return
+            }
+            // A few threads and connections: one scraper and an operator's curl.
+            var metricsOptions = HTTPServerOptions(address: metricsAddress)
+            metricsOptions.threadPoolSize = 2
+            metricsOptions.connectionLimit = 64
+            do {
+                metrics = try HTTPServer(responder: operations, options: metricsOptions)
+            } catch {
+                server.stop()
+                var error = error
+                error.flag = "--metrics-listen"
+                error.purpose = "metrics"
+                throw error
+            }
+        }
+
+        /// Hands both listeners their responders: `responder` and its operations endpoints.
+        func install(_ responder: KeyAuthResponder) {
+            application.install(responder)
+            operations.install(responder.operations)
+        }
+
+        /// Stops both.
+        func stop() {
+            server.stop()
+            metrics?.stop()
+        }
+    }
+
+    /// What a start has set up so far, and how to take it down when a later step fails.
+    struct StartUndo {
+        let listeners: Listeners
+        /// The store, once open (or given).
+        var storage: (any ServerStorage)?
+        /// The SQLite file's lock, whose file is removed when this start created it.
+        var lock: SQLiteServeLock?
+        /// The replay cache, once started: saved as at a clean stop, so that an existing
+        /// database is not left marked as after a crash by a start that served nothing.
+        var replay: ReplayGuard?
+
+        /// Stops the listeners, saves the replay cache, closes the store, and removes the
+        /// database file this start created (after closing, so that SQLite has let go of it).
+        func run(now: Int64) {
+            listeners.stop()
+            if let replay, let storage { try? replay.stop(storage: storage, now: now) }
+            storage?.close()
+            lock?.removeCreatedDatabase()
+        }
+    }
+}
+
+/// Forwards to the application once installed; answers 503 before.
+///
+/// The application is read with one atomic load, without a lock that every request of every
+/// worker thread would take.
+private final class ResponderSlot: HTTPResponder {
+    private final class Installed: Sendable {
+        let responder: any HTTPResponder
+        init(_ responder: any HTTPResponder) { self.responder = responder }
+    }
+    private let installed = AtomicLazyReference<Installed>()
+
+    func install(_ responder: any HTTPResponder) {
+        _ = installed.storeIfNil(Installed(responder))
+    }
+
+    func respond(to request: HTTPRequest) -> HTTPResponse {
+        guard let responder = installed.load()?.responder else {
+            return HTTPResponse(error: StorageError(.unavailable, "starting"))
+        }
+        return responder.respond(to: request)
+    }
+}
