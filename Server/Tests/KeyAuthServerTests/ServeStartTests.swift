@@ -16,6 +16,29 @@ struct ServeStartTests {
     static let canSwitchUser = ServerFilesTests.canSwitchUser
 
     @Test(
+        "--db naming a file that is not a keyauth database is refused with exit 65 as by the admin commands, unchanged",
+        arguments: [
+            ("server.conf", "it is not a SQLite database file"), ("notes.db", "it has no schema_migrations table"),
+        ])
+    func notKeyAuthDatabase(name: String, reason: String) throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let path = directory.path + "/" + name
+        if name.hasSuffix(".db") {
+            let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 1000)
+            try connection.execute("CREATE TABLE notes (body TEXT)")
+        } else {
+            // The settings file, mode 644 as packages install it: refused as not keyauth's, not
+            // as a database others can read.
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("listen = 127.0.0.1:8080\n".utf8)))
+        }
+        chmod(path, name.hasSuffix(".db") ? 0o600 : 0o644)
+        let run = try Self.refused(path)
+        #expect(run.status == 65, "\(run.error)")
+        #expect(run.error == "keyauth-server: \(path) is not a keyauth database (\(reason))\n")
+    }
+
+    @Test(
         "a port in use stops serve with exit 69 naming it, before the database: none is created, an older one not migrated"
     )
     func portInUse() throws {

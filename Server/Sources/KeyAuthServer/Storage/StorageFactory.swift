@@ -15,19 +15,18 @@ package enum StorageFactory {
     ///     older running server nor makes a keyauth database of another file.
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
     ///   server cannot be reached, `.unprotected` for a SQLite file others can read or that
-    ///   belongs to another user, `.notFound` for a missing file that may not be created;
-    ///   without migrating, `.schemaTooOld` and `.notKeyAuthDatabase`).
+    ///   belongs to another user, `.notFound` for a missing file that may not be created,
+    ///   `.notKeyAuthDatabase` for a file that is not SQLite or another program's database;
+    ///   without migrating, `.schemaTooOld`).
     package static func open(_ location: String, creatingIfMissing: Bool = true, migrating: Bool = true)
         throws(StorageError) -> any ServerStorage
     {
         if isPostgresURL(location) {
             return try PostgresStorage(url: location, migrating: migrating)
         }
-        if !migrating {
-            // Before the permissions: the settings file given as --db is usually mode 644, and
-            // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
-            try SQLiteStorage.refuseIfNotSQLite(location)
-        }
+        // Before the permissions: the settings file given as --db is usually mode 644, and
+        // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
+        try SQLiteStorage.refuseIfNotSQLite(location)
         try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
         let storage = try SQLiteStorage(path: location, migrating: migrating)
         do {
@@ -53,6 +52,7 @@ package enum StorageFactory {
         storage: any ServerStorage, lock: SQLiteServeLock?
     ) {
         guard !isPostgresURL(location) else { return (try open(location), nil) }
+        try SQLiteStorage.refuseIfNotSQLite(location)
         try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {

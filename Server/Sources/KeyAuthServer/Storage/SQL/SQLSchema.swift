@@ -316,45 +316,6 @@ enum SQLSchema {
     /// migration fails after 30 s rather than hanging a start.
     static let migrationLock = SQLLock(key: .single(0x6b_6579_6175_7468), timeoutSeconds: 30)
 
-    /// Checks, without changing anything, that the database is a keyauth database at
-    /// ``latestVersion``: what an admin command needs, since only `serve` migrates (an admin
-    /// command of a newer release must not migrate the database under an older running server,
-    /// nor make a keyauth database of a file it was pointed at by mistake).
-    ///
-    /// - Throws: `.beingCreated` for a database without any table (a `serve` is creating it,
-    ///   or none has started on it), `.notKeyAuthDatabase` for one with tables but without
-    ///   `schema_migrations`, `.schemaTooOld` or
-    ///   `.schemaTooNew` for another version, `.unavailable` and others when it cannot be read.
-    static func requireLatest(_ connection: any SQLConnection, location: String) throws(StorageError) {
-        let hasTable =
-            try connection.execute(connection.dialect.tableExists, [.text("schema_migrations")]).firstRow != nil
-        guard hasTable else {
-            // No table at all: what a starting `serve` shows until its first migration commits
-            // (a file it has just created is empty). Tables that are not keyauth's: a foreign
-            // database, refused as one.
-            guard try connection.execute(connection.dialect.anyTableExists).firstRow != nil else {
-                throw StorageError(
-                    .beingCreated,
-                    "\(location) is empty: the database is still being created by keyauth-server serve; try again "
-                        + "in a moment (only serve creates it: start it on this database first if none is running)")
-            }
-            throw StorageError(
-                .notKeyAuthDatabase, "\(location) is not a keyauth database (it has no schema_migrations table)")
-        }
-        let current =
-            try connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").firstRow?.integer(0) ?? 0
-        guard current <= latestVersion else {
-            throw StorageError(
-                .schemaTooNew, "the database schema version \(current) is newer than this server (\(latestVersion))")
-        }
-        guard current == latestVersion else {
-            throw StorageError(
-                .schemaTooOld,
-                "the database schema version \(current) is older than this release's (\(latestVersion)); "
-                    + "admin commands do not migrate it: restart keyauth-server serve on it first")
-        }
-    }
-
     /// Brings the database up to ``latestVersion``.
     ///
     /// Safe to repeat: it applies only the versions that `schema_migrations` lacks.

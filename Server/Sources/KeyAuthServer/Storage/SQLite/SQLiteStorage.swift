@@ -21,18 +21,22 @@ extension SQLStorage {
         path: String, readerCount: Int = 2, busyTimeoutMilliseconds: Int32 = 5000,
         now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true
     ) throws(StorageError) {
-        if !migrating {
-            // Before the database is opened as keyauth's (WAL, the device-changes file): a file
-            // that is not keyauth's, or not yet at this schema, is left exactly as it was.
-            do {
-                let plain = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        // Before the database is opened as keyauth's (WAL, the device-changes file): a file that
+        // is not keyauth's (or, for an admin command, not yet at this schema) is left exactly as
+        // it was, and serve does not make another program's database keyauth's.
+        do {
+            let plain = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            if migrating {
+                try SQLSchema.refuseForeign(plain, location: path)
+            } else {
                 try SQLSchema.requireLatest(plain, location: path)
-            } catch let error where Self.isNotADatabase(error) {
-                // A file that is not SQLite at all (the settings file given as --db): a wrong
-                // file, like a SQLite file keyauth never made, not an unavailable store.
-                throw StorageError(
-                    .notKeyAuthDatabase, "\(path) is not a keyauth database (it is not a SQLite database file)")
             }
+        } catch let error where !migrating && Self.isNotADatabase(error) {
+            // A file that is not SQLite at all (the settings file given as --db): a wrong file,
+            // like a SQLite file keyauth never made, not an unavailable store. (Serve refuses
+            // such a file by its header first; one with SQLite's header is damaged, not foreign.)
+            throw StorageError(
+                .notKeyAuthDatabase, "\(path) is not a keyauth database (it is not a SQLite database file)")
         }
         try self.init(
             database: SQLiteDatabase(
