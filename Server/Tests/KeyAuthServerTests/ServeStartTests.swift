@@ -159,6 +159,85 @@ struct ServeStartTests {
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
+    @Test("a missing database directory says so with exit 69, and nothing is created")
+    func missingDirectory() throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let state = directory.path + "/state"
+        let run = try Self.serve(["--db", state + "/ka.db"])
+        #expect(run.status == 69, "\(run.error)")
+        #expect(
+            run.error
+                == "keyauth-server: cannot create the database \(state)/ka.db: the directory \(state) does not exist; "
+                + "create it (mkdir -m 700 \(state), owned by \(SQLiteFilePermissions.describe(geteuid()))), or pass "
+                + "--db with a path in an existing directory\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
+    }
+
+    @Test(
+        "as a user who may not write the database's directory, or the database itself (mode 400): exit 69, the fix, nothing made",
+        .enabled(if: canSwitchUser))
+    func notWritable() throws {
+        let directory = ServerFilesTests.enterableDirectory()
+        defer { directory.remove() }
+        // The directory is root's, the server nobody.
+        let rootOwned = try Self.refused(directory.path + "/ka.db", wrappedIn: Self.asNobody)
+        #expect(rootOwned.status == 69)
+        #expect(
+            rootOwned.error
+                == "keyauth-server: cannot write the database \(directory.path)/ka.db: \(directory.path) (mode 755) is not "
+                + "writable by user nobody (uid 65534), and SQLite keeps the database's -wal and -shm files there; run: "
+                + "chown nobody \(directory.path), or keep the database in a directory of nobody's\n")
+
+        let state = directory.path + "/state"
+        mkdir(state, 0o700)
+        let database = state + "/ka.db"
+        try StorageFactory.open(database).close()
+        #expect(chown(state, 65534, 65534) == 0)
+        #expect(chown(database, 65534, 65534) == 0)
+        #expect(chown(database + "-device-changes", 65534, 65534) == 0)
+        chmod(database, 0o400)
+        let readOnly = try Self.refused(database, wrappedIn: Self.asNobody)
+        #expect(readOnly.status == 69)
+        #expect(
+            readOnly.error
+                == "keyauth-server: cannot write the database \(database): \(database) (mode 400) is not writable by user "
+                + "nobody (uid 65534), and the server writes to it; run: chmod 600 \(database)\n")
+    }
+
+    /// Whether this process may mount (a read-only bind mount in a mount namespace of its own).
+    static let canMount: Bool = {
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else { return false }
+        let probe = try? runProcess(
+            "/usr/bin/unshare", ["--mount", "sh", "-c", "mount --bind -o ro /tmp /tmp"],
+            environment: ProcessInfo.processInfo.environment)
+        return probe?.status == 0
+    }()
+
+    @Test(
+        "a database on a read-only file system: exit 69 saying so, and the database is left as it was",
+        .enabled(if: canMount))
+    func readOnlyFileSystem() throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let database = directory.path + "/ka.db"
+        try StorageFactory.open(database).close()
+        for path in [database, directory.path + "/new.db"] {
+            // The directory read-only in a mount namespace of the server's own, gone with it.
+            let run = try Self.refused(
+                path,
+                wrappedIn: [
+                    "/usr/bin/unshare", "--mount", "sh", "-c", "mount --bind -o ro \"$0\" \"$0\" && exec \"$@\"",
+                    directory.path,
+                ])
+            #expect(run.status == 69, "\(run.error)")
+            #expect(
+                run.error
+                    == "keyauth-server: cannot write the database \(path): \(directory.path) is on a read-only file system; "
+                    + "put the database on a writable one (--db PATH), or mount it read-write\n")
+        }
+    }
+
     // MARK: Helpers
 
     /// `runuser -u nobody --`: the command as the unprivileged user.

@@ -14,10 +14,10 @@ package enum StorageFactory {
     ///     command requires the latest schema, so that it neither migrates a database under an
     ///     older running server nor makes a keyauth database of another file.
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
-    ///   server cannot be reached, `.unprotected` for a SQLite file others can read or that
-    ///   belongs to another user, `.notFound` for a missing file that may not be created,
-    ///   `.notKeyAuthDatabase` for a file that is not SQLite or another program's database;
-    ///   without migrating, `.schemaTooOld`).
+    ///   server cannot be reached or a SQLite file cannot be written, `.unprotected` for a SQLite
+    ///   file others can read or that belongs to another user, `.notFound` for a missing file
+    ///   that may not be created, `.notKeyAuthDatabase` for a file that is not SQLite or another
+    ///   program's database; without migrating, `.schemaTooOld`).
     package static func open(_ location: String, creatingIfMissing: Bool = true, migrating: Bool = true)
         throws(StorageError) -> any ServerStorage
     {
@@ -27,7 +27,7 @@ package enum StorageFactory {
         // Before the permissions: the settings file given as --db is usually mode 644, and
         // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
         try SQLiteStorage.refuseIfNotSQLite(location)
-        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing, writing: migrating)
         let storage = try SQLiteStorage(path: location, migrating: migrating)
         do {
             try SQLiteFilePermissions.restrict(location)
@@ -53,7 +53,7 @@ package enum StorageFactory {
     ) {
         guard !isPostgresURL(location) else { return (try open(location), nil) }
         try SQLiteStorage.refuseIfNotSQLite(location)
-        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: true)
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: true, writing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {
             return (try open(location), lock)

@@ -20,9 +20,14 @@ enum SQLiteFilePermissions {
     /// no group or other permission bit. Companions that exist are made 0600 when they are ours
     /// and refused when they are not.
     ///
+    /// - Parameter writing: whether the caller (`serve`) writes: the directory must then exist
+    ///   and be writable, and an existing file writable (``checkWritable(_:exists:)``).
     /// - Throws: ``StorageError`` `.notFound` when the file is missing and may not be created,
-    ///   `.unprotected` (naming the file and the command that fixes it) otherwise.
-    static func checkBeforeOpening(_ path: String, creatingIfMissing: Bool) throws(StorageError) {
+    ///   `.unavailable` when it cannot be written, `.unprotected` (naming the file and the
+    ///   command that fixes it) otherwise.
+    static func checkBeforeOpening(_ path: String, creatingIfMissing: Bool, writing: Bool = false)
+        throws(StorageError)
+    {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == ENOENT && !creatingIfMissing {
@@ -33,10 +38,12 @@ enum SQLiteFilePermissions {
                     "no database at \(path) (keyauth-server serve creates it; pass --db PATH, set KEYAUTH_SERVER_DB, "
                         + "or --config FILE with db = PATH)")
             }
-            // Any other failure (a missing directory, no permission) is SQLite's to report.
+            if writing { try checkWritable(path, exists: false) }
+            // Any other failure (no permission) is SQLite's to report.
             return
         }
         try refuseIfExposed(path, info)
+        if writing { try checkWritable(path, exists: true) }
         for suffix in companionSuffixes {
             try restrictCompanion(path + suffix)
         }
@@ -113,13 +120,13 @@ enum SQLiteFilePermissions {
     }
 
     /// `user alice (uid 1000)`, or `uid 1000` when the user database has no name for it.
-    private static func describe(_ uid: uid_t) -> String {
+    static func describe(_ uid: uid_t) -> String {
         userName(uid).map { "user \($0) (uid \(uid))" } ?? "uid \(uid)"
     }
 
     /// The login name of `uid`, through the reentrant lookup (admin commands may run in a
     /// process with other threads).
-    private static func userName(_ uid: uid_t) -> String? {
+    static func userName(_ uid: uid_t) -> String? {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
