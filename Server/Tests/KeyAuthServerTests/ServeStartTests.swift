@@ -238,6 +238,53 @@ struct ServeStartTests {
         }
     }
 
+    @Test(
+        "a database directory its group or others may write is refused with exit 65, by serve and the admin commands",
+        arguments: [(0o777, "others"), (0o770, "its group")])
+    func exposedDirectory(mode: Int, who: String) throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let state = directory.path + "/state"
+        mkdir(state, 0o700)
+        let database = state + "/ka.db"
+        try StorageFactory.open(database).close()
+        chmod(state, mode_t(mode))
+        for path in [database, state + "/new.db"] {
+            let run = try Self.refused(path)
+            #expect(run.status == 65, "\(run.error)")
+            #expect(
+                run.error
+                    == "keyauth-server: the directory \(state) of \(path) is writable by \(who) (mode \(String(mode, radix: 8))), "
+                    + "who could replace the database, which holds the server's signing key; run: chmod go-w \(state)\n"
+            )
+        }
+        let devices = try KeyAuthServerProcess.runCommand(["devices", "--db", database])
+        #expect(devices.status == 65)
+        #expect(devices.error.hasPrefix("keyauth-server: the directory \(state) of \(database) is writable by \(who)"))
+    }
+
+    @Test(
+        "a database directory of another user is refused with exit 65; a sticky one, as /tmp, serves",
+        .enabled(if: canSwitchUser))
+    func foreignAndStickyDirectories() throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let state = directory.path + "/state"
+        mkdir(state, 0o755)
+        #expect(chown(state, 65534, 65534) == 0)
+        let run = try Self.refused(state + "/ka.db")
+        #expect(run.status == 65, "\(run.error)")
+        #expect(
+            run.error
+                == "keyauth-server: the directory \(state) of \(state)/ka.db belongs to user nobody (uid 65534), who could "
+                + "replace the database, which holds the server's signing key; keep it in a directory only root can "
+                + "write, such as /var/lib/keyauth\n")
+        #expect(chown(state, 0, 0) == 0)
+        chmod(state, 0o1777)
+        let server = try KeyAuthServerProcess.started(name: "sticky", database: state + "/ka.db", in: directory.path)
+        server.terminate()
+    }
+
     // MARK: Helpers
 
     /// `runuser -u nobody --`: the command as the unprivileged user.

@@ -6,6 +6,36 @@ import KeyAuth
 /// of whichever file came first (`cannot open PATH-device-changes: No such file or directory`,
 /// `attempt to write a readonly database`).
 extension SQLiteFilePermissions {
+    /// Refuses a directory whose other users could replace the database: one that belongs to a
+    /// user other than the server's and root, or that its group or others may write without the
+    /// sticky bit (which, as in `/tmp`, keeps them from renaming or removing the server's files).
+    ///
+    /// - Throws: ``StorageError`` `.unprotected` naming the directory and the fix.
+    static func refuseExposedDirectory(of path: String) throws(StorageError) {
+        let directory = SecureFile.parentDirectory(of: path)
+        var info = stat()
+        // A directory that cannot be inspected is reported by the checks that need it.
+        guard stat(directory, &info) == 0 else { return }
+        let owner = info.st_uid
+        guard owner == geteuid() || owner == 0 else {
+            let writers = geteuid() == 0 ? "root" : "\(describe(geteuid())) and root"
+            throw StorageError(
+                .unprotected,
+                "the directory \(directory) of \(path) belongs to \(describe(owner)), who could replace the "
+                    + "database, which holds the server's signing key; keep it in a directory only \(writers) can "
+                    + "write, such as /var/lib/keyauth")
+        }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o022 == 0 || mode & S_ISVTX != 0 else {
+            let who = mode & 0o002 != 0 ? "others" : "its group"
+            throw StorageError(
+                .unprotected,
+                "the directory \(directory) of \(path) is writable by \(who) (mode \(String(mode, radix: 8))), who "
+                    + "could replace the database, which holds the server's signing key; run: chmod go-w "
+                    + shellQuoted(directory))
+        }
+    }
+
     /// Checks that the server can create and write the database and its companions: the
     /// directory exists and is writable, and an existing file is writable.
     ///

@@ -17,7 +17,8 @@ enum SQLiteFilePermissions {
     ///
     /// A missing file is fine when `creatingIfMissing` (SQLite creates it, and ``restrict(_:)``
     /// makes it 0600 afterwards); an existing one must be owned by the effective user and carry
-    /// no group or other permission bit. Companions that exist are made 0600 when they are ours
+    /// no group or other permission bit, in a directory others cannot write
+    /// (``refuseExposedDirectory(of:)``). Companions that exist are made 0600 when they are ours
     /// and refused when they are not.
     ///
     /// - Parameter writing: whether the caller (`serve`) writes: the directory must then exist
@@ -38,11 +39,13 @@ enum SQLiteFilePermissions {
                     "no database at \(path) (keyauth-server serve creates it; pass --db PATH, set KEYAUTH_SERVER_DB, "
                         + "or --config FILE with db = PATH)")
             }
+            try refuseExposedDirectory(of: path)
             if writing { try checkWritable(path, exists: false) }
             // Any other failure (no permission) is SQLite's to report.
             return
         }
         try refuseIfExposed(path, info)
+        try refuseExposedDirectory(of: path)
         if writing { try checkWritable(path, exists: true) }
         for suffix in companionSuffixes {
             try restrictCompanion(path + suffix)
