@@ -285,6 +285,25 @@ struct ServeStartTests {
         server.terminate()
     }
 
+    @Test(
+        "a signing key file the server's user cannot open is refused with exit 65 saying what it must be",
+        .enabled(if: canSwitchUser))
+    func unreadableSigningKeyFile() throws {
+        let directory = ServerFilesTests.enterableDirectory()
+        defer { directory.remove() }
+        let keys = directory.path + "/keys"
+        mkdir(keys, 0o700)
+        let keyFile = keys + "/signing-key.pem"
+        try SecureFile.write(try ServerTestKeys.key("signing-key-file").pkcs8PEM(), to: keyFile)
+        let run = try Self.refused(
+            directory.path + "/ka.db", ["--signing-key-file", keyFile], wrappedIn: Self.asNobody)
+        #expect(run.status == 65, "\(run.error)")
+        #expect(
+            run.error
+                == "keyauth-server: --signing-key-file: cannot open \(keyFile): Permission denied; it must be a file of "
+                + "the user who runs keyauth-server, mode 600, in a directory of theirs, mode 700\n")
+    }
+
     // MARK: Helpers
 
     /// `runuser -u nobody --`: the command as the unprivileged user.

@@ -79,7 +79,7 @@ struct SigningKeyFileTests {
     }
 
     @Test(
-        "an exposed, missing, linked, encrypted, non-RSA, small or FIFO key file is refused with exit 65 naming it, before any database is created"
+        "an exposed, missing, linked, encrypted, empty, non-RSA, small or FIFO key file is refused with exit 65 naming it, before any database is created"
     )
     func unusableKeyFilesRefused() throws {
         let directory = TemporaryDirectory("keyauth-keyfile")
@@ -107,6 +107,9 @@ struct SigningKeyFileTests {
         let weak = PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 1000))
         try SecureFile.write(try key.pkcs8PEM(pin: SecretBytes(Array("1234".utf8)), encryption: weak), to: encrypted)
         cases.append((encrypted, "\(encrypted) is encrypted"))
+        let empty = directory.path + "/empty.pem"
+        try SecureFile.write([], to: empty)
+        cases.append((empty, "\(empty) is empty; put an unencrypted PEM private key in it"))
         let publicKey = directory.path + "/public.pem"
         try SecureFile.write(Array(key.publicKey.pemRepresentation.utf8), to: publicKey)
         cases.append((publicKey, "\(publicKey) is not a PEM private key"))

@@ -4,10 +4,11 @@ import KeyAuth
 import Synchronization
 
 extension ServerCommand {
-    /// Whether `error` says the signing key (from its file or from storage) cannot be used:
-    /// missing, exposed, corrupt or against the key policy. Bad data, not a crash: exit 65.
+    /// Whether `error` says the signing key (from its file or from storage) or another key file
+    /// cannot be used: missing, exposed, unreadable, corrupt or against the key policy. Bad data,
+    /// not a crash: exit 65. (At start, `.storageFailed` comes only from reading those files.)
     private static func isUnusableKey(_ error: KeyAuthError) -> Bool {
-        [.keyNotFound, .keyUnprotected, .keyCorrupt, .keyRejected].contains(error.code)
+        [.keyNotFound, .keyUnprotected, .keyCorrupt, .keyRejected, .storageFailed].contains(error.code)
     }
 
     /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
