@@ -304,6 +304,35 @@ struct ServeStartTests {
                 + "the user who runs keyauth-server, mode 600, in a directory of theirs, mode 700\n")
     }
 
+    @Test(
+        "settings serve cannot use together stop serve and check-config when parsed: exit 64, or 78 from the settings file",
+        arguments: [
+            (["--db", "postgres://keyauth@db.example/keyauth", "--replay-cache", "memory"], "replay-cache = memory"),
+            (["--ssh-principals-file", "/etc/keyauth/principals"], "ssh-principals-file = /etc/keyauth/principals"),
+        ])
+    func conflictingSettings(flags: [String], line: String) throws {
+        let problem =
+            flags.contains("--replay-cache")
+            ? ServerConfiguration.memoryReplayCacheOnPostgres : ServerConfiguration.principalsWithoutCA
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let file = directory.path + "/server.conf"
+        try (line + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        // The setting that decides the status: a flag (64), or a line of the settings file (78).
+        let fromFile = ["--config", file] + flags.prefix { !$0.hasPrefix("--replay-cache") && !$0.hasPrefix("--ssh") }
+        for (arguments, status) in [(flags, Int32(64)), (fromFile, 78)] {
+            for verb in ["serve", "check-config"] {
+                do {
+                    _ = try ServerCommand.parse(
+                        arguments: [verb] + arguments, environment: [:], defaultSettingsFile: nil)
+                    Issue.record("\(verb) \(arguments) parsed")
+                } catch {
+                    #expect(error == ServerConfigurationError(problem, status: status), "\(verb) \(arguments)")
+                }
+            }
+        }
+    }
+
     // MARK: Helpers
 
     /// `runuser -u nobody --`: the command as the unprivileged user.

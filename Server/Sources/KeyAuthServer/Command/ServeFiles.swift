@@ -21,7 +21,7 @@ struct ServeFiles {
     ///   map without a CA key.
     init(_ configuration: ServerConfiguration) throws(KeyAuthError) {
         if configuration.sshPrincipalsFile != nil && configuration.sshCAKeyFile == nil {
-            throw KeyAuthError(.invalidArgument, "--ssh-principals-file needs --ssh-ca-key-file")
+            throw KeyAuthError(.invalidArgument, ServerConfiguration.principalsWithoutCA)
         }
         signingKeys = try configuration.signingKeyFile.map { file throws(KeyAuthError) in
             try ServerSigningKeys.load(file: file)

@@ -33,9 +33,8 @@ extension ServerCommand {
         if verb == "serve" || verb == "check-config" {
             let configuration = try serveConfiguration(&settings)
             try settings.finish(allowingPositionals: 0)
-            if let problem = configuration.sshEnrollmentProblem {
-                throw ServerConfigurationError(
-                    problem, status: settings.origins["enrollment"]?.status ?? ExitStatus.usage)
+            if let (problem, setting) = configuration.conflict {
+                throw ServerConfigurationError(problem, status: settings.origins[setting]?.status ?? ExitStatus.usage)
             }
             guard verb == "check-config" else { return .serve(configuration) }
             return .checkConfig(

@@ -64,8 +64,7 @@ package final class ServerRunner: Sendable {
         let listeners: Listeners
         do {
             if replayMode == .memory, onPostgres {
-                throw KeyAuthError(
-                    .invalidArgument, "--replay-cache memory needs SQLite: servers sharing PostgreSQL share the cache")
+                throw KeyAuthError(.invalidArgument, ServerConfiguration.memoryReplayCacheOnPostgres)
             }
             files = try ServeFiles(configuration)
             listeners = try Listeners(

@@ -199,6 +199,25 @@ package struct ServerConfiguration: Sendable {
             + "certificates naming it; use --enrollment code, or keep the listener and the issuer on loopback"
     }
 
+    /// Why `serve` refuses these settings together, and the setting whose origin decides the
+    /// exit status (64 for a flag or variable, 78 for the settings file), or nil. Checked when
+    /// the command line is parsed, so that `check-config` refuses them too and `serve` stops
+    /// before it binds or opens anything.
+    package var conflict: (problem: String, setting: String)? {
+        if let problem = sshEnrollmentProblem { return (problem, "enrollment") }
+        if replayCache == .memory, StorageFactory.isPostgresURL(database) {
+            return (Self.memoryReplayCacheOnPostgres, "replay-cache")
+        }
+        if sshPrincipalsFile != nil, sshCAKeyFile == nil { return (Self.principalsWithoutCA, "ssh-principals-file") }
+        return nil
+    }
+
+    /// The refusal of `--replay-cache memory` with PostgreSQL.
+    static let memoryReplayCacheOnPostgres =
+        "--replay-cache memory needs SQLite: servers sharing PostgreSQL share the cache; use --replay-cache database"
+    /// The refusal of a principal map without an SSH CA.
+    static let principalsWithoutCA = "--ssh-principals-file needs --ssh-ca-key-file"
+
     /// What makes the server reachable from other machines, each as words after "a server that":
     /// a listen address other than loopback, a proxy in front (`--trust-proxy`, as in the TLS
     /// deployment that listens on 127.0.0.1), an issuer (the URL clients use) whose host is not
