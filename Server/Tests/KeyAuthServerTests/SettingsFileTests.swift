@@ -67,9 +67,9 @@ struct SettingsFileTests {
     }
 
     @Test(
-        "an unknown key, a bad value or a bad line is refused with exit 78 and the file's line",
+        "an unknown key (with the nearest known one), a bad value or a bad line is refused with exit 78 and the file's line",
         arguments: [
-            ("listen = 127.0.0.1:8088\nlisen = 127.0.0.1:8089\n", ":2: unknown key lisen"),
+            ("listen = 127.0.0.1:8088\nlisen = 127.0.0.1:8089\n", ":2: unknown key lisen; did you mean listen?"),
             ("\n\nrate-limit = 0\n", ":3: rate-limit: expected a number from 1 to 100000, got 0"),
             ("listen = nowhere\n", ":1: listen: expected HOST:PORT, got nowhere"),
             ("trust-proxy = maybe\n", ":1: trust-proxy: expected true or false, got maybe"),
@@ -89,7 +89,9 @@ struct SettingsFileTests {
             #expect(status == 78)
             #expect(
                 output.error == "keyauth-server: \(path)\(expected)"
-                    + (expected.contains("unknown key") ? "; see keyauth-server --help\n" : "\n"))
+                    + (expected.hasSuffix("?")
+                        ? " see keyauth-server --help\n"
+                        : expected.contains("unknown key") ? "; see keyauth-server --help\n" : "\n"))
         }
     }
 

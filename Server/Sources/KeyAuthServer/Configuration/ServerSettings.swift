@@ -179,7 +179,9 @@ struct ServerSettings {
                 $0.value.line < $1.value.line
             })
         {
-            throw .settingsFile(file.path, line: entry.line, "unknown key \(key); see keyauth-server --help")
+            // As for a mistyped flag: `unknown key lisen; did you mean listen? see ...`.
+            let nearest = NearestWord.nearest(to: key, among: readKeys.sorted()).map { "; did you mean \($0)?" } ?? ";"
+            throw .settingsFile(file.path, line: entry.line, "unknown key \(key)\(nearest) see keyauth-server --help")
         }
         return try flags.finish(allowingPositionals: count)
     }
