@@ -88,7 +88,7 @@ extension StorageContractTests {
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
         func refusesWrongPassword() throws {
             let url = try #require(PostgresTestServer.url)
-            let wrong = try #require(replacingPassword(in: url, with: "not-the-password-42"))
+            let wrong = try #require(PostgresTestServer.replacingPassword(in: url, with: "not-the-password-42"))
             do {
                 _ = try PostgresStorage(url: wrong)
                 Issue.record("connected with a wrong password")
@@ -259,14 +259,6 @@ extension StorageContractTests {
             #expect(try connection.execute("SELECT pg_backend_pid()").firstRow?.integer(0) != backend)
         }
 
-        private func replacingPassword(in url: String, with password: String) -> String? {
-            guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else {
-                return nil
-            }
-            let userInfo = url[scheme.upperBound..<at]
-            let user = userInfo.split(separator: ":", maxSplits: 1).first ?? userInfo
-            return url[..<scheme.upperBound] + user + ":" + password + url[at...]
-        }
     }
 }
 

@@ -304,6 +304,45 @@ struct ServeStartTests {
                 + "the user who runs keyauth-server, mode 600, in a directory of theirs, mode 700\n")
     }
 
+    @Test("a second server on a SQLite file whose first keeps its replay cache in memory: exit 69, what to do")
+    func secondServer() throws {
+        let directory = TemporaryDirectory("keyauth-start")
+        defer { directory.remove() }
+        let database = directory.path + "/ka.db"
+        let first = try KeyAuthServerProcess.started(name: "first", database: database, in: directory.path)
+        defer { first.terminate() }
+        for arguments in [[], ["--replay-cache", "database"]] {
+            let run = try Self.serve(["--db", database, "--metrics-listen", "off"] + arguments)
+            #expect(run.status == 69, "\(run.error)")
+            #expect(
+                run.error
+                    == "keyauth-server: another keyauth-server serves \(database), and a server with --replay-cache memory "
+                    + "must be alone on its database; stop the other one, or run every instance with --replay-cache "
+                    + "database\n")
+        }
+    }
+
+    @Test(
+        "a PostgreSQL URL with a wrong password or nobody listening: exit 69, the URL with ***, never the password",
+        .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+    func postgresRefused() throws {
+        let url = try #require(PostgresTestServer.url)
+        let wrong = try #require(PostgresTestServer.replacingPassword(in: url, with: "not-the-password-42"))
+        let refused = try Self.serve(["--db", wrong])
+        #expect(refused.status == 69, "\(refused.error)")
+        #expect(refused.error.hasPrefix("keyauth-server: cannot connect to PostgreSQL at postgres://"))
+        #expect(refused.error.contains(":***@") && refused.error.contains("password authentication failed"))
+        let unreachable = try Self.serve(["--db", "postgres://keyauth:not-the-password-42@127.0.0.1:1/keyauth"])
+        #expect(unreachable.status == 69, "\(unreachable.error)")
+        #expect(
+            unreachable.error.hasPrefix(
+                "keyauth-server: cannot connect to PostgreSQL at postgres://keyauth:***@127.0.0.1:1/keyauth"))
+        for run in [refused, unreachable] {
+            #expect(!run.error.contains("not-the-password-42"))
+            #expect(run.error.split(separator: "\n").count == 1)
+        }
+    }
+
     @Test(
         "settings serve cannot use together stop serve and check-config when parsed: exit 64, or 78 from the settings file",
         arguments: [

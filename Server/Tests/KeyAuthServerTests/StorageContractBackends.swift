@@ -155,6 +155,16 @@ enum PostgresTestServer {
     /// `KEYAUTH_TEST_POSTGRES_URL`.
     static let url: String? = environment("KEYAUTH_TEST_POSTGRES_URL")
 
+    /// `url` with another password in its user information, or nil when it has none.
+    static func replacingPassword(in url: String, with password: String) -> String? {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else {
+            return nil
+        }
+        let userInfo = url[scheme.upperBound..<at]
+        let user = userInfo.split(separator: ":", maxSplits: 1).first ?? userInfo
+        return url[..<scheme.upperBound] + user + ":" + password + url[at...]
+    }
+
     /// `KEYAUTH_TEST_POSTGRES_CTL`: a command that takes `stop` or `start`
     /// (`pg_ctlcluster 15 keyauth`), for the outage test.
     static let controlCommand: String? = environment("KEYAUTH_TEST_POSTGRES_CTL")
