@@ -387,9 +387,17 @@ struct ServeStartTests {
             let run = try KeyAuthServerProcess.runCommand(command, timeout: 30)
             return (run.status, run.error)
         }
+        // Another user may not reach the built binary: a clone often lies under a directory
+        // only root may enter (`mktemp -d`, /root), so `nobody` runs a copy in one it may.
+        let copy = TemporaryDirectory("keyauth-start-binary")
+        defer { copy.remove() }
+        chmod(copy.path, 0o755)
+        let binary = copy.path + "/keyauth-server"
+        try FileManager.default.copyItem(atPath: KeyAuthServerProcess.binary.path, toPath: binary)
+        chmod(binary, 0o755)
         let run = try runProcess(
-            program, Array(wrapper.dropFirst()) + [KeyAuthServerProcess.binary.path] + command,
-            environment: KeyAuthServerProcess.environment, timeout: 30)
+            program, Array(wrapper.dropFirst()) + [binary] + command, environment: KeyAuthServerProcess.environment,
+            timeout: 30)
         return (run.status, run.standardError)
     }
 
