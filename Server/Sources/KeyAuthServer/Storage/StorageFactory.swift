@@ -24,10 +24,23 @@ package enum StorageFactory {
         if isPostgresURL(location) {
             return try PostgresStorage(url: location, migrating: migrating)
         }
+        try checkSQLiteFile(location, creatingIfMissing: creatingIfMissing, writing: migrating)
+        return try openChecked(location, migrating: migrating)
+    }
+
+    /// The checks of a SQLite file before it is opened or created.
+    private static func checkSQLiteFile(_ location: String, creatingIfMissing: Bool, writing: Bool)
+        throws(StorageError)
+    {
         // Before the permissions: the settings file given as --db is usually mode 644, and
         // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
         try SQLiteStorage.refuseIfNotSQLite(location)
-        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing, writing: migrating)
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing, writing: writing)
+    }
+
+    /// Opens a SQLite file that passed ``checkSQLiteFile(_:creatingIfMissing:writing:)``, and
+    /// makes its companion files private.
+    private static func openChecked(_ location: String, migrating: Bool) throws(StorageError) -> SQLiteStorage {
         let storage = try SQLiteStorage(path: location, migrating: migrating)
         do {
             try SQLiteFilePermissions.restrict(location)
@@ -52,11 +65,10 @@ package enum StorageFactory {
         storage: any ServerStorage, lock: SQLiteServeLock?
     ) {
         guard !isPostgresURL(location) else { return (try open(location), nil) }
-        try SQLiteStorage.refuseIfNotSQLite(location)
-        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: true, writing: true)
+        try checkSQLiteFile(location, creatingIfMissing: true, writing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {
-            return (try open(location), lock)
+            return (try openChecked(location, migrating: true), lock)
         } catch {
             lock.removeCreatedDatabase()
             throw error
