@@ -101,10 +101,12 @@ public final class KeyAuthServerProcess: Sendable {
     /// - Parameters:
     ///   - umask: the file mode creation mask the server starts with (set by a shell that then
     ///     `exec`s it), to show that the server's files do not depend on it.
+    ///   - ulimit: arguments of the shell's `ulimit` run before the server starts (`-Sn 128`: an
+    ///     open-file limit lower than the test's own), set the same way.
     ///   - extraEnvironment: variables added to ``environment``.
     /// - Throws: ``TestFailure`` when the binary is not built.
     public init(
-        name: String, arguments: [String], logPath: String, umask: String? = nil,
+        name: String, arguments: [String], logPath: String, umask: String? = nil, ulimit: String? = nil,
         extraEnvironment: [String: String] = [:]
     ) throws {
         let binary = try Binaries.require(Self.binary.path)
@@ -112,9 +114,10 @@ public final class KeyAuthServerProcess: Sendable {
         self.logPath = logPath
         // A server still running when this value goes is killed with it (ChildProcess's deinit).
         let environment = Self.environment.merging(extraEnvironment) { $1 }
-        if let umask {
+        let setup = [umask.map { "umask \($0)" }, ulimit.map { "ulimit \($0)" }].compactMap { $0 }
+        if !setup.isEmpty {
             process = try ChildProcess(
-                "/bin/sh", ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binary] + arguments,
+                "/bin/sh", ["-c", (setup + ["exec \"$0\" \"$@\""]).joined(separator: " && "), binary] + arguments,
                 environment: environment, standardError: .file(logPath))
         } else {
             process = try ChildProcess(binary, arguments, environment: environment, standardError: .file(logPath))

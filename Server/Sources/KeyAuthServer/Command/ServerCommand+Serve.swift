@@ -44,6 +44,24 @@ extension ServerCommand {
         }
         defer { sources.forEach { $0.cancel() } }
 
+        // Before anything opens a descriptor: the connections must fit in the open-file limit.
+        var configuration = configuration
+        let metricsConnections =
+            configuration.metricsAddress == nil ? 0 : ServerRunner.Listeners.metricsConnectionLimit
+        let descriptors = DescriptorBudget.apply(
+            connections: configuration.connectionLimit, metricsConnections: metricsConnections)
+        let descriptorLine = DescriptorBudget.message(
+            for: descriptors, connections: configuration.connectionLimit, metricsConnections: metricsConnections)
+        switch descriptors {
+        case .refuse:
+            say(descriptorLine?.text ?? "", "error")
+            return ExitStatus.unavailable
+        case .shrink(_, _, let connections):
+            configuration.connectionLimit = connections
+        case .enough, .raise:
+            break
+        }
+
         let runner: ServerRunner
         do {
             runner = try ServerRunner(configuration: configuration, log: log)
@@ -74,6 +92,8 @@ extension ServerCommand {
                 + "enrollment \(configuration.enrollment.rawValue), tokens \(runner.tokenAlgorithm.rawValue)"
                 + (configuration.signingKeyFile.map { ", signing key \($0)" } ?? "") + "), "
                 + (metrics ?? "metrics off"), "info")
+        // After the banner, which is what a reader of the log waits for.
+        if let descriptorLine { say(descriptorLine.text, descriptorLine.level) }
         if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
         if let warning = configuration.insecureIssuerWarning { say(warning, "warning") }
         if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {

@@ -4,6 +4,8 @@ extension ServerRunner {
     /// The public listener and the metrics listener, bound before the database is opened and
     /// answering 503 until ``install(_:)`` gives them the application.
     struct Listeners {
+        /// The metrics listener's connections (and 2 threads): one scraper and an operator's curl.
+        static let metricsConnectionLimit = 64
         let server: HTTPServer
         let metrics: HTTPServer?
         private let application = ResponderSlot()
@@ -27,10 +29,9 @@ extension ServerRunner {
                 metrics = nil
                 return
             }
-            // A few threads and connections: one scraper and an operator's curl.
             var metricsOptions = HTTPServerOptions(address: metricsAddress)
             metricsOptions.threadPoolSize = 2
-            metricsOptions.connectionLimit = 64
+            metricsOptions.connectionLimit = Self.metricsConnectionLimit
             do {
                 metrics = try HTTPServer(responder: operations, options: metricsOptions)
             } catch {
