@@ -108,6 +108,34 @@ struct ConnectionSharesTests {
         #expect(pairs.map(\.isShutDown) == [false, true, true, true, false])
         #expect(!sixth.isShutDown)
     }
+
+    @Test("under pressure a connection open longer than the request timeout closes after its next response")
+    func oldConnectionsCloseUnderPressure() throws {
+        // 8 slots, pressure from 6; no per-address limit, so nothing is reclaimed by share.
+        let registry = RequestDeadlines(timeoutSeconds: 10, shares: ConnectionShares(limit: 8, perAddressLimit: 0))
+        defer { registry.cancel() }
+        let pairs = try (0..<6).map { _ in try SocketPair() }
+        let now = ServerClock.monotonicNanoseconds()
+        // Busy: each has a request being answered, so none is ever past its deadline.
+        var tracked: [TrackedConnection] = []
+        func open(_ index: Int) {
+            tracked.append(
+                registry.connectionStarted(descriptor: pairs[index].server, clientAddress: "", peer: .ipv4(1)))
+            tracked[index].requestReceived()
+        }
+        (0..<5).forEach(open)
+        // Five of eight, no pressure: age alone changes nothing.
+        #expect(registry.sweep(now: now + 11_000_000_000) == 0)
+        #expect(tracked.allSatisfy { !$0.closesAfterResponse }, "no pressure")
+        open(5)
+        // Six: pressure. Younger than the 10 s timeout, nothing changes either.
+        #expect(registry.sweep(now: now + 9_000_000_000) == 0)
+        #expect(tracked.allSatisfy { !$0.closesAfterResponse }, "younger than the timeout")
+        // Older: each closes after its response, and none is shut down meanwhile.
+        #expect(registry.sweep(now: now + 11_000_000_000) == 0)
+        #expect(tracked.allSatisfy { $0.closesAfterResponse })
+        #expect(pairs.allSatisfy { !$0.isShutDown })
+    }
 }
 
 /// A connected pair of local stream sockets: one end plays the server's connection, and the other

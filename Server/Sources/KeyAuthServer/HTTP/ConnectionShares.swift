@@ -10,9 +10,10 @@
 /// (``RequestDeadlines``). Quiet connections then fill every slot only from some 250 addresses
 /// at the defaults (4 each), and the slots that greedy addresses hold quietly come back within
 /// about 3 s. Connections with a request in progress are never shut down, so a benchmark's busy
-/// keep-alive connections keep going (and so do those of a sender that sends a request on each
-/// at least every 2 s: THREAT-MODEL.md). With no per-address limit (behind a trusted proxy,
-/// where every connection has the proxy's address) there is no fair share either.
+/// keep-alive connections keep going, until they are older than the request timeout: then each
+/// closes after its next response (``RequestDeadlines``), so that a sender that sends a request
+/// on each at least every 2 s gives its slots back too. With no per-address limit (behind a
+/// trusted proxy, where every connection has the proxy's address) there is no fair share either.
 ///
 /// libmicrohttpd's own per-address limit counts full addresses, and a host usually holds a whole
 /// /64: 40 of its addresses took all 1000 connection slots in an audit, and every other client

@@ -255,5 +255,10 @@ func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer) -> 
         // libmicrohttpd refuses fields with CR or LF, so a bad value cannot split the response.
         _ = MHD_add_response_header(created, field.name, field.value)
     }
+    // An old connection under pressure gives its slot back (``RequestDeadlines``); libmicrohttpd
+    // closes the connection after a response that says so.
+    if trackedConnection(of: connection)?.closesAfterResponse == true {
+        _ = MHD_add_response_header(created, "Connection", "close")
+    }
     return MHD_queue_response(connection, UInt32(response.status), created)
 }

@@ -24,6 +24,14 @@ import Synchronization
 /// connection that has owed a request for 2 s while its address holds more than its fair share:
 /// such quiet slots come back long before the deadline, while the connections of the same address
 /// whose requests are being answered (``TrackedConnection`` owes nothing then) go on.
+///
+/// And under pressure, a connection open for longer than the request timeout is closed after its
+/// next response (`Connection: close`), its request answered. Without it, connections that send a
+/// cheap request every second or two never owed one for long and held their slots for as long as
+/// they liked: a flood from 300 addresses sending `GET /healthz` every 1.5 s kept all 1000 slots,
+/// and a login from another address waited for as long as the flood lasted (Benchmarks/flood).
+/// Now every slot comes back within the timeout and a response, to be taken again in the order
+/// the connections wait in the listening socket's queue, where the fair share applies again.
 final class RequestDeadlines: Sendable {
     /// The open connections, and how many each address holds (addresses with none are left out).
     private struct Registry {
@@ -90,7 +98,8 @@ final class RequestDeadlines: Sendable {
 
     /// Shuts down every connection past its deadline at `now` and, under pressure, every one
     /// that has owed a request for ``ConnectionShares/reclaimAfterNanoseconds`` while its address
-    /// holds more than its fair share; returns how many.
+    /// holds more than its fair share; returns how many. Under pressure, also has every connection
+    /// open for longer than the timeout close after its next response.
     @discardableResult
     func sweep(now: UInt64) -> Int {
         let reclaimTimeout = min(ConnectionShares.reclaimAfterNanoseconds, timeoutNanoseconds)
@@ -98,6 +107,9 @@ final class RequestDeadlines: Sendable {
             let underPressure = shares.isUnderPressure(open: registry.connections.count)
             var shut = 0
             for connection in registry.connections.values {
+                if underPressure, ServerClock.nanoseconds(from: connection.startedAt, to: now) > timeoutNanoseconds {
+                    connection.closeAfterResponse()
+                }
                 let reclaimed =
                     underPressure
                     && connection.peer.map { shares.reclaims(held: registry.heldByPeer[$0, default: 0]) } == true

@@ -14,15 +14,31 @@ final class TrackedConnection: Sendable {
     let clientAddress: String
     /// The address (or IPv6 /64) the connection counts against, or nil for a peer without one.
     let peer: RateLimitKey?
+    /// Monotonic nanoseconds at the connection's start.
+    let startedAt: UInt64
     /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
     /// of the previous response), or 0 while a received request is being answered.
     private let owedSince: Atomic<UInt64>
+    /// Whether its next response closes the connection (``closeAfterResponse()``).
+    private let closing = Atomic<Bool>(false)
 
     init(descriptor: Int32, clientAddress: String, peer: RateLimitKey?, now: UInt64) {
         self.descriptor = descriptor
         self.clientAddress = clientAddress
         self.peer = peer
+        startedAt = now
         owedSince = Atomic(now)
+    }
+
+    /// Has the next response (or the one being prepared) say `Connection: close`, so that the
+    /// connection gives its slot back once its request is answered (``RequestDeadlines``).
+    func closeAfterResponse() {
+        closing.store(true, ordering: .relaxed)
+    }
+
+    /// Whether a response on this connection closes it.
+    var closesAfterResponse: Bool {
+        closing.load(ordering: .relaxed)
     }
 
     /// The whole request (head and body) is in: the server's own time to answer does not count.
