@@ -143,6 +143,45 @@ struct FairShareTests {
         #expect(Self.healthStatuses(pressing) == Array(repeating: 200, count: 22))
     }
 
+    @Test("under pressure a busy keep-alive connection older than the request timeout is answered, then closed")
+    func oldBusyConnectionsCloseAfterTheirAnswer() throws {
+        let environment = TestEnvironment()
+        // 8 slots, under pressure from 6; no per-address limit, so no fair share: age alone. A
+        // 2 s request deadline, and requests every 0.2 s so that none is ever past it.
+        let runner = try environment.startServer {
+            $0.connectionLimit = 8
+            $0.connectionsPerAddressLimit = 0
+            $0.requestTimeoutSeconds = 2
+            $0.connectionTimeoutSeconds = 60
+        }
+        defer { runner.stop() }
+        var live = try (0..<6).map { _ in try RawHTTPConnection(port: runner.port) }
+        #expect(Self.waitForOpenConnections(6, on: runner))
+        // Each of the first six, once closed; a closed one is replaced at once by a new (young)
+        // connection, so that the pressure lasts until the sweep has seen every first one.
+        var closedFirst: [RawHTTPConnection?] = Array(repeating: nil, count: live.count)
+        var isFirst = Array(repeating: true, count: live.count)
+        let deadline = ServerClock.monotonicNanoseconds() + 8_000_000_000
+        while closedFirst.contains(where: { $0 == nil }), ServerClock.monotonicNanoseconds() < deadline {
+            for index in live.indices {
+                try live[index].send(RawHTTPConnection.requestBytes(method: "GET", path: "/healthz"))
+                let response = try live[index].readResponse()
+                #expect(response.status == 200)
+                guard response.headers["connection"]?.lowercased() == "close" else { continue }
+                if isFirst[index] { closedFirst[index] = live[index] }
+                isFirst[index] = false
+                live[index] = try RawHTTPConnection(port: runner.port)
+            }
+            usleep(200_000)
+        }
+        // Each got its answer with `Connection: close` once older than 2 s (a sweep under
+        // pressure), and the server then closed it.
+        #expect(closedFirst.allSatisfy { $0 != nil })
+        for connection in closedFirst.compactMap({ $0 }) {
+            #expect(connection.isClosedByServer(waitingMilliseconds: 5000))
+        }
+    }
+
     @Test("with no per-address limit (behind a trusted proxy) one address may take every slot, under pressure too")
     func noFairShareWithoutPerAddressLimit() throws {
         let environment = TestEnvironment()
