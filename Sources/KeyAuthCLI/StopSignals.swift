@@ -44,22 +44,14 @@ enum StopSignals {
     /// - Returns: false when the semaphore or the handler cannot be set up; the signals then keep
     ///   their default dispositions.
     static func install(_ signals: [Int32], handle: @escaping @Sendable (Int32) -> Void) -> Bool {
-        let posted = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-        guard sem_init(posted, 0, 0) == 0 else {
-            posted.deallocate()
-            return false
-        }
-        let address = UInt(bitPattern: posted)
+        guard let address = SignalSemaphore.make() else { return false }
         semaphoreAddress.store(address, ordering: .releasing)
         // Sets up the prompt's saved-state storage now, so that the handler never runs Swift's
         // one-time initialisation of a global.
         TerminalSecretReader.prepareForSignalHandlers()
         let watcher = Thread {
             ThreadName.setCurrent("keyauth-signals")
-            guard let posted = UnsafeMutablePointer<sem_t>(bitPattern: address) else { return }
-            while sem_wait(posted) != 0 {
-                guard errno == EINTR else { return }
-            }
+            guard SignalSemaphore.wait(address) else { return }
             handle(firstSignal.load(ordering: .acquiring))
         }
         watcher.start()
@@ -78,15 +70,14 @@ enum StopSignals {
         if TerminalSecretReader.restoreTerminalAfterInterrupt() {
             _exit(KeyAuthCommand.status(afterSignal: number))
         }
-        guard number > 0,
-            let posted = UnsafeMutablePointer<sem_t>(bitPattern: semaphoreAddress.load(ordering: .acquiring))
-        else { return }
+        let address = semaphoreAddress.load(ordering: .acquiring)
+        guard number > 0, address != 0 else { return }
         let (isFirst, first) = firstSignal.compareExchange(
             expected: 0, desired: number, ordering: .acquiringAndReleasing)
         // A second stopping signal ends the process here rather than through the watcher thread,
         // which may be the very thing stuck in handling the first.
         if !isFirst { _exit(KeyAuthCommand.status(afterSignal: first)) }
-        sem_post(posted)
+        SignalSemaphore.post(address)
     }
 }
 

@@ -1,7 +1,6 @@
 import Dispatch
 import Glibc
 import KeyAuth
-import Synchronization
 
 extension ServerCommand {
     /// Whether `error` says the signing key (from its file or from storage) or another key file
@@ -12,13 +11,11 @@ extension ServerCommand {
     }
 
     /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+    ///
+    /// A signal during the start interrupts it (``ServeLifecycle``): the start undoes what it did
+    /// and `serve` exits 0, as for any stop.
     static func serve(_ configuration: ServerConfiguration, output: Output, log: any ServerLog) -> Int32 {
-        // SIGTERM and SIGINT become events on dispatch sources instead of killing the process:
-        // on Linux, Dispatch installs its own handler for them when it registers a source, on
-        // its own thread, perhaps a moment after `resume()`. Until then their default action
-        // stands, which ends a process that serves nothing yet, as the handler below does;
-        // ignoring them meanwhile (as on Darwin, where the sources need it) would lose a stop
-        // sent in that moment. SIGPIPE from a peer that hung up must never kill it.
+        // SIGPIPE from a peer that hung up must never kill it.
         signal(SIGPIPE, SIG_IGN)
         // Every line serve writes has the log's format, so that a log shipper reading JSON
         // finds no text line, the start and stop included.
@@ -26,23 +23,31 @@ extension ServerCommand {
             output.error(Self.lifecycleLine(message, level: level, format: configuration.logFormat) + "\n")
         }
         let stopRequested = DispatchSemaphore(value: 0)
-        // Starting can wait (a database that does not answer, a file that blocks); a stop asked
-        // for meanwhile ends the process there, as it would without the handler, rather than
-        // after the start or never. Nothing is served yet, so nothing is left to finish.
-        let started = Atomic<Bool>(false)
-        let sources = [SIGTERM, SIGINT].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: DispatchQueue.global())
-            source.setEventHandler {
-                guard started.load(ordering: .acquiring) else {
-                    say("stopped before the server started", "info")
+        let lifecycle = ServeLifecycle()
+        // Before anything is opened or created: until then a signal's default action ends the
+        // process, which has nothing to undo yet.
+        let caught = ServeSignals.install {
+            switch lifecycle.signalReceived() {
+            case .interruptStart:
+                // Starting can wait (a database that does not answer); a stop asked for
+                // meanwhile must not wait for it for ever.
+                let grace = ServeLifecycle.interruptedStartGrace
+                DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(grace)) {
+                    guard lifecycle.abandon() else { return }
+                    say("stopped before the server started, in a step that did not end within \(grace) s", "info")
                     _exit(ExitStatus.success)
                 }
-                stopRequested.signal()
+            case .exitNow:
+                say("stopped before the server started, at once on a second signal", "info")
+                _exit(ExitStatus.success)
+            case .stop: stopRequested.signal()
+            case .ignore: break
             }
-            source.resume()
-            return source
         }
-        defer { sources.forEach { $0.cancel() } }
+        guard caught else {
+            say("cannot start: the handler of SIGTERM and SIGINT cannot be installed", "error")
+            return ExitStatus.failure
+        }
 
         // Before anything opens a descriptor: the connections must fit in the open-file limit.
         var configuration = configuration
@@ -62,27 +67,21 @@ extension ServerCommand {
             break
         }
 
-        let runner: ServerRunner
-        do {
-            runner = try ServerRunner(configuration: configuration, log: log)
-        } catch let error as StorageError {
-            // Named, so that "database disk image is malformed" says which database.
-            let database =
-                StorageFactory.isPostgresURL(configuration.database)
-                ? PostgresStorage.redacted(configuration.database) : configuration.database
-            say(error.description.contains(database) ? error.description : "\(database): \(error)", "error")
-            return exitStatus(for: error)
-        } catch let error as HTTPServerError {
-            say(error.message, "error")
-            return ExitStatus.unavailable
-        } catch let error as KeyAuthError where Self.isUnusableKey(error) {
-            say(error.message, "error")
-            return ExitStatus.dataError
-        } catch {
-            say("cannot start: \(error)", "error")
-            return ExitStatus.failure
+        let start = Result {
+            try ServerRunner(configuration: configuration, log: log, interrupted: { lifecycle.isInterrupted })
         }
-        started.store(true, ordering: .releasing)
+        let serving = lifecycle.startEnded()
+        let runner: ServerRunner
+        switch start {
+        case .success(let started): runner = started
+        case .failure(let error): return startFailure(error, configuration: configuration, say: say)
+        }
+        guard serving else {
+            // The signal came after the start's last step: it stops as after serving nothing.
+            runner.stop()
+            say("stopped before the server started", "info")
+            return ExitStatus.success
+        }
         let address = Self.urlHost(runner.server.address)
         // On the same line, so that whoever waits for "listening on" finds the metrics port too.
         let metrics = runner.metricsServer.map { "metrics on http://\(Self.urlHost($0.address)):\($0.port)/metrics" }
@@ -107,6 +106,33 @@ extension ServerCommand {
         runner.stop()
         say("stopped", "info")
         return ExitStatus.success
+    }
+
+    /// Says why the start failed, and returns the exit status for it.
+    private static func startFailure(
+        _ error: any Error, configuration: ServerConfiguration, say: (String, String) -> Void
+    ) -> Int32 {
+        switch error {
+        case let interrupted as ServerRunner.StartInterrupted:
+            say(interrupted.message, "info")
+            return ExitStatus.success
+        case let error as StorageError:
+            // Named, so that "database disk image is malformed" says which database.
+            let database =
+                StorageFactory.isPostgresURL(configuration.database)
+                ? PostgresStorage.redacted(configuration.database) : configuration.database
+            say(error.description.contains(database) ? error.description : "\(database): \(error)", "error")
+            return exitStatus(for: error)
+        case let error as HTTPServerError:
+            say(error.message, "error")
+            return ExitStatus.unavailable
+        case let error as KeyAuthError where Self.isUnusableKey(error):
+            say(error.message, "error")
+            return ExitStatus.dataError
+        default:
+            say("cannot start: \(error)", "error")
+            return ExitStatus.failure
+        }
     }
 
     /// A line of serve's own (start, stop, a warning, a failure to start): `keyauth-server:

@@ -69,12 +69,35 @@ extension ServerRunner {
 
         /// Stops the listeners, saves the replay cache, closes the store, and removes the
         /// database file this start created (after closing, so that SQLite has let go of it).
-        func run(now: Int64) {
+        ///
+        /// - Returns: whether it removed a database file.
+        @discardableResult
+        func run(now: Int64) -> Bool {
             listeners.stop()
             if let replay, let storage { try? replay.stop(storage: storage, now: now) }
             storage?.close()
-            lock?.removeCreatedDatabase()
+            return lock?.removeCreatedDatabase() ?? false
         }
+    }
+
+    /// A start that a stop signal interrupted between two of its steps, after undoing them as a
+    /// failed start does (``StartUndo``): a closed internal outcome, not a fault, so `serve`
+    /// exits 0 as for any stop.
+    struct StartInterrupted: Error, Sendable {
+        /// The SQLite file this start had created and removed again, if any.
+        var removedDatabase: String?
+
+        /// What `serve` says: the line of a stop before the start, and what became of the
+        /// database the start made.
+        var message: String {
+            "stopped before the server started"
+                + (removedDatabase.map { "; removed the database \($0) that this start had created" } ?? "")
+        }
+    }
+
+    /// Throws ``StartInterrupted`` when a stop signal came during the start.
+    static func stopIfInterrupted(_ interrupted: @Sendable () -> Bool) throws(StartInterrupted) {
+        if interrupted() { throw StartInterrupted() }
     }
 }
 

@@ -51,12 +51,17 @@ package final class ServerRunner: Sendable {
     ///   - storage: an open store; by default the one `configuration.database` names.
     ///   - log: where request and error lines go.
     ///   - now: the clock.
-    /// - Throws: ``StorageError``, ``HTTPServerError``, or `KeyAuthError` for a file or the
-    ///   signing key.
+    ///   - interrupted: whether a stop signal came meanwhile (`serve`'s), asked between the
+    ///     steps: the start then undoes what it did, as a failed start does, rather than leave a
+    ///     database half made (without tables, or without a signing key) or an existing one
+    ///     marked as after a crash.
+    /// - Throws: ``StorageError``, ``HTTPServerError``, `KeyAuthError` for a file or the signing
+    ///   key, or ``StartInterrupted``.
     package init(
         configuration: ServerConfiguration, storage: (any ServerStorage)? = nil,
         log: any ServerLog = StandardErrorLog(),
-        now: @escaping @Sendable () -> Int64 = ServerClock.now
+        now: @escaping @Sendable () -> Int64 = ServerClock.now,
+        interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws {
         let onPostgres = storage?.sharesReplayClaims ?? StorageFactory.isPostgresURL(configuration.database)
         let replayMode = configuration.replayCache ?? (onPostgres ? .database : .memory)
@@ -79,23 +84,27 @@ package final class ServerRunner: Sendable {
         metricsServer = listeners.metrics
         var undo = StartUndo(listeners: listeners, storage: storage)
         do {
+            try Self.stopIfInterrupted(interrupted)
             let (opened, lock) =
                 try storage.map { ($0, nil) }
                 ?? StorageFactory.openForServing(configuration.database, alone: replayMode == .memory)
             undo.storage = opened
             undo.lock = lock
+            try Self.stopIfInterrupted(interrupted)
             let replay = try ReplayGuard.start(mode: replayMode, storage: opened, now: now())
             undo.replay = replay
-            responder = KeyAuthResponder(
-                try Self.compose(
-                    configuration: configuration, issuer: configuration.resolvedIssuer(boundPort: server.port),
-                    storage: opened, log: log, now: now, replay: replay, files: files))
+            let collaborators = try Self.compose(
+                configuration: configuration, issuer: configuration.resolvedIssuer(boundPort: server.port),
+                storage: opened, log: log, now: now, replay: replay, files: files)
+            try Self.stopIfInterrupted(interrupted)
+            responder = KeyAuthResponder(collaborators)
             self.storage = opened
             self.replay = replay
             serveLock = lock
         } catch {
-            undo.run(now: now())
-            throw error
+            let removed = undo.run(now: now())
+            guard error is StartInterrupted else { throw error }
+            throw StartInterrupted(removedDatabase: removed ? configuration.database : nil)
         }
         listeners.install(responder)
         let responder = self.responder

@@ -68,14 +68,17 @@ final class SQLiteServeLock: Sendable {
     /// Removes the database and its companions when this lock created the file and no other
     /// server has locked it since (several starting on a new path at once): for a start that
     /// failed after creating it. Call it after the storage is closed; the lock stays held.
-    func removeCreatedDatabase() {
+    ///
+    /// - Returns: whether it removed the database, so that the start can say so.
+    @discardableResult
+    func removeCreatedDatabase() -> Bool {
         // Exclusive: no other server may be using the file. Converting the lock may lose it for
         // a moment; the start is failing anyway.
-        guard created, flock(descriptor, LOCK_EX | LOCK_NB) == 0, Self.names(path, descriptor) else { return }
+        guard created, flock(descriptor, LOCK_EX | LOCK_NB) == 0, Self.names(path, descriptor) else { return false }
         for suffix in SQLiteFilePermissions.companionSuffixes {
             unlink(path + suffix)
         }
-        unlink(path)
+        return unlink(path) == 0
     }
 
     /// Whether `path` names the file open on `descriptor` (through a symlink, as SQLite follows

@@ -1,0 +1,63 @@
+import Dispatch
+import Glibc
+import KeyAuth
+import Synchronization
+
+/// SIGTERM and SIGINT for `serve`, caught with `sigaction` from the first instruction of the
+/// command and handed to a thread of their own through a semaphore.
+///
+/// A libdispatch signal source is not used: on Linux it installs its handler from its manager
+/// thread a moment after `resume()`, and under load that moment came after `serve` had created
+/// the database, so a SIGTERM then took the default action and left a half-made database behind
+/// (a file without tables, which the admin commands call "still being created" for ever). A
+/// `sigaction` handler is in place when ``install(_:)`` returns. The handler itself only posts a
+/// semaphore (``SignalSemaphore``); the watcher thread calls the Swift handler, once per signal,
+/// in ordinary context, where it may take locks and write. The handlers stay for the process's
+/// life: `serve` is the last thing the process does, and a signal during its exit still finds
+/// one rather than the default action's exit 143.
+enum ServeSignals {
+    /// The address of the semaphore the handler posts (``SignalSemaphore``), 0 before
+    /// installation.
+    private static let semaphoreAddress = Atomic<UInt>(0)
+
+    /// Installs the handler for SIGTERM and SIGINT and calls `handle` on a thread of its own for
+    /// each one that arrives.
+    ///
+    /// - Returns: false when the semaphore or a handler cannot be set up; the signals then keep
+    ///   (or get back) their default action, which ends the process.
+    static func install(_ handle: @escaping @Sendable () -> Void) -> Bool {
+        guard let address = SignalSemaphore.make() else { return false }
+        semaphoreAddress.store(address, ordering: .releasing)
+        // A serial queue of its own: the one thread it takes waits here for the process's life.
+        DispatchQueue(label: "keyauth-server.signals").async {
+            while SignalSemaphore.wait(address) {
+                handle()
+            }
+        }
+        for number in [SIGTERM, SIGINT] {
+            var action = sigaction()
+            action.__sigaction_handler = .init(sa_handler: serveSignalHandler)
+            action.sa_flags = SA_RESTART
+            sigemptyset(&action.sa_mask)
+            guard sigaction(number, &action, nil) == 0 else {
+                signal(SIGTERM, SIG_DFL)
+                signal(SIGINT, SIG_DFL)
+                return false
+            }
+        }
+        return true
+    }
+
+    /// The handler's half: an atomic load and `sem_post`.
+    fileprivate static func received() {
+        SignalSemaphore.post(semaphoreAddress.load(ordering: .acquiring))
+    }
+}
+
+/// The C signal handler; a global function, since it runs on whichever thread takes the signal
+/// and must never be main-actor isolated.
+private func serveSignalHandler(_ number: Int32) {
+    let savedErrno = errno
+    ServeSignals.received()
+    errno = savedErrno
+}
