@@ -382,7 +382,12 @@ struct ServeStartTests {
     static func serve(_ arguments: [String], listen: String = "127.0.0.1:0", wrappedIn wrapper: [String] = []) throws
         -> (status: Int32, error: String)
     {
-        let command = ["serve", "--listen", listen, "--quiet"] + arguments
+        try run(["serve", "--listen", listen, "--quiet"] + arguments, wrappedIn: wrapper)
+    }
+
+    /// Runs the built `keyauth-server` with `command` (`serve ...`, `devices ...`) and no
+    /// settings file, to its end, under `wrapper` (``asNobody``, a mount namespace) when given.
+    static func run(_ command: [String], wrappedIn wrapper: [String] = []) throws -> (status: Int32, error: String) {
         guard let program = wrapper.first else {
             let run = try KeyAuthServerProcess.runCommand(command, timeout: 30)
             return (run.status, run.error)
@@ -401,19 +406,43 @@ struct ServeStartTests {
         return (run.status, run.standardError)
     }
 
-    /// Runs `serve --db database` as ``serve(_:listen:wrappedIn:)`` does, expecting a refusal:
-    /// the database's directory, and the database when it exists, must be as they were (not
-    /// created, not migrated, no companion files).
+    /// Runs `serve --db database` as ``serve(_:listen:wrappedIn:)`` does, expecting a refusal
+    /// that changes nothing (``refused(_:database:wrappedIn:)``).
     static func refused(
         _ database: String, _ arguments: [String] = [], listen: String = "127.0.0.1:0", wrappedIn wrapper: [String] = []
     ) throws -> (status: Int32, error: String) {
+        try refused(["serve", "--listen", listen, "--quiet"] + arguments, database: database, wrappedIn: wrapper)
+    }
+
+    /// Runs `command --db database` as ``run(_:wrappedIn:)`` does, expecting a refusal: the
+    /// database's directory must be byte for byte as it was (no file created or removed, none
+    /// changed in contents or mode: not created, not migrated, no companion files).
+    static func refused(_ command: [String], database: String, wrappedIn wrapper: [String] = []) throws
+        -> (status: Int32, error: String)
+    {
         let directory = SecureFile.parentDirectory(of: database)
-        let files = FileManager.default
-        let listing = try files.contentsOfDirectory(atPath: directory).sorted()
-        let contents = files.contents(atPath: database)
-        let run = try serve(["--db", database] + arguments, listen: listen, wrappedIn: wrapper)
-        #expect(try files.contentsOfDirectory(atPath: directory).sorted() == listing, "\(run.error)")
-        #expect(files.contents(atPath: database) == contents)
+        let before = try DirectoryState(directory)
+        let run = try run(command + ["--db", database], wrappedIn: wrapper)
+        #expect(try DirectoryState(directory) == before, "\(command): \(run.error)")
         return run
+    }
+}
+
+/// The names, modes and contents of a directory's files, to compare before and after a command.
+struct DirectoryState: Equatable {
+    private let files: [String: FileState]
+
+    private struct FileState: Equatable {
+        let mode: mode_t?
+        let contents: Data?
+    }
+
+    init(_ directory: String) throws {
+        var files: [String: FileState] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            let path = directory + "/" + name
+            files[name] = FileState(mode: fileMode(path), contents: FileManager.default.contents(atPath: path))
+        }
+        self.files = files
     }
 }

@@ -16,8 +16,13 @@ extension ServerCommand {
                     + "(pg_dump --format=custom --file=FILE DATABASE), see docs/SERVER.md\n")
             return ExitStatus.usage
         }
+        // The checks of every admin command, before the copy is created: a wrong file is refused
+        // as such (65), not as a failed copy (1).
+        let source: SQLiteConnection
         do {
-            try SQLiteFilePermissions.checkBeforeOpening(database, creatingIfMissing: false)
+            try StorageFactory.checkSQLiteFile(database, creatingIfMissing: false)
+            source = try SQLiteConnection(path: database, busyTimeoutMilliseconds: 5000)
+            _ = try SQLSchema.requireKeyAuth(source, location: database)
         } catch {
             output.error("keyauth-server: \(error.description)\n")
             return exitStatus(for: error)
@@ -32,7 +37,7 @@ extension ServerCommand {
         fchmod(descriptor, 0o600)
         close(descriptor)
         do {
-            try copy(database, into: destination)
+            try copy(source, into: destination)
         } catch {
             unlink(destination)
             output.error("keyauth-server: \(error.description)\n")
@@ -44,9 +49,8 @@ extension ServerCommand {
         return ExitStatus.success
     }
 
-    /// The copy itself, both connections closed before the files are checked.
-    private static func copy(_ database: String, into destination: String) throws(StorageError) {
-        let source = try SQLiteConnection(path: database, busyTimeoutMilliseconds: 5000)
+    /// The copy itself.
+    private static func copy(_ source: SQLiteConnection, into destination: String) throws(StorageError) {
         let target = try SQLiteConnection(path: destination, busyTimeoutMilliseconds: 5000)
         try source.backup(into: target)
         try markAsInterrupted(target)

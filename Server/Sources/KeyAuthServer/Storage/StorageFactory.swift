@@ -14,7 +14,7 @@ package enum StorageFactory {
     ///     command requires the latest schema, so that it neither migrates a database under an
     ///     older running server nor makes a keyauth database of another file.
     /// - Throws: ``StorageError`` from opening the store (`.unavailable` when a PostgreSQL
-    ///   server cannot be reached or a SQLite file cannot be written, `.unprotected` for a SQLite
+    ///   server cannot be reached or a SQLite file or its directory cannot be written, `.unprotected` for a SQLite
     ///   file others can read or that belongs to another user, `.notFound` for a missing file
     ///   that may not be created, `.notKeyAuthDatabase` for a file that is not SQLite or another
     ///   program's database; without migrating, `.schemaTooOld`).
@@ -24,21 +24,26 @@ package enum StorageFactory {
         if isPostgresURL(location) {
             return try PostgresStorage(url: location, migrating: migrating)
         }
-        try checkSQLiteFile(location, creatingIfMissing: creatingIfMissing, writing: migrating)
+        try checkSQLiteFile(location, creatingIfMissing: creatingIfMissing)
         return try openChecked(location, migrating: migrating)
     }
 
-    /// The checks of a SQLite file before it is opened or created.
-    private static func checkSQLiteFile(_ location: String, creatingIfMissing: Bool, writing: Bool)
-        throws(StorageError)
-    {
+    /// The checks of a SQLite file before it is opened or created, the same for `serve`, the
+    /// admin commands and `backup`, so that each fault reads the same whichever command met it.
+    ///
+    /// The directory and the file must be writable for the commands that only read too: SQLite
+    /// makes the `-wal` and `-shm` files of a database in WAL mode beside it to read it, and
+    /// without the check a read-only directory read as `unable to open database file`.
+    ///
+    /// - Throws: ``StorageError`` as ``open(_:creatingIfMissing:migrating:)`` before opening.
+    static func checkSQLiteFile(_ location: String, creatingIfMissing: Bool) throws(StorageError) {
         // Before the permissions: the settings file given as --db is usually mode 644, and
         // "chmod 600 it, it holds the signing key" would send the operator the wrong way.
         try SQLiteStorage.refuseIfNotSQLite(location)
-        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing, writing: writing)
+        try SQLiteFilePermissions.checkBeforeOpening(location, creatingIfMissing: creatingIfMissing)
     }
 
-    /// Opens a SQLite file that passed ``checkSQLiteFile(_:creatingIfMissing:writing:)``, and
+    /// Opens a SQLite file that passed ``checkSQLiteFile(_:creatingIfMissing:)``, and
     /// makes its companion files private.
     private static func openChecked(_ location: String, migrating: Bool) throws(StorageError) -> SQLiteStorage {
         let storage = try SQLiteStorage(path: location, migrating: migrating)
@@ -65,7 +70,7 @@ package enum StorageFactory {
         storage: any ServerStorage, lock: SQLiteServeLock?
     ) {
         guard !isPostgresURL(location) else { return (try open(location), nil) }
-        try checkSQLiteFile(location, creatingIfMissing: true, writing: true)
+        try checkSQLiteFile(location, creatingIfMissing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {
             return (try openChecked(location, migrating: true), lock)

@@ -10,6 +10,25 @@ extension SQLSchema {
     ///   `schema_migrations`, `.schemaTooOld` or
     ///   `.schemaTooNew` for another version, `.unavailable` and others when it cannot be read.
     static func requireLatest(_ connection: any SQLConnection, location: String) throws(StorageError) {
+        let current = try requireKeyAuth(connection, location: location)
+        guard current <= latestVersion else {
+            throw StorageError(
+                .schemaTooNew, "the database schema version \(current) is newer than this server (\(latestVersion))")
+        }
+        guard current == latestVersion else {
+            throw StorageError(
+                .schemaTooOld,
+                "the database schema version \(current) is older than this release's (\(latestVersion)); "
+                    + "admin commands do not migrate it: restart keyauth-server serve on it first")
+        }
+    }
+
+    /// Checks, without changing anything, that the database is a keyauth database of any
+    /// version: what `backup` needs, which copies an older schema too (before an upgrade).
+    ///
+    /// - Returns: its schema version.
+    /// - Throws: as ``requireLatest(_:location:)``, without the version's errors.
+    static func requireKeyAuth(_ connection: any SQLConnection, location: String) throws(StorageError) -> Int64 {
         let hasTable =
             try connection.execute(connection.dialect.tableExists, [.text("schema_migrations")]).firstRow != nil
         guard hasTable else {
@@ -24,18 +43,8 @@ extension SQLSchema {
             }
             throw foreignDatabase(location)
         }
-        let current =
-            try connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").firstRow?.integer(0) ?? 0
-        guard current <= latestVersion else {
-            throw StorageError(
-                .schemaTooNew, "the database schema version \(current) is newer than this server (\(latestVersion))")
-        }
-        guard current == latestVersion else {
-            throw StorageError(
-                .schemaTooOld,
-                "the database schema version \(current) is older than this release's (\(latestVersion)); "
-                    + "admin commands do not migrate it: restart keyauth-server serve on it first")
-        }
+        return try connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").firstRow?.integer(0)
+            ?? 0
     }
 
     /// Refuses a database with tables but without `schema_migrations`: another program's, which

@@ -21,14 +21,14 @@ enum SQLiteFilePermissions {
     /// (``refuseExposedDirectory(of:)``). Companions that exist are made 0600 when they are ours
     /// and refused when they are not.
     ///
-    /// - Parameter writing: whether the caller (`serve`) writes: the directory must then exist
-    ///   and be writable, and an existing file writable (``checkWritable(_:exists:)``).
+    /// The directory must exist and be writable, and an existing file writable
+    /// (``checkWritable(_:exists:)``), for every command: SQLite writes the `-wal` and `-shm`
+    /// files of a database in WAL mode even to read it.
+    ///
     /// - Throws: ``StorageError`` `.notFound` when the file is missing and may not be created,
     ///   `.unavailable` when it cannot be written, `.unprotected` (naming the file and the
     ///   command that fixes it) otherwise.
-    static func checkBeforeOpening(_ path: String, creatingIfMissing: Bool, writing: Bool = false)
-        throws(StorageError)
-    {
+    static func checkBeforeOpening(_ path: String, creatingIfMissing: Bool) throws(StorageError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == ENOENT && !creatingIfMissing {
@@ -40,13 +40,13 @@ enum SQLiteFilePermissions {
                         + "or --config FILE with db = PATH)")
             }
             try refuseExposedDirectory(of: path)
-            if writing { try checkWritable(path, exists: false) }
+            try checkWritable(path, exists: false)
             // Any other failure (no permission) is SQLite's to report.
             return
         }
         try refuseIfExposed(path, info)
         try refuseExposedDirectory(of: path)
-        if writing { try checkWritable(path, exists: true) }
+        try checkWritable(path, exists: true)
         for suffix in companionSuffixes {
             try restrictCompanion(path + suffix)
         }
