@@ -12,6 +12,7 @@
 # libapache2-mod-auth-openidc, a real OpenID Connect relying party signing in through
 # keyauth-server, and python3-authlib with python3-requests, an independent OAuth client library
 # running the code flow; pamtester and sudo, which run the PAM module's tests through real libpam.
+# faketime (libfaketime) runs a server instance with its clock off for the clock-skew tests.
 # Idempotent: it only calls apt-get when a package is missing.
 set -euo pipefail
 
@@ -23,6 +24,8 @@ packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libs
     python3-requests pamtester sudo)
 # A real OpenSSH server and client for the SSH certificate tests.
 packages+=(openssh-server openssh-client)
+# libfaketime, which runs a second server instance with its clock off for the clock-skew tests.
+packages+=(faketime)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

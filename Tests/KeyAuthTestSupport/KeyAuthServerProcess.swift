@@ -119,6 +119,13 @@ public final class KeyAuthServerProcess: Sendable {
             process = try ChildProcess(
                 "/bin/sh", ["-c", (setup + ["exec \"$0\" \"$@\""]).joined(separator: " && "), binary] + arguments,
                 environment: environment, standardError: .file(logPath))
+        } else if environment["LD_PRELOAD"]?.contains("libfaketime") == true {
+            // libfaketime preloaded into a process that posix_spawn starts leaves the Swift
+            // runtime's `CommandLine.arguments` empty (the server then serves its defaults in the
+            // working directory); started through a program that execs it, it gets them. The
+            // `faketime` command itself forks and waits, so a SIGTERM would miss the server.
+            process = try ChildProcess(
+                "/usr/bin/env", [binary] + arguments, environment: environment, standardError: .file(logPath))
         } else {
             process = try ChildProcess(binary, arguments, environment: environment, standardError: .file(logPath))
         }

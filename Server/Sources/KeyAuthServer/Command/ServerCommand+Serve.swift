@@ -95,6 +95,7 @@ extension ServerCommand {
         if let descriptorLine { say(descriptorLine.text, descriptorLine.level) }
         if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
         if let warning = configuration.insecureIssuerWarning { say(warning, "warning") }
+        if let warning = runner.clockSkewWarning { say(warning, "warning") }
         if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {
             say(
                 "warning: the signing key file holds a \(runner.tokenAlgorithm.rawValue) key, and "

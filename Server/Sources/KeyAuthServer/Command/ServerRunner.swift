@@ -25,6 +25,9 @@ package final class ServerRunner: Sendable {
     private let now: @Sendable () -> Int64
     /// Reports what ``stop()`` could not do.
     private let report: @Sendable (String) -> Void
+    /// The line `serve` logs at start when this host's clock is a little off the database's
+    /// (``ClockSkewCheck``).
+    package let clockSkewWarning: String?
 
     /// The bound port.
     package var port: UInt16 { server.port }
@@ -56,7 +59,8 @@ package final class ServerRunner: Sendable {
     ///     database half made (without tables, or without a signing key) or an existing one
     ///     marked as after a crash.
     /// - Throws: ``StorageError``, ``HTTPServerError``, `KeyAuthError` for a file or the signing
-    ///   key, or ``StartInterrupted``.
+    ///   key, ``StartInterrupted``, or ``ClockSkewError`` when the host's clock is too far from the
+    ///   database's.
     package init(
         configuration: ServerConfiguration, storage: (any ServerStorage)? = nil,
         log: any ServerLog = StandardErrorLog(),
@@ -90,6 +94,13 @@ package final class ServerRunner: Sendable {
                 ?? StorageFactory.openForServing(configuration.database, alone: replayMode == .memory)
             undo.storage = opened
             undo.lock = lock
+            // The host's clock, not `now`: tests inject clocks of their own.
+            let skewWarning: String?
+            switch try opened.databaseTime().map({ ClockSkewCheck.verdict(server: ServerClock.now(), database: $0) }) {
+            case .refuses(let reason): throw ClockSkewError(description: reason)
+            case .warns(let line): skewWarning = line
+            case .agrees, nil: skewWarning = nil
+            }
             try Self.stopIfInterrupted(interrupted)
             let replay = try ReplayGuard.start(mode: replayMode, storage: opened, now: now())
             undo.replay = replay
@@ -101,6 +112,7 @@ package final class ServerRunner: Sendable {
             self.storage = opened
             self.replay = replay
             serveLock = lock
+            clockSkewWarning = skewWarning
         } catch {
             let removed = undo.run(now: now())
             guard error is StartInterrupted else { throw error }

@@ -18,10 +18,15 @@ extension KeyAuthService {
     /// reloads the signing keys (publishing a rotation's new key) and retires the previous keys
     /// whose last token has expired.
     ///
+    /// Replay-cache claims and revocation records are kept ``ClockSkewCheck/purgeMargin`` past
+    /// their expiry: another instance whose clock is behind this one's still accepts the tokens
+    /// they stop until its own clock reaches that expiry.
+    ///
     /// - Throws: ``StorageError``; `KeyAuthError` when a stored signing key cannot be read.
     func purgeExpired() throws {
         let time = now()
-        try storage.purgeExpiredJTIs(now: time)
+        let skewedHorizon = time - ClockSkewCheck.purgeMargin
+        try storage.purgeExpiredJTIs(now: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)
         try registry.purgeStale()
@@ -29,6 +34,6 @@ extension KeyAuthService {
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
         try signIn.purgeExpired()
         try storage.purgeBrowserSessions(now: time)
-        try storage.purgeAuthorizations(now: time)
+        try storage.purgeAuthorizations(now: skewedHorizon)
     }
 }

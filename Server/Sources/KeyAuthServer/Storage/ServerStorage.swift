@@ -240,6 +240,11 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Runs a trivial query, for `/healthz`.
     func healthCheck() throws(StorageError)
 
+    /// The database server's clock in seconds since 1970, when the database runs on a machine of
+    /// its own that several servers share (PostgreSQL); nil for a SQLite file, whose servers are
+    /// on its host and so on one clock. `serve` compares it with its own (``ClockSkewCheck``).
+    func databaseTime() throws(StorageError) -> Int64?
+
     /// Writes `instance`'s row of the health probes durably, for `/healthz`: whether the store
     /// takes a write now, which no read can tell (a full disk, a read-only file system and a
     /// PostgreSQL standby all answer reads).

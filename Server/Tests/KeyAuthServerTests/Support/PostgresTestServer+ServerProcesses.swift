@@ -13,12 +13,14 @@ extension PostgresTestServer {
     ///     launched only once `A` listens, so that a test does not depend on how two servers
     ///     settle the signing key on an empty database (unless that is what it tests).
     ///   - extraArguments: more `serve` options for both (`--cleanup-interval 1`).
+    ///   - environmentOfB: variables added to `B`'s environment only (libfaketime's, to run it
+    ///     with a clock that differs from `A`'s and the database's).
     ///   - body: gets the processes, both listening (their `port` known), and the URL of the
     ///     schema they use, for admin commands' `--db` and storage the test opens itself.
     /// - Throws: when `KEYAUTH_TEST_POSTGRES_URL` is unset or a server does not come up.
     static func withServerProcesses(
         issuer: String, startingAtOnce: Bool = false, extraArguments: [String] = [],
-        _ body: ([KeyAuthServerProcess], String) throws -> Void
+        environmentOfB: [String: String] = [:], _ body: ([KeyAuthServerProcess], String) throws -> Void
     ) throws {
         let url = try #require(Self.url)
         let database = try makeDatabase(url: url)
@@ -38,7 +40,7 @@ extension PostgresTestServer {
         for name in ["A", "B"] {
             let server = try KeyAuthServerProcess(
                 name: name, database: schemaURL, issuer: issuer, logPath: "\(directory.path)/\(name).log",
-                extraArguments: extraArguments)
+                extraArguments: extraArguments, extraEnvironment: name == "B" ? environmentOfB : [:])
             servers.append(server)
             if !startingAtOnce { try server.waitUntilListening() }
         }

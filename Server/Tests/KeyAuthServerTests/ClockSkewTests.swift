@@ -1,0 +1,166 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+@testable import KeyAuthServer
+
+extension StorageContractTests {
+    /// Two `keyauth-server` instances on one PostgreSQL database whose clocks differ: `B` runs
+    /// under libfaketime, a few seconds ahead of or behind `A` and the database. Whatever one
+    /// instance accepted, the other must refuse to accept again, although each judges expiry by
+    /// its own clock and either may purge the shared replay cache. Nested in
+    /// ``StorageContractTests`` to share its `.serialized` trait; skipped, saying why, without
+    /// PostgreSQL or libfaketime (failed instead under `KEYAUTH_TEST_REQUIRE_TOOLS=1`).
+    @Suite("Clock skew: two keyauth-server instances on one PostgreSQL database", .timeLimit(.minutes(10)))
+    struct ClockSkewTests {
+        /// libfaketime as Debian's `faketime` package installs it.
+        static let faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+        static let hasFaketime = FileManager.default.fileExists(atPath: faketime)
+        static let issuer = "http://keyauth.test"
+        /// A cleanup every second, so that the instance ahead purges as soon as it may.
+        static let arguments = ["--metrics-listen", "off", "--cleanup-interval", "1s"]
+
+        /// libfaketime's settings for a process `seconds` off the real clock (monotonic clocks
+        /// left alone, so that timeouts stay real).
+        static func skewed(by seconds: Int) -> [String: String] {
+            [
+                "LD_PRELOAD": faketime, "FAKETIME": (seconds < 0 ? "" : "+") + "\(seconds)s",
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            ]
+        }
+
+        @Test(
+            "B 5 s ahead: logins and tokens work at both, and nothing either accepted is accepted again at A",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
+            .enabled(
+                if: ExternalTools.shouldRun(installed: hasFaketime),
+                "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
+        func ahead() throws {
+            try Self.replayAcrossSkew(seconds: 5)
+        }
+
+        @Test(
+            "B 5 s behind: logins and tokens work at both, and nothing either accepted is accepted again at B",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
+            .enabled(
+                if: ExternalTools.shouldRun(installed: hasFaketime),
+                "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
+        func behind() throws {
+            try Self.replayAcrossSkew(seconds: -5)
+        }
+
+        @Test(
+            "a server 60 s ahead of or behind the database refuses to start, saying by how much",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
+            .enabled(
+                if: ExternalTools.shouldRun(installed: hasFaketime),
+                "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"),
+            arguments: [60, -60])
+        func farOff(_ seconds: Int) throws {
+            try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
+            let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
+            defer { database.destroy() }
+            let directory = TemporaryDirectory("keyauth-skew")
+            defer { directory.remove() }
+            let server = try KeyAuthServerProcess(
+                name: "skewed", database: try #require(database.url), issuer: Self.issuer,
+                logPath: directory.path + "/server.log", extraArguments: Self.arguments,
+                extraEnvironment: Self.skewed(by: seconds))
+            defer { _ = server.terminate() }
+            #expect(server.waitUntilExit() == 1, "\(server.log)")
+            let direction = seconds > 0 ? "ahead of" : "behind"
+            #expect(server.log.contains("s \(direction) the database's, more than the 10 s leeway"), "\(server.log)")
+            #expect(!server.log.contains("listening on"), "\(server.log)")
+        }
+
+        /// `B` runs `seconds` off `A`'s clock. An assertion accepted with its expiry close is
+        /// offered again at the instance behind just before that instance would call it expired,
+        /// after the instance ahead has had time to purge its replay-cache entry.
+        static func replayAcrossSkew(seconds: Int) throws {
+            try #require(hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
+            try PostgresTestServer.withServerProcesses(
+                issuer: issuer, extraArguments: arguments, environmentOfB: skewed(by: seconds)
+            ) { servers, url in
+                let storage = try PostgresStorage(url: url)
+                defer { storage.close() }
+                let environment = TestEnvironment(clockStart: ServerClock.now())
+                let apis = servers.map {
+                    TestAPI(
+                        transport: SocketTransport(port: $0.port), issuer: issuer, clock: environment.clock,
+                        storage: storage)
+                }
+                let (first, second) = (apis[0], apis[1])
+                let laptop = try ServerTestKeys.key("alice-1")
+                let direction = seconds > 0 ? "ahead of" : "behind"
+                #expect(
+                    servers[1].log.contains("warning: this server's clock is") && servers[1].log.contains(direction),
+                    "B's start: \(servers[1].log)")
+                #expect(!servers[0].log.contains("clock"), "A's start: \(servers[0].log)")
+                let tokenOfA = try first.activeDevice(user: "alice", key: laptop)
+                let tokenOfB = try second.accessToken(laptop)
+                // B's clock is off by `seconds`: its tokens say so (else the test proves nothing).
+                let issued = try [tokenOfA, tokenOfB].map { try #require(try Self.issuedAt($0)) }
+                #expect(abs(issued[1] - issued[0] - Int64(seconds)) <= 1, "B's iat \(issued), faketime not in effect?")
+                // Each instance takes the other's token; an assertion used at one is refused at the other.
+                #expect(try second.authorized("GET", "/v1/devices", token: tokenOfA).status == 200)
+                #expect(try first.authorized("GET", "/v1/devices", token: tokenOfB).status == 200)
+                let assertion = try first.assertion(laptop)
+                #expect(try first.login(assertion: assertion).status == 200)
+                let again = try second.login(assertion: assertion)
+                #expect(
+                    again.status == 400 && again.errorDescription?.contains("already used") == true, "\(again.text)")
+
+                // An assertion accepted at the instance ahead, with its expiry 5 s away.
+                let now = ServerClock.now()
+                let late = try first.assertion(laptop, claims: ["iat": .integer(now - 25), "exp": .integer(now + 5)])
+                let (aheadAPI, behindAPI) = seconds > 0 ? (second, first) : (first, second)
+                #expect(try aheadAPI.login(assertion: late).status == 200)
+                // Until its exp + leeway by its own clock the instance behind takes it, the
+                // instance ahead purges at that time by its clock: wait until the one ahead is 3 s
+                // past it and the one behind still 2 s before, and offer it again behind.
+                let aheadOffset = Int64(max(seconds, 0))
+                let replayAt = now + 5 + DeviceAssertionVerifier.leeway + 3 - aheadOffset
+                while ServerClock.now() < replayAt { usleep(200_000) }
+                let replayed = try behindAPI.login(assertion: late)
+                #expect(replayed.status == 400, "accepted twice across \(seconds) s of skew: \(replayed.text)")
+                #expect(replayed.errorDescription?.contains("already used") == true, "\(replayed.text)")
+            }
+        }
+
+        /// The `iat` claim of `token`.
+        static func issuedAt(_ token: String) throws -> Int64? {
+            let payload = token.split(separator: ".").dropFirst().first.map(String.init) ?? ""
+            return try JSONValue(parsing: Base64URL.decode(payload) ?? [])["iat"]?.integerValue
+        }
+    }
+}
+
+@Suite("Clock skew: the start's comparison with the database's clock")
+struct ClockSkewCheckTests {
+    @Test("within 2 s agrees, up to the 10 s leeway warns, beyond it refuses, either way round")
+    func bounds() {
+        let database: Int64 = 1_800_000_000
+        #expect(ClockSkewCheck.verdict(server: database, database: database) == .agrees)
+        #expect(ClockSkewCheck.verdict(server: database - 2, database: database) == .agrees)
+        guard case .warns(let line) = ClockSkewCheck.verdict(server: database + 3, database: database) else {
+            Issue.record("3 s ahead does not warn")
+            return
+        }
+        #expect(
+            line
+                == "warning: this server's clock is 3 s ahead of the database's; keep every instance's clock synchronized (NTP)"
+        )
+        guard case .warns = ClockSkewCheck.verdict(server: database - 10, database: database) else {
+            Issue.record("10 s behind does not warn")
+            return
+        }
+        guard case .refuses(let reason) = ClockSkewCheck.verdict(server: database - 11, database: database) else {
+            Issue.record("11 s behind does not refuse")
+            return
+        }
+        #expect(reason.hasPrefix("this server's clock is 11 s behind the database's, more than the 10 s leeway"))
+        // The purge margin covers two instances at the refusal bound on either side, with room.
+        #expect(ClockSkewCheck.purgeMargin > 2 * ClockSkewCheck.refusalBound)
+    }
+}
