@@ -237,6 +237,64 @@ struct TokenConfusionTests {
         }
     }
 
+    @Test("a key set after rotations between algorithms: each kid verifies only its own key's algorithm")
+    func rotatedKeySet() async throws {
+        // What the JWK set holds after `keys rotate --alg ES256` and `--alg EdDSA`: the RSA key
+        // that signs ID tokens, the previous P-256 key and the current Ed25519 key.
+        let serverEd = try Ed25519PrivateKey.generate()
+        let signers: [any JWSSigner] = [serverRSA, serverEC, serverEd]
+        let publicKeys: [JWSPublicKey] = [
+            .rsa(serverRSA.publicKey), .p256(serverEC.publicKey), .ed25519(serverEd.publicKey),
+        ]
+        let rotatedSet = JWKSet(keys: Dictionary(uniqueKeysWithValues: publicKeys.map { ($0.thumbprint, $0) }))
+        let rotated = try AccessTokenVerifier(
+            issuer: Self.issuer, fetcher: Issuer(keys: publicKeys), clock: .fixed(seconds: Self.now))
+        func refusal(_ token: String) async -> KeyAuthError.Code? {
+            do {
+                _ = try rotated.verify(token, keySet: rotatedSet)
+            } catch { return error.code }
+            // The fetched set must agree with the given one.
+            do {
+                _ = try await rotated.verify(token)
+                return nil
+            } catch { return error.code }
+        }
+        let payload = Base64URL.encode(Array(JSONValue.object(accessClaims()).serialized().utf8))
+        for key in publicKeys {
+            let kid = key.thumbprint
+            let own = try #require(signers.first { $0.keyID == kid })
+            #expect(await refusal(try jws(accessHeader(own), accessClaims(), key: own)) == nil, "\(kid)")
+            for alg in ["RS256", "ES256", "EdDSA"] where alg != key.algorithm.rawValue {
+                // Signed by every key, its own included: the header's alg never chooses.
+                for signer in signers {
+                    let header = #"{"alg":"\#(alg)","typ":"at+jwt","kid":"\#(kid)"}"#
+                    let code = await refusal(try jws(header, accessClaims(), key: signer))
+                    #expect(
+                        code.map(Self.tokenRefusals.contains) == true,
+                        "\(alg) on \(key.algorithm.rawValue): \(code as Any)")
+                }
+            }
+            var secrets = [Array(key.jwk.canonicalJSON.utf8)]
+            switch key {
+            case .rsa(let rsa): secrets += [Array(rsa.pemRepresentation.utf8), rsa.derRepresentation]
+            case .p256(let ec): secrets.append(try ec.derRepresentation)
+            case .ed25519: break
+            }
+            for secret in secrets {
+                let header = #"{"alg":"HS256","typ":"at+jwt","kid":"\#(kid)"}"#
+                let input = Base64URL.encode(Array(header.utf8)) + "." + payload
+                let tag = try CryptoPrimitives.hmacSHA256(key: secret, message: Array(input.utf8))
+                let code = await refusal(input + "." + Base64URL.encode(tag))
+                #expect(code.map(Self.tokenRefusals.contains) == true, "HS256 on \(key.algorithm.rawValue)")
+            }
+            let none = Base64URL.encode(Array(#"{"alg":"none","typ":"at+jwt","kid":"\#(kid)"}"#.utf8))
+            for signature in ["", "AA"] {
+                let code = await refusal(none + "." + payload + "." + signature)
+                #expect(code.map(Self.tokenRefusals.contains) == true, "none on \(key.algorithm.rawValue)")
+            }
+        }
+    }
+
     @Test("kid: the device's, a retired key's, none, empty, or not a string is no key of the issuer")
     func keyIDs() throws {
         let retired = try P256PrivateKey.generate()

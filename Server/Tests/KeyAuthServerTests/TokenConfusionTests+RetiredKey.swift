@@ -114,7 +114,7 @@ extension TokenConfusionTests {
 
     /// `token`'s claims made fresh (issued `now`, for a minute, a new `jti`), signed by `key`
     /// with the header `{"alg", "typ": type, "kid": kid}`.
-    private static func resigned(
+    static func resigned(
         _ token: String, kid: String, key: some JWSSigner, type: String, now: Int64
     ) throws -> String {
         let parts = token.split(separator: ".").map(String.init)

@@ -654,6 +654,7 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
     case boundTokenProofs = "DPoP-bound token proofs"
     case retiredKey = "a retired signing key's tokens"
     case attestation = "TPM attestation endpoints"
+    case algorithmRotation = "rotation between signing algorithms"
 
     var testDescription: String { rawValue }
 
@@ -673,6 +674,9 @@ enum TokenConfusionCase: String, CaseIterable, Sendable, CustomTestStringConvert
         case .retiredKey:
             try ConfusionDeployment.run(on: database, extraArguments: Checks.rotationArguments, Checks.retiredKey)
         case .attestation: try Checks.attestationEndpoints(on: database)
+        case .algorithmRotation:
+            try ConfusionDeployment.run(
+                on: database, extraArguments: Checks.rotationArguments, Checks.algorithmRotation)
         }
     }
 }
