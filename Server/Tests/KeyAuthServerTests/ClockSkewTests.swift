@@ -111,6 +111,9 @@ extension StorageContractTests {
                 #expect(
                     again.status == 400 && again.errorDescription?.contains("already used") == true, "\(again.text)")
 
+                try Self.crossInstanceFlows(first, second, laptop: laptop, tokens: (tokenOfA, tokenOfB))
+                try Self.rotationAcrossSkew(first, second, laptop: laptop, database: url, environment: environment)
+
                 // An assertion accepted at the instance ahead, with its expiry 5 s away.
                 let now = ServerClock.now()
                 let late = try first.assertion(laptop, claims: ["iat": .integer(now - 25), "exp": .integer(now + 5)])
@@ -126,6 +129,81 @@ extension StorageContractTests {
                 #expect(replayed.status == 400, "accepted twice across \(seconds) s of skew: \(replayed.text)")
                 #expect(replayed.errorDescription?.contains("already used") == true, "\(replayed.text)")
             }
+        }
+
+        /// What one instance starts and the other answers: a sign-in request (CIBA) asked at `A`,
+        /// approved at `B` and polled at `A`; an authorization code issued at `B`, redeemed at `A`
+        /// and refused at `B`; a pending device registered at `A` and approved at `B`; a DPoP
+        /// proof accepted at `A` and refused at `B`.
+        static func crossInstanceFlows(
+            _ first: TestAPI, _ second: TestAPI, laptop: RSAPrivateKey, tokens: (String, String)
+        ) throws {
+            let desk = try first.addClient()
+            let started = try first.backchannelAuthorize(desk, user: "alice", extra: [("binding_message", "AB12")])
+            let requestID = try #require(started.json?["auth_req_id"]?.stringValue, "\(started.text)")
+            try ApprovingDevice(api: second, key: laptop, token: tokens.1).answerNewest()
+            let polled = try first.poll(desk, id: requestID)
+            #expect(polled.status == 200 && polled.json?["access_token"] != nil, "CIBA across: \(polled.text)")
+
+            let client = try OpenIDTestAPI.addClient(first)
+            let pkce = try PKCE()
+            var browser = OpenIDBrowser(api: second)
+            let done = try OpenIDTestAPI.signIn(
+                &browser, device: ApprovingDevice(api: first, key: laptop, token: tokens.0),
+                OpenIDTestAPI.authorization(client, pkce: pkce))
+            let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
+            let redeemed = try OpenIDTestAPI.redeem(first, client, code: code, verifier: pkce.verifier)
+            #expect(redeemed.status == 200, "a code of B at A: \(redeemed.text)")
+            let again = try OpenIDTestAPI.redeem(second, client, code: code, verifier: pkce.verifier)
+            #expect(again.status == 400 && again.errorCode == "invalid_grant", "the code again at B: \(again.text)")
+
+            let phone = try ServerTestKeys.key("alice-2")
+            #expect(try first.register(user: "alice", key: phone).status == 202)
+            let approved = try second.approveDevice(phone.publicKey.fingerprint, approver: laptop, token: tokens.1)
+            #expect(approved.status == 200, "a device of A approved at B: \(approved.text)")
+            #expect(try second.login(phone).status == 200)
+
+            let proof = try DPoPProofBuilder(key: laptop).proof(method: "POST", url: first.issuer + "/oauth/token")
+            func bound(_ api: TestAPI) throws -> HTTPResponse {
+                try api.send(
+                    "POST", "/oauth/token",
+                    headers: ["Content-Type": "application/x-www-form-urlencoded", "DPoP": proof],
+                    body: Array(
+                        "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(laptop)))"
+                            .utf8))
+            }
+            #expect(try bound(first).status == 200)
+            let replayed = try bound(second)
+            #expect(replayed.status == 400 && replayed.errorCode == "invalid_dpop_proof", "\(replayed.text)")
+        }
+
+        /// `keys rotate --delay 8`: the instance ahead signs with the new key first, for about the
+        /// difference of the clocks; meanwhile and after, each instance takes the other's tokens.
+        static func rotationAcrossSkew(
+            _ first: TestAPI, _ second: TestAPI, laptop: RSAPrivateKey, database: String, environment: TestEnvironment
+        ) throws {
+            let rotated = try KeyAuthServerProcess.runCommand(
+                ["keys", "rotate", "--alg", "ES256", "--delay", "8", "--db", database, "--config", "/dev/null"])
+            #expect(rotated.status == 0, "\(rotated.error)")
+            let newKID = rotated.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            func keyID(_ token: String) throws -> String? {
+                try CompactJWS(parsing: token, algorithms: Set(JWSAlgorithm.allCases)).keyID
+            }
+            let deadline = ServerClock.now() + 30
+            var signedApart = false
+            while ServerClock.now() < deadline {
+                let wall = ServerClock.now()
+                if wall > environment.clock.now { environment.clock.advance(by: wall - environment.clock.now) }
+                let (ofA, ofB) = (try first.accessToken(laptop), try second.accessToken(laptop))
+                #expect(try second.authorized("GET", "/v1/devices", token: ofA).status == 200, "A's token at B")
+                #expect(try first.authorized("GET", "/v1/devices", token: ofB).status == 200, "B's token at A")
+                let kids = (try keyID(ofA), try keyID(ofB))
+                if kids.0 != kids.1 { signedApart = true }
+                if kids.0 == newKID && kids.1 == newKID { break }
+                usleep(500_000)
+            }
+            #expect(signedApart, "the instances never signed with different keys: is the clock of B off?")
+            #expect(try keyID(try second.accessToken(laptop)) == newKID)
         }
 
         /// The `iat` claim of `token`.
