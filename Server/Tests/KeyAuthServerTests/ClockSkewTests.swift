@@ -19,7 +19,7 @@ extension StorageContractTests {
         static let hasFaketime = FileManager.default.fileExists(atPath: faketime)
         static let issuer = "http://keyauth.test"
         /// A cleanup every second, so that the instance ahead purges as soon as it may.
-        static let arguments = ["--metrics-listen", "off", "--cleanup-interval", "1s"]
+        static let arguments = ["--metrics-listen", "off", "--cleanup-interval", "1s", "--dpop-nonce"]
 
         /// libfaketime's settings for a process `seconds` off the real clock (monotonic clocks
         /// left alone, so that timeouts stay real).
@@ -134,7 +134,7 @@ extension StorageContractTests {
         /// What one instance starts and the other answers: a sign-in request (CIBA) asked at `A`,
         /// approved at `B` and polled at `A`; an authorization code issued at `B`, redeemed at `A`
         /// and refused at `B`; a pending device registered at `A` and approved at `B`; a DPoP
-        /// proof accepted at `A` and refused at `B`.
+        /// proof carrying `B`'s nonce (`--dpop-nonce`) accepted at `A` and refused at `B`.
         static func crossInstanceFlows(
             _ first: TestAPI, _ second: TestAPI, laptop: RSAPrivateKey, tokens: (String, String)
         ) throws {
@@ -163,8 +163,8 @@ extension StorageContractTests {
             #expect(approved.status == 200, "a device of A approved at B: \(approved.text)")
             #expect(try second.login(phone).status == 200)
 
-            let proof = try DPoPProofBuilder(key: laptop).proof(method: "POST", url: first.issuer + "/oauth/token")
-            func bound(_ api: TestAPI) throws -> HTTPResponse {
+            // DPoP under --dpop-nonce: B's nonce in a proof accepted at A; the proof again at B.
+            func bound(_ api: TestAPI, proof: String) throws -> HTTPResponse {
                 try api.send(
                     "POST", "/oauth/token",
                     headers: ["Content-Type": "application/x-www-form-urlencoded", "DPoP": proof],
@@ -172,8 +172,16 @@ extension StorageContractTests {
                         "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(laptop)))"
                             .utf8))
             }
-            #expect(try bound(first).status == 200)
-            let replayed = try bound(second)
+            let builder = DPoPProofBuilder(key: laptop)
+            let url = first.issuer + "/oauth/token"
+            let asked = try bound(second, proof: try builder.proof(method: "POST", url: url))
+            #expect(asked.status == 400 && asked.errorCode == "use_dpop_nonce", "\(asked.text)")
+            let nonce = try #require(asked.headers["DPoP-Nonce"], "no DPoP-Nonce from B")
+            let proof = try builder.proof(method: "POST", url: url, nonce: nonce)
+            let withNonce = try bound(first, proof: proof)
+            #expect(
+                withNonce.status == 200 && withNonce.json?["token_type"] == "DPoP", "B's nonce at A: \(withNonce.text)")
+            let replayed = try bound(second, proof: proof)
             #expect(replayed.status == 400 && replayed.errorCode == "invalid_dpop_proof", "\(replayed.text)")
         }
 
