@@ -69,10 +69,18 @@ extension TokenConfusionTests {
                 return try keyID(try api.accessToken(deployment.laptop)) == kid
             }
         }
-        /// The JWK set at both instances: exactly `published`, each described by its type.
+        /// The JWK set at both instances: exactly `published`, each described by its type. The
+        /// other instance reads new and retired keys at its next cleanup (a second here), so the
+        /// set is awaited there first.
         func expectPublished(_ published: [RotatedKey], _ when: String) throws {
+            func jwkSet(at instance: TestAPI) throws -> [JSONValue] {
+                try #require(try instance.send("GET", "/.well-known/jwks.json").json?["keys"]?.arrayValue)
+            }
             for instance in [api, peer] {
-                let entries = try #require(try instance.send("GET", "/.well-known/jwks.json").json?["keys"]?.arrayValue)
+                try? waitUntil("\(when): the JWK set of each instance is the rotated one", timeout: 10) {
+                    Set(try jwkSet(at: instance).compactMap { $0["kid"]?.stringValue }) == Set(published.map(\.kid))
+                }
+                let entries = try jwkSet(at: instance)
                 #expect(Set(entries.compactMap { $0["kid"]?.stringValue }) == Set(published.map(\.kid)), "\(when)")
                 for key in published {
                     let entry = try #require(entries.first { $0["kid"]?.stringValue == key.kid }, "\(when)")
