@@ -73,15 +73,35 @@ struct ConnectionSharesTests {
         #expect(ConnectionShares(limit: 41, perAddressLimit: 32).pressureThreshold == 31)
 
         // Below pressure the per-address limit; under it, the fair share.
-        #expect(defaults.admits(held: 31, open: 749))
-        #expect(!defaults.admits(held: 32, open: 0))
-        #expect(defaults.admits(held: 3, open: 999))
-        #expect(!defaults.admits(held: 4, open: 750))
-        #expect(!defaults.reclaims(held: 4))
-        #expect(defaults.reclaims(held: 5))
+        #expect(defaults.admits(held: 31, open: 749, addresses: 30))
+        #expect(!defaults.admits(held: 32, open: 0, addresses: 1))
+        #expect(defaults.admits(held: 3, open: 999, addresses: 100))
+        #expect(!defaults.admits(held: 4, open: 750, addresses: 100))
+        #expect(!defaults.reclaims(held: 4, addresses: 100))
+        #expect(defaults.reclaims(held: 5, addresses: 100))
         let unlimited = ConnectionShares(limit: 1000, perAddressLimit: 0)
-        #expect(unlimited.admits(held: 999, open: 999))
-        #expect(!unlimited.reclaims(held: 999))
+        #expect(unlimited.admits(held: 999, open: 999, addresses: 1))
+        #expect(!unlimited.reclaims(held: 999, addresses: 1))
+        #expect(unlimited.fairShare(addresses: 1000) == nil)
+    }
+
+    @Test("the share shrinks as more addresses hold connections, so that a quarter stays for newcomers")
+    func sharesDividedAmongAddresses() {
+        let defaults = ConnectionShares(limit: 1000, perAddressLimit: 32)
+        // Up to 187 addresses the share is 4; from 188 on, 750 divided among them.
+        #expect(defaults.fairShare(addresses: 0) == 4)
+        #expect(defaults.fairShare(addresses: 187) == 4)
+        #expect(defaults.fairShare(addresses: 188) == 3)
+        #expect(defaults.fairShare(addresses: 300) == 2)
+        #expect(defaults.fairShare(addresses: 751) == 1)
+        #expect(defaults.fairShare(addresses: 5000) == 1)
+        // 300 addresses at 3 each: refused a fourth, and the sweep takes back what owes a request.
+        #expect(!defaults.admits(held: 2, open: 900, addresses: 300))
+        #expect(defaults.admits(held: 1, open: 900, addresses: 300))
+        #expect(defaults.reclaims(held: 3, addresses: 300))
+        #expect(!defaults.reclaims(held: 3, addresses: 100))
+        // A newcomer always gets its first connection, while the total allows.
+        #expect(defaults.admits(held: 0, open: 999, addresses: 5000))
     }
 
     @Test("under pressure the sweep shuts down what owes a request of an address above its share, nothing else")

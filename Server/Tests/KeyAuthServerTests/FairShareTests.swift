@@ -105,11 +105,39 @@ struct FairShareTests {
             try Self.silentConnections(2, from: "127.0.0.\(110 + index)", to: runner)
         }
         #expect(Self.waitForOpenConnections(30, on: runner))
+        // Connections at their share are served.
+        #expect(Self.healthStatuses(pressing) == Array(repeating: 200, count: 30))
         let third = try RawHTTPConnection(port: runner.port, sourceAddress: "127.0.0.110")
         #expect(third.isClosedByServer(waitingMilliseconds: 5000), "a third connection of an address at its share")
-        // An address below its share still gets in, and so do the pressing ones' requests.
+        // An address below its share still gets in.
         let newcomer = try RawHTTPConnection(port: runner.port, sourceAddress: "127.0.0.200")
-        #expect(Self.healthStatuses([newcomer] + pressing) == Array(repeating: 200, count: 31))
+        #expect(Self.healthStatuses([newcomer]) == [200])
+    }
+
+    @Test("addresses that each hold the whole fair share leave a newcomer a slot: the share shrinks among many")
+    func sharesShrinkAmongManyAddresses() throws {
+        let environment = TestEnvironment()
+        // A fair share of 4 (32 per address); 10 addresses at 4 each would take all 40 slots.
+        let runner = try Self.startServer(environment, perAddress: 32)
+        defer { runner.stop() }
+        let key = try ServerTestKeys.key("alice-1")
+        #expect(try environment.socketAPI(runner).register(user: "alice", key: key).status == 201)
+
+        // From 30 open connections on, 10 addresses share 30 slots: 3 each, and a fourth is refused.
+        var flood: [RawHTTPConnection] = []
+        for index in 0..<10 {
+            flood += try Self.silentConnections(4, from: "127.0.0.\(100 + index)", to: runner)
+            usleep(50_000)
+        }
+        usleep(300_000)
+        #expect(runner.server.openConnections < 40, "the shares should leave slots free")
+
+        // The login finds a slot at once; before, it waited for the 60 s deadline (8 s here).
+        let api = TestAPI(
+            transport: SocketTransport(port: runner.port, timeoutSeconds: 8), issuer: runner.issuer,
+            clock: environment.clock, storage: runner.storage)
+        #expect(try api.login(key).status == 200)
+        withExtendedLifetime(flood) {}
     }
 
     @Test("under pressure an address's busy keep-alive connections go on while its silent ones are closed")

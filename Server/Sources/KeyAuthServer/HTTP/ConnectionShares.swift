@@ -7,8 +7,9 @@
 /// deadline for one. From three quarters of the limit on, an address that already holds its fair
 /// share (an eighth of the per-address limit) gets no new connection, and of every address that
 /// holds more, the sweep shuts down the connections that have owed a request for 2 s
-/// (``RequestDeadlines``). Quiet connections then fill every slot only from some 250 addresses
-/// at the defaults (4 each), and the slots that greedy addresses hold quietly come back within
+/// (``RequestDeadlines``). The share shrinks as more addresses hold connections
+/// (``fairShare(addresses:)``), so that quiet connections fill every slot only from some 750
+/// addresses at the defaults, and the slots that greedy addresses hold quietly come back within
 /// about 3 s. Connections with a request in progress are never shut down, so a benchmark's busy
 /// keep-alive connections keep going, until they are older than the request timeout: then each
 /// closes after its next response (``RequestDeadlines``), so that a sender that sends a request
@@ -64,17 +65,31 @@ struct ConnectionShares: Sendable {
         open >= pressureThreshold
     }
 
+    /// An address's share under pressure while `addresses` addresses hold connections: its
+    /// ``fairShare``, but no more than the pressure threshold divided among those addresses (at
+    /// least one); nil when there is no per-address limit.
+    ///
+    /// With the share fixed at four, 250 addresses held every one of the 1000 default slots at
+    /// their share, and a client of another address waited for as long as they went on: 300
+    /// addresses sending a request every 1.5 s kept a login out for 20 s (Benchmarks/flood).
+    /// Divided among the addresses present, the shares keep the last quarter of the slots for
+    /// newcomers up to 750 addresses, one connection each.
+    func fairShare(addresses: Int) -> Int? {
+        fairShare.map { max(1, min($0, pressureThreshold / max(addresses, 1))) }
+    }
+
     /// Whether a new connection from an address that already holds `held` may start while `open`
-    /// connections are open.
-    func admits(held: Int, open: Int) -> Bool {
+    /// connections are open and `addresses` addresses hold some.
+    func admits(held: Int, open: Int, addresses: Int) -> Bool {
         guard perAddressLimit <= 0 || held < perAddressLimit else { return false }
-        guard let fairShare, held >= fairShare else { return true }
+        guard let share = fairShare(addresses: addresses), held >= share else { return true }
         return !isUnderPressure(open: open)
     }
 
-    /// Whether, under pressure, the connections of an address that holds `held` give their slots
-    /// back once they owe a request for ``reclaimAfterNanoseconds``.
-    func reclaims(held: Int) -> Bool {
-        fairShare.map { held > $0 } ?? false
+    /// Whether, under pressure, the connections of an address that holds `held` (of `addresses`
+    /// addresses holding some) give their slots back once they owe a request for
+    /// ``reclaimAfterNanoseconds``.
+    func reclaims(held: Int, addresses: Int) -> Bool {
+        fairShare(addresses: addresses).map { held > $0 } ?? false
     }
 }

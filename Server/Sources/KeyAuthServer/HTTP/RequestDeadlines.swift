@@ -60,7 +60,8 @@ final class RequestDeadlines: Sendable {
     func admits(_ peer: RateLimitKey?) -> Bool {
         guard let peer else { return true }
         return registry.withLock {
-            shares.admits(held: $0.heldByPeer[peer, default: 0], open: $0.connections.count)
+            shares.admits(
+                held: $0.heldByPeer[peer, default: 0], open: $0.connections.count, addresses: $0.heldByPeer.count)
         }
     }
 
@@ -112,7 +113,9 @@ final class RequestDeadlines: Sendable {
                 }
                 let reclaimed =
                     underPressure
-                    && connection.peer.map { shares.reclaims(held: registry.heldByPeer[$0, default: 0]) } == true
+                    && connection.peer.map {
+                        shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
+                    } == true
                 guard connection.isOverdue(now: now, timeout: reclaimed ? reclaimTimeout : timeoutNanoseconds)
                 else { continue }
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
