@@ -8,8 +8,7 @@
 /// share (an eighth of the per-address limit) gets no new connection, and of every address that
 /// holds more, the sweep shuts down the connections that have owed a request for 2 s
 /// (``RequestDeadlines``). The share shrinks as more addresses hold connections
-/// (``fairShare(addresses:)``), so that quiet connections fill every slot only from some 750
-/// addresses at the defaults, and the slots that greedy addresses hold quietly come back within
+/// (``fairShare(addresses:)``), and the slots that greedy addresses hold quietly come back within
 /// about 3 s. Connections with a request in progress are never shut down, so a benchmark's busy
 /// keep-alive connections keep going, until they are older than the request timeout: then each
 /// closes after its next response (``RequestDeadlines``), so that a sender that sends a request
@@ -69,11 +68,11 @@ struct ConnectionShares: Sendable {
     /// ``fairShare``, but no more than the pressure threshold divided among those addresses (at
     /// least one); nil when there is no per-address limit.
     ///
-    /// With the share fixed at four, 250 addresses held every one of the 1000 default slots at
-    /// their share, and a client of another address waited for as long as they went on: 300
-    /// addresses sending a request every 1.5 s kept a login out for 20 s (Benchmarks/flood).
-    /// Divided among the addresses present, the shares keep the last quarter of the slots for
-    /// newcomers up to 750 addresses, one connection each.
+    /// With the share fixed at four, 250 addresses could hold every one of the 1000 default
+    /// slots at their share, and nothing was ever taken back from them. Divided among the
+    /// addresses present, the shares leave the last quarter of the slots to newcomers for as long
+    /// as the flood's reconnects do not fill the listening socket's queue first (from about 300
+    /// reconnecting addresses they do: BENCHMARKS.md, "Connection floods").
     func fairShare(addresses: Int) -> Int? {
         fairShare.map { max(1, min($0, pressureThreshold / max(addresses, 1))) }
     }
