@@ -25,7 +25,7 @@ extension KeyAuthService {
     /// - Throws: ``StorageError``; `KeyAuthError` when a stored signing key cannot be read.
     func purgeExpired() throws {
         let time = now()
-        let skewedHorizon = time - ClockSkewCheck.purgeMargin
+        let skewedHorizon = time.subtractingSaturating(ClockSkewCheck.purgeMargin)
         try storage.purgeExpiredJTIs(now: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)

@@ -35,9 +35,9 @@ package enum ClockSkewCheck {
 
     /// The verdict on a server whose clock reads `server` when the database's reads `database`.
     package static func verdict(server: Int64, database: Int64) -> Verdict {
-        // Both are readings of clocks near the present: no overflow, but compare before subtracting.
+        // The database's reading comes from another machine: saturate rather than trap on nonsense.
         let ahead = server >= database
-        let difference = ahead ? server - database : database - server
+        let difference = ahead ? server.subtractingSaturating(database) : database.subtractingSaturating(server)
         let description =
             "this server's clock is \(difference) s \(ahead ? "ahead of" : "behind") the database's"
         if difference > refusalBound {
