@@ -48,14 +48,14 @@ struct ConnectionSharesTests {
         defer { registry.cancel() }
         let peer = RateLimitKey.ipv6Prefix(0x2001_0db8_0000_0000)
         let held = (0..<3).map { _ in
-            #expect(registry.admits(peer))
+            #expect(registry.admit(peer))
             return registry.connectionStarted(descriptor: -1, clientAddress: "2001:db8::1", peer: peer)
         }
-        #expect(!registry.admits(peer))
-        #expect(registry.admits(.ipv4(0xC000_0201)))
-        #expect(registry.admits(nil))
+        #expect(!registry.admit(peer))
+        #expect(registry.admit(.ipv4(0xC000_0201)))
+        #expect(registry.admit(nil))
         registry.connectionClosed(held[0])
-        #expect(registry.admits(peer))
+        #expect(registry.admit(peer))
         for connection in held { registry.connectionClosed(connection) }
         // The second close of the first connection counted nothing: it was no longer registered.
         #expect(registry.count(from: peer) == 0)
@@ -73,14 +73,14 @@ struct ConnectionSharesTests {
         #expect(ConnectionShares(limit: 41, perAddressLimit: 32).pressureThreshold == 31)
 
         // Below pressure the per-address limit; under it, the fair share.
-        #expect(defaults.admits(held: 31, open: 749, addresses: 30))
-        #expect(!defaults.admits(held: 32, open: 0, addresses: 1))
-        #expect(defaults.admits(held: 3, open: 999, addresses: 100))
-        #expect(!defaults.admits(held: 4, open: 750, addresses: 100))
+        #expect(defaults.admission(held: 31, open: 749, addresses: 30) == .admit)
+        #expect(defaults.admission(held: 32, open: 0, addresses: 1) == .refuse)
+        #expect(defaults.admission(held: 3, open: 999, addresses: 100) == .admit)
+        #expect(defaults.admission(held: 4, open: 750, addresses: 100) == .refuse)
         #expect(!defaults.reclaims(held: 4, addresses: 100))
         #expect(defaults.reclaims(held: 5, addresses: 100))
         let unlimited = ConnectionShares(limit: 1000, perAddressLimit: 0)
-        #expect(unlimited.admits(held: 999, open: 999, addresses: 1))
+        #expect(unlimited.admission(held: 999, open: 999, addresses: 1) == .admit)
         #expect(!unlimited.reclaims(held: 999, addresses: 1))
         #expect(unlimited.fairShare(addresses: 1000) == nil)
     }
@@ -96,12 +96,80 @@ struct ConnectionSharesTests {
         #expect(defaults.fairShare(addresses: 751) == 1)
         #expect(defaults.fairShare(addresses: 5000) == 1)
         // 300 addresses at 3 each: refused a fourth, and the sweep takes back what owes a request.
-        #expect(!defaults.admits(held: 2, open: 900, addresses: 300))
-        #expect(defaults.admits(held: 1, open: 900, addresses: 300))
+        #expect(defaults.admission(held: 2, open: 900, addresses: 300) == .refuse)
+        #expect(defaults.admission(held: 1, open: 900, addresses: 300) == .admit)
         #expect(defaults.reclaims(held: 3, addresses: 300))
         #expect(!defaults.reclaims(held: 3, addresses: 100))
         // A newcomer always gets its first connection, while the total allows.
-        #expect(defaults.admits(held: 0, open: 999, addresses: 5000))
+        #expect(defaults.admission(held: 0, open: 999, addresses: 5000) == .admit)
+    }
+
+    @Test("at the limit a newcomer within its share is admitted making room; beyond its share it is refused")
+    func admissionAtTheLimit() {
+        let defaults = ConnectionShares(limit: 1000, perAddressLimit: 32)
+        #expect(defaults.evictionHeadroom == 31)
+        #expect(defaults.socketLimit == 1031)
+        #expect(ConnectionShares(limit: 40, perAddressLimit: 16).evictionHeadroom == 2)
+        #expect(ConnectionShares(limit: 100_000, perAddressLimit: 32).evictionHeadroom == 32)
+        // 100 addresses: a share of 4. At the limit the open count no longer decides alone.
+        #expect(defaults.admission(held: 0, open: 1000, addresses: 100) == .admitMakingRoom)
+        #expect(defaults.admission(held: 3, open: 1010, addresses: 100) == .admitMakingRoom)
+        #expect(defaults.admission(held: 4, open: 1000, addresses: 100) == .refuse)
+        // No per-address limit: no share, no headroom; libmicrohttpd's limit alone.
+        let unlimited = ConnectionShares(limit: 1000, perAddressLimit: 0)
+        #expect(unlimited.evictionHeadroom == 0)
+        #expect(unlimited.admission(held: 999, open: 1000, addresses: 1) == .admit)
+    }
+
+    @Test("making room shuts down the longest idle connection of the greediest address, never a busy one")
+    func makingRoomAtTheLimit() throws {
+        // 8 slots, pressure from 6; a fair share of 1.
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 8, perAddressLimit: 8))
+        defer { registry.cancel() }
+        let greedy = RateLimitKey.ipv4(1)
+        let peers: [RateLimitKey] = [greedy, greedy, greedy, greedy, .ipv4(2), .ipv4(2), .ipv4(3), .ipv4(4)]
+        let pairs = try peers.map { _ in try SocketPair() }
+        let base = ServerClock.monotonicNanoseconds()
+        let tracked = zip(peers, pairs).enumerated().map { index, element in
+            let (peer, pair) = element
+            let connection = registry.connectionStarted(descriptor: pair.server, clientAddress: "", peer: peer)
+            // Idle since their own moment, the greedy address's last one the longest.
+            connection.requestEnded(now: base - UInt64(index == 3 ? 10_000 : index))
+            return connection
+        }
+        tracked[0].requestReceived()  // being answered: never shut down
+
+        // A newcomer gets in; the greedy address's longest idle connection made room.
+        #expect(registry.admit(.ipv4(9)))
+        #expect(pairs.map(\.isShutDown) == [false, false, false, true, false, false, false, false])
+        #expect(registry.count(from: greedy) == 3)
+        let newcomer = try SocketPair()
+        _ = registry.connectionStarted(descriptor: newcomer.server, clientAddress: "", peer: .ipv4(9))
+        // Its close, when the worker sees the shutdown, does not count the address down again.
+        registry.connectionClosed(tracked[3])
+        #expect(registry.count(from: greedy) == 3)
+        #expect(registry.count == 8)
+
+        // At the limit again: an address at its share is refused, and nothing is shut down.
+        #expect(!registry.admit(.ipv4(3)))
+        #expect(pairs.filter(\.isShutDown).count == 1)
+        // The next newcomer takes the greedy address's next idle connection (idle the longest of
+        // its two), not the busy one, nor one of the address holding two.
+        #expect(registry.admit(.ipv4(10)))
+        #expect(pairs.map(\.isShutDown) == [false, false, true, true, false, false, false, false])
+    }
+
+    @Test("at the limit, with no address holding more than a newcomer would, nothing is shut down")
+    func nothingToMakeRoomFrom() throws {
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 4, perAddressLimit: 8))
+        defer { registry.cancel() }
+        let pairs = try (0..<4).map { _ in try SocketPair() }
+        for (index, pair) in pairs.enumerated() {
+            _ = registry.connectionStarted(descriptor: pair.server, clientAddress: "", peer: .ipv4(UInt32(index + 1)))
+        }
+        // Every address holds one: the newcomer gets a slot of the headroom, taken from nobody.
+        #expect(registry.admit(.ipv4(9)))
+        #expect(pairs.allSatisfy { !$0.isShutDown })
     }
 
     @Test("under pressure the sweep shuts down what owes a request of an address above its share, nothing else")

@@ -48,6 +48,16 @@ struct FairShareTests {
         return true
     }
 
+    /// The status of a login with `key` on a new connection, which waits up to 8 s for its answer
+    /// (below the 10 s request deadline that frees slots anyway).
+    static func loginStatus(_ key: RSAPrivateKey, on runner: ServerRunner, _ environment: TestEnvironment) throws -> Int
+    {
+        let api = TestAPI(
+            transport: SocketTransport(port: runner.port, timeoutSeconds: 8), issuer: runner.issuer,
+            clock: environment.clock, storage: runner.storage)
+        return try api.login(key).status
+    }
+
     /// Sends `GET /healthz` on each connection and returns the statuses (0 for no answer).
     static func healthStatuses(_ connections: [RawHTTPConnection]) -> [Int] {
         connections.map { connection in
@@ -79,11 +89,7 @@ struct FairShareTests {
 
         // The login waits in the listening socket's queue for a slot; 8 s bounds the wait below
         // the 10 s deadline that would free the slots anyway.
-        let api = TestAPI(
-            transport: SocketTransport(port: runner.port, timeoutSeconds: 8), issuer: runner.issuer,
-            clock: environment.clock, storage: runner.storage)
-        let login = try api.login(key)
-        #expect(login.status == 200)
+        #expect(try Self.loginStatus(key, on: runner, environment) == 200)
         withExtendedLifetime((greedy, modest)) {}
     }
 
@@ -133,11 +139,38 @@ struct FairShareTests {
         #expect(runner.server.openConnections < 40, "the shares should leave slots free")
 
         // The login finds a slot at once; before, it waited for the 60 s deadline (8 s here).
-        let api = TestAPI(
-            transport: SocketTransport(port: runner.port, timeoutSeconds: 8), issuer: runner.issuer,
-            clock: environment.clock, storage: runner.storage)
-        #expect(try api.login(key).status == 200)
+        #expect(try Self.loginStatus(key, on: runner, environment) == 200)
         withExtendedLifetime(flood) {}
+    }
+
+    @Test("at the limit a newcomer takes the slot of an idle keep-alive connection of the greediest address")
+    func newcomerMakesRoomAtTheLimit() throws {
+        let environment = TestEnvironment()
+        // A fair share of 4 (32 per address), and a 60 s request deadline that frees nothing here.
+        let runner = try Self.startServer(environment, perAddress: 32)
+        defer { runner.stop() }
+        let key = try ServerTestKeys.key("alice-1")
+        #expect(try environment.socketAPI(runner).register(user: "alice", key: key).status == 201)
+
+        // Below pressure one address opens 28 keep-alive connections, each sending a request every
+        // 0.5 s: none owes one for the 2 s after which the sweep takes a slot back.
+        let greedy = try (0..<28).map { _ in try RawHTTPConnection(port: runner.port, sourceAddress: "127.0.0.100") }
+        let load = KeepAliveLoad(greedy, pauseMicroseconds: 500_000)
+        #expect(Self.waitForOpenConnections(28, on: runner))
+        // Twelve addresses with one silent connection each take the other slots: all 40.
+        let modest = try (0..<12).flatMap { index in
+            try Self.silentConnections(1, from: "127.0.0.\(110 + index)", to: runner)
+        }
+        #expect(Self.waitForOpenConnections(40, on: runner), "the connections should take every slot")
+
+        // The login gets a slot at once; before, it waited in the listening socket's queue for
+        // as long as the greedy connections kept busy (8 s here).
+        #expect(try Self.loginStatus(key, on: runner, environment) == 200)
+        let (answered, failed) = load.stop()
+        #expect(answered > 0)
+        #expect(failed > 0, "a connection of the greedy address should have made room")
+        // The addresses holding one connection each kept theirs.
+        #expect(Self.healthStatuses(modest) == Array(repeating: 200, count: 12))
     }
 
     @Test("under pressure an address's busy keep-alive connections go on while its silent ones are closed")
@@ -236,11 +269,13 @@ private final class KeepAliveLoad: @unchecked Sendable {
     private let failed = Atomic<Int>(0)
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ connections: [RawHTTPConnection]) {
+    /// Starts the thread: `pauseMicroseconds` after each round of requests (none by default).
+    init(_ connections: [RawHTTPConnection], pauseMicroseconds: UInt32 = 0) {
         self.connections = connections
         Thread { [self] in
             let request = RawHTTPConnection.requestBytes(method: "GET", path: "/healthz")
             while running.load(ordering: .relaxed) {
+                if pauseMicroseconds > 0 { usleep(pauseMicroseconds) }
                 for connection in self.connections {
                     let status = (try? connection.send(request)).flatMap { try? connection.readResponse().status }
                     if status == 200 {

@@ -15,8 +15,10 @@ struct DescriptorBudget {
     ///
     /// Some 30 are open at rest with SQLite and two worker threads; each worker thread adds an
     /// epoll and a wake-up descriptor (32 threads with PostgreSQL), PostgreSQL its pool's
-    /// connections, and libdispatch, SQLite and a backup open files for a moment. A margin rather
-    /// than a count, because running short is fatal and a spare descriptor costs nothing.
+    /// connections, and libdispatch, SQLite and a backup open files for a moment; and each
+    /// listener may hold up to 32 connections beyond its limit while it makes room for newcomers
+    /// (``ConnectionShares/evictionHeadroom``). A margin rather than a count, because running
+    /// short is fatal and a spare descriptor costs nothing.
     static let reserve = 256
 
     /// What the start does about the limit.

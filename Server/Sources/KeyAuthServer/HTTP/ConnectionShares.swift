@@ -9,10 +9,13 @@
 /// holds more, the sweep shuts down the connections that have owed a request for 2 s
 /// (``RequestDeadlines``). The share shrinks as more addresses hold connections
 /// (``fairShare(addresses:)``), and the slots that greedy addresses hold quietly come back within
-/// about 3 s. Connections with a request in progress are never shut down, so a benchmark's busy
-/// keep-alive connections keep going, until they are older than the request timeout: then each
-/// closes after its next response (``RequestDeadlines``), so that a sender that sends a request
-/// on each at least every 2 s gives its slots back too. With no per-address limit (behind a
+/// about 3 s. At the limit the server keeps accepting: a newcomer within its share takes the slot
+/// of an idle connection of the address that holds the most (``admission(held:open:addresses:)``),
+/// where before it waited in the listening socket's queue, which a flood from 300 addresses
+/// filled until the kernel dropped its SYNs. Connections with a request in progress are never
+/// shut down, so a benchmark's busy keep-alive connections keep going, until they are older than
+/// the request timeout: then each closes after its next response (``RequestDeadlines``), so that
+/// a sender that sends a request on each at least every 2 s gives its slots back too. With no per-address limit (behind a
 /// trusted proxy, where every connection has the proxy's address) there is no fair share either.
 ///
 /// libmicrohttpd's own per-address limit counts full addresses, and a host usually holds a whole
@@ -70,19 +73,50 @@ struct ConnectionShares: Sendable {
     ///
     /// With the share fixed at four, 250 addresses could hold every one of the 1000 default
     /// slots at their share, and nothing was ever taken back from them. Divided among the
-    /// addresses present, the shares leave the last quarter of the slots to newcomers for as long
-    /// as the flood's reconnects do not fill the listening socket's queue first (from about 300
-    /// reconnecting addresses they do: BENCHMARKS.md, "Connection floods").
+    /// addresses present, the shares leave the last quarter of the slots to newcomers; and once
+    /// the slots are all taken, a newcomer within its share makes room for itself
+    /// (``admission(held:open:addresses:)``).
     func fairShare(addresses: Int) -> Int? {
         fairShare.map { max(1, min($0, pressureThreshold / max(addresses, 1))) }
     }
 
-    /// Whether a new connection from an address that already holds `held` may start while `open`
-    /// connections are open and `addresses` addresses hold some.
-    func admits(held: Int, open: Int, addresses: Int) -> Bool {
-        guard perAddressLimit <= 0 || held < perAddressLimit else { return false }
-        guard let share = fairShare(addresses: addresses), held >= share else { return true }
-        return !isUnderPressure(open: open)
+    /// Connections libmicrohttpd may hold beyond ``limit``: a thirty-second of it, from 2 to 32;
+    /// none without a per-address limit (there is no share to make room by).
+    ///
+    /// At the limit the server keeps accepting, so that the listening socket's queue never fills
+    /// and a newcomer's SYN is never dropped: a connection from an address beyond its share is
+    /// closed at once, and one within it gets the slot of an idle connection of the greediest
+    /// address (``admission(held:open:addresses:)``). The headroom holds the connections shut down
+    /// that way until their worker closes them, and newcomers within their share while nothing can
+    /// be shut down (every connection has a request being answered); only past it does
+    /// libmicrohttpd stop accepting. `serve`'s descriptor reserve covers it
+    /// (``DescriptorBudget/reserve``).
+    var evictionHeadroom: Int {
+        perAddressLimit > 0 ? min(32, max(2, limit / 32)) : 0
+    }
+
+    /// The connections libmicrohttpd is allowed: ``limit`` and ``evictionHeadroom``.
+    var socketLimit: Int { limit + evictionHeadroom }
+
+    /// What the accept policy does with a new connection.
+    enum Admission: Equatable {
+        /// Serve it.
+        case admit
+        /// Close it at once: its address holds its limit, or its share under pressure.
+        case refuse
+        /// Serve it, at the limit: first shut down an idle connection of an address that holds
+        /// more, if there is one (``RequestDeadlines``).
+        case admitMakingRoom
+    }
+
+    /// What happens to a new connection from an address that already holds `held` while `open`
+    /// connections are open (those shut down to make room no longer count) and `addresses`
+    /// addresses hold some.
+    func admission(held: Int, open: Int, addresses: Int) -> Admission {
+        guard perAddressLimit <= 0 || held < perAddressLimit else { return .refuse }
+        guard let share = fairShare(addresses: addresses) else { return .admit }
+        if held >= share, isUnderPressure(open: open) { return .refuse }
+        return open < limit ? .admit : .admitMakingRoom
     }
 
     /// Whether, under pressure, the connections of an address that holds `held` (of `addresses`

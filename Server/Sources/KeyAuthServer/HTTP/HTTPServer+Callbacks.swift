@@ -142,8 +142,9 @@ func httpServerRequestCompleted(
 }
 
 /// The accept policy: while the server runs, a connection is served when its address (an IPv6
-/// peer's whole /64) is within its share (``ConnectionShares``); once the server stops, each new
-/// one is closed at once, unanswered, while the requests already in progress finish.
+/// peer's whole /64) is within its share (``ConnectionShares``), at the limit after making room;
+/// once the server stops, each new one is closed at once, unanswered, while the requests already
+/// in progress finish.
 func httpServerAcceptPolicy(
     _ cls: UnsafeMutableRawPointer?, _ address: UnsafePointer<sockaddr>?, _ length: socklen_t
 ) -> MHD_Result {
@@ -151,7 +152,7 @@ func httpServerAcceptPolicy(
     let server = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
     guard server.accepting.load(ordering: .relaxed) else { return .NO }
     // libmicrohttpd limits each full address; an IPv6 peer's whole /64 is limited here.
-    return server.deadlines.admits(RateLimitKey(socketAddress: address)) ? .YES : .NO
+    return server.deadlines.admit(RateLimitKey(socketAddress: address)) ? .YES : .NO
 }
 
 /// The connection notice: registers each accepted connection, counted by its address, its

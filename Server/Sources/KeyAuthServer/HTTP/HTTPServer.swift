@@ -27,9 +27,11 @@ package struct HTTPServerOptions: Sendable {
     package static func defaultThreadPoolSize(writesBlockUntilDurable: Bool) -> Int {
         writesBlockUntilDurable ? 32 : max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
-    /// Simultaneous connections accepted; more wait in the listening socket's queue. From three
-    /// quarters of it on, the server is under pressure and keeps the rest for addresses within
-    /// their fair share (``ConnectionShares``).
+    /// Simultaneous connections served. From three quarters of it on, the server is under
+    /// pressure and keeps the rest for addresses within their fair share; at it, a newcomer within
+    /// its share takes the slot of an idle connection of the greediest address, and others are
+    /// closed at once (``ConnectionShares``). With no per-address limit, more wait in the
+    /// listening socket's queue.
     package var connectionLimit: Int = 1000
     /// Simultaneous connections accepted from one IP address, or one IPv6 /64 (0: no limit), so
     /// that one client cannot take every slot of ``connectionLimit``; more are refused at accept
@@ -88,14 +90,12 @@ package final class HTTPServer: Sendable {
     ///
     /// - Throws: ``HTTPServerError`` when the address cannot be bound or the daemon fails.
     package init(responder: any HTTPResponder, options: HTTPServerOptions) throws(HTTPServerError) {
+        let shares = ConnectionShares(
+            limit: max(options.connectionLimit, 1), perAddressLimit: max(options.connectionsPerAddressLimit, 0))
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
             maximumDiscardedBytes: options.maximumDiscardedBytes,
-            deadlines: RequestDeadlines(
-                timeoutSeconds: options.requestTimeoutSeconds,
-                shares: ConnectionShares(
-                    limit: max(options.connectionLimit, 1),
-                    perAddressLimit: max(options.connectionsPerAddressLimit, 0))))
+            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds, shares: shares))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
@@ -108,7 +108,8 @@ package final class HTTPServer: Sendable {
             ckeyauth_mhd_start_daemon(
                 UInt32(flags), socketAddress, httpServerAcceptPolicy, contextPointer,
                 UInt32(max(options.threadPoolSize, 1)),
-                UInt32(max(options.connectionLimit, 1)), UInt32(max(options.connectionsPerAddressLimit, 0)),
+                // The limit and the headroom in which the accept policy makes room at the limit.
+                UInt32(shares.socketLimit), UInt32(max(options.connectionsPerAddressLimit, 0)),
                 UInt32(max(options.connectionTimeoutSeconds, 1)),
                 // Per-connection buffer for headers and body chunks; the body is copied out in
                 // chunks, so this bounds memory per connection, not the body size.

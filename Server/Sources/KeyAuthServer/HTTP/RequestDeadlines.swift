@@ -37,6 +37,45 @@ final class RequestDeadlines: Sendable {
     private struct Registry {
         var connections: [ObjectIdentifier: TrackedConnection] = [:]
         var heldByPeer: [RateLimitKey: Int] = [:]
+        /// Connections shut down to make room for a newcomer and not yet closed by their worker:
+        /// they count neither as open nor for their address any more.
+        var evicted: Set<ObjectIdentifier> = []
+
+        /// The connections that count against the limit.
+        var open: Int { connections.count - evicted.count }
+
+        /// Takes `connection` out of the counts and shuts its socket down; its worker closes it.
+        mutating func evict(_ connection: TrackedConnection) {
+            guard evicted.insert(ObjectIdentifier(connection)).inserted else { return }
+            if let peer = connection.peer { release(peer) }
+            shutdown(connection.descriptor, Int32(SHUT_RDWR))
+        }
+
+        /// One connection fewer for `peer`; an address with none is forgotten.
+        mutating func release(_ peer: RateLimitKey) {
+            let left = heldByPeer[peer, default: 0] - 1
+            heldByPeer[peer] = left > 0 ? left : nil
+        }
+
+        /// The connection whose slot a newcomer from an address that holds `held` takes at the
+        /// limit: of the connections that owe a request (none being answered is touched), one of
+        /// the address that holds the most, if it holds more than the newcomer will with the new
+        /// one (so that room is made only where it evens the shares out, and two addresses never
+        /// take slots from each other in turn); of those, the one that has owed its request the
+        /// longest. Nil when there is none.
+        func connectionToEvict(newcomerHolds held: Int) -> TrackedConnection? {
+            var chosen: (connection: TrackedConnection, held: Int, since: UInt64)?
+            for (identifier, connection) in connections where !evicted.contains(identifier) {
+                guard let peer = connection.peer, let since = connection.owesRequestSince else { continue }
+                let peerHolds = heldByPeer[peer, default: 0]
+                guard peerHolds > held + 1 else { continue }
+                if let best = chosen, best.held > peerHolds || (best.held == peerHolds && best.since <= since) {
+                    continue
+                }
+                chosen = (connection, peerHolds, since)
+            }
+            return chosen?.connection
+        }
     }
 
     private let timeoutNanoseconds: UInt64
@@ -56,12 +95,22 @@ final class RequestDeadlines: Sendable {
 
     /// Whether a new connection from `peer` may start (the accept policy asks, before
     /// libmicrohttpd starts it): within the per-address limit, and within the fair share under
-    /// pressure; one without an address is not counted.
-    func admits(_ peer: RateLimitKey?) -> Bool {
+    /// pressure; one without an address is not counted. At the limit, a connection within its
+    /// share first makes room: the idle connection ``ConnectionShares/admission(held:open:addresses:)``
+    /// calls for is shut down, under the registry's lock like the sweep's.
+    func admit(_ peer: RateLimitKey?) -> Bool {
         guard let peer else { return true }
-        return registry.withLock {
-            shares.admits(
-                held: $0.heldByPeer[peer, default: 0], open: $0.connections.count, addresses: $0.heldByPeer.count)
+        return registry.withLock { registry in
+            let held = registry.heldByPeer[peer, default: 0]
+            switch shares.admission(held: held, open: registry.open, addresses: registry.heldByPeer.count) {
+            case .admit:
+                return true
+            case .refuse:
+                return false
+            case .admitMakingRoom:
+                if let idle = registry.connectionToEvict(newcomerHolds: held) { registry.evict(idle) }
+                return true
+            }
         }
     }
 
@@ -79,11 +128,11 @@ final class RequestDeadlines: Sendable {
     /// Forgets a connection; libmicrohttpd closes its socket after this returns.
     func connectionClosed(_ connection: TrackedConnection) {
         registry.withLock { registry in
-            guard registry.connections.removeValue(forKey: ObjectIdentifier(connection)) != nil,
-                let peer = connection.peer
+            let identifier = ObjectIdentifier(connection)
+            guard registry.connections.removeValue(forKey: identifier) != nil,
+                registry.evicted.remove(identifier) == nil, let peer = connection.peer
             else { return }
-            let left = registry.heldByPeer[peer, default: 0] - 1
-            registry.heldByPeer[peer] = left > 0 ? left : nil
+            registry.release(peer)
         }
     }
 
@@ -92,7 +141,7 @@ final class RequestDeadlines: Sendable {
         registry.withLock { $0.connections.count }
     }
 
-    /// Connections currently registered from `peer`.
+    /// Connections counted for `peer` (those shut down to make room no longer are).
     func count(from peer: RateLimitKey) -> Int {
         registry.withLock { $0.heldByPeer[peer, default: 0] }
     }
@@ -105,9 +154,9 @@ final class RequestDeadlines: Sendable {
     func sweep(now: UInt64) -> Int {
         let reclaimTimeout = min(ConnectionShares.reclaimAfterNanoseconds, timeoutNanoseconds)
         return registry.withLock { registry in
-            let underPressure = shares.isUnderPressure(open: registry.connections.count)
+            let underPressure = shares.isUnderPressure(open: registry.open)
             var shut = 0
-            for connection in registry.connections.values {
+            for (identifier, connection) in registry.connections where !registry.evicted.contains(identifier) {
                 if underPressure, ServerClock.nanoseconds(from: connection.startedAt, to: now) > timeoutNanoseconds {
                     connection.closeAfterResponse()
                 }

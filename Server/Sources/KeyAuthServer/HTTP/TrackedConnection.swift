@@ -52,6 +52,13 @@ final class TrackedConnection: Sendable {
         owedSince.store(now, ordering: .relaxed)
     }
 
+    /// Monotonic nanoseconds since the connection owes a complete request, or nil while one is
+    /// being answered.
+    var owesRequestSince: UInt64? {
+        let since = owedSince.load(ordering: .relaxed)
+        return since == 0 ? nil : since
+    }
+
     /// Whether the connection owes a request for longer than `timeout` nanoseconds at `now`.
     func isOverdue(now: UInt64, timeout: UInt64) -> Bool {
         let since = owedSince.load(ordering: .relaxed)
