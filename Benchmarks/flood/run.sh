@@ -3,7 +3,8 @@
 # address, fair share 4 under pressure), while a legitimate client logs in.
 #
 #   bash Benchmarks/flood/run.sh [--seconds N] [--warmup N] [--addresses "40 100 300"]
-#                                [--patterns "silent slow busy"] [--server-nofile N] [--time-limit N]
+#                                [--patterns "silent slow busy"] [--per-address N] [--server-nofile N]
+#                                [--time-limit N]
 #
 # For the reference run (pattern "none": no flood) and then for each pattern and each number of
 # addresses, a fresh keyauth-server (binaries from $KEYAUTH_BENCH_BIN, else release builds made
@@ -12,8 +13,8 @@
 # started under `ulimit -n NOFILE` (default 1024: the soft limit a login shell or a systemd
 # service gets unless raised); it registers one device (`keyauth-bench load-prepare`), pre-signs
 # its assertions, and runs flood.py for SECONDS (default 25):
-#   silent  every flood address (127.0.1.1, 127.0.1.2, ...) keeps 32 connections open without
-#           sending a byte, reopening each one the server closes;
+#   silent  every flood address (127.0.1.1, 127.0.1.2, ...) keeps 32 connections (--per-address)
+#           open without sending a byte, reopening each one the server closes;
 #   slow    the same connections trickle a request's headers, one byte a second;
 #   busy    the same connections send GET /healthz every 1.5 s (keep-alive), the case
 #           THREAT-MODEL.md says the fair share does not protect;
@@ -36,9 +37,10 @@ warmup=3
 addresses="40 100 300"
 patterns="silent slow busy"
 server_nofile=1024
+per_address=32
 time_limit=""
 usage() {
-    sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 while [ $# -gt 0 ]; do
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=${2:?}; shift 2 ;;
     --addresses) addresses=${2:?}; shift 2 ;;
     --patterns) patterns=${2:?}; shift 2 ;;
+    --per-address) per_address=${2:?}; shift 2 ;;
     --server-nofile) server_nofile=${2:?}; shift 2 ;;
     --time-limit) time_limit=${2:?}; shift 2 ;;
     -h | --help) usage ;;
@@ -76,8 +79,8 @@ source Benchmarks/load/common.sh
 ulimit -n "$(ulimit -Hn)"
 most=0
 for count in "${address_counts[@]}"; do [ "$count" -gt "$most" ] && most=$count; done
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((most * 32 + 64)) ]; then
-    echo "run.sh: the flood needs $((most * 32 + 64)) descriptors for $most addresses; the hard limit is" \
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((most * per_address + 64)) ]; then
+    echo "run.sh: the flood needs $((most * per_address + 64)) descriptors for $most addresses; the hard limit is" \
         "$(ulimit -n)" >&2
     exit 69
 fi
@@ -115,6 +118,7 @@ run() {
     echo "== $pattern, $count addresses, ${seconds}s (server pid $server_pid, open files $nofile)" >&2
     timeout --kill-after=5 $((seconds + 60)) python3 Benchmarks/flood/flood.py --port "$port" \
         --server-pid "$server_pid" --pattern "$pattern" --addresses "$count" --seconds "$seconds" \
+        --per-address "$per_address" \
         --warmup "$warmup" --assertions "$work/assertions.txt" >"$work/figures.json" 2>"$work/flood.err" || {
         tail -n 5 "$work/flood.err" | sed 's/^/   flood.py: /' >&2
         echo '{"pattern": "'"$pattern"'", "addresses": '"$count"', "error": "flood.py failed"}' >"$work/figures.json"

@@ -159,7 +159,7 @@ struct ConnectionSharesTests {
         #expect(pairs.map(\.isShutDown) == [false, false, true, true, false, false, false, false])
     }
 
-    @Test("at the limit, with no address holding more than a newcomer would, nothing is shut down")
+    @Test("at the limit, with no address holding more than a newcomer would, it is refused and nothing is shut down")
     func nothingToMakeRoomFrom() throws {
         let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 4, perAddressLimit: 8))
         defer { registry.cancel() }
@@ -167,9 +167,29 @@ struct ConnectionSharesTests {
         for (index, pair) in pairs.enumerated() {
             _ = registry.connectionStarted(descriptor: pair.server, clientAddress: "", peer: .ipv4(UInt32(index + 1)))
         }
-        // Every address holds one: the newcomer gets a slot of the headroom, taken from nobody.
-        #expect(registry.admit(.ipv4(9)))
+        // Every address holds one, none idle for 2 s: the newcomer is closed at once, so that
+        // libmicrohttpd goes on accepting and the listening socket's queue stays short.
+        #expect(!registry.admit(.ipv4(9)))
         #expect(pairs.allSatisfy { !$0.isShutDown })
+    }
+
+    @Test("at the limit, with every address holding one, a newcomer takes the slot of one idle for 2 s")
+    func makingRoomAmongEqualAddresses() throws {
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 4, perAddressLimit: 8))
+        defer { registry.cancel() }
+        let pairs = try (0..<4).map { _ in try SocketPair() }
+        let now = ServerClock.monotonicNanoseconds()
+        for (index, pair) in pairs.enumerated() {
+            let connection = registry.connectionStarted(
+                descriptor: pair.server, clientAddress: "", peer: .ipv4(UInt32(index + 1)))
+            // The third has owed its request for 3 s, the others for 1 s.
+            connection.requestEnded(now: now - (index == 2 ? 3_000_000_000 : 1_000_000_000))
+        }
+        #expect(registry.admit(.ipv4(9)))
+        #expect(pairs.map(\.isShutDown) == [false, false, true, false])
+        // An address that holds one already is refused: it holds its share (1 of 4 slots under
+        // pressure among 4 addresses).
+        #expect(!registry.admit(.ipv4(1)))
     }
 
     @Test("under pressure the sweep shuts down what owes a request of an address above its share, nothing else")

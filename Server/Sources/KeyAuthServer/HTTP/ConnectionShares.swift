@@ -83,14 +83,12 @@ struct ConnectionShares: Sendable {
     /// Connections libmicrohttpd may hold beyond ``limit``: a thirty-second of it, from 2 to 32;
     /// none without a per-address limit (there is no share to make room by).
     ///
-    /// At the limit the server keeps accepting, so that the listening socket's queue never fills
-    /// and a newcomer's SYN is never dropped: a connection from an address beyond its share is
+    /// At the limit the server keeps accepting, so that the listening socket's queue does not
+    /// fill and a newcomer's SYN is not dropped: a connection from an address beyond its share is
     /// closed at once, and one within it gets the slot of an idle connection of the greediest
-    /// address (``admission(held:open:addresses:)``). The headroom holds the connections shut down
-    /// that way until their worker closes them, and newcomers within their share while nothing can
-    /// be shut down (every connection has a request being answered); only past it does
-    /// libmicrohttpd stop accepting. `serve`'s descriptor reserve covers it
-    /// (``DescriptorBudget/reserve``).
+    /// address (``admission(held:open:addresses:)``), or is closed at once when there is none.
+    /// The headroom holds the connections shut down that way until their workers close them, a
+    /// few milliseconds. `serve`'s descriptor reserve covers it (``DescriptorBudget/reserve``).
     var evictionHeadroom: Int {
         perAddressLimit > 0 ? min(32, max(2, limit / 32)) : 0
     }
@@ -104,8 +102,8 @@ struct ConnectionShares: Sendable {
         case admit
         /// Close it at once: its address holds its limit, or its share under pressure.
         case refuse
-        /// Serve it, at the limit: first shut down an idle connection of an address that holds
-        /// more, if there is one (``RequestDeadlines``).
+        /// At the limit: serve it if an idle connection of an address that holds more can be
+        /// shut down to make room, else close it (``RequestDeadlines``).
         case admitMakingRoom
     }
 

@@ -58,17 +58,21 @@ final class RequestDeadlines: Sendable {
         }
 
         /// The connection whose slot a newcomer from an address that holds `held` takes at the
-        /// limit: of the connections that owe a request (none being answered is touched), one of
-        /// the address that holds the most, if it holds more than the newcomer will with the new
-        /// one (so that room is made only where it evens the shares out, and two addresses never
-        /// take slots from each other in turn); of those, the one that has owed its request the
-        /// longest. Nil when there is none.
-        func connectionToEvict(newcomerHolds held: Int) -> TrackedConnection? {
+        /// limit `now`: of the connections that owe a request (none being answered is touched),
+        /// one of the address that holds the most, if it holds more than the newcomer will with
+        /// the new one (so that room is made only where it evens the shares out, and two
+        /// addresses never take slots from each other in turn), or as many when it has owed its
+        /// request for ``ConnectionShares/reclaimAfterNanoseconds`` (so that more addresses than
+        /// slots, each holding one, still let a newcomer in, each slot turning over at most every
+        /// 2 s); of those, the one that has owed its request the longest. Nil when there is none.
+        func connectionToEvict(newcomerHolds held: Int, now: UInt64) -> TrackedConnection? {
             var chosen: (connection: TrackedConnection, held: Int, since: UInt64)?
             for (identifier, connection) in connections where !evicted.contains(identifier) {
                 guard let peer = connection.peer, let since = connection.owesRequestSince else { continue }
                 let peerHolds = heldByPeer[peer, default: 0]
-                guard peerHolds > held + 1 else { continue }
+                let longIdle =
+                    ServerClock.nanoseconds(from: since, to: now) >= ConnectionShares.reclaimAfterNanoseconds
+                guard peerHolds > held + 1 || (peerHolds > held && longIdle) else { continue }
                 if let best = chosen, best.held > peerHolds || (best.held == peerHolds && best.since <= since) {
                     continue
                 }
@@ -96,8 +100,9 @@ final class RequestDeadlines: Sendable {
     /// Whether a new connection from `peer` may start (the accept policy asks, before
     /// libmicrohttpd starts it): within the per-address limit, and within the fair share under
     /// pressure; one without an address is not counted. At the limit, a connection within its
-    /// share first makes room: the idle connection ``ConnectionShares/admission(held:open:addresses:)``
-    /// calls for is shut down, under the registry's lock like the sweep's.
+    /// share is admitted only when it can make room: an idle connection of an address that holds
+    /// more (``Registry/connectionToEvict(newcomerHolds:now:)``) is shut down, under the registry's
+    /// lock like the sweep's.
     func admit(_ peer: RateLimitKey?) -> Bool {
         guard let peer else { return true }
         return registry.withLock { registry in
@@ -108,7 +113,12 @@ final class RequestDeadlines: Sendable {
             case .refuse:
                 return false
             case .admitMakingRoom:
-                if let idle = registry.connectionToEvict(newcomerHolds: held) { registry.evict(idle) }
+                // Nothing to make room from: closed at once rather than left to wait, since
+                // libmicrohttpd would stop accepting once the headroom filled, and the queue
+                // behind it would fill with a flood's reconnects again.
+                let now = ServerClock.monotonicNanoseconds()
+                guard let idle = registry.connectionToEvict(newcomerHolds: held, now: now) else { return false }
+                registry.evict(idle)
                 return true
             }
         }
