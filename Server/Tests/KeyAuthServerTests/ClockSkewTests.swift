@@ -74,6 +74,54 @@ extension StorageContractTests {
             #expect(!server.log.contains("listening on"), "\(server.log)")
         }
 
+        @Test(
+            "a server whose clock goes 30 s wrong while it serves fails /healthz on the clock until it is set again",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
+            .enabled(
+                if: ExternalTools.shouldRun(installed: hasFaketime),
+                "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
+        func driftWhileServing() throws {
+            try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
+            let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
+            defer { database.destroy() }
+            let directory = TemporaryDirectory("keyauth-drift")
+            defer { directory.remove() }
+            // libfaketime reads the offset from this file at every clock reading, so the test can
+            // set the server's clock wrong, and right again, while it runs.
+            let offsetFile = directory.path + "/offset"
+            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            let server = try KeyAuthServerProcess(
+                name: "drifting", database: try #require(database.url), issuer: Self.issuer,
+                logPath: directory.path + "/server.log", extraArguments: Self.arguments,
+                extraEnvironment: [
+                    "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
+                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                ])
+            defer { _ = server.terminate() }
+            let port = try server.waitUntilListening()
+            #expect(try Self.health(port).status == 200, "\(server.log)")
+
+            try "+30s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            // A cleanup every second reads the database's clock again.
+            #expect(
+                server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 20),
+                "\(server.log)")
+            let failing = try Self.health(port)
+            #expect(failing.status == 503)
+            #expect(String(decoding: failing.body, as: UTF8.self).contains(#""check":"clock""#))
+
+            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            #expect(server.logEventuallyContains("/healthz passes the clock check again", timeout: 20), "\(server.log)")
+            #expect(try Self.health(port).status == 200)
+        }
+
+        /// `GET /healthz` on a new connection to `port`.
+        static func health(_ port: UInt16) throws -> RawHTTPResponse {
+            let connection = try RawHTTPConnection(port: port)
+            try connection.send(RawHTTPConnection.requestBytes(method: "GET", path: "/healthz"))
+            return try connection.readResponse()
+        }
+
         /// `B` runs `seconds` off `A`'s clock. An assertion accepted with its expiry close is
         /// offered again at the instance behind just before that instance would call it expired,
         /// after the instance ahead has had time to purge its replay-cache entry.

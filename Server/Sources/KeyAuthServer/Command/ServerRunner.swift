@@ -95,8 +95,11 @@ package final class ServerRunner: Sendable {
             undo.storage = opened
             undo.lock = lock
             // The host's clock, not `now`: tests inject clocks of their own.
+            let clockVerdict = try opened.databaseTime().map {
+                ClockSkewCheck.verdict(server: ServerClock.now(), database: $0)
+            }
             let skewWarning: String?
-            switch try opened.databaseTime().map({ ClockSkewCheck.verdict(server: ServerClock.now(), database: $0) }) {
+            switch clockVerdict {
             case .refuses(let reason): throw ClockSkewError(description: reason)
             case .warns(let line): skewWarning = line
             case .agrees, nil: skewWarning = nil
@@ -108,6 +111,8 @@ package final class ServerRunner: Sendable {
                 configuration: configuration, issuer: configuration.resolvedIssuer(boundPort: server.port),
                 storage: opened, log: log, now: now, replay: replay, files: files)
             try Self.stopIfInterrupted(interrupted)
+            // `serve` reports the start's verdict itself; the cleanups report changes from it.
+            collaborators.service.clockSkew.started(with: clockVerdict ?? .agrees)
             responder = KeyAuthResponder(collaborators)
             self.storage = opened
             self.replay = replay

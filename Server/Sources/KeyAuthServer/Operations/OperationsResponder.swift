@@ -15,6 +15,9 @@ package final class OperationsResponder: HTTPResponder {
         case storageRead = "storage_read"
         /// The database took a durable write within the last second (``StorageWriteProbe``).
         case storageWrite = "storage_write"
+        /// This server's clock is within the leeway of the database's (PostgreSQL), as the last
+        /// cleanup read it (``ClockSkewMonitor``).
+        case clock
     }
 
     private let metrics: ServerMetrics
@@ -59,7 +62,11 @@ package final class OperationsResponder: HTTPResponder {
         var failure: (check: HealthCheck, error: StorageError)?
         do {
             try service.checkHealth()
-            if let error = writeProbe.check() { failure = (.storageWrite, error) }
+            if let error = writeProbe.check() {
+                failure = (.storageWrite, error)
+            } else if let refusal = service.clockSkew.refusal {
+                failure = (.clock, StorageError(.unavailable, refusal))
+            }
         } catch {
             failure = (.storageRead, error)
         }
@@ -73,11 +80,14 @@ package final class OperationsResponder: HTTPResponder {
             log.notice("/healthz: \(previous.rawValue) passes again", format: logFormat)
         }
         guard let failure else { return .json(.object(["status": "ok"])) }
+        let description =
+            failure.check == .clock
+            ? "this server's clock is too far from the database's" : HTTPResponse.storageUnavailableDescription
         return .json(
             .object([
                 "status": "unhealthy", "check": .string(failure.check.rawValue),
                 "error": .string(OAuthError.Code.temporarilyUnavailable.rawValue),
-                "error_description": .string(HTTPResponse.storageUnavailableDescription),
+                "error_description": .string(description),
             ]), status: 503, headers: ["Retry-After": "5"])
     }
 }

@@ -223,8 +223,9 @@ package final class KeyAuthResponder: HTTPResponder {
 
     /// Periodic housekeeping: forgets rate-limit counters, and through the service expired
     /// replay-cache entries, enrollment codes, and pending and denied devices past their
-    /// retention; reads the SSH CA and principals files again (a rotation, a retirement, an edit);
-    /// and returns the memory freed since to the kernel (``FreedMemory``).
+    /// retention; compares the clock with the database's again (``ClockSkewMonitor``); reads the
+    /// SSH CA and principals files again (a rotation, a retirement, an edit); and returns the
+    /// memory freed since to the kernel (``FreedMemory``).
     package func purgeExpired() {
         defer { FreedMemory.returnToSystem() }
         limits.purge()
@@ -232,6 +233,17 @@ package final class KeyAuthResponder: HTTPResponder {
             try service.purgeExpired()
         } catch {
             log.error("cleanup failed: \(error)", format: logFormat)
+        }
+        do {
+            if let change = try service.checkClock() {
+                if change.isRecovery {
+                    log.notice(change.line, format: logFormat)
+                } else {
+                    log.error(change.line, format: logFormat)
+                }
+            }
+        } catch {
+            log.error("cleanup: the database's clock could not be read: \(error)", format: logFormat)
         }
         do {
             try sshCertificates?.reloadFiles()

@@ -36,4 +36,15 @@ extension KeyAuthService {
         try storage.purgeBrowserSessions(now: time)
         try storage.purgeAuthorizations(now: skewedHorizon)
     }
+
+    /// Reads the database's clock (PostgreSQL) and records how far this host's is from it
+    /// (``ClockSkewMonitor``); returns what the log should say when that changed. Nothing with
+    /// SQLite, whose servers share the host's clock.
+    ///
+    /// - Throws: ``StorageError`` when the database cannot be read.
+    func checkClock() throws(StorageError) -> ClockSkewMonitor.Change? {
+        // The host's clock, not `now`: tests inject clocks of their own.
+        guard let database = try storage.databaseTime() else { return nil }
+        return clockSkew.record(server: ServerClock.now(), database: database)
+    }
 }

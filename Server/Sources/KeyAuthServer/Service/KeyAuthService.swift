@@ -45,6 +45,9 @@ final class KeyAuthService: Sendable {
     let clients: ClientRegistry
     /// Where the `jti` of accepted assertions and DPoP proofs is remembered (`--replay-cache`).
     let replay: ReplayGuard
+    /// Whether this server's clock still agrees with the database's (PostgreSQL), as each
+    /// cleanup reads it.
+    let clockSkew = ClockSkewMonitor()
 
     init(
         settings: Settings, registry: DeviceRegistry, tokens: AccessTokens, enrollmentCodes: EnrollmentCodes,

@@ -1,4 +1,5 @@
 import KeyAuth
+import Synchronization
 
 /// The comparison `serve` makes at start between its clock and the database's, and the margin
 /// the shared replay cache keeps for clocks that differ less than that.
@@ -33,13 +34,17 @@ package enum ClockSkewCheck {
         case refuses(String)
     }
 
-    /// The verdict on a server whose clock reads `server` when the database's reads `database`.
-    package static func verdict(server: Int64, database: Int64) -> Verdict {
+    /// How far apart the clocks are, and that said in words.
+    static func difference(server: Int64, database: Int64) -> (seconds: Int64, description: String) {
         // The database's reading comes from another machine: saturate rather than trap on nonsense.
         let ahead = server >= database
         let difference = ahead ? server.subtractingSaturating(database) : database.subtractingSaturating(server)
-        let description =
-            "this server's clock is \(difference) s \(ahead ? "ahead of" : "behind") the database's"
+        return (difference, "this server's clock is \(difference) s \(ahead ? "ahead of" : "behind") the database's")
+    }
+
+    /// The verdict on a server whose clock reads `server` when the database's reads `database`.
+    package static func verdict(server: Int64, database: Int64) -> Verdict {
+        let (difference, description) = Self.difference(server: server, database: database)
         if difference > refusalBound {
             return .refuses(
                 "\(description), more than the \(refusalBound) s leeway tokens are checked with: instances would "
@@ -56,4 +61,81 @@ package enum ClockSkewCheck {
 /// A server refusing to start because of ``ClockSkewCheck``.
 package struct ClockSkewError: Error, CustomStringConvertible {
     package let description: String
+}
+
+/// The clocks' agreement as a running server keeps watching it.
+///
+/// `serve` compares its clock with the database's at start (``ClockSkewCheck``), but a clock can
+/// go wrong later: NTP stopped, a virtual machine resumed from a snapshot, a `date -s`. An
+/// instance past the leeway refuses good tokens, and past ``ClockSkewCheck/purgeMargin`` lets
+/// another instance's replay-cache entries go while it still accepts their tokens. So each
+/// cleanup reads the database's clock again (PostgreSQL only), the log says once when the
+/// clocks stop or start agreeing, and while they differ by more than the leeway `/healthz`
+/// answers 503 naming the check `clock`, so that a load balancer takes this instance out until
+/// the clock is set.
+final class ClockSkewMonitor: Sendable {
+    /// How far apart the clocks are, by ``ClockSkewCheck``'s bounds.
+    enum Agreement: Sendable {
+        /// Within ``ClockSkewCheck/warningBound``.
+        case agrees
+        /// Within ``ClockSkewCheck/refusalBound``, past the warning.
+        case drifts
+        /// Past the leeway: `/healthz` fails.
+        case disagrees
+    }
+
+    /// A change the log reports: its line, and whether it ends a problem (a notice, not an error).
+    struct Change: Equatable {
+        let line: String
+        let isRecovery: Bool
+    }
+
+    /// The last reading's agreement, and its words while the clocks disagree.
+    private let state = Mutex<(agreement: Agreement, refusal: String?)>((.agrees, nil))
+
+    /// Takes the verdict of the start, which `serve` reported itself.
+    func started(with verdict: ClockSkewCheck.Verdict) {
+        state.withLock { state in
+            switch verdict {
+            case .agrees: state = (.agrees, nil)
+            case .warns: state = (.drifts, nil)
+            case .refuses(let reason): state = (.disagrees, reason)
+            }
+        }
+    }
+
+    /// Records the clocks' readings; returns the log line when the agreement changed.
+    func record(server: Int64, database: Int64) -> Change? {
+        let (difference, description) = ClockSkewCheck.difference(server: server, database: database)
+        let agreement: Agreement =
+            difference > ClockSkewCheck.refusalBound
+            ? .disagrees : difference > ClockSkewCheck.warningBound ? .drifts : .agrees
+        let previous = state.withLock { state in
+            defer { state = (agreement, agreement == .disagrees ? description : nil) }
+            return state.agreement
+        }
+        let leeway = ClockSkewCheck.refusalBound
+        switch (previous, agreement) {
+        case (.agrees, .agrees), (.drifts, .drifts), (.disagrees, .disagrees):
+            return nil
+        case (_, .disagrees):
+            return Change(
+                line: "\(description), more than the \(leeway) s leeway tokens are checked with: /healthz answers "
+                    + "503 until the clocks agree again; set the clock (NTP)", isRecovery: false)
+        case (.agrees, .drifts):
+            return Change(
+                line: "warning: \(description); keep every instance's clock synchronized (NTP)", isRecovery: false)
+        case (.disagrees, _):
+            return Change(
+                line: "\(description) now, within the \(leeway) s leeway: /healthz passes the clock check again",
+                isRecovery: true)
+        case (.drifts, .agrees):
+            return Change(line: "\(description) now: the clocks agree again", isRecovery: true)
+        }
+    }
+
+    /// Why `/healthz` fails, or nil while the clocks agree within the leeway.
+    var refusal: String? {
+        state.withLock { $0.refusal }
+    }
 }

@@ -1,0 +1,59 @@
+import KeyAuth
+import Testing
+
+@testable import KeyAuthServer
+
+/// The clocks' agreement as a running server watches it (``ClockSkewMonitor``): what the log says
+/// when it changes, and `/healthz` while the clocks differ by more than the leeway.
+@Suite("Clock skew while serving")
+struct ClockSkewMonitorTests {
+    @Test("each change of agreement is said once; within the warning bound nothing is said")
+    func changes() {
+        let monitor = ClockSkewMonitor()
+        #expect(monitor.record(server: 1000, database: 999) == nil)
+        #expect(monitor.refusal == nil)
+        let drifting = monitor.record(server: 1000, database: 995)
+        #expect(
+            drifting?.line == "warning: this server's clock is 5 s ahead of the database's; keep every "
+                + "instance's clock synchronized (NTP)")
+        #expect(drifting?.isRecovery == false)
+        #expect(monitor.record(server: 1000, database: 994) == nil, "still drifting: said once")
+        let off = monitor.record(server: 1000, database: 1030)
+        #expect(off?.line.hasPrefix("this server's clock is 30 s behind the database's, more than the 10 s") == true)
+        #expect(off?.line.contains("/healthz answers 503 until the clocks agree again") == true)
+        #expect(off?.isRecovery == false)
+        #expect(monitor.refusal == "this server's clock is 30 s behind the database's")
+        #expect(monitor.record(server: 1000, database: 1040) == nil, "still off: said once")
+        #expect(monitor.refusal == "this server's clock is 40 s behind the database's", "the latest reading")
+        let back = monitor.record(server: 1000, database: 1003)
+        #expect(back?.isRecovery == true)
+        #expect(back?.line.contains("/healthz passes the clock check again") == true)
+        #expect(monitor.refusal == nil)
+        #expect(monitor.record(server: 1000, database: 1000)?.isRecovery == true)
+        // Nonsense from the database saturates rather than traps.
+        #expect(monitor.record(server: .max, database: .min)?.isRecovery == false)
+    }
+
+    @Test("the start's verdict, which serve reported, is not said again by the first cleanup")
+    func seededByTheStart() {
+        let monitor = ClockSkewMonitor()
+        monitor.started(with: .warns("warning: this server's clock is 4 s ahead of the database's"))
+        #expect(monitor.record(server: 1004, database: 1000) == nil)
+        #expect(monitor.record(server: 1000, database: 1000)?.isRecovery == true)
+    }
+
+    @Test("/healthz fails the clock check while the clocks differ by more than the leeway, and passes after")
+    func healthFailsOnTheClock() throws {
+        let environment = TestEnvironment()
+        let (responder, _) = try environment.makeResponder()
+        let monitor = responder.service.clockSkew
+        _ = monitor.record(server: 1000, database: 1060)
+        let off = responder.respond(to: HTTPRequest(method: "GET", path: "/healthz"))
+        #expect(off.status == 503)
+        #expect(off.json?["check"] == "clock")
+        #expect(off.json?["error"] == "temporarily_unavailable")
+        #expect(off.json?["error_description"] == "this server's clock is too far from the database's")
+        _ = monitor.record(server: 1000, database: 1001)
+        #expect(responder.respond(to: HTTPRequest(method: "GET", path: "/healthz")).status == 200)
+    }
+}
