@@ -157,6 +157,12 @@ struct ConnectionSharesTests {
         // its two), not the busy one, nor one of the address holding two.
         #expect(registry.admit(.ipv4(10)))
         #expect(pairs.map(\.isShutDown) == [false, false, true, true, false, false, false, false])
+        // Counted for /metrics: two shut down to make room, one refused over its share.
+        var expected = ConnectionFigures()
+        expected.open = 8
+        expected.refusedOverShare = 1
+        expected.shutDownToMakeRoom = 2
+        #expect(registry.figures == expected)
     }
 
     @Test("at the limit, with no address holding more than a newcomer would, it is refused and nothing is shut down")
@@ -171,6 +177,7 @@ struct ConnectionSharesTests {
         // libmicrohttpd goes on accepting and the listening socket's queue stays short.
         #expect(!registry.admit(.ipv4(9)))
         #expect(pairs.allSatisfy { !$0.isShutDown })
+        #expect(registry.figures.refusedForNoRoom == 1)
     }
 
     @Test("at the limit, with every address holding one, a newcomer takes the slot of one idle for 2 s")
@@ -190,6 +197,23 @@ struct ConnectionSharesTests {
         // An address that holds one already is refused: it holds its share (1 of 4 slots under
         // pressure among 4 addresses).
         #expect(!registry.admit(.ipv4(1)))
+    }
+
+    @Test("the connection figures are in /metrics once a listener's are observed")
+    func figuresInMetrics() {
+        let metrics = ServerMetrics()
+        #expect(!metrics.render().contains("keyauth_connections_open"))
+        var figures = ConnectionFigures()
+        figures.open = 7
+        figures.refusedForNoRoom = 2
+        figures.shutDownToMakeRoom = 5
+        let observed = figures
+        metrics.observeConnections { observed }
+        let text = metrics.render()
+        #expect(text.contains("keyauth_connections_open 7\n"))
+        #expect(text.contains("keyauth_connections_refused_total{reason=\"no_room\"} 2\n"))
+        #expect(text.contains("keyauth_connections_refused_total{reason=\"share\"} 0\n"))
+        #expect(text.contains("keyauth_connections_shut_down_total{reason=\"make_room\"} 5\n"))
     }
 
     @Test("under pressure the sweep shuts down what owes a request of an address above its share, nothing else")
@@ -215,6 +239,12 @@ struct ConnectionSharesTests {
         #expect(registry.sweep(now: now + 3_000_000_000) == 3)
         #expect(pairs.map(\.isShutDown) == [false, true, true, true, false])
         #expect(!sixth.isShutDown)
+        // Past the 10 s deadline the modest address's idle one goes too, counted apart.
+        #expect(registry.sweep(now: now + 11_000_000_000) >= 1)
+        #expect(pairs[4].isShutDown)
+        let figures = registry.figures
+        #expect(figures.shutDownOverShare == 3)
+        #expect(figures.shutDownPastDeadline >= 1)
     }
 
     @Test("under pressure a connection open longer than the request timeout closes after its next response")

@@ -169,6 +169,9 @@ struct FairShareTests {
         let (answered, failed) = load.stop()
         #expect(answered > 0)
         #expect(failed > 0, "a connection of the greedy address should have made room")
+        #expect(runner.server.connectionFigures.shutDownToMakeRoom > 0)
+        #expect(
+            runner.responder.metrics.render().contains("keyauth_connections_shut_down_total{reason=\"make_room\"} "))
         // The addresses holding one connection each kept theirs.
         #expect(Self.healthStatuses(modest) == Array(repeating: 200, count: 12))
     }

@@ -113,6 +113,7 @@ package final class ServerRunner: Sendable {
             try Self.stopIfInterrupted(interrupted)
             // `serve` reports the start's verdict itself; the cleanups report changes from it.
             collaborators.service.clockSkew.started(with: clockVerdict ?? .agrees)
+            collaborators.metrics.observeConnections { [server = listeners.server] in server.connectionFigures }
             responder = KeyAuthResponder(collaborators)
             self.storage = opened
             self.replay = replay

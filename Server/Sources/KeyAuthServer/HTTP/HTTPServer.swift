@@ -138,6 +138,12 @@ package final class HTTPServer: Sendable {
         context.deadlines.count
     }
 
+    /// What the listener refused and shut down so far, and its connections open now, for
+    /// `/metrics`.
+    package var connectionFigures: ConnectionFigures {
+        context.deadlines.figures
+    }
+
     /// Requests currently being received or answered, held responses included.
     package var requestsInProgress: Int {
         context.inFlight.load(ordering: .relaxed)

@@ -40,6 +40,8 @@ final class RequestDeadlines: Sendable {
         /// Connections shut down to make room for a newcomer and not yet closed by their worker:
         /// they count neither as open nor for their address any more.
         var evicted: Set<ObjectIdentifier> = []
+        /// What was refused and shut down so far (``ConnectionFigures/open`` is not kept here).
+        var figures = ConnectionFigures()
 
         /// The connections that count against the limit.
         var open: Int { connections.count - evicted.count }
@@ -47,6 +49,7 @@ final class RequestDeadlines: Sendable {
         /// Takes `connection` out of the counts and shuts its socket down; its worker closes it.
         mutating func evict(_ connection: TrackedConnection) {
             guard evicted.insert(ObjectIdentifier(connection)).inserted else { return }
+            figures.shutDownToMakeRoom += 1
             if let peer = connection.peer { release(peer) }
             shutdown(connection.descriptor, Int32(SHUT_RDWR))
         }
@@ -111,13 +114,17 @@ final class RequestDeadlines: Sendable {
             case .admit:
                 return true
             case .refuse:
+                registry.figures.refusedOverShare += 1
                 return false
             case .admitMakingRoom:
                 // Nothing to make room from: closed at once rather than left to wait, since
                 // libmicrohttpd would stop accepting once the headroom filled, and the queue
                 // behind it would fill with a flood's reconnects again.
                 let now = ServerClock.monotonicNanoseconds()
-                guard let idle = registry.connectionToEvict(newcomerHolds: held, now: now) else { return false }
+                guard let idle = registry.connectionToEvict(newcomerHolds: held, now: now) else {
+                    registry.figures.refusedForNoRoom += 1
+                    return false
+                }
                 registry.evict(idle)
                 return true
             }
@@ -151,6 +158,15 @@ final class RequestDeadlines: Sendable {
         registry.withLock { $0.connections.count }
     }
 
+    /// What the registry refused and shut down so far, and the connections open now.
+    var figures: ConnectionFigures {
+        registry.withLock { registry in
+            var figures = registry.figures
+            figures.open = registry.connections.count
+            return figures
+        }
+    }
+
     /// Connections counted for `peer` (those shut down to make room no longer are).
     func count(from peer: RateLimitKey) -> Int {
         registry.withLock { $0.heldByPeer[peer, default: 0] }
@@ -178,6 +194,11 @@ final class RequestDeadlines: Sendable {
                 guard connection.isOverdue(now: now, timeout: reclaimed ? reclaimTimeout : timeoutNanoseconds)
                 else { continue }
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
+                if connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
+                    registry.figures.shutDownPastDeadline += 1
+                } else {
+                    registry.figures.shutDownOverShare += 1
+                }
                 shut += 1
             }
             return shut

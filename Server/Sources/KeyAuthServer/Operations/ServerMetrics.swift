@@ -40,6 +40,13 @@ final class ServerMetrics: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Reads the public listener's connection figures, once it exists (``observeConnections(_:)``).
+    private let connections = Mutex<(@Sendable () -> ConnectionFigures)?>(nil)
+
+    /// Has `/metrics` include the connection figures `figures` reads (the public listener's).
+    func observeConnections(_ figures: @escaping @Sendable () -> ConnectionFigures) {
+        connections.withLock { $0 = figures }
+    }
 
     /// Counts one answered request and its duration.
     func recordRequest(route: String, method: String, status: Int, seconds: Double) {
@@ -121,6 +128,27 @@ final class ServerMetrics: Sendable {
             lines.append("keyauth_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)")
             lines.append("keyauth_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)")
         }
+        if let figures = connections.withLock({ $0 })?() {
+            lines += Self.connectionLines(figures)
+        }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The exposition lines of the connection figures.
+    private static func connectionLines(_ figures: ConnectionFigures) -> [String] {
+        [
+            "# HELP keyauth_connections_open Connections open on the public listener.",
+            "# TYPE keyauth_connections_open gauge",
+            "keyauth_connections_open \(figures.open)",
+            "# HELP keyauth_connections_refused_total Connections closed as they arrived, by reason.",
+            "# TYPE keyauth_connections_refused_total counter",
+            "keyauth_connections_refused_total{reason=\"share\"} \(figures.refusedOverShare)",
+            "keyauth_connections_refused_total{reason=\"no_room\"} \(figures.refusedForNoRoom)",
+            "# HELP keyauth_connections_shut_down_total Open connections the server shut down, by reason.",
+            "# TYPE keyauth_connections_shut_down_total counter",
+            "keyauth_connections_shut_down_total{reason=\"request_deadline\"} \(figures.shutDownPastDeadline)",
+            "keyauth_connections_shut_down_total{reason=\"share\"} \(figures.shutDownOverShare)",
+            "keyauth_connections_shut_down_total{reason=\"make_room\"} \(figures.shutDownToMakeRoom)",
+        ]
     }
 }
