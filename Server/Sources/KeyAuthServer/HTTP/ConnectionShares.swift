@@ -15,8 +15,9 @@
 /// filled until the kernel dropped its SYNs. Connections with a request in progress are never
 /// shut down, so a benchmark's busy keep-alive connections keep going, until they are older than
 /// the request timeout: then each closes after its next response (``RequestDeadlines``), so that
-/// a sender that sends a request on each at least every 2 s gives its slots back too. With no per-address limit (behind a
-/// trusted proxy, where every connection has the proxy's address) there is no fair share either.
+/// a sender that sends a request on each at least every 2 s gives its slots back too. With no
+/// per-address limit (behind a trusted proxy, where every connection has the proxy's address)
+/// there is no fair share either.
 ///
 /// libmicrohttpd's own per-address limit counts full addresses, and a host usually holds a whole
 /// /64: 40 of its addresses took all 1000 connection slots in an audit, and every other client
