@@ -14,24 +14,24 @@ struct ClockSkewMonitorTests {
         #expect(monitor.refusal == nil)
         let drifting = monitor.record(server: 1000, database: 995)
         #expect(
-            drifting?.line == "warning: this server's clock is 5 s ahead of the database's; keep every "
+            drifting?.line == "this server's clock is 5 s ahead of the database's; keep every "
                 + "instance's clock synchronized (NTP)")
-        #expect(drifting?.isRecovery == false)
+        #expect(drifting?.level == .warning)
         #expect(monitor.record(server: 1000, database: 994) == nil, "still drifting: said once")
         let off = monitor.record(server: 1000, database: 1030)
         #expect(off?.line.hasPrefix("this server's clock is 30 s behind the database's, more than the 10 s") == true)
         #expect(off?.line.contains("/healthz answers 503 until the clocks agree again") == true)
-        #expect(off?.isRecovery == false)
+        #expect(off?.level == .error)
         #expect(monitor.refusal == "this server's clock is 30 s behind the database's")
         #expect(monitor.record(server: 1000, database: 1040) == nil, "still off: said once")
         #expect(monitor.refusal == "this server's clock is 40 s behind the database's", "the latest reading")
         let back = monitor.record(server: 1000, database: 1003)
-        #expect(back?.isRecovery == true)
+        #expect(back?.level == .notice)
         #expect(back?.line.contains("/healthz passes the clock check again") == true)
         #expect(monitor.refusal == nil)
-        #expect(monitor.record(server: 1000, database: 1000)?.isRecovery == true)
+        #expect(monitor.record(server: 1000, database: 1000)?.level == .notice)
         // Nonsense from the database saturates rather than traps.
-        #expect(monitor.record(server: .max, database: .min)?.isRecovery == false)
+        #expect(monitor.record(server: .max, database: .min)?.level == .error)
     }
 
     @Test("the start's verdict, which serve reported, is not said again by the first cleanup")
@@ -39,7 +39,7 @@ struct ClockSkewMonitorTests {
         let monitor = ClockSkewMonitor()
         monitor.started(with: .warns("warning: this server's clock is 4 s ahead of the database's"))
         #expect(monitor.record(server: 1004, database: 1000) == nil)
-        #expect(monitor.record(server: 1000, database: 1000)?.isRecovery == true)
+        #expect(monitor.record(server: 1000, database: 1000)?.level == .notice)
     }
 
     @Test("/healthz fails the clock check while the clocks differ by more than the leeway, and passes after")

@@ -151,6 +151,12 @@ extension ServerLog {
         message(detail, level: "error", format: format, now: now)
     }
 
+    /// Logs something an operator should fix before it fails requests (a clock drifting from
+    /// the database's). `detail` must hold no client secret.
+    func warning(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {
+        message(detail, level: "warning", format: format, now: now)
+    }
+
     /// Logs the end of a failure an operator was told of (`/healthz` passing again), so that
     /// the log says how long it lasted. `detail` must hold no client secret.
     func notice(_ detail: String, format: LogFormat = .text, now: Int64 = ServerClock.now()) {

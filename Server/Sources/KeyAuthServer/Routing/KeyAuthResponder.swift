@@ -236,10 +236,10 @@ package final class KeyAuthResponder: HTTPResponder {
         }
         do {
             if let change = try service.checkClock() {
-                if change.isRecovery {
-                    log.notice(change.line, format: logFormat)
-                } else {
-                    log.error(change.line, format: logFormat)
+                switch change.level {
+                case .error: log.error(change.line, format: logFormat)
+                case .warning: log.warning(change.line, format: logFormat)
+                case .notice: log.notice(change.line, format: logFormat)
                 }
             }
         } catch {

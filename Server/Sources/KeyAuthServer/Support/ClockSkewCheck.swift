@@ -84,10 +84,20 @@ final class ClockSkewMonitor: Sendable {
         case disagrees
     }
 
-    /// A change the log reports: its line, and whether it ends a problem (a notice, not an error).
+    /// A change the log reports: its line and its level.
     struct Change: Equatable {
+        /// The log level of a change.
+        enum Level: Equatable {
+            /// Past the leeway: `/healthz` fails.
+            case error
+            /// Past the warning bound, within the leeway.
+            case warning
+            /// The end of either.
+            case notice
+        }
+
         let line: String
-        let isRecovery: Bool
+        let level: Level
     }
 
     /// The last reading's agreement, and its words while the clocks disagree.
@@ -121,16 +131,16 @@ final class ClockSkewMonitor: Sendable {
         case (_, .disagrees):
             return Change(
                 line: "\(description), more than the \(leeway) s leeway tokens are checked with: /healthz answers "
-                    + "503 until the clocks agree again; set the clock (NTP)", isRecovery: false)
+                    + "503 until the clocks agree again; set the clock (NTP)", level: .error)
         case (.agrees, .drifts):
             return Change(
-                line: "warning: \(description); keep every instance's clock synchronized (NTP)", isRecovery: false)
+                line: "\(description); keep every instance's clock synchronized (NTP)", level: .warning)
         case (.disagrees, _):
             return Change(
                 line: "\(description) now, within the \(leeway) s leeway: /healthz passes the clock check again",
-                isRecovery: true)
+                level: .notice)
         case (.drifts, .agrees):
-            return Change(line: "\(description) now: the clocks agree again", isRecovery: true)
+            return Change(line: "\(description) now: the clocks agree again", level: .notice)
         }
     }
 
