@@ -95,11 +95,9 @@ package final class ServerRunner: Sendable {
             undo.storage = opened
             undo.lock = lock
             // The host's clock, not `now`: tests inject clocks of their own.
-            let clockVerdict = try opened.databaseTime().map {
-                ClockSkewCheck.verdict(server: ServerClock.now(), database: $0)
-            }
+            let clockReadings = try opened.databaseTime().map { (server: ServerClock.now(), database: $0) }
             let skewWarning: String?
-            switch clockVerdict {
+            switch clockReadings.map({ ClockSkewCheck.verdict(server: $0.server, database: $0.database) }) {
             case .refuses(let reason): throw ClockSkewError(description: reason)
             case .warns(let line): skewWarning = line
             case .agrees, nil: skewWarning = nil
@@ -112,7 +110,10 @@ package final class ServerRunner: Sendable {
                 storage: opened, log: log, now: now, replay: replay, files: files)
             try Self.stopIfInterrupted(interrupted)
             // `serve` reports the start's verdict itself; the cleanups report changes from it.
-            collaborators.service.clockSkew.started(with: clockVerdict ?? .agrees)
+            if let clockReadings {
+                _ = collaborators.service.clockSkew.record(
+                    server: clockReadings.server, database: clockReadings.database)
+            }
             collaborators.metrics.observeConnections { [server = listeners.server] in server.connectionFigures }
             responder = KeyAuthResponder(collaborators)
             self.storage = opened

@@ -191,10 +191,11 @@ final class RequestDeadlines: Sendable {
                     && connection.peer.map {
                         shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
                     } == true
-                guard connection.isOverdue(now: now, timeout: reclaimed ? reclaimTimeout : timeoutNanoseconds)
+                let pastDeadline = connection.isOverdue(now: now, timeout: timeoutNanoseconds)
+                guard pastDeadline || (reclaimed && connection.isOverdue(now: now, timeout: reclaimTimeout))
                 else { continue }
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
-                if connection.isOverdue(now: now, timeout: timeoutNanoseconds) {
+                if pastDeadline {
                     registry.figures.shutDownPastDeadline += 1
                 } else {
                     registry.figures.shutDownOverShare += 1

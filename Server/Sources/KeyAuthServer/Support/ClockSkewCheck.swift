@@ -42,19 +42,36 @@ package enum ClockSkewCheck {
         return (difference, "this server's clock is \(difference) s \(ahead ? "ahead of" : "behind") the database's")
     }
 
+    /// How far apart two clocks are, by the bounds above.
+    enum Agreement: Sendable {
+        /// Within ``warningBound``.
+        case agrees
+        /// Within ``refusalBound``, past the warning.
+        case drifts
+        /// Past the leeway.
+        case disagrees
+
+        init(difference: Int64) {
+            self =
+                difference > ClockSkewCheck.refusalBound
+                ? .disagrees : difference > ClockSkewCheck.warningBound ? .drifts : .agrees
+        }
+    }
+
     /// The verdict on a server whose clock reads `server` when the database's reads `database`.
     package static func verdict(server: Int64, database: Int64) -> Verdict {
         let (difference, description) = Self.difference(server: server, database: database)
-        if difference > refusalBound {
+        switch Agreement(difference: difference) {
+        case .disagrees:
             return .refuses(
                 "\(description), more than the \(refusalBound) s leeway tokens are checked with: instances would "
                     + "refuse each other's tokens and the device assertions of clients with a good clock; set the "
                     + "clock (NTP) and start again")
-        }
-        if difference > warningBound {
+        case .drifts:
             return .warns("warning: \(description); keep every instance's clock synchronized (NTP)")
+        case .agrees:
+            return .agrees
         }
-        return .agrees
     }
 }
 
@@ -74,16 +91,6 @@ package struct ClockSkewError: Error, CustomStringConvertible {
 /// answers 503 naming the check `clock`, so that a load balancer takes this instance out until
 /// the clock is set.
 final class ClockSkewMonitor: Sendable {
-    /// How far apart the clocks are, by ``ClockSkewCheck``'s bounds.
-    enum Agreement: Sendable {
-        /// Within ``ClockSkewCheck/warningBound``.
-        case agrees
-        /// Within ``ClockSkewCheck/refusalBound``, past the warning.
-        case drifts
-        /// Past the leeway: `/healthz` fails.
-        case disagrees
-    }
-
     /// A change the log reports: its line and its level.
     struct Change: Equatable {
         /// The log level of a change.
@@ -101,25 +108,13 @@ final class ClockSkewMonitor: Sendable {
     }
 
     /// The last reading's agreement, and its words while the clocks disagree.
-    private let state = Mutex<(agreement: Agreement, refusal: String?)>((.agrees, nil))
+    private let state = Mutex<(agreement: ClockSkewCheck.Agreement, refusal: String?)>((.agrees, nil))
 
-    /// Takes the verdict of the start, which `serve` reported itself.
-    func started(with verdict: ClockSkewCheck.Verdict) {
-        state.withLock { state in
-            switch verdict {
-            case .agrees: state = (.agrees, nil)
-            case .warns: state = (.drifts, nil)
-            case .refuses(let reason): state = (.disagrees, reason)
-            }
-        }
-    }
-
-    /// Records the clocks' readings; returns the log line when the agreement changed.
+    /// Records the clocks' readings; returns the log line when the agreement changed (the
+    /// first reading, at start, is compared with agreement: `serve` reports it itself).
     func record(server: Int64, database: Int64) -> Change? {
         let (difference, description) = ClockSkewCheck.difference(server: server, database: database)
-        let agreement: Agreement =
-            difference > ClockSkewCheck.refusalBound
-            ? .disagrees : difference > ClockSkewCheck.warningBound ? .drifts : .agrees
+        let agreement = ClockSkewCheck.Agreement(difference: difference)
         let previous = state.withLock { state in
             defer { state = (agreement, agreement == .disagrees ? description : nil) }
             return state.agreement
