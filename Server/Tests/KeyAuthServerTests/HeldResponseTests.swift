@@ -26,16 +26,6 @@ struct HeldResponseTests {
         return (runner, environment.socketAPI(runner), disk)
     }
 
-    /// Waits up to 20 s for `condition`.
-    private static func eventually(_ condition: () -> Bool) -> Bool {
-        let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
-        while !condition() {
-            guard ServerClock.monotonicNanoseconds() < deadline else { return false }
-            usleep(2_000)
-        }
-        return true
-    }
-
     @Test("more logins than worker threads wait for the disk at once, none answered before it, all 200 after")
     func manyLoginsFewThreads() throws {
         let environment = TestEnvironment()
@@ -48,8 +38,8 @@ struct HeldResponseTests {
         disk.hold()
         let logins = ConcurrentLogins(api, assertions)
         // With a worker blocked per login, 2 threads could take only 2 of the 12 at a time.
-        #expect(Self.eventually { runner.server.requestsInProgress == 12 }, "\(runner.server.requestsInProgress)")
-        #expect(Self.eventually { runner.server.heldResponses == 12 })
+        #expect(eventually { runner.server.requestsInProgress == 12 }, "\(runner.server.requestsInProgress)")
+        #expect(eventually { runner.server.heldResponses == 12 })
         // Nothing is answered while the claims are not durable.
         usleep(200_000)
         #expect(logins.statuses.isEmpty)
@@ -57,7 +47,7 @@ struct HeldResponseTests {
         disk.release()
         #expect(logins.waitForAll())
         #expect(logins.statuses == Dictionary(uniqueKeysWithValues: (0..<12).map { ($0, 200) }))
-        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
+        #expect(eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
         // Durable: each jti is refused now, also by a second instance of the file.
         #expect(try api.login(assertion: assertions[0]).errorCode == "invalid_grant")
         let reopened = try SQLiteStorage(path: environment.databasePath)
@@ -83,13 +73,13 @@ struct HeldResponseTests {
                 RawHTTPConnection.requestBytes(
                     method: "POST", path: "/oauth/token",
                     headers: [("Content-Type", "application/x-www-form-urlencoded")], body: form))
-            #expect(Self.eventually { runner.server.heldResponses == 1 })
+            #expect(eventually { runner.server.heldResponses == 1 })
             // The connection closes here, while its response is held.
         }
         disk.release()
-        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
+        #expect(eventually { runner.server.requestsInProgress == 0 && runner.server.heldResponses == 0 })
         #expect(try api.login(key).status == 200)
-        #expect(Self.eventually { runner.server.requestsInProgress == 0 && runner.server.openConnections == 0 })
+        #expect(eventually { runner.server.requestsInProgress == 0 && runner.server.openConnections == 0 })
     }
 
     @Test("stopping waits for held responses: they go out once durable, then the server stops")
@@ -102,13 +92,13 @@ struct HeldResponseTests {
 
         disk.hold()
         let logins = ConcurrentLogins(api, assertions)
-        #expect(Self.eventually { runner.server.heldResponses == 6 })
+        #expect(eventually { runner.server.heldResponses == 6 })
         let stopped = DispatchSemaphore(value: 0)
         Thread {
             runner.stop()
             stopped.signal()
         }.start()
-        #expect(Self.eventually { !runner.server.isAcceptingConnections }, "still accepting")
+        #expect(eventually { !runner.server.isAcceptingConnections }, "still accepting")
         // A connection made while the held responses drain is closed without an answer.
         let late = try RawHTTPConnection(port: runner.port, timeoutSeconds: 5)
         try? late.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -139,7 +129,7 @@ struct HeldResponseTests {
         #expect(disk.waitUntilStalled())
         let connection = try RawHTTPConnection(port: server.port)
         try connection.send(RawHTTPConnection.requestBytes(method: "POST", path: "/", headers: [], body: []))
-        #expect(Self.eventually { server.heldResponses == 1 })
+        #expect(eventually { server.heldResponses == 1 })
 
         // libmicrohttpd aborts the process when stopped with a connection suspended.
         server.stop()

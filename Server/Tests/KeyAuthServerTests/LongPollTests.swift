@@ -10,16 +10,6 @@ import Testing
 /// thread, so the keep-alive connections that share a worker with it are still read and answered.
 @Suite("Long polls hold no worker thread", .timeLimit(.minutes(10)))
 struct LongPollTests {
-    /// Waits up to 20 s for `condition`.
-    private static func eventually(_ condition: () -> Bool) -> Bool {
-        let deadline = ServerClock.monotonicNanoseconds() + 20_000_000_000
-        while !condition() {
-            guard ServerClock.monotonicNanoseconds() < deadline else { return false }
-            usleep(5_000)
-        }
-        return true
-    }
-
     private static func login(_ api: TestAPI, key: RSAPrivateKey) throws -> [UInt8] {
         let form =
             "grant_type=\(TestAPI.formEncode(TestAPI.jwtBearer))&assertion=\(TestAPI.formEncode(try api.assertion(key)))"
@@ -62,7 +52,7 @@ struct LongPollTests {
             method: "GET", path: "/v1/auth-requests?wait=30&after=\(cursor)",
             headers: [("Authorization", "Bearer \(token)")])
         for poll in polls { try poll.send(request) }
-        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 50 })
+        #expect(eventually { runner.responder.service.signIn.watchers.waiting == 50 })
 
         // Every keep-alive client logs in again while the polls wait.
         let durations = Mutex<[Int: Double]>([:])
@@ -95,8 +85,8 @@ struct LongPollTests {
             #expect(answer.status == 200)
             #expect(answer.json?["requests"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [id])
         }
-        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 0 })
-        #expect(Self.eventually { runner.server.heldResponses == 0 })
+        #expect(eventually { runner.responder.service.signIn.watchers.waiting == 0 })
+        #expect(eventually { runner.server.heldResponses == 0 })
     }
 
     @Test(
@@ -174,7 +164,7 @@ struct LongPollTests {
             RawHTTPConnection.requestBytes(
                 method: "GET", path: "/v1/auth-requests?wait=30&after=\(cursor)",
                 headers: [("Authorization", "Bearer \(token)")]))
-        #expect(Self.eventually { runner.responder.service.signIn.watchers.waiting == 1 })
+        #expect(eventually { runner.responder.service.signIn.watchers.waiting == 1 })
         runner.stop()
         #expect(try late.readResponse().status == 503)
     }

@@ -82,8 +82,11 @@ func httpServerAccessHandler(
         return .YES
     }
 
-    // The request is complete: the time to answer it does not count against its deadline.
-    trackedConnection(of: connection)?.requestReceived()
+    // The request is complete: the time to answer it does not count against its deadline. If the
+    // registry shut the connection down just before (its deadline, its address's share, room for
+    // a newcomer), the request was still in the socket's buffer; no answer can reach the client,
+    // so it is not acted on, and the client, seeing its connection closed, may send it again.
+    guard trackedConnection(of: connection)?.requestReceived() != false else { return .NO }
     state.request.bodyTooLarge = state.bodyTooLarge
     return httpServerAnswer(state, server: server, on: connection)
 }

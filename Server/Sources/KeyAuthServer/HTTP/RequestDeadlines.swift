@@ -46,12 +46,17 @@ final class RequestDeadlines: Sendable {
         /// The connections that count against the limit.
         var open: Int { connections.count - evicted.count }
 
-        /// Takes `connection` out of the counts and shuts its socket down; its worker closes it.
-        mutating func evict(_ connection: TrackedConnection) {
-            guard evicted.insert(ObjectIdentifier(connection)).inserted else { return }
+        /// Takes `connection` out of the counts and shuts its socket down, if it still owes the
+        /// request it has owed since `since`; its worker closes it. False when its request came
+        /// in meanwhile: the connection is being answered and stays.
+        mutating func evict(_ connection: TrackedConnection, owedSince since: UInt64) -> Bool {
+            guard !evicted.contains(ObjectIdentifier(connection)), connection.claimShutdown(owedSince: since)
+            else { return false }
+            evicted.insert(ObjectIdentifier(connection))
             figures.shutDownToMakeRoom += 1
             if let peer = connection.peer { release(peer) }
             shutdown(connection.descriptor, Int32(SHUT_RDWR))
+            return true
         }
 
         /// One connection fewer for `peer`; an address with none is forgotten.
@@ -68,7 +73,7 @@ final class RequestDeadlines: Sendable {
         /// request for ``ConnectionShares/reclaimAfterNanoseconds`` (so that more addresses than
         /// slots, each holding one, still let a newcomer in, each slot turning over at most every
         /// 2 s); of those, the one that has owed its request the longest. Nil when there is none.
-        func connectionToEvict(newcomerHolds held: Int, now: UInt64) -> TrackedConnection? {
+        func connectionToEvict(newcomerHolds held: Int, now: UInt64) -> (TrackedConnection, owedSince: UInt64)? {
             var chosen: (connection: TrackedConnection, held: Int, since: UInt64)?
             for (identifier, connection) in connections where !evicted.contains(identifier) {
                 guard let peer = connection.peer, let since = connection.owesRequestSince else { continue }
@@ -81,7 +86,7 @@ final class RequestDeadlines: Sendable {
                 }
                 chosen = (connection, peerHolds, since)
             }
-            return chosen?.connection
+            return chosen.map { ($0.connection, $0.since) }
         }
     }
 
@@ -110,6 +115,7 @@ final class RequestDeadlines: Sendable {
         guard let peer else { return true }
         return registry.withLock { registry in
             let held = registry.heldByPeer[peer, default: 0]
+            let now = ServerClock.monotonicNanoseconds()
             switch shares.admission(held: held, open: registry.open, addresses: registry.heldByPeer.count) {
             case .admit:
                 return true
@@ -120,13 +126,13 @@ final class RequestDeadlines: Sendable {
                 // Nothing to make room from: closed at once rather than left to wait, since
                 // libmicrohttpd would stop accepting once the headroom filled, and the queue
                 // behind it would fill with a flood's reconnects again.
-                let now = ServerClock.monotonicNanoseconds()
-                guard let idle = registry.connectionToEvict(newcomerHolds: held, now: now) else {
-                    registry.figures.refusedForNoRoom += 1
-                    return false
+                // A candidate whose request comes in while it is chosen is not cut; the next one
+                // is taken (each try leaves one connection fewer that owes a request).
+                while let (idle, since) = registry.connectionToEvict(newcomerHolds: held, now: now) {
+                    if registry.evict(idle, owedSince: since) { return true }
                 }
-                registry.evict(idle)
-                return true
+                registry.figures.refusedForNoRoom += 1
+                return false
             }
         }
     }
@@ -191,8 +197,13 @@ final class RequestDeadlines: Sendable {
                     && connection.peer.map {
                         shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
                     } == true
-                let pastDeadline = connection.isOverdue(now: now, timeout: timeoutNanoseconds)
-                guard pastDeadline || (reclaimed && connection.isOverdue(now: now, timeout: reclaimTimeout))
+                guard let since = connection.owesRequestSince else { continue }
+                let owed = ServerClock.nanoseconds(from: since, to: now)
+                let pastDeadline = owed > timeoutNanoseconds
+                // Claimed before the shutdown, so that a request coming in at this instant is
+                // either answered (the claim fails) or never acted on (its worker sees the claim).
+                guard pastDeadline || (reclaimed && owed > reclaimTimeout),
+                    connection.claimShutdown(owedSince: since)
                 else { continue }
                 shutdown(connection.descriptor, Int32(SHUT_RDWR))
                 if pastDeadline {

@@ -17,8 +17,12 @@ final class TrackedConnection: Sendable {
     /// Monotonic nanoseconds at the connection's start.
     let startedAt: UInt64
     /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
-    /// of the previous response), or 0 while a received request is being answered.
+    /// of the previous response), 0 while a received request is being answered, or
+    /// ``shutDownMark`` once the registry has shut the socket down. The registry claims a
+    /// connection and the worker claims its request by exchanging this one value, so exactly one
+    /// of them wins (``requestReceived()``, ``claimShutdown(owedSince:)``).
     private let owedSince: Atomic<UInt64>
+    private static let shutDownMark = UInt64.max
     /// Whether its next response closes the connection (``closeAfterResponse()``).
     private let closing = Atomic<Bool>(false)
 
@@ -42,26 +46,53 @@ final class TrackedConnection: Sendable {
     }
 
     /// The whole request (head and body) is in: the server's own time to answer does not count.
-    func requestReceived() {
-        owedSince.store(0, ordering: .relaxed)
+    ///
+    /// Returns false when the registry shut the connection down first (its deadline, its
+    /// address's share, room for a newcomer): no answer can reach the client then, so the
+    /// request must not be acted on either. A login answered into a shut socket would have used
+    /// up its assertion while the client saw only a reset.
+    func requestReceived() -> Bool {
+        var since = owedSince.load(ordering: .relaxed)
+        while since != Self.shutDownMark {
+            let (exchanged, found) = owedSince.compareExchange(
+                expected: since, desired: 0, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            since = found
+        }
+        return false
     }
 
     /// The response went out (or the request ended otherwise): the next request is owed from
-    /// `now`, idle keep-alive time included.
+    /// `now`, idle keep-alive time included. A connection already shut down stays so.
     func requestEnded(now: UInt64) {
-        owedSince.store(now, ordering: .relaxed)
+        var since = owedSince.load(ordering: .relaxed)
+        while since != Self.shutDownMark {
+            let (exchanged, found) = owedSince.compareExchange(
+                expected: since, desired: now, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            since = found
+        }
+    }
+
+    /// Claims the connection for a shutdown if it still owes the request it has owed since
+    /// `since` (a value ``owesRequestSince`` returned): false when its request came in meanwhile
+    /// or it was claimed already. The caller shuts the socket down only after a true answer.
+    func claimShutdown(owedSince since: UInt64) -> Bool {
+        guard since != 0, since != Self.shutDownMark else { return false }
+        return owedSince.compareExchange(expected: since, desired: Self.shutDownMark, ordering: .acquiringAndReleasing)
+            .exchanged
     }
 
     /// Monotonic nanoseconds since the connection owes a complete request, or nil while one is
-    /// being answered.
+    /// being answered or once the connection is shut down.
     var owesRequestSince: UInt64? {
         let since = owedSince.load(ordering: .relaxed)
-        return since == 0 ? nil : since
+        return since == 0 || since == Self.shutDownMark ? nil : since
     }
 
     /// Whether the connection owes a request for longer than `timeout` nanoseconds at `now`.
     func isOverdue(now: UInt64, timeout: UInt64) -> Bool {
-        let since = owedSince.load(ordering: .relaxed)
-        return since != 0 && ServerClock.nanoseconds(from: since, to: now) > timeout
+        guard let since = owesRequestSince else { return false }
+        return ServerClock.nanoseconds(from: since, to: now) > timeout
     }
 }
