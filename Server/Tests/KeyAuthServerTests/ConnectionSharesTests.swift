@@ -56,10 +56,40 @@ struct ConnectionSharesTests {
         #expect(registry.admit(nil))
         registry.connectionClosed(held[0])
         #expect(registry.admit(peer))
+        // Admitted and not started (libmicrohttpd refused it after the policy): it counts until
+        // the sweep drops its reservation, a second on.
+        #expect(registry.count(from: peer) == 3)
         for connection in held { registry.connectionClosed(connection) }
         // The second close of the first connection counted nothing: it was no longer registered.
+        #expect(registry.count(from: peer) == 1)
+        registry.sweep(now: ServerClock.monotonicNanoseconds() + 2_000_000_000)
         #expect(registry.count(from: peer) == 0)
         #expect(registry.count == 0)
+    }
+
+    @Test("connections admitted at the same moment, before either starts, count against the address")
+    func admittedBeforeStarting() {
+        // Two worker threads accept from one address at once: each admission is counted at once,
+        // not when its connection starts, so the second sees the first. Before, both passed a
+        // check of the started connections, and a flood got one connection past its share per
+        // worker (FairShareTests saw 40 of 40 slots taken where the shares leave some free).
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 100, perAddressLimit: 2))
+        defer { registry.cancel() }
+        let peer = RateLimitKey.ipv4(0xC000_0201)
+        #expect(registry.admit(peer))
+        #expect(registry.admit(peer))
+        #expect(!registry.admit(peer), "a third admission before either connection started")
+        let started = (0..<2).map { _ in
+            registry.connectionStarted(descriptor: -1, clientAddress: "192.0.2.1", peer: peer)
+        }
+        // Starting takes the reservations over: still two, not four.
+        #expect(registry.count(from: peer) == 2)
+        #expect(!registry.admit(peer))
+        registry.sweep(now: ServerClock.monotonicNanoseconds() + 2_000_000_000)
+        #expect(registry.count(from: peer) == 2, "started connections are not dropped with reservations")
+        for connection in started { registry.connectionClosed(connection) }
+        #expect(registry.count(from: peer) == 0)
+        #expect(registry.admit(peer))
     }
 
     @Test("the fair share is an eighth of the per-address limit, at least one, and none without a limit")

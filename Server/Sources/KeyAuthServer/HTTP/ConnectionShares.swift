@@ -22,9 +22,9 @@
 /// libmicrohttpd's own per-address limit counts full addresses, and a host usually holds a whole
 /// /64: 40 of its addresses took all 1000 connection slots in an audit, and every other client
 /// waited. So the accept policy counts by ``RateLimitKey`` for every family. libmicrohttpd still
-/// checks IPv4 peers first, with the same limit, and its count has no gap; here the check (in the
-/// accept policy) and the count (when the connection starts) are two steps, so worker threads
-/// accepting at the same moment can each pass one more connection.
+/// checks IPv4 peers first, with the same limit. The accept policy counts a connection the moment
+/// it admits it, before libmicrohttpd starts it, so that worker threads accepting at the same
+/// moment each see the other's (``RequestDeadlines``).
 struct ConnectionShares: Sendable {
     /// The most connections open at once (`--max-connections`, at least 1).
     let limit: Int

@@ -40,11 +40,48 @@ final class RequestDeadlines: Sendable {
         /// Connections shut down to make room for a newcomer and not yet closed by their worker:
         /// they count neither as open nor for their address any more.
         var evicted: Set<ObjectIdentifier> = []
+        /// Connections the accept policy admitted and libmicrohttpd has not started yet, per
+        /// address, and when the last of them was admitted: counted for their address and against
+        /// the limit from the admission on, so that two worker threads admitting at the same
+        /// moment each see the other's connection.
+        var reserved: [RateLimitKey: (count: Int, admittedAt: UInt64)] = [:]
+        var reservedCount = 0
         /// What was refused and shut down so far (``ConnectionFigures/open`` is not kept here).
         var figures = ConnectionFigures()
 
         /// The connections that count against the limit.
-        var open: Int { connections.count - evicted.count }
+        var open: Int { connections.count - evicted.count + reservedCount }
+
+        /// Counts a connection just admitted for `peer` until it starts.
+        mutating func reserve(_ peer: RateLimitKey, now: UInt64) {
+            heldByPeer[peer, default: 0] += 1
+            reserved[peer] = ((reserved[peer]?.count ?? 0) + 1, now)
+            reservedCount += 1
+        }
+
+        /// Counts a connection that started for `peer`: it takes over a reservation, or is counted
+        /// anew (one the accept policy never saw).
+        mutating func started(_ peer: RateLimitKey) {
+            guard let reservation = reserved[peer] else {
+                heldByPeer[peer, default: 0] += 1
+                return
+            }
+            reserved[peer] = reservation.count > 1 ? (reservation.count - 1, reservation.admittedAt) : nil
+            reservedCount -= 1
+        }
+
+        /// Forgets the reservations of addresses that admitted nothing since `cutoff`: their
+        /// connections never started (libmicrohttpd refused them after the accept policy, at its
+        /// own limit), and would otherwise count for ever. An address admitted again every second
+        /// keeps such a stale reservation meanwhile: one connection too many counted for it and
+        /// in the total, until it pauses.
+        mutating func dropReservations(admittedBefore cutoff: UInt64) {
+            for (peer, reservation) in reserved where reservation.admittedAt < cutoff {
+                for _ in 0..<reservation.count { release(peer) }
+                reservedCount -= reservation.count
+                reserved[peer] = nil
+            }
+        }
 
         /// Takes `connection` out of the counts and shuts its socket down, if it still owes the
         /// request it has owed since `since`; its worker closes it. False when its request came
@@ -118,6 +155,7 @@ final class RequestDeadlines: Sendable {
             let now = ServerClock.monotonicNanoseconds()
             switch shares.admission(held: held, open: registry.open, addresses: registry.heldByPeer.count) {
             case .admit:
+                registry.reserve(peer, now: now)
                 return true
             case .refuse:
                 registry.figures.refusedOverShare += 1
@@ -129,7 +167,10 @@ final class RequestDeadlines: Sendable {
                 // A candidate whose request comes in while it is chosen is not cut; the next one
                 // is taken (each try leaves one connection fewer that owes a request).
                 while let (idle, since) = registry.connectionToEvict(newcomerHolds: held, now: now) {
-                    if registry.evict(idle, owedSince: since) { return true }
+                    if registry.evict(idle, owedSince: since) {
+                        registry.reserve(peer, now: now)
+                        return true
+                    }
                 }
                 registry.figures.refusedForNoRoom += 1
                 return false
@@ -143,7 +184,7 @@ final class RequestDeadlines: Sendable {
             descriptor: descriptor, clientAddress: clientAddress, peer: peer, now: ServerClock.monotonicNanoseconds())
         registry.withLock { registry in
             registry.connections[ObjectIdentifier(connection)] = connection
-            if let peer { registry.heldByPeer[peer, default: 0] += 1 }
+            if let peer { registry.started(peer) }
         }
         return connection
     }
@@ -186,6 +227,9 @@ final class RequestDeadlines: Sendable {
     func sweep(now: UInt64) -> Int {
         let reclaimTimeout = min(ConnectionShares.reclaimAfterNanoseconds, timeoutNanoseconds)
         return registry.withLock { registry in
+            // A connection starts microseconds after its admission; one not started within a
+            // second never will.
+            registry.dropReservations(admittedBefore: now >= 1_000_000_000 ? now - 1_000_000_000 : 0)
             let underPressure = shares.isUnderPressure(open: registry.open)
             var shut = 0
             for (identifier, connection) in registry.connections where !registry.evicted.contains(identifier) {
