@@ -20,7 +20,7 @@ struct ClockSkewMonitorTests {
         #expect(monitor.record(server: 1000, database: 994) == nil, "still drifting: said once")
         let off = monitor.record(server: 1000, database: 1030)
         #expect(off?.line.hasPrefix("this server's clock is 30 s behind the database's, more than the 10 s") == true)
-        #expect(off?.line.contains("/healthz answers 503 until the clocks agree again") == true)
+        #expect(off?.line.contains("this instance answers 503 (/healthz too) until the clocks agree again") == true)
         #expect(off?.level == .error)
         #expect(monitor.refusal == "this server's clock is 30 s behind the database's")
         #expect(monitor.record(server: 1000, database: 1040) == nil, "still off: said once")
@@ -32,6 +32,24 @@ struct ClockSkewMonitorTests {
         #expect(monitor.record(server: 1000, database: 1000)?.level == .notice)
         // Nonsense from the database saturates rather than traps.
         #expect(monitor.record(server: .max, database: .min)?.level == .error)
+    }
+
+    @Test("past the leeway the instance says so to every request's check, and knows the database's time")
+    func pastLeewayAndOffset() {
+        let monitor = ClockSkewMonitor()
+        #expect(!monitor.isPastLeeway)
+        #expect(monitor.databaseOffset == 0, "before any reading")
+        _ = monitor.record(server: 1070, database: 1000)
+        #expect(monitor.isPastLeeway)
+        #expect(monitor.databaseOffset == -70)
+        _ = monitor.record(server: 1000, database: 1008)
+        #expect(!monitor.isPastLeeway, "within the leeway, past the warning")
+        #expect(monitor.databaseOffset == 8)
+        _ = monitor.record(server: 1000, database: 989)
+        #expect(monitor.isPastLeeway)
+        _ = monitor.record(server: .max, database: .min)
+        #expect(monitor.isPastLeeway)
+        #expect(monitor.databaseOffset == .min, "saturated, not trapped")
     }
 
     @Test("the start's verdict, which serve reported, is not said again by the first cleanup")

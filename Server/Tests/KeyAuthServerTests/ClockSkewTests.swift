@@ -75,7 +75,7 @@ extension StorageContractTests {
         }
 
         @Test(
-            "a server whose clock goes 30 s wrong while it serves fails /healthz on the clock until it is set again",
+            "a server whose clock goes 70 s wrong while it serves fails /healthz, refuses logins and keeps the shared claims",
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
             .enabled(
                 if: ExternalTools.shouldRun(installed: hasFaketime),
@@ -84,6 +84,7 @@ extension StorageContractTests {
             try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
             let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
             defer { database.destroy() }
+            let url = try #require(database.url)
             let directory = TemporaryDirectory("keyauth-drift")
             defer { directory.remove() }
             // libfaketime reads the offset from this file at every clock reading, so the test can
@@ -91,7 +92,7 @@ extension StorageContractTests {
             let offsetFile = directory.path + "/offset"
             try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
             let server = try KeyAuthServerProcess(
-                name: "drifting", database: try #require(database.url), issuer: Self.issuer,
+                name: "drifting", database: url, issuer: Self.issuer,
                 logPath: directory.path + "/server.log", extraArguments: Self.arguments,
                 extraEnvironment: [
                     "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
@@ -100,8 +101,20 @@ extension StorageContractTests {
             defer { _ = server.terminate() }
             let port = try server.waitUntilListening()
             #expect(try Self.health(port).status == 200, "\(server.log)")
+            let storage = try PostgresStorage(url: url)
+            defer { storage.close() }
+            let api = TestAPI(
+                transport: SocketTransport(port: port), issuer: Self.issuer,
+                clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
+            let laptop = try ServerTestKeys.key("alice-1")
+            _ = try api.activeDevice(user: "alice", key: laptop)
+            // A claim another instance, on time, still needs for 5 s, plus the purge margin.
+            let now = ServerClock.now()
+            #expect(try storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5))
 
-            try "+30s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            // 70 s ahead: past the purge margin (60 s), so that a purge by this clock would take
+            // the claim above while an instance on time still accepts its token.
+            try "+70s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
             // A cleanup every second reads the database's clock again.
             #expect(
                 server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 20),
@@ -109,10 +122,21 @@ extension StorageContractTests {
             let failing = try Self.health(port)
             #expect(failing.status == 503)
             #expect(String(decoding: failing.body, as: UTF8.self).contains(#""check":"clock""#))
+            // Logins are refused, not judged by a clock the instance knows to be wrong.
+            let refused = try api.login(laptop)
+            #expect(refused.status == 503, "\(refused.text)")
+            #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
+            #expect(refused.headers["Retry-After"] != nil, "\(refused.headers)")
+            // Two more cleanups: the shared claim is still there (a second claim fails).
+            sleep(2)
+            #expect(
+                try !storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5),
+                "the instance ahead purged a claim by its own clock")
 
             try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
             #expect(server.logEventuallyContains("/healthz passes the clock check again", timeout: 20), "\(server.log)")
             #expect(try Self.health(port).status == 200)
+            #expect(try api.login(laptop).status == 200)
         }
 
         /// `GET /healthz` on a new connection to `port`.

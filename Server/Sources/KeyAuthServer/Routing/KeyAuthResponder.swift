@@ -229,11 +229,7 @@ package final class KeyAuthResponder: HTTPResponder {
     package func purgeExpired() {
         defer { FreedMemory.returnToSystem() }
         limits.purge()
-        do {
-            try service.purgeExpired()
-        } catch {
-            log.error("cleanup failed: \(error)", format: logFormat)
-        }
+        // The clock first: the purge goes by the database's time as this reading finds it.
         do {
             if let change = try service.checkClock() {
                 switch change.level {
@@ -244,6 +240,11 @@ package final class KeyAuthResponder: HTTPResponder {
             }
         } catch {
             log.error("cleanup: the database's clock could not be read: \(error)", format: logFormat)
+        }
+        do {
+            try service.purgeExpired()
+        } catch {
+            log.error("cleanup failed: \(error)", format: logFormat)
         }
         do {
             try sshCertificates?.reloadFiles()
@@ -295,6 +296,15 @@ package final class KeyAuthResponder: HTTPResponder {
         case .methodNotAllowed(let allowed, _): throw RoutingError.methodNotAllowed(allowed.map(\.rawValue))
         case .found(let declaration, let values): (endpoint, parameters) = (declaration.handler, values)
         }
+        if service.clockSkew.isPastLeeway, !Self.servedWithClockOff(declaration: route) {
+            // Every other answer judges a token, a code or an expiry by this host's clock, which
+            // the last comparison found past the leeway: a clock behind accepts what instances on
+            // time call expired, one ahead refuses good tokens.
+            throw ServiceError(
+                .busy(retryAfter: Int(ClockSkewCheck.refusalBound)),
+                (service.clockSkew.refusal ?? "this server's clock is off the database's")
+                    + "; this instance answers again once its clock is set")
+        }
         if request.queryHoldsNUL {
             switch endpoint.repeatedQuery {
             case .refused: throw ServiceError(.invalidRequest, "the query holds a NUL character (%00)")
@@ -314,6 +324,13 @@ package final class KeyAuthResponder: HTTPResponder {
             }
         }
         return try endpoint.respond(self, request, parameters, &caller)
+    }
+
+    /// Whether a route answers while the clock is past the leeway: `/healthz`, which says why it
+    /// fails, and the discovery documents and JWK set, which depend on no clock.
+    private static func servedWithClockOff(declaration route: RouteTable<Endpoint>.Match) -> Bool {
+        guard let label = label(of: route) else { return false }
+        return label == "/healthz" || label.hasPrefix("/.well-known/")
     }
 
     /// The device acting through a resource request's access token (and DPoP proof).

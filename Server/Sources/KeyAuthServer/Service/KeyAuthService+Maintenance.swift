@@ -20,11 +20,14 @@ extension KeyAuthService {
     ///
     /// Replay-cache claims and revocation records are kept ``ClockSkewCheck/purgeMargin`` past
     /// their expiry: another instance whose clock is behind this one's still accepts the tokens
-    /// they stop until its own clock reaches that expiry.
+    /// they stop until its own clock reaches that expiry. And the time is the database's, as the
+    /// last comparison of the clocks found it (``ClockSkewMonitor/databaseOffset``; this host's
+    /// with SQLite): an instance whose clock went more than the margin ahead while it served
+    /// deleted claims that instances on time still needed, and a replay went through them.
     ///
     /// - Throws: ``StorageError``; `KeyAuthError` when a stored signing key cannot be read.
     func purgeExpired() throws {
-        let time = now()
+        let time = now().addingSaturating(clockSkew.databaseOffset)
         let skewedHorizon = time.subtractingSaturating(ClockSkewCheck.purgeMargin)
         try storage.purgeExpiredJTIs(now: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)

@@ -89,7 +89,9 @@ package struct ClockSkewError: Error, CustomStringConvertible {
 /// cleanup reads the database's clock again (PostgreSQL only), the log says once when the
 /// clocks stop or start agreeing, and while they differ by more than the leeway `/healthz`
 /// answers 503 naming the check `clock`, so that a load balancer takes this instance out until
-/// the clock is set.
+/// the clock is set. Meanwhile the instance answers every other request but the discovery
+/// documents with 503 too, for clients that reach it directly, and the cleanup purges the shared
+/// records by the database's clock (``databaseOffset``), not its own.
 final class ClockSkewMonitor: Sendable {
     /// A change the log reports: its line and its level.
     struct Change: Equatable {
@@ -109,12 +111,18 @@ final class ClockSkewMonitor: Sendable {
 
     /// The last reading's agreement, and its words while the clocks disagree.
     private let state = Mutex<(agreement: ClockSkewCheck.Agreement, refusal: String?)>((.agrees, nil))
+    /// Whether the last reading was past the leeway, for the check every request makes.
+    private let pastLeeway = Atomic<Bool>(false)
+    /// The database's clock minus this host's at the last reading, in seconds.
+    private let offset = Atomic<Int64>(0)
 
     /// Records the clocks' readings; returns the log line when the agreement changed (the
     /// first reading, at start, is compared with agreement: `serve` reports it itself).
     func record(server: Int64, database: Int64) -> Change? {
         let (difference, description) = ClockSkewCheck.difference(server: server, database: database)
         let agreement = ClockSkewCheck.Agreement(difference: difference)
+        offset.store(database.subtractingSaturating(server), ordering: .relaxed)
+        pastLeeway.store(agreement == .disagrees, ordering: .relaxed)
         let previous = state.withLock { state in
             defer { state = (agreement, agreement == .disagrees ? description : nil) }
             return state.agreement
@@ -125,8 +133,8 @@ final class ClockSkewMonitor: Sendable {
             return nil
         case (_, .disagrees):
             return Change(
-                line: "\(description), more than the \(leeway) s leeway tokens are checked with: /healthz answers "
-                    + "503 until the clocks agree again; set the clock (NTP)", level: .error)
+                line: "\(description), more than the \(leeway) s leeway tokens are checked with: this instance "
+                    + "answers 503 (/healthz too) until the clocks agree again; set the clock (NTP)", level: .error)
         case (.agrees, .drifts):
             return Change(
                 line: "\(description); keep every instance's clock synchronized (NTP)", level: .warning)
@@ -142,5 +150,18 @@ final class ClockSkewMonitor: Sendable {
     /// Why `/healthz` fails, or nil while the clocks agree within the leeway.
     var refusal: String? {
         state.withLock { $0.refusal }
+    }
+
+    /// Whether the last reading found the clocks further apart than the leeway: the instance
+    /// then judges no token, code or expiry by its clock (``KeyAuthResponder``).
+    var isPastLeeway: Bool {
+        pastLeeway.load(ordering: .relaxed)
+    }
+
+    /// Seconds to add to this host's clock to read the database's, as of the last reading (0
+    /// before one, and with SQLite). The cleanup purges the shared records by it, so that an
+    /// instance whose clock went ahead does not delete what instances on time still need.
+    var databaseOffset: Int64 {
+        offset.load(ordering: .relaxed)
     }
 }
