@@ -1,4 +1,5 @@
 import KeyAuth
+import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -50,6 +51,31 @@ struct ClockSkewMonitorTests {
         _ = monitor.record(server: .max, database: .min)
         #expect(monitor.isPastLeeway)
         #expect(monitor.databaseOffset == .min, "saturated, not trapped")
+    }
+
+    @Test("a step of the wall clock since the last reading refuses requests and asks for a reading, once")
+    func stepsBetweenReadings() {
+        let monitor = ClockSkewMonitor()
+        let steps = Mutex<[Int64]>([])
+        monitor.whenStepped { moved in steps.withLock { $0.append(moved) } }
+        // Before any reading (SQLite): nothing is compared.
+        #expect(!monitor.refusesRequests(wallOffset: 500_000_000_000))
+        _ = monitor.record(server: 1000, database: 1000, wallOffset: 100_000_000_000)
+        #expect(!monitor.refusesRequests(wallOffset: 100_000_000_000))
+        #expect(!monitor.refusesRequests(wallOffset: 101_500_000_000), "1.5 s: within the bound")
+        #expect(monitor.refusesRequests(wallOffset: 170_000_000_000), "set 70 s forward")
+        #expect(monitor.refusesRequests(wallOffset: 100_000_000_000), "refused until the next reading")
+        #expect(monitor.wasSetSinceReading)
+        #expect(steps.withLock { $0 } == [70_000_000_000], "the handler is called once per step")
+        // The reading the handler asked for: the clocks agree, from the new wall offset on.
+        _ = monitor.record(server: 1070, database: 1070, wallOffset: 170_000_000_000)
+        #expect(!monitor.refusesRequests(wallOffset: 170_000_000_000))
+        #expect(!monitor.wasSetSinceReading)
+        #expect(monitor.refusesRequests(wallOffset: 160_000_000_000), "set 10 s back")
+        #expect(steps.withLock { $0 } == [70_000_000_000, -10_000_000_000])
+        // Nonsense readings saturate rather than trap.
+        _ = monitor.record(server: 1000, database: 1000, wallOffset: .max)
+        #expect(monitor.refusesRequests(wallOffset: .min))
     }
 
     @Test("the start's verdict, which serve reported, is not said again by the first cleanup")

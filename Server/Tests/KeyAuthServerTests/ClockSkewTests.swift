@@ -139,6 +139,59 @@ extension StorageContractTests {
             #expect(try api.login(laptop).status == 200)
         }
 
+        @Test(
+            "a server whose clock is set between two comparisons refuses the next request and compares at once",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set; run .ci/postgres.sh"),
+            .enabled(
+                if: ExternalTools.shouldRun(installed: hasFaketime),
+                "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
+        func stepBetweenCleanups() throws {
+            try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
+            let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
+            defer { database.destroy() }
+            let url = try #require(database.url)
+            let directory = TemporaryDirectory("keyauth-step")
+            defer { directory.remove() }
+            let offsetFile = directory.path + "/offset"
+            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            // A cleanup once an hour: only the step itself can make the server compare again.
+            let server = try KeyAuthServerProcess(
+                name: "stepping", database: url, issuer: Self.issuer, logPath: directory.path + "/server.log",
+                extraArguments: ["--metrics-listen", "off", "--cleanup-interval", "1h"],
+                extraEnvironment: [
+                    "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
+                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                ])
+            defer { _ = server.terminate() }
+            let port = try server.waitUntilListening()
+            let storage = try PostgresStorage(url: url)
+            defer { storage.close() }
+            let api = TestAPI(
+                transport: SocketTransport(port: port), issuer: Self.issuer,
+                clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
+            let laptop = try ServerTestKeys.key("alice-1")
+            _ = try api.activeDevice(user: "alice", key: laptop)
+            #expect(try api.login(laptop).status == 200)
+
+            try "+70s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            // The very next request: refused, not judged by the clock (before, 400: expired).
+            let refused = try api.login(laptop)
+            #expect(refused.status == 503, "\(refused.text)")
+            #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
+            #expect(server.logEventuallyContains("the wall clock was set 70 s forward", timeout: 10), "\(server.log)")
+            // The comparison it asked for, long before the next cleanup.
+            #expect(
+                server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 10),
+                "\(server.log)")
+            #expect(try Self.health(port).status == 503)
+
+            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            _ = try api.login(laptop)  // sees the step back, and has the clocks compared again
+            #expect(server.logEventuallyContains("/healthz passes the clock check again", timeout: 10), "\(server.log)")
+            #expect(try api.login(laptop).status == 200)
+            #expect(try Self.health(port).status == 200)
+        }
+
         /// `GET /healthz` on a new connection to `port`.
         static func health(_ port: UInt16) throws -> RawHTTPResponse {
             let connection = try RawHTTPConnection(port: port)

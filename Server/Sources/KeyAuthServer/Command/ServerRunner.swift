@@ -127,6 +127,7 @@ package final class ServerRunner: Sendable {
         }
         listeners.install(responder)
         let responder = self.responder
+        responder.watchClockSteps()
         responder.purgeExpired()
         cleanup = RepeatingTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
     }

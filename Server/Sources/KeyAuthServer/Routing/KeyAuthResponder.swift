@@ -150,7 +150,7 @@ package final class KeyAuthResponder: HTTPResponder {
     }
 
     /// The metrics label of a matched route: its declared pattern; nil for an unknown path.
-    private static func label(of route: RouteTable<Endpoint>.Match) -> String? {
+    static func label(of route: RouteTable<Endpoint>.Match) -> String? {
         switch route {
         case .found(let declaration, _): declaration.label
         case .methodNotAllowed(_, let label): label
@@ -230,17 +230,7 @@ package final class KeyAuthResponder: HTTPResponder {
         defer { FreedMemory.returnToSystem() }
         limits.purge()
         // The clock first: the purge goes by the database's time as this reading finds it.
-        do {
-            if let change = try service.checkClock() {
-                switch change.level {
-                case .error: log.error(change.line, format: logFormat)
-                case .warning: log.warning(change.line, format: logFormat)
-                case .notice: log.notice(change.line, format: logFormat)
-                }
-            }
-        } catch {
-            log.error("cleanup: the database's clock could not be read: \(error)", format: logFormat)
-        }
+        checkClock(afterStep: false)
         do {
             try service.purgeExpired()
         } catch {
@@ -296,14 +286,12 @@ package final class KeyAuthResponder: HTTPResponder {
         case .methodNotAllowed(let allowed, _): throw RoutingError.methodNotAllowed(allowed.map(\.rawValue))
         case .found(let declaration, let values): (endpoint, parameters) = (declaration.handler, values)
         }
-        if service.clockSkew.isPastLeeway, !Self.servedWithClockOff(declaration: route) {
+        if service.clockSkew.refusesRequests(), !Self.servedWithClockOff(route) {
             // Every other answer judges a token, a code or an expiry by this host's clock, which
-            // the last comparison found past the leeway: a clock behind accepts what instances on
-            // time call expired, one ahead refuses good tokens.
+            // the last comparison found past the leeway, or which was set since: a clock behind
+            // accepts what instances on time call expired, one ahead refuses good tokens.
             throw ServiceError(
-                .busy(retryAfter: Int(ClockSkewCheck.refusalBound)),
-                (service.clockSkew.refusal ?? "this server's clock is off the database's")
-                    + "; this instance answers again once its clock is set")
+                .busy(retryAfter: Int(ClockSkewCheck.refusalBound)), Self.clockRefusal(service.clockSkew))
         }
         if request.queryHoldsNUL {
             switch endpoint.repeatedQuery {
@@ -324,13 +312,6 @@ package final class KeyAuthResponder: HTTPResponder {
             }
         }
         return try endpoint.respond(self, request, parameters, &caller)
-    }
-
-    /// Whether a route answers while the clock is past the leeway: `/healthz`, which says why it
-    /// fails, and the discovery documents and JWK set, which depend on no clock.
-    private static func servedWithClockOff(declaration route: RouteTable<Endpoint>.Match) -> Bool {
-        guard let label = label(of: route) else { return false }
-        return label == "/healthz" || label.hasPrefix("/.well-known/")
     }
 
     /// The device acting through a resource request's access token (and DPoP proof).

@@ -1,3 +1,4 @@
+import Glibc
 import KeyAuth
 import Synchronization
 
@@ -115,14 +116,31 @@ final class ClockSkewMonitor: Sendable {
     private let pastLeeway = Atomic<Bool>(false)
     /// The database's clock minus this host's at the last reading, in seconds.
     private let offset = Atomic<Int64>(0)
+    /// The wall clock minus the monotonic clock, in nanoseconds, at the last reading;
+    /// `Int64.min` before one (with SQLite, always).
+    private let wallBase = Atomic<Int64>(.min)
+    /// Whether the wall clock was set since the last reading: requests wait for the next.
+    private let stepped = Atomic<Bool>(false)
+    /// Called once per step, with how far the wall clock moved (nanoseconds): it compares the
+    /// clocks again at once (``KeyAuthResponder``).
+    private let stepHandler = Mutex<(@Sendable (Int64) -> Void)?>(nil)
+
+    /// How far the wall clock may move against the monotonic clock between two readings before
+    /// the instance calls it set (a step): NTP slews both alike, so only a step moves them apart.
+    static let stepBoundNanoseconds: Int64 = 2_000_000_000
 
     /// Records the clocks' readings; returns the log line when the agreement changed (the
     /// first reading, at start, is compared with agreement: `serve` reports it itself).
-    func record(server: Int64, database: Int64) -> Change? {
+    ///
+    /// `wallOffset` is the wall clock minus the monotonic clock when `server` was read
+    /// (``wallOffsetNow()``); later requests compare theirs with it (``refusesRequests(wallOffset:)``).
+    func record(server: Int64, database: Int64, wallOffset: Int64 = wallOffsetNow()) -> Change? {
         let (difference, description) = ClockSkewCheck.difference(server: server, database: database)
         let agreement = ClockSkewCheck.Agreement(difference: difference)
         offset.store(database.subtractingSaturating(server), ordering: .relaxed)
         pastLeeway.store(agreement == .disagrees, ordering: .relaxed)
+        wallBase.store(wallOffset, ordering: .relaxed)
+        stepped.store(false, ordering: .releasing)
         let previous = state.withLock { state in
             defer { state = (agreement, agreement == .disagrees ? description : nil) }
             return state.agreement
@@ -156,6 +174,53 @@ final class ClockSkewMonitor: Sendable {
     /// then judges no token, code or expiry by its clock (``KeyAuthResponder``).
     var isPastLeeway: Bool {
         pastLeeway.load(ordering: .relaxed)
+    }
+
+    /// Whether a request must be refused: the last reading was past the leeway, or the wall
+    /// clock has been set since it (by more than ``stepBoundNanoseconds`` against the monotonic
+    /// clock: `date -s`, a virtual machine resumed from a snapshot, an NTP step). The readings
+    /// come a minute apart, and a step between them used to be trusted until the next; now the
+    /// first request after a step sees it, calls the step handler once, and requests wait for
+    /// the comparison it makes. Two clock readings and a few atomic loads; nothing before the
+    /// first reading (SQLite).
+    ///
+    /// A step is looked for while the clocks disagree too: setting the clock right is a step,
+    /// and the comparison it asks for is what lets the instance answer again before the next
+    /// cleanup.
+    func refusesRequests(wallOffset: @autoclosure () -> Int64 = wallOffsetNow()) -> Bool {
+        let base = wallBase.load(ordering: .relaxed)
+        guard base != .min else { return false }
+        if stepped.load(ordering: .acquiring) { return true }
+        let moved = wallOffset().subtractingSaturating(base)
+        guard moved > Self.stepBoundNanoseconds || moved < -Self.stepBoundNanoseconds else {
+            return pastLeeway.load(ordering: .relaxed)
+        }
+        if !stepped.exchange(true, ordering: .acquiringAndReleasing) {
+            stepHandler.withLock { $0 }?(moved)
+        }
+        return true
+    }
+
+    /// Whether the wall clock was set since the last reading (and no reading since).
+    var wasSetSinceReading: Bool {
+        stepped.load(ordering: .acquiring)
+    }
+
+    /// Has `handler` called, off the request's path, when a step is first seen.
+    func whenStepped(_ handler: @escaping @Sendable (Int64) -> Void) {
+        stepHandler.withLock { $0 = handler }
+    }
+
+    /// The wall clock minus the monotonic clock now, in nanoseconds: constant while time
+    /// passes, changed by a step of the wall clock.
+    static func wallOffsetNow() -> Int64 {
+        var wall = timespec()
+        var monotonic = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        clock_gettime(CLOCK_MONOTONIC, &monotonic)
+        let seconds = Int64(wall.tv_sec).subtractingSaturating(Int64(monotonic.tv_sec))
+        return seconds.multipliedSaturating(by: 1_000_000_000)
+            .addingSaturating(Int64(wall.tv_nsec) - Int64(monotonic.tv_nsec))
     }
 
     /// Seconds to add to this host's clock to read the database's, as of the last reading (0
