@@ -202,13 +202,48 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 }
 
-/// Runs `body` on a fresh ``HostLoginMachine`` and removes it afterwards, whatever happens.
+/// Runs `body` on a fresh ``HostLoginMachine`` and removes it afterwards, whatever happens; one
+/// machine at a time in this process (``HostLoginTurn``).
 func withHostLogin(
     tpm: SoftwareTPM? = nil, serverArguments: [String] = [], _ body: (HostLoginMachine) async throws -> Void
 ) async throws {
-    let machine = try HostLoginMachine(tpm: tpm, serverArguments: serverArguments)
-    defer { machine.remove() }
-    try await body(machine)
+    await HostLoginTurn.shared.acquire()
+    do {
+        let machine = try HostLoginMachine(tpm: tpm, serverArguments: serverArguments)
+        defer { machine.remove() }
+        try await body(machine)
+    } catch {
+        await HostLoginTurn.shared.release()
+        throw error
+    }
+    await HostLoginTurn.shared.release()
+}
+
+/// The turn of the host-login machines: the suites that make one (HostLoginTests,
+/// OfflineHostLoginTests, PushLoginTests) are each serialized, but run beside each other, and
+/// their machines share `/dev/log`, `/etc/passwd` and `/etc/pam.d`. Two at once raced to listen
+/// on `/dev/log` (the second failed: `cannot listen on /dev/log: 98`). Waiting is a suspension,
+/// not a blocked thread, so the test pool's threads stay free; turns are taken in order.
+actor HostLoginTurn {
+    static let shared = HostLoginTurn()
+    private var taken = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func acquire() async {
+        guard taken else {
+            taken = true
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            taken = false
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
 }
 
 /// The syslog messages sent while it exists: on a machine without a syslog daemon (a container)
