@@ -81,62 +81,40 @@ extension StorageContractTests {
                 if: ExternalTools.shouldRun(installed: hasFaketime),
                 "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
         func driftWhileServing() throws {
-            try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
-            let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
-            defer { database.destroy() }
-            let url = try #require(database.url)
-            let directory = TemporaryDirectory("keyauth-drift")
-            defer { directory.remove() }
-            // libfaketime reads the offset from this file at every clock reading, so the test can
-            // set the server's clock wrong, and right again, while it runs.
-            let offsetFile = directory.path + "/offset"
-            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            let server = try KeyAuthServerProcess(
-                name: "drifting", database: url, issuer: Self.issuer,
-                logPath: directory.path + "/server.log", extraArguments: Self.arguments,
-                extraEnvironment: [
-                    "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
-                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                ])
-            defer { _ = server.terminate() }
-            let port = try server.waitUntilListening()
-            #expect(try Self.health(port).status == 200, "\(server.log)")
-            let storage = try PostgresStorage(url: url)
-            defer { storage.close() }
-            let api = TestAPI(
-                transport: SocketTransport(port: port), issuer: Self.issuer,
-                clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
-            let laptop = try ServerTestKeys.key("alice-1")
-            _ = try api.activeDevice(user: "alice", key: laptop)
-            // A claim another instance, on time, still needs for 5 s, plus the purge margin.
-            let now = ServerClock.now()
-            #expect(try storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5))
+            try Self.withSettableClock(name: "drifting", cleanupInterval: "1s") {
+                server, port, api, storage, setClock in
+                let laptop = try ServerTestKeys.key("alice-1")
+                // A claim another instance, on time, still needs for 5 s, plus the purge margin.
+                let now = ServerClock.now()
+                #expect(try storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5))
 
-            // 70 s ahead: past the purge margin (60 s), so that a purge by this clock would take
-            // the claim above while an instance on time still accepts its token.
-            try "+70s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            // A cleanup every second reads the database's clock again.
-            #expect(
-                server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 20),
-                "\(server.log)")
-            let failing = try Self.health(port)
-            #expect(failing.status == 503)
-            #expect(String(decoding: failing.body, as: UTF8.self).contains(#""check":"clock""#))
-            // Logins are refused, not judged by a clock the instance knows to be wrong.
-            let refused = try api.login(laptop)
-            #expect(refused.status == 503, "\(refused.text)")
-            #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
-            #expect(refused.headers["Retry-After"] != nil, "\(refused.headers)")
-            // Two more cleanups: the shared claim is still there (a second claim fails).
-            sleep(2)
-            #expect(
-                try !storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5),
-                "the instance ahead purged a claim by its own clock")
+                // 70 s ahead: past the purge margin (60 s), so that a purge by this clock would
+                // take the claim above while an instance on time still accepts its token.
+                try setClock("+70s")
+                // A cleanup every second reads the database's clock again.
+                #expect(
+                    server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 20),
+                    "\(server.log)")
+                let failing = try Self.health(port)
+                #expect(failing.status == 503)
+                #expect(String(decoding: failing.body, as: UTF8.self).contains(#""check":"clock""#))
+                // Logins are refused, not judged by a clock the instance knows to be wrong.
+                let refused = try api.login(laptop)
+                #expect(refused.status == 503, "\(refused.text)")
+                #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
+                #expect(refused.headers["Retry-After"] != nil, "\(refused.headers)")
+                // Two more cleanups: the shared claim is still there (a second claim fails).
+                sleep(2)
+                #expect(
+                    try !storage.claimJTI(keyID: "instance-on-time", jti: "still-needed", expiresAt: now + 5),
+                    "the instance ahead purged a claim by its own clock")
 
-            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            #expect(server.logEventuallyContains("/healthz passes the clock check again", timeout: 20), "\(server.log)")
-            #expect(try Self.health(port).status == 200)
-            #expect(try api.login(laptop).status == 200)
+                try setClock("+0s")
+                #expect(
+                    server.logEventuallyContains("/healthz passes the clock check again", timeout: 20), "\(server.log)")
+                #expect(try Self.health(port).status == 200)
+                #expect(try api.login(laptop).status == 200)
+            }
         }
 
         @Test(
@@ -146,50 +124,68 @@ extension StorageContractTests {
                 if: ExternalTools.shouldRun(installed: hasFaketime),
                 "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
         func stepBetweenCleanups() throws {
-            try #require(Self.hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
+            // A cleanup once an hour: only the step itself can make the server compare again.
+            try Self.withSettableClock(name: "stepping", cleanupInterval: "1h") { server, port, api, _, setClock in
+                let laptop = try ServerTestKeys.key("alice-1")
+                #expect(try api.login(laptop).status == 200)
+
+                try setClock("+70s")
+                // The very next request: refused, not judged by the clock (before, 400: expired).
+                let refused = try api.login(laptop)
+                #expect(refused.status == 503, "\(refused.text)")
+                #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
+                #expect(
+                    server.logEventuallyContains("the wall clock was set 70 s forward", timeout: 10), "\(server.log)")
+                // The comparison it asked for, long before the next cleanup.
+                #expect(
+                    server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 10),
+                    "\(server.log)")
+                #expect(try Self.health(port).status == 503)
+
+                try setClock("+0s")
+                _ = try api.login(laptop)  // sees the step back, and has the clocks compared again
+                #expect(
+                    server.logEventuallyContains("/healthz passes the clock check again", timeout: 10), "\(server.log)")
+                #expect(try api.login(laptop).status == 200)
+                #expect(try Self.health(port).status == 200)
+            }
+        }
+
+        /// Runs `body` with a server on a fresh PostgreSQL database under libfaketime, whose
+        /// clock offset (`"+70s"`) the last argument sets while it runs (libfaketime reads the
+        /// offset file at every clock reading), and alice's device registered through the API.
+        static func withSettableClock(
+            name: String, cleanupInterval: String,
+            _ body: (KeyAuthServerProcess, UInt16, TestAPI, PostgresStorage, (String) throws -> Void) throws -> Void
+        ) throws {
+            try #require(hasFaketime, "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)")
             let database = try PostgresTestServer.makeDatabase(url: try #require(PostgresTestServer.url))
             defer { database.destroy() }
             let url = try #require(database.url)
-            let directory = TemporaryDirectory("keyauth-step")
+            let directory = TemporaryDirectory("keyauth-\(name)")
             defer { directory.remove() }
             let offsetFile = directory.path + "/offset"
-            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            // A cleanup once an hour: only the step itself can make the server compare again.
+            let setClock = { (offset: String) throws in
+                try (offset + "\n").write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            }
+            try setClock("+0s")
             let server = try KeyAuthServerProcess(
-                name: "stepping", database: url, issuer: Self.issuer, logPath: directory.path + "/server.log",
-                extraArguments: ["--metrics-listen", "off", "--cleanup-interval", "1h"],
+                name: name, database: url, issuer: issuer, logPath: directory.path + "/server.log",
+                extraArguments: ["--metrics-listen", "off", "--cleanup-interval", cleanupInterval],
                 extraEnvironment: [
-                    "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
+                    "LD_PRELOAD": faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
                     "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                 ])
             defer { _ = server.terminate() }
             let port = try server.waitUntilListening()
+            #expect(try health(port).status == 200, "\(server.log)")
             let storage = try PostgresStorage(url: url)
             defer { storage.close() }
             let api = TestAPI(
-                transport: SocketTransport(port: port), issuer: Self.issuer,
+                transport: SocketTransport(port: port), issuer: issuer,
                 clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
-            let laptop = try ServerTestKeys.key("alice-1")
-            _ = try api.activeDevice(user: "alice", key: laptop)
-            #expect(try api.login(laptop).status == 200)
-
-            try "+70s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            // The very next request: refused, not judged by the clock (before, 400: expired).
-            let refused = try api.login(laptop)
-            #expect(refused.status == 503, "\(refused.text)")
-            #expect(refused.errorCode == "temporarily_unavailable", "\(refused.text)")
-            #expect(server.logEventuallyContains("the wall clock was set 70 s forward", timeout: 10), "\(server.log)")
-            // The comparison it asked for, long before the next cleanup.
-            #expect(
-                server.logEventuallyContains("s ahead of the database's, more than the 10 s leeway", timeout: 10),
-                "\(server.log)")
-            #expect(try Self.health(port).status == 503)
-
-            try "+0s\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            _ = try api.login(laptop)  // sees the step back, and has the clocks compared again
-            #expect(server.logEventuallyContains("/healthz passes the clock check again", timeout: 10), "\(server.log)")
-            #expect(try api.login(laptop).status == 200)
-            #expect(try Self.health(port).status == 200)
+            _ = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
+            try body(server, port, api, storage, setClock)
         }
 
         /// `GET /healthz` on a new connection to `port`.
