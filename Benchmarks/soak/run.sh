@@ -4,7 +4,7 @@
 #   bash Benchmarks/soak/run.sh [--alg RS256|ES256]... [--minutes N] [--connections N]
 #                               [--pollers N] [--ciba-clients N] [--registrations-per-minute N]
 #                               [--round-seconds N] [--signer-threads N] [--rss-tolerance PERCENT]
-#                               [--max-wal-mib N] [--out DIR]
+#                               [--max-wal-mib N] [--postgres URL] [--out DIR]
 #
 # For each --alg (default: RS256, then ES256; repeat the flag to choose), one run of --minutes
 # (default 10) against a fresh keyauth-server:
@@ -40,6 +40,12 @@
 # start/mid/end/peak and the errors, keeps the files in --out (default /tmp/keyauth-soak-TIME;
 # the server's full log only after a crash, a 5xx or an error line), and exits 1 when any check
 # failed.
+#
+# --postgres URL runs the server on PostgreSQL instead (its deployment for several instances, with
+# the replay cache in the database): each run creates a schema of its own in the database URL
+# names (.ci/postgres.sh prints such a URL as KEYAUTH_TEST_POSTGRES_URL), serves from it through
+# the URL's search_path, and drops it at the end. The samples' db_kib column is then the size of
+# the schema's tables with their indexes and wal_kib stays 0; the server's checks are the same.
 set -euo pipefail
 [ -n "${KEYAUTH_BENCH_DEBUG:-}" ] && set -x
 cd "$(dirname "$0")/../.."
@@ -54,6 +60,7 @@ round_seconds=30
 signer_threads=1
 rss_tolerance=10
 max_wal=64
+postgres=""
 out=/tmp/keyauth-soak-$(date -u +%Y%m%dT%H%M%SZ)
 usage() {
     sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -71,6 +78,7 @@ while [ $# -gt 0 ]; do
     --signer-threads) signer_threads=${2:?}; shift 2 ;;
     --rss-tolerance) rss_tolerance=${2:?}; shift 2 ;;
     --max-wal-mib) max_wal=${2:?}; shift 2 ;;
+    --postgres) postgres=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "soak: unknown argument $1" >&2; usage ;;
@@ -85,6 +93,7 @@ if [ "$round_seconds" -lt 10 ] || [ "$round_seconds" -gt 120 ]; then
     echo "soak: --round-seconds must be 10 to 120" >&2
     exit 64
 fi
+[ -z "$postgres" ] || command -v psql >/dev/null || { echo "soak: --postgres needs psql" >&2; exit 69; }
 for tool in wrk openssl curl /usr/bin/python3; do
     command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 69; }
 done
@@ -110,7 +119,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("12
 # and other anonymous memory, mapped files, shared memory such as SQLite's -shm index), peak,
 # descriptors, threads, CPU ticks, the machine's load, and the database and log file sizes.
 sample() {
-    local pid=$1 file=$2/samples.csv start=$3 db=$2/keyauth.db
+    local pid=$1 file=$2/samples.csv start=$3 db=$4
     echo "seconds,rss_kib,anon_kib,file_kib,shmem_kib,hwm_kib,fds,threads,cpu_ticks,load1,db_kib,wal_kib" >"$file"
     while [ -d "/proc/$pid" ]; do
         {
@@ -120,8 +129,14 @@ sample() {
                     "," m["Threads:"]}' "/proc/$pid/status")
             fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
             ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-            sizes=$(for f in "$db" "$db-wal"; do stat -c %s "$f" 2>/dev/null || echo 0; done |
-                awk '{printf "%s%d", (NR > 1 ? "," : ""), $1 / 1024}')
+            if [ -n "$postgres" ]; then
+                sizes="$(psql -tAc "SELECT (coalesce(sum(pg_total_relation_size(c.oid)), 0) / 1024)::bigint FROM pg_class c
+                    JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '$5' AND c.relkind = 'r'" \
+                    "$postgres"),0"
+            else
+                sizes=$(for f in "$db" "$db-wal"; do stat -c %s "$f" 2>/dev/null || echo 0; done |
+                    awk '{printf "%s%d", (NR > 1 ? "," : ""), $1 / 1024}')
+            fi
             echo "$(($(date +%s) - start)),${memory%,*},$fds,${memory##*,},$ticks,$(cut -d' ' -f1 /proc/loadavg),$sizes" \
                 >>"$file"
         } 2>/dev/null || true
@@ -131,13 +146,19 @@ sample() {
 
 # soak ALG: one run; appends its verdict to $out/verdicts.
 soak() {
-    local alg=$1 dir="$out/$1" port metrics_port server_pid
+    local alg=$1 dir="$out/$1" port metrics_port server_pid db schema=""
     mkdir -p "$dir"
     rm -f "$dir"/*.db*
+    db="$dir/keyauth.db"
+    if [ -n "$postgres" ]; then
+        schema="keyauth_soak_$(tr '[:upper:]' '[:lower:]' <<<"$alg")_$$"
+        psql -q -c "DROP SCHEMA IF EXISTS $schema CASCADE" -c "CREATE SCHEMA $schema" "$postgres" >&2
+        db="$postgres$([[ $postgres == *\?* ]] && echo '&' || echo '?')options=-csearch_path%3D$schema"
+    fi
     port=$(free_port)
     metrics_port=$(free_port)
     "$bin/keyauth-server" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
-        --db "$dir/keyauth.db" --issuer "$issuer" --token-alg "$alg" --enrollment open \
+        --db "$db" --issuer "$issuer" --token-alg "$alg" --enrollment open \
         --rate-limit 100000 --registration-limit 100000 --max-connections-per-address 0 2>"$dir/server.log" &
     server_pid=$!
     pids+=("$server_pid")
@@ -150,7 +171,7 @@ soak() {
     "$bin/keyauth-bench" load-prepare --devices "$devices" --assertions 0 --keys-out "$dir/keys.pem" \
         --out /dev/null --issuer "$issuer" "http://127.0.0.1:$port"
     local credentials client_id client_secret
-    credentials=$("$bin/keyauth-server" clients add "soak client" --db "$dir/keyauth.db" 2>"$dir/clients.err") ||
+    credentials=$("$bin/keyauth-server" clients add "soak client" --db "$db" 2>"$dir/clients.err") ||
         { echo "soak: keyauth-server clients add failed: $(cat "$dir/clients.err")" >&2; exit 1; }
     client_id=$(sed -n 's/^client_id=//p' <<<"$credentials")
     client_secret=$(sed -n 's/^client_secret=//p' <<<"$credentials")
@@ -170,7 +191,7 @@ soak() {
     local start
     start=$(date +%s)
     echo "$start" >"$dir/start"
-    sample "$server_pid" "$dir" "$start" &
+    sample "$server_pid" "$dir" "$start" "$db" "$schema" &
     local sampler_pid=$!
     pids+=("$sampler_pid")
     /usr/bin/python3 Benchmarks/soak/traffic.py --port "$port" --metrics-port "$metrics_port" --issuer "$issuer" \
@@ -192,7 +213,7 @@ soak() {
             signer_pid=$!
         fi
         if [ "$round" = "$rotate_round" ]; then
-            echo "$(($(date +%s) - start)) $("$bin/keyauth-server" keys rotate --delay 30 --db "$dir/keyauth.db" \
+            echo "$(($(date +%s) - start)) $("$bin/keyauth-server" keys rotate --delay 30 --db "$db" \
                 2>>"$dir/rotate.err")" >"$dir/rotation"
         fi
         count=$(wc -l <"$dir/assertions-$round.txt")
@@ -218,7 +239,7 @@ soak() {
     kill -TERM "$traffic_pid" 2>/dev/null || true
     wait "$traffic_pid" || echo "soak: traffic.py exited with $?" >&2
     curl -fs "http://127.0.0.1:$metrics_port/metrics" >"$dir/metrics.txt" || true
-    "$bin/keyauth-server" keys list --db "$dir/keyauth.db" >"$dir/keys.txt" 2>&1 || true
+    "$bin/keyauth-server" keys list --db "$db" >"$dir/keys.txt" 2>&1 || true
     local alive=1 status=0
     kill -0 "$server_pid" 2>/dev/null || alive=0
     kill -TERM "$server_pid" 2>/dev/null || true
@@ -226,6 +247,7 @@ soak() {
     wait "$sampler_pid" 2>/dev/null || true
     echo "$alive $status" >"$dir/server-exit"
     rm -f "$dir"/keyauth.db* "$dir/keys.pem"
+    [ -z "$schema" ] || psql -q -c "DROP SCHEMA IF EXISTS $schema CASCADE" "$postgres" >&2 || true
 
     local verdict=0
     /usr/bin/python3 Benchmarks/soak/report.py "$dir" --alg "$alg" --minutes "$minutes" \
