@@ -156,13 +156,47 @@ struct ReplayGuardTests {
         let entry = AcceptedTokenSet.entry(keyID: Self.kid, jti: "a")
         #expect(entry == AcceptedTokenSet.entry(keyID: Self.kid, jti: "a"))
         #expect(entry != AcceptedTokenSet.entry(keyID: Self.kid, jti: "b"))
-        #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now))
-        #expect(!set.insert(entry, expiresAt: Self.now + 40, now: Self.now + 39))
+        #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now) == .inserted)
+        #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now + 39) == .present)
         #expect(set.snapshot(now: Self.now + 39).flatMap(\.entries) == [entry])
         // Another insert well after the expiry purges the old bucket.
-        #expect(set.insert(1, expiresAt: Self.now + 500, now: Self.now + 200))
+        #expect(set.insert(1, expiresAt: Self.now + 500, now: Self.now + 200) == .inserted)
         #expect(!set.contains(entry))
         #expect(set.snapshot(now: Self.now + 200).flatMap(\.entries) == [1])
+        // The wall clock set back to before the first expiry: the entry is gone, and so is any
+        // way to tell that it was accepted, so it is not taken again.
+        #expect(set.insert(entry, expiresAt: Self.now + 40, now: Self.now + 10) == .forgotten)
+        #expect(!set.contains(entry))
+    }
+
+    @Test("a token whose claim was forgotten is refused after the clock is set back, in either mode")
+    func clockSetBack() throws {
+        try Self.withStorage { path in
+            let storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            // Memory: a's claim goes with its bucket once the clock has passed its expiry.
+            let memory = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(try Self.claim(memory, "a", storage: storage) == .accepted)
+            #expect(try Self.claim(memory, "later", storage: storage, at: Self.now + 400) == .accepted)
+            // Set back by 400 s: a is within its lifetime again, and was used.
+            #expect(try Self.claim(memory, "a", storage: storage) == .forgotten)
+            // Fresh tokens are refused too while they expire before the claims remembered (the
+            // price of a clock set back further than a token's lifetime), and accepted after.
+            #expect(memory.forgetsBefore > Self.now + 360)
+            #expect(memory.forgetsBefore <= Self.now + 400)
+            #expect(try Self.claim(memory, "b", storage: storage, at: Self.now + 50) == .forgotten)
+            #expect(try Self.claim(memory, "b", storage: storage, at: Self.now + 100) == .accepted)
+            try memory.stop(storage: storage, now: Self.now + 100)
+
+            // Database: the cleanup deleted the claims expiring before its horizon.
+            let database = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 100)
+            #expect(try Self.claim(database, "c", storage: storage, at: Self.now + 100) == .accepted)
+            _ = try storage.purgeExpiredJTIs(now: Self.now + 500)
+            database.forgetsClaims(expiringBefore: Self.now + 500)
+            #expect(database.forgetsBefore == Self.now + 500)
+            #expect(try Self.claim(database, "c", storage: storage, at: Self.now + 100) == .forgotten)
+            #expect(try Self.claim(database, "d", storage: storage, at: Self.now + 200) == .accepted)
+        }
     }
 
     @Test("a snapshot's entry rows are 16 lowercase hexadecimal digits, zeros first, after the markers")

@@ -22,6 +22,10 @@ enum ReplayClaim: Sendable, Equatable {
     /// The token was issued at or before ``ReplayGuard/horizon``: it may have been accepted by
     /// a server that crashed before it could hand its memory on.
     case issuedBeforeRestart
+    /// The token expires before the claims this server still remembers: it may have been
+    /// accepted and its claim forgotten since. Only a wall clock set back makes such a token
+    /// look valid; the verifier refuses it otherwise.
+    case forgotten
 }
 
 /// The replay rule for device assertions and DPoP proofs, in either ``ReplayCacheMode``.
@@ -68,6 +72,9 @@ final class ReplayGuard: Sendable {
     /// Memory mode: every claim. Database mode: what a memory cache's clean stop left.
     private let entries: AcceptedTokenSet
     private let stopped = Mutex(false)
+    /// Claims expiring before this were deleted from the database by this server's cleanup
+    /// (``forgetsClaims(expiringBefore:)``).
+    private let databaseForgetsBefore = Atomic<Int64>(.min)
 
     /// Database mode with nothing inherited: for services composed without a start (the admin
     /// commands, tests of the service alone).
@@ -131,14 +138,32 @@ final class ReplayGuard: Sendable {
         keyID: String, jti: String, issuedAt: Int64, expiresAt: Int64, storage: any ServerStorage, now: Int64
     ) throws(StorageError) -> ReplayClaim {
         if let horizon, issuedAt <= horizon { return .issuedBeforeRestart }
+        if expiresAt < databaseForgetsBefore.load(ordering: .relaxed) { return .forgotten }
         let entry = AcceptedTokenSet.entry(keyID: keyID, jti: jti)
         switch mode {
         case .memory:
-            return entries.insert(entry, expiresAt: expiresAt, now: now) ? .accepted : .replayed
+            switch entries.insert(entry, expiresAt: expiresAt, now: now) {
+            case .inserted: return .accepted
+            case .present: return .replayed
+            case .forgotten: return .forgotten
+            }
         case .database:
             if entries.contains(entry) { return .replayed }
             return try storage.claimJTI(keyID: keyID, jti: jti, expiresAt: expiresAt) ? .accepted : .replayed
         }
+    }
+
+    /// Notes that the cleanup deleted the database's claims expiring before `horizon`, so that a
+    /// token expiring before it, which only a wall clock set back can make look valid again, is
+    /// refused rather than claimed anew.
+    func forgetsClaims(expiringBefore horizon: Int64) {
+        databaseForgetsBefore.max(horizon, ordering: .relaxed)
+    }
+
+    /// The earliest expiry a token may have and still be claimed: tokens expiring before it
+    /// are ``ReplayClaim/forgotten``. Far in the past while the clock only moves forward.
+    var forgetsBefore: Int64 {
+        max(databaseForgetsBefore.load(ordering: .relaxed), entries.forgetsBefore)
     }
 
     /// Seconds until fresh tokens are accepted again after a crash, for the refusal's text.
@@ -194,17 +219,37 @@ final class AcceptedTokenSet: Sendable {
         return value
     }
 
-    /// Adds `entry` until `expiresAt`; false when it is there already.
+    /// What ``insert(_:expiresAt:now:)`` did.
+    enum Insertion: Equatable {
+        case inserted
+        /// The entry was there already.
+        case present
+        /// Its expiry falls in a bucket already taken out: whether it was there cannot be told.
+        case forgotten
+    }
+
+    /// Adds `entry` until `expiresAt`, unless it is there already or its bucket is gone.
+    ///
+    /// A bucket goes once its whole span is before the clock, so a token the verifier accepts
+    /// never expires in one. But when the wall clock is set back, a token that expired (and
+    /// whose entry went with its bucket) looks valid again: it was accepted once, and taking it
+    /// into a new bucket would accept it twice. It is refused instead.
     @discardableResult
-    func insert(_ entry: UInt64, expiresAt: Int64, now: Int64) -> Bool {
+    func insert(_ entry: UInt64, expiresAt: Int64, now: Int64) -> Insertion {
         let bucket = expiresAt / Self.bucketSeconds
-        let (inserted, expired) = state.withLock { state -> (Bool, [Set<UInt64>]) in
-            guard !Self.contains(entry, in: state) else { return (false, []) }
+        let (insertion, expired) = state.withLock { state -> (Insertion, [Set<UInt64>]) in
+            guard bucket >= state.purgedBefore else { return (.forgotten, []) }
+            guard !Self.contains(entry, in: state) else { return (.present, []) }
             state.buckets[bucket, default: []].insert(entry)
-            return (true, Self.removeExpired(from: &state, now: now))
+            return (.inserted, Self.removeExpired(from: &state, now: now))
         }
         withExtendedLifetime(expired) {}  // expired buckets are freed here, outside the lock
-        return inserted
+        return insertion
+    }
+
+    /// The earliest expiry an entry can still be inserted with (the first live bucket's start).
+    var forgetsBefore: Int64 {
+        state.withLock { $0.purgedBefore.multipliedSaturating(by: Self.bucketSeconds) }
     }
 
     /// Whether `entry` is there.

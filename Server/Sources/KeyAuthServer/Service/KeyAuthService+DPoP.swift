@@ -58,6 +58,8 @@ extension KeyAuthService {
             throw ServiceError(.invalidDPoPProof(atResource: atResource), "the DPoP proof was already used")
         case .issuedBeforeRestart:
             throw ServiceError(.invalidDPoPProof(atResource: atResource), restartRefusal("DPoP proof", now: time))
+        case .forgotten:
+            throw ServiceError(.invalidDPoPProof(atResource: atResource), forgottenRefusal("DPoP proof"))
         }
     }
 

@@ -30,6 +30,7 @@ extension KeyAuthService {
         let time = now().addingSaturating(clockSkew.databaseOffset)
         let skewedHorizon = time.subtractingSaturating(ClockSkewCheck.purgeMargin)
         try storage.purgeExpiredJTIs(now: skewedHorizon)
+        replay.forgetsClaims(expiringBefore: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)
         try registry.purgeStale()

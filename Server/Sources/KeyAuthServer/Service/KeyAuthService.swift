@@ -122,7 +122,15 @@ final class KeyAuthService: Sendable {
             throw Self.invalidGrant(KeyAuthError(.claimInvalid, "the assertion was already used"))
         case .issuedBeforeRestart:
             throw Self.invalidGrant(KeyAuthError(.claimInvalid, restartRefusal("assertion", now: time)))
+        case .forgotten:
+            throw Self.invalidGrant(KeyAuthError(.claimInvalid, forgottenRefusal("assertion")))
         }
+    }
+
+    /// Why a token that expires before the claims the server remembers is refused.
+    func forgottenRefusal(_ token: String) -> String {
+        "the \(token) expires before \(RFC3339.string(fromSeconds: replay.forgetsBefore)), and this server's clock "
+            + "was set back past the uses it remembers: it refuses tokens that expire before then"
     }
 
     /// Why a token issued before a restart after a crash is refused, and when to sign anew.
