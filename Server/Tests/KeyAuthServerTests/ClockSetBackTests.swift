@@ -7,7 +7,7 @@ import Testing
 
 /// A server on SQLite (its replay cache in memory) whose wall clock is set back while it runs,
 /// under libfaketime with an offset file: a token whose use it has forgotten must not look new.
-@Suite("A wall clock set back while serving", .timeLimit(.minutes(3)))
+@Suite("A wall clock set back while serving", .timeLimit(.minutes(10)))
 struct ClockSetBackTests {
     static let faketime = StorageContractTests.ClockSkewTests.faketime
     static let issuer = "http://keyauth.test"
