@@ -52,26 +52,27 @@ final class TrackedConnection: Sendable {
     /// request must not be acted on either. A login answered into a shut socket would have used
     /// up its assertion while the client saw only a reset.
     func requestReceived() -> Bool {
-        var since = owedSince.load(ordering: .relaxed)
-        while since != Self.shutDownMark {
-            let (exchanged, found) = owedSince.compareExchange(
-                expected: since, desired: 0, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            since = found
-        }
-        return false
+        storeUnlessShutDown(0)
     }
 
     /// The response went out (or the request ended otherwise): the next request is owed from
     /// `now`, idle keep-alive time included. A connection already shut down stays so.
     func requestEnded(now: UInt64) {
+        storeUnlessShutDown(now)
+    }
+
+    /// Stores `value` as the owed-since value unless the registry has claimed the connection;
+    /// whether it stored it.
+    @discardableResult
+    private func storeUnlessShutDown(_ value: UInt64) -> Bool {
         var since = owedSince.load(ordering: .relaxed)
         while since != Self.shutDownMark {
             let (exchanged, found) = owedSince.compareExchange(
-                expected: since, desired: now, ordering: .acquiringAndReleasing)
-            if exchanged { return }
+                expected: since, desired: value, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
             since = found
         }
+        return false
     }
 
     /// Claims the connection for a shutdown if it still owes the request it has owed since
