@@ -9,30 +9,21 @@ import Testing
 /// under libfaketime with an offset file: a token whose use it has forgotten must not look new.
 @Suite("A wall clock set back while serving", .timeLimit(.minutes(10)))
 struct ClockSetBackTests {
-    static let faketime = StorageContractTests.ClockSkewTests.faketime
     static let issuer = "http://keyauth.test"
 
     @Test(
         "an assertion whose use the server has forgotten is refused after its clock is set back, not accepted again",
         .enabled(
-            if: ExternalTools.shouldRun(installed: StorageContractTests.ClockSkewTests.hasFaketime),
+            if: ExternalTools.shouldRun(installed: SettableClock.isInstalled),
             "libfaketime is missing: apt-get install faketime (scripts/install-deps.sh)"))
     func replayAfterSetBack() throws {
         let directory = TemporaryDirectory("keyauth-set-back")
         defer { directory.remove() }
-        let offsetFile = directory.path + "/offset"
-        let setClock = { (offset: String) throws in
-            try (offset + "\n").write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        }
-        try setClock("+0s")
+        let clock = try SettableClock(in: directory.path)
         let databasePath = directory.path + "/keyauth.db"
         let server = try KeyAuthServerProcess(
             name: "set-back", database: databasePath, issuer: Self.issuer, logPath: directory.path + "/server.log",
-            extraArguments: ["--metrics-listen", "off"],
-            extraEnvironment: [
-                "LD_PRELOAD": Self.faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            ])
+            extraArguments: ["--metrics-listen", "off"], extraEnvironment: clock.environment)
         defer { _ = server.terminate() }
         let port = try server.waitUntilListening()
         let storage = try SQLiteStorage(path: databasePath)
@@ -47,11 +38,11 @@ struct ClockSetBackTests {
         let used = try api.assertion(laptop, claims: ["iat": .integer(now), "exp": .integer(now + 30)])
         #expect(try api.login(assertion: used).status == 200)
         // 400 s later by the server's clock, a login takes the expired claims out of memory.
-        try setClock("+400s")
+        try clock.set("+400s")
         let later = try api.assertion(laptop, claims: ["iat": .integer(now + 400), "exp": .integer(now + 430)])
         #expect(try api.login(assertion: later).status == 200, "\(server.log)")
         // Set back: the first assertion is within its lifetime again, and was used.
-        try setClock("+0s")
+        try clock.set("+0s")
         let replayed = try api.login(assertion: used)
         #expect(replayed.status == 400, "accepted twice after the clock was set back: \(replayed.text)")
         #expect(replayed.errorDescription?.contains("clock was set back") == true, "\(replayed.text)")

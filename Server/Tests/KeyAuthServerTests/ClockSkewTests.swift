@@ -14,9 +14,8 @@ extension StorageContractTests {
     /// PostgreSQL or libfaketime (failed instead under `KEYAUTH_TEST_REQUIRE_TOOLS=1`).
     @Suite("Clock skew: two keyauth-server instances on one PostgreSQL database", .timeLimit(.minutes(10)))
     struct ClockSkewTests {
-        /// libfaketime as Debian's `faketime` package installs it.
-        static let faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-        static let hasFaketime = FileManager.default.fileExists(atPath: faketime)
+        static let faketime = SettableClock.library
+        static let hasFaketime = SettableClock.isInstalled
         static let issuer = "http://keyauth.test"
         /// A cleanup every second, so that the instance ahead purges as soon as it may.
         static let arguments = ["--metrics-listen", "off", "--cleanup-interval", "1s", "--dpop-nonce"]
@@ -164,18 +163,11 @@ extension StorageContractTests {
             let url = try #require(database.url)
             let directory = TemporaryDirectory("keyauth-\(name)")
             defer { directory.remove() }
-            let offsetFile = directory.path + "/offset"
-            let setClock = { (offset: String) throws in
-                try (offset + "\n").write(toFile: offsetFile, atomically: true, encoding: .utf8)
-            }
-            try setClock("+0s")
+            let clock = try SettableClock(in: directory.path)
             let server = try KeyAuthServerProcess(
                 name: name, database: url, issuer: issuer, logPath: directory.path + "/server.log",
                 extraArguments: ["--metrics-listen", "off", "--cleanup-interval", cleanupInterval],
-                extraEnvironment: [
-                    "LD_PRELOAD": faketime, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
-                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                ])
+                extraEnvironment: clock.environment)
             defer { _ = server.terminate() }
             let port = try server.waitUntilListening()
             #expect(try health(port).status == 200, "\(server.log)")
@@ -185,7 +177,7 @@ extension StorageContractTests {
                 transport: SocketTransport(port: port), issuer: issuer,
                 clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
             _ = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
-            try body(server, port, api, storage, setClock)
+            try body(server, port, api, storage, clock.set)
         }
 
         /// `GET /healthz` on a new connection to `port`.

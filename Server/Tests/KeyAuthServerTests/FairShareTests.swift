@@ -40,12 +40,7 @@ struct FairShareTests {
 
     /// Waits up to 10 s for the server to count `count` open connections; whether it did.
     static func waitForOpenConnections(_ count: Int, on runner: ServerRunner) -> Bool {
-        let deadline = ServerClock.monotonicNanoseconds() + 10_000_000_000
-        while runner.server.openConnections != count {
-            guard ServerClock.monotonicNanoseconds() < deadline else { return false }
-            usleep(5_000)
-        }
-        return true
+        eventually(within: 10) { runner.server.openConnections == count }
     }
 
     /// The status of a login with `key` on a new connection, which waits up to 8 s for its answer
