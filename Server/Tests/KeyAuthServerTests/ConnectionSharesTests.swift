@@ -92,6 +92,32 @@ struct ConnectionSharesTests {
         #expect(registry.admit(peer))
     }
 
+    @Test("a reservation whose connection never started is dropped while its address goes on connecting")
+    func staleReservationOfABusyAddress() {
+        // libmicrohttpd refuses the first admitted connection after the policy; the address then
+        // connects every half second. Before, the reservation counted until the address paused
+        // for a second, so a busy address kept one connection too many counted for ever.
+        let registry = RequestDeadlines(timeoutSeconds: 60, shares: ConnectionShares(limit: 100, perAddressLimit: 2))
+        defer { registry.cancel() }
+        let peer = RateLimitKey.ipv4(0xC000_0201)
+        let start = ServerClock.monotonicNanoseconds()
+        let halfSecond: UInt64 = 500_000_000
+        #expect(registry.admit(peer, now: start), "admitted, then refused by libmicrohttpd: never started")
+        var open: [TrackedConnection] = []
+        for step in 1...4 {
+            let now = start + UInt64(step) * halfSecond
+            #expect(registry.admit(peer, now: now))
+            open.append(registry.connectionStarted(descriptor: -1, clientAddress: "192.0.2.1", peer: peer))
+            registry.sweep(now: now + 1)
+            // From the third step on, the refused connection's reservation is over a second old.
+            #expect(registry.count(from: peer) == (step < 2 ? 2 : 1), "step \(step)")
+            registry.connectionClosed(open.removeFirst())
+        }
+        #expect(registry.count(from: peer) == 0)
+        #expect(registry.admit(peer))
+        #expect(registry.admit(peer), "both of the address's two slots are free")
+    }
+
     @Test("the fair share is an eighth of the per-address limit, at least one, and none without a limit")
     func fairShares() {
         let defaults = ConnectionShares(limit: 1000, perAddressLimit: 32)

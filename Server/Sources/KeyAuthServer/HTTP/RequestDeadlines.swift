@@ -40,11 +40,11 @@ final class RequestDeadlines: Sendable {
         /// Connections shut down to make room for a newcomer and not yet closed by their worker:
         /// they count neither as open nor for their address any more.
         var evicted: Set<ObjectIdentifier> = []
-        /// Connections the accept policy admitted and libmicrohttpd has not started yet, per
-        /// address, and when the last of them was admitted: counted for their address and against
-        /// the limit from the admission on, so that two worker threads admitting at the same
-        /// moment each see the other's connection.
-        var reserved: [RateLimitKey: (count: Int, admittedAt: UInt64)] = [:]
+        /// Connections the accept policy admitted and libmicrohttpd has not started yet: when each
+        /// was admitted, per address, oldest first. Counted for their address and against the
+        /// limit from the admission on, so that two worker threads admitting at the same moment
+        /// each see the other's connection.
+        var reserved: [RateLimitKey: [UInt64]] = [:]
         var reservedCount = 0
         /// What was refused and shut down so far (``ConnectionFigures/open`` is not kept here).
         var figures = ConnectionFigures()
@@ -55,31 +55,34 @@ final class RequestDeadlines: Sendable {
         /// Counts a connection just admitted for `peer` until it starts.
         mutating func reserve(_ peer: RateLimitKey, now: UInt64) {
             heldByPeer[peer, default: 0] += 1
-            reserved[peer] = ((reserved[peer]?.count ?? 0) + 1, now)
+            reserved[peer, default: []].append(now)
             reservedCount += 1
         }
 
         /// Counts a connection that started for `peer`: it takes over a reservation, or is counted
-        /// anew (one the accept policy never saw).
+        /// anew (one the accept policy never saw). It takes the newest: a connection starts on the
+        /// thread that admitted it, microseconds later, so an older reservation is one whose
+        /// connection libmicrohttpd refused, and is left to ``dropReservations(admittedBefore:)``.
         mutating func started(_ peer: RateLimitKey) {
-            guard let reservation = reserved[peer] else {
+            guard var admissions = reserved[peer], !admissions.isEmpty else {
                 heldByPeer[peer, default: 0] += 1
                 return
             }
-            reserved[peer] = reservation.count > 1 ? (reservation.count - 1, reservation.admittedAt) : nil
+            admissions.removeLast()
+            reserved[peer] = admissions.isEmpty ? nil : admissions
             reservedCount -= 1
         }
 
-        /// Forgets the reservations of addresses that admitted nothing since `cutoff`: their
-        /// connections never started (libmicrohttpd refused them after the accept policy, at its
-        /// own limit), and would otherwise count for ever. An address admitted again every second
-        /// keeps such a stale reservation meanwhile: one connection too many counted for it and
-        /// in the total, until it pauses.
+        /// Forgets each reservation admitted before `cutoff`: its connection never started
+        /// (libmicrohttpd refused it after the accept policy, at its own limit), and would
+        /// otherwise count for ever, even while its address goes on being admitted.
         mutating func dropReservations(admittedBefore cutoff: UInt64) {
-            for (peer, reservation) in reserved where reservation.admittedAt < cutoff {
-                for _ in 0..<reservation.count { release(peer) }
-                reservedCount -= reservation.count
-                reserved[peer] = nil
+            for (peer, admissions) in reserved {
+                let stale = admissions.prefix { $0 < cutoff }.count
+                guard stale > 0 else { continue }
+                for _ in 0..<stale { release(peer) }
+                reservedCount -= stale
+                reserved[peer] = stale == admissions.count ? nil : Array(admissions.dropFirst(stale))
             }
         }
 
@@ -148,11 +151,10 @@ final class RequestDeadlines: Sendable {
     /// share is admitted only when it can make room: an idle connection of an address that holds
     /// more (``Registry/connectionToEvict(newcomerHolds:now:)``) is shut down, under the registry's
     /// lock like the sweep's.
-    func admit(_ peer: RateLimitKey?) -> Bool {
+    func admit(_ peer: RateLimitKey?, now: UInt64 = ServerClock.monotonicNanoseconds()) -> Bool {
         guard let peer else { return true }
         return registry.withLock { registry in
             let held = registry.heldByPeer[peer, default: 0]
-            let now = ServerClock.monotonicNanoseconds()
             switch shares.admission(held: held, open: registry.open, addresses: registry.heldByPeer.count) {
             case .admit:
                 registry.reserve(peer, now: now)
