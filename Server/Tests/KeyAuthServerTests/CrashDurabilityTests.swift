@@ -97,7 +97,10 @@ struct CrashDurabilityTests {
                 #expect(response.status == 400, "a fresh assertion within the restart's window was accepted")
                 #expect(response.errorDescription?.contains("sign a new one in") == true, "\(response.text)")
             }
-            while Int64(Date().timeIntervalSince1970) <= startedAt + 11 { usleep(200_000) }
+            // The horizon is the dead server's lease (up to 5 s past the kill) + 10 s.
+            while Int64(Date().timeIntervalSince1970) <= startedAt + ReplayGuard.leaseSeconds + 11 {
+                usleep(200_000)
+            }
         }
         for index in load.registered {
             let response = try transport.send(Self.loginRequest(try Self.assertion(keys[index])))

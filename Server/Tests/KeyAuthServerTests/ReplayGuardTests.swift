@@ -49,8 +49,8 @@ struct ReplayGuardTests {
                 try guardian.claim(
                     keyID: "dpop " + Self.kid, jti: "a", issuedAt: Self.now, expiresAt: Self.now + 60, storage: storage,
                     now: Self.now) == .accepted)
-            // Nothing was written per claim: the table holds only the running marker.
-            #expect(try storage.replaySnapshot().map(\.name) == [ReplayGuard.runningMarker])
+            // Nothing was written per claim: the table holds only the running marker and the lease.
+            #expect(try Set(storage.replaySnapshot().map(\.name)) == [ReplayGuard.runningMarker, ReplayGuard.leaseRow])
             #expect(try storage.claimedJTIs(expiringAfter: 0).isEmpty)
         }
     }
@@ -73,8 +73,8 @@ struct ReplayGuardTests {
                 #expect(try Self.claim(second, jti, storage: storage, at: Self.now + 6) == .replayed)
             }
             #expect(try Self.claim(second, "d", storage: storage, at: Self.now + 6) == .accepted)
-            // The snapshot was taken back: only the running marker is left.
-            #expect(try storage.replaySnapshot().map(\.name) == [ReplayGuard.runningMarker])
+            // The snapshot was taken back: only the running marker and the new lease are left.
+            #expect(try Set(storage.replaySnapshot().map(\.name)) == [ReplayGuard.runningMarker, ReplayGuard.leaseRow])
         }
     }
 
@@ -88,7 +88,8 @@ struct ReplayGuardTests {
 
             storage = try SQLiteStorage(path: path)
             defer { storage.close() }
-            let start = Self.now + 3
+            // After the dead server's lease (its start + 5 s) ended: the horizon is this start's.
+            let start = Self.now + ReplayGuard.leaseSeconds + 3
             let second = try ReplayGuard.start(mode: .memory, storage: storage, now: start)
             #expect(second.horizon == start + 10)
             // The accepted token, and anything signed up to the horizon, whatever its jti.
@@ -133,7 +134,8 @@ struct ReplayGuardTests {
             storage.close()
             storage = try SQLiteStorage(path: path)
             let afterCrash = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 5)
-            #expect(afterCrash.horizon == Self.now + 15)
+            // Its lease, written at its start, ended at + 9: the horizon is that, not this start.
+            #expect(afterCrash.horizon == Self.now + 19)
             #expect(try Self.claim(afterCrash, "x", storage: storage, at: Self.now + 5) == .issuedBeforeRestart)
             storage.close()
 
@@ -142,11 +144,82 @@ struct ReplayGuardTests {
             storage = try SQLiteStorage(path: path)
             defer { storage.close() }
             let soonAfter = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 7)
-            #expect(soonAfter.horizon == Self.now + 15)
+            #expect(soonAfter.horizon == Self.now + 19)
             #expect(try Self.claim(soonAfter, "y", storage: storage, at: Self.now + 7) == .issuedBeforeRestart)
             try soonAfter.stop(storage: storage, now: Self.now + 8)
-            let muchLater = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 15 + 331)
+            let muchLater = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now + 19 + 331)
             #expect(muchLater.horizon == nil)
+        }
+    }
+
+    @Test("a memory cache claims only within a lease written before, renewed by a claim that finds it ended")
+    func lease() throws {
+        try Self.withStorage { path in
+            let storage = try SQLiteStorage(path: path)
+            let guardian = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            let lease = { try storage.replaySnapshot().first { $0.name == ReplayGuard.leaseRow }?.expiresAt }
+            #expect(try lease() == Self.now + ReplayGuard.leaseSeconds, "written at the start")
+            // The timer's renewal moves it on; a claim within it writes nothing.
+            try guardian.renewLease(storage: storage, now: Self.now + 2)
+            #expect(try lease() == Self.now + 7)
+            #expect(try Self.claim(guardian, "a", storage: storage, at: Self.now + 6) == .accepted)
+            #expect(try lease() == Self.now + 7)
+            // Past it (no renewal came, or the clock jumped), the claim renews first.
+            #expect(try Self.claim(guardian, "b", storage: storage, at: Self.now + 100) == .accepted)
+            #expect(try lease() == Self.now + 105)
+            // Never moved back, in storage or in memory: a clock set back still claims.
+            try guardian.renewLease(storage: storage, now: Self.now + 50)
+            #expect(try lease() == Self.now + 105)
+            #expect(try Self.claim(guardian, "c", storage: storage, at: Self.now + 60) == .accepted)
+            // A renewal that cannot be written: no claim past the lease.
+            storage.close()
+            #expect(throws: StorageError.self) { try Self.claim(guardian, "d", storage: storage, at: Self.now + 200) }
+            #expect(try Self.claim(guardian, "e", storage: storage, at: Self.now + 104) == .accepted)
+        }
+    }
+
+    @Test("a clock set back across a crash restart: the dead server's lease, not the start, makes the horizon")
+    func crashWithClockSetBack() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            try first.renewLease(storage: storage, now: Self.now + 4)
+            #expect(try Self.claim(first, "a", storage: storage, at: Self.now + 4) == .accepted)
+            storage.close()  // the process died
+
+            // Restarted with the clock 60 s behind. Before the lease, the horizon was this
+            // start + 10 s, and "a" (issued at + 4) was accepted again once the clock caught up.
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let start = Self.now - 60
+            let second = try ReplayGuard.start(mode: .memory, storage: storage, now: start)
+            #expect(second.horizon == Self.now + 4 + ReplayGuard.leaseSeconds + 10)
+            #expect(try Self.claim(second, "a", storage: storage, at: Self.now + 10) == .issuedBeforeRestart)
+            #expect(second.secondsUntilPastHorizon(now: start) == 80)
+            #expect(try Self.claim(second, "fresh", storage: storage, at: Self.now + 20) == .accepted)
+        }
+    }
+
+    @Test("a clock set back across a clean stop does not reopen the claims the stopped cache had forgotten")
+    func cleanStopWithClockSetBack() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(try Self.claim(first, "a", storage: storage) == .accepted)
+            // 400 s on, a claim takes a's bucket out; the stop hands on only what is unexpired.
+            #expect(try Self.claim(first, "later", storage: storage, at: Self.now + 400) == .accepted)
+            try first.stop(storage: storage, now: Self.now + 400)
+            storage.close()
+
+            // Restarted with the clock back at the start: "a" is within its lifetime again.
+            // Before, the new cache knew nothing of it and accepted it a second time.
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let second = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(second.horizon == nil)
+            #expect(try Self.claim(second, "a", storage: storage) == .forgotten)
+            #expect(try Self.claim(second, "later", storage: storage, at: Self.now + 400) == .replayed)
+            #expect(try Self.claim(second, "fresh", storage: storage, at: Self.now + 400) == .accepted)
         }
     }
 

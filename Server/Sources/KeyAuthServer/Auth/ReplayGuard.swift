@@ -46,7 +46,17 @@ enum ReplayClaim: Sendable, Equatable {
 /// tokens once the clock has passed it. That costs the devices at most the leeway after a crash
 /// and nothing after a clean stop. The horizon is written down too, so that a server started
 /// again soon after (any mode, crashed or not) keeps it while a token issued before it could
-/// still be valid. The rule relies on the wall clock not stepping back across the restart.
+/// still be valid.
+///
+/// "Before the start" holds only while the wall clock does not step back across the restart, so
+/// a memory cache also claims under a lease: it writes durably that it may claim tokens until
+/// its clock reads ``leaseSeconds`` ahead, renews that every second, and claims nothing past it
+/// (a login past it renews first, waiting for the write). A crash's horizon is then the later
+/// of the next start and the last lease, plus the leeway: every token the dead server accepted
+/// is covered even when the clock was set back before the restart, which then costs the devices
+/// the time the clock takes to catch up, not a replay. A clean stop writes how far back the
+/// stopped cache had forgotten, so that a clock set back across it does not reopen those
+/// claims either (``ReplayClaim/forgotten``).
 ///
 /// In database mode, claims go to storage as before; the guard only applies what a memory cache
 /// left behind (its entries, a horizon), so that switching modes never lets a replay through.
@@ -65,29 +75,44 @@ final class ReplayGuard: Sendable {
     /// How long after a horizon a token issued before it could still be valid: the longest
     /// lifetime (an assertion's 300 s, more than a DPoP proof's 60 s) and the leeway after it.
     static let horizonRelevance = DeviceAssertionVerifier.maximumLifetime + 2 * issuedAtLeeway
+    /// The row of a memory cache's lease (its expiry field holds the lease's end): what a crash's
+    /// horizon starts from when it is later than the next start.
+    static let leaseRow = "lease"
+    /// How far ahead of the clock a lease reaches. A crash costs the devices up to this more
+    /// than the leeway, and a write that stalls for longer holds logins until it completes.
+    static let leaseSeconds: Int64 = 5
+    /// The row a clean stop writes with the expiry before which the stopped cache had forgotten
+    /// its claims.
+    static let forgottenRow = "forgotten"
 
     let mode: ReplayCacheMode
     /// Tokens with `iat` at or before this are refused (after a crash), nil when none are.
     let horizon: Int64?
     /// Memory mode: every claim. Database mode: what a memory cache's clean stop left.
     private let entries: AcceptedTokenSet
+    /// Whether ``stop(storage:now:)`` ran; held while the lease is written, so that no renewal
+    /// overwrites the stop's snapshot.
     private let stopped = Mutex(false)
+    /// Memory mode: the end of the lease written durably; tokens are claimed only before it.
+    private let leaseEnds: Atomic<Int64>
     /// Claims expiring before this were deleted from the database by this server's cleanup
-    /// (``forgetsClaims(expiringBefore:)``).
-    private let databaseForgetsBefore = Atomic<Int64>(.min)
+    /// (``forgetsClaims(expiringBefore:)``), or forgotten by the memory cache stopped before it.
+    private let forgottenBefore: Atomic<Int64>
 
     /// Database mode with nothing inherited: for services composed without a start (the admin
     /// commands, tests of the service alone).
-    init() {
-        mode = .database
-        horizon = nil
-        entries = AcceptedTokenSet()
+    convenience init() {
+        self.init(mode: .database, horizon: nil, entries: AcceptedTokenSet(), leaseEnds: .max, forgottenBefore: .min)
     }
 
-    private init(mode: ReplayCacheMode, horizon: Int64?, entries: AcceptedTokenSet) {
+    private init(
+        mode: ReplayCacheMode, horizon: Int64?, entries: AcceptedTokenSet, leaseEnds: Int64, forgottenBefore: Int64
+    ) {
         self.mode = mode
         self.horizon = horizon
         self.entries = entries
+        self.leaseEnds = Atomic(leaseEnds)
+        self.forgottenBefore = Atomic(forgottenBefore)
     }
 
     /// Takes over what the last server left in `storage` and writes what a successor needs,
@@ -101,7 +126,10 @@ final class ReplayGuard: Sendable {
         let rows = try storage.replaySnapshot()
         let names = Set(rows.map(\.name))
         let crashed = names.contains(runningMarker) && !names.contains(stoppedMarker)
-        var horizon = crashed ? now.addingSaturating(issuedAtLeeway) : nil
+        let lastLease = rows.first { $0.name == leaseRow }?.expiresAt
+        // The dead server claimed nothing past its lease, even if the clock has since been set
+        // back before it.
+        var horizon = crashed ? max(now, lastLease ?? now).addingSaturating(issuedAtLeeway) : nil
         if let inherited = rows.first(where: { $0.name == horizonRow })?.expiresAt,
             now <= inherited.addingSaturating(horizonRelevance)
         {
@@ -112,6 +140,9 @@ final class ReplayGuard: Sendable {
             if let entry = UInt64(row.name, radix: 16) { entries.insert(entry, expiresAt: row.expiresAt, now: now) }
         }
         var successor = horizon.map { [ReplaySnapshotRow(name: horizonRow, expiresAt: $0)] } ?? []
+        // Never moved back: a lease a clock set back leaves ahead still binds.
+        let lease = max(now.addingSaturating(leaseSeconds), lastLease ?? .min)
+        let forgotten = names.contains(stoppedMarker) ? rows.first { $0.name == forgottenRow }?.expiresAt : nil
         switch mode {
         case .memory:
             // Claims a database-mode server recorded are still binding.
@@ -122,12 +153,31 @@ final class ReplayGuard: Sendable {
             // The entries stay in memory only: if this server crashes, the next horizon covers
             // them, since they were accepted before this start.
             successor.append(ReplaySnapshotRow(name: runningMarker, expiresAt: markerExpiry))
+            successor.append(ReplaySnapshotRow(name: leaseRow, expiresAt: lease))
         case .database:
             // Kept for a successor, since this server's crash leaves no marker.
             successor += ReplaySnapshot(markers: [], buckets: entries.snapshot(now: now)).rows
         }
         if successor != rows { try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: successor)) }
-        return ReplayGuard(mode: mode, horizon: horizon, entries: entries)
+        return ReplayGuard(
+            mode: mode, horizon: horizon, entries: entries, leaseEnds: mode == .memory ? lease : .max,
+            forgottenBefore: forgotten ?? .min)
+    }
+
+    /// Memory mode: writes durably that this cache may claim tokens until `now` plus
+    /// ``leaseSeconds``, and then does. Every second from the server's timer; from a claim when
+    /// the lease has run out (`onlyIfLapsed`: a claim that waited for another's renewal writes
+    /// nothing). Nothing after ``stop(storage:now:)``.
+    ///
+    /// - Throws: ``StorageError``: claims then wait for a renewal that succeeds.
+    func renewLease(storage: any ServerStorage, now: Int64, onlyIfLapsed: Bool = false) throws(StorageError) {
+        guard mode == .memory else { return }
+        try stopped.withLock { done throws(StorageError) in
+            guard !done, !onlyIfLapsed || now >= leaseEnds.load(ordering: .acquiring) else { return }
+            let end = now.addingSaturating(Self.leaseSeconds)
+            try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: Self.leaseRow, expiresAt: end))
+            leaseEnds.max(end, ordering: .releasing)
+        }
     }
 
     /// Records that the token `jti` of `keyID`, issued at `issuedAt`, was accepted, until
@@ -138,10 +188,16 @@ final class ReplayGuard: Sendable {
         keyID: String, jti: String, issuedAt: Int64, expiresAt: Int64, storage: any ServerStorage, now: Int64
     ) throws(StorageError) -> ReplayClaim {
         if let horizon, issuedAt <= horizon { return .issuedBeforeRestart }
-        if expiresAt < databaseForgetsBefore.load(ordering: .relaxed) { return .forgotten }
+        if expiresAt < forgottenBefore.load(ordering: .relaxed) { return .forgotten }
         let entry = AcceptedTokenSet.entry(keyID: keyID, jti: jti)
         switch mode {
         case .memory:
+            if now >= leaseEnds.load(ordering: .acquiring) {
+                try renewLease(storage: storage, now: now, onlyIfLapsed: true)
+                guard now < leaseEnds.load(ordering: .acquiring) else {
+                    throw StorageError(.unavailable, "the replay cache has stopped")
+                }
+            }
             switch entries.insert(entry, expiresAt: expiresAt, now: now) {
             case .inserted: return .accepted
             case .present: return .replayed
@@ -157,13 +213,13 @@ final class ReplayGuard: Sendable {
     /// token expiring before it, which only a wall clock set back can make look valid again, is
     /// refused rather than claimed anew.
     func forgetsClaims(expiringBefore horizon: Int64) {
-        databaseForgetsBefore.max(horizon, ordering: .relaxed)
+        forgottenBefore.max(horizon, ordering: .relaxed)
     }
 
     /// The earliest expiry a token may have and still be claimed: tokens expiring before it
     /// are ``ReplayClaim/forgotten``. Far in the past while the clock only moves forward.
     var forgetsBefore: Int64 {
-        max(databaseForgetsBefore.load(ordering: .relaxed), entries.forgetsBefore)
+        max(forgottenBefore.load(ordering: .relaxed), entries.forgetsBefore)
     }
 
     /// Seconds until fresh tokens are accepted again after a crash, for the refusal's text.
@@ -173,8 +229,9 @@ final class ReplayGuard: Sendable {
         return overflow ? .max : difference.addingSaturating(1)
     }
 
-    /// After the last request: in memory mode, writes the unexpired entries and the marker of a
-    /// clean stop, in one durable transaction. Once; later calls do nothing.
+    /// After the last request: in memory mode, writes the unexpired entries, how far back the
+    /// cache has forgotten and the marker of a clean stop, in one durable transaction. Once;
+    /// later calls do nothing, and so do lease renewals.
     ///
     /// - Throws: ``StorageError``; the marker of a running cache then stays, and the next start
     ///   applies the restart rule.
@@ -186,6 +243,7 @@ final class ReplayGuard: Sendable {
         else { return }
         var markers = [ReplaySnapshotRow(name: Self.stoppedMarker, expiresAt: Self.markerExpiry)]
         if let horizon { markers.append(ReplaySnapshotRow(name: Self.horizonRow, expiresAt: horizon)) }
+        if forgetsBefore > .min { markers.append(ReplaySnapshotRow(name: Self.forgottenRow, expiresAt: forgetsBefore)) }
         try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: markers, buckets: entries.snapshot(now: now)))
     }
 }

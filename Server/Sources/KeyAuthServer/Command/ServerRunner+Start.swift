@@ -123,3 +123,52 @@ private final class ResponderSlot: HTTPResponder {
         return responder.respond(to: request)
     }
 }
+
+/// Renews a memory replay cache's lease every second
+/// (``ReplayGuard/renewLease(storage:now:onlyIfLapsed:)``), so that logins find it ahead and write
+/// nothing; logs when renewals start failing (logins then wait for the write, or get 503) and when
+/// they succeed again.
+final class ReplayLeaseRenewal: Sendable {
+    private let replay: ReplayGuard
+    private let storage: any ServerStorage
+    private let now: @Sendable () -> Int64
+    private let report: @Sendable (String) -> Void
+    private let failing = Atomic(false)
+    private let timer = Mutex<RepeatingTimer?>(nil)
+
+    init(
+        replay: ReplayGuard, storage: any ServerStorage, now: @escaping @Sendable () -> Int64,
+        report: @escaping @Sendable (String) -> Void
+    ) {
+        self.replay = replay
+        self.storage = storage
+        self.now = now
+        self.report = report
+    }
+
+    /// Starts the timer (memory mode only).
+    func start() {
+        guard replay.mode == .memory else { return }
+        let timer = RepeatingTimer(intervalSeconds: 1, leewayMilliseconds: 100) { [weak self] in self?.renew() }
+        self.timer.withLock { $0 = timer }
+    }
+
+    func renew() {
+        do {
+            try replay.renewLease(storage: storage, now: now())
+            if failing.exchange(false, ordering: .relaxed) { report("the replay cache's lease is renewed again") }
+        } catch {
+            guard !failing.exchange(true, ordering: .relaxed) else { return }
+            report(
+                "the replay cache's lease cannot be renewed (\(error.message)); logins wait for the write, or get 503 "
+                    + "while it fails")
+        }
+    }
+
+    func cancel() {
+        timer.withLock { timer in
+            timer?.cancel()
+            timer = nil
+        }
+    }
+}

@@ -18,6 +18,8 @@ package final class ServerRunner: Sendable {
     /// The store, closed by ``stop()``.
     package let storage: any ServerStorage
     private let cleanup: RepeatingTimer
+    /// Keeps a memory replay cache's lease ahead of the clock.
+    private let leaseRenewal: ReplayLeaseRenewal
     /// The replay cache, saved by ``stop()`` when it is in memory.
     private let replay: ReplayGuard
     /// Held while serving a SQLite file (``SQLiteServeLock``).
@@ -130,6 +132,8 @@ package final class ServerRunner: Sendable {
         responder.watchClockSteps()
         responder.purgeExpired()
         cleanup = RepeatingTimer(intervalSeconds: configuration.cleanupIntervalSeconds) { responder.purgeExpired() }
+        leaseRenewal = ReplayLeaseRenewal(replay: replay, storage: self.storage, now: now, report: report)
+        leaseRenewal.start()
     }
 
     /// Stops accepting connections, finishes requests in progress, stops the cleanup and closes
@@ -138,6 +142,7 @@ package final class ServerRunner: Sendable {
         server.stop()
         metricsServer?.stop()
         cleanup.cancel()
+        leaseRenewal.cancel()
         do {
             try replay.stop(storage: storage, now: now())
         } catch {

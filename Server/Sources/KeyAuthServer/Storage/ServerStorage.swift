@@ -129,6 +129,11 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// Replaces those rows with the rows of `snapshot`, in one durable transaction.
     func replaceReplaySnapshot(with snapshot: ReplaySnapshot) throws(StorageError)
 
+    /// Sets the snapshot's row `row.name` to the later of its stored expiry and `row.expiresAt`
+    /// (adding it when it is missing), durably: the lease of a memory replay cache, which must
+    /// never move back.
+    func raiseReplaySnapshotRow(_ row: ReplaySnapshotRow) throws(StorageError)
+
     /// The claims recorded in the table (not the snapshot's rows) that expire at `time` or
     /// later: what a memory replay cache takes over from a server that kept them in the database.
     func claimedJTIs(expiringAfter time: Int64) throws(StorageError) -> [ClaimedJTI]

@@ -65,6 +65,18 @@ extension SQLStorage {
         }
     }
 
+    package func raiseReplaySnapshotRow(_ row: ReplaySnapshotRow) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                """
+                INSERT INTO used_jtis (key_id, jti, expires_at) VALUES ($1, $2, $3)
+                ON CONFLICT (key_id, jti) DO UPDATE SET expires_at = excluded.expires_at
+                    WHERE excluded.expires_at > used_jtis.expires_at
+                """,
+                [.text(Self.replaySnapshotKeyID), .text(row.name), .integer(row.expiresAt)])
+        }
+    }
+
     package func claimedJTIs(expiringAfter time: Int64) throws(StorageError) -> [ClaimedJTI] {
         try database.read { connection throws(StorageError) in
             try connection.query(
