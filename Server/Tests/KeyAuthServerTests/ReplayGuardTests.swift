@@ -264,11 +264,19 @@ struct ReplayGuardTests {
             // Database: the cleanup deleted the claims expiring before its horizon.
             let database = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 100)
             #expect(try Self.claim(database, "c", storage: storage, at: Self.now + 100) == .accepted)
+            try database.forgetsClaims(expiringBefore: Self.now + 500, storage: storage)
             _ = try storage.purgeExpiredJTIs(now: Self.now + 500)
-            database.forgetsClaims(expiringBefore: Self.now + 500)
             #expect(database.forgetsBefore == Self.now + 500)
+            // The row survives the purge it came before.
+            #expect(
+                try storage.replaySnapshot().first { $0.name == ReplayGuard.forgottenRow }?.expiresAt == Self.now + 500)
             #expect(try Self.claim(database, "c", storage: storage, at: Self.now + 100) == .forgotten)
             #expect(try Self.claim(database, "d", storage: storage, at: Self.now + 200) == .accepted)
+            // And across a restart with the clock still back: the cleanup wrote its horizon down
+            // before purging. Before, the restarted server had forgotten it, and took c again.
+            let restarted = try ReplayGuard.start(mode: .database, storage: storage, now: Self.now + 100)
+            #expect(restarted.forgetsBefore == Self.now + 500)
+            #expect(try Self.claim(restarted, "c", storage: storage, at: Self.now + 100) == .forgotten)
         }
     }
 

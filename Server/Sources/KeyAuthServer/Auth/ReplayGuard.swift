@@ -43,8 +43,8 @@ enum ReplayClaim: Sendable, Equatable {
 /// before the start. An accepted token's `iat` was at most the verifiers' leeway (10 s) after
 /// the moment it was accepted, so every token accepted before the crash has `iat` at or before
 /// the start time plus the leeway, the ``horizon``; the server refuses those, and accepts fresh
-/// tokens once the clock has passed it. That costs the devices at most the leeway after a crash
-/// and nothing after a clean stop. The horizon is written down too, so that a server started
+/// tokens once the clock has passed it. That costs the devices at most the leeway (and the lease,
+/// below) after a crash and nothing after a clean stop. The horizon is written down too, so that a server started
 /// again soon after (any mode, crashed or not) keeps it while a token issued before it could
 /// still be valid.
 ///
@@ -56,7 +56,8 @@ enum ReplayClaim: Sendable, Equatable {
 /// is covered even when the clock was set back before the restart, which then costs the devices
 /// the time the clock takes to catch up, not a replay. A clean stop writes how far back the
 /// stopped cache had forgotten, so that a clock set back across it does not reopen those
-/// claims either (``ReplayClaim/forgotten``).
+/// claims either (``ReplayClaim/forgotten``); in database mode each cleanup writes the same before
+/// it purges.
 ///
 /// In database mode, claims go to storage as before; the guard only applies what a memory cache
 /// left behind (its entries, a horizon), so that switching modes never lets a replay through.
@@ -81,8 +82,8 @@ final class ReplayGuard: Sendable {
     /// How far ahead of the clock a lease reaches. A crash costs the devices up to this more
     /// than the leeway, and a write that stalls for longer holds logins until it completes.
     static let leaseSeconds: Int64 = 5
-    /// The row a clean stop writes with the expiry before which the stopped cache had forgotten
-    /// its claims.
+    /// The row with the expiry before which claims were forgotten: written by a memory cache's
+    /// clean stop, and by each cleanup in database mode before it purges.
     static let forgottenRow = "forgotten"
 
     let mode: ReplayCacheMode
@@ -96,7 +97,7 @@ final class ReplayGuard: Sendable {
     /// Memory mode: the end of the lease written durably; tokens are claimed only before it.
     private let leaseEnds: Atomic<Int64>
     /// Claims expiring before this were deleted from the database by this server's cleanup
-    /// (``forgetsClaims(expiringBefore:)``), or forgotten by the memory cache stopped before it.
+    /// (``forgetsClaims(expiringBefore:storage:)``), or forgotten before this start.
     private let forgottenBefore: Atomic<Int64>
 
     /// Database mode with nothing inherited: for services composed without a start (the admin
@@ -142,7 +143,7 @@ final class ReplayGuard: Sendable {
         var successor = horizon.map { [ReplaySnapshotRow(name: horizonRow, expiresAt: $0)] } ?? []
         // Never moved back: a lease a clock set back leaves ahead still binds.
         let lease = max(now.addingSaturating(leaseSeconds), lastLease ?? .min)
-        let forgotten = names.contains(stoppedMarker) ? rows.first { $0.name == forgottenRow }?.expiresAt : nil
+        let forgotten = rows.first { $0.name == forgottenRow }?.expiresAt
         switch mode {
         case .memory:
             // Claims a database-mode server recorded are still binding.
@@ -156,6 +157,7 @@ final class ReplayGuard: Sendable {
             successor.append(ReplaySnapshotRow(name: leaseRow, expiresAt: lease))
         case .database:
             // Kept for a successor, since this server's crash leaves no marker.
+            if let forgotten { successor.append(ReplaySnapshotRow(name: forgottenRow, expiresAt: forgotten)) }
             successor += ReplaySnapshot(markers: [], buckets: entries.snapshot(now: now)).rows
         }
         if successor != rows { try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: successor)) }
@@ -209,10 +211,15 @@ final class ReplayGuard: Sendable {
         }
     }
 
-    /// Notes that the cleanup deleted the database's claims expiring before `horizon`, so that a
+    /// Notes, before the cleanup deletes the database's claims expiring before `horizon`, that a
     /// token expiring before it, which only a wall clock set back can make look valid again, is
-    /// refused rather than claimed anew.
-    func forgetsClaims(expiringBefore horizon: Int64) {
+    /// to be refused rather than claimed anew; in database mode durably too, for the next start.
+    ///
+    /// - Throws: ``StorageError``; the cleanup then must not purge.
+    func forgetsClaims(expiringBefore horizon: Int64, storage: any ServerStorage) throws(StorageError) {
+        if mode == .database {
+            try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: Self.forgottenRow, expiresAt: horizon))
+        }
         forgottenBefore.max(horizon, ordering: .relaxed)
     }
 

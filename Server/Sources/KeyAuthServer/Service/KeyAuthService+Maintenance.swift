@@ -29,8 +29,8 @@ extension KeyAuthService {
     func purgeExpired() throws {
         let time = now().addingSaturating(clockSkew.databaseOffset)
         let skewedHorizon = time.subtractingSaturating(ClockSkewCheck.purgeMargin)
+        try replay.forgetsClaims(expiringBefore: skewedHorizon, storage: storage)
         try storage.purgeExpiredJTIs(now: skewedHorizon)
-        replay.forgetsClaims(expiringBefore: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)
         try registry.purgeStale()
