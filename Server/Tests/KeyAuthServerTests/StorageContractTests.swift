@@ -85,6 +85,9 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageCheck(
                 "purges more expired jtis than one chunk, all of them and only them", StorageContract.purgesJTIsInChunks
             ),
+            StorageCheck(
+                "raises a replay snapshot row, never lowers it, and leaves the other rows",
+                StorageContract.raisesSnapshotRows),
             StorageCheck("consumes an enrollment code once, by its user, before expiry", StorageContract.consumesCodes),
             StorageCheck("purges used and expired enrollment codes", StorageContract.purgesCodes),
             StorageCheck(
@@ -558,6 +561,23 @@ enum StorageContract {
         // Once forgotten, a jti can be recorded again (its assertion has long expired).
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 900))
         #expect(try storage.purgeExpiredJTIs(now: 10_000) == 3)
+    }
+
+    static func raisesSnapshotRows(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let running = ReplaySnapshotRow(name: "running", expiresAt: 9_000)
+        try storage.replaceReplaySnapshot(with: ReplaySnapshot(markers: [running]))
+        let lease = { try storage.replaySnapshot().first { $0.name == "lease" }?.expiresAt }
+        try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: "lease", expiresAt: 100))
+        #expect(try lease() == 100, "added when missing")
+        try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: "lease", expiresAt: 150))
+        #expect(try lease() == 150)
+        try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: "lease", expiresAt: 120))
+        #expect(try lease() == 150, "never moved back")
+        #expect(try storage.replaySnapshot().contains(running))
+        // A snapshot row, not a claim: a memory cache taking over claims does not see it.
+        #expect(try storage.claimedJTIs(expiringAfter: 0).isEmpty)
     }
 
     static func purgesJTIsInChunks(_ database: StorageContractDatabase) throws {
