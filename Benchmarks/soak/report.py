@@ -180,6 +180,12 @@ def main():
     # Memory and descriptors.
     with open(os.path.join(folder, "samples.csv"), encoding="ascii") as handle:
         samples = [{k: float(v or 0) for k, v in row.items()} for row in csv.DictReader(handle) if row.get("rss_kib")]
+    # Only while the load ran: run.sh waits for the last long polls to end before the stop.
+    load_end = os.path.join(folder, "load-end")
+    if os.path.exists(load_end):
+        with open(load_end, encoding="ascii") as handle:
+            until = float(handle.read().strip() or "inf")
+        samples = [s for s in samples if s["seconds"] <= until]
     if len(samples) >= 8:
         end = samples[-1]["seconds"]
         quarter = [[s for s in samples if q * end / 4 <= s["seconds"] < (q + 1) * end / 4 or
