@@ -118,7 +118,8 @@ final class ReplayGuard: Sendable {
 
     /// Takes over what the last server left in `storage` and writes what a successor needs,
     /// durably, before the server answers anything: in memory mode the marker of a running
-    /// cache; in either mode a horizon still in force.
+    /// cache and its first lease; in either mode a horizon still in force, and in database mode
+    /// how far back claims were forgotten.
     ///
     /// - Throws: ``StorageError``.
     static func start(mode: ReplayCacheMode, storage: any ServerStorage, now: Int64) throws(StorageError)

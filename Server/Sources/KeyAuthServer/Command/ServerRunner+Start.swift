@@ -153,6 +153,7 @@ final class ReplayLeaseRenewal: Sendable {
         self.timer.withLock { $0 = timer }
     }
 
+    /// One renewal; a failure is logged when renewals start failing, not at every one.
     func renew() {
         do {
             try replay.renewLease(storage: storage, now: now())
@@ -165,6 +166,7 @@ final class ReplayLeaseRenewal: Sendable {
         }
     }
 
+    /// Stops the timer; the replay cache's stop then writes the snapshot that ends the lease.
     func cancel() {
         timer.withLock { timer in
             timer?.cancel()

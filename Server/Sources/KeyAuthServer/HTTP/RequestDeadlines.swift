@@ -150,7 +150,7 @@ final class RequestDeadlines: Sendable {
     /// pressure; one without an address is not counted. At the limit, a connection within its
     /// share is admitted only when it can make room: an idle connection of an address that holds
     /// more (``Registry/connectionToEvict(newcomerHolds:now:)``) is shut down, under the registry's
-    /// lock like the sweep's.
+    /// lock like the sweep's. `now` is the monotonic clock's reading (tests set it).
     func admit(_ peer: RateLimitKey?, now: UInt64 = ServerClock.monotonicNanoseconds()) -> Bool {
         guard let peer else { return true }
         return registry.withLock { registry in
