@@ -12,6 +12,24 @@ import Testing
 struct ClockSetBackTests {
     static let issuer = "http://keyauth.test"
 
+    /// A server on `directory`'s database, its wall clock `clock`'s, listening.
+    private static func startServer(_ name: String, in directory: String, clock: SettableClock) throws
+        -> KeyAuthServerProcess
+    {
+        let server = try KeyAuthServerProcess(
+            name: name, database: directory + "/keyauth.db", issuer: issuer, logPath: directory + "/\(name).log",
+            extraArguments: ["--metrics-listen", "off"], extraEnvironment: clock.environment)
+        _ = try server.waitUntilListening()
+        return server
+    }
+
+    /// Requests to `server`, which is `issuer`, seeing its database through `storage`.
+    private static func api(_ server: KeyAuthServerProcess, storage: any ServerStorage) -> TestAPI {
+        TestAPI(
+            transport: SocketTransport(port: server.port), issuer: issuer,
+            clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
+    }
+
     @Test(
         "an assertion whose use the server has forgotten is refused after its clock is set back, not accepted again",
         .enabled(
@@ -21,17 +39,11 @@ struct ClockSetBackTests {
         let directory = TemporaryDirectory("keyauth-set-back")
         defer { directory.remove() }
         let clock = try SettableClock(in: directory.path)
-        let databasePath = directory.path + "/keyauth.db"
-        let server = try KeyAuthServerProcess(
-            name: "set-back", database: databasePath, issuer: Self.issuer, logPath: directory.path + "/server.log",
-            extraArguments: ["--metrics-listen", "off"], extraEnvironment: clock.environment)
+        let server = try Self.startServer("set-back", in: directory.path, clock: clock)
         defer { _ = server.terminate() }
-        let port = try server.waitUntilListening()
-        let storage = try SQLiteStorage(path: databasePath)
+        let storage = try SQLiteStorage(path: directory.path + "/keyauth.db")
         defer { storage.close() }
-        let api = TestAPI(
-            transport: SocketTransport(port: port), issuer: Self.issuer,
-            clock: TestEnvironment(clockStart: ServerClock.now()).clock, storage: storage)
+        let api = Self.api(server, storage: storage)
         let laptop = try ServerTestKeys.key("alice-1")
         _ = try api.activeDevice(user: "alice", key: laptop)
 
@@ -58,22 +70,11 @@ struct ClockSetBackTests {
         let directory = TemporaryDirectory("keyauth-crash-set-back")
         defer { directory.remove() }
         let clock = try SettableClock(in: directory.path)
-        let databasePath = directory.path + "/keyauth.db"
-        func start(_ name: String) throws -> KeyAuthServerProcess {
-            let server = try KeyAuthServerProcess(
-                name: name, database: databasePath, issuer: Self.issuer, logPath: directory.path + "/\(name).log",
-                extraArguments: ["--metrics-listen", "off"], extraEnvironment: clock.environment)
-            _ = try server.waitUntilListening()
-            return server
-        }
-        let first = try start("first")
+        let first = try Self.startServer("first", in: directory.path, clock: clock)
         defer { _ = first.terminate() }
-        let storage = try SQLiteStorage(path: databasePath)
+        let storage = try SQLiteStorage(path: directory.path + "/keyauth.db")
         defer { storage.close() }
-        let environment = TestEnvironment(clockStart: ServerClock.now())
-        var api = TestAPI(
-            transport: SocketTransport(port: first.port), issuer: Self.issuer, clock: environment.clock,
-            storage: storage)
+        var api = Self.api(first, storage: storage)
         let laptop = try ServerTestKeys.key("alice-1")
         _ = try api.activeDevice(user: "alice", key: laptop)
         let now = ServerClock.now()
@@ -86,12 +87,10 @@ struct ClockSetBackTests {
         // crash's horizon was the start + 10 s, 50 s before the assertion was issued, and it was
         // accepted a second time.
         try clock.set("-60s")
-        let second = try start("second")
+        let second = try Self.startServer("second", in: directory.path, clock: clock)
         defer { _ = second.terminate() }
         try clock.set("+0s")
-        api = TestAPI(
-            transport: SocketTransport(port: second.port), issuer: Self.issuer, clock: environment.clock,
-            storage: storage)
+        api = Self.api(second, storage: storage)
         let replayed = try api.login(assertion: used)
         #expect(replayed.status == 400, "accepted twice after a crash and a clock set back: \(replayed.text)")
         #expect(
