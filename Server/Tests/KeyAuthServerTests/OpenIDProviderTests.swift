@@ -449,6 +449,21 @@ struct OpenIDProviderTests {
         #expect(expired.status == 400 && expired.errorCode == "invalid_grant")
     }
 
+    @Test("max_age against a stored sign-in time at either end of the range answers instead of trapping")
+    func extremeSignInTime() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let openID = setup.runner.responder.service.openID
+        var session = BrowserSessionRecord(
+            idHash: [UInt8](repeating: 1, count: 32), csrfToken: "csrf", user: "alice", signInRequestID: nil,
+            bindingCode: "42", createdAt: 0, expiresAt: 1)
+        session.signedInAt = Int64.min
+        #expect(!openID.isFresh(session, maxAge: 0))
+        #expect(!openID.isFresh(session, maxAge: Int64.max - 1))
+        session.signedInAt = Int64.max
+        #expect(openID.isFresh(session, maxAge: 0))
+    }
+
     @Test("a signed-in session signs a second client in without approval; prompt=login and max_age ask again")
     func browserSession() throws {
         let setup = try Setup()

@@ -16,4 +16,11 @@ struct TextTableTests {
 
                 """)
     }
+
+    @Test("a row with more cells than the header prints them two spaces apart instead of trapping")
+    func rowWiderThanHeader() {
+        var table = TextTable(header: ["ID"])
+        table.rows = [["1", "extra", "more"]]
+        #expect(table.rendered == "ID\n1   extra  more\n")
+    }
 }

@@ -20,7 +20,11 @@ struct TextTable {
             var line = ""
             for (index, cell) in row.enumerated() {
                 line += cell
-                if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - cell.count + 2) }
+                guard index < row.count - 1 else { continue }
+                // A cell past the header's columns (no listing makes one) is set off by the two
+                // spaces alone rather than indexing past the widths.
+                let width = index < widths.count ? widths[index] : cell.count
+                line += String(repeating: " ", count: width - cell.count + 2)
             }
             return line + "\n"
         }.joined()

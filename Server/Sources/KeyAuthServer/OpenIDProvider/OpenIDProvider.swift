@@ -108,7 +108,9 @@ struct OpenIDProvider: Sendable {
     func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
         guard let maxAge else { return true }
         guard let signedInAt = session.signedInAt else { return false }
-        return now() - signedInAt <= maxAge
+        // Saturating: `signed_in_at` is read from storage, which this server did not necessarily
+        // write, and a difference that overflows would end the whole process.
+        return now().subtractingSaturating(signedInAt) <= maxAge
     }
 }
 
