@@ -17,6 +17,9 @@ extension StorageContract {
         StorageCheck(
             "settles concurrent redemptions of one code across instances with one winner",
             StorageContract.racesAuthorizationCodes),
+        StorageCheck(
+            "redeems no code past its expiry or of an approving device no longer active",
+            StorageContract.refusesStaleAuthorizationCodes),
     ]
 
     static func authorizationCode(_ seed: UInt8, expiresAt: Int64 = 1_060) -> AuthorizationCodeRecord {
@@ -45,6 +48,7 @@ extension StorageContract {
     static func redeemsAuthorizationCodes(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
         let code = authorizationCode(1)
         try storage.insertAuthorizationCode(code)
         #expect(try storage.authorizationCode(codeHash: code.codeHash) == code)
@@ -84,6 +88,7 @@ extension StorageContract {
         defer { first.close() }
         let second = try database.open()
         defer { second.close() }
+        #expect(try first.insertDevice(device("kid-1", status: .active)))
         let code = authorizationCode(5)
         try first.insertAuthorizationCode(code)
         let redemptions = runConcurrently(24) { (index: Int) throws(StorageError) -> AuthorizationCodeRedemption in
@@ -97,5 +102,38 @@ extension StorageContract {
         for result in results {
             if case .alreadyRedeemed(let record) = result { #expect(record.accessTokenJTI == winner) }
         }
+    }
+
+    static func refusesStaleAuthorizationCodes(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        let late = authorizationCode(7)
+        try storage.insertAuthorizationCode(late)
+        #expect(
+            try storage.redeemAuthorizationCode(
+                codeHash: late.codeHash, at: late.expiresAt, accessTokenJTI: "jti-7", accessTokenExpiresAt: 1_960)
+                == .unknown)
+        #expect(try storage.authorizationCode(codeHash: late.codeHash)?.redeemedAt == nil)
+
+        // The approving device revoked after the code was made: the code stays unredeemed.
+        let orphaned = authorizationCode(8)
+        try storage.insertAuthorizationCode(orphaned)
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_005))
+        #expect(
+            try storage.redeemAuthorizationCode(
+                codeHash: orphaned.codeHash, at: 1_010, accessTokenJTI: "jti-8", accessTokenExpiresAt: 1_910)
+                == .approverInactive)
+        #expect(try storage.authorizationCode(codeHash: orphaned.codeHash)?.redeemedAt == nil)
+
+        // A key registered again under another user's name does not approve for the first.
+        var others = authorizationCode(9)
+        others.approvingKID = "kid-bob"
+        try storage.insertAuthorizationCode(others)
+        #expect(try storage.insertDevice(device("kid-bob", user: "bob", status: .active)))
+        #expect(
+            try storage.redeemAuthorizationCode(
+                codeHash: others.codeHash, at: 1_010, accessTokenJTI: "jti-9", accessTokenExpiresAt: 1_910)
+                == .approverInactive)
     }
 }

@@ -119,6 +119,9 @@ extension OpenIDProvider {
             throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
         case .unknown:
             throw invalid
+        case .approverInactive:
+            // Revoked between the check above and the redemption.
+            throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked")
         }
         let idToken = try idTokens.sign(
             IDTokens.Subject(

@@ -110,6 +110,9 @@ package enum AuthorizationCodeRedemption: Sendable, Hashable {
     case redeemed(AuthorizationCodeRecord)
     /// The code was redeemed before: the record with the first redemption's token.
     case alreadyRedeemed(AuthorizationCodeRecord)
-    /// No such code.
+    /// No such code, or one past its expiry.
     case unknown
+    /// The device that approved the sign-in is no longer active (or no longer the user's); the
+    /// code was left unredeemed.
+    case approverInactive
 }

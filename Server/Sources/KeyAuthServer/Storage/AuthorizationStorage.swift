@@ -13,7 +13,10 @@ package protocol AuthorizationStorage: Sendable {
     func authorizationCode(codeHash: [UInt8]) throws(StorageError) -> AuthorizationCodeRecord?
 
     /// Marks the code redeemed at `time` by the access token `accessTokenJTI`, unless it was
-    /// redeemed already, in one conditional update.
+    /// redeemed already or has expired, in one conditional update, and only while the device that
+    /// approved the sign-in is still the user's and active: its row is locked until the commit
+    /// (as for ``SignInStorage/markSignInRequestIssued(id:expiringAfter:)``), so a revocation
+    /// either comes before and refuses the code, or waits until its token is recorded.
     func redeemAuthorizationCode(
         codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
     ) throws(StorageError) -> AuthorizationCodeRedemption

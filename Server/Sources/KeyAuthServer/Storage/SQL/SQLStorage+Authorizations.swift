@@ -39,17 +39,22 @@ extension SQLStorage {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> AuthorizationCodeRedemption in
                 let before = try Self.authorizationCode(codeHash: codeHash, on: connection)
+                if let before, before.redeemedAt == nil,
+                    try !Self.isActive(before.approvingKID, of: before.user, in: connection)
+                {
+                    return .approverInactive
+                }
                 let updated = try connection.execute(
                     """
                     UPDATE authorization_codes SET redeemed_at = $2, access_token_jti = $3, access_token_expires_at = $4
-                    WHERE code_hash = $1 AND redeemed_at IS NULL
+                    WHERE code_hash = $1 AND redeemed_at IS NULL AND expires_at > $2
                     """,
                     [.blob(codeHash), .integer(time), .text(accessTokenJTI), .integer(accessTokenExpiresAt)]
                 ).affectedRowCount
                 if updated == 1, let before { return .redeemed(before) }
-                guard let current = try Self.authorizationCode(codeHash: codeHash, on: connection) else {
-                    return .unknown
-                }
+                guard let current = try Self.authorizationCode(codeHash: codeHash, on: connection),
+                    current.redeemedAt != nil
+                else { return .unknown }
                 return .alreadyRedeemed(current)
             }
         }
