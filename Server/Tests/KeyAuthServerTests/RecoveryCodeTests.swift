@@ -301,6 +301,40 @@ struct RecoveryCodeTests {
             })
     }
 
+    @Test("every enrolment by recovery code is announced: its enroller cannot hide the next one behind denied notices")
+    func everyEnrolmentIsAnnounced() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        let thieves = try (2...5).map { try ServerTestKeys.key("alice-\($0)") }
+        for (index, thief) in thieves.enumerated() {
+            #expect(try Self.recover(api, key: thief, code: codes[index]).status == 201)
+        }
+        func notices() throws -> [(id: String, name: String)] {
+            let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+            return listed.filter { $0["kind"] == .string("recovery") }.compactMap { notice in
+                guard let id = notice["id"]?.stringValue, let name = notice["client_name"]?.stringValue else {
+                    return nil
+                }
+                return (id, name)
+            }
+        }
+        let all = try notices()
+        #expect(all.count == thieves.count)
+        // The last device enrolled denies the notices of the others (revoking its own accomplices).
+        let last = try #require(thieves.last)
+        let lastName = String(last.publicKey.fingerprint.prefix(8))
+        let lastToken = try api.accessToken(last)
+        for notice in all where !notice.name.contains(lastName) {
+            #expect(try api.answer(notice.id, decision: "deny", assertion: nil, token: lastToken).status == 200)
+        }
+        let left = try notices()
+        #expect(left.count == 1)
+        #expect(left.first?.name.contains(lastName) == true)
+    }
+
     @Test("the device a notice names cannot dismiss it with wrong codes: the notice has no code")
     func noticeHasNoCode() throws {
         let environment = TestEnvironment()

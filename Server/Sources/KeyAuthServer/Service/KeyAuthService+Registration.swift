@@ -116,8 +116,8 @@ extension KeyAuthService {
     /// `GET /v1/auth-requests`), where denying it revokes the new device. Whoever used a stolen
     /// code is then seen by the devices the user still has.
     ///
-    /// The notice is best effort: past its limits (``SignInRequests/Settings/noticeLimits``) the
-    /// audit entry remains the record.
+    /// Every such enrolment gets its notice (``SignInRequests/Settings/noticeLimits`` has no cap),
+    /// so none can be hidden behind notices that its enroller made and then denied.
     private func announceRecovery(of device: DeviceRecord, from address: String) throws {
         let left = try recoveryCodes.remaining(for: device.user)
         try AuditTrail(storage: storage, now: now).record(
@@ -130,7 +130,8 @@ extension KeyAuthService {
                 kind: .recovery, clientID: nil, user: device.user, bindingMessage: nil, scope: nil,
                 requestedExpiry: nil, from: address, subject: device.kid)
         } catch is ServiceError {
-            // Too many notices already: the user's devices have some to read.
+            // With no limit to pass, only a user left without an active device since the check
+            // above gets here: there is nobody to tell, and the audit entry is the record.
         }
     }
 

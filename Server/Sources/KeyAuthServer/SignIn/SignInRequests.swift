@@ -30,9 +30,12 @@ struct SignInRequests: Sendable {
             maximumOpen: 5, maximumPerWindow: 20, replacesSameAddress: true, maximumPerWindowFromAddress: 5)
         /// Device approvals the signed-in account page asks for: one open per user, 10 an hour.
         var signedInLimits = SignInRequestLimits(maximumOpen: 1, maximumPerWindow: 10, replacesSameAddress: true)
-        /// The server's notices (a recovery code used): 3 open per user, 10 an hour; past those the
-        /// audit trail is the record.
-        var noticeLimits = SignInRequestLimits(maximumOpen: 3, maximumPerWindow: 10)
+        /// The server's notices (a recovery code used): no cap. Each notice uses up one of the
+        /// user's recovery codes (``RecoveryCodes/count`` to a set, and a new set needs a device's
+        /// approval), which bounds them; a cap would let whoever holds several codes fill it with
+        /// notices of its own, deny them from one of the devices they enrolled, and enrol the
+        /// next device unannounced.
+        var noticeLimits = SignInRequestLimits(maximumOpen: Int.max, maximumPerWindow: Int.max)
         /// How long a notice stays in the devices' lists: a day, since nobody waits for it in
         /// front of a screen.
         var noticeLifetime: Int64 = 86_400
