@@ -172,6 +172,34 @@ struct AccountPageTests {
         #expect(try browser.send("GET", "/account").text.contains("name=\"user\""))
     }
 
+    @Test(
+        "a device approval's code is shown only on the session that asked: another session of the user, a stolen cookie's, cannot put it before the user"
+    )
+    func approvalCodeStaysWithItsSession() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        // Alice's own session, and another, which a thief holds and uses for a key of its own.
+        var own = try Self.signIn(api, laptop: laptop, token: token).0
+        var thief = try Self.signIn(api, laptop: laptop, token: token).0
+        let stolenKey = try ServerTestKeys.key("alice-3")
+        #expect(try api.register(user: "alice", key: stolenKey, name: "phone").status == 202)
+        let kid = stolenKey.publicKey.fingerprint
+        let thiefCSRF = try Self.csrf(try thief.send("GET", "/account").text)
+        #expect(
+            try thief.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", thiefCSRF)]).status == 303)
+        let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue?.first)
+        let id = try #require(listed["id"]?.stringValue)
+        let code = try api.code(of: id)
+        #expect(try thief.send("GET", "/account").text.contains("data-approval-code>\(code)</strong>"))
+        // Alice's page lists the device, without the code the device asks her to type.
+        let ownPage = try own.send("GET", "/account").text
+        #expect(ownPage.contains("data-kid=\"\(kid)\""), "\(ownPage)")
+        #expect(!ownPage.contains("data-approval-code"), "\(ownPage)")
+        #expect(try api.storage.signInRequest(id: id)?.requestedBy != nil)
+    }
+
     @Test("renaming refuses a confusable name with the rule's reason and stores a good one in NFC")
     func rename() throws {
         let environment = TestEnvironment()

@@ -53,7 +53,8 @@ extension StorageContract {
             id: id, kind: kind, clientID: kind == .backchannel ? "client-1" : nil, user: user,
             bindingMessage: "Desk – 42", scope: "openid profile", requestedFrom: address, createdAt: createdAt,
             expiresAt: expiresAt, subject: kind == .device ? "kid-9" : nil,
-            acrValues: kind == .backchannel ? ["urn:keyauth:acr:attested", "urn:keyauth:acr:hwk"] : [])
+            acrValues: kind == .backchannel ? ["urn:keyauth:acr:attested", "urn:keyauth:acr:hwk"] : [],
+            requestedBy: kind == .device ? "c2Vzc2lvbi1oYXNo" : nil)
     }
 
     /// Three open requests at most, with no hourly limit that matters.
@@ -97,6 +98,7 @@ extension StorageContract {
         #expect(try storage.insertSignInRequest(device, limits: hourly, now: 4_605) == .inserted)
         #expect(try storage.signInRequest(id: "d1")?.subject == "kid-9")
         #expect(try storage.signInRequest(id: "d1")?.kind == .device)
+        #expect(try storage.signInRequest(id: "d1")?.requestedBy == "c2Vzc2lvbi1oYXNo")
     }
 
     static func countsWrongCodes(_ database: StorageContractDatabase) throws {

@@ -14,7 +14,7 @@ extension AccountPage {
                 _ = try service.signIn.start(
                     kind: .recoveryCodes, clientID: nil, user: session.record.user, bindingMessage: nil, scope: nil,
                     requestedExpiry: nil, from: browser.clientAddress(of: request),
-                    subject: Self.recoveryCodesOwner(session))
+                    subject: Self.tag(of: session))
             } catch let error as ServiceError {
                 return try signedInPage(session, message: error.description, status: 400)
             }
@@ -103,15 +103,9 @@ extension AccountPage {
             newCodes: newCodes)
     }
 
-    /// The `subject` of a recovery-codes request made by `session`.
-    private static func recoveryCodesOwner(_ session: BrowserSessions.Presented) -> String {
-        Base64URL.encode(session.record.idHash)
-    }
-
-    /// Whether `request` was made by `session` (a request from before requests named their
-    /// session names none, and is nobody's).
+    /// Whether the recovery-codes `request` was made by `session`, whose tag is its `subject` (a
+    /// request from before requests named their session names none, and is nobody's).
     private static func isMadeBy(_ session: BrowserSessions.Presented, _ request: SignInRequestRecord) -> Bool {
-        guard let subject = request.subject else { return false }
-        return CryptoPrimitives.constantTimeEquals(Array(subject.utf8), Array(recoveryCodesOwner(session).utf8))
+        isTag(request.subject, of: session)
     }
 }

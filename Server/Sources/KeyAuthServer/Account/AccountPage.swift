@@ -64,7 +64,7 @@ struct AccountPage: Sendable {
         let devices = try service.registry.devices(ofUser: user)
         let open = try service.signIn.open(for: user)
         var approvalCodes: [String: String] = [:]
-        for request in open where request.kind == .device {
+        for request in open where request.kind == .device && Self.isTag(request.requestedBy, of: session) {
             if let kid = request.subject { approvalCodes[kid] = request.bindingMessage }
         }
         let shown = devices.map {
@@ -193,9 +193,10 @@ struct AccountPage: Sendable {
                 guard target.status == .pending, !service.isExpiredPending(target) else {
                     throw ServiceError(.invalidRequest, "the device is not waiting for approval")
                 }
+                // Its code is shown on this session's page only (``isTag(_:of:)``).
                 _ = try service.signIn.start(
                     kind: .device, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
-                    from: browser.clientAddress(of: request), subject: kid)
+                    from: browser.clientAddress(of: request), subject: kid, requestedBy: Self.tag(of: session))
             case .deny, .revoke:
                 // The registry also ends the browser sessions the device approved.
                 _ = try service.registry.revoke(kid: kid, ownedBy: user, by: actor)
@@ -206,6 +207,19 @@ struct AccountPage: Sendable {
             return try signedInPage(session, message: error.description, status: 400)
         }
         return redirect()
+    }
+
+    /// What names `session` in the requests it makes (base64url of its id's SHA-256), so that
+    /// only it is shown their codes: number matching assumes the code is on the screen that asked.
+    static func tag(of session: BrowserSessions.Presented) -> String {
+        Base64URL.encode(session.record.idHash)
+    }
+
+    /// Whether `tag`, as a request stored it, names `session`; a request that names none is
+    /// nobody's.
+    static func isTag(_ tag: String?, of session: BrowserSessions.Presented) -> Bool {
+        guard let tag else { return false }
+        return CryptoPrimitives.constantTimeEquals(Array(tag.utf8), Array(Self.tag(of: session).utf8))
     }
 
     /// 303 to the page itself (post/redirect/get), setting `cookies`.

@@ -99,6 +99,7 @@ struct SignInRequests: Sendable {
     ///   - address: where the request came from, shown to the user.
     ///   - redirectURI: where an `authorization` request sends the browser back.
     ///   - subject: the pending device a `device` request approves.
+    ///   - requestedBy: the account page's session that made a `device` request.
     ///   - acrValues: the authentication context classes asked for (keyauth's, in the order of
     ///     preference): only an approval meeting one of them completes the request.
     /// - Throws: ``ServiceError`` `.unknownUserID` for a user with no active device (or a name
@@ -108,7 +109,7 @@ struct SignInRequests: Sendable {
     func start(
         kind: SignInRequestKind, clientID: String?, user: String, bindingMessage: String?, scope: String?,
         requestedExpiry: String?, from address: String?, redirectURI: String? = nil, subject: String? = nil,
-        acrValues: [String] = []
+        acrValues: [String] = [], requestedBy: String? = nil
     ) throws -> SignInRequestRecord {
         var lifetime = kind.origin == .server ? settings.noticeLifetime : settings.maximumLifetime
         if let requestedExpiry {
@@ -136,7 +137,7 @@ struct SignInRequests: Sendable {
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
             user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,
             requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
-            redirectURI: redirectURI, subject: subject, acrValues: acrValues)
+            redirectURI: redirectURI, subject: subject, acrValues: acrValues, requestedBy: requestedBy)
         let limits = settings.limits(for: kind.origin)
         switch try storage.insertSignInRequest(request, limits: limits, now: time) {
         case .inserted:

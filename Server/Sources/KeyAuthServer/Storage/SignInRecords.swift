@@ -148,6 +148,12 @@ package struct SignInRequestRecord: Sendable, Hashable {
     /// in the order of preference): only an approval meeting one of them completes it. Empty
     /// when it asked for none.
     package var acrValues: [String]
+    /// The browser session that made a `device` request on the account page (base64url of its
+    /// id's SHA-256), the only one shown its code: another session of the same user, a stolen
+    /// cookie's say, must not be able to put that code in front of the user for a device of its
+    /// own. Nil for the other kinds, and for requests stored before this was recorded (whose
+    /// code no page shows).
+    package var requestedBy: String?
 
     /// Creates a record.
     package init(
@@ -155,7 +161,7 @@ package struct SignInRequestRecord: Sendable, Hashable {
         scope: String? = nil, requestedFrom: String? = nil, status: SignInRequestStatus = .pending, createdAt: Int64,
         expiresAt: Int64, pollInterval: Int64 = 5, lastPolledAt: Int64? = nil, answeredAt: Int64? = nil,
         answeringKID: String? = nil, methods: [String] = [], redirectURI: String? = nil, codeAttempts: Int = 0,
-        subject: String? = nil, acrValues: [String] = []
+        subject: String? = nil, acrValues: [String] = [], requestedBy: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -176,6 +182,7 @@ package struct SignInRequestRecord: Sendable, Hashable {
         self.codeAttempts = codeAttempts
         self.subject = subject
         self.acrValues = acrValues
+        self.requestedBy = requestedBy
     }
 
     /// Where the request sits among a user's requests: by creation time, then by id.

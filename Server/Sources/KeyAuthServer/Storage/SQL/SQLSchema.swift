@@ -307,6 +307,13 @@ enum SQLSchema {
                 "CREATE INDEX ssh_revoked_keys_by_time ON ssh_revoked_keys (listed_until)",
             ]
         },
+        Migration(version: 15) { _ in
+            [
+                // The account page's session that asked for a device approval: the only one that
+                // is shown its code (NULL before, and for requests of other kinds).
+                "ALTER TABLE sign_in_requests ADD COLUMN requested_by TEXT"
+            ]
+        },
     ]
 
     /// The newest version this build knows.

@@ -3,7 +3,7 @@ extension SQLStorage {
     static let signInRequestColumns = """
         id, kind, client_id, user_name, binding_message, scope, requested_from, status, created_at, expires_at, \
         poll_interval, last_polled_at, answered_at, answering_kid, methods, redirect_uri, code_attempts, subject, \
-        acr_values
+        acr_values, requested_by
         """
 
     /// Serialises the open-request cap per user: "sirq" in ASCII, the user name hashed.
@@ -79,7 +79,7 @@ extension SQLStorage {
                 try connection.execute(
                     """
                     INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
                     """,
                     request.columnValues)
                 return .inserted
@@ -251,7 +251,7 @@ extension SignInRequestRecord {
             pollInterval: pollInterval, lastPolledAt: row.integer(11), answeredAt: row.integer(12),
             answeringKID: row.text(13), methods: methods.split(separator: " ").map(String.init),
             redirectURI: row.text(15), codeAttempts: Int(clamping: row.integer(16) ?? 0), subject: row.text(17),
-            acrValues: (row.text(18) ?? "").split(separator: " ").map(String.init))
+            acrValues: (row.text(18) ?? "").split(separator: " ").map(String.init), requestedBy: row.text(19))
     }
 
     /// The values of ``SQLStorage/signInRequestColumns``, in order.
@@ -262,6 +262,7 @@ extension SignInRequestRecord {
             .integer(pollInterval), SQLValue(lastPolledAt), SQLValue(answeredAt), SQLValue(answeringKID),
             .text(methods.joined(separator: " ")), SQLValue(redirectURI), .integer(Int64(codeAttempts)),
             SQLValue(subject), SQLValue(acrValues.isEmpty ? nil : acrValues.joined(separator: " ")),
+            SQLValue(requestedBy),
         ]
     }
 }
