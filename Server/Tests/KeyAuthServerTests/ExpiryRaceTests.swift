@@ -245,9 +245,11 @@ extension StorageContractTests {
             try withServer(on: backend, { $0.signInLifetime = 60 }) { environment, api, _ in
                 let laptop = try ServerTestKeys.key("alice-1")
                 _ = try api.activeDevice(user: "alice", key: laptop)
-                let client = try api.addClient()
+                // Three clients in turn: one client makes at most 10 of a user's requests an hour.
+                let clients = try (1...3).map { try api.addClient("Desk \($0)") }
                 var answeredRounds = 0
                 for round in 0..<rounds {
+                    let client = clients[round % clients.count]
                     let id = try api.startSignIn(client, user: "alice")
                     let expiry = try #require(try api.storage.signInRequest(id: id)).expiresAt
                     let token = try api.accessToken(laptop)

@@ -44,7 +44,9 @@ struct SignInRequestTests {
 
         let long = try setup.api.backchannelAuthorize(setup.client, user: "alice", extra: [("requested_expiry", "900")])
         #expect(long.json?["expires_in"] == .integer(300))
-        let short = try setup.api.backchannelAuthorize(setup.client, user: "alice", extra: [("requested_expiry", "60")])
+        // Another client: this one holds its share of alice's open requests (2).
+        let other = try setup.api.addClient("Wiki")
+        let short = try setup.api.backchannelAuthorize(other, user: "alice", extra: [("requested_expiry", "60")])
         #expect(short.json?["expires_in"] == .integer(60))
     }
 
@@ -82,7 +84,9 @@ struct SignInRequestTests {
                 "/bc-authorize", client: setup.client, form: [("login_hint", "alice")] + extra)
             #expect(both.status == 400 && both.errorCode == "invalid_request", "\(extra.map(\.0))")
         }
-        // The token endpoint checks the client the same way.
+        // The token endpoint checks the client the same way (on a new request, once the client's
+        // two open ones have expired: its share).
+        setup.environment.clock.advance(by: 301)
         let id = try api.startSignIn(setup.client, user: "alice")
         #expect(try api.poll(nil, id: id).errorCode == "invalid_client")
         #expect(try api.poll(TestClient(id: setup.client.id, secret: "nope"), id: id).status == 401)
@@ -139,18 +143,44 @@ struct SignInRequestTests {
     func openRequestCap() throws {
         let setup = try Setup()
         let api = setup.api
+        let other = try api.addClient("Wiki")
         var ids: [String] = []
-        for _ in 0..<3 { ids.append(try api.startSignIn(setup.client, user: "alice")) }
+        for _ in 0..<2 { ids.append(try api.startSignIn(setup.client, user: "alice")) }
+        ids.append(try api.startSignIn(other, user: "alice"))
         setup.environment.clock.advance(by: 100)
-        let refused = try api.backchannelAuthorize(setup.client, user: "alice")
+        let refused = try api.backchannelAuthorize(other, user: "alice")
         #expect(refused.status == 429)
         #expect(refused.errorCode == "slow_down")
         #expect(refused.headers["Retry-After"] == "200")
+        #expect(refused.errorDescription?.contains("the user has 3 sign-in requests open") == true)
         #expect(try api.answer(ids[0], decision: "deny", assertion: nil, token: setup.token).status == 200)
-        #expect(try api.backchannelAuthorize(setup.client, user: "alice").status == 200)
-        #expect(try api.backchannelAuthorize(setup.client, user: "alice").status == 429)
+        #expect(try api.backchannelAuthorize(other, user: "alice").status == 200)
+        #expect(try api.backchannelAuthorize(other, user: "alice").status == 429)
         setup.environment.clock.advance(by: 200)
-        #expect(try api.backchannelAuthorize(setup.client, user: "alice").status == 200)
+        #expect(try api.backchannelAuthorize(other, user: "alice").status == 200)
+    }
+
+    @Test("one client holds at most 2 of a user's open requests and makes 10 an hour: the rest are for other clients")
+    func clientShare() throws {
+        let setup = try Setup()
+        let api = setup.api
+        let other = try api.addClient("Wiki")
+        for _ in 0..<2 { _ = try api.startSignIn(setup.client, user: "alice") }
+        let open = try api.backchannelAuthorize(setup.client, user: "alice")
+        #expect(open.status == 429 && open.errorCode == "slow_down")
+        #expect(open.errorDescription?.contains("the rest are kept for the user's other clients") == true)
+        #expect(open.headers["Retry-After"] == "300")
+        #expect(try api.backchannelAuthorize(other, user: "alice").status == 200)
+        // Requests a client lets expire still count over the hour: 10 of them.
+        for _ in 0..<4 {
+            setup.environment.clock.advance(by: 301)
+            for _ in 0..<2 { #expect(try api.backchannelAuthorize(setup.client, user: "alice").status == 200) }
+        }
+        setup.environment.clock.advance(by: 301)
+        let hourly = try api.backchannelAuthorize(setup.client, user: "alice")
+        #expect(hourly.status == 429 && hourly.errorCode == "slow_down")
+        #expect(hourly.errorDescription?.contains("other clients") == true)
+        #expect(try api.backchannelAuthorize(other, user: "alice").status == 200)
     }
 
     @Test("polling: pending, then slow_down when faster than the interval, which grows by 5 s each time")

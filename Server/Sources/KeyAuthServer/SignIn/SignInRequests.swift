@@ -18,8 +18,10 @@ struct SignInRequests: Sendable {
         var minimumLifetime: Int64 = 60
         /// Requests of an authenticated client (CIBA): 3 open per user at most (a device shows
         /// each one, so more would only tire the user into approving one they did not make),
-        /// 20 an hour.
-        var clientLimits = SignInRequestLimits(maximumOpen: 3, maximumPerWindow: 20)
+        /// 20 an hour; of those, one client may hold 2 open and make 10 an hour, so that it
+        /// cannot use up what the user's other clients need.
+        var clientLimits = SignInRequestLimits(
+            maximumOpen: 3, maximumPerWindow: 20, maximumOpenFromClient: 2, maximumPerWindowFromClient: 10)
         /// Requests started by anyone with a browser (the account page's and `/authorize`'s
         /// sign-in), counted per address first: one open per address (a new one from the same
         /// address replaces the old) and 5 an hour, so that one party cannot use up the user's
@@ -160,6 +162,12 @@ struct SignInRequests: Sendable {
             throw ServiceError(
                 .slowDown(retryAfter: Int(clamping: max(retryAt.subtractingSaturating(time), 1))),
                 "the user got \(limits.maximumPerWindow) sign-in requests in the last hour already")
+        case .clientShareUsed(let retryAt):
+            throw ServiceError(
+                .slowDown(retryAfter: Int(clamping: max(retryAt.subtractingSaturating(time), 1))),
+                "this client has \(limits.maximumOpenFromClient ?? 0) of the user's sign-in requests open, or made "
+                    + "\(limits.maximumPerWindowFromClient ?? 0) in the last hour, already; the rest are kept for the "
+                    + "user's other clients")
         }
     }
 

@@ -231,17 +231,27 @@ package struct SignInRequestLimits: Sendable, Hashable {
     /// Requests made within the window from the new request's address at most, besides the
     /// user's total: one party's share, so that it cannot use up what the user's own browser needs.
     package var maximumPerWindowFromAddress: Int?
+    /// One client's share, for requests that name one (``SignInRequestRecord/clientID``): open
+    /// requests, and requests made within the window, at most, besides the user's totals, so that
+    /// one client (a misbehaving application, one compromised host) cannot use up what the
+    /// user's other clients need.
+    package var maximumOpenFromClient: Int?
+    /// See ``maximumOpenFromClient``.
+    package var maximumPerWindowFromClient: Int?
 
     /// Creates limits.
     package init(
         maximumOpen: Int, maximumPerWindow: Int, window: Int64 = 3600, replacesSameAddress: Bool = false,
-        maximumPerWindowFromAddress: Int? = nil
+        maximumPerWindowFromAddress: Int? = nil, maximumOpenFromClient: Int? = nil,
+        maximumPerWindowFromClient: Int? = nil
     ) {
         self.maximumOpen = maximumOpen
         self.maximumPerWindow = maximumPerWindow
         self.window = window
         self.replacesSameAddress = replacesSameAddress
         self.maximumPerWindowFromAddress = maximumPerWindowFromAddress
+        self.maximumOpenFromClient = maximumOpenFromClient
+        self.maximumPerWindowFromClient = maximumPerWindowFromClient
     }
 }
 
@@ -255,6 +265,9 @@ package enum SignInRequestInsertion: Sendable, Hashable {
     /// The user got the most requests of this origin the window allows; carries when the oldest
     /// of them leaves the window.
     case tooManyInWindow(retryAt: Int64)
+    /// The request's client holds its share of the user's requests (open, or made within the
+    /// window); carries when a place of that share frees up.
+    case clientShareUsed(retryAt: Int64)
 }
 
 /// What ``SignInStorage/recordWrongCode(id:maximumAttempts:answeringKID:at:)`` did.

@@ -41,6 +41,12 @@ extension SQLStorage {
                         return .tooManyInWindow(retryAt: oldest.addingSaturating(limits.window))
                     }
                 }
+                if let client = request.clientID,
+                    let refusal = try Self.clientShareRefusal(
+                        client, of: request.user, kinds: kinds, limits: limits, now: now, on: connection)
+                {
+                    return refusal
+                }
                 let recent = try connection.execute(
                     """
                     SELECT COUNT(*), MIN(created_at) FROM sign_in_requests
@@ -199,6 +205,41 @@ extension SQLStorage {
                 return (request, tooEarly)
             }
         }
+    }
+
+    /// Whether `client` holds its share (``SignInRequestLimits/maximumOpenFromClient``,
+    /// ``SignInRequestLimits/maximumPerWindowFromClient``) of `user`'s requests of `kinds`: the
+    /// refusal, or nil.
+    private static func clientShareRefusal(
+        _ client: String, of user: String, kinds: String, limits: SignInRequestLimits, now: Int64,
+        on connection: any SQLConnection
+    ) throws(StorageError) -> SignInRequestInsertion? {
+        if let perWindow = limits.maximumPerWindowFromClient {
+            let recent = try connection.execute(
+                """
+                SELECT COUNT(*), MIN(created_at) FROM sign_in_requests
+                WHERE user_name = $1 AND kind IN (\(kinds)) AND created_at > $2 AND client_id = $3
+                """,
+                [.text(user), .integer(now.subtractingSaturating(limits.window)), .text(client)]
+            ).firstRow
+            if let count = recent?.integer(0), count >= Int64(perWindow), let oldest = recent?.integer(1) {
+                return .clientShareUsed(retryAt: oldest.addingSaturating(limits.window))
+            }
+        }
+        if let open = limits.maximumOpenFromClient {
+            let pending = try connection.execute(
+                """
+                SELECT COUNT(*), MIN(expires_at) FROM sign_in_requests
+                WHERE user_name = $1 AND kind IN (\(kinds)) AND status = 'pending' AND expires_at > $2
+                AND client_id = $3
+                """,
+                [.text(user), .integer(now), .text(client)]
+            ).firstRow
+            if let count = pending?.integer(0), count >= Int64(open), let earliest = pending?.integer(1) {
+                return .clientShareUsed(retryAt: earliest)
+            }
+        }
+        return nil
     }
 
     package func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError)
