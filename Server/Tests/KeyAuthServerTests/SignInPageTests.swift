@@ -52,6 +52,34 @@ struct SignInPageTests {
         #expect(try browser.get("/account").text.contains("Not <strong>alice</strong>?"))
     }
 
+    @Test("Cancel, or Use another name, withdraws the sign-in request: no device lists it or can approve it")
+    func abandonedSignInIsWithdrawn() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        for (path, extra) in [("/account/sign-in/cancel", []), ("/account/sign-in", [("another_user", "1")])] {
+            var browser = OpenIDBrowser(api: api)
+            let form = try browser.get("/account")
+            let started = try browser.post(
+                "/account/sign-in",
+                form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: form.text)), ("user", "alice")])
+            #expect(started.status == 303)
+            let waiting = try browser.get("/account")
+            let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+            #expect(listed.count == 1, "\(path)")
+            let id = try #require(listed.first?["id"]?.stringValue)
+            let ended = try browser.post(
+                path, form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text))] + extra)
+            #expect(ended.status == 303, "\(path)")
+            #expect(try api.openRequests(token: token).json?["requests"]?.arrayValue?.isEmpty == true, "\(path)")
+            let late = try api.answer(
+                id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+            #expect(late.status == 400 && late.errorCode == "expired_token", "\(path): \(late.text)")
+            #expect(try api.storage.signInRequest(id: id)?.answeredAt == nil, "\(path)")
+        }
+    }
+
     @Test(
         "an OpenID sign-in names the application in the heading, and Use another name keeps its authorization going"
     )

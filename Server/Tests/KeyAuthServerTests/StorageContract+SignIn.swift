@@ -43,7 +43,34 @@ extension StorageContract {
         StorageCheck(
             "keeps browser sessions by hash: replaced once, extended, ended by device and by expiry",
             StorageContract.storesBrowserSessions),
+        StorageCheck(
+            "withdraws only a pending, unexpired request, which then is no longer open",
+            StorageContract.withdrawsSignInRequests),
     ]
+
+    static func withdrawsSignInRequests(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        let limits = SignInRequestLimits(maximumOpen: 10, maximumPerWindow: 1_000)
+        for id in ["w1", "w2", "w3"] {
+            #expect(try storage.insertSignInRequest(signInRequest(id), limits: limits, now: 1_000) == .inserted)
+        }
+        #expect(
+            try storage.answerSignInRequest(id: "w2", status: .approved, answeringKID: "kid-1", methods: [], at: 1_010))
+        #expect(try storage.withdrawSignInRequest(id: "w1", at: 1_020))
+        #expect(try !storage.withdrawSignInRequest(id: "w1", at: 1_021))
+        #expect(try storage.signInRequest(id: "w1")?.expiresAt == 1_020)
+        // An answered request keeps its answer and its expiry; an expired or unknown one is left.
+        #expect(try !storage.withdrawSignInRequest(id: "w2", at: 1_020))
+        #expect(try storage.signInRequest(id: "w2")?.expiresAt == 1_300)
+        #expect(try !storage.withdrawSignInRequest(id: "w3", at: 1_300))
+        #expect(try !storage.withdrawSignInRequest(id: "nope", at: 1_020))
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_020).map(\.id) == ["w3"])
+        #expect(
+            try !storage.answerSignInRequest(id: "w1", status: .approved, answeringKID: "kid-1", methods: [], at: 1_030)
+        )
+    }
 
     static func signInRequest(
         _ id: String, user: String = "alice", createdAt: Int64 = 1_000, expiresAt: Int64 = 1_300,

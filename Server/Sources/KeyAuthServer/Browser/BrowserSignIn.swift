@@ -14,7 +14,7 @@ struct BrowserSignIn: Sendable {
     /// Ends the browser's waiting session for the waiting page's "Use another name"
     /// (``SignInForms/anotherUserField``), when the form carries its CSRF token. A signed-in
     /// session is left alone (a stale page cannot sign its user out this way), and the sign-in
-    /// request stays on the user's devices until it expires, as after Cancel.
+    /// request is withdrawn from the user's devices, as after Cancel (``BrowserSessions/end(_:)``).
     ///
     /// - Returns: the headers that clear the session cookie (none when the browser has no
     ///   waiting session: the form comes back all the same); nil when the CSRF token is wrong.

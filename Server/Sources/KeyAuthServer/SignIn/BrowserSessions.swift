@@ -168,8 +168,14 @@ struct BrowserSessions: Sendable {
         return try storage.signInRequest(id: id)?.status == .issued
     }
 
-    /// Ends a session.
+    /// Ends a session; a waiting one withdraws its sign-in request too, so that the user's
+    /// devices stop asking about a sign-in that its browser gave up (Cancel, "Use another name",
+    /// or a sign-in that can no longer complete): what the person did at the screen is what the
+    /// device then shows.
     func end(_ session: Presented) throws(StorageError) {
+        if !session.record.isSignedIn, let id = session.record.signInRequestID {
+            try storage.withdrawSignInRequest(id: id, at: service.now())
+        }
         try storage.deleteBrowserSession(idHash: session.record.idHash)
     }
 

@@ -80,6 +80,13 @@ package protocol SignInStorage: Sendable {
     ///   is over.
     func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError) -> Bool
 
+    /// Ends a pending, unexpired request at `time` (its expiry set to `time`), for a browser that
+    /// stopped waiting for it: the user's devices no longer list it, and none can answer it.
+    ///
+    /// - Returns: whether a request was ended (false when it was answered or expired already).
+    @discardableResult
+    func withdrawSignInRequest(id: String, at time: Int64) throws(StorageError) -> Bool
+
     /// Deletes requests that expired before `expiredBefore`; returns how many.
     @discardableResult
     func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int

@@ -270,6 +270,15 @@ extension SQLStorage {
         }
     }
 
+    package func withdrawSignInRequest(id: String, at time: Int64) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.execute(
+                "UPDATE sign_in_requests SET expires_at = $2 WHERE id = $1 AND status = 'pending' AND expires_at > $2",
+                [.text(id), .integer(time)]
+            ).affectedRowCount == 1
+        }
+    }
+
     package func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM sign_in_requests WHERE expires_at < $1", [.integer(expiredBefore)])
