@@ -37,7 +37,24 @@ struct AccountSession: Sendable {
     ) throws(KeyAuthError) -> AccountSession {
         let accounts = try context.accountStore()
         let name = try resolve(accounts, explicitName)
-        let account = try accounts.load(name)
+        return try open(
+            context: context, checked: try accounts.load(name), pinFromStandardInput: pinFromStandardInput,
+            waitForApproval: waitForApproval, extraClaims: extraClaims)
+    }
+
+    /// Opens `account`, the record as the caller already read and checked it, without reading
+    /// the account file again: its server, presence check and audience are the ones checked.
+    /// `keyauth-pam-helper` needs this, since the file is in the user's home, where anything
+    /// running as the user can replace it between a check and a second read (a copy naming the
+    /// user's own server, which would say yes to anything, renamed in after root's check passed).
+    ///
+    /// - Throws: as ``open(context:account:pinFromStandardInput:waitForApproval:extraClaims:)``.
+    static func open(
+        context: CommandContext, checked account: KeyAuthAccount, pinFromStandardInput: Bool,
+        waitForApproval: Bool, extraClaims: JWTClaims = JWTClaims()
+    ) throws(KeyAuthError) -> AccountSession {
+        let accounts = try context.accountStore()
+        let name = account.name
         let files = try accounts.keyPairStore(for: name)
         guard let kind = files.storedKind else {
             let hint =

@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuthCLI
@@ -72,6 +73,47 @@ struct PAMHelperRequestTests {
         let line = PAMHelper.Answer.refused("bad\nline\u{1B}[31m").line
         #expect(line == "refused bad line [31m")
         #expect(PAMHelper.Answer.ok("account a").line == "ok account a")
+    }
+}
+
+@Suite("pam_keyauth's account: what root checked is what logs in")
+struct PAMHelperAccountTests {
+    @Test("the user mapping matches a Linux user byte for byte, not a canonically equivalent spelling")
+    func mappingIsByteExact() throws {
+        let text = "jos\u{E9} alice\n"
+        #expect(try HostUserMapping.entry(for: "jos\u{E9}", text: text, file: "f").keyauthUser == "alice")
+        // The decomposed spelling is another Linux account: its own same-name default.
+        #expect(try HostUserMapping.entry(for: "jose\u{301}", text: text, file: "f").keyauthUser == "jose\u{301}")
+    }
+
+    @Test("a session opened from the checked record uses its server, whatever the file says by then")
+    func sessionUsesTheCheckedRecord() throws {
+        let harness = CommandHarness()
+        defer { harness.home.remove() }
+        let name = "alice@keyauth.example"
+        let checked = KeyAuthAccount(
+            name: name, serverURL: "https://keyauth.example", issuer: "https://keyauth.example", user: "alice",
+            deviceName: "laptop", presence: .pin, status: .active)
+        try harness.accounts.save(checked)
+        _ = try harness.accounts.keyPairStore(for: name).createKey(bits: 2048)
+        // What something running as the user renames in after root's check: its own server.
+        var swapped = checked
+        swapped.serverURL = "http://127.0.0.1:9"
+        swapped.issuer = "http://127.0.0.1:9"
+        swapped.presence = .none
+        try harness.accounts.save(swapped)
+
+        let io = CommandIO(
+            writeOutput: { _ in }, writeError: { _ in }, standardInput: -1, environment: harness.environment,
+            isErrorTerminal: false, terminalReader: FixedSecretReader(answers: [String]()), hostName: "test-host")
+        let session = try AccountSession.open(
+            context: CommandContext(io: io), checked: checked, pinFromStandardInput: false, waitForApproval: false)
+        #expect(session.client.serverURL == "https://keyauth.example")
+        #expect(session.account.presence == PresenceKind.pin)
+        // The name alone reads the file again: the other path, which the helper no longer takes.
+        let reread = try AccountSession.open(
+            context: CommandContext(io: io), account: name, pinFromStandardInput: false, waitForApproval: false)
+        #expect(reread.client.serverURL == "http://127.0.0.1:9")
     }
 }
 

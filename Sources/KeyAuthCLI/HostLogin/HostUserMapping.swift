@@ -32,7 +32,9 @@ enum HostUserMapping {
         for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = content.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-            guard words.first == user else { continue }
+            // Byte for byte: Swift's == takes canonically equivalent spellings (`jose\u{301}`,
+            // `josé`) as one, which would give a second Linux account the first one's line.
+            guard let first = words.first, first.isSameBytes(as: user) else { continue }
             guard words.count == 2 || words.count == 3 else {
                 throw KeyAuthError(
                     .invalidArgument, "\(file) line \(index + 1): expected LINUX-USER KEYAUTH-USER [ACCOUNT]")

@@ -150,8 +150,9 @@ package struct PAMHelper: Sendable {
         do {
             // The PIN comes from the module's socket through pinReader: one answer, as with
             // --pin-stdin (a second prompt in one login finds the input ended).
+            // The record chooseAccount checked, not the file read again: the file is the user's.
             session = try AccountSession.open(
-                context: context, account: account.name, pinFromStandardInput: false, waitForApproval: false,
+                context: context, checked: account, pinFromStandardInput: false, waitForApproval: false,
                 extraClaims: try Self.hostLoginClaims(
                     request, hostClientID: hostClientID, keyauthUser: mapping.keyauthUser))
         } catch {
@@ -227,14 +228,14 @@ package struct PAMHelper: Sendable {
     {
         let wanted = (try? KeyAuthClient.normalizedServerURL(server, allowInsecureHTTP: true)) ?? server
         var matches: [KeyAuthAccount] = []
-        for name in store.accountNames() where named == nil || named == name {
+        for name in store.accountNames() where named.map({ $0.isSameBytes(as: name) }) ?? true {
             guard let account = try? store.load(name) else { continue }
             let theirs =
                 (try? KeyAuthClient.normalizedServerURL(account.serverURL, allowInsecureHTTP: true))
                 ?? account.serverURL
             // The server comes from root's configuration: an account the user pointed elsewhere
             // (their own server, which would say yes to anything) is not a way in.
-            if theirs == wanted && account.user == keyauthUser { matches.append(account) }
+            if theirs.isSameBytes(as: wanted) && account.user.isSameBytes(as: keyauthUser) { matches.append(account) }
         }
         if matches.count == 1, let only = matches.first { return .account(only) }
         if matches.isEmpty {
