@@ -176,12 +176,9 @@ struct AccountPageTests {
         "a device approval's code is shown only on the session that asked: another session of the user, a stolen cookie's, cannot put it before the user"
     )
     func approvalCodeStaysWithItsSession() throws {
-        let environment = TestEnvironment()
-        let api = try environment.directAPI { $0.failureLimit = 1000 }
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
         // Alice's own session, and another, which a thief holds and uses for a key of its own.
-        var own = try Self.signIn(api, laptop: laptop, token: token).0
+        let environment = TestEnvironment()
+        var (api, laptop, token, own) = try Self.aliceAtTheAccountPage(environment)
         var thief = try Self.signIn(api, laptop: laptop, token: token).0
         let stolenKey = try ServerTestKeys.key("alice-3")
         #expect(try api.register(user: "alice", key: stolenKey, name: "phone").status == 202)
