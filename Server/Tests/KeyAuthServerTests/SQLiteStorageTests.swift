@@ -58,6 +58,27 @@ struct SQLiteStorageTests {
         #expect(try storage.signInRequest(id: "r1")?.clientID == "old")
     }
 
+    @Test("a version 14 database migrates to 15: a recovery-codes request's session moves to requested_by")
+    func migratesRecoveryCodeSessions() throws {
+        let environment = TestEnvironment()
+        let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+        try SQLSchema.build(on: connection, upTo: 14)
+        for (id, kind, subject) in [("r1", "recovery-codes", "c2Vzc2lvbg"), ("d1", "device", "kid-9")] {
+            try connection.execute(
+                """
+                INSERT INTO sign_in_requests (id, kind, user_name, binding_message, status, created_at, expires_at,
+                    poll_interval, methods, subject)
+                VALUES ($1, $2, 'alice', '42', 'pending', 10, 310, 5, '', $3)
+                """, [.text(id), .text(kind), .text(subject)])
+        }
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        defer { storage.close() }
+        let codes = try #require(try storage.signInRequest(id: "r1"))
+        #expect(codes.requestedBy == "c2Vzc2lvbg" && codes.subject == nil)
+        let device = try #require(try storage.signInRequest(id: "d1"))
+        #expect(device.subject == "kid-9" && device.requestedBy == nil)
+    }
+
     @Test("a database from a newer server is refused rather than written to")
     func newerSchema() throws {
         let environment = TestEnvironment()

@@ -3,8 +3,9 @@ import KeyAuth
 /// The account page's recovery codes (PROTOCOL.md section 9): a new set needs the approval of
 /// one of the user's devices, as approving a device does, since a code enrols a device without
 /// anyone's approval; the page then shows the set once, and only to the session that asked: the
-/// request's `subject` names that session (its id's hash), so another session of the same user,
-/// a stolen cookie's for one, neither sees the request nor collects the codes its approval makes.
+/// request names that session (``SignInRequestRecord/requestedBy``), so another session of the
+/// same user, a stolen cookie's for one, neither sees the request nor collects the codes its
+/// approval makes.
 extension AccountPage {
     /// `POST /account/recovery-codes`: asks the user's devices to approve a new set (a sign-in
     /// request of kind `recovery-codes`, whose code the page then shows).
@@ -14,7 +15,7 @@ extension AccountPage {
                 _ = try service.signIn.start(
                     kind: .recoveryCodes, clientID: nil, user: session.record.user, bindingMessage: nil, scope: nil,
                     requestedExpiry: nil, from: browser.clientAddress(of: request),
-                    subject: Self.tag(of: session))
+                    requestedBy: Self.tag(of: session))
             } catch let error as ServiceError {
                 return try signedInPage(session, message: error.description, status: 400)
             }
@@ -39,7 +40,7 @@ extension AccountPage {
             let user = session.record.user
             let id = form["request"] ?? ""
             guard InputRules.isValidSignInRequestID(id), let record = try service.storage.signInRequest(id: id),
-                record.kind == .recoveryCodes, record.user == user, Self.isMadeBy(session, record)
+                record.kind == .recoveryCodes, record.user == user, Self.isTag(record.requestedBy, of: session)
             else { return try signedInPage(session, message: "There is no such request; start again.", status: 400) }
             let expired = "The request expired; start again."
             let unusable = "The request can no longer be used; start again."
@@ -93,7 +94,7 @@ extension AccountPage {
         let approved = try service.storage.approvedSignInRequests(
             user: session.record.user, kind: .recoveryCodes,
             expiringAfter: SignInRequests.collectionCutoff(at: service.now()))
-        let waiting = (open + approved).filter { $0.kind == .recoveryCodes && Self.isMadeBy(session, $0) }
+        let waiting = (open + approved).filter { $0.kind == .recoveryCodes && Self.isTag($0.requestedBy, of: session) }
             .max { $0.position < $1.position }
         return RecoveryCodesSection(
             basePath: basePath, csrf: session.record.csrfToken,
@@ -101,11 +102,5 @@ extension AccountPage {
             pending: newCodes == nil
                 ? waiting.map { (id: $0.id, code: $0.bindingMessage, approved: $0.status == .approved) } : nil,
             newCodes: newCodes)
-    }
-
-    /// Whether the recovery-codes `request` was made by `session`, whose tag is its `subject` (a
-    /// request from before requests named their session names none, and is nobody's).
-    private static func isMadeBy(_ session: BrowserSessions.Presented, _ request: SignInRequestRecord) -> Bool {
-        isTag(request.subject, of: session)
     }
 }

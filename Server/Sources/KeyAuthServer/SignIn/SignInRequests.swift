@@ -101,7 +101,7 @@ struct SignInRequests: Sendable {
     ///   - address: where the request came from, shown to the user.
     ///   - redirectURI: where an `authorization` request sends the browser back.
     ///   - subject: the pending device a `device` request approves.
-    ///   - requestedBy: the account page's session that made a `device` request.
+    ///   - requestedBy: the account page's session that made a `device` or `recovery-codes` request.
     ///   - acrValues: the authentication context classes asked for (keyauth's, in the order of
     ///     preference): only an approval meeting one of them completes the request.
     /// - Throws: ``ServiceError`` `.unknownUserID` for a user with no active device (or a name

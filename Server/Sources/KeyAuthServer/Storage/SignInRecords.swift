@@ -140,18 +140,17 @@ package struct SignInRequestRecord: Sendable, Hashable {
     package var methods: [String]
     /// Wrong codes typed on approving devices so far (number matching).
     package var codeAttempts: Int
-    /// What a `device` request approves, or a `recovery` notice names: the device's key id; for
-    /// a `recovery-codes` request, the browser session that may collect the codes (base64url of
-    /// its id's SHA-256).
+    /// What a `device` request approves, or a `recovery` notice names: the device's key id.
     package var subject: String?
     /// The authentication context classes the request asked for (`acr_values`, keyauth's only,
     /// in the order of preference): only an approval meeting one of them completes it. Empty
     /// when it asked for none.
     package var acrValues: [String]
-    /// The browser session that made a `device` request on the account page (base64url of its
-    /// id's SHA-256), the only one shown its code: another session of the same user, a stolen
-    /// cookie's say, must not be able to put that code in front of the user for a device of its
-    /// own. Nil for the other kinds, and for requests stored before this was recorded (whose
+    /// The account page's session that made a `device` or `recovery-codes` request (base64url of
+    /// its id's SHA-256), the only one shown its code, and for `recovery-codes` the only one that
+    /// collects the codes: another session of the same user, a stolen cookie's say, must not be
+    /// able to put that code in front of the user for a device of its own, or take the codes.
+    /// Nil for the other kinds, and for a `device` request stored before this was recorded (whose
     /// code no page shows).
     package var requestedBy: String?
 

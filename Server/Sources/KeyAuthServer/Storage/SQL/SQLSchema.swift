@@ -309,9 +309,14 @@ enum SQLSchema {
         },
         Migration(version: 15) { _ in
             [
-                // The account page's session that asked for a device approval: the only one that
-                // is shown its code (NULL before, and for requests of other kinds).
-                "ALTER TABLE sign_in_requests ADD COLUMN requested_by TEXT"
+                // The account page's session that asked for a device approval or recovery codes:
+                // the only one shown the code (NULL for requests of other kinds). Recovery-code
+                // requests named their session in `subject` before, which now names devices only.
+                "ALTER TABLE sign_in_requests ADD COLUMN requested_by TEXT",
+                """
+                UPDATE sign_in_requests SET requested_by = subject, subject = NULL
+                WHERE kind = 'recovery-codes'
+                """,
             ]
         },
     ]
