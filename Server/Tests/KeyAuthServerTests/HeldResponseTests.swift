@@ -12,11 +12,7 @@ import Testing
 struct HeldResponseTests {
     /// A server with 2 worker threads on storage whose fsync the test holds, and a socket API.
     private static func start(_ environment: TestEnvironment) throws -> (ServerRunner, TestAPI, StallableDisk) {
-        let disk = StallableDisk(SQLiteWALFile(databasePath: environment.databasePath))
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 2, busyTimeoutMilliseconds: 5000, log: disk)
-        let storage = try SQLStorage(
-            database: database, location: environment.databasePath, now: environment.clock.closure)
+        let (storage, _, disk) = try environment.stallableStorage()
         let runner = try environment.startServer(storage: storage) {
             $0.threads = 2
             $0.failureLimit = 100_000

@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -86,6 +87,45 @@ struct SSHRevocationListTests {
         environment.clock.advance(by: 1)
         #expect(try api.send("GET", "/v1/ssh/krl").body.contains(keyID))
         #expect(Self.builds(responder) == 2)
+    }
+
+    @Test("a revocation whose write waits for the disk is in the first fetch once it is durable, not a minute later")
+    func revocationWaitingForTheDisk() throws {
+        let environment = TestEnvironment()
+        let keyFile = environment.directory.path + "/ssh-ca.pem"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: keyFile)
+        let (storage, database, disk) = try environment.stallableStorage()
+        let runner = try environment.startServer(storage: storage) {
+            $0.threads = 2
+            $0.sshCAKeyFile = keyFile
+        }
+        defer { runner.stop() }
+        let api = environment.socketAPI(runner)
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        let keyID = Array("keyauth user alice device \(key.publicKey.fingerprint)".utf8)
+        #expect(try !api.send("GET", "/v1/ssh/krl").body.contains(keyID))
+        #expect(Self.builds(runner.responder) == 1)
+
+        // A batch stalled in its fsync: the revocation's update waits in the next batch,
+        // uncommitted, and its answer is held.
+        disk.hold()
+        _ = try DurabilityScope.run { try database.write { _ in () } }
+        #expect(disk.waitUntilStalled())
+        let revoking = BackgroundRequest {
+            try api.authorized("DELETE", "/v1/devices/\(key.publicKey.fingerprint)", token: token).status
+        }
+        #expect(eventually { runner.server.heldResponses == 1 })
+        // A fetch meanwhile builds the list from what is committed, which has no revocation yet.
+        let early = BackgroundRequest { try api.send("GET", "/v1/ssh/krl").status }
+        #expect(eventually { Self.builds(runner.responder) == 2 })
+        disk.release()
+        #expect(revoking.wait() == 204)
+        #expect(early.wait() == 200)
+        // Once the revocation is durable the list is built again, with it.
+        let listed = try api.send("GET", "/v1/ssh/krl")
+        #expect(listed.body.contains(keyID))
+        #expect(Self.builds(runner.responder) == 3)
     }
 
     /// `ssh-keygen -Q` of the list `krl` on a certificate of `key` with `keyID`, signed by
@@ -215,5 +255,25 @@ extension Array where Element == UInt8 {
     fileprivate func contains(_ part: [UInt8]) -> Bool {
         guard !part.isEmpty, part.count <= count else { return part.isEmpty }
         return (0...(count - part.count)).contains { Array(self[$0..<($0 + part.count)]) == part }
+    }
+}
+
+/// One request on a thread of its own, for a test that holds the server's disk meanwhile.
+private final class BackgroundRequest: Sendable {
+    private let status = Mutex<Int?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ send: @escaping @Sendable () throws -> Int) {
+        Thread {
+            let answered = (try? send()) ?? 0
+            self.status.withLock { $0 = answered }
+            self.done.signal()
+        }.start()
+    }
+
+    /// The status, after up to 30 s; 0 for a failed or missing answer.
+    func wait() -> Int {
+        guard done.wait(timeout: .now() + 30) == .success else { return 0 }
+        return status.withLock { $0 } ?? 0
     }
 }

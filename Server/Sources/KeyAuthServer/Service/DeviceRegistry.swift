@@ -65,6 +65,12 @@ struct DeviceRegistry: Sendable {
             if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
                 if next == .revoked {
                     revocations.signal()
+                    // On SQLite, inside a request the update is only in the group commit's open
+                    // batch: a revocation list rebuilt now, on another connection, would miss it
+                    // and stay cached under the new generation. So the list is outdated again
+                    // once the batch is committed (at once outside a scope).
+                    let revocations = revocations
+                    DurabilityScope.current?.whenDurable { _ in revocations.signal() }
                     try storage.deleteBrowserSessions(approvedBy: kid)
                 }
                 try audit.record(

@@ -47,3 +47,14 @@ final class StallableDisk: SQLiteWALSync {
         try real.sync()
     }
 }
+
+extension TestEnvironment {
+    /// SQLite storage on this environment's database whose log's fsync the test can stall, with
+    /// its database (for writes of the test's own) and the disk.
+    func stallableStorage() throws -> (storage: SQLStorage, database: SQLiteDatabase, disk: StallableDisk) {
+        let disk = StallableDisk(SQLiteWALFile(databasePath: databasePath))
+        let database = try SQLiteDatabase(path: databasePath, readerCount: 2, busyTimeoutMilliseconds: 5000, log: disk)
+        let storage = try SQLStorage(database: database, location: databasePath, now: clock.closure)
+        return (storage, database, disk)
+    }
+}
