@@ -21,6 +21,8 @@
  *   mode=MODE      auto (default: the device key here, else push), local or push
  *   hostconf=PATH  the host's client credentials for push login (default /etc/keyauth/pam.conf)
  *   offline=no     never log in by offline grant when the server cannot be reached (default yes)
+ *   insecure_http  accept a plain http:// server= on loopback (a test machine only: any local
+ *                  user can answer on its port while the server is down)
  *
  * Built by scripts/build-pam-module.sh with the C compiler alone: SwiftPM would link libswiftCore
  * into a dynamic library product. libpam finds the three entry points by name; everything else
@@ -63,6 +65,7 @@ struct options {
     const char *mode;
     const char *hostconf;
     const char *offline;
+    const char *insecure_http;
     int timeout_ms;
 };
 
@@ -81,6 +84,7 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
     options->mode = NULL;
     options->hostconf = NULL;
     options->offline = NULL;
+    options->insecure_http = NULL;
     options->timeout_ms = 10000;
     for (int i = 0; i < argc; i++) {
         const char *argument = argv[i];
@@ -100,6 +104,8 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
             options->hostconf = argument + 9;
         } else if (strcmp(argument, "offline=yes") == 0 || strcmp(argument, "offline=no") == 0) {
             options->offline = argument + 8;
+        } else if (strcmp(argument, "insecure_http") == 0) {
+            options->insecure_http = "yes";
         } else if (strncmp(argument, "timeout=", 8) == 0) {
             char *end = NULL;
             long seconds = strtol(argument + 8, &end, 10);
@@ -364,7 +370,9 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
         append_line(request, sizeof request, &used, "tcti", options->tcti) != 0 ||
         append_line(request, sizeof request, &used, "mode", options->mode) != 0 ||
         append_line(request, sizeof request, &used, "hostconf", options->hostconf) != 0 ||
-        append_line(request, sizeof request, &used, "offline", options->offline) != 0 || used + 1 >= sizeof request) {
+        append_line(request, sizeof request, &used, "offline", options->offline) != 0 ||
+        append_line(request, sizeof request, &used, "insecure-http", options->insecure_http) != 0 ||
+        used + 1 >= sizeof request) {
         pam_syslog(pamh, LOG_ERR, "user %s refused: a module argument or the service name cannot be sent", user);
         return PAM_AUTH_ERR;
     }

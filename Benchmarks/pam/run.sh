@@ -62,7 +62,7 @@ chmod 0755 "$work/keyauth"
 # The helper is keyauth under another name, as the package installs it.
 ln -s "$work/keyauth" "$work/keyauth-pam-helper"
 
-printf 'auth required %s helper=%s server=%s\naccount required pam_permit.so\n' \
+printf 'auth required %s helper=%s server=%s insecure_http\naccount required pam_permit.so\n' \
     "$work/pam_keyauth.so" "$work/keyauth-pam-helper" "$issuer" >"/etc/pam.d/$service"
 printf 'auth required pam_permit.so\naccount required pam_permit.so\n' >"/etc/pam.d/$service-floor"
 

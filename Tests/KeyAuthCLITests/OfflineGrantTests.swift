@@ -187,11 +187,11 @@ struct OfflineGrantTests {
 
     @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
     func requestOfflineField() throws {
-        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\n\n").allowsOffline)
-        #expect(try !PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline no\n\n").allowsOffline)
-        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline yes\n\n").allowsOffline)
+        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\n\n").allowsOffline)
+        #expect(try !PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\noffline no\n\n").allowsOffline)
+        #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\noffline yes\n\n").allowsOffline)
         #expect(throws: KeyAuthError.self) {
-            try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver s\noffline 1\n\n")
+            try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\noffline 1\n\n")
         }
     }
 }

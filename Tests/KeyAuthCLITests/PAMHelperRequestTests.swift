@@ -34,6 +34,17 @@ struct PAMHelperRequestTests {
         }
     }
 
+    @Test("a plain http server= is refused unless root's module arguments say insecure_http")
+    func plainHTTPNeedsTheModuleFlag() throws {
+        let plain = "keyauth-pam 1\nuser alice\nserver http://127.0.0.1:8080\n"
+        #expect(throws: KeyAuthError.self) { try PAMHelperRequest(text: plain + "\n") }
+        #expect(throws: KeyAuthError.self) { try PAMHelperRequest(text: plain + "insecure-http no\n\n") }
+        let allowed = try PAMHelperRequest(text: plain + "insecure-http yes\n\n")
+        #expect(allowed.allowsInsecureHTTP)
+        #expect(
+            try !PAMHelperRequest(text: "keyauth-pam 1\nuser alice\nserver HTTPS://k.example\n\n").allowsInsecureHTTP)
+    }
+
     @Test("the mapping file maps a listed user, and everyone else to their own name")
     func mapsUsers() throws {
         let text = "# comment\nalice alice.smith\nbob bob bob@k.example  # trailing\n"
@@ -114,6 +125,25 @@ struct PAMHelperAccountTests {
         let reread = try AccountSession.open(
             context: CommandContext(io: io), account: name, pinFromStandardInput: false, waitForApproval: false)
         #expect(reread.client.serverURL == "http://127.0.0.1:9")
+    }
+    @Test("an account file that says PIN over a key made without one is refused; a key encrypted with its PIN is not")
+    func keyMustNeedThePIN() throws {
+        let harness = CommandHarness()
+        defer { harness.home.remove() }
+        // What something running as the user writes over an account registered with no PIN.
+        let edited = KeyAuthAccount(
+            name: "open@keyauth.example", serverURL: "https://keyauth.example", issuer: "https://keyauth.example",
+            user: "alice", deviceName: "laptop", presence: .pin, status: .active)
+        try harness.accounts.save(edited)
+        _ = try harness.accounts.keyPairStore(for: edited.name).createKey(bits: 2048)
+        let refusal = PAMHelper.keyWithoutPINRefusal(edited, in: harness.accounts)
+        #expect(refusal?.contains("opens without a PIN") == true)
+
+        var guarded = edited
+        guarded.name = "guarded@keyauth.example"
+        try harness.accounts.save(guarded)
+        _ = try harness.accounts.keyPairStore(for: guarded.name).createKey(bits: 2048, pin: SecretBytes(utf8: "2468"))
+        #expect(PAMHelper.keyWithoutPINRefusal(guarded, in: harness.accounts) == nil)
     }
 }
 

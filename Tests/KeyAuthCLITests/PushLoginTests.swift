@@ -236,7 +236,7 @@ func withPushHost(
         try machine.writeSystemFile(
             machine.servicePath,
             """
-            auth required \(machine.module) helper=\(machine.helper) server=\(machine.server.url) timeout=20 \(moduleArguments) hostconf=\(config)
+            auth required \(machine.module) helper=\(machine.helper) server=\(machine.server.url) insecure_http timeout=20 \(moduleArguments) hostconf=\(config)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so

@@ -131,6 +131,7 @@ package struct PAMHelper: Sendable {
         default:
             return .refused("account \(account.name) has no PIN, so anyone at the session could use it")
         }
+        if let refusal = Self.keyWithoutPINRefusal(account, in: AccountStore(home: home)) { return .refused(refusal) }
         // A refused pam.conf refuses: without it the server could not apply the host's user list.
         let hostClientID: String?
         switch hostClient {
@@ -166,6 +167,31 @@ package struct PAMHelper: Sendable {
         }
         let renewal = await renewOfflineGrant(token, offline: offline, session: session, request: request)
         return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)\(renewal)")
+    }
+
+    /// The refusal of an account whose device key opens without a PIN, or nil.
+    ///
+    /// The account file's `presence` is the user's to edit: set to `pin` over a key made without
+    /// one, any PIN typed would have "opened" the key, which ignores a PIN it does not need. Only
+    /// the key itself shows that the PIN guards it: a key file encrypted with it, a TPM key with
+    /// an authorization value (the TPM refuses a PIN that does not match, so a blob claiming one
+    /// falsely cannot sign). A key that does need its PIN cannot be replaced by one that does not
+    /// without its plaintext, which only the PIN gives.
+    static func keyWithoutPINRefusal(_ account: KeyAuthAccount, in accounts: AccountStore) -> String? {
+        let needsPIN: Bool
+        do throws(KeyAuthError) {
+            let keys = try accounts.keyPairStore(for: account.name)
+            switch keys.storedKind {
+            case .tpm?: needsPIN = try keys.loadTPMKey().key.requiresPIN
+            case .file?: needsPIN = try keys.isEncrypted()
+            // No key at all: opening the session says what is missing.
+            case nil: return nil
+            }
+        } catch {
+            return error.message
+        }
+        return needsPIN
+            ? nil : "account \(account.name)'s device key opens without a PIN, so anyone at the session could use it"
     }
 
     /// The refusal of a user name that the password database spells otherwise, byte for byte,

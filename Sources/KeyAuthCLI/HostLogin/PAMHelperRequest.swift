@@ -26,6 +26,11 @@ package struct PAMHelperRequest: Sendable, Equatable {
     /// Whether an offline grant may log the user in when the server cannot be reached (`offline`,
     /// `yes` unless the module has `offline=no`).
     package var allowsOffline: Bool
+    /// Whether root's module arguments accept a plain `http://` server on loopback
+    /// (`insecure_http`). Without it only `https://` is: on plain http, anyone who can bind the
+    /// port while the server is down (any local user, above port 1024) would be the server, and
+    /// its "token" the proof of a login.
+    package var allowsInsecureHTTP = false
 
     /// The longest request accepted, so that a broken module cannot make the helper read for ever.
     package static let maximumLength = 8192
@@ -46,7 +51,11 @@ package struct PAMHelperRequest: Sendable, Equatable {
                 throw KeyAuthError(.invalidArgument, "the request has a line without a value")
             }
             let key = String(line[..<space])
-            guard ["user", "service", "server", "home", "users", "tcti", "mode", "hostconf", "offline"].contains(key)
+            guard
+                [
+                    "user", "service", "server", "home", "users", "tcti", "mode", "hostconf", "offline",
+                    "insecure-http",
+                ].contains(key)
             else {
                 throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
             }
@@ -78,6 +87,17 @@ package struct PAMHelperRequest: Sendable, Equatable {
         case nil, "yes": self.allowsOffline = true
         case "no": self.allowsOffline = false
         default: throw KeyAuthError(.invalidArgument, "the request's offline is neither yes nor no")
+        }
+        switch fields["insecure-http"] {
+        case nil: break
+        case "yes": self.allowsInsecureHTTP = true
+        default: throw KeyAuthError(.invalidArgument, "the request's insecure-http is not yes")
+        }
+        guard server.lowercased().hasPrefix("https://") || allowsInsecureHTTP else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "server= must be https://: on plain http, any local user who binds the port while the server is down "
+                    + "answers for it; add insecure_http to the module's arguments only on a test machine")
         }
     }
 }

@@ -135,9 +135,11 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// The test's PAM service: the module alone, so that its answer is the stack's answer.
+    /// A plain http:// server (the test's, on loopback) needs the module's `insecure_http`.
     func writeService(server url: String, helper: String? = nil, timeout: Int = 20, extra: String = "") throws {
+        let insecure = url.hasPrefix("http://") ? " insecure_http" : ""
         let text = """
-            auth required \(module) helper=\(helper ?? self.helper) server=\(url) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")\(extra)
+            auth required \(module) helper=\(helper ?? self.helper) server=\(url)\(insecure) timeout=\(timeout)\(tpm.map { " tcti=" + $0.tcti } ?? "")\(extra)
             account required pam_permit.so
             session required pam_permit.so
             password required pam_deny.so
