@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -105,6 +106,30 @@ struct ReplayGuardTests {
         }
     }
 
+    @Test("the cleanup keeps a crash's horizon for the starts that still need it, and purges only entries")
+    func horizonOutlivesTheCleanup() throws {
+        try Self.withStorage { path in
+            var storage = try SQLiteStorage(path: path)
+            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+            #expect(try Self.claim(first, "a", storage: storage) == .accepted)
+            storage.close()  // no stop: the process died
+
+            storage = try SQLiteStorage(path: path)
+            defer { storage.close() }
+            let start = Self.now + ReplayGuard.leaseSeconds + 3
+            let second = try ReplayGuard.start(mode: .database, storage: storage, now: start)
+            let horizon = try #require(second.horizon)
+            // The cleanup a minute past the horizon: a token of the dead server's could still be valid.
+            _ = try storage.purgeExpiredJTIs(now: horizon + 61)
+            let third = try ReplayGuard.start(mode: .database, storage: storage, now: horizon + 100)
+            #expect(third.horizon == horizon)
+            #expect(
+                try third.claim(
+                    keyID: Self.kid, jti: "late", issuedAt: horizon, expiresAt: horizon + 300, storage: storage,
+                    now: horizon + 100) == .issuedBeforeRestart)
+        }
+    }
+
     @Test("a memory cache takes over the claims a database-mode server recorded, and gives its own back")
     func switchingModes() throws {
         try Self.withStorage { path in
@@ -176,6 +201,33 @@ struct ReplayGuardTests {
             #expect(throws: StorageError.self) { try Self.claim(guardian, "d", storage: storage, at: Self.now + 200) }
             #expect(try Self.claim(guardian, "e", storage: storage, at: Self.now + 104) == .accepted)
         }
+    }
+
+    @Test("a login that renews a lapsed lease waits until the lease is durable before it claims")
+    func leaseRenewedByALoginIsDurableFirst() throws {
+        let environment = TestEnvironment()
+        let (storage, database, disk) = try environment.stallableStorage()
+        defer { database.close() }
+        let guardian = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+        // A batch stalled in its fsync: a write made in a request's scope now waits in the next one.
+        disk.hold()
+        _ = try DurabilityScope.run { try database.write { _ in () } }
+        #expect(disk.waitUntilStalled())
+        let lapsed = Self.now + ReplayGuard.leaseSeconds + 1
+        let outcome = Mutex<ReplayClaim?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let claimed = try? DurabilityScope.run { try Self.claim(guardian, "a", storage: storage, at: lapsed) }
+            outcome.withLock { $0 = claimed?.0 }
+            done.signal()
+        }.start()
+        // In the login's scope the renewal would return at once, its batch open, and the claim
+        // would be accepted under a lease that a crash now would lose.
+        usleep(300_000)
+        #expect(outcome.withLock { $0 } == nil)
+        disk.release()
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        #expect(outcome.withLock { $0 } == .accepted)
     }
 
     @Test("a clock set back across a crash restart: the dead server's lease, not the start, makes the horizon")

@@ -178,7 +178,15 @@ final class ReplayGuard: Sendable {
         try stopped.withLock { done throws(StorageError) in
             guard !done, !onlyIfLapsed || now >= leaseEnds.load(ordering: .acquiring) else { return }
             let end = now.addingSaturating(Self.leaseSeconds)
-            try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: Self.leaseRow, expiresAt: end))
+            // Durable before any claim relies on it, also when a login renews it: inside the
+            // login's scope the write would return with its batch still open, and the other
+            // logins, which do not wait for that batch, would claim under a lease a crash loses.
+            let written = DurabilityScope.$current.withValue(nil) {
+                Result { () throws(StorageError) in
+                    try storage.raiseReplaySnapshotRow(ReplaySnapshotRow(name: Self.leaseRow, expiresAt: end))
+                }
+            }
+            try written.get()
             leaseEnds.max(end, ordering: .releasing)
         }
     }

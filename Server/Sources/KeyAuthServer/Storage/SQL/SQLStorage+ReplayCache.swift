@@ -18,6 +18,11 @@ extension SQLStorage {
     /// thousands of entries a second, and deleting a minute's worth in one statement would hold
     /// up the logins waiting behind it (in SQLite, the batch committed with it; in PostgreSQL,
     /// the row locks and the transaction's WAL) for as long.
+    ///
+    /// Of a memory replay cache's rows only the entries (16 hexadecimal digits) go: its markers
+    /// hold times, not expiries, and a start reads them after those times (a crash's horizon for
+    /// as long as a token issued before it could be valid: ``ReplayGuard/horizonRelevance``).
+    /// A start drops the markers it no longer needs.
     package func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int {
         var total = 0
         while true {
@@ -25,9 +30,10 @@ extension SQLStorage {
                 try connection.execute(
                     """
                     DELETE FROM used_jtis WHERE (key_id, jti) IN
-                        (SELECT key_id, jti FROM used_jtis WHERE expires_at < $1 LIMIT $2)
+                        (SELECT key_id, jti FROM used_jtis
+                         WHERE expires_at < $1 AND (key_id <> $3 OR length(jti) = 16) LIMIT $2)
                     """,
-                    [.integer(now), .integer(Int64(Self.purgeChunkSize))]
+                    [.integer(now), .integer(Int64(Self.purgeChunkSize)), .text(Self.replaySnapshotKeyID)]
                 ).affectedRowCount
             }
             total += deleted
