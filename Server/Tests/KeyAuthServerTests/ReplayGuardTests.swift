@@ -29,6 +29,16 @@ struct ReplayGuardTests {
         }
     }
 
+    /// The storage at `path` opened again after a memory cache started on it at ``now`` accepted
+    /// the token `a` and died without stopping.
+    private static func afterCrash(_ path: String) throws -> SQLiteStorage {
+        let storage = try SQLiteStorage(path: path)
+        let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
+        #expect(try Self.claim(first, "a", storage: storage) == .accepted)
+        storage.close()  // no stop: the process died
+        return try SQLiteStorage(path: path)
+    }
+
     private static func withStorage(_ body: (String) throws -> Void) throws {
         let directory = TemporaryDirectory("keyauth-replay")
         defer { directory.remove() }
@@ -82,12 +92,7 @@ struct ReplayGuardTests {
     @Test("after a crash, tokens issued up to the start + 10 s are refused, later ones accepted")
     func crashRestart() throws {
         try Self.withStorage { path in
-            var storage = try SQLiteStorage(path: path)
-            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
-            #expect(try Self.claim(first, "a", storage: storage) == .accepted)
-            storage.close()  // no stop: the process died
-
-            storage = try SQLiteStorage(path: path)
+            let storage = try Self.afterCrash(path)
             defer { storage.close() }
             // After the dead server's lease (its start + 5 s) ended: the horizon is this start's.
             let start = Self.now + ReplayGuard.leaseSeconds + 3
@@ -109,12 +114,7 @@ struct ReplayGuardTests {
     @Test("the cleanup keeps a crash's horizon for the starts that still need it, and purges only entries")
     func horizonOutlivesTheCleanup() throws {
         try Self.withStorage { path in
-            var storage = try SQLiteStorage(path: path)
-            let first = try ReplayGuard.start(mode: .memory, storage: storage, now: Self.now)
-            #expect(try Self.claim(first, "a", storage: storage) == .accepted)
-            storage.close()  // no stop: the process died
-
-            storage = try SQLiteStorage(path: path)
+            let storage = try Self.afterCrash(path)
             defer { storage.close() }
             let start = Self.now + ReplayGuard.leaseSeconds + 3
             let second = try ReplayGuard.start(mode: .database, storage: storage, now: start)
