@@ -262,12 +262,63 @@ struct RecoveryCodeTests {
     private static func thiefUsedACode(_ api: TestAPI) throws -> (
         laptop: RSAPrivateKey, token: String, thief: RSAPrivateKey
     ) {
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
-        let codes = try Self.codes(try Self.makeCodes(api, key: laptop, token: token))
+        let (laptop, token, codes) = try aliceWithCodes(api)
         let thief = try ServerTestKeys.key("alice-2")
         #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
         return (laptop, token, thief)
+    }
+
+    /// Alice's laptop, active, its token, and a set of codes it made.
+    private static func aliceWithCodes(_ api: TestAPI) throws -> (
+        laptop: RSAPrivateKey, token: String, codes: [String]
+    ) {
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        return (laptop, token, try codes(try makeCodes(api, key: laptop, token: token)))
+    }
+
+    /// Runs `sql` on the test server's SQLite database: a trigger that makes a write fail, as a
+    /// full disk or a lost database connection would.
+    private static func execute(_ sql: String, on api: TestAPI) throws {
+        let storage = try #require(api.storage as? SQLStorage)
+        try storage.database.write { connection throws(StorageError) in _ = try connection.execute(sql, []) }
+    }
+
+    @Test("a device a recovery code enrolled is revoked, not left active and unannounced, when its notice fails")
+    func failedNoticeRevokes() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (_, _, codes) = try Self.aliceWithCodes(api)
+        try Self.execute(
+            """
+            CREATE TRIGGER no_notices BEFORE INSERT ON sign_in_requests WHEN NEW.kind = 'recovery'
+            BEGIN SELECT RAISE(ABORT, 'the disk is full'); END
+            """, on: api)
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
+        try Self.execute("DROP TRIGGER no_notices", on: api)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
+        // The client's retry finds the device registered, and no way in.
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status != 201)
+        #expect(try api.login(thief).status != 200)
+    }
+
+    @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")
+    func denialRevokesFirst() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (_, token, thief) = try Self.thiefUsedACode(api)
+        let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        let id = try #require(listed.first { $0["kind"] == .string("recovery") }?["id"]?.stringValue)
+        try Self.execute(
+            "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'the disk is full'); END",
+            on: api)
+        #expect(try api.answer(id, decision: "deny", assertion: nil, token: token).status >= 500)
+        try Self.execute("DROP TRIGGER no_audit", on: api)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
+        #expect(try api.storage.signInRequest(id: id)?.status == .pending)
+        #expect(try api.answer(id, decision: "deny", assertion: nil, token: token).status == 200)
+        #expect(try api.storage.signInRequest(id: id)?.status == .denied)
     }
 
     @Test("the user's other devices get a notice that cannot be approved, and denying it revokes the new device")

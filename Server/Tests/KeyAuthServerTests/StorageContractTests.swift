@@ -67,6 +67,9 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
                 "inserts a first device only for an unknown user, a pending one only below the cap",
                 StorageContract.insertsUnderRules),
             StorageCheck(
+                "uses a device's one-time code up with its insert, and inserts nothing when the code is not usable",
+                StorageContract.insertsWithCodes),
+            StorageCheck(
                 "never lets concurrent pending registrations pass the cap", StorageContract.racesPendingCap),
             StorageCheck(
                 "gives an unknown user's name to exactly one of many concurrent first devices",
@@ -594,6 +597,53 @@ enum StorageContract {
         #expect(try storage.purgeExpiredJTIs(now: 5_000) == 0)
         #expect(try storage.claimJTI(keyID: "k", jti: "fresh", expiresAt: 10_000) == false)
         #expect(try storage.claimJTI(keyID: "k", jti: "old-0", expiresAt: 10_000))
+    }
+
+    static func insertsWithCodes(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let hash = try Array(CryptoPrimitives.sha256(Array("code-1".utf8)))
+        let typedOtherwise = try Array(CryptoPrimitives.sha256(Array("code-1 as typed".utf8)))
+        try storage.insertEnrollmentCode(hash: hash, user: "alice", expiresAt: 5_000)
+        let byCode = DeviceInsertRule.usingCode(.enrollment(hashes: [typedOtherwise, hash]))
+
+        // Another user's code, or a key already registered: nothing inserted, the code kept.
+        #expect(
+            try storage.insertDevice(device("kid-bob", user: "bob", status: .active), rule: byCode) == .codeNotUsable)
+        #expect(try storage.device(kid: "kid-bob") == nil)
+        #expect(try storage.insertDevice(device("kid-taken", user: "carol"), rule: .unconditional) == .inserted)
+        #expect(try storage.insertDevice(device("kid-taken", status: .active), rule: byCode) == .kidTaken)
+        // The code in any of its forms: inserted, and the code used up with it.
+        #expect(try storage.insertDevice(device("kid-1", status: .active), rule: byCode) == .inserted)
+        #expect(try !storage.consumeEnrollmentCode(hash: hash, user: "alice", now: 1_001))
+        #expect(try storage.insertDevice(device("kid-2", status: .active), rule: byCode) == .codeNotUsable)
+        #expect(try storage.device(kid: "kid-2") == nil)
+
+        // A code the user's deletion took: nothing inserted for the deleted user.
+        let daves = try Array(CryptoPrimitives.sha256(Array("code-dave".utf8)))
+        try storage.insertEnrollmentCode(hash: daves, user: "dave", expiresAt: 5_000)
+        _ = try storage.deleteUser("dave", listingSSHKeysUntil: 2_000)
+        let deleted = DeviceInsertRule.usingCode(.enrollment(hashes: [daves]))
+        #expect(
+            try storage.insertDevice(device("kid-dave", user: "dave", status: .active), rule: deleted) == .codeNotUsable
+        )
+        #expect(try storage.devices(user: "dave").isEmpty)
+
+        // A recovery code, by its row: once.
+        try storage.replaceRecoveryCodes(
+            user: "alice",
+            with: [
+                RecoveryCodeRecord(
+                    id: 0, user: "alice", salt: Array(repeating: 1, count: 16), hash: hash, iterations: 1,
+                    createdAt: 1_000)
+            ])
+        let id = try #require(try storage.unusedRecoveryCodes(user: "alice").first?.id)
+        let recovery = DeviceInsertRule.usingCode(.recovery(id: id))
+        #expect(
+            try storage.insertDevice(device("kid-3", user: "bob", status: .active), rule: recovery) == .codeNotUsable)
+        #expect(try storage.insertDevice(device("kid-3", status: .active), rule: recovery) == .inserted)
+        #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        #expect(try storage.insertDevice(device("kid-4", status: .active), rule: recovery) == .codeNotUsable)
     }
 
     static func consumesCodes(_ database: StorageContractDatabase) throws {

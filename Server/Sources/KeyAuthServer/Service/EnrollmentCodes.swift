@@ -62,9 +62,20 @@ package struct EnrollmentCodes: Sendable {
     ///
     /// The code as typed is tried first (a code of the earlier form), then its canonical form.
     func consume(_ code: String, user: String) throws -> Bool {
-        if try storage.consumeEnrollmentCode(hash: try Self.hash(code), user: user, now: now()) { return true }
-        guard let canonical = Self.canonical(code), canonical != code else { return false }
-        return try storage.consumeEnrollmentCode(hash: try Self.hash(canonical), user: user, now: now())
+        for hash in try Self.storedForms(of: code)
+        where try storage.consumeEnrollmentCode(hash: hash, user: user, now: now()) {
+            return true
+        }
+        return false
+    }
+
+    /// The hashes `code` may be stored under: as typed (a code of the earlier form), then its
+    /// canonical form when that differs. A registration uses the code up with its device's insert
+    /// (``DeviceEnrollmentCode/enrollment(hashes:)``).
+    static func storedForms(of code: String) throws -> [[UInt8]] {
+        var forms = [try hash(code)]
+        if let canonical = canonical(code), canonical != code { forms.append(try hash(canonical)) }
+        return forms
     }
 
     /// The grouped upper-case form of a code typed in any case, with or without dashes or

@@ -79,28 +79,25 @@ extension KeyAuthService {
         var device = DeviceRecord(
             kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: .pending,
             createdAt: now(), registeredFrom: address, tier: tier)
-        var hasCode = false
-        if let code = request.enrollmentCode {
-            guard try enrollmentCodes.consume(code, user: request.user) else {
-                throw ServiceError(.accessDenied, "the enrollment code is not valid for this user")
-            }
-            hasCode = true
+        // A code is used up by the insert itself, in its transaction: used up first, on its own,
+        // a `delete-user` in between would leave the deleted user an active device.
+        var code: DeviceEnrollmentCode?
+        if let typed = request.enrollmentCode {
+            code = .enrollment(hashes: try EnrollmentCodes.storedForms(of: typed))
         }
         // A recovery code works as an enrollment code does, from the user's own set.
-        if let code = request.recoveryCode {
-            guard try recoveryCodes.consume(code, user: request.user) else {
-                throw ServiceError(.accessDenied, "the recovery code is not valid for this user")
-            }
-            hasCode = true
+        if let typed = request.recoveryCode {
+            guard let id = try recoveryCodes.match(typed, user: request.user) else { throw Self.codeRefusal(request) }
+            code = .recovery(id: id)
         }
         // The rule depends on what the user has, which a concurrent registration may change
         // between this read and the insert; the insert checks the rule again atomically, and a
         // refusal because the user appeared meanwhile decides again from the new state.
         for _ in 0..<3 {
-            let rule = try insertRule(for: &device, hasCode: hasCode)
-            guard let outcome = try store(device, rule: rule) else { continue }
+            let rule = try insertRule(for: &device, code: code)
+            guard let outcome = try store(device, rule: rule, request: request) else { continue }
             if request.recoveryCode != nil, case .active(let enrolled) = outcome {
-                try announceRecovery(of: enrolled, from: address)
+                try announceOrRevoke(enrolled, from: address)
             }
             if let attestationDetail, outcome.isNew {
                 try AuditTrail(storage: storage, now: now).record(
@@ -109,6 +106,28 @@ extension KeyAuthService {
             return outcome
         }
         throw StorageError(.queryFailed, "the user's devices kept changing during registration")
+    }
+
+    /// The refusal of the registration's code: unknown, used, expired, another user's, or the
+    /// user's gone.
+    private static func codeRefusal(_ request: RegistrationRequest) -> ServiceError {
+        ServiceError(
+            .accessDenied,
+            request.recoveryCode != nil
+                ? "the recovery code is not valid for this user" : "the enrollment code is not valid for this user")
+    }
+
+    /// Announces a device a recovery code enrolled (``announceRecovery(of:from:)``), or, when that
+    /// fails, revokes it before the error goes on: a device nobody was told of must not stay
+    /// active, and the client's retry would find it registered and announce nothing. The code
+    /// stays used; the user tries another.
+    private func announceOrRevoke(_ device: DeviceRecord, from address: String) throws {
+        do {
+            try announceRecovery(of: device, from: address)
+        } catch {
+            _ = try? storage.updateStatus(kid: device.kid, from: .active, to: .revoked, at: now())
+            throw error
+        }
     }
 
     /// What follows a device enrolled with a recovery code: an audit entry, and a notice to the
@@ -147,11 +166,11 @@ extension KeyAuthService {
     ///   approve, and handing the name to the first asker would give a stranger the account.
     /// - A new user: active under open enrollment, if still new when stored; else refused.
     /// - Throws: ``ServiceError`` `.accessDenied` when a code is needed.
-    private func insertRule(for device: inout DeviceRecord, hasCode: Bool) throws -> DeviceInsertRule {
-        if hasCode {
+    private func insertRule(for device: inout DeviceRecord, code: DeviceEnrollmentCode?) throws -> DeviceInsertRule {
+        if let code {
             device.status = .active
             device.approvedAt = device.createdAt
-            return .unconditional
+            return .usingCode(code)
         }
         let statuses = try storage.deviceStatuses(user: device.user)
         if statuses.contains(.active) {
@@ -180,8 +199,12 @@ extension KeyAuthService {
     ///   failed), so that the caller decides again.
     /// - Throws: 429 `slow_down` when the user's pending devices are at the cap, with
     ///   `Retry-After` set to when the oldest of them expires.
-    private func store(_ device: DeviceRecord, rule: DeviceInsertRule) throws -> RegistrationOutcome? {
+    private func store(
+        _ device: DeviceRecord, rule: DeviceInsertRule, request: RegistrationRequest
+    ) throws -> RegistrationOutcome? {
         switch try storage.insertDevice(device, rule: rule) {
+        case .codeNotUsable:
+            throw Self.codeRefusal(request)
         case .inserted:
             return device.status == .active ? .active(device) : .pending(device)
         case .kidTaken:

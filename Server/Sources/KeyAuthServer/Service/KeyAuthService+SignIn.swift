@@ -101,6 +101,12 @@ extension KeyAuthService {
             }
             if request.kind == .device { pendingDevice = try pendingSubject(of: request) }
         }
+        if decision == .deny, request.kind == .recovery, let kid = request.subject {
+            // "This was not me": the device the recovery code enrolled goes, with its sessions.
+            // Before the notice is closed, so that a failure on the way leaves it open, to deny
+            // again, rather than closed over a device still active.
+            _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
+        }
         let status: SignInRequestStatus = decision == .approve ? .approved : .denied
         guard
             try storage.answerSignInRequest(
@@ -111,10 +117,6 @@ extension KeyAuthService {
             throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
         }
         try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
-        if request.kind == .recovery, let kid = request.subject {
-            // "This was not me": the device the recovery code enrolled goes, with its sessions.
-            _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
-        }
         if let pendingDevice {
             // The approval is the user's answer to "approve this device?": it is used up here.
             _ = try storage.markSignInRequestIssued(id: id, expiringAfter: SignInRequests.collectionCutoff(at: now()))

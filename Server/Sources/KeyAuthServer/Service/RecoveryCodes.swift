@@ -114,7 +114,16 @@ package struct RecoveryCodes: Sendable {
     /// - Throws: ``ServiceError`` `.busy` when the gate has no free slot (nothing is used up);
     ///   ``StorageError``; `KeyAuthError` when the KDF fails.
     func consume(_ typed: String, user: String) throws -> Bool {
-        guard let canonical = EnrollmentCodes.canonical(typed) else { return false }
+        guard let id = try match(typed, user: user) else { return false }
+        return try storage.consumeRecoveryCode(id: id, user: user, at: now())
+    }
+
+    /// The row of `user`'s unused recovery code `typed`, or nil; uses nothing up (a registration
+    /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(id:)``).
+    ///
+    /// - Throws: as ``consume(_:user:)``.
+    func match(_ typed: String, user: String) throws -> Int64? {
+        guard let canonical = EnrollmentCodes.canonical(typed) else { return nil }
         let groups = Self.derivations(of: try storage.unusedRecoveryCodes(user: user))
         let match = try gate.run { () throws -> RecoveryCodeRecord? in
             guard !groups.isEmpty else {
@@ -129,8 +138,7 @@ package struct RecoveryCodes: Sendable {
             }
             return nil
         }
-        guard let match else { return false }
-        return try storage.consumeRecoveryCode(id: match.id, user: user, at: now())
+        return match?.id
     }
 
     /// The stored codes a single derivation checks: those that share salt and iteration count,

@@ -89,6 +89,17 @@ package enum DeviceInsertRule: Sendable, Hashable {
     /// The user has fewer than `limit` pending devices created after `createdAfter` (the ones
     /// not yet expired): caps how many requests anyone can pile onto a user's approval list.
     case pendingBelow(limit: Int, createdAfter: Int64)
+    /// The one-time code is usable by the user: used up in the same transaction as the insert,
+    /// so that nothing (a `delete-user` of the user, say) comes between the code and the device.
+    case usingCode(DeviceEnrollmentCode)
+}
+
+/// A one-time code that enrols a device at once (``DeviceInsertRule/usingCode(_:)``).
+package enum DeviceEnrollmentCode: Sendable, Hashable {
+    /// An enrollment code, by the stored hashes of each form it may have been typed in.
+    case enrollment(hashes: [[UInt8]])
+    /// One of the user's recovery codes, by its row (the server found it by its slow hash).
+    case recovery(id: Int64)
 }
 
 /// What ``ServerStorage/insertDevice(_:rule:)`` did.
@@ -102,6 +113,8 @@ package enum DeviceInsertion: Sendable, Hashable {
     /// `.pendingBelow` failed: the user's pending devices already reach the limit; carries the
     /// creation time of the oldest one that counts, whose expiry frees a place.
     case pendingLimitReached(oldestCreatedAt: Int64)
+    /// `.usingCode` failed: the code is used, expired, another user's or gone; nothing changed.
+    case codeNotUsable
 }
 
 /// What ``ServerStorage/approvePendingDevice(kid:approvedBy:at:createdAfter:)`` did.

@@ -30,7 +30,7 @@ extension SQLStorage {
                     return .kidTaken
                 }
                 switch rule {
-                case .unconditional:
+                case .unconditional, .usingCode:
                     break
                 case .userHasNoDevices:
                     let known = try connection.exists(
@@ -55,8 +55,31 @@ extension SQLStorage {
                     """,
                     device.columnValues)
                 // Another user's registration of the same key, under that user's lock.
-                return inserted.affectedRowCount == 1 ? .inserted : .kidTaken
+                guard inserted.affectedRowCount == 1 else { return .kidTaken }
+                if case .usingCode(let code) = rule,
+                    try !Self.useUp(code, user: device.user, at: device.createdAt, in: connection)
+                {
+                    // The row inserted just above, in this transaction: as if it never was.
+                    try connection.execute("DELETE FROM devices WHERE kid = $1", [.text(device.kid)])
+                    return .codeNotUsable
+                }
+                return .inserted
             }
+        }
+    }
+
+    /// Uses up `code` for `user` at `time`; false when it is not usable.
+    private static func useUp(
+        _ code: DeviceEnrollmentCode, user: String, at time: Int64, in connection: any SQLConnection
+    ) throws(StorageError) -> Bool {
+        switch code {
+        case .enrollment(let hashes):
+            for hash in hashes where try consumeEnrollmentCode(hash: hash, user: user, now: time, in: connection) {
+                return true
+            }
+            return false
+        case .recovery(let id):
+            return try consumeRecoveryCode(id: id, user: user, at: time, in: connection)
         }
     }
 

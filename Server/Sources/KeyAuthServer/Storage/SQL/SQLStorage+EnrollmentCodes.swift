@@ -13,14 +13,22 @@ extension SQLStorage {
     /// waits for the first and then finds `used_at` set.
     package func consumeEnrollmentCode(hash: [UInt8], user: String, now: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                UPDATE enrollment_codes SET used_at = $3
-                WHERE code_hash = $1 AND user_name = $2 AND used_at IS NULL AND expires_at > $3
-                """,
-                [.blob(hash), .text(user), .integer(now)]
-            ).affectedRowCount == 1
+            try Self.consumeEnrollmentCode(hash: hash, user: user, now: now, in: connection)
         }
+    }
+
+    /// The conditional `UPDATE` of ``consumeEnrollmentCode(hash:user:now:)`` on `connection`, in
+    /// whatever transaction it is in.
+    static func consumeEnrollmentCode(
+        hash: [UInt8], user: String, now: Int64, in connection: any SQLConnection
+    ) throws(StorageError) -> Bool {
+        try connection.execute(
+            """
+            UPDATE enrollment_codes SET used_at = $3
+            WHERE code_hash = $1 AND user_name = $2 AND used_at IS NULL AND expires_at > $3
+            """,
+            [.blob(hash), .text(user), .integer(now)]
+        ).affectedRowCount == 1
     }
 
     package func enrollmentCodes(usableAt now: Int64) throws(StorageError) -> [EnrollmentCodeRecord] {

@@ -51,10 +51,18 @@ extension SQLStorage {
     /// waits for the first and then finds `used_at` set.
     package func consumeRecoveryCode(id: Int64, user: String, at time: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
-            try connection.execute(
-                "UPDATE recovery_codes SET used_at = $3 WHERE id = $1 AND user_name = $2 AND used_at IS NULL",
-                [.integer(id), .text(user), .integer(time)]
-            ).affectedRowCount == 1
+            try Self.consumeRecoveryCode(id: id, user: user, at: time, in: connection)
         }
+    }
+
+    /// The conditional `UPDATE` of ``consumeRecoveryCode(id:user:at:)`` on `connection`, in
+    /// whatever transaction it is in.
+    static func consumeRecoveryCode(
+        id: Int64, user: String, at time: Int64, in connection: any SQLConnection
+    ) throws(StorageError) -> Bool {
+        try connection.execute(
+            "UPDATE recovery_codes SET used_at = $3 WHERE id = $1 AND user_name = $2 AND used_at IS NULL",
+            [.integer(id), .text(user), .integer(time)]
+        ).affectedRowCount == 1
     }
 }
