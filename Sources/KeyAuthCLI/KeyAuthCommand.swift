@@ -89,12 +89,11 @@ public enum KeyAuthCommand {
         return StopSignals.first.map(Self.status(afterSignal:)) ?? status
     }
 
-    /// `keyauth: <message>` on one line, with control characters removed.
+    /// `keyauth: <message>` on one line, with control and format characters (C1 ones too)
+    /// replaced by spaces.
     static func errorLine(for error: KeyAuthError) -> String {
         let message = String(
-            String.UnicodeScalarView(
-                error.message.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 })
-        )
+            String.UnicodeScalarView(error.message.unicodeScalars.map { OAuthError.isUnprintable($0) ? " " : $0 }))
         return "keyauth: " + message
     }
 

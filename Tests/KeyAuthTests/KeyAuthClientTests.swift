@@ -51,6 +51,30 @@ struct KeyAuthClientTests {
         #expect(error?.oauthError?.errorDescription?.contains("withheld") == true)
     }
 
+    @Test(
+        "an error code that echoes a token or holds control text is read as no OAuth body; C1 controls leave a description"
+    )
+    func hostileErrorCodes() async throws {
+        let assertion = try sampleAssertion()
+        for code in [assertion, "bad\u{1B}[2Jcode", "bad \"code\"", String(repeating: "x", count: 65)] {
+            let body = JSONValue.object(["error": .string(code)]).serialized()
+            let responder = try LoopbackHTTPResponder { _ in .json(400, body) }
+            defer { responder.stop() }
+            let client = try KeyAuthClient(serverURL: responder.url)
+            let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: assertion) }
+            #expect(error?.oauthError?.error == .invalidRequest, "\(code)")
+            #expect(error?.message.contains(code) == false)
+        }
+        let responder = try LoopbackHTTPResponder { _ in
+            .oauthError(400, "invalid_grant", "refused\u{9B}2J by \u{202E}policy\u{85}")
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url)
+        let error = await #expect(throws: KeyAuthError.self) { try await client.requestToken(assertion: assertion) }
+        let description = try #require(error?.oauthError?.errorDescription)
+        #expect(!description.unicodeScalars.contains { OAuthError.isUnprintable($0) }, "\(description)")
+    }
+
     @Test("an answer without an OAuth body gets a code from its status")
     func statusWithoutBody() async throws {
         let responder = try LoopbackHTTPResponder { _ in

@@ -310,6 +310,17 @@ struct TPMAttestationVerifierTests {
         smallKey.endorsementCertificates = []
         smallKey.endorsementKey = try RSAPrivateKey.generate(bits: 3072).publicKey
         #expect(refusal(smallKey, key: key) == .endorsementKey)
+        // A 2048-bit key no TPM makes, which OpenSSL decodes but cannot encrypt to: another
+        // exponent, an even modulus.
+        let ek = try fixture.tpm.connection.endorsementKey()
+        var evenModulus = ek.modulus
+        evenModulus[evenModulus.count - 1] &= 0xFE
+        for (modulus, exponent) in [(ek.modulus, [0x03] as [UInt8]), (evenModulus, ek.exponent)] {
+            var odd = genuine
+            odd.endorsementCertificates = []
+            odd.endorsementKey = try RSAPublicKey(modulus: modulus, exponent: exponent)
+            #expect(refusal(odd, key: key) == .endorsementKey)
+        }
     }
 
     @Test("every truncation of each structure is refused as malformed, and no changed byte passes or traps")

@@ -59,6 +59,14 @@ struct OpenIDProviderTests {
             guard let code = parameters["code"] else { throw TestFailure("no code: \(parameters)") }
             return (browser, code)
         }
+
+        /// A sign-in's code redeemed once by the client: the browser, the code, its PKCE and the
+        /// token response.
+        func redeemedCode() throws -> (browser: OpenIDBrowser, code: String, pkce: PKCE, tokens: HTTPResponse) {
+            let pkce = try PKCE()
+            let (browser, code) = try code(pkce: pkce)
+            return (browser, code, pkce, try OpenIDTestAPI.redeem(api, client, code: code, verifier: pkce.verifier))
+        }
     }
 
     /// The ID token's claims after checking its signature with the key the JWK set publishes
@@ -322,9 +330,7 @@ struct OpenIDProviderTests {
         let setup = try Setup()
         defer { setup.runner.stop() }
         let api = setup.api
-        let pkce = try PKCE()
-        let (_, code) = try setup.code(pkce: pkce)
-        let first = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        let (_, code, pkce, first) = try setup.redeemedCode()
         #expect(first.status == 200)
         let accessToken = try #require(first.json?["access_token"]?.stringValue)
         #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
@@ -335,6 +341,29 @@ struct OpenIDProviderTests {
         #expect(refused.headers["WWW-Authenticate"]?.contains("error=\"invalid_token\"") == true)
         let audit = try AuditTrail(storage: api.storage).events(since: 0).map(\.action)
         #expect(audit.contains(.issueCode) && audit.contains(.redeemCode) && audit.contains(.reuseCode))
+    }
+
+    @Test("a used code presented by another client, or without its verifier, is refused and revokes nothing")
+    func codeReuseBySomeoneElse() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let api = setup.api
+        let (_, code, pkce, first) = try setup.redeemedCode()
+        let accessToken = try #require(first.json?["access_token"]?.stringValue)
+        // Someone who only saw the code: another client, the right verifier or not; this client
+        // without the verifier or with another redirect URI.
+        let other = try OpenIDTestAPI.addClient(api, name: "Other")
+        for (client, verifier, redirectURI) in [
+            (other, pkce.verifier, other.redirectURI), (other, try PKCE().verifier, other.redirectURI),
+            (setup.client, try PKCE().verifier, setup.client.redirectURI),
+            (setup.client, pkce.verifier, "https://elsewhere.example/cb"),
+        ] {
+            let reused = try OpenIDTestAPI.redeem(api, client, code: code, verifier: verifier, redirectURI: redirectURI)
+            #expect(reused.status == 400 && reused.errorCode == "invalid_grant")
+        }
+        #expect(try OpenIDTestAPI.userInfo(api, token: accessToken).status == 200)
+        let audit = try AuditTrail(storage: api.storage).events(since: 0).map(\.action)
+        #expect(!audit.contains(.reuseCode))
     }
 
     @Test("/userinfo refuses a token once the device that approved its sign-in is revoked or its user deleted")
@@ -544,9 +573,7 @@ struct OpenIDProviderTests {
         let setup = try Setup()
         defer { setup.runner.stop() }
         let api = setup.api
-        let pkce = try PKCE()
-        var (browser, code) = try setup.code(pkce: pkce)
-        let tokens = try OpenIDTestAPI.redeem(api, setup.client, code: code, verifier: pkce.verifier)
+        var (browser, _, pkce, tokens) = try setup.redeemedCode()
         let idToken = try #require(tokens.json?["id_token"]?.stringValue)
 
         let unregistered = try browser.get(

@@ -368,6 +368,19 @@ struct TokenConfusionTests {
             headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/x-www-form-urlencoded"],
             body: Array("access_token=\(TestAPI.formEncode(token))".utf8))
         #expect(both.status == 400 && both.errorCode == "invalid_request", "\(both.text)")
+        // A body the form rules refuse is refused, not skipped for the header's token: a proxy in
+        // front may have judged the form's.
+        let encoded = TestAPI.formEncode(token)
+        for (contentType, body) in [
+            ("application/x-www-form-urlencoded", "access_token=\(encoded)&access_token=\(encoded)"),
+            ("application/x-www-form-urlencoded", "access_token=\(encoded)%00"),
+            ("text/plain", "access_token=\(encoded)"),
+        ] {
+            let odd = try api.send(
+                "POST", "/userinfo", headers: ["Authorization": "Bearer \(token)", "Content-Type": contentType],
+                body: Array(body.utf8))
+            #expect(odd.status == 400 && odd.errorCode == "invalid_request", "\(body): \(odd.text)")
+        }
 
         let huge = String(repeating: "A", count: 9000)
         let refused: [(String, HTTPHeaders)] = [

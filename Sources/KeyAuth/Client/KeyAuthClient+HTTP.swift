@@ -94,7 +94,7 @@ extension KeyAuthClient {
     /// The RFC 6749 error in an answer, or one derived from its status when the body is not one.
     static func oauthError(in reply: HTTPExchange.Reply) -> OAuthError {
         if let object = try? JSONValue(parsing: reply.body).objectValue, let code = object["error"]?.stringValue,
-            !code.isEmpty
+            OAuthError.isWellFormedCode(code)
         {
             return OAuthError(
                 error: OAuthError.Code(rawValue: code), errorDescription: object["error_description"]?.stringValue,

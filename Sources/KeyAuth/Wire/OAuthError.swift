@@ -139,11 +139,25 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         if runs.contains(where: { looksLikeJWT($0) }) {
             return "(withheld: the description contained a token)"
         }
-        var cleaned = String(
-            String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+        var cleaned = String(String.UnicodeScalarView(text.unicodeScalars.map { isUnprintable($0) ? " " : $0 }))
         if cleaned.count > 300 { cleaned = String(cleaned.prefix(300)) + "…" }
         cleaned = cleaned.trimmingSpaces()
         return cleaned.isEmpty ? nil : cleaned
+    }
+
+    /// Whether `scalar` must not reach a terminal or a log as it is: a C0 or C1 control (ESC, and
+    /// U+009B, which xterm takes as the start of an escape sequence too), DEL, or a format
+    /// character (a right-to-left override would reverse the rest of the line).
+    package static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
+    }
+
+    /// Whether `code` can be an `error` code (RFC 6749 section 5.2: printable ASCII but `"` and
+    /// `\`), at most 64 characters and not shaped like a token; a server's answer whose code is
+    /// not is read as one without an OAuth body, so that its text never reaches a terminal.
+    package static func isWellFormedCode(_ code: String) -> Bool {
+        guard (1...64).contains(code.utf8.count), !looksLikeJWT(code) else { return false }
+        return code.utf8.allSatisfy { (0x20...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C }
     }
 
     /// A character of a compact JWS: base64url or the dot between segments.

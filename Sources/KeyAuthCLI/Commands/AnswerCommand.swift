@@ -110,7 +110,8 @@ struct AnswerCommand {
                 guard error.code == .cancelled else { throw error }
                 throw KeyAuthError(.cancelled, "input ended before a request was chosen; nothing was approved")
             }
-            if let number = Int(typed.trimmingCharacters(in: .whitespaces)), requests.indices.contains(number - 1) {
+            // Compared before anything is subtracted: `number - 1` of Int.min would trap.
+            if let number = Int(typed.trimmingCharacters(in: .whitespaces)), (1...requests.count).contains(number) {
                 return requests[number - 1]
             }
             io.printError("Type a number from 1 to \(requests.count).")

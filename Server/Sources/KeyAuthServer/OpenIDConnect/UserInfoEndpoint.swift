@@ -15,7 +15,11 @@ struct UserInfoEndpoint: Sendable {
         var presented = try request.authorization().flatMap { header in
             try? AccessTokenRules.credentials(fromAuthorization: header)
         }
-        if request.method == "POST", let form = try? request.formBody(), let token = form["access_token"] {
+        // A POST with a body must be a form that decodes, its parameters unrepeated: a body read
+        // leniently (a repeated access_token, a zero byte, another content type) would let the
+        // header's token answer where a proxy in front judged the form's.
+        let form = request.method == "POST" && !request.body.isEmpty ? try request.formBody() : [:]
+        if let token = form["access_token"] {
             // RFC 6750 section 2.2: the token in the form body, as the request's one way of
             // presenting a token (section 3.1): with another in the header, which one the
             // request means is a guess, and a proxy in front may have checked the other.

@@ -74,11 +74,7 @@ extension OpenIDProvider {
         guard code.utf8.count == 43, let record = try storage.authorizationCode(codeHash: codeHash) else {
             throw invalid
         }
-        if record.redeemedAt != nil {
-            try revokeFirstRedemption(of: record)
-            throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
-        }
-        guard record.clientID == client.id, now() < record.expiresAt else { throw invalid }
+        guard record.clientID == client.id else { throw invalid }
         guard record.redirectURI.isSameBytes(as: redirectURI) else {
             throw ServiceError(.invalidGrant, "redirect_uri is not the one of the authorization request")
         }
@@ -86,6 +82,15 @@ extension OpenIDProvider {
             CryptoPrimitives.constantTimeEquals(
                 Array(try Self.codeChallenge(for: verifier).utf8), Array(record.codeChallenge.utf8))
         else { throw ServiceError(.invalidGrant, "the code_verifier does not match the code_challenge") }
+        // A second redemption by the client the code was issued to, with its verifier: the code
+        // leaked (RFC 6749 section 4.1.2), and the first redemption's tokens go. Anyone else who
+        // merely saw the code (browser history, a Referer, a log) cannot pass the checks above,
+        // and so cannot revoke the client's tokens by presenting it.
+        if record.redeemedAt != nil {
+            try revokeFirstRedemption(of: record)
+            throw ServiceError(.invalidGrant, "the authorization code was already used; its tokens are revoked")
+        }
+        guard now() < record.expiresAt else { throw invalid }
         guard let device = try storage.device(kid: record.approvingKID), device.status == .active,
             device.user == record.user
         else { throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked") }

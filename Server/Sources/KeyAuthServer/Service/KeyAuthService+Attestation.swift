@@ -65,8 +65,14 @@ extension KeyAuthService {
                     + verified.endorsementKey.derRepresentation
             ).prefix(32))
         guard let answer = attestation.activationSecret else {
-            let credential = try TPMCredential.make(
-                secret: expected, for: verified.attestationKeyName, endorsementKey: verified.endorsementKey)
+            let credential: TPMCredential
+            do {
+                credential = try TPMCredential.make(
+                    secret: expected, for: verified.attestationKeyName, endorsementKey: verified.endorsementKey)
+            } catch {
+                // The EK is the client's: a key OpenSSL cannot encrypt to is a bad request.
+                throw ServiceError(.invalidRequest, "the TPM attestation is refused: \(error.message)")
+            }
             return .challenge(ActivationChallenge(keyID: key.fingerprint, credential: credential))
         }
         guard CryptoPrimitives.constantTimeEquals(answer, expected) else {

@@ -118,10 +118,17 @@ package struct TPMAttestationVerifier: Sendable {
         return (key, problem.map { "the endorsement key certificate does not verify: \($0)" })
     }
 
-    /// Credential activation encrypts to the EK with RSA-OAEP; TPM EKs are RSA-2048.
+    /// Credential activation encrypts to the EK with RSA-OAEP; TPM EKs are RSA-2048 with the
+    /// exponent 65537 (the TCG templates' default), and an RSA modulus is odd. OpenSSL decodes a
+    /// key that breaks these without a word and fails only when it encrypts, which would have
+    /// been the server's failure instead of a refusal of the request.
     private static func checkSize(of key: RSAPublicKey) throws(TPMAttestationError) {
         guard key.bits == 2048 else {
             throw TPMAttestationError(.endorsementKey, "the endorsement key is not an RSA-2048 key")
+        }
+        guard key.exponent == [0x01, 0x00, 0x01], let last = key.modulus.last, last & 1 == 1 else {
+            throw TPMAttestationError(
+                .endorsementKey, "the endorsement key is not an RSA key a TPM makes (exponent 65537, odd modulus)")
         }
     }
 }
