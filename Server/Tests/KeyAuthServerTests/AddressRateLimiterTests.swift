@@ -41,6 +41,18 @@ struct AddressRateLimiterTests {
         #expect(try attacker.login(assertion: "not.a.token").errorCode == "invalid_grant")
     }
 
+    @Test("of many concurrent attempts at once, exactly the limit are admitted")
+    func concurrentAdmissions() {
+        let limiter = AddressRateLimiter(limit: 10, window: 60, now: { 1000 })
+        let key = RateLimitKey(address: "192.0.2.7")
+        let admitted = Atomic(0)
+        DispatchQueue.concurrentPerform(iterations: 200) { _ in
+            if limiter.admit(key) == nil { admitted.add(1, ordering: .relaxed) }
+        }
+        #expect(admitted.load(ordering: .relaxed) == 10)
+        #expect(limiter.admit(key) == 60)
+    }
+
     @Test("at most maximumAddresses are tracked; the least recently counted go first")
     func evictionBound() {
         let limiter = AddressRateLimiter(limit: 1, window: 60, maximumAddresses: 160, now: { 1000 })

@@ -42,13 +42,30 @@ package final class AddressRateLimiter: Sendable {
 
     /// Seconds until `key` may try again, or nil when it is under the limit.
     package func retryAfter(for key: RateLimitKey) -> Int? {
+        check(key, countingIfUnder: false)
+    }
+
+    /// Counts one event of `key` unless it is at the limit, in one step under its shard's lock,
+    /// so that concurrent attempts at `limit - 1` cannot all pass between a check and a count.
+    /// Returns nil when counted, else the seconds until `key` may try again (nothing counted, so
+    /// refusals do not extend the wait).
+    package func admit(_ key: RateLimitKey) -> Int? {
+        check(key, countingIfUnder: true)
+    }
+
+    /// The seconds until `key` may try again, or nil when it is under the limit, in which case
+    /// the event is counted too when `counting`.
+    private func check(_ key: RateLimitKey, countingIfUnder counting: Bool) -> Int? {
         let current = now()
         let cutoff = current - window
         let limit = limit
         let window = window
         return shard(for: key).state.withLock { shard -> Int? in
-            guard let oldest = shard.oldestEvent(of: key, keepingAfter: cutoff, ifAtLeast: limit) else { return nil }
-            return Int(max(oldest + window - current, 1))
+            if let oldest = shard.oldestEvent(of: key, keepingAfter: cutoff, ifAtLeast: limit) {
+                return Int(max(oldest + window - current, 1))
+            }
+            if counting { shard.record(key, at: current, keepingAfter: cutoff, limit: limit) }
+            return nil
         }
     }
 

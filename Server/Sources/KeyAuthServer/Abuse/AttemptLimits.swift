@@ -96,10 +96,9 @@ struct AttemptLimits: Sendable {
             case .signInStarts: (signInStarts, "sign-in requests")
             case .sshFetches: (sshFetches, "fetches")
             }
-        if let retryAfter = limiter.retryAfter(for: address) {
+        if let retryAfter = limiter.admit(address) {
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what) from this address; retry later")
         }
-        limiter.record(address)
     }
 
     /// Forgets counters whose events left the window.
