@@ -60,6 +60,9 @@ struct StorageCheck: Sendable, CustomTestStringConvertible {
             StorageCheck(
                 "lets exactly one of many concurrent servers store the first signing key",
                 StorageContract.insertsOnlyOneFirstSigningKey),
+            StorageCheck(
+                "lets exactly one of many concurrent servers store an RS256 key for ID tokens",
+                StorageContract.insertsOnlyOneIDTokenKey),
             StorageCheck("lists devices oldest first, all devices by user in byte order", StorageContract.listsDevices),
             StorageCheck("knows whether a user has an active device", StorageContract.findsActiveDevices),
             StorageCheck("knows which states a user's devices are in", StorageContract.findsDeviceStatuses),
@@ -886,6 +889,26 @@ enum StorageContract {
         #expect(try second.signingKeys().map(\.kid) == ["first-\(winner)"])
         #expect(try !first.insertFirstSigningKey(kid: "late", privatePEM: [1], createdAt: 1))
         #expect(try second.signingKeys().count == 1)
+    }
+
+    static func insertsOnlyOneIDTokenKey(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        try #require(
+            try first.insertFirstSigningKey(
+                SigningKeyRecord(kid: "es", privatePEM: [1], createdAt: 100, algorithm: .es256)))
+        // Eight ES256 servers starting at once, each with an RS256 key for ID tokens: one is kept.
+        let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
+            try (index % 2 == 0 ? first : second).insertIDTokenKey(
+                SigningKeyRecord(
+                    kid: "id-\(index)", privatePEM: Array("pem-\(index)".utf8), createdAt: 100, algorithm: .rs256,
+                    activeFrom: 0))
+        }
+        let won = try outcomes.map { try $0.get() }
+        #expect(won.filter { $0 }.count == 1)
+        #expect(try second.signingKeys().filter { $0.algorithm == .rs256 }.count == 1)
     }
 
     static func migratesConcurrently(_ database: StorageContractDatabase) throws {

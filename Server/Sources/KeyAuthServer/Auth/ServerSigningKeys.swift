@@ -121,7 +121,9 @@ final class ServerSigningKeys: Sendable {
         let key = try JWSPrivateKey.generate(for: .rs256, rsaBits: rsaBits)
         var pem = try key.pkcs8PEM()
         defer { CryptoPrimitives.wipe(&pem) }
-        _ = try storage.insertSigningKey(
+        // Of several servers starting together, only the first stores its key; the others read
+        // it back when they load the keys.
+        _ = try storage.insertIDTokenKey(
             SigningKeyRecord(kid: key.keyID, privatePEM: pem, createdAt: now, algorithm: .rs256, activeFrom: 0))
     }
 

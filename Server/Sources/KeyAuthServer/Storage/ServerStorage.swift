@@ -221,6 +221,14 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// of them the signing key, so every instance signs with, and publishes, the same key.
     func insertFirstSigningKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool
 
+    /// Adds `record`, an RS256 key for ID tokens, only when no unretired RS256 key exists, in one
+    /// atomic step under the first signing key's lock; false (changing nothing) when one does.
+    ///
+    /// Servers of another token algorithm starting at once each make one; with a check apart
+    /// from the insert, both inserted, and the one that sorted first was retired at once by the
+    /// other's cleanup while its server still signed ID tokens with it.
+    func insertIDTokenKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool
+
     /// Retires the key `kid` at `time`: it leaves the JWKS, and its private key is wiped from
     /// the store (the row stays, for `keys list`). Returns false when it is unknown or already
     /// retired.

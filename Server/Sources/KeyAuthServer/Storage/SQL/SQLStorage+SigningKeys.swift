@@ -61,6 +61,19 @@ extension SQLStorage {
         }
     }
 
+    package func insertIDTokenKey(_ record: SigningKeyRecord) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) in
+                try connection.lock(Self.firstSigningKeyLock)
+                let exists = try connection.exists(
+                    "SELECT 1 FROM signing_keys WHERE algorithm = $1 AND retired_at IS NULL LIMIT 1",
+                    [.text(JWSAlgorithm.rs256.rawValue)])
+                guard !exists else { return false }
+                return try Self.insert(record, on: connection)
+            }
+        }
+    }
+
     private static func insert(_ record: SigningKeyRecord, on connection: any SQLConnection) throws(StorageError)
         -> Bool
     {
