@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -198,6 +199,35 @@ struct SSHAgentTests {
         let listed = try agent.sshAdd(["-l"])
         #expect(listed.status == 0, "\(listed.errorOutput)")
         #expect(listed.output.contains("(RSA)"), "\(listed.output)")
+    }
+
+    @Test("an ssh connection that keeps asking does not keep a lock from the agent: the lock is served and holds")
+    func lockWhileAnSSHConnectionAsks() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+        defer { close(connection) }
+        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
+        let asking = Atomic(true)
+        // A peer that asks every second on one connection, as a forwarded agent's remote end may.
+        let asker = Thread {
+            while asking.load(ordering: .relaxed), DescriptorIO.writeAll(connection, bytes: listIdentities) {
+                guard case .message = SSHAgentProtocol.readMessage(connection) else { return }
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+        asker.start()
+        defer { asking.store(false, ordering: .relaxed) }
+        try await Task.sleep(for: .milliseconds(1500))
+        let started = Date()
+        let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
+        #expect(locked?.ok == true)
+        // Answered after the ssh connection's next request at most, not after its 30 s wait.
+        #expect(Date().timeIntervalSince(started) < 20)
+        #expect(agent.locked() == true)
     }
 
     @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")

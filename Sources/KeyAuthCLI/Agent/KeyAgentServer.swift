@@ -192,7 +192,7 @@ final class KeyAgentServer: Sendable {
                 serveOne(listener, handle)
             }
             if let sshListener, descriptors[2].revents & Int16(POLLIN) != 0 {
-                serveOne(sshListener, handleSSH)
+                serveOne(sshListener) { handleSSH($0, yieldingTo: listener) }
             }
         }
     }
@@ -209,9 +209,19 @@ final class KeyAgentServer: Sendable {
         close(connection)
     }
 
+    /// How long one ssh-agent connection may keep the agent's loop, counted from its accept.
+    static let sshConnectionShare: TimeInterval = 10
+
     /// Serves ssh-agent requests on `connection` until the peer closes it; a malformed request
     /// gets `SSH_AGENT_FAILURE`, and one that breaks the framing ends the connection after it.
-    private func handleSSH(_ connection: Int32) {
+    ///
+    /// One loop serves both sockets, so the connection is closed after an answer once
+    /// `controlListener` or a stop has something waiting, or it has had
+    /// ``sshConnectionShare``: a peer asking every few seconds (a forwarded agent's remote root,
+    /// say) would otherwise keep `keyauth agent --lock` and `--stop` from ever being read, while
+    /// the key kept signing. ssh opens a new connection when it needs the agent again.
+    private func handleSSH(_ connection: Int32, yieldingTo controlListener: Int32) {
+        let deadline = Date().addingTimeInterval(Self.sshConnectionShare)
         while true {
             switch SSHAgentProtocol.readMessage(connection) {
             case .message(var body):
@@ -220,6 +230,11 @@ final class KeyAgentServer: Sendable {
                     (digest, data) throws(KeyAuthError) in try self.sshSign(data, digest: digest)
                 }
                 guard SSHAgentProtocol.writeMessage(connection, answer) else { return }
+                if stopRequested.load(ordering: .acquiring) || Date() >= deadline
+                    || Self.hasInput(controlListener) || Self.hasInput(wakeRead)
+                {
+                    return
+                }
             case .tooLong, .truncated:
                 _ = SSHAgentProtocol.writeMessage(connection, [SSHAgentProtocol.failure])
                 return
@@ -227,6 +242,12 @@ final class KeyAgentServer: Sendable {
                 return
             }
         }
+    }
+
+    /// Whether `descriptor` has a connection or a byte waiting, without waiting for one.
+    private static func hasInput(_ descriptor: Int32) -> Bool {
+        var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&watched, 1, 0) > 0 && watched.revents & Int16(POLLIN) != 0
     }
 
     private func isOwnUser(_ connection: Int32) -> Bool {
