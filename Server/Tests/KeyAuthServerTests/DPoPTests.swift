@@ -232,6 +232,22 @@ struct DPoPTests {
         #expect(try fixture.get(token: token, scheme: "DPoP", proof: proof).status == 401)
     }
 
+    @Test("every true/false setting of serve is a flag, bare, whatever follows it")
+    func booleanSettingsAreFlags() throws {
+        #expect(
+            FlagParser.booleanFlags.isSuperset(of: ["trust-proxy", "quiet", "dpop-nonce", "ssh-no-port-forwarding"]))
+        for arguments in [
+            ["serve", "--ssh-no-port-forwarding", "--quiet"], ["serve", "--quiet", "--ssh-no-port-forwarding"],
+        ] {
+            guard case .serve(let flags) = try ServerCommand.parse(arguments: arguments, environment: [:]) else {
+                Issue.record("not serve: \(arguments)")
+                continue
+            }
+            #expect(flags.sshNoPortForwarding, "\(arguments)")
+            #expect(!flags.logRequests, "\(arguments)")
+        }
+    }
+
     @Test("--dpop, --dpop-nonce, --token-alg and --cleanup-interval are read from flags and the environment")
     func parsing() throws {
         let arguments = [

@@ -5,7 +5,10 @@ import KeyAuthArguments
 /// the verb has read its own.
 struct FlagParser {
     /// The flags that take no value; in the settings file such a key may stand alone for true.
-    static let booleanFlags: Set<String> = ["trust-proxy", "quiet", "json", "dpop-nonce", "public"]
+    /// `serve`'s come from its settings, so that a new one cannot be left out: a flag missing
+    /// here took the next argument as its value (`--ssh-no-port-forwarding --quiet` lost both).
+    static let booleanFlags: Set<String> = Set(["json", "public"]).union(
+        ServerCommand.serveSettings.filter(\.isFlag).map(\.key))
     /// Options that may be given more than once (`clients add`).
     private static let repeatableOptions: Set<String> = ["redirect-uri", "post-logout-redirect-uri", "allow-user"]
     private var parsed: ParsedArguments

@@ -14,6 +14,8 @@ extension ServerCommand {
         let read: @Sendable (inout ServerSettings, inout ServerConfiguration) throws(ServerConfigurationError) -> Void
         /// The effective value as a flag would take it; empty when not set and without default.
         let show: @Sendable (ServerConfiguration) -> String
+        /// Whether the flag takes no value (true or false; ``FlagParser/booleanFlags``).
+        var isFlag = false
     }
 
     /// Every setting of `serve`, in the order of `--help` (a row may depend on earlier ones:
@@ -122,7 +124,7 @@ extension ServerCommand {
             key: "quiet",
             read: { settings, configuration throws(ServerConfigurationError) in
                 if let quiet = try settings.bool("--quiet") { configuration.logRequests = !quiet }
-            }, show: { String(!$0.logRequests) }),
+            }, show: { String(!$0.logRequests) }, isFlag: true),
         choice("log-format", \.logFormat, LogFormat.init(rawValue:), "text or json"),
     ]
 
@@ -172,7 +174,7 @@ extension ServerCommand {
             key: key,
             read: { settings, configuration throws(ServerConfigurationError) in
                 if let value = try settings.bool("--" + key) { configuration[keyPath: path] = value }
-            }, show: { String($0[keyPath: path]) })
+            }, show: { String($0[keyPath: path]) }, isFlag: true)
     }
 
     /// A whole number within `range` (`--rate-limit`).
