@@ -36,15 +36,20 @@ final class HeldResponse: @unchecked Sendable {
 
     /// Resumes the connection with `response` as its answer, unless it was resumed already.
     /// Returns whether this call resumed it.
+    ///
+    /// libmicrohttpd is told under the lock: a stop's ``HeldResponses/releaseAll(failure:)``,
+    /// finding the response already resumed, must not go on to `MHD_stop_daemon` while the
+    /// connection is still suspended, which aborts the process (or resumes it after it was freed).
+    /// `MHD_resume_connection` only flags the connection and wakes its worker; nothing it does
+    /// waits for this lock.
     @discardableResult
     func resume(with response: HTTPResponse) -> Bool {
-        let resumed = state.withLock { state in
+        state.withLock { state in
             guard case .waiting = state else { return false }
             state = .resumed(response)
+            MHD_resume_connection(connection)
             return true
         }
-        if resumed { MHD_resume_connection(connection) }
-        return resumed
     }
 
     /// The response to queue now that the connection is resumed: the one it was resumed with,
