@@ -38,6 +38,31 @@ struct SecureFileDurabilityTests {
         #expect(left == ["secret"])
     }
 
+    @Test("a write that must not replace keeps a file another process made while it wrote, and leaves no temporary")
+    func noReplaceLosesToAnEarlierWriter() throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let path = temporary.path + "/ca-key"
+        // The other process's file appears after this one checked and before it links its own.
+        let racing = SecureFile.DurabilityCalls(fsync: { descriptor in
+            if !FileManager.default.fileExists(atPath: path) {
+                FileManager.default.createFile(atPath: path, contents: Data("theirs\n".utf8))
+            }
+            return Glibc.fsync(descriptor)
+        })
+        #expect {
+            try SecureFile.write(Array("ours\n".utf8), to: path, replacing: false, calls: racing)
+        } throws: { error in
+            (error as? KeyAuthError)?.code == .keyExists
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data("theirs\n".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path) == ["ca-key"])
+        // With nothing there, it is written as a replacing write would.
+        let fresh = temporary.path + "/fresh"
+        try SecureFile.write(Array("ours\n".utf8), to: fresh, replacing: false)
+        #expect(try SecureFile.readProtected(fresh) == Array("ours\n".utf8))
+    }
+
     @Test("a failed fsync of the directory is reported after the rename")
     func failedDirectorySync() throws {
         let temporary = TemporaryDirectory()

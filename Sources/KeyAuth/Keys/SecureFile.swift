@@ -129,12 +129,17 @@ package enum SecureFile {
 
     /// Writes `bytes` to `path` atomically with mode 0600.
     ///
-    /// - Parameter calls: the system's `close` and `fsync` unless a test fails them.
-    /// - Throws: `.storageFailed` (disk full, permissions, a failed `close` or `fsync`); the
-    ///   previous file is then untouched, except when only the directory's `fsync` failed after
-    ///   the new file took its place, which the message says.
+    /// - Parameters:
+    ///   - replacing: whether a file at `path` is replaced; when false the new file is linked
+    ///     into place, which fails when one exists, even one made a moment ago by another process
+    ///     (a check for the file before writing would not see it).
+    ///   - calls: the system's `close` and `fsync` unless a test fails them.
+    /// - Throws: `.keyExists` when `replacing` is false and `path` exists; `.storageFailed` (disk
+    ///   full, permissions, a failed `close` or `fsync`); the previous file is then untouched,
+    ///   except when only the directory's `fsync` failed after the new file took its place, which
+    ///   the message says.
     package static func write(
-        _ bytes: [UInt8], to path: String, calls: DurabilityCalls = .system
+        _ bytes: [UInt8], to path: String, replacing: Bool = true, calls: DurabilityCalls = .system
     ) throws(KeyAuthError) {
         let directory = parentDirectory(of: path)
         removeAbandonedTemporaries(in: directory)
@@ -165,8 +170,16 @@ package enum SecureFile {
         if calls.close(descriptor) != 0 && errno != EINTR && failure == nil {
             failure = errnoError(.storageFailed, "cannot close \(path)")
         }
-        if failure == nil && rename(temporary, path) != 0 {
+        if failure == nil && replacing && rename(temporary, path) != 0 {
             failure = errnoError(.storageFailed, "cannot replace \(path)")
+        } else if failure == nil && !replacing {
+            if link(temporary, path) != 0 {
+                failure =
+                    errno == EEXIST
+                    ? KeyAuthError(.keyExists, "\(path) exists") : errnoError(.storageFailed, "cannot create \(path)")
+            } else {
+                unlink(temporary)
+            }
         }
         if let failure {
             unlink(temporary)

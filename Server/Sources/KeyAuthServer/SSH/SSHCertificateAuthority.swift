@@ -75,14 +75,18 @@ package struct SSHCertificateAuthority: Sendable {
     ///
     /// - Throws: `.invalidArgument` when `path` exists; `.storageFailed` when it cannot be written.
     package func write(to path: String) throws(KeyAuthError) {
-        guard !SecureFile.exists(path) else {
-            throw KeyAuthError(
-                .invalidArgument,
-                "\(path) exists; keyauth-server does not replace an SSH CA key (hosts trust it): to replace it, "
-                    + "use keyauth-server ssh-ca rotate"
-            )
+        let exists = KeyAuthError(
+            .invalidArgument,
+            "\(path) exists; keyauth-server does not replace an SSH CA key (hosts trust it): to replace it, "
+                + "use keyauth-server ssh-ca rotate")
+        guard !SecureFile.exists(path) else { throw exists }
+        do {
+            // Linked into place, not renamed: an `init` that ran at the same moment and wrote
+            // first keeps its key, whose public line it printed for hosts to trust.
+            try store(at: path, replacing: false)
+        } catch {
+            throw error.code == .keyExists ? exists : error
         }
-        try store(at: path)
     }
 
     /// Writes the key to `path` over the key there: `ssh-ca rotate`, once it has kept the old
@@ -93,10 +97,10 @@ package struct SSHCertificateAuthority: Sendable {
         try store(at: path)
     }
 
-    private func store(at path: String) throws(KeyAuthError) {
+    private func store(at path: String, replacing: Bool = true) throws(KeyAuthError) {
         var pem = try key.pkcs8PEM()
         defer { CryptoPrimitives.wipe(&pem) }
-        try SecureFile.write(pem, to: path)
+        try SecureFile.write(pem, to: path, replacing: replacing)
     }
 
     /// The type of this CA's key, as `--alg` names it.
