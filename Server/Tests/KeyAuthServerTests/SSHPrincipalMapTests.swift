@@ -29,6 +29,13 @@ struct SSHPrincipalMapTests {
         #expect(SSHPrincipalMap().principals(for: "dave") == ["dave"])
     }
 
+    @Test("a file with CRLF line endings reads as the same lines")
+    func crlfLineEndings() throws {
+        let map = try SSHPrincipalMap(
+            parsing: "# who logs in where\r\nuser alice: deploy\r\ngroup ops: wheel\r\nmembers ops: alice\r\n")
+        #expect(map.principals(for: "alice") == ["alice", "deploy", "wheel"])
+    }
+
     @Test(
         "a bad rule is refused with its line number",
         arguments: [

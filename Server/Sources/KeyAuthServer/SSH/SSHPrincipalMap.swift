@@ -50,8 +50,15 @@ struct SSHPrincipalMap: Sendable, Equatable {
     ///   group that has no `group` rule (a typo would silently give nothing).
     init(parsing text: String) throws(KeyAuthError) {
         var memberLines: [String: Int] = [:]
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split by scalar, not by Character: "\r\n" is one Character, which "\n" does not match,
+        // so a file with CRLF line endings read as one line cut at its first "#". A line's
+        // trailing "\r" is dropped.
+        for (index, scalars) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
+            .enumerated()
+        {
             let number = index + 1
+            var rawLine = String(String.UnicodeScalarView(scalars))
+            if rawLine.unicodeScalars.last == "\r" { rawLine.unicodeScalars.removeLast() }
             let line = rawLine.prefix { $0 != "#" }.trimmingWhitespace()
             if line.isEmpty { continue }
             guard let colon = line.firstIndex(of: ":") else {
