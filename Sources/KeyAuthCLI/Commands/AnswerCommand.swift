@@ -111,7 +111,7 @@ struct AnswerCommand {
                 throw KeyAuthError(.cancelled, "input ended before a request was chosen; nothing was approved")
             }
             // Compared before anything is subtracted: `number - 1` of Int.min would trap.
-            if let number = Int(typed.trimmingCharacters(in: .whitespaces)), (1...requests.count).contains(number) {
+            if let number = Int(typed.trimmingCharacters(in: .whitespaces)), number > 0, number <= requests.count {
                 return requests[number - 1]
             }
             io.printError("Type a number from 1 to \(requests.count).")

@@ -58,17 +58,6 @@ package struct EnrollmentCodes: Sendable {
         grouped(try CryptoPrimitives.randomBytes(count: codeLength).map { alphabet[Int($0 & 31)] })
     }
 
-    /// Uses up `code` for `user`; false when it is unknown, used, expired or another user's.
-    ///
-    /// The code as typed is tried first (a code of the earlier form), then its canonical form.
-    func consume(_ code: String, user: String) throws -> Bool {
-        for hash in try Self.storedForms(of: code)
-        where try storage.consumeEnrollmentCode(hash: hash, user: user, now: now()) {
-            return true
-        }
-        return false
-    }
-
     /// The hashes `code` may be stored under: as typed (a code of the earlier form), then its
     /// canonical form when that differs. A registration uses the code up with its device's insert
     /// (``DeviceEnrollmentCode/enrollment(hashes:)``).
