@@ -6,7 +6,7 @@
 #                               [--connections N] [--threads N] [--node-server PATH]
 #                               [--ceiling-seconds N] [--profile FILE] [--compare-server PATH]
 #                               [--replay-cache memory|database] [--compare-replay-cache memory|database]
-#                               [--compare-quiet] [--transport]
+#                               [--compare-quiet] [--transport] [--floor]
 #
 # The comparison server is not part of this repository: it is node-fair-login-server.mjs from the
 # benchmark folder shared beside it (../shared/bench/ from the repository root by default; pass
@@ -48,6 +48,11 @@
 # CPU time went, by category and by step of a login (profile-summary.py).
 # --compare-server PATH adds another keyauth-server binary (an earlier build, say) as a third
 # server, "keyauth-other", under the same load and checks, to measure a change in one run.
+# --floor adds "signature-floor" (Benchmarks/load/signature-floor.c, compiled with cc): a server
+# whose every answer costs one login's cryptography and nothing else (an RS256 verification and a
+# signature with ALG, on libmicrohttpd with one worker per core), to show what any server could
+# reach under the same load on this machine; the summary gives keyauth-server's rate as a share of
+# it and the floor's own p99.
 # ES256: both servers sign access tokens with ES256 (keyauth-server with `--token-alg ES256` on
 # its fresh database); the device assertions stay RS256.
 set -euo pipefail
@@ -69,6 +74,7 @@ compare_quiet=0
 transport=0
 profile=""
 compare_server=""
+floor=0
 ceiling_seconds=10
 node_server=${KEYAUTH_NODE_FAIR_SERVER:-$root/../shared/bench/node-fair-login-server.mjs}
 usage() {
@@ -87,6 +93,7 @@ while [ $# -gt 0 ]; do
     --compare-replay-cache) compare_replay_cache=${2:?}; shift 2 ;;
     --compare-quiet) compare_quiet=1; shift ;;
     --transport) transport=1; shift ;;
+    --floor) floor=1; shift ;;
     --node-server) node_server=${2:?}; shift 2 ;;
     --ceiling-seconds) ceiling_seconds=${2:?}; shift 2 ;;
     --profile) profile=${2:?}; shift 2 ;;
@@ -111,6 +118,7 @@ fi
 for tool in node wrk openssl curl python3; do
     command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 69; }
 done
+[ "$floor" = 0 ] || command -v cc >/dev/null || { echo "run.sh: --floor needs a C compiler (cc)" >&2; exit 69; }
 [ -z "$profile" ] || command -v perf >/dev/null || { echo "run.sh: --profile needs perf" >&2; exit 69; }
 
 release_products="keyauth-server keyauth-bench"
@@ -182,6 +190,15 @@ pids+=("$node_pid")
 port_by_server[node-fair]=$node_port
 wait_healthy node-fair "$node_port"
 servers+=(node-fair)
+if [ "$floor" = 1 ]; then
+    cc -O2 -o "$work/signature-floor" Benchmarks/load/signature-floor.c -lmicrohttpd -lcrypto
+    floor_port=$(free_port)
+    "$work/signature-floor" "$floor_port" "$alg" "${threads:-$cores}" >"$work/signature-floor.log" 2>&1 &
+    pid_by_server[signature-floor]=$!
+    pids+=("$!")
+    port_by_server[signature-floor]=$floor_port
+    wait_healthy signature-floor "$floor_port"
+fi
 
 port_of() { echo "${port_by_server[$1]}"; }
 # pids_of SERVER: the server's processes (Node: the cluster's primary and its workers).
@@ -262,6 +279,7 @@ for round in $(seq 1 "$rounds"); do
         for ((i = ${#servers[@]} - 1; i >= 0; i--)); do order+=("${servers[$i]}"); done
     fi
     for server in "${order[@]}"; do drive "$round" "$server"; done
+    [ "$floor" = 0 ] || drive "$round" signature-floor
     rm -f "$work/assertions-$round.txt"
 done
 ceiling_after=$(ceiling)
@@ -326,6 +344,18 @@ if alg == "RS256":
 print()
 for name, value, target, met in checks:
     print(f"{name:78} {value:8.2f}  target {target:7}  {'met' if met else 'NOT met'}")
+floor = by_server.get("signature-floor")
+if floor:
+    floor_rates = {r[0]: r[1] for r in floor}
+    shares = [r[1] / floor_rates[r[0]] for r in keyauth if r[0] in floor_rates]
+    node_shares = [r[1] / floor_rates[r[0]] for r in node if r[0] in floor_rates]
+    print(f"{'keyauth-server vs the signature floor, logins/s (median of per-round ratios)':78} "
+          f"{statistics.median(shares):8.2f}  ({', '.join(f'{x:.2f}' for x in shares)})")
+    print(f"{'node-fair vs the signature floor, logins/s (median of per-round ratios)':78} "
+          f"{statistics.median(node_shares):8.2f}  ({', '.join(f'{x:.2f}' for x in node_shares)})")
+    floor_p99 = statistics.median(r[3] for r in floor)
+    print(f"{'the signature floor p99, ms (median of rounds; per round)':78} {floor_p99:8.2f}  "
+          f"({', '.join(f'{r[3]:.2f}' for r in floor)})")
 other = by_server.get("keyauth-other")
 if other:
     other_rates = {r[0]: r[1] for r in other}
