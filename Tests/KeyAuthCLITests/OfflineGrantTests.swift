@@ -222,6 +222,25 @@ struct OfflineGrantStoreTests {
         #expect(try OfflineGrantStore.open(linuxUser: "alice", directory: directory).stored == nil)
     }
 
+    @Test("a grant too long for the store to read back is refused before anything is written")
+    func refusesWhatItCouldNotRead() throws {
+        let scratch = TemporaryDirectory("keyauth-offline-store")
+        defer { scratch.remove() }
+        let directory = scratch.path + "/offline"
+        let store = try OfflineGrantStore.open(linuxUser: "alice", directory: directory)
+        let small = StoredOfflineGrant(
+            server: "https://k.example", grant: "a.b.c", keySet: .object(["keys": .array([])]))
+        try store.save(small)
+        // A JWK set of 70 KiB (keys with long certificate chains, say).
+        let padding = JSONValue.string(String(repeating: "x", count: 70 * 1024))
+        let large = StoredOfflineGrant(
+            server: "https://k.example", grant: "a.b.c", keySet: .object(["keys": .array([.object(["x5c": padding])])]))
+        let error = #expect(throws: KeyAuthError.self) { try store.save(large) }
+        #expect(error?.code == .invalidArgument)
+        // The grant saved before is still there, and the file still opens.
+        #expect(try OfflineGrantStore.open(linuxUser: "alice", directory: directory).stored == small)
+    }
+
     @Test("a looser directory or file, a link, or a user name with a slash is refused")
     func refusesLooserStores() throws {
         let scratch = TemporaryDirectory("keyauth-offline-store")

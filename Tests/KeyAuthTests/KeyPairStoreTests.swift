@@ -257,6 +257,34 @@ struct KeyPairStoreTests {
         #expect(PINKeyEncryption.standard.description == "scrypt N=16384 r=8 p=16")
     }
 
+    @Test("a key file naming a costlier encryption than keyauth reads is refused as damaged before any PIN is tried")
+    func costlyEncryptionRefused() throws {
+        let pin = SecretBytes(utf8: "246802")
+        // 24 MiB of scrypt memory: OpenSSL writes it, keyauth reads at most the standard's 16.
+        let wide = PINKeyEncryption(.scrypt(n: 1 << 14, r: 12, p: 1))
+        let pem = try TestKeys.first.pkcs8PEM(pin: pin, encryption: wide)
+        do {
+            _ = try RSAPrivateKey(pemRepresentation: pem, pin: pin)
+            Issue.record("a key file with scrypt N=16384 r=12 was read")
+        } catch {
+            #expect(error.code == .keyCorrupt)
+            #expect(error.message.contains("scrypt N=16384 r=12 p=1"))
+        }
+        let cheap = PINKeyEncryption(.scrypt(n: 1024, r: 8, p: 1))
+        let readable = try TestKeys.first.pkcs8PEM(pin: pin, encryption: cheap)
+        #expect(try RSAPrivateKey(pemRepresentation: readable, pin: pin).publicKey == TestKeys.first.publicKey)
+        // The bounds: twice the standard's time, its memory, 10 million PBKDF2 rounds.
+        #expect(PINKeyEncryption.standard.isAffordable && PINKeyEncryption.legacyPBKDF2.isAffordable)
+        #expect(PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 32)).isAffordable)
+        #expect(!PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 33)).isAffordable)
+        #expect(!PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 16382)).isAffordable)
+        #expect(!PINKeyEncryption(.scrypt(n: 1 << 15, r: 8, p: 1)).isAffordable)
+        #expect(!PINKeyEncryption(.scrypt(n: 1 << 62, r: 1 << 10, p: 1 << 10)).isAffordable)
+        #expect(!PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 0)).isAffordable)
+        #expect(PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 10_000_000)).isAffordable)
+        #expect(!PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 10_000_001)).isAffordable)
+    }
+
     @Test("reset removes the key, its public half and listed metadata")
     func reset() throws {
         let temporary = TemporaryDirectory()

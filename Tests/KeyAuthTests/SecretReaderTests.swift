@@ -44,6 +44,20 @@ struct PresenceReaderTests {
         #expect(error?.message == "standard input ended before an answer was given")
     }
 
+    @Test("an answer longer than 512 bytes is refused, also when a carriage return falls at the limit")
+    func standardInputTooLongAtCarriageReturn() async throws {
+        let pipe = try Pipe()
+        defer { close(pipe.read) }
+        // 512 bytes, CR, one more byte: 514 typed, never cut to the first 512.
+        pipe.send(String(repeating: "A", count: 512) + "\rB\n" + String(repeating: "C", count: 512) + "\r\n")
+        close(pipe.write)
+        let reader = StandardInputSecretReader(fileDescriptor: pipe.read)
+        let error = #expect(throws: KeyAuthError.self) { try reader.readSecret(prompt: "") }
+        #expect(error?.code == .invalidArgument)
+        // Exactly 512 bytes with a CRLF ending is an answer.
+        #expect(text(try reader.readSecret(prompt: "")) == String(repeating: "C", count: 512))
+    }
+
     @Test("the end of standard input is reported in lower case, naming what was expected when the caller says")
     func standardInputEnded() async throws {
         let pipe = try Pipe()

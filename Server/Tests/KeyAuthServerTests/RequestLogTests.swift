@@ -155,6 +155,10 @@ struct RequestLogTests {
         #expect(names(try line("/end-session", status: 200)) == [wikis, "alice", .string(kid)])
         #expect(names(try line("/authorize", status: 400)) == [nil, nil, nil])
         #expect(names(try line("/oauth/token", status: 401, 1)) == [nil, nil, nil])
+        // The device's answer is logged under its route's pattern: the request's id is the
+        // client's auth_req_id, which no log line holds.
+        #expect(try line("/v1/auth-requests/{id}", status: 200)["route"] == "/v1/auth-requests/{id}")
+        #expect(!lines.lines.contains { $0.contains(id) })
         // The members' order: client_id after kid, the duration last.
         let continued = try #require(
             lines.lines.first { $0.contains("\"path\":\"/authorize/continue\"") && $0.contains("\"status\":303") })

@@ -40,6 +40,27 @@ public struct PINKeyEncryption: Sendable, Hashable, CustomStringConvertible {
     /// files in it still open, and are re-encrypted with ``standard`` after the next right PIN.
     public static let legacyPBKDF2 = PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 600_000))
 
+    /// Whether a key file may be decrypted with this encryption. The parameters come from the
+    /// file, which is the user's to change: a file naming a thousand times the cost would hold
+    /// every unlock (the agent's, `sudo`'s) for minutes, and scrypt beyond OpenSSL's 32 MiB could
+    /// never be read, its failure looking like a wrong PIN that counts. Twice ``standard``'s time
+    /// and its memory are the most keyauth reads; PBKDF2 up to 10 million rounds (16 times
+    /// ``legacyPBKDF2``).
+    public var isAffordable: Bool {
+        guard case .scrypt(let standardN, let standardR, let standardP) = Self.standard.keyDerivation else {
+            return false
+        }
+        switch keyDerivation {
+        case .scrypt(let n, let r, let p):
+            let (memory, memoryOverflow) = n.multipliedReportingOverflow(by: r)
+            let (time, timeOverflow) = memory.multipliedReportingOverflow(by: p)
+            return !memoryOverflow && !timeOverflow && n > 1 && r > 0 && p > 0 && memory <= standardN * standardR
+                && time <= 2 * standardN * standardR * standardP
+        case .pbkdf2HMACSHA256(let iterations):
+            return iterations > 0 && iterations <= 10_000_000
+        }
+    }
+
     /// `scrypt N=16384 r=8 p=24` or `PBKDF2-HMAC-SHA256 600000 rounds`.
     public var description: String {
         switch keyDerivation {

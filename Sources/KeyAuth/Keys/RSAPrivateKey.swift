@@ -57,11 +57,17 @@ public struct RSAPrivateKey: Sendable {
     /// Every PBES2 key derivation that OpenSSL knows is read: scrypt as written now, PBKDF2 as
     /// written before (``PINKeyEncryption/legacyPBKDF2``).
     /// - Throws: `.wrongPIN` when the PIN does not decrypt the key, `.keyCorrupt` when the file
-    ///   is not an encrypted PKCS#8 structure at all.
+    ///   is not an encrypted PKCS#8 structure at all, or names a key derivation costlier than
+    ///   keyauth reads (``PINKeyEncryption/isAffordable``), before any PIN is tried.
     public init(pemRepresentation pem: [UInt8], pin: SecretBytes) throws(KeyAuthError) {
         guard Self.isEncryptedPEM(pem) else {
             try self.init(pemRepresentation: pem)
             return
+        }
+        if let encryption = Self.pinEncryption(ofPEM: pem), !encryption.isAffordable {
+            throw KeyAuthError(
+                .keyCorrupt,
+                "the key file is encrypted with \(encryption), beyond what keyauth reads; it may be damaged")
         }
         let encrypted: OpaquePointer = try OpenSSL.withReadBIO(pem) { bio throws(KeyAuthError) in
             guard let sig = PEM_read_bio_PKCS8(bio, nil, nil, nil) else {

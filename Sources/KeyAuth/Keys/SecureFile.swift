@@ -220,6 +220,17 @@ package enum SecureFile {
                     + "it must be readable only by you (chmod 600)")
         }
         try checkProtectedDirectory(parentDirectory(of: path))
+        return try readToEnd(
+            descriptor, limit: 1 << 20, failure: "cannot read \(path)",
+            tooLarge: KeyAuthError(.keyCorrupt, "\(path) is too large to be a key"))
+    }
+
+    /// Reads `descriptor` to its end through a chunk wiped afterwards (the bytes may be a secret).
+    ///
+    /// - Throws: `tooLarge` past `limit` bytes; `.storageFailed` with `failure` when a read fails.
+    static func readToEnd(
+        _ descriptor: Int32, limit: Int, failure: String, tooLarge: @autoclosure () -> KeyAuthError
+    ) throws(KeyAuthError) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         defer { CryptoPrimitives.wipe(&chunk) }
@@ -227,13 +238,12 @@ package enum SecureFile {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw errnoError(.storageFailed, "cannot read \(path)")
+                throw errnoError(.storageFailed, failure)
             }
-            if count == 0 { break }
+            if count == 0 { return bytes }
             bytes.append(contentsOf: chunk[0..<count])
-            guard bytes.count <= 1 << 20 else { throw KeyAuthError(.keyCorrupt, "\(path) is too large to be a key") }
+            guard bytes.count <= limit else { throw tooLarge() }
         }
-        return bytes
     }
 
     /// Reads a small file that is not secret but decides something (which account a command

@@ -28,6 +28,7 @@ enum LineIO {
         defer { CryptoPrimitives.wipe(&buffer) }
         var length = 0
         var sawInput = false
+        var overflowed = false
         while true {
             var byte: UInt8 = 0
             let count = read(descriptor, &byte, 1)
@@ -43,7 +44,12 @@ enum LineIO {
             }
             sawInput = true
             if byte == UInt8(ascii: "\n") { break }
-            guard length < maximumLength + 1 else { continue }
+            // A byte past the buffer is dropped, and the answer refused below: cut short, it would
+            // be a different PIN from the one typed.
+            guard length < maximumLength + 1 else {
+                overflowed = true
+                continue
+            }
             buffer[length] = byte
             length += 1
             byte = 0
@@ -51,7 +57,7 @@ enum LineIO {
         if length > 0, buffer[length - 1] == UInt8(ascii: "\r") {
             length -= 1
         }
-        guard length <= maximumLength else {
+        guard length <= maximumLength, !overflowed else {
             return .failure(
                 KeyAuthError(.invalidArgument, "the answer is longer than \(maximumLength) bytes"))
         }

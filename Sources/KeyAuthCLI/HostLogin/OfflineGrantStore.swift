@@ -97,9 +97,18 @@ final class OfflineGrantStore {
     /// the directory): a write cut short leaves a file that does not parse, which counts as no
     /// grant, so the failure is a refused offline login, never a wrong acceptance.
     ///
-    /// - Throws: `.storageFailed` when the write fails.
+    /// - Throws: `.storageFailed` when the write fails; `.invalidArgument`, before anything is
+    ///   written, when the record is longer than the store reads back (a server's JWK set of
+    ///   many large keys): stored, it would make the file unreadable, so that no later login
+    ///   could replace or clear it.
     func save(_ record: StoredOfflineGrant) throws(KeyAuthError) {
-        try replace(with: record.jsonBytes)
+        let bytes = record.jsonBytes
+        guard bytes.count <= Self.maximumLength else {
+            throw KeyAuthError(
+                .invalidArgument,
+                "the offline grant with the server's keys takes \(bytes.count) bytes, more than \(Self.maximumLength)")
+        }
+        try replace(with: bytes)
     }
 
     /// Empties the file, so that no offline login uses its grant any more (the server refused

@@ -55,6 +55,12 @@ struct BrowserSignIn: Sendable {
             return nil
         }
         guard let session = begun else { throw StorageError(.queryFailed, "the session was not stored") }
+        // The new session's cookie replaces the browser's earlier one, and that session ends with
+        // it: a sign-in again (prompt=login, max_age) must not leave alive a session the browser
+        // no longer holds, which whoever had copied its cookie would go on using.
+        if let earlier = try self.session(of: request), earlier.record.idHash != session.record.idHash {
+            try sessions.end(earlier)
+        }
         return session
     }
 }

@@ -43,8 +43,25 @@ struct AuthorizationEndpoint: Sendable {
         guard let (form, repeated) = try? request.formParameters() else {
             return errorPage("The form could not be read.")
         }
+        // A relying party's form post is cross-site, and a browser sends no SameSite=Lax cookie
+        // with it: answered here, the browser would look signed out and get a new CSRF cookie in
+        // place of its own, which every sign-in page it has open is bound to, so any site could
+        // end them by posting here. The same request as a GET is a top-level navigation, which
+        // carries the cookies. A form with repeated names is answered here, with its error.
+        if repeated.isEmpty, request.query.isEmpty {
+            let query = form.sorted { $0.key < $1.key }
+                .map { FormURLEncoding.encode($0.key) + "=" + FormURLEncoding.encode($0.value) }
+                .joined(separator: "&")
+            if query.utf8.count <= Self.maximumRedirectedQuery {
+                return browser.redirect(to: browser.basePath + Self.root + "?" + query)
+            }
+        }
         return try authorize(request, form, repeated: repeated.union(request.repeatedQueryNames), caller: &caller)
     }
+
+    /// The longest query a posted request is sent back as: within what every browser and proxy
+    /// takes in a URL; a longer form is answered as it came.
+    static let maximumRedirectedQuery = 8 * 1024
 
     // MARK: The authorization request
 
@@ -198,8 +215,9 @@ struct AuthorizationEndpoint: Sendable {
                 extra: headers, redirectsTo: record.redirectURI)
         }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
-        func deny(_ description: String) throws -> HTTPResponse {
-            guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
+        // `claimed`: the page was claimed already, by the approval this denial ends.
+        func deny(_ description: String, claimed: Bool = false) throws -> HTTPResponse {
+            guard try claimed || provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
                 to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
             if !session.record.isSignedIn {
@@ -248,7 +266,7 @@ struct AuthorizationEndpoint: Sendable {
             }
             guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             guard let signedIn = try sessions.complete(session) else {
-                return try deny("the sign-in could not be completed")
+                return try deny("the sign-in could not be completed", claimed: true)
             }
             metrics.recordSignInRequest(result: "session")
             caller.identify(signedIn.record)
@@ -269,7 +287,7 @@ struct AuthorizationEndpoint: Sendable {
     func consent(
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
-        guard let (reference, record, _) = try pending(request, form: form, purpose: .consent, caller: &caller)
+        guard let (reference, record, client) = try pending(request, form: form, purpose: .consent, caller: &caller)
         else {
             return expiredPage()
         }
@@ -282,6 +300,19 @@ struct AuthorizationEndpoint: Sendable {
         // second code.
         guard try provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
         caller.identify(session.record)
+        // The page may have waited minutes: a max_age the session met when it was shown may have
+        // passed since, and then the user signs in again, as a fresh request would have them.
+        if form["decision"] == "allow", !provider.isFresh(session.record, maxAge: record.maxAge) {
+            let (csrf, headers) = try browser.csrfCookie(request)
+            let signIn = try provider.seal(record, for: .signIn, csrf: csrf)
+            return browser.html(
+                SignInPage(
+                    basePath: browser.basePath, csrf: csrf,
+                    message: "This application asks for a recent sign-in: approve it on your device.",
+                    forms: forms(signIn, client: client, redirectURI: record.redirectURI), user: session.record.user
+                ).html,
+                extra: headers, redirectsTo: record.redirectURI)
+        }
         guard form["decision"] == "allow" else {
             return redirect(
                 to: record.redirectURI, error: .accessDenied, description: "the user denied the sign-in",

@@ -12,9 +12,8 @@ struct UserInfoEndpoint: Sendable {
 
     /// Answers the request; `caller` learns the user and client of a valid token.
     func respond(to request: HTTPRequest, caller: inout KeyAuthResponder.Caller) throws -> HTTPResponse {
-        var presented = try request.authorization().flatMap { header in
-            try? AccessTokenRules.credentials(fromAuthorization: header)
-        }
+        let header = try request.authorization()
+        var presented = header.flatMap { try? AccessTokenRules.credentials(fromAuthorization: $0) }
         // A POST with a body must be a form that decodes, its parameters unrepeated: a body read
         // leniently (a repeated access_token, a zero byte, another content type) would let the
         // header's token answer where a proxy in front judged the form's.
@@ -22,8 +21,9 @@ struct UserInfoEndpoint: Sendable {
         if let token = form["access_token"] {
             // RFC 6750 section 2.2: the token in the form body, as the request's one way of
             // presenting a token (section 3.1): with another in the header, which one the
-            // request means is a guess, and a proxy in front may have checked the other.
-            guard presented == nil else {
+            // request means is a guess, and a proxy in front may have checked the other. A
+            // header this server cannot read counts too: a proxy may read it as a token.
+            guard header == nil else {
                 throw ServiceError(
                     .invalidRequest, "the request presents an access token both in Authorization and in the form")
             }

@@ -129,7 +129,7 @@ extension OpenIDProvider {
         let record = PendingAuthorizationRecord(
             browserBinding: [], clientID: client.id, redirectURI: redirectURI, scope: granted,
             state: parameters["state"], nonce: parameters["nonce"], codeChallenge: challenge, loginHint: hint,
-            expiresAt: now() + Self.pendingLifetime, acrValues: context?.values ?? [])
+            expiresAt: now() + Self.pendingLifetime, acrValues: context?.values ?? [], maxAge: maxAge)
         return AuthorizationRequest(record: record, client: client, prompt: prompt, maxAge: maxAge)
     }
 }

@@ -104,9 +104,12 @@ struct OpenIDProvider: Sendable {
             tier: device.tier, methods: session.methods)
     }
 
-    /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1).
+    /// Whether a signed-in session is recent enough for `max_age` (Core section 3.1.2.1). No
+    /// session is for `max_age=0`, which asks for a sign-in now as `prompt=login` does (Core 1.0
+    /// errata set 2): one signed in this same second would otherwise pass.
     func isFresh(_ session: BrowserSessionRecord, maxAge: Int64?) -> Bool {
         guard let maxAge else { return true }
+        guard maxAge > 0 else { return false }
         guard let signedInAt = session.signedInAt else { return false }
         // Saturating: `signed_in_at` is read from storage, which this server did not necessarily
         // write, and a difference that overflows would end the whole process.

@@ -84,6 +84,7 @@ struct SealedAuthorizations: Sendable {
         if let nonce = record.nonce { members["nonce"] = .string(nonce) }
         if let hint = record.loginHint { members["login_hint"] = .string(hint) }
         if !record.acrValues.isEmpty { members["acr_values"] = .array(record.acrValues.map(JSONValue.string)) }
+        if let maxAge = record.maxAge { members["max_age"] = .integer(maxAge) }
         return members
     }
 
@@ -97,6 +98,7 @@ struct SealedAuthorizations: Sendable {
             browserBinding: binding, clientID: clientID, redirectURI: redirectURI, scope: scope,
             state: value["state"]?.stringValue, nonce: value["nonce"]?.stringValue, codeChallenge: challenge,
             loginHint: value["login_hint"]?.stringValue, expiresAt: expiresAt,
-            acrValues: value["acr_values"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+            acrValues: value["acr_values"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            maxAge: value["max_age"]?.integerValue)
     }
 }

@@ -201,8 +201,14 @@ package final class KeyAuthResponder: HTTPResponder {
             route: label ?? "unknown", method: HTTPMethod.label(of: request.method), status: status, seconds: seconds
         )
         if logRequests {
-            // Unknown paths are cut short: a confused client may put anything in a path.
-            let path = label == nil ? String(request.path.prefix(64)) : request.path
+            // Unknown paths are cut short: a confused client may put anything in a path. A sign-in
+            // request's id is its client's auth_req_id, half of what redeems it: its pattern.
+            let path =
+                switch label {
+                case nil: String(request.path.prefix(64))
+                case let pattern? where pattern.hasPrefix("/v1/auth-requests/{id}"): pattern
+                default: request.path
+                }
             log.request(
                 RequestLogEntry(
                     client: request.client, method: request.method, path: path,

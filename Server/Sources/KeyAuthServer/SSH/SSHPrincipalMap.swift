@@ -98,40 +98,7 @@ struct SSHPrincipalMap: Sendable, Equatable {
     ///   (a symlink, not a regular file, another owner than root or the server's user, writable by
     ///   group or others), `.storageFailed`, or the parse errors of ``init(parsing:)``.
     static func load(file path: String) throws(KeyAuthError) -> SSHPrincipalMap {
-        // O_NONBLOCK: a FIFO is refused below instead of waited on; a regular file ignores it.
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else {
-            switch errno {
-            case ENOENT: throw KeyAuthError(.keyNotFound, "--ssh-principals-file: \(path) does not exist")
-            case ELOOP: throw KeyAuthError(.keyUnprotected, "--ssh-principals-file: \(path) is a symbolic link")
-            default: throw SecureFile.errnoError(.storageFailed, "--ssh-principals-file: cannot open \(path)")
-            }
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw KeyAuthError(.keyUnprotected, "--ssh-principals-file: \(path) is not a regular file")
-        }
-        guard info.st_uid == 0 || info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
-            throw KeyAuthError(
-                .keyUnprotected,
-                "--ssh-principals-file: \(path) may be changed by another user (it must belong to root or the "
-                    + "server's user and not be writable by group or others)")
-        }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SecureFile.errnoError(.storageFailed, "--ssh-principals-file: cannot read \(path)")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
-            guard bytes.count <= 1 << 20 else {
-                throw KeyAuthError(.invalidArgument, "--ssh-principals-file: \(path) is larger than 1 MiB")
-            }
-        }
+        let bytes = try SecureFile.readTrusted(path, label: "--ssh-principals-file", limit: 1 << 20)
         do {
             return try SSHPrincipalMap(parsing: String(decoding: bytes, as: UTF8.self))
         } catch {

@@ -108,8 +108,13 @@ enum RedirectURI {
         return uri + separator + query
     }
 
-    /// The host a device shows for the redirect ("wiki.example.org"), as lower-cased in the URI.
+    /// The host a device shows for the redirect ("wiki.example.org"), as lower-cased in the URI;
+    /// with its port for a loopback host ("127.0.0.1:40000"), where only the port tells the
+    /// program the code goes to from any other program on the user's machine (RFC 8252 section
+    /// 8.6).
     static func host(of uri: String) -> String {
-        parts(of: uri)?.host ?? "an unknown host"
+        guard let parts = parts(of: uri) else { return "an unknown host" }
+        guard isLoopback(parts.host), let port = parts.port else { return parts.host }
+        return parts.host + ":" + port
     }
 }

@@ -24,11 +24,15 @@ package struct PendingAuthorizationRecord: Sendable, Hashable {
     /// The authentication context classes asked for (`acr_values`, keyauth's only, in the order
     /// of preference); empty when none.
     package var acrValues: [String]
+    /// The `max_age`, seconds: checked again when the user answers the consent page, which may be
+    /// minutes after the request came.
+    package var maxAge: Int64?
 
     /// Creates a record.
     package init(
         browserBinding: [UInt8], clientID: String, redirectURI: String, scope: String, state: String?,
-        nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64, acrValues: [String] = []
+        nonce: String?, codeChallenge: String, loginHint: String?, expiresAt: Int64, acrValues: [String] = [],
+        maxAge: Int64? = nil
     ) {
         self.browserBinding = browserBinding
         self.clientID = clientID
@@ -40,6 +44,7 @@ package struct PendingAuthorizationRecord: Sendable, Hashable {
         self.loginHint = loginHint
         self.expiresAt = expiresAt
         self.acrValues = acrValues
+        self.maxAge = maxAge
     }
 }
 

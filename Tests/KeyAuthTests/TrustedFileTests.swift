@@ -1,0 +1,81 @@
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Testing
+
+/// Files that decide whom the server trusts (`--tpm-ca`, `--ssh-principals-file`): read only when
+/// nobody but root or the server's user could have changed them, since whoever could would make
+/// the server trust a key of their own.
+@Suite("Trusted files: TPM makers' roots and SSH principals", .timeLimit(.minutes(2)))
+struct TrustedFileTests {
+    /// A self-signed certificate, as a TPM maker's root is published.
+    private static func certificate(in directory: String) throws -> String {
+        let path = directory + "/maker.pem"
+        let made = try ExternalCommand.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", directory + "/maker.key", "-out", path, "-days", "30", "-subj", "/CN=test TPM maker",
+            ], timeout: 60)
+        guard made.status == 0 else { throw TestFailure("openssl req failed: \(made.errorOutput)") }
+        return path
+    }
+
+    private static func code(_ path: String) -> KeyAuthError.Code? {
+        do {
+            _ = try TPMEndorsementRoots.load(path: path)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    @Test("TPM roots in a directory or file only others could change are refused; the same files kept private load")
+    func tpmRoots() throws {
+        let scratch = TemporaryDirectory("keyauth-trusted")
+        defer { scratch.remove() }
+        let roots = scratch.path + "/roots"
+        try FileManager.default.createDirectory(atPath: roots, withIntermediateDirectories: false)
+        let file = try Self.certificate(in: roots)
+        chmod(file, 0o644)
+        chmod(roots, 0o755)
+        #expect(try TPMEndorsementRoots.load(path: roots).certificates.count == 1)
+        #expect(try TPMEndorsementRoots.load(path: file).certificates.count == 1)
+
+        // A directory anyone may write to: anyone could add their own maker.
+        chmod(roots, 0o777)
+        #expect(Self.code(roots) == .keyUnprotected)
+        chmod(roots, 0o1775)
+        #expect(Self.code(roots) == .keyUnprotected)
+        chmod(roots, 0o755)
+        // A file the group may change.
+        chmod(file, 0o664)
+        #expect(Self.code(roots) == .keyUnprotected)
+        #expect(Self.code(file) == .keyUnprotected)
+        chmod(file, 0o644)
+        // A symbolic link among the files, and a FIFO (refused, not waited on).
+        try FileManager.default.createSymbolicLink(atPath: roots + "/linked.pem", withDestinationPath: file)
+        #expect(Self.code(roots) == .keyUnprotected)
+        unlink(roots + "/linked.pem")
+        #expect(mkfifo(roots + "/pipe.pem", 0o644) == 0)
+        #expect(Self.code(roots) == .keyUnprotected)
+        unlink(roots + "/pipe.pem")
+        #expect(try TPMEndorsementRoots.load(path: roots).certificates.count == 1)
+    }
+
+    @Test("a trusted file larger than its limit is refused with the size in the message")
+    func sizeLimit() throws {
+        let scratch = TemporaryDirectory("keyauth-trusted-size")
+        defer { scratch.remove() }
+        let path = scratch.path + "/large"
+        try Data(repeating: 0x41, count: 2 << 20).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o644)
+        do {
+            _ = try SecureFile.readTrusted(path, label: "--test", limit: 1 << 20)
+            Issue.record("a 2 MiB file was read")
+        } catch {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message == "--test: \(path) is larger than 1 MiB")
+        }
+        #expect(try SecureFile.readTrusted(path, label: "--test", limit: 4 << 20).count == 2 << 20)
+    }
+}
