@@ -97,12 +97,13 @@ struct RelyingPartyBrowserTests {
         // The sign-in page is keyauth-server's, another site than the application's, and names it.
         #expect(seen["sign_in_url"]?.stringValue?.hasPrefix(server.url + "/") == true)
         #expect(seen["sign_in_page"]?.stringValue?.contains("Team wiki") == true, "\(context)")
-        // The device shows who asks and where the browser goes back to before approving.
+        // The device shows who asks and where the browser goes back to before approving: on
+        // loopback with the port, which tells the programs of one machine apart.
         let requests = seen["requests"]?.stringValue ?? ""
-        #expect(requests.contains("Team wiki (redirects to localhost)"), "\(requests)")
+        #expect(requests.contains("Team wiki (redirects to localhost:"), "\(requests)")
         let approval = seen["approve_output"]?.stringValue ?? ""
         #expect(seen["approve_status"] == .integer(0), "\(approval)")
-        #expect(approval.contains("application: Team wiki (redirects to localhost)"), "\(approval)")
+        #expect(approval.contains("application: Team wiki (redirects to localhost:"), "\(approval)")
         // Apache's page and the module's session are alice's, from an ID token for this client.
         #expect(seen["signed_in_url"]?.stringValue?.hasPrefix(wiki.protectedURL) == true)
         #expect(seen["page_user"] == .string("alice"))

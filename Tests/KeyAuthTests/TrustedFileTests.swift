@@ -79,3 +79,60 @@ struct TrustedFileTests {
         #expect(try SecureFile.readTrusted(path, label: "--test", limit: 4 << 20).count == 2 << 20)
     }
 }
+
+/// Key files that systemd's `LoadCredential=` hands a service: root's with an ACL for the
+/// service's user on systemd 254 and later, so mode 0440; accepted there and nowhere else.
+@Suite("Secret files from systemd's credentials directory", .timeLimit(.minutes(1)))
+struct CredentialFileTests {
+    @Test("owner and mode: root's or the user's, at most 0440, in a directory nobody else writes")
+    func rules() {
+        let user: uid_t = 990
+        #expect(SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o440, user: user))
+        #expect(SecureFile.isCredentialFile(owner: user, mode: S_IFREG | 0o400, user: user))
+        #expect(!SecureFile.isCredentialFile(owner: 1000, mode: S_IFREG | 0o400, user: user))
+        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o444, user: user))
+        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o460, user: user))
+        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o450, user: user))
+        #expect(SecureFile.isCredentialDirectory(owner: 0, mode: S_IFDIR | 0o550, user: user))
+        #expect(SecureFile.isCredentialDirectory(owner: user, mode: S_IFDIR | 0o700, user: user))
+        #expect(!SecureFile.isCredentialDirectory(owner: 0, mode: S_IFDIR | 0o570, user: user))
+        #expect(!SecureFile.isCredentialDirectory(owner: 1000, mode: S_IFDIR | 0o500, user: user))
+        #expect(!SecureFile.isCredentialDirectory(owner: 0, mode: S_IFREG | 0o500, user: user))
+    }
+
+    @Test("a 0440 key is read in the credentials directory and refused anywhere else")
+    func onlyThere() throws {
+        let scratch = TemporaryDirectory("keyauth-credentials")
+        defer { scratch.remove() }
+        let credentials = scratch.path + "/credentials"
+        try FileManager.default.createDirectory(atPath: credentials + "/sub", withIntermediateDirectories: true)
+        chmod(credentials, 0o550)
+        chmod(credentials + "/sub", 0o700)
+        for path in [credentials + "/signing-key", credentials + "/sub/signing-key"] {
+            try Data("key".utf8).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o440)
+        }
+        #expect(
+            try SecureFile.readSecret(credentials + "/signing-key", credentialsDirectory: credentials + "/")
+                == Array("key".utf8))
+        // Outside the directory itself, the strict rule: 0440 is too open.
+        for (path, directory) in [
+            (credentials + "/sub/signing-key", credentials), (credentials + "/signing-key", nil),
+            (credentials + "/signing-key", scratch.path),
+        ] {
+            #expect(throws: KeyAuthError.self, "\(path) with \(directory ?? "none")") {
+                try SecureFile.readSecret(path, credentialsDirectory: directory)
+            }
+        }
+        chmod(credentials + "/signing-key", 0o444)
+        let error = #expect(throws: KeyAuthError.self) {
+            try SecureFile.readSecret(credentials + "/signing-key", credentialsDirectory: credentials)
+        }
+        #expect(error?.code == .keyUnprotected)
+        chmod(credentials + "/signing-key", 0o440)
+        chmod(credentials, 0o770)
+        #expect(throws: KeyAuthError.self) {
+            try SecureFile.readSecret(credentials + "/signing-key", credentialsDirectory: credentials)
+        }
+    }
+}

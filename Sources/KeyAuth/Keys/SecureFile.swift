@@ -195,20 +195,8 @@ package enum SecureFile {
     ///   regular file, owned by another user, or has any group or other permission bit, or when
     ///   its directory fails ``checkProtectedDirectory(_:)``.
     package static func readProtected(_ path: String) throws(KeyAuthError) -> [UInt8] {
-        // O_NONBLOCK: a FIFO put where the file belongs must be refused below, not wait for a
-        // writer; reads of a regular file ignore it.
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        if descriptor < 0 {
-            if errno == ENOENT { throw KeyAuthError(.keyNotFound, "\(path) does not exist") }
-            if errno == ELOOP { throw KeyAuthError(.keyUnprotected, "\(path) is a symbolic link; refusing to use it") }
-            throw errnoError(.storageFailed, "cannot open \(path)")
-        }
+        let (descriptor, info) = try openRegularFile(path)
         defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw errnoError(.storageFailed, "cannot inspect \(path)") }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw KeyAuthError(.keyUnprotected, "\(path) is not a regular file; refusing to use it")
-        }
         guard info.st_uid == geteuid() else {
             throw KeyAuthError(.keyUnprotected, "\(path) belongs to another user; refusing to use it")
         }
@@ -223,6 +211,33 @@ package enum SecureFile {
         return try readToEnd(
             descriptor, limit: 1 << 20, failure: "cannot read \(path)",
             tooLarge: KeyAuthError(.keyCorrupt, "\(path) is too large to be a key"))
+    }
+
+    /// Opens `path` for reading, not through a symbolic link, and checks that it is a regular
+    /// file; the caller closes the descriptor.
+    ///
+    /// - Throws: `.keyNotFound` when missing; `.keyUnprotected` for a symbolic link or what is
+    ///   not a regular file; `.storageFailed` when it cannot be opened or inspected.
+    static func openRegularFile(_ path: String) throws(KeyAuthError) -> (descriptor: Int32, info: stat) {
+        // O_NONBLOCK: a FIFO put where the file belongs must be refused below, not wait for a
+        // writer; reads of a regular file ignore it.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        if descriptor < 0 {
+            if errno == ENOENT { throw KeyAuthError(.keyNotFound, "\(path) does not exist") }
+            if errno == ELOOP { throw KeyAuthError(.keyUnprotected, "\(path) is a symbolic link; refusing to use it") }
+            throw errnoError(.storageFailed, "cannot open \(path)")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = errnoError(.storageFailed, "cannot inspect \(path)")
+            close(descriptor)
+            throw error
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw KeyAuthError(.keyUnprotected, "\(path) is not a regular file; refusing to use it")
+        }
+        return (descriptor, info)
     }
 
     /// Reads `descriptor` to its end through a chunk wiped afterwards (the bytes may be a secret).

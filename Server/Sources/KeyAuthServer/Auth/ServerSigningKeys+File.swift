@@ -26,7 +26,7 @@ extension ServerSigningKeys {
     static func load(file path: String) throws(KeyAuthError) -> ServerSigningKeys {
         var pem: [UInt8]
         do {
-            pem = try SecureFile.readProtected(path)
+            pem = try SecureFile.readSecret(path, credentialsDirectory: ServeFiles.credentialsDirectory)
         } catch {
             // A file the server's user may not open (another user's, in a directory it cannot
             // enter): the fix is the same whoever's it is.

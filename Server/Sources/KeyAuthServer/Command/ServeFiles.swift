@@ -1,3 +1,4 @@
+import Glibc
 import KeyAuth
 
 /// What `serve` reads from files of its own besides the database: the signing key file, the SSH
@@ -13,6 +14,12 @@ struct ServeFiles {
     var sshAuthorities: SSHCertificateAuthorities?
     /// The rules of `--ssh-principals-file`, or nil for the default mapping.
     var sshPrincipalMap: SSHPrincipalMapFile?
+
+    /// systemd's `$CREDENTIALS_DIRECTORY` for this service, where `LoadCredential=` puts key
+    /// files as systemd makes them (``SecureFile/readSecret(_:credentialsDirectory:)``).
+    static var credentialsDirectory: String? {
+        getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
+    }
 
     /// Reads the files `configuration` names.
     ///

@@ -51,7 +51,7 @@ package struct SSHCertificateAuthority: Sendable {
     package static func load(file path: String) throws(KeyAuthError) -> SSHCertificateAuthority {
         var pem: [UInt8]
         do {
-            pem = try SecureFile.readProtected(path)
+            pem = try SecureFile.readSecret(path, credentialsDirectory: ServeFiles.credentialsDirectory)
         } catch {
             throw KeyAuthError(error.code, "--ssh-ca-key-file: \(error.message)", underlying: error.underlying)
         }
