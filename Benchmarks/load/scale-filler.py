@@ -28,7 +28,7 @@ import sqlite3
 import sys
 import time
 
-# The devices columns at schema version 13 (Server/Sources/KeyAuthServer/Storage/SQL/SQLSchema.swift).
+# The devices columns at schema version 16 (Server/Sources/KeyAuthServer/Storage/SQL/SQLSchema.swift).
 # The SQLite mode refuses a table with other columns, and run-scale.sh compares PostgreSQL's:
 # a new column must get a realistic value here.
 COLUMNS = (
@@ -43,6 +43,7 @@ COLUMNS = (
     "last_login_at",
     "registered_from",
     "tier",
+    "key_protection",
 )
 # SubjectPublicKeyInfo of an RSA key with a 2048-bit modulus, around the modulus: the algorithm
 # rsaEncryption, then INTEGER (257 bytes: 0x00 and the modulus) ... INTEGER 65537.
@@ -51,6 +52,7 @@ SPKI_TAIL = bytes.fromhex("0203010001")
 YEAR = 365 * 24 * 3600
 LABELS = ("laptop", "desktop", "workstation", "build-host", "jump-host", "tablet")
 TIERS = ("software",) * 7 + ("tpm-unverified",) * 2 + ("attested",)
+PROTECTIONS = ("pin",) * 8 + ("none",) + (None,)
 
 
 def b64url(data):
@@ -86,6 +88,7 @@ def devices(count, now):
             last_login,
             address,
             rng.choice(TIERS),
+            rng.choice(PROTECTIONS),
         )
 
 

@@ -96,6 +96,9 @@ struct CommandTests {
         #expect(terminal.requests.isEmpty)
         #expect(!result.standardError.contains("246802"))
         #expect(!result.standardOutput.contains("246802"))
+        // The registration said the key was made with a PIN, which host logins need.
+        let keyID = try #require(server.keyIDs(withStatus: "active").first)
+        #expect(try server.device(keyID)?.keyProtection == .pin)
     }
 
     @Test("two different PINs at registration leave nothing behind")
@@ -126,6 +129,8 @@ struct CommandTests {
             // EX_TEMPFAIL: registered, and the same login succeeds once another device approves.
             #expect(result.status == 75, "\(result.standardError)")
             let pending = try #require(server.keyIDs(withStatus: "pending").first)
+            // --presence none: registered as a key without a PIN.
+            #expect(try server.device(pending)?.keyProtection == KeyProtection.none)
             #expect(
                 result.errorLines == [
                     "Approval needed: on a device already registered for alice, run `keyauth devices approve "

@@ -80,3 +80,91 @@ struct HostLoginAuditTests {
         #expect(result.events.isEmpty)
     }
 }
+
+/// A device's stated key protection (`key_protection`, PROTOCOL.md section 4) decides whether it
+/// may log in to a host, where its PIN stands in for a password.
+@Suite("Login: host logins need a key registered with a PIN")
+struct HostLoginKeyProtectionTests {
+    private static let statement: JSONValue = .object([
+        "host": .string("laptop.example"), "service": .string("sudo"), "linux_user": .string("alice"),
+    ])
+
+    /// Registers `key` for alice stating `protection` (nothing when nil); the response.
+    private static func register(_ api: TestAPI, _ key: RSAPrivateKey, _ protection: String?) throws -> HTTPResponse {
+        var body: [String: JSONValue] = [
+            "user": "alice", "name": "device", "public_key": .string(key.publicKey.pemRepresentation),
+            "proof": .string(try api.assertion(key)),
+        ]
+        if let protection { body["key_protection"] = .string(protection) }
+        return try api.registerBody(.object(body))
+    }
+
+    private static func hostLogin(_ api: TestAPI, _ key: RSAPrivateKey) throws -> HTTPResponse {
+        try api.login(assertion: try api.assertion(key, claims: ["host_login": statement]))
+    }
+
+    @Test(
+        "a key registered without a PIN, or approved by one, logs in but not to a host; with a PIN or unstated it does")
+    func refusedWithoutPIN() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let plain = try ServerTestKeys.key("alice-1")
+        #expect(try Self.register(api, plain, "none").status == 201)
+        #expect(try api.login(assertion: try api.assertion(plain)).status == 200)
+        let refused = try Self.hostLogin(api, plain)
+        #expect(refused.status == 403 && refused.errorCode == "access_denied")
+        #expect(refused.text.contains("registered without a PIN"))
+        #expect(try AuditTrail(storage: api.storage).events(since: 0).filter { $0.action == .hostLogin }.isEmpty)
+
+        // A key stating a PIN, approved by the key without one: no better than its approver.
+        let stated = try ServerTestKeys.key("alice-2")
+        #expect(try Self.register(api, stated, "pin").status == 202)
+        let approved = try api.approveDevice(
+            stated.publicKey.fingerprint, approver: plain, token: try api.accessToken(plain))
+        #expect(approved.status == 200, "\(approved.text)")
+        #expect(try Self.hostLogin(api, stated).status == 403)
+
+        // A new user's first key with a PIN, and one that says nothing (an older client).
+        let other = api
+        let pinned = try ServerTestKeys.key("bob-1")
+        var body: [String: JSONValue] = [
+            "user": "bob", "name": "device", "public_key": .string(pinned.publicKey.pemRepresentation),
+            "proof": .string(try other.assertion(pinned)), "key_protection": "pin",
+        ]
+        #expect(try other.registerBody(.object(body)).status == 201)
+        let bobStatement: JSONValue = .object([
+            "host": .string("laptop.example"), "service": .string("sudo"), "linux_user": .string("bob"),
+        ])
+        #expect(
+            try other.login(assertion: try other.assertion(pinned, claims: ["host_login": bobStatement])).status == 200)
+        let unstated = try ServerTestKeys.key("carol-1")
+        body = [
+            "user": "carol", "name": "device", "public_key": .string(unstated.publicKey.pemRepresentation),
+            "proof": .string(try other.assertion(unstated)),
+        ]
+        #expect(try other.registerBody(.object(body)).status == 201)
+        let carolStatement: JSONValue = .object([
+            "host": .string("laptop.example"), "service": .string("sudo"), "linux_user": .string("carol"),
+        ])
+        #expect(
+            try other.login(assertion: try other.assertion(unstated, claims: ["host_login": carolStatement])).status
+                == 200)
+    }
+
+    @Test("key_protection other than pin or none is refused")
+    func malformed() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let key = try ServerTestKeys.key("alice-1")
+        for value in ["PIN", "", "tpm"] {
+            let answer = try Self.register(api, key, value)
+            #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(value)")
+        }
+        var body: [String: JSONValue] = [
+            "user": "alice", "name": "device", "public_key": .string(key.publicKey.pemRepresentation),
+            "proof": .string(try api.assertion(key)),
+        ]
+        body["key_protection"] = .integer(1)
+        #expect(try api.registerBody(.object(body)).status == 400)
+    }
+}

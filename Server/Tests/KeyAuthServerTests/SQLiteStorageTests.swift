@@ -79,6 +79,22 @@ struct SQLiteStorageTests {
         #expect(device.subject == "kid-9" && device.requestedBy == nil)
     }
 
+    @Test("a version 15 database migrates to 16: its devices keep working, their key protection unknown")
+    func migratesKeyProtection() throws {
+        let environment = TestEnvironment()
+        let connection = try SQLiteConnection(path: environment.databasePath, busyTimeoutMilliseconds: 1000)
+        try SQLSchema.build(on: connection, upTo: 15)
+        try connection.execute(
+            """
+            INSERT INTO devices (kid, user_name, name, public_key_pem, status, created_at, tier)
+            VALUES ('kid-old', 'alice', 'laptop', 'PEM', 'active', 10, 'software')
+            """)
+        let storage = try SQLiteStorage(path: environment.databasePath)
+        defer { storage.close() }
+        let device = try #require(try storage.device(kid: "kid-old"))
+        #expect(device.status == .active && device.keyProtection == nil)
+    }
+
     @Test("a database from a newer server is refused rather than written to")
     func newerSchema() throws {
         let environment = TestEnvironment()

@@ -13,7 +13,44 @@ extension StorageContract {
         StorageCheck(
             "an approval racing the approver's revocation waits for it and approves nothing",
             StorageContract.approvalWaitsForRevocation),
+        StorageCheck(
+            "an approval keeps the key protection a device stated only as far as its approver's allows",
+            StorageContract.approvalCapsKeyProtection),
     ]
+
+    static func approvalCapsKeyProtection(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        func insert(_ kid: String, _ protection: KeyProtection?, status: DeviceStatus.Stored = .pending) throws {
+            var record = device(kid, status: status)
+            record.keyProtection = protection
+            #expect(try storage.insertDevice(record))
+        }
+        try insert("kid-pin", .pin, status: .active)
+        try insert("kid-plain", KeyProtection.none, status: .active)
+        try insert("kid-old", nil, status: .active)
+        #expect(try storage.device(kid: "kid-pin")?.keyProtection == .pin)
+        #expect(try storage.device(kid: "kid-plain")?.keyProtection == KeyProtection.none)
+        #expect(try storage.device(kid: "kid-old")?.keyProtection == nil)
+        // (new device's statement, approver or nil for the operator, what the approval leaves)
+        let cases: [(KeyProtection?, String?, KeyProtection?)] = [
+            (.pin, "kid-pin", .pin), (.pin, "kid-plain", KeyProtection.none), (.pin, "kid-old", nil),
+            (.pin, nil, .pin), (KeyProtection.none, "kid-pin", KeyProtection.none), (nil, "kid-pin", nil),
+            (nil, "kid-plain", KeyProtection.none), (KeyProtection.none, nil, KeyProtection.none),
+        ]
+        for (index, (stated, approver, expected)) in cases.enumerated() {
+            let kid = "kid-new-\(index)"
+            try insert(kid, stated)
+            #expect(
+                try storage.approvePendingDevice(kid: kid, approvedBy: approver, at: 2_000, createdAfter: 0)
+                    == .approved)
+            let approved = try storage.device(kid: kid)
+            #expect(approved?.status == .active, "\(index)")
+            #expect(
+                approved?.keyProtection == expected,
+                "\(index): \(String(describing: stated)) by \(approver ?? "operator")")
+        }
+    }
 
     static func approvesWhileApproverActive(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

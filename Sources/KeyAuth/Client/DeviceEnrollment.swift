@@ -15,6 +15,9 @@ public struct DeviceEnrollment: Sendable, Hashable {
     /// without another device's approval when every device is lost.
     /// - Warning: it is a credential until used; do not log it.
     package var recoveryCode: String?
+    /// How the key was protected when it was made, sent with the registration
+    /// (``KeyProtection``); the `keyauth` command sets it, nil sends nothing.
+    package var keyProtection: KeyProtection?
 
     /// Creates an enrollment.
     public init(user: String, deviceName: String, enrollmentCode: String? = nil) {

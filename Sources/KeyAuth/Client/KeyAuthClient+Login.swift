@@ -18,7 +18,8 @@ extension KeyAuthClient {
     ) async throws(KeyAuthError) -> DeviceRegistration {
         let request = RegistrationRequest(
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: publicKey.pemRepresentation,
-            proof: proof, enrollmentCode: enrollment.enrollmentCode, recoveryCode: enrollment.recoveryCode)
+            proof: proof, enrollmentCode: enrollment.enrollmentCode, recoveryCode: enrollment.recoveryCode,
+            keyProtection: enrollment.keyProtection)
         return try await postRegistration(request, publicKey: publicKey).registration
     }
 
@@ -49,7 +50,8 @@ extension KeyAuthClient {
             user: enrollment.user, name: enrollment.deviceName, publicKeyPEM: key.publicKey.pemRepresentation,
             proof: try await makeProof(), enrollmentCode: enrollment.enrollmentCode,
             recoveryCode: enrollment.recoveryCode,
-            attestation: RegistrationAttestation(nonce: nonce, evidence: evidence))
+            attestation: RegistrationAttestation(nonce: nonce, evidence: evidence),
+            keyProtection: enrollment.keyProtection)
         let first = try await postRegistration(request, publicKey: key.publicKey)
         guard let challenge = first.challenge else { return first.registration }
         request.attestation?.activationSecret = try await BlockingWork.run { () throws(KeyAuthError) in

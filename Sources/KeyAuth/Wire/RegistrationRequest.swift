@@ -1,5 +1,19 @@
 /// The body of `POST /v1/devices` (PROTOCOL.md section 4, "Register"): who the device belongs to,
 /// its name, its public key and a proof of possession.
+/// How a device key was protected when it was made, as its registration states it
+/// (`key_protection`, PROTOCOL.md section 4).
+///
+/// The server cannot see a key's protection, and anything running as the user can later put a
+/// PIN of its own on a key made without one; what a client said when it made the key is the only
+/// statement that predates such a change. Host logins, which stand in for a password, need it.
+package enum KeyProtection: String, Sendable, Hashable {
+    /// The key cannot sign without the user's PIN: a key file encrypted with it, or a TPM key
+    /// with it as its authorization value.
+    case pin
+    /// The key signs without a PIN (presence `none` or `pam`).
+    case none
+}
+
 package struct RegistrationRequest: Sendable, Equatable {
     /// `user`.
     package var user: String
@@ -19,9 +33,13 @@ package struct RegistrationRequest: Sendable, Equatable {
     /// an old client.
     package var attestation: RegistrationAttestation?
 
+    /// `key_protection`: how the key was protected when it was made; nil when the client does
+    /// not say (a library application, an old client).
+    package var keyProtection: KeyProtection?
+
     package init(
         user: String, name: String, publicKeyPEM: String, proof: String, enrollmentCode: String? = nil,
-        recoveryCode: String? = nil, attestation: RegistrationAttestation? = nil
+        recoveryCode: String? = nil, attestation: RegistrationAttestation? = nil, keyProtection: KeyProtection? = nil
     ) {
         self.user = user
         self.name = name
@@ -30,6 +48,7 @@ package struct RegistrationRequest: Sendable, Equatable {
         self.enrollmentCode = enrollmentCode
         self.recoveryCode = recoveryCode
         self.attestation = attestation
+        self.keyProtection = keyProtection
     }
 
     /// The JSON body, `user`, `name`, `public_key` and `proof` first.
@@ -41,6 +60,7 @@ package struct RegistrationRequest: Sendable, Equatable {
         if let enrollmentCode { members["enrollment_code"] = .string(enrollmentCode) }
         if let recoveryCode { members["recovery_code"] = .string(recoveryCode) }
         if let attestation { members["attestation"] = attestation.jsonValue }
+        if let keyProtection { members["key_protection"] = .string(keyProtection.rawValue) }
         return JSONValue.object(members).serializedBytes(leadingKeys: ["user", "name", "public_key", "proof"])
     }
 
@@ -70,6 +90,12 @@ package struct RegistrationRequest: Sendable, Equatable {
         switch object["attestation"] {
         case nil, .null?: attestation = nil
         case let member?: attestation = try RegistrationAttestation(jsonValue: member)
+        }
+        switch object["key_protection"] {
+        case nil, .null?: keyProtection = nil
+        case .string(let value)? where KeyProtection(rawValue: value) != nil:
+            keyProtection = KeyProtection(rawValue: value)
+        default: throw WireFormatError("the field \"key_protection\" must be \"pin\" or \"none\"")
         }
         guard InputRules.isValidUser(user) else {
             throw WireFormatError("\"user\" must be \(InputRules.userRule)")

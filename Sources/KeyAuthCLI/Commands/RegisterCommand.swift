@@ -68,6 +68,9 @@ struct RegisterCommand {
         var enrollment = DeviceEnrollment(
             user: options.user, deviceName: deviceName, enrollmentCode: enrollmentCode)
         enrollment.recoveryCode = recoveryCode
+        // What the key is made with, stated now: a PIN put on a key made without one later, by
+        // anything running as the user, must not make it pass where a PIN is the secret (sudo).
+        enrollment.keyProtection = (resumed?.presence ?? options.presence) == .pin ? .pin : KeyProtection.none
         var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in

@@ -61,6 +61,15 @@ extension KeyAuthService {
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
         try hostLogin?.checkUser(of: device)
+        // A host login stands in for a password: a key that signs without a PIN (as made, or as
+        // its approver's allowed) is as good as whatever runs as the user, who may since have
+        // put a PIN of their own on it. Devices that never said are let through (older clients).
+        if hostLogin != nil, device.keyProtection == KeyProtection.none {
+            throw ServiceError(
+                .accessDenied,
+                "this device key was registered without a PIN (or approved by one without), so it cannot log in "
+                    + "to a host; register a device with a PIN")
+        }
         if let id = hostLogin?.hostClient { try HostClients.checkAllowed(device.user, atClientID: id, in: storage) }
         try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)
         // device_tier: what the server established at registration, unlike amr, which the device

@@ -78,7 +78,7 @@ extension KeyAuthService {
         }
         var device = DeviceRecord(
             kid: kid, user: request.user, name: request.name, publicKeyPEM: key.pemRepresentation, status: .pending,
-            createdAt: now(), registeredFrom: address, tier: tier)
+            createdAt: now(), registeredFrom: address, tier: tier, keyProtection: request.keyProtection)
         // A code is used up by the insert itself, in its transaction: used up first, on its own,
         // a `delete-user` in between would leave the deleted user an active device.
         var code: DeviceEnrollmentCode?

@@ -31,12 +31,17 @@ package struct DeviceRecord: Sendable, Hashable {
     /// What registration established of where the key lives: `attested`, `tpm-unverified`, or
     /// `software` for a registration without attestation (and every device stored before tiers).
     package var tier: DeviceTier
+    /// How the key was protected when it was made, as its registration stated it and its
+    /// approver's key allowed (an approval by a key without a PIN makes it `none`); nil when the
+    /// client did not say or the device was registered before the server kept it. A host login
+    /// refuses `none` (``KeyProtection``).
+    package var keyProtection: KeyProtection?
 
     /// Creates a record; optional times default to "never", the tier to `software`.
     package init(
         kid: String, user: String, name: String, publicKeyPEM: String, status: DeviceStatus.Stored, createdAt: Int64,
         approvedAt: Int64? = nil, revokedAt: Int64? = nil, lastLoginAt: Int64? = nil, registeredFrom: String? = nil,
-        tier: DeviceTier = .software
+        tier: DeviceTier = .software, keyProtection: KeyProtection? = nil
     ) {
         self.kid = kid
         self.user = user
@@ -49,6 +54,7 @@ package struct DeviceRecord: Sendable, Hashable {
         self.lastLoginAt = lastLoginAt
         self.registeredFrom = registeredFrom
         self.tier = tier
+        self.keyProtection = keyProtection
     }
 
     /// Where the device sits in a user's device list, which is ordered by creation time, then

@@ -319,6 +319,14 @@ enum SQLSchema {
                 """,
             ]
         },
+        Migration(version: 16) { _ in
+            [
+                // How the key was protected when it was made ('pin' or 'none'), as the
+                // registration stated it; NULL for devices registered before, and by clients
+                // that do not say.
+                "ALTER TABLE devices ADD COLUMN key_protection TEXT"
+            ]
+        },
     ]
 
     /// The newest version this build knows.

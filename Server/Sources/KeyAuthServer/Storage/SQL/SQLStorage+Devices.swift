@@ -4,7 +4,7 @@ import KeyAuth
 extension SQLStorage {
     static let deviceColumns =
         "kid, user_name, name, public_key_pem, status, created_at, approved_at, revoked_at, last_login_at, registered_from, "
-        + "tier"
+        + "tier, key_protection"
 
     /// Serialises conditional device inserts per user: "keyd" in ASCII, the user name hashed.
     static func deviceInsertLock(user: String) -> SQLLock {
@@ -50,7 +50,7 @@ extension SQLStorage {
                 }
                 let inserted = try connection.execute(
                     """
-                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    INSERT INTO devices (\(Self.deviceColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                     ON CONFLICT (kid) DO NOTHING
                     """,
                     device.columnValues)
@@ -172,15 +172,24 @@ extension SQLStorage {
     ) throws(StorageError) -> DeviceApprovalOutcome {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
+                // What the approver's own key lets the new one keep of its stated protection: a
+                // key that signs without a PIN could approve a key of anyone's making.
+                var cap = KeyProtection.pin.rawValue as String?
                 if let approverKID {
                     guard try Self.isActive(approverKID, in: connection) else { return .approverNotActive }
+                    cap = try connection.execute(
+                        "SELECT key_protection FROM devices WHERE kid = $1", [.text(approverKID)]
+                    ).firstRow?.text(0)
                 }
+                // The lesser of the two: none below unknown (NULL) below pin.
                 let approved = try connection.execute(
                     """
-                    UPDATE devices SET status = 'active', approved_at = $2
+                    UPDATE devices SET status = 'active', approved_at = $2,
+                        key_protection = CASE WHEN $4 = 'pin' THEN key_protection
+                            WHEN $4 = 'none' OR key_protection = 'none' THEN 'none' ELSE NULL END
                     WHERE kid = $1 AND status = 'pending' AND created_at > $3
                     """,
-                    [.text(kid), .integer(time), .integer(oldestLive)])
+                    [.text(kid), .integer(time), .integer(oldestLive), SQLValue(cap)])
                 return approved.affectedRowCount == 1 ? .approved : .notPending
             }
         }
@@ -246,7 +255,8 @@ extension DeviceRecord {
         self.init(
             kid: kid, user: user, name: name, publicKeyPEM: pem, status: status, createdAt: createdAt,
             approvedAt: row.integer(6), revokedAt: row.integer(7), lastLoginAt: row.integer(8),
-            registeredFrom: row.text(9), tier: row.text(10).map(DeviceTier.init(rawValue:)) ?? .software)
+            registeredFrom: row.text(9), tier: row.text(10).map(DeviceTier.init(rawValue:)) ?? .software,
+            keyProtection: row.text(11).flatMap(KeyProtection.init(rawValue:)))
     }
 
     /// The values of ``SQLStorage/deviceColumns``, in order.
@@ -254,7 +264,7 @@ extension DeviceRecord {
         [
             .text(kid), .text(user), .text(name), .text(publicKeyPEM), .text(status.rawValue), .integer(createdAt),
             SQLValue(approvedAt), SQLValue(revokedAt), SQLValue(lastLoginAt), SQLValue(registeredFrom),
-            .text(tier.rawValue),
+            .text(tier.rawValue), SQLValue(keyProtection?.rawValue),
         ]
     }
 }
