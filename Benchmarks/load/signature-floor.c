@@ -68,10 +68,11 @@ static enum MHD_Result handle(void *unused, struct MHD_Connection *connection, c
     struct request *request = *state;
     if (request == NULL) {
         request = calloc(1, sizeof *request);
-        if (request == NULL || (request->hash = EVP_MD_CTX_new()) == NULL ||
-            EVP_DigestInit_ex(request->hash, EVP_sha256(), NULL) != 1)
-            return MHD_NO;
+        if (request == NULL) return MHD_NO;
+        /* Handed to MHD at once, so that completed() frees it whatever happens next. */
         *state = request;
+        if ((request->hash = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(request->hash, EVP_sha256(), NULL) != 1)
+            return MHD_NO;
         return MHD_YES;
     }
     if (*upload_size > 0) {

@@ -281,8 +281,32 @@ struct KeyPairStoreTests {
         #expect(!PINKeyEncryption(.scrypt(n: 1 << 15, r: 8, p: 1)).isAffordable)
         #expect(!PINKeyEncryption(.scrypt(n: 1 << 62, r: 1 << 10, p: 1 << 10)).isAffordable)
         #expect(!PINKeyEncryption(.scrypt(n: 1 << 14, r: 8, p: 0)).isAffordable)
+        // Within the time, but p's blocks need 256 MiB, beyond OpenSSL's 32.
+        #expect(!PINKeyEncryption(.scrypt(n: 2, r: 1, p: 2_000_000)).isAffordable)
         #expect(PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 10_000_000)).isAffordable)
         #expect(!PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 10_000_001)).isAffordable)
+    }
+
+    @Test("a key file encrypted in a scheme keyauth does not write is refused as damaged, whatever it costs")
+    func foreignEncryptionRefused() throws {
+        let scratch = TemporaryDirectory("keyauth-foreign-pkcs8")
+        defer { scratch.remove() }
+        let plain = scratch.path + "/plain.pem"
+        try Data(try TestKeys.first.pkcs8PEM()).write(to: URL(fileURLWithPath: plain))
+        // AES-128: a scheme keyauth never writes, refused before its cost is read (a file like it
+        // could name two billion PBKDF2 rounds, which OpenSSL would pay for every PIN tried).
+        let made = try ExternalCommand.run(
+            [
+                "openssl", "pkcs8", "-topk8", "-in", plain, "-out", scratch.path + "/foreign.pem", "-v2", "aes-128-cbc",
+                "-iter", "2048", "-passout", "pass:246802",
+            ], timeout: 60)
+        try #require(made.status == 0, "\(made.errorOutput)")
+        let foreign = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/foreign.pem"))
+        let error = #expect(throws: KeyAuthError.self) {
+            try RSAPrivateKey(pemRepresentation: Array(foreign), pin: SecretBytes(utf8: "246802"))
+        }
+        #expect(error?.code == .keyCorrupt)
+        #expect(error?.message.contains("not encrypted in a way keyauth reads") == true)
     }
 
     @Test("reset removes the key, its public half and listed metadata")

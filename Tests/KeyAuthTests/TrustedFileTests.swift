@@ -6,7 +6,7 @@ import Testing
 /// Files that decide whom the server trusts (`--tpm-ca`, `--ssh-principals-file`): read only when
 /// nobody but root or the server's user could have changed them, since whoever could would make
 /// the server trust a key of their own.
-@Suite("Trusted files: TPM makers' roots and SSH principals", .timeLimit(.minutes(2)))
+@Suite("Trusted files: TPM makers' roots and SSH principals", .timeLimit(.minutes(10)))
 struct TrustedFileTests {
     /// A self-signed certificate, as a TPM maker's root is published.
     private static func certificate(in directory: String) throws -> String {
@@ -82,17 +82,23 @@ struct TrustedFileTests {
 
 /// Key files that systemd's `LoadCredential=` hands a service: root's with an ACL for the
 /// service's user on systemd 254 and later, so mode 0440; accepted there and nowhere else.
-@Suite("Secret files from systemd's credentials directory", .timeLimit(.minutes(1)))
+@Suite("Secret files from systemd's credentials directory", .timeLimit(.minutes(10)))
 struct CredentialFileTests {
     @Test("owner and mode: root's or the user's, at most 0440, in a directory nobody else writes")
     func rules() {
         let user: uid_t = 990
-        #expect(SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o440, user: user))
-        #expect(SecureFile.isCredentialFile(owner: user, mode: S_IFREG | 0o400, user: user))
-        #expect(!SecureFile.isCredentialFile(owner: 1000, mode: S_IFREG | 0o400, user: user))
-        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o444, user: user))
-        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o460, user: user))
-        #expect(!SecureFile.isCredentialFile(owner: 0, mode: S_IFREG | 0o450, user: user))
+        func file(owner: uid_t, group: gid_t = 0, _ mode: mode_t) -> Bool {
+            SecureFile.isCredentialFile(owner: owner, group: group, mode: S_IFREG | mode, user: user, userGroup: 990)
+        }
+        #expect(file(owner: 0, 0o440))
+        #expect(file(owner: 0, group: 990, 0o440))
+        #expect(file(owner: user, group: 4, 0o400))
+        // Group read for another group (adm, say): its members could read the key.
+        #expect(!file(owner: 0, group: 4, 0o440))
+        #expect(!file(owner: 1000, 0o400))
+        #expect(!file(owner: 0, 0o444))
+        #expect(!file(owner: 0, 0o460))
+        #expect(!file(owner: 0, 0o450))
         #expect(SecureFile.isCredentialDirectory(owner: 0, mode: S_IFDIR | 0o550, user: user))
         #expect(SecureFile.isCredentialDirectory(owner: user, mode: S_IFDIR | 0o700, user: user))
         #expect(!SecureFile.isCredentialDirectory(owner: 0, mode: S_IFDIR | 0o570, user: user))

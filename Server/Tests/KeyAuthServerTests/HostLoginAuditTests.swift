@@ -151,6 +151,25 @@ struct HostLoginKeyProtectionTests {
                 == 200)
     }
 
+    @Test("recovery codes made by a key without a PIN enrol a key that cannot log in to a host, whatever it states")
+    func recoveryCodesOfKeyWithoutPIN() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.recoveryCodeIterations = 1000 }
+        let plain = try ServerTestKeys.key("alice-1")
+        #expect(try Self.register(api, plain, "none").status == 201)
+        let made = try RecoveryCodeTests.makeCodes(api, key: plain, token: try api.accessToken(plain))
+        let code = try #require(made.json?["codes"]?.arrayValue?.first?.stringValue)
+        let stated = try ServerTestKeys.key("alice-2")
+        let enrolled = try api.registerBody(
+            .object([
+                "user": "alice", "name": "new laptop", "public_key": .string(stated.publicKey.pemRepresentation),
+                "proof": .string(try api.assertion(stated)), "recovery_code": .string(code), "key_protection": "pin",
+            ]))
+        #expect(enrolled.status == 201, "\(enrolled.text)")
+        #expect(try api.storage.device(kid: stated.publicKey.fingerprint)?.keyProtection == KeyProtection.none)
+        #expect(try Self.hostLogin(api, stated).status == 403)
+    }
+
     @Test("key_protection other than pin or none is refused")
     func malformed() throws {
         let environment = TestEnvironment()

@@ -16,7 +16,32 @@ extension StorageContract {
         StorageCheck(
             "an approval keeps the key protection a device stated only as far as its approver's allows",
             StorageContract.approvalCapsKeyProtection),
+        StorageCheck(
+            "recovery codes keep the key protection of the device that made them",
+            StorageContract.recoveryCodesKeepMakersProtection),
     ]
+
+    static func recoveryCodesKeepMakersProtection(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        for (kid, protection) in [("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.none)] {
+            var record = device(kid, status: .active)
+            record.keyProtection = protection
+            #expect(try storage.insertDevice(record))
+        }
+        #expect(try storage.insertDevice(device("kid-old", status: .active)))
+        let code = RecoveryCodeRecord(
+            user: "alice", salt: [1, 2], hash: [3, 4], iterations: 1000, createdAt: 1_000)
+        // (the device that makes the set, or nil for none, what the codes keep)
+        for (maker, expected) in [
+            ("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.none), ("kid-old", nil),
+            (nil, KeyProtection.pin),
+        ] as [(String?, KeyProtection?)] {
+            #expect(try storage.replaceRecoveryCodes(user: "alice", with: [code, code], whileActive: maker))
+            let stored = try storage.unusedRecoveryCodes(user: "alice")
+            #expect(stored.count == 2 && stored.allSatisfy { $0.keyProtection == expected }, "\(maker ?? "none")")
+        }
+    }
 
     static func approvalCapsKeyProtection(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

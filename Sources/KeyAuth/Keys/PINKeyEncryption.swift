@@ -52,10 +52,12 @@ public struct PINKeyEncryption: Sendable, Hashable, CustomStringConvertible {
         }
         switch keyDerivation {
         case .scrypt(let n, let r, let p):
-            let (memory, memoryOverflow) = n.multipliedReportingOverflow(by: r)
-            let (time, timeOverflow) = memory.multipliedReportingOverflow(by: p)
-            return !memoryOverflow && !timeOverflow && n > 1 && r > 0 && p > 0 && memory <= standardN * standardR
-                && time <= 2 * standardN * standardR * standardP
+            let memoryLimit = standardN * standardR
+            let timeLimit = 2 * memoryLimit * standardP
+            // Each factor bounded first (2^17, 2^17, 2^22), so that no product below overflows.
+            guard n > 1, r > 0, p > 0, n <= memoryLimit, r <= memoryLimit, p <= timeLimit else { return false }
+            // OpenSSL needs 128 * r * (p + n + 2) bytes within its 32 MiB: p's blocks count too.
+            return n * r <= memoryLimit && n * r * p <= timeLimit && 128 * r * (p + n + 2) <= 32 << 20
         case .pbkdf2HMACSHA256(let iterations):
             return iterations > 0 && iterations <= 10_000_000
         }

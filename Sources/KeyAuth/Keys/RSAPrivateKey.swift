@@ -57,14 +57,23 @@ public struct RSAPrivateKey: Sendable {
     /// Every PBES2 key derivation that OpenSSL knows is read: scrypt as written now, PBKDF2 as
     /// written before (``PINKeyEncryption/legacyPBKDF2``).
     /// - Throws: `.wrongPIN` when the PIN does not decrypt the key, `.keyCorrupt` when the file
-    ///   is not an encrypted PKCS#8 structure at all, or names a key derivation costlier than
-    ///   keyauth reads (``PINKeyEncryption/isAffordable``), before any PIN is tried.
+    ///   is not an encrypted PKCS#8 structure at all, is encrypted in a scheme keyauth does not
+    ///   write, or names a key derivation costlier than keyauth reads
+    ///   (``PINKeyEncryption/isAffordable``), before any PIN is tried.
     public init(pemRepresentation pem: [UInt8], pin: SecretBytes) throws(KeyAuthError) {
         guard Self.isEncryptedPEM(pem) else {
             try self.init(pemRepresentation: pem)
             return
         }
-        if let encryption = Self.pinEncryption(ofPEM: pem), !encryption.isAffordable {
+        // The parameters are read before any PIN is tried: a scheme keyauth does not write
+        // (another cipher or PRF) could name any cost, and OpenSSL would pay it.
+        guard let encryption = Self.pinEncryption(ofPEM: pem) else {
+            throw KeyAuthError(
+                .keyCorrupt,
+                "the key file is not encrypted in a way keyauth reads (PBES2, AES-256-CBC, scrypt or "
+                    + "PBKDF2-HMAC-SHA256); it may be damaged")
+        }
+        guard encryption.isAffordable else {
             throw KeyAuthError(
                 .keyCorrupt,
                 "the key file is encrypted with \(encryption), beyond what keyauth reads; it may be damaged")

@@ -20,7 +20,10 @@ extension SecureFile {
         else { return try readProtected(path) }
         let (descriptor, file) = try openRegularFile(path)
         defer { close(descriptor) }
-        guard isCredentialFile(owner: file.st_uid, mode: file.st_mode, user: geteuid()) else {
+        guard
+            isCredentialFile(
+                owner: file.st_uid, group: file.st_gid, mode: file.st_mode, user: geteuid(), userGroup: getegid())
+        else {
             throw KeyAuthError(
                 .keyUnprotected,
                 "\(path) in the credentials directory must belong to root or you and be readable by no one "
@@ -39,9 +42,13 @@ extension SecureFile {
     }
 
     /// Whether a credential file's owner and mode are what systemd gives one: root's or `user`'s,
-    /// nothing for others, the group bits (an ACL's mask) at most read.
-    package static func isCredentialFile(owner: uid_t, mode: mode_t, user: uid_t) -> Bool {
+    /// nothing for others, the group bits (an ACL's mask) at most read, and a group that may read
+    /// it root's or `userGroup`.
+    package static func isCredentialFile(
+        owner: uid_t, group: gid_t, mode: mode_t, user: uid_t, userGroup: gid_t
+    ) -> Bool {
         (owner == 0 || owner == user) && mode & 0o137 == 0
+            && (mode & 0o040 == 0 || group == 0 || group == userGroup)
     }
 
     /// Whether a credentials directory is root's or `user`'s, a directory, and writable by no one else.

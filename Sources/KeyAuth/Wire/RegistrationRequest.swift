@@ -1,5 +1,3 @@
-/// The body of `POST /v1/devices` (PROTOCOL.md section 4, "Register"): who the device belongs to,
-/// its name, its public key and a proof of possession.
 /// How a device key was protected when it was made, as its registration states it
 /// (`key_protection`, PROTOCOL.md section 4).
 ///
@@ -12,7 +10,17 @@ package enum KeyProtection: String, Sendable, Hashable {
     case pin
     /// The key signs without a PIN (presence `none` or `pam`).
     case none
+
+    /// The lesser of two statements, `none` below unknown (nil) below `pin`: what a device keeps
+    /// when another device's key vouched for it (an approval, recovery codes it made).
+    package static func lesser(_ first: KeyProtection?, _ second: KeyProtection?) -> KeyProtection? {
+        if first == KeyProtection.none || second == KeyProtection.none { return KeyProtection.none }
+        return first == .pin && second == .pin ? .pin : nil
+    }
 }
+
+/// The body of `POST /v1/devices` (PROTOCOL.md section 4, "Register"): who the device belongs to,
+/// its name, its public key and a proof of possession.
 
 package struct RegistrationRequest: Sendable, Equatable {
     /// `user`.

@@ -87,8 +87,13 @@ extension KeyAuthService {
         }
         // A recovery code works as an enrollment code does, from the user's own set.
         if let typed = request.recoveryCode {
-            guard let id = try recoveryCodes.match(typed, user: request.user) else { throw Self.codeRefusal(request) }
-            code = .recovery(id: id)
+            guard let matched = try recoveryCodes.match(typed, user: request.user) else {
+                throw Self.codeRefusal(request)
+            }
+            code = .recovery(id: matched.id)
+            // No more than the device that made the codes: a key without a PIN could make codes
+            // that enrol a key claiming one, as it could approve one.
+            device.keyProtection = KeyProtection.lesser(device.keyProtection, matched.keyProtection)
         }
         // The rule depends on what the user has, which a concurrent registration may change
         // between this read and the insert; the insert checks the rule again atomically, and a

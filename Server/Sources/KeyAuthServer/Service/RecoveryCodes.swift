@@ -114,15 +114,15 @@ package struct RecoveryCodes: Sendable {
     /// - Throws: ``ServiceError`` `.busy` when the gate has no free slot (nothing is used up);
     ///   ``StorageError``; `KeyAuthError` when the KDF fails.
     func consume(_ typed: String, user: String) throws -> Bool {
-        guard let id = try match(typed, user: user) else { return false }
-        return try storage.consumeRecoveryCode(id: id, user: user, at: now())
+        guard let code = try match(typed, user: user) else { return false }
+        return try storage.consumeRecoveryCode(id: code.id, user: user, at: now())
     }
 
-    /// The row of `user`'s unused recovery code `typed`, or nil; uses nothing up (a registration
+    /// The stored row of `user`'s unused recovery code `typed`, or nil; uses nothing up (a registration
     /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(id:)``).
     ///
     /// - Throws: as ``consume(_:user:)``.
-    func match(_ typed: String, user: String) throws -> Int64? {
+    func match(_ typed: String, user: String) throws -> RecoveryCodeRecord? {
         guard let canonical = EnrollmentCodes.canonical(typed) else { return nil }
         let groups = Self.derivations(of: try storage.unusedRecoveryCodes(user: user))
         let match = try gate.run { () throws -> RecoveryCodeRecord? in
@@ -138,7 +138,7 @@ package struct RecoveryCodes: Sendable {
             }
             return nil
         }
-        return match?.id
+        return match
     }
 
     /// The stored codes a single derivation checks: those that share salt and iteration count,

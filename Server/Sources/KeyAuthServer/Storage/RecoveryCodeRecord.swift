@@ -18,14 +18,22 @@ package struct RecoveryCodeRecord: Sendable, Hashable {
     package var iterations: Int64
     /// When the set it belongs to was made, in seconds since 1970.
     package var createdAt: Int64
+    /// The key protection of the device that made the set, as storage found it when the set was
+    /// stored (`pin` when no device did): a device these codes enrol keeps no more than this
+    /// (``KeyProtection/lesser(_:_:)``). Nil for codes stored before the server kept it.
+    package var keyProtection: KeyProtection?
 
     /// Creates a record.
-    package init(id: Int64 = 0, user: String, salt: [UInt8], hash: [UInt8], iterations: Int64, createdAt: Int64) {
+    package init(
+        id: Int64 = 0, user: String, salt: [UInt8], hash: [UInt8], iterations: Int64, createdAt: Int64,
+        keyProtection: KeyProtection? = nil
+    ) {
         self.id = id
         self.user = user
         self.salt = salt
         self.hash = hash
         self.iterations = iterations
         self.createdAt = createdAt
+        self.keyProtection = keyProtection
     }
 }

@@ -324,7 +324,10 @@ enum SQLSchema {
                 // How the key was protected when it was made ('pin' or 'none'), as the
                 // registration stated it; NULL for devices registered before, and by clients
                 // that do not say.
-                "ALTER TABLE devices ADD COLUMN key_protection TEXT"
+                "ALTER TABLE devices ADD COLUMN key_protection TEXT",
+                // The same of the device that made a set of recovery codes, which a device
+                // the codes enrol keeps no more than.
+                "ALTER TABLE recovery_codes ADD COLUMN key_protection TEXT",
             ]
         },
     ]

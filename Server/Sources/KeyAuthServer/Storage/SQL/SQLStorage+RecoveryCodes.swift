@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// The `recovery_codes` table: a user's one-time recovery codes, kept only as salted slow hashes.
 extension SQLStorage {
     /// One transaction: the old set is gone exactly when the new one is stored, so a user never
@@ -9,19 +11,25 @@ extension SQLStorage {
     {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
+                // The making device's key protection goes with the codes: a key without a PIN
+                // could otherwise make codes that enrol a key claiming one.
+                var protection = KeyProtection.pin.rawValue as String?
                 if let activeDevice {
                     guard try Self.isActive(activeDevice, of: user, in: connection) else { return false }
+                    protection = try connection.execute(
+                        "SELECT key_protection FROM devices WHERE kid = $1", [.text(activeDevice)]
+                    ).firstRow?.text(0)
                 }
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 for code in codes {
                     try connection.execute(
                         """
-                        INSERT INTO recovery_codes (user_name, salt, code_hash, iterations, created_at)
-                        VALUES ($1, $2, $3, $4, $5)
+                        INSERT INTO recovery_codes (user_name, salt, code_hash, iterations, created_at, key_protection)
+                        VALUES ($1, $2, $3, $4, $5, $6)
                         """,
                         [
                             .text(user), .blob(code.salt), .blob(code.hash), .integer(code.iterations),
-                            .integer(code.createdAt),
+                            .integer(code.createdAt), SQLValue(protection),
                         ])
                 }
                 return true
@@ -33,7 +41,7 @@ extension SQLStorage {
         try database.read { connection throws(StorageError) in
             try connection.query(
                 """
-                SELECT id, user_name, salt, code_hash, iterations, created_at FROM recovery_codes
+                SELECT id, user_name, salt, code_hash, iterations, created_at, key_protection FROM recovery_codes
                 WHERE user_name = $1 AND used_at IS NULL ORDER BY id
                 """,
                 [.text(user)]
@@ -42,7 +50,8 @@ extension SQLStorage {
                     let iterations = row.integer(4), let createdAt = row.integer(5)
                 else { throw StorageError(.queryFailed, "a recovery code row is incomplete") }
                 return RecoveryCodeRecord(
-                    id: id, user: user, salt: salt, hash: hash, iterations: iterations, createdAt: createdAt)
+                    id: id, user: user, salt: salt, hash: hash, iterations: iterations, createdAt: createdAt,
+                    keyProtection: row.text(6).flatMap(KeyProtection.init(rawValue:)))
             }
         }
     }
