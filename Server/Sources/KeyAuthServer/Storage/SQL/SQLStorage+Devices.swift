@@ -174,25 +174,30 @@ extension SQLStorage {
             try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
                 // What the approver's own key lets the new one keep of its stated protection: a
                 // key that signs without a PIN could approve a key of anyone's making.
-                var cap = KeyProtection.pin.rawValue as String?
+                var cap = KeyProtection.pin as KeyProtection?
                 if let approverKID {
                     guard try Self.isActive(approverKID, in: connection) else { return .approverNotActive }
-                    cap = try connection.execute(
-                        "SELECT key_protection FROM devices WHERE kid = $1", [.text(approverKID)]
-                    ).firstRow?.text(0)
+                    cap = try Self.keyProtection(of: approverKID, in: connection)
                 }
-                // The lesser of the two: none below unknown (NULL) below pin.
+                let kept = KeyProtection.lesser(try Self.keyProtection(of: kid, in: connection), cap)
                 let approved = try connection.execute(
                     """
-                    UPDATE devices SET status = 'active', approved_at = $2,
-                        key_protection = CASE WHEN $4 = 'pin' THEN key_protection
-                            WHEN $4 = 'none' OR key_protection = 'none' THEN 'none' ELSE NULL END
+                    UPDATE devices SET status = 'active', approved_at = $2, key_protection = $4
                     WHERE kid = $1 AND status = 'pending' AND created_at > $3
                     """,
-                    [.text(kid), .integer(time), .integer(oldestLive), SQLValue(cap)])
+                    [.text(kid), .integer(time), .integer(oldestLive), SQLValue(kept?.rawValue)])
                 return approved.affectedRowCount == 1 ? .approved : .notPending
             }
         }
+    }
+
+    /// The key protection device `kid` was registered (or approved) with; nil when it is unknown
+    /// or there is no such device.
+    static func keyProtection(of kid: String, in connection: any SQLConnection) throws(StorageError)
+        -> KeyProtection?
+    {
+        try connection.execute("SELECT key_protection FROM devices WHERE kid = $1", [.text(kid)]).firstRow?
+            .text(0).flatMap(KeyProtection.init(rawValue:))
     }
 
     /// Whether device `kid` is active (and, given `user`, that user's), its row read with a

@@ -13,12 +13,10 @@ extension SQLStorage {
             try connection.transaction { () throws(StorageError) -> Bool in
                 // The making device's key protection goes with the codes: a key without a PIN
                 // could otherwise make codes that enrol a key claiming one.
-                var protection = KeyProtection.pin.rawValue as String?
+                var protection = KeyProtection.pin as KeyProtection?
                 if let activeDevice {
                     guard try Self.isActive(activeDevice, of: user, in: connection) else { return false }
-                    protection = try connection.execute(
-                        "SELECT key_protection FROM devices WHERE kid = $1", [.text(activeDevice)]
-                    ).firstRow?.text(0)
+                    protection = try Self.keyProtection(of: activeDevice, in: connection)
                 }
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 for code in codes {
@@ -29,7 +27,7 @@ extension SQLStorage {
                         """,
                         [
                             .text(user), .blob(code.salt), .blob(code.hash), .integer(code.iterations),
-                            .integer(code.createdAt), SQLValue(protection),
+                            .integer(code.createdAt), SQLValue(protection?.rawValue),
                         ])
                 }
                 return true
