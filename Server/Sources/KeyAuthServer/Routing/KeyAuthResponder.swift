@@ -123,7 +123,13 @@ package final class KeyAuthResponder: HTTPResponder {
             client: logRequests ? clientAddress(of: request) : "")
         guard let deferred = response.deferred else {
             let answer = (status: response.status, code: errorCode ?? Self.errorCode(of: response))
-            Self.whenSettled(scope) { [self] failure in
+            // Most answers depend on no write (a login's are kept in memory or written later):
+            // recorded at once, without a closure that copies what the line needs.
+            guard let scope, scope.hasNotedWrites else {
+                record(logged, label: label, caller: identified, answer: answer, nil, since: start)
+                return response
+            }
+            scope.whenDurable { [self] failure in
                 record(logged, label: label, caller: identified, answer: answer, failure, since: start)
             }
             return response

@@ -54,6 +54,11 @@ package final class DurabilityScope: Sendable {
         return result
     }
 
+    /// Whether anything was noted: when not, ``whenDurable(_:)`` would call its body at once.
+    package var hasNotedWrites: Bool {
+        batches.withLock { !$0.isEmpty }
+    }
+
     /// Calls `body` once when everything noted is durable (with nil) or one of it failed (with the
     /// batch's error): at once, on the calling thread, when it is already so; otherwise on the
     /// group commit's queue, which must not be blocked for long.

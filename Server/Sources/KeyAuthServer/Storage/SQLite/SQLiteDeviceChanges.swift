@@ -1,7 +1,6 @@
 internal import CKeyAuthSQLite
 import Glibc
 import KeyAuth
-import Synchronization
 
 /// Counts the transactions that change a registered device, across every keyauth process that
 /// opens one SQLite file, so that a server may keep device records in memory
@@ -26,9 +25,12 @@ import Synchronization
 ///
 /// Any process of the server's user can still shorten it (`truncate`, or a `cp` over it, which
 /// truncates before it writes), and touching a mapped page past the end of its file is SIGBUS,
-/// which would end the server. So every access first checks the file's size on the descriptor;
-/// a file found short is damaged for good in this process: its counters read as a change under
-/// way, which turns keeping off, and changes are no longer counted in it.
+/// which ends the server. The file is not checked for that on every login: a check is an
+/// `fstat`, a system call per login, and it would not make the server survive such a process.
+/// SQLite maps the database's `-shm` file in the same way, and a `-shm` cut short under a
+/// running server is SIGBUS at its next read, whatever this file does. A process of the
+/// server's user can stop the server in either way, as it can with `kill`; THREAT-MODEL.md says
+/// so. A file found short when it is opened is set up again, or refused.
 final class SQLiteDeviceChanges: Sendable {
     /// The file's name beside the database.
     static let suffix = "-device-changes"
@@ -41,8 +43,6 @@ final class SQLiteDeviceChanges: Sendable {
     /// The mapping: the magic word, then `started`, then `finished`. Written only through the
     /// shim's atomic builtins; never unmapped before `deinit`.
     nonisolated(unsafe) private let words: UnsafeMutablePointer<UInt64>
-    /// Set once the file was found shorter than the mapping.
-    private let damaged = Atomic<Bool>(false)
 
     /// Opens (creating if needed) the counters of the database at `databasePath`.
     ///
@@ -69,33 +69,20 @@ final class SQLiteDeviceChanges: Sendable {
         close(descriptor)
     }
 
-    /// Transactions that changed a device so far, counted before each one's `COMMIT`; the
-    /// largest value once the file is damaged, which no `finished` equals.
-    var started: UInt64 { isWhole ? ckeyauth_shared_counter_load(words + 1) : UInt64.max }
+    /// Transactions that changed a device so far, counted before each one's `COMMIT`.
+    var started: UInt64 { ckeyauth_shared_counter_load(words + 1) }
 
-    /// Of ``started``, those that have ended (committed or rolled back); 0 once the file is
-    /// damaged.
-    var finished: UInt64 { isWhole ? ckeyauth_shared_counter_load(words + 2) : 0 }
+    /// Of ``started``, those that have ended (committed or rolled back).
+    var finished: UInt64 { ckeyauth_shared_counter_load(words + 2) }
 
     /// Called inside a transaction at its first change to a device, before it commits.
     func noteChangeStarted() {
-        if isWhole { ckeyauth_shared_counter_increment(words + 1) }
+        ckeyauth_shared_counter_increment(words + 1)
     }
 
     /// Called once that transaction's `COMMIT` or rollback has returned.
     func noteChangeFinished() {
-        if isWhole { ckeyauth_shared_counter_increment(words + 2) }
-    }
-
-    /// Whether the file still covers the mapping, so that touching it cannot be SIGBUS.
-    private var isWhole: Bool {
-        if damaged.load(ordering: .relaxed) { return false }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_size >= Self.size else {
-            damaged.store(true, ordering: .relaxed)
-            return false
-        }
-        return true
+        ckeyauth_shared_counter_increment(words + 2)
     }
 
     private static func refuseIfExposed(_ descriptor: Int32, _ path: String) throws(StorageError) {
