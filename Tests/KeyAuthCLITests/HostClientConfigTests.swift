@@ -88,6 +88,19 @@ struct HostClientConfigTests {
         #expect(refused(fifo))
     }
 
+    @Test("files saved with Windows line ends are read line by line, not as one commented-out line")
+    func windowsLineEnds() throws {
+        let mapping = "# who logs in as whom\r\nbob bob.jones\r\nalice alice.smith work\r\n"
+        #expect(try HostUserMapping.entry(for: "bob", text: mapping, file: "f").keyauthUser == "bob.jones")
+        #expect(
+            try HostUserMapping.entry(for: "alice", text: mapping, file: "f")
+                == .init(keyauthUser: "alice.smith", account: "work"))
+        #expect(try HostUserMapping.entry(for: "carol", text: mapping, file: "f").keyauthUser == "carol")
+        let config = try HostClientConfig(
+            text: "# host client\r\nclient_id = web1\r\nclient_secret = s3cret\r\n", path: "c")
+        #expect(config.clientID == "web1" && config.clientSecret == "s3cret")
+    }
+
     @Test("the request carries mode= and hostconf=; auto is the default and an unknown mode is refused")
     func requestMode() throws {
         let base = "keyauth-pam 1\nuser alice\nservice sshd\nserver https://k.example\n"

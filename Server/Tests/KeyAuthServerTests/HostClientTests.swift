@@ -65,6 +65,41 @@ struct HostClientTests {
         #expect(event.detail?.hasPrefix("push") == true)
     }
 
+    @Test("a push login is approved only after a presence check, and never by a key registered without a PIN")
+    func approvalNeedsAPINKey() throws {
+        let (environment, api, laptop, token) = try aliceServer()
+        defer { withExtendedLifetime(environment) {} }
+        // alice's second device, made with --presence none, approved by her laptop.
+        let plain = try ServerTestKeys.key("alice-2")
+        let registered = try api.registerBody(
+            .object([
+                "user": "alice", "name": "ci box", "public_key": .string(plain.publicKey.pemRepresentation),
+                "proof": .string(try api.assertion(plain)), "key_protection": "none",
+            ]))
+        #expect(registered.status == 202, "\(registered.text)")
+        #expect(try api.approveDevice(plain.publicKey.fingerprint, approver: laptop, token: token).status == 200)
+        let host = try addHost(api, users: ["alice"])
+        let id = try api.startSignIn(host, user: "alice", bindingMessage: "42")
+
+        // The key without a PIN may claim one in amr: its registration says otherwise.
+        let byPlain = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(plain, id: id),
+            token: try api.accessToken(plain))
+        #expect(byPlain.status == 403 && byPlain.errorCode == "access_denied", "\(byPlain.text)")
+        #expect(byPlain.text.contains("registered without a PIN"))
+        let withoutPresence = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, methods: ["swk"]),
+            token: token)
+        #expect(withoutPresence.status == 400 && withoutPresence.errorCode == "invalid_grant")
+        #expect(try api.storage.signInRequest(id: id)?.status == .pending)
+
+        let approved = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
+        #expect(approved.status == 200, "\(approved.text)")
+        api.clock.advance(by: 5)
+        #expect(try api.poll(host, id: id).status == 200)
+    }
+
     @Test("an application's sign-in writes no host-login line, and --allow-user needs --kind host")
     func applicationsAreNotHosts() throws {
         let (environment, api, laptop, token) = try aliceServer()

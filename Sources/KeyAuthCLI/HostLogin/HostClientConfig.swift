@@ -38,7 +38,7 @@ struct HostClientConfig: Equatable {
     /// Parses the text of a configuration file; `path` only names it in errors.
     init(text: String, path: String) throws(KeyAuthError) {
         var values: [String: String] = [:]
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let content = line.trimmingCharacters(in: .whitespaces)
             guard !content.isEmpty, !content.hasPrefix("#") else { continue }
             let parts = content.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }

@@ -29,7 +29,9 @@ enum HostUserMapping {
 
     /// The entry of `user` in the text of a mapping file.
     static func entry(for user: String, text: String, file: String) throws(KeyAuthError) -> Entry {
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split at "\r\n" too, which Swift takes as one Character unequal to "\n": a file saved with
+        // Windows line ends would otherwise be one line, its first `#` hiding every mapping.
+        for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = content.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             // Byte for byte: Swift's == takes canonically equivalent spellings (`jose\u{301}`,

@@ -88,9 +88,13 @@ extension KeyAuthService {
             guard let assertion, !assertion.isEmpty else {
                 throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
             }
+            // A host's push login stands in for a password, as a host login with the device key
+            // does (``login(assertion:proof:)``): it needs the PIN, and a key that had none.
+            let logsInToHost = try isHostLogin(request)
             let statement = try deviceStatement(
                 assertion, by: actor, naming: (AuthenticationMethod.requestClaim, request.id),
-                requiringPresence: request.kind == .device || request.kind == .recoveryCodes)
+                requiringPresence: request.kind == .device || request.kind == .recoveryCodes || logsInToHost)
+            if logsInToHost, actor.keyProtection == KeyProtection.none { throw Self.unprotectedHostApprover }
             guard let typed = try? statement.claims.string(AuthenticationMethod.codeClaim),
                 SignInRequests.isCode(typed, of: request)
             else { throw try wrongCode(for: request, by: actor) }
@@ -130,6 +134,17 @@ extension KeyAuthService {
         answered.methods = methods
         return answered
     }
+
+    /// Whether `request` is a host client's push login (PROTOCOL.md section 7.2).
+    private func isHostLogin(_ request: SignInRequestRecord) throws -> Bool {
+        guard request.kind == .backchannel, let id = request.clientID else { return false }
+        return try storage.client(id: id)?.kind == .host
+    }
+
+    private static let unprotectedHostApprover = ServiceError(
+        .accessDenied,
+        "this device key was registered without a PIN (or approved by one without), so it cannot approve a login "
+            + "to a host; approve on a device with a PIN")
 
     /// The pending device a `device` request approves, still pending and the user's.
     private func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
@@ -245,6 +260,11 @@ extension KeyAuthService {
             guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active,
                 device.user == request.user
             else { throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked") }
+            // Checked again: an approval stored before the rule, or a device whose protection was
+            // lowered since (an approval by a device without a PIN).
+            if client.kind == .host, device.keyProtection == KeyProtection.none {
+                throw ServiceError(.deviceDenied, Self.unprotectedHostApprover.description)
+            }
             // The approval met the request's acr_values; the device's tier is read again, as the
             // token states it now.
             guard
