@@ -488,6 +488,38 @@ struct TokenConfusionTests {
         #expect(refusal(assertion) == .dpopProofInvalid)
     }
 
+    @Test("DPoP proofs: an RSA jwk outside the device-key policy is refused before its signature is checked")
+    func proofKeyPolicy() throws {
+        let proofs = DPoPProofVerifier(clock: .fixed(seconds: Self.now))
+        let claims: JSONValue = .object([
+            "htm": "POST", "htu": "https://auth.example.test/oauth/token", "iat": .integer(Self.now), "jti": "p-2",
+        ])
+        func message(modulus: [UInt8], exponent: [UInt8]) -> String? {
+            let jwk = JWK(keyType: "RSA", modulus: Base64URL.encode(modulus), exponent: Base64URL.encode(exponent))
+            let header = #"{"alg":"RS256","typ":"dpop+jwt","jwk":\#(jwk.canonicalJSON)}"#
+            // A signature of the modulus's size that verifies under nothing: only the key is judged.
+            let proof =
+                [header, claims.serialized()].map { Base64URL.encode(Array($0.utf8)) }.joined(separator: ".")
+                + "." + Base64URL.encode([UInt8](repeating: 0x5A, count: modulus.count))
+            do {
+                _ = try proofs.verify(proof, method: "POST", url: "https://auth.example.test/oauth/token")
+                return nil
+            } catch { return error.code == .dpopProofInvalid ? error.message : "\(error.code)" }
+        }
+        var modulus = [UInt8](repeating: 0xC3, count: 384)
+        modulus[383] = 0x01
+        // An exponent almost the modulus's size: a full 3072-bit exponentiation per failed check.
+        let huge = message(modulus: modulus, exponent: [UInt8](repeating: 0x7F, count: 383))
+        #expect(huge?.contains("not a usable device key") == true, "\(huge ?? "accepted")")
+        let three = message(modulus: modulus, exponent: [0x03])
+        #expect(three?.contains("exponent 65537") == true, "\(three ?? "accepted")")
+        let small = message(modulus: Array(modulus.prefix(128)), exponent: [0x01, 0x00, 0x01])
+        #expect(small?.contains("2048 to 8192 bits") == true, "\(small ?? "accepted")")
+        // The policy's own keys still reach the signature check.
+        let fine = message(modulus: device.publicKey.modulus, exponent: [0x01, 0x00, 0x01])
+        #expect(fine?.contains("signature does not verify") == true, "\(fine ?? "accepted")")
+    }
+
     @Test("device assertions: an access token, an ID token, a grant or a DPoP proof is no assertion")
     func assertionConfusion() async throws {
         let assertions = DeviceAssertionVerifier(audience: Self.issuer, clock: .fixed(seconds: Self.now))

@@ -76,6 +76,16 @@ public struct DPoPProofVerifier: Sendable {
             throw Self.invalid(
                 error.code == .keyRejected ? "its jwk holds a private key" : "its jwk is not a usable public key")
         }
+        if case .rsa(let rsa) = key {
+            // A proof's key is a device key (the token's cnf.jkt, the assertion's kid), so the
+            // device-key policy applies; checked before the signature, because a key with a huge
+            // exponent makes one failed check cost milliseconds of CPU.
+            do {
+                try rsa.checkPolicy()
+            } catch {
+                throw Self.invalid("its jwk is not a usable device key: \(error.message)")
+            }
+        }
         guard jws.isSignatureValid(with: key) else {
             throw Self.invalid("its signature does not verify with its jwk (or its alg is not the key's)")
         }
@@ -107,7 +117,10 @@ public struct DPoPProofVerifier: Sendable {
         }
         return VerifiedDPoPProof(
             keyThumbprint: key.thumbprint, publicKey: key, jwtID: jwtID, issuedAt: issuedAt,
-            nonce: claims["nonce"]?.stringValue, replayExpiresAt: issuedAt.addingSaturating(window))
+            nonce: claims["nonce"]?.stringValue,
+            // A second past the last one accepted: a cache that reads its clock a moment after
+            // this check, in the next second, still finds the jti.
+            replayExpiresAt: issuedAt.addingSaturating(window).addingSaturating(1))
     }
 
     /// `ath`: the base64url SHA-256 of the access token's ASCII (RFC 9449 section 4.2).
@@ -203,7 +216,9 @@ public struct VerifiedDPoPProof: Sendable, Equatable {
     public let issuedAt: Int64
     /// `nonce`, when the proof carries one.
     public let nonce: String?
-    /// Until when its `jti` must be kept: after that, the proof is refused as too old anyway.
+    /// Until when its `jti` must be kept, this second included: after it, the proof is refused
+    /// as too old anyway. One second past the proof's window, so that a cache whose clock
+    /// reading follows the verifier's still refuses it.
     public let replayExpiresAt: Int64
 }
 
