@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 /// A token-confusion audit of the library's verifiers: every kind of token keyauth signs, and
@@ -518,6 +519,26 @@ struct TokenConfusionTests {
         // The policy's own keys still reach the signature check.
         let fine = message(modulus: device.publicKey.modulus, exponent: [0x01, 0x00, 0x01])
         #expect(fine?.contains("signature does not verify") == true, "\(fine ?? "accepted")")
+    }
+
+    @Test("DPoP proofs: a proof sent again in its last second is refused by a cache whose clock reads the next")
+    func proofReplayAtTheWindowsEnd() throws {
+        let end = Self.now + 60
+        let verifier = DPoPProofVerifier(clock: .fixed(seconds: end))
+        let proof = try DPoPProofBuilder(key: device, clock: .fixed(seconds: Self.now)).proof(
+            method: "POST", url: "https://auth.example.test/oauth/token")
+        let verified = try verifier.verify(proof, method: "POST", url: "https://auth.example.test/oauth/token")
+        let cacheTime = Mutex(end)
+        let cache = InMemoryDPoPReplayCache(clock: .seconds { cacheTime.withLock { $0 } })
+        #expect(
+            try cache.claim(
+                jwtID: verified.jwtID, keyThumbprint: verified.keyThumbprint, expiresAt: verified.replayExpiresAt))
+        // The same proof again, verified in the same second, the cache's clock a second on.
+        cacheTime.withLock { $0 = end + 1 }
+        let again = try verifier.verify(proof, method: "POST", url: "https://auth.example.test/oauth/token")
+        #expect(
+            try !cache.claim(jwtID: again.jwtID, keyThumbprint: again.keyThumbprint, expiresAt: again.replayExpiresAt),
+            "the replay was accepted")
     }
 
     @Test("device assertions: an access token, an ID token, a grant or a DPoP proof is no assertion")
