@@ -22,6 +22,10 @@ struct SSHCertificateRenewerTests {
             var now = Date(timeIntervalSince1970: 1_800_000_000)
             var unlocked = true
             var validBefore: UInt64?
+            /// `valid after` of the current certificate: by default one made 8 hours ago.
+            var validAfter: UInt64 = 1_800_000_000 - 8 * 3600
+            /// How long each certificate the fake server issues is valid from its fetch.
+            var lifetime: Int64 = 8 * 3600
             /// The answers of the next fetches; once empty, every fetch renews.
             var answers: [SSHCertificateRenewer.Outcome] = []
             var fetchedAt: [TimeInterval] = []
@@ -46,7 +50,9 @@ struct SSHCertificateRenewerTests {
             let renewer = SSHCertificateRenewer(
                 serverURL: "https://auth.example.com", certificatePath: "/home/alice/device-key.pem-cert.pub",
                 isUnlocked: { self.state.withLock { $0.unlocked } },
-                certificateValidBefore: { self.state.withLock { $0.validBefore } },
+                certificateValidity: {
+                    self.state.withLock { state in state.validBefore.map { (state.validAfter, $0) } }
+                },
                 fetch: { self.fetch() },
                 log: { line in self.state.withLock { $0.said.append(line) } })
             await Task {
@@ -67,10 +73,14 @@ struct SSHCertificateRenewerTests {
                 state.fetchedAt.append(state.now.timeIntervalSince1970 - start)
                 let answer =
                     state.answers.isEmpty
-                    ? .renewed(validBefore: Int64(state.now.timeIntervalSince1970) + 8 * 3600)
+                    ? .renewed(validBefore: Int64(state.now.timeIntervalSince1970) + state.lifetime)
                     : state.answers.removeFirst()
                 // As the real fetch does: a certificate is written only when one was issued.
-                if case .renewed(let validBefore) = answer { state.validBefore = UInt64(validBefore) }
+                if case .renewed(let validBefore) = answer {
+                    state.validBefore = UInt64(validBefore)
+                    // As the server does: valid from 5 minutes before it was issued.
+                    state.validAfter = UInt64(state.now.timeIntervalSince1970) - 300
+                }
                 return answer
             }
         }
@@ -89,13 +99,28 @@ struct SSHCertificateRenewerTests {
                 == true, "\(result.said)")
     }
 
-    @Test("the margin is 10 minutes; a missing certificate is needed and a `forever` one is not")
+    @Test("the margin is 10 minutes, or a quarter of a shorter certificate's validity; a missing one is needed")
     func needsCertificate() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        #expect(SSHCertificateRenewer.needsCertificate(validBefore: nil, now: now))
-        #expect(SSHCertificateRenewer.needsCertificate(validBefore: 1_800_000_000 + 600, now: now))
-        #expect(!SSHCertificateRenewer.needsCertificate(validBefore: 1_800_000_000 + 601, now: now))
-        #expect(!SSHCertificateRenewer.needsCertificate(validBefore: UInt64.max, now: now))
+        let made: UInt64 = 1_800_000_000 - 8 * 3600
+        #expect(SSHCertificateRenewer.needsCertificate(validity: nil, now: now))
+        #expect(SSHCertificateRenewer.needsCertificate(validity: (made, 1_800_000_000 + 600), now: now))
+        #expect(!SSHCertificateRenewer.needsCertificate(validity: (made, 1_800_000_000 + 601), now: now))
+        #expect(!SSHCertificateRenewer.needsCertificate(validity: (made, UInt64.max), now: now))
+        // Valid for 10 minutes in all: renewed in its last 150 s.
+        let short: UInt64 = 1_800_000_000 - 450
+        #expect(SSHCertificateRenewer.needsCertificate(validity: (short, 1_800_000_000 + 150), now: now))
+        #expect(!SSHCertificateRenewer.needsCertificate(validity: (short - 1, 1_800_000_000 + 151), now: now))
+        #expect(SSHCertificateRenewer.needsCertificate(validity: (1_800_000_000, 1_800_000_000), now: now))
+    }
+
+    @Test("certificates of 5 minutes are fetched every 3 minutes, not at every check")
+    func shortCertificates() async {
+        let world = World(sleepLimit: 10) { $0.lifetime = 300 }
+        let result = await world.run()
+        // Missing at first; then each is valid 300 s from its fetch, 600 s in all: renewed 150 s
+        // before it ends, at the first check after that.
+        #expect(result.fetchedAt == [0, 180, 360, 540], "\(result.fetchedAt)")
     }
 
     @Test("server failures are retried after 60 s, doubling to at most 10 minutes, each said with its wait")

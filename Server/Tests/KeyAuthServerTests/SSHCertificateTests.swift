@@ -156,6 +156,28 @@ struct SSHCertificateTests {
         #expect(revoked.json?["certificate"] == nil)
     }
 
+    @Test("each device gets at most 10 certificates a minute: then 429 slow_down, with no signature and no audit event")
+    func certificatesPerDeviceAreLimited() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.key"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let api = try environment.directAPI { $0.sshCAKeyFile = caFile }
+        let laptop = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
+        for _ in 0..<AttemptLimits.sshCertificatesPerWindow {
+            #expect(try api.authorized("POST", "/v1/ssh/certificates", token: laptop).status == 201)
+        }
+        let refused = try api.authorized("POST", "/v1/ssh/certificates", token: laptop)
+        #expect(refused.status == 429 && refused.errorCode == "slow_down", "\(refused.text)")
+        #expect(refused.headers["Retry-After"] != nil)
+        let audited = { try api.storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }.count }
+        #expect(try audited() == AttemptLimits.sshCertificatesPerWindow)
+        // The budget is the device's, not the address's.
+        let desktop = try api.activeDevice(user: "bob", key: try ServerTestKeys.key("bob-1"))
+        #expect(try api.authorized("POST", "/v1/ssh/certificates", token: desktop).status == 201)
+        api.clock.advance(by: 61)
+        #expect(try api.authorized("POST", "/v1/ssh/certificates", token: laptop).status == 201)
+    }
+
     @Test("what a request body says (another key, another user, other principals) changes nothing in the certificate")
     func requestBodyIsIgnored() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())

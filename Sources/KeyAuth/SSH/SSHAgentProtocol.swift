@@ -94,13 +94,19 @@ package enum SSHAgentProtocol {
     /// valid, in seconds since 1970 (PROTOCOL.md of OpenSSH, `valid before`); nil when the blob
     /// is cut short. The agent reads it to know when to fetch the next one.
     package static func certificateValidBefore(_ blob: [UInt8]) -> UInt64? {
+        certificateValidity(blob)?.before
+    }
+
+    /// The certificate's `valid after` and `valid before`, in seconds since 1970; nil when the
+    /// blob is cut short. The agent renews a short-lived certificate earlier in its life.
+    package static func certificateValidity(_ blob: [UInt8]) -> (after: UInt64, before: UInt64)? {
         var reader = SSHWireReader(blob)
-        // Type, nonce, e, n, serial, certificate type, key id, principals, valid after.
+        // Type, nonce, e, n, serial, certificate type, key id, principals.
         guard reader.string() != nil, reader.string() != nil, reader.string() != nil, reader.string() != nil,
             reader.uint64() != nil, reader.uint32() != nil, reader.string() != nil, reader.string() != nil,
-            reader.uint64() != nil
+            let after = reader.uint64(), let before = reader.uint64()
         else { return nil }
-        return reader.uint64()
+        return (after, before)
     }
 
     /// The answer to one request's body (type byte and payload), as a message body.

@@ -7,7 +7,8 @@ import KeyAuth
 ///
 /// It runs as a task beside the agent's socket loop (the loop never waits on the network): while
 /// the agent is unlocked, once a minute, when the certificate file is missing, is not one of the
-/// device key, or expires within ``renewalMargin``, it logs in with the held key (through the
+/// device key, or expires within ``renewalMargin`` (a quarter of its validity for a short-lived
+/// one), it logs in with the held key (through the
 /// agent's own socket, as `keyauth ssh cert` would) and writes a new one. A failure is said in
 /// one line and retried after a backoff that doubles up to ``maximumBackoff``; a server that is
 /// no SSH CA (404) is said once and asked again every ``authorityRecheckInterval``, so that a CA
@@ -17,7 +18,9 @@ import KeyAuth
 /// takes its clock and its sleep, so that tests drive the schedule with a fake clock and fetcher;
 /// ``forAgent(session:server:log:)`` wires the real ones.
 struct SSHCertificateRenewer: Sendable {
-    /// A certificate that expires within this is replaced.
+    /// A certificate that expires within this, or within a quarter of its validity when that is
+    /// shorter, is replaced: a server issuing certificates of minutes would otherwise have every
+    /// agent fetch a new one at each check.
     static let renewalMargin: TimeInterval = 600
     /// How often the certificate is checked while the agent is unlocked.
     static let checkInterval: TimeInterval = 60
@@ -46,9 +49,9 @@ struct SSHCertificateRenewer: Sendable {
     let certificatePath: String
     /// Whether the agent holds the key now.
     let isUnlocked: @Sendable () -> Bool
-    /// The `valid before` of the certificate file when it certifies the device key; nil when it
-    /// is missing, unreadable or another key's.
-    let certificateValidBefore: @Sendable () -> UInt64?
+    /// The `valid after` and `valid before` of the certificate file when it certifies the device
+    /// key; nil when it is missing, unreadable or another key's.
+    let certificateValidity: @Sendable () -> (after: UInt64, before: UInt64)?
     /// Fetches a certificate from the server and writes it to ``certificatePath``.
     let fetch: @Sendable () async -> Outcome
     let log: @Sendable (String) -> Void
@@ -62,12 +65,12 @@ struct SSHCertificateRenewer: Sendable {
         return SSHCertificateRenewer(
             serverURL: session.account.serverURL, certificatePath: path,
             isUnlocked: { server.expiresAt != nil },
-            certificateValidBefore: {
+            certificateValidity: {
                 guard let line = try? String(contentsOfFile: path, encoding: .utf8),
                     let key = try? session.keys.loadPublicKey(),
                     let blob = SSHAgentProtocol.certificateBlob(line: line, of: key)
                 else { return nil }
-                return SSHAgentProtocol.certificateValidBefore(blob)
+                return SSHAgentProtocol.certificateValidity(blob)
             },
             fetch: {
                 do throws(KeyAuthError) {
@@ -105,7 +108,7 @@ struct SSHCertificateRenewer: Sendable {
             var delay = Self.checkInterval
             if !isUnlocked() {
                 delay = Self.lockedInterval
-            } else if Self.needsCertificate(validBefore: certificateValidBefore(), now: now()) {
+            } else if Self.needsCertificate(validity: certificateValidity(), now: now()) {
                 let outcome = await fetch()
                 let step = schedule.next(after: outcome)
                 if step.say { log(message(for: outcome, delay: step.delay)) }
@@ -115,12 +118,13 @@ struct SSHCertificateRenewer: Sendable {
         }
     }
 
-    /// Whether a certificate valid until `validBefore` (nil: none of the device key) must be
-    /// replaced at `now`: missing, or expiring within ``renewalMargin``.
-    static func needsCertificate(validBefore: UInt64?, now: Date) -> Bool {
-        guard let validBefore else { return true }
+    /// Whether a certificate of `validity` (nil: none of the device key) must be replaced at
+    /// `now`: missing, or expiring within ``renewalMargin`` or a quarter of its validity.
+    static func needsCertificate(validity: (after: UInt64, before: UInt64)?, now: Date) -> Bool {
+        guard let validity else { return true }
         // Compared as doubles: valid_before may be the "forever" 2^64-1.
-        return Double(validBefore) <= now.timeIntervalSince1970 + renewalMargin
+        let span = validity.before > validity.after ? Double(validity.before - validity.after) : 0
+        return Double(validity.before) <= now.timeIntervalSince1970 + min(renewalMargin, span / 4)
     }
 
     /// The wait after `failures` failures in a row: the check interval, doubled per failure, at

@@ -15,10 +15,16 @@ struct AttemptLimits: Sendable {
         /// `GET /v1/ssh/krl` and `GET /v1/ssh/ca`: anyone may fetch them, hosts on a timer of
         /// minutes, so an address fetching more than twice a second is no host.
         case sshFetches
+        /// `POST /v1/ssh/certificates`, counted per device, not per address: each costs a CA
+        /// signature and an audit event kept for good, and an agent renews one every few minutes
+        /// at most.
+        case sshCertificates
     }
 
     /// Fetches of the SSH CA's public documents per address and window.
     static let sshFetchesPerWindow = 120
+    /// SSH certificates per device and window.
+    static let sshCertificatesPerWindow = 10
 
     /// Failed logins and registrations per address.
     let failures: AddressRateLimiter
@@ -28,6 +34,8 @@ struct AttemptLimits: Sendable {
     let signInStarts: AddressRateLimiter
     /// Fetches of the SSH CA's key and revocation list per address.
     let sshFetches: AddressRateLimiter
+    /// SSH certificates issued per device (keyed ``RateLimitKey/other(_:)`` by its `kid`).
+    let sshCertificates: AddressRateLimiter
 
     /// Runs a login or registration from `address` under the limits, counting failures (client
     /// errors other than `authorization_pending`, which polling clients get by design, and a
@@ -95,9 +103,11 @@ struct AttemptLimits: Sendable {
             case .registrations: (registrations, "registrations")
             case .signInStarts: (signInStarts, "sign-in requests")
             case .sshFetches: (sshFetches, "fetches")
+            case .sshCertificates: (sshCertificates, "SSH certificates for this device")
             }
         if let retryAfter = limiter.admit(address) {
-            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what) from this address; retry later")
+            let from = budget == .sshCertificates ? "" : " from this address"
+            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what)\(from); retry later")
         }
     }
 
@@ -107,5 +117,6 @@ struct AttemptLimits: Sendable {
         registrations.purge()
         signInStarts.purge()
         sshFetches.purge()
+        sshCertificates.purge()
     }
 }

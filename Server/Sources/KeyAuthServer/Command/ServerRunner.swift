@@ -220,7 +220,9 @@ package final class ServerRunner: Sendable {
             signInStarts: AddressRateLimiter(
                 limit: configuration.registrationLimit, window: configuration.failureWindowSeconds, now: now),
             sshFetches: AddressRateLimiter(
-                limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now))
+                limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now),
+            sshCertificates: AddressRateLimiter(
+                limit: AttemptLimits.sshCertificatesPerWindow, window: configuration.failureWindowSeconds, now: now))
         let sshCertificates = files.sshAuthorities.map { authorities in
             var issuer = SSHCertificateIssuer(
                 authorities: authorities,

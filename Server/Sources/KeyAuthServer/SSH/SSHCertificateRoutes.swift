@@ -50,6 +50,7 @@ extension KeyAuthResponder {
     func issueSSHCertificate(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
         let issuer = try sshAuthority()
         let device = try authenticate(request, identifying: &caller)
+        try limits.count(.other(device.kid), against: .sshCertificates)
         let issued = try issuer.issue(for: device)
         let certificate = issued.certificate
         return .json(
