@@ -142,10 +142,11 @@ struct SSHAgentTests {
         let publicKey = try RSAPublicKey(
             pemRepresentation: Array(try String(contentsOfFile: keys + "/device-key.pub", encoding: .utf8).utf8))
         let now = UInt64(time(nil))
-        // Signed by the server's own CA, so only its expiry in 5 minutes calls for a new one.
+        // Signed by the server's own CA, so only its expiry in 5 minutes (of 8 hours) calls for a
+        // new one.
         let expiring = try SSHUserCertificate(
             publicKey: .rsa(publicKey), serial: 7, keyID: "expiring", principals: ["alice"],
-            validAfter: now - 60, validBefore: now + 300, extensions: ["permit-pty": ""]
+            validAfter: now - 8 * 3600 + 300, validBefore: now + 300, extensions: ["permit-pty": ""]
         ).line(signedBy: setup.authority, nonce: Array(repeating: 5, count: 32), comment: "expiring")
         let certificate = keys + "/device-key.pem-cert.pub"
         try (expiring + "\n").write(toFile: certificate, atomically: true, encoding: .utf8)

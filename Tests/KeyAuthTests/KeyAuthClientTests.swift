@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 /// A well-formed assertion, so that tests can check it never shows up in an error.
@@ -121,6 +122,38 @@ struct KeyAuthClientTests {
         #expect(request.method == "POST" && request.path == "/v1/ssh/certificates")
         #expect(request.headers["content-length"] == "0")
         #expect(request.headers["expect"] == nil)
+    }
+
+    @Test("an SSH certificate answer with escapes, more fields or a serial that is no number is refused")
+    func sshCertificateAnswerShape() async throws {
+        let good = "ssh-rsa-cert-v01@openssh.com AAAAHHNzaC1yc2EtY2VydA== alice@keyauth"
+        let answers = Mutex([String]())
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(201, answers.withLock { $0.isEmpty ? "{}" : $0.removeFirst() })
+        }
+        defer { responder.stop() }
+        let client = try KeyAuthClient(serverURL: responder.url, timeout: 10)
+        let token = AccessToken(value: "a.b.c", expiresAt: Date().addingTimeInterval(600))
+        func answer(line: String, serial: String) async -> KeyAuthError? {
+            let body: JSONValue = .object([
+                "certificate": .string(line), "serial": .string(serial), "key_id": "k", "principals": .array(["alice"]),
+                "valid_after": 1, "valid_before": 2,
+            ])
+            answers.withLock { $0.append(body.serialized()) }
+            do {
+                _ = try await client.requestSSHCertificate(accessToken: token)
+                return nil
+            } catch { return error }
+        }
+        #expect(await answer(line: good, serial: "2460963395556026973") == nil)
+        for (line, serial) in [
+            (good, "\u{1B}]52;c;aGk=\u{07}"), (good, ""), (good, "12a"), (good + "\u{1B}[2J", "1"),
+            (good + "\r\nssh-rsa AAAA x", "1"), (good + " more", "1"), ("ssh-rsa AAAAB3Nz alice", "1"),
+            ("ssh-rsa-cert-v01@openssh.com AAAA%% alice", "1"),
+        ] {
+            let error = await answer(line: line, serial: serial)
+            #expect(error?.code == .serverRejected, "\(line.debugDescription) \(serial.debugDescription)")
+        }
     }
 
     @Test("an answer over 1 MiB is refused while it arrives, not read to its end")

@@ -23,12 +23,12 @@ extension KeyAuthClient {
     {
         let reply = try await send("POST", "/v1/ssh/certificates", accessToken: accessToken, proofs: proofs)
         let object = try expectObject(reply, success: [200, 201], operation: "SSH certificate")
-        guard case .string(let line) = object["certificate"],
-            let type = line.split(separator: " ").first, type.hasSuffix("-cert-v01@openssh.com"),
-            !line.contains("\n"),
+        guard case .string(let line) = object["certificate"], Self.isCertificateLine(line),
             case .integer(let validAfter) = object["valid_after"],
             case .integer(let validBefore) = object["valid_before"],
-            case .string(let serial) = object["serial"], case .array(let principalValues) = object["principals"]
+            case .string(let serial) = object["serial"], !serial.isEmpty, serial.utf8.count <= 20,
+            serial.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            case .array(let principalValues) = object["principals"]
         else {
             throw KeyAuthError(.serverRejected, "the SSH certificate answer of \(serverURL) is malformed")
         }
@@ -38,5 +38,21 @@ extension KeyAuthClient {
         }
         return SSHCertificateGrant(
             line: line, principals: principals, validAfter: validAfter, validBefore: validBefore, serial: serial)
+    }
+
+    /// Whether `line` has the shape of an OpenSSH `-cert.pub` line, `TYPE BASE64 [COMMENT]`, in
+    /// printable ASCII: it is printed to a terminal and written where ssh reads it, so a server
+    /// cannot slip in escape sequences or more lines.
+    static func isCertificateLine(_ line: String) -> Bool {
+        guard line.utf8.count <= 65_536, line.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return false }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard fields.count == 2 || fields.count == 3, fields[0].hasSuffix("-cert-v01@openssh.com"),
+            !fields[1].isEmpty,
+            fields[1].utf8.allSatisfy({ byte in
+                (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
+            })
+        else { return false }
+        return true
     }
 }

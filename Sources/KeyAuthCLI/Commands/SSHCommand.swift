@@ -46,6 +46,11 @@ struct SSHCommand {
         let grant = try await session.withAccessToken { (token, proofs) throws(KeyAuthError) in
             try await client.requestSSHCertificate(accessToken: token, proofs: proofs)
         }
+        // A certificate of another key would replace a good one with one ssh cannot use.
+        guard SSHAgentProtocol.certificateBlob(line: grant.line, of: try session.keys.loadPublicKey()) != nil else {
+            throw KeyAuthError(
+                .serverRejected, "the SSH certificate from \(client.serverURL) is not one of this device's key")
+        }
         try SecureFile.write(Array((grant.line + "\n").utf8), to: destination)
         return grant
     }
