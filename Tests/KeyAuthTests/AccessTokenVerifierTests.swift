@@ -15,6 +15,8 @@ struct AccessTokenVerifierTests {
     final class FakeIssuer: KeySetFetcher {
         let keys = Mutex<[(kid: String, key: JWSPublicKey)]>([])
         let fetches = Mutex(0)
+        /// Every fetch asked for, failed ones included.
+        let attempts = Mutex(0)
         let failing = Mutex(false)
         let cacheControl: String?
         let discoveredIssuer: String
@@ -30,6 +32,7 @@ struct AccessTokenVerifierTests {
         }
 
         func fetch(_ url: String) async throws(KeyAuthError) -> KeySetDocument {
+            attempts.withLock { $0 += 1 }
             if failing.withLock({ $0 }) { throw KeyAuthError(.transportFailed, "the issuer is down") }
             if url == AccessTokenVerifierTests.issuer + "/.well-known/openid-configuration" {
                 let document =
@@ -329,6 +332,27 @@ struct AccessTokenVerifierTests {
         clock.advance(by: 1)
         _ = try await verifier.verify(try token(lifetime: 86_400))
         #expect(issuer.fetches.withLock { $0 } == 2)
+    }
+
+    @Test("an issuer down with no set cached is asked at most every 30 s, not by every verification")
+    func failedFetchesAreSpaced() async throws {
+        let issuer = FakeIssuer()
+        issuer.publish(.p256(serverKey.publicKey))
+        issuer.failing.withLock { $0 = true }
+        let verifier = try verifier(issuer)
+        for _ in 0..<5 {
+            await #expect {
+                try await verifier.verify(try token())
+            } throws: { ($0 as? KeyAuthError)?.code == .keySetUnavailable }
+        }
+        #expect(issuer.attempts.withLock { $0 } == 1)
+        clock.advance(by: 29)
+        await #expect(throws: KeyAuthError.self) { try await verifier.verify(try token()) }
+        #expect(issuer.attempts.withLock { $0 } == 1)
+        clock.advance(by: 1)
+        issuer.failing.withLock { $0 = false }
+        #expect(try await verifier.verify(try token()).user == "alice")
+        #expect(issuer.attempts.withLock { $0 } == 3)
     }
 
     @Test("when the issuer is down the cached set keeps serving for 24 h, then verification fails closed")

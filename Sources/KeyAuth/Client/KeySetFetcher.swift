@@ -55,6 +55,10 @@ public struct HTTPKeySetFetcher: KeySetFetcher {
 ///   request fetch.
 /// - When a fetch fails, the last set keeps serving until ``hardLimit`` seconds after it was
 ///   fetched; after that verification fails closed with `.keySetUnavailable`.
+/// - With no set to serve (the issuer down since start, or for over ``hardLimit``), a failed
+///   fetch is tried again at most once every ``refetchInterval`` seconds; until then every
+///   verification fails at once with its error, so that an issuer coming back is not met by a
+///   fetch from every request of every service.
 actor KeySetCache {
     static let minimumMaxAge: Int64 = 60
     static let maximumMaxAge: Int64 = 86_400
@@ -75,6 +79,8 @@ actor KeySetCache {
     private var jwksURI: String?
     private var cached: Cached?
     private var lastAttempt: Int64 = .min
+    /// The error of the last fetch when it left no set to serve; cleared by a success.
+    private var lastFailure: KeyAuthError?
     private var inFlight: Task<Result<JWKSet, KeyAuthError>, Never>?
 
     init(issuer: String, fetcher: any KeySetFetcher, clock: KeyAuthClock, allowInsecureHTTP: Bool) {
@@ -92,6 +98,7 @@ actor KeySetCache {
         if let cached, now < lastAttempt + Self.refetchInterval, now < cached.fetchedAt + Self.hardLimit {
             return cached.set
         }
+        if let lastFailure, now < lastAttempt + Self.refetchInterval { throw lastFailure }
         return try await refresh()
     }
 
@@ -122,17 +129,19 @@ actor KeySetCache {
             let set = try JWKSet(json: document.body)
             let maxAge = Self.maxAge(document.cacheControl)
             cached = Cached(set: set, fetchedAt: now, freshUntil: now + maxAge)
+            lastFailure = nil
             return .success(set)
         } catch {
             // Discovery again next time: the JWKS may have moved.
             jwksURI = nil
             if let cached, now < cached.fetchedAt + Self.hardLimit { return .success(cached.set) }
-            return .failure(
-                KeyAuthError(
-                    .keySetUnavailable,
-                    "cannot fetch the JWK set of \(issuer) (\(error.message))"
-                        + (cached == nil ? "" : " and the cached copy is older than \(Self.hardLimit / 3600) hours"),
-                    underlying: error))
+            let failure = KeyAuthError(
+                .keySetUnavailable,
+                "cannot fetch the JWK set of \(issuer) (\(error.message))"
+                    + (cached == nil ? "" : " and the cached copy is older than \(Self.hardLimit / 3600) hours"),
+                underlying: error)
+            lastFailure = failure
+            return .failure(failure)
         }
     }
 
