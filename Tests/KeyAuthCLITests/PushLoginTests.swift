@@ -134,6 +134,24 @@ extension PushLoginTests {
     }
 
     @Test(
+        "a screen locker (PAM run as the user) on a host with root's pam.conf logs in with the device key",
+        .timeLimit(.minutes(5)))
+    func screenLockerWithRootOnlyHostConfig() async throws {
+        try await withPushHost(moduleArguments: "mode=local") { host in
+            // pamtester as the user, as a screen locker runs PAM: the helper cannot open pam.conf.
+            let unlocked = try runProcess(
+                "/usr/sbin/runuser",
+                [
+                    "-u", host.machine.user, "--", HostLoginMachine.pamtester, "-v", host.machine.service,
+                    host.machine.user, "authenticate",
+                ],
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C"], standardInput: HostLoginMachine.pin + "\n",
+                timeout: 90)
+            #expect(unlocked.status == 0, "\(unlocked.standardError) \(host.machine.syslog.text)")
+        }
+    }
+
+    @Test(
         "a device key login on a host client obeys the client's user list too", .timeLimit(.minutes(5)))
     func deviceKeyLoginObeysTheList() async throws {
         try await withPushHost(moduleArguments: "mode=local") { host in

@@ -91,8 +91,13 @@ package struct PAMHelper: Sendable {
         }
         // Root's file, read before root is given up: a push login's credentials, and the client
         // whose user list the server applies to a device key login too.
-        let hostClient = Result { () throws(KeyAuthError) in
-            try HostClientConfig.load(path: request.hostConfig ?? HostClientConfig.defaultPath)
+        let hostClient = Result { () throws(KeyAuthError) -> HostClientConfig? in
+            let path = request.hostConfig ?? HostClientConfig.defaultPath
+            // A screen locker runs the helper as the user, who cannot open root's 0600 file: such
+            // a login unlocks the user's own session, online, without the host client (which a
+            // helper running as the user could leave out anyway).
+            if geteuid() != 0, access(path, R_OK) != 0, errno == EACCES { return nil }
+            return try HostClientConfig.load(path: path)
         }
         // Root's part of offline grants, before root is given up (PAMHelper+Offline.swift).
         let offline = openOfflineGrants(request)
