@@ -40,9 +40,10 @@ CATEGORIES = [
 
 # (step, pattern): the steps of an ES256 login, by a function of each, for --steps.
 STEPS = [
-    ("the log line and metrics, once the answer is settled", r"DurabilityScopeC11whenDurable.*ResponderC7respond"),
+    ("the log line and metrics, once the answer is settled",
+     r"0C3LogPAAE7request_6format|0C7MetricsC13recordRequest|DurabilityScopeC11whenDurable.*ResponderC7respond"),
     ("parsing the assertion", r"DeviceAssertionVerifierV5parse"),
-    ("the device read (its SQLite work has no callers)", r"SQLStorageC6device3kid"),
+    ("the device read (kept in memory, or read with SQLite)", r"11loginDevice3kid"),
     ("the access token's payload and the token response",
      r"LoginTokenPayloadV9jsonBytes|HTTPResponseV13tokenResponse"),
     ("the form", r"HTTPRequestV8formBody"),
