@@ -355,6 +355,18 @@ struct AccessTokenVerifierTests {
         #expect(issuer.attempts.withLock { $0 } == 3)
     }
 
+    @Test("a clock set back after a failed fetch asks the issuer again instead of waiting out the step")
+    func failedFetchAndAClockSetBack() async throws {
+        let issuer = FakeIssuer()
+        issuer.publish(.p256(serverKey.publicKey))
+        issuer.failing.withLock { $0 = true }
+        let verifier = try verifier(issuer)
+        await #expect(throws: KeyAuthError.self) { try await verifier.verify(try token()) }
+        issuer.failing.withLock { $0 = false }
+        clock.advance(by: -3600)
+        #expect(try await verifier.verify(try token()).user == "alice")
+    }
+
     @Test("when the issuer is down the cached set keeps serving for 24 h, then verification fails closed")
     func failsClosed() async throws {
         let issuer = FakeIssuer(cacheControl: "max-age=60")

@@ -81,12 +81,17 @@ struct HostClientTests {
         let host = try addHost(api, users: ["alice"])
         let id = try api.startSignIn(host, user: "alice", bindingMessage: "42")
 
-        // The key without a PIN may claim one in amr: its registration says otherwise.
-        let byPlain = try api.answer(
-            id, decision: "approve", assertion: try api.approvalAssertion(plain, id: id),
-            token: try api.accessToken(plain))
-        #expect(byPlain.status == 403 && byPlain.errorCode == "access_denied", "\(byPlain.text)")
-        #expect(byPlain.text.contains("registered without a PIN"))
+        // The key without a PIN is told at the code, and at the answer, whatever its amr says.
+        let plainToken = try api.accessToken(plain)
+        let atCode = try api.checkCode(id, code: "42", token: plainToken)
+        #expect(atCode.status == 403 && atCode.text.contains("registered without a PIN"), "\(atCode.text)")
+        for methods in [["swk"], ["swk", "pin"]] {
+            let byPlain = try api.answer(
+                id, decision: "approve", assertion: try api.approvalAssertion(plain, id: id, methods: methods),
+                token: plainToken)
+            #expect(byPlain.status == 403 && byPlain.errorCode == "access_denied", "\(byPlain.text)")
+            #expect(byPlain.text.contains("registered without a PIN"))
+        }
         let withoutPresence = try api.answer(
             id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, methods: ["swk"]),
             token: token)
@@ -98,6 +103,18 @@ struct HostClientTests {
         #expect(approved.status == 200, "\(approved.text)")
         api.clock.advance(by: 5)
         #expect(try api.poll(host, id: id).status == 200)
+
+        // Approvals stored before the rule are checked again when the host collects them.
+        for (approver, methods) in [(laptop, ["swk"]), (plain, ["swk", "pin"])] {
+            let stored = try api.startSignIn(host, user: "alice", bindingMessage: "17")
+            #expect(
+                try api.storage.answerSignInRequest(
+                    id: stored, status: .approved, answeringKID: approver.publicKey.fingerprint, methods: methods,
+                    at: api.clock.now))
+            api.clock.advance(by: 5)
+            let collected = try api.poll(host, id: stored)
+            #expect(collected.errorCode == "access_denied", "\(methods) \(collected.text)")
+        }
     }
 
     @Test("an application's sign-in writes no host-login line, and --allow-user needs --kind host")

@@ -98,7 +98,8 @@ actor KeySetCache {
         if let cached, now < lastAttempt + Self.refetchInterval, now < cached.fetchedAt + Self.hardLimit {
             return cached.set
         }
-        if let lastFailure, now < lastAttempt + Self.refetchInterval { throw lastFailure }
+        // A clock set back since the failure asks again rather than waiting out the step.
+        if let lastFailure, now >= lastAttempt, now < lastAttempt + Self.refetchInterval { throw lastFailure }
         return try await refresh()
     }
 

@@ -105,8 +105,10 @@ final class HostLoginMachine: @unchecked Sendable {
         } catch {
             return .failure(TestFailure("copying keyauth for the helper: \(error)"))
         }
+        // The module too, for PAM run as the user (a screen locker): made while another test may
+        // have narrowed the process's umask, it could be the owner's alone.
         guard chmod(directory.path, 0o755) == 0, chmod(directory.path + "/bin", 0o755) == 0, chmod(copy, 0o755) == 0,
-            symlink(copy, helper) == 0
+            chmod(output, 0o755) == 0, symlink(copy, helper) == 0
         else { return .failure(TestFailure("preparing the helper: errno \(errno)")) }
         return .success((output, helper))
     }()

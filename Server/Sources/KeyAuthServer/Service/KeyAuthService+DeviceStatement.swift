@@ -46,8 +46,8 @@ extension KeyAuthService {
         if requiringPresence, !methods.contains(where: AuthenticationMethod.presenceChecks.contains) {
             throw ServiceError(
                 .invalidGrant,
-                "approving a device or making recovery codes needs a presence check on the device (amr pin or "
-                    + "user): a device registered with --presence none can do neither")
+                "approving a device or a login to a host, or making recovery codes, needs a presence check on the "
+                    + "device (amr pin or user): a device registered with --presence none can do none of them")
         }
         return DeviceStatement(claims: verified.claims, methods: methods)
     }

@@ -34,7 +34,8 @@ extension KeyAuthService {
     ///
     /// - Returns: the request, when the code is right.
     /// - Throws: ``ServiceError`` `.wrongCode` with the attempts left; `.deviceDenied` when that
-    ///   was the last attempt (the request is denied now); `.accessDenied` when the device's tier
+    ///   was the last attempt (the request is denied now); `.accessDenied` when the device was
+    ///   registered without a PIN and the request is a login to a host, or when the device's tier
     ///   cannot meet the request's `acr_values`; `.invalidRequest` for a recovery notice; what
     ///   ``openRequest(id:of:)`` throws.
     func checkSignInCode(id: String, code: String, by actor: DeviceRecord) throws -> SignInRequestRecord {
@@ -48,6 +49,8 @@ extension KeyAuthService {
         guard context.isReachable(by: actor.tier) else {
             throw ServiceError(.accessDenied, context.refusal(tier: actor.tier))
         }
+        // Before the code is typed: a device that cannot approve a login to a host says so first.
+        if actor.keyProtection == KeyProtection.none, try isHostLogin(request) { throw Self.unprotectedHostApprover }
         guard SignInRequests.isCode(code, of: request) else { throw try wrongCode(for: request, by: actor) }
         return request
     }
@@ -91,10 +94,10 @@ extension KeyAuthService {
             // A host's push login stands in for a password, as a host login with the device key
             // does (``login(assertion:proof:)``): it needs the PIN, and a key that had none.
             let logsInToHost = try isHostLogin(request)
+            if logsInToHost, actor.keyProtection == KeyProtection.none { throw Self.unprotectedHostApprover }
             let statement = try deviceStatement(
                 assertion, by: actor, naming: (AuthenticationMethod.requestClaim, request.id),
                 requiringPresence: request.kind == .device || request.kind == .recoveryCodes || logsInToHost)
-            if logsInToHost, actor.keyProtection == KeyProtection.none { throw Self.unprotectedHostApprover }
             guard let typed = try? statement.claims.string(AuthenticationMethod.codeClaim),
                 SignInRequests.isCode(typed, of: request)
             else { throw try wrongCode(for: request, by: actor) }
@@ -260,10 +263,15 @@ extension KeyAuthService {
             guard let kid = request.answeringKID, let device = try storage.device(kid: kid), device.status == .active,
                 device.user == request.user
             else { throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked") }
-            // Checked again: an approval stored before the rule, or a device whose protection was
-            // lowered since (an approval by a device without a PIN).
-            if client.kind == .host, device.keyProtection == KeyProtection.none {
-                throw ServiceError(.deviceDenied, Self.unprotectedHostApprover.description)
+            // Checked again, for an approval stored before the rule: by a device without a PIN,
+            // or without a presence check.
+            if client.kind == .host {
+                guard device.keyProtection != KeyProtection.none else {
+                    throw ServiceError(.deviceDenied, Self.unprotectedHostApprover.description)
+                }
+                guard request.methods.contains(where: AuthenticationMethod.presenceChecks.contains) else {
+                    throw ServiceError(.deviceDenied, "a login to a host needs an approval after a presence check")
+                }
             }
             // The approval met the request's acr_values; the device's tier is read again, as the
             // token states it now.
