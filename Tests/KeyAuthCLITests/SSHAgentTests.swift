@@ -158,7 +158,7 @@ struct SSHAgentTests {
         let line = try String(contentsOfFile: certificate, encoding: .utf8)
         #expect(line != expiring + "\n")
         let blob = try #require(SSHAgentProtocol.certificateBlob(line: line, of: publicKey))
-        let validBefore = try #require(SSHAgentProtocol.certificateValidBefore(blob))
+        let validBefore = try #require(SSHAgentProtocol.certificateValidity(blob)?.before)
         #expect(validBefore > now + 3600)
     }
 

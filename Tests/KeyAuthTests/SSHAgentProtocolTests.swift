@@ -207,9 +207,9 @@ struct SSHAgentProtocolTests {
         writer.uint64(1_700_000_000)
         writer.uint64(1_700_028_800)
         let blob = writer.bytes
-        #expect(SSHAgentProtocol.certificateValidBefore(blob) == 1_700_028_800)
+        #expect(SSHAgentProtocol.certificateValidity(blob)?.before == 1_700_028_800)
         for length in [0, 10, blob.count - 8, blob.count - 1] {
-            #expect(SSHAgentProtocol.certificateValidBefore(Array(blob.prefix(length))) == nil)
+            #expect(SSHAgentProtocol.certificateValidity(Array(blob.prefix(length))) == nil)
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// An OpenSSH user certificate the server issued for this device's key (PROTOCOL.md section 11).
 package struct SSHCertificateGrant: Sendable, Equatable {
     /// The `-cert.pub` line: `ssh-rsa-cert-v01@openssh.com BASE64 COMMENT`.
@@ -46,13 +48,8 @@ extension KeyAuthClient {
     static func isCertificateLine(_ line: String) -> Bool {
         guard line.utf8.count <= 65_536, line.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return false }
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.count == 2 || fields.count == 3, fields[0].hasSuffix("-cert-v01@openssh.com"),
-            !fields[1].isEmpty,
-            fields[1].utf8.allSatisfy({ byte in
-                (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
-                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
-            })
-        else { return false }
-        return true
+        // The blob as the agent and ssh read it (``SSHAgentProtocol/certificateBlob(line:of:)``).
+        return (fields.count == 2 || fields.count == 3) && fields[0].hasSuffix("-cert-v01@openssh.com")
+            && !fields[1].isEmpty && Data(base64Encoded: String(fields[1])) != nil
     }
 }

@@ -90,15 +90,9 @@ package enum SSHAgentProtocol {
         return blob
     }
 
-    /// When the certificate in `blob` (one ``certificateBlob(line:of:)`` returned) stops being
-    /// valid, in seconds since 1970 (PROTOCOL.md of OpenSSH, `valid before`); nil when the blob
-    /// is cut short. The agent reads it to know when to fetch the next one.
-    package static func certificateValidBefore(_ blob: [UInt8]) -> UInt64? {
-        certificateValidity(blob)?.before
-    }
-
-    /// The certificate's `valid after` and `valid before`, in seconds since 1970; nil when the
-    /// blob is cut short. The agent renews a short-lived certificate earlier in its life.
+    /// When the certificate in `blob` (one ``certificateBlob(line:of:)`` returned) is valid: its
+    /// `valid after` and `valid before`, in seconds since 1970 (PROTOCOL.md of OpenSSH); nil
+    /// when the blob is cut short. The agent reads it to know when to fetch the next one.
     package static func certificateValidity(_ blob: [UInt8]) -> (after: UInt64, before: UInt64)? {
         var reader = SSHWireReader(blob)
         // Type, nonce, e, n, serial, certificate type, key id, principals.

@@ -100,14 +100,13 @@ struct AttemptLimits: Sendable {
     func count(_ address: RateLimitKey, against budget: Budget) throws(ServiceError) {
         let (limiter, what) =
             switch budget {
-            case .registrations: (registrations, "registrations")
-            case .signInStarts: (signInStarts, "sign-in requests")
-            case .sshFetches: (sshFetches, "fetches")
+            case .registrations: (registrations, "registrations from this address")
+            case .signInStarts: (signInStarts, "sign-in requests from this address")
+            case .sshFetches: (sshFetches, "fetches from this address")
             case .sshCertificates: (sshCertificates, "SSH certificates for this device")
             }
         if let retryAfter = limiter.admit(address) {
-            let from = budget == .sshCertificates ? "" : " from this address"
-            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what)\(from); retry later")
+            throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what); retry later")
         }
     }
 
