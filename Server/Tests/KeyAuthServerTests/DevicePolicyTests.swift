@@ -78,6 +78,24 @@ struct DevicePolicyTests {
             try trusting.login(assertion: try AttestedClient(api: trusting, tpm: tpm, key: key).proof()).status == 200)
     }
 
+    @Test("a registration the policy refuses uses up its proof: the proof cannot log in the device it names")
+    func refusedRegistrationProofUsedUp() throws {
+        let environment = TestEnvironment()
+        let (open, _) = try api(environment, DevicePolicy(level: .any, mode: .enforce))
+        let key = try ServerTestKeys.key("alice-1")
+        #expect(try open.register(user: "alice", key: key).status == 201)
+        // The device is attested (as a TPM attestation would have recorded), so it passes the
+        // policy at login; sent again without an attestation, its registration does not.
+        #expect(try open.storage.raiseTier(kid: key.publicKey.fingerprint, from: .software, to: .attested))
+        let (strict, _) = try api(environment, DevicePolicy(level: .attested, mode: .enforce))
+        let proof = try strict.assertion(key)
+        let again = try strict.register(user: "alice", key: key, proof: proof)
+        #expect(again.status == 403 && again.errorCode == "access_denied")
+        let replayed = try strict.login(assertion: proof)
+        #expect(replayed.status == 400 && replayed.errorCode == "invalid_grant", "\(replayed.text)")
+        #expect(try strict.login(key).status == 200, "a fresh assertion of the attested device logs in")
+    }
+
     @Test("a device below a new policy is refused at login under enforce, and let in and counted under monitor")
     func loginAndMonitor() throws {
         let environment = TestEnvironment()

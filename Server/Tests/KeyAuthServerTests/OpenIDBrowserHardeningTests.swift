@@ -93,8 +93,7 @@ extension OpenIDProviderTests {
         #expect(RedirectURI.host(of: "https://wiki.example.org:8443/cb") == "wiki.example.org")
     }
 
-    @Test(
-        "a posted authorization request goes on as a GET, so a cross-site post neither replaces cookies nor signs out")
+    @Test("a posted authorization request goes on as a GET or is refused: a cross-site post keeps cookies and session")
     func postedRequestBecomesGet() throws {
         let setup = try Setup()
         defer { setup.runner.stop() }
@@ -110,8 +109,18 @@ extension OpenIDProviderTests {
         // Another site posts an authorization request: the browser sends no Lax cookie with it.
         var bare = OpenIDBrowser(api: setup.api)
         let parameters = OpenIDTestAPI.authorization(setup.client, pkce: pkce, state: "posted")
-        let posted = try bare.post(
-            "/authorize", form: parameters, headers: ["Origin": "https://rp.example", "Sec-Fetch-Site": "cross-site"])
+        let crossSite: HTTPHeaders = ["Origin": "https://rp.example", "Sec-Fetch-Site": "cross-site"]
+        // What cannot go on as a GET (a query beside the form, a form too long for a URL) is
+        // refused, and sets no cookie either.
+        let withQuery = try bare.post("/authorize?x=1", form: parameters, headers: crossSite)
+        #expect(withQuery.status == 400)
+        #expect(withQuery.headers.values(for: "Set-Cookie").isEmpty)
+        let long = try bare.post(
+            "/authorize", form: parameters + [("pad", String(repeating: "a", count: 9000))], headers: crossSite)
+        #expect(long.status == 400)
+        #expect(long.headers.values(for: "Set-Cookie").isEmpty)
+        #expect(long.text.contains("too long"))
+        let posted = try bare.post("/authorize", form: parameters, headers: crossSite)
         #expect(posted.status == 303)
         #expect(posted.headers.values(for: "Set-Cookie").isEmpty)
         let location = try #require(posted.headers["Location"])

@@ -321,6 +321,31 @@ struct RecoveryCodeTests {
         #expect(try api.storage.signInRequest(id: id)?.status == .denied)
     }
 
+    @Test("while its notice is open, a device a code enrolled makes no codes and approves no device")
+    func announcedDeviceWaits() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (laptop, token, thief) = try Self.thiefUsedACode(api)
+        let thiefToken = try api.accessToken(thief)
+        let codes = try Self.makeCodes(api, key: thief, token: thiefToken)
+        #expect(codes.status == 403 && codes.errorCode == "access_denied")
+        #expect(codes.text.contains("enrolled with a recovery code"), "\(codes.text)")
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 9, "alice's own codes still work")
+        let accomplice = try ServerTestKeys.key("alice-3")
+        #expect(try api.register(user: "alice", key: accomplice, name: "accomplice").status == 202)
+        let approval = try api.approveDevice(accomplice.publicKey.fingerprint, approver: thief, token: thiefToken)
+        #expect(approval.status == 403 && approval.errorCode == "access_denied")
+        #expect(try api.storage.device(kid: accomplice.publicKey.fingerprint)?.status == .pending)
+        // The user's own devices are not held back.
+        let own = try api.approveDevice(accomplice.publicKey.fingerprint, approver: laptop, token: token)
+        #expect(own.status == 200, "\(own.text)")
+
+        // Once the notice ended undenied, the device is like any other.
+        environment.clock.advance(by: 86_400)
+        let later = try Self.makeCodes(api, key: thief, token: try api.accessToken(thief))
+        #expect(later.status == 200, "\(later.text)")
+    }
+
     @Test("the user's other devices get a notice that cannot be approved, and denying it revokes the new device")
     func otherDevicesAreTold() throws {
         let environment = TestEnvironment()

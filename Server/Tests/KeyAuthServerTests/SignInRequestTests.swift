@@ -122,6 +122,11 @@ struct SignInRequestTests {
             ),
             ([("login_hint", "alice"), ("binding_message", "AB\u{7}12")], 400, "invalid_binding_message"),
             ([("login_hint", "alice"), ("binding_message", " AB")], 400, "invalid_binding_message"),
+            // A code typed out of habit, to agree or to refuse, shows nothing was read.
+            ([("login_hint", "alice"), ("binding_message", "Deny")], 400, "invalid_binding_message"),
+            ([("login_hint", "alice"), ("binding_message", "yes")], 400, "invalid_binding_message"),
+            ([("login_hint", "alice"), ("binding_message", "OK")], 400, "invalid_binding_message"),
+            ([("login_hint", "alice"), ("binding_message", "approve")], 400, "invalid_binding_message"),
             ([("login_hint", "alice"), ("requested_expiry", "0")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("requested_expiry", "soon")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("id_token_hint", "x")], 400, "invalid_request"),

@@ -11,6 +11,9 @@ extension StorageContract {
         StorageCheck(
             "stores a set only while the device that asked is active, also against a revocation at once",
             StorageContract.storesRecoveryCodesOnlyForActiveDevices),
+        StorageCheck(
+            "leaves exactly one set after replacements at once from several servers",
+            StorageContract.racesRecoveryCodeSets),
     ]
 
     /// A recovery code record of `user` whose salt and hash are `byte` repeated.
@@ -66,6 +69,23 @@ extension StorageContract {
             try (index.isMultiple(of: 2) ? first : second).consumeRecoveryCode(id: id, user: "alice", at: 800)
         }
         #expect(try outcomes.map { try $0.get() }.filter { $0 }.count == 1)
+    }
+
+    static func racesRecoveryCodeSets(_ database: StorageContractDatabase) throws {
+        let servers = try (0..<4).map { _ in try database.open() }
+        defer { servers.forEach { $0.close() } }
+        for round in 0..<3 {
+            let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
+                let byte = UInt8(round * 8 + index + 1)
+                return try servers[index % servers.count].replaceRecoveryCodes(
+                    user: "alice", with: (0..<10).map { _ in recoveryCode(byte) }, whileActive: nil)
+            }
+            #expect(try outcomes.allSatisfy { try $0.get() })
+            // One set of ten, all from one writer: a replacement never leaves two sets.
+            let stored = try servers[0].unusedRecoveryCodes(user: "alice")
+            #expect(stored.count == 10, "round \(round): \(stored.count) codes")
+            #expect(Set(stored.map { $0.salt.first }).count == 1)
+        }
     }
 
     static func storesRecoveryCodesOnlyForActiveDevices(_ database: StorageContractDatabase) throws {

@@ -54,6 +54,13 @@ package enum InputRules {
         "deny", "no", "n", "cancel", "reject", "refuse", "abort", "quit", "q", "skip",
     ]
 
+    /// Answers a person types at a prompt out of habit to say "yes". The server refuses a
+    /// binding message that reads as one of them: the code must be something the person reads
+    /// where they sign in, or typing it proves nothing about which request they meant.
+    package static let assentingAnswers: Set<String> = [
+        "yes", "y", "ok", "okay", "approve", "allow", "accept", "confirm", "sure", "continue",
+    ]
+
     /// The longest binding message, in characters (the limit; CIBA leaves it open).
     package static let maximumBindingMessageLength = NameRule.bindingMessage.maximumCharacters
 

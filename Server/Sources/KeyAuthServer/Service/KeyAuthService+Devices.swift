@@ -41,6 +41,7 @@ extension KeyAuthService {
     func approve(kid: String, assertion: String?, by actor: DeviceRecord) throws -> DeviceRecord {
         // The device first: another user's gets the answer of an unknown one, whatever is sent.
         let target = try registry.device(kid: kid, ownedBy: actor.user)
+        try refuseWhileAnnounced(actor, "approve a device")
         _ = try presenceStatement(
             assertion, by: actor, naming: (AuthenticationMethod.approvedDeviceClaim, target.kid),
             missing: "approving a device needs a fresh device assertion naming it (approve_kid), signed after a "

@@ -14,10 +14,30 @@ extension KeyAuthService {
     ///   that fails a check; `.accessDenied` when the device was revoked before the new set was
     ///   stored; ``StorageError``.
     func makeRecoveryCodes(assertion: String?, by actor: DeviceRecord) throws -> [String] {
+        try refuseWhileAnnounced(actor, "make recovery codes")
         _ = try presenceStatement(
             assertion, by: actor, naming: (AuthenticationMethod.recoveryCodesClaim, actor.user),
             missing: "making recovery codes needs a fresh device assertion naming the user (recovery_codes), "
                 + "signed after a presence check; an access token alone is not enough")
         return try recoveryCodes.issue(for: actor.user, by: .device(kid: actor.kid), whileActive: actor.kid)
+    }
+
+    /// Refuses `action` to a device that a recovery code enrolled while the notice of that
+    /// enrolment is open (a day, ``SignInRequests/Settings/noticeLimits``).
+    ///
+    /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of
+    /// codes (which would also end the user's own) or an approval of another device would keep
+    /// whoever used a stolen code in the account after the user said "this was not me". A user
+    /// with no other device gets no notice, and so no wait.
+    ///
+    /// - Throws: ``ServiceError`` `.accessDenied` while such a notice names `actor`.
+    func refuseWhileAnnounced(_ actor: DeviceRecord, _ action: String) throws {
+        let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
+        guard let notice else { return }
+        throw ServiceError(
+            .accessDenied,
+            "this device was enrolled with a recovery code and cannot \(action) until the notice sent to the user's "
+                + "other devices ends at \(RFC3339.string(fromSeconds: notice.expiresAt)), unless one of them "
+                + "denies it first")
     }
 }

@@ -56,12 +56,12 @@ extension KeyAuthService {
         let proof = try parseAssertion(request.proof)
         guard proof.keyID == kid else { throw ServiceError(.invalidGrant, DeviceAssertionVerifier.uniformFailure) }
         let verifiedProof = try verifyAssertion(proof, key: key)
+        // Used up before anything can refuse the request (the attestation, the device policy): a
+        // proof the server saw and left unused would log in as a device that holds this key.
+        try claimJWTID(of: verifiedProof)
         var tier = DeviceTier.software
         var attestationDetail: String?
         if let attestation = request.attestation {
-            // Each request of the round trip uses up its proof before its attestation is checked:
-            // a proof the server saw and left unused would log in once the answer stored the key.
-            try claimJWTID(of: verifiedProof)
             switch try checkAttestation(attestation, key: key) {
             case .challenge(let challenge):
                 return .activationRequired(challenge)
@@ -71,7 +71,6 @@ extension KeyAuthService {
             }
         }
         try applyDevicePolicy(tier, at: "registration", kid: kid, user: request.user)
-        if request.attestation == nil { try claimJWTID(of: verifiedProof) }
 
         if let existing = try storage.device(kid: kid) {
             return try existingOutcome(existing, user: request.user)

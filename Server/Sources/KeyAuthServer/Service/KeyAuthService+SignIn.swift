@@ -88,6 +88,9 @@ extension KeyAuthService {
                     .invalidRequest,
                     "a recovery notice is not approved: leave it to expire, or deny it to revoke the device it names")
             }
+            // The account page's requests make what outlives the approving device.
+            if request.kind == .device { try refuseWhileAnnounced(actor, "approve a device") }
+            if request.kind == .recoveryCodes { try refuseWhileAnnounced(actor, "make recovery codes") }
             guard let assertion, !assertion.isEmpty else {
                 throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
             }

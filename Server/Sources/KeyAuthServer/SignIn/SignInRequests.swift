@@ -131,6 +131,11 @@ struct SignInRequests: Sendable {
                 .invalidBindingMessage,
                 "binding_message may not be a word that refuses at the device (deny, no, cancel, ...)")
         }
+        if let normalizedMessage, InputRules.assentingAnswers.contains(Self.normalizedCode(normalizedMessage)) {
+            throw ServiceError(
+                .invalidBindingMessage,
+                "binding_message may not be a word typed out of habit to agree (yes, ok, approve, ...)")
+        }
         guard InputRules.isValidUser(user), try storage.hasActiveDevice(user: user) else {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
         }

@@ -5,6 +5,9 @@ extension SQLStorage {
     /// One transaction: the old set is gone exactly when the new one is stored, so a user never
     /// has two sets, nor none after a failed write. The device's row is read with a share lock
     /// (PostgreSQL), so a revocation commits either before (and no codes are stored) or after.
+    /// Two replacements for one user run one after the other under the user's insert lock:
+    /// under PostgreSQL's READ COMMITTED, the second's delete would not see the first's rows,
+    /// and both sets would stay. The lock comes first, as in the registrations that use a code.
     @discardableResult
     package func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?)
         throws(StorageError) -> Bool
@@ -13,6 +16,7 @@ extension SQLStorage {
             try connection.transaction { () throws(StorageError) -> Bool in
                 // The making device's key protection goes with the codes: a key without a PIN
                 // could otherwise make codes that enrol a key claiming one.
+                try connection.lock(Self.deviceInsertLock(user: user))
                 var protection = KeyProtection.pin as KeyProtection?
                 if let activeDevice {
                     guard try Self.isActive(activeDevice, of: user, in: connection) else { return false }
