@@ -203,12 +203,14 @@ struct AccountSession: Sendable {
             proofKey.set(builder)
             return builder
         }
-        let key = try await authenticator.presence.unlock(
-            reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
-        ) { (secret) throws(KeyAuthError) in
-            try store.loadPrivateKey(pin: secret)
-        }
-        let builder = DPoPProofBuilder(key: key)
+        let reason = "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
+        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
+        // As a login opens it: a TPM key counts wrong PINs in the TPM, a key file by the check.
+        let key =
+            store.storedKind == .tpm
+            ? try await authenticator.presence.unlockHardwareKey(reason: reason, open)
+            : try await authenticator.presence.unlock(reason: reason, open)
+        let builder = DPoPProofBuilder(signer: key, publicKey: key.publicKey.jwk)
         proofKey.set(builder)
         return builder
     }

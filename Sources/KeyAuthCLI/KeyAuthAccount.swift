@@ -148,6 +148,6 @@ package struct KeyAuthAccount: Sendable, Hashable {
             status: Status(rawValue: try string("status")),
             createdAt: Date(timeIntervalSince1970: TimeInterval(object["created_at"]?.integerValue ?? 0)))
         self.refusedAt = refusedAt
-        self.tier = try optionalString("tier").map(DeviceTier.init(rawValue:))
+        self.tier = try optionalString("tier").flatMap(DeviceTier.init(name:))
     }
 }

@@ -55,6 +55,40 @@ struct InterruptedResetTests {
         #expect(!FileManager.default.fileExists(atPath: harness.home.path + "/default"))
     }
 
+    @Test("register after a reset killed halfway finishes that removal, and the next reset revokes the new key")
+    func registerAfterInterruptedReset() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        try #require(await harness.registerUnattended(server.url).status == 0)
+        let name = try #require(harness.accounts.accountNames().first)
+        let oldKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+        // What a reset killed after deleting the key leaves: the device revoked, the marker, the
+        // account file.
+        try server.setStatus("revoked", of: oldKeyID)
+        let directory = try harness.accounts.directory(for: name)
+        #expect(FileManager.default.createFile(atPath: directory + "/.removing", contents: nil))
+        try harness.accounts.keyPairStore(for: name).reset()
+        #expect(harness.accounts.isBeingRemoved(name))
+
+        let code = try server.enrollmentCode(for: "alice")
+        let registered = await harness.registerUnattended(server.url, extra: ["--enrollment-code", code])
+        #expect(registered.status == 0, "\(registered.standardError)")
+        #expect(registered.standardOutput.contains("Finished deleting account \(name) here"))
+        #expect(!harness.accounts.isBeingRemoved(name))
+        let newKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+        #expect(newKeyID != oldKeyID)
+        #expect(server.status(of: newKeyID) == "active")
+
+        let reset = await harness.run(["reset", "--yes"])
+        #expect(reset.status == 0, "\(reset.standardError)")
+        #expect(reset.standardOutput.contains("Revoked device \(newKeyID)"), "\(reset.standardOutput)")
+        #expect(server.status(of: newKeyID) == "revoked")
+    }
+
     @Test("status says when the private key of an account is missing")
     func missingKeyShown() async throws {
         let (harness, name) = try homeWithAccount()

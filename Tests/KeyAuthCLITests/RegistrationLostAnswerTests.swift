@@ -10,7 +10,7 @@ import Testing
 /// attempt used up the one-time enrollment code.
 @Suite("keyauth register after a lost answer", .timeLimit(.minutes(5)))
 struct RegistrationLostAnswerTests {
-    @Test("the server stores the device, the reply is lost; the key stays and register again finishes with it")
+    @Test("the server stores the device, the reply is lost; the key stays, a refused retry keeps it, one more finishes")
     func lostReplyThenRegisterAgain() async throws {
         let server = try InProcessKeyAuthServer()
         let first = CommandHarness()
@@ -43,6 +43,20 @@ struct RegistrationLostAnswerTests {
         #expect(keys.hasKey)
         let keyID = try keys.loadPublicKey().fingerprint
         #expect(server.status(of: keyID) == "active")
+
+        // A retry refused before the server looks at the key (a rate limit, PROTOCOL.md section
+        // 6) says nothing about the first attempt: the key and the account stay.
+        server.interceptor = { request, forward in
+            guard request.method == "POST", request.path == "/v1/devices" else { return forward() }
+            return .oauthError(429, "slow_down", "too many registrations from this address")
+        }
+        let limited = await second.run(command, standardInput: "246813\n")
+        #expect(limited.status == 75)
+        expectOneErrorLine(limited)
+        #expect(limited.standardError.contains("slow_down"), "\(limited.standardError)")
+        #expect(limited.standardError.contains("are kept"), "\(limited.standardError)")
+        #expect(try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
+        #expect(try second.accounts.load(name).status == .registering)
 
         server.interceptor = nil
         let again = await second.run(command, standardInput: "246813\n")

@@ -48,6 +48,37 @@ struct ResetRevocationTests {
         #expect(server.status(of: keyID) == "active")
     }
 
+    @Test("a 403 access_denied (a device policy the device does not meet) keeps the key of the active device")
+    func policyRefusalKeepsTheKey() async throws {
+        let harness = CommandHarness()
+        let server = try InProcessKeyAuthServer()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        let keyID = try await Self.registered(harness, server)
+        let name = try harness.accounts.resolve(nil)
+        server.interceptor = Self.answeringDeletes(
+            with: .oauthError(403, "access_denied", "this device's tier is below the device policy"))
+        let reset = await harness.run(["reset"])
+        #expect(reset.status == 77)
+        #expect(reset.errorLines.count == 1)
+        #expect(reset.standardError.contains("keyauth devices revoke \(keyID)"), "\(reset.standardError)")
+        #expect(reset.standardError.contains("--local-only"))
+        #expect(!reset.standardOutput.contains("never active"))
+        #expect(harness.accounts.accountNames() == [name])
+        #expect(try harness.accounts.keyPairStore(for: name).hasKey)
+        #expect(server.status(of: keyID) == "active")
+
+        // A denied device's own refusal is a 400: that one still deletes here.
+        server.interceptor = Self.answeringDeletes(
+            with: .oauthError(400, "access_denied", "this device was denied"))
+        let denied = await harness.run(["reset"])
+        #expect(denied.status == 0, "\(denied.standardError)")
+        #expect(denied.standardOutput.contains("never active"))
+        #expect(harness.accounts.accountNames().isEmpty)
+    }
+
     @Test("keyauth-server's own not_found still lets reset delete the account here")
     func serverNotFoundDeletes() async throws {
         let harness = CommandHarness()

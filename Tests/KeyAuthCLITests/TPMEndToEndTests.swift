@@ -179,6 +179,20 @@ struct TPMEndToEndTests {
         }
     }
 
+    @Test("keyauth proof signs a DPoP proof in the TPM, after its PIN, with the device key")
+    func proofWithTPMKey() throws {
+        try withTPMAccount(user: "carol") { _, server, machine in
+            let url = server.url + "/v1/devices"
+            let proof = try machine.run(["proof", "GET", url, "--pin-stdin"], standardInput: pin + "\n")
+            #expect(proof.status == 0, "\(proof.standardError)")
+            let account = try machine.accounts.load(try machine.accounts.resolve(nil))
+            let publicKey = try machine.accounts.keyPairStore(for: account.name).loadPublicKey()
+            let verified = try DPoPProofVerifier().verify(
+                proof.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines), method: "GET", url: url)
+            #expect(verified.keyThumbprint == publicKey.fingerprint)
+        }
+    }
+
     @Test("a wrong PIN is refused and counted by the TPM, and the right one still logs in")
     func wrongPIN() throws {
         try withTPMAndCountingServer { tpm, server, machine in

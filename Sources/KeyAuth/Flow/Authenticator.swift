@@ -158,7 +158,9 @@ public final class Authenticator<Session: Sendable>: Sendable {
         let key: DeviceKey
         if store.hasKey {
             key = try await loadKey()
-            if configuration.registerStoredKey { try await register(key) }
+            // A key made by an earlier run stays whatever the answer: that run's registration
+            // may have been stored, and a refusal now (a rate limit, say) does not undo it.
+            if configuration.registerStoredKey { try await register(key, forgettingRefusedKey: false) }
         } else {
             key = try await createAndRegisterKey()
         }
@@ -217,18 +219,21 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     private func createAndRegisterKey() async throws(KeyAuthError) -> DeviceKey {
         let key = try await createKey()
-        try await register(key)
+        try await register(key, forgettingRefusedKey: true)
         return key
     }
 
-    /// Registers `key` with the server, and forgets it when the server refused it.
+    /// Registers `key` with the server, and forgets a key made in this run when the server
+    /// refused it.
     ///
     /// Only a refusal (a 4xx answer with an OAuth error body) shows that the server does not hold
     /// the key. When no answer came (a connection lost after sending, a timeout) or the answer
     /// was a 5xx or unreadable, the server may have stored the device, and with an enrollment
     /// code used it up: the key stays, so that registering the same key again
-    /// (``Configuration-swift.struct/registerStoredKey``) finishes the registration.
-    private func register(_ key: DeviceKey) async throws(KeyAuthError) {
+    /// (``Configuration-swift.struct/registerStoredKey``) finishes the registration. A key sent
+    /// again is never forgotten here: a refusal of this request says nothing about the earlier
+    /// one, which the server may hold.
+    private func register(_ key: DeviceKey, forgettingRefusedKey: Bool) async throws(KeyAuthError) {
         transition(to: .registering)
         do {
             let status: RegistrationStatus
@@ -250,7 +255,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
             }
         } catch {
             let wrapped = Self.wrap(error, hook: "registerPublicKey")
-            if wrapped.code != .approvalPending, Self.isRefusal(wrapped) {
+            if forgettingRefusedKey, wrapped.code != .approvalPending, Self.isRefusal(wrapped) {
                 // The server does not hold this key: forget it, so the next attempt registers again.
                 try? store.reset()
             }

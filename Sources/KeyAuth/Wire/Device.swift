@@ -63,7 +63,7 @@ extension Device {
             keyID: keyID, name: entry["name"]?.stringValue ?? "", status: DeviceStatus(rawValue: status),
             createdAt: entry["created_at"]?.stringValue, lastLoginAt: entry["last_login_at"]?.stringValue,
             registeredFrom: registeredFrom)
-        tier = entry["tier"]?.stringValue.map(DeviceTier.init(rawValue:))
+        tier = entry["tier"]?.stringValue.flatMap(DeviceTier.init(name:))
     }
 }
 

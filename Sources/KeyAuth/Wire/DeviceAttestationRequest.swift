@@ -76,14 +76,17 @@ package struct DeviceAttestationResponse: Sendable, Equatable {
 
     /// Reads the answer as a client.
     ///
-    /// - Throws: ``WireFormatError`` when a tier or the key ID is missing.
+    /// - Throws: ``WireFormatError`` when a tier or the key ID is missing, or a tier is not a
+    ///   tier name (``DeviceTier/init(name:)``).
     package init(jsonValue object: JSONValue) throws(WireFormatError) {
         guard let keyID = object["kid"]?.stringValue, let tier = object["tier"]?.stringValue,
             let previous = object["previous_tier"]?.stringValue, let shown = object["attestation_tier"]?.stringValue
         else { throw WireFormatError("has no kid, tier, previous_tier or attestation_tier") }
+        guard let tier = DeviceTier(name: tier), let previous = DeviceTier(name: previous),
+            let shown = DeviceTier(name: shown)
+        else { throw WireFormatError("has a tier that is not a tier name") }
         self.init(
-            keyID: keyID, tier: DeviceTier(rawValue: tier), previousTier: DeviceTier(rawValue: previous),
-            attestationTier: DeviceTier(rawValue: shown), endorsementProblem: object["endorsement_problem"]?.stringValue
-        )
+            keyID: keyID, tier: tier, previousTier: previous, attestationTier: shown,
+            endorsementProblem: object["endorsement_problem"]?.stringValue)
     }
 }

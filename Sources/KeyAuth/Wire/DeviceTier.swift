@@ -6,6 +6,20 @@
 package struct DeviceTier: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     package let rawValue: String
     package init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Reads a tier from a server's answer or a stored file: nil unless `name` has a tier name's
+    /// shape (1 to 32 lowercase letters, digits and hyphens). A tier newer than this client still
+    /// reads; text a terminal would act on (an escape sequence) never reaches one.
+    package init?(name: String) {
+        let isNameByte = { (byte: UInt8) in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "-")
+        }
+        guard (1...32).contains(name.utf8.count), name.utf8.allSatisfy(isNameByte) else { return nil }
+        self.init(rawValue: name)
+    }
+
     package var description: String { rawValue }
 
     /// The key is certified by a TPM whose endorsement key certificate chains to a root the

@@ -146,6 +146,6 @@ package struct RegistrationResponse: Sendable, Equatable {
         }
         self.init(
             keyID: keyID, user: object["user"]?.stringValue, name: object["name"]?.stringValue,
-            status: DeviceStatus(rawValue: status), tier: object["tier"]?.stringValue.map(DeviceTier.init(rawValue:)))
+            status: DeviceStatus(rawValue: status), tier: object["tier"]?.stringValue.flatMap(DeviceTier.init(name:)))
     }
 }

@@ -25,6 +25,14 @@ struct RegisterCommand {
         let io = context.io
         let accounts = try context.accountStore()
         let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
+        if accounts.isBeingRemoved(name) {
+            // An earlier `keyauth reset` revoked the device, or was told not to ask the server,
+            // and stopped before it deleted everything here. Its marker must not outlive it:
+            // the next reset would take this registration's key for that removal's leftover and
+            // delete it without revoking it.
+            try accounts.remove(name)
+            io.printOutput("Finished deleting account \(name) here, which an earlier `keyauth reset` began.")
+        }
         // An unconfirmed registration's key is sent again; any other key stays as it is.
         let resumed = try accounts.keyPairStore(for: name).hasKey ? try unconfirmedRegistration(accounts, name) : nil
         let deviceName = resumed?.deviceName ?? options.deviceName ?? Self.deviceName(fromHost: io.hostName)
@@ -145,6 +153,15 @@ struct RegisterCommand {
             }
             if keys.hasKey, account.status == .registering, let keyID = serverKeyID.withLock({ $0 }) {
                 throw Self.unrecordedRegistration(error, keyID: keyID, account: name)
+            }
+            // A key sent again and refused (a rate limit, say): the first attempt may still have
+            // been stored, so the key stays for the next attempt.
+            if resumed != nil, keys.hasKey, account.status == .registering, error.oauthError?.isFromBody == true {
+                throw KeyAuthError(
+                    error.code,
+                    error.message + "; the key and account \(name) are kept, and running the same `keyauth "
+                        + "register` again finishes the registration with the same key",
+                    underlying: error.underlying, retryAfter: error.retryAfter)
             }
             // The authenticator kept the key: no refusal came, so the server may hold the device.
             if keys.hasKey, account.status == .registering,

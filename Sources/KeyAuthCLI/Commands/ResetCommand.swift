@@ -78,9 +78,12 @@ struct ResetCommand {
                 return
             }
             // A key that never became active cannot log in to revoke itself, and is no threat:
-            // nobody else holds it and its pending registration expires on the server.
-            let neverActive =
-                error.code == .approvalPending || stated == .accessDenied || stated == .expiredToken
+            // nobody else holds it and its pending registration expires on the server. A denied
+            // device's login is answered 400; a 403 `access_denied` refuses an active device's
+            // login for now (a `--device-policy` it does not meet) and leaves it active there.
+            let denied = stated == .accessDenied && statement?.statusCode == 400
+            if stated == .accessDenied, !denied { throw Self.stillActive(error, account: name, keyID: keyID) }
+            let neverActive = error.code == .approvalPending || denied || stated == .expiredToken
             revoked = false
             guard neverActive || stated == .notFound else {
                 throw Self.unconfirmed(error, account: name)
@@ -115,6 +118,17 @@ struct ResetCommand {
                 underlying: oauth)
         }
         return error
+    }
+
+    /// The error for a device the server keeps active but will not let log in now: it cannot
+    /// revoke itself, so the key and account stay, and the message says who can revoke it.
+    static func stillActive(_ error: KeyAuthError, account: String, keyID: String) -> KeyAuthError {
+        KeyAuthError(
+            error.code,
+            error.message + "; the device stays registered on the server and could not revoke itself: the key "
+                + "and account are kept; revoke it from another device (`keyauth devices revoke \(keyID)`), "
+                + "then run `keyauth reset --account \(account) --local-only`",
+            underlying: error.underlying)
     }
 
     /// Deletes an account whose key the server refused, saying so: there is nothing to revoke.
