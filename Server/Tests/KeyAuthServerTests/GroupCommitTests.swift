@@ -414,6 +414,10 @@ final class QueueWatchingDatabase: SQLDatabase {
         try sqlite.migrate(body)
     }
 
+    func noteKeptRead() {
+        sqlite.noteKeptRead()
+    }
+
     func writeEventually(_ write: SQLDeferredWrite) throws(StorageError) {
         try sqlite.writeEventually(write)
     }

@@ -165,6 +165,46 @@ struct LoginDeviceCacheTests {
         #expect(try server.loginDevice(kid: "kid-t")?.status == .revoked, "a change counted after the reset was missed")
     }
 
+    @Test("a kept device whose change is committed but not on disk holds the login's answer until it is")
+    func keptDeviceWaitsForTheDisk() throws {
+        let environment = TestEnvironment()
+        let (disk, database) = try environment.stallableDatabase()
+        let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
+        defer { storage.close() }
+        #expect(try storage.insertDevice(Self.device("kid-approved", status: .pending)))
+        // An approval commits; its fsync waits on the held disk.
+        disk.hold()
+        let (approved, approval) = try DurabilityScope.run { () throws(StorageError) in
+            try storage.updateStatus(kid: "kid-approved", from: .pending, to: .active, at: 1_100)
+        }
+        #expect(approved)
+        #expect(disk.waitUntilStalled())
+        // The first login reads the device (and keeps it); the second finds it kept. Both answers
+        // state an approval that a crash now would undo: both wait for the disk.
+        for login in ["read", "kept"] {
+            let (device, scope) = try DurabilityScope.run { () throws(StorageError) in
+                try storage.loginDevice(kid: "kid-approved")
+            }
+            #expect(device?.status == .active)
+            guard case .pending = scope.outcome else {
+                Issue.record("the \(login) login's answer was not held: \(scope.outcome)")
+                continue
+            }
+        }
+        disk.release()
+        #expect(
+            eventually {
+                if case .durable = approval.outcome { true } else { false }
+            })
+        let (_, settled) = try DurabilityScope.run { () throws(StorageError) in
+            try storage.loginDevice(kid: "kid-approved")
+        }
+        guard case .durable = settled.outcome else {
+            Issue.record("once the disk is released the login's answer should go out: \(settled.outcome)")
+            return
+        }
+    }
+
     @Test("entries expire, unknown kids and reads during a change are not kept, and the size is bounded")
     func cacheRules() throws {
         let environment = TestEnvironment()

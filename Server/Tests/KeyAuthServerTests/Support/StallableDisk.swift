@@ -58,3 +58,13 @@ extension TestEnvironment {
         return (storage, database, disk)
     }
 }
+
+extension TestEnvironment {
+    /// keyauth's SQLite database on the environment's file, with the disk under its log, whose
+    /// fsync the test can stall.
+    func stallableDatabase() throws(StorageError) -> (StallableDisk, SQLiteDatabase) {
+        let disk = StallableDisk(SQLiteWALFile(databasePath: databasePath))
+        let database = try SQLiteDatabase(path: databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        return (disk, database)
+    }
+}

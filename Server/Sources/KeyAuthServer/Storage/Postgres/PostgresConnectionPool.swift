@@ -175,6 +175,8 @@ extension PostgresConnectionPool: SQLDatabase {
         }
     }
 
+    func noteKeptRead() {}
+
     func pendingValue(of sql: String, key: String) -> SQLValue? { nil }
 
     func pendingValues(of sql: String) -> [String: SQLValue] { [:] }

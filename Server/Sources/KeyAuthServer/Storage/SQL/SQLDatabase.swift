@@ -22,6 +22,12 @@ protocol SQLDatabase: Sendable {
         _ body: (any SQLConnection) throws(StorageError) -> Result
     ) throws(StorageError) -> Result
 
+    /// Holds the current ``DurabilityScope``'s answer until what has committed so far is
+    /// durable, as ``read(_:)`` does, for a result kept in memory from an earlier read: a kept
+    /// device record may show a change committed but not yet on disk. A no-op where a commit is
+    /// durable when it returns (PostgreSQL).
+    func noteKeptRead()
+
     /// Runs work that changes data, atomically: when `body` throws, none of its changes stay.
     /// Returns once the change is durable, or, inside a ``DurabilityScope`` of a database whose
     /// writes do not block (``writesBlockUntilDurable``), once it has run, with the scope holding

@@ -101,7 +101,11 @@ extension SQLStorage {
 
     package func loginDevice(kid: String) throws(StorageError) -> DeviceRecord? {
         guard let loginDevices else { return try device(kid: kid) }
-        return try loginDevices.device(kid: kid) { () throws(StorageError) in try device(kid: kid) }
+        let found = try loginDevices.device(kid: kid) { () throws(StorageError) in try device(kid: kid) }
+        // A kept record counts as settled once its change committed, which is before that
+        // change is on disk: the answer built on it waits for the disk, as one read would.
+        database.noteKeptRead()
+        return found
     }
 
     package func devices(

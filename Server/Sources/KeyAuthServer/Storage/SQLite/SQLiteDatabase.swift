@@ -102,6 +102,10 @@ final class SQLiteDatabase: SQLDatabase {
         return result
     }
 
+    func noteKeptRead() {
+        committer.noteRead()
+    }
+
     /// Runs `body` in the group commit's open batch; returns once the batch is durable, or at
     /// once inside a ``DurabilityScope``, which then holds the batch.
     func write<Result: Sendable>(
