@@ -198,11 +198,12 @@ public final class KeyAuthServerProcess: Sendable {
         return termination.status
     }
 
-    /// SIGTERM, the graceful stop; returns the status as a shell shows it. A server still running
-    /// 30 s later is killed (and its status is then 137).
+    /// `signal` (SIGTERM by default; SIGINT and SIGHUP stop the server the same way), the
+    /// graceful stop; returns the status as a shell shows it. A server still running 30 s later
+    /// is killed (and its status is then 137).
     @discardableResult
-    public func terminate() -> Int32 {
-        process.stop(grace: 30).status
+    public func terminate(with signal: Int32 = SIGTERM) -> Int32 {
+        process.stop(signal, grace: 30).status
     }
 
     /// Runs an admin command of the built binary (`enroll`, `devices`, `revoke`) to completion,

@@ -110,9 +110,7 @@ struct HeldResponseTests {
     @Test("past the drain timeout, held responses become 503s and the daemon stops cleanly")
     func stopPastDrainTimeout() throws {
         let environment = TestEnvironment()
-        let disk = StallableDisk(SQLiteWALFile(databasePath: environment.databasePath))
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        let (disk, database) = try environment.stallableDatabase()
         defer { database.close() }
         var options = HTTPServerOptions(address: .loopback(port: 0))
         options.threadPoolSize = 1
@@ -134,6 +132,61 @@ struct HeldResponseTests {
         #expect(response.errorCode == "temporarily_unavailable")
         #expect(server.heldResponses == 0)
         disk.release()
+    }
+
+    @Test("during the drain every answer closes its connection, and a long poll is refused at once, not held")
+    func drainClosesConnectionsAndRefusesWaits() throws {
+        let environment = TestEnvironment()
+        let (disk, database) = try environment.stallableDatabase()
+        defer { database.close() }
+        var options = HTTPServerOptions(address: .loopback(port: 0))
+        // Longer than the connections' read timeout: a poll held to the drain's end fails the test.
+        options.drainTimeoutSeconds = 60
+        let server = try HTTPServer(responder: WaitingResponder(database: database), options: options)
+        let stopped = DispatchSemaphore(value: 0)
+        var stopping = false
+        defer {
+            // Whatever failed, the stop ends before the server goes: never a daemon stopped twice.
+            disk.release()
+            if stopping { _ = stopped.wait(timeout: .now() + 90) }
+        }
+        // Two keep-alive connections, each with one answer behind it.
+        let plain = RawHTTPConnection.requestBytes(method: "GET", path: "/plain", headers: [])
+        let keepers = try (0..<2).map { _ in try RawHTTPConnection(port: server.port, timeoutSeconds: 30) }
+        for keeper in keepers {
+            try keeper.send(plain)
+            #expect(try keeper.readResponse().headers["connection"] == nil)
+        }
+        // A response held for the disk keeps the drain going.
+        disk.hold()
+        _ = try DurabilityScope.run { try database.write { _ in () } }
+        #expect(disk.waitUntilStalled())
+        let writer = try RawHTTPConnection(port: server.port, timeoutSeconds: 60)
+        try writer.send(RawHTTPConnection.requestBytes(method: "POST", path: "/write", headers: [], body: []))
+        #expect(eventually { server.heldResponses == 1 })
+        stopping = true
+        Thread {
+            server.stop()
+            stopped.signal()
+        }.start()
+        #expect(eventually { !server.isAcceptingConnections })
+
+        try keepers[0].send(plain)
+        let answered = try keepers[0].readResponse()
+        #expect(answered.status == 200)
+        #expect(answered.headers["connection"] == "close")
+        #expect(keepers[0].isClosedByServer())
+        try keepers[1].send(RawHTTPConnection.requestBytes(method: "GET", path: "/wait", headers: []))
+        let refused = try keepers[1].readResponse()
+        #expect(refused.status == 503)
+        #expect(server.heldResponses == 1, "only the write is held")
+        #expect(stopped.wait(timeout: .now()) == .timedOut)
+
+        disk.release()
+        let stoppedInTime = stopped.wait(timeout: .now() + 30) == .success
+        #expect(stoppedInTime)
+        stopping = !stoppedInTime
+        #expect(try writer.readResponse().status == 200)
     }
 
     /// The `jti` claim of a compact JWS.
@@ -167,6 +220,21 @@ private final class ConcurrentLogins: Sendable {
     /// Waits up to 30 s for every answer.
     func waitForAll() -> Bool {
         done.wait(timeout: .now() + 30) == .success
+    }
+}
+
+/// `/write` answers 200 after one write, which a stalled disk keeps from being durable; `/wait`
+/// waits for a deferred answer that never comes, as a long poll nothing wakes; anything else is
+/// answered 200 at once.
+private struct WaitingResponder: HTTPResponder {
+    let database: SQLiteDatabase
+
+    func respond(to request: HTTPRequest) -> HTTPResponse {
+        switch request.path {
+        case "/write": WritingResponder(database: database).respond(to: request)
+        case "/wait": .deferred(DeferredResponse())
+        default: .text("plain")
+        }
     }
 }
 

@@ -325,6 +325,15 @@ struct ServerCommandTests {
         #expect(server.terminate() == 0)
         #expect(server.log.contains("GET /healthz 200"))
         #expect(server.log.contains("keyauth-server: stopped"))
+
+        // SIGHUP (a closed terminal, a habit of asking daemons to reload) stops it as SIGTERM
+        // does, rather than ending it at once (status 129) without the drain.
+        let hungUp = try KeyAuthServerProcess(
+            name: "hung-up", arguments: ["serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath],
+            logPath: environment.databasePath + ".hup.log")
+        _ = try hungUp.waitUntilListening()
+        #expect(hungUp.terminate(with: SIGHUP) == 0, "\(hungUp.log)")
+        #expect(hungUp.log.contains("keyauth-server: stopped"), "\(hungUp.log)")
     }
 
     private func run(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, standard: String) {

@@ -3,8 +3,11 @@ import Glibc
 import KeyAuth
 import Synchronization
 
-/// SIGTERM and SIGINT for `serve`, caught with `sigaction` from the first instruction of the
-/// command and handed to a thread of their own through a semaphore.
+/// SIGTERM, SIGINT and SIGHUP for `serve`, caught with `sigaction` from the first instruction
+/// of the command and handed to a thread of their own through a semaphore. SIGHUP (a closed
+/// terminal, or an operator's habit of asking daemons to reload) stops the server as the others
+/// do: by default it would end the process at once, without the drain or the replay set's
+/// snapshot, and during a start leave a half-made database.
 ///
 /// A libdispatch signal source is not used: on Linux it installs its handler from its manager
 /// thread a moment after `resume()`, and under load that moment came after `serve` had created
@@ -20,7 +23,10 @@ enum ServeSignals {
     /// installation.
     private static let semaphoreAddress = Atomic<UInt>(0)
 
-    /// Installs the handler for SIGTERM and SIGINT and calls `handle` on a thread of its own for
+    /// The signals that stop `serve`.
+    static let stopSignals = [SIGTERM, SIGINT, SIGHUP]
+
+    /// Installs the handler for ``stopSignals`` and calls `handle` on a thread of its own for
     /// each one that arrives.
     ///
     /// - Returns: false when the semaphore or a handler cannot be set up; the signals then keep
@@ -34,14 +40,13 @@ enum ServeSignals {
                 handle()
             }
         }
-        for number in [SIGTERM, SIGINT] {
+        for number in stopSignals {
             var action = sigaction()
             action.__sigaction_handler = .init(sa_handler: serveSignalHandler)
             action.sa_flags = SA_RESTART
             sigemptyset(&action.sa_mask)
             guard sigaction(number, &action, nil) == 0 else {
-                signal(SIGTERM, SIG_DFL)
-                signal(SIGINT, SIG_DFL)
+                for installed in stopSignals { signal(installed, SIG_DFL) }
                 return false
             }
         }

@@ -82,7 +82,7 @@ extension ServerCommand {
         A DURATION is a number of seconds (90) or numbers each with a unit s, m, h or d (90s, 5m,
         1h30m, 2d), for every option that takes one.
 
-        The server stops gracefully on SIGTERM or SIGINT. Exit status: 0 success, 64 usage error,
+        The server stops gracefully on SIGTERM, SIGINT or SIGHUP. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
         or a signing key file that is missing or not a usable key, 66 an SSH CA key file that does
         not exist (ssh-ca show, rotate, krl), 69 storage or address unavailable (or no database for

@@ -10,7 +10,7 @@ extension ServerCommand {
             return """
                 usage: keyauth-server [serve] [options]
 
-                Runs the server until SIGTERM or SIGINT, then finishes the requests in progress and
+                Runs the server until SIGTERM, SIGINT or SIGHUP, then finishes the requests in progress and
                 exits 0. It creates the database when it is missing, and a signing key in it.
 
                 options (environment variable in brackets; each is also a key of the settings file):

@@ -10,7 +10,7 @@ extension ServerCommand {
         [.keyNotFound, .keyUnprotected, .keyCorrupt, .keyRejected, .storageFailed].contains(error.code)
     }
 
-    /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+    /// Runs the server until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully.
     ///
     /// A signal during the start interrupts it (``ServeLifecycle``): the start undoes what it did
     /// and `serve` exits 0, as for any stop.
@@ -45,7 +45,7 @@ extension ServerCommand {
             }
         }
         guard caught else {
-            say("cannot start: the handler of SIGTERM and SIGINT cannot be installed", "error")
+            say("cannot start: the handler of SIGTERM, SIGINT and SIGHUP cannot be installed", "error")
             return ExitStatus.failure
         }
 

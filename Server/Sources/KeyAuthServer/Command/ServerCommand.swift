@@ -146,7 +146,7 @@ package enum ServerCommand {
             standard: { DescriptorIO.writeAll(STDOUT_FILENO, $0) }, error: { DescriptorIO.writeAll(STDERR_FILENO, $0) })
     }
 
-    /// Runs the command and returns the exit status. `serve` blocks until SIGTERM or SIGINT.
+    /// Runs the command and returns the exit status. `serve` blocks until SIGTERM, SIGINT or SIGHUP.
     ///
     /// Every verb first sets the umask to 077, so that whatever it creates (the SQLite database,
     /// its `-wal` and `-shm` files) is private to the server's user from the first byte.

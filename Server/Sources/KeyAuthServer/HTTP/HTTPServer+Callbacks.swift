@@ -60,7 +60,7 @@ func httpServerAccessHandler(
     if let held = state.held {
         // Called again after the resume: the response waited long enough.
         state.held = nil
-        return httpServerQueue(held.takeResponse(), on: connection)
+        return httpServerQueue(held.takeResponse(), on: connection, server: server)
     }
     let chunkSize = uploadDataSize.pointee
     if chunkSize > 0 {
@@ -100,17 +100,18 @@ private func httpServerAnswer(
 ) -> MHD_Result {
     let (response, durability) = DurabilityScope.run { server.responder.respond(to: state.request) }
     if case .failed(let error) = durability.outcome {
-        return httpServerQueue(HTTPResponse(error: error), on: connection)
+        return httpServerQueue(HTTPResponse(error: error), on: connection, server: server)
     }
     if case .durable = durability.outcome, response.deferred == nil {
-        return httpServerQueue(response, on: connection)
+        return httpServerQueue(response, on: connection, server: server)
     }
     let held = HeldResponse(connection: connection, waitsForAnswer: response.deferred != nil)
     guard server.holdResponses.suspend(connection, holding: held) else {
-        // Stopping, past the drain: nothing can wait any longer, and the response may not go out
-        // before its data is durable.
+        // Stopping: a long poll cannot wait through a stop, and past the drain nothing can; a
+        // response may not go out before its data is durable.
         return httpServerQueue(
-            HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection)
+            HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection,
+            server: server)
     }
     state.held = held
     let resume: @Sendable (HTTPResponse) -> Void = { answer in
@@ -248,7 +249,7 @@ private func queryText(_ text: UnsafePointer<CChar>, count: Int) -> String {
 }
 
 /// Copies `response` into a libmicrohttpd response and queues it.
-func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer, server: HTTPServerContext) -> MHD_Result {
     let created = response.body.withUnsafeBytes { bytes in
         MHD_create_response_from_buffer(
             bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
@@ -259,9 +260,11 @@ func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer) -> 
         // libmicrohttpd refuses fields with CR or LF, so a bad value cannot split the response.
         _ = MHD_add_response_header(created, field.name, field.value)
     }
-    // An old connection under pressure gives its slot back (``RequestDeadlines``); libmicrohttpd
-    // closes the connection after a response that says so.
-    if trackedConnection(of: connection)?.closesAfterResponse == true {
+    // An old connection under pressure gives its slot back (``RequestDeadlines``), and once the
+    // server is stopping every connection closes after its answer, so that a keep-alive client
+    // does not keep the drain busy to its end; libmicrohttpd closes the connection after a
+    // response that says so.
+    if !server.accepting.load(ordering: .relaxed) || trackedConnection(of: connection)?.closesAfterResponse == true {
         _ = MHD_add_response_header(created, "Connection", "close")
     }
     return MHD_queue_response(connection, UInt32(response.status), created)

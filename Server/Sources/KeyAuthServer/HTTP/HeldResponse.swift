@@ -71,12 +71,15 @@ final class HeldResponses: Sendable {
     private struct State {
         var held: [ObjectIdentifier: HeldResponse] = [:]
         var isReleasing = false
+        /// Set by ``releaseWaits(failure:)``: from then on a long poll is not held either.
+        var isReleasingWaits = false
     }
 
     private let state = Mutex(State())
 
-    /// Suspends `connection` and registers `held`, unless the daemon is stopping (then nothing
-    /// happens and the result is false).
+    /// Suspends `connection` and registers `held`, unless the daemon is stopping: past the drain,
+    /// or, for a response that waits for a deferred answer (a long poll), from the stop's start
+    /// (then nothing happens and the result is false).
     ///
     /// Call it from the access handler of `connection`, the one place libmicrohttpd allows a
     /// suspension. The registration happens after the suspension, under the same lock as
@@ -84,7 +87,7 @@ final class HeldResponses: Sendable {
     /// none is left suspended by a stop.
     func suspend(_ connection: OpaquePointer, holding held: HeldResponse) -> Bool {
         state.withLock { state in
-            guard !state.isReleasing else { return false }
+            guard !state.isReleasing, !(held.waitsForAnswer && state.isReleasingWaits) else { return false }
             MHD_suspend_connection(connection)
             state.held[ObjectIdentifier(held)] = held
             return true
@@ -113,12 +116,14 @@ final class HeldResponses: Sendable {
         return resume(all, failure: failure)
     }
 
-    /// Resumes the connections that wait for a deferred answer (long polls) with a 503 at once:
-    /// the first step of a stop, so that the drain does not wait out their deadlines. Responses
-    /// waiting for the disk stay held. Returns how many it resumed.
+    /// Resumes the connections that wait for a deferred answer (long polls) with a 503 at once,
+    /// and refuses to hold any more of them: the first step of a stop, so that the drain does not
+    /// wait out their deadlines. Responses waiting for the disk stay held. Returns how many it
+    /// resumed.
     @discardableResult
     func releaseWaits(failure: StorageError) -> Int {
         let waits = state.withLock { state in
+            state.isReleasingWaits = true
             let waits = state.held.filter { $0.value.waitsForAnswer }
             for key in waits.keys { state.held[key] = nil }
             return Array(waits.values)
