@@ -203,13 +203,8 @@ struct AccountSession: Sendable {
             proofKey.set(builder)
             return builder
         }
-        let reason = "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
-        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
-        // As a login opens it: a TPM key counts wrong PINs in the TPM, a key file by the check.
-        let key =
-            store.storedKind == .tpm
-            ? try await authenticator.presence.unlockHardwareKey(reason: reason, open)
-            : try await authenticator.presence.unlock(reason: reason, open)
+        let key = try await authenticator.presence.unlockDeviceKey(
+            in: store, reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)")
         let builder = DPoPProofBuilder(signer: key, publicKey: key.publicKey.jwk)
         proofKey.set(builder)
         return builder
@@ -231,8 +226,12 @@ struct AccountSession: Sendable {
                     user: account.user, keyID: keyID, lead: "this device still waits for approval"),
                 underlying: error.underlying)
         }
+        // Denied (a 400) or never approved in time: the device will never log in. A 403
+        // `access_denied` (a device policy it does not meet) refuses it for now, while the
+        // server keeps it active: deleting the key here would leave it so, with nobody to revoke it.
+        let deniedForGood = error.oauthError.map { $0.error == .expiredToken || $0.statusCode == 400 } ?? false
         switch error.oauthError?.error {
-        case .accessDenied?, .expiredToken?:
+        case .accessDenied? where deniedForGood, .expiredToken?:
             return KeyAuthError(
                 error.code,
                 error.message + "; to start again, run `keyauth reset --account \(name) --local-only`, then "

@@ -57,6 +57,16 @@ struct RegistrationLostAnswerTests {
         #expect(limited.standardError.contains("are kept"), "\(limited.standardError)")
         #expect(try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
         #expect(try second.accounts.load(name).status == .registering)
+        // A device policy's 403 also refuses this attempt only.
+        server.interceptor = { request, forward in
+            guard request.method == "POST", request.path == "/v1/devices" else { return forward() }
+            return .oauthError(403, "access_denied", "this server's device policy refuses the registration")
+        }
+        let policy = await second.run(command, standardInput: "246813\n")
+        #expect(policy.status == 77)
+        #expect(policy.standardError.contains("are kept"), "\(policy.standardError)")
+        #expect(!policy.standardError.contains("enrollment code"), "\(policy.standardError)")
+        #expect(try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
 
         server.interceptor = nil
         let again = await second.run(command, standardInput: "246813\n")

@@ -23,6 +23,11 @@ struct ResetRevocationTests {
         { request, forward in request.method == "DELETE" ? response : forward() }
     }
 
+    /// Answers every login (`POST /oauth/token`) with `response`, and forwards the rest.
+    static func answeringLogins(with response: LoopbackHTTPResponder.Response) -> InProcessKeyAuthServer.Interceptor {
+        { request, forward in request.method == "POST" && request.path == "/oauth/token" ? response : forward() }
+    }
+
     @Test("an HTML 403 to the revocation keeps the key and the account and exits 69 naming --local-only")
     func htmlForbiddenKeepsTheKey() async throws {
         let harness = CommandHarness()
@@ -58,21 +63,23 @@ struct ResetRevocationTests {
         }
         let keyID = try await Self.registered(harness, server)
         let name = try harness.accounts.resolve(nil)
-        server.interceptor = Self.answeringDeletes(
+        // No stored token: the reset logs in first, and the policy refuses that login.
+        #expect(await harness.run(["logout"]).status == 0)
+        server.interceptor = Self.answeringLogins(
             with: .oauthError(403, "access_denied", "this device's tier is below the device policy"))
         let reset = await harness.run(["reset"])
         #expect(reset.status == 77)
         #expect(reset.errorLines.count == 1)
         #expect(reset.standardError.contains("keyauth devices revoke \(keyID)"), "\(reset.standardError)")
         #expect(reset.standardError.contains("--local-only"))
+        #expect(!reset.standardError.contains("to start again"), "\(reset.standardError)")
         #expect(!reset.standardOutput.contains("never active"))
         #expect(harness.accounts.accountNames() == [name])
         #expect(try harness.accounts.keyPairStore(for: name).hasKey)
         #expect(server.status(of: keyID) == "active")
 
         // A denied device's own refusal is a 400: that one still deletes here.
-        server.interceptor = Self.answeringDeletes(
-            with: .oauthError(400, "access_denied", "this device was denied"))
+        server.interceptor = Self.answeringLogins(with: .oauthError(400, "access_denied", "this device was denied"))
         let denied = await harness.run(["reset"])
         #expect(denied.status == 0, "\(denied.standardError)")
         #expect(denied.standardOutput.contains("never active"))

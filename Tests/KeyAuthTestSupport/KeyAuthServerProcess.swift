@@ -104,17 +104,19 @@ public final class KeyAuthServerProcess: Sendable {
     ///   - ulimit: arguments of the shell's `ulimit` run before the server starts (`-Sn 128`: an
     ///     open-file limit lower than the test's own), set the same way.
     ///   - extraEnvironment: variables added to ``environment``.
+    ///   - ignoringHangUp: whether the server starts with SIGHUP ignored, as `nohup` starts it.
     /// - Throws: ``TestFailure`` when the binary is not built.
     public init(
         name: String, arguments: [String], logPath: String, umask: String? = nil, ulimit: String? = nil,
-        extraEnvironment: [String: String] = [:]
+        extraEnvironment: [String: String] = [:], ignoringHangUp: Bool = false
     ) throws {
         let binary = try Binaries.require(Self.binary.path)
         self.name = name
         self.logPath = logPath
         // A server still running when this value goes is killed with it (ChildProcess's deinit).
         let environment = Self.environment.merging(extraEnvironment) { $1 }
-        let setup = [umask.map { "umask \($0)" }, ulimit.map { "ulimit \($0)" }].compactMap { $0 }
+        let setup = [umask.map { "umask \($0)" }, ulimit.map { "ulimit \($0)" }, ignoringHangUp ? "trap '' HUP" : nil]
+            .compactMap { $0 }
         if !setup.isEmpty {
             process = try ChildProcess(
                 "/bin/sh", ["-c", (setup + ["exec \"$0\" \"$@\""]).joined(separator: " && "), binary] + arguments,

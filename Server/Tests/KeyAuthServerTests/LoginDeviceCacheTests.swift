@@ -172,8 +172,10 @@ struct LoginDeviceCacheTests {
         let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
         defer { storage.close() }
         #expect(try storage.insertDevice(Self.device("kid-approved", status: .pending)))
-        // An approval commits; its fsync waits on the held disk.
+        // An approval commits; its fsync waits on the held disk (released whatever fails, or the
+        // storage's close would wait behind the stalled fsync).
         disk.hold()
+        defer { disk.release() }
         let (approved, approval) = try DurabilityScope.run { () throws(StorageError) in
             try storage.updateStatus(kid: "kid-approved", from: .pending, to: .active, at: 1_100)
         }

@@ -116,15 +116,18 @@ extension OpenIDProviderTests {
         #expect(withQuery.status == 400)
         #expect(withQuery.headers.values(for: "Set-Cookie").isEmpty)
         let long = try bare.post(
-            "/authorize", form: parameters + [("pad", String(repeating: "a", count: 9000))], headers: crossSite)
+            "/authorize", form: parameters + [("login_hint", String(repeating: "a", count: 9000))], headers: crossSite)
         #expect(long.status == 400)
         #expect(long.headers.values(for: "Set-Cookie").isEmpty)
         #expect(long.text.contains("too long"))
-        let posted = try bare.post("/authorize", form: parameters, headers: crossSite)
+        // A parameter the endpoint does not read goes nowhere, however long.
+        let posted = try bare.post(
+            "/authorize", form: parameters + [("pad", String(repeating: "a", count: 9000))], headers: crossSite)
         #expect(posted.status == 303)
         #expect(posted.headers.values(for: "Set-Cookie").isEmpty)
         let location = try #require(posted.headers["Location"])
         #expect(location.hasPrefix("/authorize?"))
+        #expect(!location.contains("pad="))
         // The GET, with the browser's cookies, finds the session: a code at once.
         let followed = try browser.get(location)
         let (_, answer) = try OpenIDTestAPI.redirect(followed)

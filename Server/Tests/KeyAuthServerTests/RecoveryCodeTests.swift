@@ -336,6 +336,29 @@ struct RecoveryCodeTests {
         let approval = try api.approveDevice(accomplice.publicKey.fingerprint, approver: thief, token: thiefToken)
         #expect(approval.status == 403 && approval.errorCode == "access_denied")
         #expect(try api.storage.device(kid: accomplice.publicKey.fingerprint)?.status == .pending)
+        // The account page's requests, which make a device or codes, are refused at the code step
+        // and at the answer.
+        for (index, kind) in [SignInRequestKind.device, .recoveryCodes].enumerated() {
+            let now = environment.clock.now
+            let request = SignInRequestRecord(
+                id: Base64URL.encode([UInt8](repeating: UInt8(index + 1), count: 32)), kind: kind, clientID: nil,
+                user: "alice", bindingMessage: "42",
+                scope: nil, requestedFrom: "192.0.2.9", createdAt: now, expiresAt: now + 300,
+                subject: kind == .device ? accomplice.publicKey.fingerprint : nil, requestedBy: "c2Vzc2lvbg")
+            guard
+                case .inserted = try api.storage.insertSignInRequest(
+                    request, limits: StorageContract.threeOpen, now: now)
+            else {
+                Issue.record("the \(kind) request was not stored")
+                continue
+            }
+            let code = try api.checkCode(request.id, code: "42", token: thiefToken)
+            #expect(code.status == 403 && code.errorCode == "access_denied", "\(kind): \(code.text)")
+            let answer = try api.answer(
+                request.id, decision: "approve", assertion: try api.approvalAssertion(thief, id: request.id),
+                token: thiefToken)
+            #expect(answer.status == 403 && answer.errorCode == "access_denied", "\(kind): \(answer.text)")
+        }
         // The user's own devices are not held back.
         let own = try api.approveDevice(accomplice.publicKey.fingerprint, approver: laptop, token: token)
         #expect(own.status == 200, "\(own.text)")

@@ -292,11 +292,17 @@ struct ServerCommandTests {
 
     /// Whether process `id` has a handler for SIGTERM (`SigCgt` in its `/proc` status).
     private static func catchesSIGTERM(_ id: pid_t) -> Bool {
+        signalMask("SigCgt", of: id) & (1 << (UInt64(SIGTERM) - 1)) != 0
+    }
+
+    /// A signal mask line of process `id`'s `/proc` status (`SigCgt`: caught, `SigIgn`: ignored);
+    /// 0 when it cannot be read.
+    private static func signalMask(_ field: String, of id: pid_t) -> UInt64 {
         guard let status = try? String(contentsOfFile: "/proc/\(id)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
-            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-        else { return false }
-        return mask & (1 << (UInt64(SIGTERM) - 1)) != 0
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
+            let mask = UInt64(line.dropFirst(field.count + 1).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return 0 }
+        return mask
     }
 
     @Test("the built binary prints help, serves until SIGTERM and then exits 0")
@@ -334,6 +340,20 @@ struct ServerCommandTests {
         _ = try hungUp.waitUntilListening()
         #expect(hungUp.terminate(with: SIGHUP) == 0, "\(hungUp.log)")
         #expect(hungUp.log.contains("keyauth-server: stopped"), "\(hungUp.log)")
+
+        // Started with SIGHUP ignored (`nohup`), it keeps ignoring it.
+        let detached = try KeyAuthServerProcess(
+            name: "nohup", arguments: ["serve", "--listen", "127.0.0.1:0", "--db", environment.databasePath],
+            logPath: environment.databasePath + ".nohup.log", ignoringHangUp: true)
+        let detachedPort = try detached.waitUntilListening()
+        let hangUpBit: UInt64 = 1 << (UInt64(SIGHUP) - 1)
+        #expect(Self.signalMask("SigIgn", of: detached.processID) & hangUpBit != 0)
+        #expect(Self.signalMask("SigCgt", of: detached.processID) & hangUpBit == 0)
+        kill(detached.processID, SIGHUP)
+        let still = try SocketTransport(port: detachedPort).send(HTTPRequest(method: "GET", path: "/healthz"))
+        #expect(still.status == 200)
+        #expect(detached.isRunning)
+        #expect(detached.terminate() == 0, "\(detached.log)")
     }
 
     private func run(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, standard: String) {

@@ -195,12 +195,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
         {
             return key
         }
-        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
-        // A TPM counts wrong PINs itself; a key file needs the check's own count.
-        if store.storedKind == .tpm {
-            return try await presence.unlockHardwareKey(reason: configuration.reason, open)
-        }
-        return try await presence.unlock(reason: configuration.reason, open)
+        return try await presence.unlockDeviceKey(in: store, reason: configuration.reason)
     }
 
     /// Asks for the new key's secret and makes the key; the secret goes out of scope here, and

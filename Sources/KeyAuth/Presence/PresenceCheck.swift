@@ -86,6 +86,15 @@ extension PresenceCheck {
         try await unlock(reason: reason, open)
     }
 
+    /// Opens the device key in `store` after this check, as every login does: a TPM key through
+    /// ``unlockHardwareKey(reason:_:)``, since the TPM counts wrong PINs itself, a key file through
+    /// ``unlock(reason:_:)``, with the check's own count.
+    package func unlockDeviceKey(in store: KeyPairStore, reason: String) async throws(KeyAuthError) -> DeviceKey {
+        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
+        if store.storedKind == .tpm { return try await unlockHardwareKey(reason: reason, open) }
+        return try await unlock(reason: reason, open)
+    }
+
     /// Proves presence; the new key is protected by nothing of this check's.
     public func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
         -> SecretBytes?

@@ -132,16 +132,21 @@ struct RegisterCommand {
                         + "run `keyauth login --account \(name)` once it is approved")
             }
             // A key the server never accepted, or whose registration was denied or expired, is of
-            // no use: leave nothing behind, so that the next attempt starts clean.
-            let refused = error.oauthError?.error == .accessDenied || error.oauthError?.error == .expiredToken
+            // no use: leave nothing behind, so that the next attempt starts clean. Only the
+            // server's own body says so (a proxy's 403 page does not); and for a key sent again,
+            // only an expired registration does: anything else refused this attempt, not the
+            // earlier one the server may hold.
+            let stated = error.oauthError.flatMap { $0.isFromBody ? $0.error : nil }
+            let refused =
+                resumed == nil ? stated == .accessDenied || stated == .expiredToken : stated == .expiredToken
             if !keys.hasKey || refused { try? accounts.remove(name) }
-            if error.oauthError?.error == .expiredToken {
+            if stated == .expiredToken {
                 throw KeyAuthError(
                     error.code,
                     error.message + "; nothing is kept here: run the same `keyauth register` to start again",
                     underlying: error.underlying)
             }
-            if error.oauthError?.error == .accessDenied, account.keyID == nil {
+            if resumed == nil, stated == .accessDenied, account.keyID == nil {
                 throw recoveryCode == nil
                     ? Self.explainedRefusal(error, user: options.user, hadCode: enrollmentCode != nil)
                     : Self.explainedRecoveryRefusal(error, user: options.user)
@@ -154,9 +159,9 @@ struct RegisterCommand {
             if keys.hasKey, account.status == .registering, let keyID = serverKeyID.withLock({ $0 }) {
                 throw Self.unrecordedRegistration(error, keyID: keyID, account: name)
             }
-            // A key sent again and refused (a rate limit, say): the first attempt may still have
-            // been stored, so the key stays for the next attempt.
-            if resumed != nil, keys.hasKey, account.status == .registering, error.oauthError?.isFromBody == true {
+            // A key sent again and refused (a rate limit, a device policy, a proxy): the first
+            // attempt may still have been stored, so the key stays for the next attempt.
+            if resumed != nil, keys.hasKey, account.status == .registering, error.oauthError != nil {
                 throw KeyAuthError(
                     error.code,
                     error.message + "; the key and account \(name) are kept, and running the same `keyauth "

@@ -7,7 +7,8 @@ import Synchronization
 /// of the command and handed to a thread of their own through a semaphore. SIGHUP (a closed
 /// terminal, or an operator's habit of asking daemons to reload) stops the server as the others
 /// do: by default it would end the process at once, without the drain or the replay set's
-/// snapshot, and during a start leave a half-made database.
+/// snapshot, and during a start leave a half-made database. A SIGHUP ignored when the server
+/// starts (`nohup`) stays ignored.
 ///
 /// A libdispatch signal source is not used: on Linux it installs its handler from its manager
 /// thread a moment after `resume()`, and under load that moment came after `serve` had created
@@ -40,17 +41,28 @@ enum ServeSignals {
                 handle()
             }
         }
-        for number in stopSignals {
+        // A SIGHUP that the server was started to ignore (`nohup`) stays ignored.
+        let caught = stopSignals.filter { $0 != SIGHUP || !isIgnored(SIGHUP) }
+        for number in caught {
             var action = sigaction()
             action.__sigaction_handler = .init(sa_handler: serveSignalHandler)
             action.sa_flags = SA_RESTART
             sigemptyset(&action.sa_mask)
             guard sigaction(number, &action, nil) == 0 else {
-                for installed in stopSignals { signal(installed, SIG_DFL) }
+                for installed in caught { signal(installed, SIG_DFL) }
                 return false
             }
         }
         return true
+    }
+
+    /// Whether signal `number` is ignored, as `nohup` leaves SIGHUP for the program it starts.
+    private static func isIgnored(_ number: Int32) -> Bool {
+        var current = sigaction()
+        guard sigaction(number, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler else {
+            return false
+        }
+        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
 
     /// The handler's half: an atomic load and `sem_post`.

@@ -47,14 +47,15 @@ struct AuthorizationEndpoint: Sendable {
         // with it: answered here, the browser would look signed out and get a new CSRF cookie in
         // place of its own, which every sign-in page it has open is bound to, so any site could
         // end them by posting here. The same request as a GET is a top-level navigation, which
-        // carries the cookies. What cannot be sent back so is refused without a cookie: a query
-        // beside the form (which of the two would count?) and a form too long for a URL. A form
-        // with repeated names is answered here with its error, which sets no cookie either.
+        // carries the cookies, with the parameters the endpoint reads (the rest are ignored either
+        // way). What cannot be sent back so is refused without a cookie: a query beside the form
+        // (which of the two would count?) and parameters too long for a URL. A form with repeated
+        // names is answered here with its error, which sets no cookie either.
         guard request.query.isEmpty else {
             return errorPage("A posted authorization request carries its parameters in the form, none in the URL.")
         }
         guard repeated.isEmpty else { return try authorize(request, form, repeated: repeated, caller: &caller) }
-        let query = form.sorted { $0.key < $1.key }
+        let query = form.filter { OpenIDProvider.authorizationParameters.contains($0.key) }.sorted { $0.key < $1.key }
             .map { FormURLEncoding.encode($0.key) + "=" + FormURLEncoding.encode($0.value) }
             .joined(separator: "&")
         guard query.utf8.count <= Self.maximumRedirectedQuery else {
@@ -64,7 +65,7 @@ struct AuthorizationEndpoint: Sendable {
     }
 
     /// The longest query a posted request is sent back as: within what every browser and proxy
-    /// takes in a URL; a longer form is refused.
+    /// takes in a URL; a request whose read parameters are longer is refused.
     static let maximumRedirectedQuery = 8 * 1024
 
     // MARK: The authorization request

@@ -64,6 +64,14 @@ extension OpenIDProvider {
         }
     }
 
+    /// Every parameter of an authorization request that ``check(_:repeated:)`` reads; the others
+    /// are ignored (OpenID Connect Core section 3.1.2.1). A posted request goes on as a GET with
+    /// these alone, which keeps its URL short without changing what it asks.
+    static let authorizationParameters: Set<String> = [
+        "client_id", "redirect_uri", "response_type", "response_mode", "scope", "state", "nonce", "code_challenge",
+        "code_challenge_method", "prompt", "max_age", "login_hint", "acr_values", "request", "request_uri",
+    ]
+
     /// The checks after the redirect URI (OpenID Connect Core section 3.1.2.1, RFC 7636).
     private func validate(_ parameters: [String: String], client: ClientRecord, redirectURI: String) throws
         -> AuthorizationRequest

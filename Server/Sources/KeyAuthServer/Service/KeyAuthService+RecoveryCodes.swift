@@ -31,6 +31,15 @@ extension KeyAuthService {
     /// with no other device gets no notice, and so no wait.
     ///
     /// - Throws: ``ServiceError`` `.accessDenied` while such a notice names `actor`.
+    func refuseWhileAnnounced(_ actor: DeviceRecord, approving request: SignInRequestRecord) throws {
+        switch request.kind {
+        case .device: try refuseWhileAnnounced(actor, "approve a device")
+        case .recoveryCodes: try refuseWhileAnnounced(actor, "make recovery codes")
+        default: break
+        }
+    }
+
+    /// The rule of ``refuseWhileAnnounced(_:approving:)`` for `action`, named in the refusal.
     func refuseWhileAnnounced(_ actor: DeviceRecord, _ action: String) throws {
         let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
         guard let notice else { return }

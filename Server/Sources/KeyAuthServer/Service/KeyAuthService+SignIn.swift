@@ -49,8 +49,10 @@ extension KeyAuthService {
         guard context.isReachable(by: actor.tier) else {
             throw ServiceError(.accessDenied, context.refusal(tier: actor.tier))
         }
-        // Before the code is typed: a device that cannot approve a login to a host says so first.
+        // Before the code is typed: a device that cannot approve a login to a host says so first,
+        // as does one a recovery code enrolled while its notice is open.
         if actor.keyProtection == KeyProtection.none, try isHostLogin(request) { throw Self.unprotectedHostApprover }
+        try refuseWhileAnnounced(actor, approving: request)
         guard SignInRequests.isCode(code, of: request) else { throw try wrongCode(for: request, by: actor) }
         return request
     }
@@ -89,8 +91,7 @@ extension KeyAuthService {
                     "a recovery notice is not approved: leave it to expire, or deny it to revoke the device it names")
             }
             // The account page's requests make what outlives the approving device.
-            if request.kind == .device { try refuseWhileAnnounced(actor, "approve a device") }
-            if request.kind == .recoveryCodes { try refuseWhileAnnounced(actor, "make recovery codes") }
+            try refuseWhileAnnounced(actor, approving: request)
             guard let assertion, !assertion.isEmpty else {
                 throw ServiceError(.invalidRequest, "an approval needs a device assertion naming the request")
             }
