@@ -229,23 +229,22 @@ struct AccountSession: Sendable {
         // Denied (a 400) or never approved in time: the device will never log in. A 403
         // `access_denied` (a device policy it does not meet) refuses it for now, while the
         // server keeps it active: deleting the key here would leave it so, with nobody to revoke it.
-        let deniedForGood = error.oauthError.map { $0.error == .expiredToken || $0.statusCode == 400 } ?? false
-        switch error.oauthError?.error {
-        case .accessDenied? where deniedForGood, .expiredToken?:
+        guard let oauth = error.oauthError else { return error }
+        if oauth.endsRegistration {
             return KeyAuthError(
                 error.code,
                 error.message + "; to start again, run `keyauth reset --account \(name) --local-only`, then "
                     + "`keyauth register --server \(account.serverURL) --user \(account.user)`",
                 underlying: error.underlying)
-        case .invalidGrant? where error.oauthError?.refusesDeviceKey == true:
+        }
+        if oauth.refusesDeviceKey {
             return KeyAuthError(
                 error.code,
                 error.message + ": this device was revoked, or is unknown to this server; run "
                     + "`keyauth reset --account \(name)` to delete it here, then register again",
                 underlying: error.underlying)
-        default:
-            return error
         }
+        return error
     }
 }
 

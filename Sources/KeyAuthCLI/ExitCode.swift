@@ -32,7 +32,8 @@ package enum ExitCode: Int32, Sendable {
             self = .unavailable
         case .approvalPending:
             self = .temporaryFailure
-        case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled:
+        case .presenceDenied, .presenceUnavailable, .wrongPIN, .keyEncrypted, .lockedOut, .cancelled,
+            .registrationEnded:
             self = .noPermission
         case .serverRejected:
             switch error.oauthError?.error {

@@ -80,6 +80,45 @@ struct RegistrationLostAnswerTests {
         #expect(await second.run(["login", "--account", name, "--pin-stdin"], standardInput: "246813\n").status == 0)
     }
 
+    @Test("a registration sent again and then denied leaves nothing behind, and says to start again")
+    func resentThenDenied() async throws {
+        let server = try InProcessKeyAuthServer()
+        let first = CommandHarness()
+        let second = CommandHarness()
+        defer {
+            server.stop()
+            first.home.remove()
+            second.home.remove()
+        }
+        try #require(await first.registerUnattended(server.url).status == 0)
+        // Without a code, the second device waits for the first to approve it.
+        let command = [
+            "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin", "--no-wait",
+        ]
+        server.interceptor = { request, forward in
+            let answer = forward()
+            return request.method == "POST" && request.path == "/v1/devices" ? .lost : answer
+        }
+        let lost = await second.run(command, standardInput: "246813\n")
+        #expect(lost.status == 69, "\(lost.standardError)")
+        let name = try #require(second.accounts.accountNames().first)
+        let keyID = try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+        #expect(server.status(of: keyID) == "pending")
+
+        // Denied on the server while this device did not know it was registered: the stored key
+        // is sent again, the server answers with its record, and the login says it was denied.
+        try server.setStatus("denied", of: keyID)
+        server.interceptor = nil
+        let denied = await second.run(command, standardInput: "246813\n")
+        #expect(denied.status == 77, "\(denied.standardError)")
+        expectOneErrorLine(denied)
+        #expect(denied.standardError.contains("denied"), "\(denied.standardError)")
+        #expect(denied.standardError.contains("nothing is kept here"), "\(denied.standardError)")
+        #expect(!denied.standardError.contains("are kept"), "\(denied.standardError)")
+        #expect(try second.accounts.accountNames().isEmpty)
+        #expect(!(try second.accounts.keyPairStore(for: name).hasKey))
+    }
+
     @Test("register again on an account whose registration was confirmed still refuses")
     func confirmedKeyRefused() async throws {
         let server = try InProcessKeyAuthServer()

@@ -63,7 +63,8 @@ extension KeyAuthClient {
                 return registration.status == .active ? .active : .pending
             default:
                 throw KeyAuthError(
-                    .serverRejected, "the server already has this key as \(registration.status); it cannot log in")
+                    .registrationEnded,
+                    "the server already has this key as \(registration.status); it cannot log in")
             }
         }
         @Sendable func wanted() throws(KeyAuthError) -> DeviceEnrollment {

@@ -13,4 +13,18 @@ extension OAuthError {
         guard let errorDescription else { return true }
         return errorDescription == DeviceAssertionVerifier.uniformFailure
     }
+
+    /// Whether keyauth-server says that this device's registration is over and the device will
+    /// never log in: it was denied (a 400 `access_denied`, the answer to a denied device's login)
+    /// or expired before anyone approved it (`expired_token`). Its key is then of no use, and
+    /// whoever holds it can forget it without revoking anything.
+    ///
+    /// A 403 `access_denied` is not such an answer: it refuses one request for a rule (a wrong
+    /// enrollment code, or a `--device-policy` that an active device does not meet), and the
+    /// device may stay active on the server. Nor is an answer without keyauth-server's OAuth body
+    /// (a proxy's page), which says nothing about the device at all.
+    package var endsRegistration: Bool {
+        guard isFromBody else { return false }
+        return error == .expiredToken || (error == .accessDenied && statusCode == 400)
+    }
 }

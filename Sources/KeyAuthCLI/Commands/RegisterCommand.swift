@@ -134,13 +134,12 @@ struct RegisterCommand {
             // A key the server never accepted, or whose registration was denied or expired, is of
             // no use: leave nothing behind, so that the next attempt starts clean. Only the
             // server's own body says so (a proxy's 403 page does not); and for a key sent again,
-            // only an expired registration does: anything else refused this attempt, not the
+            // only the end of its registration does: a 403 or a 429 refused this attempt, not the
             // earlier one the server may hold.
             let stated = error.oauthError.flatMap { $0.isFromBody ? $0.error : nil }
-            let refused =
-                resumed == nil ? stated == .accessDenied || stated == .expiredToken : stated == .expiredToken
-            if !keys.hasKey || refused { try? accounts.remove(name) }
-            if stated == .expiredToken {
+            let ended = error.oauthError?.endsRegistration == true || error.code == .registrationEnded
+            if !keys.hasKey || ended || (resumed == nil && stated == .accessDenied) { try? accounts.remove(name) }
+            if ended {
                 throw KeyAuthError(
                     error.code,
                     error.message + "; nothing is kept here: run the same `keyauth register` to start again",

@@ -78,12 +78,12 @@ struct ResetCommand {
                 return
             }
             // A key that never became active cannot log in to revoke itself, and is no threat:
-            // nobody else holds it and its pending registration expires on the server. A denied
-            // device's login is answered 400; a 403 `access_denied` refuses an active device's
-            // login for now (a `--device-policy` it does not meet) and leaves it active there.
-            let denied = stated == .accessDenied && statement?.statusCode == 400
-            if stated == .accessDenied, !denied { throw Self.stillActive(error, account: name, keyID: keyID) }
-            let neverActive = error.code == .approvalPending || denied || stated == .expiredToken
+            // nobody else holds it and its pending registration expires on the server. Any other
+            // `access_denied` (a `--device-policy` the active device does not meet) refuses its
+            // login for now and leaves it active there.
+            let ended = statement?.endsRegistration == true
+            if stated == .accessDenied, !ended { throw Self.stillActive(error, account: name, keyID: keyID) }
+            let neverActive = error.code == .approvalPending || ended
             revoked = false
             guard neverActive || stated == .notFound else {
                 throw Self.unconfirmed(error, account: name)
