@@ -41,6 +41,9 @@ extension KeyAuthService {
 
     /// The rule of ``refuseWhileAnnounced(_:approving:)`` for `action`, named in the refusal.
     func refuseWhileAnnounced(_ actor: DeviceRecord, _ action: String) throws {
+        // A notice is written just after its device and lives a day: a device older than that
+        // (with a minute for the gap) has none open, and most approvers need not read the list.
+        guard now() - actor.createdAt <= signIn.settings.noticeLifetime + 60 else { return }
         let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
         guard let notice else { return }
         throw ServiceError(
