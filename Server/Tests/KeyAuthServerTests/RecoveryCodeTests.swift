@@ -284,8 +284,8 @@ struct RecoveryCodeTests {
         try storage.database.write { connection throws(StorageError) in _ = try connection.execute(sql, []) }
     }
 
-    @Test("a device a recovery code enrolled is revoked, not left active and unannounced, when its notice fails")
-    func failedNoticeRevokes() throws {
+    @Test("a device a recovery code enrolled is not stored, and its code not used, when its notice cannot be")
+    func failedNoticeStoresNothing() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
         let (_, _, codes) = try Self.aliceWithCodes(api)
@@ -296,11 +296,15 @@ struct RecoveryCodeTests {
             """, on: api)
         let thief = try ServerTestKeys.key("alice-2")
         #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
-        try Self.execute("DROP TRIGGER no_notices", on: api)
-        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
-        // The client's retry finds the device registered, and no way in.
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status != 201)
+        // One transaction: never a device active without its notice, even for a moment.
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
         #expect(try api.login(thief).status != 200)
+        try Self.execute("DROP TRIGGER no_notices", on: api)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+        // The client's retry then enrols it, announced.
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+        #expect(open.contains { $0.kind == .recovery && $0.subject == thief.publicKey.fingerprint })
     }
 
     @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")

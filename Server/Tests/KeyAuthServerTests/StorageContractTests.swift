@@ -633,20 +633,46 @@ enum StorageContract {
         #expect(try storage.devices(user: "dave").isEmpty)
 
         // A recovery code, by its row: once.
-        try storage.replaceRecoveryCodes(
-            user: "alice",
-            with: [
-                RecoveryCodeRecord(
-                    id: 0, user: "alice", salt: Array(repeating: 1, count: 16), hash: hash, iterations: 1,
-                    createdAt: 1_000)
-            ])
-        let id = try #require(try storage.unusedRecoveryCodes(user: "alice").first?.id)
-        let recovery = DeviceInsertRule.usingCode(.recovery(id: id))
+        let id = try oneRecoveryCode(for: "alice", in: storage)
+        // Its notice goes in with the device, in one transaction, when the user has another
+        // active device (alice's kid-1) to show it on; a refused insert leaves none.
+        let recovery = DeviceInsertRule.usingCode(.recovery(id: id, notice: notice("kid-3", user: "alice")))
         #expect(
             try storage.insertDevice(device("kid-3", user: "bob", status: .active), rule: recovery) == .codeNotUsable)
+        #expect(try storage.openSignInRequests(user: "bob", now: 1_000).isEmpty)
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_000).isEmpty)
         #expect(try storage.insertDevice(device("kid-3", status: .active), rule: recovery) == .inserted)
         #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
+        let notices = try storage.openSignInRequests(user: "alice", now: 1_000)
+        #expect(notices.map(\.kind) == [.recovery] && notices.map(\.subject) == ["kid-3"])
         #expect(try storage.insertDevice(device("kid-4", status: .active), rule: recovery) == .codeNotUsable)
+        #expect(try storage.openSignInRequests(user: "alice", now: 1_000).count == 1)
+
+        // A user with no other active device: nobody to tell, so no notice.
+        let erins = try oneRecoveryCode(for: "erin", in: storage)
+        let alone = DeviceInsertRule.usingCode(.recovery(id: erins, notice: notice("kid-erin", user: "erin")))
+        #expect(try storage.insertDevice(device("kid-erin", user: "erin", status: .active), rule: alone) == .inserted)
+        #expect(try storage.openSignInRequests(user: "erin", now: 1_000).isEmpty)
+    }
+
+    /// Gives `user` a set of one recovery code, and returns its row's id.
+    static func oneRecoveryCode(for user: String, in storage: any ServerStorage) throws -> Int64 {
+        let hash = try Array(CryptoPrimitives.sha256(Array("recovery-\(user)".utf8)))
+        try storage.replaceRecoveryCodes(
+            user: user,
+            with: [
+                RecoveryCodeRecord(
+                    id: 0, user: user, salt: Array(repeating: 1, count: 16), hash: hash, iterations: 1, createdAt: 1_000
+                )
+            ])
+        return try #require(try storage.unusedRecoveryCodes(user: user).first?.id)
+    }
+
+    /// The notice of a device a recovery code enrolled, as the registration makes it.
+    static func notice(_ kid: String, user: String) -> SignInRequestRecord {
+        SignInRequestRecord(
+            id: "notice-" + kid, kind: .recovery, clientID: nil, user: user, bindingMessage: "00", scope: nil,
+            requestedFrom: "192.0.2.9", createdAt: 1_000, expiresAt: 87_400, subject: kid)
     }
 
     static func consumesCodes(_ database: StorageContractDatabase) throws {

@@ -23,7 +23,7 @@ extension KeyAuthService {
     }
 
     /// Refuses `action` to a device that a recovery code enrolled while the notice of that
-    /// enrolment is open (a day, ``SignInRequests/Settings/noticeLimits``).
+    /// enrolment is open (a day, ``SignInRequests/Settings/noticeLifetime``).
     ///
     /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of
     /// codes (which would also end the user's own) or an approval of another device would keep

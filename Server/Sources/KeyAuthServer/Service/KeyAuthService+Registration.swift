@@ -89,7 +89,7 @@ extension KeyAuthService {
             guard let matched = try recoveryCodes.match(typed, user: request.user) else {
                 throw Self.codeRefusal(request)
             }
-            code = .recovery(id: matched.id)
+            code = .recovery(id: matched.id, notice: try signIn.recoveryNotice(of: device, from: address))
             // No more than the device that made the codes: a key without a PIN could make codes
             // that enrol a key claiming one, as it could approve one.
             device.keyProtection = KeyProtection.lesser(device.keyProtection, matched.keyProtection)
@@ -101,7 +101,7 @@ extension KeyAuthService {
             let rule = try insertRule(for: &device, code: code)
             guard let outcome = try store(device, rule: rule, request: request) else { continue }
             if request.recoveryCode != nil, case .active(let enrolled) = outcome {
-                try announceOrRevoke(enrolled, from: address)
+                try recordRecovery(enrolled, from: address)
             }
             if let attestationDetail, outcome.isNew {
                 try AuditTrail(storage: storage, now: now).record(
@@ -121,41 +121,21 @@ extension KeyAuthService {
                 ? "the recovery code is not valid for this user" : "the enrollment code is not valid for this user")
     }
 
-    /// Announces a device a recovery code enrolled (``announceRecovery(of:from:)``), or, when that
-    /// fails, revokes it before the error goes on: a device nobody was told of must not stay
-    /// active, and the client's retry would find it registered and announce nothing. The code
-    /// stays used; the user tries another.
-    private func announceOrRevoke(_ device: DeviceRecord, from address: String) throws {
-        do {
-            try announceRecovery(of: device, from: address)
-        } catch {
-            _ = try? storage.updateStatus(kid: device.kid, from: .active, to: .revoked, at: now())
-            throw error
-        }
-    }
-
-    /// What follows a device enrolled with a recovery code: an audit entry, and a notice to the
-    /// user's other active devices (a sign-in request of kind `recovery`, listed by
-    /// `GET /v1/auth-requests`), where denying it revokes the new device. Whoever used a stolen
-    /// code is then seen by the devices the user still has.
+    /// What follows a device enrolled with a recovery code, whose notice to the user's other
+    /// active devices was stored with it (``DeviceEnrollmentCode/recovery(id:notice:)``): an audit
+    /// entry, and a wake-up for those devices' long polls, so that the notice shows at once.
+    /// Denying the notice revokes the new device: whoever used a stolen code is then seen by the
+    /// devices the user still has.
     ///
-    /// Every such enrolment gets its notice (``SignInRequests/Settings/noticeLimits`` has no cap),
-    /// so none can be hidden behind notices that its enroller made and then denied.
-    private func announceRecovery(of device: DeviceRecord, from address: String) throws {
+    /// Every such enrolment gets its notice, stored outside the limits of sign-in requests (see
+    /// ``SignInRequests/Settings/noticeLimits`` for why), so none can be hidden behind notices
+    /// that its enroller made and then denied.
+    private func recordRecovery(_ device: DeviceRecord, from address: String) throws {
+        signIn.wakeWatchers(of: device.user)
         let left = try recoveryCodes.remaining(for: device.user)
         try AuditTrail(storage: storage, now: now).record(
             .useRecoveryCode, by: .device(kid: device.kid), user: device.user, subject: device.kid,
             detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
-        let others = try storage.devices(user: device.user).contains { $0.status == .active && $0.kid != device.kid }
-        guard others else { return }
-        do {
-            _ = try signIn.start(
-                kind: .recovery, clientID: nil, user: device.user, bindingMessage: nil, scope: nil,
-                requestedExpiry: nil, from: address, subject: device.kid)
-        } catch is ServiceError {
-            // With no limit to pass, only a user left without an active device since the check
-            // above gets here: there is nobody to tell, and the audit entry is the record.
-        }
     }
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.

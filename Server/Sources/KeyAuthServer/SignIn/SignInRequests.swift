@@ -148,16 +148,7 @@ struct SignInRequests: Sendable {
         let limits = settings.limits(for: kind.origin)
         switch try storage.insertSignInRequest(request, limits: limits, now: time) {
         case .inserted:
-            // The request is in the group commit's open batch, which the watchers' reads (other
-            // connections) see only once it is committed: woken before, they would find nothing
-            // and wait for their once-a-second check. So they are woken once it is durable (at
-            // once when nothing is pending: outside a scope a write returns durable).
-            let watchers = watchers
-            if let scope = DurabilityScope.current {
-                scope.whenDurable { _ in watchers.notify(user: user) }
-            } else {
-                watchers.notify(user: user)
-            }
+            wakeWatchers(of: user)
             return request
         case .tooManyOpen(let earliestExpiry):
             throw ServiceError(
@@ -173,6 +164,34 @@ struct SignInRequests: Sendable {
                 "this client has \(limits.maximumOpenFromClient ?? 0) of the user's sign-in requests open, or made "
                     + "\(limits.maximumPerWindowFromClient ?? 0) in the last hour, already; the rest are kept for the "
                     + "user's other clients")
+        }
+    }
+
+    /// The notice of `device`, which a recovery code enrolled, to the user's other active
+    /// devices: a request of kind `recovery` that they cannot approve, and whose denial revokes
+    /// the device. It is not stored here: the device's insert stores it in its own transaction
+    /// (``DeviceEnrollmentCode/recovery(id:notice:)``), and then calls ``wakeWatchers(of:)``.
+    func recoveryNotice(of device: DeviceRecord, from address: String) throws -> SignInRequestRecord {
+        let time = now()
+        return SignInRequestRecord(
+            id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: .recovery, clientID: nil,
+            user: device.user, bindingMessage: try Self.makeBindingCode(), scope: nil, requestedFrom: address,
+            createdAt: time, expiresAt: time + settings.noticeLifetime, pollInterval: settings.pollInterval,
+            redirectURI: nil, subject: device.kid, acrValues: [], requestedBy: nil)
+    }
+
+    /// Wakes the long polls of `user`'s devices after a request of theirs was stored.
+    ///
+    /// The request is in the group commit's open batch, which the watchers' reads (other
+    /// connections) see only once it is committed: woken before, they would find nothing and wait
+    /// for their once-a-second check. So they are woken once it is durable (at once when nothing
+    /// is pending: outside a scope a write returns durable).
+    func wakeWatchers(of user: String) {
+        let watchers = watchers
+        if let scope = DurabilityScope.current {
+            scope.whenDurable { _ in watchers.notify(user: user) }
+        } else {
+            watchers.notify(user: user)
         }
     }
 

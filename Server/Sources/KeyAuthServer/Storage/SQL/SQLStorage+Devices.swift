@@ -63,9 +63,23 @@ extension SQLStorage {
                     try connection.execute("DELETE FROM devices WHERE kid = $1", [.text(device.kid)])
                     return .codeNotUsable
                 }
+                if case .usingCode(.recovery(_, let notice)) = rule {
+                    try Self.announce(device, with: notice, in: connection)
+                }
                 return .inserted
             }
         }
+    }
+
+    /// Stores the notice of `device`, which a recovery code enrolled, when its user has another
+    /// active device to show it on (``DeviceEnrollmentCode/recovery(id:notice:)``).
+    private static func announce(
+        _ device: DeviceRecord, with notice: SignInRequestRecord, in connection: any SQLConnection
+    ) throws(StorageError) {
+        let others = try connection.exists(
+            "SELECT 1 FROM devices WHERE user_name = $1 AND status = 'active' AND kid <> $2 LIMIT 1",
+            [.text(device.user), .text(device.kid)])
+        if others { try insertSignInRequestRow(notice, in: connection) }
     }
 
     /// Uses up `code` for `user` at `time`; false when it is not usable.
@@ -78,7 +92,7 @@ extension SQLStorage {
                 return true
             }
             return false
-        case .recovery(let id):
+        case .recovery(let id, _):
             return try consumeRecoveryCode(id: id, user: user, at: time, in: connection)
         }
     }

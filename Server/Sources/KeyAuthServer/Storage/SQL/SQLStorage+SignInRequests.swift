@@ -82,15 +82,22 @@ extension SQLStorage {
                         """,
                         [.text(request.user), .text(replaced), .integer(now)])
                 }
-                try connection.execute(
-                    """
-                    INSERT INTO sign_in_requests (\(Self.signInRequestColumns))
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-                    """,
-                    request.columnValues)
+                try Self.insertSignInRequestRow(request, in: connection)
                 return .inserted
             }
         }
+    }
+
+    /// Inserts `request` as it is, in the caller's transaction, which has checked its limits.
+    static func insertSignInRequestRow(
+        _ request: SignInRequestRecord, in connection: any SQLConnection
+    ) throws(StorageError) {
+        try connection.execute(
+            """
+            INSERT INTO sign_in_requests (\(signInRequestColumns))
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+            """,
+            request.columnValues)
     }
 
     /// The count and the denial under the request's poll lock, so that two wrong codes at once
