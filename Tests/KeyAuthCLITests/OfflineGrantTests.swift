@@ -178,6 +178,11 @@ struct OfflineGrantTests {
                     description: "the assertion is not valid: the assertion was issued before the server restarted "
                         + "after a crash; sign a new one in 10 s")))
         #expect(PAMHelper.refusesDevice(rejected(.accessDenied)))
+        // A proxy's 403 page, read as access_denied from the status alone, says nothing.
+        let proxyPage = KeyAuthError(
+            .serverRejected, "HTTP 403",
+            underlying: OAuthError(error: .accessDenied, errorDescription: nil, statusCode: 403, isFromBody: false))
+        #expect(!PAMHelper.refusesDevice(proxyPage))
         #expect(PAMHelper.refusesDevice(KeyAuthError(.approvalPending, "pending")))
         #expect(!PAMHelper.refusesDevice(rejected(OAuthError.Code(rawValue: "slow_down"), status: 429)))
         #expect(!PAMHelper.refusesDevice(KeyAuthError(.serverRejected, "HTTP 503")))

@@ -119,6 +119,46 @@ struct RegistrationLostAnswerTests {
         #expect(!(try second.accounts.keyPairStore(for: name).hasKey))
     }
 
+    @Test("a status this client does not know keeps a re-sent key; a 403 after the server stored a new one keeps it")
+    func unknownStatusAndLaterPolicyKeep() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        // A first registration the server stores, whose login a device policy then refuses: the
+        // device is active there, so the key that could revoke it stays.
+        server.interceptor = { request, forward in
+            let answer = forward()
+            guard request.method == "POST", request.path == "/oauth/token" else { return answer }
+            return .oauthError(403, "access_denied", "this server's device policy refuses this device")
+        }
+        let refused = await harness.registerUnattended(server.url)
+        #expect(refused.status == 77, "\(refused.standardError)")
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
+        let keys = try harness.accounts.keyPairStore(for: name)
+        #expect(keys.hasKey)
+        let keyID = try keys.loadPublicKey().fingerprint
+        #expect(server.status(of: keyID) == "active")
+        #expect(try harness.accounts.load(name).keyID == keyID)
+
+        // The same key sent again, answered with a state a newer server might have.
+        var account = try harness.accounts.load(name)
+        account.status = .registering
+        account.keyID = nil
+        try harness.accounts.save(account)
+        server.interceptor = { request, forward in
+            let answer = forward()
+            guard request.method == "POST", request.path == "/v1/devices" else { return answer }
+            return .json(200, #"{"kid":"\#(keyID)","status":"suspended"}"#)
+        }
+        let unknown = await harness.registerUnattended(server.url)
+        #expect(unknown.status != 0 && unknown.status != 77, "\(unknown.standardError)")
+        #expect(unknown.standardError.contains("suspended"), "\(unknown.standardError)")
+        #expect(try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
+    }
+
     @Test("register again on an account whose registration was confirmed still refuses")
     func confirmedKeyRefused() async throws {
         let server = try InProcessKeyAuthServer()

@@ -55,7 +55,7 @@ struct AccountPageTests {
         let waitingCookie = try #require(browser.cookies["__Host-keyauth-session"])
         let waiting = try browser.send("GET", "/account")
         let list = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
-        let request = try #require(list.first)
+        let request = try #require(list.first { $0["kind"] != .string("recovery") })
         #expect(request["client_name"] == .string("keyauth account page (\(TestEnvironment.issuer)/account)"))
         // The code is on the page that asks, never in the device's list.
         #expect(request["binding_message"] == nil)
@@ -423,6 +423,28 @@ struct AccountPageTests {
 
 extension AccountPageTests {
     /// A server with cheap recovery-code hashing and room for the failures a test makes.
+    @Test("a session that a device enrolled by recovery code approved revokes, denies and renames no other device")
+    func announcedApproverActsOnNoOtherDevice() throws {
+        let environment = TestEnvironment()
+        let api = try Self.recoveryCodesAPI(environment)
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let codes = try RecoveryCodeTests.codes(try RecoveryCodeTests.makeCodes(api, key: laptop, token: token))
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try RecoveryCodeTests.recover(api, key: thief, code: codes[0]).status == 201)
+        var (browser, _) = try Self.signIn(api, laptop: thief, token: try api.accessToken(thief))
+        let kid = laptop.publicKey.fingerprint
+        for action in ["revoke", "rename"] {
+            let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+            let refused = try browser.send(
+                "POST", "/account/devices/\(kid)/\(action)", form: [("name", "gone"), ("csrf", csrf)])
+            #expect(refused.status == 400, "\(action)")
+            #expect(refused.text.contains("enrolled with a recovery code"), "\(action): \(refused.text)")
+        }
+        let laptopNow = try api.storage.device(kid: kid)
+        #expect(laptopNow?.status == .active && laptopNow?.name == "test-device")
+    }
+
     static func recoveryCodesAPI(_ environment: TestEnvironment) throws -> TestAPI {
         try environment.directAPI {
             $0.failureLimit = 1000

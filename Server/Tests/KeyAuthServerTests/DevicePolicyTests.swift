@@ -11,12 +11,13 @@ struct DevicePolicyTests {
     /// A responder on `environment`'s database with `policy`, trusting `roots`, logging to `log`.
     private func api(
         _ environment: TestEnvironment, _ policy: DevicePolicy, roots: TPMEndorsementRoots = .none,
-        log: CapturingLog = CapturingLog()
+        log: CapturingLog = CapturingLog(), sshCAKeyFile: String? = nil
     ) throws -> (TestAPI, KeyAuthResponder) {
         let storage = try environment.openStorage()
         let configuration = try environment.configuration { configuration in
             configuration.devicePolicy = policy
             configuration.tpmRoots = roots
+            configuration.sshCAKeyFile = sshCAKeyFile
         }
         let responder = try KeyAuthResponder(
             configuration: configuration, issuer: TestEnvironment.issuer, storage: storage, log: log,
@@ -128,5 +129,24 @@ struct DevicePolicyTests {
                 $0.contains(
                     "device policy attested (monitor) would refuse the login of device \(kid) of alice: tier software")
             }, "\(log.lines)")
+    }
+
+    @Test("an access token from before a stricter policy gets no SSH certificate under enforce")
+    func sshCertificateUnderPolicy() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.key"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let key = try ServerTestKeys.key("alice-1")
+        let (open, _) = try api(environment, DevicePolicy(), sshCAKeyFile: caFile)
+        let token = try open.activeDevice(user: "alice", key: key)
+        #expect(try open.authorized("POST", "/v1/ssh/certificates", token: token).status == 201)
+
+        let (enforced, responder) = try api(
+            environment, DevicePolicy(level: .tpm, mode: .enforce), sshCAKeyFile: caFile)
+        let refused = try enforced.authorized("POST", "/v1/ssh/certificates", token: token)
+        #expect(refused.status == 403 && refused.errorCode == "access_denied", "\(refused.text)")
+        #expect(refused.errorDescription?.contains("refuses the ssh-certificate") == true, "\(refused.text)")
+        let counted = "keyauth_device_policy_refusals_total{at=\"ssh-certificate\",mode=\"enforce\"} 1"
+        #expect(metrics(responder).contains(counted))
     }
 }

@@ -84,13 +84,13 @@ struct HostClientTests {
         // The key without a PIN is told at the code, and at the answer, whatever its amr says.
         let plainToken = try api.accessToken(plain)
         let atCode = try api.checkCode(id, code: "42", token: plainToken)
-        #expect(atCode.status == 403 && atCode.text.contains("registered without a PIN"), "\(atCode.text)")
+        #expect(atCode.status == 403 && atCode.text.contains("not registered as protected by a PIN"), "\(atCode.text)")
         for methods in [["swk"], ["swk", "pin"]] {
             let byPlain = try api.answer(
                 id, decision: "approve", assertion: try api.approvalAssertion(plain, id: id, methods: methods),
                 token: plainToken)
             #expect(byPlain.status == 403 && byPlain.errorCode == "access_denied", "\(byPlain.text)")
-            #expect(byPlain.text.contains("registered without a PIN"))
+            #expect(byPlain.text.contains("not registered as protected by a PIN"))
         }
         let withoutPresence = try api.answer(
             id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id, methods: ["swk"]),

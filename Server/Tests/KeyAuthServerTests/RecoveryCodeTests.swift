@@ -37,7 +37,7 @@ struct RecoveryCodeTests {
     }
 
     /// The codes of a successful answer.
-    private static func codes(_ response: HTTPResponse) throws -> [String] {
+    static func codes(_ response: HTTPResponse) throws -> [String] {
         try #require(response.json?["codes"]?.arrayValue).compactMap(\.stringValue)
     }
 
@@ -307,6 +307,25 @@ struct RecoveryCodeTests {
         #expect(open.contains { $0.kind == .recovery && $0.subject == thief.publicKey.fingerprint })
     }
 
+    @Test("a device a recovery code enrolled is revoked, not left active and unaudited, when its audit entry fails")
+    func failedAuditRevokes() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (_, _, codes) = try Self.aliceWithCodes(api)
+        try Self.execute(
+            """
+            CREATE TRIGGER no_audit BEFORE INSERT ON audit_events WHEN NEW.action = 'use-recovery-code'
+            BEGIN SELECT RAISE(ABORT, 'the disk is full'); END
+            """, on: api)
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
+        try Self.execute("DROP TRIGGER no_audit", on: api)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
+        // The client's retry finds the device registered, and no way in.
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status != 201)
+        #expect(try api.login(thief).status != 200)
+    }
+
     @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")
     func denialRevokesFirst() throws {
         let environment = TestEnvironment()
@@ -376,6 +395,38 @@ struct RecoveryCodeTests {
         environment.clock.advance(by: 1)
         let later = try Self.makeCodes(api, key: thief, token: try api.accessToken(thief))
         #expect(later.status == 200, "\(later.text)")
+    }
+
+    @Test("while its notice is open, a device a code enrolled revokes no other device and gets no SSH certificate")
+    func announcedDeviceSilencesNobody() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.key"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let api = try environment.directAPI {
+            $0.recoveryCodeIterations = 1000
+            $0.failureLimit = 1000
+            $0.sshCAKeyFile = caFile
+        }
+        let (laptop, token, thief) = try Self.thiefUsedACode(api)
+        let thiefToken = try api.accessToken(thief)
+        let pending = try ServerTestKeys.key("alice-3")
+        #expect(try api.register(user: "alice", key: pending, name: "phone").status == 202)
+        // Revoking the laptop would leave nobody to deny the notice; denying the phone, a
+        // decision the user did not make.
+        for kid in [laptop.publicKey.fingerprint, pending.publicKey.fingerprint] {
+            let refused = try api.authorized("DELETE", "/v1/devices/\(kid)", token: thiefToken)
+            #expect(refused.status == 403 && refused.errorCode == "access_denied", "\(refused.text)")
+            #expect(refused.text.contains("revoke or deny another device"), "\(refused.text)")
+        }
+        #expect(try api.storage.device(kid: laptop.publicKey.fingerprint)?.status == .active)
+        #expect(try api.storage.device(kid: pending.publicKey.fingerprint)?.status == .pending)
+        let certificate = try api.authorized("POST", "/v1/ssh/certificates", token: thiefToken)
+        #expect(certificate.status == 403 && certificate.errorCode == "access_denied", "\(certificate.text)")
+        #expect(try api.storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }.isEmpty)
+        // The user's own device is not held back, and the enrolled device may still leave.
+        #expect(try api.authorized("POST", "/v1/ssh/certificates", token: token).status == 201)
+        let own = try api.authorized("DELETE", "/v1/devices/\(thief.publicKey.fingerprint)", token: thiefToken)
+        #expect(own.status == 204, "\(own.text)")
     }
 
     @Test("the user's other devices get a notice that cannot be approved, and denying it revokes the new device")

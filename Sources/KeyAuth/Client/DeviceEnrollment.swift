@@ -16,8 +16,11 @@ public struct DeviceEnrollment: Sendable, Hashable {
     /// - Warning: it is a credential until used; do not log it.
     package var recoveryCode: String?
     /// How the key was protected when it was made, sent with the registration
-    /// (``KeyProtection``); the `keyauth` command sets it, nil sends nothing.
-    package var keyProtection: KeyProtection?
+    /// (``KeyProtection``): ``KeyProtection/pin`` when the presence check's PIN is what opens the
+    /// key (``PINPresence``), ``KeyProtection/none`` otherwise. nil sends nothing, and the
+    /// server then counts the key as one without a PIN where that matters: it cannot log in to a
+    /// host or approve a host's login.
+    public var keyProtection: KeyProtection?
 
     /// Creates an enrollment.
     public init(user: String, deviceName: String, enrollmentCode: String? = nil) {

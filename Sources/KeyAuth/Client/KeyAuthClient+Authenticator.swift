@@ -61,10 +61,16 @@ extension KeyAuthClient {
             case .active, .pending:
                 try await onRegistered(registration)
                 return registration.status == .active ? .active : .pending
-            default:
+            case .denied, .revoked, .expired:
                 throw KeyAuthError(
                     .registrationEnded,
                     "the server already has this key as \(registration.status); it cannot log in")
+            default:
+                // A state this client does not know (from a newer server) says nothing final.
+                throw KeyAuthError(
+                    .serverRejected,
+                    "the server answered the registration with status \(registration.status), which this "
+                        + "version of keyauth does not know")
             }
         }
         @Sendable func wanted() throws(KeyAuthError) -> DeviceEnrollment {

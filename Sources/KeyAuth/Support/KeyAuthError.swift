@@ -42,7 +42,7 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
         public static let transportFailed = Code(rawValue: "transport_failed")
         /// The device is registered but waits for approval from another device.
         public static let approvalPending = Code(rawValue: "approval_pending")
-        /// The server already holds this key, as a device that was denied or revoked: it will
+        /// The server already holds this key, as a device that was denied, revoked or expired: it will
         /// never log in, so the key is of no further use and can be forgotten. A registration
         /// sent again (``Authenticator/Configuration-swift.struct/registerStoredKey``) learns so
         /// from the server's record.

@@ -3,8 +3,10 @@
 ///
 /// The server cannot see a key's protection, and anything running as the user can later put a
 /// PIN of its own on a key made without one; what a client said when it made the key is the only
-/// statement that predates such a change. Host logins, which stand in for a password, need it.
-package enum KeyProtection: String, Sendable, Hashable {
+/// statement that predates such a change. Host logins, which stand in for a password, need it:
+/// keyauth-server lets only a device registered with ``pin`` log in to a host (PAM, `sudo`), so
+/// an application whose key has a PIN states it in ``DeviceEnrollment/keyProtection``.
+public enum KeyProtection: String, Sendable, Hashable {
     /// The key cannot sign without the user's PIN: a key file encrypted with it, or a TPM key
     /// with it as its authorization value.
     case pin

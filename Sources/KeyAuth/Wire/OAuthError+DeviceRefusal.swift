@@ -23,7 +23,7 @@ extension OAuthError {
     /// enrollment code, or a `--device-policy` that an active device does not meet), and the
     /// device may stay active on the server. Nor is an answer without keyauth-server's OAuth body
     /// (a proxy's page), which says nothing about the device at all.
-    package var endsRegistration: Bool {
+    public var endsRegistration: Bool {
         guard isFromBody else { return false }
         return error == .expiredToken || (error == .accessDenied && statusCode == 400)
     }

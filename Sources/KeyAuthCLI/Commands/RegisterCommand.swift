@@ -133,12 +133,14 @@ struct RegisterCommand {
             }
             // A key the server never accepted, or whose registration was denied or expired, is of
             // no use: leave nothing behind, so that the next attempt starts clean. Only the
-            // server's own body says so (a proxy's 403 page does not); and for a key sent again,
-            // only the end of its registration does: a 403 or a 429 refused this attempt, not the
-            // earlier one the server may hold.
+            // server's own body says so (a proxy's 403 page does not). Once the server has stored
+            // the device (this attempt's answer, or an earlier one for a key sent again), only
+            // the end of its registration does: a 403 (a device policy at the login) or a 429
+            // refuses a request, and the device may stay active there.
             let stated = error.oauthError.flatMap { $0.isFromBody ? $0.error : nil }
             let ended = error.oauthError?.endsRegistration == true || error.code == .registrationEnded
-            if !keys.hasKey || ended || (resumed == nil && stated == .accessDenied) { try? accounts.remove(name) }
+            let neverStored = resumed == nil && serverKeyID.withLock({ $0 }) == nil
+            if !keys.hasKey || ended || (neverStored && stated == .accessDenied) { try? accounts.remove(name) }
             if ended {
                 throw KeyAuthError(
                     error.code,

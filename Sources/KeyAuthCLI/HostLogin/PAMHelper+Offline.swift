@@ -60,7 +60,8 @@ extension PAMHelper {
     /// 503, a rate limit), which leaves the grant alone.
     static func refusesDevice(_ error: KeyAuthError) -> Bool {
         if error.code == .approvalPending { return true }
-        guard error.code == .serverRejected, let oauth = error.oauthError else { return false }
+        // Only keyauth-server's own body says so: a proxy's 403 page says nothing of the device.
+        guard error.code == .serverRejected, let oauth = error.oauthError, oauth.isFromBody else { return false }
         return oauth.refusesDeviceKey || [.accessDenied, .expiredToken].contains(oauth.error)
     }
 

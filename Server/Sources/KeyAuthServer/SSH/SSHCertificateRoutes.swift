@@ -51,6 +51,9 @@ extension KeyAuthResponder {
         let issuer = try sshAuthority()
         let device = try authenticate(request, identifying: &caller)
         try limits.count(.other(device.kid), against: .sshCertificates)
+        // What a login checks, again: a certificate outlives the access token that asked for it.
+        try service.applyDevicePolicy(device.tier, at: "ssh-certificate", kid: device.kid, user: device.user)
+        try service.refuseWhileAnnounced(device, "get SSH certificates")
         let issued = try issuer.issue(for: device)
         let certificate = issued.certificate
         return .json(

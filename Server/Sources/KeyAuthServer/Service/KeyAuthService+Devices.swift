@@ -51,7 +51,12 @@ extension KeyAuthService {
 
     /// Revokes an active device or denies a pending one of the caller's user; already revoked or
     /// denied devices are left as they are (DELETE is idempotent).
+    ///
+    /// A device may always revoke itself; another device only once no recovery notice names the
+    /// caller (``refuseWhileAnnounced(_:_:)``): whoever used a stolen recovery code would
+    /// otherwise revoke the devices that could deny its notice, and keep the account.
     func revoke(kid: String, by actor: DeviceRecord) throws {
+        if kid != actor.kid { try refuseWhileAnnounced(actor, "revoke or deny another device") }
         _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 }

@@ -61,14 +61,14 @@ extension KeyAuthService {
         if let proof { try claimProof(proof, atResource: false) }
         try checkCanLogIn(device)
         try hostLogin?.checkUser(of: device)
-        // A host login stands in for a password: a key that signs without a PIN (as made, or as
-        // its approver's allowed) is as good as whatever runs as the user, who may since have
-        // put a PIN of their own on it. Devices that never said are let through (older clients).
-        if hostLogin != nil, device.keyProtection == KeyProtection.none {
+        // A host login stands in for a password: a key that signs without a PIN (as made, as its
+        // approver's allowed, or as nobody said) is as good as whatever runs as the user, who
+        // may since have put a PIN of their own on it.
+        if hostLogin != nil, !device.mayStandInForPassword {
             throw ServiceError(
                 .accessDenied,
-                "this device key was registered without a PIN (or approved by one without), so it cannot log in "
-                    + "to a host; register a device with a PIN")
+                "this device key was not registered as protected by a PIN (or was approved by one that was not), "
+                    + "so it cannot log in to a host; register a device with a PIN")
         }
         if let id = hostLogin?.hostClient { try HostClients.checkAllowed(device.user, atClientID: id, in: storage) }
         try applyDevicePolicy(device.tier, at: "login", kid: device.kid, user: device.user)

@@ -26,9 +26,10 @@ extension KeyAuthService {
     /// enrolment is open (a day, ``SignInRequests/Settings/noticeLifetime``).
     ///
     /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of
-    /// codes (which would also end the user's own) or an approval of another device would keep
-    /// whoever used a stolen code in the account after the user said "this was not me". A user
-    /// with no other device gets no notice, and so no wait.
+    /// codes (which would also end the user's own), an approval of another device, or an SSH
+    /// certificate would keep whoever used a stolen code in the account, or on its hosts, after
+    /// the user said "this was not me". Nor may it revoke, deny or rename the user's other
+    /// devices, which could say so. A user with no other device gets no notice, and so no wait.
     ///
     /// - Throws: ``ServiceError`` `.accessDenied` while such a notice names `actor`.
     func refuseWhileAnnounced(_ actor: DeviceRecord, approving request: SignInRequestRecord) throws {
@@ -41,8 +42,9 @@ extension KeyAuthService {
 
     /// The rule of ``refuseWhileAnnounced(_:approving:)`` for `action`, named in the refusal.
     func refuseWhileAnnounced(_ actor: DeviceRecord, _ action: String) throws {
-        // A notice is written just after its device and lives a day: a device older than that
-        // (with a minute for the gap) has none open, and most approvers need not read the list.
+        // A notice is stored with its device, made at the device's time, and lives a day: a
+        // device older than that has none open, and most approvers need not read the list. (The
+        // minute is for notices of older versions, which were made just after their device.)
         guard now() - actor.createdAt <= signIn.settings.noticeLifetime + 60 else { return }
         let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
         guard let notice else { return }

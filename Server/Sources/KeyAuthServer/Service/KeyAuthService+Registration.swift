@@ -130,12 +130,21 @@ extension KeyAuthService {
     /// Every such enrolment gets its notice, stored outside the limits of sign-in requests (see
     /// ``SignInRequests/Settings/noticeLimits`` for why), so none can be hidden behind notices
     /// that its enroller made and then denied.
+    ///
+    /// When the audit entry cannot be written, the device is revoked before the error goes on:
+    /// the client's retry would find it registered and active, and the use of the code would
+    /// never reach the audit trail. The code stays used; the user tries another.
     private func recordRecovery(_ device: DeviceRecord, from address: String) throws {
         signIn.wakeWatchers(of: device.user)
-        let left = try recoveryCodes.remaining(for: device.user)
-        try AuditTrail(storage: storage, now: now).record(
-            .useRecoveryCode, by: .device(kid: device.kid), user: device.user, subject: device.kid,
-            detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
+        do {
+            let left = try recoveryCodes.remaining(for: device.user)
+            try AuditTrail(storage: storage, now: now).record(
+                .useRecoveryCode, by: .device(kid: device.kid), user: device.user, subject: device.kid,
+                detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
+        } catch {
+            _ = try? storage.updateStatus(kid: device.kid, from: .active, to: .revoked, at: now())
+            throw error
+        }
     }
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.

@@ -51,7 +51,7 @@ extension KeyAuthService {
         }
         // Before the code is typed: a device that cannot approve a login to a host says so first,
         // as does one a recovery code enrolled while its notice is open.
-        if actor.keyProtection == KeyProtection.none, try isHostLogin(request) { throw Self.unprotectedHostApprover }
+        if !actor.mayStandInForPassword, try isHostLogin(request) { throw Self.unprotectedHostApprover }
         try refuseWhileAnnounced(actor, approving: request)
         guard SignInRequests.isCode(code, of: request) else { throw try wrongCode(for: request, by: actor) }
         return request
@@ -98,7 +98,7 @@ extension KeyAuthService {
             // A host's push login stands in for a password, as a host login with the device key
             // does (``login(assertion:proof:)``): it needs the PIN, and a key that had none.
             let logsInToHost = try isHostLogin(request)
-            if logsInToHost, actor.keyProtection == KeyProtection.none { throw Self.unprotectedHostApprover }
+            if logsInToHost, !actor.mayStandInForPassword { throw Self.unprotectedHostApprover }
             let statement = try deviceStatement(
                 assertion, by: actor, naming: (AuthenticationMethod.requestClaim, request.id),
                 requiringPresence: request.kind == .device || request.kind == .recoveryCodes || logsInToHost)
@@ -150,8 +150,8 @@ extension KeyAuthService {
 
     private static let unprotectedHostApprover = ServiceError(
         .accessDenied,
-        "this device key was registered without a PIN (or approved by one without), so it cannot approve a login "
-            + "to a host; approve on a device with a PIN")
+        "this device key was not registered as protected by a PIN (or was approved by one that was not), so it "
+            + "cannot approve a login to a host; approve on a device with a PIN")
 
     /// The pending device a `device` request approves, still pending and the user's.
     private func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
@@ -270,7 +270,7 @@ extension KeyAuthService {
             // Checked again, for an approval stored before the rule: by a device without a PIN,
             // or without a presence check.
             if client.kind == .host {
-                guard device.keyProtection != KeyProtection.none else {
+                guard device.mayStandInForPassword else {
                     throw ServiceError(.deviceDenied, Self.unprotectedHostApprover.description)
                 }
                 guard request.methods.contains(where: AuthenticationMethod.presenceChecks.contains) else {

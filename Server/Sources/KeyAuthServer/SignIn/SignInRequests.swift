@@ -36,7 +36,9 @@ struct SignInRequests: Sendable {
         /// user's recovery codes (``RecoveryCodes/count`` to a set, and a new set needs a device's
         /// approval), which bounds them; a cap would let whoever holds several codes fill it with
         /// notices of its own, deny them from one of the devices they enrolled, and enrol the
-        /// next device unannounced.
+        /// next device unannounced. The registration stores each notice with its device
+        /// (``DeviceEnrollmentCode/recovery(id:notice:)``), not through ``start``, so nothing
+        /// checks these limits today; they state the rule for any later path that would.
         var noticeLimits = SignInRequestLimits(maximumOpen: Int.max, maximumPerWindow: Int.max)
         /// How long a notice stays in the devices' lists: a day, since nobody waits for it in
         /// front of a screen.
@@ -172,7 +174,9 @@ struct SignInRequests: Sendable {
     /// the device. It is not stored here: the device's insert stores it in its own transaction
     /// (``DeviceEnrollmentCode/recovery(id:notice:)``), and then calls ``wakeWatchers(of:)``.
     func recoveryNotice(of device: DeviceRecord, from address: String) throws -> SignInRequestRecord {
-        let time = now()
+        // The device's own time, so that the notice ends exactly a lifetime after the device
+        // was made, whatever the code's hashing took in between.
+        let time = device.createdAt
         return SignInRequestRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: .recovery, clientID: nil,
             user: device.user, bindingMessage: try Self.makeBindingCode(), scope: nil, requestedFrom: address,

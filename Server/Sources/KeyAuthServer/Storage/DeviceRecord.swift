@@ -33,9 +33,18 @@ package struct DeviceRecord: Sendable, Hashable {
     package var tier: DeviceTier
     /// How the key was protected when it was made, as its registration stated it and its
     /// approver's key allowed (an approval by a key without a PIN makes it `none`); nil when the
-    /// client did not say or the device was registered before the server kept it. A host login
-    /// refuses `none` (``KeyProtection``).
+    /// client did not say or the device was registered before the server kept it. Only `pin`
+    /// may log in to a host (``mayStandInForPassword``).
     package var keyProtection: KeyProtection?
+
+    /// Whether this device may log in to a host, or approve a host's push login, where its PIN
+    /// stands in for a password: only when its registration stated a PIN (``KeyProtection/pin``)
+    /// and every key that vouched for it did too.
+    ///
+    /// A key that never said is refused like one made without a PIN. Anything running as the user
+    /// can put a PIN of its choosing on such a key (an application's key file without one, say)
+    /// and then pass `sudo` with it; only a statement made when the key was made predates that.
+    package var mayStandInForPassword: Bool { keyProtection == .pin }
 
     /// Creates a record; optional times default to "never", the tier to `software`.
     package init(

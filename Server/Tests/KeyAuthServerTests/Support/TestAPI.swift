@@ -69,7 +69,7 @@ struct TestAPI: Sendable {
     /// Registers `key` for `user`, with a valid proof unless one is given.
     func register(
         user: String, key: RSAPrivateKey, name: String = "test-device", code: String? = nil, proof: String? = nil,
-        publicKeyPEM: String? = nil
+        publicKeyPEM: String? = nil, keyProtection: String? = "pin"
     ) throws -> HTTPResponse {
         var body: [String: JSONValue] = [
             "user": .string(user), "name": .string(name),
@@ -77,6 +77,8 @@ struct TestAPI: Sendable {
             "proof": .string(try proof ?? assertion(key)),
         ]
         if let code { body["enrollment_code"] = .string(code) }
+        // As the keyauth command states it for a key with a PIN; nil states nothing.
+        if let keyProtection { body["key_protection"] = .string(keyProtection) }
         return try registerBody(.object(body))
     }
 
