@@ -26,6 +26,8 @@ struct LongPollTests {
         let runner = try environment.startServer {
             $0.threads = nil
             $0.failureLimit = 100_000
+            // One user's 50 polls, as 50 users' would wait (each user's share is 8 by default).
+            $0.maximumLongPollsPerUser = 50
         }
         defer { runner.stop() }
         let api = environment.socketAPI(runner)
@@ -167,5 +169,22 @@ struct LongPollTests {
         #expect(eventually { runner.responder.service.signIn.watchers.waiting == 1 })
         runner.stop()
         #expect(try late.readResponse().status == 503)
+    }
+
+    @Test("one user's long polls take no more than their share of the waiting places")
+    func shareOfPlacesPerUser() {
+        let watchers = SignInRequestWatchers(
+            maximumWaiters: 10, maximumWaitersPerUser: 2, checkInterval: .seconds(3600))
+        let answers = Mutex(0)
+        func wait(_ user: String) -> Bool {
+            watchers.wait(
+                user: user, seconds: 600, load: { [] }, isNew: { _ in false },
+                answer: { _ in answers.withLock { $0 += 1 } })
+        }
+        #expect(wait("mallory") && wait("mallory"))
+        #expect(!wait("mallory"), "a third poll of one user waited")
+        #expect(wait("alice"), "another user's poll found no place")
+        #expect(watchers.waiting == 3)
+        #expect(answers.withLock { $0 } == 0)
     }
 }

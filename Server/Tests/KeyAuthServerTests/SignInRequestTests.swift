@@ -130,6 +130,12 @@ struct SignInRequestTests {
             ([("login_hint", "alice"), ("requested_expiry", "0")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("requested_expiry", "soon")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("id_token_hint", "x")], 400, "invalid_request"),
+            // The device shows the scope beside the code prompt: only RFC 6749 scope tokens.
+            ([("login_hint", "alice"), ("scope", "openid  your code is 57")], 400, "invalid_scope"),
+            ([("login_hint", "alice"), ("scope", "openid \"57\"")], 400, "invalid_scope"),
+            ([("login_hint", "alice"), ("scope", "r\u{E9}sum\u{E9}")], 400, "invalid_scope"),
+            ([("login_hint", "alice"), ("scope", "openid\tprofile")], 400, "invalid_scope"),
+            ([("login_hint", "alice"), ("scope", String(repeating: "a", count: 257))], 400, "invalid_scope"),
         ]
         for (form, status, code) in cases {
             let response = try api.clientPost("/bc-authorize", client: setup.client, form: form)
@@ -142,6 +148,10 @@ struct SignInRequestTests {
         #expect(try api.authorized("DELETE", "/v1/devices/\(carol)", token: revokedToken).status == 204)
         #expect(try api.backchannelAuthorize(setup.client, user: "carol").errorCode == "unknown_user_id")
         #expect(try api.storage.openSignInRequests(user: "alice", now: setup.environment.clock.now).isEmpty)
+        // 256 bytes of scope tokens, the most a request may carry.
+        let longest = Array(repeating: "abcdefg", count: 32).joined(separator: " ") + "h"
+        #expect(longest.utf8.count == SignInRequests.maximumScopeLength)
+        #expect(try api.backchannelAuthorize(setup.client, user: "alice", extra: [("scope", longest)]).status == 200)
     }
 
     @Test("a fourth open request for a user gets 429 slow_down until one closes (push-fatigue limit)")

@@ -210,7 +210,10 @@ package final class ServerRunner: Sendable {
             loginKeys: LoginKeys(cache: DeviceKeyCache(), decoys: .shared),
             signIn: SignInRequests(
                 storage: storage, settings: SignInRequests.Settings(lifetime: configuration.signInLifetime),
-                watchers: SignInRequestWatchers(maximumWaiters: configuration.maximumLongPolls), now: now),
+                watchers: SignInRequestWatchers(
+                    maximumWaiters: configuration.maximumLongPolls,
+                    maximumWaitersPerUser: configuration.maximumLongPollsPerUser),
+                now: now),
             clients: ClientRegistry(storage: storage, now: now), replay: replay)
         let limits = AttemptLimits(
             failures: AddressRateLimiter(

@@ -145,6 +145,8 @@ package struct ServerConfiguration: Sendable {
     package var maximumLongPolls: Int {
         longPolls ?? max(1, connectionLimit / 2)
     }
+    /// Long polls of one user that may wait at once (``SignInRequestWatchers``).
+    package var maximumLongPollsPerUser = 8
     /// Simultaneous connections (`--max-connections`).
     package var connectionLimit: Int = 1000
     /// Simultaneous connections from one address, 0 for no limit

@@ -21,6 +21,7 @@ extension ServiceError.Kind {
         case .invalidClient: (401, .invalidClient)
         case .unknownUserID: (400, .unknownUserID)
         case .invalidBindingMessage: (400, .invalidBindingMessage)
+        case .invalidScope: (400, .invalidScope)
         case .pollTooFast: (400, .slowDown)
         case .unknownSignInRequest: (404, .notFound)
         case .alreadyAnswered: (409, .alreadyAnswered)

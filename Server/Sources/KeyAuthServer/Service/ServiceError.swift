@@ -43,6 +43,8 @@ struct ServiceError: Error, Sendable, Equatable {
         case unknownUserID
         /// A binding message that is too long or not printable.
         case invalidBindingMessage
+        /// A `scope` that is not space-separated RFC 6749 scope tokens, or too long.
+        case invalidScope
         /// A client polled for a sign-in request faster than its interval (CIBA section 11):
         /// a 400 `slow_down`, unlike the rate limit's 429.
         case pollTooFast

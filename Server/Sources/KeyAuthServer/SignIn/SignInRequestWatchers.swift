@@ -11,7 +11,9 @@ import Synchronization
 /// thread of libmicrohttpd that slept through a wait stopped reading every other keep-alive
 /// connection it owned, which then went unanswered until the idle timeout dropped them. The
 /// number of polls waiting at once is still bounded (``maximumWaiters``: each costs a
-/// connection slot and a storage read a second); a further long poll is answered at once, and
+/// connection slot and a storage read a second), and so is each user's share of them
+/// (``maximumWaitersPerUser``), so that one device's token cannot take every place and leave the
+/// other users' devices polling every few seconds; a further long poll is answered at once, and
 /// the client polls again a few seconds later.
 final class SignInRequestWatchers: Sendable {
     /// One waiting poll: what it checks, when it gives up, and what it answers with.
@@ -33,6 +35,8 @@ final class SignInRequestWatchers: Sendable {
 
     /// Long polls allowed to wait at once.
     let maximumWaiters: Int
+    /// Long polls of one user allowed to wait at once: a few devices, each watching.
+    let maximumWaitersPerUser: Int
     /// How often every waiting poll is checked, for requests made on other instances.
     let checkInterval: DispatchTimeInterval
     private let state = Mutex(State())
@@ -41,10 +45,12 @@ final class SignInRequestWatchers: Sendable {
 
     /// - Parameters:
     ///   - maximumWaiters: long polls allowed to wait at once; 0 answers every one at once.
+    ///   - maximumWaitersPerUser: long polls of one user allowed to wait at once.
     ///   - checkInterval: how often every poll is checked (a test that must see the wake-up of a
     ///     request made here, and nothing else, makes it long).
-    init(maximumWaiters: Int, checkInterval: DispatchTimeInterval = .seconds(1)) {
+    init(maximumWaiters: Int, maximumWaitersPerUser: Int = 8, checkInterval: DispatchTimeInterval = .seconds(1)) {
         self.maximumWaiters = max(maximumWaiters, 0)
+        self.maximumWaitersPerUser = max(maximumWaitersPerUser, 0)
         self.checkInterval = checkInterval
     }
 
@@ -67,7 +73,8 @@ final class SignInRequestWatchers: Sendable {
     /// ``notify(user:)``) hold one that `isNew`, or after `seconds` with the requests as they are;
     /// `answer` gets the result on the watchers' queue.
     ///
-    /// - Returns: false when no waiting place was free; nothing is registered then.
+    /// - Returns: false when no waiting place was free, or `user` holds their share of them;
+    ///   nothing is registered then.
     func wait(
         user: String, seconds: Int, load: @escaping @Sendable () throws -> [SignInRequestRecord],
         isNew: @escaping @Sendable ([SignInRequestRecord]) -> Bool,
@@ -77,7 +84,9 @@ final class SignInRequestWatchers: Sendable {
             UInt64(max(seconds, 0)).multipliedSaturating(by: 1_000_000_000))
         let waiter = Waiter(user: user, deadline: deadline, load: load, isNew: isNew, answer: answer)
         return state.withLock { state in
-            guard state.waiters.count < maximumWaiters else { return false }
+            guard state.waiters.count < maximumWaiters,
+                state.waiters.values.lazy.filter({ $0.user == user }).count < maximumWaitersPerUser
+            else { return false }
             state.waiters[state.nextID] = waiter
             state.nextID &+= 1
             if state.timer == nil { state.timer = startTimer() }

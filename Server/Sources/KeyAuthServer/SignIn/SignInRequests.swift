@@ -122,6 +122,7 @@ struct SignInRequests: Sendable {
             }
             lifetime = min(max(seconds, settings.minimumLifetime), settings.maximumLifetime)
         }
+        try Self.checkScope(scope)
         let normalizedMessage: String?
         do {
             normalizedMessage = try bindingMessage.map(NameRule.bindingMessage.normalize)
@@ -196,6 +197,32 @@ struct SignInRequests: Sendable {
             scope.whenDurable { _ in watchers.notify(user: user) }
         } else {
             watchers.notify(user: user)
+        }
+    }
+
+    /// The longest `scope` a request may carry, in bytes.
+    static let maximumScopeLength = 256
+
+    /// Refuses a `scope` that is not RFC 6749's (section 3.3): scope tokens of printable ASCII
+    /// other than `"` and `\`, separated by single spaces, at most ``maximumScopeLength`` bytes.
+    ///
+    /// The approving device shows it beside the prompt for the code, and the token carries it: a
+    /// client could otherwise put text there that reads as the code ("your code is 57"), in a
+    /// script that turns it around, or kilobytes of it into every token.
+    static func checkScope(_ scope: String?) throws(ServiceError) {
+        guard let scope, !scope.isEmpty else { return }
+        let bytes = Array(scope.utf8)
+        let isTokenByte = { (byte: UInt8) in
+            byte == 0x21 || (0x23...0x5B).contains(byte) || (0x5D...0x7E).contains(byte)
+        }
+        let tokens = bytes.split(separator: 0x20, omittingEmptySubsequences: false)
+        guard bytes.count <= maximumScopeLength,
+            tokens.allSatisfy({ !$0.isEmpty && $0.allSatisfy(isTokenByte) })
+        else {
+            throw ServiceError(
+                .invalidScope,
+                "scope must be scope tokens of printable ASCII (no quote or backslash) separated by single spaces, "
+                    + "at most \(maximumScopeLength) bytes")
         }
     }
 
