@@ -50,6 +50,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // prctl, which Swift cannot call (it is variadic): keeps `keyauth agent`'s memory from
+        // other processes of the same user.
+        .systemLibrary(
+            name: "CKeyAuthProcess",
+            path: "Sources/CKeyAuthProcess"
+        ),
         // glibc's malloc_trim, which Swift's Glibc module leaves out (see FreedMemory).
         .systemLibrary(
             name: "CKeyAuthMalloc",
@@ -74,7 +80,7 @@ let package = Package(
         // The command's logic, as a library so that it is testable with injected I/O.
         .target(
             name: "KeyAuthCLI",
-            dependencies: ["KeyAuth", "KeyAuthArguments"]
+            dependencies: ["KeyAuth", "KeyAuthArguments", "CKeyAuthProcess"]
         ),
         .executableTarget(
             name: "keyauth",
@@ -200,7 +206,9 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyAuthCLITests",
-            dependencies: ["KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthServer", "KeyAuthTestSupport"]
+            dependencies: [
+                "KeyAuthCLI", "KeyAuth", "KeyAuthArguments", "KeyAuthServer", "KeyAuthTestSupport", "CKeyAuthProcess",
+            ]
         ),
         .testTarget(
             name: "KeyAuthServerTests",

@@ -1,3 +1,4 @@
+import CKeyAuthProcess
 import Foundation
 import KeyAuth
 
@@ -19,6 +20,7 @@ struct AgentCommand {
     let options: AgentOptions
 
     func run() async throws(KeyAuthError) {
+        if case .start = options.action { Self.keepMemoryToItself() }
         let path = try KeyAgentSocket.path(environment: context.io.environment)
         switch options.action {
         case .lock:
@@ -70,6 +72,18 @@ struct AgentCommand {
         }
     }
 
+    /// Keeps the unlocked key (or a TPM key's PIN) in this process: no core file, and, as
+    /// `ssh-agent` does, no other process of the user may attach a debugger or read the memory
+    /// through `/proc/PID/mem`. Without it, anything running as the user (where the kernel's
+    /// `ptrace_scope` allows, as Debian's default does) could copy the key out of an agent that
+    /// holds it for hours, and then sign what the agent refuses to (an assertion stating `pin`).
+    /// Done first, before a PIN is read or a key opened.
+    static func keepMemoryToItself() {
+        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+        _ = ckeyauth_forbid_tracing()
+    }
+
     /// What the presence check says it is for.
     static func unlockReason(_ account: String) -> String {
         "Unlock the device key of \(account) for keyauth agent"
@@ -112,9 +126,6 @@ struct AgentCommand {
     func listenAndServe(
         _ server: KeyAgentServer, for session: AccountSession, at path: String, listening: () -> Void
     ) async throws(KeyAuthError) {
-        // A core dump of the agent would hold the key.
-        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
-        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
         unlink(path)
         unlink(server.sshSocketPath)
         let listener: Int32
