@@ -190,6 +190,23 @@ struct OfflineGrantTests {
         #expect(!PAMHelper.refusesDevice(KeyAuthError(.transportFailed, "connection refused")))
     }
 
+    @Test("a refusal of another key leaves the grant; of the grant's own key, or with a damaged grant, ends it")
+    func refusalOfAnotherKey() {
+        func token(_ payload: String) -> String {
+            Base64URL.encode(Array(#"{"alg":"ES256","typ":"keyauth-offline-grant+jwt"}"#.utf8)) + "."
+                + Base64URL.encode(Array(payload.utf8)) + "." + Base64URL.encode([UInt8](repeating: 1, count: 64))
+        }
+        let grant = token(#"{"cnf":{"jkt":"key-A"}}"#)
+        #expect(PAMHelper.refusalEndsGrant(grant, unreadable: false, refusedKeyID: "key-A"))
+        // Malware's own account, with a key the server never saw, refused at sudo.
+        #expect(!PAMHelper.refusalEndsGrant(grant, unreadable: false, refusedKeyID: "key-B"))
+        #expect(!PAMHelper.refusalEndsGrant(grant, unreadable: false, refusedKeyID: nil))
+        #expect(!PAMHelper.refusalEndsGrant(nil, unreadable: false, refusedKeyID: "key-A"))
+        #expect(PAMHelper.refusalEndsGrant(nil, unreadable: true, refusedKeyID: "key-B"))
+        #expect(PAMHelper.refusalEndsGrant("not a token", unreadable: false, refusedKeyID: "key-B"))
+        #expect(PAMHelper.refusalEndsGrant(token(#"{"sub":"alice"}"#), unreadable: false, refusedKeyID: "key-B"))
+    }
+
     @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
     func requestOfflineField() throws {
         #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\n\n").allowsOffline)

@@ -84,6 +84,10 @@ struct PAMHelperRequestTests {
         let line = PAMHelper.Answer.refused("bad\nline\u{1B}[31m").line
         #expect(line == "refused bad line [31m")
         #expect(PAMHelper.Answer.ok("account a").line == "ok account a")
+        // The module counts bytes (1023 at most): 900 characters of another script are not 900.
+        let long = PAMHelper.Answer.refused(String(repeating: "\u{1F512}", count: 600)).line
+        #expect(long.utf8.count <= PAMHelper.Answer.maximumLineBytes)
+        #expect(long.hasPrefix("refused \u{1F512}") && long.unicodeScalars.last == "\u{1F512}")
     }
 }
 

@@ -47,11 +47,31 @@ extension PAMHelper {
                 after: error, offline: offline, session: session, pinReader: pinReader, request: request)
         default:
             // Revoked, unknown, pending or denied: the device must not go on logging in offline.
-            if Self.refusesDevice(error), let store = offline.store, store.stored != nil || store.unreadable != nil {
+            if Self.refusesDevice(error), let store = offline.store,
+                Self.refusalEndsGrant(
+                    store.stored?.grant, unreadable: store.unreadable != nil,
+                    refusedKeyID: try? session.keys.loadPublicKey().fingerprint)
+            {
                 try? store.clear()
             }
             return Self.answer(for: error)
         }
+    }
+
+    /// Whether a refusal of the device key `refusedKeyID` ends the stored grant: only when the
+    /// grant is that key's (`cnf.jkt`), or cannot be read at all. Anything running as the user
+    /// can make an account with a key the server never saw and run `sudo`; its refusal says
+    /// nothing of the key the grant belongs to, which must keep its offline logins.
+    ///
+    /// The grant's claims are read without checking its signature, only to compare the key: an
+    /// offline login checks it in full (``OfflineGrant``).
+    static func refusalEndsGrant(_ grant: String?, unreadable: Bool, refusedKeyID: String?) -> Bool {
+        if unreadable { return true }
+        guard let grant else { return false }
+        guard let claims = try? CompactJWS(parsing: grant, algorithms: OfflineGrantFormat.algorithms).claims(),
+            let grantKeyID = claims["cnf"]?["jkt"]?.stringValue
+        else { return true }
+        return grantKeyID == refusedKeyID
     }
 
     /// Whether the server answered that this device may not log in (`invalid_grant` for a

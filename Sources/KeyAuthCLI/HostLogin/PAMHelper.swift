@@ -49,7 +49,9 @@ package struct PAMHelper: Sendable {
         case unknown(String)
         case unavailable(String)
 
-        /// The answer's line, without control characters (they would forge lines in the journal).
+        /// The answer's line, without control characters (they would forge lines in the journal),
+        /// and at most ``maximumLineBytes`` bytes of UTF-8, cut between characters: the module
+        /// refuses a line over 1023 bytes, and 900 characters of other scripts can be 3,600.
         package var line: String {
             let (word, text): (String, String) =
                 switch self {
@@ -59,8 +61,18 @@ package struct PAMHelper: Sendable {
                 case .unavailable(let reason): ("unavailable", reason)
                 }
             let clean = String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 ? " " : $0 }))
-            return String((word + " " + clean).prefix(900))
+            var line = ""
+            var bytes = 0
+            for character in word + " " + clean {
+                bytes += character.utf8.count
+                guard bytes <= Self.maximumLineBytes else { break }
+                line.append(character)
+            }
+            return line
         }
+
+        /// The longest answer line, in bytes, newline not counted.
+        package static let maximumLineBytes = 900
     }
 
     /// Runs one login and writes its answer; the exit status is 0 when the login succeeded.
