@@ -171,6 +171,28 @@ struct LongPollTests {
         #expect(try late.readResponse().status == 503)
     }
 
+    @Test("a device revoked while its poll waits is answered 401, not with its user's requests")
+    func revokedWhileWaiting() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer { $0.failureLimit = 100_000 }
+        defer { runner.stop() }
+        let api = environment.socketAPI(runner)
+        let key = try ServerTestKeys.key("long-poll-3")
+        let token = try api.activeDevice(user: "leaving", key: key)
+        let cursor = try #require(try api.openRequests(token: token).json?["cursor"]?.stringValue)
+        let poll = try RawHTTPConnection(port: runner.port, timeoutSeconds: 30)
+        try poll.send(
+            RawHTTPConnection.requestBytes(
+                method: "GET", path: "/v1/auth-requests?wait=3&after=\(cursor)",
+                headers: [("Authorization", "Bearer \(token)")]))
+        #expect(eventually { runner.responder.service.signIn.watchers.waiting == 1 })
+        let kid = key.publicKey.fingerprint
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
+        let answer = try poll.readResponse()
+        #expect(answer.status == 401, "answered \(answer.status)")
+        #expect(answer.json?["requests"] == nil)
+    }
+
     @Test("one user's long polls take no more than their share of the waiting places")
     func shareOfPlacesPerUser() {
         let watchers = SignInRequestWatchers(

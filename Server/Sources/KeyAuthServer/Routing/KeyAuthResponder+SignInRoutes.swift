@@ -63,7 +63,11 @@ extension KeyAuthResponder {
             [self] result in
             later.complete(
                 with: Self.response {
-                    .json(try signInRequestList(try result.get(), after: query.after).jsonValue)
+                    // A device revoked while its poll waited sees its user's requests no more.
+                    guard let current = try service.storage.device(kid: actor.kid), current.status == .active else {
+                        throw ServiceError(.invalidToken, "the access token is not valid")
+                    }
+                    return .json(try signInRequestList(try result.get(), after: query.after).jsonValue)
                 })
         }
         switch watch {
