@@ -376,6 +376,13 @@ static int authenticate(pam_handle_t *pamh, int flags, const struct options *opt
         pam_syslog(pamh, LOG_ERR, "user %s refused: a module argument or the service name cannot be sent", user);
         return PAM_AUTH_ERR;
     }
+    /* How long the final answer may take after the PIN, so that the helper fits its work in it. */
+    char timeout[16];
+    (void)snprintf(timeout, sizeof timeout, "%d", options->timeout_ms / 1000);
+    if (append_line(request, sizeof request, &used, "timeout", timeout) != 0 || used + 1 >= sizeof request) {
+        pam_syslog(pamh, LOG_ERR, "user %s refused: the request is too long", user);
+        return PAM_AUTH_ERR;
+    }
     request[used++] = '\n';
 
     struct helper helper = {.pid = -1, .fd = -1};

@@ -207,6 +207,28 @@ struct OfflineGrantTests {
         #expect(PAMHelper.refusalEndsGrant(token(#"{"sub":"alice"}"#), unreadable: false, refusedKeyID: "key-B"))
     }
 
+    @Test("the helper's work after the PIN fits the module's timeout: per request, and the grant's renewal")
+    func workFitsTheModulesTimeout() throws {
+        let base = "keyauth-pam 1\nuser a\nserver https://s\n"
+        #expect(try PAMHelperRequest(text: base + "\n").answerTimeout == 10)
+        #expect(try PAMHelperRequest(text: base + "timeout 30\n\n").answerTimeout == 30)
+        for bad in ["0", "121", "ten", "-5"] {
+            #expect(throws: KeyAuthError.self) { try PAMHelperRequest(text: base + "timeout \(bad)\n\n") }
+        }
+        // Three requests at most after the PIN, each a third of the wait less a second, 1 to 5 s.
+        #expect(PAMHelper.networkTimeout(answerTimeout: 10) == 3)
+        #expect(PAMHelper.networkTimeout(answerTimeout: 1) == 1)
+        #expect(PAMHelper.networkTimeout(answerTimeout: 120) == 5)
+        #expect(3 * PAMHelper.networkTimeout(answerTimeout: 10) < 10)
+        // The renewal's fetch gets what is left of the wait, and none when little is.
+        let arrived = ContinuousClock.now
+        let late = PAMHelper.timeLeft(answerTimeout: 10, since: arrived, now: arrived + .seconds(9))
+        #expect(abs(late - 1) < 0.001 && late < PAMHelper.minimumRenewalTime)
+        let early = PAMHelper.timeLeft(answerTimeout: 10, since: arrived, now: arrived + .milliseconds(500))
+        #expect(abs(early - 9.5) < 0.001)
+        #expect(PAMHelper.timeLeft(answerTimeout: 10, since: nil) == 10)
+    }
+
     @Test("the request's offline field is yes by default, no when the module says so, and nothing else")
     func requestOfflineField() throws {
         #expect(try PAMHelperRequest(text: "keyauth-pam 1\nuser a\nserver https://s\n\n").allowsOffline)

@@ -13,10 +13,15 @@ final class HeldPINReader: SecretReader {
     private struct State {
         var pin: SecretBytes?
         var handedOut = false
+        var arrivedAt: ContinuousClock.Instant?
     }
 
     private let source: StandardInputSecretReader
     private let state = Mutex(State())
+
+    /// When the PIN came from the socket, which starts the module's wait for the final answer;
+    /// nil before.
+    var arrivedAt: ContinuousClock.Instant? { state.withLock { $0.arrivedAt } }
 
     /// A reader of the module's socket `descriptor`.
     init(fileDescriptor descriptor: Int32) {
@@ -34,7 +39,11 @@ final class HeldPINReader: SecretReader {
         }
         if let pin = try held.get() { return pin.withUnsafeBytes { SecretBytes($0) } }
         let pin = try source.readLine(prompt: prompt, echo: echo)
-        state.withLock { $0.pin = pin }
+        let now = ContinuousClock.now
+        state.withLock {
+            $0.pin = pin
+            $0.arrivedAt = now
+        }
         return pin.withUnsafeBytes { SecretBytes($0) }
     }
 

@@ -145,8 +145,14 @@ extension PAMHelper {
     /// Stores the grant of a successful online login with the server's JWK set, fetched now, and
     /// says so in the answer; a login without a store, or whose grant cannot be stored, still
     /// succeeds (the grant is for later logins).
+    ///
+    /// The module waits ``PAMHelperRequest/answerTimeout`` seconds for the answer once it sent the
+    /// PIN (`pinArrivedAt`): the key set's fetch gets what is left of that, less a second, and is
+    /// not made at all with less than ``minimumRenewalTime`` left. The login then succeeds with
+    /// the grant it had, instead of failing in the module after the server accepted it.
     func renewOfflineGrant(
-        _ token: AccessToken, offline: OfflineAccess, session: AccountSession, request: PAMHelperRequest
+        _ token: AccessToken, offline: OfflineAccess, session: AccountSession, request: PAMHelperRequest,
+        pinArrivedAt: ContinuousClock.Instant?
     ) async -> String {
         guard let store = offline.store else { return "" }
         do throws(KeyAuthError) {
@@ -154,10 +160,12 @@ extension PAMHelper {
                 try store.clear()
                 return ", the server sent no offline grant"
             }
-            // One short request, so that renewing cannot make an accepted login outlast the
-            // module's timeout.
+            let left = Self.timeLeft(answerTimeout: request.answerTimeout, since: pinArrivedAt)
+            guard left >= Self.minimumRenewalTime else {
+                return ", offline grant not renewed: the module's timeout is near"
+            }
             let server = Self.normalizedServer(request.server)
-            let document = try await HTTPKeySetFetcher(timeout: Self.keySetTimeout).fetch(
+            let document = try await HTTPKeySetFetcher(timeout: min(Self.keySetTimeout, left - 1)).fetch(
                 server + "/.well-known/jwks.json")
             guard let keySetJSON = try? JSONValue(parsing: document.body), keySetJSON.objectValue != nil else {
                 throw KeyAuthError(.keyCorrupt, "the server's JWK set is not a JSON object")
@@ -179,6 +187,19 @@ extension PAMHelper {
 
     /// Seconds the JWK set fetch after an online login may take.
     static let keySetTimeout: TimeInterval = 3
+    /// Seconds that must be left before the module's timeout to renew the grant.
+    static let minimumRenewalTime: TimeInterval = 2
+
+    /// Seconds left of the module's wait for the answer, which began when the PIN arrived (or,
+    /// for a login that asked none, taken as beginning now).
+    static func timeLeft(
+        answerTimeout: Int, since pinArrivedAt: ContinuousClock.Instant?, now: ContinuousClock.Instant = .now
+    ) -> TimeInterval {
+        guard let pinArrivedAt else { return TimeInterval(answerTimeout) }
+        let elapsed = now - pinArrivedAt
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return TimeInterval(answerTimeout) - seconds
+    }
 
     /// The server URL as accounts compare it.
     static func normalizedServer(_ server: String) -> String {

@@ -22,7 +22,8 @@ extension PAMHelper {
         }
         let client: KeyAuthClient
         do {
-            client = try KeyAuthClient(serverURL: request.server, timeout: TimeInterval(Self.networkTimeout) ?? 5)
+            client = try KeyAuthClient(
+                serverURL: request.server, timeout: Self.networkTimeout(answerTimeout: request.answerTimeout))
         } catch {
             return .refused(error.message)
         }

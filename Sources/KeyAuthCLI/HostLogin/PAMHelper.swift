@@ -29,8 +29,13 @@ package struct PAMHelper: Sendable {
     /// The keyauth home when the request names none: the keyauth command's own default for a
     /// user without `XDG_DATA_HOME`.
     package static let defaultHome = "~/.local/share/keyauth"
-    /// Seconds each request to the server may take: a host login must not hang on the network.
-    package static let networkTimeout = "5"
+    /// Seconds each request to the server may take, when the module waits `answerTimeout` seconds
+    /// for the answer after the PIN: a third of that less a second (after the PIN come at most
+    /// three requests: discovery, the token, and the token again with a DPoP nonce), 1 to 5 s. A
+    /// server too slow for it fails over to the offline grant while the module still waits.
+    package static func networkTimeout(answerTimeout: Int) -> TimeInterval {
+        min(5, max(1, Double(answerTimeout - 1) / 3))
+    }
 
     /// The descriptor the request and the PIN come from; answers go to ``output``.
     let input: Int32
@@ -118,7 +123,10 @@ package struct PAMHelper: Sendable {
             return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
         }
         let home = person.expand(request.home ?? Self.defaultHome)
-        var environment = ["HOME": person.homeDirectory, "KEYAUTH_HOME": home, "KEYAUTH_TIMEOUT": Self.networkTimeout]
+        var environment = [
+            "HOME": person.homeDirectory, "KEYAUTH_HOME": home,
+            "KEYAUTH_TIMEOUT": String(Self.networkTimeout(answerTimeout: request.answerTimeout)),
+        ]
         if let tcti = request.tcti { environment[TPMConnection.environmentVariable] = tcti }
         // Holds the PIN once read, so that an offline login can use it after the online one failed.
         let pinReader = HeldPINReader(fileDescriptor: input)
@@ -182,7 +190,8 @@ package struct PAMHelper: Sendable {
             return await afterFailedLogin(
                 error, offline: offline, session: session, pinReader: pinReader, request: request)
         }
-        let renewal = await renewOfflineGrant(token, offline: offline, session: session, request: request)
+        let renewal = await renewOfflineGrant(
+            token, offline: offline, session: session, request: request, pinArrivedAt: pinReader.arrivedAt)
         return .ok("account \(account.name) key \(account.keyID ?? "unknown") service \(request.service)\(renewal)")
     }
 

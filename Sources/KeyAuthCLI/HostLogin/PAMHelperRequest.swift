@@ -32,6 +32,11 @@ package struct PAMHelperRequest: Sendable, Equatable {
     /// its "token" the proof of a login.
     package var allowsInsecureHTTP = false
 
+    /// Seconds the module waits for an answer once it sent the PIN (its `timeout=`, 1 to 120; 10
+    /// when a module from before this field sends none): the helper's work after the PIN, the
+    /// grant's renewal included, must fit in it, or the module gives up on a login that passed.
+    package var answerTimeout = 10
+
     /// The longest request accepted, so that a broken module cannot make the helper read for ever.
     package static let maximumLength = 8192
 
@@ -54,7 +59,7 @@ package struct PAMHelperRequest: Sendable, Equatable {
             guard
                 [
                     "user", "service", "server", "home", "users", "tcti", "mode", "hostconf", "offline",
-                    "insecure-http",
+                    "insecure-http", "timeout",
                 ].contains(key)
             else {
                 throw KeyAuthError(.invalidArgument, "the request has an unknown field \(key)")
@@ -87,6 +92,12 @@ package struct PAMHelperRequest: Sendable, Equatable {
         case nil, "yes": self.allowsOffline = true
         case "no": self.allowsOffline = false
         default: throw KeyAuthError(.invalidArgument, "the request's offline is neither yes nor no")
+        }
+        if let timeout = fields["timeout"] {
+            guard let seconds = Int(timeout), (1...120).contains(seconds) else {
+                throw KeyAuthError(.invalidArgument, "the request's timeout is not 1 to 120 seconds")
+            }
+            self.answerTimeout = seconds
         }
         switch fields["insecure-http"] {
         case nil: break
