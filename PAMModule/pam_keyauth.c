@@ -123,6 +123,17 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
         pam_syslog(pamh, LOG_ERR, "helper= must be an absolute path");
         return -1;
     }
+    /* Relative, they would be found from the working directory of whoever runs sudo or su. */
+    if ((options->users != NULL && options->users[0] != '/') ||
+        (options->hostconf != NULL && options->hostconf[0] != '/')) {
+        pam_syslog(pamh, LOG_ERR, "users= and hostconf= must be absolute paths");
+        return -1;
+    }
+    if (options->home != NULL && options->home[0] != '/' && options->home[0] != '~' &&
+        strncmp(options->home, "%u", 2) != 0) {
+        pam_syslog(pamh, LOG_ERR, "home= must be an absolute path, or start with ~/");
+        return -1;
+    }
     return 0;
 }
 

@@ -152,6 +152,9 @@ struct HostLoginTests {
             try machine.writeService(server: "http://127.0.0.1:1")
             let other = try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(other.status != 0)
+            // A relative file would be found from the directory whoever runs sudo is in.
+            try machine.writeService(server: machine.server.url, extra: " users=pam-users")
+            #expect(try machine.pamtester(pin: HostLoginMachine.pin).status != 0)
 
             try machine.writeService(server: machine.server.url)
             _ = machine.server.terminate()
@@ -161,6 +164,7 @@ struct HostLoginTests {
                 let log = machine.syslog.text
                 #expect(log.contains("no keyauth account of \(machine.user) on http://127.0.0.1:1"), "\(log)")
                 #expect(log.contains("transport_failed"), "\(log)")
+                #expect(log.contains("users= and hostconf= must be absolute paths"), "\(log)")
             }
         }
     }
