@@ -231,6 +231,33 @@ struct SSHAgentTests {
         #expect(agent.locked() == true)
     }
 
+    @Test("an ssh message sent a byte at a time holds the agent one message's time: a lock waiting behind it is served")
+    func lockWhileAMessageTrickles() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+        defer { close(connection) }
+        let trickling = Atomic(true)
+        // A 1 KiB message, one byte a second: each read comes well within a socket timeout, and
+        // the whole would take 17 minutes, far past the lock's 30 s wait for its answer.
+        let trickler = Thread {
+            let message: [UInt8] = [0, 0, 4, 0] + [UInt8](repeating: 11, count: 1024)
+            for byte in message where trickling.load(ordering: .relaxed) {
+                guard DescriptorIO.sendAll(connection, bytes: [byte]) else { return }
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+        trickler.start()
+        defer { trickling.store(false, ordering: .relaxed) }
+        try await Task.sleep(for: .milliseconds(1500))
+        let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
+        #expect(locked?.ok == true, "the lock got no answer while the message trickled")
+        #expect(agent.locked() == true)
+    }
+
     @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")
     func sha512SignatureVerifies() async throws {
         let setup = try await SSHLoginTests.Setup(pin: Self.pin)

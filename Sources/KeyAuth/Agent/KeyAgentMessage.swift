@@ -102,7 +102,7 @@ extension KeyAgentSocket {
         if let pin {
             guard pin.withUnsafeBytes({ writeMessage(descriptor, buffer: $0) }) else { return nil }
         }
-        guard let answer = readMessage(descriptor) else { return nil }
+        guard let answer = readMessage(descriptor, deadline: .now + clientWait) else { return nil }
         return try? JSONDecoder().decode(KeyAgentResponse.self, from: Data(answer))
     }
 }

@@ -106,7 +106,7 @@ package enum KeyAgentSocket {
             close(descriptor)
             throw error
         }
-        setTimeout(descriptor, seconds: 30)
+        setTimeout(descriptor, seconds: Int(clientWait.components.seconds))
         return descriptor
     }
 
@@ -173,20 +173,47 @@ package enum KeyAgentSocket {
         return DescriptorIO.sendAll(descriptor, bytes: prefix) && DescriptorIO.sendAll(descriptor, buffer: buffer)
     }
 
-    /// Reads one message written by ``writeMessage(_:_:)``; nil at end of stream, on a timeout,
-    /// or for a length above ``maximumMessageLength``. The bytes arrive in the one array
-    /// returned, so a caller that wipes it wipes every copy this read made.
-    package static func readMessage(_ descriptor: Int32) -> [UInt8]? {
-        guard let prefix = readExactly(descriptor, count: 4) else { return nil }
+    /// Reads one message written by ``writeMessage(_:_:)``; nil at end of stream, when the whole
+    /// message has not come by `deadline`, or for a length above ``maximumMessageLength``. The
+    /// bytes arrive in the one array returned, so a caller that wipes it wipes every copy this
+    /// read made.
+    ///
+    /// The deadline is the message's, not each read's: a socket timeout starts again with every
+    /// byte, so a peer sending one byte every few seconds held the agent's single loop for as long
+    /// as it liked, and `--lock` or `--stop` with it.
+    package static func readMessage(
+        _ descriptor: Int32, deadline: ContinuousClock.Instant = .now + messageTime
+    ) -> [UInt8]? {
+        guard let prefix = readExactly(descriptor, count: 4, deadline: deadline) else { return nil }
         let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
         guard length <= maximumMessageLength else { return nil }
-        return readExactly(descriptor, count: length)
+        return readExactly(descriptor, count: length, deadline: deadline)
     }
 
-    private static func readExactly(_ descriptor: Int32, count: Int) -> [UInt8]? {
+    /// How long a whole message may take to arrive at the agent.
+    package static let messageTime = Duration.seconds(5)
+    /// How long a client waits for the agent's answer (a TPM's signature, an unlock's scrypt).
+    package static let clientWait = Duration.seconds(30)
+
+    /// Waits until `descriptor` can be read, or `deadline` passes; false then, or on an error.
+    package static func awaitInput(_ descriptor: Int32, before deadline: ContinuousClock.Instant) -> Bool {
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return false }
+            let milliseconds = Int32(
+                clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&watched, 1, milliseconds)
+            if ready < 0 && errno == EINTR { continue }
+            return ready > 0
+        }
+    }
+
+    private static func readExactly(_ descriptor: Int32, count: Int, deadline: ContinuousClock.Instant) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
+            guard awaitInput(descriptor, before: deadline) else { return nil }
             let got = buffer.withUnsafeMutableBytes { raw in
                 read(descriptor, raw.baseAddress.map { $0 + filled }, count - filled)
             }

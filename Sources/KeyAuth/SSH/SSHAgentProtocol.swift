@@ -203,10 +203,13 @@ package enum SSHAgentProtocol {
         "rsa-sha2-256", "rsa-sha2-512", "rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-512-cert-v01@openssh.com",
     ]
 
-    /// Reads one message: a uint32 length, then that many bytes.
-    package static func readMessage(_ descriptor: Int32) -> Read {
+    /// Reads one message: a uint32 length, then that many bytes, all of it by `deadline`
+    /// (``KeyAgentSocket/readMessage(_:deadline:)`` says why the whole message's).
+    package static func readMessage(
+        _ descriptor: Int32, deadline: ContinuousClock.Instant = .now + KeyAgentSocket.messageTime
+    ) -> Read {
         var prefix = [UInt8](repeating: 0, count: 4)
-        switch readExactly(descriptor, into: &prefix) {
+        switch readExactly(descriptor, into: &prefix, deadline: deadline) {
         case 0: return .end
         case 4: break
         default: return .truncated
@@ -214,7 +217,7 @@ package enum SSHAgentProtocol {
         let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
         guard length <= maximumMessageLength else { return .tooLong }
         var body = [UInt8](repeating: 0, count: length)
-        return readExactly(descriptor, into: &body) == length ? .message(body) : .truncated
+        return readExactly(descriptor, into: &body, deadline: deadline) == length ? .message(body) : .truncated
     }
 
     /// Writes one message body with its length; false when the peer has gone (no SIGPIPE).
@@ -225,10 +228,13 @@ package enum SSHAgentProtocol {
     }
 
     /// Fills `buffer` from `descriptor`; returns how many bytes came before the end or an error.
-    private static func readExactly(_ descriptor: Int32, into buffer: inout [UInt8]) -> Int {
+    private static func readExactly(
+        _ descriptor: Int32, into buffer: inout [UInt8], deadline: ContinuousClock.Instant
+    ) -> Int {
         var filled = 0
         let count = buffer.count
         while filled < count {
+            guard KeyAgentSocket.awaitInput(descriptor, before: deadline) else { break }
             let got = buffer.withUnsafeMutableBytes { raw in
                 read(descriptor, raw.baseAddress.map { $0 + filled }, count - filled)
             }
