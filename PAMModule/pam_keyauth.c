@@ -129,9 +129,9 @@ static int parse_options(pam_handle_t *pamh, int argc, const char **argv, struct
         pam_syslog(pamh, LOG_ERR, "users= and hostconf= must be absolute paths");
         return -1;
     }
-    if (options->home != NULL && options->home[0] != '/' && options->home[0] != '~' &&
-        strncmp(options->home, "%u", 2) != 0) {
-        pam_syslog(pamh, LOG_ERR, "home= must be an absolute path, or start with ~/");
+    if (options->home != NULL && options->home[0] != '/' && strcmp(options->home, "~") != 0 &&
+        strncmp(options->home, "~/", 2) != 0) {
+        pam_syslog(pamh, LOG_ERR, "home= must be an absolute path, ~ or start with ~/");
         return -1;
     }
     return 0;

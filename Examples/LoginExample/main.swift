@@ -17,9 +17,11 @@ do {
 
     // The bundled client supplies the hooks: register with a proof of possession, log in with
     // the JWT bearer grant, poll while another device has to approve this one.
-    let enrollment = DeviceEnrollment(
+    var enrollment = DeviceEnrollment(
         user: environment["KEYAUTH_USER"] ?? "alice", deviceName: environment["KEYAUTH_DEVICE_NAME"] ?? "laptop",
         enrollmentCode: environment["KEYAUTH_ENROLLMENT_CODE"])
+    // The PIN opens the key: say so, or the server counts it as a key without one (no host login).
+    enrollment.keyProtection = .pin
     let hooks = client.authenticatorHooks(enrollment: enrollment)
     let authenticator = Authenticator<AccessToken>(
         store: store, presence: presence, configuration: .init(audience: issuer), hooks: hooks)

@@ -130,7 +130,7 @@ struct CommandTests {
             #expect(result.status == 75, "\(result.standardError)")
             let pending = try #require(server.keyIDs(withStatus: "pending").first)
             // --presence none: registered as a key without a PIN.
-            #expect(try server.device(pending)?.keyProtection == KeyProtection.none)
+            #expect(try server.device(pending)?.keyProtection == KeyProtection.withoutPIN)
             #expect(
                 result.errorLines == [
                     "Approval needed: on a device already registered for alice, run `keyauth devices approve "

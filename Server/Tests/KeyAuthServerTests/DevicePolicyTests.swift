@@ -145,7 +145,10 @@ struct DevicePolicyTests {
             environment, DevicePolicy(level: .tpm, mode: .enforce), sshCAKeyFile: caFile)
         let refused = try enforced.authorized("POST", "/v1/ssh/certificates", token: token)
         #expect(refused.status == 403 && refused.errorCode == "access_denied", "\(refused.text)")
-        #expect(refused.errorDescription?.contains("refuses the ssh-certificate") == true, "\(refused.text)")
+        #expect(refused.errorDescription?.contains("refuses the SSH certificate") == true, "\(refused.text)")
+        #expect(refused.errorDescription?.contains("run `keyauth attest` if the key is in a TPM") == true)
+        let longest = DevicePolicy(level: .attested).refusal(of: .tpmUnverified, at: "ssh-certificate")
+        #expect(longest.count <= 300, "\(longest.count): \(longest)")
         let counted = "keyauth_device_policy_refusals_total{at=\"ssh-certificate\",mode=\"enforce\"} 1"
         #expect(metrics(responder).contains(counted))
     }

@@ -169,7 +169,7 @@ struct HostLoginKeyProtectionTests {
                 "proof": .string(try api.assertion(stated)), "recovery_code": .string(code), "key_protection": "pin",
             ]))
         #expect(enrolled.status == 201, "\(enrolled.text)")
-        #expect(try api.storage.device(kid: stated.publicKey.fingerprint)?.keyProtection == KeyProtection.none)
+        #expect(try api.storage.device(kid: stated.publicKey.fingerprint)?.keyProtection == KeyProtection.withoutPIN)
         #expect(try Self.hostLogin(api, stated).status == 403)
     }
 

@@ -307,8 +307,8 @@ struct RecoveryCodeTests {
         #expect(open.contains { $0.kind == .recovery && $0.subject == thief.publicKey.fingerprint })
     }
 
-    @Test("a device a recovery code enrolled is revoked, not left active and unaudited, when its audit entry fails")
-    func failedAuditRevokes() throws {
+    @Test("a device a recovery code enrolled is not stored, and its code not used, when its audit entry cannot be")
+    func failedAuditStoresNothing() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
         let (_, _, codes) = try Self.aliceWithCodes(api)
@@ -319,11 +319,14 @@ struct RecoveryCodeTests {
             """, on: api)
         let thief = try ServerTestKeys.key("alice-2")
         #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
         try Self.execute("DROP TRIGGER no_audit", on: api)
-        #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
-        // The client's retry finds the device registered, and no way in.
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status != 201)
-        #expect(try api.login(thief).status != 200)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+        // The client's retry then enrols it, audited with the codes left.
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let used = try api.storage.auditEvents(since: 0).filter { $0.action == .useRecoveryCode }
+        #expect(used.map(\.subject) == [thief.publicKey.fingerprint])
+        #expect(used.first?.detail?.hasSuffix("9 codes left") == true, "\(used)")
     }
 
     @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")
@@ -407,7 +410,9 @@ struct RecoveryCodeTests {
             $0.failureLimit = 1000
             $0.sshCAKeyFile = caFile
         }
-        let (laptop, token, thief) = try Self.thiefUsedACode(api)
+        let (laptop, token, codes) = try Self.aliceWithCodes(api)
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
         let thiefToken = try api.accessToken(thief)
         let pending = try ServerTestKeys.key("alice-3")
         #expect(try api.register(user: "alice", key: pending, name: "phone").status == 202)
@@ -423,6 +428,15 @@ struct RecoveryCodeTests {
         let certificate = try api.authorized("POST", "/v1/ssh/certificates", token: thiefToken)
         #expect(certificate.status == 403 && certificate.errorCode == "access_denied", "\(certificate.text)")
         #expect(try api.storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }.isEmpty)
+        // Nor by denying the notice of another device a code enrolled.
+        let other = try ServerTestKeys.key("alice-4")
+        #expect(try Self.recover(api, key: other, code: codes[1]).status == 201)
+        let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+        let othersNotice = try #require(
+            open.first { $0.kind == .recovery && $0.subject == other.publicKey.fingerprint })
+        let denied = try api.answer(othersNotice.id, decision: "deny", assertion: nil, token: thiefToken)
+        #expect(denied.status == 403 && denied.errorCode == "access_denied", "\(denied.text)")
+        #expect(try api.storage.device(kid: other.publicKey.fingerprint)?.status == .active)
         // The user's own device is not held back, and the enrolled device may still leave.
         #expect(try api.authorized("POST", "/v1/ssh/certificates", token: token).status == 201)
         let own = try api.authorized("DELETE", "/v1/devices/\(thief.publicKey.fingerprint)", token: thiefToken)
@@ -482,16 +496,23 @@ struct RecoveryCodeTests {
         }
         let all = try notices()
         #expect(all.count == thieves.count)
-        // The last device enrolled denies the notices of the others (revoking its own accomplices).
+        // The last device enrolled cannot deny the notices of the others either (which would
+        // revoke its own accomplices to make room): while its own notice is open, it revokes
+        // no other device, by a notice or otherwise.
         let last = try #require(thieves.last)
         let lastName = String(last.publicKey.fingerprint.prefix(8))
         let lastToken = try api.accessToken(last)
         for notice in all where !notice.name.contains(lastName) {
-            #expect(try api.answer(notice.id, decision: "deny", assertion: nil, token: lastToken).status == 200)
+            let denied = try api.answer(notice.id, decision: "deny", assertion: nil, token: lastToken)
+            #expect(denied.status == 403 && denied.errorCode == "access_denied", "\(denied.text)")
         }
-        let left = try notices()
-        #expect(left.count == 1)
-        #expect(left.first?.name.contains(lastName) == true)
+        #expect(try notices().count == thieves.count)
+        // The user's laptop denies them all.
+        for notice in all {
+            #expect(try api.answer(notice.id, decision: "deny", assertion: nil, token: token).status == 200)
+        }
+        #expect(try notices().isEmpty)
+        #expect(try thieves.allSatisfy { try api.storage.device(kid: $0.publicKey.fingerprint)?.status == .revoked })
     }
 
     @Test("the device a notice names cannot dismiss it with wrong codes: the notice has no code")

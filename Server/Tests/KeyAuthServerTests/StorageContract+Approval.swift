@@ -24,7 +24,7 @@ extension StorageContract {
     static func recoveryCodesKeepMakersProtection(_ database: StorageContractDatabase) throws {
         let storage = try database.open()
         defer { storage.close() }
-        for (kid, protection) in [("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.none)] {
+        for (kid, protection) in [("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.withoutPIN)] {
             var record = device(kid, status: .active)
             record.keyProtection = protection
             #expect(try storage.insertDevice(record))
@@ -34,7 +34,7 @@ extension StorageContract {
             user: "alice", salt: [1, 2], hash: [3, 4], iterations: 1000, createdAt: 1_000)
         // (the device that makes the set, or nil for none, what the codes keep)
         for (maker, expected) in [
-            ("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.none), ("kid-old", nil),
+            ("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.withoutPIN), ("kid-old", nil),
             (nil, KeyProtection.pin),
         ] as [(String?, KeyProtection?)] {
             #expect(try storage.replaceRecoveryCodes(user: "alice", with: [code, code], whileActive: maker))
@@ -52,16 +52,16 @@ extension StorageContract {
             #expect(try storage.insertDevice(record))
         }
         try insert("kid-pin", .pin, status: .active)
-        try insert("kid-plain", KeyProtection.none, status: .active)
+        try insert("kid-plain", KeyProtection.withoutPIN, status: .active)
         try insert("kid-old", nil, status: .active)
         #expect(try storage.device(kid: "kid-pin")?.keyProtection == .pin)
-        #expect(try storage.device(kid: "kid-plain")?.keyProtection == KeyProtection.none)
+        #expect(try storage.device(kid: "kid-plain")?.keyProtection == KeyProtection.withoutPIN)
         #expect(try storage.device(kid: "kid-old")?.keyProtection == nil)
         // (new device's statement, approver or nil for the operator, what the approval leaves)
         let cases: [(KeyProtection?, String?, KeyProtection?)] = [
-            (.pin, "kid-pin", .pin), (.pin, "kid-plain", KeyProtection.none), (.pin, "kid-old", nil),
-            (.pin, nil, .pin), (KeyProtection.none, "kid-pin", KeyProtection.none), (nil, "kid-pin", nil),
-            (nil, "kid-plain", KeyProtection.none), (KeyProtection.none, nil, KeyProtection.none),
+            (.pin, "kid-pin", .pin), (.pin, "kid-plain", KeyProtection.withoutPIN), (.pin, "kid-old", nil),
+            (.pin, nil, .pin), (KeyProtection.withoutPIN, "kid-pin", KeyProtection.withoutPIN), (nil, "kid-pin", nil),
+            (nil, "kid-plain", KeyProtection.withoutPIN), (KeyProtection.withoutPIN, nil, KeyProtection.withoutPIN),
         ]
         for (index, (stated, approver, expected)) in cases.enumerated() {
             let kid = "kid-new-\(index)"

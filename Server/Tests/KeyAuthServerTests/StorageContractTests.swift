@@ -636,21 +636,25 @@ enum StorageContract {
         let id = try oneRecoveryCode(for: "alice", in: storage)
         // Its notice goes in with the device, in one transaction, when the user has another
         // active device (alice's kid-1) to show it on; a refused insert leaves none.
-        let recovery = DeviceInsertRule.usingCode(.recovery(id: id, notice: notice("kid-3", user: "alice")))
+        let recovery = DeviceInsertRule.usingCode(
+            .recovery(id: id, notice: notice("kid-3", user: "alice"), audit: audit("kid-3", user: "alice")))
         #expect(
             try storage.insertDevice(device("kid-3", user: "bob", status: .active), rule: recovery) == .codeNotUsable)
         #expect(try storage.openSignInRequests(user: "bob", now: 1_000).isEmpty)
         #expect(try storage.openSignInRequests(user: "alice", now: 1_000).isEmpty)
+        #expect(try storage.auditEvents(since: 0).isEmpty)
         #expect(try storage.insertDevice(device("kid-3", status: .active), rule: recovery) == .inserted)
         #expect(try storage.unusedRecoveryCodes(user: "alice").isEmpty)
         let notices = try storage.openSignInRequests(user: "alice", now: 1_000)
         #expect(notices.map(\.kind) == [.recovery] && notices.map(\.subject) == ["kid-3"])
+        #expect(try storage.auditEvents(since: 0).map(\.subject) == ["kid-3"])
         #expect(try storage.insertDevice(device("kid-4", status: .active), rule: recovery) == .codeNotUsable)
         #expect(try storage.openSignInRequests(user: "alice", now: 1_000).count == 1)
 
         // A user with no other active device: nobody to tell, so no notice.
         let erins = try oneRecoveryCode(for: "erin", in: storage)
-        let alone = DeviceInsertRule.usingCode(.recovery(id: erins, notice: notice("kid-erin", user: "erin")))
+        let alone = DeviceInsertRule.usingCode(
+            .recovery(id: erins, notice: notice("kid-erin", user: "erin"), audit: audit("kid-erin", user: "erin")))
         #expect(try storage.insertDevice(device("kid-erin", user: "erin", status: .active), rule: alone) == .inserted)
         #expect(try storage.openSignInRequests(user: "erin", now: 1_000).isEmpty)
     }
@@ -666,6 +670,13 @@ enum StorageContract {
                 )
             ])
         return try #require(try storage.unusedRecoveryCodes(user: user).first?.id)
+    }
+
+    /// The audit entry of a device a recovery code enrolled, as the registration makes it.
+    static func audit(_ kid: String, user: String) -> AuditEvent {
+        AuditEvent(
+            time: 1_000, action: .useRecoveryCode, actor: "device:" + kid, user: user, subject: kid,
+            detail: "device, from 192.0.2.9, 0 codes left")
     }
 
     /// The notice of a device a recovery code enrolled, as the registration makes it.

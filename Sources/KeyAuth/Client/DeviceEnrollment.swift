@@ -17,7 +17,7 @@ public struct DeviceEnrollment: Sendable, Hashable {
     package var recoveryCode: String?
     /// How the key was protected when it was made, sent with the registration
     /// (``KeyProtection``): ``KeyProtection/pin`` when the presence check's PIN is what opens the
-    /// key (``PINPresence``), ``KeyProtection/none`` otherwise. nil sends nothing, and the
+    /// key (``PINPresence``), ``KeyProtection/withoutPIN`` otherwise. nil sends nothing, and the
     /// server then counts the key as one without a PIN where that matters: it cannot log in to a
     /// host or approve a host's login.
     public var keyProtection: KeyProtection?

@@ -10,13 +10,14 @@ public enum KeyProtection: String, Sendable, Hashable {
     /// The key cannot sign without the user's PIN: a key file encrypted with it, or a TPM key
     /// with it as its authorization value.
     case pin
-    /// The key signs without a PIN (presence `none` or `pam`).
-    case none
+    /// The key signs without a PIN (presence `none` or `pam`): `"none"` on the wire. Not named
+    /// `none`, which Swift would read as `Optional.none` wherever a `KeyProtection?` is expected.
+    case withoutPIN = "none"
 
     /// The lesser of two statements, `none` below unknown (nil) below `pin`: what a device keeps
     /// when another device's key vouched for it (an approval, recovery codes it made).
     package static func lesser(_ first: KeyProtection?, _ second: KeyProtection?) -> KeyProtection? {
-        if first == KeyProtection.none || second == KeyProtection.none { return KeyProtection.none }
+        if first == KeyProtection.withoutPIN || second == KeyProtection.withoutPIN { return KeyProtection.withoutPIN }
         return first == .pin && second == .pin ? .pin : nil
     }
 }

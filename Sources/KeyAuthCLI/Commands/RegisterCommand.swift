@@ -78,7 +78,7 @@ struct RegisterCommand {
         enrollment.recoveryCode = recoveryCode
         // What the key is made with, stated now: a PIN put on a key made without one later, by
         // anything running as the user, must not make it pass where a PIN is the secret (sudo).
-        enrollment.keyProtection = (resumed?.presence ?? options.presence) == .pin ? .pin : KeyProtection.none
+        enrollment.keyProtection = (resumed?.presence ?? options.presence) == .pin ? .pin : KeyProtection.withoutPIN
         var hooks = client.authenticatorHooks(
             enrollment: enrollment,
             onRegistered: { registration in

@@ -3,7 +3,7 @@
 ///
 /// Nothing secret goes in: no enrollment or recovery code (only that one was issued or used, for
 /// whom), no key material (only key IDs).
-package struct AuditEvent: Sendable, Equatable {
+package struct AuditEvent: Sendable, Hashable {
     /// Seconds since 1970.
     package var time: Int64
     package var action: AuditAction

@@ -52,13 +52,14 @@ package struct DevicePolicy: Sendable, Equatable {
             level == .attested
             ? "a key in a TPM whose maker this server trusts (tier attested)"
             : "a key in a TPM (tier tpm-unverified or attested)"
+        let what = event == "ssh-certificate" ? "SSH certificate" : event
         let refused =
-            "this server's device policy (\(level.rawValue)) refuses the \(event) of this device: its tier is "
+            "this server's device policy (\(level.rawValue)) refuses the \(what) of this device: its tier is "
             + "\(tier.rawValue), and the policy needs \(wanted); "
         // A registered device whose key is in a TPM can prove it without a new key: it may have
         // registered before attestation, or before this server trusted its TPM's maker. Kept
         // under the 300 characters a client shows of a description.
-        guard event != "login" else {
+        guard event == "registration" else {
             return refused + "run `keyauth attest` if the key is in a TPM, else register again with "
                 + "`keyauth register --key-store tpm`"
         }

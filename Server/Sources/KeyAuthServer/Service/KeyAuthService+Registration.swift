@@ -89,7 +89,9 @@ extension KeyAuthService {
             guard let matched = try recoveryCodes.match(typed, user: request.user) else {
                 throw Self.codeRefusal(request)
             }
-            code = .recovery(id: matched.id, notice: try signIn.recoveryNotice(of: device, from: address))
+            code = .recovery(
+                id: matched.id, notice: try signIn.recoveryNotice(of: device, from: address),
+                audit: try recoveryAudit(of: device, from: address))
             // No more than the device that made the codes: a key without a PIN could make codes
             // that enrol a key claiming one, as it could approve one.
             device.keyProtection = KeyProtection.lesser(device.keyProtection, matched.keyProtection)
@@ -100,9 +102,10 @@ extension KeyAuthService {
         for _ in 0..<3 {
             let rule = try insertRule(for: &device, code: code)
             guard let outcome = try store(device, rule: rule, request: request) else { continue }
-            if request.recoveryCode != nil, case .active(let enrolled) = outcome {
-                try recordRecovery(enrolled, from: address)
-            }
+            // Its notice is stored (PROTOCOL.md section 4): the long polls of the user's devices
+            // show it at once. Every such enrolment gets its notice, outside the limits of
+            // sign-in requests (``SignInRequests/Settings/noticeLimits`` says why).
+            if request.recoveryCode != nil, case .active = outcome { signIn.wakeWatchers(of: device.user) }
             if let attestationDetail, outcome.isNew {
                 try AuditTrail(storage: storage, now: now).record(
                     .attest, by: .device(kid: kid), user: device.user, subject: kid, detail: attestationDetail)
@@ -121,30 +124,15 @@ extension KeyAuthService {
                 ? "the recovery code is not valid for this user" : "the enrollment code is not valid for this user")
     }
 
-    /// What follows a device enrolled with a recovery code, whose notice to the user's other
-    /// active devices was stored with it (``DeviceEnrollmentCode/recovery(id:notice:)``): an audit
-    /// entry, and a wake-up for those devices' long polls, so that the notice shows at once.
-    /// Denying the notice revokes the new device: whoever used a stolen code is then seen by the
-    /// devices the user still has.
-    ///
-    /// Every such enrolment gets its notice, stored outside the limits of sign-in requests (see
-    /// ``SignInRequests/Settings/noticeLimits`` for why), so none can be hidden behind notices
-    /// that its enroller made and then denied.
-    ///
-    /// When the audit entry cannot be written, the device is revoked before the error goes on:
-    /// the client's retry would find it registered and active, and the use of the code would
-    /// never reach the audit trail. The code stays used; the user tries another.
-    private func recordRecovery(_ device: DeviceRecord, from address: String) throws {
-        signIn.wakeWatchers(of: device.user)
-        do {
-            let left = try recoveryCodes.remaining(for: device.user)
-            try AuditTrail(storage: storage, now: now).record(
-                .useRecoveryCode, by: .device(kid: device.kid), user: device.user, subject: device.kid,
-                detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
-        } catch {
-            _ = try? storage.updateStatus(kid: device.kid, from: .active, to: .revoked, at: now())
-            throw error
-        }
+    /// The audit entry of a device enrolled with a recovery code, stored with the device
+    /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``): the device, its address, and the
+    /// codes the user has left once this one is used.
+    private func recoveryAudit(of device: DeviceRecord, from address: String) throws -> AuditEvent {
+        let left = max(try recoveryCodes.remaining(for: device.user) - 1, 0)
+        return AuditEvent(
+            time: now(), action: .useRecoveryCode, actor: AuditActor.device(kid: device.kid).description,
+            user: device.user, subject: device.kid,
+            detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
     }
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.

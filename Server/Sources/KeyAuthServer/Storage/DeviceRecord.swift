@@ -113,12 +113,13 @@ package enum DeviceInsertRule: Sendable, Hashable {
 package enum DeviceEnrollmentCode: Sendable, Hashable {
     /// An enrollment code, by the stored hashes of each form it may have been typed in.
     case enrollment(hashes: [[UInt8]])
-    /// One of the user's recovery codes, by its row (the server found it by its slow hash), and
-    /// the notice that tells the user's other active devices of the new one. The notice is
-    /// stored in the insert's transaction when the user has such a device: the new device must
-    /// never be active without it, even for the moment between two writes, or it could make
-    /// codes or approve a device that denying the notice would not undo.
-    case recovery(id: Int64, notice: SignInRequestRecord)
+    /// One of the user's recovery codes, by its row (the server found it by its slow hash), the
+    /// notice that tells the user's other active devices of the new one, and the code's use in
+    /// the audit trail. The audit entry, and the notice when the user has such a device, are
+    /// stored in the insert's transaction: the new device must never be active without them,
+    /// even for the moment between two writes, or it could make codes or approve a device that
+    /// denying the notice would not undo, or stay unaudited when the second write failed.
+    case recovery(id: Int64, notice: SignInRequestRecord, audit: AuditEvent)
 }
 
 /// What ``ServerStorage/insertDevice(_:rule:)`` did.

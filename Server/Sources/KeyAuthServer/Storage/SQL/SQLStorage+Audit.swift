@@ -1,18 +1,21 @@
 /// The `audit_events` table: administrative actions, kept for good.
 extension SQLStorage {
     package func insertAuditEvent(_ event: AuditEvent) throws(StorageError) {
-        try database.write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                INSERT INTO audit_events (at, action, actor, user_name, subject, detail)
-                VALUES ($1, $2, $3, $4, $5, $6)
-                """,
-                [
-                    .integer(event.time), .text(event.action.rawValue), .text(event.actor), SQLValue(event.user),
-                    SQLValue(event.subject), SQLValue(event.detail),
-                ])
-            return ()
-        }
+        try database.write { connection throws(StorageError) in try Self.insertAuditRow(event, in: connection) }
+    }
+
+    /// Inserts `event` in the caller's transaction (a device's insert writes its recovery-code
+    /// audit entry this way, ``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
+    static func insertAuditRow(_ event: AuditEvent, in connection: any SQLConnection) throws(StorageError) {
+        try connection.execute(
+            """
+            INSERT INTO audit_events (at, action, actor, user_name, subject, detail)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            """,
+            [
+                .integer(event.time), .text(event.action.rawValue), .text(event.actor), SQLValue(event.user),
+                SQLValue(event.subject), SQLValue(event.detail),
+            ])
     }
 
     package func auditEvents(since time: Int64) throws(StorageError) -> [AuditEvent] {

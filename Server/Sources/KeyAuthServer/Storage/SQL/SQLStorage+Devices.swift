@@ -63,7 +63,8 @@ extension SQLStorage {
                     try connection.execute("DELETE FROM devices WHERE kid = $1", [.text(device.kid)])
                     return .codeNotUsable
                 }
-                if case .usingCode(.recovery(_, let notice)) = rule {
+                if case .usingCode(.recovery(_, let notice, let audit)) = rule {
+                    try Self.insertAuditRow(audit, in: connection)
                     try Self.announce(device, with: notice, in: connection)
                 }
                 return .inserted
@@ -72,7 +73,7 @@ extension SQLStorage {
     }
 
     /// Stores the notice of `device`, which a recovery code enrolled, when its user has another
-    /// active device to show it on (``DeviceEnrollmentCode/recovery(id:notice:)``).
+    /// active device to show it on (``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
     private static func announce(
         _ device: DeviceRecord, with notice: SignInRequestRecord, in connection: any SQLConnection
     ) throws(StorageError) {
@@ -92,7 +93,7 @@ extension SQLStorage {
                 return true
             }
             return false
-        case .recovery(let id, _):
+        case .recovery(let id, _, _):
             return try consumeRecoveryCode(id: id, user: user, at: time, in: connection)
         }
     }
