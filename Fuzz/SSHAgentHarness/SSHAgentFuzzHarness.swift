@@ -18,7 +18,7 @@ import KeyAuth
 ///    the key must be asked to sign only then and only the request's data; a locked agent must
 ///    answer failure to anything.
 /// 2. As the byte stream of a connection, through a pipe, to
-///    ``SSHAgentProtocol/readMessage(_:)`` until it ends: the framing (messages, then the end of
+///    ``SSHAgentProtocol/readMessage(_:deadline:)`` until it ends: the framing (messages, then the end of
 ///    the stream, a truncated message or an oversized length) must be the expected one.
 /// 3. As the certificate in a `-cert.pub` line for ``SSHAgentProtocol/certificateBlob(line:of:)``:
 ///    a blob it accepts must be the line's, of the right type, naming the held key.

@@ -84,7 +84,8 @@ struct AgentSocketTests {
         guard KeyAgentSocket.writeMessage(descriptor, Array(request.utf8)) else { return nil }
         if let second { _ = KeyAgentSocket.writeMessage(descriptor, second) }
         shutdown(descriptor, Int32(SHUT_WR))
-        guard let answer = KeyAgentSocket.readMessage(descriptor) else { return nil }
+        guard let answer = KeyAgentSocket.readMessage(descriptor, deadline: .now + KeyAgentSocket.clientWait)
+        else { return nil }
         return try JSONDecoder().decode(KeyAgentResponse.self, from: Data(answer))
     }
 

@@ -263,13 +263,15 @@ final class KeyAgentServer: Sendable {
     }
 
     private func handle(_ connection: Int32) {
-        guard var body = KeyAgentSocket.readMessage(connection) else { return }
+        // One deadline for the request and its PIN frame: the connection holds the loop 5 s.
+        let deadline = ContinuousClock.now + KeyAgentSocket.messageTime
+        guard var body = KeyAgentSocket.readMessage(connection, deadline: deadline) else { return }
         defer { CryptoPrimitives.wipe(&body) }
         let response: KeyAgentResponse
         if let request = try? JSONDecoder().decode(KeyAgentRequest.self, from: Data(body)) {
             if request.op == "unlock", request.pinFrame == true {
                 // The PIN's own frame: read into one array, copied once into locked memory, wiped.
-                guard var pinBytes = KeyAgentSocket.readMessage(connection) else { return }
+                guard var pinBytes = KeyAgentSocket.readMessage(connection, deadline: deadline) else { return }
                 defer { CryptoPrimitives.wipe(&pinBytes) }
                 response = answer(request, pin: SecretBytes(pinBytes))
             } else {

@@ -123,6 +123,8 @@ package struct PAMHelper: Sendable {
             return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
         }
         let home = person.expand(request.home ?? Self.defaultHome)
+        // A relative home would be found from the directory of whoever ran sudo or su.
+        guard home.hasPrefix("/") else { return .refused("home= must expand to an absolute path") }
         var environment = [
             "HOME": person.homeDirectory, "KEYAUTH_HOME": home,
             "KEYAUTH_TIMEOUT": String(Self.networkTimeout(answerTimeout: request.answerTimeout)),

@@ -119,7 +119,7 @@ package struct RecoveryCodes: Sendable {
     }
 
     /// The stored row of `user`'s unused recovery code `typed`, or nil; uses nothing up (a registration
-    /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(id:notice:)``).
+    /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
     ///
     /// - Throws: as ``consume(_:user:)``.
     func match(_ typed: String, user: String) throws -> RecoveryCodeRecord? {

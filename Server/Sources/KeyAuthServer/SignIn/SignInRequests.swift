@@ -35,9 +35,9 @@ struct SignInRequests: Sendable {
         /// The server's notices (a recovery code used): no cap. Each notice uses up one of the
         /// user's recovery codes (``RecoveryCodes/count`` to a set, and a new set needs a device's
         /// approval), which bounds them; a cap would let whoever holds several codes fill it with
-        /// notices of its own, deny them from one of the devices they enrolled, and enrol the
-        /// next device unannounced. The registration stores each notice with its device
-        /// (``DeviceEnrollmentCode/recovery(id:notice:)``), not through ``start``, so nothing
+        /// notices of its own and enrol the next device unannounced (and, before a device under
+        /// its own notice was refused denials, empty it again by denying them). The registration stores each notice with its device
+        /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``), not through ``start``, so nothing
         /// checks these limits today; they state the rule for any later path that would.
         var noticeLimits = SignInRequestLimits(maximumOpen: Int.max, maximumPerWindow: Int.max)
         /// How long a notice stays in the devices' lists: a day, since nobody waits for it in
@@ -173,7 +173,8 @@ struct SignInRequests: Sendable {
     /// The notice of `device`, which a recovery code enrolled, to the user's other active
     /// devices: a request of kind `recovery` that they cannot approve, and whose denial revokes
     /// the device. It is not stored here: the device's insert stores it in its own transaction
-    /// (``DeviceEnrollmentCode/recovery(id:notice:)``), and then calls ``wakeWatchers(of:)``.
+    /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``), and the registration then calls
+    /// ``wakeWatchers(of:)``.
     func recoveryNotice(of device: DeviceRecord, from address: String) throws -> SignInRequestRecord {
         // The device's own time, so that the notice ends exactly a lifetime after the device
         // was made, whatever the code's hashing took in between.
