@@ -124,12 +124,8 @@ extension PAMHelper {
     /// Unlocks the account's key as a login does: the presence check for a key file, the TPM's
     /// own check for a TPM key.
     private func unlockDeviceKey(_ session: AccountSession) async throws(KeyAuthError) -> DeviceKey {
-        let store = session.keys
-        let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
-        let presence = session.authenticator.presence
-        let reason = "Log in offline to \(Self.hostName()) as \(session.account.user)"
-        if store.storedKind == .tpm { return try await presence.unlockHardwareKey(reason: reason, open) }
-        return try await presence.unlock(reason: reason, open)
+        try await session.authenticator.presence.unlockDeviceKey(
+            in: session.keys, reason: "Log in offline to \(Self.hostName()) as \(session.account.user)")
     }
 
     /// Has `key` sign a fresh token (a random `jti`) and checks it with `publicKey`, the key whose
