@@ -200,10 +200,8 @@ package enum KeyAgentSocket {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
-            let milliseconds = Int32(
-                clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
             var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&watched, 1, milliseconds)
+            let ready = poll(&watched, 1, left.millisecondsRoundedUp)
             if ready < 0 && errno == EINTR { continue }
             return ready > 0
         }

@@ -192,9 +192,7 @@ extension PAMHelper {
         answerTimeout: Int, since pinArrivedAt: ContinuousClock.Instant?, now: ContinuousClock.Instant = .now
     ) -> TimeInterval {
         guard let pinArrivedAt else { return TimeInterval(answerTimeout) }
-        let elapsed = now - pinArrivedAt
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return TimeInterval(answerTimeout) - seconds
+        return TimeInterval(answerTimeout) - (now - pinArrivedAt).inSeconds
     }
 
     /// The server URL as accounts compare it.

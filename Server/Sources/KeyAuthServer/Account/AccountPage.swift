@@ -198,28 +198,15 @@ struct AccountPage: Sendable {
                     kind: .device, clientID: nil, user: user, bindingMessage: nil, scope: nil, requestedExpiry: nil,
                     from: browser.clientAddress(of: request), subject: kid, requestedBy: Self.tag(of: session))
             case .deny, .revoke:
-                try refuseWhileAnnounced(session, acting: kid, "revoke or deny another device")
                 // The registry also ends the browser sessions the device approved.
-                _ = try service.registry.revoke(kid: kid, ownedBy: user, by: actor)
+                try service.revoke(kid: kid, ownedBy: user, by: actor)
             case .rename:
-                try refuseWhileAnnounced(session, acting: kid, "rename another device")
-                try service.registry.rename(kid: kid, ownedBy: user, to: form["name"] ?? "")
+                try service.rename(kid: kid, ownedBy: user, to: form["name"] ?? "", by: actor)
             }
         } catch let error as ServiceError {
             return try signedInPage(session, message: error.description, status: 400)
         }
         return redirect()
-    }
-
-    /// The rule of ``KeyAuthService/refuseWhileAnnounced(_:_:)`` for a session that the device
-    /// a recovery code enrolled approved, acting on another device `kid`.
-    private func refuseWhileAnnounced(
-        _ session: BrowserSessions.Presented, acting kid: String, _ action: String
-    ) throws {
-        guard let approver = session.record.approvingKID, approver != kid,
-            let device = try service.storage.device(kid: approver)
-        else { return }
-        try service.refuseWhileAnnounced(device, action)
     }
 
     /// What names `session` in the requests it makes (base64url of its id's SHA-256), so that

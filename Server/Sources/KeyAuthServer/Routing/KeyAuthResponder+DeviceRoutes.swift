@@ -90,7 +90,7 @@ extension KeyAuthResponder {
     /// `DELETE /v1/devices/{kid}`: revokes one of the caller's devices, or denies a pending one.
     func revokeDevice(_ kid: String, _ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
         let actor = try authenticate(request, identifying: &caller)
-        try service.revoke(kid: kid, by: actor)
+        try service.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
         return HTTPResponse(status: 204, headers: ["Cache-Control": "no-store"])
     }
 

@@ -49,14 +49,33 @@ extension KeyAuthService {
         return try registry.approve(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
     }
 
-    /// Revokes an active device or denies a pending one of the caller's user; already revoked or
-    /// denied devices are left as they are (DELETE is idempotent).
+    /// Revokes an active device or denies a pending one of `user`; already revoked or denied
+    /// devices are left as they are (DELETE is idempotent).
     ///
-    /// A device may always revoke itself; another device only once no recovery notice names the
-    /// caller (``refuseWhileAnnounced(_:_:)``): whoever used a stolen recovery code would
-    /// otherwise revoke the devices that could deny its notice, and keep the account.
-    func revoke(kid: String, by actor: DeviceRecord) throws {
-        if kid != actor.kid { try refuseWhileAnnounced(actor, "revoke or deny another device") }
-        _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
+    /// Every way a user revokes comes here: the device API, the denial of a recovery notice and
+    /// the account page. The administrator's command goes to the registry itself.
+    ///
+    /// - Parameter actor: a device acting through the API, or the account page in a session a
+    ///   device approved. A device may always revoke itself; another device only once no
+    ///   recovery notice names the acting device (``refuseWhileAnnounced(_:_:)``): whoever used a
+    ///   stolen recovery code would otherwise revoke the devices that could deny its notice, and
+    ///   keep the account.
+    func revoke(kid: String, ownedBy user: String, by actor: AuditActor) throws {
+        try refuseWhileAnnounced(actor, changing: kid, "revoke or deny another device")
+        _ = try registry.revoke(kid: kid, ownedBy: user, by: actor)
+    }
+
+    /// Gives a device of `user` a new name (``DeviceRegistry/rename(kid:ownedBy:to:)``), under
+    /// ``revoke(kid:ownedBy:by:)``'s rule: a name is what the user reads before denying a notice.
+    func rename(kid: String, ownedBy user: String, to name: String, by actor: AuditActor) throws {
+        try refuseWhileAnnounced(actor, changing: kid, "rename another device")
+        try registry.rename(kid: kid, ownedBy: user, to: name)
+    }
+
+    /// ``refuseWhileAnnounced(_:_:)`` for the device `actor` acts for (``AuditActor/deviceKID``),
+    /// when it changes another device `kid`.
+    private func refuseWhileAnnounced(_ actor: AuditActor, changing kid: String, _ action: String) throws {
+        guard let acting = actor.deviceKID, acting != kid, let device = try storage.device(kid: acting) else { return }
+        try refuseWhileAnnounced(device, action)
     }
 }

@@ -113,12 +113,11 @@ extension KeyAuthService {
             if request.kind == .device { pendingDevice = try pendingSubject(of: request) }
         }
         if decision == .deny, request.kind == .recovery, let kid = request.subject {
-            // A device under a notice of its own revokes no other device this way either.
-            if kid != actor.kid { try refuseWhileAnnounced(actor, "revoke or deny another device") }
             // "This was not me": the device the recovery code enrolled goes, with its sessions.
             // Before the notice is closed, so that a failure on the way leaves it open, to deny
-            // again, rather than closed over a device still active.
-            _ = try registry.revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
+            // again, rather than closed over a device still active. A device under a notice of
+            // its own revokes no other device this way either.
+            try revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
         }
         let status: SignInRequestStatus = decision == .approve ? .approved : .denied
         guard
