@@ -6,28 +6,19 @@ import Testing
 
 @Suite("keyauth register --enrollment-code -", .timeLimit(.minutes(10)))
 struct EnrollmentCodeInputTests {
-    /// Runs `body` with a server where alice already has an active device, so that a second one
-    /// needs a code to be active at once, a fresh home for that second device, and a valid code
-    /// for alice.
-    private func withFirstDevice(
+    /// Runs `body` with the global `withFirstDevice`'s server and second home, and a valid code
+    /// for alice: a second device needs one to be active at once.
+    private func withFirstDeviceAndCode(
         _ body: (InProcessKeyAuthServer, CommandHarness, String) async throws -> Void
     ) async throws {
-        let server = try InProcessKeyAuthServer()
-        let first = CommandHarness()
-        let second = CommandHarness()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { _, second, server in
+            try await body(server, second, try server.enrollmentCode(for: "alice"))
         }
-        let result = await first.registerUnattended(server.url)
-        #expect(result.status == 0, "\(result.standardError)")
-        try await body(server, second, try server.enrollmentCode(for: "alice"))
     }
 
     @Test("the code is the first line of standard input and is sent, never shown")
     func codeFromStandardInput() async throws {
-        try await withFirstDevice { server, second, code in
+        try await withFirstDeviceAndCode { server, second, code in
             let result = await second.registerUnattended(
                 server.url, extra: ["--enrollment-code", "-"], standardInput: "  \(code) \n")
             #expect(result.status == 0, "\(result.standardError)")
@@ -41,7 +32,7 @@ struct EnrollmentCodeInputTests {
 
     @Test("with --pin-stdin the code is the first line and the PIN the second")
     func codeThenPIN() async throws {
-        try await withFirstDevice { server, second, code in
+        try await withFirstDeviceAndCode { server, second, code in
             let result = await second.run(
                 [
                     "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",

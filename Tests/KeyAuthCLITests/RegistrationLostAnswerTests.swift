@@ -12,26 +12,19 @@ import Testing
 struct RegistrationLostAnswerTests {
     @Test("the server stores the device, the reply is lost; the key stays, a refused retry keeps it, one more finishes")
     func lostReplyThenRegisterAgain() async throws {
-        let server = try InProcessKeyAuthServer()
-        let first = CommandHarness()
-        let second = CommandHarness()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { _, second, server in
+            try await lostReplyThenRegisterAgain(server, second)
         }
-        let firstDevice = await first.registerUnattended(server.url)
-        try #require(firstDevice.status == 0, "\(firstDevice.standardError)")
+    }
+
+    private func lostReplyThenRegisterAgain(_ server: InProcessKeyAuthServer, _ second: CommandHarness) async throws {
         // alice has a device: the second is active at once only with a code, usable once.
         let code = try server.enrollmentCode(for: "alice")
         let command = [
             "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin",
             "--enrollment-code", code,
         ]
-        server.interceptor = { request, forward in
-            let answer = forward()
-            return request.method == "POST" && request.path == "/v1/devices" ? .lost : answer
-        }
+        server.replaceAnswers(to: "POST", "/v1/devices", with: .lost, serverActsFirst: true)
         let lost = await second.run(command, standardInput: "246813\n")
         #expect(lost.status == 69, "\(lost.standardError)")
         expectOneErrorLine(lost)
@@ -46,10 +39,9 @@ struct RegistrationLostAnswerTests {
 
         // A retry refused before the server looks at the key (a rate limit, PROTOCOL.md section
         // 6) says nothing about the first attempt: the key and the account stay.
-        server.interceptor = { request, forward in
-            guard request.method == "POST", request.path == "/v1/devices" else { return forward() }
-            return .oauthError(429, "slow_down", "too many registrations from this address")
-        }
+        server.replaceAnswers(
+            to: "POST", "/v1/devices", with: .oauthError(429, "slow_down", "too many registrations from this address"),
+            serverActsFirst: false)
         let limited = await second.run(command, standardInput: "246813\n")
         #expect(limited.status == 75)
         expectOneErrorLine(limited)
@@ -58,10 +50,9 @@ struct RegistrationLostAnswerTests {
         #expect(try second.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
         #expect(try second.accounts.load(name).status == .registering)
         // A device policy's 403 also refuses this attempt only.
-        server.interceptor = { request, forward in
-            guard request.method == "POST", request.path == "/v1/devices" else { return forward() }
-            return .oauthError(403, "access_denied", "this server's device policy refuses the registration")
-        }
+        let policyRefusal = LoopbackHTTPResponder.Response.oauthError(
+            403, "access_denied", "this server's device policy refuses the registration")
+        server.replaceAnswers(to: "POST", "/v1/devices", with: policyRefusal, serverActsFirst: false)
         let policy = await second.run(command, standardInput: "246813\n")
         #expect(policy.status == 77)
         #expect(policy.standardError.contains("are kept"), "\(policy.standardError)")
@@ -82,23 +73,17 @@ struct RegistrationLostAnswerTests {
 
     @Test("a registration sent again and then denied leaves nothing behind, and says to start again")
     func resentThenDenied() async throws {
-        let server = try InProcessKeyAuthServer()
-        let first = CommandHarness()
-        let second = CommandHarness()
-        defer {
-            server.stop()
-            first.home.remove()
-            second.home.remove()
+        try await withFirstDevice { _, second, server in
+            try await resentThenDenied(server, second)
         }
-        try #require(await first.registerUnattended(server.url).status == 0)
+    }
+
+    private func resentThenDenied(_ server: InProcessKeyAuthServer, _ second: CommandHarness) async throws {
         // Without a code, the second device waits for the first to approve it.
         let command = [
             "register", "--server", server.url, "--user", "alice", "--bits", "2048", "--pin-stdin", "--no-wait",
         ]
-        server.interceptor = { request, forward in
-            let answer = forward()
-            return request.method == "POST" && request.path == "/v1/devices" ? .lost : answer
-        }
+        server.replaceAnswers(to: "POST", "/v1/devices", with: .lost, serverActsFirst: true)
         let lost = await second.run(command, standardInput: "246813\n")
         #expect(lost.status == 69, "\(lost.standardError)")
         let name = try #require(second.accounts.accountNames().first)
@@ -129,11 +114,10 @@ struct RegistrationLostAnswerTests {
         }
         // A first registration the server stores, whose login a device policy then refuses: the
         // device is active there, so the key that could revoke it stays.
-        server.interceptor = { request, forward in
-            let answer = forward()
-            guard request.method == "POST", request.path == "/oauth/token" else { return answer }
-            return .oauthError(403, "access_denied", "this server's device policy refuses this device")
-        }
+        server.replaceAnswers(
+            to: "POST", "/oauth/token",
+            with: .oauthError(403, "access_denied", "this server's device policy refuses this device"),
+            serverActsFirst: true)
         let refused = await harness.registerUnattended(server.url)
         #expect(refused.status == 77, "\(refused.standardError)")
         let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
@@ -148,11 +132,9 @@ struct RegistrationLostAnswerTests {
         account.status = .registering
         account.keyID = nil
         try harness.accounts.save(account)
-        server.interceptor = { request, forward in
-            let answer = forward()
-            guard request.method == "POST", request.path == "/v1/devices" else { return answer }
-            return .json(200, #"{"kid":"\#(keyID)","status":"suspended"}"#)
-        }
+        server.replaceAnswers(
+            to: "POST", "/v1/devices", with: .json(200, #"{"kid":"\#(keyID)","status":"suspended"}"#),
+            serverActsFirst: true)
         let unknown = await harness.registerUnattended(server.url)
         #expect(unknown.status != 0 && unknown.status != 77, "\(unknown.standardError)")
         #expect(unknown.standardError.contains("suspended"), "\(unknown.standardError)")

@@ -204,35 +204,35 @@ struct SSHAgentTests {
 
     @Test("an ssh connection that keeps asking does not keep a lock from the agent: the lock is served and holds")
     func lockWhileAnSSHConnectionAsks() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-        defer { close(connection) }
         let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
-        let asking = Atomic(true)
         // A peer that asks every second on one connection, as a forwarded agent's remote end may.
-        let asker = Thread {
-            while asking.load(ordering: .relaxed), DescriptorIO.writeAll(connection, bytes: listIdentities) {
+        try await Self.expectLockServed { connection, going in
+            while going.load(ordering: .relaxed), DescriptorIO.sendAll(connection, bytes: listIdentities) {
                 guard case .message = SSHAgentProtocol.readMessage(connection) else { return }
                 Thread.sleep(forTimeInterval: 1)
             }
         }
-        asker.start()
-        defer { asking.store(false, ordering: .relaxed) }
-        try await Task.sleep(for: .milliseconds(1500))
-        let started = Date()
-        let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
-        #expect(locked?.ok == true)
-        // Answered after the ssh connection's next request at most, not after its 30 s wait.
-        #expect(Date().timeIntervalSince(started) < 20)
-        #expect(agent.locked() == true)
     }
 
     @Test("an ssh message sent a byte at a time holds the agent one message's time: a lock waiting behind it is served")
     func lockWhileAMessageTrickles() async throws {
+        // A 1 KiB message, one byte a second: each read comes well within a socket timeout, and
+        // the whole would take 17 minutes, far past the lock's 30 s wait for its answer.
+        let message: [UInt8] = [0, 0, 4, 0] + [UInt8](repeating: 11, count: 1024)
+        try await Self.expectLockServed { connection, going in
+            for byte in message where going.load(ordering: .relaxed) {
+                guard DescriptorIO.sendAll(connection, bytes: [byte]) else { return }
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+    }
+
+    /// Starts an unlocked agent, runs `peer` on a thread with a connection to its ssh socket
+    /// (until `going` turns false), and checks that a `--lock` sent meanwhile is answered well
+    /// within a client's 30 s wait, after the peer's next request at most, and locks the agent.
+    private static func expectLockServed(
+        peer: @escaping @Sendable (_ connection: Int32, _ going: borrowing Atomic<Bool>) -> Void
+    ) async throws {
         let setup = try await SSHLoginTests.Setup(pin: Self.pin)
         defer { setup.remove() }
         let agent = try Agent(setup.device)
@@ -240,22 +240,21 @@ struct SSHAgentTests {
         try #require(agent.locked() == false)
         let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
         defer { close(connection) }
-        let trickling = Atomic(true)
-        // A 1 KiB message, one byte a second: each read comes well within a socket timeout, and
-        // the whole would take 17 minutes, far past the lock's 30 s wait for its answer.
-        let trickler = Thread {
-            let message: [UInt8] = [0, 0, 4, 0] + [UInt8](repeating: 11, count: 1024)
-            for byte in message where trickling.load(ordering: .relaxed) {
-                guard DescriptorIO.sendAll(connection, bytes: [byte]) else { return }
-                Thread.sleep(forTimeInterval: 1)
-            }
-        }
-        trickler.start()
-        defer { trickling.store(false, ordering: .relaxed) }
+        let going = Going()
+        let thread = Thread { peer(connection, going.flag) }
+        thread.start()
+        defer { going.flag.store(false, ordering: .relaxed) }
         try await Task.sleep(for: .milliseconds(1500))
+        let started = Date()
         let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
-        #expect(locked?.ok == true, "the lock got no answer while the message trickled")
+        #expect(locked?.ok == true, "the lock got no answer while the peer held its connection")
+        #expect(Date().timeIntervalSince(started) < 20)
         #expect(agent.locked() == true)
+    }
+
+    /// The flag a peer thread reads to know it should go on.
+    private final class Going: Sendable {
+        let flag = Atomic(true)
     }
 
     @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")

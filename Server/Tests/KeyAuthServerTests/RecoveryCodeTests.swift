@@ -288,45 +288,47 @@ struct RecoveryCodeTests {
     func failedNoticeStoresNothing() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
-        let (_, _, codes) = try Self.aliceWithCodes(api)
-        try Self.execute(
-            """
-            CREATE TRIGGER no_notices BEFORE INSERT ON sign_in_requests WHEN NEW.kind = 'recovery'
-            BEGIN SELECT RAISE(ABORT, 'the disk is full'); END
-            """, on: api)
-        let thief = try ServerTestKeys.key("alice-2")
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
-        // One transaction: never a device active without its notice, even for a moment.
-        #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
-        #expect(try api.login(thief).status != 200)
-        try Self.execute("DROP TRIGGER no_notices", on: api)
-        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
-        // The client's retry then enrols it, announced.
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let thief = try Self.recoverAfterFailedWrite(
+            api, insertingInto: "sign_in_requests", when: "NEW.kind = 'recovery'")
+        // The client's retry enrolled it, announced.
         let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
-        #expect(open.contains { $0.kind == .recovery && $0.subject == thief.publicKey.fingerprint })
+        #expect(open.contains { $0.kind == .recovery && $0.subject == thief })
     }
 
     @Test("a device a recovery code enrolled is not stored, and its code not used, when its audit entry cannot be")
     func failedAuditStoresNothing() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
-        let (_, _, codes) = try Self.aliceWithCodes(api)
-        try Self.execute(
-            """
-            CREATE TRIGGER no_audit BEFORE INSERT ON audit_events WHEN NEW.action = 'use-recovery-code'
-            BEGIN SELECT RAISE(ABORT, 'the disk is full'); END
-            """, on: api)
-        let thief = try ServerTestKeys.key("alice-2")
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status >= 500)
-        #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
-        try Self.execute("DROP TRIGGER no_audit", on: api)
-        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
-        // The client's retry then enrols it, audited with the codes left.
-        #expect(try Self.recover(api, key: thief, code: codes[0]).status == 201)
+        let thief = try Self.recoverAfterFailedWrite(
+            api, insertingInto: "audit_events", when: "NEW.action = 'use-recovery-code'")
+        // The client's retry enrolled it, audited with the codes left.
         let used = try api.storage.auditEvents(since: 0).filter { $0.action == .useRecoveryCode }
-        #expect(used.map(\.subject) == [thief.publicKey.fingerprint])
+        #expect(used.map(\.subject) == [thief])
         #expect(used.first?.detail?.hasSuffix("9 codes left") == true, "\(used)")
+    }
+
+    /// Gives alice codes, makes the first recovery with one fail on a write into `table` (a
+    /// trigger refusing rows `when`, as a full disk would), and checks that the device was not
+    /// stored and no code was used. Then recovers again with the same code, as the client's
+    /// retry does.
+    ///
+    /// - Returns: the key id of the device the second recovery enrolled.
+    private static func recoverAfterFailedWrite(
+        _ api: TestAPI, insertingInto table: String, when condition: String
+    ) throws -> String {
+        let (_, _, codes) = try aliceWithCodes(api)
+        try execute(
+            "CREATE TRIGGER refuse_write BEFORE INSERT ON \(table) WHEN \(condition) "
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END", on: api)
+        let thief = try ServerTestKeys.key("alice-2")
+        #expect(try recover(api, key: thief, code: codes[0]).status >= 500)
+        // One transaction: never a device active without its notice or audit entry, even for a
+        // moment.
+        #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
+        try execute("DROP TRIGGER refuse_write", on: api)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+        #expect(try recover(api, key: thief, code: codes[0]).status == 201)
+        return thief.publicKey.fingerprint
     }
 
     @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")

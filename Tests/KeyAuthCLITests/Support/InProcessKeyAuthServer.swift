@@ -49,6 +49,21 @@ final class InProcessKeyAuthServer: Sendable {
         set { state.interceptor.withLock { $0 = newValue } }
     }
 
+    /// Answers every `method path` request with `answer` from now on, and forwards the others.
+    ///
+    /// - Parameter serverActsFirst: whether the server handles the request before its answer is
+    ///   replaced (a reply lost, or changed, after the server stored what it asked for); otherwise
+    ///   the server never sees it (a proxy's refusal).
+    func replaceAnswers(
+        to method: String, _ path: String, with answer: LoopbackHTTPResponder.Response, serverActsFirst: Bool
+    ) {
+        interceptor = { request, forward in
+            guard request.method == method, request.path == path else { return forward() }
+            if serverActsFirst { _ = forward() }
+            return answer
+        }
+    }
+
     /// The server's URL, also its issuer.
     var url: String { listener.url }
 
