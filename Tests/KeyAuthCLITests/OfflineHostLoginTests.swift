@@ -99,6 +99,33 @@ struct OfflineHostLoginTests {
     }
 
     @Test(
+        "a server that takes connections and never answers fails over to the grant within the module's timeout",
+        .timeLimit(.minutes(5)))
+    func hungServerFailsOverInTime() async throws {
+        try await withOfflineMachine { machine, _ in
+            _ = try loginOnline(machine)
+            // 5 s for the answer after the PIN: each request gets (5 - 1) / 3 s. A helper that
+            // gave the hung server 5 s would leave too little for the key's scrypt and signature,
+            // and the module would answer "cannot retrieve authentication info".
+            try machine.writeService(server: machine.server.url, timeout: 5)
+            // Stopped, its socket still completes connections (the kernel's backlog) and reads
+            // nothing: the slowest server there is.
+            let serverProcess = machine.server.processID
+            try #require(kill(serverProcess, SIGSTOP) == 0)
+            defer { kill(serverProcess, SIGCONT) }
+            let hung = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(hung.status == 0, "\(hung.standardError) \(machine.syslog.text)")
+            if machine.syslog.isCapturing {
+                let log = machine.syslog.text
+                #expect(log.contains("logged in with the keyauth device key offline:"), "\(log)")
+            }
+            let wrong = try machine.pamtester(pin: "000000")
+            #expect(wrong.status != 0)
+            #expect(wrong.standardError.contains("Authentication failure"), "\(wrong.standardError)")
+        }
+    }
+
+    @Test(
         "with the server down a TPM-held key logs in by grant with its PIN, checked by the TPM",
         .timeLimit(.minutes(5)))
     func serverDownWithTPMKey() async throws {
