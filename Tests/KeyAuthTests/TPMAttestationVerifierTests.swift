@@ -321,6 +321,13 @@ struct TPMAttestationVerifierTests {
             odd.endorsementKey = try RSAPublicKey(modulus: modulus, exponent: exponent)
             #expect(refusal(odd, key: key) == .endorsementKey)
         }
+        // An EK of Infineon's flawed firmware: its private key can be computed, so an answer to
+        // its challenge proves no TPM.
+        var roca = genuine
+        roca.endorsementCertificates = []
+        roca.endorsementKey = try RSAPublicKey(
+            modulus: ROCAShapedModulus.make(bits: 2048), exponent: [0x01, 0x00, 0x01])
+        #expect(refusal(roca, key: key) == .endorsementKey)
     }
 
     @Test("every truncation of each structure is refused as malformed, and no changed byte passes or traps")

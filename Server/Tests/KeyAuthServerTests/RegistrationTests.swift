@@ -1,5 +1,6 @@
 import KeyAuth
 import KeyAuthServer
+import KeyAuthTestSupport
 import Testing
 
 @Suite("Device registration")
@@ -83,6 +84,22 @@ struct RegistrationTests {
         let response = try api.register(user: "alice", key: weak)
         #expect(response.status == 400)
         #expect(response.errorCode == "invalid_request")
+    }
+
+    @Test("a key with the ROCA fingerprint is refused with 400 invalid_request, before its proof is read")
+    func rocaKeyRefused() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let roca = try RSAPublicKey(modulus: ROCAShapedModulus.make(bits: 2048), exponent: [0x01, 0x00, 0x01])
+        let response = try api.registerBody(
+            .object([
+                "user": .string("alice"), "name": .string("laptop"),
+                "public_key": .string(roca.pemRepresentation), "proof": .string("not read"),
+            ]))
+        #expect(response.status == 400)
+        #expect(response.errorCode == "invalid_request")
+        #expect(response.text.contains("CVE-2017-15361"), "\(response.text)")
+        #expect(try api.storage.device(kid: roca.fingerprint) == nil)
     }
 
     @Test("a proof signed by another key is refused with invalid_grant")

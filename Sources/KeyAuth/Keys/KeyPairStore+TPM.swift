@@ -20,6 +20,14 @@ extension KeyPairStore {
         guard key.isBoundToTPM else {
             throw KeyAuthError(.cryptoFailed, "the TPM at \(tpm.tcti) made a key that it would let leave it")
         }
+        // Nothing is stored: the server would refuse the key, and rightly.
+        guard !key.publicKey.hasROCAFingerprint else {
+            throw KeyAuthError(
+                .keyRejected,
+                "the TPM at \(tpm.tcti) (\(info.manufacturer)) made a key whose private key can be computed from its "
+                    + "public key (ROCA, CVE-2017-15361): update the TPM's firmware, or use a key file (--key-store file)"
+            )
+        }
         try store(key)
         return TPMSigningKey(key: key, pin: pin, on: tpm)
     }

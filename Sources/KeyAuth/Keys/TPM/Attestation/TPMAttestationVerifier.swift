@@ -68,6 +68,12 @@ package struct TPMAttestationVerifier: Sendable {
         guard area.attributes.contains(.sign), !area.attributes.contains(.restricted) else {
             throw TPMAttestationError(.keyAttributes, "the device key is not an unrestricted signing key")
         }
+        // A device registered before keys were screened: its TPM's residence proves nothing when
+        // anyone can compute the private key.
+        guard !key.hasROCAFingerprint else {
+            throw TPMAttestationError(
+                .keyAttributes, "the device key has the ROCA fingerprint (CVE-2017-15361): make a new key")
+        }
     }
 
     /// The AK is a restricted RSASSA-SHA256 signing key bound to the TPM, a primary key of the
@@ -84,6 +90,15 @@ package struct TPMAttestationVerifier: Sendable {
         }
         guard area.scheme == TPMPublicArea.algorithmRSASSA, area.schemeHash == TPMPublicArea.algorithmSHA256 else {
             throw TPMAttestationError(.attestationKeyAttributes, "the attestation key does not sign with RSASSA-SHA256")
+        }
+        // With the exponent 1 a "signature" is the padded digest itself, and a ROCA key's private
+        // half can be computed: either would make the signature check below prove nothing.
+        let key = try area.publicKey()
+        guard (2048...4096).contains(key.bits), key.exponent == [0x01, 0x00, 0x01], !key.hasROCAFingerprint else {
+            throw TPMAttestationError(
+                .attestationKeyAttributes,
+                "the attestation key is not an RSA key of 2048 to 4096 bits with the exponent 65537 and without the "
+                    + "ROCA fingerprint (CVE-2017-15361)")
         }
         let name = try area.name()
         // A primary key's qualified name: the digest of its hierarchy's handle
@@ -129,6 +144,13 @@ package struct TPMAttestationVerifier: Sendable {
         guard key.exponent == [0x01, 0x00, 0x01], let last = key.modulus.last, last & 1 == 1 else {
             throw TPMAttestationError(
                 .endorsementKey, "the endorsement key is not an RSA key a TPM makes (exponent 65537, odd modulus)")
+        }
+        // A factory EK of Infineon's firmware before 2017: whoever factors it (once, for good)
+        // can answer every credential challenge to it, from software, behind a genuine certificate.
+        guard !key.hasROCAFingerprint else {
+            throw TPMAttestationError(
+                .endorsementKey,
+                "the endorsement key has the ROCA fingerprint (CVE-2017-15361): its TPM needs a firmware update")
         }
     }
 }

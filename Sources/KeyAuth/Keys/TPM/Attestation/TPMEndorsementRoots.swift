@@ -11,12 +11,19 @@ internal import CKeyAuthOpenSSL
 package struct TPMEndorsementRoots: Sendable, Equatable {
     /// The roots, DER.
     package let certificates: [[UInt8]]
+    /// The roots in an OpenSSL store, or why they cannot be.
+    private let trust: Result<TrustStore, TrustStore.Unusable>
 
     /// No roots: every endorsement key certificate is of an unknown root.
     package static let none = TPMEndorsementRoots(certificates: [])
 
     package init(certificates: [[UInt8]]) {
         self.certificates = certificates
+        trust = TrustStore.make(certificates)
+    }
+
+    package static func == (lhs: TPMEndorsementRoots, rhs: TPMEndorsementRoots) -> Bool {
+        lhs.certificates == rhs.certificates
     }
 
     /// Reads every `CERTIFICATE` block of a PEM text.
@@ -40,7 +47,7 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
             return found
         }
         guard !found.isEmpty else { throw KeyAuthError(.invalidArgument, "no PEM certificate found") }
-        certificates = found
+        self.init(certificates: found)
     }
 
     /// Verifies `chain` (DER, the endorsement key's certificate first, then any intermediates)
@@ -126,31 +133,65 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
     /// Runs `X509_verify_cert`; nil when the chain verifies, else the reason.
     private func verifyChain(_ leaf: OpaquePointer, intermediates: ArraySlice<[UInt8]>, at time: Int64) -> String? {
         guard !certificates.isEmpty else { return "no TPM root certificate is configured" }
-        guard let store = X509_STORE_new(), let context = X509_STORE_CTX_new(), let untrusted = OPENSSL_sk_new_null()
-        else { return "out of memory" }
+        let store: TrustStore
+        switch trust {
+        case .success(let built): store = built
+        case .failure(let unusable): return unusable.reason
+        }
+        guard let context = X509_STORE_CTX_new(), let untrusted = OPENSSL_sk_new_null() else { return "out of memory" }
         var owned: [OpaquePointer] = []
         defer {
             OPENSSL_sk_free(untrusted)
             owned.forEach { X509_free($0) }
             X509_STORE_CTX_free(context)
-            X509_STORE_free(store)
             OpenSSL.clearErrors()
-        }
-        for root in certificates {
-            guard let certificate = Self.certificate(root) else { return "a configured root does not parse" }
-            owned.append(certificate)
-            guard X509_STORE_add_cert(store, certificate) == 1 else { return "a configured root is unusable" }
         }
         for intermediate in intermediates {
             guard let certificate = Self.certificate(intermediate) else { return "an intermediate does not parse" }
             owned.append(certificate)
             guard OPENSSL_sk_push(untrusted, UnsafeRawPointer(certificate)) > 0 else { return "out of memory" }
         }
-        guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return "out of memory" }
+        guard X509_STORE_CTX_init(context, store.store, leaf, untrusted) == 1 else { return "out of memory" }
         X509_STORE_CTX_set_time(context, 0, time_t(clamping: time))
         guard X509_verify_cert(context) != 1 else { return nil }
         let code = X509_STORE_CTX_get_error(context)
         return X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "verification failed"
+    }
+
+    /// The roots in one OpenSSL store, its only owner, built once: a bundle of hundreds of
+    /// makers' roots would otherwise be parsed again for every attestation. An `X509_STORE`
+    /// takes its own lock for lookups, so verifications on several threads share it.
+    private final class TrustStore: @unchecked Sendable {
+        struct Unusable: Error {
+            let reason: String
+        }
+
+        let store: OpaquePointer
+
+        private init(store: OpaquePointer) {
+            self.store = store
+        }
+
+        deinit {
+            X509_STORE_free(store)
+        }
+
+        static func make(_ certificates: [[UInt8]]) -> Result<TrustStore, Unusable> {
+            guard let store = X509_STORE_new() else { return .failure(Unusable(reason: "out of memory")) }
+            let owner = TrustStore(store: store)
+            defer { OpenSSL.clearErrors() }
+            for root in certificates {
+                guard let certificate = TPMEndorsementRoots.certificate(root) else {
+                    return .failure(Unusable(reason: "a configured root does not parse"))
+                }
+                // The store takes a reference of its own.
+                defer { X509_free(certificate) }
+                guard X509_STORE_add_cert(store, certificate) == 1 else {
+                    return .failure(Unusable(reason: "a configured root is unusable"))
+                }
+            }
+            return .success(owner)
+        }
     }
 
     private static func certificate(_ der: [UInt8]) -> OpaquePointer? {
