@@ -172,13 +172,8 @@ struct GroupCommitTests {
     @Test("a disk that keeps failing fails each write, and a deferred write is retried once a second, not in a loop")
     func failingDiskDoesNotSpin() throws {
         let environment = TestEnvironment()
-        let disk = FailingDisk()
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        let (database, disk) = try FailingDisk.database(in: environment)
         defer { database.close() }
-        try database.migrate { connection throws(StorageError) in
-            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
-        }
         disk.failing.store(true, ordering: .releasing)
         try database.writeEventually(
             SQLDeferredWrite(sql: "UPDATE t SET v = $1 WHERE k = $2", key: "a", value: .integer(1)))
@@ -439,6 +434,23 @@ final class QueueWatchingDatabase: SQLDatabase {
 final class FailingDisk: SQLiteWALSync {
     let failing = Atomic<Bool>(false)
     let syncs = Atomic<Int>(0)
+
+    /// A database on the environment's file synced by a new failing disk, with one table
+    /// `t (k TEXT PRIMARY KEY, v INTEGER)`; the caller closes it.
+    static func database(in environment: TestEnvironment) throws -> (SQLiteDatabase, FailingDisk) {
+        let disk = FailingDisk()
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        do {
+            try database.migrate { connection throws(StorageError) in
+                try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+            }
+        } catch {
+            database.close()
+            throw error
+        }
+        return (database, disk)
+    }
 
     func sync() throws(StorageError) {
         syncs.add(1, ordering: .releasing)

@@ -25,8 +25,8 @@ package final class DurabilityScope: Sendable {
     /// The scope of the work running on this thread, if any.
     @TaskLocal static var current: DurabilityScope?
 
-    /// The newest batch noted per group committer (a request uses one database, but the scope
-    /// does not rely on it).
+    /// The batches noted that were not yet durable when noted, or since (a request uses one
+    /// database, but the scope does not rely on it).
     private let batches = Mutex<[SQLiteCommitBatch]>([])
 
     private init() {}
@@ -75,14 +75,19 @@ package final class DurabilityScope: Sendable {
     }
 
     /// Notes that the result depends on `batch`.
+    ///
+    /// Every batch noted stays until it is durable, even when a newer one of the same committer
+    /// is noted: a newer batch that succeeds does not hold the writes of an older one that
+    /// failed (its transaction was rolled back, or its sync failed), and the answer must then be
+    /// a 503, not the newer batch's success.
     func require(_ batch: SQLiteCommitBatch) {
         batches.withLock { batches in
-            if let index = batches.firstIndex(where: { $0.committer == batch.committer }) {
-                // Batches of one committer become durable in order: the newest covers the rest.
-                if batches[index].sequence < batch.sequence { batches[index] = batch }
-            } else {
-                batches.append(batch)
+            batches.removeAll { noted in
+                if case .durable = noted.outcome { return true }
+                return false
             }
+            let noted = batches.contains { $0.committer == batch.committer && $0.sequence == batch.sequence }
+            if !noted { batches.append(batch) }
         }
     }
 

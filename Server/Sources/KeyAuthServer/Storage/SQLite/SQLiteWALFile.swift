@@ -27,11 +27,17 @@ protocol SQLiteWALSync: Sendable {
 /// notices the new inode and syncs the database file too, which a checkpoint filled from the old
 /// log before it went away. The directory is synced once per log file, so that the file itself
 /// survives a power loss.
+///
+/// A failed sync fails every later one. Linux reports a writeback error to one `fsync` and may
+/// drop the pages it could not write: the next `fdatasync` returns 0 without them, and a later
+/// batch reported durable would sit in the log behind frames that never reached the disk, which
+/// SQLite's recovery stops at. Only a restart, after the disk is checked, says again what is on
+/// it (PostgreSQL stops for the same reason).
 final class SQLiteWALFile: SQLiteWALSync {
     private let databasePath: String
     private let logPath: String
-    /// The log's descriptor, or -1 before the first sync.
-    private let descriptor = Mutex<Int32>(-1)
+    /// The log's descriptor (-1 before the first sync), and the first failure, which stays.
+    private let state = Mutex<(descriptor: Int32, failure: StorageError?)>((-1, nil))
 
     /// - Parameter databasePath: the database file; its log is the same path with `-wal`.
     init(databasePath: String) {
@@ -40,22 +46,34 @@ final class SQLiteWALFile: SQLiteWALSync {
     }
 
     deinit {
-        descriptor.withLock { if $0 >= 0 { Glibc.close($0) } }
+        state.withLock { if $0.descriptor >= 0 { Glibc.close($0.descriptor) } }
     }
 
     func sync() throws(StorageError) {
-        try descriptor.withLock { (descriptor: inout Int32) throws(StorageError) in
-            if descriptor < 0 || Self.isReplaced(descriptor, path: logPath) {
-                if descriptor >= 0 {
-                    Glibc.close(descriptor)
-                    descriptor = -1
+        try state.withLock { (state: inout (descriptor: Int32, failure: StorageError?)) throws(StorageError) in
+            if let failure = state.failure {
+                throw StorageError(
+                    .queryFailed,
+                    "an earlier sync of the SQLite log failed (\(failure.message)); nothing written since can be "
+                        + "known to be on disk: check the disk and restart keyauth-server")
+            }
+            if state.descriptor < 0 || Self.isReplaced(state.descriptor, path: logPath) {
+                if state.descriptor >= 0 {
+                    Glibc.close(state.descriptor)
+                    state.descriptor = -1
                     try Self.syncFile(databasePath)
                 }
-                descriptor = open(logPath, O_RDONLY | O_CLOEXEC)
-                guard descriptor >= 0 else { throw Self.failure("cannot open the SQLite log \(logPath)") }
+                // A descriptor that cannot be opened (EMFILE under load) loses nothing: the
+                // next sync tries again.
+                state.descriptor = open(logPath, O_RDONLY | O_CLOEXEC)
+                guard state.descriptor >= 0 else { throw Self.failure("cannot open the SQLite log \(logPath)") }
                 try Self.syncFile(Self.directory(of: logPath))
             }
-            guard fdatasync(descriptor) == 0 else { throw Self.failure("cannot sync the SQLite log \(logPath)") }
+            guard fdatasync(state.descriptor) == 0 else {
+                let failure = Self.failure("cannot sync the SQLite log \(logPath)")
+                state.failure = failure
+                throw failure
+            }
         }
     }
 

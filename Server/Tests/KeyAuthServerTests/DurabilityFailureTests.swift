@@ -1,0 +1,73 @@
+import Dispatch
+import Foundation
+import KeyAuth
+import KeyAuthTestSupport
+import Synchronization
+import Testing
+
+@testable import KeyAuthServer
+
+/// A write whose sync failed is never answered as durable: not when a later batch succeeds, and
+/// not when a later `fdatasync` of the log returns 0 as Linux's can after a writeback error.
+@Suite("Durability after a failed sync", .timeLimit(.minutes(5)))
+struct DurabilityFailureTests {
+    @Test("a scope that wrote in a batch whose sync failed stays failed when its next batch succeeds")
+    func failedBatchIsNotCoveredByALaterOne() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        let (_, scope) = try DurabilityScope.run { () throws(StorageError) in
+            disk.failing.store(true, ordering: .releasing)
+            // A revocation, say: it runs in a batch whose sync fails.
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('revoked', 1)")
+            }
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline, !Self.hasFailed(DurabilityScope.current) { usleep(1000) }
+            #expect(Self.hasFailed(DurabilityScope.current), "the first batch's sync did not fail")
+            disk.failing.store(false, ordering: .releasing)
+            // Then the same request writes again, in a batch that succeeds.
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('audited', 2)")
+            }
+        }
+        let settled = DispatchSemaphore(value: 0)
+        let failure = Mutex<StorageError?>(nil)
+        scope.whenDurable { error in
+            failure.withLock { $0 = error }
+            settled.signal()
+        }
+        #expect(settled.wait(timeout: .now() + 30) == .success, "the scope never settled")
+        #expect(failure.withLock { $0 } != nil, "the answer would have been sent as durable")
+        #expect(Self.hasFailed(scope))
+    }
+
+    @Test("after one failed sync of the SQLite log every later sync fails, even one the kernel lets pass")
+    func logSyncFailureSticks() throws {
+        let directory = TemporaryDirectory("keyauth-wal-sync")
+        defer { directory.remove() }
+        let database = directory.path + "/server.db"
+        FileManager.default.createFile(atPath: database, contents: nil)
+        // fdatasync of /dev/null fails (EINVAL), as a disk's writeback error makes it fail.
+        try FileManager.default.createSymbolicLink(atPath: database + "-wal", withDestinationPath: "/dev/null")
+        let log = SQLiteWALFile(databasePath: database)
+        #expect(throws: StorageError.self) { try log.sync() }
+        // A log that syncs fine now: the earlier failure may have dropped pages the new sync
+        // does not cover, so it still fails, and says to restart.
+        try FileManager.default.removeItem(atPath: database + "-wal")
+        FileManager.default.createFile(atPath: database + "-wal", contents: Data([1]))
+        do throws(StorageError) {
+            try log.sync()
+            Issue.record("a sync after a failed one passed")
+        } catch {
+            #expect(error.message.contains("restart keyauth-server"), "\(error.message)")
+        }
+        // A fresh log file object (a restart) syncs again.
+        try SQLiteWALFile(databasePath: database).sync()
+    }
+
+    private static func hasFailed(_ scope: DurabilityScope?) -> Bool {
+        guard case .failed = scope?.outcome else { return false }
+        return true
+    }
+}
