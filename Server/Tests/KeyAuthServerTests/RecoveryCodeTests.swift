@@ -331,6 +331,20 @@ struct RecoveryCodeTests {
         return thief.publicKey.fingerprint
     }
 
+    @Test("a new set whose audit entry cannot be written is not stored: the codes the user printed still work")
+    func failedSetAuditKeepsOldCodes() throws {
+        let environment = TestEnvironment()
+        let api = try Self.api(environment)
+        let (laptop, token, codes) = try Self.aliceWithCodes(api)
+        try Self.execute(
+            "CREATE TRIGGER refuse_write BEFORE INSERT ON audit_events WHEN NEW.action = 'recovery-codes' "
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END", on: api)
+        #expect(try Self.makeCodes(api, key: laptop, token: token).status >= 500)
+        try Self.execute("DROP TRIGGER refuse_write", on: api)
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
+        #expect(try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: codes[0]).status == 201)
+    }
+
     @Test("denying a notice revokes the device first: a failure after leaves the notice open, to deny again")
     func denialRevokesFirst() throws {
         let environment = TestEnvironment()

@@ -37,7 +37,8 @@ extension StorageContract {
             ("kid-pin", KeyProtection.pin), ("kid-plain", KeyProtection.withoutPIN), ("kid-old", nil),
             (nil, KeyProtection.pin),
         ] as [(String?, KeyProtection?)] {
-            #expect(try storage.replaceRecoveryCodes(user: "alice", with: [code, code], whileActive: maker))
+            #expect(
+                try storage.replaceRecoveryCodes(user: "alice", with: [code, code], whileActive: maker, audit: nil))
             let stored = try storage.unusedRecoveryCodes(user: "alice")
             #expect(stored.count == 2 && stored.allSatisfy { $0.keyProtection == expected }, "\(maker ?? "none")")
         }

@@ -37,17 +37,28 @@ extension StorageContract {
         #expect(Set(stored.map(\.id)).count == 3)
 
         let second = stored[1]
-        #expect(try !storage.consumeRecoveryCode(id: second.id, user: "bob", at: 600))
-        #expect(try storage.consumeRecoveryCode(id: second.id, user: "alice", at: 600))
-        #expect(try !storage.consumeRecoveryCode(id: second.id, user: "alice", at: 601))
+        var bobs = second
+        bobs.user = "bob"
+        #expect(try !storage.consumeRecoveryCode(bobs, at: 600))
+        #expect(try storage.consumeRecoveryCode(second, at: 600))
+        #expect(try !storage.consumeRecoveryCode(second, at: 601))
         #expect(try storage.unusedRecoveryCodes(user: "alice").map(\.id) == [stored[0].id, stored[2].id])
 
         // A new set replaces the old one whole, used codes included; other users keep theirs.
         try storage.replaceRecoveryCodes(user: "alice", with: [recoveryCode(4)])
         let replaced = try storage.unusedRecoveryCodes(user: "alice")
         #expect(replaced.map { $0.salt.first } == [4])
-        #expect(try !storage.consumeRecoveryCode(id: stored[0].id, user: "alice", at: 700))
+        #expect(try !storage.consumeRecoveryCode(stored[0], at: 700))
         #expect(try storage.unusedRecoveryCodes(user: "bob").count == 1)
+        // A set that replaced the newest set may get its ids (SQLite): an old code's row is then
+        // the new code's id with the old hash, which uses up nothing.
+        try storage.replaceRecoveryCodes(user: "alice", with: [recoveryCode(5)])
+        let newest = try #require(try storage.unusedRecoveryCodes(user: "alice").first)
+        try storage.replaceRecoveryCodes(user: "alice", with: [recoveryCode(6)])
+        var old = newest
+        old.id = try #require(try storage.unusedRecoveryCodes(user: "alice").first?.id)
+        #expect(try !storage.consumeRecoveryCode(old, at: 800))
+        #expect(try storage.unusedRecoveryCodes(user: "alice").count == 1)
 
         // Deleting a user deletes their codes: a new user of that name starts with none.
         _ = try storage.deleteUser("alice", listingSSHKeysUntil: 0)
@@ -58,7 +69,7 @@ extension StorageContract {
     static func racesRecoveryCodes(_ database: StorageContractDatabase) throws {
         let setup = try database.open()
         try setup.replaceRecoveryCodes(user: "alice", with: [recoveryCode(7)])
-        let id = try #require(try setup.unusedRecoveryCodes(user: "alice").first?.id)
+        let code = try #require(try setup.unusedRecoveryCodes(user: "alice").first)
         setup.close()
         // Two servers use the same code at the same moment: one wins.
         let first = try database.open()
@@ -66,7 +77,7 @@ extension StorageContract {
         let second = try database.open()
         defer { second.close() }
         let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
-            try (index.isMultiple(of: 2) ? first : second).consumeRecoveryCode(id: id, user: "alice", at: 800)
+            try (index.isMultiple(of: 2) ? first : second).consumeRecoveryCode(code, at: 800)
         }
         #expect(try outcomes.map { try $0.get() }.filter { $0 }.count == 1)
     }
@@ -78,7 +89,7 @@ extension StorageContract {
             let outcomes = runConcurrently(8) { (index: Int) throws(StorageError) -> Bool in
                 let byte = UInt8(round * 8 + index + 1)
                 return try servers[index % servers.count].replaceRecoveryCodes(
-                    user: "alice", with: (0..<10).map { _ in recoveryCode(byte) }, whileActive: nil)
+                    user: "alice", with: (0..<10).map { _ in recoveryCode(byte) }, whileActive: nil, audit: nil)
             }
             #expect(try outcomes.allSatisfy { try $0.get() })
             // One set of ten, all from one writer: a replacement never leaves two sets.
@@ -94,14 +105,25 @@ extension StorageContract {
         let second = try database.open()
         defer { second.close() }
         #expect(try first.insertDevice(device("kid-phone", status: .active)))
-        #expect(try first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(1)], whileActive: "kid-phone"))
+        // The set's audit entry goes in with it, and only with it.
+        let audit = AuditEvent(time: 100, action: .recoveryCodes, actor: "device:kid-phone", user: "alice")
+        #expect(
+            try first.replaceRecoveryCodes(
+                user: "alice", with: [recoveryCode(1)], whileActive: "kid-phone", audit: audit))
         #expect(try first.unusedRecoveryCodes(user: "alice").map { $0.salt.first } == [1])
+        #expect(try first.auditEvents(since: 0).filter { $0.action == .recoveryCodes }.count == 1)
         // Revoked, unknown or pending: nothing changes, the old set stays.
         #expect(try first.updateStatus(kid: "kid-phone", from: .active, to: .revoked, at: 200))
-        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(2)], whileActive: "kid-phone"))
-        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(3)], whileActive: "kid-none"))
+        #expect(
+            try !first.replaceRecoveryCodes(
+                user: "alice", with: [recoveryCode(2)], whileActive: "kid-phone", audit: audit))
+        #expect(try first.auditEvents(since: 0).filter { $0.action == .recoveryCodes }.count == 1)
+        #expect(
+            try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(3)], whileActive: "kid-none", audit: nil)
+        )
         #expect(try first.insertDevice(device("kid-new")))
-        #expect(try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(4)], whileActive: "kid-new"))
+        #expect(
+            try !first.replaceRecoveryCodes(user: "alice", with: [recoveryCode(4)], whileActive: "kid-new", audit: nil))
         #expect(try first.unusedRecoveryCodes(user: "alice").map { $0.salt.first } == [1])
         // A revocation and a new set at once, from two servers: the set is there exactly when its
         // write says it was stored, whichever committed first.
@@ -113,7 +135,7 @@ extension StorageContract {
                 index == 0
                     ? try first.updateStatus(kid: kid, from: .active, to: .revoked, at: 300)
                     : try second.replaceRecoveryCodes(
-                        user: user, with: [recoveryCode(5, user: user)], whileActive: kid)
+                        user: user, with: [recoveryCode(5, user: user)], whileActive: kid, audit: nil)
             }
             let revoked = try outcomes[0].get()
             let stored = try outcomes[1].get()

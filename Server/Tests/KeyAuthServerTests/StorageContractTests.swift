@@ -633,11 +633,11 @@ enum StorageContract {
         #expect(try storage.devices(user: "dave").isEmpty)
 
         // A recovery code, by its row: once.
-        let id = try oneRecoveryCode(for: "alice", in: storage)
+        let code = try oneRecoveryCode(for: "alice", in: storage)
         // Its notice goes in with the device, in one transaction, when the user has another
         // active device (alice's kid-1) to show it on; a refused insert leaves none.
         let recovery = DeviceInsertRule.usingCode(
-            .recovery(id: id, notice: notice("kid-3", user: "alice"), audit: audit("kid-3", user: "alice")))
+            .recovery(code: code, notice: notice("kid-3", user: "alice"), audit: audit("kid-3", user: "alice")))
         #expect(
             try storage.insertDevice(device("kid-3", user: "bob", status: .active), rule: recovery) == .codeNotUsable)
         #expect(try storage.openSignInRequests(user: "bob", now: 1_000).isEmpty)
@@ -648,19 +648,21 @@ enum StorageContract {
         let notices = try storage.openSignInRequests(user: "alice", now: 1_000)
         #expect(notices.map(\.kind) == [.recovery] && notices.map(\.subject) == ["kid-3"])
         #expect(try storage.auditEvents(since: 0).map(\.subject) == ["kid-3"])
+        // The codes left, counted in the insert's transaction.
+        #expect(try storage.auditEvents(since: 0).map(\.detail) == ["device, from 192.0.2.9, 0 codes left"])
         #expect(try storage.insertDevice(device("kid-4", status: .active), rule: recovery) == .codeNotUsable)
         #expect(try storage.openSignInRequests(user: "alice", now: 1_000).count == 1)
 
         // A user with no other active device: nobody to tell, so no notice.
         let erins = try oneRecoveryCode(for: "erin", in: storage)
         let alone = DeviceInsertRule.usingCode(
-            .recovery(id: erins, notice: notice("kid-erin", user: "erin"), audit: audit("kid-erin", user: "erin")))
+            .recovery(code: erins, notice: notice("kid-erin", user: "erin"), audit: audit("kid-erin", user: "erin")))
         #expect(try storage.insertDevice(device("kid-erin", user: "erin", status: .active), rule: alone) == .inserted)
         #expect(try storage.openSignInRequests(user: "erin", now: 1_000).isEmpty)
     }
 
-    /// Gives `user` a set of one recovery code, and returns its row's id.
-    static func oneRecoveryCode(for user: String, in storage: any ServerStorage) throws -> Int64 {
+    /// Gives `user` a set of one recovery code, and returns its row.
+    static func oneRecoveryCode(for user: String, in storage: any ServerStorage) throws -> RecoveryCodeRecord {
         let hash = try Array(CryptoPrimitives.sha256(Array("recovery-\(user)".utf8)))
         try storage.replaceRecoveryCodes(
             user: user,
@@ -669,14 +671,14 @@ enum StorageContract {
                     id: 0, user: user, salt: Array(repeating: 1, count: 16), hash: hash, iterations: 1, createdAt: 1_000
                 )
             ])
-        return try #require(try storage.unusedRecoveryCodes(user: user).first?.id)
+        return try #require(try storage.unusedRecoveryCodes(user: user).first)
     }
 
     /// The audit entry of a device a recovery code enrolled, as the registration makes it.
     static func audit(_ kid: String, user: String) -> AuditEvent {
         AuditEvent(
             time: 1_000, action: .useRecoveryCode, actor: "device:" + kid, user: user, subject: kid,
-            detail: "device, from 192.0.2.9, 0 codes left")
+            detail: "device, from 192.0.2.9")
     }
 
     /// The notice of a device a recovery code enrolled, as the registration makes it.

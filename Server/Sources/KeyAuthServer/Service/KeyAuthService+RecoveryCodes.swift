@@ -45,7 +45,7 @@ extension KeyAuthService {
         // A notice is stored with its device, made at the device's time, and lives a day: a
         // device older than that has none open, and most approvers need not read the list. (The
         // minute is for notices of older versions, which were made just after their device.)
-        guard now() - actor.createdAt <= signIn.settings.noticeLifetime + 60 else { return }
+        guard now().subtractingSaturating(actor.createdAt) <= signIn.settings.noticeLifetime + 60 else { return }
         let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
         guard let notice else { return }
         throw ServiceError(

@@ -91,8 +91,8 @@ extension KeyAuthService {
                 throw Self.codeRefusal(request)
             }
             code = .recovery(
-                id: matched.id, notice: try signIn.recoveryNotice(of: device, from: address),
-                audit: try recoveryAudit(of: device, from: address))
+                code: matched, notice: try signIn.recoveryNotice(of: device, from: address),
+                audit: recoveryAudit(of: device, from: address))
             // No more than the device that made the codes: a key without a PIN could make codes
             // that enrol a key claiming one, as it could approve one.
             device.keyProtection = KeyProtection.lesser(device.keyProtection, matched.keyProtection)
@@ -126,14 +126,12 @@ extension KeyAuthService {
     }
 
     /// The audit entry of a device enrolled with a recovery code, stored with the device
-    /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``): the device, its address, and the
-    /// codes the user has left once this one is used.
-    private func recoveryAudit(of device: DeviceRecord, from address: String) throws -> AuditEvent {
-        let left = max(try recoveryCodes.remaining(for: device.user) - 1, 0)
-        return AuditEvent(
+    /// (``DeviceEnrollmentCode/recovery(code:notice:audit:)``, which adds the codes left): the
+    /// device and its address.
+    private func recoveryAudit(of device: DeviceRecord, from address: String) -> AuditEvent {
+        AuditEvent(
             time: now(), action: .useRecoveryCode, actor: AuditActor.device(kid: device.kid).description,
-            user: device.user, subject: device.kid,
-            detail: "\(device.name), from \(address), \(left) code\(left == 1 ? "" : "s") left")
+            user: device.user, subject: device.kid, detail: "\(device.name), from \(address)")
     }
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.

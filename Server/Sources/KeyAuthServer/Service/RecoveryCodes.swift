@@ -87,17 +87,19 @@ package struct RecoveryCodes: Sendable {
     }
 
     /// Stores `set` in place of every code of its user's old set, and records it in the audit
-    /// trail (without the codes).
+    /// trail (without the codes), in one transaction.
     ///
     /// - Parameter activeDevice: the set is stored only while this device is still active.
     /// - Throws: ``ServiceError`` `.accessDenied` when `activeDevice` is no longer active;
     ///   ``StorageError``.
     func store(_ set: RecoveryCodeSet, by actor: AuditActor, whileActive activeDevice: String?) throws {
-        guard try storage.replaceRecoveryCodes(user: set.user, with: set.records, whileActive: activeDevice) else {
-            throw ServiceError(.accessDenied, "the device is no longer active")
-        }
-        try AuditTrail(storage: storage, now: now).record(
-            .recoveryCodes, by: actor, user: set.user, detail: "\(Self.count) new codes")
+        let audit = AuditEvent(
+            time: now(), action: .recoveryCodes, actor: actor.description, user: set.user,
+            detail: "\(Self.count) new codes")
+        guard
+            try storage.replaceRecoveryCodes(
+                user: set.user, with: set.records, whileActive: activeDevice, audit: audit)
+        else { throw ServiceError(.accessDenied, "the device is no longer active") }
     }
 
     /// How many of `user`'s codes are left.
@@ -115,11 +117,11 @@ package struct RecoveryCodes: Sendable {
     ///   ``StorageError``; `KeyAuthError` when the KDF fails.
     func consume(_ typed: String, user: String) throws -> Bool {
         guard let code = try match(typed, user: user) else { return false }
-        return try storage.consumeRecoveryCode(id: code.id, user: user, at: now())
+        return try storage.consumeRecoveryCode(code, at: now())
     }
 
     /// The stored row of `user`'s unused recovery code `typed`, or nil; uses nothing up (a registration
-    /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
+    /// does that with its device's insert: ``DeviceEnrollmentCode/recovery(code:notice:audit:)``).
     ///
     /// - Throws: as ``consume(_:user:)``.
     func match(_ typed: String, user: String) throws -> RecoveryCodeRecord? {

@@ -37,7 +37,7 @@ struct SignInRequests: Sendable {
         /// approval), which bounds them; a cap would let whoever holds several codes fill it with
         /// notices of its own and enrol the next device unannounced (and, before a device under
         /// its own notice was refused denials, empty it again by denying them). The registration stores each notice with its device
-        /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``), not through ``start``, so nothing
+        /// (``DeviceEnrollmentCode/recovery(code:notice:audit:)``), not through ``start``, so nothing
         /// checks these limits today; they state the rule for any later path that would.
         var noticeLimits = SignInRequestLimits(maximumOpen: Int.max, maximumPerWindow: Int.max)
         /// How long a notice stays in the devices' lists: a day, since nobody waits for it in
@@ -173,7 +173,7 @@ struct SignInRequests: Sendable {
     /// The notice of `device`, which a recovery code enrolled, to the user's other active
     /// devices: a request of kind `recovery` that they cannot approve, and whose denial revokes
     /// the device. It is not stored here: the device's insert stores it in its own transaction
-    /// (``DeviceEnrollmentCode/recovery(id:notice:audit:)``), and the registration then calls
+    /// (``DeviceEnrollmentCode/recovery(code:notice:audit:)``), and the registration then calls
     /// ``wakeWatchers(of:)``.
     func recoveryNotice(of device: DeviceRecord, from address: String) throws -> SignInRequestRecord {
         // The device's own time, so that the notice ends exactly a lifetime after the device

@@ -118,8 +118,9 @@ package enum DeviceEnrollmentCode: Sendable, Hashable {
     /// the audit trail. The audit entry, and the notice when the user has such a device, are
     /// stored in the insert's transaction: the new device must never be active without them,
     /// even for the moment between two writes, or it could make codes or approve a device that
-    /// denying the notice would not undo, or stay unaudited when the second write failed.
-    case recovery(id: Int64, notice: SignInRequestRecord, audit: AuditEvent)
+    /// denying the notice would not undo, or stay unaudited when the second write failed. The
+    /// storage ends the entry's detail with the codes left (`, 9 codes left`), counted there.
+    case recovery(code: RecoveryCodeRecord, notice: SignInRequestRecord, audit: AuditEvent)
 }
 
 /// What ``ServerStorage/insertDevice(_:rule:)`` did.

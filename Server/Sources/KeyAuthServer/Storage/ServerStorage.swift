@@ -170,16 +170,22 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// the account page's request) is active when the transaction commits: the codes take a
     /// while to hash, and a revocation that answered in the meantime must leave the revoked
     /// device nothing that enrols a device. Returns false, changing nothing, when it is not.
+    ///
+    /// `audit`, when given, is stored in the same transaction: a failure after the old set was
+    /// gone but before the new one was recorded would leave the user with printed codes that no
+    /// longer work and new ones never shown.
     @discardableResult
-    func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?)
-        throws(StorageError) -> Bool
+    func replaceRecoveryCodes(
+        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?, audit: AuditEvent?
+    ) throws(StorageError) -> Bool
 
     /// `user`'s recovery codes not used yet, oldest first, with the ids storage gave them.
     func unusedRecoveryCodes(user: String) throws(StorageError) -> [RecoveryCodeRecord]
 
-    /// Uses up the recovery code `id` of `user` at `time` in one atomic step; false when it is
-    /// used already, replaced, or not `user`'s.
-    func consumeRecoveryCode(id: Int64, user: String, at time: Int64) throws(StorageError) -> Bool
+    /// Uses up the recovery code `code` (its row: id, user and hash) at `time` in one atomic
+    /// step; false when it is used already, replaced, or not its user's. The hash takes part:
+    /// SQLite may give a new set the ids of the set it replaced.
+    func consumeRecoveryCode(_ code: RecoveryCodeRecord, at time: Int64) throws(StorageError) -> Bool
 
     // MARK: Users
 
@@ -276,10 +282,10 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
 }
 
 extension ServerStorage {
-    /// ``replaceRecoveryCodes(user:with:whileActive:)`` with no device to check (an administrator's
-    /// set, tests).
+    /// ``replaceRecoveryCodes(user:with:whileActive:audit:)`` with no device to check and no
+    /// audit entry (tests).
     func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError) {
-        try replaceRecoveryCodes(user: user, with: codes, whileActive: nil)
+        try replaceRecoveryCodes(user: user, with: codes, whileActive: nil, audit: nil)
     }
 
     /// The published (not retired) signing keys, in the order they took over signing.

@@ -5,7 +5,7 @@ extension SQLStorage {
     }
 
     /// Inserts `event` in the caller's transaction (a device's insert writes its recovery-code
-    /// audit entry this way, ``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
+    /// audit entry this way, ``DeviceEnrollmentCode/recovery(code:notice:audit:)``).
     static func insertAuditRow(_ event: AuditEvent, in connection: any SQLConnection) throws(StorageError) {
         try connection.execute(
             """

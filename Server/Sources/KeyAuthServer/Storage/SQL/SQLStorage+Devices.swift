@@ -63,7 +63,10 @@ extension SQLStorage {
                     try connection.execute("DELETE FROM devices WHERE kid = $1", [.text(device.kid)])
                     return .codeNotUsable
                 }
-                if case .usingCode(.recovery(_, let notice, let audit)) = rule {
+                if case .usingCode(.recovery(_, let notice, var audit)) = rule {
+                    let left = try Self.unusedRecoveryCodeCount(user: device.user, in: connection)
+                    audit.detail = [audit.detail, "\(left) code\(left == 1 ? "" : "s") left"].compactMap { $0 }
+                        .joined(separator: ", ")
                     try Self.insertAuditRow(audit, in: connection)
                     try Self.announce(device, with: notice, in: connection)
                 }
@@ -73,7 +76,7 @@ extension SQLStorage {
     }
 
     /// Stores the notice of `device`, which a recovery code enrolled, when its user has another
-    /// active device to show it on (``DeviceEnrollmentCode/recovery(id:notice:audit:)``).
+    /// active device to show it on (``DeviceEnrollmentCode/recovery(code:notice:audit:)``).
     private static func announce(
         _ device: DeviceRecord, with notice: SignInRequestRecord, in connection: any SQLConnection
     ) throws(StorageError) {
@@ -93,8 +96,10 @@ extension SQLStorage {
                 return true
             }
             return false
-        case .recovery(let id, _, _):
-            return try consumeRecoveryCode(id: id, user: user, at: time, in: connection)
+        case .recovery(let code, _, _):
+            // Another user's code enrols nobody.
+            guard code.user == user else { return false }
+            return try consumeRecoveryCode(code, at: time, in: connection)
         }
     }
 

@@ -9,9 +9,9 @@ extension SQLStorage {
     /// under PostgreSQL's READ COMMITTED, the second's delete would not see the first's rows,
     /// and both sets would stay. The lock comes first, as in the registrations that use a code.
     @discardableResult
-    package func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?)
-        throws(StorageError) -> Bool
-    {
+    package func replaceRecoveryCodes(
+        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?, audit: AuditEvent?
+    ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
                 // The making device's key protection goes with the codes: a key without a PIN
@@ -34,6 +34,7 @@ extension SQLStorage {
                             .integer(code.createdAt), SQLValue(protection?.rawValue),
                         ])
                 }
+                if let audit { try Self.insertAuditRow(audit, in: connection) }
                 return true
             }
         }
@@ -60,20 +61,37 @@ extension SQLStorage {
 
     /// One conditional `UPDATE`: of two registrations using the same code at once, the second
     /// waits for the first and then finds `used_at` set.
-    package func consumeRecoveryCode(id: Int64, user: String, at time: Int64) throws(StorageError) -> Bool {
+    package func consumeRecoveryCode(_ code: RecoveryCodeRecord, at time: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
-            try Self.consumeRecoveryCode(id: id, user: user, at: time, in: connection)
+            try Self.consumeRecoveryCode(code, at: time, in: connection)
         }
     }
 
-    /// The conditional `UPDATE` of ``consumeRecoveryCode(id:user:at:)`` on `connection`, in
-    /// whatever transaction it is in.
+    /// The conditional `UPDATE` of ``consumeRecoveryCode(_:at:)`` on `connection`, in whatever
+    /// transaction it is in.
+    ///
+    /// SQLite's `INTEGER PRIMARY KEY` gives a new row the highest id plus one, so a set that
+    /// replaced the newest set can get its ids: a registration that matched a code of the old
+    /// set while the new one was stored would otherwise use up, and enrol with, a new code it
+    /// never knew. Each code's hash has its own salt, so the hash tells the sets apart.
     static func consumeRecoveryCode(
-        id: Int64, user: String, at time: Int64, in connection: any SQLConnection
+        _ code: RecoveryCodeRecord, at time: Int64, in connection: any SQLConnection
     ) throws(StorageError) -> Bool {
         try connection.execute(
-            "UPDATE recovery_codes SET used_at = $3 WHERE id = $1 AND user_name = $2 AND used_at IS NULL",
-            [.integer(id), .text(user), .integer(time)]
+            """
+            UPDATE recovery_codes SET used_at = $3
+            WHERE id = $1 AND user_name = $2 AND code_hash = $4 AND used_at IS NULL
+            """,
+            [.integer(code.id), .text(code.user), .integer(time), .blob(code.hash)]
         ).affectedRowCount == 1
+    }
+
+    /// How many of `user`'s codes are unused, on `connection` (in the insert's transaction, under
+    /// the user's insert lock, which every use and replacement of codes takes: the count is
+    /// exact however many registrations run at once).
+    static func unusedRecoveryCodeCount(user: String, in connection: any SQLConnection) throws(StorageError) -> Int64 {
+        try connection.execute(
+            "SELECT COUNT(*) FROM recovery_codes WHERE user_name = $1 AND used_at IS NULL", [.text(user)]
+        ).firstRow?.integer(0) ?? 0
     }
 }
