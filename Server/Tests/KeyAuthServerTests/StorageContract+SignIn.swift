@@ -126,6 +126,19 @@ extension StorageContract {
         #expect(try storage.signInRequest(id: "d1")?.subject == "kid-9")
         #expect(try storage.signInRequest(id: "d1")?.kind == .device)
         #expect(try storage.signInRequest(id: "d1")?.requestedBy == "c2Vzc2lvbi1oYXNo")
+
+        // The share of one address counts an IPv6 /64 as one, as the rate limits do: a host
+        // picking a new address of its /64 for each request gets no new share.
+        let shared = SignInRequestLimits(maximumOpen: 100, maximumPerWindow: 100, maximumPerWindowFromAddress: 2)
+        for (index, address) in ["2001:db8::1", "2001:db8:0:0:ffff::2"].enumerated() {
+            let request = signInRequest("v\(index)", user: "bob", createdAt: 5_000, kind: .account, from: address)
+            #expect(try storage.insertSignInRequest(request, limits: shared, now: 5_000) == .inserted)
+        }
+        let sameHost = signInRequest("v2", user: "bob", createdAt: 5_001, kind: .account, from: "2001:db8::3")
+        #expect(
+            try storage.insertSignInRequest(sameHost, limits: shared, now: 5_001) == .tooManyInWindow(retryAt: 8_600))
+        let otherHost = signInRequest("v3", user: "bob", createdAt: 5_001, kind: .account, from: "2001:db8:1::3")
+        #expect(try storage.insertSignInRequest(otherHost, limits: shared, now: 5_001) == .inserted)
     }
 
     static func countsWrongCodes(_ database: StorageContractDatabase) throws {

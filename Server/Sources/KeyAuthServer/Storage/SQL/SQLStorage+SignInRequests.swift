@@ -28,16 +28,21 @@ extension SQLStorage {
                 try connection.lock(Self.signInRequestInsertLock(user: request.user))
                 let windowStart = now.subtractingSaturating(limits.window)
                 if let perAddress = limits.maximumPerWindowFromAddress, let address = request.requestedFrom {
-                    let fromAddress = try connection.execute(
+                    // Counted by the rate limits' key (an IPv4 address, an IPv6 /64), not the
+                    // text: one IPv6 host picks a new address of its /64 for each request. The
+                    // rows are the user's in the window, which the per-user limit keeps few.
+                    let key = RateLimitKey(address: address)
+                    let times = try connection.query(
                         """
-                        SELECT COUNT(*), MIN(created_at) FROM sign_in_requests
-                        WHERE user_name = $1 AND kind IN (\(kinds)) AND created_at > $2 AND requested_from = $3
+                        SELECT requested_from, created_at FROM sign_in_requests
+                        WHERE user_name = $1 AND kind IN (\(kinds)) AND created_at > $2 AND requested_from IS NOT NULL
                         """,
-                        [.text(request.user), .integer(windowStart), .text(address)]
-                    ).firstRow
-                    if let count = fromAddress?.integer(0), count >= Int64(perAddress),
-                        let oldest = fromAddress?.integer(1)
-                    {
+                        [.text(request.user), .integer(windowStart)]
+                    ) { row throws(StorageError) -> Int64? in
+                        guard let from = row.text(0), RateLimitKey(address: from) == key else { return nil }
+                        return row.integer(1)
+                    }.compactMap { $0 }
+                    if times.count >= perAddress, let oldest = times.min() {
                         return .tooManyInWindow(retryAt: oldest.addingSaturating(limits.window))
                     }
                 }
