@@ -315,6 +315,18 @@ struct OpenIDProviderTests {
             #expect(parameters["iss"] == setup.api.issuer, "\(changes)")
             #expect(parameters["code"] == nil, "\(changes)")
         }
+        // A state longer than the limit is not sent back with another error: 10 KiB of it,
+        // percent-encoded, would be a 30 KiB Location header.
+        var long = OpenIDBrowser(api: setup.api)
+        let longState = String(repeating: "%", count: 10_000)
+        let refused = try long.get(
+            "/authorize",
+            query: OpenIDTestAPI.authorization(
+                setup.client, pkce: pkce, changes: ["response_type": "token", "state": longState]))
+        let (_, longParameters) = try OpenIDTestAPI.redirect(refused)
+        #expect(longParameters["error"] == "unsupported_response_type")
+        #expect(longParameters["state"] == nil)
+        #expect((refused.headers["Location"]?.utf8.count ?? 0) < 2_000)
         // A denial on the device goes back as access_denied.
         var browser = OpenIDBrowser(api: setup.api)
         let denied = try setup.signIn(
@@ -544,6 +556,43 @@ struct OpenIDProviderTests {
         let (_, forcedClaims) = try Self.verifiedIDToken(
             try #require(forcedTokens.json?["id_token"]?.stringValue), api: api)
         #expect(forcedClaims["auth_time"] == .integer(setup.environment.clock.now))
+    }
+
+    @Test("auth_time is when the device approved, not when the browser collected the approval")
+    func authTimeIsTheApproval() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: setup.api)
+        let form = try OpenIDTestAPI.startSignIn(&browser, OpenIDTestAPI.authorization(setup.client, pkce: pkce))
+        try setup.device.answerNewest()
+        let approvedAt = setup.environment.clock.now
+        setup.environment.clock.advance(by: 40)
+        let done = try browser.post("/authorize/continue", form: form)
+        let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
+        let tokens = try OpenIDTestAPI.redeem(setup.api, setup.client, code: code, verifier: pkce.verifier)
+        let (_, claims) = try Self.verifiedIDToken(
+            try #require(tokens.json?["id_token"]?.stringValue), api: setup.api)
+        #expect(claims["auth_time"] == .integer(approvedAt))
+    }
+
+    @Test("a second tab's continue, while the first has collected the approval, leaves the first its session")
+    func twoTabsContinue() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        var browser = OpenIDBrowser(api: setup.api)
+        let form = try OpenIDTestAPI.startSignIn(
+            &browser, OpenIDTestAPI.authorization(setup.client, pkce: try PKCE()))
+        let waitingCookie = try #require(browser.cookies["keyauth-session"])
+        let id = try #require(try setup.device.answerNewest()["id"]?.stringValue)
+        // The first tab collected the request and is about to store its signed-in session.
+        #expect(
+            try setup.api.storage.markSignInRequestIssued(
+                id: id, expiringAfter: SignInRequests.collectionCutoff(at: setup.environment.clock.now)))
+        let second = try browser.post("/authorize/continue", form: form)
+        #expect(second.status == 303)
+        #expect(!second.headers.values(for: "Set-Cookie").contains { $0.contains("Max-Age=0") })
+        #expect(try setup.api.storage.browserSession(idHash: try BrowserSessions.hash(waitingCookie)) != nil)
     }
 
     @Test("the sign-in forms are bound to the browser, carry CSRF tokens and refuse other sites")

@@ -225,7 +225,10 @@ struct AuthorizationEndpoint: Sendable {
             guard try claimed || provider.claim(reference, until: record.expiresAt) else { return expiredPage() }
             var response = redirect(
                 to: record.redirectURI, error: .accessDenied, description: description, state: record.state)
-            if !session.record.isSignedIn {
+            // Another tab of this browser (same cookie) may have collected the approval and be
+            // replacing this waiting session with its signed-in one: ending it, or clearing the
+            // cookie, would lose that sign-in or sign that tab out, as the account page knows.
+            if try !session.record.isSignedIn && !sessions.wasCollected(session.record) {
                 try sessions.end(session)
                 response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
             }
@@ -239,7 +242,9 @@ struct AuthorizationEndpoint: Sendable {
             // client and redirect URI after the request began. Anything else would skip the
             // approval the relying party asked for.
             let began = record.expiresAt - OpenIDProvider.pendingLifetime
-            guard try provider.isApproval(of: session.record, for: record), (session.record.signedInAt ?? .min) >= began
+            guard try provider.isApproval(of: session.record, for: record),
+                (session.record.signedInAt ?? .min) >= began,
+                provider.isFresh(session.record, maxAge: record.maxAge)
             else {
                 let (csrf, headers) = try browser.csrfCookie(request)
                 return browser.html(

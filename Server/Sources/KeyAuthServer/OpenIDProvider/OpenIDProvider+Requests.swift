@@ -59,7 +59,11 @@ extension OpenIDProvider {
             }
             return .valid(try validate(parameters, client: client, redirectURI: redirectURI))
         } catch let refusal as Refusal {
-            let state = repeated.contains("state") ? nil : parameters["state"]
+            // A state over the limit is not sent back: percent-encoded, the 64 KiB a posted form
+            // may hold would make a Location header libmicrohttpd drops the connection over.
+            let state = parameters["state"].flatMap {
+                !repeated.contains("state") && $0.utf8.count <= Self.maximumParameterLength ? $0 : nil
+            }
             return .refused(refusal, client: client, redirectURI: redirectURI, state: state)
         }
     }

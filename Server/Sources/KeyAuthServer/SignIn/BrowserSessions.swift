@@ -150,7 +150,9 @@ struct BrowserSessions: Sendable {
         record.csrfToken = try Self.randomToken()
         record.approvingKID = kid
         record.methods = request.methods
-        record.signedInAt = time
+        // When the user approved on the device, not when this browser collected it: `auth_time`
+        // and `max_age` speak of the authentication, and a collection may come minutes later.
+        record.signedInAt = min(request.answeredAt ?? time, time)
         record.expiresAt = time + Self.idleLifetime
         guard try storage.replaceBrowserSession(idHash: session.record.idHash, with: record) else { return nil }
         try AuditTrail(storage: storage, now: service.now).record(
