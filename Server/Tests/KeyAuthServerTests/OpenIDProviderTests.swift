@@ -671,6 +671,33 @@ struct OpenIDProviderTests {
         _ = browser
     }
 
+    @Test("a relying party's form post to end-session goes on as a GET, which ends the session and redirects")
+    func endSessionPosted() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        var (browser, _, pkce, tokens) = try setup.redeemedCode()
+        let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+        let posted = try browser.post(
+            "/end-session",
+            form: [
+                ("id_token_hint", idToken), ("post_logout_redirect_uri", "https://wiki.example.org/signed-out"),
+                ("state", "bye"), ("unrelated", "left out"),
+            ],
+            headers: ["Origin": "https://wiki.example.org", "Sec-Fetch-Site": "cross-site"])
+        // A browser sends no Lax cookie with that post: the answer is the same request as a GET.
+        let (path, query) = try OpenIDTestAPI.redirect(posted)
+        #expect(path == "/end-session")
+        #expect(query["id_token_hint"] == idToken && query["state"] == "bye" && query["unrelated"] == nil)
+        #expect(!posted.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=") })
+        let out = try browser.get("/end-session", query: query.sorted { $0.key < $1.key })
+        let (base, parameters) = try OpenIDTestAPI.redirect(out)
+        #expect(base == "https://wiki.example.org/signed-out")
+        #expect(parameters["state"] == "bye")
+        let after = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
+    }
+
     @Test("the longest state and nonce /authorize accepts, all control characters, still sign in")
     func longestStateAndNonce() throws {
         let setup = try Setup()

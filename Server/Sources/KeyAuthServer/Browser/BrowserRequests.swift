@@ -50,6 +50,21 @@ struct BrowserRequests: Sendable {
         return refused("The request came from another site.", status: 403)
     }
 
+    /// 303 to `path` with `form`'s values of `names` as its query: how a relying party's
+    /// cross-site form post goes on as a top-level `GET`, which carries the `SameSite=Lax`
+    /// cookies the post did not. Nil when the query would be longer than every browser and
+    /// proxy takes in a URL (``maximumRedirectedQuery``).
+    func redirectAsGet(to path: String, form: [String: String], keeping names: Set<String>) -> HTTPResponse? {
+        let query = form.filter { names.contains($0.key) }.sorted { $0.key < $1.key }
+            .map { FormURLEncoding.encode($0.key) + "=" + FormURLEncoding.encode($0.value) }
+            .joined(separator: "&")
+        guard query.utf8.count <= Self.maximumRedirectedQuery else { return nil }
+        return redirect(to: basePath + path + (query.isEmpty ? "" : "?" + query))
+    }
+
+    /// The longest query ``redirectAsGet(to:form:keeping:)`` sends a post back as.
+    static let maximumRedirectedQuery = 8 * 1024
+
     /// The 403 for a form whose CSRF token is not the one expected.
     func refusedCSRF() -> HTTPResponse {
         refused("The form expired; reload the page.", status: 403)

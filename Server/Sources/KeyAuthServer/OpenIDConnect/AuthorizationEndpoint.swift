@@ -55,18 +55,12 @@ struct AuthorizationEndpoint: Sendable {
             return errorPage("A posted authorization request carries its parameters in the form, none in the URL.")
         }
         guard repeated.isEmpty else { return try authorize(request, form, repeated: repeated, caller: &caller) }
-        let query = form.filter { OpenIDProvider.authorizationParameters.contains($0.key) }.sorted { $0.key < $1.key }
-            .map { FormURLEncoding.encode($0.key) + "=" + FormURLEncoding.encode($0.value) }
-            .joined(separator: "&")
-        guard query.utf8.count <= Self.maximumRedirectedQuery else {
-            return errorPage("The authorization request is too long.")
-        }
-        return browser.redirect(to: browser.basePath + Self.root + "?" + query)
+        guard
+            let redirected = browser.redirectAsGet(
+                to: Self.root, form: form, keeping: OpenIDProvider.authorizationParameters)
+        else { return errorPage("The authorization request is too long.") }
+        return redirected
     }
-
-    /// The longest query a posted request is sent back as: within what every browser and proxy
-    /// takes in a URL; a request whose read parameters are longer is refused.
-    static let maximumRedirectedQuery = 8 * 1024
 
     // MARK: The authorization request
 

@@ -29,8 +29,15 @@ struct EndSessionEndpoint: Sendable {
         var parameters = request.query
         let confirmed = request.method == "POST"
         if confirmed {
-            if let refusal = browser.crossSiteRefusal(request) { return refusal }
             guard let form = try? request.formBody() else { return errorPage("The form could not be read.") }
+            // A relying party's form post (RP-Initiated Logout 1.0 section 2 allows POST) is
+            // cross-site, and the browser sends no SameSite=Lax cookie with it: the session
+            // could not be found, let alone ended. The same request as a GET is a top-level
+            // navigation that carries the cookie; it is a request, not the confirmation form,
+            // so without a hint proving the session it asks the user, as any GET does.
+            if browser.crossSiteRefusal(request) != nil {
+                return redirectedAsGet(form, hasQuery: !request.query.isEmpty)
+            }
             parameters = form
         }
         var hinted: (clientID: String, user: String)?
@@ -77,6 +84,21 @@ struct EndSessionEndpoint: Sendable {
         }
         response.headers.add("Set-Cookie", browser.clearCookie(browser.sessionCookieName))
         return response
+    }
+
+    /// The parameters RP-Initiated Logout 1.0 defines (section 2); the others are ignored.
+    static let logoutParameters: Set<String> = [
+        "id_token_hint", "logout_hint", "client_id", "post_logout_redirect_uri", "state", "ui_locales",
+    ]
+
+    /// 303 to this endpoint with `form`'s logout parameters as the query, as `/authorize` does
+    /// with a posted request; a form beside a query, or one too long for a URL, is refused.
+    private func redirectedAsGet(_ form: [String: String], hasQuery: Bool) -> HTTPResponse {
+        guard !hasQuery else {
+            return errorPage("A posted sign-out carries its parameters in the form, none in the URL.")
+        }
+        return browser.redirectAsGet(to: Self.path, form: form, keeping: Self.logoutParameters)
+            ?? errorPage("The sign-out request is too long.")
     }
 
     /// Asks the user to confirm; the form carries the request's parameters back, checked again.
