@@ -558,6 +558,31 @@ struct OpenIDProviderTests {
         #expect(forcedClaims["auth_time"] == .integer(setup.environment.clock.now))
     }
 
+    @Test("a signed-in session gets 30 codes a minute; past that the client is told temporarily_unavailable")
+    func codesPerUserAreLimited() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var (browser, _) = try setup.code(pkce: pkce)
+        var issued = 1
+        var refusal: [String: String]?
+        for _ in 0..<40 {
+            let answer = try browser.get(
+                "/authorize",
+                query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+            let parameters = try OpenIDTestAPI.redirect(answer).parameters
+            guard parameters["code"] != nil else {
+                refusal = parameters
+                break
+            }
+            issued += 1
+        }
+        #expect(issued == AttemptLimits.authorizationCodesPerWindow)
+        #expect(refusal?["error"] == "temporarily_unavailable" && refusal?["state"] == "state-1")
+        let audited = try setup.api.storage.auditEvents(since: 0).filter { $0.action == .issueCode }
+        #expect(audited.count == issued)
+    }
+
     @Test("auth_time is when the device approved, not when the browser collected the approval")
     func authTimeIsTheApproval() throws {
         let setup = try Setup()

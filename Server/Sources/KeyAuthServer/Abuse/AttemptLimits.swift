@@ -19,12 +19,19 @@ struct AttemptLimits: Sendable {
         /// signature and an audit event kept for good, and an agent renews one every few minutes
         /// at most.
         case sshCertificates
+        /// Authorization codes per user (`/authorize` answered from a signed-in session, keyed
+        /// ``RateLimitKey/other(_:)`` by the user's name): each stores a code and an audit event
+        /// kept for good, and a script in the user's own session could otherwise ask without end.
+        case authorizationCodes
     }
 
     /// Fetches of the SSH CA's public documents per address and window.
     static let sshFetchesPerWindow = 120
     /// SSH certificates per device and window.
     static let sshCertificatesPerWindow = 10
+    /// Authorization codes per user and window: a person signs in to a few applications a
+    /// minute, not dozens.
+    static let authorizationCodesPerWindow = 30
 
     /// Failed logins and registrations per address.
     let failures: AddressRateLimiter
@@ -36,6 +43,8 @@ struct AttemptLimits: Sendable {
     let sshFetches: AddressRateLimiter
     /// SSH certificates issued per device (keyed ``RateLimitKey/other(_:)`` by its `kid`).
     let sshCertificates: AddressRateLimiter
+    /// Authorization codes issued per user.
+    let authorizationCodes: AddressRateLimiter
 
     /// Runs a login or registration from `address` under the limits, counting failures (client
     /// errors other than `authorization_pending`, which polling clients get by design, and a
@@ -104,6 +113,7 @@ struct AttemptLimits: Sendable {
             case .signInStarts: (signInStarts, "sign-in requests from this address")
             case .sshFetches: (sshFetches, "fetches from this address")
             case .sshCertificates: (sshCertificates, "SSH certificates for this device")
+            case .authorizationCodes: (authorizationCodes, "sign-ins to applications for this user")
             }
         if let retryAfter = limiter.admit(address) {
             throw ServiceError(.slowDown(retryAfter: retryAfter), "too many \(what); retry later")
@@ -117,5 +127,6 @@ struct AttemptLimits: Sendable {
         signInStarts.purge()
         sshFetches.purge()
         sshCertificates.purge()
+        authorizationCodes.purge()
     }
 }

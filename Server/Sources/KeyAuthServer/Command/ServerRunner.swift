@@ -225,7 +225,9 @@ package final class ServerRunner: Sendable {
             sshFetches: AddressRateLimiter(
                 limit: AttemptLimits.sshFetchesPerWindow, window: configuration.failureWindowSeconds, now: now),
             sshCertificates: AddressRateLimiter(
-                limit: AttemptLimits.sshCertificatesPerWindow, window: configuration.failureWindowSeconds, now: now))
+                limit: AttemptLimits.sshCertificatesPerWindow, window: configuration.failureWindowSeconds, now: now),
+            authorizationCodes: AddressRateLimiter(
+                limit: AttemptLimits.authorizationCodesPerWindow, window: configuration.failureWindowSeconds, now: now))
         let sshCertificates = files.sshAuthorities.map { authorities in
             var issuer = SSHCertificateIssuer(
                 authorities: authorities,

@@ -338,6 +338,13 @@ struct AuthorizationEndpoint: Sendable {
                 to: record.redirectURI, error: .accessDenied,
                 description: "the device that signed in does not meet the requested acr_values", state: record.state)
         }
+        do {
+            try signIn.limits.count(.other(session.user), against: .authorizationCodes)
+        } catch {
+            return redirect(
+                to: record.redirectURI, error: .temporarilyUnavailable,
+                description: "too many sign-ins to applications in a minute; try again shortly", state: record.state)
+        }
         let code = try provider.issueAuthorizationCode(for: record, session: session, acr: acr)
         metrics.recordSignInRequest(result: "code")
         var parameters: [(String, String)] = [("code", code)]
