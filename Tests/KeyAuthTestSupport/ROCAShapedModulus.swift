@@ -8,7 +8,7 @@ public enum ROCAShapedModulus {
     /// An odd number of exactly `bits` bits (a multiple of 8, at least 256) that is 1 modulo
     /// every prime from 3 to 167, big-endian.
     public static func make(bits: Int) -> [UInt8] {
-        // The product of the primes, about 2^216, in little-endian bytes while it is built.
+        // The product of the primes, about 2^218, in little-endian bytes while it is built.
         var product: [UInt8] = [1]
         for prime in (3...167) where (2..<prime).allSatisfy({ prime % $0 != 0 }) {
             var carry = 0

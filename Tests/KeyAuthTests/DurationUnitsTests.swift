@@ -10,13 +10,13 @@ struct DurationUnitsTests {
         #expect(Duration.microseconds(1).millisecondsRoundedUp == 1)
         #expect(Duration.microseconds(2001).millisecondsRoundedUp == 3)
         #expect(Duration.zero.millisecondsRoundedUp == 0)
-        #expect(Duration.seconds(-1).millisecondsRoundedUp <= 0)
+        #expect(Duration.seconds(-1).millisecondsRoundedUp == 0, "poll waits forever for a negative timeout")
     }
 
-    @Test("milliseconds of a very long duration stop at Int32's limit")
+    @Test("milliseconds of a very long duration stop at Int32's limit, of a past one at zero")
     func millisecondsClamp() {
         #expect(Duration.seconds(Int64.max).millisecondsRoundedUp == .max)
-        #expect(Duration.seconds(Int64.min).millisecondsRoundedUp == .min)
+        #expect(Duration.seconds(Int64.min).millisecondsRoundedUp == 0)
     }
 
     @Test("seconds keep their fraction")

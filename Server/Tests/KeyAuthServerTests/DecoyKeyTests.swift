@@ -1,4 +1,5 @@
 import KeyAuth
+import KeyAuthTestSupport
 import Testing
 
 @testable import KeyAuthServer
@@ -92,6 +93,19 @@ struct DecoyKeyTests {
             #expect(swapped == (try DecoyKeys.shared.key(byteCount: signature.count)))
             #expect(none == nil)
         }
+    }
+
+    @Test("a device key with the ROCA fingerprint, stored before such keys were refused, gets a decoy")
+    func rocaKeyGetsADecoy() throws {
+        let roca = try RSAPublicKey(modulus: ROCAShapedModulus.make(bits: 2048), exponent: [0x01, 0x00, 0x01])
+        let device = DeviceRecord(
+            kid: roca.fingerprint, user: "alice", name: "old card", publicKeyPEM: roca.pemRepresentation,
+            status: .active, createdAt: 1)
+        let signature = [UInt8](repeating: 0x01, count: 256)
+        let (key, found) = try LoginKeys(cache: DeviceKeyCache(), decoys: .shared).key(
+            for: device, signature: signature)
+        #expect(found == nil, "the device's own key was used")
+        #expect(key == (try DecoyKeys.shared.key(byteCount: 256)))
     }
 
     @Test("a decoy verifies nothing, and a login against one gets the unknown key's answer")

@@ -66,8 +66,54 @@ struct DurabilityFailureTests {
         try SQLiteWALFile(databasePath: database).sync()
     }
 
+    @Test("once a sync failed for good, a write fails before it begins: nothing is committed for readers to see")
+    func noWriteBeginsAfterLostDurability() throws {
+        let environment = TestEnvironment()
+        let disk = LostDisk()
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        defer { database.close() }
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        }
+        disk.lost.store(true, ordering: .releasing)
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('first', 1)")
+            }
+        }
+        let syncs = disk.syncs.load(ordering: .acquiring)
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('second', 2)")
+            }
+        }
+        // The second never reached COMMIT, nor the disk.
+        #expect(disk.syncs.load(ordering: .acquiring) == syncs)
+        let keys = try database.read { connection throws(StorageError) in
+            try connection.query("SELECT k FROM t ORDER BY k", []) { row throws(StorageError) in row.text(0) ?? "" }
+        }
+        #expect(!keys.contains("second"), "\(keys)")
+    }
+
     private static func hasFailed(_ scope: DurabilityScope?) -> Bool {
         guard case .failed = scope?.outcome else { return false }
         return true
+    }
+}
+
+/// A disk whose sync fails for good once ``lost`` is set, as ``SQLiteWALFile`` does after a
+/// failed `fdatasync`.
+final class LostDisk: SQLiteWALSync {
+    let lost = Atomic<Bool>(false)
+    let syncs = Atomic<Int>(0)
+
+    func sync() throws(StorageError) {
+        syncs.add(1, ordering: .releasing)
+        if let failure = lostDurability { throw failure }
+    }
+
+    var lostDurability: StorageError? {
+        lost.load(ordering: .acquiring) ? StorageError(.queryFailed, "the test's disk lost writes") : nil
     }
 }

@@ -139,6 +139,16 @@ extension StorageContract {
             try storage.insertSignInRequest(sameHost, limits: shared, now: 5_001) == .tooManyInWindow(retryAt: 8_600))
         let otherHost = signInRequest("v3", user: "bob", createdAt: 5_001, kind: .account, from: "2001:db8:1::3")
         #expect(try storage.insertSignInRequest(otherHost, limits: shared, now: 5_001) == .inserted)
+        // And a new start replaces the open one of its /64, as of its address.
+        let replacing = SignInRequestLimits(maximumOpen: 2, maximumPerWindow: 100, replacesSameAddress: true)
+        for (index, address) in ["2001:db8::1", "2001:db8::2", "2001:db8::3"].enumerated() {
+            let request = signInRequest(
+                "r\(index)", user: "carol", createdAt: 5_000 + Int64(index), expiresAt: 5_300, kind: .account,
+                from: address)
+            #expect(try storage.insertSignInRequest(request, limits: replacing, now: 5_000 + Int64(index)) == .inserted)
+        }
+        #expect(try storage.openSignInRequests(user: "carol", now: 5_003).map(\.id) == ["r2"])
+        #expect(try storage.signInRequest(id: "r0")?.expiresAt == 5_001)
     }
 
     static func countsWrongCodes(_ database: StorageContractDatabase) throws {

@@ -30,12 +30,22 @@ enum ROCAFingerprint {
         }
     }()
 
-    /// Whether `modulus` (big-endian) is in every subgroup.
+    /// Whether `modulus` (big-endian) is in every subgroup. Most keys leave at the first prime
+    /// (11, where 65537 generates only 1 and 10), after one pass over the modulus.
     static func matches(_ modulus: [UInt8]) -> Bool {
         subgroups.allSatisfy { prime, members in
+            // Reduced every seven bytes: a remainder under 2^8 shifted by 56 bits still fits.
             var remainder: UInt64 = 0
-            for byte in modulus { remainder = (remainder << 8 | UInt64(byte)) % prime }
-            return members[Int(remainder)]
+            var unreduced = 0
+            for byte in modulus {
+                remainder = remainder << 8 | UInt64(byte)
+                unreduced += 1
+                if unreduced == 7 {
+                    remainder %= prime
+                    unreduced = 0
+                }
+            }
+            return members[Int(remainder % prime)]
         }
     }
 }

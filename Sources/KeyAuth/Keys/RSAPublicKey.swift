@@ -115,7 +115,8 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         JWK(keyType: "RSA", modulus: Base64URL.encode(modulus), exponent: Base64URL.encode(exponent))
     }
 
-    /// Whether the key meets the device-key policy: RSA of `allowedBits`, exponent 65537.
+    /// Whether the key meets the device-key policy: RSA of `allowedBits`, exponent 65537, and
+    /// no ``hasROCAFingerprint`` (a key whose private half anyone can compute).
     ///
     /// - Throws: `.keyRejected` naming the failed rule.
     public func checkPolicy(allowedBits: ClosedRange<Int> = 2048...8192) throws(KeyAuthError) {
@@ -126,6 +127,12 @@ public struct RSAPublicKey: Sendable, Hashable, CustomStringConvertible {
         }
         guard exponent == [0x01, 0x00, 0x01] else {
             throw KeyAuthError(.keyRejected, "RSA keys must use the public exponent 65537")
+        }
+        guard !hasROCAFingerprint else {
+            throw KeyAuthError(
+                .keyRejected,
+                "the RSA key's modulus has the ROCA fingerprint (CVE-2017-15361), so its private key can be "
+                    + "computed from it: make a new key (a TPM or smart card that made it needs a firmware update)")
         }
     }
 

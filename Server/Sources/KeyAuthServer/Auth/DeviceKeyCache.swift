@@ -17,10 +17,13 @@ final class DeviceKeyCache: Sendable {
     private final class Entry: Sendable {
         let pem: String
         let key: RSAPublicKey
+        /// ``RSAPublicKey/hasROCAFingerprint``, worked out once per key.
+        let hasROCAFingerprint: Bool
 
         init(pem: String, key: RSAPublicKey) {
             self.pem = pem
             self.key = key
+            hasROCAFingerprint = key.hasROCAFingerprint
         }
     }
 
@@ -31,21 +34,22 @@ final class DeviceKeyCache: Sendable {
         self.capacity = max(capacity, 1)
     }
 
-    /// The key parsed from `pem`, the stored key of device `kid`.
+    /// The key parsed from `pem`, the stored key of device `kid`, and whether it has the ROCA
+    /// fingerprint.
     ///
     /// - Throws: what `RSAPublicKey(pemRepresentation:)` throws; failures are not cached.
-    func key(kid: String, pem: String) throws(KeyAuthError) -> RSAPublicKey {
+    func key(kid: String, pem: String) throws(KeyAuthError) -> (key: RSAPublicKey, hasROCAFingerprint: Bool) {
         if let entry = entries.withLock({ $0[kid] }), entry.pem == pem {
-            return entry.key
+            return (entry.key, entry.hasROCAFingerprint)
         }
-        let key = try RSAPublicKey(pemRepresentation: Array(pem.utf8))
+        let entry = Entry(pem: pem, key: try RSAPublicKey(pemRepresentation: Array(pem.utf8)))
         entries.withLock { entries in
             if entries[kid] == nil, entries.count >= capacity {
                 entries.remove(at: entries.startIndex)
             }
-            entries[kid] = Entry(pem: pem, key: key)
+            entries[kid] = entry
         }
-        return key
+        return (entry.key, entry.hasROCAFingerprint)
     }
 
     /// How many keys are cached.

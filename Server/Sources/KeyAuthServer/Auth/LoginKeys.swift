@@ -31,13 +31,18 @@ struct LoginKeys: Sendable {
             return (try decoys.key(byteCount: signature.count), nil)
         }
         let key: RSAPublicKey
+        let hasROCAFingerprint: Bool
         do {
-            key = try cache.key(kid: device.kid, pem: device.publicKeyPEM)
+            (key, hasROCAFingerprint) = try cache.key(kid: device.kid, pem: device.publicKeyPEM)
         } catch {
             // A stored key that no longer parses is the server's problem, not a bad assertion.
             throw StoredKeyUnreadable(kid: device.kid)
         }
-        guard key.modulus.count == signature.count, signature.lexicographicallyPrecedes(key.modulus) else {
+        // A key registered before such keys were refused proves nothing: anyone can compute its
+        // private key. It is refused as a revoked one is.
+        guard !hasROCAFingerprint, key.modulus.count == signature.count,
+            signature.lexicographicallyPrecedes(key.modulus)
+        else {
             return (try decoys.key(byteCount: signature.count), nil)
         }
         return (key, device)

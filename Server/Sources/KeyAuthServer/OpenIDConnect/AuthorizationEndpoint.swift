@@ -236,9 +236,7 @@ struct AuthorizationEndpoint: Sendable {
             // client and redirect URI after the request began. Anything else would skip the
             // approval the relying party asked for.
             let began = record.expiresAt - OpenIDProvider.pendingLifetime
-            guard try provider.isApproval(of: session.record, for: record),
-                (session.record.signedInAt ?? .min) >= began,
-                provider.isFresh(session.record, maxAge: record.maxAge)
+            guard try provider.isApproval(of: session.record, for: record), (session.record.signedInAt ?? .min) >= began
             else {
                 let (csrf, headers) = try browser.csrfCookie(request)
                 return browser.html(

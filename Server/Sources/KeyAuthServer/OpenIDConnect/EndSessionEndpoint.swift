@@ -77,7 +77,11 @@ struct EndSessionEndpoint: Sendable {
         var response: HTTPResponse
         if let redirect {
             let location =
-                parameters["state"].map { RedirectURI.adding([("state", $0)], to: redirect) } ?? redirect
+                // A state over /authorize's limit is not sent back (the Location header's size).
+                parameters["state"].flatMap {
+                    $0.utf8.count <= OpenIDProvider.maximumParameterLength
+                        ? RedirectURI.adding([("state", $0)], to: redirect) : nil
+                } ?? redirect
             response = browser.redirect(to: location)
         } else {
             response = browser.html(RefusedPage.signedOut(basePath: browser.basePath).html)

@@ -43,10 +43,9 @@ extension KeyAuthService {
             throw ServiceError(.invalidRequest, "a private key was sent; send only the public key")
         }
         let key: RSAPublicKey
-        do throws(KeyAuthError) {
+        do {
             key = try RSAPublicKey(pemRepresentation: Array(request.publicKeyPEM.utf8))
             try key.checkPolicy(allowedBits: Self.allowedKeyBits)
-            guard !key.hasROCAFingerprint else { throw Self.rocaRefusal }
         } catch {
             let reason = error.code == .keyRejected ? error.message : "it is not an SPKI PEM RSA public key"
             throw ServiceError(.invalidRequest, "the public key is not accepted: \(reason)")
@@ -136,12 +135,6 @@ extension KeyAuthService {
 
     /// RSA sizes a device key may have; the signatures they make are 256 to 1024 bytes.
     static let allowedKeyBits = 2048...8192
-
-    /// The refusal of a key with ``RSAPublicKey/hasROCAFingerprint``.
-    static let rocaRefusal = KeyAuthError(
-        .keyRejected,
-        "its modulus has the ROCA fingerprint (CVE-2017-15361), so its private key can be computed from it: "
-            + "make a new key (a TPM that made it needs a firmware update)")
 
     /// Decides whether `device` starts active or pending, and under which condition it may be
     /// stored (PROTOCOL.md section 4, "Register").

@@ -87,8 +87,8 @@ extension SQLStorage {
     }
 
     /// How many of `user`'s codes are unused, on `connection` (in the insert's transaction, under
-    /// the user's insert lock, which every use and replacement of codes takes: the count is
-    /// exact however many registrations run at once).
+    /// the user's insert lock, which every registration's use of a code and every replacement of
+    /// the set takes: the count is exact however many registrations run at once).
     static func unusedRecoveryCodeCount(user: String, in connection: any SQLConnection) throws(StorageError) -> Int64 {
         try connection.execute(
             "SELECT COUNT(*) FROM recovery_codes WHERE user_name = $1 AND used_at IS NULL", [.text(user)]

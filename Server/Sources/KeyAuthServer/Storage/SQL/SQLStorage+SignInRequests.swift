@@ -64,28 +64,34 @@ extension SQLStorage {
                 {
                     return .tooManyInWindow(retryAt: oldest.addingSaturating(limits.window))
                 }
-                // Open requests, not counting the ones this request replaces.
-                let replaced = limits.replacesSameAddress ? request.requestedFrom : nil
-                let open = try connection.execute(
+                // Open requests, not counting the ones this request replaces: those of the same
+                // address, by the rate limits' key again (the per-user cap keeps them few).
+                let open = try connection.query(
                     """
-                    SELECT COUNT(*), MIN(expires_at) FROM sign_in_requests
+                    SELECT id, requested_from, expires_at FROM sign_in_requests
                     WHERE user_name = $1 AND kind IN (\(kinds)) AND status = 'pending' AND expires_at > $2
-                    \(replaced == nil ? "" : "AND (requested_from IS NULL OR requested_from <> $3)")
                     """,
-                    [.text(request.user), .integer(now)] + (replaced.map { [.text($0)] } ?? [])
-                ).firstRow
-                if let count = open?.integer(0), count >= Int64(limits.maximumOpen), let earliest = open?.integer(1) {
+                    [.text(request.user), .integer(now)]
+                ) { row throws(StorageError) in
+                    (id: row.text(0) ?? "", from: row.text(1), expiresAt: row.integer(2) ?? 0)
+                }
+                let replacedKey =
+                    limits.replacesSameAddress ? request.requestedFrom.map(RateLimitKey.init(address:)) : nil
+                let replaced = open.filter { row in
+                    replacedKey != nil && row.from.map(RateLimitKey.init(address:)) == replacedKey
+                }
+                let kept = open.filter { row in !replaced.contains { $0.id == row.id } }
+                if kept.count >= limits.maximumOpen, let earliest = kept.map(\.expiresAt).min() {
                     return .tooManyOpen(earliestExpiry: earliest)
                 }
                 // Only once the request is allowed: a refused one replaces nothing.
-                if let replaced {
+                for row in replaced {
                     try connection.execute(
                         """
-                        UPDATE sign_in_requests SET expires_at = $3
-                        WHERE user_name = $1 AND requested_from = $2 AND kind IN (\(kinds))
-                        AND status = 'pending' AND expires_at > $3
+                        UPDATE sign_in_requests SET expires_at = $2
+                        WHERE id = $1 AND status = 'pending' AND expires_at > $2
                         """,
-                        [.text(request.user), .text(replaced), .integer(now)])
+                        [.text(row.id), .integer(now)])
                 }
                 try Self.insertSignInRequestRow(request, in: connection)
                 return .inserted

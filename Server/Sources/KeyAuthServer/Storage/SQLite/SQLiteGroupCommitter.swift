@@ -137,6 +137,9 @@ final class SQLiteGroupCommitter: Sendable {
             guard !writer.isClosed, let connection = writer.connection else {
                 return (.failure(StorageError(.closed, "the storage is closed")), false)
             }
+            // After a failed sync no write begins: it would commit, and readers would see what
+            // its caller is told failed (``SQLiteWALSync/lostDurability``).
+            if writer.open == nil, let lost = log.lostDurability { return (.failure(lost), false) }
             let result = Result { () throws(StorageError) -> (Value, SQLiteCommitBatch) in
                 let batch = try Self.openBatch(&writer, on: connection, committer: identity)
                 return (try Self.runInSavepoint(body, batch: batch, writer: &writer, on: connection), batch)
@@ -284,7 +287,10 @@ final class SQLiteGroupCommitter: Sendable {
     @discardableResult
     private func commit(deferred committed: [String: [String: SQLValue]], closing: Bool) -> Bool? {
         let taken = writer.withLock { (writer: inout Writer) -> (SQLiteCommitBatch, StorageError?)? in
-            guard let connection = writer.connection, writer.open != nil || !committed.isEmpty,
+            // Deferred writes alone begin no batch after a failed sync; an open batch is committed
+            // and its sync fails, so that its writers hear so.
+            guard let connection = writer.connection,
+                writer.open != nil || (!committed.isEmpty && log.lostDurability == nil),
                 let batch = try? Self.openBatch(&writer, on: connection, committer: identity)
             else {
                 // Nothing to commit (or BEGIN failed for deferred writes alone, which are kept

@@ -9,6 +9,15 @@ protocol SQLiteWALSync: Sendable {
     ///
     /// - Throws: ``StorageError`` when the data cannot be made durable.
     func sync() throws(StorageError)
+
+    /// The error every later sync throws, once one sync failed in a way no later one can mend;
+    /// nil until then. No write may begin then: it would commit, be seen by readers, and be
+    /// answered 503.
+    var lostDurability: StorageError? { get }
+}
+
+extension SQLiteWALSync {
+    var lostDurability: StorageError? { nil }
 }
 
 /// The write-ahead log of one SQLite file, synced with `fdatasync` on a descriptor of its own.
@@ -49,32 +58,66 @@ final class SQLiteWALFile: SQLiteWALSync {
         state.withLock { if $0.descriptor >= 0 { Glibc.close($0.descriptor) } }
     }
 
+    var lostDurability: StorageError? {
+        state.withLock { $0.failure.map(Self.stickyError) }
+    }
+
     func sync() throws(StorageError) {
         try state.withLock { (state: inout (descriptor: Int32, failure: StorageError?)) throws(StorageError) in
-            if let failure = state.failure {
-                throw StorageError(
-                    .queryFailed,
-                    "an earlier sync of the SQLite log failed (\(failure.message)); nothing written since can be "
-                        + "known to be on disk: check the disk and restart keyauth-server")
-            }
-            if state.descriptor < 0 || Self.isReplaced(state.descriptor, path: logPath) {
-                if state.descriptor >= 0 {
-                    Glibc.close(state.descriptor)
-                    state.descriptor = -1
-                    try Self.syncFile(databasePath)
+            if let failure = state.failure { throw Self.stickyError(failure) }
+            do throws(SyncFailure) {
+                try syncLog(&state.descriptor)
+            } catch {
+                switch error {
+                case .cannotOpen(let error):
+                    // A file that cannot be opened (EMFILE under load) loses nothing: the next
+                    // sync tries again, from the same state.
+                    throw error
+                case .cannotSync(let error):
+                    state.failure = error
+                    throw error
                 }
-                // A descriptor that cannot be opened (EMFILE under load) loses nothing: the
-                // next sync tries again.
-                state.descriptor = open(logPath, O_RDONLY | O_CLOEXEC)
-                guard state.descriptor >= 0 else { throw Self.failure("cannot open the SQLite log \(logPath)") }
-                try Self.syncFile(Self.directory(of: logPath))
-            }
-            guard fdatasync(state.descriptor) == 0 else {
-                let failure = Self.failure("cannot sync the SQLite log \(logPath)")
-                state.failure = failure
-                throw failure
             }
         }
+    }
+
+    /// Why a sync failed: opening a file, which the next sync tries again, or syncing it, after
+    /// which nothing can be trusted to be on disk.
+    private enum SyncFailure: Error {
+        case cannotOpen(StorageError)
+        case cannotSync(StorageError)
+    }
+
+    private func syncLog(_ descriptor: inout Int32) throws(SyncFailure) {
+        if descriptor < 0 || Self.isReplaced(descriptor, path: logPath) {
+            if descriptor >= 0 {
+                // The database file first, which a checkpoint filled from the old log: the old
+                // descriptor is let go only once it is synced, so a failure here is tried again.
+                try Self.syncFile(databasePath)
+                Glibc.close(descriptor)
+                descriptor = -1
+            }
+            let opened = open(logPath, O_RDONLY | O_CLOEXEC)
+            guard opened >= 0 else { throw .cannotOpen(Self.failure("cannot open the SQLite log \(logPath)")) }
+            do throws(SyncFailure) {
+                try Self.syncFile(Self.directory(of: logPath))
+            } catch {
+                Glibc.close(opened)
+                throw error
+            }
+            descriptor = opened
+        }
+        guard fdatasync(descriptor) == 0 else {
+            throw .cannotSync(Self.failure("cannot sync the SQLite log \(logPath)"))
+        }
+    }
+
+    /// The error of every sync after `failure`.
+    private static func stickyError(_ failure: StorageError) -> StorageError {
+        StorageError(
+            .queryFailed,
+            "an earlier sync of the SQLite log failed (\(failure.message)); nothing written since can be "
+                + "known to be on disk: check the disk and restart keyauth-server")
     }
 
     /// Whether `path` no longer names the file open on `descriptor`.
@@ -86,11 +129,11 @@ final class SQLiteWALFile: SQLiteWALSync {
     }
 
     /// `fsync` of the file or directory at `path`.
-    private static func syncFile(_ path: String) throws(StorageError) {
+    private static func syncFile(_ path: String) throws(SyncFailure) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw failure("cannot open \(path) to sync it") }
+        guard descriptor >= 0 else { throw .cannotOpen(failure("cannot open \(path) to sync it")) }
         defer { Glibc.close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw failure("cannot sync \(path)") }
+        guard fsync(descriptor) == 0 else { throw .cannotSync(failure("cannot sync \(path)")) }
     }
 
     private static func directory(of path: String) -> String {
