@@ -126,4 +126,23 @@ struct InterruptedResetTests {
         #expect(json.status == 65)
         #expect(json.standardOutput.contains("\"error\""))
     }
+
+    @Test("status shows the other accounts when one account's token file is too open, then exits 65")
+    func openTokenDoesNotHideOthers() async throws {
+        let (harness, name) = try homeWithAccount()
+        defer { harness.home.remove() }
+        let other = "bob@auth.example.test"
+        try harness.accounts.save(
+            KeyAuthAccount(
+                name: other, serverURL: "https://auth.example.test", issuer: "https://auth.example.test",
+                user: "bob", deviceName: "laptop", presence: .none, status: .active))
+        try harness.accounts.credentials.saveToken(
+            AccessToken(value: "d.e.f", expiresAt: Date().addingTimeInterval(600)), account: other)
+        #expect(chmod(try harness.accounts.directory(for: other) + "/token.json", 0o644) == 0)
+        let status = await harness.run(["status"])
+        #expect(status.status == 65, "\(status.standardError)")
+        #expect(status.standardOutput.contains("\(name) (default)\n"), "\(status.standardOutput)")
+        #expect(status.standardOutput.contains("\(other)\n  problem:     cannot be read"), "\(status.standardOutput)")
+        expectOneErrorLine(status)
+    }
 }

@@ -47,6 +47,18 @@ struct PINHandlingTests {
         #expect(login.standardError == "keyauth: wrong PIN; a delay starts after 4 more wrong PINs\n")
     }
 
+    @Test("a PIN attempts file others can read exits 65 like every too-open secret")
+    func openAttemptsFile() throws {
+        let machine = try machineWithPINKey("135790")
+        defer { machine.home.remove() }
+        #expect(try machine.run(["login", "--pin-stdin"], standardInput: "000000\n").status == 77)
+        let attempts = try machine.keyDirectory() + "/pin-attempts"
+        #expect(chmod(attempts, 0o644) == 0)
+        let login = try machine.run(["login", "--pin-stdin"], standardInput: "135790\n")
+        #expect(login.status == 65, "\(login.standardError)")
+        #expect(login.standardError.contains("chmod 600"), "\(login.standardError)")
+    }
+
     @Test("register asks again when the confirmation differs")
     func confirmationAgain() throws {
         try withServer { server in

@@ -141,6 +141,31 @@ struct RegistrationLostAnswerTests {
         #expect(try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint == keyID)
     }
 
+    @Test("a registration finished after a login was refused forgets the refusal, so that reset revokes")
+    func refusalForgottenWhenRegistrationFinishes() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        // The answer is lost before the server stores anything; a login then records a refusal.
+        server.replaceAnswers(to: "POST", "/v1/devices", with: .lost, serverActsFirst: false)
+        #expect(await harness.registerUnattended(server.url).status == 69)
+        server.interceptor = nil
+        let name = AccountStore.defaultAccountName(user: "alice", serverURL: server.url)
+        var account = try harness.accounts.load(name)
+        account.refusedAt = Date()
+        try harness.accounts.save(account)
+        let again = await harness.registerUnattended(server.url)
+        #expect(again.status == 0, "\(again.standardError)")
+        #expect(try harness.accounts.load(name).refusedAt == nil)
+        let keyID = try #require(try harness.accounts.load(name).keyID)
+        let reset = await harness.run(["reset", "--account", name, "--yes"])
+        #expect(reset.status == 0, "\(reset.standardError)")
+        #expect(server.status(of: keyID) == "revoked")
+    }
+
     @Test("register again on an account whose registration was confirmed still refuses")
     func confirmedKeyRefused() async throws {
         let server = try InProcessKeyAuthServer()

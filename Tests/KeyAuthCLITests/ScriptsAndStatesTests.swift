@@ -57,6 +57,12 @@ struct ScriptsAndStatesTests {
             #expect(try machine.run(["logout"]).status == 0)
             let second = try machine.run(["logout"])
             #expect(second.standardOutput.contains("No access token was stored"))
+            // A token others can read is the one file to forget at once: it is deleted unread.
+            #expect(try machine.run(["login"]).status == 0)
+            #expect(chmod(directory + "/token.json", 0o644) == 0)
+            let exposed = try machine.run(["logout"])
+            #expect(exposed.status == 0, "\(exposed.standardError)")
+            #expect(!FileManager.default.fileExists(atPath: directory + "/token.json"))
         }
     }
 
@@ -198,6 +204,13 @@ struct ScriptsAndStatesTests {
         declined.type("n\n")
         #expect(declined.wait() == 1)
         #expect(declined.standardError.contains("nothing was deleted"))
+        #expect(machine.accounts.exists(name))
+        // Ctrl-D at the question is a no too, with the same exit.
+        let ended = try TerminalProcess(
+            Binaries.keyauth, ["reset", "--local-only"], environment: machine.environment)
+        _ = ended.readUntil("[y/N] ")
+        ended.type("\u{4}")
+        #expect(ended.wait() == 1)
         #expect(machine.accounts.exists(name))
 
         let confirmed = try TerminalProcess(

@@ -29,6 +29,27 @@ struct SSHPrincipalMapTests {
         #expect(SSHPrincipalMap().principals(for: "dave") == ["dave"])
     }
 
+    @Test("a user named like a role the file grants to others does not get it, unless granted it too")
+    func nameOfARole() throws {
+        let map = try SSHPrincipalMap(
+            parsing: "group deployers: deploy\nmembers deployers: alice\nuser deploy: tools\nuser backup: backup\n")
+        #expect(map.principals(for: "alice") == ["alice", "deploy"])
+        #expect(map.principals(for: "deploy") == ["tools"])
+        #expect(map.principals(for: "backup") == ["backup"])
+        let bare = try SSHPrincipalMap(parsing: "group deployers: deploy\nmembers deployers: alice\n")
+        #expect(bare.principals(for: "deploy").isEmpty)
+    }
+
+    @Test("a certificate's principals stop at 16 KiB, so that its line stays one the client reads")
+    func principalBytesAreBounded() throws {
+        let many = (0..<200).map { "p\($0)-" + String(repeating: "x", count: 240) }
+        let map = try SSHPrincipalMap(parsing: "user alice: " + many.joined(separator: " ") + "\n")
+        let principals = map.principals(for: "alice")
+        #expect(principals.first == "alice")
+        #expect(principals.map(\.utf8.count).reduce(0, +) <= SSHPrincipalMap.maximumPrincipalBytes)
+        #expect(principals.count > 60 && principals.count < 201)
+    }
+
     @Test("a file with CRLF line endings reads as the same lines")
     func crlfLineEndings() throws {
         let map = try SSHPrincipalMap(
@@ -105,6 +126,21 @@ struct SSHPrincipalMapTests {
         #expect(
             try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["principals"]
                 == .array(["alice", "monitoring"]))
+
+        // A user whose name is a role the file gives others, and who has nothing else, gets no
+        // certificate: one without principals is valid for every account.
+        try "group deployers: deploy\nmembers deployers: alice\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        responder.purgeExpired()
+        let deployToken = try api.activeDevice(user: "deploy", key: try ServerTestKeys.key("deploy-1"))
+        let refused = try api.authorized("POST", "/v1/ssh/certificates", token: deployToken)
+        #expect(refused.status == 403 && refused.errorCode == "access_denied", "\(refused.text)")
+        #expect(
+            try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["principals"]
+                == .array(["alice", "deploy"]))
+        try "group ops: monitoring\nmembers ops: alice\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        responder.purgeExpired()
 
         // A broken edit leaves the rules read before in use.
         try "frobnicate\n".write(toFile: path, atomically: true, encoding: .utf8)

@@ -139,6 +139,9 @@ struct AttemptStore {
             bytes = try SecureFile.readProtected(path)
         } catch  where error.code == .keyNotFound {
             return AttemptState()
+        } catch  where error.code == .keyUnprotected {
+            // Kept as it is: PROTOCOL.md section 7 makes a too-open secret exit 65, with its chmod.
+            throw error
         } catch {
             throw KeyAuthError(.storageFailed, "Cannot use the PIN attempts file: \(error.message)", underlying: error)
         }

@@ -12,7 +12,14 @@ struct LogoutCommand {
         let accounts = try context.accountStore()
         let name = try AccountSession.resolve(accounts, options.account)
         let account = try accounts.load(name)
-        let hadToken = try accounts.credentials.loadToken(account: name) != nil
+        // A token file that cannot be read (too open, damaged) is deleted all the same: it is the
+        // one file here that may have leaked, and forgetting it needs no reading.
+        let hadToken: Bool
+        do {
+            hadToken = try accounts.credentials.loadToken(account: name) != nil
+        } catch {
+            hadToken = true
+        }
         try accounts.credentials.deleteToken(account: name)
         let what = hadToken ? "Deleted the stored access token" : "No access token was stored"
         context.io.printOutput(

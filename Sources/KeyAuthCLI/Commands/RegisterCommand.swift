@@ -87,6 +87,10 @@ struct RegisterCommand {
                 account.keyID = registration.keyID
                 account.tier = registration.tier
                 account.status = registration.status == .active ? .active : .pending
+                // A refusal recorded by a login before the server stored this key is over: left
+                // in place, `reset` would take it for a key the server refuses, and delete the
+                // key here without revoking the device.
+                account.refusedAt = nil
                 try accounts.save(account)
                 // Only what is on disk: a failed save leaves the record `registering`, as the file.
                 record.withLock { $0 = account }

@@ -148,11 +148,16 @@ struct ResetCommand {
     private func confirm(_ question: String) async throws(KeyAuthError) {
         let io = context.io
         guard !options.assumeYes, isatty(io.standardInput) == 1, io.terminalReader.isAvailable() else { return }
-        let answer = try await BlockingThread.read(io.terminalReader, prompt: question + " [y/N] ", echo: true)
+        let declined = KeyAuthError(.declined, "nothing was deleted (answer y to confirm, or pass --yes)")
+        let answer: SecretBytes
+        do {
+            answer = try await BlockingThread.read(io.terminalReader, prompt: question + " [y/N] ", echo: true)
+        } catch  where error.code == .cancelled {
+            // Ctrl-D or Ctrl-C at the question is an answer other than yes.
+            throw declined
+        }
         let text = answer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             .trimmingCharacters(in: .whitespaces).lowercased()
-        guard text == "y" || text == "yes" else {
-            throw KeyAuthError(.declined, "nothing was deleted (answer y to confirm, or pass --yes)")
-        }
+        guard text == "y" || text == "yes" else { throw declined }
     }
 }

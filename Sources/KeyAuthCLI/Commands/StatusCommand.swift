@@ -27,11 +27,22 @@ struct StatusCommand {
         let agent = AgentReport.current(environment: context.io.environment)
         // Without --account, one account that cannot be read does not hide the others: it is
         // listed with its error, and the command exits with that error after showing the rest.
+        // The same for its key or token file (too open, damaged).
         var unreadable: [KeyAuthError] = []
         for name in names {
             let account: KeyAuthAccount
+            let keys: KeyPairStore
+            let publicKey: RSAPublicKey?
+            let token: AccessToken?
             do {
                 account = try accounts.load(name)
+                keys = try accounts.keyPairStore(for: name)
+                do {
+                    publicKey = try keys.loadPublicKey()
+                } catch  where error.code == .keyNotFound {
+                    publicKey = nil
+                }
+                token = try accounts.credentials.loadToken(account: name)
             } catch {
                 guard options.account == nil else { throw error }
                 unreadable.append(error)
@@ -40,15 +51,6 @@ struct StatusCommand {
                 lines.append("  problem:     cannot be read: \(error.message)")
                 continue
             }
-            let keys = try accounts.keyPairStore(for: name)
-            let publicKey: RSAPublicKey?
-            do {
-                publicKey = try keys.loadPublicKey()
-            } catch {
-                guard error.code == .keyNotFound else { throw error }
-                publicKey = nil
-            }
-            let token = try accounts.credentials.loadToken(account: name)
             let tokenValid = token.map { $0.expiresAt > now } ?? false
             let keyStore = keys.storedKind ?? account.keyStore
             if keyStore == .tpm, tpm == nil { tpm = TPMReport(context: context) }

@@ -102,6 +102,14 @@ struct SSHCertificateIssuer: Sendable {
     ///   ``StorageError`` when the audit record cannot be written (no certificate is returned
     ///   then: an unaudited certificate is not issued).
     func issue(for device: DeviceRecord) throws -> Issued {
+        let principals = principalMap?.current.principals(for: device.user) ?? [device.user]
+        // A certificate without principals is valid for every account on a host that trusts the
+        // CA without principal files: never issued.
+        guard !principals.isEmpty else {
+            throw ServiceError(
+                .accessDenied,
+                "the SSH principals file grants this user's name to others as a role and nothing to this user")
+        }
         let key = try RSAPublicKey(pemRepresentation: Array(device.publicKeyPEM.utf8))
         let issuedAt = now()
         let serialBytes = try CryptoPrimitives.randomBytes(count: 8)
@@ -112,7 +120,7 @@ struct SSHCertificateIssuer: Sendable {
         extensions[Self.deviceTierExtension] = device.tier.rawValue
         let certificate = SSHUserCertificate(
             publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
-            principals: principalMap?.current.principals(for: device.user) ?? [device.user],
+            principals: principals,
             validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
             validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
             extensions: extensions)

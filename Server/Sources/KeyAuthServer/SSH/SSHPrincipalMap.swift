@@ -20,24 +20,40 @@ struct SSHPrincipalMap: Sendable, Equatable {
     static let maximumPrincipals = 256
     /// The longest principal.
     static let maximumPrincipalLength = 256
+    /// The most bytes of principals one certificate carries: its line, base64, must stay within
+    /// what `keyauth ssh cert` and the agent read (64 KiB).
+    static let maximumPrincipalBytes = 16 * 1024
 
     private var users: [String: [String]] = [:]
     private var groups: [String: [String]] = [:]
     /// Each user's groups, in the order the file names them.
     private var memberships: [String: [String]] = [:]
+    /// Every principal a rule grants: roles, which a user's own name does not confer.
+    private var roles: Set<String> = []
 
     /// The map of no rules: certificates name the user only.
     init() {}
 
     /// The principals of `user`'s certificates: the user's name, the user's own, then each
     /// group's in the order the file names the groups; each once, at most
-    /// ``maximumPrincipals``.
+    /// ``maximumPrincipals`` and ``maximumPrincipalBytes``.
+    ///
+    /// The user's name is left out when a rule grants it as a role (`group deployers: deploy`)
+    /// and no rule grants it to this user: a keyauth user who happened to be named `deploy`
+    /// would otherwise log in wherever the role does. The list may then be empty, which no
+    /// certificate may be (``SSHCertificateIssuer`` refuses it).
     func principals(for user: String) -> [String] {
-        var result = [user]
-        var seen: Set<String> = [user]
         let mapped = (users[user] ?? []) + (memberships[user] ?? []).flatMap { groups[$0] ?? [] }
-        for principal in mapped where result.count < Self.maximumPrincipals && seen.insert(principal).inserted {
+        let ownName = roles.contains(user) && !mapped.contains(user) ? [] : [user]
+        var result: [String] = []
+        var seen: Set<String> = []
+        var bytes = 0
+        for principal in ownName + mapped
+        where result.count < Self.maximumPrincipals && bytes + principal.utf8.count <= Self.maximumPrincipalBytes
+            && seen.insert(principal).inserted
+        {
             result.append(principal)
+            bytes += principal.utf8.count
         }
         return result
     }
@@ -90,6 +106,7 @@ struct SSHPrincipalMap: Sendable, Equatable {
         if let (group, number) = memberLines.filter({ groups[$0.key] == nil }).min(by: { $0.value < $1.value }) {
             throw Self.error(number, "group \(group) has members but no principals (add group \(group): ...)")
         }
+        roles = Set(users.values.joined()).union(groups.values.joined())
     }
 
     /// Reads the file at `path`.
