@@ -62,6 +62,7 @@ struct DurabilityFailureTests {
         } catch {
             #expect(error.message.contains("restart keyauth-server"), "\(error.message)")
         }
+        #expect(log.lostDurability != nil)
         // A fresh log file object (a restart) syncs again.
         try SQLiteWALFile(databasePath: database).sync()
     }
@@ -96,6 +97,45 @@ struct DurabilityFailureTests {
         #expect(!keys.contains("second"), "\(keys)")
     }
 
+    @Test("a batch open while the sync before it fails for good is rolled back: readers never see it")
+    func openBatchIsRolledBack() throws {
+        let environment = TestEnvironment()
+        let disk = LostDisk()
+        let database = try SQLiteDatabase(
+            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        defer { database.close() }
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        }
+        disk.held.store(true, ordering: .releasing)
+        let before = disk.syncs.load(ordering: .acquiring)
+        let (_, scope) = try DurabilityScope.run { () throws(StorageError) in
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('syncing', 1)")
+            }
+            // The first batch is in its sync; the next write opens the next batch.
+            let deadline = Date().addingTimeInterval(20)
+            while disk.syncs.load(ordering: .acquiring) == before, Date() < deadline { usleep(1000) }
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('open', 2)")
+            }
+        }
+        disk.lost.store(true, ordering: .releasing)
+        disk.held.store(false, ordering: .releasing)
+        let settled = DispatchSemaphore(value: 0)
+        let failure = Mutex<StorageError?>(nil)
+        scope.whenDurable { error in
+            failure.withLock { $0 = error }
+            settled.signal()
+        }
+        #expect(settled.wait(timeout: .now() + 30) == .success, "the scope never settled")
+        #expect(failure.withLock { $0 } != nil)
+        let keys = try database.read { connection throws(StorageError) in
+            try connection.query("SELECT k FROM t", []) { row throws(StorageError) in row.text(0) ?? "" }
+        }
+        #expect(!keys.contains("open"), "\(keys)")
+    }
+
     private static func hasFailed(_ scope: DurabilityScope?) -> Bool {
         guard case .failed = scope?.outcome else { return false }
         return true
@@ -103,13 +143,16 @@ struct DurabilityFailureTests {
 }
 
 /// A disk whose sync fails for good once ``lost`` is set, as ``SQLiteWALFile`` does after a
-/// failed `fdatasync`.
+/// failed `fdatasync`; while ``held``, a sync waits.
 final class LostDisk: SQLiteWALSync {
     let lost = Atomic<Bool>(false)
+    let held = Atomic<Bool>(false)
     let syncs = Atomic<Int>(0)
 
     func sync() throws(StorageError) {
         syncs.add(1, ordering: .releasing)
+        let deadline = Date().addingTimeInterval(30)
+        while held.load(ordering: .acquiring), Date() < deadline { usleep(1000) }
         if let failure = lostDurability { throw failure }
     }
 

@@ -104,6 +104,27 @@ struct SSHCertificateTests {
         #expect(exposed?.message.contains("--ssh-ca-key-file") == true)
     }
 
+    @Test("a device whose stored key has the ROCA fingerprint gets no certificate, even with a token")
+    func noCertificateForARocaKey() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let caFile = environment.directory.path + "/ssh-ca.pem"
+        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
+        let api = try environment.directAPI { $0.sshCAKeyFile = caFile }
+        let key = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: key)
+        // As a device registered before such keys were refused: its token is from before.
+        let roca = try RSAPublicKey(modulus: ROCAShapedModulus.make(bits: 2048), exponent: [0x01, 0x00, 0x01])
+        let storage = try #require(api.storage as? SQLStorage)
+        try storage.database.write { connection throws(StorageError) in
+            _ = try connection.execute(
+                "UPDATE devices SET public_key_pem = $1 WHERE kid = $2",
+                [.text(roca.pemRepresentation), .text(key.publicKey.fingerprint)])
+        }
+        let refused = try api.authorized("POST", "/v1/ssh/certificates", token: token)
+        #expect(refused.status == 403 && refused.errorCode == "access_denied", "\(refused.text)")
+        #expect(try storage.auditEvents(since: 0).filter { $0.action == .issueSSHCertificate }.isEmpty)
+    }
+
     @Test("a device gets a certificate of its own registered key, audited; a revoked one gets none")
     func issuesForTheCallersKey() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())

@@ -153,7 +153,7 @@ struct ResetCommand {
         do {
             answer = try await BlockingThread.read(io.terminalReader, prompt: question + " [y/N] ", echo: true)
         } catch  where error.code == .cancelled {
-            // Ctrl-D or Ctrl-C at the question is an answer other than yes.
+            // Ctrl-D at the question is an answer other than yes (Ctrl-C stops the command).
             throw declined
         }
         let text = answer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }

@@ -111,6 +111,12 @@ struct SSHCertificateIssuer: Sendable {
                 "the SSH principals file grants this user's name to others as a role and nothing to this user")
         }
         let key = try RSAPublicKey(pemRepresentation: Array(device.publicKeyPEM.utf8))
+        // A key registered before such keys were refused: anyone can compute its private key,
+        // and a login with it gets a revoked device's answer; a token from before gets nothing.
+        guard !key.hasROCAFingerprint else {
+            throw ServiceError(
+                .accessDenied, "the device key has the ROCA fingerprint (CVE-2017-15361): register a new key")
+        }
         let issuedAt = now()
         let serialBytes = try CryptoPrimitives.randomBytes(count: 8)
         let serial = serialBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }

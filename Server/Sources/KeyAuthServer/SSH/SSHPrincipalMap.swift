@@ -20,8 +20,9 @@ struct SSHPrincipalMap: Sendable, Equatable {
     static let maximumPrincipals = 256
     /// The longest principal.
     static let maximumPrincipalLength = 256
-    /// The most bytes of principals one certificate carries: its line, base64, must stay within
-    /// what `keyauth ssh cert` and the agent read (64 KiB).
+    /// The most bytes of principals one certificate carries (a principal that would pass it is
+    /// left out): its line, base64, must stay within what `keyauth ssh cert` and the agent read
+    /// (64 KiB).
     static let maximumPrincipalBytes = 16 * 1024
 
     private var users: [String: [String]] = [:]

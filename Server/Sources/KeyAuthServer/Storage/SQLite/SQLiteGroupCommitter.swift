@@ -137,9 +137,9 @@ final class SQLiteGroupCommitter: Sendable {
             guard !writer.isClosed, let connection = writer.connection else {
                 return (.failure(StorageError(.closed, "the storage is closed")), false)
             }
-            // After a failed sync no write begins: it would commit, and readers would see what
-            // its caller is told failed (``SQLiteWALSync/lostDurability``).
-            if writer.open == nil, let lost = log.lostDurability { return (.failure(lost), false) }
+            // After a failed sync no write runs: it would commit, and readers would see what its
+            // caller is told failed (``SQLiteWALSync/lostDurability``). An atomic read.
+            if let lost = log.lostDurability { return (.failure(lost), false) }
             let result = Result { () throws(StorageError) -> (Value, SQLiteCommitBatch) in
                 let batch = try Self.openBatch(&writer, on: connection, committer: identity)
                 return (try Self.runInSavepoint(body, batch: batch, writer: &writer, on: connection), batch)
@@ -300,6 +300,12 @@ final class SQLiteGroupCommitter: Sendable {
             }
             writer.open = nil
             newestCommitting.withLock { $0 = batch }
+            // A batch open when a sync failed for good is rolled back, not committed for readers.
+            if let lost = log.lostDurability {
+                if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
+                batch.markCommitted()
+                return (batch, lost)
+            }
             let failure = Self.commitTransaction(deferred: committed, on: connection)
             batch.markCommitted()
             if failure == nil { rewindLogIfLong(on: connection) }

@@ -45,8 +45,12 @@ extension SQLiteWALSync {
 final class SQLiteWALFile: SQLiteWALSync {
     private let databasePath: String
     private let logPath: String
-    /// The log's descriptor (-1 before the first sync), and the first failure, which stays.
-    private let state = Mutex<(descriptor: Int32, failure: StorageError?)>((-1, nil))
+    /// The log's descriptor (-1 before the first sync), held through each sync.
+    private let descriptor = Mutex<Int32>(-1)
+    /// Whether a sync failed for good: read by every write, so never behind a sync's lock.
+    private let lost = Atomic<Bool>(false)
+    /// The first failure, which stays.
+    private let failure = Mutex<StorageError?>(nil)
 
     /// - Parameter databasePath: the database file; its log is the same path with `-wal`.
     init(databasePath: String) {
@@ -55,18 +59,19 @@ final class SQLiteWALFile: SQLiteWALSync {
     }
 
     deinit {
-        state.withLock { if $0.descriptor >= 0 { Glibc.close($0.descriptor) } }
+        descriptor.withLock { if $0 >= 0 { Glibc.close($0) } }
     }
 
     var lostDurability: StorageError? {
-        state.withLock { $0.failure.map(Self.stickyError) }
+        guard lost.load(ordering: .acquiring) else { return nil }
+        return failure.withLock { $0 }.map(Self.stickyError)
     }
 
     func sync() throws(StorageError) {
-        try state.withLock { (state: inout (descriptor: Int32, failure: StorageError?)) throws(StorageError) in
-            if let failure = state.failure { throw Self.stickyError(failure) }
+        try descriptor.withLock { (descriptor: inout Int32) throws(StorageError) in
+            if let lost = lostDurability { throw lost }
             do throws(SyncFailure) {
-                try syncLog(&state.descriptor)
+                try syncLog(&descriptor)
             } catch {
                 switch error {
                 case .cannotOpen(let error):
@@ -74,7 +79,8 @@ final class SQLiteWALFile: SQLiteWALSync {
                     // sync tries again, from the same state.
                     throw error
                 case .cannotSync(let error):
-                    state.failure = error
+                    failure.withLock { $0 = $0 ?? error }
+                    lost.store(true, ordering: .releasing)
                     throw error
                 }
             }
@@ -129,11 +135,21 @@ final class SQLiteWALFile: SQLiteWALSync {
     }
 
     /// `fsync` of the file or directory at `path`.
+    ///
+    /// A file system that cannot sync directories (EINVAL, EBADF: some network and FUSE mounts)
+    /// keeps nothing in them to lose, as PostgreSQL also holds: that is no failure.
     private static func syncFile(_ path: String) throws(SyncFailure) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .cannotOpen(failure("cannot open \(path) to sync it")) }
         defer { Glibc.close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw .cannotSync(failure("cannot sync \(path)")) }
+        guard fsync(descriptor) != 0 else { return }
+        let number = errno
+        var status = stat()
+        if number == EINVAL || number == EBADF, fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
+            return
+        }
+        errno = number
+        throw .cannotSync(failure("cannot sync \(path)"))
     }
 
     private static func directory(of path: String) -> String {
