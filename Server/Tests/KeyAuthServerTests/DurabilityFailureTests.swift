@@ -71,12 +71,8 @@ struct DurabilityFailureTests {
     func noWriteBeginsAfterLostDurability() throws {
         let environment = TestEnvironment()
         let disk = LostDisk()
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        let database = try tableDatabase(in: environment, log: disk)
         defer { database.close() }
-        try database.migrate { connection throws(StorageError) in
-            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
-        }
         disk.lost.store(true, ordering: .releasing)
         #expect(throws: StorageError.self) {
             try database.write { connection throws(StorageError) in
@@ -101,12 +97,8 @@ struct DurabilityFailureTests {
     func openBatchIsRolledBack() throws {
         let environment = TestEnvironment()
         let disk = LostDisk()
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
+        let database = try tableDatabase(in: environment, log: disk)
         defer { database.close() }
-        try database.migrate { connection throws(StorageError) in
-            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
-        }
         disk.held.store(true, ordering: .releasing)
         let before = disk.syncs.load(ordering: .acquiring)
         let (_, scope) = try DurabilityScope.run { () throws(StorageError) in

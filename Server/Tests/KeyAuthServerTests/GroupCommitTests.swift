@@ -439,21 +439,27 @@ final class FailingDisk: SQLiteWALSync {
     /// `t (k TEXT PRIMARY KEY, v INTEGER)`; the caller closes it.
     static func database(in environment: TestEnvironment) throws -> (SQLiteDatabase, FailingDisk) {
         let disk = FailingDisk()
-        let database = try SQLiteDatabase(
-            path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: disk)
-        do {
-            try database.migrate { connection throws(StorageError) in
-                try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
-            }
-        } catch {
-            database.close()
-            throw error
-        }
-        return (database, disk)
+        return (try tableDatabase(in: environment, log: disk), disk)
     }
 
     func sync() throws(StorageError) {
         syncs.add(1, ordering: .releasing)
         if failing.load(ordering: .acquiring) { throw StorageError(.queryFailed, "the test's disk fails") }
     }
+}
+
+/// A database on the environment's file synced by `log`, with one table
+/// `t (k TEXT PRIMARY KEY, v INTEGER)`; the caller closes it.
+func tableDatabase(in environment: TestEnvironment, log: any SQLiteWALSync) throws -> SQLiteDatabase {
+    let database = try SQLiteDatabase(
+        path: environment.databasePath, readerCount: 1, busyTimeoutMilliseconds: 5000, log: log)
+    do {
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        }
+    } catch {
+        database.close()
+        throw error
+    }
+    return database
 }
