@@ -139,12 +139,18 @@ struct PresencePINTests {
         #expect(try await presence.withPIN(reason: "", decrypt) == 42)
     }
 
-    @Test("a damaged attempts file fails closed with storageFailed")
+    @Test("a damaged attempts file fails closed with storageFailed; one others may read, with keyUnprotected")
     func damagedFile() async throws {
         try directory.write("pin-attempts", "not json")
-        let (presence, reader) = check(["2468"])
+        chmod(directory.path + "/pin-attempts", 0o600)
+        let (presence, reader) = check(["2468", "2468"])
         let error = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", decrypt) }
         #expect(error?.code == .storageFailed)
+        #expect(reader.requests.isEmpty)
+        // Too open is not damaged: the command's exit 65 names the chmod.
+        chmod(directory.path + "/pin-attempts", 0o644)
+        let open = await #expect(throws: KeyAuthError.self) { try await presence.withPIN(reason: "", decrypt) }
+        #expect(open?.code == .keyUnprotected)
         #expect(reader.requests.isEmpty)
     }
 
