@@ -31,14 +31,7 @@ struct DurabilityFailureTests {
                 try connection.execute("INSERT INTO t (k, v) VALUES ('audited', 2)")
             }
         }
-        let settled = DispatchSemaphore(value: 0)
-        let failure = Mutex<StorageError?>(nil)
-        scope.whenDurable { error in
-            failure.withLock { $0 = error }
-            settled.signal()
-        }
-        #expect(settled.wait(timeout: .now() + 30) == .success, "the scope never settled")
-        #expect(failure.withLock { $0 } != nil, "the answer would have been sent as durable")
+        #expect(try Self.settledFailure(of: scope) != nil, "the answer would have been sent as durable")
         #expect(Self.hasFailed(scope))
     }
 
@@ -114,18 +107,23 @@ struct DurabilityFailureTests {
         }
         disk.lost.store(true, ordering: .releasing)
         disk.held.store(false, ordering: .releasing)
+        #expect(try Self.settledFailure(of: scope) != nil)
+        let keys = try database.read { connection throws(StorageError) in
+            try connection.query("SELECT k FROM t", []) { row throws(StorageError) in row.text(0) ?? "" }
+        }
+        #expect(!keys.contains("open"), "\(keys)")
+    }
+
+    /// The error `scope` settles with (nil when durable), waiting up to 30 s for it.
+    private static func settledFailure(of scope: DurabilityScope) throws -> StorageError? {
         let settled = DispatchSemaphore(value: 0)
         let failure = Mutex<StorageError?>(nil)
         scope.whenDurable { error in
             failure.withLock { $0 = error }
             settled.signal()
         }
-        #expect(settled.wait(timeout: .now() + 30) == .success, "the scope never settled")
-        #expect(failure.withLock { $0 } != nil)
-        let keys = try database.read { connection throws(StorageError) in
-            try connection.query("SELECT k FROM t", []) { row throws(StorageError) in row.text(0) ?? "" }
-        }
-        #expect(!keys.contains("open"), "\(keys)")
+        try #require(settled.wait(timeout: .now() + 30) == .success, "the scope never settled")
+        return failure.withLock { $0 }
     }
 
     private static func hasFailed(_ scope: DurabilityScope?) -> Bool {

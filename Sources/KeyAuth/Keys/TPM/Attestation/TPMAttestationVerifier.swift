@@ -94,7 +94,9 @@ package struct TPMAttestationVerifier: Sendable {
         // With the exponent 1 a "signature" is the padded digest itself, and a ROCA key's private
         // half can be computed: either would make the signature check below prove nothing.
         let key = try area.publicKey()
-        guard (2048...4096).contains(key.bits), key.exponent == [0x01, 0x00, 0x01], !key.hasROCAFingerprint else {
+        do {
+            try key.checkPolicy(allowedBits: 2048...4096)
+        } catch {
             throw TPMAttestationError(
                 .attestationKeyAttributes,
                 "the attestation key is not an RSA key of 2048 to 4096 bits with the exponent 65537 and without the "
