@@ -277,13 +277,6 @@ struct RecoveryCodeTests {
         return (laptop, token, try codes(try makeCodes(api, key: laptop, token: token)))
     }
 
-    /// Runs `sql` on the test server's SQLite database: a trigger that makes a write fail, as a
-    /// full disk or a lost database connection would.
-    private static func execute(_ sql: String, on api: TestAPI) throws {
-        let storage = try #require(api.storage as? SQLStorage)
-        try storage.database.write { connection throws(StorageError) in _ = try connection.execute(sql, []) }
-    }
-
     @Test("a device a recovery code enrolled is not stored, and its code not used, when its notice cannot be")
     func failedNoticeStoresNothing() throws {
         let environment = TestEnvironment()
@@ -317,15 +310,15 @@ struct RecoveryCodeTests {
         _ api: TestAPI, insertingInto table: String, when condition: String
     ) throws -> String {
         let (_, _, codes) = try aliceWithCodes(api)
-        try execute(
+        try api.executeSQL(
             "CREATE TRIGGER refuse_write BEFORE INSERT ON \(table) WHEN \(condition) "
-                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END", on: api)
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END")
         let thief = try ServerTestKeys.key("alice-2")
         #expect(try recover(api, key: thief, code: codes[0]).status >= 500)
         // One transaction: never a device active without its notice or audit entry, even for a
         // moment.
         #expect(try api.storage.device(kid: thief.publicKey.fingerprint) == nil)
-        try execute("DROP TRIGGER refuse_write", on: api)
+        try api.executeSQL("DROP TRIGGER refuse_write")
         #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
         #expect(try recover(api, key: thief, code: codes[0]).status == 201)
         return thief.publicKey.fingerprint
@@ -336,11 +329,11 @@ struct RecoveryCodeTests {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
         let (laptop, token, codes) = try Self.aliceWithCodes(api)
-        try Self.execute(
+        try api.executeSQL(
             "CREATE TRIGGER refuse_write BEFORE INSERT ON audit_events WHEN NEW.action = 'recovery-codes' "
-                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END", on: api)
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END")
         #expect(try Self.makeCodes(api, key: laptop, token: token).status >= 500)
-        try Self.execute("DROP TRIGGER refuse_write", on: api)
+        try api.executeSQL("DROP TRIGGER refuse_write")
         #expect(try api.storage.unusedRecoveryCodes(user: "alice").count == 10)
         #expect(try Self.recover(api, key: try ServerTestKeys.key("alice-2"), code: codes[0]).status == 201)
     }
@@ -352,11 +345,12 @@ struct RecoveryCodeTests {
         let (_, token, thief) = try Self.thiefUsedACode(api)
         let listed = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
         let id = try #require(listed.first { $0["kind"] == .string("recovery") }?["id"]?.stringValue)
-        try Self.execute(
-            "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'the disk is full'); END",
-            on: api)
+        // The notice's own update fails, after the revocation.
+        try api.executeSQL(
+            "CREATE TRIGGER no_answer BEFORE UPDATE ON sign_in_requests BEGIN SELECT RAISE(ABORT, 'the disk is full'); END"
+        )
         #expect(try api.answer(id, decision: "deny", assertion: nil, token: token).status >= 500)
-        try Self.execute("DROP TRIGGER no_audit", on: api)
+        try api.executeSQL("DROP TRIGGER no_answer")
         #expect(try api.storage.device(kid: thief.publicKey.fingerprint)?.status == .revoked)
         #expect(try api.storage.signInRequest(id: id)?.status == .pending)
         #expect(try api.answer(id, decision: "deny", assertion: nil, token: token).status == 200)
