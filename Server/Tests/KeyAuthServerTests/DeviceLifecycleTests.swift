@@ -159,6 +159,30 @@ struct DeviceLifecycleTests {
         #expect(try api.register(user: "alice", key: phone).json?["status"]?.stringValue == "revoked")
     }
 
+    @Test("a revocation whose audit entry cannot be written changes nothing; the retry revokes and audits once")
+    func revocationIsAuditedOrUndone() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI()
+        let laptop = try ServerTestKeys.key("alice-1")
+        let phone = try ServerTestKeys.key("alice-2")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        let kid = phone.publicKey.fingerprint
+        #expect(try api.register(user: "alice", key: phone, name: "phone").status == 202)
+        #expect(try api.approveDevice(kid, approver: laptop, token: token).status == 200)
+        try api.executeSQL(
+            "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events WHEN NEW.action = 'revoke' "
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END")
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status >= 500)
+        // One transaction: not revoked without its record, so the retry below is a real revocation.
+        #expect(try api.storage.device(kid: kid)?.status == .active)
+        try api.executeSQL("DROP TRIGGER no_audit")
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
+        #expect(try api.storage.device(kid: kid)?.status == .revoked)
+        #expect(try api.authorized("DELETE", "/v1/devices/\(kid)", token: token).status == 204)
+        let revocations = try api.storage.auditEvents(since: 0).filter { $0.action == .revoke }
+        #expect(revocations.map(\.subject) == [kid])
+    }
+
     @Test("a device can revoke itself, after which its token no longer works")
     func selfRevocation() throws {
         let environment = TestEnvironment()

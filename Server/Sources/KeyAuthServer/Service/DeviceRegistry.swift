@@ -46,6 +46,8 @@ struct DeviceRegistry: Sendable {
     /// at once every browser session the device approved (the account page's, the OpenID
     /// provider's), whichever way it comes: the device API, the account page or the admin
     /// command; a session's lookup would refuse them anyway, but none should outlive the device.
+    /// The change, the sessions' end and the audit entry are one transaction: a failure leaves
+    /// the device as it was, for the caller to try again, never revoked without its record.
     /// - Parameters:
     ///   - kid: the device.
     ///   - owner: the user the device must belong to (the caller's, on the HTTP path); nil for
@@ -62,7 +64,12 @@ struct DeviceRegistry: Sendable {
             case .pending: next = .denied
             case .denied, .revoked: return .unchanged(target)
             }
-            if try storage.updateStatus(kid: kid, from: target.status, to: next, at: now()) {
+            let time = now()
+            let audit = AuditEvent(
+                time: time, action: next == .revoked ? .revoke : .deny, actor: actor.description, user: target.user,
+                subject: kid, detail: target.name)
+            // The status, the sessions the device approved and the audit entry: one transaction.
+            if try storage.revokeOrDeny(kid: kid, from: target.status, to: next, at: time, audit: audit) {
                 if next == .revoked {
                     revocations.signal()
                     // On SQLite, inside a request the update is only in the group commit's open
@@ -71,10 +78,7 @@ struct DeviceRegistry: Sendable {
                     // once the batch is committed (at once outside a scope).
                     let revocations = revocations
                     DurabilityScope.current?.whenDurable { _ in revocations.signal() }
-                    try storage.deleteBrowserSessions(approvedBy: kid)
                 }
-                try audit.record(
-                    next == .revoked ? .revoke : .deny, by: actor, user: target.user, subject: kid, detail: target.name)
                 return target.status == .active ? .revoked(target) : .denied(target)
             }
         }

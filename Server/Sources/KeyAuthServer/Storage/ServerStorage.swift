@@ -66,6 +66,18 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
         kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool
 
+    /// Revokes the active device `kid` or denies the pending one (`status` `revoked` or `denied`,
+    /// from `expected`) as ``updateStatus(kid:from:to:at:)`` moves it, and in the same
+    /// transaction deletes the browser sessions a revoked device approved and records `audit`.
+    ///
+    /// A failure leaves nothing changed, so the caller's retry does it all: a revocation done in
+    /// separate writes could be left unaudited, and its retry finds the device revoked already.
+    /// - Returns: false, with nothing written, when the device is no longer `expected`.
+    func revokeOrDeny(
+        kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64,
+        audit: AuditEvent
+    ) throws(StorageError) -> Bool
+
     /// Moves the pending device `kid` to active if the device `approverKID` is still active when
     /// the change commits (nil: the administrator, whom nothing revokes), and sets `approved_at`.
     ///

@@ -179,16 +179,41 @@ extension SQLStorage {
         kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                UPDATE devices SET status = $1,
-                    approved_at = CASE WHEN $1 = 'active' THEN $4 ELSE approved_at END,
-                    revoked_at = CASE WHEN $1 IN ('revoked', 'denied') THEN $4 ELSE revoked_at END
-                WHERE kid = $2 AND status = $3
-                """,
-                [.text(status.rawValue), .text(kid), .text(expected.rawValue), .integer(time)]
-            ).affectedRowCount == 1
+            try Self.updateStatus(kid: kid, from: expected, to: status, at: time, in: connection)
         }
+    }
+
+    package func revokeOrDeny(
+        kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64,
+        audit: AuditEvent
+    ) throws(StorageError) -> Bool {
+        try database.write { connection throws(StorageError) in
+            try connection.transaction { () throws(StorageError) -> Bool in
+                guard try Self.updateStatus(kid: kid, from: expected, to: status, at: time, in: connection) else {
+                    return false
+                }
+                if status == .revoked {
+                    try connection.execute("DELETE FROM browser_sessions WHERE approving_kid = $1", [.text(kid)])
+                }
+                try Self.insertAuditRow(audit, in: connection)
+                return true
+            }
+        }
+    }
+
+    private static func updateStatus(
+        kid: String, from expected: DeviceStatus.Stored, to status: DeviceStatus.Stored, at time: Int64,
+        in connection: any SQLConnection
+    ) throws(StorageError) -> Bool {
+        try connection.execute(
+            """
+            UPDATE devices SET status = $1,
+                approved_at = CASE WHEN $1 = 'active' THEN $4 ELSE approved_at END,
+                revoked_at = CASE WHEN $1 IN ('revoked', 'denied') THEN $4 ELSE revoked_at END
+            WHERE kid = $2 AND status = $3
+            """,
+            [.text(status.rawValue), .text(kid), .text(expected.rawValue), .integer(time)]
+        ).affectedRowCount == 1
     }
 
     package func approvePendingDevice(
