@@ -36,11 +36,11 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# The server: an SSH CA, open enrollment on loopback, limits out of the way, metrics on.
+# The server: an SSH CA (which refuses open enrollment), limits out of the way, metrics on.
 port=$(free_port)
 metrics_port=$(free_port)
 "$bin/keyauth-server" ssh-ca init --ssh-ca-key-file "$work/ssh-ca.pem" >"$work/ca.pub" 2>/dev/null
-"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet --enrollment open \
+"$bin/keyauth-server" serve --listen "127.0.0.1:$port" --db "$work/server.db" --quiet \
     --metrics-listen "127.0.0.1:$metrics_port" --rate-limit 100000 --registration-limit 100000 \
     --ssh-ca-key-file "$work/ssh-ca.pem" 2>/dev/null &
 server_pid=$!
@@ -51,8 +51,9 @@ export KEYAUTH_TPM_TCTI="$tpm_tcti"
 
 # Two accounts with no presence check, so that both do the same work apart from the key.
 for account in file tpm; do
+    code=$("$bin/keyauth-server" enroll "$account" --db "$work/server.db" 2>/dev/null)
     KEYAUTH_HOME="$work/$account" "$bin/keyauth" register --server "$issuer" --user "$account" --presence none \
-        --bits 3072 --key-store "$account" >/dev/null
+        --bits 3072 --key-store "$account" --enrollment-code "$code" >/dev/null
     KEYAUTH_HOME="$work/$account" "$bin/keyauth" ssh cert >/dev/null 2>&1
 done
 ssh-keygen -q -t rsa -b 3072 -N '' -f "$work/plain"

@@ -245,7 +245,7 @@ struct SSHLoginTests {
     }
 
     @Test(
-        "after ssh-ca rotate --overlap 0s, a revoked device's certificate of the old CA stays refused by a host that still trusts it"
+        "after ssh-ca rotate --overlap 0s, a revoked device's key is in the list itself, so its certificates stay refused under any CA"
     )
     func revocationOutlivesTheOldAuthority() async throws {
         let setup = try await Setup()
@@ -259,7 +259,39 @@ struct SSHLoginTests {
             [Binaries.server, "ssh-ca", "rotate", "--overlap", "0s", "--ssh-ca-key-file", caFile], timeout: 60)
         #expect(rotated.status == 0, "\(rotated.errorOutput)")
         setup.server.runCleanup()
+        // The device's own key, as OpenSSH names it: the list revokes it only once the device is
+        // revoked (the old CA, unpublished at once, is revoked whole already).
+        let converted = try ExternalCommand.run(
+            ["ssh-keygen", "-i", "-m", "PKCS8", "-f", try setup.keyDirectory + "/device-key.pub"], timeout: 30)
+        try #require(converted.status == 0, "\(converted.errorOutput)")
+        let plainKey = setup.directory.path + "/device.pub"
+        try converted.output.write(toFile: plainKey, atomically: true, encoding: .utf8)
+        func keyIsRevoked() throws -> Bool {
+            try setup.fetchRevocationList()
+            let queried = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", setup.revocationListPath, plainKey])
+            return queried.output.contains("REVOKED")
+        }
+        #expect(try !keyIsRevoked())
         try await setup.revokeOwnDevice()
+        #expect(try keyIsRevoked())
+        try setup.expectCertificateRefused(by: host)
+    }
+
+    @Test(
+        "after ssh-ca rotate and retire, a host that kept the old CA's line refuses its certificate of an active device once it fetches the list"
+    )
+    func retiredAuthorityIsRevoked() async throws {
+        let setup = try await Setup()
+        defer { setup.remove() }
+        let host = try await setup.hostLettingTheCertificateIn()
+        defer { host.stop() }
+        let caFile = setup.directory.path + "/ssh-ca.pem"
+        for action in ["rotate", "retire"] {
+            let ran = try ExternalCommand.run(
+                [Binaries.server, "ssh-ca", action, "--ssh-ca-key-file", caFile], timeout: 60)
+            #expect(ran.status == 0, "\(action): \(ran.errorOutput)")
+        }
+        setup.server.runCleanup()
         try setup.fetchRevocationList()
         try setup.expectCertificateRefused(by: host)
     }

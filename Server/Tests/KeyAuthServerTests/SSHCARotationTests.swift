@@ -51,7 +51,13 @@ struct SSHCARotationTests {
         let retired = try Self.run(["retire", "--ssh-ca-key-file", keyFile])
         #expect(retired.status == 0, "\(retired.errorOutput)")
         #expect(retired.errorOutput.contains("retired the previous SSH CA"))
+        #expect(retired.errorOutput.contains("revoke it in the revocation list"), "\(retired.errorOutput)")
         #expect(!SecureFile.exists(keyFile + ".previous"))
+        // The retired CA is kept, 0600, for the revocation list.
+        #expect(fileMode(keyFile + ".retired").map { $0 & 0o777 } == 0o600)
+        let oldBlob = try #require(
+            SSHPreviousAuthority.publicKeyBlob(ofLine: String(oldLine.dropLast(" keyauth-ca".count))))
+        #expect(try SSHRetiredAuthorities.load(besides: keyFile).publicKeyBlobs == [oldBlob])
         #expect(try Self.run(["show", "--ssh-ca-key-file", keyFile]).output == (lines.first ?? "") + "\n")
         let nothing = try Self.run(["retire", "--ssh-ca-key-file", keyFile])
         #expect(nothing.status == 0)
@@ -67,8 +73,20 @@ struct SSHCARotationTests {
         #expect(immediate.errorOutput.contains("trust only the line below"), "\(immediate.errorOutput)")
         #expect(
             immediate.errorOutput.contains(
-                "warning: --overlap 0s is shorter than the certificate lifetime (8h, --ssh-certificate-lifetime)"),
+                "warning: --overlap 0s is shorter than the certificate lifetime (8h, --ssh-certificate-lifetime) "
+                    + "plus the cleanup interval (1m, --cleanup-interval)"),
             "\(immediate.errorOutput)")
+        #expect(try Self.run(["retire", "--ssh-ca-key-file", keyFile]).status == 0)
+        #expect(try SSHRetiredAuthorities.load(besides: keyFile).publicKeyBlobs.count == 2)
+        // Servers sign with the old CA until their next cleanup: an overlap of exactly the
+        // lifetime is too short by that interval.
+        let exact = try Self.run(
+            [
+                "rotate", "--overlap", "1h", "--ssh-certificate-lifetime", "1h", "--cleanup-interval", "5m",
+                "--ssh-ca-key-file", keyFile,
+            ])
+        #expect(exact.status == 0, "\(exact.errorOutput)")
+        #expect(exact.errorOutput.contains("plus the cleanup interval (5m, "), "\(exact.errorOutput)")
         #expect(try Self.run(["retire", "--ssh-ca-key-file", keyFile]).status == 0)
         // The lifetime is the servers': from the flag, or the settings file serve reads.
         let short = try Self.run(
@@ -90,6 +108,8 @@ struct SSHCARotationTests {
             ["show", "--overlap", "1d", "--ssh-ca-key-file", keyFile],
             ["show", "--ssh-certificate-lifetime", "1h", "--ssh-ca-key-file", keyFile],
             ["rotate", "--ssh-certificate-lifetime", "8d", "--ssh-ca-key-file", keyFile],
+            ["rotate", "--cleanup-interval", "2h", "--ssh-ca-key-file", keyFile],
+            ["show", "--cleanup-interval", "1m", "--ssh-ca-key-file", keyFile],
             ["retire", "--alg", "rsa", "--ssh-ca-key-file", keyFile], ["rotate"],
         ] {
             let refused = try Self.run(arguments)
@@ -121,6 +141,79 @@ struct SSHCARotationTests {
         let good =
             #"{"public_key": "ssh-ed25519 \#(SSHText.base64(authority.publicKeyBlob))", "rotated_at": 1, "published_until": 2}"#
         #expect(SSHPreviousAuthority.decode(Array(good.utf8))?.publicKeyBlob == authority.publicKeyBlob)
+
+        // The retired CAs' file: guarded the same way, and each entry a CA key, once.
+        let line = "ssh-ed25519 \(SSHText.base64(authority.publicKeyBlob))"
+        let entry = #"{"public_key": "\#(line)", "retired_at": 5}"#
+        for text in [
+            "{}", #"{"retired": {}}"#, #"{"retired": [{"public_key": "\#(line)"}]}"#,
+            #"{"retired": [\#(entry), \#(entry)]}"#, #"{"retired": [{"public_key": "ssh-dss AAAA", "retired_at": 5}]}"#,
+        ] {
+            #expect(SSHRetiredAuthorities.decode(Array(text.utf8)) == nil, "\(text)")
+        }
+        #expect(
+            SSHRetiredAuthorities.decode(Array(#"{"retired": [\#(entry)]}"#.utf8))?.authorities.first?.retiredAt == 5)
+        chmod(keyFile + ".previous", 0o600)
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_100) != nil)
+        let retired = try SSHRetiredAuthorities.load(besides: keyFile)
+        #expect(retired.authorities == [.init(publicKeyBlob: authority.publicKeyBlob, retiredAt: 1_800_000_100)])
+        #expect(SSHRetiredAuthorities.decode(retired.encoded()) == retired)
+        chmod(keyFile + ".retired", 0o644)
+        let exposedList = #expect(throws: KeyAuthError.self) { try SSHRetiredAuthorities.load(besides: keyFile) }
+        #expect(exposedList?.code == .keyUnprotected)
+        // Nor does a server start with it.
+        #expect(throws: KeyAuthError.self) { try SSHCertificateAuthorities(keyFile: keyFile) }
+    }
+
+    @Test("a CA no longer published is revoked in the list: after its overlap, retired, or replaced")
+    func unpublishedAuthoritiesAreRevoked() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let (responder, api, _, keyFile) = try SSHRevocationListTests.certificateAuthority(environment)
+        let key = try ServerTestKeys.key("alice-1")
+        _ = try api.activeDevice(user: "alice", key: key)
+        /// A certificate from the CA that signs now, with a token of now (the clock moves by hours).
+        func certificate() throws -> String {
+            let token = try api.accessToken(key)
+            return try #require(
+                try api.authorized("POST", "/v1/ssh/certificates", token: token).json?["certificate"]?.stringValue)
+        }
+        /// Whether the list the server serves now revokes `line`, as `ssh-keygen -Q` (sshd's check) reads it.
+        func isRevoked(_ line: String) throws -> Bool {
+            let listFile = environment.directory.path + "/revoked.krl"
+            let certificateFile = environment.directory.path + "/queried-cert.pub"
+            try Data(try api.send("GET", "/v1/ssh/krl").body).write(to: URL(fileURLWithPath: listFile))
+            try (line + "\n").write(toFile: certificateFile, atomically: true, encoding: .utf8)
+            let queried = try ExternalCommand.run(["ssh-keygen", "-Q", "-f", listFile, certificateFile])
+            try #require(queried.status == 0 || queried.output.contains("REVOKED"), "\(queried.errorOutput)")
+            return queried.output.contains("REVOKED")
+        }
+        let first = try certificate()
+        #expect(try !isRevoked(first))
+
+        let rotated = try SSHCertificateAuthorities.rotate(
+            keyFile: keyFile, to: nil, overlap: 3600, now: environment.clock.now)
+        responder.purgeExpired()
+        // During the overlap hosts still trust the old CA: its certificates stand.
+        #expect(try !isRevoked(first))
+        let second = try certificate()
+        environment.clock.advance(by: 3600)
+        responder.purgeExpired()
+        #expect(try isRevoked(first))
+        #expect(try !isRevoked(second))
+
+        // Retired, it stays revoked; a rotation that replaces an unpublished previous CA retires it.
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: environment.clock.now) != nil)
+        for _ in 0..<2 {
+            _ = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 0, now: environment.clock.now)
+        }
+        responder.purgeExpired()
+        let retired = try SSHRetiredAuthorities.load(besides: keyFile).publicKeyBlobs
+        #expect(retired.count == 2)
+        #expect(retired.last == rotated.signing.publicKeyBlob)
+        let third = try certificate()
+        #expect(try isRevoked(first))
+        #expect(try isRevoked(second))
+        #expect(try !isRevoked(third))
     }
 
     @Test("a running server signs with the new CA after its cleanup, publishes both, and revokes under both")

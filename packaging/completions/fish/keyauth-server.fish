@@ -15,6 +15,7 @@ complete -c keyauth-server -n "not __fish_seen_subcommand_from $verbs" -a ssh-ca
 complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -a 'init show krl rotate retire' -d 'SSH CA action'
 complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -l overlap -x -d 'How long rotate keeps the old CA published'
 complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -l ssh-certificate-lifetime -x -d 'The certificate lifetime of the servers, for the rotate warning'
+complete -c keyauth-server -n "__fish_seen_subcommand_from ssh-ca" -l cleanup-interval -x -d 'The cleanup interval of the servers, for the rotate warning'
 complete -c keyauth-server -l ssh-ca-key-file -r -F -d 'The SSH user CA key file'
 complete -c keyauth-server -n $serving -l ssh-principals-file -r -F -d 'Principals of SSH certificates per user and group'
 complete -c keyauth-server -n $serving -l ssh-certificate-lifetime -x -d 'How long SSH certificates are valid'

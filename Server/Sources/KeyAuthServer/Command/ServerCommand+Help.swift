@@ -31,7 +31,7 @@ extension ServerCommand {
         With --signing-key-file there is nothing to rotate.
 
         ssh-ca rotate puts a new SSH CA key in --ssh-ca-key-file and keeps the old CA published
-        beside it for --overlap (default 7d) or until ssh-ca retire; servers follow at their next
+        beside it for --overlap (default 8d) or until ssh-ca retire; servers follow at their next
         cleanup. See keyauth-server ssh-ca --help.
 
         serve options (environment variable in brackets; each is also a key of the settings file):
@@ -107,9 +107,8 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_DB]; a SQLite file holds the signing key:
                                     it must be mode 600 and owned by the server's user
           --enrollment code|open    whether a new user's first device needs a code from 'enroll',
-                                    default code; open is for development on loopback (with
-                                    --ssh-ca-key-file, refused unless the listener and the
-                                    issuer are loopback) [KEYAUTH_SERVER_ENROLLMENT]
+                                    default code; open is for development on loopback (refused
+                                    with --ssh-ca-key-file) [KEYAUTH_SERVER_ENROLLMENT]
           --dpop optional|required  whether access tokens must be bound to the device key with a
                                     DPoP proof (RFC 9449); optional (default) still issues Bearer
                                     tokens to requests without a proof [KEYAUTH_SERVER_DPOP]

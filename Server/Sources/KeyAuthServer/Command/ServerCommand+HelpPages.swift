@@ -139,19 +139,25 @@ extension ServerCommand {
                 issues certificates at POST /v1/ssh/certificates. ssh-ca rotate puts a new key in
                 the file and keeps the old CA's public key in PATH.previous, published beside the
                 new one (GET /v1/ssh/ca, show, the revocation list) for the overlap or until
-                ssh-ca retire; running servers follow at their next cleanup. ssh-ca krl writes the
-                revocation list of revoked devices' certificates to FILE, for sshd's RevokedKeys (a
-                server also serves it at GET /v1/ssh/krl); it is the only action that reads --db.
+                ssh-ca retire; running servers follow at their next cleanup. A CA no longer
+                published (after the overlap, retired, or replaced) is kept in PATH.retired and
+                revoked in the revocation list. ssh-ca krl writes the revocation list of revoked
+                devices' certificates and retired CAs to FILE, for sshd's RevokedKeys (a server also
+                serves it at GET /v1/ssh/krl); it is the only action that reads --db.
                 """,
                 """
                   --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (rotate: the current
                                             key's; ecdsa: P-256; rsa: 3072 bits)
                   --overlap DURATION        how long rotate keeps the old CA published, 0s to 30d,
-                                            default 7d (the longest certificate lifetime); rotate
-                                            warns when it is shorter than the lifetime
+                                            default 8d (the longest certificate lifetime and a day); rotate
+                                            warns when it is shorter than the lifetime plus the
+                                            cleanup interval
                   --ssh-certificate-lifetime DURATION
                                             rotate: the servers' certificate lifetime, default 8h
                                             [KEYAUTH_SERVER_SSH_CERTIFICATE_LIFETIME]
+                  --cleanup-interval DURATION
+                                            rotate: the servers' cleanup interval, default 1m
+                                            [KEYAUTH_SERVER_CLEANUP_INTERVAL]
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
                 """)
         case "clients":

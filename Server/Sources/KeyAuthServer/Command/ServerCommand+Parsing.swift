@@ -171,6 +171,7 @@ extension ServerCommand {
         let keyType = settings.option("--alg")
         let overlapText = settings.option("--overlap")
         let lifetime = settings.value("--ssh-certificate-lifetime")
+        let cleanupInterval = settings.value("--cleanup-interval")
         let keyFile = settings.value("--ssh-ca-key-file")
         let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
         guard let keyFile, !keyFile.value.isEmpty else {
@@ -187,8 +188,10 @@ extension ServerCommand {
             throw ServerConfigurationError("--overlap: only ssh-ca rotate takes it")
         }
         // From the settings file or the environment it is serve's, and read wherever it is.
-        if case .flag = lifetime?.origin, given.first != "rotate" {
-            throw ServerConfigurationError("--ssh-certificate-lifetime: of ssh-ca, only rotate takes it")
+        for (setting, name) in [(lifetime, "--ssh-certificate-lifetime"), (cleanupInterval, "--cleanup-interval")] {
+            if case .flag = setting?.origin, given.first != "rotate" {
+                throw ServerConfigurationError("\(name): of ssh-ca, only rotate takes it")
+            }
         }
         switch given.first {
         case "krl" where keyType == nil:
@@ -207,8 +210,12 @@ extension ServerCommand {
             let certificateLifetime =
                 try lifetime?.duration(60...SSHCertificateIssuer.maximumLifetime)
                 ?? SSHCertificateIssuer.Settings().lifetime
+            let cleanupSeconds =
+                try cleanupInterval?.duration(1...3600) ?? Int64(ServerConfiguration.defaultCleanupIntervalSeconds)
             return .sshCA(
-                .rotate(keyType: keyType, overlap: overlap, certificateLifetime: certificateLifetime),
+                .rotate(
+                    keyType: keyType, overlap: overlap, certificateLifetime: certificateLifetime,
+                    cleanupInterval: cleanupSeconds),
                 keyFile: keyFile.value)
         case "show" where keyType == nil:
             return .sshCA(.show, keyFile: keyFile.value)

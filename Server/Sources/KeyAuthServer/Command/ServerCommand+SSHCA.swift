@@ -21,24 +21,28 @@ extension ServerCommand {
                 output.standard(authority.publicKeyLine(comment: "keyauth-ca") + "\n")
             case .show:
                 output.standard(try SSHCertificateAuthorities(keyFile: keyFile).current.lines(at: ServerClock.now()))
-            case .rotate(let keyType, let overlap, let lifetime):
+            case .rotate(let keyType, let overlap, let lifetime, let cleanupInterval):
                 let now = ServerClock.now()
                 let rotated = try SSHCertificateAuthorities.rotate(
                     keyFile: keyFile, to: keyType.flatMap(SSHCertificateAuthority.KeyType.init(rawValue:)),
                     overlap: overlap, now: now)
                 let keys = SSHCertificateAuthorities.Keys(signing: rotated.signing, previous: rotated.previous)
-                output.error(rotationReport(keys, keyFile: keyFile, overlap: overlap, lifetime: lifetime, now: now))
+                output.error(
+                    rotationReport(
+                        keys, keyFile: keyFile, overlap: overlap, lifetime: lifetime, cleanupInterval: cleanupInterval,
+                        now: now))
                 output.standard(keys.lines(at: now))
             case .retire:
-                guard let retired = try SSHCertificateAuthorities.retire(keyFile: keyFile) else {
+                guard let retired = try SSHCertificateAuthorities.retire(keyFile: keyFile, now: ServerClock.now())
+                else {
                     output.error("keyauth-server: no previous SSH CA to retire\n")
                     return ExitStatus.success
                 }
                 output.error(
                     "keyauth-server: retired the previous SSH CA (replaced at "
-                        + "\(RFC3339.string(fromSeconds: retired.rotatedAt))); running servers stop publishing it at "
-                        + "their next cleanup, and hosts refuse its certificates once they drop its line: "
-                        + retired.publicKeyLine(comment: "keyauth-ca-previous") + "\n")
+                        + "\(RFC3339.string(fromSeconds: retired.rotatedAt))); running servers stop publishing it and "
+                        + "revoke it in the revocation list at their next cleanup, so hosts refuse its certificates "
+                        + "once they fetch either: " + retired.publicKeyLine(comment: "keyauth-ca-previous") + "\n")
             }
             return ExitStatus.success
         } catch {
@@ -47,10 +51,12 @@ extension ServerCommand {
     }
 
     /// What `ssh-ca rotate` says on standard error: where the keys are, whether hosts are told
-    /// of the old CA (one line or two follow), and a warning when the overlap ends before the
-    /// old CA's last certificates expire.
+    /// of the old CA (one line or two follow), and a warning when the overlap may end before the
+    /// old CA's last certificates expire: servers sign with it until their next cleanup, and
+    /// what they sign then lasts `lifetime`.
     private static func rotationReport(
-        _ keys: SSHCertificateAuthorities.Keys, keyFile: String, overlap: Int64, lifetime: Int64, now: Int64
+        _ keys: SSHCertificateAuthorities.Keys, keyFile: String, overlap: Int64, lifetime: Int64,
+        cleanupInterval: Int64, now: Int64
     ) -> String {
         let previousPath = SSHPreviousAuthority.path(besides: keyFile)
         let servers =
@@ -66,13 +72,13 @@ extension ServerCommand {
                 "the previous CA (kept in \(previousPath)) is not published. \(servers)hosts that fetch the CA "
                 + "lines trust only the line below\n"
         }
-        if overlap < lifetime {
+        if overlap < lifetime.addingSaturating(cleanupInterval) {
             report +=
                 "keyauth-server: warning: --overlap \(DurationText.text(overlap)) is shorter than the certificate "
-                + "lifetime (\(DurationText.text(lifetime)), --ssh-certificate-lifetime): certificates the old CA "
-                + "signed stay valid until they expire at hosts that keep its line, while hosts that fetch the CA "
-                + "lines refuse them after the overlap, so their users need keyauth ssh cert again (revoked "
-                + "devices' certificates stay revoked under either CA)\n"
+                + "lifetime (\(DurationText.text(lifetime)), --ssh-certificate-lifetime) plus the cleanup interval "
+                + "(\(DurationText.text(cleanupInterval)), --cleanup-interval), until which servers still sign with "
+                + "the old CA: hosts that fetch the CA lines or the revocation list refuse its certificates after "
+                + "the overlap, before they expire, so their users need keyauth ssh cert again\n"
         }
         return report
     }
@@ -87,19 +93,23 @@ extension ServerCommand {
         } catch {
             return keyFileFailure(error, output: output)
         }
+        // One time for the list and its report.
+        let time = ServerClock.now()
         return withStorage(database, output: output) { storage in
             let issuer = SSHCertificateIssuer(
                 authorities: authorities, settings: SSHCertificateIssuer.Settings(),
                 audit: AuditTrail(storage: storage),
-                now: ServerClock.now,
-                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: ServerClock.now))
+                now: { time },
+                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: { time }))
             let devices = try DeviceRegistry.administering(storage).allDevices()
-            let deleted = try storage.sshRevokedKeys(listedAfter: ServerClock.now())
+            let deleted = try storage.sshRevokedKeys(listedAfter: time)
             try SecureFile.write(try issuer.revocationList(of: devices, deleted: deleted), to: file)
             let revoked = devices.filter { $0.status == .revoked }.count
+            let authorityCount = authorities.current.revoked(at: time).count
+            let retired = authorityCount > 0 ? ", and every certificate of \(authorityCount) retired SSH CA(s)" : ""
             output.error(
                 "keyauth-server: wrote \(file), revoking the certificates of \(revoked) revoked device(s) and "
-                    + "\(deleted.count) deleted device(s)\n")
+                    + "\(deleted.count) deleted device(s)\(retired)\n")
         }
     }
 

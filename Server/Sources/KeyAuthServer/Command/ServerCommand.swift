@@ -109,9 +109,11 @@ package enum ServerCommand {
         /// `ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION]`: a new CA key in the
         /// file, the old one published beside it for `overlap` seconds; the published lines
         /// printed, and a warning when `overlap` is shorter than the servers'
-        /// `certificateLifetime` (`--ssh-certificate-lifetime`, as `serve` reads it).
-        case rotate(keyType: String?, overlap: Int64, certificateLifetime: Int64)
-        /// `ssh-ca retire`: the previous CA no longer published.
+        /// `certificateLifetime` and `cleanupInterval` together (`--ssh-certificate-lifetime`
+        /// and `--cleanup-interval`, as `serve` reads them): servers sign with the old CA until
+        /// their next cleanup.
+        case rotate(keyType: String?, overlap: Int64, certificateLifetime: Int64, cleanupInterval: Int64)
+        /// `ssh-ca retire`: the previous CA no longer published, and revoked.
         case retire
     }
 

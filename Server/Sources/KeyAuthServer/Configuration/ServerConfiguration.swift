@@ -165,7 +165,9 @@ package struct ServerConfiguration: Sendable {
     /// Seconds between purges of expired replay-cache entries, codes and rate-limit counters,
     /// which also reload the signing keys (publishing a rotated key) and retire old ones
     /// (`--cleanup-interval`).
-    package var cleanupIntervalSeconds: Int = 60
+    package var cleanupIntervalSeconds: Int = Self.defaultCleanupIntervalSeconds
+    /// The default `--cleanup-interval`, which `ssh-ca rotate` also assumes.
+    package static let defaultCleanupIntervalSeconds = 60
     /// Whether to write one line per request to stderr.
     package var logRequests: Bool = true
     /// Text or JSON log lines (`--log-format`, default text).
@@ -187,18 +189,21 @@ package struct ServerConfiguration: Sendable {
             + "(the default) outside development"
     }
 
-    /// Why `serve` refuses to start, or nil: open enrollment with the SSH CA on a server other
-    /// machines can reach, where anyone could register a first device for `root` (or any
-    /// account name not yet a keyauth user) and get a certificate naming it.
+    /// Why `serve` refuses to start, or nil: open enrollment with the SSH CA, where anyone who
+    /// reaches the server could register a first device for `root` (or any account name not yet
+    /// a keyauth user) and get a certificate naming it.
+    ///
+    /// A loopback listener does not make that safe: every local user of the machine reaches it,
+    /// and a proxy or tunnel may put it anywhere.
     ///
     /// - Warning: a host that accepts a certificate whose principal equals the login name (no
     ///   `AuthorizedPrincipalsFile`) would let that stranger in; code enrollment decides who gets
     ///   which name.
     package var sshEnrollmentProblem: String? {
-        guard enrollment == .open, sshCAKeyFile != nil, !exposure.isEmpty else { return nil }
-        return "--enrollment open with --ssh-ca-key-file on a server that \(exposure.joined(separator: ", ")): "
-            + "anyone who reaches it could register any unused user name, root included, and get SSH "
-            + "certificates naming it; use --enrollment code, or keep the listener and the issuer on loopback"
+        guard enrollment == .open, sshCAKeyFile != nil else { return nil }
+        return "--enrollment open with --ssh-ca-key-file: anyone who reaches the server, every local user "
+            + "included, could register any unused user name, root included, and get SSH certificates naming "
+            + "it; use --enrollment code (the default) and keyauth-server enroll USER"
     }
 
     /// Why `serve` refuses these settings together, and the setting whose origin decides the

@@ -1,8 +1,9 @@
 import KeyAuth
 import Synchronization
 
-/// The CA keys a server works with: the one in `--ssh-ca-key-file`, which signs, and the one a
-/// rotation replaced (``SSHPreviousAuthority``), published with it until retired.
+/// The CA keys a server works with: the one in `--ssh-ca-key-file`, which signs, the one a
+/// rotation replaced (``SSHPreviousAuthority``), published with it until retired, and the ones
+/// retired (``SSHRetiredAuthorities``), which the revocation list revokes.
 ///
 /// `keyauth-server ssh-ca rotate` and `retire` change the files while servers run; each server
 /// reads them again at its periodic cleanup (``reload()``, every `--cleanup-interval`, default a
@@ -15,6 +16,8 @@ final class SSHCertificateAuthorities: Sendable {
         var signing: SSHCertificateAuthority
         /// The CA a rotation replaced, if its file is there (published or not).
         var previous: SSHPreviousAuthority?
+        /// The CAs retired or replaced before.
+        var retired = SSHRetiredAuthorities()
 
         /// The public keys hosts should trust at `time`: the signing CA's, then the previous one's
         /// during its overlap.
@@ -24,6 +27,20 @@ final class SSHCertificateAuthorities: Sendable {
                 blobs.append(previous.publicKeyBlob)
             }
             return blobs
+        }
+
+        /// The public keys of the CAs no longer published at `time`, which the revocation list
+        /// revokes: the retired ones, and the previous one once its overlap has ended. Never a
+        /// published key, should a file name one.
+        func revoked(at time: Int64) -> [[UInt8]] {
+            let published = published(at: time)
+            var blobs = retired.publicKeyBlobs
+            // A crash between writing the retired list and removing the previous file leaves
+            // the same CA in both: it is named once.
+            if let previous, !previous.isPublished(at: time), !blobs.contains(previous.publicKeyBlob) {
+                blobs.append(previous.publicKeyBlob)
+            }
+            return blobs.filter { !published.contains($0) }
         }
 
         /// The `TrustedUserCAKeys` lines at `time`, one each, newline-terminated: what
@@ -41,7 +58,7 @@ final class SSHCertificateAuthorities: Sendable {
     let keyFile: String
     private let keys: Mutex<Keys>
 
-    /// Reads the key file and the previous CA beside it.
+    /// Reads the key file, and the previous and retired CAs beside it.
     ///
     /// - Throws: `KeyAuthError` as ``SSHCertificateAuthority/load(file:)`` and
     ///   ``SSHPreviousAuthority/load(besides:)`` throw it.
@@ -65,22 +82,25 @@ final class SSHCertificateAuthorities: Sendable {
     private static func read(_ keyFile: String) throws(KeyAuthError) -> Keys {
         Keys(
             signing: try SSHCertificateAuthority.load(file: keyFile),
-            previous: try SSHPreviousAuthority.load(besides: keyFile))
+            previous: try SSHPreviousAuthority.load(besides: keyFile),
+            retired: try SSHRetiredAuthorities.load(besides: keyFile))
     }
 }
 
 extension SSHCertificateAuthorities {
-    /// The default `ssh-ca rotate --overlap`: the longest certificate lifetime, so that every
-    /// certificate the old CA signed has expired before hosts are told to drop it.
-    static let defaultOverlap = SSHCertificateIssuer.maximumLifetime
+    /// The default `ssh-ca rotate --overlap`: the longest certificate lifetime and a day (more
+    /// than the longest cleanup interval, until which servers still sign with the old CA), so
+    /// that every certificate the old CA signed has expired before hosts are told to drop it.
+    static let defaultOverlap = SSHCertificateIssuer.maximumLifetime + 86_400
     /// The longest `--overlap`.
     static let maximumOverlap: Int64 = 30 * 86_400
 
     /// `ssh-ca rotate`: a new CA of `type` (by default the current one's) in the key file, and the
     /// current one's public key beside it, published until `now + overlap`.
     ///
-    /// The previous CA is written first: if the key cannot be replaced, nothing a host trusts
-    /// has changed.
+    /// An earlier rotation's previous CA, no longer published, is retired first (its key added
+    /// to ``SSHRetiredAuthorities``); then the previous CA is written: if the key cannot be
+    /// replaced, nothing a host trusts has changed.
     /// - Returns: the new CA and the previous one.
     /// - Throws: `KeyAuthError` `.invalidArgument` while an earlier rotation's previous CA is
     ///   still published (retire it first: a third key would be one hosts never heard of);
@@ -88,12 +108,27 @@ extension SSHCertificateAuthorities {
     static func rotate(
         keyFile: String, to type: SSHCertificateAuthority.KeyType?, overlap: Int64, now: Int64
     ) throws(KeyAuthError) -> (signing: SSHCertificateAuthority, previous: SSHPreviousAuthority) {
+        try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
+            try rotateHoldingLock(keyFile: keyFile, to: type, overlap: overlap, now: now)
+        }
+    }
+
+    /// The file `rotate` and `retire` lock, so that two administrators at once cannot lose a
+    /// retired CA (a lost revocation) by each rewriting the list from what they read.
+    static func lockPath(besides keyFile: String) -> String { keyFile + ".lock" }
+
+    private static func rotateHoldingLock(
+        keyFile: String, to type: SSHCertificateAuthority.KeyType?, overlap: Int64, now: Int64
+    ) throws(KeyAuthError) -> (signing: SSHCertificateAuthority, previous: SSHPreviousAuthority) {
         let current = try SSHCertificateAuthority.load(file: keyFile)
-        if let earlier = try SSHPreviousAuthority.load(besides: keyFile), earlier.isPublished(at: now) {
-            throw KeyAuthError(
-                .invalidArgument,
-                "the CA replaced at \(RFC3339.string(fromSeconds: earlier.rotatedAt)) is published until "
-                    + "\(RFC3339.string(fromSeconds: earlier.publishedUntil)); run ssh-ca retire first")
+        if let earlier = try SSHPreviousAuthority.load(besides: keyFile) {
+            guard !earlier.isPublished(at: now) else {
+                throw KeyAuthError(
+                    .invalidArgument,
+                    "the CA replaced at \(RFC3339.string(fromSeconds: earlier.rotatedAt)) is published until "
+                        + "\(RFC3339.string(fromSeconds: earlier.publishedUntil)); run ssh-ca retire first")
+            }
+            try SSHRetiredAuthorities.retire(earlier.publicKeyBlob, at: now, besides: keyFile)
         }
         let next = try SSHCertificateAuthority.generate(type ?? current.keyType)
         let previous = SSHPreviousAuthority(
@@ -109,12 +144,20 @@ extension SSHCertificateAuthorities {
         return (next, previous)
     }
 
-    /// `ssh-ca retire`: stops publishing the previous CA by removing its file.
+    /// `ssh-ca retire`: stops publishing the previous CA and revokes it, by adding its key to
+    /// the retired CAs at `now` and then removing its file.
     ///
     /// - Returns: the CA retired, or nil when there was none.
-    /// - Throws: errors of reading or removing the file.
-    static func retire(keyFile: String) throws(KeyAuthError) -> SSHPreviousAuthority? {
+    /// - Throws: errors of reading or writing the files.
+    static func retire(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
+        try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
+            try retireHoldingLock(keyFile: keyFile, now: now)
+        }
+    }
+
+    private static func retireHoldingLock(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
         guard let previous = try SSHPreviousAuthority.load(besides: keyFile) else { return nil }
+        try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile)
         try SecureFile.remove(SSHPreviousAuthority.path(besides: keyFile))
         return previous
     }

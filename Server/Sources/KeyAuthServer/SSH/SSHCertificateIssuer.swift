@@ -61,32 +61,40 @@ struct SSHCertificateIssuer: Sendable {
     }
 
     /// The KRL of the certificates of `devices` that are revoked and of the `deleted` devices,
-    /// generated now: their key IDs for every CA published now, and their keys for any CA.
+    /// generated now: their key IDs for every CA published now, and their keys for any CA; and
+    /// the keys of the CAs no longer published, so every certificate they signed.
     func revocationList(of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord]) throws(KeyAuthError) -> [UInt8] {
         let time = now()
+        let keys = authorities.current
         return try SSHRevocationList.encoded(
-            revoking: Self.revocations(of: devices, deleted: deleted),
-            ofAuthorities: authorities.current.published(at: time), generatedAt: UInt64(clamping: max(time, 0)))
+            revoking: Self.revocations(of: devices, deleted: deleted, authorities: keys.revoked(at: time)),
+            ofAuthorities: keys.published(at: time), generatedAt: UInt64(clamping: max(time, 0)))
     }
 
     /// The KRL of `registry`'s revoked and deleted devices as `GET /v1/ssh/krl` serves it: from
     /// the cache, which reads the storage only when its list is too old or misses a revocation.
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
         let time = now()
-        return try revocationLists.list(authorities: authorities.current.published(at: time)) {
+        let keys = authorities.current
+        return try revocationLists.list(authorities: keys.published(at: time)) {
             Self.revocations(
-                of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time))
+                of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time),
+                authorities: keys.revoked(at: time))
         }
     }
 
-    /// What the list names for the revoked devices among `devices` and the `deleted` ones: the
-    /// key IDs of their certificates and the fingerprints of their keys.
-    static func revocations(of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord]) -> SSHRevocations {
+    /// What the list names for the revoked devices among `devices` and the `deleted` ones (the
+    /// key IDs of their certificates and the fingerprints of their keys) and for the CAs no
+    /// longer published, `authorities` (the fingerprints of their public keys).
+    static func revocations(
+        of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord], authorities: [[UInt8]]
+    ) -> SSHRevocations {
         let revoked = devices.filter { $0.status == .revoked }.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         let listed = revoked + deleted.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         return SSHRevocations(
             keyIDs: listed.map { keyID(user: $0.0, kid: $0.1) },
-            keyFingerprints: listed.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.2) })
+            keyFingerprints: listed.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.2) },
+            authorityFingerprints: authorities.compactMap { try? CryptoPrimitives.sha256($0) })
     }
 
     /// A certificate issued, as the endpoint answers it.

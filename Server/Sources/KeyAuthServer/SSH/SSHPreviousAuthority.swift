@@ -53,7 +53,7 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
     /// The file's content: `{"public_key": "TYPE BASE64", "rotated_at": N, "published_until": N}`.
     func encoded() -> [UInt8] {
         let document: JSONValue = .object([
-            "public_key": .string("\(keyTypeName) \(SSHText.base64(publicKeyBlob))"),
+            "public_key": .string(Self.line(ofPublicKey: publicKeyBlob)),
             "rotated_at": .integer(rotatedAt), "published_until": .integer(publishedUntil),
         ])
         return Array((document.serialized() + "\n").utf8)
@@ -72,7 +72,17 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
     ///   file, group or other permission bits), `.keyCorrupt` (not such a document, or a key of
     ///   another type).
     package static func load(besides keyFile: String) throws(KeyAuthError) -> SSHPreviousAuthority? {
-        let path = path(besides: keyFile)
+        try readGuarded(path(besides: keyFile), as: "a previous SSH CA as ssh-ca rotate writes it", decode)
+    }
+
+    /// Reads a file kept beside the CA key file, guarded like it, and decodes it with `decode`;
+    /// nil when the file is not there.
+    ///
+    /// - Throws: `KeyAuthError` naming the option and the file: the read's errors, and
+    ///   `.keyCorrupt` "PATH is not `what`" when `decode` finds no such document.
+    static func readGuarded<Value>(
+        _ path: String, as what: String, _ decode: ([UInt8]) -> Value?
+    ) throws(KeyAuthError) -> Value? {
         guard SecureFile.exists(path) else { return nil }
         let bytes: [UInt8]
         do {
@@ -81,8 +91,7 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
             throw KeyAuthError(error.code, "--ssh-ca-key-file: \(error.message)", underlying: error.underlying)
         }
         guard let decoded = decode(bytes) else {
-            throw KeyAuthError(
-                .keyCorrupt, "--ssh-ca-key-file: \(path) is not a previous SSH CA as ssh-ca rotate writes it")
+            throw KeyAuthError(.keyCorrupt, "--ssh-ca-key-file: \(path) is not \(what)")
         }
         return decoded
     }
@@ -91,10 +100,16 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
     /// type its blob starts with, and times in order.
     static func decode(_ bytes: [UInt8]) -> SSHPreviousAuthority? {
         guard let document = try? JSONValue(parsing: bytes),
-            let line = document["public_key"]?.stringValue,
+            let line = document["public_key"]?.stringValue, let blob = publicKeyBlob(ofLine: line),
             let rotatedAt = document["rotated_at"]?.integerValue,
             let publishedUntil = document["published_until"]?.integerValue, rotatedAt <= publishedUntil
         else { return nil }
+        return SSHPreviousAuthority(publicKeyBlob: blob, rotatedAt: rotatedAt, publishedUntil: publishedUntil)
+    }
+
+    /// The key of a `TYPE BASE64` line as these files write it, checked: a CA type whose name
+    /// the blob starts with, and a key after it; nil otherwise.
+    static func publicKeyBlob(ofLine line: String) -> [UInt8]? {
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count == 2, keyTypeNames.contains(String(fields[0])),
             let blob = standardBase64Decoded(fields[1])
@@ -103,7 +118,14 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
         guard let name = reader.string(), String(decoding: name, as: UTF8.self) == fields[0],
             reader.string() != nil
         else { return nil }
-        return SSHPreviousAuthority(publicKeyBlob: blob, rotatedAt: rotatedAt, publishedUntil: publishedUntil)
+        return blob
+    }
+
+    /// The `TYPE BASE64` line of `blob`, as these files keep a key.
+    static func line(ofPublicKey blob: [UInt8]) -> String {
+        var reader = SSHWireReader(blob)
+        let name = reader.string().map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return "\(name) \(SSHText.base64(blob))"
     }
 
     /// Padded standard base64 (what ``SSHText/base64(_:)`` writes) read through the strict

@@ -1,24 +1,29 @@
 import KeyAuth
 
-/// What a revocation list names: the key IDs of the certificates of revoked devices, and the
-/// SHA-256 fingerprints of those devices' own public keys.
+/// What a revocation list names: the key IDs of the certificates of revoked devices, the SHA-256
+/// fingerprints of those devices' own public keys, and those of the CAs no longer published.
 ///
 /// A key ID is revoked only under the CAs whose sections name it, so a CA that rotation or
 /// `ssh-ca retire` took out of the list would take its revocations with it while hosts that
 /// kept its `TrustedUserCAKeys` line still accept its certificates. A key's fingerprint is
 /// revoked under every CA: `sshd` checks the certified key itself against the list, so every
-/// certificate of a revoked device's key is refused whoever signed it.
+/// certificate of a revoked device's key is refused whoever signed it. `sshd` checks the key that
+/// signed a certificate against the list as well, so a CA's fingerprint refuses every
+/// certificate it signed.
 package struct SSHRevocations: Sendable, Equatable {
     /// Each key ID once, in byte order.
     package let keyIDs: [String]
-    /// Each SHA-256 of a public key blob once, in byte order.
+    /// Each SHA-256 of a public key blob once, in byte order: the devices' and the CAs'.
     package let keyFingerprints: [[UInt8]]
 
-    /// The revocations of `keyIDs` and `keyFingerprints`, each once and ordered, so that two
-    /// lists of the same devices are equal.
-    package init(keyIDs: [String], keyFingerprints: [[UInt8]]) {
+    /// The revocations of `keyIDs`, of the device keys `keyFingerprints` and of the CA keys
+    /// `authorityFingerprints`, each once and ordered, so that two lists of the same devices
+    /// and CAs are equal.
+    package init(keyIDs: [String], keyFingerprints: [[UInt8]], authorityFingerprints: [[UInt8]] = []) {
         self.keyIDs = SSHRevocationList.ordered(keyIDs)
-        self.keyFingerprints = Set(keyFingerprints).sorted { $0.lexicographicallyPrecedes($1) }
+        self.keyFingerprints = Set(keyFingerprints + authorityFingerprints).sorted {
+            $0.lexicographicallyPrecedes($1)
+        }
     }
 
     /// Whether nothing is revoked.
