@@ -45,6 +45,10 @@ final class StatedPresence: PresenceCheck {
         return secret
     }
 
+    func asksAgain(afterHardwareRefusal error: KeyAuthError, refusals: Int) -> Bool {
+        base.asksAgain(afterHardwareRefusal: error, refusals: refusals)
+    }
+
     /// The claims every assertion of this login carries: `amr`, where the key is and, once the
     /// check ran, which check it was.
     func claims(keyStore: KeyStore.Kind) -> JWTClaims {

@@ -48,6 +48,20 @@ struct CommandTests {
         #expect(result.standardOutput.isEmpty)
     }
 
+    @Test("a default account name longer than 128 characters is a usage error naming --account; nothing is kept")
+    func longDefaultAccountName() async {
+        let harness = CommandHarness()
+        defer { harness.home.remove() }
+        let host = String(repeating: "a", count: 60) + "." + String(repeating: "b", count: 60) + ".example"
+        let result = await harness.run(
+            ["register", "--server", "https://\(host):8443", "--user", "alice", "--presence", "none"])
+        #expect(result.status == 64)
+        #expect(result.errorLines.count == 1, "\(result.standardError)")
+        #expect(result.standardError.contains("name the account with --account NAME"), "\(result.standardError)")
+        #expect(!result.standardError.contains("is not a valid account name"))
+        #expect(harness.accounts.accountNames().isEmpty)
+    }
+
     @Test("register on a terminal asks for the PIN twice and stores 0600 files in 0700 directories")
     func registerOnTerminal() async throws {
         let harness = CommandHarness()

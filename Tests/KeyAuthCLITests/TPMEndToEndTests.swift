@@ -211,6 +211,33 @@ struct TPMEndToEndTests {
         }
     }
 
+    @Test("login on a terminal asks again after a wrong PIN the TPM refused, and stops when the TPM locks")
+    func loginAsksAgainOnTerminal() throws {
+        try withTPMAndCountingServer { tpm, server, machine in
+            #expect(try machine.register(url: server.url, user: "tess", pin: pin).status == 0)
+            let before = server.loginCount
+            let process = try TerminalProcess(Binaries.keyauth, ["login"], environment: machine.environment)
+            _ = process.readUntil("PIN: ")
+            process.type("1357\n")
+            #expect(process.readUntil("PIN: ").contains("wrong PIN; the TPM locks out after 2 more wrong PINs"))
+            process.type(pin + "\n")
+            #expect(process.wait() == 0, "\(process.standardError)")
+            #expect(server.loginCount == before + 1, "one assertion, signed with the right PIN")
+            #expect(try tpm.connection.info().lockoutCounter == 1)
+
+            // The PIN that locks the TPM ends the run: the lock refuses any PIN.
+            let locking = try TerminalProcess(Binaries.keyauth, ["login"], environment: machine.environment)
+            _ = locking.readUntil("PIN: ")
+            locking.type("1357\n")
+            #expect(locking.readUntil("PIN: ").contains("the TPM locks out after 1 more wrong PIN"))
+            locking.type("0000\n")
+            #expect(locking.wait() == 77)
+            #expect(locking.standardError.contains("the TPM is now locked"), "\(locking.standardError)")
+            #expect(!locking.readAvailable(waiting: 200).contains("PIN: "))
+            #expect(server.loginCount == before + 1)
+        }
+    }
+
     @Test("repeated wrong PINs reach the TPM's lockout, and the command says how long it lasts")
     func lockout() throws {
         try withTPMAccount(user: "carol") { tpm, _, machine in
@@ -361,6 +388,15 @@ struct TPMEndToEndTests {
             #expect(try tpm.connection.info().lockoutCounter == 1, "counted once, as a login's wrong PIN is")
             #expect(!FileManager.default.fileExists(atPath: directory + "/pin-attempts"), "the TPM counts PINs")
 
+            // A TPM's authorization value holds 32 bytes: a longer new PIN is bad input, not a failure.
+            let tooLong = try machine.run(
+                ["pin", "change", "--pin-stdin"], standardInput: "\(pin)\n\(String(repeating: "7", count: 33))\n")
+            #expect(tooLong.status == 64, "\(tooLong.standardError)")
+            #expect(
+                tooLong.standardError.contains("has at most 32 bytes. The PIN is unchanged."),
+                "\(tooLong.standardError)")
+            #expect(try AccountFiles(directory) == before)
+
             let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(pin)\n\(newPIN)\n")
             #expect(change.status == 0, "\(change.standardError)")
             #expect(change.standardOutput.contains("Changed the PIN of account"))
@@ -382,7 +418,9 @@ struct TPMEndToEndTests {
         }
     }
 
-    @Test("pin change on a terminal asks again after a wrong current PIN, which the TPM counts once")
+    @Test(
+        "pin change on a terminal asks again after a wrong current PIN, which the TPM counts once, and a new one too long"
+    )
     func pinChangeOnTerminal() throws {
         try withTPMAccount(user: "rita") { tpm, _, machine in
             let process = try TerminalProcess(Binaries.keyauth, ["pin", "change"], environment: machine.environment)
@@ -391,6 +429,8 @@ struct TPMEndToEndTests {
             #expect(process.readUntil("PIN: ").contains("wrong PIN; the TPM locks out after 2 more wrong PINs"))
             process.type(pin + "\n")
             #expect(process.readUntil("characters): ").contains("New PIN (at least 4 characters): "))
+            process.type(String(repeating: "7", count: 33) + "\n")
+            #expect(process.readUntil("characters): ").contains("This key's PIN has at most 32 bytes. Try again."))
             process.type("9753\n")
             _ = process.readUntil("Repeat the new PIN: ")
             process.type("9753\n")

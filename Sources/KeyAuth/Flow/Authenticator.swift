@@ -155,18 +155,38 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     private func runFlow() async throws(KeyAuthError) -> Session {
         transition(to: .checkingPresence)
-        let key: DeviceKey
+        var key: DeviceKey
+        // Whether the presence check opened the key in this run (not the agent, not a new key):
+        // a TPM refuses a wrong PIN only at the first signature, and the check may ask again.
+        var openedWithPresence = false
         if store.hasKey {
-            key = try await loadKey()
+            (key, openedWithPresence) = try await loadKey()
             // A key made by an earlier run stays whatever the answer: that run's registration
             // may have been stored, and a refusal now (a rate limit, say) does not undo it.
             if configuration.registerStoredKey { try await register(key, forgettingRefusedKey: false) }
         } else {
             key = try await createAndRegisterKey()
         }
+        var refusals = 0
         while true {
             transition(to: .signing)
-            let assertion = try await sign(with: key)
+            let assertion: String
+            do {
+                assertion = try await sign(with: key)
+            } catch {
+                refusals += 1
+                guard key.kind == .tpm, openedWithPresence,
+                    presence.asksAgain(afterHardwareRefusal: error, refusals: refusals)
+                else { throw error }
+                transition(to: .checkingPresence)
+                do {
+                    (key, openedWithPresence) = try await loadKey()
+                } catch let asked {
+                    // Input that ends at the next prompt leaves the wrong PIN as the outcome.
+                    throw asked.code == .cancelled ? error : asked
+                }
+                continue
+            }
             transition(to: .authenticating)
             do {
                 if let authenticateWithProofs = hooks.authenticateWithProofs {
@@ -188,14 +208,16 @@ public final class Authenticator<Session: Sendable>: Sendable {
         }
     }
 
-    private func loadKey() async throws(KeyAuthError) -> DeviceKey {
+    /// The stored key: the one a holder such as `keyauth agent` lends, or the one the presence
+    /// check opens (`unlockedByPresence`).
+    private func loadKey() async throws(KeyAuthError) -> (key: DeviceKey, unlockedByPresence: Bool) {
         let store = self.store
         if let heldKey = configuration.heldKey, let publicKey = try? store.loadPublicKey(),
             let key = try heldKey(publicKey)
         {
-            return key
+            return (key, false)
         }
-        return try await presence.unlockDeviceKey(in: store, reason: configuration.reason)
+        return (try await presence.unlockDeviceKey(in: store, reason: configuration.reason), true)
     }
 
     /// Asks for the new key's secret and makes the key; the secret goes out of scope here, and

@@ -41,6 +41,15 @@ public enum KeyStore: Sendable, Hashable {
             case .tpm: KeyPairStore.minimumTPMPINLength
             }
         }
+
+        /// The longest PIN a key of this kind takes, in bytes: a TPM's authorization value is
+        /// at most a digest long (``TPMKey/maximumPINBytes``); a key file's PIN has no limit.
+        public var maximumPINBytes: Int {
+            switch self {
+            case .file: Int.max
+            case .tpm: TPMKey.maximumPINBytes
+            }
+        }
     }
 
     /// The TPM this choice names, if any.

@@ -40,7 +40,7 @@ public struct PINPresence: PresenceCheck {
     public let clock: KeyAuthClock
 
     /// How many times one ``unlock(reason:_:)`` asks before it gives up with the wrong-PIN
-    /// error, and how many times ``newPIN(minimumLength:confirm:)`` asks again after a PIN that
+    /// error, and how many times ``newPIN(minimumLength:maximumBytes:confirm:)`` asks again after a PIN that
     /// is too short or a confirmation that differs.
     ///
     /// A typo should not cost a whole command; three tries is what `sudo` gives. Each wrong PIN
@@ -115,6 +115,16 @@ public struct PINPresence: PresenceCheck {
         }
     }
 
+    /// Yes after a wrong PIN the TPM refused without starting a wait, up to ``attemptsPerRun``
+    /// PINs in all, having shown the refusal (`wrong PIN; the TPM locks out after N more wrong
+    /// PINs`): a login on a terminal asks again, as for a key file. `--pin-stdin`'s single
+    /// attempt, a lockout and any other error say no.
+    public func asksAgain(afterHardwareRefusal error: KeyAuthError, refusals: Int) -> Bool {
+        guard error.code == .wrongPIN, error.retryAfter == nil, refusals < attemptsPerRun else { return false }
+        reader.display(error.message, isError: true)
+        return true
+    }
+
     /// Runs `attempt` up to ``attemptsPerRun`` times while it fails with a wrong PIN that starts
     /// no wait, showing each wrong-PIN message before the next try.
     private func askingAgainAfterWrongPINs<Key>(
@@ -148,7 +158,7 @@ public struct PINPresence: PresenceCheck {
         try await open(readPIN(reason: reason))
     }
 
-    /// Asks for the new key's PIN: ``newPIN(minimumLength:confirm:)``.
+    /// Asks for the new key's PIN: ``newPIN(minimumLength:maximumBytes:confirm:)``.
     public func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
         -> SecretBytes?
     {
@@ -191,18 +201,23 @@ public struct PINPresence: PresenceCheck {
     /// a key in hardware that counts wrong guesses itself can do with fewer.
     /// - Parameters:
     ///   - minimumLength: The shortest PIN accepted, counted in Unicode scalars.
+    ///   - maximumBytes: The longest PIN accepted, in bytes (a TPM key's,
+    ///     ``KeyStore/Kind-swift.enum/maximumPINBytes``); asked again like a short one.
     ///   - confirm: Whether to ask a second time and compare.
     /// - Returns: The new PIN, for the key store to encrypt the key with.
     /// - Throws: ``KeyAuthError/Code-swift.struct/invalidArgument`` when the PIN is shorter than
-    ///   `minimumLength` or the two entries differ; the reader's errors.
-    public func newPIN(minimumLength: Int, confirm: Bool = true) async throws(KeyAuthError) -> SecretBytes {
+    ///   `minimumLength`, longer than `maximumBytes` or the two entries differ; the reader's
+    ///   errors.
+    public func newPIN(minimumLength: Int, maximumBytes: Int = .max, confirm: Bool = true) async throws(KeyAuthError)
+        -> SecretBytes
+    {
         // Only a person who confirms can be asked again; a single answer from a script stands.
         let tries = confirm ? max(1, attemptsPerRun) : 1
         var attempt = 1
         var previous: KeyAuthError?
         while true {
             do {
-                return try await readNewPIN(minimumLength: minimumLength, confirm: confirm)
+                return try await readNewPIN(minimumLength: minimumLength, maximumBytes: maximumBytes, confirm: confirm)
             } catch {
                 if error.code == .cancelled, let previous { throw previous }
                 guard error.code == .invalidArgument, attempt < tries else { throw error }
@@ -213,8 +228,10 @@ public struct PINPresence: PresenceCheck {
         }
     }
 
-    /// One round of ``newPIN(minimumLength:confirm:)``.
-    private func readNewPIN(minimumLength: Int, confirm: Bool) async throws(KeyAuthError) -> SecretBytes {
+    /// One round of ``newPIN(minimumLength:maximumBytes:confirm:)``.
+    private func readNewPIN(minimumLength: Int, maximumBytes: Int, confirm: Bool) async throws(KeyAuthError)
+        -> SecretBytes
+    {
         let pin = try await BlockingThread.read(reader, prompt: "New PIN (at least \(minimumLength) characters): ")
         let length = pin.withUnsafeBytes { bytes in
             // Counting scalar starts avoids decoding the PIN into a String that cannot be wiped.
@@ -222,6 +239,9 @@ public struct PINPresence: PresenceCheck {
         }
         guard length >= minimumLength else {
             throw KeyAuthError(.invalidArgument, "A PIN needs at least \(minimumLength) characters.")
+        }
+        guard pin.count <= maximumBytes else {
+            throw KeyAuthError(.invalidArgument, "This key's PIN has at most \(maximumBytes) bytes.")
         }
         guard confirm else { return pin }
         let repeated = try await BlockingThread.read(reader, prompt: "Repeat the new PIN: ")

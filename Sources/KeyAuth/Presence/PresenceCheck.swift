@@ -68,9 +68,22 @@ public protocol PresenceCheck: Sendable {
     ///   too short or entered differently twice.
     func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
         -> SecretBytes?
+
+    /// Whether the flow should open a hardware key again, asking for its secret again, after
+    /// the hardware refused the secret at a signature: `error` (`.wrongPIN`) is the `refusals`th
+    /// refusal of this run.
+    ///
+    /// A TPM sees a wrong PIN only when the key signs, after ``unlockHardwareKey(reason:_:)``
+    /// returned, so the check cannot ask again by itself as it does for a key file. The default
+    /// says no; ``PINPresence`` shows the refusal and says yes while it would ask again for a key
+    /// file's PIN.
+    func asksAgain(afterHardwareRefusal error: KeyAuthError, refusals: Int) -> Bool
 }
 
 extension PresenceCheck {
+    /// A check without a secret has nothing to ask again.
+    public func asksAgain(afterHardwareRefusal error: KeyAuthError, refusals: Int) -> Bool { false }
+
     /// Proves presence, then opens the key without a secret.
     public func unlock<Key>(reason: String, _ open: (SecretBytes?) throws(KeyAuthError) -> Key)
         async throws(KeyAuthError) -> Key

@@ -64,12 +64,14 @@ struct PINChangeCommand {
         context.io.printOutput("Changed the PIN of account \(name); the device stays registered.")
     }
 
-    /// The new PIN; one that is too short, or whose confirmation differs, is bad input (exit 64).
+    /// The new PIN; one that is too short, too long for a TPM key, or whose confirmation differs,
+    /// is bad input (exit 64) once the prompts are used up.
     private static func newPIN(
         _ check: PINPresence, kind: KeyStore.Kind, confirm: Bool
     ) async throws(KeyAuthError) -> SecretBytes {
         do {
-            return try await check.newPIN(minimumLength: kind.minimumPINLength, confirm: confirm)
+            return try await check.newPIN(
+                minimumLength: kind.minimumPINLength, maximumBytes: kind.maximumPINBytes, confirm: confirm)
         } catch {
             guard error.code == .invalidArgument else { throw error }
             throw CommandParser.usage(error.message + " The PIN is unchanged.", .pin)

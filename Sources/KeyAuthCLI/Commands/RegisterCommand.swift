@@ -19,12 +19,31 @@ struct RegisterCommand {
         let line: String
     }
 
+    /// The account name made of the user and the server when `--account` is not given; one
+    /// longer than an account name may be is a usage error that says how to name it, not the
+    /// rule of a name the user never typed.
+    private static func defaultAccountName(_ options: RegisterOptions) throws(KeyAuthError) -> String {
+        let name = AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
+        guard AccountStore.isValidAccountName(name) else {
+            throw CommandParser.usage(
+                "the account name made of the user and the server (USER@HOST:PORT) would be "
+                    + "\(name.unicodeScalars.count) characters, longer than 128; name the account with --account NAME. "
+                    + "Nothing was registered.", .register)
+        }
+        return name
+    }
+
     /// - Returns: ``ExitCode/success``, or ``ExitCode/temporaryFailure`` when `--no-wait` leaves
     ///   the device registered and waiting for approval.
     func run() async throws(KeyAuthError) -> ExitCode {
         let io = context.io
         let accounts = try context.accountStore()
-        let name = options.account ?? AccountStore.defaultAccountName(user: options.user, serverURL: options.serverURL)
+        let name: String
+        if let account = options.account {
+            name = account
+        } else {
+            name = try Self.defaultAccountName(options)
+        }
         if accounts.isBeingRemoved(name) {
             // An earlier `keyauth reset` revoked the device, or was told not to ask the server,
             // and stopped before it deleted everything here. Its marker must not outlive it:

@@ -156,8 +156,11 @@ public struct TPMKey: Sendable {
                 return KeyAuthError(
                     .wrongPIN, "wrong PIN; the TPM locks out after \(attempts)", underlying: error.underlying)
             }
+            // A lockout that only its owner lifts has no wait to state: it is a lockout, not a
+            // wrong PIN to ask again after.
             return KeyAuthError(
-                .wrongPIN, "wrong PIN; the TPM is now locked and refuses its keys \(wait)",
+                retryAfter == nil ? .lockedOut : .wrongPIN,
+                "wrong PIN; the TPM is now locked and refuses its keys \(wait)",
                 underlying: error.underlying,
                 retryAfter: retryAfter)
         }
