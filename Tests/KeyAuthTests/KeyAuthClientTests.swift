@@ -11,6 +11,16 @@ private func sampleAssertion() throws -> String {
 
 @Suite("KeyAuthClient error mapping and requests", .timeLimit(.minutes(10)))
 struct KeyAuthClientTests {
+    @Test("a token's description states its expiry without the token, even one far past Int64's seconds")
+    func tokenDescription() {
+        let token = AccessToken(value: "secret-token", expiresAt: Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(token.description == "AccessToken(Bearer, expires 1800000000)")
+        // A token file may hold any number; Int64(Double) traps beyond 2^63.
+        let far = AccessToken(value: "secret-token", expiresAt: Date(timeIntervalSince1970: 1e300))
+        #expect(far.description == "AccessToken(Bearer, expires \(Int64.max))")
+        #expect(KeyAuthClock.fixed(Date(timeIntervalSince1970: 1e300)).seconds == .max)
+    }
+
     @Test("authorization_pending becomes approvalPending so that the authenticator polls")
     func authorizationPending() async throws {
         let responder = try LoopbackHTTPResponder { _ in .oauthError(400, "authorization_pending", "wait") }

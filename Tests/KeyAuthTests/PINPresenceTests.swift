@@ -26,6 +26,29 @@ struct PresencePINTests {
         }
     }
 
+    @Test(
+        "after a TPM refused its PIN, the check asks again only for a wrong PIN that starts no wait, up to its attempts"
+    )
+    func asksAgainAfterHardwareRefusal() {
+        let (presence, reader) = check([])
+        let wrong = KeyAuthError(.wrongPIN, "wrong PIN; the TPM locks out after 2 more wrong PINs")
+        #expect(presence.asksAgain(afterHardwareRefusal: wrong, refusals: 1))
+        #expect(presence.asksAgain(afterHardwareRefusal: wrong, refusals: 2))
+        #expect(reader.messages == [wrong.message, wrong.message])
+        // The third PIN of the run was the last; a lock (with a wait, or one only the owner
+        // lifts) and any other error end the run.
+        #expect(!presence.asksAgain(afterHardwareRefusal: wrong, refusals: 3))
+        let locking = KeyAuthError(.wrongPIN, "wrong PIN; the TPM is now locked", retryAfter: 1000)
+        #expect(!presence.asksAgain(afterHardwareRefusal: locking, refusals: 1))
+        #expect(!presence.asksAgain(afterHardwareRefusal: KeyAuthError(.lockedOut, "locked"), refusals: 1))
+        #expect(!presence.asksAgain(afterHardwareRefusal: KeyAuthError(.tpmUnavailable, "gone"), refusals: 1))
+        #expect(reader.messages.count == 2)
+        var once = presence
+        once.attemptsPerRun = 1
+        #expect(!once.asksAgain(afterHardwareRefusal: wrong, refusals: 1), "--pin-stdin reads one PIN")
+        #expect(!NoPresence().asksAgain(afterHardwareRefusal: wrong, refusals: 1))
+    }
+
     @Test("the right PIN reaches the body and shows the reason in the prompt")
     func rightPIN() async throws {
         let (presence, reader) = check(["2468"])

@@ -165,6 +165,45 @@ struct SSHCARotationTests {
         #expect(throws: KeyAuthError.self) { try SSHCertificateAuthorities(keyFile: keyFile) }
     }
 
+    @Test("a key file put back from before its CA was retired is refused; rotating away from it publishes it no more")
+    func restoredRetiredKey() throws {
+        let directory = TemporaryDirectory("keyauth-ssh-rotate")
+        defer { directory.remove() }
+        let keyFile = directory.path + "/ca.pem"
+        let original = try SSHCertificateAuthority.generate(.ed25519)
+        try original.write(to: keyFile)
+        let backup = try SecureFile.readProtected(keyFile)
+        let rotated = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 60, now: 1_800_000_000)
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_010) != nil)
+        let running = try SSHCertificateAuthorities(keyFile: keyFile)
+
+        try SecureFile.write(backup, to: keyFile)
+        let refused = #expect(throws: KeyAuthError.self) { try SSHCertificateAuthorities(keyFile: keyFile) }
+        #expect(refused?.code == .keyCorrupt)
+        #expect(
+            refused?.message.contains("put the current key back, or run ssh-ca rotate") == true,
+            "\(refused?.message ?? "")")
+        // A running server keeps signing with the keys it read.
+        #expect(throws: KeyAuthError.self) { try running.reload() }
+        #expect(running.current.signing.publicKeyBlob == rotated.signing.publicKeyBlob)
+
+        // Rotating away from the retired CA does not publish it again; it stays revoked.
+        let again = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 3600, now: 1_800_000_020)
+        let keys = try SSHCertificateAuthorities(keyFile: keyFile).current
+        #expect(keys.published(at: 1_800_000_021) == [again.signing.publicKeyBlob])
+        #expect(keys.revoked(at: 1_800_000_021) == [original.publicKeyBlob])
+
+        // A rotation that stopped before replacing the key leaves the signing CA as the previous
+        // one: retire removes the file and never revokes the CA that signs.
+        try SSHPreviousAuthority(replacing: again.signing, rotatedAt: 1_800_000_030, publishedUntil: 1_800_009_999)
+            .write(to: SSHPreviousAuthority.path(besides: keyFile))
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_031) != nil)
+        #expect(try !SSHRetiredAuthorities.load(besides: keyFile).publicKeyBlobs.contains(again.signing.publicKeyBlob))
+        #expect(
+            try SSHCertificateAuthorities(keyFile: keyFile).current.signing.publicKeyBlob == again.signing.publicKeyBlob
+        )
+    }
+
     @Test("a CA no longer published is revoked in the list: after its overlap, retired, or replaced")
     func unpublishedAuthoritiesAreRevoked() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())

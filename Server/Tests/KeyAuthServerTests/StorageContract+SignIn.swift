@@ -420,8 +420,15 @@ extension StorageContract {
         #expect(try storage.purgeBrowserSessions(now: 1_500) == 0)
         #expect(try storage.purgeBrowserSessions(now: 1_501) == 1)
         try storage.insertBrowserSession(other)
-        #expect(try storage.deleteBrowserSessions(approvedBy: "kid-1") == 1)
+        // Revoking the approving device ends its sessions, with its audit entry, in one go.
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        let revocation = AuditEvent(time: 1_600, action: .revoke, actor: "admin", user: "alice", subject: "kid-1")
+        #expect(try storage.revokeOrDeny(kid: "kid-1", from: .active, to: .revoked, at: 1_600, audit: revocation))
         #expect(try storage.browserSession(idHash: signedIn.idHash) == nil)
+        #expect(try storage.browserSession(idHash: other.idHash) != nil)
+        #expect(try !storage.revokeOrDeny(kid: "kid-1", from: .active, to: .revoked, at: 1_601, audit: revocation))
+        #expect(try storage.auditEvents(since: 0).filter { $0.subject == "kid-1" }.count == 1)
+        #expect(try storage.device(kid: "kid-1")?.status == .revoked)
         try storage.deleteBrowserSession(idHash: other.idHash)
         #expect(try storage.browserSession(idHash: other.idHash) == nil)
     }

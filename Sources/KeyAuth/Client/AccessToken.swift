@@ -32,6 +32,6 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
 
     /// A description without the token itself.
     public var description: String {
-        "AccessToken(\(tokenType), expires \(Int64(expiresAt.timeIntervalSince1970)))"
+        "AccessToken(\(tokenType), expires \(Int64(clampingSeconds: expiresAt.timeIntervalSince1970)))"
     }
 }

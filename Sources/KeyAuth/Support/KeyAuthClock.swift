@@ -16,7 +16,7 @@ public struct KeyAuthClock: Sendable {
     public var now: Date { read() }
 
     /// The current time in whole seconds since 1970, rounded down: the unit of JWT claims.
-    public var seconds: Int64 { Int64(read().timeIntervalSince1970.rounded(.down)) }
+    public var seconds: Int64 { Int64(clampingSeconds: read().timeIntervalSince1970) }
 
     /// The system's wall clock.
     public static let system = KeyAuthClock { Date() }

@@ -235,7 +235,7 @@ struct AuthorizationEndpoint: Sendable {
             // the form only when its own sign-in was this request's, approved on a device for this
             // client and redirect URI after the request began. Anything else would skip the
             // approval the relying party asked for.
-            let began = record.expiresAt - OpenIDProvider.pendingLifetime
+            let began = record.expiresAt.subtractingSaturating(OpenIDProvider.pendingLifetime)
             guard try provider.isApproval(of: session.record, for: record), (session.record.signedInAt ?? .min) >= began
             else {
                 let (csrf, headers) = try browser.csrfCookie(request)

@@ -20,10 +20,12 @@ final class SSHCertificateAuthorities: Sendable {
         var retired = SSHRetiredAuthorities()
 
         /// The public keys hosts should trust at `time`: the signing CA's, then the previous one's
-        /// during its overlap.
+        /// during its overlap, unless it was retired (a retired CA is never published again).
         func published(at time: Int64) -> [[UInt8]] {
             var blobs = [signing.publicKeyBlob]
-            if let previous, previous.isPublished(at: time), previous.publicKeyBlob != signing.publicKeyBlob {
+            if let previous, previous.isPublished(at: time), previous.publicKeyBlob != signing.publicKeyBlob,
+                !retired.publicKeyBlobs.contains(previous.publicKeyBlob)
+            {
                 blobs.append(previous.publicKeyBlob)
             }
             return blobs
@@ -79,11 +81,24 @@ final class SSHCertificateAuthorities: Sendable {
         keys.withLock { $0 = fresh }
     }
 
+    /// The keys the files hold.
+    ///
+    /// - Throws: `.keyCorrupt` when the key file holds a CA that was retired (an old backup put
+    ///   back): signing with it would make certificates that hosts fetching the revocation list
+    ///   refuse, while the CA that replaced it went unpublished.
     private static func read(_ keyFile: String) throws(KeyAuthError) -> Keys {
-        Keys(
+        let keys = Keys(
             signing: try SSHCertificateAuthority.load(file: keyFile),
             previous: try SSHPreviousAuthority.load(besides: keyFile),
             retired: try SSHRetiredAuthorities.load(besides: keyFile))
+        if let retired = keys.retired.authorities.first(where: { $0.publicKeyBlob == keys.signing.publicKeyBlob }) {
+            throw KeyAuthError(
+                .keyCorrupt,
+                "--ssh-ca-key-file: \(keyFile) holds the CA retired at \(RFC3339.string(fromSeconds: retired.retiredAt)) "
+                    + "(\(SSHRetiredAuthorities.path(besides: keyFile))), which the revocation list revokes: put the "
+                    + "current key back, or run ssh-ca rotate")
+        }
+        return keys
     }
 }
 
@@ -108,7 +123,10 @@ extension SSHCertificateAuthorities {
     static func rotate(
         keyFile: String, to type: SSHCertificateAuthority.KeyType?, overlap: Int64, now: Int64
     ) throws(KeyAuthError) -> (signing: SSHCertificateAuthority, previous: SSHPreviousAuthority) {
-        try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
+        // Refused before the lock file exists: run by another user (root), it would leave files
+        // the server cannot read.
+        _ = try SSHCertificateAuthority.load(file: keyFile)
+        return try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
             try rotateHoldingLock(keyFile: keyFile, to: type, overlap: overlap, now: now)
         }
     }
@@ -121,8 +139,11 @@ extension SSHCertificateAuthorities {
         keyFile: String, to type: SSHCertificateAuthority.KeyType?, overlap: Int64, now: Int64
     ) throws(KeyAuthError) -> (signing: SSHCertificateAuthority, previous: SSHPreviousAuthority) {
         let current = try SSHCertificateAuthority.load(file: keyFile)
-        if let earlier = try SSHPreviousAuthority.load(besides: keyFile) {
-            guard !earlier.isPublished(at: now) else {
+        let retired = try SSHRetiredAuthorities.load(besides: keyFile)
+        if let earlier = try SSHPreviousAuthority.load(besides: keyFile),
+            earlier.publicKeyBlob != current.publicKeyBlob  // a rotation that stopped halfway
+        {
+            guard !earlier.isPublished(at: now) || retired.publicKeyBlobs.contains(earlier.publicKeyBlob) else {
                 throw KeyAuthError(
                     .invalidArgument,
                     "the CA replaced at \(RFC3339.string(fromSeconds: earlier.rotatedAt)) is published until "
@@ -131,8 +152,10 @@ extension SSHCertificateAuthorities {
             try SSHRetiredAuthorities.retire(earlier.publicKeyBlob, at: now, besides: keyFile)
         }
         let next = try SSHCertificateAuthority.generate(type ?? current.keyType)
+        // A key file put back from before a retirement holds a retired CA: it is not published again.
+        let published = retired.publicKeyBlobs.contains(current.publicKeyBlob) ? 0 : max(overlap, 0)
         let previous = SSHPreviousAuthority(
-            replacing: current, rotatedAt: now, publishedUntil: now.addingSaturating(max(overlap, 0)))
+            replacing: current, rotatedAt: now, publishedUntil: now.addingSaturating(published))
         let previousPath = SSHPreviousAuthority.path(besides: keyFile)
         try previous.write(to: previousPath)
         do {
@@ -150,14 +173,19 @@ extension SSHCertificateAuthorities {
     /// - Returns: the CA retired, or nil when there was none.
     /// - Throws: errors of reading or writing the files.
     static func retire(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
-        try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
+        _ = try SSHCertificateAuthority.load(file: keyFile)
+        return try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
             try retireHoldingLock(keyFile: keyFile, now: now)
         }
     }
 
     private static func retireHoldingLock(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
         guard let previous = try SSHPreviousAuthority.load(besides: keyFile) else { return nil }
-        try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile)
+        // A rotation that stopped before replacing the key left the signing CA as the previous
+        // one: the file goes, the CA that signs is never revoked.
+        if previous.publicKeyBlob != (try SSHCertificateAuthority.load(file: keyFile)).publicKeyBlob {
+            try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile)
+        }
         try SecureFile.remove(SSHPreviousAuthority.path(besides: keyFile))
         return previous
     }

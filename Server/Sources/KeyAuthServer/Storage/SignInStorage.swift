@@ -119,10 +119,6 @@ package protocol SignInStorage: Sendable {
     /// stays, with what that request answered.
     func deleteBrowserSession(idHash: [UInt8], expiredAt time: Int64) throws(StorageError)
 
-    /// Ends every session that the device `kid` approved; returns how many.
-    @discardableResult
-    func deleteBrowserSessions(approvedBy kid: String) throws(StorageError) -> Int
-
     /// Deletes sessions that ended before `now`; returns how many.
     @discardableResult
     func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int

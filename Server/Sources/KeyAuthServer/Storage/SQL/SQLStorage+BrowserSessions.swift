@@ -66,13 +66,6 @@ extension SQLStorage {
         }
     }
 
-    package func deleteBrowserSessions(approvedBy kid: String) throws(StorageError) -> Int {
-        try database.write { connection throws(StorageError) in
-            try connection.execute("DELETE FROM browser_sessions WHERE approving_kid = $1", [.text(kid)])
-                .affectedRowCount
-        }
-    }
-
     package func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM browser_sessions WHERE expires_at < $1", [.integer(now)])
