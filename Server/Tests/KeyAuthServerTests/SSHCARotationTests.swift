@@ -154,7 +154,7 @@ struct SSHCARotationTests {
         #expect(
             SSHRetiredAuthorities.decode(Array(#"{"retired": [\#(entry)]}"#.utf8))?.authorities.first?.retiredAt == 5)
         chmod(keyFile + ".previous", 0o600)
-        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_100) != nil)
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_100) != .nothingToRetire)
         let retired = try SSHRetiredAuthorities.load(besides: keyFile)
         #expect(retired.authorities == [.init(publicKeyBlob: authority.publicKeyBlob, retiredAt: 1_800_000_100)])
         #expect(SSHRetiredAuthorities.decode(retired.encoded()) == retired)
@@ -174,15 +174,18 @@ struct SSHCARotationTests {
         try original.write(to: keyFile)
         let backup = try SecureFile.readProtected(keyFile)
         let rotated = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 60, now: 1_800_000_000)
-        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_010) != nil)
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_010) != .nothingToRetire)
         let running = try SSHCertificateAuthorities(keyFile: keyFile)
 
         try SecureFile.write(backup, to: keyFile)
         let refused = #expect(throws: KeyAuthError.self) { try SSHCertificateAuthorities(keyFile: keyFile) }
         #expect(refused?.code == .keyCorrupt)
         #expect(
-            refused?.message.contains("put the current key back, or run ssh-ca rotate") == true,
+            refused?.message.contains("put back the key that replaced it; if that key is lost, ssh-ca rotate") == true,
             "\(refused?.message ?? "")")
+        let shown = try Self.run(["show", "--ssh-ca-key-file", keyFile])
+        #expect(shown.status == 65)
+        #expect(shown.errorOutput.contains("which the revocation list revokes"), "\(shown.errorOutput)")
         // A running server keeps signing with the keys it read.
         #expect(throws: KeyAuthError.self) { try running.reload() }
         #expect(running.current.signing.publicKeyBlob == rotated.signing.publicKeyBlob)
@@ -197,7 +200,10 @@ struct SSHCARotationTests {
         // one: retire removes the file and never revokes the CA that signs.
         try SSHPreviousAuthority(replacing: again.signing, rotatedAt: 1_800_000_030, publishedUntil: 1_800_009_999)
             .write(to: SSHPreviousAuthority.path(besides: keyFile))
-        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_031) != nil)
+        let leftover = try Self.run(["retire", "--ssh-ca-key-file", keyFile])
+        #expect(leftover.status == 0, "\(leftover.errorOutput)")
+        #expect(leftover.errorOutput.contains("naming the CA that still signs; nothing was retired"))
+        #expect(!SecureFile.exists(SSHPreviousAuthority.path(besides: keyFile)))
         #expect(try !SSHRetiredAuthorities.load(besides: keyFile).publicKeyBlobs.contains(again.signing.publicKeyBlob))
         #expect(
             try SSHCertificateAuthorities(keyFile: keyFile).current.signing.publicKeyBlob == again.signing.publicKeyBlob
@@ -241,7 +247,7 @@ struct SSHCARotationTests {
         #expect(try !isRevoked(second))
 
         // Retired, it stays revoked; a rotation that replaces an unpublished previous CA retires it.
-        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: environment.clock.now) != nil)
+        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: environment.clock.now) != .nothingToRetire)
         for _ in 0..<2 {
             _ = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 0, now: environment.clock.now)
         }

@@ -33,10 +33,19 @@ extension ServerCommand {
                         now: now))
                 output.standard(keys.lines(at: now))
             case .retire:
-                guard let retired = try SSHCertificateAuthorities.retire(keyFile: keyFile, now: ServerClock.now())
-                else {
+                let retired: SSHPreviousAuthority
+                switch try SSHCertificateAuthorities.retire(keyFile: keyFile, now: ServerClock.now()) {
+                case .nothingToRetire:
                     output.error("keyauth-server: no previous SSH CA to retire\n")
                     return ExitStatus.success
+                case .removedLeftover:
+                    output.error(
+                        "keyauth-server: removed \(SSHPreviousAuthority.path(besides: keyFile)), which a rotation that "
+                            + "stopped before replacing the key left naming the CA that still signs; nothing was retired\n"
+                    )
+                    return ExitStatus.success
+                case .retired(let previous):
+                    retired = previous
                 }
                 output.error(
                     "keyauth-server: retired the previous SSH CA (replaced at "

@@ -95,8 +95,9 @@ final class SSHCertificateAuthorities: Sendable {
             throw KeyAuthError(
                 .keyCorrupt,
                 "--ssh-ca-key-file: \(keyFile) holds the CA retired at \(RFC3339.string(fromSeconds: retired.retiredAt)) "
-                    + "(\(SSHRetiredAuthorities.path(besides: keyFile))), which the revocation list revokes: put the "
-                    + "current key back, or run ssh-ca rotate")
+                    + "(\(SSHRetiredAuthorities.path(besides: keyFile))), which the revocation list revokes: put back "
+                    + "the key that replaced it; if that key is lost, ssh-ca rotate makes a new one (hosts that keep "
+                    + "the lost CA's line still trust it)")
         }
         return keys
     }
@@ -167,26 +168,34 @@ extension SSHCertificateAuthorities {
         return (next, previous)
     }
 
+    /// What `ssh-ca retire` did.
+    enum Retirement: Equatable {
+        /// There was no previous CA.
+        case nothingToRetire
+        /// The previous CA is retired: no longer published, and revoked.
+        case retired(SSHPreviousAuthority)
+        /// The previous CA's file named the CA that signs, left by a rotation that stopped
+        /// before it replaced the key: the file is gone and nothing was retired.
+        case removedLeftover
+    }
+
     /// `ssh-ca retire`: stops publishing the previous CA and revokes it, by adding its key to
     /// the retired CAs at `now` and then removing its file.
     ///
-    /// - Returns: the CA retired, or nil when there was none.
     /// - Throws: errors of reading or writing the files.
-    static func retire(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
+    static func retire(keyFile: String, now: Int64) throws(KeyAuthError) -> Retirement {
         _ = try SSHCertificateAuthority.load(file: keyFile)
         return try SecureFile.withExclusiveLock(lockPath(besides: keyFile)) { () throws(KeyAuthError) in
             try retireHoldingLock(keyFile: keyFile, now: now)
         }
     }
 
-    private static func retireHoldingLock(keyFile: String, now: Int64) throws(KeyAuthError) -> SSHPreviousAuthority? {
-        guard let previous = try SSHPreviousAuthority.load(besides: keyFile) else { return nil }
-        // A rotation that stopped before replacing the key left the signing CA as the previous
-        // one: the file goes, the CA that signs is never revoked.
-        if previous.publicKeyBlob != (try SSHCertificateAuthority.load(file: keyFile)).publicKeyBlob {
-            try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile)
-        }
+    private static func retireHoldingLock(keyFile: String, now: Int64) throws(KeyAuthError) -> Retirement {
+        guard let previous = try SSHPreviousAuthority.load(besides: keyFile) else { return .nothingToRetire }
+        // The CA that signs is never revoked.
+        let isLeftover = previous.publicKeyBlob == (try SSHCertificateAuthority.load(file: keyFile)).publicKeyBlob
+        if !isLeftover { try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile) }
         try SecureFile.remove(SSHPreviousAuthority.path(besides: keyFile))
-        return previous
+        return isLeftover ? .removedLeftover : .retired(previous)
     }
 }
