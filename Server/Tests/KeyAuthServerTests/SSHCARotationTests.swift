@@ -174,7 +174,8 @@ struct SSHCARotationTests {
         try original.write(to: keyFile)
         let backup = try SecureFile.readProtected(keyFile)
         let rotated = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 60, now: 1_800_000_000)
-        #expect(try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_010) != .nothingToRetire)
+        #expect(
+            try SSHCertificateAuthorities.retire(keyFile: keyFile, now: 1_800_000_010) == .retired(rotated.previous))
         let running = try SSHCertificateAuthorities(keyFile: keyFile)
 
         try SecureFile.write(backup, to: keyFile)
@@ -192,6 +193,7 @@ struct SSHCARotationTests {
 
         // Rotating away from the retired CA does not publish it again; it stays revoked.
         let again = try SSHCertificateAuthorities.rotate(keyFile: keyFile, to: nil, overlap: 3600, now: 1_800_000_020)
+        #expect(again.previous.publishedUntil == 1_800_000_020, "not published, whatever the overlap")
         let keys = try SSHCertificateAuthorities(keyFile: keyFile).current
         #expect(keys.published(at: 1_800_000_021) == [again.signing.publicKeyBlob])
         #expect(keys.revoked(at: 1_800_000_021) == [original.publicKeyBlob])

@@ -79,7 +79,9 @@ public struct KeyAuthError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The error from a lower layer, when there is one (an OpenSSL, PAM, or I/O failure).
     public let underlying: (any Error & Sendable)?
-    /// For ``Code-swift.struct/lockedOut``: seconds until the next attempt is allowed.
+    /// Seconds until the next attempt is allowed: for ``Code-swift.struct/lockedOut`` (nil for a
+    /// TPM lockout that only its owner lifts), and for the ``Code-swift.struct/wrongPIN`` that
+    /// starts such a wait; nil for a wrong PIN that may be tried again at once.
     public let retryAfter: Int?
 
     public init(

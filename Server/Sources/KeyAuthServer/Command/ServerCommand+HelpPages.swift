@@ -140,8 +140,8 @@ extension ServerCommand {
                 the file and keeps the old CA's public key in PATH.previous, published beside the
                 new one (GET /v1/ssh/ca, show, the revocation list) for the overlap or until
                 ssh-ca retire; running servers follow at their next cleanup. A CA no longer
-                published (after the overlap, retired, or replaced) is kept in PATH.retired and
-                revoked in the revocation list. ssh-ca krl writes the revocation list of revoked
+                published (after the overlap, retired, or replaced) is revoked in the revocation
+                list; retire and a later rotate keep it in PATH.retired. ssh-ca krl writes the revocation list of revoked
                 devices' certificates and retired CAs to FILE, for sshd's RevokedKeys (a server also
                 serves it at GET /v1/ssh/krl); it is the only action that reads --db.
                 """,

@@ -67,7 +67,7 @@ struct SSHCertificateIssuer: Sendable {
         let time = now()
         let keys = authorities.current
         return try SSHRevocationList.encoded(
-            revoking: Self.revocations(of: devices, deleted: deleted, authorities: keys.revoked(at: time)),
+            revoking: try Self.revocations(of: devices, deleted: deleted, authorities: keys.revoked(at: time)),
             ofAuthorities: keys.published(at: time), generatedAt: UInt64(clamping: max(time, 0)))
     }
 
@@ -77,7 +77,7 @@ struct SSHCertificateIssuer: Sendable {
         let time = now()
         let keys = authorities.current
         return try revocationLists.list(authorities: keys.published(at: time)) {
-            Self.revocations(
+            try Self.revocations(
                 of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time),
                 authorities: keys.revoked(at: time))
         }
@@ -86,15 +86,20 @@ struct SSHCertificateIssuer: Sendable {
     /// What the list names for the revoked devices among `devices` and the `deleted` ones (the
     /// key IDs of their certificates and the fingerprints of their keys) and for the CAs no
     /// longer published, `authorities` (the fingerprints of their public keys).
+    ///
+    /// - Throws: `KeyAuthError` when a CA's key cannot be hashed: a list that silently left a
+    ///   retired CA out would let hosts trust it again.
     static func revocations(
         of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord], authorities: [[UInt8]]
-    ) -> SSHRevocations {
+    ) throws(KeyAuthError) -> SSHRevocations {
         let revoked = devices.filter { $0.status == .revoked }.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         let listed = revoked + deleted.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         return SSHRevocations(
             keyIDs: listed.map { keyID(user: $0.0, kid: $0.1) },
             keyFingerprints: listed.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.2) },
-            authorityFingerprints: authorities.compactMap { try? CryptoPrimitives.sha256($0) })
+            authorityFingerprints: try authorities.map { (blob) throws(KeyAuthError) in
+                try CryptoPrimitives.sha256(blob)
+            })
     }
 
     /// A certificate issued, as the endpoint answers it.

@@ -56,7 +56,9 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// and an existing user who can still approve (an `active` device) from one who cannot.
     func deviceStatuses(user: String) throws(StorageError) -> Set<DeviceStatus.Stored>
 
-    /// Moves a device from `expected` to `status` in one atomic step.
+    /// Moves a device from `expected` to `status` in one atomic step, and nothing else: a
+    /// revocation or denial goes through ``revokeOrDeny(kid:from:to:at:audit:)``, which also ends
+    /// the device's sessions and records it; tests use this one to set a state.
     ///
     /// Sets `approved_at` when the new status is `active` and `revoked_at` when it is `revoked`
     /// or `denied`.
