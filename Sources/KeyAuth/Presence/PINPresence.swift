@@ -138,8 +138,7 @@ public struct PINPresence: PresenceCheck {
             } catch {
                 // Input that ends at a second prompt leaves the wrong PIN as the outcome.
                 if error.code == .cancelled, let previous { throw previous }
-                guard error.code == .wrongPIN, error.retryAfter == nil, tries < attemptsPerRun else { throw error }
-                reader.display(error.message, isError: true)
+                guard asksAgain(afterHardwareRefusal: error, refusals: tries) else { throw error }
                 previous = error
                 tries += 1
             }

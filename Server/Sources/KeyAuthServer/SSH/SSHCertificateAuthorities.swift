@@ -150,7 +150,7 @@ extension SSHCertificateAuthorities {
                     "the CA replaced at \(RFC3339.string(fromSeconds: earlier.rotatedAt)) is published until "
                         + "\(RFC3339.string(fromSeconds: earlier.publishedUntil)); run ssh-ca retire first")
             }
-            try SSHRetiredAuthorities.retire(earlier.publicKeyBlob, at: now, besides: keyFile)
+            try retired.retire(earlier.publicKeyBlob, at: now, besides: keyFile)
         }
         let next = try SSHCertificateAuthority.generate(type ?? current.keyType)
         // A key file put back from before a retirement holds a retired CA: it is not published again.
@@ -194,7 +194,9 @@ extension SSHCertificateAuthorities {
         guard let previous = try SSHPreviousAuthority.load(besides: keyFile) else { return .nothingToRetire }
         // The CA that signs is never revoked.
         let isLeftover = previous.publicKeyBlob == (try SSHCertificateAuthority.load(file: keyFile)).publicKeyBlob
-        if !isLeftover { try SSHRetiredAuthorities.retire(previous.publicKeyBlob, at: now, besides: keyFile) }
+        if !isLeftover {
+            try SSHRetiredAuthorities.load(besides: keyFile).retire(previous.publicKeyBlob, at: now, besides: keyFile)
+        }
         try SecureFile.remove(SSHPreviousAuthority.path(besides: keyFile))
         return isLeftover ? .removedLeftover : .retired(previous)
     }

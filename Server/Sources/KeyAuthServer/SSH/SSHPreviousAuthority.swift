@@ -40,14 +40,11 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
     package func isPublished(at time: Int64) -> Bool { time < publishedUntil }
 
     /// The SSH name of its key type.
-    package var keyTypeName: String {
-        var reader = SSHWireReader(publicKeyBlob)
-        return reader.string().map { String(decoding: $0, as: UTF8.self) } ?? ""
-    }
+    package var keyTypeName: String { Self.typeName(of: publicKeyBlob) }
 
     /// Its `TrustedUserCAKeys` line: `TYPE BASE64 COMMENT`.
     package func publicKeyLine(comment: String) -> String {
-        "\(keyTypeName) \(SSHText.base64(publicKeyBlob)) \(comment)"
+        Self.line(ofPublicKey: publicKeyBlob) + " " + comment
     }
 
     /// The file's content: `{"public_key": "TYPE BASE64", "rotated_at": N, "published_until": N}`.
@@ -123,9 +120,13 @@ package struct SSHPreviousAuthority: Sendable, Equatable {
 
     /// The `TYPE BASE64` line of `blob`, as these files keep a key.
     static func line(ofPublicKey blob: [UInt8]) -> String {
+        "\(typeName(of: blob)) \(SSHText.base64(blob))"
+    }
+
+    /// The key type a public key blob starts with; empty for a blob without one.
+    private static func typeName(of blob: [UInt8]) -> String {
         var reader = SSHWireReader(blob)
-        let name = reader.string().map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return "\(name) \(SSHText.base64(blob))"
+        return reader.string().map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 
     /// Padded standard base64 (what ``SSHText/base64(_:)`` writes) read through the strict

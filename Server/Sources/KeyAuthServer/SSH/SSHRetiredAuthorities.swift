@@ -78,15 +78,14 @@ package struct SSHRetiredAuthorities: Sendable, Equatable {
             ?? SSHRetiredAuthorities()
     }
 
-    /// Adds `blob` to the retired CAs of `keyFile`, retired at `time`, writing the file again
-    /// (0600, atomically) before anything else changes: a CA that leaves the published lines is
-    /// revoked first.
+    /// Writes these CAs and `blob`, retired at `time`, as the retired CAs of `keyFile` (0600,
+    /// atomically), before anything else changes: a CA that leaves the published lines is
+    /// revoked first. Nothing is written when `blob` is retired already.
     ///
-    /// - Throws: errors of reading the file; `.storageFailed` when it cannot be written.
-    static func retire(_ blob: [UInt8], at time: Int64, besides keyFile: String) throws(KeyAuthError) {
-        let current = try load(besides: keyFile)
-        let updated = current.adding(blob, retiredAt: time)
-        guard updated != current else { return }
-        try SecureFile.write(updated.encoded(), to: path(besides: keyFile))
+    /// - Throws: `.storageFailed` when the file cannot be written.
+    func retire(_ blob: [UInt8], at time: Int64, besides keyFile: String) throws(KeyAuthError) {
+        let updated = adding(blob, retiredAt: time)
+        guard updated != self else { return }
+        try SecureFile.write(updated.encoded(), to: Self.path(besides: keyFile))
     }
 }
