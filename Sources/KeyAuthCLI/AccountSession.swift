@@ -1,6 +1,5 @@
 import Foundation
 import KeyAuth
-import Synchronization
 
 /// An existing account opened for a command that uses its key: the account record, its key
 /// store, a client for its server, and a token provider whose authenticator logs in (and polls
@@ -171,14 +170,16 @@ struct AccountSession: Sendable {
         return try await login()
     }
 
-    /// Runs `body` with a valid token, and for a DPoP-bound token the device key's proof builder;
-    /// when a stored token is refused (`invalid_token`: the server restarted with new keys, the
-    /// clock jumped, the server now requires DPoP) it logs in once more and retries.
+    /// Runs `body` with a valid token, and for a DPoP-bound token the device key's proof builder
+    /// (``withProofs(_:)``, which asks again for a TPM PIN refused at the first proof); when a
+    /// stored token is refused (`invalid_token`: the server restarted with new keys, the clock
+    /// jumped, the server now requires DPoP) it logs in once more and retries.
     func withAccessToken<Value>(
         _ body: (AccessToken, DPoPProofBuilder?) async throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
         func run(_ token: AccessToken) async throws(KeyAuthError) -> Value {
-            try await body(token, token.tokenType == TokenResponse.dpop ? try await proofs() : nil)
+            guard token.tokenType == TokenResponse.dpop else { return try await body(token, nil) }
+            return try await withProofs { (proofs) throws(KeyAuthError) in try await body(token, proofs) }
         }
         guard let stored = try provider.storedToken() else { return try await run(try await login()) }
         do {
@@ -188,26 +189,6 @@ struct AccountSession: Sendable {
             try provider.credentials.deleteToken(account: account.name)
             return try await run(try await login())
         }
-    }
-
-    /// The device key's proof builder: the one a login of this command used, or the key unlocked
-    /// now (the presence check asks for the PIN of a PIN-protected key).
-    func proofs() async throws(KeyAuthError) -> DPoPProofBuilder {
-        if let known = proofKey.builder { return known }
-        let store = keys
-        if let publicKey = try? store.loadPublicKey(),
-            let agent = try AgentSigner.connect(
-                environment: context.io.environment, account: account.name, publicKey: publicKey)
-        {
-            let builder = DPoPProofBuilder(signer: agent, publicKey: publicKey.jwk)
-            proofKey.set(builder)
-            return builder
-        }
-        let key = try await authenticator.presence.unlockDeviceKey(
-            in: store, reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)")
-        let builder = DPoPProofBuilder(signer: key, publicKey: key.publicKey.jwk)
-        proofKey.set(builder)
-        return builder
     }
 
     /// Adds what to do next to the errors that leave the account unable to log in.
@@ -245,16 +226,5 @@ struct AccountSession: Sendable {
                 underlying: error.underlying)
         }
         return error
-    }
-}
-
-/// The proof builder an ``AccountSession`` keeps for the rest of its command.
-final class ProofKey: Sendable {
-    private let value = Mutex<DPoPProofBuilder?>(nil)
-
-    var builder: DPoPProofBuilder? { value.withLock { $0 } }
-
-    func set(_ builder: DPoPProofBuilder) {
-        value.withLock { $0 = builder }
     }
 }

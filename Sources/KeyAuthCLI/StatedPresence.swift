@@ -45,6 +45,15 @@ final class StatedPresence: PresenceCheck {
         return secret
     }
 
+    func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)
+        async throws(KeyAuthError) -> SecretBytes?
+    {
+        let secret = try await base.secretForNewKey(
+            reason: reason, minimumLength: minimumLength, maximumBytes: maximumBytes, confirm: confirm)
+        checked.withLock { $0 = true }
+        return secret
+    }
+
     func asksAgain(afterHardwareRefusal error: KeyAuthError, refusals: Int) -> Bool {
         base.asksAgain(afterHardwareRefusal: error, refusals: refusals)
     }

@@ -238,6 +238,29 @@ struct TPMEndToEndTests {
         }
     }
 
+    @Test("proof with a stored token asks again on a terminal after a wrong PIN the TPM refused")
+    func proofAsksAgainOnTerminal() throws {
+        try withTPMAccount(user: "paul") { tpm, server, machine in
+            #expect(try machine.login(pin: pin).status == 0)
+            let process = try TerminalProcess(
+                Binaries.keyauth, ["proof", "GET", server.url + "/api/me"], environment: machine.environment)
+            _ = process.readUntil("PIN: ")
+            process.type("1357\n")
+            #expect(process.readUntil("PIN: ").contains("wrong PIN; the TPM locks out after 2 more wrong PINs"))
+            process.type(pin + "\n")
+            #expect(process.wait() == 0, "\(process.standardError)")
+            let proof = process.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(proof.split(separator: ".").count == 3, "one compact JWS: \(proof)")
+            #expect(try tpm.connection.info().lockoutCounter == 1)
+
+            // One PIN from standard input, as before: a wrong one ends the run.
+            let once = try machine.run(
+                ["proof", "GET", server.url + "/api/me", "--pin-stdin"], standardInput: "1357\n")
+            #expect(once.status == 77)
+            #expect(once.errorLines == ["keyauth: wrong PIN; the TPM locks out after 1 more wrong PIN"])
+        }
+    }
+
     @Test("repeated wrong PINs reach the TPM's lockout, and the command says how long it lasts")
     func lockout() throws {
         try withTPMAccount(user: "carol") { tpm, _, machine in
@@ -437,6 +460,40 @@ struct TPMEndToEndTests {
             #expect(process.wait() == 0, "\(process.standardError)")
             #expect(try tpm.connection.info().lockoutCounter == 1)
             #expect(try machine.login(pin: "9753").status == 0)
+        }
+    }
+
+    @Test("register on a terminal asks again for a new TPM PIN too long, before making the key")
+    func registerLongPINOnTerminal() throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let process = try TerminalProcess(
+                Binaries.keyauth,
+                ["register", "--server", server.url, "--user", "uma", "--bits", "2048", "--key-store", "tpm"],
+                environment: machine.environment)
+            _ = process.readUntil("characters): ")
+            process.type(String(repeating: "7", count: 33) + "\n")
+            #expect(process.readUntil("characters): ").contains("This key's PIN has at most 32 bytes. Try again."))
+            process.type(pin + "\n")
+            _ = process.readUntil("Repeat the new PIN: ")
+            process.type(pin + "\n")
+            #expect(process.wait() == 0, "\(process.standardError)")
+            #expect(try machine.login(pin: pin).status == 0)
+
+            // From standard input the one PIN is bad input, refused before a key is made.
+            let script = Machine(tpm: tpm)
+            defer { script.home.remove() }
+            let refused = try script.register(server, user: "ulf", pin: String(repeating: "7", count: 33))
+            #expect(refused.status == 64)
+            #expect(
+                refused.errorLines == [
+                    "keyauth: This key's PIN has at most 32 bytes. Nothing was registered. (see `keyauth register --help`)"
+                ],
+                "\(refused.standardError)")
+            #expect(script.accounts.accountNames().isEmpty)
         }
     }
 

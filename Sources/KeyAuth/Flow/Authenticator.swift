@@ -228,7 +228,7 @@ public final class Authenticator<Session: Sendable>: Sendable {
         let store = self.store.resolvingAutomatic()
         let pin = try await presence.secretForNewKey(
             reason: configuration.reason, minimumLength: store.newKeyKind.minimumPINLength,
-            confirm: configuration.confirmNewPIN)
+            maximumBytes: store.newKeyKind.maximumPINBytes, confirm: configuration.confirmNewPIN)
         transition(to: .generatingKey)
         let bits = configuration.keyBits
         return try await Self.offCooperativePool { () throws(KeyAuthError) in try store.createKey(bits: bits, pin: pin)

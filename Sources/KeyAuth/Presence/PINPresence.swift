@@ -164,6 +164,14 @@ public struct PINPresence: PresenceCheck {
         try await newPIN(minimumLength: minimumLength, confirm: confirm)
     }
 
+    /// Asks for the new key's PIN, again while it is longer than `maximumBytes` as while it is
+    /// too short: ``newPIN(minimumLength:maximumBytes:confirm:)``.
+    public func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)
+        async throws(KeyAuthError) -> SecretBytes?
+    {
+        try await newPIN(minimumLength: minimumLength, maximumBytes: maximumBytes, confirm: confirm)
+    }
+
     /// Asks for the PIN and lends it to `body`, which decrypts the key with it.
     ///
     /// The attempt is counted as a failure before `body` runs, so that a process killed during a

@@ -69,6 +69,16 @@ public protocol PresenceCheck: Sendable {
     func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
         -> SecretBytes?
 
+    /// ``secretForNewKey(reason:minimumLength:confirm:)`` for a key store that also has a longest
+    /// secret (a TPM key's PIN is at most 32 bytes), so that a check that asks a person can ask
+    /// again for a secret that is too long, as it does for one that is too short, instead of the
+    /// key store refusing it after the person confirmed it.
+    ///
+    /// The default ignores `maximumBytes` and asks ``secretForNewKey(reason:minimumLength:confirm:)``;
+    /// the key store then refuses a secret that is too long.
+    func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)
+        async throws(KeyAuthError) -> SecretBytes?
+
     /// Whether the flow should open a hardware key again, asking for its secret again, after
     /// the hardware refused the secret at a signature: `error` (`.wrongPIN`) is the `refusals`th
     /// refusal of this run.
@@ -106,6 +116,14 @@ extension PresenceCheck {
         let open = { (secret: SecretBytes?) throws(KeyAuthError) -> DeviceKey in try store.loadKey(pin: secret) }
         if store.storedKind == .tpm { return try await unlockHardwareKey(reason: reason, open) }
         return try await unlock(reason: reason, open)
+    }
+
+    /// Asks ``secretForNewKey(reason:minimumLength:confirm:)``: a check that does not ask a person
+    /// for the secret has no one to ask again.
+    public func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)
+        async throws(KeyAuthError) -> SecretBytes?
+    {
+        try await secretForNewKey(reason: reason, minimumLength: minimumLength, confirm: confirm)
     }
 
     /// Proves presence; the new key is protected by nothing of this check's.

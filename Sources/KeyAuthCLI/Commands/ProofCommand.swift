@@ -17,8 +17,9 @@ struct ProofCommand {
             waitForApproval: false)
         let token = try await session.accessToken()
         let bound = token.tokenType == TokenResponse.dpop ? token.value : nil
-        let proofs = try await session.proofs()
-        context.io.printOutput(
-            try proofs.proof(method: options.method, url: options.url, accessToken: bound, nonce: options.nonce))
+        let proof = try await session.withProofs { (proofs) throws(KeyAuthError) in
+            try proofs.proof(method: options.method, url: options.url, accessToken: bound, nonce: options.nonce)
+        }
+        context.io.printOutput(proof)
     }
 }
