@@ -15,8 +15,13 @@ extension AccountSession {
             proofKey.set(builder)
             return builder
         }
+        return try await unlockedForProofs()
+    }
+
+    /// The device key opened through the presence check, kept for the rest of the command.
+    private func unlockedForProofs() async throws(KeyAuthError) -> DPoPProofBuilder {
         let key = try await authenticator.presence.unlockDeviceKey(
-            in: store, reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)")
+            in: keys, reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)")
         let builder = DPoPProofBuilder(signer: FirstSignatureWatch(key), publicKey: key.publicKey.jwk)
         proofKey.set(builder)
         return builder
@@ -28,14 +33,16 @@ extension AccountSession {
     /// A TPM sees a wrong PIN only when the key signs, inside `body`, after the presence check
     /// returned. When the key opened here is refused at its first signature, nothing signed has
     /// left this process, so the presence check decides as at a login whether to ask again (on a
-    /// terminal up to 3 PINs in all, never after the TPM locks; one with `--pin-stdin`), and
-    /// `body` runs again with the key opened anew.
+    /// terminal up to 3 PINs for the key opened here, never after the TPM locks; one with
+    /// `--pin-stdin`), and `body` runs again with the key opened anew through the presence check,
+    /// not through an agent that may have started since. A cancelled prompt then ends the run
+    /// with the refusal, as at a login.
     func withProofs<Value>(
         _ body: (DPoPProofBuilder) async throws(KeyAuthError) -> Value
     ) async throws(KeyAuthError) -> Value {
+        var builder = try await proofs()
         var refusals = 0
         while true {
-            let builder = try await proofs()
             do {
                 return try await body(builder)
             } catch {
@@ -45,7 +52,11 @@ extension AccountSession {
                 guard authenticator.presence.asksAgain(afterHardwareRefusal: error, refusals: refusals) else {
                     throw error
                 }
-                proofKey.forget()
+                do {
+                    builder = try await unlockedForProofs()
+                } catch let next {
+                    throw next.code == .cancelled ? error : next
+                }
             }
         }
     }
@@ -59,11 +70,6 @@ final class ProofKey: Sendable {
 
     func set(_ builder: DPoPProofBuilder) {
         value.withLock { $0 = builder }
-    }
-
-    /// Drops a key whose PIN the TPM refused, so that the next proof opens it again.
-    func forget() {
-        value.withLock { $0 = nil }
     }
 }
 

@@ -253,11 +253,26 @@ struct TPMEndToEndTests {
             #expect(proof.split(separator: ".").count == 3, "one compact JWS: \(proof)")
             #expect(try tpm.connection.info().lockoutCounter == 1)
 
+            // Ctrl-D at the next prompt ends the run with the refusal, as at a login.
+            let ended = try TerminalProcess(
+                Binaries.keyauth, ["proof", "GET", server.url + "/api/me"], environment: machine.environment)
+            _ = ended.readUntil("PIN: ")
+            ended.type("1357\n")
+            #expect(ended.readUntil("PIN: ").contains("the TPM locks out after 1 more wrong PIN"))
+            ended.type("\u{4}")
+            #expect(ended.wait() == 77)
+            #expect(ended.standardError.contains("wrong PIN"), "\(ended.standardError)")
+            #expect(ended.standardOutput.isEmpty)
+
             // One PIN from standard input, as before: a wrong one ends the run.
             let once = try machine.run(
                 ["proof", "GET", server.url + "/api/me", "--pin-stdin"], standardInput: "1357\n")
             #expect(once.status == 77)
-            #expect(once.errorLines == ["keyauth: wrong PIN; the TPM locks out after 1 more wrong PIN"])
+            #expect(
+                once.errorLines == [
+                    "keyauth: wrong PIN; the TPM is now locked and refuses its keys for up to 1000 seconds"
+                        + KeyAuthCommand.forgotPINPointer
+                ])
         }
     }
 
