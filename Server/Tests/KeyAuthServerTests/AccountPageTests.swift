@@ -197,6 +197,54 @@ struct AccountPageTests {
         #expect(try api.storage.signInRequest(id: id)?.requestedBy != nil)
     }
 
+    /// How the session that pressed Approve ends, in ``approvalEndsWithItsSession(_:)``.
+    enum SessionEnding: String, CaseIterable, CustomTestStringConvertible {
+        case signedOut = "signed out"
+        case approverRevoked = "ended by revoking the device that signed it in"
+        var testDescription: String { rawValue }
+    }
+
+    @Test(
+        "a device approval ends with the session that asked for it, which a thief may hold",
+        arguments: SessionEnding.allCases)
+    func approvalEndsWithItsSession(_ ending: SessionEnding) throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var browser = try Self.signIn(api, laptop: laptop, token: token).0
+        let desk = try ServerTestKeys.key("alice-2")
+        #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)
+        #expect(try api.approveDevice(desk.publicKey.fingerprint, approver: laptop, token: token).status == 200)
+        let deskToken = try api.accessToken(desk)
+        // The session presses Approve on a key of its own and shows the code to type.
+        let stranger = try ServerTestKeys.key("alice-3")
+        let kid = stranger.publicKey.fingerprint
+        #expect(try api.register(user: "alice", key: stranger, name: "phone").status == 202)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
+        let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+        let id = try #require(open.first { $0.kind == .device && $0.subject == kid }).id
+
+        switch ending {
+        case .signedOut:
+            #expect(try browser.send("POST", "/account/sign-out", form: [("csrf", csrf)]).status == 303)
+        case .approverRevoked:
+            let revoked = try api.authorized(
+                "DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: deskToken)
+            #expect(revoked.status == 204)
+        }
+        // The user, told the code, types it into another device: it approves nothing now.
+        let late = try api.answer(
+            id, decision: "approve", assertion: try api.approvalAssertion(desk, id: id), token: deskToken)
+        #expect(late.errorCode == "expired_token", "\(late.text)")
+        #expect(late.errorDescription?.contains("signed out or ended") == true, "\(late.text)")
+        let checked = try api.checkCode(id, code: try api.code(of: id), token: deskToken)
+        #expect(checked.errorCode == "expired_token", "\(checked.text)")
+        #expect(try api.storage.device(kid: kid)?.status == .pending)
+        #expect(try api.storage.signInRequest(id: id)?.status == .pending)
+    }
+
     @Test("renaming refuses a confusable name with the rule's reason and stores a good one in NFC")
     func rename() throws {
         let environment = TestEnvironment()

@@ -373,14 +373,20 @@ struct RecoveryCodeTests {
         #expect(approval.status == 403 && approval.errorCode == "access_denied")
         #expect(try api.storage.device(kid: accomplice.publicKey.fingerprint)?.status == .pending)
         // The account page's requests, which make a device or codes, are refused at the code step
-        // and at the answer.
+        // and at the answer, though the page's session that asked is signed in by alice's laptop.
+        let now = environment.clock.now
+        let session = BrowserSessionRecord(
+            idHash: [UInt8](repeating: 7, count: 32), csrfToken: "csrf", user: "alice", signInRequestID: nil,
+            bindingCode: "42", approvingKID: laptop.publicKey.fingerprint, methods: ["swk", "pin"], createdAt: now,
+            expiresAt: now + 3600, signedInAt: now)
+        try api.storage.insertBrowserSession(session)
         for (index, kind) in [SignInRequestKind.device, .recoveryCodes].enumerated() {
-            let now = environment.clock.now
             let request = SignInRequestRecord(
                 id: Base64URL.encode([UInt8](repeating: UInt8(index + 1), count: 32)), kind: kind, clientID: nil,
                 user: "alice", bindingMessage: "42",
                 scope: nil, requestedFrom: "192.0.2.9", createdAt: now, expiresAt: now + 300,
-                subject: kind == .device ? accomplice.publicKey.fingerprint : nil, requestedBy: "c2Vzc2lvbg")
+                subject: kind == .device ? accomplice.publicKey.fingerprint : nil,
+                requestedBy: Base64URL.encode(session.idHash))
             guard
                 case .inserted = try api.storage.insertSignInRequest(
                     request, limits: StorageContract.threeOpen, now: now)

@@ -203,6 +203,9 @@ extension KeyAuthService {
 
     /// The request `id` of `user`, still open.
     ///
+    /// An account page's request (a device approval, new recovery codes) is open only while the
+    /// page's session that made it is (``askingSessionIsLive(_:)``).
+    ///
     /// - Throws: `.unknownSignInRequest`, `.alreadyAnswered`, `.expiredToken`.
     private func openRequest(id: String, of user: String) throws -> SignInRequestRecord {
         guard InputRules.isValidSignInRequestID(id), let request = try storage.signInRequest(id: id),
@@ -214,7 +217,29 @@ extension KeyAuthService {
         guard !signIn.isExpired(request) else {
             throw ServiceError(.expiredToken, "the sign-in request expired")
         }
+        if request.kind == .device || request.kind == .recoveryCodes, try !askingSessionIsLive(request) {
+            throw ServiceError(
+                .expiredToken,
+                "the account page that asked for this was signed out or ended; ask again from a signed-in page")
+        }
         return request
+    }
+
+    /// Whether the account page session that made `request` (tagged with its id's hash) is still
+    /// signed in by an active device of the request's user.
+    ///
+    /// The approval answers that session: a device's approval activates the device the session
+    /// chose, and new recovery codes are shown to it alone. A session signed out, expired, or
+    /// ended with the device that signed it in (a revocation ends those sessions because they may
+    /// be someone else's) takes its open requests with it, so that the code it showed cannot
+    /// still be typed into one of the user's devices to finish what it started.
+    private func askingSessionIsLive(_ request: SignInRequestRecord) throws -> Bool {
+        guard let tag = request.requestedBy, let idHash = Base64URL.decode(tag),
+            let session = try storage.browserSession(idHash: idHash),
+            session.isSignedIn, session.user == request.user, now() < session.expiresAt,
+            let kid = session.approvingKID, let approver = try storage.device(kid: kid)
+        else { return false }
+        return approver.status == .active && approver.user == request.user
     }
 
     /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).
