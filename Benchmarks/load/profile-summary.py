@@ -9,6 +9,9 @@ logic, libmicrohttpd). OpenSSL and SQLite are built without frame pointers, so a
 them has no callers: it is counted by library, whoever called it. With LOGINS (the logins served
 while recording) the table also shows microseconds of CPU per login.
 
+With --outside LOGINS it prints only two numbers: microseconds per login outside libcrypto, and
+in all, for a script to collect.
+
 With --steps it shows instead the time under each step of a login (STEPS): every sample with a
 step's function anywhere in its frames, so a step includes what it calls. A sample inside
 libcrypto or SQLite has no callers and counts in no step. The steps are matched by their Swift
@@ -83,7 +86,8 @@ def category(frames):
 def main():
     arguments = sys.argv[1:]
     steps = "--steps" in arguments
-    arguments = [argument for argument in arguments if argument != "--steps"]
+    outside_only = "--outside" in arguments
+    arguments = [argument for argument in arguments if argument not in ("--steps", "--outside")]
     logins = float(arguments[0]) if arguments else 0
     nanoseconds = collections.Counter()
     total, count = 0, 0
@@ -98,11 +102,19 @@ def main():
                 nanoseconds[name] += period
     if total == 0:
         sys.exit("profile-summary: no samples")
+    if outside_only:
+        outside = total - nanoseconds[CATEGORIES[0][0]]
+        print(f"{outside / 1000 / logins:.1f} {total / 1000 / logins:.1f}")
+        return
     heading = "time under each step" if steps else "where the CPU went"
     print(f"{'share':>7}  {'us/login' if logins else '':>8}  {heading} ({count} samples, {total / 1e9:.2f} s)")
     for name, spent in nanoseconds.most_common():
         per_login = f"{spent / 1000 / logins:8.1f}" if logins else ""
         print(f"{100 * spent / total:6.1f}%  {per_login:>8}  {name}")
+    if logins and not steps:
+        outside = total - nanoseconds[CATEGORIES[0][0]]
+        print(f"{100 * outside / total:6.1f}%  {outside / 1000 / logins:8.1f}  outside libcrypto"
+              f" (all {total / 1000 / logins:.1f} us/login)")
 
 if __name__ == "__main__":
     main()
