@@ -201,6 +201,7 @@ struct AccountPageTests {
     enum SessionEnding: String, CaseIterable, CustomTestStringConvertible {
         case signedOut = "signed out"
         case approverRevoked = "ended by revoking the device that signed it in"
+        case idledOut = "left idle past its lifetime"
         var testDescription: String { rawValue }
     }
 
@@ -209,7 +210,11 @@ struct AccountPageTests {
         arguments: SessionEnding.allCases)
     func approvalEndsWithItsSession(_ ending: SessionEnding) throws {
         let environment = TestEnvironment()
-        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let api = try environment.directAPI {
+            $0.failureLimit = 1000
+            // Longer than a session's idle lifetime, so that a request can outlast its session.
+            $0.signInLifetime = 2 * BrowserSessions.idleLifetime
+        }
         let laptop = try ServerTestKeys.key("alice-1")
         let token = try api.activeDevice(user: "alice", key: laptop)
         var browser = try Self.signIn(api, laptop: laptop, token: token).0
@@ -233,16 +238,28 @@ struct AccountPageTests {
             let revoked = try api.authorized(
                 "DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: deskToken)
             #expect(revoked.status == 204)
+        case .idledOut:
+            environment.clock.advance(by: BrowserSessions.idleLifetime + 1)
         }
+        // Ended sessions withdraw their requests: the devices no longer list them. One left idle
+        // is not told; its request stays listed until it expires, but approves nothing either.
+        let listed = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+        #expect(listed.contains { $0.id == id } == (ending == .idledOut))
         // The user, told the code, types it into another device: it approves nothing now.
         let late = try api.answer(
             id, decision: "approve", assertion: try api.approvalAssertion(desk, id: id), token: deskToken)
         #expect(late.errorCode == "expired_token", "\(late.text)")
-        #expect(late.errorDescription?.contains("signed out or ended") == true, "\(late.text)")
         let checked = try api.checkCode(id, code: try api.code(of: id), token: deskToken)
         #expect(checked.errorCode == "expired_token", "\(checked.text)")
         #expect(try api.storage.device(kid: kid)?.status == .pending)
-        #expect(try api.storage.signInRequest(id: id)?.status == .pending)
+        if ending == .idledOut {
+            #expect(late.errorDescription?.contains("signed out or ended") == true, "\(late.text)")
+            // Denying it, which changes nothing, clears it from the devices' lists.
+            #expect(try api.answer(id, decision: "deny", assertion: nil, token: deskToken).status == 200)
+            #expect(try api.storage.signInRequest(id: id)?.status == .denied)
+        } else {
+            #expect(try api.storage.signInRequest(id: id)?.status == .pending)
+        }
     }
 
     @Test("renaming refuses a confusable name with the rule's reason and stores a good one in NFC")

@@ -181,11 +181,15 @@ struct SignInApproval {
     }
 
     /// A server's refusal of an answer because the request is closed, as exit status 1 with a
-    /// message that says which; other errors as they are.
+    /// message that says which; other errors as they are. An expiry the server explains
+    /// otherwise (an account page request whose page was signed out) keeps its explanation,
+    /// since the request may still be listed with time left.
     static func closedRequest(_ error: KeyAuthError) -> KeyAuthError {
         let reason: String
         switch error.oauthError?.error {
-        case .expiredToken?: reason = "the sign-in request expired"
+        case .expiredToken?:
+            // keyauth-server says "the sign-in request expired" for a plain expiry.
+            reason = error.oauthError?.errorDescription.map(Formatting.printable) ?? "the sign-in request expired"
         case .alreadyAnswered?: reason = "the sign-in request was already answered on another device"
         case .notFound?: reason = "there is no such sign-in request for this user (or it was purged)"
         default: return error

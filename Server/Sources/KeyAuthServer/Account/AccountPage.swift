@@ -212,7 +212,7 @@ struct AccountPage: Sendable {
     /// What names `session` in the requests it makes (base64url of its id's SHA-256), so that
     /// only it is shown their codes: number matching assumes the code is on the screen that asked.
     static func tag(of session: BrowserSessions.Presented) -> String {
-        Base64URL.encode(session.record.idHash)
+        session.record.requestTag
     }
 
     /// Whether `tag`, as a request stored it, names `session`; a request that names none is

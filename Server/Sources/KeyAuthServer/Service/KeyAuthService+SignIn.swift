@@ -39,7 +39,7 @@ extension KeyAuthService {
     ///   cannot meet the request's `acr_values`; `.invalidRequest` for a recovery notice; what
     ///   ``openRequest(id:of:)`` throws.
     func checkSignInCode(id: String, code: String, by actor: DeviceRecord) throws -> SignInRequestRecord {
-        let request = try openRequest(id: id, of: actor.user)
+        let request = try openRequest(id: id, of: actor.user, approving: true)
         guard request.kind != .recovery else {
             throw ServiceError(
                 .invalidRequest,
@@ -81,7 +81,7 @@ extension KeyAuthService {
     func answerSignInRequest(
         id: String, decision: SignInDecision, assertion: String?, by actor: DeviceRecord
     ) throws -> SignInRequestRecord {
-        let request = try openRequest(id: id, of: actor.user)
+        let request = try openRequest(id: id, of: actor.user, approving: decision == .approve)
         var methods: [String] = []
         var pendingDevice: DeviceRecord?
         if decision == .approve {
@@ -203,11 +203,13 @@ extension KeyAuthService {
 
     /// The request `id` of `user`, still open.
     ///
-    /// An account page's request (a device approval, new recovery codes) is open only while the
-    /// page's session that made it is (``askingSessionIsLive(_:)``).
+    /// An account page's request (a device approval, new recovery codes) is open to `approving`
+    /// only while the page's session that made it is (``askingSessionIsLive(_:)``): ending the
+    /// session withdraws its requests, and this also covers one that merely idled out. A denial
+    /// of it changes nothing and is let through.
     ///
     /// - Throws: `.unknownSignInRequest`, `.alreadyAnswered`, `.expiredToken`.
-    private func openRequest(id: String, of user: String) throws -> SignInRequestRecord {
+    private func openRequest(id: String, of user: String, approving: Bool = false) throws -> SignInRequestRecord {
         guard InputRules.isValidSignInRequestID(id), let request = try storage.signInRequest(id: id),
             request.user == user
         else { throw ServiceError(.unknownSignInRequest, "no such sign-in request") }
@@ -217,7 +219,7 @@ extension KeyAuthService {
         guard !signIn.isExpired(request) else {
             throw ServiceError(.expiredToken, "the sign-in request expired")
         }
-        if request.kind == .device || request.kind == .recoveryCodes, try !askingSessionIsLive(request) {
+        if approving, request.kind == .device || request.kind == .recoveryCodes, try !askingSessionIsLive(request) {
             throw ServiceError(
                 .expiredToken,
                 "the account page that asked for this was signed out or ended; ask again from a signed-in page")

@@ -173,10 +173,14 @@ struct BrowserSessions: Sendable {
     /// Ends a session; a waiting one withdraws its sign-in request too, so that the user's
     /// devices stop asking about a sign-in that its browser gave up (Cancel, "Use another name",
     /// or a sign-in that can no longer complete): what the person did at the screen is what the
-    /// device then shows.
+    /// device then shows. A signed-in one withdraws what it asked the devices for (a device's
+    /// approval, new recovery codes): an approval answers the session that asked.
     func end(_ session: Presented) throws(StorageError) {
         if !session.record.isSignedIn, let id = session.record.signInRequestID {
             try storage.withdrawSignInRequest(id: id, at: service.now())
+        }
+        if session.record.isSignedIn {
+            try storage.withdrawSignInRequests(requestedBy: session.record.requestTag, at: service.now())
         }
         try storage.deleteBrowserSession(idHash: session.record.idHash)
     }

@@ -1,3 +1,5 @@
+import KeyAuth
+
 /// A client application that may start sign-in requests (`keyauth-server clients add NAME`).
 ///
 /// Only the SHA-256 of its secret is kept: the secret is 256 random bits, so a hash without salt
@@ -328,4 +330,12 @@ package struct BrowserSessionRecord: Sendable, Hashable {
 
     /// Whether the sign-in completed.
     package var isSignedIn: Bool { signedInAt != nil && approvingKID != nil }
+
+    /// What names this session in the sign-in requests it makes (`requested_by`): base64url of
+    /// its id's SHA-256, never the id, so that the table of requests holds nothing a cookie is made
+    /// of.
+    package var requestTag: String { Self.requestTag(idHash: idHash) }
+
+    /// ``requestTag`` of the session whose id hashes to `idHash`.
+    package static func requestTag(idHash: [UInt8]) -> String { Base64URL.encode(idHash) }
 }

@@ -87,6 +87,11 @@ package protocol SignInStorage: Sendable {
     @discardableResult
     func withdrawSignInRequest(id: String, at time: Int64) throws(StorageError) -> Bool
 
+    /// Ends, as ``withdrawSignInRequest(id:at:)`` does, every pending request that the account
+    /// page session tagged `tag` (``BrowserSessionRecord/requestTag``) made: the session ended,
+    /// and what it asked for ends with it.
+    func withdrawSignInRequests(requestedBy tag: String, at time: Int64) throws(StorageError)
+
     /// Deletes requests that expired before `expiredBefore`; returns how many.
     @discardableResult
     func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int

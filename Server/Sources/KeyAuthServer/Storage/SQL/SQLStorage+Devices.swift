@@ -193,6 +193,15 @@ extension SQLStorage {
                     return false
                 }
                 if status == .revoked {
+                    // The sessions it signed in end, and with them what they asked the user's
+                    // devices for (an account page's device approval, new recovery codes).
+                    let ended = try connection.query(
+                        "SELECT id_hash FROM browser_sessions WHERE approving_kid = $1", [.text(kid)]
+                    ) { row in row.blob(0) }
+                    for case let idHash? in ended {
+                        try Self.withdrawSignInRequests(
+                            requestedBy: BrowserSessionRecord.requestTag(idHash: idHash), at: time, in: connection)
+                    }
                     try connection.execute("DELETE FROM browser_sessions WHERE approving_kid = $1", [.text(kid)])
                 }
                 try Self.insertAuditRow(audit, in: connection)

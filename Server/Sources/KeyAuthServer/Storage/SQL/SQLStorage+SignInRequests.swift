@@ -297,6 +297,24 @@ extension SQLStorage {
         }
     }
 
+    package func withdrawSignInRequests(requestedBy tag: String, at time: Int64) throws(StorageError) {
+        try database.write { connection throws(StorageError) in
+            try Self.withdrawSignInRequests(requestedBy: tag, at: time, in: connection)
+        }
+    }
+
+    /// ``withdrawSignInRequests(requestedBy:at:)`` inside `connection`'s transaction.
+    static func withdrawSignInRequests(
+        requestedBy tag: String, at time: Int64, in connection: any SQLConnection
+    ) throws(StorageError) {
+        try connection.execute(
+            """
+            UPDATE sign_in_requests SET expires_at = $2
+            WHERE requested_by = $1 AND status = 'pending' AND expires_at > $2
+            """,
+            [.text(tag), .integer(time)])
+    }
+
     package func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
         try database.write { connection throws(StorageError) in
             try connection.execute("DELETE FROM sign_in_requests WHERE expires_at < $1", [.integer(expiredBefore)])
