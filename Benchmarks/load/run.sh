@@ -413,18 +413,19 @@ print(f"transport: keyauth-server vs node-fair (median of per-round ratios {list
 fi
 
 if [ -n "$profile" ] && [ "$with_keyauth" = 1 ]; then
-    logins=$(awk '/requests in/ {print $1}' "$work/1-keyauth-server.txt")
+    # logins_in ROUND: the logins keyauth-server served while that round was recorded.
+    logins_in() { awk '/requests in/ {print $1}' "$work/$1-keyauth-server.txt"; }
+    for round in $(seq 1 "$rounds"); do
+        perf script -i "$(profile_of "$round")" --pid "$keyauth_pid" 2>/dev/null >"$work/profile-$round.txt"
+    done
     echo
-    echo "where keyauth-server's CPU went in round 1 (perf record -a -g, $logins logins; $profile):"
-    perf script -i "$profile" --pid "$keyauth_pid" 2>/dev/null > "$work/profile.txt"
-    python3 Benchmarks/load/profile-summary.py "$logins" < "$work/profile.txt"
+    echo "where keyauth-server's CPU went in round 1 (perf record -a -g, $(logins_in 1) logins; $profile):"
+    python3 Benchmarks/load/profile-summary.py "$(logins_in 1)" < "$work/profile-1.txt"
     echo
-    python3 Benchmarks/load/profile-summary.py --steps "$logins" < "$work/profile.txt"
+    python3 Benchmarks/load/profile-summary.py --steps "$(logins_in 1)" < "$work/profile-1.txt"
     # Every round was recorded: the target is a median of rounds, like the rates.
     for round in $(seq 1 "$rounds"); do
-        logins=$(awk '/requests in/ {print $1}' "$work/$round-keyauth-server.txt")
-        perf script -i "$(profile_of "$round")" --pid "$keyauth_pid" 2>/dev/null |
-            python3 Benchmarks/load/profile-summary.py --outside "$logins"
+        python3 Benchmarks/load/profile-summary.py --outside "$(logins_in "$round")" < "$work/profile-$round.txt"
     done | python3 -c '
 import statistics, sys
 alg = sys.argv[1]

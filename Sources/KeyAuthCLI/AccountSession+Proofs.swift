@@ -15,13 +15,20 @@ extension AccountSession {
             proofKey.set(builder)
             return builder
         }
-        return try await unlockedForProofs()
+        return try await unlockedForProofs(after: nil)
     }
 
-    /// The device key opened through the presence check, kept for the rest of the command.
-    private func unlockedForProofs() async throws(KeyAuthError) -> DPoPProofBuilder {
-        let key = try await authenticator.presence.unlockDeviceKey(
-            in: keys, reason: "Sign a DPoP proof for \(account.serverURL) as \(account.user)")
+    /// The device key opened through the presence check, kept for the rest of the command;
+    /// opened again after `refusal`, the TPM's refusal of the PIN at the first proof.
+    private func unlockedForProofs(after refusal: KeyAuthError?) async throws(KeyAuthError) -> DPoPProofBuilder {
+        let presence = authenticator.presence
+        let reason = "Sign a DPoP proof for \(account.serverURL) as \(account.user)"
+        let key =
+            if let refusal {
+                try await presence.unlockDeviceKey(in: keys, reason: reason, after: refusal)
+            } else {
+                try await presence.unlockDeviceKey(in: keys, reason: reason)
+            }
         let builder = DPoPProofBuilder(signer: FirstSignatureWatch(key), publicKey: key.publicKey.jwk)
         proofKey.set(builder)
         return builder
@@ -52,11 +59,7 @@ extension AccountSession {
                 guard authenticator.presence.asksAgain(afterHardwareRefusal: error, refusals: refusals) else {
                     throw error
                 }
-                do {
-                    builder = try await unlockedForProofs()
-                } catch let next {
-                    throw next.code == .cancelled ? error : next
-                }
+                builder = try await unlockedForProofs(after: error)
             }
         }
     }

@@ -40,9 +40,7 @@ final class StatedPresence: PresenceCheck {
     func secretForNewKey(reason: String, minimumLength: Int, confirm: Bool) async throws(KeyAuthError)
         -> SecretBytes?
     {
-        let secret = try await base.secretForNewKey(reason: reason, minimumLength: minimumLength, confirm: confirm)
-        checked.withLock { $0 = true }
-        return secret
+        try await secretForNewKey(reason: reason, minimumLength: minimumLength, maximumBytes: .max, confirm: confirm)
     }
 
     func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)

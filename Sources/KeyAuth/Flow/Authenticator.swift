@@ -179,13 +179,8 @@ public final class Authenticator<Session: Sendable>: Sendable {
                     presence.asksAgain(afterHardwareRefusal: error, refusals: refusals)
                 else { throw error }
                 transition(to: .checkingPresence)
-                do {
-                    // The presence check again, not a key holder that may have appeared since.
-                    key = try await presence.unlockDeviceKey(in: store, reason: configuration.reason)
-                } catch let asked {
-                    // Input that ends at the next prompt leaves the wrong PIN as the outcome.
-                    throw asked.code == .cancelled ? error : asked
-                }
+                // The presence check again, not a key holder that may have appeared since.
+                key = try await presence.unlockDeviceKey(in: store, reason: configuration.reason, after: error)
                 continue
             }
             transition(to: .authenticating)

@@ -118,6 +118,20 @@ extension PresenceCheck {
         return try await unlock(reason: reason, open)
     }
 
+    /// ``unlockDeviceKey(in:reason:)`` once more, after the hardware refused the key's secret
+    /// at a signature (`refusal`) and ``asksAgain(afterHardwareRefusal:refusals:)`` said yes:
+    /// input that ends at the new prompt leaves the refusal as the outcome, as a key file's
+    /// re-asking does.
+    package func unlockDeviceKey(
+        in store: KeyPairStore, reason: String, after refusal: KeyAuthError
+    ) async throws(KeyAuthError) -> DeviceKey {
+        do {
+            return try await unlockDeviceKey(in: store, reason: reason)
+        } catch {
+            throw error.code == .cancelled ? refusal : error
+        }
+    }
+
     /// Asks ``secretForNewKey(reason:minimumLength:confirm:)``: a check that does not ask a person
     /// for the secret has no one to ask again.
     public func secretForNewKey(reason: String, minimumLength: Int, maximumBytes: Int, confirm: Bool)

@@ -238,10 +238,9 @@ extension KeyAuthService {
     private func askingSessionIsLive(_ request: SignInRequestRecord) throws -> Bool {
         guard let tag = request.requestedBy, let idHash = Base64URL.decode(tag),
             let session = try storage.browserSession(idHash: idHash),
-            session.isSignedIn, session.user == request.user, now() < session.expiresAt,
-            let kid = session.approvingKID, let approver = try storage.device(kid: kid)
+            session.user == request.user, now() < session.expiresAt
         else { return false }
-        return approver.status == .active && approver.user == request.user
+        return try BrowserSessions(service: self).isSignedInByActiveDevice(session)
     }
 
     /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).

@@ -88,20 +88,26 @@ struct BrowserSessions: Sendable {
             try storage.deleteBrowserSession(idHash: idHash, expiredAt: time)
             return nil
         }
-        if record.isSignedIn, let kid = record.approvingKID {
-            let device = try storage.device(kid: kid)
-            guard device?.status == .active, device?.user == record.user else {
+        if record.isSignedIn {
+            guard try isSignedInByActiveDevice(record) else {
                 try storage.deleteBrowserSession(idHash: idHash)
                 return nil
             }
-        }
-        if record.isSignedIn {
             record.expiresAt = time + Self.idleLifetime
             guard try storage.extendBrowserSession(idHash: idHash, until: record.expiresAt, ifLiveAt: time) else {
                 return nil
             }
         }
         return Presented(record: record, cookie: cookie)
+    }
+
+    /// Whether `record` is signed in by a device of its user that is still active: a session
+    /// the revoked device approved may be someone else's.
+    func isSignedInByActiveDevice(_ record: BrowserSessionRecord) throws(StorageError) -> Bool {
+        guard record.isSignedIn, let kid = record.approvingKID, let device = try storage.device(kid: kid) else {
+            return false
+        }
+        return device.status == .active && device.user == record.user
     }
 
     /// Where a waiting session's sign-in request stands.
@@ -176,11 +182,10 @@ struct BrowserSessions: Sendable {
     /// device then shows. A signed-in one withdraws what it asked the devices for (a device's
     /// approval, new recovery codes): an approval answers the session that asked.
     func end(_ session: Presented) throws(StorageError) {
-        if !session.record.isSignedIn, let id = session.record.signInRequestID {
-            try storage.withdrawSignInRequest(id: id, at: service.now())
-        }
         if session.record.isSignedIn {
             try storage.withdrawSignInRequests(requestedBy: session.record.requestTag, at: service.now())
+        } else if let id = session.record.signInRequestID {
+            try storage.withdrawSignInRequest(id: id, at: service.now())
         }
         try storage.deleteBrowserSession(idHash: session.record.idHash)
     }
