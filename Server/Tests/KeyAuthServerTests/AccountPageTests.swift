@@ -230,6 +230,7 @@ struct AccountPageTests {
         #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
         let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
         let id = try #require(open.first { $0.kind == .device && $0.subject == kid }).id
+        #expect(try api.authorized("GET", "/v1/auth-requests", token: deskToken).text.contains(id))
 
         switch ending {
         case .signedOut:
@@ -241,10 +242,14 @@ struct AccountPageTests {
         case .idledOut:
             environment.clock.advance(by: BrowserSessions.idleLifetime + 1)
         }
-        // Ended sessions withdraw their requests: the devices no longer list them. One left idle
-        // is not told; its request stays listed until it expires, but approves nothing either.
+        // Ended sessions withdraw their requests. One left idle is not told: its request stays
+        // open in storage until it expires, but the devices' list leaves it out, as nothing can
+        // approve it.
         let listed = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
         #expect(listed.contains { $0.id == id } == (ending == .idledOut))
+        let devicesList = try api.authorized("GET", "/v1/auth-requests", token: deskToken)
+        #expect(devicesList.status == 200)
+        #expect(!devicesList.text.contains(id), "\(devicesList.text)")
         // The user, told the code, types it into another device: it approves nothing now.
         let late = try api.answer(
             id, decision: "approve", assertion: try api.approvalAssertion(desk, id: id), token: deskToken)

@@ -46,7 +46,62 @@ extension StorageContract {
         StorageCheck(
             "withdraws only a pending, unexpired request, which then is no longer open",
             StorageContract.withdrawsSignInRequests),
+        StorageCheck(
+            "approves a page's request only while the session that asked is stored, live and its user's",
+            StorageContract.answersForTheAskingSession),
     ]
+
+    static func answersForTheAskingSession(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        #expect(try storage.insertDevice(device("kid-2", status: .active)))
+        #expect(try storage.insertDevice(device("kid-3", user: "bob", status: .active)))
+        let limits = SignInRequestLimits(maximumOpen: 10, maximumPerWindow: 1_000)
+        for id in ["a1", "a2", "a3", "a4", "a5"] {
+            #expect(
+                try storage.insertSignInRequest(signInRequest(id, kind: .device), limits: limits, now: 1_000)
+                    == .inserted)
+        }
+        func session(_ byte: UInt8, user: String = "alice", kid: String?, expiresAt: Int64 = 1_200)
+            -> BrowserSessionRecord
+        {
+            var record = BrowserSessionRecord(
+                idHash: [UInt8](repeating: byte, count: 32), csrfToken: "csrf", user: user, signInRequestID: nil,
+                bindingCode: "42", createdAt: 1_000, expiresAt: expiresAt)
+            record.approvingKID = kid
+            record.methods = kid == nil ? [] : ["swk", "pin"]
+            record.signedInAt = kid == nil ? nil : 1_000
+            return record
+        }
+        let live = session(1, kid: "kid-1")
+        let signedOut = session(2, kid: "kid-2")
+        let bobs = session(3, user: "bob", kid: "kid-3")
+        let waiting = session(4, kid: nil)
+        for record in [live, signedOut, bobs, waiting] { try storage.insertBrowserSession(record) }
+        func approve(_ id: String, at time: Int64 = 1_010, for record: BrowserSessionRecord) throws -> Bool {
+            try storage.answerSignInRequest(
+                id: id, status: .approved, answeringKID: "kid-2", methods: ["pin"], at: time,
+                askingSession: record.idHash)
+        }
+        #expect(try approve("a1", for: live))
+        // Expired at the answer's time, another user's, not signed in.
+        #expect(try !approve("a2", at: 1_200, for: live))
+        #expect(try !approve("a2", for: bobs))
+        #expect(try !approve("a2", for: waiting))
+        // Signed out before its requests were withdrawn: the moment the service's own check
+        // cannot see, as the update comes after it.
+        try storage.deleteBrowserSession(idHash: signedOut.idHash)
+        #expect(try !approve("a3", for: signedOut))
+        // The device that signed the session in was revoked.
+        #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_020))
+        #expect(try !approve("a4", at: 1_030, for: live))
+        for id in ["a2", "a3", "a4", "a5"] { #expect(try storage.signInRequest(id: id)?.status == .pending) }
+        // A denial needs no session.
+        #expect(
+            try storage.answerSignInRequest(id: "a5", status: .denied, answeringKID: "kid-2", methods: [], at: 1_040))
+        #expect(try storage.signInRequest(id: "a5")?.status == .denied)
+    }
 
     static func withdrawsSignInRequests(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

@@ -120,12 +120,17 @@ extension KeyAuthService {
             try revoke(kid: kid, ownedBy: actor.user, by: .device(kid: actor.kid))
         }
         let status: SignInRequestStatus = decision == .approve ? .approved : .denied
+        // The asking session was checked above; the answer checks it again in its own
+        // transaction, for a sign-out or a revocation that ended it since.
+        let askingSession =
+            decision == .approve && SignInRequests.answersAskingSession(request) ? request.askingSessionHash : nil
         guard
             try storage.answerSignInRequest(
-                id: id, status: status, answeringKID: actor.kid, methods: methods, at: now())
+                id: id, status: status, answeringKID: actor.kid, methods: methods, at: now(),
+                askingSession: askingSession)
         else {
-            // Another device answered first, or it expired meanwhile: say which.
-            _ = try openRequest(id: id, of: actor.user)
+            // Another device answered first, it expired meanwhile, or its session ended: say which.
+            _ = try openRequest(id: id, of: actor.user, approving: decision == .approve)
             throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
         }
         try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
@@ -204,7 +209,7 @@ extension KeyAuthService {
     /// The request `id` of `user`, still open.
     ///
     /// An account page's request (a device approval, new recovery codes) is open to `approving`
-    /// only while the page's session that made it is (``askingSessionIsLive(_:)``): ending the
+    /// only while the page's session that made it is (``SignInRequests/isAskingSessionLive(_:)``): ending the
     /// session withdraws its requests, and this also covers one that merely idled out. A denial
     /// of it changes nothing and is let through.
     ///
@@ -219,28 +224,12 @@ extension KeyAuthService {
         guard !signIn.isExpired(request) else {
             throw ServiceError(.expiredToken, "the sign-in request expired")
         }
-        if approving, request.kind == .device || request.kind == .recoveryCodes, try !askingSessionIsLive(request) {
+        if approving, SignInRequests.answersAskingSession(request), try !signIn.isAskingSessionLive(request) {
             throw ServiceError(
                 .expiredToken,
                 "the account page that asked for this was signed out or ended; ask again from a signed-in page")
         }
         return request
-    }
-
-    /// Whether the account page session that made `request` (tagged with its id's hash) is still
-    /// signed in by an active device of the request's user.
-    ///
-    /// The approval answers that session: a device's approval activates the device the session
-    /// chose, and new recovery codes are shown to it alone. A session signed out, expired, or
-    /// ended with the device that signed it in (a revocation ends those sessions because they may
-    /// be someone else's) takes its open requests with it, so that the code it showed cannot
-    /// still be typed into one of the user's devices to finish what it started.
-    private func askingSessionIsLive(_ request: SignInRequestRecord) throws -> Bool {
-        guard let tag = request.requestedBy, let idHash = Base64URL.decode(tag),
-            let session = try storage.browserSession(idHash: idHash),
-            session.user == request.user, now() < session.expiresAt
-        else { return false }
-        return try BrowserSessions(service: self).isSignedInByActiveDevice(session)
     }
 
     /// A client's poll of the token endpoint for its request (CIBA section 10 and 11).

@@ -104,6 +104,13 @@ struct BrowserSessions: Sendable {
     /// Whether `record` is signed in by a device of its user that is still active: a session
     /// the revoked device approved may be someone else's.
     func isSignedInByActiveDevice(_ record: BrowserSessionRecord) throws(StorageError) -> Bool {
+        try Self.isSignedInByActiveDevice(record, in: storage)
+    }
+
+    /// ``isSignedInByActiveDevice(_:)`` read from `storage`.
+    static func isSignedInByActiveDevice(
+        _ record: BrowserSessionRecord, in storage: any ServerStorage
+    ) throws(StorageError) -> Bool {
         guard record.isSignedIn, let kid = record.approvingKID, let device = try storage.device(kid: kid) else {
             return false
         }
@@ -181,13 +188,17 @@ struct BrowserSessions: Sendable {
     /// or a sign-in that can no longer complete): what the person did at the screen is what the
     /// device then shows. A signed-in one withdraws what it asked the devices for (a device's
     /// approval, new recovery codes): an approval answers the session that asked.
+    ///
+    /// The session goes first. An approval of what it asked checks, in its own transaction,
+    /// that the session is still stored, so from the deletion on nothing it asked for can be
+    /// approved; the withdrawal then takes the requests off the devices' lists.
     func end(_ session: Presented) throws(StorageError) {
+        try storage.deleteBrowserSession(idHash: session.record.idHash)
         if session.record.isSignedIn {
             try storage.withdrawSignInRequests(requestedBy: session.record.requestTag, at: service.now())
         } else if let id = session.record.signInRequestID {
             try storage.withdrawSignInRequest(id: id, at: service.now())
         }
-        try storage.deleteBrowserSession(idHash: session.record.idHash)
     }
 
     /// 256 random bits, base64url: session ids and CSRF tokens.

@@ -239,9 +239,36 @@ struct SignInRequests: Sendable {
             Array(normalizedCode(typed).utf8), Array(normalizedCode(request.bindingMessage).utf8))
     }
 
-    /// `user`'s open requests, oldest first.
+    /// `user`'s open requests, oldest first: those of an account page session that is no longer
+    /// signed in (one that idled out is not told) are left out, as no device can approve them.
     func open(for user: String) throws(StorageError) -> [SignInRequestRecord] {
-        try storage.openSignInRequests(user: user, now: now())
+        var open: [SignInRequestRecord] = []
+        for request in try storage.openSignInRequests(user: user, now: now()) {
+            if Self.answersAskingSession(request), try !isAskingSessionLive(request) { continue }
+            open.append(request)
+        }
+        return open
+    }
+
+    /// Whether approving `request` answers the account page session that made it: a device's
+    /// approval activates the device that session chose, and new recovery codes are shown to it.
+    static func answersAskingSession(_ request: SignInRequestRecord) -> Bool {
+        request.kind == .device || request.kind == .recoveryCodes
+    }
+
+    /// Whether the account page session that made `request` (tagged with its id's hash) is still
+    /// signed in by an active device of the request's user.
+    ///
+    /// The approval answers that session: a device's approval activates the device the session
+    /// chose, and new recovery codes are shown to it alone. A session signed out, expired, or
+    /// ended with the device that signed it in (a revocation ends those sessions because they may
+    /// be someone else's) takes its open requests with it, so that the code it showed cannot
+    /// still be typed into one of the user's devices to finish what it started.
+    func isAskingSessionLive(_ request: SignInRequestRecord) throws(StorageError) -> Bool {
+        guard let idHash = request.askingSessionHash, let session = try storage.browserSession(idHash: idHash),
+            session.user == request.user, now() < session.expiresAt
+        else { return false }
+        return try BrowserSessions.isSignedInByActiveDevice(session, in: storage)
     }
 
     /// What a long poll gets: the list now, or later.

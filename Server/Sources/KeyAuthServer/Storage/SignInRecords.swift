@@ -186,6 +186,10 @@ package struct SignInRequestRecord: Sendable, Hashable {
         self.requestedBy = requestedBy
     }
 
+    /// The id hash of the session ``requestedBy`` names (``BrowserSessionRecord/requestTag``),
+    /// to find its row.
+    package var askingSessionHash: [UInt8]? { requestedBy.flatMap { Base64URL.decode($0) } }
+
     /// Where the request sits among a user's requests: by creation time, then by id.
     package var position: SignInRequestPosition {
         SignInRequestPosition(createdAt: createdAt, id: id)

@@ -50,10 +50,18 @@ package protocol SignInStorage: Sendable {
     /// Moves a pending, unexpired request to `approved` or `denied`, recording the device and
     /// its methods, in one conditional update.
     ///
-    /// - Returns: false when the request is not pending any more, or expired: of two devices
-    ///   answering at once, exactly one succeeds.
+    /// With `askingSession`, the id hash of the account page session that made the request,
+    /// the update also needs that session in the same transaction (its row read with a share
+    /// lock): still stored, unexpired at `time`, of the request's user, and signed in by a
+    /// device of that user that is still active. An approval then answers a session that is
+    /// there: a sign-out or a revocation that ends the session first leaves nothing to approve,
+    /// whatever the clocks of the two said.
+    ///
+    /// - Returns: false when the request is not pending any more, or expired, or the asking
+    ///   session is gone: of two devices answering at once, exactly one succeeds.
     func answerSignInRequest(
-        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
+        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
+        askingSession: [UInt8]?
     ) throws(StorageError) -> Bool
 
     /// Records a poll of the token endpoint at `time`: when it comes less than the request's
@@ -127,4 +135,15 @@ package protocol SignInStorage: Sendable {
     /// Deletes sessions that ended before `now`; returns how many.
     @discardableResult
     func purgeBrowserSessions(now: Int64) throws(StorageError) -> Int
+}
+
+extension SignInStorage {
+    /// ``answerSignInRequest(id:status:answeringKID:methods:at:askingSession:)`` for a request
+    /// that no account page session made, or a denial, which needs none.
+    package func answerSignInRequest(
+        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
+    ) throws(StorageError) -> Bool {
+        try answerSignInRequest(
+            id: id, status: status, answeringKID: answeringKID, methods: methods, at: time, askingSession: nil)
+    }
 }

@@ -185,21 +185,41 @@ extension SQLStorage {
         }
     }
 
-    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing.
+    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing. With
+    /// an asking session, the session's row is read first under a share lock, so that a
+    /// sign-out or revocation deleting it either commits before (nothing is approved) or waits
+    /// for the approval; the update then also matches only the session's user's request.
     package func answerSignInRequest(
-        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
+        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
+        askingSession: [UInt8]?
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
-            try connection.execute(
-                """
-                UPDATE sign_in_requests SET status = $2, answered_at = $3, answering_kid = $4, methods = $5
-                WHERE id = $1 AND status = 'pending' AND expires_at > $3
-                """,
-                [
-                    .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
-                    .text(methods.joined(separator: " ")),
-                ]
-            ).affectedRowCount == 1
+            try connection.transaction { () throws(StorageError) -> Bool in
+                var sessionUser: String?
+                if let askingSession {
+                    guard
+                        let session = try connection.execute(
+                            "SELECT user_name, expires_at, approving_kid, signed_in_at FROM browser_sessions "
+                                + "WHERE id_hash = $1" + connection.dialect.rowShareLock,
+                            [.blob(askingSession)]
+                        ).firstRow,
+                        let user = session.text(0), let expiresAt = session.integer(1), time < expiresAt,
+                        let kid = session.text(2), session.integer(3) != nil,
+                        try Self.isActive(kid, of: user, in: connection)
+                    else { return false }
+                    sessionUser = user
+                }
+                return try connection.execute(
+                    """
+                    UPDATE sign_in_requests SET status = $2, answered_at = $3, answering_kid = $4, methods = $5
+                    WHERE id = $1 AND status = 'pending' AND expires_at > $3
+                    """ + (sessionUser == nil ? "" : " AND user_name = $6"),
+                    [
+                        .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
+                        .text(methods.joined(separator: " ")),
+                    ] + (sessionUser.map { [.text($0)] } ?? [])
+                ).affectedRowCount == 1
+            }
         }
     }
 
