@@ -49,7 +49,50 @@ extension StorageContract {
         StorageCheck(
             "approves a page's request only while the session that asked is stored, live and its user's",
             StorageContract.answersForTheAskingSession),
+        StorageCheck(
+            "settles an approval racing the revocation of its session's device: one of them first, no error",
+            StorageContract.racesApprovalAndRevocation),
     ]
+
+    static func racesApprovalAndRevocation(_ database: StorageContractDatabase) throws {
+        let first = try database.open()
+        defer { first.close() }
+        let second = try database.open()
+        defer { second.close() }
+        let limits = SignInRequestLimits(maximumOpen: 100, maximumPerWindow: 1_000)
+        #expect(try first.insertDevice(device("approver", status: .active)))
+        for round in 0..<20 {
+            let kid = "kid-\(round)"
+            #expect(try first.insertDevice(device(kid, status: .active)))
+            var session = BrowserSessionRecord(
+                idHash: [UInt8](repeating: UInt8(round), count: 32), csrfToken: "csrf", user: "alice",
+                signInRequestID: nil, bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
+            session.approvingKID = kid
+            session.methods = ["swk", "pin"]
+            session.signedInAt = 1_000
+            try first.insertBrowserSession(session)
+            var request = signInRequest("race-\(round)", kind: .device)
+            request.requestedBy = session.requestTag
+            #expect(try first.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
+            let revocation = AuditEvent(time: 1_020, action: .revoke, actor: "admin", user: "alice", subject: kid)
+            let (id, askingSession) = (request.id, session.idHash)
+            let outcomes = runConcurrently(2) { (index: Int) throws(StorageError) -> Bool in
+                if index == 0 {
+                    return try first.answerSignInRequest(
+                        id: id, status: .approved, answeringKID: "approver", methods: ["pin"], at: 1_010,
+                        askingSession: askingSession)
+                }
+                return try second.revokeOrDeny(kid: kid, from: .active, to: .revoked, at: 1_020, audit: revocation)
+            }
+            let approved = try outcomes[0].get()
+            #expect(try outcomes[1].get())
+            // The approval came first and stands, or the revocation did and withdrew the request.
+            let stored = try #require(try first.signInRequest(id: id))
+            #expect(stored.status == (approved ? .approved : .pending))
+            #expect(stored.expiresAt == (approved ? 1_300 : 1_020))
+            #expect(try first.browserSession(idHash: session.idHash) == nil)
+        }
+    }
 
     static func answersForTheAskingSession(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

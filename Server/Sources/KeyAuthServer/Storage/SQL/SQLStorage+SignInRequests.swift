@@ -186,9 +186,11 @@ extension SQLStorage {
     }
 
     /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing. With
-    /// an asking session, the session's row is read first under a share lock, so that a
-    /// sign-out or revocation deleting it either commits before (nothing is approved) or waits
-    /// for the approval; the update then also matches only the session's user's request.
+    /// an asking session, its approving device's row and then the session's are read first
+    /// under share locks, so that a sign-out or revocation deleting the session either commits
+    /// before (nothing is approved) or waits for the approval; the update then also matches only
+    /// the session's user's request. The device comes first because a revocation takes the
+    /// device's row and then the session's: in the other order the two could deadlock.
     package func answerSignInRequest(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
         askingSession: [UInt8]?
@@ -197,15 +199,17 @@ extension SQLStorage {
             try connection.transaction { () throws(StorageError) -> Bool in
                 var sessionUser: String?
                 if let askingSession {
+                    let columns = "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
                     guard
+                        let seen = try connection.execute(columns + " WHERE id_hash = $1", [.blob(askingSession)])
+                            .firstRow,
+                        let user = seen.text(0), let kid = seen.text(1),
+                        try Self.isActive(kid, of: user, in: connection),
                         let session = try connection.execute(
-                            "SELECT user_name, expires_at, approving_kid, signed_in_at FROM browser_sessions "
-                                + "WHERE id_hash = $1" + connection.dialect.rowShareLock,
-                            [.blob(askingSession)]
+                            columns + " WHERE id_hash = $1" + connection.dialect.rowShareLock, [.blob(askingSession)]
                         ).firstRow,
-                        let user = session.text(0), let expiresAt = session.integer(1), time < expiresAt,
-                        let kid = session.text(2), session.integer(3) != nil,
-                        try Self.isActive(kid, of: user, in: connection)
+                        session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
+                        let expiresAt = session.integer(2), time < expiresAt
                     else { return false }
                     sessionUser = user
                 }
