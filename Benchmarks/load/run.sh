@@ -52,8 +52,9 @@
 # switch of its threads, which slowed a login by about a third (2026-12-06). --profile-hz HZ
 # samples HZ times a second on each CPU (default 1000): each sample's call chain costs the
 # thread it interrupts, and at perf's own 4000 the profiled round spent a quarter more CPU per
-# login than the others. At 1000 (some 15,000 samples in 10 s) an ES256 login costs what it does
-# unprofiled, but an RS256 login about 5% more: take logins/s from a run without --profile.
+# login than the others. At 1000 (some 15,000 samples in 10 s) it still costs a login about 5%
+# (RS256) to 15% (ES256) more CPU in some runs and nothing in others: take logins/s from a run
+# without --profile, and the split of the CPU from a run with it.
 # --compare-server PATH adds another keyauth-server binary (an earlier build, say) as a third
 # server, "keyauth-other", under the same load and checks, to measure a change in one run.
 # --floor adds "signature-floor" (Benchmarks/load/signature-floor.c, compiled with cc): a server
@@ -375,9 +376,10 @@ print()
 for name, value, target, met in checks:
     print(f"{name:78} {value:8.2f}  target {target:7}  {'met' if met else 'NOT met'}")
 if profiled:
-    print("keyauth-server ran under the profiler in every round, which costs it throughput (RS256:"
-          " 0.335 to 0.347 ms of CPU a login against 0.316 to 0.328 unprofiled, 2026-12-06):"
-          " take its rates from a run without --profile")
+    print("keyauth-server ran under the profiler in every round, which can cost it throughput"
+          " (2026-12-06, ms of CPU a login profiled against unprofiled: RS256 0.335-0.347 against"
+          " 0.316-0.328, ES256 0.109-0.116 against 0.095-0.097): take its rates from a run without"
+          " --profile")
 floor = by_server.get("signature-floor")
 if floor:
     floor_rates = {r[0]: r[1] for r in floor}

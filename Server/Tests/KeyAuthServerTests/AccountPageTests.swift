@@ -197,6 +197,20 @@ struct AccountPageTests {
         #expect(try api.storage.signInRequest(id: id)?.requestedBy != nil)
     }
 
+    /// An API whose sign-in requests last longer than a session's idle lifetime, so that a
+    /// request can outlast its session; alice's laptop active, and a page signed in with it.
+    private static func signedInWithLongRequests(
+        _ environment: TestEnvironment
+    ) throws -> (TestAPI, RSAPrivateKey, String, Browser) {
+        let api = try environment.directAPI {
+            $0.failureLimit = 1000
+            $0.signInLifetime = 2 * BrowserSessions.idleLifetime
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        return (api, laptop, token, try signIn(api, laptop: laptop, token: token).0)
+    }
+
     /// How the session that pressed Approve ends, in ``approvalEndsWithItsSession(_:)``.
     enum SessionEnding: String, CaseIterable, CustomTestStringConvertible {
         case signedOut = "signed out"
@@ -210,14 +224,7 @@ struct AccountPageTests {
         arguments: SessionEnding.allCases)
     func approvalEndsWithItsSession(_ ending: SessionEnding) throws {
         let environment = TestEnvironment()
-        let api = try environment.directAPI {
-            $0.failureLimit = 1000
-            // Longer than a session's idle lifetime, so that a request can outlast its session.
-            $0.signInLifetime = 2 * BrowserSessions.idleLifetime
-        }
-        let laptop = try ServerTestKeys.key("alice-1")
-        let token = try api.activeDevice(user: "alice", key: laptop)
-        var browser = try Self.signIn(api, laptop: laptop, token: token).0
+        var (api, laptop, token, browser) = try Self.signedInWithLongRequests(environment)
         let desk = try ServerTestKeys.key("alice-2")
         #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)
         #expect(try api.approveDevice(desk.publicKey.fingerprint, approver: laptop, token: token).status == 200)
@@ -259,12 +266,40 @@ struct AccountPageTests {
         #expect(try api.storage.device(kid: kid)?.status == .pending)
         if ending == .idledOut {
             #expect(late.errorDescription?.contains("signed out or ended") == true, "\(late.text)")
-            // Denying it, which changes nothing, clears it from the devices' lists.
+            // Denying it, which changes nothing, closes it in storage.
             #expect(try api.answer(id, decision: "deny", assertion: nil, token: deskToken).status == 200)
             #expect(try api.storage.signInRequest(id: id)?.status == .denied)
         } else {
             #expect(try api.storage.signInRequest(id: id)?.status == .pending)
         }
+    }
+
+    @Test("a device approval whose session idled out does not hold the user's one open request")
+    func idledOutApprovalGivesWay() throws {
+        let environment = TestEnvironment()
+        var (api, laptop, token, browser) = try Self.signedInWithLongRequests(environment)
+        let stranger = try ServerTestKeys.key("alice-3")
+        let kid = stranger.publicKey.fingerprint
+        #expect(try api.register(user: "alice", key: stranger, name: "phone").status == 202)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
+        let first = try #require(
+            try api.storage.openSignInRequests(user: "alice", now: environment.clock.now).first { $0.kind == .device })
+        environment.clock.advance(by: BrowserSessions.idleLifetime + 1)
+        // Signed in again from another address (the same one's request would replace it anyway).
+        var elsewhere = api
+        elsewhere.clientAddress = "192.0.2.77"
+        var again = try Self.signIn(elsewhere, laptop: laptop, token: token).0
+        // A key registered since: the first one's registration has expired meanwhile.
+        let desk = try ServerTestKeys.key("alice-2")
+        #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)
+        let deskKID = desk.publicKey.fingerprint
+        let csrfAgain = try Self.csrf(try again.send("GET", "/account").text)
+        let asked = try again.send("POST", "/account/devices/\(deskKID)/approve", form: [("csrf", csrfAgain)])
+        #expect(asked.status == 303, "\(asked.text)")
+        let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+        #expect(open.contains { $0.kind == .device && $0.subject == deskKID }, "\(open)")
+        #expect(try api.storage.signInRequest(id: first.id)?.expiresAt == environment.clock.now)
     }
 
     @Test("renaming refuses a confusable name with the rule's reason and stores a good one in NFC")

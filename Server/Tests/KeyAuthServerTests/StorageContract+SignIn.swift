@@ -100,18 +100,10 @@ extension StorageContract {
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
         #expect(try storage.insertDevice(device("kid-2", status: .active)))
         #expect(try storage.insertDevice(device("kid-3", user: "bob", status: .active)))
-        let limits = SignInRequestLimits(maximumOpen: 10, maximumPerWindow: 1_000)
-        for id in ["a1", "a2", "a3", "a4", "a5"] {
-            #expect(
-                try storage.insertSignInRequest(signInRequest(id, kind: .device), limits: limits, now: 1_000)
-                    == .inserted)
-        }
-        func session(_ byte: UInt8, user: String = "alice", kid: String?, expiresAt: Int64 = 1_200)
-            -> BrowserSessionRecord
-        {
+        func session(_ byte: UInt8, user: String = "alice", kid: String?) -> BrowserSessionRecord {
             var record = BrowserSessionRecord(
                 idHash: [UInt8](repeating: byte, count: 32), csrfToken: "csrf", user: user, signInRequestID: nil,
-                bindingCode: "42", createdAt: 1_000, expiresAt: expiresAt)
+                bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
             record.approvingKID = kid
             record.methods = kid == nil ? [] : ["swk", "pin"]
             record.signedInAt = kid == nil ? nil : 1_000
@@ -121,29 +113,46 @@ extension StorageContract {
         let signedOut = session(2, kid: "kid-2")
         let bobs = session(3, user: "bob", kid: "kid-3")
         let waiting = session(4, kid: nil)
-        for record in [live, signedOut, bobs, waiting] { try storage.insertBrowserSession(record) }
-        func approve(_ id: String, at time: Int64 = 1_010, for record: BrowserSessionRecord) throws -> Bool {
+        let other = session(5, kid: "kid-2")
+        for record in [live, signedOut, bobs, waiting, other] { try storage.insertBrowserSession(record) }
+        let limits = SignInRequestLimits(maximumOpen: 20, maximumPerWindow: 1_000)
+        // Each request made by the session named.
+        let made: [(String, BrowserSessionRecord)] = [
+            ("a1", live), ("a2", live), ("a3", bobs), ("a4", waiting), ("a5", signedOut), ("a6", live),
+            ("a7", other), ("a8", live),
+        ]
+        for (id, record) in made {
+            var request = signInRequest(id, kind: .device)
+            request.requestedBy = record.requestTag
+            #expect(try storage.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
+        }
+        func approve(_ id: String, at time: Int64 = 1_010, for record: BrowserSessionRecord?) throws -> Bool {
             try storage.answerSignInRequest(
                 id: id, status: .approved, answeringKID: "kid-2", methods: ["pin"], at: time,
-                askingSession: record.idHash)
+                askingSession: record?.idHash)
         }
         #expect(try approve("a1", for: live))
-        // Expired at the answer's time, another user's, not signed in.
+        // Expired at the answer's time; another user's session; one not signed in.
         #expect(try !approve("a2", at: 1_200, for: live))
-        #expect(try !approve("a2", for: bobs))
-        #expect(try !approve("a2", for: waiting))
+        #expect(try !approve("a3", for: bobs))
+        #expect(try !approve("a4", for: waiting))
         // Signed out before its requests were withdrawn: the moment the service's own check
         // cannot see, as the update comes after it.
         try storage.deleteBrowserSession(idHash: signedOut.idHash)
-        #expect(try !approve("a3", for: signedOut))
+        #expect(try !approve("a5", for: signedOut))
+        // Another live session of the same user, and no session at all, approve nothing.
+        #expect(try !approve("a7", for: live))
+        #expect(try !approve("a8", for: nil))
         // The device that signed the session in was revoked.
         #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_020))
-        #expect(try !approve("a4", at: 1_030, for: live))
-        for id in ["a2", "a3", "a4", "a5"] { #expect(try storage.signInRequest(id: id)?.status == .pending) }
+        #expect(try !approve("a6", at: 1_030, for: live))
+        for id in ["a2", "a3", "a4", "a5", "a6", "a7", "a8"] {
+            #expect(try storage.signInRequest(id: id)?.status == .pending, "\(id)")
+        }
         // A denial needs no session.
         #expect(
-            try storage.answerSignInRequest(id: "a5", status: .denied, answeringKID: "kid-2", methods: [], at: 1_040))
-        #expect(try storage.signInRequest(id: "a5")?.status == .denied)
+            try storage.answerSignInRequest(id: "a8", status: .denied, answeringKID: "kid-2", methods: [], at: 1_040))
+        #expect(try storage.signInRequest(id: "a8")?.status == .denied)
     }
 
     static func withdrawsSignInRequests(_ database: StorageContractDatabase) throws {

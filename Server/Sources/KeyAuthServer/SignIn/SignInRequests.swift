@@ -143,6 +143,13 @@ struct SignInRequests: Sendable {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
         }
         let time = now()
+        if kind.origin == .signedIn {
+            // A request whose page session idled out holds the user's slot of this origin while
+            // no device can list or approve it (``open(for:)``): it goes before the new one.
+            for open in try storage.openSignInRequests(user: user, now: time) where Self.answersAskingSession(open) {
+                if try !isAskingSessionLive(open) { try storage.withdrawSignInRequest(id: open.id, at: time) }
+            }
+        }
         let request = SignInRequestRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
             user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,

@@ -52,10 +52,12 @@ package protocol SignInStorage: Sendable {
     ///
     /// With `askingSession`, the id hash of the account page session that made the request,
     /// the update also needs that session in the same transaction (its row read with a share
-    /// lock): still stored, unexpired at `time`, of the request's user, and signed in by a
-    /// device of that user that is still active. An approval then answers a session that is
-    /// there: a sign-out or a revocation that ends the session first leaves nothing to approve,
-    /// whatever the clocks of the two said.
+    /// lock): the one the request names (``SignInRequestRecord/requestedBy``), still stored,
+    /// unexpired at `time`, of the request's user, and signed in by a device of that user that
+    /// is still active. An approval then answers a session that is there: a sign-out or a
+    /// revocation that ends the session first leaves nothing to approve, whatever the clocks of
+    /// the two said. Without it, an approval of a `device` or `recovery-codes` request (which a
+    /// session makes) matches nothing.
     ///
     /// - Returns: false when the request is not pending any more, or expired, or the asking
     ///   session is gone: of two devices answering at once, exactly one succeeds.

@@ -213,15 +213,29 @@ extension SQLStorage {
                     else { return false }
                     sessionUser = user
                 }
+                // The session must be the one that made the request; without one, an approval of a
+                // request that a session made matches nothing.
+                let sessionCondition: String
+                var values: [SQLValue] = [
+                    .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
+                    .text(methods.joined(separator: " ")),
+                ]
+                if let askingSession, let sessionUser {
+                    sessionCondition = " AND user_name = $6 AND requested_by = $7"
+                    values += [.text(sessionUser), .text(BrowserSessionRecord.requestTag(idHash: askingSession))]
+                } else if status == .approved {
+                    sessionCondition = " AND kind NOT IN ($6, $7)"
+                    values += [
+                        .text(SignInRequestKind.device.rawValue), .text(SignInRequestKind.recoveryCodes.rawValue),
+                    ]
+                } else {
+                    sessionCondition = ""
+                }
                 return try connection.execute(
                     """
                     UPDATE sign_in_requests SET status = $2, answered_at = $3, answering_kid = $4, methods = $5
                     WHERE id = $1 AND status = 'pending' AND expires_at > $3
-                    """ + (sessionUser == nil ? "" : " AND user_name = $6"),
-                    [
-                        .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
-                        .text(methods.joined(separator: " ")),
-                    ] + (sessionUser.map { [.text($0)] } ?? [])
+                    """ + sessionCondition, values
                 ).affectedRowCount == 1
             }
         }
