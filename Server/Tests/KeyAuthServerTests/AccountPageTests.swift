@@ -224,7 +224,8 @@ struct AccountPageTests {
         arguments: SessionEnding.allCases)
     func approvalEndsWithItsSession(_ ending: SessionEnding) throws {
         let environment = TestEnvironment()
-        var (api, laptop, token, browser) = try Self.signedInWithLongRequests(environment)
+        let (api, laptop, token, signedIn) = try Self.signedInWithLongRequests(environment)
+        var browser = signedIn
         let desk = try ServerTestKeys.key("alice-2")
         #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)
         #expect(try api.approveDevice(desk.publicKey.fingerprint, approver: laptop, token: token).status == 200)
@@ -250,8 +251,8 @@ struct AccountPageTests {
             environment.clock.advance(by: BrowserSessions.idleLifetime + 1)
         }
         // Ended sessions withdraw their requests. One left idle is not told: its request stays
-        // open in storage until it expires, but the devices' list leaves it out, as nothing can
-        // approve it.
+        // open in storage (until it expires, or the page's next request withdraws it), but the
+        // devices' list leaves it out, as nothing can approve it.
         let listed = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
         #expect(listed.contains { $0.id == id } == (ending == .idledOut))
         let devicesList = try api.authorized("GET", "/v1/auth-requests", token: deskToken)
@@ -277,7 +278,8 @@ struct AccountPageTests {
     @Test("a device approval whose session idled out does not hold the user's one open request")
     func idledOutApprovalGivesWay() throws {
         let environment = TestEnvironment()
-        var (api, laptop, token, browser) = try Self.signedInWithLongRequests(environment)
+        let (api, laptop, token, signedIn) = try Self.signedInWithLongRequests(environment)
+        var browser = signedIn
         let stranger = try ServerTestKeys.key("alice-3")
         let kid = stranger.publicKey.fingerprint
         #expect(try api.register(user: "alice", key: stranger, name: "phone").status == 202)
@@ -289,7 +291,8 @@ struct AccountPageTests {
         // Signed in again from another address (the same one's request would replace it anyway).
         var elsewhere = api
         elsewhere.clientAddress = "192.0.2.77"
-        var again = try Self.signIn(elsewhere, laptop: laptop, token: token).0
+        let laterToken = try api.accessToken(laptop)
+        var again = try Self.signIn(elsewhere, laptop: laptop, token: laterToken).0
         // A key registered since: the first one's registration has expired meanwhile.
         let desk = try ServerTestKeys.key("alice-2")
         #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)

@@ -1,5 +1,6 @@
 import Foundation
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthServer
@@ -52,7 +53,54 @@ extension StorageContract {
         StorageCheck(
             "settles an approval racing the revocation of its session's device: one of them first, no error",
             StorageContract.racesApprovalAndRevocation),
+        StorageCheck(
+            "waits for a revocation holding the session's device, then finds the session gone",
+            StorageContract.approvalWaitsForSessionsEnd),
     ]
+
+    /// A revocation of the device that signed the asking session in holds the device's row when
+    /// the approval starts; half a second later it deletes the session and commits, as
+    /// `revokeOrDeny` does. The approval must wait for the device, then find the session gone.
+    /// Trusting its first, unlocked read of the session, it would approve; locking the session
+    /// before the device, it would deadlock with the revocation.
+    static func approvalWaitsForSessionsEnd(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-1", status: .active)))
+        var session = BrowserSessionRecord(
+            idHash: [UInt8](repeating: 1, count: 32), csrfToken: "csrf", user: "alice", signInRequestID: nil,
+            bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
+        session.approvingKID = "kid-1"
+        session.methods = ["swk", "pin"]
+        session.signedInAt = 1_000
+        try storage.insertBrowserSession(session)
+        var request = signInRequest("r1", kind: .device)
+        request.requestedBy = session.requestTag
+        #expect(try storage.insertSignInRequest(request, limits: Self.threeOpen, now: 1_000) == .inserted)
+
+        let revocation = try database.connect()
+        try revocation.execute("BEGIN")
+        try revocation.execute("UPDATE devices SET status = 'revoked', revoked_at = 1005 WHERE kid = 'kid-1'")
+        let outcome = Mutex<Result<Bool, StorageError>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        let askingSession = session.idHash
+        Thread {
+            let result = Result { () throws(StorageError) in
+                try storage.answerSignInRequest(
+                    id: "r1", status: .approved, answeringKID: "kid-1", methods: ["pin"], at: 1_010,
+                    askingSession: askingSession)
+            }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        try revocation.execute("DELETE FROM browser_sessions WHERE approving_kid = 'kid-1'")
+        try revocation.execute("COMMIT")
+        #expect(finished.wait(timeout: .now() + 60) == .success)
+        let result = try #require(outcome.withLock { $0 })
+        #expect(try result.get() == false)
+        #expect(try storage.signInRequest(id: "r1")?.status == .pending)
+    }
 
     static func racesApprovalAndRevocation(_ database: StorageContractDatabase) throws {
         let first = try database.open()
@@ -119,10 +167,10 @@ extension StorageContract {
         // Each request made by the session named.
         let made: [(String, BrowserSessionRecord)] = [
             ("a1", live), ("a2", live), ("a3", bobs), ("a4", waiting), ("a5", signedOut), ("a6", live),
-            ("a7", other), ("a8", live),
+            ("a7", other), ("a8", live), ("a9", live),
         ]
         for (id, record) in made {
-            var request = signInRequest(id, kind: .device)
+            var request = signInRequest(id, kind: id == "a9" ? .recoveryCodes : .device)
             request.requestedBy = record.requestTag
             #expect(try storage.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
         }
@@ -132,7 +180,7 @@ extension StorageContract {
                 askingSession: record?.idHash)
         }
         #expect(try approve("a1", for: live))
-        // Expired at the answer's time; another user's session; one not signed in.
+        // The session expired at the answer's time; another user's session; one not signed in.
         #expect(try !approve("a2", at: 1_200, for: live))
         #expect(try !approve("a3", for: bobs))
         #expect(try !approve("a4", for: waiting))
@@ -143,10 +191,11 @@ extension StorageContract {
         // Another live session of the same user, and no session at all, approve nothing.
         #expect(try !approve("a7", for: live))
         #expect(try !approve("a8", for: nil))
+        #expect(try !approve("a9", for: nil))
         // The device that signed the session in was revoked.
         #expect(try storage.updateStatus(kid: "kid-1", from: .active, to: .revoked, at: 1_020))
         #expect(try !approve("a6", at: 1_030, for: live))
-        for id in ["a2", "a3", "a4", "a5", "a6", "a7", "a8"] {
+        for id in ["a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9"] {
             #expect(try storage.signInRequest(id: id)?.status == .pending, "\(id)")
         }
         // A denial needs no session.

@@ -145,7 +145,8 @@ struct SignInRequests: Sendable {
         let time = now()
         if kind.origin == .signedIn {
             // A request whose page session idled out holds the user's slot of this origin while
-            // no device can list or approve it (``open(for:)``): it goes before the new one.
+            // no device can list or approve it (``open(for:)``): it goes before the new one, and
+            // stays gone if the new one is refused, as nothing could have approved it.
             for open in try storage.openSignInRequests(user: user, now: time) where Self.answersAskingSession(open) {
                 if try !isAskingSessionLive(open) { try storage.withdrawSignInRequest(id: open.id, at: time) }
             }
