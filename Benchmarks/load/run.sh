@@ -52,9 +52,10 @@
 # switch of its threads, which slowed a login by about a third (2026-12-06). --profile-hz HZ
 # samples HZ times a second on each CPU (default 1000): each sample's call chain costs the
 # thread it interrupts, and at perf's own 4000 the profiled round spent a quarter more CPU per
-# login than the others. At 1000 (some 15,000 samples in 10 s) it still costs a login some 5%
-# (RS256) to 10% (ES256) more CPU in some runs and nothing in others: take logins/s from a run
-# without --profile, and the split of the CPU from a run with it.
+# login than the others. At 1000 (some 15,000 samples in 10 s) profiled runs cost a login
+# nothing more in one comparison, and 6 to 13% more in others where the machine was slower by as
+# much (2026-12-06): take logins/s from a run without --profile, and the split of the CPU from a
+# run with it.
 # --compare-server PATH adds another keyauth-server binary (an earlier build, say) as a third
 # server, "keyauth-other", under the same load and checks, to measure a change in one run.
 # --floor adds "signature-floor" (Benchmarks/load/signature-floor.c, compiled with cc): a server
@@ -376,10 +377,8 @@ print()
 for name, value, target, met in checks:
     print(f"{name:78} {value:8.2f}  target {target:7}  {'met' if met else 'NOT met'}")
 if profiled:
-    print("keyauth-server ran under the profiler in every round, which can cost it throughput"
-          " (2026-12-06, ms of CPU a login profiled against unprofiled: RS256 0.335-0.347 against"
-          " 0.316-0.328, ES256 0.102-0.116 against 0.095-0.097): take its rates from a run without"
-          " --profile")
+    print("keyauth-server ran under the profiler in every round, which may lower its rates"
+          " (BENCHMARKS.md, \"Without the profiler\"): take them from a run without --profile")
 floor = by_server.get("signature-floor")
 if floor:
     floor_rates = {r[0]: r[1] for r in floor}

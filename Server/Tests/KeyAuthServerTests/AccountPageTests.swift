@@ -229,7 +229,6 @@ struct AccountPageTests {
         let desk = try ServerTestKeys.key("alice-2")
         #expect(try api.register(user: "alice", key: desk, name: "desk").status == 202)
         #expect(try api.approveDevice(desk.publicKey.fingerprint, approver: laptop, token: token).status == 200)
-        let deskToken = try api.accessToken(desk)
         // The session presses Approve on a key of its own and shows the code to type.
         let stranger = try ServerTestKeys.key("alice-3")
         let kid = stranger.publicKey.fingerprint
@@ -238,18 +237,20 @@ struct AccountPageTests {
         #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
         let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
         let id = try #require(open.first { $0.kind == .device && $0.subject == kid }).id
-        #expect(try api.authorized("GET", "/v1/auth-requests", token: deskToken).text.contains(id))
+        #expect(try api.authorized("GET", "/v1/auth-requests", token: try api.accessToken(desk)).text.contains(id))
 
         switch ending {
         case .signedOut:
             #expect(try browser.send("POST", "/account/sign-out", form: [("csrf", csrf)]).status == 303)
         case .approverRevoked:
             let revoked = try api.authorized(
-                "DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: deskToken)
+                "DELETE", "/v1/devices/\(laptop.publicKey.fingerprint)", token: try api.accessToken(desk))
             #expect(revoked.status == 204)
         case .idledOut:
             environment.clock.advance(by: BrowserSessions.idleLifetime + 1)
         }
+        // Taken now: an access token lives as long as a session's idle time.
+        let deskToken = try api.accessToken(desk)
         // Ended sessions withdraw their requests. One left idle is not told: its request stays
         // open in storage (until it expires, or the page's next request withdraws it), but the
         // devices' list leaves it out, as nothing can approve it.

@@ -54,16 +54,37 @@ extension StorageContract {
             "settles an approval racing the revocation of its session's device: one of them first, no error",
             StorageContract.racesApprovalAndRevocation),
         StorageCheck(
-            "waits for a revocation holding the session's device, then finds the session gone",
-            StorageContract.approvalWaitsForSessionsEnd),
+            "waits for a revocation holding the session's device, then finds the device revoked",
+            StorageContract.approvalWaitsForRevocationOfTheSession),
+        StorageCheck(
+            "waits for a sign-out deleting the session, then finds the session gone",
+            StorageContract.approvalWaitsForSignOut),
     ]
 
     /// A revocation of the device that signed the asking session in holds the device's row when
     /// the approval starts; half a second later it deletes the session and commits, as
-    /// `revokeOrDeny` does. The approval must wait for the device, then find the session gone.
-    /// Trusting its first, unlocked read of the session, it would approve; locking the session
-    /// before the device, it would deadlock with the revocation.
-    static func approvalWaitsForSessionsEnd(_ database: StorageContractDatabase) throws {
+    /// `revokeOrDeny` does. The approval must wait for the device and find it revoked. Locking
+    /// the session before the device, it would deadlock with the revocation.
+    static func approvalWaitsForRevocationOfTheSession(_ database: StorageContractDatabase) throws {
+        try approvalWaits(
+            database,
+            ending: [
+                "UPDATE devices SET status = 'revoked', revoked_at = 1005 WHERE kid = 'kid-1'",
+                "DELETE FROM browser_sessions WHERE approving_kid = 'kid-1'",
+            ])
+    }
+
+    /// A sign-out's deletion of the asking session is under way (its transaction holds the
+    /// session's row) when the approval starts, and commits half a second later. The approval
+    /// must wait for the session's row and find it gone: trusting its first, unlocked read of
+    /// the session, it would approve.
+    static func approvalWaitsForSignOut(_ database: StorageContractDatabase) throws {
+        try approvalWaits(database, ending: ["DELETE FROM browser_sessions WHERE approving_kid = 'kid-1'"])
+    }
+
+    /// Runs `ending` in a transaction of its own, starts an approval of a request of the
+    /// session it ends, and commits half a second later: the approval must approve nothing.
+    private static func approvalWaits(_ database: StorageContractDatabase, ending: [String]) throws {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
@@ -78,9 +99,9 @@ extension StorageContract {
         request.requestedBy = session.requestTag
         #expect(try storage.insertSignInRequest(request, limits: Self.threeOpen, now: 1_000) == .inserted)
 
-        let revocation = try database.connect()
-        try revocation.execute("BEGIN")
-        try revocation.execute("UPDATE devices SET status = 'revoked', revoked_at = 1005 WHERE kid = 'kid-1'")
+        let ender = try database.connect()
+        try ender.execute("BEGIN")
+        for statement in ending { try ender.execute(statement) }
         let outcome = Mutex<Result<Bool, StorageError>?>(nil)
         let finished = DispatchSemaphore(value: 0)
         let askingSession = session.idHash
@@ -94,8 +115,7 @@ extension StorageContract {
             finished.signal()
         }.start()
         Thread.sleep(forTimeInterval: 0.5)
-        try revocation.execute("DELETE FROM browser_sessions WHERE approving_kid = 'kid-1'")
-        try revocation.execute("COMMIT")
+        try ender.execute("COMMIT")
         #expect(finished.wait(timeout: .now() + 60) == .success)
         let result = try #require(outcome.withLock { $0 })
         #expect(try result.get() == false)

@@ -141,7 +141,9 @@ package protocol SignInStorage: Sendable {
 
 extension SignInStorage {
     /// ``answerSignInRequest(id:status:answeringKID:methods:at:askingSession:)`` for a request
-    /// that no account page session made, or a denial, which needs none.
+    /// that no account page session made, or a denial, which needs none. An approval of a
+    /// `device` or `recovery-codes` request through it matches nothing and returns false, as
+    /// for one already answered: those need their session.
     package func answerSignInRequest(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64
     ) throws(StorageError) -> Bool {
