@@ -88,15 +88,9 @@ extension StorageContract {
         let storage = try database.open()
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
-        var session = BrowserSessionRecord(
-            idHash: [UInt8](repeating: 1, count: 32), csrfToken: "csrf", user: "alice", signInRequestID: nil,
-            bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
-        session.approvingKID = "kid-1"
-        session.methods = ["swk", "pin"]
-        session.signedInAt = 1_000
+        let session = pageSession(1, kid: "kid-1")
         try storage.insertBrowserSession(session)
-        var request = signInRequest("r1", kind: .device)
-        request.requestedBy = session.requestTag
+        let request = signInRequest("r1", askedBy: session)
         #expect(try storage.insertSignInRequest(request, limits: Self.threeOpen, now: 1_000) == .inserted)
 
         let ender = try database.connect()
@@ -132,15 +126,9 @@ extension StorageContract {
         for round in 0..<20 {
             let kid = "kid-\(round)"
             #expect(try first.insertDevice(device(kid, status: .active)))
-            var session = BrowserSessionRecord(
-                idHash: [UInt8](repeating: UInt8(round), count: 32), csrfToken: "csrf", user: "alice",
-                signInRequestID: nil, bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
-            session.approvingKID = kid
-            session.methods = ["swk", "pin"]
-            session.signedInAt = 1_000
+            let session = pageSession(UInt8(round), kid: kid)
             try first.insertBrowserSession(session)
-            var request = signInRequest("race-\(round)", kind: .device)
-            request.requestedBy = session.requestTag
+            let request = signInRequest("race-\(round)", askedBy: session)
             #expect(try first.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
             let revocation = AuditEvent(time: 1_020, action: .revoke, actor: "admin", user: "alice", subject: kid)
             let (id, askingSession) = (request.id, session.idHash)
@@ -168,20 +156,11 @@ extension StorageContract {
         #expect(try storage.insertDevice(device("kid-1", status: .active)))
         #expect(try storage.insertDevice(device("kid-2", status: .active)))
         #expect(try storage.insertDevice(device("kid-3", user: "bob", status: .active)))
-        func session(_ byte: UInt8, user: String = "alice", kid: String?) -> BrowserSessionRecord {
-            var record = BrowserSessionRecord(
-                idHash: [UInt8](repeating: byte, count: 32), csrfToken: "csrf", user: user, signInRequestID: nil,
-                bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
-            record.approvingKID = kid
-            record.methods = kid == nil ? [] : ["swk", "pin"]
-            record.signedInAt = kid == nil ? nil : 1_000
-            return record
-        }
-        let live = session(1, kid: "kid-1")
-        let signedOut = session(2, kid: "kid-2")
-        let bobs = session(3, user: "bob", kid: "kid-3")
-        let waiting = session(4, kid: nil)
-        let other = session(5, kid: "kid-2")
+        let live = pageSession(1, kid: "kid-1")
+        let signedOut = pageSession(2, kid: "kid-2")
+        let bobs = pageSession(3, user: "bob", kid: "kid-3")
+        let waiting = pageSession(4, kid: nil)
+        let other = pageSession(5, kid: "kid-2")
         for record in [live, signedOut, bobs, waiting, other] { try storage.insertBrowserSession(record) }
         let limits = SignInRequestLimits(maximumOpen: 20, maximumPerWindow: 1_000)
         // Each request made by the session named.
@@ -190,8 +169,7 @@ extension StorageContract {
             ("a7", other), ("a8", live), ("a9", live),
         ]
         for (id, record) in made {
-            var request = signInRequest(id, kind: id == "a9" ? .recoveryCodes : .device)
-            request.requestedBy = record.requestTag
+            let request = signInRequest(id, kind: id == "a9" ? .recoveryCodes : .device, askedBy: record)
             #expect(try storage.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
         }
         func approve(_ id: String, at time: Int64 = 1_010, for record: BrowserSessionRecord?) throws -> Bool {
@@ -258,6 +236,28 @@ extension StorageContract {
             expiresAt: expiresAt, subject: kind == .device ? "kid-9" : nil,
             acrValues: kind == .backchannel ? ["urn:keyauth:acr:attested", "urn:keyauth:acr:hwk"] : [],
             requestedBy: kind == .device ? "c2Vzc2lvbi1oYXNo" : nil)
+    }
+
+    /// A page session of `user` (its id hash `byte` repeated) until 1_200, signed in at 1_000 by
+    /// `kid`, or waiting without one.
+    static func pageSession(_ byte: UInt8, user: String = "alice", kid: String?) -> BrowserSessionRecord {
+        var record = BrowserSessionRecord(
+            idHash: [UInt8](repeating: byte, count: 32), csrfToken: "csrf", user: user, signInRequestID: nil,
+            bindingCode: "42", createdAt: 1_000, expiresAt: 1_200)
+        record.approvingKID = kid
+        record.methods = kid == nil ? [] : ["swk", "pin"]
+        record.signedInAt = kid == nil ? nil : 1_000
+        return record
+    }
+
+    /// ``signInRequest(_:user:createdAt:expiresAt:kind:from:)`` of an account page's `kind`,
+    /// made by `session`.
+    static func signInRequest(
+        _ id: String, kind: SignInRequestKind = .device, askedBy session: BrowserSessionRecord
+    ) -> SignInRequestRecord {
+        var request = signInRequest(id, kind: kind)
+        request.requestedBy = session.requestTag
+        return request
     }
 
     /// Three open requests at most, with no hourly limit that matters.

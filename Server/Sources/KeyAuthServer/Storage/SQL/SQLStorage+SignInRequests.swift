@@ -200,14 +200,18 @@ extension SQLStorage {
                 var sessionUser: String?
                 if let askingSession {
                     let columns = "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
+                    let lock = connection.dialect.rowShareLock
                     guard
                         let seen = try connection.execute(columns + " WHERE id_hash = $1", [.blob(askingSession)])
                             .firstRow,
                         let user = seen.text(0), let kid = seen.text(1),
                         try Self.isActive(kid, of: user, in: connection),
-                        let session = try connection.execute(
-                            columns + " WHERE id_hash = $1" + connection.dialect.rowShareLock, [.blob(askingSession)]
-                        ).firstRow,
+                        // Read again under the lock; without row locks (SQLite) the write
+                        // transaction already holds the whole database, and the first read stands.
+                        let session = lock.isEmpty
+                            ? seen
+                            : try connection.execute(columns + " WHERE id_hash = $1" + lock, [.blob(askingSession)])
+                                .firstRow,
                         session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
                         let expiresAt = session.integer(2), time < expiresAt
                     else { return false }
