@@ -161,6 +161,38 @@ struct SSHLoginTests {
         try setup.expectCertificateRefused(by: host)
     }
 
+    @Test("a principal taken out of the principals file: sshd refuses the live certificate naming it, not the next one")
+    func removedPrincipal() async throws {
+        let setup = try await Setup(principals: "user alice: deploy backup\n")
+        defer { setup.remove() }
+        #expect(await setup.device.run(["ssh", "cert"]).status == 0)
+        try setup.fetchRevocationList()
+        let host = try OpenSSHServer(
+            caLine: setup.authority.publicKeyLine(comment: "keyauth-ca"), principals: ["root": ["backup"]],
+            revokedKeys: setup.revocationListPath)
+        defer { host.stop() }
+        let identity = try setup.keyDirectory + "/device-key.pem"
+        let before = try host.login(as: "root", identity: identity)
+        #expect(before.status == 0, "\(before.errorOutput)\n\(host.log)")
+
+        // deploy goes at the server's next cleanup: the certificate that names it opens no host,
+        // not even through backup, which alice keeps.
+        try "user alice: backup\n".write(
+            toFile: setup.directory.path + "/principals", atomically: true, encoding: .utf8)
+        chmod(setup.directory.path + "/principals", 0o644)
+        setup.server.runCleanup()
+        try setup.fetchRevocationList()
+        try setup.expectCertificateRefused(by: host)
+
+        // The next certificate names what alice has now, and the same list lets it in.
+        let renewed = await setup.device.run(["ssh", "cert"])
+        #expect(
+            renewed.standardError.contains("SSH certificate for alice, backup saved to"), "\(renewed.standardError)")
+        try setup.fetchRevocationList()
+        let after = try host.login(as: "root", identity: identity)
+        #expect(after.status == 0, "\(after.errorOutput)\n\(host.log)")
+    }
+
     @Test(
         "after ssh-ca rotate, sshd trusting both lines lets in the old CA's certificate and the new one's; after retire, only the new"
     )

@@ -99,18 +99,9 @@ struct SSHPrincipalMapTests {
     @Test("certificates carry the mapped principals, and an edit takes effect at the next cleanup")
     func issuedAndReloaded() throws {
         let environment = TestEnvironment(clockStart: ServerClock.now())
-        let caFile = environment.directory.path + "/ssh-ca.pem"
-        try SSHCertificateAuthority.generate(.ed25519).write(to: caFile)
-        let path = environment.directory.path + "/principals"
-        try "user alice: deploy\n".write(toFile: path, atomically: true, encoding: .utf8)
-        chmod(path, 0o600)
-        let (responder, storage) = try environment.makeResponder {
-            $0.sshCAKeyFile = caFile
-            $0.sshPrincipalsFile = path
-        }
-        let api = TestAPI(
-            transport: DirectTransport(responder: responder), issuer: TestEnvironment.issuer,
-            clock: environment.clock, storage: storage)
+        let (responder, api, path, _) = try SSHPrincipalRevocationTests.authority(
+            environment, rules: "user alice: deploy\n")
+        let storage = api.storage
         let token = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
         let first = try api.authorized("POST", "/v1/ssh/certificates", token: token)
         #expect(first.json?["principals"] == .array(["alice", "deploy"]))

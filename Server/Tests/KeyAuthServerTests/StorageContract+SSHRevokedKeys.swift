@@ -7,8 +7,38 @@ extension StorageContract {
     static let sshRevokedKeyChecks = [
         StorageCheck(
             "keeps a deleted user's active and revoked device keys listed until their time, then purges them",
-            StorageContract.listsDeletedSSHKeys)
+            StorageContract.listsDeletedSSHKeys),
+        StorageCheck(
+            "keeps the SSH certificates issued until they expire, serials of all 64 bits, once each",
+            StorageContract.recordsSSHCertificates),
     ]
+
+    static func recordsSSHCertificates(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        let records = [
+            // A serial with the top bit set is negative as a signed integer: it must come back
+            // as it went in, and be ordered as the certificate has it.
+            SSHCertificateRecord(
+                serial: 0xF000_0000_0000_0001, user: "alice", kid: "a-1", principals: ["alice", "deploy"],
+                validBefore: 5_000),
+            SSHCertificateRecord(serial: 7, user: "bob", kid: "b-1", principals: ["backup"], validBefore: 6_000),
+            SSHCertificateRecord(serial: 1 << 62, user: "alice", kid: "a-2", principals: ["alice"], validBefore: 4_000),
+        ]
+        for record in records { #expect(try storage.recordSSHCertificate(record)) }
+        // A serial drawn twice is refused, and the first record stays as it was.
+        var again = records[1]
+        again.principals = ["root"]
+        #expect(try !storage.recordSSHCertificate(again))
+
+        #expect(try storage.sshCertificates(validAfter: 0) == [records[1], records[2], records[0]])
+        #expect(try storage.sshCertificates(validAfter: 4_000) == [records[1], records[0]])
+        #expect(try storage.sshCertificates(validAfter: 6_000).isEmpty)
+
+        #expect(try storage.purgeSSHCertificates(validUntil: 3_999) == 0)
+        #expect(try storage.purgeSSHCertificates(validUntil: 5_000) == 2)
+        #expect(try storage.sshCertificates(validAfter: 0) == [records[1]])
+    }
 
     static func listsDeletedSSHKeys(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

@@ -130,7 +130,7 @@ extension ServerCommand {
                 ssh-ca init [--alg ed25519|ecdsa|rsa] --ssh-ca-key-file PATH
                        keyauth-server ssh-ca show | retire --ssh-ca-key-file PATH
                        keyauth-server ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION] --ssh-ca-key-file PATH
-                       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH
+                       keyauth-server ssh-ca krl FILE --ssh-ca-key-file PATH [--ssh-principals-file PATH]
                 """,
                 """
                 ssh-ca init makes the key of the SSH user certificate authority (a new 0600 file; an
@@ -143,7 +143,8 @@ extension ServerCommand {
                 published (after the overlap, retired, or replaced) is revoked in the revocation
                 list; retire and a later rotate keep it in PATH.retired. ssh-ca krl writes the revocation list of revoked
                 devices' certificates and retired CAs to FILE, for sshd's RevokedKeys (a server also
-                serves it at GET /v1/ssh/krl); it is the only action that reads --db.
+                serves it at GET /v1/ssh/krl); with the principals file, also of the certificates
+                naming principals it no longer grants. It is the only action that reads --db.
                 """,
                 """
                   --alg ed25519|ecdsa|rsa   the CA key's type, default ed25519 (rotate: the current
@@ -159,6 +160,9 @@ extension ServerCommand {
                                             rotate: the servers' cleanup interval, default 1m
                                             [KEYAUTH_SERVER_CLEANUP_INTERVAL]
                   --ssh-ca-key-file PATH    the CA's private key file [KEYAUTH_SERVER_SSH_CA_KEY_FILE]
+                  --ssh-principals-file PATH
+                                            krl: the servers' principals file
+                                            [KEYAUTH_SERVER_SSH_PRINCIPALS_FILE]
                 """)
         case "clients":
             return page(

@@ -173,6 +173,7 @@ extension ServerCommand {
         let lifetime = settings.value("--ssh-certificate-lifetime")
         let cleanupInterval = settings.value("--cleanup-interval")
         let keyFile = settings.value("--ssh-ca-key-file")
+        let principalsFile = settings.value("--ssh-principals-file")
         let given = try settings.finish(allowingPositionals: 2, checkingFile: false)
         guard let keyFile, !keyFile.value.isEmpty else {
             throw ServerConfigurationError(
@@ -193,10 +194,15 @@ extension ServerCommand {
                 throw ServerConfigurationError("\(name): of ssh-ca, only rotate takes it")
             }
         }
+        if case .flag = principalsFile?.origin, given.first != "krl" {
+            throw ServerConfigurationError("--ssh-principals-file: of ssh-ca, only krl takes it")
+        }
         switch given.first {
         case "krl" where keyType == nil:
             guard given.count == 2 else { throw ServerConfigurationError("ssh-ca krl: missing FILE") }
-            return .sshCA(.revocationList(file: given[1], database: database), keyFile: keyFile.value)
+            return .sshCA(
+                .revocationList(file: given[1], database: database, principalsFile: principalsFile?.value),
+                keyFile: keyFile.value)
         case "init":
             return .sshCA(
                 .initialize(keyType: keyType ?? SSHCertificateAuthority.KeyType.ed25519.rawValue),

@@ -11,8 +11,9 @@ extension ServerCommand {
     static func sshCA(_ action: SSHCAAction, keyFile: String, output: Output) -> Int32 {
         do {
             switch action {
-            case .revocationList(let file, let database):
-                return writeRevocationList(to: file, keyFile: keyFile, database: database, output: output)
+            case .revocationList(let file, let database, let principalsFile):
+                return writeRevocationList(
+                    to: file, keyFile: keyFile, principalsFile: principalsFile, database: database, output: output)
             case .initialize(let keyType):
                 guard let type = SSHCertificateAuthority.KeyType(rawValue: keyType) else { return ExitStatus.usage }
                 let authority = try SSHCertificateAuthority.generate(type)
@@ -92,15 +93,23 @@ extension ServerCommand {
         return report
     }
 
-    /// `ssh-ca krl FILE`: the KRL of every revoked device's certificates, written atomically.
-    private static func writeRevocationList(to file: String, keyFile: String, database: String, output: Output)
-        -> Int32
-    {
+    /// `ssh-ca krl FILE`: the KRL of every revoked device's certificates, and with a principals
+    /// file of those naming principals it no longer grants, written atomically.
+    private static func writeRevocationList(
+        to file: String, keyFile: String, principalsFile: String?, database: String, output: Output
+    ) -> Int32 {
         let authorities: SSHCertificateAuthorities
         do {
             authorities = try SSHCertificateAuthorities(keyFile: keyFile)
         } catch {
             return keyFileFailure(error, output: output)
+        }
+        let principalMap: SSHPrincipalMapFile?
+        do {
+            principalMap = try principalsFile.map { (path) throws(KeyAuthError) in try SSHPrincipalMapFile(path: path) }
+        } catch {
+            output.error("keyauth-server: \(error.message)\n")
+            return error.code == .keyNotFound ? 66 : ExitStatus.dataError
         }
         // One time for the list and its report.
         let time = ServerClock.now()
@@ -109,16 +118,24 @@ extension ServerCommand {
                 authorities: authorities, settings: SSHCertificateIssuer.Settings(),
                 audit: AuditTrail(storage: storage),
                 now: { time },
-                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: { time }))
+                revocationLists: SSHRevocationListCache(signal: RevocationSignal(), now: { time }),
+                principalMap: principalMap)
             let devices = try DeviceRegistry.administering(storage).allDevices()
             let deleted = try storage.sshRevokedKeys(listedAfter: time)
-            try SecureFile.write(try issuer.revocationList(of: devices, deleted: deleted), to: file)
+            // Without the principals file the rules are unknown here: no certificate is judged.
+            let certificates =
+                principalMap == nil
+                ? [] : try storage.sshCertificates(validAfter: SSHCertificateIssuer.listedAfter(time))
+            try SecureFile.write(
+                try issuer.revocationList(of: devices, deleted: deleted, certificates: certificates), to: file)
             let revoked = devices.filter { $0.status == .revoked }.count
             let authorityCount = authorities.current.revoked(at: time).count
             let retired = authorityCount > 0 ? ", and every certificate of \(authorityCount) retired SSH CA(s)" : ""
+            let outgrown = issuer.outgrown(certificates).count
+            let principals = principalMap == nil ? "" : ", \(outgrown) certificate(s) of principals no longer granted"
             output.error(
                 "keyauth-server: wrote \(file), revoking the certificates of \(revoked) revoked device(s) and "
-                    + "\(deleted.count) deleted device(s)\(retired)\n")
+                    + "\(deleted.count) deleted device(s)\(principals)\(retired)\n")
         }
     }
 

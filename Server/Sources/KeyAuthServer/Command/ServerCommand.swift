@@ -104,8 +104,9 @@ package enum ServerCommand {
         case initialize(keyType: String)
         /// `ssh-ca show`: the CA's public key line.
         case show
-        /// `ssh-ca krl FILE`: the revocation list of revoked devices' certificates, to FILE.
-        case revocationList(file: String, database: String)
+        /// `ssh-ca krl FILE`: the revocation list of revoked devices' certificates, to FILE; with
+        /// `--ssh-principals-file`, of the certificates naming principals it no longer grants too.
+        case revocationList(file: String, database: String, principalsFile: String?)
         /// `ssh-ca rotate [--alg ed25519|ecdsa|rsa] [--overlap DURATION]`: a new CA key in the
         /// file, the old one published beside it for `overlap` seconds; the published lines
         /// printed, and a warning when `overlap` is shorter than the servers'

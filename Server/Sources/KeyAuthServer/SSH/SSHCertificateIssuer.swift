@@ -2,7 +2,7 @@ import KeyAuth
 
 /// Issues OpenSSH user certificates to active devices (PROTOCOL.md section 11): the device's own
 /// key, the user's name and the principals `--ssh-principals-file` maps to it, a short validity,
-/// and an audit record of each one.
+/// a record of each one until it expires and an audit record.
 struct SSHCertificateIssuer: Sendable {
     /// What the operator decides about the certificates.
     struct Settings: Sendable {
@@ -60,37 +60,71 @@ struct SSHCertificateIssuer: Sendable {
         "keyauth user \(user) device \(kid)"
     }
 
-    /// The KRL of the certificates of `devices` that are revoked and of the `deleted` devices,
-    /// generated now: their key IDs for every CA published now, and their keys for any CA; and
-    /// the keys of the CAs no longer published, so every certificate they signed.
-    func revocationList(of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord]) throws(KeyAuthError) -> [UInt8] {
-        let time = now()
-        let keys = authorities.current
-        return try SSHRevocationList.encoded(
-            revoking: try Self.revocations(of: devices, deleted: deleted, authorities: keys.revoked(at: time)),
-            ofAuthorities: keys.published(at: time), generatedAt: UInt64(clamping: max(time, 0)))
+    /// The principals `user`'s certificates get now: the principals file's, or the user's name.
+    func principals(for user: String) -> [String] {
+        principalMap?.current.principals(for: user) ?? [user]
     }
 
-    /// The KRL of `registry`'s revoked and deleted devices as `GET /v1/ssh/krl` serves it: from
-    /// the cache, which reads the storage only when its list is too old or misses a revocation.
+    /// The KRL of the certificates of `devices` that are revoked and of the `deleted` devices,
+    /// generated now: their key IDs for every CA published now, and their keys for any CA; the
+    /// keys of the CAs no longer published, so every certificate they signed; and the serials
+    /// of the `certificates` that name a principal their user is no longer granted.
+    func revocationList(
+        of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord], certificates: [SSHCertificateRecord]
+    ) throws(KeyAuthError) -> [UInt8] {
+        let time = now()
+        let keys = authorities.current
+        let revocations = try Self.revocations(
+            of: devices, deleted: deleted, authorities: keys.revoked(at: time),
+            outgrown: outgrown(certificates))
+        return try SSHRevocationList.encoded(
+            revoking: revocations, ofAuthorities: keys.published(at: time),
+            generatedAt: UInt64(clamping: max(time, 0)))
+    }
+
+    /// The KRL of `registry`'s revoked and deleted devices and of the certificates of principals
+    /// no longer granted, as `GET /v1/ssh/krl` serves it: from the cache, which reads the
+    /// storage only when its list is too old, misses a revocation or predates the principals
+    /// file as last read.
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
         let time = now()
         let keys = authorities.current
-        return try revocationLists.list(authorities: keys.published(at: time)) {
+        return try revocationLists.list(
+            authorities: keys.published(at: time), principals: principalMap?.generation ?? 0
+        ) {
             try Self.revocations(
                 of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time),
-                authorities: keys.revoked(at: time))
+                authorities: keys.revoked(at: time),
+                outgrown: outgrown(try registry.storage.sshCertificates(validAfter: Self.listedAfter(time))))
+        }
+    }
+
+    /// The certificates expiring after this are still listed when outgrown: a host whose clock
+    /// is behind by the backdating may still accept them.
+    static func listedAfter(_ time: Int64) -> Int64 {
+        time.subtractingSaturating(backdating)
+    }
+
+    /// The serials of the `certificates` that name a principal the principals file (as last
+    /// read) no longer grants their user.
+    func outgrown(_ certificates: [SSHCertificateRecord]) -> [UInt64] {
+        var granted: [String: Set<String>] = [:]
+        return certificates.compactMap { certificate in
+            let current = granted[certificate.user] ?? Set(principals(for: certificate.user))
+            granted[certificate.user] = current
+            return certificate.principals.allSatisfy(current.contains) ? nil : certificate.serial
         }
     }
 
     /// What the list names for the revoked devices among `devices` and the `deleted` ones (the
-    /// key IDs of their certificates and the fingerprints of their keys) and for the CAs no
-    /// longer published, `authorities` (the fingerprints of their public keys).
+    /// key IDs of their certificates and the fingerprints of their keys), for the CAs no
+    /// longer published, `authorities` (the fingerprints of their public keys), and for the
+    /// `outgrown` certificates (their serials).
     ///
     /// - Throws: `KeyAuthError` when a CA's key cannot be hashed: a list that silently left a
     ///   retired CA out would let hosts trust it again.
     static func revocations(
-        of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord], authorities: [[UInt8]]
+        of devices: [DeviceRecord], deleted: [SSHRevokedKeyRecord], authorities: [[UInt8]], outgrown: [UInt64] = []
     ) throws(KeyAuthError) -> SSHRevocations {
         let revoked = devices.filter { $0.status == .revoked }.map { ($0.user, $0.kid, $0.publicKeyPEM) }
         let listed = revoked + deleted.map { ($0.user, $0.kid, $0.publicKeyPEM) }
@@ -99,7 +133,8 @@ struct SSHCertificateIssuer: Sendable {
             keyFingerprints: listed.compactMap { SSHRevocations.fingerprint(ofDeviceKey: $0.2) },
             authorityFingerprints: try authorities.map { (blob) throws(KeyAuthError) in
                 try CryptoPrimitives.sha256(blob)
-            })
+            },
+            serials: outgrown)
     }
 
     /// A certificate issued, as the endpoint answers it.
@@ -112,10 +147,11 @@ struct SSHCertificateIssuer: Sendable {
     /// Certifies `device`'s registered key for its user.
     ///
     /// - Throws: `KeyAuthError` when the stored key cannot be read or signing fails;
-    ///   ``StorageError`` when the audit record cannot be written (no certificate is returned
-    ///   then: an unaudited certificate is not issued).
+    ///   ``StorageError`` when the certificate's record or its audit record cannot be written
+    ///   (no certificate is returned then: one the revocation list could not name by its serial,
+    ///   or unaudited, is not issued).
     func issue(for device: DeviceRecord) throws -> Issued {
-        let principals = principalMap?.current.principals(for: device.user) ?? [device.user]
+        let principals = principals(for: device.user)
         // A certificate without principals is valid for every account on a host that trusts the
         // CA without principal files: never issued.
         guard !principals.isEmpty else {
@@ -131,8 +167,8 @@ struct SSHCertificateIssuer: Sendable {
                 .accessDenied, "the device key has the ROCA fingerprint (CVE-2017-15361): register a new key")
         }
         let issuedAt = now()
-        let serialBytes = try CryptoPrimitives.randomBytes(count: 8)
-        let serial = serialBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let validBefore = issuedAt.addingSaturating(settings.lifetime)
+        let serial = try recordedSerial(of: device, principals: principals, validBefore: validBefore)
         var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
         extensions[Self.deviceExtension] = device.kid
@@ -141,7 +177,7 @@ struct SSHCertificateIssuer: Sendable {
             publicKey: .rsa(key), serial: serial, keyID: Self.keyID(of: device),
             principals: principals,
             validAfter: UInt64(clamping: max(issuedAt.subtractingSaturating(Self.backdating), 0)),
-            validBefore: UInt64(clamping: max(issuedAt.addingSaturating(settings.lifetime), 0)),
+            validBefore: UInt64(clamping: max(validBefore, 0)),
             extensions: extensions)
         let line = try certificate.line(
             signedBy: authorities.current.signing, nonce: try CryptoPrimitives.randomBytes(count: 32),
@@ -151,6 +187,19 @@ struct SSHCertificateIssuer: Sendable {
             detail: "serial \(serial), principals \(certificate.principals.joined(separator: ",")), valid until "
                 + RFC3339.string(fromSeconds: Int64(clamping: certificate.validBefore)))
         return Issued(certificate: certificate, line: line)
+    }
+
+    /// A random serial, never 0 (which a revocation list cannot name) nor one recorded already,
+    /// recorded for the certificate `device` is about to get, before it is signed.
+    private func recordedSerial(of device: DeviceRecord, principals: [String], validBefore: Int64) throws -> UInt64 {
+        for _ in 0..<4 {
+            let serial = try CryptoPrimitives.randomBytes(count: 8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let record = SSHCertificateRecord(
+                serial: serial, user: device.user, kid: device.kid, principals: principals, validBefore: validBefore)
+            if serial != 0, try audit.storage.recordSSHCertificate(record) { return serial }
+        }
+        // Four draws of 64 random bits that all collide mean the random source is broken.
+        throw KeyAuthError(.cryptoFailed, "no unused certificate serial could be drawn")
     }
 }
 

@@ -7,6 +7,7 @@ final class SSHPrincipalMapFile: Sendable {
     /// The file.
     let path: String
     private let map: Mutex<SSHPrincipalMap>
+    private let changes = Atomic<UInt64>(0)
 
     /// Reads the file.
     ///
@@ -19,11 +20,19 @@ final class SSHPrincipalMapFile: Sendable {
     /// The rules as last read.
     var current: SSHPrincipalMap { map.withLock { $0 } }
 
+    /// How many times a read found other rules than the one before: the revocation list, which
+    /// depends on the rules, is built again when this has moved.
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
     /// Reads the file again; a file that cannot be read or parsed leaves the rules read before.
     ///
     /// - Throws: `KeyAuthError` of the failed read, for the caller to log.
     func reload() throws(KeyAuthError) {
         let fresh = try SSHPrincipalMap.load(file: path)
-        map.withLock { $0 = fresh }
+        let changed = map.withLock { map in
+            defer { map = fresh }
+            return map != fresh
+        }
+        if changed { changes.add(1, ordering: .releasing) }
     }
 }

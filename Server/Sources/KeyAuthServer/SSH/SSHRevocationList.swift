@@ -2,7 +2,8 @@ import KeyAuth
 
 /// An OpenSSH key revocation list (KRL, OpenSSH's `PROTOCOL.krl`) naming the certificates of
 /// revoked devices, for hosts' `RevokedKeys`: a revoked device's certificate is refused before
-/// it expires once the host has the new list.
+/// it expires once the host has the new list. It also names by serial each certificate that
+/// carries a principal the principals file no longer grants its user.
 ///
 /// Certificates are named by their key ID (`keyauth user USER device KID`), which this CA gives
 /// every certificate of one device, so the list needs no record of the serials issued and stays
@@ -14,11 +15,12 @@ package enum SSHRevocationList {
     static let magic: UInt64 = 0x5353_484B_524C_0A00
     static let formatVersion: UInt32 = 1
     static let certificatesSection: UInt8 = 1
+    static let serialListSection: UInt8 = 0x20
     static let keyIDSection: UInt8 = 0x23
     static let sha256FingerprintSection: UInt8 = 5
 
-    /// The list revoking every certificate whose key ID is in `revocations` of each CA in
-    /// `authorities` (their public key blobs), and every key (and so every certificate of it,
+    /// The list revoking every certificate whose key ID or serial is in `revocations` of each CA
+    /// in `authorities` (their public key blobs), and every key (and so every certificate of it,
     /// under any CA) whose SHA-256 fingerprint is in `revocations`.
     ///
     /// - Parameters:
@@ -35,8 +37,8 @@ package enum SSHRevocationList {
         list.uint64(0)  // flags
         try list.string([])  // reserved
         try list.string("keyauth-server: certificates of revoked devices")
-        if !revocations.keyIDs.isEmpty {
-            try appendKeyIDSections(revocations.keyIDs, ofAuthorities: authorities, to: &list)
+        if !revocations.keyIDs.isEmpty || !revocations.serials.isEmpty {
+            try appendCertificateSections(revocations, ofAuthorities: authorities, to: &list)
         }
         if !revocations.keyFingerprints.isEmpty {
             var hashes = SSHWireWriter()
@@ -47,18 +49,28 @@ package enum SSHRevocationList {
         return list.bytes
     }
 
-    /// One certificates section per CA, revoking `keyIDs`.
-    private static func appendKeyIDSections(
-        _ keyIDs: [String], ofAuthorities authorities: [[UInt8]], to list: inout SSHWireWriter
+    /// One certificates section per CA, revoking the serials (a serial list) and the key IDs of
+    /// `revocations`. A serial is revoked under every CA: serials are random 64-bit numbers, so
+    /// one of another CA's certificates matches by chance one time in 2^64.
+    private static func appendCertificateSections(
+        _ revocations: SSHRevocations, ofAuthorities authorities: [[UInt8]], to list: inout SSHWireWriter
     ) throws(KeyAuthError) {
+        var serials = SSHWireWriter()
+        for serial in revocations.serials { serials.uint64(serial) }
         var identifiers = SSHWireWriter()
-        for keyID in keyIDs { try identifiers.string(keyID) }
+        for keyID in revocations.keyIDs { try identifiers.string(keyID) }
         for authority in authorities {
             var certificates = SSHWireWriter()
             try certificates.string(authority)
             try certificates.string([])  // reserved
-            certificates.byte(keyIDSection)
-            try certificates.string(identifiers.bytes)
+            if !revocations.serials.isEmpty {
+                certificates.byte(serialListSection)
+                try certificates.string(serials.bytes)
+            }
+            if !revocations.keyIDs.isEmpty {
+                certificates.byte(keyIDSection)
+                try certificates.string(identifiers.bytes)
+            }
             list.byte(certificatesSection)
             try list.string(certificates.bytes)
         }

@@ -1,14 +1,16 @@
 import KeyAuth
 import Synchronization
 
-/// The revocation list `GET /v1/ssh/krl` serves, built from the device records at most once
-/// every ``maximumAge`` seconds instead of at every request.
+/// The revocation list `GET /v1/ssh/krl` serves, built from the device and certificate records
+/// at most once every ``maximumAge`` seconds instead of at every request.
 ///
 /// Anyone may fetch the list, and building it reads every device, so an uncached endpoint is a
 /// way to make the database work for free. A revocation made by this process (the device API,
 /// the account page) is seen at once through a ``RevocationSignal``: the next fetch rebuilds.
 /// One made elsewhere (another instance on the same PostgreSQL database, the `revoke` admin
-/// command) shows within ``maximumAge`` seconds, the bound PROTOCOL.md section 11 documents.
+/// command) shows within ``maximumAge`` seconds, the bound PROTOCOL.md section 11 documents. A
+/// principals file read again with other rules changes the generation the caller passes, and
+/// the next fetch rebuilds too.
 ///
 /// A rebuild that finds the same revoked devices and CAs keeps the list it had, bytes and
 /// entity tag, so that hosts polling with `If-None-Match` get 304 until something changes.
@@ -30,6 +32,7 @@ final class SSHRevocationListCache: Sendable {
         var snapshot: Snapshot
         var revocations: SSHRevocations
         var authorities: [[UInt8]]
+        var principals: UInt64
         var builtAt: Int64
         var generation: UInt64
     }
@@ -56,16 +59,20 @@ final class SSHRevocationListCache: Sendable {
     var builds: Int { buildCount.load(ordering: .relaxed) }
 
     /// The current list for the CAs `authorities` (public key blobs), built by reading what is
-    /// revoked with `revocations` when the cached one is too old, misses a revocation, or names
-    /// other CAs (a rotation).
+    /// revoked with `revocations` when the cached one is too old, misses a revocation, names
+    /// other CAs (a rotation), or was built from another generation of the principals file.
     ///
     /// - Throws: what `revocations` throws (the storage's errors), or `KeyAuthError` when the
     ///   list cannot be encoded; nothing is cached then.
-    func list(authorities: [[UInt8]], revocations: () throws -> SSHRevocations) throws -> Snapshot {
+    func list(
+        authorities: [[UInt8]], principals: UInt64 = 0, revocations: () throws -> SSHRevocations
+    ) throws -> Snapshot {
         let generation = signal.generation
         let time = now()
         let cached: (snapshot: Snapshot?, previous: Built?) = state.withLock { state in
-            if let built = state.built, built.generation == generation, built.authorities == authorities {
+            if let built = state.built, built.generation == generation, built.authorities == authorities,
+                built.principals == principals
+            {
                 let fresh = time >= built.builtAt && time < built.builtAt.addingSaturating(Self.maximumAge)
                 if fresh || state.rebuilding { return (built.snapshot, nil) }
             }
@@ -75,8 +82,8 @@ final class SSHRevocationListCache: Sendable {
         if let snapshot = cached.snapshot { return snapshot }
         do {
             let built = try build(
-                authorities: authorities, generation: generation, at: time, revocations: revocations,
-                previous: cached.previous)
+                authorities: authorities, principals: principals, generation: generation, at: time,
+                revocations: revocations, previous: cached.previous)
             state.withLock { state in
                 state.rebuilding = false
                 // A slower rebuild that started before a revocation must not replace a newer list.
@@ -91,14 +98,15 @@ final class SSHRevocationListCache: Sendable {
     }
 
     private func build(
-        authorities: [[UInt8]], generation: UInt64, at time: Int64, revocations read: () throws -> SSHRevocations,
-        previous: Built?
+        authorities: [[UInt8]], principals: UInt64, generation: UInt64, at time: Int64,
+        revocations read: () throws -> SSHRevocations, previous: Built?
     ) throws -> Built {
         buildCount.add(1, ordering: .relaxed)
         let revocations = try read()
         if var same = previous, same.revocations == revocations, same.authorities == authorities {
             same.builtAt = time
             same.generation = generation
+            same.principals = principals
             return same
         }
         let bytes = try SSHRevocationList.encoded(
@@ -106,8 +114,8 @@ final class SSHRevocationListCache: Sendable {
         let digest = try CryptoPrimitives.sha256(bytes)
         let snapshot = Snapshot(bytes: bytes, entityTag: "\"" + Base64URL.encode(Array(digest.prefix(18))) + "\"")
         return Built(
-            snapshot: snapshot, revocations: revocations, authorities: authorities, builtAt: time,
-            generation: generation)
+            snapshot: snapshot, revocations: revocations, authorities: authorities, principals: principals,
+            builtAt: time, generation: generation)
     }
 }
 

@@ -14,7 +14,9 @@ extension KeyAuthService {
     }
 
     /// Forgets what has expired: replay-cache entries, enrollment codes, pending and denied
-    /// devices past their retention, deleted devices' keys whose certificates have all expired, sign-in requests past theirs, and ended browser sessions;
+    /// devices past their retention, deleted devices' keys whose certificates have all expired,
+    /// the records of expired SSH certificates, sign-in requests past theirs, and ended browser
+    /// sessions;
     /// reloads the signing keys (publishing a rotation's new key) and retires the previous keys
     /// whose last token has expired.
     ///
@@ -33,6 +35,8 @@ extension KeyAuthService {
         try storage.purgeExpiredJTIs(now: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)
+        // Kept as long as a host whose clock is behind by the backdating may still accept them.
+        try storage.purgeSSHCertificates(validUntil: time.subtractingSaturating(SSHCertificateIssuer.backdating))
         try registry.purgeStale()
         try tokens.keys.retireExpired(
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)

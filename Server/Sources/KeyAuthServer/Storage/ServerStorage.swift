@@ -223,6 +223,19 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     @discardableResult
     func purgeSSHRevokedKeys(now: Int64) throws(StorageError) -> Int
 
+    // MARK: SSH certificates issued
+
+    /// Records a certificate issued; false when one with the same serial is recorded (the
+    /// issuer then draws another serial).
+    func recordSSHCertificate(_ record: SSHCertificateRecord) throws(StorageError) -> Bool
+
+    /// The certificates recorded whose `valid before` is after `time`, by serial.
+    func sshCertificates(validAfter time: Int64) throws(StorageError) -> [SSHCertificateRecord]
+
+    /// Forgets the certificates whose `valid before` is `time` or before; returns how many.
+    @discardableResult
+    func purgeSSHCertificates(validUntil time: Int64) throws(StorageError) -> Int
+
     // MARK: Server signing keys
 
     /// The server's signing keys, in the order they took over signing (`active_from`, then

@@ -330,6 +330,24 @@ enum SQLSchema {
                 "ALTER TABLE recovery_codes ADD COLUMN key_protection TEXT",
             ]
         },
+        Migration(version: 17) { sql in
+            [
+                // Every SSH certificate issued, until it expires: the revocation list names the
+                // serial of one whose principals the principals file no longer grants its user.
+                // The serial is the certificate's 64 bits as a signed integer; the principals
+                // are joined by newlines, which neither a principal nor a user name contains.
+                """
+                CREATE TABLE ssh_certificates (
+                    serial \(sql.integer) PRIMARY KEY NOT NULL,
+                    user_name TEXT NOT NULL,
+                    kid TEXT NOT NULL,
+                    principals TEXT NOT NULL,
+                    valid_before \(sql.integer) NOT NULL
+                )
+                """,
+                "CREATE INDEX ssh_certificates_by_time ON ssh_certificates (valid_before)",
+            ]
+        },
     ]
 
     /// The newest version this build knows.
