@@ -38,6 +38,9 @@ struct SSHPrincipalMapTests {
         #expect(map.principals(for: "backup") == ["backup"])
         let bare = try SSHPrincipalMap(parsing: "group deployers: deploy\nmembers deployers: alice\n")
         #expect(bare.principals(for: "deploy").isEmpty)
+        #expect(bare.granted(to: "deploy").isEmpty)
+        #expect(map.granted(to: "deploy") == ["tools"])
+        #expect(map.granted(to: "alice") == ["alice", "deploy"])
     }
 
     @Test("a certificate's principals stop at 16 KiB, so that its line stays one the client reads")
@@ -48,6 +51,8 @@ struct SSHPrincipalMapTests {
         #expect(principals.first == "alice")
         #expect(principals.map(\.utf8.count).reduce(0, +) <= SSHPrincipalMap.maximumPrincipalBytes)
         #expect(principals.count > 60 && principals.count < 201)
+        // What the caps leave out is still granted: a certificate naming it is not outgrown.
+        #expect(map.granted(to: "alice") == Set(["alice"] + many))
     }
 
     @Test("a file with CRLF line endings reads as the same lines")

@@ -124,7 +124,8 @@ struct SSHPrincipalRevocationTests {
 
     @Test("ssh-ca krl with the principals file lists the certificates of principals it no longer grants; without, none")
     func adminListJudgesWithTheFileGiven() throws {
-        let environment = TestEnvironment()
+        // On the real clock, which the command reads: its certificates must not have expired.
+        let environment = TestEnvironment(clockStart: ServerClock.now())
         let directory = environment.directory
         let (_, api, principalsFile, keyFile) = try Self.authority(environment, rules: "user alice: deploy\n")
         let alice = try api.activeDevice(user: "alice", key: try ServerTestKeys.key("alice-1"))
@@ -165,5 +166,41 @@ struct SSHPrincipalRevocationTests {
             ], timeout: 60)
         #expect(missing.status == 66, "\(missing.errorOutput)")
         #expect(missing.errorOutput.contains("--ssh-principals-file"), "\(missing.errorOutput)")
+        try Self.write("user alice deploy\n", to: principalsFile)
+        let broken = try ExternalCommand.run(
+            [
+                Binaries.server, "ssh-ca", "krl", krl, "--ssh-ca-key-file", keyFile, "--ssh-principals-file",
+                principalsFile, "--db", database,
+            ], timeout: 60)
+        #expect(broken.status == 65, "\(broken.errorOutput)")
+        #expect(broken.errorOutput.contains("line 1"), "\(broken.errorOutput)")
+        let empty = try ExternalCommand.run(
+            [
+                Binaries.server, "ssh-ca", "krl", krl, "--ssh-ca-key-file", keyFile, "--ssh-principals-file", "",
+                "--db", database,
+            ], timeout: 60)
+        #expect(empty.status == 64, "\(empty.errorOutput)")
+        #expect(empty.errorOutput.contains("empty path"), "\(empty.errorOutput)")
+    }
+
+    @Test("a forced rebuild makes the next fetch build the list again, once")
+    func forcedRebuild() throws {
+        let cache = SSHRevocationListCache(signal: RevocationSignal(), now: { 1_800_000_000 })
+        var reads = 0
+        func fetch() throws -> SSHRevocationListCache.Snapshot {
+            try cache.list(authorities: [[1, 2, 3]], principals: 0) {
+                reads += 1
+                return SSHRevocations(keyIDs: [], keyFingerprints: [], serials: reads > 1 ? [42] : [])
+            }
+        }
+        let first = try fetch()
+        #expect(try fetch() == first)
+        #expect(cache.builds == 1)
+        cache.rebuildAtNextFetch()
+        let rebuilt = try fetch()
+        #expect(cache.builds == 2)
+        #expect(rebuilt != first)
+        #expect(try fetch() == rebuilt)
+        #expect(cache.builds == 2)
     }
 }

@@ -197,6 +197,9 @@ extension ServerCommand {
         if case .flag = principalsFile?.origin, given.first != "krl" {
             throw ServerConfigurationError("--ssh-principals-file: of ssh-ca, only krl takes it")
         }
+        if let principalsFile, principalsFile.value.isEmpty, given.first == "krl" {
+            throw principalsFile.error("empty path")
+        }
         switch given.first {
         case "krl" where keyType == nil:
             guard given.count == 2 else { throw ServerConfigurationError("ssh-ca krl: missing FILE") }

@@ -109,7 +109,11 @@ extension ServerCommand {
             principalMap = try principalsFile.map { (path) throws(KeyAuthError) in try SSHPrincipalMapFile(path: path) }
         } catch {
             output.error("keyauth-server: \(error.message)\n")
-            return error.code == .keyNotFound ? 66 : ExitStatus.dataError
+            switch error.code {
+            case .keyNotFound: return 66
+            case .keyUnprotected, .invalidArgument: return ExitStatus.dataError
+            default: return ExitStatus.failure
+            }
         }
         // One time for the list and its report.
         let time = ServerClock.now()

@@ -110,7 +110,8 @@ struct SSHCertificateIssuer: Sendable {
     func outgrown(_ certificates: [SSHCertificateRecord]) -> [UInt64] {
         var granted: [String: Set<String>] = [:]
         return certificates.compactMap { certificate in
-            let current = granted[certificate.user] ?? Set(principals(for: certificate.user))
+            let current =
+                granted[certificate.user] ?? principalMap?.current.granted(to: certificate.user) ?? [certificate.user]
             granted[certificate.user] = current
             return certificate.principals.allSatisfy(current.contains) ? nil : certificate.serial
         }
@@ -151,6 +152,7 @@ struct SSHCertificateIssuer: Sendable {
     ///   (no certificate is returned then: one the revocation list could not name by its serial,
     ///   or unaudited, is not issued).
     func issue(for device: DeviceRecord) throws -> Issued {
+        let rules = principalMap?.generation
         let principals = principals(for: device.user)
         // A certificate without principals is valid for every account on a host that trusts the
         // CA without principal files: never issued.
@@ -169,6 +171,9 @@ struct SSHCertificateIssuer: Sendable {
         let issuedAt = now()
         let validBefore = issuedAt.addingSaturating(settings.lifetime)
         let serial = try recordedSerial(of: device, principals: principals, validBefore: validBefore)
+        // Rules read again since the principals above: a list built from them meanwhile missed
+        // this record, which may already name a principal they took away.
+        if principalMap?.generation != rules { revocationLists.rebuildAtNextFetch() }
         var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
         extensions[Self.deviceExtension] = device.kid

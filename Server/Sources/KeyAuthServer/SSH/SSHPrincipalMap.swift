@@ -44,8 +44,7 @@ struct SSHPrincipalMap: Sendable, Equatable {
     /// would otherwise log in wherever the role does. The list may then be empty, which no
     /// certificate may be (``SSHCertificateIssuer`` refuses it).
     func principals(for user: String) -> [String] {
-        let mapped = (users[user] ?? []) + (memberships[user] ?? []).flatMap { groups[$0] ?? [] }
-        let ownName = roles.contains(user) && !mapped.contains(user) ? [] : [user]
+        let (ownName, mapped) = grants(to: user)
         var result: [String] = []
         var seen: Set<String> = []
         var bytes = 0
@@ -57,6 +56,22 @@ struct SSHPrincipalMap: Sendable, Equatable {
             bytes += principal.utf8.count
         }
         return result
+    }
+
+    /// Every principal the rules grant `user`, without the caps of ``principals(for:)``: what
+    /// a certificate issued before may still carry. An edit that only reorders the rules, or adds
+    /// some, can push a principal still granted past the caps; a certificate that names it is not
+    /// revoked for that.
+    func granted(to user: String) -> Set<String> {
+        let (ownName, mapped) = grants(to: user)
+        return Set(ownName + mapped)
+    }
+
+    /// The user's own name (unless a role, as ``principals(for:)`` says) and the mapped
+    /// principals, in order, with repeats.
+    private func grants(to user: String) -> (ownName: [String], mapped: [String]) {
+        let mapped = (users[user] ?? []) + (memberships[user] ?? []).flatMap { groups[$0] ?? [] }
+        return (roles.contains(user) && !mapped.contains(user) ? [] : [user], mapped)
     }
 
     /// Reads the rules of `text`.

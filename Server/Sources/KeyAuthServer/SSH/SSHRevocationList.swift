@@ -5,9 +5,9 @@ import KeyAuth
 /// it expires once the host has the new list. It also names by serial each certificate that
 /// carries a principal the principals file no longer grants its user.
 ///
-/// Certificates are named by their key ID (`keyauth user USER device KID`), which this CA gives
-/// every certificate of one device, so the list needs no record of the serials issued and stays
-/// one entry per revoked device; and the device's key itself is named by its SHA-256
+/// A revoked device's certificates are named by their key ID (`keyauth user USER device KID`),
+/// which this CA gives every certificate of one device, so the list stays one entry per revoked
+/// device whatever it was issued; and the device's key itself is named by its SHA-256
 /// fingerprint, which revokes its certificates under any CA (``SSHRevocations``), a retired one
 /// included. Fingerprint sections need OpenSSH 7.9 or later on the hosts.
 package enum SSHRevocationList {

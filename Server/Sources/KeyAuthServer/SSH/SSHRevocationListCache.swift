@@ -44,6 +44,8 @@ final class SSHRevocationListCache: Sendable {
 
     private let state = Mutex(State())
     private let buildCount = Atomic<Int>(0)
+    /// Moved by ``rebuildAtNextFetch()``; a list built before it moved is not served.
+    private let forced = Atomic<UInt64>(0)
     private let signal: RevocationSignal
     private let now: @Sendable () -> Int64
 
@@ -58,6 +60,12 @@ final class SSHRevocationListCache: Sendable {
     /// How many times a list was built from the device records, for tests and the metrics.
     var builds: Int { buildCount.load(ordering: .relaxed) }
 
+    /// Makes the next fetch build the list again: a record written after a list was built from
+    /// rules it depends on (a certificate issued while the principals file was read again).
+    func rebuildAtNextFetch() {
+        forced.add(1, ordering: .releasing)
+    }
+
     /// The current list for the CAs `authorities` (public key blobs), built by reading what is
     /// revoked with `revocations` when the cached one is too old, misses a revocation, names
     /// other CAs (a rotation), or was built from another generation of the principals file.
@@ -67,7 +75,8 @@ final class SSHRevocationListCache: Sendable {
     func list(
         authorities: [[UInt8]], principals: UInt64 = 0, revocations: () throws -> SSHRevocations
     ) throws -> Snapshot {
-        let generation = signal.generation
+        // Both counters move together for the comparison: a revocation, or a forced rebuild.
+        let generation = signal.generation &+ forced.load(ordering: .acquiring)
         let time = now()
         let cached: (snapshot: Snapshot?, previous: Built?) = state.withLock { state in
             if let built = state.built, built.generation == generation, built.authorities == authorities,
