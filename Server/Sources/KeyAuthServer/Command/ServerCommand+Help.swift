@@ -84,8 +84,9 @@ extension ServerCommand {
 
         The server stops gracefully on SIGTERM, SIGINT or SIGHUP. Exit status: 0 success, 64 usage error,
         65 a database or signing key file other users can read or that belongs to another user,
-        or a signing key file that is missing or not a usable key, 66 an SSH CA key file that does
-        not exist (ssh-ca show, rotate, krl), 69 storage or address unavailable (or no database for
+        or a signing key file that is missing or not a usable key, or a principals file that is
+        exposed or does not parse (ssh-ca krl), 66 an SSH CA key file that does not exist (ssh-ca
+        show, rotate, krl) or a principals file (ssh-ca krl), 69 storage or address unavailable (or no database for
         an admin command), 78 a settings file that cannot be read or has a bad line (the message
         names the file and line), 1 anything else.
 
