@@ -225,8 +225,7 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
 
     // MARK: SSH certificates issued
 
-    /// Records a certificate issued; false when one with the same serial is recorded (the
-    /// issuer then draws another serial).
+    /// Records a certificate issued; false when its serial is recorded already (drawn again).
     func recordSSHCertificate(_ record: SSHCertificateRecord) throws(StorageError) -> Bool
 
     /// The certificates recorded whose `valid before` is after `time`, by serial.
