@@ -449,12 +449,13 @@ alg, results, control = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 rounds = [tuple(map(float, line.split())) for line in sys.stdin if line.strip()]
 outside = [o for o, _ in rounds]
 listed = ", ".join(f"{o:.1f} of {t:.1f}" for o, t in rounds)
+def verdict(median):
+    if alg != "ES256":
+        return ""
+    return " (target <= 60: " + ("met" if median <= 60 else "NOT met") + ")"
 median = statistics.median(outside)
-verdict = ""
-if alg == "ES256":
-    verdict = " (target <= 60: " + ("met" if median <= 60 else "NOT met") + ")"
 print()
-print(f"CPU per login outside libcrypto, us (per round: {listed}): median {median:.1f}{verdict}")
+print(f"CPU per login outside libcrypto, us (per round: {listed}): median {median:.1f}{verdict(median)}")
 # With keyauth-other (unprofiled, in the same rounds), what the profiler cost each login is the
 # difference of their measured CPU per login; taken off, the figure is that of a server unprofiled.
 cpu = {}
@@ -466,13 +467,10 @@ if control and all(profiled is not None and other is not None for _, profiled, o
     costs = [profiled - other for _, profiled, other in pairs]
     corrected = [o - cost for o, cost in zip(outside, costs)]
     median = statistics.median(corrected)
-    verdict = ""
-    if alg == "ES256":
-        verdict = " (target <= 60: " + ("met" if median <= 60 else "NOT met") + ")"
     print("the profiler cost per login, us (keyauth-server profiled less keyauth-other unprofiled, per round: "
           + ", ".join(f"{cost:+.1f}" for cost in costs) + ")")
     print("CPU per login outside libcrypto less that cost, us (per round: "
-          + ", ".join(f"{c:.1f}" for c in corrected) + f"): median {median:.1f}{verdict}"
+          + ", ".join(f"{c:.1f}" for c in corrected) + f"): median {median:.1f}{verdict(median)}"
           + "; a lower bound, as the sampled figure above is an upper one: it assumes the"
           + " profiler cost nothing inside libcrypto")' "$alg" "$work/results" "$control"
 fi

@@ -188,7 +188,7 @@ struct SSHPrincipalRevocationTests {
         let cache = SSHRevocationListCache(signal: RevocationSignal(), now: { 1_800_000_000 })
         var reads = 0
         func fetch() throws -> SSHRevocationListCache.Snapshot {
-            try cache.list(authorities: [[1, 2, 3]], principals: 0) {
+            try cache.list(authorities: [[1, 2, 3]]) {
                 reads += 1
                 return SSHRevocations(keyIDs: [], keyFingerprints: [], serials: reads > 1 ? [42] : [])
             }

@@ -45,7 +45,10 @@ struct SSHCertificateIssuer: Sendable {
     func reloadFiles() throws(KeyAuthError) {
         var failure: KeyAuthError?
         do { try authorities.reload() } catch { failure = error }
+        let rules = principalMap?.generation
         do { try principalMap?.reload() } catch { failure = failure ?? error }
+        // The list judges certificates by these rules: other rules make it out of date.
+        if principalMap?.generation != rules { revocationLists.rebuildAtNextFetch() }
         if let failure { throw failure }
     }
 
@@ -89,9 +92,7 @@ struct SSHCertificateIssuer: Sendable {
     func servedRevocationList(from registry: DeviceRegistry) throws -> SSHRevocationListCache.Snapshot {
         let time = now()
         let keys = authorities.current
-        return try revocationLists.list(
-            authorities: keys.published(at: time), principals: principalMap?.generation ?? 0
-        ) {
+        return try revocationLists.list(authorities: keys.published(at: time)) {
             try Self.revocations(
                 of: try registry.allDevices(), deleted: try registry.storage.sshRevokedKeys(listedAfter: time),
                 authorities: keys.revoked(at: time),

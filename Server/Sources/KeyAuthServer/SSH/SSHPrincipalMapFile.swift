@@ -21,7 +21,7 @@ final class SSHPrincipalMapFile: Sendable {
     var current: SSHPrincipalMap { map.withLock { $0 } }
 
     /// How many times a read found other rules than the one before: the revocation list, which
-    /// depends on the rules, is built again when this has moved.
+    /// depends on the rules, is built again when this moves.
     var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// Reads the file again; a file that cannot be read or parsed leaves the rules read before.

@@ -9,8 +9,8 @@ import Synchronization
 /// the account page) is seen at once through a ``RevocationSignal``: the next fetch rebuilds.
 /// One made elsewhere (another instance on the same PostgreSQL database, the `revoke` admin
 /// command) shows within ``maximumAge`` seconds, the bound PROTOCOL.md section 11 documents. A
-/// principals file read again with other rules changes the generation the caller passes, and
-/// the next fetch rebuilds too.
+/// principals file read again with other rules makes the next fetch rebuild too
+/// (``rebuildAtNextFetch()``).
 ///
 /// A rebuild that finds the same revoked devices and CAs keeps the list it had, bytes and
 /// entity tag, so that hosts polling with `If-None-Match` get 304 until something changes.
@@ -32,7 +32,6 @@ final class SSHRevocationListCache: Sendable {
         var snapshot: Snapshot
         var revocations: SSHRevocations
         var authorities: [[UInt8]]
-        var principals: UInt64
         var builtAt: Int64
         var generation: UInt64
     }
@@ -60,28 +59,24 @@ final class SSHRevocationListCache: Sendable {
     /// How many times a list was built from the device records, for tests and the metrics.
     var builds: Int { buildCount.load(ordering: .relaxed) }
 
-    /// Makes the next fetch build the list again: a record written after a list was built from
-    /// rules it depends on (a certificate issued while the principals file was read again).
+    /// Makes the next fetch build the list again: the principals file was read with other rules,
+    /// or a certificate was recorded under the rules before them after a list was built.
     func rebuildAtNextFetch() {
         forced.add(1, ordering: .releasing)
     }
 
     /// The current list for the CAs `authorities` (public key blobs), built by reading what is
-    /// revoked with `revocations` when the cached one is too old, misses a revocation, names
-    /// other CAs (a rotation), or was built from another generation of the principals file.
+    /// revoked with `revocations` when the cached one is too old, misses a revocation or a
+    /// forced rebuild, or names other CAs (a rotation).
     ///
     /// - Throws: what `revocations` throws (the storage's errors), or `KeyAuthError` when the
     ///   list cannot be encoded; nothing is cached then.
-    func list(
-        authorities: [[UInt8]], principals: UInt64 = 0, revocations: () throws -> SSHRevocations
-    ) throws -> Snapshot {
+    func list(authorities: [[UInt8]], revocations: () throws -> SSHRevocations) throws -> Snapshot {
         // Both counters move together for the comparison: a revocation, or a forced rebuild.
         let generation = signal.generation &+ forced.load(ordering: .acquiring)
         let time = now()
         let cached: (snapshot: Snapshot?, previous: Built?) = state.withLock { state in
-            if let built = state.built, built.generation == generation, built.authorities == authorities,
-                built.principals == principals
-            {
+            if let built = state.built, built.generation == generation, built.authorities == authorities {
                 let fresh = time >= built.builtAt && time < built.builtAt.addingSaturating(Self.maximumAge)
                 if fresh || state.rebuilding { return (built.snapshot, nil) }
             }
@@ -91,8 +86,8 @@ final class SSHRevocationListCache: Sendable {
         if let snapshot = cached.snapshot { return snapshot }
         do {
             let built = try build(
-                authorities: authorities, principals: principals, generation: generation, at: time,
-                revocations: revocations, previous: cached.previous)
+                authorities: authorities, generation: generation, at: time, revocations: revocations,
+                previous: cached.previous)
             state.withLock { state in
                 state.rebuilding = false
                 // A slower rebuild that started before a revocation must not replace a newer list.
@@ -107,15 +102,14 @@ final class SSHRevocationListCache: Sendable {
     }
 
     private func build(
-        authorities: [[UInt8]], principals: UInt64, generation: UInt64, at time: Int64,
-        revocations read: () throws -> SSHRevocations, previous: Built?
+        authorities: [[UInt8]], generation: UInt64, at time: Int64, revocations read: () throws -> SSHRevocations,
+        previous: Built?
     ) throws -> Built {
         buildCount.add(1, ordering: .relaxed)
         let revocations = try read()
         if var same = previous, same.revocations == revocations, same.authorities == authorities {
             same.builtAt = time
             same.generation = generation
-            same.principals = principals
             return same
         }
         let bytes = try SSHRevocationList.encoded(
@@ -123,8 +117,8 @@ final class SSHRevocationListCache: Sendable {
         let digest = try CryptoPrimitives.sha256(bytes)
         let snapshot = Snapshot(bytes: bytes, entityTag: "\"" + Base64URL.encode(Array(digest.prefix(18))) + "\"")
         return Built(
-            snapshot: snapshot, revocations: revocations, authorities: authorities, principals: principals,
-            builtAt: time, generation: generation)
+            snapshot: snapshot, revocations: revocations, authorities: authorities, builtAt: time,
+            generation: generation)
     }
 }
 
