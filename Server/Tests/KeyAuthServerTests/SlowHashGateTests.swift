@@ -125,11 +125,13 @@ struct SlowHashGateTests {
         let gate = runner.responder.service.recoveryCodes.gate
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
+        let left = DispatchSemaphore(value: 0)
         Thread {
             _ = try? gate.run {
                 entered.signal()
                 release.wait()
             }
+            left.signal()
         }.start()
         var released = false
         defer { if !released { release.signal() } }
@@ -150,6 +152,8 @@ struct SlowHashGateTests {
         #expect(statuses[0..<8].allSatisfy { $0 == 503 }, "\(statuses)")
         release.signal()
         released = true
+        // The slot is free only once the holder has left the gate, not when it is woken.
+        try #require(left.wait(timeout: .now() + 30) == .success)
 
         // With the slot free, a wrong code is checked and refused.
         let checked = try RecoveryCodeTests.recover(thief(0), key: thieves[0], code: "AAAA-BBBB-CCCC-DDDD-EEEE")
