@@ -18,9 +18,9 @@ struct AgentBackgroundTests {
         runtime.path + "/keyauth/agent.sock"
     }
 
-    /// Waits up to 5 seconds for the socket to go, as it does once the agent ended.
+    /// Waits up to 30 seconds for the socket to go, as it does once the agent ended.
     static func socketGone(_ path: String) -> Bool {
-        for _ in 0..<50 where FileManager.default.fileExists(atPath: path) { usleep(100_000) }
+        for _ in 0..<300 where FileManager.default.fileExists(atPath: path) { usleep(100_000) }
         return !FileManager.default.fileExists(atPath: path)
     }
 

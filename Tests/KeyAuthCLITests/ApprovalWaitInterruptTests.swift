@@ -147,8 +147,14 @@ struct ApprovalWaitInterruptTests {
     @Test("Control-C during a request stuck where no cancellation reaches still ends the command with 130")
     func interruptStuckRequest() throws {
         try withRegisterStuckInConnect(holdingBackstop: false) { process in
-            // The thread that takes the signal over is there, under its name for diagnostics.
-            #expect(process.threadNames.contains("keyauth-signals"), "\(process.threadNames)")
+            // The thread that takes the signal over is there, under its name for diagnostics (which
+            // it gives itself once it runs, so it is looked for a while).
+            var named = process.threadNames.contains("keyauth-signals")
+            for _ in 0..<200 where !named {
+                usleep(50_000)
+                named = process.threadNames.contains("keyauth-signals")
+            }
+            #expect(named, "\(process.threadNames)")
             process.signal(SIGINT)
             #expect(process.wait() == 130, "\(process.stuckDiagnostics ?? "")")
         }

@@ -174,7 +174,7 @@ struct CommandTests {
                 ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"],
                 isTerminal: true)
             var pending: String?
-            for _ in 0..<200 where pending == nil {
+            for _ in 0..<1200 where pending == nil {
                 try await Task.sleep(for: .milliseconds(50))
                 pending = server.keyIDs(withStatus: "pending").first
             }
@@ -195,7 +195,7 @@ struct CommandTests {
             async let registration = second.run(
                 ["register", "--server", server.url, "--user", "alice", "--bits", "2048", "--presence", "none"])
             var pending: String?
-            for _ in 0..<200 where pending == nil {
+            for _ in 0..<1200 where pending == nil {
                 try await Task.sleep(for: .milliseconds(50))
                 pending = server.keyIDs(withStatus: "pending").first
             }

@@ -13,7 +13,7 @@ struct RegistrationWaitTests {
             let started = Date()
             async let registration = second.registerUnattended(server.url)
             var pending: String?
-            for _ in 0..<200 where pending == nil {
+            for _ in 0..<1200 where pending == nil {
                 try await Task.sleep(for: .milliseconds(50))
                 pending = server.keyIDs(withStatus: "pending").first
             }

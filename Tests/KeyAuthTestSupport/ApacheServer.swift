@@ -48,8 +48,9 @@ public final class ApacheServer: Sendable {
     public var url: String { "http://localhost:\(port)" }
 
     /// A free loopback port for a server that must know its own URL before it starts (a
-    /// redirect URI registered with the provider first).
-    public static func freePort() -> UInt16 { ClosedPort().port }
+    /// redirect URI registered with the provider first), below the ephemeral range
+    /// (``LoopbackPorts``).
+    public static func freePort() -> UInt16 { LoopbackPorts.freeBelowEphemeralRange() }
 
     /// Writes the configuration and the documents and starts Apache in the foreground, returning
     /// once it accepts connections.
@@ -124,7 +125,7 @@ public final class ApacheServer: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         // Apache writes its pid file only once it has bound its port: a connection accepted
         // before then may be another test's listener that took the port first.
-        while !(FileManager.default.fileExists(atPath: pidPath) && Self.acceptsConnections(port: port)) {
+        while !(FileManager.default.fileExists(atPath: pidPath) && LoopbackPorts.canConnect(port: port)) {
             if let termination = process.termination {
                 throw TestFailure("apache2 ended (\(termination)) before listening on \(port)\n\(diagnostics)")
             }
@@ -132,22 +133,6 @@ public final class ApacheServer: Sendable {
                 throw TestFailure("apache2 did not listen on \(port) within \(Int(timeout)) s\n\(diagnostics)")
             }
             usleep(20_000)
-        }
-    }
-
-    /// Whether something listens on `port` of 127.0.0.1: a test server that has started.
-    public static func acceptsConnections(port: UInt16) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
         }
     }
 

@@ -76,7 +76,10 @@ public final class SoftwareTPM: @unchecked Sendable {
         }
         var lastError: Error = SoftwareTPMError("no free port pair found")
         for attempt in 0..<10 {
-            port = attempt == 0 ? firstPort ?? Self.freePortPair() : Self.freePortPair()
+            port =
+                attempt == 0
+                ? firstPort ?? LoopbackPorts.freeBelowEphemeralRange(count: 2)
+                : LoopbackPorts.freeBelowEphemeralRange(count: 2)
             do {
                 try start()
                 return
@@ -167,7 +170,7 @@ public final class SoftwareTPM: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else { break }
-            if FileManager.default.fileExists(atPath: pidFile), Self.canConnect(port: port) { return }
+            if FileManager.default.fileExists(atPath: pidFile), LoopbackPorts.canConnect(port: port) { return }
             usleep(20_000)
         }
         stop()
@@ -194,57 +197,6 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// Where swtpm writes its process id once its ports are bound; swtpm keeps only its own
     /// `tpm2-*` files in the state directory, so the pid file can live there too.
     private var pidFile: String { stateDirectory.path + "/swtpm.pid" }
-
-    /// A port P such that P and P + 1 were both free a moment ago, below the kernel's ephemeral
-    /// range: a port from that range can be taken at any moment by another test's listener on
-    /// port 0 or by a client's connection.
-    private static func freePortPair() -> UInt16 {
-        let ports = portsBelowEphemeralRange()
-        for _ in 0..<50 {
-            let port = UInt16.random(in: ports)
-            if isFree(port), isFree(port + 1) { return port }
-        }
-        return UInt16.random(in: ports)
-    }
-
-    /// 20000 up to just below the first ephemeral port (`ip_local_port_range`), or up to 32766
-    /// when that cannot be read or leaves too little room.
-    private static func portsBelowEphemeralRange() -> ClosedRange<UInt16> {
-        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
-        let first = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { UInt16($0) }
-        guard let first, first > 21_000 else { return 20_000...32_766 }
-        return 20_000...(first - 2)
-    }
-
-    private static func isFree(_ port: UInt16) -> Bool {
-        withLoopbackSocket(port) { bind($0, $1, $2) == 0 }
-    }
-
-    private static func canConnect(port: UInt16) -> Bool {
-        withLoopbackSocket(port) { connect($0, $1, $2) == 0 }
-    }
-
-    /// Runs `body` with a fresh TCP socket and the address 127.0.0.1:`port`; closes the socket.
-    private static func withLoopbackSocket(
-        _ port: UInt16, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
-    ) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = loopback(port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-    }
-
-    private static func loopback(_ port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
 }
 
 /// A software TPM could not be started.

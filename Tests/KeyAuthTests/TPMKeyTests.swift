@@ -140,7 +140,7 @@ struct TPMKeyTests {
             let now = Int(Date().timeIntervalSince1970)
             let header = #"{"alg":"RS256","typ":"JWT","kid":"\#(fingerprint)"}"#
             let payload =
-                #"{"iss":"\#(fingerprint)","sub":"\#(fingerprint)","aud":"https://auth.example.test","iat":\#(now),"exp":\#(now + 30)}"#
+                #"{"iss":"\#(fingerprint)","sub":"\#(fingerprint)","aud":"https://auth.example.test","iat":\#(now),"exp":\#(now + 600)}"#
             let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(payload.utf8))
             let signature = try key.signature(for: Array(signingInput.utf8), pin: pin, on: connection)
             let token = signingInput + "." + Base64URL.encode(signature)

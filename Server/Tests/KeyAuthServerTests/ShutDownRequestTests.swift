@@ -69,7 +69,7 @@ struct ShutDownRequestTests {
     /// third connection's request holds the worker for 200 ms, and meanwhile the last bytes of A
     /// and then B arrive, so that the worker's next wake-up finds both requests complete. A's
     /// answer then holds the worker for seconds while B, as far as the registry knows, still owes
-    /// its request, and B's deadline (1 s) passes: the sweep shuts B down. When the worker is
+    /// its request, and B's deadline (3 s) passes: the sweep shuts B down. When the worker is
     /// free again, it reads B's request from the socket's buffer. The scenario runs three times.
     @Test("a request read from a connection already shut down past its deadline is not acted on")
     func requestReadAfterShutdown() async throws {
@@ -77,7 +77,9 @@ struct ShutDownRequestTests {
             let responder = GateResponder()
             var options = HTTPServerOptions(address: .loopback(port: 0))
             options.threadPoolSize = 1
-            options.requestTimeoutSeconds = 1
+            // Long enough that A, which finishes its request after the /pause round trip, is never
+            // swept on a loaded machine; B waits for the sweep, however long it takes.
+            options.requestTimeoutSeconds = 3
             let server = try HTTPServer(responder: responder, options: options)
             defer { server.stop() }
 
@@ -92,11 +94,11 @@ struct ShutDownRequestTests {
                 try late.send(Array(actRequest.dropLast()))
                 usleep(100_000)
                 try pause.send(RawHTTPConnection.requestBytes(method: "GET", path: "/pause"))
-                #expect(responder.paused.wait(timeout: .now() + 5) == .success, "the worker never took /pause")
+                #expect(responder.paused.wait(timeout: .now() + 30) == .success, "the worker never took /pause")
                 try busy.send(Array(blockRequest.suffix(1)))
                 try late.send(Array(actRequest.suffix(1)))
                 #expect(try pause.readResponse().status == 200)
-                #expect(responder.entered.wait(timeout: .now() + 5) == .success, "the worker never took /block")
+                #expect(responder.entered.wait(timeout: .now() + 30) == .success, "the worker never took /block")
                 #expect(eventually { server.connectionFigures.shutDownPastDeadline > shutDownBefore })
                 shutDownBefore = server.connectionFigures.shutDownPastDeadline
                 responder.gate.signal()

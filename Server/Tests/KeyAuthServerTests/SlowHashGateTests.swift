@@ -34,6 +34,7 @@ struct SlowHashGateTests {
         let gate = SlowHashGate(slots: 2)
         let running = Mutex(0)
         let peak = Mutex(0)
+        let refusals = Mutex(0)
         let outcomes = runConcurrently(8) { _ throws(StorageError) -> Bool in
             do {
                 try gate.run {
@@ -42,11 +43,14 @@ struct SlowHashGateTests {
                         return count
                     }
                     peak.withLock { $0 = max($0, now) }
-                    Thread.sleep(forTimeInterval: 0.2)
+                    // Held until some caller has been refused (not for a fixed time, which a
+                    // loaded machine may spend without running any other caller).
+                    _ = eventually(within: 10, every: 1_000) { refusals.withLock { $0 > 0 } }
                     running.withLock { $0 -= 1 }
                 }
                 return true
             } catch {
+                refusals.withLock { $0 += 1 }
                 return false
             }
         }

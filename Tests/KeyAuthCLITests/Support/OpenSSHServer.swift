@@ -77,8 +77,7 @@ final class OpenSSHServer: Sendable {
         mkdir("/run/sshd", 0o755)
         let hostKey = try ExternalCommand.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path + "/host_key"])
         guard hostKey.status == 0 else { throw TestFailure("ssh-keygen: \(hostKey.errorOutput)") }
-        let reserved = ClosedPort()
-        port = reserved.port
+        port = LoopbackPorts.freeBelowEphemeralRange()
         let config = """
             Port \(port)
             ListenAddress 127.0.0.1
@@ -93,10 +92,10 @@ final class OpenSSHServer: Sendable {
         process = try ChildProcess(
             executable, ["-D", "-e", "-f", path + "/sshd_config"], environment: [:],
             standardError: .file(path + "/sshd.log"))
-        for _ in 0..<100 {
+        for _ in 0..<600 {
             // The pid file is written once sshd has bound the port; before it, whatever accepts
             // the connection is not this sshd.
-            if FileManager.default.fileExists(atPath: path + "/sshd.pid"), ApacheServer.acceptsConnections(port: port) {
+            if FileManager.default.fileExists(atPath: path + "/sshd.pid"), LoopbackPorts.canConnect(port: port) {
                 return
             }
             guard process.isRunning else { break }
