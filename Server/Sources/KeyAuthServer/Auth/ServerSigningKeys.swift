@@ -25,6 +25,12 @@ final class ServerSigningKeys: Sendable {
         let nonceSecret: [UInt8]
         /// What the JWK set publishes and verification uses.
         var publicKey: JWSPublicKey { signer.key.publicKey }
+        /// The key as the JWK set publishes it: with `kid`, `alg` and `use`.
+        var jwk: JSONValue {
+            publicKey.jwk.jsonValue(extra: [
+                "kid": .string(kid), "alg": .string(entry.algorithm.rawValue), "use": "sig",
+            ])
+        }
 
         init(kid: String, entry: SigningKeySchedule.Entry, signer: ServerSigner, nonceSecret: [UInt8]) {
             self.kid = kid
@@ -47,6 +53,17 @@ final class ServerSigningKeys: Sendable {
         /// When a token's unknown `kid` last made this instance reload; the cleanup's reloads do
         /// not count, so that they never hold back the next one.
         var lastUnknownKeyReload: Int64 = .min
+        /// The JWK set's JSON text, written when the keys change instead of for every request:
+        /// the route is the one a relying party polls, and writing it costs more than serving it.
+        var jwksText: [UInt8] = []
+
+        /// Takes `keys` as the loaded keys, their schedule and their JWK set.
+        mutating func publish(_ keys: [String: LoadedKey]) {
+            self.keys = keys
+            schedule = SigningKeySchedule(keys.values.map(\.entry))
+            let published = schedule.entries.compactMap { keys[$0.kid] }
+            jwksText = Array(JSONValue.object(["keys": .array(published.map(\.jwk))]).serialized().utf8)
+        }
     }
 
     /// Where the keys come from: storage, or nil for a key file (never reloaded nor rotated).
@@ -67,11 +84,10 @@ final class ServerSigningKeys: Sendable {
         var state = Loaded()
         var pem = (try? key.pkcs8PEM()) ?? Array(signer.keyID.utf8)
         defer { CryptoPrimitives.wipe(&pem) }
-        state.keys = [
+        state.publish([
             signer.keyID: LoadedKey(
                 kid: signer.keyID, entry: entry, signer: signer, nonceSecret: try Self.nonceSecret(privatePEM: pem))
-        ]
-        state.schedule = SigningKeySchedule([entry])
+        ])
         loaded = Mutex(state)
     }
 
@@ -157,10 +173,7 @@ final class ServerSigningKeys: Sendable {
                 kid: record.kid, entry: entry, signer: ServerSigner(key),
                 nonceSecret: try Self.nonceSecret(privatePEM: record.privatePEM))
         }
-        loaded.withLock { state in
-            state.keys = keys
-            state.schedule = SigningKeySchedule(keys.values.map(\.entry))
-        }
+        loaded.withLock { $0.publish(keys) }
     }
 
     /// SHA-256 over a label and the private key: a secret only the key's holders can compute.
@@ -217,18 +230,10 @@ final class ServerSigningKeys: Sendable {
         loaded.withLock { state in state.schedule.entries.compactMap { state.keys[$0.kid] } }
     }
 
-    /// The JWK set of `/.well-known/jwks.json`: every published key (next, current and previous)
-    /// with `kid`, `alg` and `use`, in the order they take over signing.
-    var jwks: JSONValue {
-        .object([
-            "keys": .array(
-                keys.map { key in
-                    key.publicKey.jwk.jsonValue(extra: [
-                        "kid": .string(key.kid), "alg": .string(key.entry.algorithm.rawValue), "use": "sig",
-                    ])
-                })
-        ])
-    }
+    /// The JSON text of `/.well-known/jwks.json`: every published key (next, current and
+    /// previous) with `kid`, `alg` and `use`, in the order they take over signing. Written when
+    /// the keys were loaded.
+    var jwks: [UInt8] { loaded.withLock { $0.jwksText } }
 
     /// Retires the previous keys whose last token has expired at `now` (after a reload, so that
     /// the decision uses what every instance sees), and drops them from the JWK set.
