@@ -104,11 +104,11 @@ struct OfflineHostLoginTests {
     func hungServerFailsOverInTime() async throws {
         try await withOfflineMachine { machine, _ in
             _ = try loginOnline(machine)
-            // 15 s for the answer after the PIN: each request gets (15 - 1) / 3 s. A helper that
-            // gave the hung server all 15 s would leave nothing for the key's scrypt and
-            // signature, and the module would answer "cannot retrieve authentication info". (5 s
-            // showed the same, but left a loaded machine too little for the scrypt.)
-            try machine.writeService(server: machine.server.url, timeout: 15)
+            // 10 s for the answer after the PIN: each request gets (10 - 1) / 3 s. A helper that
+            // gave the hung server the client's default of 10 s would leave nothing for the key's
+            // scrypt and signature, and the module would answer "cannot retrieve authentication
+            // info". (5 s showed the same, but left a loaded machine little for the scrypt.)
+            try machine.writeService(server: machine.server.url, timeout: 10)
             // Stopped, its socket still completes connections (the kernel's backlog) and reads
             // nothing: the slowest server there is.
             let serverProcess = machine.server.processID

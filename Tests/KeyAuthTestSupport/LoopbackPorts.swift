@@ -7,9 +7,10 @@ import Foundation
 /// moment ago, can be taken at any moment by another test's listener on port 0 or as the source
 /// port of a client's connection, and the server started on it then fails to bind.
 public enum LoopbackPorts {
-    /// A port P such that P up to P + `count` - 1 were all free a moment ago, below the
-    /// ephemeral range.
+    /// A port P such that P up to P + `count` - 1 (`count` 1 or 2) were all free a moment ago,
+    /// below the ephemeral range.
     public static func freeBelowEphemeralRange(count: UInt16 = 1) -> UInt16 {
+        let count = min(max(count, 1), 2)
         let ports = belowEphemeralRange()
         for _ in 0..<50 {
             let port = UInt16.random(in: ports)
@@ -25,7 +26,7 @@ public enum LoopbackPorts {
 
     /// 20000 up to just below the first ephemeral port (`ip_local_port_range`), or up to 32766
     /// when that cannot be read or leaves too little room. The top leaves one port spare for a
-    /// pair.
+    /// pair. The kernel's default range starts at 32768.
     private static func belowEphemeralRange() -> ClosedRange<UInt16> {
         let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
         let first = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { UInt16($0) }

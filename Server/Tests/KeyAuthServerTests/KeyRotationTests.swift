@@ -80,6 +80,11 @@ struct KeyRotationTests {
         let jws = try CompactJWS(parsing: token, algorithms: Set(JWSAlgorithm.allCases))
         #expect(jws.algorithm == algorithm)
         let jwks = try api.send("GET", "/.well-known/jwks.json")
+        // The text written when the keys were loaded: the set's JSON and one newline, which
+        // clients may cache for five minutes.
+        #expect(jwks.json.map { $0.serialized() + "\n" } == jwks.text, "\(jwks.text)")
+        #expect(jwks.headers["Content-Type"] == "application/json")
+        #expect(jwks.headers["Cache-Control"] == "public, max-age=300")
         // Besides the token key, a server whose tokens are not RS256 publishes an RS256 key for
         // ID tokens (PROTOCOL.md section 10).
         let all = try #require(jwks.json?["keys"]?.arrayValue)

@@ -35,9 +35,17 @@ package struct HTTPResponse: Sendable {
     static func json(
         serialized body: consuming [UInt8], status: Int = 200, headers: consuming HTTPHeaders = HTTPHeaders()
     ) -> HTTPResponse {
+        body.append(UInt8(ascii: "\n"))
+        return json(line: body, status: status, headers: headers)
+    }
+
+    /// A JSON response from JSON text that already ends with its newline: text written once and
+    /// served many times, sent as it is, without a copy to add the newline.
+    static func json(line body: [UInt8], status: Int = 200, headers: consuming HTTPHeaders = HTTPHeaders())
+        -> HTTPResponse
+    {
         headers.set("Content-Type", "application/json")
         if headers["Cache-Control"] == nil { headers.set("Cache-Control", "no-store") }
-        body.append(UInt8(ascii: "\n"))
         return HTTPResponse(status: status, headers: headers, body: body)
     }
 

@@ -23,7 +23,7 @@ extension KeyAuthResponder {
         RouteDeclaration(
             [.get, .head], "/.well-known/jwks.json",
             .api { responder, _, _, _ in
-                .json(serialized: responder.signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
+                .json(line: responder.signingKeys.jwks, headers: ["Cache-Control": "public, max-age=300"])
             }),
         RouteDeclaration(
             [.get, .head], "/.well-known/openid-configuration",
