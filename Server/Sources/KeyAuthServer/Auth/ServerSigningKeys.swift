@@ -58,11 +58,14 @@ final class ServerSigningKeys: Sendable {
         /// tree, every modulus in base64url) took about a third of each request's time.
         var jwksText: [UInt8] = []
 
-        /// Takes `keys` as the loaded keys, their schedule and their JWK set.
+        /// The keys in the order they take over signing.
+        var published: [LoadedKey] = []
+
+        /// Takes `keys` as the loaded keys, their schedule, their order and their JWK set.
         mutating func publish(_ keys: [String: LoadedKey]) {
             self.keys = keys
             schedule = SigningKeySchedule(keys.values.map(\.entry))
-            let published = schedule.entries.compactMap { keys[$0.kid] }
+            published = schedule.entries.compactMap { keys[$0.kid] }
             jwksText = Array(JSONValue.object(["keys": .array(published.map(\.jwk))]).serialized().utf8)
             jwksText.append(UInt8(ascii: "\n"))
         }
@@ -229,9 +232,7 @@ final class ServerSigningKeys: Sendable {
 
     /// The published keys as loaded, in the order they take over signing: what sealed
     /// authorizations and DPoP nonces are checked against.
-    var keys: [LoadedKey] {
-        loaded.withLock { state in state.schedule.entries.compactMap { state.keys[$0.kid] } }
-    }
+    var keys: [LoadedKey] { loaded.withLock { $0.published } }
 
     /// The JSON text of `/.well-known/jwks.json`, ending with a newline: every published key
     /// (next, current and previous) with `kid`, `alg` and `use`, in the order they take over

@@ -35,8 +35,8 @@ extension KeyAuthService {
         try storage.purgeExpiredJTIs(now: skewedHorizon)
         try storage.purgeExpiredEnrollmentCodes(now: time)
         try storage.purgeSSHRevokedKeys(now: time)
-        // Kept as long as a host whose clock is behind by the backdating may still accept them.
-        try storage.purgeSSHCertificates(validUntil: time.subtractingSaturating(SSHCertificateIssuer.backdating))
+        // Kept as long as the revocation list may name them.
+        try storage.purgeSSHCertificates(validUntil: SSHCertificateIssuer.listedAfter(time))
         try registry.purgeStale()
         try tokens.keys.retireExpired(
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
