@@ -65,7 +65,7 @@ struct AccessTokens: Sendable {
         let key = try keys.current(at: issuedAt)
         let payload = LoginTokenPayload(
             issuer: issuer, user: user, deviceKID: deviceKID, methods: methods, bound: bound, deviceTier: deviceTier,
-            issuedAt: issuedAt, lifetime: lifetime, tokenID: try CryptoPrimitives.randomBytes(count: 16))
+            issuedAt: issuedAt, lifetime: lifetime, tokenID: try TokenIdentifiers.shared.next())
         return try JWTBuilder.sign(
             encodedHeader: key.signer.accessTokenHeader, payloadJSON: payload.jsonBytes(), key: key.signer)
     }
