@@ -202,6 +202,44 @@ struct SSHAgentTests {
         #expect(listed.output.contains("(RSA)"), "\(listed.output)")
     }
 
+    @Test("a client holding its ssh connection open does not hold up another, and is still served after it")
+    func heldConnectionDoesNotHoldOthersUp() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
+        // A client mid-authentication: it has the identities and keeps its connection open.
+        let held = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+        defer { close(held) }
+        #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
+        guard case .message(let first) = SSHAgentProtocol.readMessage(held) else {
+            Issue.record("no identities on the first connection")
+            return
+        }
+        #expect(first.first == 12)
+        // A second client meanwhile gets its answer.
+        let other = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+        defer { close(other) }
+        #expect(DescriptorIO.sendAll(other, bytes: listIdentities))
+        #expect(SSHAgentProtocol.readMessage(other) == .message(first))
+        // The first is still served. Served one at a time, the second waited until the agent
+        // gave the first up at its 5 s read limit, and the first was closed by then.
+        #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
+        #expect(SSHAgentProtocol.readMessage(held) == .message(first))
+    }
+
+    @Test("four ssh-keygen -Y sign at once through the agent each get a signature that verifies")
+    func concurrentSignatures() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        try Self.signConcurrently(agent: agent, in: setup.directory.path, count: 4)
+    }
+
     @Test("an ssh connection that keeps asking does not keep a lock from the agent: the lock is served and holds")
     func lockWhileAnSSHConnectionAsks() async throws {
         let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
@@ -310,6 +348,38 @@ struct SSHAgentTests {
         #expect(blob.range(of: Data("rsa-sha2-512".utf8)) != nil)
     }
 
+    /// Has `count` `ssh-keygen -Y sign` processes sign files in `directory` through `agent` at
+    /// once, then checks every signature with `ssh-keygen -Y verify`.
+    static func signConcurrently(agent: Agent, in directory: String, count: Int) throws {
+        let listed = try agent.sshAdd(["-L"])
+        let keyLine = try #require(
+            listed.output.split(separator: "\n").first { $0.hasPrefix("ssh-rsa ") }.map(String.init),
+            "\(listed.errorOutput)")
+        try (keyLine + "\n").write(toFile: directory + "/key.pub", atomically: true, encoding: .utf8)
+        try "alice \(keyLine)\n".write(toFile: directory + "/allowed", atomically: true, encoding: .utf8)
+        for index in 0..<count {
+            try "file \(index)\n".write(toFile: directory + "/data\(index)", atomically: true, encoding: .utf8)
+        }
+        let environment = ["PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": agent.sshSocket]
+        let statuses = Mutex([Int32](repeating: -1, count: count))
+        DispatchQueue.concurrentPerform(iterations: count) { index in
+            let signed = try? ExternalCommand.run(
+                ["ssh-keygen", "-Y", "sign", "-f", directory + "/key.pub", "-n", "file", directory + "/data\(index)"],
+                environment: environment, timeout: 60)
+            statuses.withLock { $0[index] = signed?.status ?? -1 }
+        }
+        #expect(statuses.withLock { $0 } == Array(repeating: 0, count: count))
+        for index in 0..<count {
+            let data = directory + "/data\(index)"
+            let verified = try ExternalCommand.run(
+                [
+                    "sh", "-c", "ssh-keygen -Y verify -f \"$1\" -I alice -n file -s \"$2.sig\" < \"$2\"",
+                    "sh", directory + "/allowed", data,
+                ], environment: environment, timeout: 30)
+            #expect(verified.status == 0, "\(index): \(verified.output)\(verified.errorOutput)")
+        }
+    }
+
     @Test("a TPM key logs in through the agent with ssh's default rsa-sha2-512, and with rsa-sha2-256")
     func tpmKeyLogsIn() async throws {
         let tpm = try SoftwareTPM()
@@ -370,6 +440,9 @@ struct SSHAgentTests {
         let directory = TemporaryDirectory("keyauth-ssh-tpm-sign")
         defer { directory.remove() }
         try Self.signAndVerify(agent: agent, in: directory.path)
+        // Several at once: the agent serves them on threads of their own and has the TPM sign
+        // one at a time.
+        try Self.signConcurrently(agent: agent, in: directory.path, count: 3)
 
         // A TPM that cannot be asked whether it signs SHA-512 gets the SHA-256 limit, which
         // every TPM meets.

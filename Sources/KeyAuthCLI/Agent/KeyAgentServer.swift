@@ -12,12 +12,15 @@ import Synchronization
 /// What it holds is a file key's unencrypted PKCS#8 PEM, or a TPM key's PIN, in ``SecretBytes``
 /// that are `mlock`ed and zeroed when cleared; a signature opens the key for that one operation.
 /// It is cleared when the timeout passes, on `lock`, and when the agent ends. Connections are
-/// served one at a time, each bounded by a socket timeout, and only when `SO_PEERCRED` names the
-/// agent's own uid.
+/// served only when `SO_PEERCRED` names the agent's own uid, each bounded by a socket timeout.
 ///
-/// It serves two sockets from one loop: keyauth's own JSON protocol, and the ssh-agent protocol
-/// (``SSHAgentProtocol``) for `ssh` and `ssh-add`, which list the device key and its certificate
-/// and have it sign SSH logins while the agent is unlocked.
+/// It serves two sockets: keyauth's own JSON protocol, one connection at a time from its loop,
+/// and the ssh-agent protocol (``SSHAgentProtocol``) for `ssh` and `ssh-add`, which list the
+/// device key and its certificate and have it sign SSH logins while the agent is unlocked. An
+/// ssh client keeps its connection for its whole authentication, server round trips included,
+/// so ssh connections each get a thread of their own (up to ``sshConnectionLimit``): ten `ssh`
+/// started at once, as `ansible` or `git` do, are not served one after another. Signatures are
+/// made one at a time whoever asks.
 final class KeyAgentServer: Sendable {
     private struct Held {
         let secret: SecretBytes
@@ -36,6 +39,11 @@ final class KeyAgentServer: Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let errorOutput: @Sendable (String) -> Void
+    /// The ssh connections being served on their threads, shut down when the agent ends.
+    private let sshConnections = Mutex<Set<Int32>>([])
+    /// One signature at a time: a TPM key is used through a provider context that is not safe
+    /// to share between threads, and a key file's signature takes a millisecond.
+    private let signing = Mutex(())
 
     init(
         account: String, keyID: String, store: KeyPairStore, socketPath: String,
@@ -83,8 +91,10 @@ final class KeyAgentServer: Sendable {
         }
         let secret: SecretBytes
         if store.storedKind == .tpm {
-            let key = try store.loadTPMKey(pin: pin)
-            _ = try key.signature(for: Array("keyauth agent: check the PIN".utf8))
+            try signing.withLock { _ throws(KeyAuthError) in
+                let key = try store.loadTPMKey(pin: pin)
+                _ = try key.signature(for: Array("keyauth agent: check the PIN".utf8))
+            }
             var bytes = pin?.withUnsafeBytes { Array($0) } ?? []
             defer { CryptoPrimitives.wipe(&bytes) }
             secret = try SecretBytes(lockedCopyOf: bytes)
@@ -123,13 +133,15 @@ final class KeyAgentServer: Sendable {
         guard let secret = held.withLock({ $0?.secret }) else {
             throw KeyAuthError(.presenceUnavailable, "the agent is locked")
         }
-        if store.storedKind == .tpm {
-            let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
-            return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
+        return try signing.withLock { _ throws(KeyAuthError) -> [UInt8] in
+            if store.storedKind == .tpm {
+                let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
+                return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
+            }
+            var pem = secret.withUnsafeBytes { Array($0) }
+            defer { CryptoPrimitives.wipe(&pem) }
+            return try RSAPrivateKey(pemRepresentation: pem).sshSignature(for: message, digest: digest)
         }
-        var pem = secret.withUnsafeBytes { Array($0) }
-        defer { CryptoPrimitives.wipe(&pem) }
-        return try RSAPrivateKey(pemRepresentation: pem).sshSignature(for: message, digest: digest)
     }
 
     /// The identities the ssh socket offers: the certificate from `keyauth ssh cert` when it is
@@ -163,8 +175,12 @@ final class KeyAgentServer: Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
 
+    /// The most ssh connections served at once; more wait in the socket's queue until one ends.
+    static let sshConnectionLimit = 8
+
     /// Serves `listener` (and `sshListener`, the ssh-agent socket) until a `stop` request or
-    /// ``requestStop()``, then clears the key and removes the sockets.
+    /// ``requestStop()``, then clears the key, removes the sockets and shuts down the ssh
+    /// connections still open, so that none is served after the agent has ended.
     func serve(_ listener: Int32, sshListener: Int32? = nil) {
         defer {
             clear()
@@ -174,13 +190,18 @@ final class KeyAgentServer: Sendable {
                 unlink(sshSocketPath)
                 close(sshListener)
             }
+            sshConnections.withLock { connections in
+                for connection in connections { shutdown(connection, Int32(SHUT_RDWR)) }
+            }
         }
         while !stopRequested.load(ordering: .acquiring) {
             clearIfExpired()
+            // At the limit the ssh socket is not watched; a connection's end wakes the loop.
+            let sshWatched = sshConnections.withLock { $0.count < Self.sshConnectionLimit } ? sshListener : nil
             var descriptors = [
                 pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: sshListener ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: sshWatched ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let wait =
                 expiresAt.map { Int32(Int(clampingSeconds: $0.timeIntervalSinceNow * 1000 + 1, to: 0...3_600_000)) }
@@ -188,39 +209,65 @@ final class KeyAgentServer: Sendable {
             // poll ignores a negative descriptor: without an ssh socket, the third entry waits on nothing.
             let ready = poll(&descriptors, 3, wait)
             guard ready > 0 else { continue }
-            if descriptors[0].revents & Int16(POLLIN) != 0 {
-                serveOne(listener, handle)
+            if descriptors[1].revents & Int16(POLLIN) != 0 { drainWakeUps() }
+            if descriptors[0].revents & Int16(POLLIN) != 0, let connection = acceptOwnUser(listener) {
+                handle(connection)
+                close(connection)
             }
-            if let sshListener, descriptors[2].revents & Int16(POLLIN) != 0 {
-                serveOne(sshListener) { handleSSH($0, yieldingTo: listener) }
+            if let sshWatched, descriptors[2].revents & Int16(POLLIN) != 0, let connection = acceptOwnUser(sshWatched) {
+                serveOnItsThread(connection)
             }
         }
     }
 
-    /// Accepts one connection on `listener` and serves it with `body` when its peer is the user.
-    private func serveOne(_ listener: Int32, _ body: (Int32) -> Void) {
+    /// Accepts one connection on `listener`, with the socket timeout set, when its peer is the
+    /// user; closes it and returns nil otherwise.
+    private func acceptOwnUser(_ listener: Int32) -> Int32? {
         let connection = accept(listener, nil, nil)
-        guard connection >= 0 else { return }
+        guard connection >= 0 else { return nil }
         _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-        if isOwnUser(connection) {
-            KeyAgentSocket.setTimeout(connection, seconds: 5)
-            body(connection)
+        guard isOwnUser(connection) else {
+            close(connection)
+            return nil
         }
-        close(connection)
+        KeyAgentSocket.setTimeout(connection, seconds: 5)
+        return connection
     }
 
-    /// How long one ssh-agent connection may keep the agent's loop, counted from its accept.
+    /// Serves an ssh connection on a thread of its own, which closes it and wakes the loop when
+    /// done (the loop may have stopped watching the ssh socket at the limit).
+    private func serveOnItsThread(_ connection: Int32) {
+        sshConnections.withLock { _ = $0.insert(connection) }
+        let thread = Thread { [self] in
+            handleSSH(connection)
+            // Out of the set before the close, so that the shutdown at the end never reaches a
+            // descriptor number the process has reused.
+            sshConnections.withLock { _ = $0.remove(connection) }
+            close(connection)
+            var byte: UInt8 = 0
+            _ = write(wakeWrite, &byte, 1)
+        }
+        thread.name = "keyauth-agent-ssh"
+        thread.start()
+    }
+
+    /// Empties the wake-up pipe, so that `poll` waits again; a stop is read from its flag.
+    private func drainWakeUps() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while read(wakeRead, &bytes, bytes.count) > 0 {}
+    }
+
+    /// How long one ssh-agent connection is served, counted from its accept; ssh opens a new
+    /// connection when it needs the agent again.
     static let sshConnectionShare: TimeInterval = 10
 
-    /// Serves ssh-agent requests on `connection` until the peer closes it; a malformed request
-    /// gets `SSH_AGENT_FAILURE`, and one that breaks the framing ends the connection after it.
+    /// Serves ssh-agent requests on `connection` until the peer closes it, the agent stops, or it
+    /// has had ``sshConnectionShare``; a malformed request gets `SSH_AGENT_FAILURE`, and one that
+    /// breaks the framing ends the connection after it.
     ///
-    /// One loop serves both sockets, so the connection is closed after an answer once
-    /// `controlListener` or a stop has something waiting, or it has had
-    /// ``sshConnectionShare``: a peer asking every few seconds (a forwarded agent's remote root,
-    /// say) would otherwise keep `keyauth agent --lock` and `--stop` from ever being read, while
-    /// the key kept signing. ssh opens a new connection when it needs the agent again.
-    private func handleSSH(_ connection: Int32, yieldingTo controlListener: Int32) {
+    /// The share bounds what a peer that asks every few seconds (a forwarded agent's remote end,
+    /// say) holds of the ``sshConnectionLimit`` threads.
+    private func handleSSH(_ connection: Int32) {
         let deadline = Date().addingTimeInterval(Self.sshConnectionShare)
         while true {
             switch SSHAgentProtocol.readMessage(connection) {
@@ -230,11 +277,7 @@ final class KeyAgentServer: Sendable {
                     (digest, data) throws(KeyAuthError) in try self.sshSign(data, digest: digest)
                 }
                 guard SSHAgentProtocol.writeMessage(connection, answer) else { return }
-                if stopRequested.load(ordering: .acquiring) || Date() >= deadline
-                    || Self.hasInput(controlListener) || Self.hasInput(wakeRead)
-                {
-                    return
-                }
+                if stopRequested.load(ordering: .acquiring) || Date() >= deadline { return }
             case .tooLong, .truncated:
                 _ = SSHAgentProtocol.writeMessage(connection, [SSHAgentProtocol.failure])
                 return
@@ -242,12 +285,6 @@ final class KeyAgentServer: Sendable {
                 return
             }
         }
-    }
-
-    /// Whether `descriptor` has a connection or a byte waiting, without waiting for one.
-    private static func hasInput(_ descriptor: Int32) -> Bool {
-        var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        return poll(&watched, 1, 0) > 0 && watched.revents & Int16(POLLIN) != 0
     }
 
     private func isOwnUser(_ connection: Int32) -> Bool {
