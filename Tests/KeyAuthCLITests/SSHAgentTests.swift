@@ -4,6 +4,7 @@ import KeyAuthTestSupport
 import Synchronization
 import Testing
 
+@testable import KeyAuthCLI
 @testable import KeyAuthServer
 
 #if canImport(Glibc)
@@ -209,6 +210,9 @@ struct SSHAgentTests {
         let agent = try Agent(setup.device)
         defer { agent.stop() }
         try #require(agent.locked() == false)
+        // The agent fetches a certificate once unlocked, which changes the identities it lists.
+        agent.waitForErrorOutput(containing: "ssh certificate renewed")
+        try #require(agent.errorOutput.contains("ssh certificate renewed"), "\(agent.errorOutput)")
         let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
         // A client mid-authentication: it has the identities and keeps its connection open.
         let held = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
@@ -228,6 +232,59 @@ struct SSHAgentTests {
         // gave the first up at its 5 s read limit, and the first was closed by then.
         #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
         #expect(SSHAgentProtocol.readMessage(held) == .message(first))
+    }
+
+    @Test("at 8 connections a 9th waits, and is served once one of the 8 ends")
+    func ninthConnectionWaitsForASlot() async throws {
+        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
+        // Eight clients, each answered once and holding its connection.
+        var held: [Int32] = []
+        defer { for connection in held { close(connection) } }
+        for _ in 0..<KeyAgentServer.sshConnectionLimit {
+            let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            held.append(connection)
+            #expect(DescriptorIO.sendAll(connection, bytes: listIdentities))
+            guard case .message(let answer) = SSHAgentProtocol.readMessage(connection) else {
+                Issue.record("no identities on connection \(held.count)")
+                return
+            }
+            #expect(answer.first == 12)
+        }
+        let ninth = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+        defer { close(ninth) }
+        #expect(DescriptorIO.sendAll(ninth, bytes: listIdentities))
+        // Not served while the 8 are held. A stalled test may have let the agent drop one at its
+        // 5 s read limit, which frees a slot; only then may the 9th have its answer already.
+        var waiting = pollfd(fd: ninth, events: Int16(POLLIN), revents: 0)
+        let servedEarly = poll(&waiting, 1, 300) != 0
+        #expect(!servedEarly || held.contains { Self.isClosedByPeer($0) }, "a 9th connection was served beside 8")
+        // One of the 8 ends: its thread wakes the loop, which serves the 9th. Without that wake
+        // the loop would sleep until the unlock expires, hours from now.
+        close(held.removeFirst())
+        guard case .message(let answer) = SSHAgentProtocol.readMessage(ninth, deadline: .now + .seconds(30)) else {
+            Issue.record("the 9th connection was not served after a slot came free")
+            return
+        }
+        #expect(answer.first == 12)
+    }
+
+    /// Exit statuses written by several threads.
+    private final class Statuses: Sendable {
+        private let values: Mutex<[Int32]>
+        init(count: Int) { values = Mutex(Array(repeating: -1, count: count)) }
+        func set(_ index: Int, _ status: Int32) { values.withLock { $0[index] = status } }
+        var all: [Int32] { values.withLock { $0 } }
+    }
+
+    /// Whether the other end closed `connection` (a read would return 0 now).
+    private static func isClosedByPeer(_ connection: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(connection, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
     }
 
     @Test("four ssh-keygen -Y sign at once through the agent each get a signature that verifies")
@@ -361,14 +418,25 @@ struct SSHAgentTests {
             try "file \(index)\n".write(toFile: directory + "/data\(index)", atomically: true, encoding: .utf8)
         }
         let environment = ["PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": agent.sshSocket]
-        let statuses = Mutex([Int32](repeating: -1, count: count))
-        DispatchQueue.concurrentPerform(iterations: count) { index in
-            let signed = try? ExternalCommand.run(
-                ["ssh-keygen", "-Y", "sign", "-f", directory + "/key.pub", "-n", "file", directory + "/data\(index)"],
-                environment: environment, timeout: 60)
-            statuses.withLock { $0[index] = signed?.status ?? -1 }
+        // A thread each (concurrentPerform would run only as many at once as there are cores).
+        let statuses = Statuses(count: count)
+        let finished = DispatchGroup()
+        for index in 0..<count {
+            finished.enter()
+            Thread.detachNewThread {
+                let signed = try? ExternalCommand.run(
+                    [
+                        "ssh-keygen", "-Y", "sign", "-f", directory + "/key.pub", "-n", "file",
+                        directory + "/data\(index)",
+                    ],
+                    environment: environment, timeout: 60)
+                statuses.set(index, signed?.status ?? -1)
+                finished.leave()
+            }
         }
-        #expect(statuses.withLock { $0 } == Array(repeating: 0, count: count))
+        // ExternalCommand's own 60 s bound ends each thread; this one only stops a hang here.
+        #expect(finished.wait(timeout: .now() + 120) == .success)
+        #expect(statuses.all == Array(repeating: 0, count: count))
         for index in 0..<count {
             let data = directory + "/data\(index)"
             let verified = try ExternalCommand.run(

@@ -128,12 +128,16 @@ final class KeyAgentServer: Sendable {
 
     /// Signs for an ssh-agent request with SHA-256 or SHA-512, a file key here and a TPM key in
     /// its TPM; SHA-256 is also the RS256 of keyauth's own logins.
+    ///
+    /// The held secret is read once this signature's turn has come, not before: a signature
+    /// queued behind others while a `lock`, the timeout or the agent's end cleared the key is
+    /// refused, never made with a copy taken earlier.
     func sshSign(_ message: [UInt8], digest: SSHAgentProtocol.Digest) throws(KeyAuthError) -> [UInt8] {
-        clearIfExpired()
-        guard let secret = held.withLock({ $0?.secret }) else {
-            throw KeyAuthError(.presenceUnavailable, "the agent is locked")
-        }
-        return try signing.withLock { _ throws(KeyAuthError) -> [UInt8] in
+        try signing.withLock { _ throws(KeyAuthError) -> [UInt8] in
+            clearIfExpired()
+            guard !stopRequested.load(ordering: .acquiring), let secret = held.withLock({ $0?.secret }) else {
+                throw KeyAuthError(.presenceUnavailable, "the agent is locked")
+            }
             if store.storedKind == .tpm {
                 let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
                 return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
@@ -193,6 +197,7 @@ final class KeyAgentServer: Sendable {
             sshConnections.withLock { connections in
                 for connection in connections { shutdown(connection, Int32(SHUT_RDWR)) }
             }
+            waitForSSHThreads()
         }
         while !stopRequested.load(ordering: .acquiring) {
             clearIfExpired()
@@ -249,6 +254,14 @@ final class KeyAgentServer: Sendable {
         }
         thread.name = "keyauth-agent-ssh"
         thread.start()
+    }
+
+    /// Waits, 3 s at most, for the ssh threads to end after their connections were shut down:
+    /// the process exits after ``serve(_:sshListener:)``, and OpenSSL's exit handlers must not
+    /// run under a signature. A thread ends at once then: its read sees the shutdown, and a
+    /// signature waiting its turn finds the key cleared.
+    private func waitForSSHThreads() {
+        for _ in 0..<300 where !sshConnections.withLock({ $0.isEmpty }) { usleep(10_000) }
     }
 
     /// Empties the wake-up pipe, so that `poll` waits again; a stop is read from its flag.
