@@ -229,7 +229,9 @@ struct SSHAgentTests {
         #expect(DescriptorIO.sendAll(other, bytes: listIdentities))
         #expect(SSHAgentProtocol.readMessage(other) == .message(first))
         // The first is still served. Served one at a time, the second waited until the agent
-        // gave the first up at its 5 s read limit, and the first was closed by then.
+        // gave the first up at its 5 s read limit, and the first was closed by then. (Only a
+        // test thread stalled for those 5 s between the first answer and here could see that
+        // with nothing wrong; a wait for it would hide the very delay this test is about.)
         #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
         #expect(SSHAgentProtocol.readMessage(held) == .message(first))
     }
@@ -261,7 +263,7 @@ struct SSHAgentTests {
         // Not served while the 8 are held. A stalled test may have let the agent drop one at its
         // 5 s read limit, which frees a slot; only then may the 9th have its answer already.
         var waiting = pollfd(fd: ninth, events: Int16(POLLIN), revents: 0)
-        let servedEarly = poll(&waiting, 1, 300) != 0
+        let servedEarly = poll(&waiting, 1, 300) > 0
         #expect(!servedEarly || held.contains { Self.isClosedByPeer($0) }, "a 9th connection was served beside 8")
         // One of the 8 ends: its thread wakes the loop, which serves the 9th. Without that wake
         // the loop would sleep until the unlock expires, hours from now.
@@ -309,7 +311,7 @@ struct SSHAgentTests {
         }
     }
 
-    @Test("an ssh message sent a byte at a time holds the agent one message's time: a lock waiting behind it is served")
+    @Test("an ssh message sent a byte at a time does not hold up a lock: the lock is served and holds")
     func lockWhileAMessageTrickles() async throws {
         // A 1 KiB message, one byte a second: each read comes well within a socket timeout, and
         // the whole would take 17 minutes, far past the lock's 30 s wait for its answer.
@@ -324,7 +326,7 @@ struct SSHAgentTests {
 
     /// Starts an unlocked agent, runs `peer` on a thread with a connection to its ssh socket
     /// (until `going` turns false), and checks that a `--lock` sent meanwhile is answered well
-    /// within a client's 30 s wait, after the peer's next request at most, and locks the agent.
+    /// within a client's 30 s wait, and locks the agent.
     private static func expectLockServed(
         peer: @escaping @Sendable (_ connection: Int32, _ going: borrowing Atomic<Bool>) -> Void
     ) async throws {
@@ -508,8 +510,8 @@ struct SSHAgentTests {
         let directory = TemporaryDirectory("keyauth-ssh-tpm-sign")
         defer { directory.remove() }
         try Self.signAndVerify(agent: agent, in: directory.path)
-        // Several at once: the agent serves them on threads of their own and has the TPM sign
-        // one at a time.
+        // Several at once, each signature through the TPM (a smoke test: it passes whether they
+        // overlap or not, and would catch a TPM context broken by sharing).
         try Self.signConcurrently(agent: agent, in: directory.path, count: 3)
 
         // A TPM that cannot be asked whether it signs SHA-512 gets the SHA-256 limit, which

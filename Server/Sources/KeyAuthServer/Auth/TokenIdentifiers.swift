@@ -10,8 +10,8 @@ import Synchronization
 ///
 /// An identifier is public from the moment its token is, and nothing uses these bytes as a
 /// secret, so the rest of a block held in memory reveals nothing a token does not. A process
-/// that forked without exec could hand the same block out twice; keyauth-server never does (it
-/// starts helpers with `posix_spawn`), and the type is the server's alone, not the library's.
+/// that forked without exec could hand the same block out twice; keyauth-server never forks,
+/// and the type is the server's alone, not the library's.
 final class TokenIdentifiers: Sendable {
     /// The one source every issuer in the process shares, so that no two hand out one block.
     static let shared = TokenIdentifiers()
