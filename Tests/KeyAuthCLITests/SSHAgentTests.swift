@@ -185,94 +185,83 @@ struct SSHAgentTests {
 
     @Test("an oversized or cut request gets SSH_AGENT_FAILURE, and the agent serves the next connection")
     func hostileRequests() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        for request: [UInt8] in [[0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0, 9, 13, 0], [0, 0, 0, 1, 99]] {
-            let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-            defer { close(connection) }
-            #expect(DescriptorIO.writeAll(connection, bytes: request))
-            shutdown(connection, Int32(SHUT_WR))
-            #expect(SSHAgentProtocol.readMessage(connection) == .message([SSHAgentProtocol.failure]))
+        try await Self.withUnlockedAgent { agent, _ in
+            for request: [UInt8] in [[0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0, 9, 13, 0], [0, 0, 0, 1, 99]] {
+                let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+                defer { close(connection) }
+                #expect(DescriptorIO.writeAll(connection, bytes: request))
+                shutdown(connection, Int32(SHUT_WR))
+                #expect(SSHAgentProtocol.readMessage(connection) == .message([SSHAgentProtocol.failure]))
+            }
+            // The agent serves on after them.
+            let listed = try agent.sshAdd(["-l"])
+            #expect(listed.status == 0, "\(listed.errorOutput)")
+            #expect(listed.output.contains("(RSA)"), "\(listed.output)")
         }
-        // The agent serves on after them.
-        let listed = try agent.sshAdd(["-l"])
-        #expect(listed.status == 0, "\(listed.errorOutput)")
-        #expect(listed.output.contains("(RSA)"), "\(listed.output)")
     }
 
     @Test("a client holding its ssh connection open does not hold up another, and is still served after it")
     func heldConnectionDoesNotHoldOthersUp() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        // The agent fetches a certificate once unlocked, which changes the identities it lists.
-        agent.waitForErrorOutput(containing: "ssh certificate renewed")
-        try #require(agent.errorOutput.contains("ssh certificate renewed"), "\(agent.errorOutput)")
-        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
-        // A client mid-authentication: it has the identities and keeps its connection open.
-        let held = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-        defer { close(held) }
-        #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
-        guard case .message(let first) = SSHAgentProtocol.readMessage(held) else {
-            Issue.record("no identities on the first connection")
-            return
+        try await Self.withUnlockedAgent { agent, _ in
+            // The agent fetches a certificate once unlocked, which changes the identities it lists.
+            agent.waitForErrorOutput(containing: "ssh certificate renewed")
+            try #require(agent.errorOutput.contains("ssh certificate renewed"), "\(agent.errorOutput)")
+            // A client mid-authentication: it has the identities and keeps its connection open.
+            let held = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            defer { close(held) }
+            #expect(DescriptorIO.sendAll(held, bytes: Self.listIdentities))
+            guard case .message(let first) = SSHAgentProtocol.readMessage(held) else {
+                Issue.record("no identities on the first connection")
+                return
+            }
+            #expect(first.first == 12)
+            // A second client meanwhile gets its answer.
+            let other = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            defer { close(other) }
+            #expect(DescriptorIO.sendAll(other, bytes: Self.listIdentities))
+            #expect(SSHAgentProtocol.readMessage(other) == .message(first))
+            // The first is still served. Served one at a time, the second waited until the agent
+            // gave the first up at its 5 s read limit, and the first was closed by then. (Only a
+            // test thread stalled for those 5 s between the first answer and here could see that
+            // with nothing wrong; a wait for it would hide the very delay this test is about.)
+            #expect(DescriptorIO.sendAll(held, bytes: Self.listIdentities))
+            #expect(SSHAgentProtocol.readMessage(held) == .message(first))
         }
-        #expect(first.first == 12)
-        // A second client meanwhile gets its answer.
-        let other = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-        defer { close(other) }
-        #expect(DescriptorIO.sendAll(other, bytes: listIdentities))
-        #expect(SSHAgentProtocol.readMessage(other) == .message(first))
-        // The first is still served. Served one at a time, the second waited until the agent
-        // gave the first up at its 5 s read limit, and the first was closed by then. (Only a
-        // test thread stalled for those 5 s between the first answer and here could see that
-        // with nothing wrong; a wait for it would hide the very delay this test is about.)
-        #expect(DescriptorIO.sendAll(held, bytes: listIdentities))
-        #expect(SSHAgentProtocol.readMessage(held) == .message(first))
     }
 
     @Test("at 8 connections a 9th waits, and is served once one of the 8 ends")
     func ninthConnectionWaitsForASlot() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
-        // Eight clients, each answered once and holding its connection.
-        var held: [Int32] = []
-        defer { for connection in held { close(connection) } }
-        for _ in 0..<KeyAgentServer.sshConnectionLimit {
-            let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-            held.append(connection)
-            #expect(DescriptorIO.sendAll(connection, bytes: listIdentities))
-            guard case .message(let answer) = SSHAgentProtocol.readMessage(connection) else {
-                Issue.record("no identities on connection \(held.count)")
+        try await Self.withUnlockedAgent { agent, _ in
+            // Eight clients, each answered once and holding its connection.
+            var held: [Int32] = []
+            defer { for connection in held { close(connection) } }
+            for _ in 0..<KeyAgentServer.sshConnectionLimit {
+                let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+                held.append(connection)
+                #expect(DescriptorIO.sendAll(connection, bytes: Self.listIdentities))
+                guard case .message(let answer) = SSHAgentProtocol.readMessage(connection) else {
+                    Issue.record("no identities on connection \(held.count)")
+                    return
+                }
+                #expect(answer.first == 12)
+            }
+            let ninth = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            defer { close(ninth) }
+            #expect(DescriptorIO.sendAll(ninth, bytes: Self.listIdentities))
+            // Not served while the 8 are held. A stalled test may have let the agent drop one at its
+            // 5 s read limit, which frees a slot; only then may the 9th have its answer already.
+            var waiting = pollfd(fd: ninth, events: Int16(POLLIN), revents: 0)
+            let servedEarly = poll(&waiting, 1, 300) > 0
+            #expect(!servedEarly || held.contains { Self.isClosedByPeer($0) }, "a 9th connection was served beside 8")
+            // One of the 8 ends: its thread wakes the loop, which serves the 9th. Without that wake
+            // the loop would sleep until the unlock expires, hours from now.
+            close(held.removeFirst())
+            guard case .message(let answer) = SSHAgentProtocol.readMessage(ninth, deadline: .now + .seconds(30)) else {
+                Issue.record("the 9th connection was not served after a slot came free")
                 return
             }
             #expect(answer.first == 12)
         }
-        let ninth = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-        defer { close(ninth) }
-        #expect(DescriptorIO.sendAll(ninth, bytes: listIdentities))
-        // Not served while the 8 are held. A stalled test may have let the agent drop one at its
-        // 5 s read limit, which frees a slot; only then may the 9th have its answer already.
-        var waiting = pollfd(fd: ninth, events: Int16(POLLIN), revents: 0)
-        let servedEarly = poll(&waiting, 1, 300) > 0
-        #expect(!servedEarly || held.contains { Self.isClosedByPeer($0) }, "a 9th connection was served beside 8")
-        // One of the 8 ends: its thread wakes the loop, which serves the 9th. Without that wake
-        // the loop would sleep until the unlock expires, hours from now.
-        close(held.removeFirst())
-        guard case .message(let answer) = SSHAgentProtocol.readMessage(ninth, deadline: .now + .seconds(30)) else {
-            Issue.record("the 9th connection was not served after a slot came free")
-            return
-        }
-        #expect(answer.first == 12)
     }
 
     /// Exit statuses written by several threads.
@@ -283,6 +272,20 @@ struct SSHAgentTests {
         var all: [Int32] { values.withLock { $0 } }
     }
 
+    /// `SSH_AGENTC_REQUEST_IDENTITIES` with its length: what `ssh-add -l` asks first.
+    static let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
+
+    /// Runs `body` with an unlocked agent on a fresh setup (a server with an SSH CA, a device
+    /// registered with a PIN), both removed afterwards.
+    private static func withUnlockedAgent(_ body: (Agent, SSHLoginTests.Setup) async throws -> Void) async throws {
+        let setup = try await SSHLoginTests.Setup(pin: pin)
+        defer { setup.remove() }
+        let agent = try Agent(setup.device)
+        defer { agent.stop() }
+        try #require(agent.locked() == false)
+        try await body(agent, setup)
+    }
+
     /// Whether the other end closed `connection` (a read would return 0 now).
     private static func isClosedByPeer(_ connection: Int32) -> Bool {
         var byte: UInt8 = 0
@@ -291,20 +294,16 @@ struct SSHAgentTests {
 
     @Test("four ssh-keygen -Y sign at once through the agent each get a signature that verifies")
     func concurrentSignatures() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        try Self.signConcurrently(agent: agent, in: setup.directory.path, count: 4)
+        try await Self.withUnlockedAgent { agent, setup in
+            try Self.signConcurrently(agent: agent, in: setup.directory.path, count: 4)
+        }
     }
 
     @Test("an ssh connection that keeps asking does not keep a lock from the agent: the lock is served and holds")
     func lockWhileAnSSHConnectionAsks() async throws {
-        let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
         // A peer that asks every second on one connection, as a forwarded agent's remote end may.
         try await Self.expectLockServed { connection, going in
-            while going.load(ordering: .relaxed), DescriptorIO.sendAll(connection, bytes: listIdentities) {
+            while going.load(ordering: .relaxed), DescriptorIO.sendAll(connection, bytes: Self.listIdentities) {
                 guard case .message = SSHAgentProtocol.readMessage(connection) else { return }
                 Thread.sleep(forTimeInterval: 1)
             }
@@ -330,23 +329,20 @@ struct SSHAgentTests {
     private static func expectLockServed(
         peer: @escaping @Sendable (_ connection: Int32, _ going: borrowing Atomic<Bool>) -> Void
     ) async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
-        defer { close(connection) }
-        let going = Going()
-        let thread = Thread { peer(connection, going.flag) }
-        thread.start()
-        defer { going.flag.store(false, ordering: .relaxed) }
-        try await Task.sleep(for: .milliseconds(1500))
-        let started = Date()
-        let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
-        #expect(locked?.ok == true, "the lock got no answer while the peer held its connection")
-        #expect(Date().timeIntervalSince(started) < 20)
-        #expect(agent.locked() == true)
+        try await Self.withUnlockedAgent { agent, _ in
+            let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
+            defer { close(connection) }
+            let going = Going()
+            let thread = Thread { peer(connection, going.flag) }
+            thread.start()
+            defer { going.flag.store(false, ordering: .relaxed) }
+            try await Task.sleep(for: .milliseconds(1500))
+            let started = Date()
+            let locked = try KeyAgentSocket.exchange(KeyAgentRequest(op: "lock"), at: agent.socket)
+            #expect(locked?.ok == true, "the lock got no answer while the peer held its connection")
+            #expect(Date().timeIntervalSince(started) < 20)
+            #expect(agent.locked() == true)
+        }
     }
 
     /// The flag a peer thread reads to know it should go on.
@@ -356,12 +352,9 @@ struct SSHAgentTests {
 
     @Test("ssh-keygen -Y sign has the agent make an rsa-sha2-512 signature that ssh-keygen -Y verify accepts")
     func sha512SignatureVerifies() async throws {
-        let setup = try await SSHLoginTests.Setup(pin: Self.pin)
-        defer { setup.remove() }
-        let agent = try Agent(setup.device)
-        defer { agent.stop() }
-        try #require(agent.locked() == false)
-        try Self.signAndVerify(agent: agent, in: setup.directory.path)
+        try await Self.withUnlockedAgent { agent, setup in
+            try Self.signAndVerify(agent: agent, in: setup.directory.path)
+        }
     }
 
     /// Registers alice on `server` from `device` with `options` and the PIN, then starts the agent

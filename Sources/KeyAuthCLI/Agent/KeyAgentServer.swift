@@ -261,7 +261,11 @@ final class KeyAgentServer: Sendable {
     /// run under a signature. A thread ends at once then: its read sees the shutdown, and a
     /// signature waiting its turn finds the key cleared.
     private func waitForSSHThreads() {
-        for _ in 0..<300 where !sshConnections.withLock({ $0.isEmpty }) { usleep(10_000) }
+        var waits = 0
+        while waits < 300, !sshConnections.withLock({ $0.isEmpty }) {
+            usleep(10_000)
+            waits += 1
+        }
     }
 
     /// Empties the wake-up pipe, so that `poll` waits again; a stop is read from its flag.
