@@ -78,11 +78,12 @@ public enum KeyAuthCommand {
             // handlers on this thread, and one that waits for something stuck must not hold the
             // exit back too. A thread of its own: the cooperative pool and Dispatch's may be
             // what is stuck.
-            Thread.detachNewThread {
-                ThreadName.setCurrent("keyauth-exit")
+            let exitLater = DetachedThread.start(name: "keyauth-exit") {
                 Thread.sleep(forTimeInterval: 3)
                 _exit(exitStatus)
             }
+            // Without a thread for the deadline, the process ends now rather than perhaps never.
+            guard exitLater else { _exit(exitStatus) }
             task.cancel()
         }
         let status = await task.value

@@ -49,12 +49,11 @@ enum StopSignals {
         // Sets up the prompt's saved-state storage now, so that the handler never runs Swift's
         // one-time initialisation of a global.
         TerminalSecretReader.prepareForSignalHandlers()
-        let watcher = Thread {
-            ThreadName.setCurrent("keyauth-signals")
+        let watching = DetachedThread.start(name: "keyauth-signals") {
             guard SignalSemaphore.wait(address) else { return }
             handle(firstSignal.load(ordering: .acquiring))
         }
-        watcher.start()
+        guard watching else { return false }
         for number in signals {
             var action = sigaction()
             action.__sigaction_handler = .init(sa_handler: stopSignalHandler)

@@ -75,10 +75,12 @@ final class HTTPExchange: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 guard waiter.wait(continuation) else { return }
-                Thread.detachNewThread {
-                    ThreadName.setCurrent("keyauth-http")
+                let perform: @Sendable () -> Void = {
                     waiter.finish(transfer.perform(request, timeoutMilliseconds: milliseconds))
                 }
+                // Without a thread of its own (the process is at its thread limit), the transfer
+                // runs here, bounded by its timeout, rather than never.
+                if !DetachedThread.start(name: "keyauth-http", perform) { perform() }
             }
         } onCancel: {
             transfer.cancel()

@@ -4,20 +4,25 @@ import Foundation
 /// a plain thread so that it never holds one of the cooperative pool's few threads.
 package enum BlockingWork {
     /// Runs `work` on a new thread and waits for it without blocking the caller's thread.
-    /// - Parameter threadName: the thread's name in `ps -L`, `top -H` and a debugger's list.
+    /// - Parameters:
+    ///   - threadName: the thread's name in `ps -L`, `top -H` and a debugger's list.
+    ///   - stackBytes: the thread's stack size, nil for the default; tests pass one too large to
+    ///     have, to reach the path without a thread.
     package static func run<Value: Sendable, Failure: Error>(
-        threadName: String = "keyauth-work",
+        threadName: String = "keyauth-work", stackBytes: Int? = nil,
         _ work: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         let result: Result<Value, Failure> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                ThreadName.setCurrent(threadName)
+            let run: @Sendable () -> Void = {
                 do throws(Failure) {
                     continuation.resume(returning: .success(try work()))
                 } catch {
                     continuation.resume(returning: .failure(error))
                 }
             }
+            // Without a thread of its own (the process is at its thread limit), the work runs
+            // here: holding one of the pool's threads for a while beats never answering.
+            if !DetachedThread.start(name: threadName, stackBytes: stackBytes, run) { run() }
         }
         return try result.get()
     }

@@ -148,25 +148,8 @@ final class KeyAgentServer: Sendable {
         }
     }
 
-    /// The identities the ssh socket offers: the certificate from `keyauth ssh cert` when it is
-    /// there and certifies the key, then the plain key; nil while locked.
-    func sshIdentities() -> [SSHAgentProtocol.Identity]? {
-        clearIfExpired()
-        guard expiresAt != nil, let key = try? store.loadPublicKey(),
-            let plain = try? SSHAgentProtocol.rsaKeyBlob(key)
-        else { return nil }
-        var identities: [SSHAgentProtocol.Identity] = []
-        let certificatePath = SSHCommand.certificatePath(in: store.directory)
-        if let line = try? String(contentsOfFile: certificatePath, encoding: .utf8),
-            let blob = SSHAgentProtocol.certificateBlob(line: line, of: key)
-        {
-            identities.append(.init(blob: blob, comment: "\(certificatePath) (keyauth \(account))"))
-        }
-        identities.append(.init(blob: plain, comment: "keyauth \(account) \(keyID)"))
-        return identities
-    }
-
-    private func clearIfExpired() {
+    /// Clears the held key once its timeout has passed.
+    func clearIfExpired() {
         held.withLock { held in
             if let expiresAt = held?.expiresAt, expiresAt <= Date() { held = nil }
         }
@@ -239,21 +222,26 @@ final class KeyAgentServer: Sendable {
         return connection
     }
 
-    /// Serves an ssh connection on a thread of its own, which closes it and wakes the loop when
-    /// done (the loop may have stopped watching the ssh socket at the limit).
+    /// Serves an ssh connection on a thread of its own, which then ends it. Without a thread (at
+    /// the process's limit) it is ended at once: ssh goes on without the agent, and the place
+    /// and the descriptor are not lost.
     private func serveOnItsThread(_ connection: Int32) {
         sshConnections.withLock { _ = $0.insert(connection) }
-        let thread = Thread { [self] in
+        let started = DetachedThread.start(name: "keyauth-agent-ssh") { [self] in
             handleSSH(connection)
-            // Out of the set before the close, so that the shutdown at the end never reaches a
-            // descriptor number the process has reused.
-            sshConnections.withLock { _ = $0.remove(connection) }
-            close(connection)
-            var byte: UInt8 = 0
-            _ = write(wakeWrite, &byte, 1)
+            endSSHConnection(connection)
         }
-        thread.name = "keyauth-agent-ssh"
-        thread.start()
+        if !started { endSSHConnection(connection) }
+    }
+
+    /// Takes `connection` out of the set, then closes it (in that order, so that the shutdown at
+    /// the end never reaches a descriptor number the process has reused), and wakes the loop,
+    /// which may have stopped watching the ssh socket at the limit.
+    private func endSSHConnection(_ connection: Int32) {
+        sshConnections.withLock { _ = $0.remove(connection) }
+        close(connection)
+        var byte: UInt8 = 0
+        _ = write(wakeWrite, &byte, 1)
     }
 
     /// Waits, 3 s at most, for the ssh threads to end after their connections were shut down:
