@@ -19,7 +19,62 @@ extension StorageContract {
         StorageCheck(
             "recovery codes keep the key protection of the device that made them",
             StorageContract.recoveryCodesKeepMakersProtection),
+        StorageCheck(
+            "approves a page's device request and activates its device together, or changes neither",
+            StorageContract.approvesDeviceRequestsWhole),
     ]
+
+    static func approvesDeviceRequestsWhole(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        #expect(try storage.insertDevice(device("kid-laptop", status: .active)))
+        #expect(try storage.insertDevice(device("kid-stolen", status: .active)))
+        for kid in ["kid-new", "kid-late", "kid-next", "kid-other"] {
+            #expect(try storage.insertDevice(device(kid, createdAt: kid == "kid-late" ? 900 : 1_000)))
+        }
+        let session = pageSession(1, kid: "kid-laptop")
+        try storage.insertBrowserSession(session)
+        let limits = SignInRequestLimits(maximumOpen: 20, maximumPerWindow: 1_000)
+        for (id, kid) in [("d1", "kid-new"), ("d2", "kid-late"), ("d3", "kid-next"), ("d4", "kid-other")] {
+            var request = signInRequest(id, kind: .device, askedBy: session)
+            request.subject = kid
+            #expect(try storage.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
+        }
+        func approve(_ id: String, _ kid: String, by approver: String = "kid-laptop") throws
+            -> DeviceRequestApprovalOutcome
+        {
+            try storage.approveDeviceSignInRequest(
+                id: id, device: kid, answeringKID: approver, methods: ["swk", "pin"], at: 1_010,
+                askingSession: session.idHash, createdAfter: 950)
+        }
+        // The device's pending lifetime is over, the approver was revoked, or the request was
+        // answered already: the request keeps its state and the device stays pending.
+        #expect(try approve("d2", "kid-late") == .deviceNotPending)
+        #expect(try storage.updateStatus(kid: "kid-stolen", from: .active, to: .revoked, at: 1_005))
+        #expect(try approve("d3", "kid-next", by: "kid-stolen") == .approverNotActive)
+        #expect(
+            try storage.answerSignInRequest(
+                id: "d4", status: .denied, answeringKID: "kid-laptop", methods: [], at: 1_008))
+        #expect(try approve("d4", "kid-other") == .requestNotOpen)
+        for id in ["d2", "d3"] {
+            let request = try storage.signInRequest(id: id)
+            #expect(request?.status == .pending && request?.answeringKID == nil, "\(id)")
+        }
+        #expect(try storage.signInRequest(id: "d4")?.status == .denied)
+        for kid in ["kid-late", "kid-next", "kid-other"] {
+            #expect(try storage.device(kid: kid)?.status == .pending, "\(kid)")
+        }
+        // An approval that goes through: the request is used up and the device active, at once.
+        #expect(try approve("d1", "kid-new") == .approved)
+        let answered = try storage.signInRequest(id: "d1")
+        #expect(answered?.status == .issued && answered?.answeringKID == "kid-laptop")
+        let activated = try storage.device(kid: "kid-new")
+        #expect(activated?.status == .active && activated?.approvedAt == 1_010)
+        #expect(try approve("d1", "kid-new") == .requestNotOpen)
+        // The one rolled back left the storage usable: the next answer is written.
+        #expect(try approve("d2", "kid-late") == .deviceNotPending)
+        #expect(try approve("d3", "kid-next") == .approved)
+    }
 
     static func recoveryCodesKeepMakersProtection(_ database: StorageContractDatabase) throws {
         let storage = try database.open()

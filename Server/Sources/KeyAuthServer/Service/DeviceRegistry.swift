@@ -128,13 +128,18 @@ struct DeviceRegistry: Sendable {
                 }
                 return current
             }
-            try audit.record(
-                .approve, by: actor, user: target.user, subject: kid,
-                detail: detail.map { "\(target.name), \($0)" } ?? target.name)
+            try recordApproval(of: target, by: actor, detail: detail)
             return try device(kid: kid, ownedBy: owner)
         case .denied, .revoked:
             throw ServiceError(.invalidRequest, "the device is \(target.status.rawValue) and cannot be approved")
         }
+    }
+
+    /// The audit entry of an approval of `device`, with `detail` after its name.
+    func recordApproval(of device: DeviceRecord, by actor: AuditActor, detail: String?) throws {
+        try audit.record(
+            .approve, by: actor, user: device.user, subject: device.kid,
+            detail: detail.map { "\(device.name), \($0)" } ?? device.name)
     }
 
     /// Gives a device of `owner` a new name, checked with the registration's rule and stored in

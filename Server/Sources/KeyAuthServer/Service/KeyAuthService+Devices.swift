@@ -78,4 +78,38 @@ extension KeyAuthService {
         guard let acting = actor.deviceKID, acting != kid, let device = try storage.device(kid: acting) else { return }
         try refuseWhileAnnounced(device, action)
     }
+
+    /// Approves the account page's request to add `device`, and the device with it, in one
+    /// transaction: the approval is the user's answer to "approve this device?", and it is used
+    /// up by the activation. A device that cannot be activated leaves the request pending.
+    func approveDevice(
+        _ device: DeviceRecord, on request: SignInRequestRecord, by actor: DeviceRecord, methods: [String],
+        askingSession: [UInt8]?
+    ) throws {
+        let time = now()
+        switch try storage.approveDeviceSignInRequest(
+            id: request.id, device: device.kid, answeringKID: actor.kid, methods: methods, at: time,
+            askingSession: askingSession, createdAfter: time.subtractingSaturating(registry.pendingLifetime))
+        {
+        case .approved:
+            break
+        case .requestNotOpen:
+            throw try answeredMeanwhile(request, by: actor, approving: true)
+        case .deviceNotPending:
+            throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval")
+        case .approverNotActive:
+            throw ServiceError(.accessDenied, "the approving device is no longer active")
+        }
+        try auditAnswer(request, approved: true, by: actor, detail: nil)
+        try registry.recordApproval(
+            of: device, by: .device(kid: actor.kid), detail: "on the account page's request")
+    }
+
+    /// The pending device a `device` request approves, still pending and the user's.
+    func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
+        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user,
+            device.status == .pending, !isExpiredPending(device)
+        else { throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval") }
+        return device
+    }
 }

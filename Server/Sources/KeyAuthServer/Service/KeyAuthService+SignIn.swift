@@ -124,28 +124,30 @@ extension KeyAuthService {
         // transaction, for a sign-out or a revocation that ended it since.
         let askingSession =
             decision == .approve && SignInRequests.answersAskingSession(request) ? request.askingSessionHash : nil
-        guard
-            try storage.answerSignInRequest(
-                id: id, status: status, answeringKID: actor.kid, methods: methods, at: now(),
-                askingSession: askingSession)
-        else {
-            // Another device answered first, it expired meanwhile, or its session ended: say which.
-            _ = try openRequest(id: id, of: actor.user, approving: decision == .approve)
-            throw ServiceError(.alreadyAnswered, "the sign-in request was already answered")
-        }
-        try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
         if let pendingDevice {
-            // The approval is the user's answer to "approve this device?": it is used up here.
-            _ = try storage.markSignInRequestIssued(id: id, expiringAfter: SignInRequests.collectionCutoff(at: now()))
-            _ = try registry.approve(
-                kid: pendingDevice.kid, ownedBy: actor.user, by: .device(kid: actor.kid),
-                detail: "on the account page's request")
+            try approveDevice(pendingDevice, on: request, by: actor, methods: methods, askingSession: askingSession)
+        } else {
+            guard
+                try storage.answerSignInRequest(
+                    id: id, status: status, answeringKID: actor.kid, methods: methods, at: now(),
+                    askingSession: askingSession)
+            else { throw try answeredMeanwhile(request, by: actor, approving: decision == .approve) }
+            try auditAnswer(request, approved: decision == .approve, by: actor, detail: nil)
         }
         var answered = request
         answered.status = status
         answered.answeringKID = actor.kid
         answered.methods = methods
         return answered
+    }
+
+    /// The error for an answer that found the request closed: another device answered first, it
+    /// expired meanwhile, or its session ended; says which.
+    func answeredMeanwhile(_ request: SignInRequestRecord, by actor: DeviceRecord, approving: Bool) throws
+        -> ServiceError
+    {
+        _ = try openRequest(id: request.id, of: actor.user, approving: approving)
+        return ServiceError(.alreadyAnswered, "the sign-in request was already answered")
     }
 
     /// Whether `request` is a host client's push login (PROTOCOL.md section 7.2).
@@ -158,14 +160,6 @@ extension KeyAuthService {
         .accessDenied,
         "this device key was not registered as protected by a PIN (or was approved by one that was not), so it "
             + "cannot approve a login to a host; approve on a device with a PIN")
-
-    /// The pending device a `device` request approves, still pending and the user's.
-    private func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
-        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user,
-            device.status == .pending, !isExpiredPending(device)
-        else { throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval") }
-        return device
-    }
 
     /// Counts a wrong code and says what the device must do: try again, or accept that the
     /// request is denied now.
@@ -189,7 +183,7 @@ extension KeyAuthService {
 
     /// Records an answer in the audit trail: which device, for which client (or the account
     /// page, or the device approved), which user, and where the request came from.
-    private func auditAnswer(
+    func auditAnswer(
         _ request: SignInRequestRecord, approved: Bool, by actor: DeviceRecord, detail extra: String?
     ) throws(StorageError) {
         let subject: String =

@@ -138,6 +138,19 @@ package enum DeviceInsertion: Sendable, Hashable {
     case codeNotUsable
 }
 
+/// What ``SignInStorage/approveDeviceSignInRequest(id:device:answeringKID:methods:at:askingSession:createdAfter:)``
+/// did; only ``approved`` changed anything.
+package enum DeviceRequestApprovalOutcome: Sendable, Hashable {
+    /// The request is answered and used up, and the device is active.
+    case approved
+    /// The request is not pending any more, expired, or its asking session is gone.
+    case requestNotOpen
+    /// The device is no longer pending, or its pending lifetime is over.
+    case deviceNotPending
+    /// The approving device is not active (revoked meanwhile).
+    case approverNotActive
+}
+
 /// What ``ServerStorage/approvePendingDevice(kid:approvedBy:at:createdAfter:)`` did.
 package enum DeviceApprovalOutcome: Sendable, Hashable {
     /// The device is active now.

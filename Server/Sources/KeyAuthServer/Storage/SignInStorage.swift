@@ -66,6 +66,17 @@ package protocol SignInStorage: Sendable {
         askingSession: [UInt8]?
     ) throws(StorageError) -> Bool
 
+    /// Approves the `device` request `id` and activates the pending device `kid` it names, in
+    /// one transaction: the answer as ``answerSignInRequest(id:status:answeringKID:methods:at:askingSession:)``
+    /// gives it, the activation as ``ServerStorage/approvePendingDevice(kid:approvedBy:at:createdAfter:)``
+    /// makes it (by `answeringKID`), and the request moved to `issued`, since the activation
+    /// uses the approval up. All of it or none: a crash or a failed statement between the steps
+    /// cannot leave a request that says "approved" over a device still pending, nor the reverse.
+    func approveDeviceSignInRequest(
+        id: String, device kid: String, answeringKID: String, methods: [String], at time: Int64,
+        askingSession: [UInt8]?, createdAfter oldestLive: Int64
+    ) throws(StorageError) -> DeviceRequestApprovalOutcome
+
     /// Records a poll of the token endpoint at `time`: when it comes less than the request's
     /// interval after the previous poll, the interval grows by `slowDownStep`.
     ///

@@ -230,23 +230,32 @@ extension SQLStorage {
     ) throws(StorageError) -> DeviceApprovalOutcome {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> DeviceApprovalOutcome in
-                // What the approver's own key lets the new one keep of its stated protection: a
-                // key that signs without a PIN could approve a key of anyone's making.
-                var cap = KeyProtection.pin as KeyProtection?
-                if let approverKID {
-                    guard try Self.isActive(approverKID, in: connection) else { return .approverNotActive }
-                    cap = try Self.keyProtection(of: approverKID, in: connection)
-                }
-                let kept = KeyProtection.lesser(try Self.keyProtection(of: kid, in: connection), cap)
-                let approved = try connection.execute(
-                    """
-                    UPDATE devices SET status = 'active', approved_at = $2, key_protection = $4
-                    WHERE kid = $1 AND status = 'pending' AND created_at > $3
-                    """,
-                    [.text(kid), .integer(time), .integer(oldestLive), SQLValue(kept?.rawValue)])
-                return approved.affectedRowCount == 1 ? .approved : .notPending
+                try Self.approvePendingDevice(
+                    kid: kid, approvedBy: approverKID, at: time, createdAfter: oldestLive, on: connection)
             }
         }
+    }
+
+    /// ``approvePendingDevice(kid:approvedBy:at:createdAfter:)`` inside the caller's transaction.
+    static func approvePendingDevice(
+        kid: String, approvedBy approverKID: String?, at time: Int64, createdAfter oldestLive: Int64,
+        on connection: any SQLConnection
+    ) throws(StorageError) -> DeviceApprovalOutcome {
+        // What the approver's own key lets the new one keep of its stated protection: a key that
+        // signs without a PIN could approve a key of anyone's making.
+        var cap = KeyProtection.pin as KeyProtection?
+        if let approverKID {
+            guard try isActive(approverKID, in: connection) else { return .approverNotActive }
+            cap = try keyProtection(of: approverKID, in: connection)
+        }
+        let kept = KeyProtection.lesser(try keyProtection(of: kid, in: connection), cap)
+        let approved = try connection.execute(
+            """
+            UPDATE devices SET status = 'active', approved_at = $2, key_protection = $4
+            WHERE kid = $1 AND status = 'pending' AND created_at > $3
+            """,
+            [.text(kid), .integer(time), .integer(oldestLive), SQLValue(kept?.rawValue)])
+        return approved.affectedRowCount == 1 ? .approved : .notPending
     }
 
     /// The key protection device `kid` was registered (or approved) with; nil when it is unknown

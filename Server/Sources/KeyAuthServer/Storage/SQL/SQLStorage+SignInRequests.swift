@@ -185,66 +185,6 @@ extension SQLStorage {
         }
     }
 
-    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing. With
-    /// an asking session, its approving device's row and then the session's are read first
-    /// under share locks, so that a sign-out or revocation deleting the session either commits
-    /// before (nothing is approved) or waits for the approval; the update then also matches only
-    /// the session's user's request. The device comes first because a revocation takes the
-    /// device's row and then the session's: in the other order the two could deadlock.
-    package func answerSignInRequest(
-        id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
-        askingSession: [UInt8]?
-    ) throws(StorageError) -> Bool {
-        try database.write { connection throws(StorageError) in
-            try connection.transaction { () throws(StorageError) -> Bool in
-                var sessionUser: String?
-                if let askingSession {
-                    let columns = "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
-                    let lock = connection.dialect.rowShareLock
-                    guard
-                        let seen = try connection.execute(columns + " WHERE id_hash = $1", [.blob(askingSession)])
-                            .firstRow,
-                        let user = seen.text(0), let kid = seen.text(1),
-                        try Self.isActive(kid, of: user, in: connection),
-                        // Read again under the lock; without row locks (SQLite) the write
-                        // transaction already holds the whole database, and the first read stands.
-                        let session = lock.isEmpty
-                            ? seen
-                            : try connection.execute(columns + " WHERE id_hash = $1" + lock, [.blob(askingSession)])
-                                .firstRow,
-                        session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
-                        let expiresAt = session.integer(2), time < expiresAt
-                    else { return false }
-                    sessionUser = user
-                }
-                // The session must be the one that made the request; without one, an approval of a
-                // request that a session made matches nothing.
-                let sessionCondition: String
-                var values: [SQLValue] = [
-                    .text(id), .text(status.rawValue), .integer(time), .text(answeringKID),
-                    .text(methods.joined(separator: " ")),
-                ]
-                if let askingSession, let sessionUser {
-                    sessionCondition = " AND user_name = $6 AND requested_by = $7"
-                    values += [.text(sessionUser), .text(BrowserSessionRecord.requestTag(idHash: askingSession))]
-                } else if status == .approved {
-                    sessionCondition = " AND kind NOT IN ($6, $7)"
-                    values += [
-                        .text(SignInRequestKind.device.rawValue), .text(SignInRequestKind.recoveryCodes.rawValue),
-                    ]
-                } else {
-                    sessionCondition = ""
-                }
-                return try connection.execute(
-                    """
-                    UPDATE sign_in_requests SET status = $2, answered_at = $3, answering_kid = $4, methods = $5
-                    WHERE id = $1 AND status = 'pending' AND expires_at > $3
-                    """ + sessionCondition, values
-                ).affectedRowCount == 1
-            }
-        }
-    }
-
     /// The read and the update under the request's poll lock, so that two polls at once cannot
     /// both find the previous one old enough.
     package func pollSignInRequest(
