@@ -95,11 +95,15 @@ actor KeySetCache {
     func keySet() async throws(KeyAuthError) -> JWKSet {
         let now = clock.seconds
         if let cached, now < cached.freshUntil { return cached.set }
-        if let cached, now < lastAttempt + Self.refetchInterval, now < cached.fetchedAt + Self.hardLimit {
+        if let cached, now < lastAttempt.addingSaturating(Self.refetchInterval),
+            now < cached.fetchedAt.addingSaturating(Self.hardLimit)
+        {
             return cached.set
         }
         // A clock set back since the failure asks again rather than waiting out the step.
-        if let lastFailure, now >= lastAttempt, now < lastAttempt + Self.refetchInterval { throw lastFailure }
+        if let lastFailure, now >= lastAttempt, now < lastAttempt.addingSaturating(Self.refetchInterval) {
+            throw lastFailure
+        }
         return try await refresh()
     }
 
@@ -108,7 +112,7 @@ actor KeySetCache {
     func key(for kid: String) async throws(KeyAuthError) -> JWSPublicKey? {
         let set = try await keySet()
         if let key = set[kid] { return key }
-        guard clock.seconds >= lastAttempt + Self.refetchInterval else { return nil }
+        guard clock.seconds >= lastAttempt.addingSaturating(Self.refetchInterval) else { return nil }
         return try await refresh()[kid]
     }
 
@@ -129,13 +133,13 @@ actor KeySetCache {
             let document = try await fetcher.fetch(uri)
             let set = try JWKSet(json: document.body)
             let maxAge = Self.maxAge(document.cacheControl)
-            cached = Cached(set: set, fetchedAt: now, freshUntil: now + maxAge)
+            cached = Cached(set: set, fetchedAt: now, freshUntil: now.addingSaturating(maxAge))
             lastFailure = nil
             return .success(set)
         } catch {
             // Discovery again next time: the JWKS may have moved.
             jwksURI = nil
-            if let cached, now < cached.fetchedAt + Self.hardLimit { return .success(cached.set) }
+            if let cached, now < cached.fetchedAt.addingSaturating(Self.hardLimit) { return .success(cached.set) }
             let failure = KeyAuthError(
                 .keySetUnavailable,
                 "cannot fetch the JWK set of \(issuer) (\(error.message))"
