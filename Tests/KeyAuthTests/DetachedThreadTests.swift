@@ -24,8 +24,8 @@ struct DetachedThreadTests {
     @Test("a thread the system cannot make is reported, and its work never runs")
     func reportsAFailedCreation() async throws {
         let ran = Atomic<Bool>(false)
-        // A 64 TiB stack: no mapping of that size fits beside the process's own.
-        let started = DetachedThread.start(name: "keyauth-huge", stackBytes: 1 << 46) {
+        // A 4 EiB stack: larger than any process's address space, whatever the overcommit policy.
+        let started = DetachedThread.start(name: "keyauth-huge", stackBytes: 1 << 62) {
             ran.store(true, ordering: .releasing)
         }
         #expect(!started)
@@ -38,7 +38,7 @@ struct DetachedThreadTests {
     func blockingWorkAnswersWithoutAThread() async {
         let onItsOwn = await BlockingWork.run(threadName: "keyauth-bwork") { Self.currentName() }
         #expect(onItsOwn == "keyauth-bwork")
-        let inPlace = await BlockingWork.run(threadName: "keyauth-bwork", stackBytes: 1 << 46) { Self.currentName() }
+        let inPlace = await BlockingWork.run(threadName: "keyauth-bwork", stackBytes: 1 << 62) { Self.currentName() }
         #expect(inPlace != nil)
         #expect(inPlace != "keyauth-bwork")
     }

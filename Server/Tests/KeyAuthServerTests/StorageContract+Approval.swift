@@ -29,13 +29,16 @@ extension StorageContract {
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-laptop", status: .active)))
         #expect(try storage.insertDevice(device("kid-stolen", status: .active)))
-        for kid in ["kid-new", "kid-late", "kid-next", "kid-other"] {
+        for kid in ["kid-new", "kid-late", "kid-next", "kid-other", "kid-done"] {
             #expect(try storage.insertDevice(device(kid, createdAt: kid == "kid-late" ? 900 : 1_000)))
         }
         let session = pageSession(1, kid: "kid-laptop")
         try storage.insertBrowserSession(session)
         let limits = SignInRequestLimits(maximumOpen: 20, maximumPerWindow: 1_000)
-        for (id, kid) in [("d1", "kid-new"), ("d2", "kid-late"), ("d3", "kid-next"), ("d4", "kid-other")] {
+        let named = [
+            ("d1", "kid-new"), ("d2", "kid-late"), ("d3", "kid-next"), ("d4", "kid-other"), ("d5", "kid-done"),
+        ]
+        for (id, kid) in named {
             var request = signInRequest(id, kind: .device, askedBy: session)
             request.subject = kid
             #expect(try storage.insertSignInRequest(request, limits: limits, now: 1_000) == .inserted)
@@ -50,6 +53,8 @@ extension StorageContract {
         // The device's pending lifetime is over, the approver was revoked, or the request was
         // answered already: the request keeps its state and the device stays pending.
         #expect(try approve("d2", "kid-late") == .deviceNotPending)
+        // A device the request does not name is not activated through it.
+        #expect(try approve("d2", "kid-next") == .deviceNotPending)
         #expect(try storage.updateStatus(kid: "kid-stolen", from: .active, to: .revoked, at: 1_005))
         #expect(try approve("d3", "kid-next", by: "kid-stolen") == .approverNotActive)
         #expect(
@@ -71,6 +76,13 @@ extension StorageContract {
         let activated = try storage.device(kid: "kid-new")
         #expect(activated?.status == .active && activated?.approvedAt == 1_010)
         #expect(try approve("d1", "kid-new") == .requestNotOpen)
+        // A device approved another way meanwhile: the answer stands and is used up.
+        #expect(
+            try storage.approvePendingDevice(kid: "kid-done", approvedBy: "kid-laptop", at: 1_005, createdAfter: 0)
+                == .approved)
+        #expect(try approve("d5", "kid-done") == .alreadyActive)
+        #expect(try storage.signInRequest(id: "d5")?.status == .issued)
+        #expect(try storage.device(kid: "kid-done")?.approvedAt == 1_005)
         // The one rolled back left the storage usable: the next answer is written.
         #expect(try approve("d2", "kid-late") == .deviceNotPending)
         #expect(try approve("d3", "kid-next") == .approved)

@@ -67,6 +67,8 @@ final class HTTPExchange: Sendable {
     /// Runs `request` on a thread of its own; nil when the Swift task was cancelled.
     ///
     /// A cancel returns at once; the transfer itself stops within about a second on its thread.
+    /// Only when no thread can be made does the transfer run on the caller's thread, and a
+    /// cancel then returns when the transfer stops.
     private func exchange(_ request: HTTPRequestSpec) async -> Result<CurlTransfer.Answer, CurlTransfer.Failure>? {
         let transfer = CurlTransfer(
             keptHeaders: Set(Self.keptHeaders + ["retry-after", "location"]), maximumBodySize: Self.maximumBodySize)
@@ -79,7 +81,7 @@ final class HTTPExchange: Sendable {
                     waiter.finish(transfer.perform(request, timeoutMilliseconds: milliseconds))
                 }
                 // Without a thread of its own (the process is at its thread limit), the transfer
-                // runs here, bounded by its timeout, rather than never.
+                // runs here rather than never.
                 if !DetachedThread.start(name: "keyauth-http", perform) { perform() }
             }
         } onCancel: {

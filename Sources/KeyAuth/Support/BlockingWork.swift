@@ -3,7 +3,9 @@ import Foundation
 /// Work that blocks a thread for long (key generation, TPM commands that derive RSA keys), run on
 /// a plain thread so that it never holds one of the cooperative pool's few threads.
 package enum BlockingWork {
-    /// Runs `work` on a new thread and waits for it without blocking the caller's thread.
+    /// Runs `work` on a new thread and waits for it without blocking the caller's thread; only
+    /// when no thread can be made (the process at its thread limit) does `work` run on the
+    /// caller's thread instead, holding it until `work` returns.
     /// - Parameters:
     ///   - threadName: the thread's name in `ps -L`, `top -H` and a debugger's list.
     ///   - stackBytes: the thread's stack size, nil for the default; tests pass one too large to
@@ -20,8 +22,8 @@ package enum BlockingWork {
                     continuation.resume(returning: .failure(error))
                 }
             }
-            // Without a thread of its own (the process is at its thread limit), the work runs
-            // here: holding one of the pool's threads for a while beats never answering.
+            // Without a thread of its own the work runs here: holding one of the pool's threads
+            // for as long as it takes (a prompt, the agent's whole life) beats never answering.
             if !DetachedThread.start(name: threadName, stackBytes: stackBytes, run) { run() }
         }
         return try result.get()

@@ -92,17 +92,22 @@ extension KeyAuthService {
             askingSession: askingSession, createdAfter: time.subtractingSaturating(registry.pendingLifetime))
         {
         case .approved:
-            break
+            try auditAnswer(request, approved: true, by: actor, detail: nil)
+            try registry.recordApproval(
+                of: device, by: .device(kid: actor.kid), detail: "on the account page's request")
+        case .alreadyActive:
+            try auditAnswer(request, approved: true, by: actor, detail: nil)
         case .requestNotOpen:
             throw try answeredMeanwhile(request, by: actor, approving: true)
         case .deviceNotPending:
+            // Still pending, it was not denied: its pending lifetime ended since the check.
+            if try storage.device(kid: device.kid)?.status == .pending {
+                throw ServiceError(.expiredToken, "the registration expired before it was approved")
+            }
             throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval")
         case .approverNotActive:
             throw ServiceError(.accessDenied, "the approving device is no longer active")
         }
-        try auditAnswer(request, approved: true, by: actor, detail: nil)
-        try registry.recordApproval(
-            of: device, by: .device(kid: actor.kid), detail: "on the account page's request")
     }
 
     /// The pending device a `device` request approves, still pending and the user's.

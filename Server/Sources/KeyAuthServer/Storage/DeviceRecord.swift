@@ -143,9 +143,13 @@ package enum DeviceInsertion: Sendable, Hashable {
 package enum DeviceRequestApprovalOutcome: Sendable, Hashable {
     /// The request is answered and used up, and the device is active.
     case approved
+    /// The request is answered and used up; the device was already active (approved another
+    /// way meanwhile), and stays so.
+    case alreadyActive
     /// The request is not pending any more, expired, or its asking session is gone.
     case requestNotOpen
-    /// The device is no longer pending, or its pending lifetime is over.
+    /// The device is not the request's pending device, was denied or revoked, or its pending
+    /// lifetime is over.
     case deviceNotPending
     /// The approving device is not active (revoked meanwhile).
     case approverNotActive

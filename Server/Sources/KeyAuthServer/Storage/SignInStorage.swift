@@ -72,6 +72,8 @@ package protocol SignInStorage: Sendable {
     /// makes it (by `answeringKID`), and the request moved to `issued`, since the activation
     /// uses the approval up. All of it or none: a crash or a failed statement between the steps
     /// cannot leave a request that says "approved" over a device still pending, nor the reverse.
+    /// `kid` must be the request's subject and its user's device; a device already active
+    /// (approved another way meanwhile) lets the answer stand.
     func approveDeviceSignInRequest(
         id: String, device kid: String, answeringKID: String, methods: [String], at time: Int64,
         askingSession: [UInt8]?, createdAfter oldestLive: Int64

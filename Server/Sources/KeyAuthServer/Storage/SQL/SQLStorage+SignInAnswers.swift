@@ -16,7 +16,8 @@ extension SQLStorage {
 
     /// The answer, the activation and the move to `issued` in one transaction; a device that
     /// cannot be activated rolls the answer back (``approvalRefused``), so the request stays
-    /// pending, to deny or to let expire.
+    /// pending, to deny or to let expire. A device that another approval activated meanwhile
+    /// leaves the answer standing: the user asked for it to be active, and it is.
     package func approveDeviceSignInRequest(
         id: String, device kid: String, answeringKID: String, methods: [String], at time: Int64,
         askingSession: [UInt8]?, createdAfter oldestLive: Int64
@@ -25,6 +26,14 @@ extension SQLStorage {
             var refusal: DeviceRequestApprovalOutcome?
             do throws(StorageError) {
                 return try connection.transaction { () throws(StorageError) -> DeviceRequestApprovalOutcome in
+                    // The device must be the one the request names, and its user's.
+                    guard
+                        try connection.exists(
+                            """
+                            SELECT 1 FROM sign_in_requests r JOIN devices d ON d.kid = r.subject
+                            WHERE r.id = $1 AND r.subject = $2 AND d.user_name = r.user_name
+                            """, [.text(id), .text(kid)])
+                    else { return .deviceNotPending }
                     guard
                         try Self.answer(
                             id: id, status: .approved, answeringKID: answeringKID, methods: methods, at: time,
@@ -35,6 +44,9 @@ extension SQLStorage {
                     {
                     case .approved:
                         break
+                    case .notPending where try Self.isActive(kid, in: connection):
+                        try Self.markIssued(id, on: connection)
+                        return .alreadyActive
                     case .notPending:
                         refusal = .deviceNotPending
                         throw Self.approvalRefused
@@ -42,10 +54,7 @@ extension SQLStorage {
                         refusal = .approverNotActive
                         throw Self.approvalRefused
                     }
-                    // The approval is the user's answer to "approve this device?": used up here.
-                    try connection.execute(
-                        "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'",
-                        [.text(id)])
+                    try Self.markIssued(id, on: connection)
                     return .approved
                 }
             } catch {
@@ -53,6 +62,12 @@ extension SQLStorage {
                 return refusal
             }
         }
+    }
+
+    /// The approval is the user's answer to "approve this device?": the activation uses it up.
+    private static func markIssued(_ id: String, on connection: any SQLConnection) throws(StorageError) {
+        try connection.execute(
+            "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'", [.text(id)])
     }
 
     /// Thrown inside ``approveDeviceSignInRequest(id:device:answeringKID:methods:at:askingSession:createdAfter:)``
