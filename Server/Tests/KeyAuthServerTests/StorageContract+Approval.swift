@@ -29,14 +29,16 @@ extension StorageContract {
         defer { storage.close() }
         #expect(try storage.insertDevice(device("kid-laptop", status: .active)))
         #expect(try storage.insertDevice(device("kid-stolen", status: .active)))
-        for kid in ["kid-new", "kid-late", "kid-next", "kid-other", "kid-done"] {
+        for kid in ["kid-new", "kid-late", "kid-next", "kid-other", "kid-done", "kid-denied"] {
             #expect(try storage.insertDevice(device(kid, createdAt: kid == "kid-late" ? 900 : 1_000)))
         }
+        #expect(try storage.insertDevice(device("kid-bob", user: "bob")))
         let session = pageSession(1, kid: "kid-laptop")
         try storage.insertBrowserSession(session)
         let limits = SignInRequestLimits(maximumOpen: 20, maximumPerWindow: 1_000)
         let named = [
             ("d1", "kid-new"), ("d2", "kid-late"), ("d3", "kid-next"), ("d4", "kid-other"), ("d5", "kid-done"),
+            ("d6", "kid-denied"), ("d7", "kid-bob"),
         ]
         for (id, kid) in named {
             var request = signInRequest(id, kind: .device, askedBy: session)
@@ -53,20 +55,24 @@ extension StorageContract {
         // The device's pending lifetime is over, the approver was revoked, or the request was
         // answered already: the request keeps its state and the device stays pending.
         #expect(try approve("d2", "kid-late") == .deviceNotPending)
-        // A device the request does not name is not activated through it.
+        // A device the request does not name, or another user's, is not activated through it;
+        // nor one denied since the request was made.
         #expect(try approve("d2", "kid-next") == .deviceNotPending)
+        #expect(try approve("d7", "kid-bob") == .deviceNotPending)
+        #expect(try storage.updateStatus(kid: "kid-denied", from: .pending, to: .denied, at: 1_002))
+        #expect(try approve("d6", "kid-denied") == .deviceNotPending)
         #expect(try storage.updateStatus(kid: "kid-stolen", from: .active, to: .revoked, at: 1_005))
         #expect(try approve("d3", "kid-next", by: "kid-stolen") == .approverNotActive)
         #expect(
             try storage.answerSignInRequest(
                 id: "d4", status: .denied, answeringKID: "kid-laptop", methods: [], at: 1_008))
         #expect(try approve("d4", "kid-other") == .requestNotOpen)
-        for id in ["d2", "d3"] {
+        for id in ["d2", "d3", "d6", "d7"] {
             let request = try storage.signInRequest(id: id)
             #expect(request?.status == .pending && request?.answeringKID == nil, "\(id)")
         }
         #expect(try storage.signInRequest(id: "d4")?.status == .denied)
-        for kid in ["kid-late", "kid-next", "kid-other"] {
+        for kid in ["kid-late", "kid-next", "kid-other", "kid-bob"] {
             #expect(try storage.device(kid: kid)?.status == .pending, "\(kid)")
         }
         // An approval that goes through: the request is used up and the device active, at once.

@@ -139,7 +139,7 @@ package enum DeviceInsertion: Sendable, Hashable {
 }
 
 /// What ``SignInStorage/approveDeviceSignInRequest(id:device:answeringKID:methods:at:askingSession:createdAfter:)``
-/// did; only ``approved`` changed anything.
+/// did: ``approved`` and ``alreadyActive`` answered the request, the others changed nothing.
 package enum DeviceRequestApprovalOutcome: Sendable, Hashable {
     /// The request is answered and used up, and the device is active.
     case approved

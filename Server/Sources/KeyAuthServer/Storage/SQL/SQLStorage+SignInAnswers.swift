@@ -26,14 +26,18 @@ extension SQLStorage {
             var refusal: DeviceRequestApprovalOutcome?
             do throws(StorageError) {
                 return try connection.transaction { () throws(StorageError) -> DeviceRequestApprovalOutcome in
-                    // The device must be the one the request names, and its user's.
+                    // The device must be the one a `device` request names, and its user's.
                     guard
-                        try connection.exists(
+                        let user = try connection.execute(
                             """
-                            SELECT 1 FROM sign_in_requests r JOIN devices d ON d.kid = r.subject
-                            WHERE r.id = $1 AND r.subject = $2 AND d.user_name = r.user_name
-                            """, [.text(id), .text(kid)])
+                            SELECT r.user_name FROM sign_in_requests r JOIN devices d ON d.kid = r.subject
+                            WHERE r.id = $1 AND r.kind = $3 AND r.subject = $2 AND d.user_name = r.user_name
+                            """, [.text(id), .text(kid), .text(SignInRequestKind.device.rawValue)]
+                        ).firstRow?.text(0)
                     else { return .deviceNotPending }
+                    // The user's lock first, as a user's deletion takes it before any row: the
+                    // rows below are then never locked in the opposite order to it.
+                    try connection.lock(Self.deviceInsertLock(user: user))
                     guard
                         try Self.answer(
                             id: id, status: .approved, answeringKID: answeringKID, methods: methods, at: time,
@@ -44,7 +48,7 @@ extension SQLStorage {
                     {
                     case .approved:
                         break
-                    case .notPending where try Self.isActive(kid, in: connection):
+                    case .notPending where try Self.isActive(kid, of: user, in: connection):
                         try Self.markIssued(id, on: connection)
                         return .alreadyActive
                     case .notPending:
