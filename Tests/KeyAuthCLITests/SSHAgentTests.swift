@@ -209,23 +209,17 @@ struct SSHAgentTests {
             // A client mid-authentication: it has the identities and keeps its connection open.
             let held = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
             defer { close(held) }
-            #expect(DescriptorIO.sendAll(held, bytes: Self.listIdentities))
-            guard case .message(let first) = SSHAgentProtocol.readMessage(held) else {
-                Issue.record("no identities on the first connection")
-                return
-            }
+            let first = try #require(Self.identities(on: held), "no identities on the first connection")
             #expect(first.first == 12)
             // A second client meanwhile gets its answer.
             let other = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
             defer { close(other) }
-            #expect(DescriptorIO.sendAll(other, bytes: Self.listIdentities))
-            #expect(SSHAgentProtocol.readMessage(other) == .message(first))
+            #expect(Self.identities(on: other) == first)
             // The first is still served. Served one at a time, the second waited until the agent
             // gave the first up at its 5 s read limit, and the first was closed by then. (Only a
             // test thread stalled for those 5 s between the first answer and here could see that
             // with nothing wrong; a wait for it would hide the very delay this test is about.)
-            #expect(DescriptorIO.sendAll(held, bytes: Self.listIdentities))
-            #expect(SSHAgentProtocol.readMessage(held) == .message(first))
+            #expect(Self.identities(on: held) == first)
         }
     }
 
@@ -238,11 +232,7 @@ struct SSHAgentTests {
             for _ in 0..<KeyAgentServer.sshConnectionLimit {
                 let connection = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
                 held.append(connection)
-                #expect(DescriptorIO.sendAll(connection, bytes: Self.listIdentities))
-                guard case .message(let answer) = SSHAgentProtocol.readMessage(connection) else {
-                    Issue.record("no identities on connection \(held.count)")
-                    return
-                }
+                let answer = try #require(Self.identities(on: connection), "no identities on connection \(held.count)")
                 #expect(answer.first == 12)
             }
             let ninth = try #require(try KeyAgentSocket.connect(to: agent.sshSocket))
@@ -274,6 +264,14 @@ struct SSHAgentTests {
 
     /// `SSH_AGENTC_REQUEST_IDENTITIES` with its length: what `ssh-add -l` asks first.
     static let listIdentities: [UInt8] = [0, 0, 0, 1, 11]
+
+    /// Asks for the identities on `connection`, left open: the answer's body, nil when none came.
+    static func identities(on connection: Int32) -> [UInt8]? {
+        guard DescriptorIO.sendAll(connection, bytes: listIdentities),
+            case .message(let body) = SSHAgentProtocol.readMessage(connection)
+        else { return nil }
+        return body
+    }
 
     /// Runs `body` with an unlocked agent on a fresh setup (a server with an SSH CA, a device
     /// registered with a PIN), both removed afterwards.

@@ -77,12 +77,9 @@ final class HTTPExchange: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 guard waiter.wait(continuation) else { return }
-                let perform: @Sendable () -> Void = {
+                DetachedThread.startOrRunHere(name: "keyauth-http") {
                     waiter.finish(transfer.perform(request, timeoutMilliseconds: milliseconds))
                 }
-                // Without a thread of its own (the process is at its thread limit), the transfer
-                // runs here rather than never.
-                if !DetachedThread.start(name: "keyauth-http", perform) { perform() }
             }
         } onCancel: {
             transfer.cancel()

@@ -15,16 +15,15 @@ package enum BlockingWork {
         _ work: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         let result: Result<Value, Failure> = await withCheckedContinuation { continuation in
-            let run: @Sendable () -> Void = {
+            // Without a thread of its own the work holds one of the pool's threads for as long as
+            // it takes (a prompt, the agent's whole life).
+            DetachedThread.startOrRunHere(name: threadName, stackBytes: stackBytes) {
                 do throws(Failure) {
                     continuation.resume(returning: .success(try work()))
                 } catch {
                     continuation.resume(returning: .failure(error))
                 }
             }
-            // Without a thread of its own the work runs here: holding one of the pool's threads
-            // for as long as it takes (a prompt, the agent's whole life) beats never answering.
-            if !DetachedThread.start(name: threadName, stackBytes: stackBytes, run) { run() }
         }
         return try result.get()
     }

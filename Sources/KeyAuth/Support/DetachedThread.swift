@@ -33,6 +33,13 @@ package enum DetachedThread {
         }
         return true
     }
+
+    /// Runs `work` on a new detached thread, or on the caller's thread when none can be made
+    /// (the process at its thread limit): holding the caller's thread for as long as `work`
+    /// takes beats never running it, for work that someone waits for.
+    package static func startOrRunHere(name: String, stackBytes: Int? = nil, _ work: @escaping @Sendable () -> Void) {
+        if !start(name: name, stackBytes: stackBytes, work) { work() }
+    }
 }
 
 /// What a ``DetachedThread`` runs, passed to it through `pthread_create`'s one pointer.

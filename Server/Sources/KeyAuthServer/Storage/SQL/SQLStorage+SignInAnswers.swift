@@ -43,14 +43,14 @@ extension SQLStorage {
                             id: id, status: .approved, answeringKID: answeringKID, methods: methods, at: time,
                             askingSession: askingSession, on: connection)
                     else { return .requestNotOpen }
+                    let outcome: DeviceRequestApprovalOutcome
                     switch try Self.approvePendingDevice(
                         kid: kid, approvedBy: answeringKID, at: time, createdAfter: oldestLive, on: connection)
                     {
                     case .approved:
-                        break
+                        outcome = .approved
                     case .notPending where try Self.isActive(kid, of: user, in: connection):
-                        try Self.markIssued(id, on: connection)
-                        return .alreadyActive
+                        outcome = .alreadyActive
                     case .notPending:
                         refusal = .deviceNotPending
                         throw Self.approvalRefused
@@ -58,20 +58,18 @@ extension SQLStorage {
                         refusal = .approverNotActive
                         throw Self.approvalRefused
                     }
-                    try Self.markIssued(id, on: connection)
-                    return .approved
+                    // The approval is the user's answer to "approve this device?": the activation
+                    // uses it up.
+                    try connection.execute(
+                        "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'",
+                        [.text(id)])
+                    return outcome
                 }
             } catch {
                 guard let refusal, error.code == Self.approvalRefused.code else { throw error }
                 return refusal
             }
         }
-    }
-
-    /// The approval is the user's answer to "approve this device?": the activation uses it up.
-    private static func markIssued(_ id: String, on connection: any SQLConnection) throws(StorageError) {
-        try connection.execute(
-            "UPDATE sign_in_requests SET status = 'issued' WHERE id = $1 AND status = 'approved'", [.text(id)])
     }
 
     /// Thrown inside ``approveDeviceSignInRequest(id:device:answeringKID:methods:at:askingSession:createdAfter:)``
