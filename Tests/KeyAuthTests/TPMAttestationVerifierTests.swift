@@ -86,6 +86,16 @@ struct TPMAttestationVerifierTests {
             attestation, key: fixture.key.publicKey, nonce: nonce, at: 0)
         #expect(early.endorsementProblem?.contains("not yet valid") == true)
 
+        // A client of an earlier version sent a certificate with the padding its TPM stored after
+        // it: the same certificate; other bytes after it are not.
+        for (fill, verifies) in [(UInt8(0xFF), true), (0x00, true), (0x01, false)] {
+            var padded = attestation
+            padded.endorsementCertificates[0] += [UInt8](repeating: fill, count: 300)
+            let outcome = try? TPMAttestationVerifier(roots: fixture.roots).verify(
+                padded, key: fixture.key.publicKey, nonce: nonce, at: now)
+            #expect((outcome?.endorsementProblem == nil && outcome != nil) == verifies, "fill \(fill)")
+        }
+
         // A TPM without a certificate sends its bare endorsement key.
         var bare = attestation
         bare.endorsementCertificates = []

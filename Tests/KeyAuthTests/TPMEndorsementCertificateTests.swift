@@ -138,6 +138,71 @@ struct TPMEndorsementCertificateTests {
         #expect(wrongKey.code == .keyCorrupt)
     }
 
+    @Test("a certificate stored with padding after it is read without it; one for another key is not sent")
+    func paddedAndForeignCertificates() throws {
+        let tpm = try SoftwareTPM(endorsementCertificates: true)
+        defer { withExtendedLifetime(tpm) {} }
+        let connection = try tpm.connection
+        let original = try #require(try connection.endorsementCertificates().first { $0.nvIndex == 0x01C0_0002 })
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        /// Stores `contents` in the RSA certificate's index as a maker does: an index of exactly
+        /// that size, defined and written with the platform's authorization.
+        func store(_ contents: [UInt8]) throws {
+            let file = scratch.path + "/nv"
+            try Data(contents).write(to: URL(fileURLWithPath: file))
+            for command in [
+                ["tpm2_nvundefine", "-T", tpm.tcti, "-C", "p", "0x1c00002"],
+                [
+                    "tpm2_nvdefine", "-T", tpm.tcti, "-C", "p", "-s", String(contents.count), "-a",
+                    "ppwrite|ppread|ownerread|authread|no_da|platformcreate", "0x1c00002",
+                ],
+                ["tpm2_nvwrite", "-T", tpm.tcti, "-C", "p", "-i", file, "0x1c00002"],
+            ] {
+                let result = try ExternalCommand.run(command)
+                try #require(result.status == 0, "\(command[0]): \(result.errorOutput)")
+            }
+        }
+
+        // As an ST33 stores it: the certificate, then 0xFF to the end of an index of 1,600 bytes.
+        let indexSize = max(1600, original.der.count + 100)
+        try store(original.der + [UInt8](repeating: 0xFF, count: indexSize - original.der.count))
+        let read = try #require(try connection.endorsementCertificates().first { $0.nvIndex == 0x01C0_0002 })
+        #expect(read.der == original.der)
+        let key = try TPMKey.generate(bits: 2048, on: connection)
+        #expect(try key.attestation(nonce: [1], on: connection).endorsementCertificates == [original.der])
+
+        // A certificate for another key than the EK derived with the default template (the TPM's
+        // maker used a template of its own) is left out: the key is attested, unverified.
+        let made = try ExternalCommand.run([
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", scratch.path + "/other.key",
+            "-subj", "/CN=another key", "-days", "1", "-outform", "DER", "-out", scratch.path + "/other.der",
+        ])
+        try #require(made.status == 0, "\(made.errorOutput)")
+        let foreign = Array(try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/other.der")))
+        try store(foreign)
+        #expect(try connection.endorsementCertificates().first?.der == foreign)
+        let attestation = try key.attestation(nonce: [1], on: connection)
+        #expect(attestation.endorsementCertificates.isEmpty)
+        #expect(attestation.endorsementKey == (try connection.endorsementKey()))
+    }
+
+    @Test("only a run of 0x00 or of 0xFF after a whole DER SEQUENCE is cut as padding")
+    func paddingRules() {
+        let short: [UInt8] = [0x30, 0x03, 1, 2, 3]
+        let long: [UInt8] = [0x30, 0x82, 0x01, 0x00] + [UInt8](repeating: 7, count: 256)
+        #expect(TPMEndorsementCertificate.withoutPadding(short + [0xFF, 0xFF]) == short)
+        #expect(TPMEndorsementCertificate.withoutPadding(short + [0x00]) == short)
+        #expect(TPMEndorsementCertificate.withoutPadding(long + [UInt8](repeating: 0xFF, count: 600)) == long)
+        #expect(TPMEndorsementCertificate.withoutPadding(short) == short)
+        for unchanged: [UInt8] in [
+            short + [0xFF, 0x00], short + [0x01], long.dropLast() + [0xFF], [0x31, 0x01, 0, 0xFF], [0x30],
+            [0x30, 0x84, 0, 0, 0, 1, 0, 0xFF], [0x30, 0x80, 0, 0], [],
+        ] {
+            #expect(TPMEndorsementCertificate.withoutPadding(unchanged) == unchanged, "\(unchanged)")
+        }
+    }
+
     @Test("a TPM without certificates gives none, and no TPM is tpm_unavailable naming the TCTI")
     func noCertificates() throws {
         let tpm = try SoftwareTPM()

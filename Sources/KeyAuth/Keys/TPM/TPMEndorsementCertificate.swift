@@ -16,7 +16,8 @@ internal import CKeyAuthTSS2
 package struct TPMEndorsementCertificate: Sendable, Hashable {
     /// The NV index the certificate was read from, which tells which endorsement key it is for.
     package let nvIndex: UInt32
-    /// The certificate as stored: X.509 DER.
+    /// The certificate: X.509 DER, without the padding some TPMs keep after it in the index
+    /// (``withoutPadding(_:)``).
     package let der: [UInt8]
 
     package init(nvIndex: UInt32, der: [UInt8]) {
@@ -27,6 +28,35 @@ package struct TPMEndorsementCertificate: Sendable, Hashable {
     /// The indices read, in the profile's order.
     package static let nvIndices: [UInt32] =
         [0x01C0_0002, 0x01C0_000A] + stride(from: 0x01C0_0012, through: 0x01C0_001E, by: 2)
+
+    /// `stored` without the bytes after its certificate when they are all `0x00` or all `0xFF`.
+    ///
+    /// An NV index has the size its maker defined, and some makers (STMicroelectronics' ST33,
+    /// among others) define it larger than the certificate and fill the rest. A parser that
+    /// wants exactly one certificate refuses what such a TPM stores; cut at the end of the
+    /// outer DER `SEQUENCE`, it is the certificate. Anything else after it, or bytes that do
+    /// not start with a `SEQUENCE` whose length fits, are returned as they are, for the
+    /// certificate parser to refuse.
+    package static func withoutPadding(_ stored: [UInt8]) -> [UInt8] {
+        guard let length = sequenceLength(stored), length < stored.count else { return stored }
+        let fill = stored[length]
+        guard fill == 0x00 || fill == 0xFF, stored[length...].allSatisfy({ $0 == fill }) else { return stored }
+        return Array(stored[..<length])
+    }
+
+    /// The whole length (tag, length and contents) of the DER `SEQUENCE` that `bytes` start
+    /// with, from its header alone; nil when they do not start with one.
+    private static func sequenceLength(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 2, bytes[0] == 0x30 else { return nil }
+        let first = Int(bytes[1])
+        if first < 0x80 { return 2 + first }
+        // The long form: the low bits count the length's bytes. Three are 16 MiB, more than
+        // any NV index holds, so more is not a certificate's header.
+        let lengthBytes = first & 0x7F
+        guard (1...3).contains(lengthBytes), bytes.count >= 2 + lengthBytes else { return nil }
+        let length = bytes[2..<(2 + lengthBytes)].reduce(0) { $0 << 8 | Int($1) }
+        return 2 + lengthBytes + length
+    }
 }
 
 extension TPMConnection {
@@ -40,8 +70,10 @@ extension TPMConnection {
         try ESAPIConnection.with(self) { tpm throws(KeyAuthError) in
             var found: [TPMEndorsementCertificate] = []
             for index in TPMEndorsementCertificate.nvIndices {
-                if let der = try tpm.readNV(index: index) {
-                    found.append(TPMEndorsementCertificate(nvIndex: index, der: der))
+                if let stored = try tpm.readNV(index: index) {
+                    found.append(
+                        TPMEndorsementCertificate(
+                            nvIndex: index, der: TPMEndorsementCertificate.withoutPadding(stored)))
                 }
             }
             return found

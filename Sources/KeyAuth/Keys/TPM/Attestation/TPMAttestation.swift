@@ -54,7 +54,13 @@ package struct VerifiedTPMAttestation: Sendable, Equatable {
 
 extension TPMKey {
     /// Gathers this key's attestation for a server's `nonce`: the RSA endorsement key's
-    /// certificate when the TPM has one, the endorsement key, and a fresh `TPM2_Certify`.
+    /// certificate when the TPM has one for the endorsement key derived here, that key, and a
+    /// fresh `TPM2_Certify`.
+    ///
+    /// The endorsement key is derived with the TCG's default template. A TPM whose maker used
+    /// a template of its own (NV indices 0x01C00003 and 0x01C00004) holds a certificate for
+    /// another key, which a server refuses as not the EK's; without it, the key is attested
+    /// with the tier `tpm-unverified` instead of not at all.
     ///
     /// - Parameters:
     ///   - nonce: the server's nonce, 1 to ``TPMKeyCertification/maximumNonceBytes`` bytes.
@@ -65,8 +71,10 @@ extension TPMKey {
         nonce: [UInt8], pin: SecretBytes? = nil, on tpm: TPMConnection
     ) throws(KeyAuthError) -> TPMAttestation {
         // Only the RSA-2048 endorsement key's certificate: activation encrypts to that key.
-        let certificates = try tpm.endorsementCertificates().filter { $0.nvIndex == 0x01C0_0002 }.map(\.der)
         let endorsementKey = try tpm.endorsementKey()
+        let certificates = try tpm.endorsementCertificates().filter {
+            $0.nvIndex == 0x01C0_0002 && TPMEndorsementRoots.certifiedKey($0.der) == endorsementKey
+        }.map(\.der)
         let certification = try certification(nonce: nonce, pin: pin, on: tpm)
         return TPMAttestation(
             endorsementCertificates: certificates, endorsementKey: endorsementKey,

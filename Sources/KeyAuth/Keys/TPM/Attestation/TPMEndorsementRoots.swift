@@ -62,7 +62,10 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
     package func verify(
         chain: [[UInt8]], at time: Int64
     ) throws(TPMAttestationError) -> (key: RSAPublicKey, problem: String?) {
-        guard let leafDER = chain.first, let leaf = Self.certificate(leafDER) else {
+        // Clients of earlier versions sent the padding some TPMs keep after the certificate in
+        // its NV index as well.
+        guard let leafDER = chain.first, let leaf = Self.certificate(TPMEndorsementCertificate.withoutPadding(leafDER))
+        else {
             throw TPMAttestationError(.endorsementKey, "the endorsement key certificate does not parse")
         }
         defer { X509_free(leaf) }
@@ -73,6 +76,20 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
         }
         try Self.checkPurpose(leaf)
         return (key, verifyChain(leaf, intermediates: chain.dropFirst(), at: time))
+    }
+
+    /// The RSA key that the certificate `der` certifies, without checking anything else; nil
+    /// when it does not parse or holds another kind of key.
+    package static func certifiedKey(_ der: [UInt8]) -> RSAPublicKey? {
+        guard let certificate = certificate(der) else { return nil }
+        defer { X509_free(certificate) }
+        guard let publicKey = X509_get_pubkey(certificate),
+            let key = try? RSAPublicKey(owning: EVPKey(taking: publicKey))
+        else {
+            OpenSSL.clearErrors()
+            return nil
+        }
+        return key
     }
 
     /// `tcg-kp-EKCertificate` (2.23.133.8.1), the extended key usage of an EK certificate.
