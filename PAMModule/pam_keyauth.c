@@ -290,7 +290,13 @@ static int append_line(char *request, size_t size, size_t *used, const char *key
 }
 
 /* Asks the PIN through the application's conversation (a terminal, ssh keyboard-interactive, a
- * display manager's dialog), sends it, and zeroes every copy. */
+ * display manager's dialog), sends it, and zeroes every copy.
+ *
+ * The helper asks for the PIN before it reaches the server, so that the person types while it
+ * does. When it finds out meanwhile that the login cannot go on (the server refused, the key is
+ * locked after wrong PINs), it answers and exits without reading the PIN, and sending it fails.
+ * That is not the login's failure: the helper's answer, already in the socket, says what is, and
+ * the caller reads it as it would have. */
 static int send_pin(pam_handle_t *pamh, struct helper *helper, const char *prompt) {
     char *response = NULL;
     int status = pam_prompt(pamh, PAM_PROMPT_ECHO_OFF, &response, "%s", prompt);
@@ -304,8 +310,7 @@ static int send_pin(pam_handle_t *pamh, struct helper *helper, const char *promp
         pam_syslog(pamh, LOG_NOTICE, "refused: the PIN has a line break");
         result = PAM_AUTH_ERR;
     } else if (send_all(helper->fd, response, length) != 0 || send_all(helper->fd, "\n", 1) != 0) {
-        pam_syslog(pamh, LOG_ERR, "cannot send the PIN to the helper: %s", strerror(errno));
-        result = PAM_AUTHINFO_UNAVAIL;
+        pam_syslog(pamh, LOG_INFO, "the helper did not take the PIN (%s); reading its answer", strerror(errno));
     }
     explicit_bzero(response, length);
     free(response);

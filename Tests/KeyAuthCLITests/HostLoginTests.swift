@@ -170,7 +170,7 @@ struct HostLoginTests {
     }
 
     @Test(
-        "a helper that hangs is killed at the timeout, and one that answers nonsense is refused",
+        "a helper that hangs is killed at the timeout, one that answers nonsense is refused, one that answers before taking the PIN is heard",
         .timeLimit(.minutes(5)))
     func hangingAndMalformedHelpers() async throws {
         try await withHostLogin { machine in
@@ -193,10 +193,32 @@ struct HostLoginTests {
             try machine.writeService(server: machine.server.url, helper: malformed, timeout: 5)
             let nonsense = try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(nonsense.status != 0)
+
+            // A helper that asks for the PIN, then finds the login cannot go on and answers
+            // without reading it (it shut its reading side first, so sending the PIN fails every
+            // time): its answer decides, not the failed send.
+            let impatient = machine.scratch.path + "/impatient-helper"
+            let impatientScript = [
+                "#!/usr/bin/python3", "import os, socket, time",
+                "socket.socket(fileno=os.dup(0)).shutdown(socket.SHUT_RD)",
+                #"os.write(1, b"pin PIN: \nrefused the key is locked for 60 s after wrong PINs\n")"#,
+                "time.sleep(5)", "",
+            ]
+            try Data(impatientScript.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: impatient))
+            chmod(impatient, 0o755)
+            try machine.writeService(server: machine.server.url, helper: impatient, timeout: 5)
+            let refused = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(refused.status != 0)
+            #expect(refused.standardError.contains("Authentication failure"), "\(refused.standardError)")
+            #expect(
+                (refused.standardOutput + refused.standardError).contains("keyauth: the key is locked for 60 s"),
+                "\(refused.standardOutput)")
             if machine.syslog.isCapturing {
                 let log = machine.syslog.text
                 #expect(log.contains("the helper did not answer in time"), "\(log)")
                 #expect(log.contains("malformed answer from the helper"), "\(log)")
+                #expect(log.contains("the helper did not take the PIN"), "\(log)")
+                #expect(log.contains("refused: the key is locked for 60 s after wrong PINs"), "\(log)")
             }
         }
     }

@@ -217,20 +217,24 @@ struct OfflineHostLoginTests {
         }
     }
 
+    /// With `refusedWithOfflineOff`, the refusal comes through a service with `offline=no`
+    /// (sshd's, say), while the grant was stored by one that has offline logins.
     @Test(
         "a revoked device is refused online, its grant is emptied, and it no longer logs in offline",
-        .timeLimit(.minutes(5)))
-    func revokedDevice() async throws {
+        .timeLimit(.minutes(5)), arguments: [false, true])
+    func revokedDevice(refusedWithOfflineOff: Bool) async throws {
         try await withOfflineMachine { machine, _ in
             _ = try loginOnline(machine)
             let revoked = try KeyAuthServerProcess.runCommand([
                 "revoke", machine.keyID, "--db", machine.scratch.path + "/server.db",
             ])
             try #require(revoked.status == 0, "\(revoked.error)")
+            if refusedWithOfflineOff { try machine.writeService(server: machine.server.url, extra: " offline=no") }
             let refused = try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(refused.status != 0)
             var status = stat()
             #expect(stat(machine.grantPath, &status) == 0 && status.st_size == 0, "the grant was not emptied")
+            if refusedWithOfflineOff { try machine.writeService(server: machine.server.url) }
             _ = machine.server.terminate()
             let offline = try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(offline.status != 0)

@@ -41,6 +41,15 @@ struct PAMHelperRequestTests {
         #expect(throws: KeyAuthError.self) { try PAMHelperRequest(text: plain + "insecure-http no\n\n") }
         let allowed = try PAMHelperRequest(text: plain + "insecure-http yes\n\n")
         #expect(allowed.allowsInsecureHTTP)
+        // Only to this host: across a network anyone on the path would answer for the server.
+        for server in ["http://10.0.0.5:8080", "http://keyauth.example", "http://127.0.0.1.example:80", "http:///x"] {
+            let text = "keyauth-pam 1\nuser alice\nserver \(server)\ninsecure-http yes\n\n"
+            #expect(throws: KeyAuthError.self, "\(server)") { try PAMHelperRequest(text: text) }
+        }
+        for server in ["http://localhost:8080", "http://[::1]:8080", "HTTP://127.0.0.2"] {
+            let text = "keyauth-pam 1\nuser alice\nserver \(server)\ninsecure-http yes\n\n"
+            #expect(try PAMHelperRequest(text: text).allowsInsecureHTTP, "\(server)")
+        }
         #expect(
             try !PAMHelperRequest(text: "keyauth-pam 1\nuser alice\nserver HTTPS://k.example\n\n").allowsInsecureHTTP)
     }

@@ -1,6 +1,10 @@
 import KeyAuth
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The PIN reader of `keyauth-pam-helper`: reads the one PIN the module sends, when a check
 /// first asks for it, and keeps it so that an offline login (``PAMHelper``, "Offline grants")
 /// can unlock the key with the same PIN after the online attempt found no server.
@@ -13,19 +17,32 @@ final class HeldPINReader: SecretReader {
     private struct State {
         var pin: SecretBytes?
         var handedOut = false
+        var askedAt: ContinuousClock.Instant?
         var arrivedAt: ContinuousClock.Instant?
     }
 
+    private let descriptor: Int32
     private let source: StandardInputSecretReader
     private let state = Mutex(State())
 
     /// When the PIN came from the socket, which starts the module's wait for the final answer;
     /// nil before.
+    ///
+    /// The helper reads the PIN only when the login needs it, after reaching the server. A PIN
+    /// already waiting then may have come any time since it was asked for, so that time is
+    /// taken: an estimate of the module's wait from the read would leave the helper working
+    /// after the module gave up on it.
     var arrivedAt: ContinuousClock.Instant? { state.withLock { $0.arrivedAt } }
 
     /// A reader of the module's socket `descriptor`.
     init(fileDescriptor descriptor: Int32) {
+        self.descriptor = descriptor
         source = StandardInputSecretReader(fileDescriptor: descriptor)
+    }
+
+    /// Notes that the module was just asked for the PIN (the `pin` line written).
+    func noteAsked(at time: ContinuousClock.Instant = .now) {
+        state.withLock { $0.askedAt = time }
     }
 
     /// The PIN: read from the socket the first time, a copy of the held one in a later round.
@@ -38,13 +55,20 @@ final class HeldPINReader: SecretReader {
             return .success(state.pin)
         }
         if let pin = try held.get() { return pin.withUnsafeBytes { SecretBytes($0) } }
+        let waitingAlready = hasInput()
         let pin = try source.readLine(prompt: prompt, echo: echo)
         let now = ContinuousClock.now
         state.withLock {
             $0.pin = pin
-            $0.arrivedAt = now
+            $0.arrivedAt = waitingAlready ? ($0.askedAt ?? now) : now
         }
         return pin.withUnsafeBytes { SecretBytes($0) }
+    }
+
+    /// Whether the socket has something to read now.
+    private func hasInput() -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 1
     }
 
     /// Starts a new round, in which the held PIN (or, if none was read yet, the socket's) is

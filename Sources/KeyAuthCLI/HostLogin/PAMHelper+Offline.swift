@@ -11,6 +11,9 @@ struct OfflineAccess {
     let store: OfflineGrantStore?
     /// Why there is no store (offline login off, not root, a store refused).
     let reason: String
+    /// Whether the store may log in and be renewed; under `offline=no` it is opened, when a
+    /// grant file exists, only to be emptied when the server refuses the device.
+    var logsIn = true
 }
 
 /// Offline grants in `keyauth-pam-helper` (docs/HOST-LOGIN.md, "Offline"; PROTOCOL.md section
@@ -19,10 +22,21 @@ struct OfflineAccess {
 /// reached leaves the login to the grant and a fresh signature of the device key.
 extension PAMHelper {
     /// Opens the user's grant store while still root; without root (a screen locker running as
-    /// the user, a test) or with `offline=no` there is none, and logins are online only.
-    func openOfflineGrants(_ request: PAMHelperRequest) -> OfflineAccess {
+    /// the user, a test) there is none, and logins are online only.
+    ///
+    /// With `offline=no` an existing grant file is opened all the same, not to log in: a grant
+    /// stored by another service's logins (or before the host turned offline logins off) must
+    /// still end when this service's login hears that the server refuses the device, or a
+    /// revoked device could come back through it later, offline.
+    func openOfflineGrants(
+        _ request: PAMHelperRequest, directory: String = OfflineGrantStore.directory
+    ) -> OfflineAccess {
         guard request.allowsOffline else {
-            return OfflineAccess(store: nil, reason: "offline login is off (offline=no)")
+            let path = directory + "/" + request.user + ".grant"
+            guard geteuid() == 0, access(path, F_OK) == 0,
+                let store = try? OfflineGrantStore.open(linuxUser: request.user, directory: directory)
+            else { return OfflineAccess(store: nil, reason: "offline login is off (offline=no)", logsIn: false) }
+            return OfflineAccess(store: store, reason: "offline login is off (offline=no)", logsIn: false)
         }
         guard geteuid() == 0 else {
             return OfflineAccess(store: nil, reason: "keyauth-pam-helper does not run as root, which keeps the grants")
@@ -93,7 +107,7 @@ extension PAMHelper {
         request: PAMHelperRequest
     ) async -> Answer {
         let online = "\(failure.code): \(failure.message)"
-        guard let store = offline.store else { return .unavailable("\(online); \(offline.reason)") }
+        guard offline.logsIn, let store = offline.store else { return .unavailable("\(online); \(offline.reason)") }
         guard let stored = store.stored else {
             return .unavailable("\(online); \(store.unreadable ?? "no offline grant for \(request.user) on this host")")
         }
@@ -150,7 +164,7 @@ extension PAMHelper {
         _ token: AccessToken, offline: OfflineAccess, session: AccountSession, request: PAMHelperRequest,
         pinArrivedAt: ContinuousClock.Instant?
     ) async -> String {
-        guard let store = offline.store else { return "" }
+        guard offline.logsIn, let store = offline.store else { return "" }
         do throws(KeyAuthError) {
             guard let grant = token.offlineGrant else {
                 try store.clear()

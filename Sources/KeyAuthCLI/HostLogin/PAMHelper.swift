@@ -173,6 +173,7 @@ package struct PAMHelper: Sendable {
             }
         }
         DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name))\(lockoutNote): \n")
+        pinReader.noteAsked()
         let session: AccountSession
         let token: AccessToken
         do {

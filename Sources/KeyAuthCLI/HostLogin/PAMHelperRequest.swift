@@ -1,3 +1,4 @@
+import Foundation
 import KeyAuth
 
 /// What `pam_keyauth.so` asks of `keyauth-pam-helper`: one line `key value` per field after the
@@ -109,6 +110,13 @@ package struct PAMHelperRequest: Sendable, Equatable {
                 .invalidArgument,
                 "server= must be https://: on plain http, any local user who binds the port while the server is down "
                     + "answers for it; add insecure_http to the module's arguments only on a test machine")
+        }
+        // Even a test machine's: across a network, whoever is on the path would answer for it.
+        if !server.lowercased().hasPrefix("https://") {
+            guard let host = URLComponents(string: server)?.host, KeyAuthClient.isLoopbackHost(host) else {
+                throw KeyAuthError(
+                    .invalidArgument, "insecure_http accepts a plain http server= only on this host (loopback)")
+            }
         }
     }
 }
