@@ -1177,6 +1177,28 @@ struct OpenIDProviderTests {
         #expect(listed.json?["error_description"]?.stringValue?.contains("NUL character") == true)
     }
 
+    @Test("a query that decodes to bytes that are not UTF-8 is refused, not read with U+FFFD: a page, no redirect")
+    func queryValuesThatAreNotUTF8() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: setup.api)
+        let query = OpenIDTestAPI.encode(
+            OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none", "state": nil]))
+        for bad in ["state=%FF%FE", "%C3%28=1"] {
+            let answer = try browser.get("/authorize?" + query + "&" + bad)
+            #expect(answer.status == 400 && answer.headers["Location"] == nil, "\(bad)")
+            #expect(answer.text.contains("bytes that are not UTF-8"), "\(bad)")
+        }
+        let listed = try browser.get("/v1/devices?cursor=%FF")
+        #expect(listed.status == 400)
+        #expect(listed.errorDescription == "the query holds bytes that are not UTF-8")
+        // UTF-8 beyond ASCII is text like any other, and comes back exactly as sent.
+        let accented = try browser.get("/authorize?" + query + "&state=%C3%A9t%C3%A9")
+        #expect(accented.status == 303)
+        #expect(accented.headers["Location"]?.contains("state=%C3%A9t%C3%A9") == true, "\(accented.headers)")
+    }
+
     @Test("redirect URIs at registration: absolute, no fragment, https or loopback http")
     func registrationRules() throws {
         for good in [

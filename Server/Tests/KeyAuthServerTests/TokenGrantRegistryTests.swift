@@ -113,10 +113,15 @@ struct TokenGrantRegistryTests {
                 ("client_secret", client.secret ?? ""),
             ])
         _ = answer(endpoint, [("grant_type", "urn:example:echo"), ("subject", "a")])
+        // Refused before its client is known (a parameter missing), it is still this grant's.
+        _ = answer(
+            endpoint, [("grant_type", "urn:example:echo"), ("client_id", client.id), ("client_secret", "s")])
         let text = String(
             decoding: responder.operations.respond(to: HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self
         )
         #expect(text.contains("keyauth_sign_in_requests_total{result=\"echo_echoed\"} 1"))
         #expect(text.contains("keyauth_sign_in_requests_total{result=\"echo_invalid_client\"} 1"))
+        #expect(text.contains("keyauth_sign_in_requests_total{result=\"echo_invalid_request\"} 1"))
+        #expect(!text.contains("keyauth_logins_total{result=\"invalid_request\"}"))
     }
 }

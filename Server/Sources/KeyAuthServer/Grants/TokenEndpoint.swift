@@ -46,12 +46,12 @@ struct TokenEndpoint: Sendable {
         ) {
             let form = try request.formBody()
             let handler = try handler(for: form["grant_type"])
+            chosen = handler
             let credentials =
                 handler.clientAuthentication == .none ? nil : try request.clientCredentials(form: form)
             for name in handler.requiredParameters where (form[name] ?? "").isEmpty {
                 throw ServiceError(.invalidRequest, "\(name) is missing")
             }
-            chosen = handler
             let proof =
                 handler.acceptsDPoP ? try service.checkTokenRequestProof(try request.dpopProof(atResource: false)) : nil
             let client: ClientRecord?

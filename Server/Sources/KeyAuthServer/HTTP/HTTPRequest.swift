@@ -19,6 +19,10 @@ package struct HTTPRequest: Sendable {
     /// protocol holds one, PostgreSQL cannot store one, and a C string ends at one, so a value
     /// holding one could be read differently by two parts of the server.
     package var queryHoldsNUL = false
+    /// Set by the transport when a query name or value decoded to bytes that are not UTF-8
+    /// (`%FF`), refused like a zero byte: read as text they would change (each bad byte becomes
+    /// U+FFFD), and `state` or `nonce` would come back other than the client sent them.
+    package var queryIsNotUTF8 = false
     /// The header fields.
     package var headers: HTTPHeaders
     /// The body, at most the transport's limit (64 KiB).

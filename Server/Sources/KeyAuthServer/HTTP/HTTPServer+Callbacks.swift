@@ -226,9 +226,13 @@ func httpServerCollectQueryItem(
         state.request.queryHoldsNUL = true
         return .YES
     }
-    let name = queryText(key, count: keySize)
+    guard let name = queryText(key, count: keySize), let text = value.map({ queryText($0, count: valueSize) }) ?? ""
+    else {
+        state.request.queryIsNotUTF8 = true
+        return .YES
+    }
     if state.request.query[name] == nil {
-        state.request.query[name] = value.map { queryText($0, count: valueSize) } ?? ""
+        state.request.query[name] = text
     } else {
         state.request.repeatedQueryNames.insert(name)
     }
@@ -241,10 +245,10 @@ private func holdsZeroByte(_ text: UnsafePointer<CChar>?, _ count: Int) -> Bool 
     return UnsafeRawBufferPointer(start: text, count: count).contains(0)
 }
 
-/// The `count` bytes at `text` as a string.
-private func queryText(_ text: UnsafePointer<CChar>, count: Int) -> String {
+/// The `count` bytes at `text` as a string, or nil when they are not UTF-8.
+private func queryText(_ text: UnsafePointer<CChar>, count: Int) -> String? {
     text.withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
-        String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        String(validating: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 }
 

@@ -111,6 +111,12 @@ extension OpenIDProvider {
         claims.set("jti", string: jti)
         let accessToken = try service.tokens.issue(
             user: record.user, deviceKID: device.kid, bound: false, extra: claims)
+        // Signed before the code is used up: a signature that fails after it would leave the
+        // client a code that is only refused, and the user a sign-in to start again.
+        let idToken = try idTokens.sign(
+            IDTokens.Subject(
+                user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime, acr: acr,
+                methods: record.methods, sessionID: record.sessionID, accessToken: accessToken))
         let time = now()
         switch try storage.redeemAuthorizationCode(
             codeHash: codeHash, at: time, accessTokenJTI: jti,
@@ -128,10 +134,6 @@ extension OpenIDProvider {
             // Revoked between the check above and the redemption.
             throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked")
         }
-        let idToken = try idTokens.sign(
-            IDTokens.Subject(
-                user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime, acr: acr,
-                methods: record.methods, sessionID: record.sessionID, accessToken: accessToken))
         try AuditTrail(storage: storage, now: now).record(
             .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
         return AuthorizationGrant(

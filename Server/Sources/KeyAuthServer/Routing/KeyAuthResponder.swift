@@ -305,13 +305,13 @@ package final class KeyAuthResponder: HTTPResponder {
             throw ServiceError(
                 .busy(retryAfter: Int(ClockSkewCheck.refusalBound)), Self.clockRefusal(service.clockSkew))
         }
-        if request.queryHoldsNUL {
+        if request.queryHoldsNUL || request.queryIsNotUTF8 {
+            let fault = request.queryHoldsNUL ? "a NUL character (%00)" : "bytes that are not UTF-8"
             switch endpoint.repeatedQuery {
-            case .refused: throw ServiceError(.invalidRequest, "the query holds a NUL character (%00)")
+            case .refused: throw ServiceError(.invalidRequest, "the query holds \(fault)")
             case .refusedAsPage, .endpointDecides:
                 // No redirect: which of the parameters held it, the redirect URI included, is unknown.
-                return account.browser.refused(
-                    "The address holds a NUL character (%00).", title: "Request refused", status: 400)
+                return account.browser.refused("The address holds \(fault).", title: "Request refused", status: 400)
             }
         }
         if let name = request.repeatedQueryNames.min() {
