@@ -83,6 +83,14 @@ struct AccountPageTests {
         #expect(first.headers["Content-Security-Policy"] == BrowserRequests.contentSecurityPolicy)
         #expect(first.headers["X-Frame-Options"] == "DENY")
         #expect(!first.text.contains("<script>"))
+        // Its errors too: an unknown path, a method it does not take.
+        for (method, path) in [("GET", "/account/nope"), ("PUT", "/account")] {
+            let refused = try api.send(method, path)
+            #expect(refused.status >= 400, "\(method) \(path)")
+            #expect(refused.headers["Content-Security-Policy"] == BrowserRequests.contentSecurityPolicy, "\(path)")
+            #expect(refused.headers["X-Frame-Options"] == "DENY" && refused.headers["Cache-Control"] == "no-store")
+        }
+        #expect(try api.send("GET", "/v1/nope").headers["X-Frame-Options"] == nil, "an API error is not a page's")
         let csrfCookie = try #require(first.headers.values(for: "Set-Cookie").first)
         #expect(csrfCookie.hasPrefix("__Host-keyauth-csrf="))
         #expect(csrfCookie.hasSuffix("; Path=/; HttpOnly; SameSite=Lax; Secure"))
@@ -700,9 +708,11 @@ extension AccountPageTests {
 }
 
 extension AccountPageTests {
-    @Test("a busy server leaves an approved recovery-codes request to collect, and a free one shows the codes once")
-    func busyRecoveryCodes() throws {
-        let environment = TestEnvironment()
+    /// Alice signed in at the account page of a server with no slot to hash recovery codes in
+    /// (every set it would make is refused as busy), and her request for new codes, approved.
+    private static func approvedOnBusyServer(_ environment: TestEnvironment) throws -> (
+        api: TestAPI, browser: Browser, csrf: String, id: String
+    ) {
         let busy = try environment.directAPI {
             $0.failureLimit = 1000
             $0.recoveryCodeIterations = 1000
@@ -718,6 +728,13 @@ extension AccountPageTests {
                 id, decision: "approve", assertion: try busy.approvalAssertion(laptop, id: id), token: token
             )
             .status == 200)
+        return (busy, browser, csrf, id)
+    }
+
+    @Test("a busy server leaves an approved recovery-codes request to collect, and a free one shows the codes once")
+    func busyRecoveryCodes() throws {
+        let environment = TestEnvironment()
+        var (busy, browser, csrf, id) = try Self.approvedOnBusyServer(environment)
         let refused = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
         #expect(refused.status == 503 && refused.text.contains("The server is busy"))
         #expect(!refused.text.contains("<li><code>") && refused.text.contains("name=\"request\" value=\"\(id)\""))
@@ -733,5 +750,17 @@ extension AccountPageTests {
         let shown = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
         #expect(shown.status == 200 && shown.text.components(separatedBy: "<li><code>").count == 11)
         #expect(try free.storage.unusedRecoveryCodes(user: "alice").count == 10)
+    }
+
+    @Test("Show after an approval's collection grace is refused as expired before any code is hashed")
+    func expiredApprovalHashesNothing() throws {
+        let environment = TestEnvironment()
+        // A set made would be refused as busy (503), not as expired.
+        var (api, browser, csrf, id) = try Self.approvedOnBusyServer(environment)
+        let record = try #require(try api.storage.signInRequest(id: id))
+        environment.clock.advance(by: record.expiresAt - environment.clock.now + SignInRequests.answerGrace + 1)
+        let late = try browser.send("POST", "/account/recovery-codes/show", form: [("csrf", csrf), ("request", id)])
+        #expect(late.status == 400 && late.text.contains("The request expired"), "\(late.status)")
+        #expect(try api.storage.unusedRecoveryCodes(user: "alice").isEmpty)
     }
 }

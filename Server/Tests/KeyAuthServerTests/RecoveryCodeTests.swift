@@ -357,7 +357,9 @@ struct RecoveryCodeTests {
         #expect(try api.storage.signInRequest(id: id)?.status == .denied)
     }
 
-    @Test("while its notice is open, a device a code enrolled makes no codes and approves no device")
+    @Test(
+        "while its notice is open, a device a code enrolled makes no codes, and approves and denies no device or codes"
+    )
     func announcedDeviceWaits() throws {
         let environment = TestEnvironment()
         let api = try Self.api(environment)
@@ -400,6 +402,10 @@ struct RecoveryCodeTests {
                 request.id, decision: "approve", assertion: try api.approvalAssertion(thief, id: request.id),
                 token: thiefToken)
             #expect(answer.status == 403 && answer.errorCode == "access_denied", "\(kind): \(answer.text)")
+            // Nor denied by it: that would keep alice from replacing the codes it stole.
+            let denial = try api.answer(request.id, decision: "deny", assertion: nil, token: thiefToken)
+            #expect(denial.status == 403 && denial.errorCode == "access_denied", "\(kind): \(denial.text)")
+            #expect(try api.storage.signInRequest(id: request.id)?.status == .pending, "\(kind)")
         }
         // The user's own devices are not held back.
         let own = try api.approveDevice(accomplice.publicKey.fingerprint, approver: laptop, token: token)

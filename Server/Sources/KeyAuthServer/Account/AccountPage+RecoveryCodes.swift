@@ -50,6 +50,10 @@ extension AccountPage {
                 case .pending: "Not approved yet: approve it on one of your devices first."
                 case .denied: "The request was denied on your device."
                 case .issued: "These codes were shown already; make a new set if you did not keep them."
+                // Checked before the hashing too: an approval past its grace would otherwise
+                // have a set made for every post, refused only at the collection, and a post
+                // repeated would keep the hashing slots that typed codes need busy.
+                case .approved where !SignInRequests.isCollectable(record, at: service.now()): expired
                 case .approved: nil
                 }
             if let refusal { return try signedInPage(session, message: refusal, status: 400) }

@@ -111,6 +111,11 @@ package final class KeyAuthResponder: HTTPResponder {
             }
             response = HTTPResponse(error: error)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
+            // The account page's promise holds for its errors too (an unknown path, a body too
+            // large, a storage failure): a framed or sniffed error is still the page's origin.
+            if request.path == "/account" || request.path.hasPrefix("/account/") {
+                BrowserRequests.addSecurityHeaders(&response.headers)
+            }
         }
         // Under the transport's durability scope, the answer waits for the writes it depends on,
         // and becomes a 503 when they fail (a full disk): it is counted and logged once that is

@@ -112,6 +112,9 @@ extension KeyAuthService {
             }
             if request.kind == .device { pendingDevice = try pendingSubject(of: request) }
         }
+        // Denying the account page's requests is refused to such a device as approving them is:
+        // it would keep the user from replacing the codes, or adding the device, that undo it.
+        if decision == .deny { try refuseWhileAnnounced(actor, approving: request) }
         if decision == .deny, request.kind == .recovery, let kid = request.subject {
             // "This was not me": the device the recovery code enrolled goes, with its sessions.
             // Before the notice is closed, so that a failure on the way leaves it open, to deny
