@@ -62,6 +62,15 @@ struct SSHPrincipalMapTests {
         #expect(map.principals(for: "alice") == ["alice", "deploy", "wheel"])
     }
 
+    @Test("a comment whose \"#\" carries a combining mark or a joiner is still a comment")
+    func commentsCutByScalar() throws {
+        for mark in ["\u{301}", "\u{FE0F}", "\u{200D}"] {
+            let map = try SSHPrincipalMap(parsing: "group admins: root\nmembers admins: alice #\(mark) bob\n")
+            #expect(map.principals(for: "bob") == ["bob"], "\(mark.unicodeScalars.first?.value ?? 0)")
+            #expect(map.principals(for: "alice") == ["alice", "root"])
+        }
+    }
+
     @Test(
         "a bad rule is refused with its line number",
         arguments: [
@@ -73,6 +82,10 @@ struct SSHPrincipalMapTests {
             ("user alice: caf\u{E9}", 1, "a principal is printable ASCII"),
             ("user alice: " + String(repeating: "p", count: 257), 1, "at most 256"),
             ("group ops: x\nmembers opz: alice", 2, "group opz has members but no principals"),
+            // "#" and a combining mark are one Character: the comment is still a comment, and
+            // what is left names no user but "alice", here refused as a list of one bad name.
+            ("group ops: x\nmembers ops: alice,\u{301}bob", 2, "alice,\u{301}bob is not a user name"),
+            ("user -alice: deploy", 1, "-alice is not a user name"),
         ])
     func refusals(text: String, line: Int, message: String) {
         let error = #expect(throws: KeyAuthError.self) { try SSHPrincipalMap(parsing: text) }

@@ -173,8 +173,14 @@ struct SSHCertificateIssuer: Sendable {
         let validBefore = issuedAt.addingSaturating(settings.lifetime)
         let serial = try recordedSerial(of: device, principals: principals, validBefore: validBefore)
         // Rules read again since the principals above: a list built from them meanwhile missed
-        // this record, which may already name a principal they took away.
-        if principalMap?.generation != rules { revocationLists.rebuildAtNextFetch() }
+        // this record, which may already name a principal they took away. On SQLite, inside a
+        // request the record is only in the group commit's open batch, which a list rebuilt now
+        // on another connection cannot see either: outdated again once the batch is committed.
+        if principalMap?.generation != rules {
+            let lists = revocationLists
+            lists.rebuildAtNextFetch()
+            DurabilityScope.current?.whenDurable { _ in lists.rebuildAtNextFetch() }
+        }
         var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
         extensions[Self.deviceExtension] = device.kid

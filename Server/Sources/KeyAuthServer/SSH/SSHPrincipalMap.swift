@@ -78,7 +78,8 @@ struct SSHPrincipalMap: Sendable, Equatable {
     ///
     /// - Throws: `KeyAuthError` `.invalidArgument` naming the line: an unknown rule, a rule
     ///   without a name or a list, a principal with a space, comma, `#`, wildcard (`*`, `?`,
-    ///   `!`) or a character outside printable ASCII, or longer than 256 bytes; members of a
+    ///   `!`) or a character outside printable ASCII, or longer than 256 bytes; a `user` rule's
+    ///   name or a member that is not a user name (``InputRules/isValidUser(_:)``); members of a
     ///   group that has no `group` rule (a typo would silently give nothing).
     init(parsing text: String) throws(KeyAuthError) {
         var memberLines: [String: Int] = [:]
@@ -91,7 +92,10 @@ struct SSHPrincipalMap: Sendable, Equatable {
             let number = index + 1
             var rawLine = String(String.UnicodeScalarView(scalars))
             if rawLine.unicodeScalars.last == "\r" { rawLine.unicodeScalars.removeLast() }
-            let line = rawLine.prefix { $0 != "#" }.trimmingWhitespace()
+            // The comment is cut by scalar too: "#" followed by a combining mark is one
+            // Character, which a Character search passes over, keeping the comment as rules.
+            let uncommented = String(String.UnicodeScalarView(rawLine.unicodeScalars.prefix { $0 != "#" }))
+            let line = uncommented[...].trimmingWhitespace()
             if line.isEmpty { continue }
             guard let colon = line.firstIndex(of: ":") else {
                 throw Self.error(number, "expected user NAME: ..., group NAME: ... or members GROUP: ...")
@@ -100,6 +104,12 @@ struct SSHPrincipalMap: Sendable, Equatable {
             let list = line[line.index(after: colon)...].split(whereSeparator: { " \t,".contains($0) }).map(String.init)
             guard head.count == 2, !list.isEmpty else {
                 throw Self.error(number, "expected a rule, a name, a colon and a list")
+            }
+            // A user's name that no keyauth user can have is a mistake, never a match.
+            if head[0] == "user" || head[0] == "members",
+                let name = (head[0] == "user" ? [head[1]] : list).first(where: { !InputRules.isValidUser($0) })
+            {
+                throw Self.error(number, "\(name) is not a user name (\(InputRules.userRule))")
             }
             switch head[0] {
             case "user":
