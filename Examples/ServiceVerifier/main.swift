@@ -62,7 +62,10 @@ struct RequestHead {
         while let line = readLine()?.trimmingSuffix("\r"), !line.isEmpty {
             guard let colon = line.firstIndex(of: ":") else { return nil }
             let value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
-            head.headers[line[..<colon].lowercased()] = String(value)
+            let name = line[..<colon].lowercased()
+            // Two of these are two credentials: a proxy may check one and pass the other.
+            if ["authorization", "dpop"].contains(name), head.headers[name] != nil { return nil }
+            head.headers[name] = String(value)
         }
         return head
     }

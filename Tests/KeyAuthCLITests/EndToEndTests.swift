@@ -217,7 +217,9 @@ struct EndToEndTests {
         }
     }
 
-    @Test("the example service allows a Bearer token and refuses a missing, altered or foreign one with the reason")
+    @Test(
+        "the example service allows a Bearer token and refuses a missing, altered, foreign or repeated one with the reason"
+    )
     func exampleServiceBearer() throws {
         try withServer { server in
             let machine = Machine()
@@ -230,6 +232,9 @@ struct EndToEndTests {
             #expect(allowed.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(allowed)")
             #expect(allowed.hasSuffix("allowed: judy, Bearer from device \(keyID), amr [\"swk\"]\n"))
 
+            let twice = try exampleService(
+                server, ["Authorization: Bearer " + token, "Authorization: Bearer " + token])
+            #expect(twice.hasPrefix("HTTP/1.1 400 "), "two credentials are refused: \(twice)")
             let missing = try exampleService(server, [])
             #expect(missing.hasPrefix("HTTP/1.1 401 "))
             #expect(missing.contains("refused: the request has no Authorization header"))

@@ -367,6 +367,25 @@ struct AccessTokenVerifierTests {
         #expect(try await verifier.verify(try token()).user == "alice")
     }
 
+    @Test("a clock set back after a fetch takes the set as due: a key the issuer rotated in is fetched, once")
+    func fetchedSetAndAClockSetBack() async throws {
+        let issuer = FakeIssuer(cacheControl: "max-age=3600")
+        issuer.publish(.p256(serverKey.publicKey))
+        let verifier = try verifier(issuer)
+        _ = try await verifier.verify(try token())
+        #expect(issuer.fetches.withLock { $0 } == 1)
+        let rotated = try Ed25519PrivateKey.generate()
+        issuer.publish(.ed25519(rotated.publicKey))
+        clock.advance(by: -600)
+        // Waiting out the step would refuse the new key for ten minutes, with a set the issuer
+        // no longer publishes as it is.
+        #expect(try await verifier.verify(try token(signer: rotated)).signingKeyID == rotated.keyID)
+        #expect(issuer.fetches.withLock { $0 } == 2)
+        _ = try await verifier.verify(try token(signer: rotated))
+        _ = try await verifier.verify(try token())
+        #expect(issuer.fetches.withLock { $0 } == 2, "fetched again only once")
+    }
+
     @Test("when the issuer is down the cached set keeps serving for 24 h, then verification fails closed")
     func failsClosed() async throws {
         let issuer = FakeIssuer(cacheControl: "max-age=60")

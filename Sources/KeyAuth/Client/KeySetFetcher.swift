@@ -94,8 +94,10 @@ actor KeySetCache {
     /// within the hard limit when the fetch fails).
     func keySet() async throws(KeyAuthError) -> JWKSet {
         let now = clock.seconds
-        if let cached, now < cached.freshUntil { return cached.set }
-        if let cached, now < lastAttempt.addingSaturating(Self.refetchInterval),
+        // A clock set back since the fetch counts as time passed, not as time to come: waiting
+        // out the step would keep a set the issuer changed, and refuse its new keys, as long.
+        if let cached, now >= cached.fetchedAt, now < cached.freshUntil { return cached.set }
+        if let cached, now >= lastAttempt, now < lastAttempt.addingSaturating(Self.refetchInterval),
             now < cached.fetchedAt.addingSaturating(Self.hardLimit)
         {
             return cached.set
@@ -112,7 +114,8 @@ actor KeySetCache {
     func key(for kid: String) async throws(KeyAuthError) -> JWSPublicKey? {
         let set = try await keySet()
         if let key = set[kid] { return key }
-        guard clock.seconds >= lastAttempt.addingSaturating(Self.refetchInterval) else { return nil }
+        let now = clock.seconds
+        guard now < lastAttempt || now >= lastAttempt.addingSaturating(Self.refetchInterval) else { return nil }
         return try await refresh()[kid]
     }
 
