@@ -434,6 +434,39 @@ struct AccountPageTests {
         }
     }
 
+    @Test(
+        "a second start from the same address tells the first browser nothing of the name: it waits, as for an unknown one"
+    )
+    func replacedRequestLooksLikeNone() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.failureLimit = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var firsts: [Browser] = []
+        for user in ["alice", "nobody"] {
+            // Two browsers at one address, the second without the first's cookies.
+            var browsers = [Browser(api: api), Browser(api: api)]
+            for index in browsers.indices {
+                let form = try browsers[index].send("GET", "/account")
+                let started = try browsers[index].send(
+                    "POST", "/account/sign-in", form: [("user", user), ("csrf", try Self.csrf(form.text))])
+                #expect(started.status == 303)
+            }
+            firsts.append(browsers[0])
+        }
+        let open = try #require(try api.openRequests(token: token).json?["requests"]?.arrayValue)
+        #expect(open.count == 1, "the second start replaced alice's first request")
+        for index in firsts.indices {
+            let status = try firsts[index].send("GET", "/account/sign-in/status")
+            #expect(status.json?["status"] == .string("pending"), "\(index)")
+        }
+        environment.clock.advance(by: SignInRequests.Settings().maximumLifetime)
+        for index in firsts.indices {
+            let status = try firsts[index].send("GET", "/account/sign-in/status")
+            #expect(status.json?["status"] == .string("expired"), "\(index)")
+        }
+    }
+
     /// Alice signed in at the account page by her laptop's approval: the API, the browser, the
     /// stored hash of its session cookie, and the laptop's key id and access token.
     private static func signedInByLaptop(_ environment: TestEnvironment) throws -> (

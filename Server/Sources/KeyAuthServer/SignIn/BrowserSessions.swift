@@ -131,10 +131,15 @@ struct BrowserSessions: Sendable {
             return service.now() >= expiry ? .expired : .pending
         }
         let time = service.now()
+        // A request cut short (replaced by a later start from the same address) waits as a
+        // session with nothing behind it does, until the session's own expiry: a name without
+        // a device has no request to replace, so "expired" at once would tell this browser that
+        // the name has one.
+        let waitsUntil = max(request.expiresAt, session.expiresAt.subtractingSaturating(SignInRequests.answerGrace))
         switch request.status {
         case .approved where SignInRequests.isCollectable(request, at: time): return .approved
         case .denied where SignInRequests.isCollectable(request, at: time): return .denied
-        case .pending where time < request.expiresAt: return .pending
+        case .pending where time < waitsUntil: return .pending
         // Unanswered past its expiry, answered but left past the grace, or collected.
         default: return .expired
         }
