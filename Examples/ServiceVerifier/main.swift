@@ -3,7 +3,8 @@
 // It answers one HTTP request read from standard input, the way a service started per
 // connection by systemd (`Accept=yes`) or inetd does, and writes the answer to standard output:
 // 200 with the user and device when the token (and for a DPoP-bound token, its proof) passes,
-// 401 with the reason when it does not, 503 when the issuer's keys cannot be had.
+// 401 with the reason when it does not, 503 when the issuer's keys cannot be had, 400 for a
+// request it cannot read or one with two Authorization or two DPoP headers.
 //
 //   keyauth-example-service --issuer https://auth.example.com --public-url https://api.example.com
 //
@@ -52,22 +53,27 @@ struct RequestHead {
     var headers: [String: String] = [:]
 
     /// Reads up to the empty line that ends the head.
-    static func read() -> RequestHead? {
+    ///
+    /// - Returns: the head, or why it is refused.
+    static func read() -> Result<RequestHead, KeyAuthError> {
+        let notHTTP = KeyAuthError(.invalidArgument, "not an HTTP request")
         var head = RequestHead()
-        guard let requestLine = readLine()?.trimmingSuffix("\r") else { return nil }
+        guard let requestLine = readLine()?.trimmingSuffix("\r") else { return .failure(notHTTP) }
         let parts = requestLine.split(separator: " ")
-        guard parts.count == 3 else { return nil }
+        guard parts.count == 3 else { return .failure(notHTTP) }
         head.method = String(parts[0])
         head.target = String(parts[1])
         while let line = readLine()?.trimmingSuffix("\r"), !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { return nil }
+            guard let colon = line.firstIndex(of: ":") else { return .failure(notHTTP) }
             let value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
             let name = line[..<colon].lowercased()
             // Two of these are two credentials: a proxy may check one and pass the other.
-            if ["authorization", "dpop"].contains(name), head.headers[name] != nil { return nil }
+            if ["authorization", "dpop"].contains(name), head.headers[name] != nil {
+                return .failure(KeyAuthError(.invalidArgument, "a request carries at most one \(name) header"))
+            }
             head.headers[name] = String(value)
         }
-        return head
+        return .success(head)
     }
 }
 
@@ -91,8 +97,11 @@ do throws(KeyAuthError) {
     print(error.message)
     exit(64)
 }
-guard let request = RequestHead.read() else {
-    answer(400, "Bad Request", "refused: not an HTTP request")
+let request: RequestHead
+switch RequestHead.read() {
+case .success(let head): request = head
+case .failure(let error):
+    answer(400, "Bad Request", "refused: \(error.message)")
     exit(0)
 }
 

@@ -171,6 +171,30 @@ struct OfflineHostLoginTests {
     }
 
     @Test(
+        "under offline=no a grant that another service's login stored neither logs in nor is renewed",
+        .timeLimit(.minutes(5)))
+    func grantUnderOfflineOff() async throws {
+        try await withOfflineMachine { machine, _ in
+            _ = try loginOnline(machine)
+            let stored = try Data(contentsOf: URL(fileURLWithPath: machine.grantPath))
+            try machine.writeService(server: machine.server.url, extra: " offline=no")
+            let online = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(online.status == 0, "\(online.standardError)")
+            // Each grant has a jti of its own: a renewal would have changed the file.
+            #expect(try Data(contentsOf: URL(fileURLWithPath: machine.grantPath)) == stored, "renewed")
+            _ = machine.server.terminate()
+            let off = try machine.pamtester(pin: HostLoginMachine.pin)
+            #expect(off.status != 0)
+            #expect(off.standardError.contains(Self.unavailable), "\(off.standardError)")
+            #expect(
+                try Data(contentsOf: URL(fileURLWithPath: machine.grantPath)) == stored, "a server down ends nothing")
+            if machine.syslog.isCapturing {
+                #expect(machine.syslog.text.contains("offline login is off (offline=no)"), "\(machine.syslog.text)")
+            }
+        }
+    }
+
+    @Test(
         "an expired, tampered, other host's or other user's grant is refused offline",
         .timeLimit(.minutes(5)))
     func badGrants() async throws {

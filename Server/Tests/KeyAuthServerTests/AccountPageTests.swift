@@ -91,6 +91,14 @@ struct AccountPageTests {
             #expect(refused.headers["X-Frame-Options"] == "DENY" && refused.headers["Cache-Control"] == "no-store")
         }
         #expect(try api.send("GET", "/v1/nope").headers["X-Frame-Options"] == nil, "an API error is not a page's")
+        // And the transport's own 503, for a write that failed after the route answered.
+        let (responder, _) = try environment.makeResponder()
+        let failed = responder.failure(StorageError(.unavailable, "disk full"), at: "/account/devices/k/revoke")
+        #expect(failed.status == 503 && failed.headers["X-Frame-Options"] == "DENY")
+        #expect(failed.headers["Content-Security-Policy"] == BrowserRequests.contentSecurityPolicy)
+        #expect(
+            responder.failure(StorageError(.unavailable, "disk full"), at: "/oauth/token").headers["X-Frame-Options"]
+                == nil)
         let csrfCookie = try #require(first.headers.values(for: "Set-Cookie").first)
         #expect(csrfCookie.hasPrefix("__Host-keyauth-csrf="))
         #expect(csrfCookie.hasSuffix("; Path=/; HttpOnly; SameSite=Lax; Secure"))

@@ -60,9 +60,17 @@ final class HeldPINReader: SecretReader {
         let now = ContinuousClock.now
         state.withLock {
             $0.pin = pin
-            $0.arrivedAt = waitingAlready ? ($0.askedAt ?? now) : now
+            $0.arrivedAt = Self.arrival(waitingAlready: waitingAlready, askedAt: $0.askedAt, readAt: now)
         }
         return pin.withUnsafeBytes { SecretBytes($0) }
+    }
+
+    /// When a PIN read at `readAt` arrived, as far as the module's clock goes: then, when the
+    /// read waited for it; when it was asked for (or, not noted, then), when it was waiting.
+    static func arrival(
+        waitingAlready: Bool, askedAt: ContinuousClock.Instant?, readAt: ContinuousClock.Instant
+    ) -> ContinuousClock.Instant {
+        waitingAlready ? (askedAt ?? readAt) : readAt
     }
 
     /// Whether the socket has something to read now.

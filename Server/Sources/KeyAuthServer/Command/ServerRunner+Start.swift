@@ -122,6 +122,10 @@ private final class ResponderSlot: HTTPResponder {
         }
         return responder.respond(to: request)
     }
+
+    func failure(_ error: any Error, at path: String) -> HTTPResponse {
+        installed.load()?.responder.failure(error, at: path) ?? HTTPResponse(error: error)
+    }
 }
 
 /// Renews a memory replay cache's lease every second

@@ -100,7 +100,7 @@ private func httpServerAnswer(
 ) -> MHD_Result {
     let (response, durability) = DurabilityScope.run { server.responder.respond(to: state.request) }
     if case .failed(let error) = durability.outcome {
-        return httpServerQueue(HTTPResponse(error: error), on: connection, server: server)
+        return httpServerQueue(server.responder.failure(error, at: state.request.path), on: connection, server: server)
     }
     if case .durable = durability.outcome, response.deferred == nil {
         return httpServerQueue(response, on: connection, server: server)
@@ -110,16 +110,18 @@ private func httpServerAnswer(
         // Stopping: a long poll cannot wait through a stop, and past the drain nothing can; a
         // response may not go out before its data is durable.
         return httpServerQueue(
-            HTTPResponse(error: StorageError(.unavailable, "the server is shutting down")), on: connection,
-            server: server)
+            server.responder.failure(
+                StorageError(.unavailable, "the server is shutting down"), at: state.request.path),
+            on: connection, server: server)
     }
     state.held = held
     let resume: @Sendable (HTTPResponse) -> Void = { answer in
         if held.resume(with: answer) { server.holdResponses.resumed(held) }
     }
+    let path = state.request.path
     durability.whenDurable { failure in
         if let failure {
-            resume(HTTPResponse(error: failure))
+            resume(server.responder.failure(failure, at: path))
         } else if let deferred = response.deferred {
             deferred.whenComplete(resume)
         } else {

@@ -96,6 +96,17 @@ package final class KeyAuthResponder: HTTPResponder {
         )
     }
 
+    /// An error's answer; under `/account` with the page's security headers, which section 9
+    /// promises for every response there (an unknown path, a body too large, a failed write):
+    /// a framed or sniffed error is still the page's origin.
+    package func failure(_ error: any Error, at path: String) -> HTTPResponse {
+        var response = HTTPResponse(error: error)
+        if path == "/account" || path.hasPrefix("/account/") {
+            BrowserRequests.addSecurityHeaders(&response.headers)
+        }
+        return response
+    }
+
     package func respond(to request: HTTPRequest) -> HTTPResponse {
         let start = ServerClock.monotonicNanoseconds()
         let route = Self.routes.match(method: request.method, path: request.path)
@@ -109,13 +120,8 @@ package final class KeyAuthResponder: HTTPResponder {
             if !(error is ServiceError || error is RoutingError) {
                 log.error("\(request.method) \(label ?? "unknown path"): \(error)", format: logFormat)
             }
-            response = HTTPResponse(error: error)
+            response = failure(error, at: request.path)
             errorCode = HTTPResponse.statusAndCode(for: error).code.rawValue
-            // The account page's promise holds for its errors too (an unknown path, a body too
-            // large, a storage failure): a framed or sniffed error is still the page's origin.
-            if request.path == "/account" || request.path.hasPrefix("/account/") {
-                BrowserRequests.addSecurityHeaders(&response.headers)
-            }
         }
         // Under the transport's durability scope, the answer waits for the writes it depends on,
         // and becomes a 503 when they fail (a full disk): it is counted and logged once that is

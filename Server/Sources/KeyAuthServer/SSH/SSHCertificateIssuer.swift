@@ -174,12 +174,15 @@ struct SSHCertificateIssuer: Sendable {
         let serial = try recordedSerial(of: device, principals: principals, validBefore: validBefore)
         // Rules read again since the principals above: a list built from them meanwhile missed
         // this record, which may already name a principal they took away. On SQLite, inside a
-        // request the record is only in the group commit's open batch, which a list rebuilt now
-        // on another connection cannot see either: outdated again once the batch is committed.
-        if principalMap?.generation != rules {
+        // request the record is only in the group commit's open batch until it is committed, and
+        // a list rebuilt before that, on another connection, misses it too: so the rules are
+        // compared again once it is.
+        if let map = principalMap {
             let lists = revocationLists
-            lists.rebuildAtNextFetch()
-            DurabilityScope.current?.whenDurable { _ in lists.rebuildAtNextFetch() }
+            if map.generation != rules { lists.rebuildAtNextFetch() }
+            DurabilityScope.current?.whenDurable { _ in
+                if map.generation != rules { lists.rebuildAtNextFetch() }
+            }
         }
         var extensions = ["permit-pty": "", "permit-user-rc": "", "permit-agent-forwarding": ""]
         if settings.permitPortForwarding { extensions["permit-port-forwarding"] = "" }
