@@ -4,7 +4,7 @@
 // connection by systemd (`Accept=yes`) or inetd does, and writes the answer to standard output:
 // 200 with the user and device when the token (and for a DPoP-bound token, its proof) passes,
 // 401 with the reason when it does not, 503 when the issuer's keys cannot be had, 400 for a
-// request it cannot read or one with two Authorization or two DPoP headers.
+// request it cannot read, a target that is not a path, or two Authorization or DPoP headers.
 //
 //   keyauth-example-service --issuer https://auth.example.com --public-url https://api.example.com
 //
@@ -69,7 +69,8 @@ struct RequestHead {
             let name = line[..<colon].lowercased()
             // Two of these are two credentials: a proxy may check one and pass the other.
             if ["authorization", "dpop"].contains(name), head.headers[name] != nil {
-                return .failure(KeyAuthError(.invalidArgument, "a request carries at most one \(name) header"))
+                let field = name == "dpop" ? "DPoP" : "Authorization"
+                return .failure(KeyAuthError(.invalidArgument, "a request carries at most one \(field) header"))
             }
             head.headers[name] = String(value)
         }

@@ -235,7 +235,7 @@ struct EndToEndTests {
             let twice = try exampleService(
                 server, ["Authorization: Bearer " + token, "Authorization: Bearer " + token])
             #expect(twice.hasPrefix("HTTP/1.1 400 "), "two credentials are refused: \(twice)")
-            #expect(twice.contains("refused: a request carries at most one authorization header"))
+            #expect(twice.contains("refused: a request carries at most one Authorization header"))
             let missing = try exampleService(server, [])
             #expect(missing.hasPrefix("HTTP/1.1 401 "))
             #expect(missing.contains("refused: the request has no Authorization header"))

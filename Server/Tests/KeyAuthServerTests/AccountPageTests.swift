@@ -92,7 +92,8 @@ struct AccountPageTests {
         }
         #expect(try api.send("GET", "/v1/nope").headers["X-Frame-Options"] == nil, "an API error is not a page's")
         // And the transport's own 503, for a write that failed after the route answered.
-        let (responder, _) = try environment.makeResponder()
+        // Through the protocol, as the transport calls it: the responder's own, not the default.
+        let responder: any HTTPResponder = try environment.makeResponder().0
         let failed = responder.failure(StorageError(.unavailable, "disk full"), at: "/account/devices/k/revoke")
         #expect(failed.status == 503 && failed.headers["X-Frame-Options"] == "DENY")
         #expect(failed.headers["Content-Security-Policy"] == BrowserRequests.contentSecurityPolicy)

@@ -130,6 +130,7 @@ struct HeldResponseTests {
         let response = try connection.readResponse()
         #expect(response.status == 503)
         #expect(response.errorCode == "temporarily_unavailable")
+        #expect(response.headers["x-failed-at"] == "/", "the application's answer to a stop")
         #expect(server.heldResponses == 0)
         disk.release()
     }
@@ -179,6 +180,7 @@ struct HeldResponseTests {
         try keepers[1].send(RawHTTPConnection.requestBytes(method: "GET", path: "/wait", headers: []))
         let refused = try keepers[1].readResponse()
         #expect(refused.status == 503)
+        #expect(refused.headers["x-failed-at"] == "/wait", "the application's answer to a stop")
         #expect(server.heldResponses == 1, "only the write is held")
         #expect(stopped.wait(timeout: .now()) == .timedOut)
 
@@ -236,6 +238,10 @@ private struct WaitingResponder: HTTPResponder {
         default: .text("plain")
         }
     }
+
+    func failure(_ error: any Error, at path: String) -> HTTPResponse {
+        HTTPResponse.markedFailure(error, at: path)
+    }
 }
 
 /// Answers every request with 200 after one write, which a stalled disk keeps from being
@@ -250,5 +256,19 @@ private struct WritingResponder: HTTPResponder {
         } catch {
             return HTTPResponse(error: error)
         }
+    }
+
+    func failure(_ error: any Error, at path: String) -> HTTPResponse {
+        HTTPResponse.markedFailure(error, at: path)
+    }
+}
+
+extension HTTPResponse {
+    /// The error's answer, marked with the path it answers: an answer the transport gets from
+    /// the application (``HTTPResponder/failure(_:at:)``) rather than builds itself.
+    fileprivate static func markedFailure(_ error: any Error, at path: String) -> HTTPResponse {
+        var response = HTTPResponse(error: error)
+        response.headers.set("X-Failed-At", path)
+        return response
     }
 }

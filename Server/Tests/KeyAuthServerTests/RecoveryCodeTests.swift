@@ -405,6 +405,7 @@ struct RecoveryCodeTests {
             // Nor denied by it: that would keep alice from replacing the codes it stole.
             let denial = try api.answer(request.id, decision: "deny", assertion: nil, token: thiefToken)
             #expect(denial.status == 403 && denial.errorCode == "access_denied", "\(kind): \(denial.text)")
+            #expect(denial.text.contains("cannot deny a request to add a device or make recovery codes"))
             #expect(try api.storage.signInRequest(id: request.id)?.status == .pending, "\(kind)")
         }
         // The user's own devices are not held back.

@@ -105,7 +105,8 @@ private func httpServerAnswer(
     if case .durable = durability.outcome, response.deferred == nil {
         return httpServerQueue(response, on: connection, server: server)
     }
-    let held = HeldResponse(connection: connection, waitsForAnswer: response.deferred != nil)
+    let held = HeldResponse(
+        connection: connection, waitsForAnswer: response.deferred != nil, path: state.request.path)
     guard server.holdResponses.suspend(connection, holding: held) else {
         // Stopping: a long poll cannot wait through a stop, and past the drain nothing can; a
         // response may not go out before its data is durable.

@@ -171,11 +171,15 @@ package final class HTTPServer: Sendable {
         ) {
             context.accepting.store(false, ordering: .sequentiallyConsistent)
         } releasingWaits: {
-            context.holdResponses.releaseWaits(failure: StorageError(.unavailable, "the server is shutting down"))
+            context.holdResponses.releaseWaits(
+                failure: StorageError(.unavailable, "the server is shutting down"),
+                answer: { context.responder.failure($0, at: $1) })
         } inFlight: {
             context.inFlight.load(ordering: .acquiring)
         } releasingHeld: {
-            context.holdResponses.releaseAll(failure: StorageError(.unavailable, "the server is shutting down"))
+            context.holdResponses.releaseAll(
+                failure: StorageError(.unavailable, "the server is shutting down"),
+                answer: { context.responder.failure($0, at: $1) })
         } onStopped: {
             context.deadlines.cancel()
             // Balances the `passRetained` of `init`: no callback can run any more.

@@ -28,10 +28,13 @@ final class HeldResponse: @unchecked Sendable {
     /// Whether it waits for a deferred answer (a long poll), which a stop answers at once, rather
     /// than for the disk, which a stop lets finish first.
     let waitsForAnswer: Bool
+    /// The request's path, for the answer a stop gives it (``HTTPResponder/failure(_:at:)``).
+    let path: String
 
-    init(connection: OpaquePointer, waitsForAnswer: Bool) {
+    init(connection: OpaquePointer, waitsForAnswer: Bool, path: String) {
         self.connection = connection
         self.waitsForAnswer = waitsForAnswer
+        self.path = path
     }
 
     /// Resumes the connection with `response` as its answer, unless it was resumed already.
@@ -104,16 +107,17 @@ final class HeldResponses: Sendable {
         state.withLock { $0.held.count }
     }
 
-    /// Resumes every held connection, whose response becomes a 503 with `failure`, and refuses to
-    /// hold any more: the last step before the daemon stops. Returns how many it resumed.
+    /// Resumes every held connection, whose response becomes `answer`'s for `failure` and the
+    /// request's path (a 503), and refuses to hold any more: the last step before the daemon
+    /// stops. Returns how many it resumed.
     @discardableResult
-    func releaseAll(failure: StorageError) -> Int {
+    func releaseAll(failure: StorageError, answer: Answer) -> Int {
         let all = state.withLock { state in
             state.isReleasing = true
             defer { state.held = [:] }
             return Array(state.held.values)
         }
-        return resume(all, failure: failure)
+        return resume(all, failure: failure, answer: answer)
     }
 
     /// Resumes the connections that wait for a deferred answer (long polls) with a 503 at once,
@@ -121,18 +125,20 @@ final class HeldResponses: Sendable {
     /// wait out their deadlines. Responses waiting for the disk stay held. Returns how many it
     /// resumed.
     @discardableResult
-    func releaseWaits(failure: StorageError) -> Int {
+    func releaseWaits(failure: StorageError, answer: Answer) -> Int {
         let waits = state.withLock { state in
             state.isReleasingWaits = true
             let waits = state.held.filter { $0.value.waitsForAnswer }
             for key in waits.keys { state.held[key] = nil }
             return Array(waits.values)
         }
-        return resume(waits, failure: failure)
+        return resume(waits, failure: failure, answer: answer)
     }
 
-    private func resume(_ all: [HeldResponse], failure: StorageError) -> Int {
-        let refusal = HTTPResponse(error: failure)
-        return all.filter { $0.resume(with: refusal) }.count
+    /// The answer to a held request for a path that a stop fails.
+    typealias Answer = (StorageError, String) -> HTTPResponse
+
+    private func resume(_ all: [HeldResponse], failure: StorageError, answer: Answer) -> Int {
+        all.filter { $0.resume(with: answer(failure, $0.path)) }.count
     }
 }

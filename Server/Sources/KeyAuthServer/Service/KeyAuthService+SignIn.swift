@@ -114,7 +114,9 @@ extension KeyAuthService {
         }
         // Denying the account page's requests is refused to such a device as approving them is:
         // it would keep the user from replacing the codes, or adding the device, that undo it.
-        if decision == .deny { try refuseWhileAnnounced(actor, approving: request) }
+        if decision == .deny, request.kind == .device || request.kind == .recoveryCodes {
+            try refuseWhileAnnounced(actor, "deny a request to add a device or make recovery codes")
+        }
         if decision == .deny, request.kind == .recovery, let kid = request.subject {
             // "This was not me": the device the recovery code enrolled goes, with its sessions.
             // Before the notice is closed, so that a failure on the way leaves it open, to deny
