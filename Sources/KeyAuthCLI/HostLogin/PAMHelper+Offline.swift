@@ -33,10 +33,10 @@ extension PAMHelper {
     ) -> OfflineAccess {
         guard request.allowsOffline else {
             let path = directory + "/" + request.user + ".grant"
-            guard geteuid() == 0, access(path, F_OK) == 0,
-                let store = try? OfflineGrantStore.open(linuxUser: request.user, directory: directory)
-            else { return OfflineAccess(store: nil, reason: "offline login is off (offline=no)", logsIn: false) }
-            return OfflineAccess(store: store, reason: "offline login is off (offline=no)", logsIn: false)
+            let existing =
+                geteuid() == 0 && access(path, F_OK) == 0
+                ? try? OfflineGrantStore.open(linuxUser: request.user, directory: directory) : nil
+            return OfflineAccess(store: existing, reason: "offline login is off (offline=no)", logsIn: false)
         }
         guard geteuid() == 0 else {
             return OfflineAccess(store: nil, reason: "keyauth-pam-helper does not run as root, which keeps the grants")

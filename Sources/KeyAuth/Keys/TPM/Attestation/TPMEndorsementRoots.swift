@@ -69,9 +69,7 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
             throw TPMAttestationError(.endorsementKey, "the endorsement key certificate does not parse")
         }
         defer { X509_free(leaf) }
-        guard let publicKey = X509_get_pubkey(leaf), let key = try? RSAPublicKey(owning: EVPKey(taking: publicKey))
-        else {
-            OpenSSL.clearErrors()
+        guard let key = Self.rsaKey(of: leaf) else {
             throw TPMAttestationError(.endorsementKey, "the endorsement key certificate holds no RSA key")
         }
         try Self.checkPurpose(leaf)
@@ -83,6 +81,11 @@ package struct TPMEndorsementRoots: Sendable, Equatable {
     package static func certifiedKey(_ der: [UInt8]) -> RSAPublicKey? {
         guard let certificate = certificate(der) else { return nil }
         defer { X509_free(certificate) }
+        return rsaKey(of: certificate)
+    }
+
+    /// The RSA key of a parsed certificate, or nil (OpenSSL's errors cleared).
+    private static func rsaKey(of certificate: OpaquePointer) -> RSAPublicKey? {
         guard let publicKey = X509_get_pubkey(certificate),
             let key = try? RSAPublicKey(owning: EVPKey(taking: publicKey))
         else {
