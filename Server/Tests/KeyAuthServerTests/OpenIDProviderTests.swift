@@ -601,6 +601,33 @@ struct OpenIDProviderTests {
         #expect(claims["auth_time"] == .integer(approvedAt))
     }
 
+    @Test("a sign-in form sent again after its request was answered is refused and keeps the signed-in session")
+    func answeredSignInFormSentAgain() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        var browser = OpenIDBrowser(api: setup.api)
+        let page = try browser.get("/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: try PKCE()))
+        let reference = try OpenIDTestAPI.hidden("authorization", in: page.text)
+        let signInForm = [
+            ("csrf", try OpenIDTestAPI.hidden("csrf", in: page.text)), ("authorization", reference), ("user", "alice"),
+        ]
+        let waiting = try browser.post("/authorize/sign-in", form: signInForm)
+        #expect(waiting.status == 200)
+        try setup.device.answerNewest()
+        let done = try browser.post(
+            "/authorize/continue",
+            form: [("csrf", try OpenIDTestAPI.hidden("csrf", in: waiting.text)), ("authorization", reference)])
+        #expect(done.status == 303)
+        let signedIn = try #require(browser.cookies["keyauth-session"])
+        // Back to the sign-in form, and Sign in again: the request was answered, so no new
+        // request goes to the device and the browser stays signed in.
+        let again = try browser.post("/authorize/sign-in", form: signInForm)
+        #expect(again.status == 400)
+        #expect(again.text.contains("already answered"))
+        #expect(browser.cookies["keyauth-session"] == signedIn)
+        #expect(try setup.device.requests().isEmpty)
+    }
+
     @Test("a second tab's continue, while the first has collected the approval, leaves the first its session")
     func twoTabsContinue() throws {
         let setup = try Setup()

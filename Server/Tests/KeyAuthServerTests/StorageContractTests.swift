@@ -558,11 +558,17 @@ enum StorageContract {
         #expect(try storage.claimJTI(keyID: "kid-2", jti: "j1", expiresAt: 100))
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "j2", expiresAt: 200))
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "J1", expiresAt: 300))
+        // The lookup reads without claiming, and matches key and jti exactly.
+        #expect(try storage.isJTIClaimed(keyID: "kid-1", jti: "j2"))
+        #expect(try !storage.isJTIClaimed(keyID: "kid-1", jti: "j3"))
+        #expect(try !storage.isJTIClaimed(keyID: "kid-2", jti: "j2"))
+        #expect(try !storage.isJTIClaimed(keyID: "kid-1", jti: "j3"))
 
         // Strictly before `now`: an entry expiring at `now` stays.
         #expect(try storage.purgeExpiredJTIs(now: 100) == 0)
         #expect(try storage.purgeExpiredJTIs(now: 101) == 2)
         #expect(try storage.purgeExpiredJTIs(now: 101) == 0)
+        #expect(try !storage.isJTIClaimed(keyID: "kid-1", jti: "j1"))
         #expect(try !storage.claimJTI(keyID: "kid-1", jti: "j2", expiresAt: 200))
         // Once forgotten, a jti can be recorded again (its assertion has long expired).
         #expect(try storage.claimJTI(keyID: "kid-1", jti: "j1", expiresAt: 900))

@@ -156,7 +156,7 @@ struct AuthorizationEndpoint: Sendable {
         _ request: HTTPRequest, form: [String: String], caller: inout KeyAuthResponder.Caller
     ) throws -> HTTPResponse {
         guard let (reference, record, client) = try pending(request, form: form, caller: &caller),
-            let csrf = browser.cookie(browser.csrfCookieName, in: request)
+            let csrf = browser.cookie(browser.csrfCookieName, in: request), try !provider.isAnswered(reference)
         else { return expiredPage() }
         let forms = forms(reference, client: client, redirectURI: record.redirectURI)
         if form[SignInForms.anotherUserField] != nil {

@@ -81,9 +81,22 @@ struct OpenIDProvider: Sendable {
     ///
     /// - Returns: false when it was answered already.
     func claim(_ reference: String, until expiresAt: Int64) throws -> Bool {
-        try storage.claimJTI(
-            keyID: "authorization", jti: Base64URL.encode(try CryptoPrimitives.sha256(Array(reference.utf8))),
-            expiresAt: expiresAt)
+        try storage.claimJTI(keyID: Self.answeredKeyID, jti: try Self.answeredName(of: reference), expiresAt: expiresAt)
+    }
+
+    /// Whether the sealed request `reference` was answered: a sign-in form sent again with the
+    /// browser's Back button would otherwise start a request no redirect can end, and replace
+    /// the browser's session with its waiting one.
+    func isAnswered(_ reference: String) throws -> Bool {
+        try storage.isJTIClaimed(keyID: Self.answeredKeyID, jti: try Self.answeredName(of: reference))
+    }
+
+    /// The replay cache's key for answered sealed requests; no device's key id can equal it.
+    private static let answeredKeyID = "authorization"
+
+    /// A reference's row in the replay cache: its hash, so the row cannot be unsealed.
+    private static func answeredName(of reference: String) throws -> String {
+        Base64URL.encode(try CryptoPrimitives.sha256(Array(reference.utf8)))
     }
 
     /// Whether the sign-in a waiting `session` asked for, now approved, is the one `record`

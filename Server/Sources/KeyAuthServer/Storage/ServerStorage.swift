@@ -1,6 +1,6 @@
 import KeyAuth
 
-/// Everything `keyauth-server` keeps: devices, the replay cache, enrollment codes, the
+/// Everything `keyauth-server` keeps: devices, the replay cache (``ReplayStorage``), enrollment codes, the
 /// server's own signing keys, the tables of sign-in by approval (``SignInStorage``) and of the
 /// OpenID Connect provider (``AuthorizationStorage``).
 ///
@@ -22,7 +22,7 @@ import KeyAuth
 ///
 /// Every method throws ``StorageError`` when the store cannot be reached or fails; the server
 /// answers those with 503 `temporarily_unavailable`, never as a client error.
-package protocol ServerStorage: SignInStorage, AuthorizationStorage {
+package protocol ServerStorage: ReplayStorage, SignInStorage, AuthorizationStorage {
     // MARK: Devices
 
     /// Adds a device if `rule` holds, checking the rule and inserting in one atomic step.
@@ -118,39 +118,6 @@ package protocol ServerStorage: SignInStorage, AuthorizationStorage {
     /// a revoked record is the history that keeps its user an existing user.
     @discardableResult
     func purgeDevices(pendingCreatedBefore: Int64, deniedBefore: Int64) throws(StorageError) -> Int
-
-    // MARK: Replay cache
-
-    /// Records that the assertion `jti` of key `keyID` was accepted, until `expiresAt`.
-    ///
-    /// - Returns: false when the pair was already recorded. Implementations insert and detect
-    ///   the unique-constraint conflict; they never read first, or two concurrent replays could
-    ///   both succeed.
-    func claimJTI(keyID: String, jti: String, expiresAt: Int64) throws(StorageError) -> Bool
-
-    /// Forgets replay-cache entries whose `expiresAt` is before `now`; returns how many.
-    @discardableResult
-    func purgeExpiredJTIs(now: Int64) throws(StorageError) -> Int
-
-    /// Whether several servers may share this store (PostgreSQL), so that replay claims must
-    /// be kept in it rather than in one server's memory.
-    var sharesReplayClaims: Bool { get }
-
-    /// The rows a memory replay cache (``ReplayGuard``) keeps in the replay cache's table: its
-    /// markers and the entries it saved at its last clean stop.
-    func replaySnapshot() throws(StorageError) -> [ReplaySnapshotRow]
-
-    /// Replaces those rows with the rows of `snapshot`, in one durable transaction.
-    func replaceReplaySnapshot(with snapshot: ReplaySnapshot) throws(StorageError)
-
-    /// Sets the snapshot's row `row.name` to the later of its stored expiry and `row.expiresAt`
-    /// (adding it when it is missing), durably: the lease of a memory replay cache, which must
-    /// never move back.
-    func raiseReplaySnapshotRow(_ row: ReplaySnapshotRow) throws(StorageError)
-
-    /// The claims recorded in the table (not the snapshot's rows) that expire at `time` or
-    /// later: what a memory replay cache takes over from a server that kept them in the database.
-    func claimedJTIs(expiringAfter time: Int64) throws(StorageError) -> [ClaimedJTI]
 
     // MARK: Enrollment codes
 

@@ -11,6 +11,14 @@ extension SQLStorage {
         }
     }
 
+    package func isJTIClaimed(keyID: String, jti: String) throws(StorageError) -> Bool {
+        try database.read { connection throws(StorageError) in
+            try !connection.query(
+                "SELECT 1 FROM used_jtis WHERE key_id = $1 AND jti = $2", [.text(keyID), .text(jti)]
+            ) { _ throws(StorageError) in true }.isEmpty
+        }
+    }
+
     /// Rows deleted per write by ``purgeExpiredJTIs(now:)``.
     static let purgeChunkSize = 1000
 
