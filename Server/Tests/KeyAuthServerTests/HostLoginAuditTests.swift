@@ -173,6 +173,30 @@ struct HostLoginKeyProtectionTests {
         #expect(try Self.hostLogin(api, stated).status == 403)
     }
 
+    @Test("a key a recovery code enrolled logs in to a host without an offline grant until its notice ends")
+    func noOfflineGrantWhileAnnounced() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI { $0.recoveryCodeIterations = 1000 }
+        let laptop = try ServerTestKeys.key("alice-1")
+        #expect(try Self.register(api, laptop, "pin").status == 201)
+        let made = try RecoveryCodeTests.makeCodes(api, key: laptop, token: try api.accessToken(laptop))
+        let code = try #require(made.json?["codes"]?.arrayValue?.first?.stringValue)
+        let thief = try ServerTestKeys.key("alice-2")
+        let enrolled = try api.registerBody(
+            .object([
+                "user": "alice", "name": "new laptop", "public_key": .string(thief.publicKey.pemRepresentation),
+                "proof": .string(try api.assertion(thief)), "recovery_code": .string(code), "key_protection": "pin",
+            ]))
+        #expect(enrolled.status == 201, "\(enrolled.text)")
+        // A grant would let it in offline after alice's denial revoked it.
+        let announced = try Self.hostLogin(api, thief)
+        #expect(announced.status == 200, "\(announced.text)")
+        #expect(announced.json?["access_token"] != nil && announced.json?["offline_grant"] == nil)
+        #expect(try Self.hostLogin(api, laptop).json?["offline_grant"] != nil)
+        environment.clock.advance(by: 86_401)
+        #expect(try Self.hostLogin(api, thief).json?["offline_grant"] != nil)
+    }
+
     @Test("key_protection other than pin or none is refused")
     func malformed() throws {
         let environment = TestEnvironment()

@@ -83,7 +83,11 @@ extension KeyAuthService {
             try AuditTrail(storage: storage, now: now).record(
                 .hostLogin, by: .device(kid: device.kid), user: device.user, subject: hostLogin.host,
                 detail: hostLogin.detail)
-            // Renewed by every online host login, so a host that goes offline has the latest one.
+        }
+        // Renewed by every online host login, so a host that goes offline has the latest one;
+        // none while the notice of a recovery code's enrolment is open, since a grant would let
+        // the device in offline after a denial revoked it (the host's stored grant is cleared).
+        if let hostLogin, try openNotice(of: device) == nil {
             offlineGrant = try OfflineGrants(
                 keys: tokens.keys, issuer: settings.issuer, lifetime: settings.offlineGrantLifetime, clock: tokens.clock
             ).issue(user: device.user, deviceKID: device.kid, statement: hostLogin)

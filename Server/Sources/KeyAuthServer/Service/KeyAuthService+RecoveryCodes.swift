@@ -27,8 +27,8 @@ extension KeyAuthService {
     ///
     /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of
     /// codes (which would also end the user's own), an approval of another device, or an SSH
-    /// certificate would keep whoever used a stolen code in the account, or on its hosts, after
-    /// the user said "this was not me". Nor may it revoke, deny or rename the user's other
+    /// certificate or an offline host grant would keep whoever used a stolen code in the
+    /// account, or on its hosts, after the user said "this was not me". Nor may it revoke, deny or rename the user's other
     /// devices, which could say so. A user with no other device gets no notice, and so no wait.
     ///
     /// - Throws: ``ServiceError`` `.accessDenied` while such a notice names `actor`.
@@ -42,16 +42,20 @@ extension KeyAuthService {
 
     /// The rule of ``refuseWhileAnnounced(_:approving:)`` for `action`, named in the refusal.
     func refuseWhileAnnounced(_ actor: DeviceRecord, _ action: String) throws {
-        // A notice is stored with its device, made at the device's time, and lives a day: a
-        // device older than that has none open, and most approvers need not read the list. (The
-        // minute is for notices of older versions, which were made just after their device.)
-        guard now().subtractingSaturating(actor.createdAt) <= signIn.settings.noticeLifetime + 60 else { return }
-        let notice = try signIn.open(for: actor.user).first { $0.kind == .recovery && $0.subject == actor.kid }
-        guard let notice else { return }
+        guard let notice = try openNotice(of: actor) else { return }
         throw ServiceError(
             .accessDenied,
             "this device was enrolled with a recovery code and cannot \(action) until the notice sent to the user's "
                 + "other devices ends at \(RFC3339.string(fromSeconds: notice.expiresAt)), unless one of them "
                 + "denies it first")
+    }
+
+    /// The open notice of `device`'s enrolment with a recovery code, if any.
+    func openNotice(of device: DeviceRecord) throws -> SignInRequestRecord? {
+        // A notice is stored with its device, made at the device's time, and lives a day: a
+        // device older than that has none open, and most approvers need not read the list. (The
+        // minute is for notices of older versions, which were made just after their device.)
+        guard now().subtractingSaturating(device.createdAt) <= signIn.settings.noticeLifetime + 60 else { return nil }
+        return try signIn.open(for: device.user).first { $0.kind == .recovery && $0.subject == device.kid }
     }
 }
