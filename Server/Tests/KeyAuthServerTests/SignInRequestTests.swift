@@ -108,6 +108,22 @@ struct SignInRequestTests {
         #expect(try other.backchannelAuthorize(setup.client, user: "alice").status == 200)
     }
 
+    @Test("refusals after the client authenticated (a mistyped name, push fatigue) do not lock the address out")
+    func userRefusalsAreNotFailures() throws {
+        let setup = try Setup { $0.failureLimit = 3 }
+        let api = setup.api
+        for _ in 0..<2 { _ = try api.startSignIn(setup.client, user: "alice") }
+        for _ in 0..<4 {
+            #expect(try api.backchannelAuthorize(setup.client, user: "nobody").errorCode == "unknown_user_id")
+            #expect(try api.backchannelAuthorize(setup.client, user: "alice").errorCode == "slow_down")
+        }
+        // The host's other users, and device logins from the same address, go on.
+        let bob = try ServerTestKeys.key("bob-1")
+        _ = try api.activeDevice(user: "bob", key: bob)
+        #expect(try api.backchannelAuthorize(setup.client, user: "bob").status == 200)
+        #expect(try api.login(setup.laptop).status == 200)
+    }
+
     @Test("bc-authorize refuses as CIBA section 13 says: unknown user, bad binding message, bad expiry, no hint")
     func requestErrors() throws {
         let setup = try Setup()

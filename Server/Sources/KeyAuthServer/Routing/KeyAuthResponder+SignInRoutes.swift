@@ -28,11 +28,23 @@ extension KeyAuthResponder {
     ])
 
     /// `POST /bc-authorize`: an authenticated client asks a user to approve a sign-in.
+    ///
+    /// Only what comes before the client authenticates counts against the address's failures
+    /// (a wrong secret, a malformed form): that is what guessing looks like. After it, a refusal
+    /// is about one user's request (a mistyped name, a user the host does not admit, push
+    /// fatigue's `slow_down`), and counting it would lock every user of the client's address
+    /// out of logins and polls for a minute.
     func backchannelAuthorize(_ request: HTTPRequest, caller: inout Caller) throws -> HTTPResponse {
-        try limits.run(from: clientKey(request), everyAttempt: nil, record: metrics.recordSignInRequest) {
+        var authenticated = false
+        return try limits.run(
+            from: clientKey(request), everyAttempt: nil,
+            counts: { kind in !authenticated && AttemptLimits.countsAsFailure(kind) },
+            record: metrics.recordSignInRequest
+        ) {
             let form = try request.formBody()
             let client = try service.clients.authenticate(try request.clientCredentials(form: form))
             caller.clientID = client.id
+            authenticated = true
             let user = try Self.loginHint(form)
             try HostClients.checkAllowed(user, at: client)
             if OpenIDProvider.asksForOpenID(form["scope"]) && !service.openID.canSignIDTokens {
