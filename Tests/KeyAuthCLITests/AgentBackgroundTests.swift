@@ -101,6 +101,27 @@ struct AgentBackgroundTests {
         }
     }
 
+    @Test("an account named like an option (--x) starts in the background as any other")
+    func optionLikeAccount() throws {
+        try withServer { server in
+            let machine = Machine()
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "alice", extra: ["--account=--x"], pin: AgentTests.pin)
+            try #require(registered.status == 0, "\(registered.standardError)")
+            let runtime = TemporaryDirectory("keyauth-run")
+            defer { runtime.remove() }
+            let started = try machine.run(
+                ["agent", "--background", "--pin-stdin", "--account=--x"], standardInput: AgentTests.pin + "\n",
+                extraEnvironment: ["XDG_RUNTIME_DIR": runtime.path])
+            #expect(started.status == 0, "\(started.standardError)")
+            let path = Self.socket(runtime)
+            #expect(try KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path)?.account == "--x")
+            let stopped = try machine.run(["agent", "--stop"], extraEnvironment: ["XDG_RUNTIME_DIR": runtime.path])
+            #expect(stopped.status == 0, "\(stopped.standardError)")
+            #expect(Self.socketGone(path))
+        }
+    }
+
     @Test("the --background lines quote the runtime directory for the shell")
     func shellQuoting() {
         #expect(

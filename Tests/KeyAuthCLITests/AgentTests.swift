@@ -199,6 +199,32 @@ struct AgentTests {
         }
     }
 
+    @Test("after `pin change` of a TPM key, the agent's first refused signature locks it: no more TPM tries")
+    func tpmPINChanged() throws {
+        let tpmPIN = "2468"
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        try withServer { server in
+            let machine = Machine(tpm: tpm)
+            defer { machine.home.remove() }
+            let registered = try machine.register(server, user: "alice", extra: ["--key-store", "tpm"], pin: tpmPIN)
+            try #require(registered.status == 0, "\(registered.standardError)")
+            let agent = try RunningAgent(machine, pin: tpmPIN)
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false)
+            let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(tpmPIN)\n97531\n")
+            try #require(change.status == 0, "\(change.standardError)")
+            #expect(try machine.run(["logout"]).status == 0)
+            let refused = try machine.run(["login"], extraEnvironment: agent.environment)
+            #expect(refused.status != 0)
+            #expect(refused.standardError.contains("the agent is locked"), "\(refused.standardError)")
+            // Locked, the agent asks the TPM nothing more; the new PIN still logs in.
+            #expect(agent.status()?.locked == true)
+            let login = try machine.run(["login", "--pin-stdin"], standardInput: "97531\n")
+            #expect(login.status == 0, "\(login.standardError)")
+        }
+    }
+
     @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
     func timeoutClears() throws {
         try Self.withUnlockedAgent(extra: ["--timeout", "2s"]) { machine, agent in

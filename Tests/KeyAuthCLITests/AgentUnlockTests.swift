@@ -47,10 +47,15 @@ struct AgentUnlockTests {
                 #expect(wrong.error == KeyAuthError.Code.wrongPIN.rawValue)
                 let failures = try Self.failures(store)
                 #expect(failures == attempt)
+                // The wait the last free attempt starts reaches the client, which would otherwise
+                // ask for a PIN that is refused unread.
+                #expect((wrong.retryAfter != nil) == (attempt == PINPresence.freeAttempts))
             }
             let locked = Self.unlock(server, Self.pin)
             #expect(!locked.ok)
             #expect(locked.error == KeyAuthError.Code.lockedOut.rawValue)
+            #expect(locked.retryAfter.map { $0 > 0 } == true)
+            #expect(AgentCommand.error(from: locked).retryAfter == locked.retryAfter)
             #expect(server.expiresAt == nil)
         }
     }

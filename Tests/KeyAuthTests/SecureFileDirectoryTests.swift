@@ -99,4 +99,21 @@ struct SecureFileDirectoryTests {
         #expect(try SecureFile.readProtected(store.directory + "/token.json") == Array("new\n".utf8))
         #expect(try store.loadPrivateKey().publicKey == TestKeys.first.publicKey)
     }
+
+    @Test("a temporary file with a modification time at the far end of 64 bits is left alone, not a crash")
+    func farPastTemporary() throws {
+        // tmpfs keeps 64-bit timestamps; the root file system may clamp them.
+        let directory = "/dev/shm/keyauth-far-past-\(getpid())"
+        try #require(mkdir(directory, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let planted = directory + "/.tmp-1-AbCdEf"
+        #expect(FileManager.default.createFile(atPath: planted, contents: Data("copy".utf8)))
+        var times = [timespec(tv_sec: 0, tv_nsec: 0), timespec(tv_sec: .min, tv_nsec: 0)]
+        try #require(utimensat(AT_FDCWD, planted, &times, 0) == 0)
+        var info = stat()
+        #expect(stat(planted, &info) == 0 && info.st_mtim.tv_sec == .min)
+        try SecureFile.write(Array("new\n".utf8), to: directory + "/token.json")
+        #expect(try SecureFile.readProtected(directory + "/token.json") == Array("new\n".utf8))
+        #expect(FileManager.default.fileExists(atPath: planted))
+    }
 }

@@ -61,6 +61,9 @@ package struct KeyAgentResponse: Codable, Sendable {
     package var error: String?
     /// On failure: one line for a person.
     package var message: String?
+    /// On a `wrong_pin` or `locked_out` failure: seconds until the next PIN may be tried, so
+    /// that the client does not ask for one that would be refused unread.
+    package var retryAfter: Int?
     /// The account the agent serves.
     package var account: String?
     /// The key ID of that account's device key.
@@ -78,6 +81,13 @@ package struct KeyAgentResponse: Codable, Sendable {
         var response = KeyAgentResponse(ok: false)
         response.error = code
         response.message = message
+        return response
+    }
+
+    /// The failure that carries `error`: its code, message and retry wait.
+    package static func failure(_ error: KeyAuthError) -> KeyAgentResponse {
+        var response = failure(error.code.rawValue, error.message)
+        response.retryAfter = error.retryAfter
         return response
     }
 }

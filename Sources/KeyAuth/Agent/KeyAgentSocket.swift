@@ -211,12 +211,18 @@ package enum KeyAgentSocket {
         var buffer = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
-            guard awaitInput(descriptor, before: deadline) else { return nil }
-            let got = buffer.withUnsafeMutableBytes { raw in
-                read(descriptor, raw.baseAddress.map { $0 + filled }, count - filled)
-            }
+            let got =
+                awaitInput(descriptor, before: deadline)
+                ? buffer.withUnsafeMutableBytes { raw in
+                    read(descriptor, raw.baseAddress.map { $0 + filled }, count - filled)
+                }
+                : 0
             if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { return nil }
+            guard got > 0 else {
+                // What arrived may be part of a PIN frame.
+                CryptoPrimitives.wipe(&buffer)
+                return nil
+            }
             filled += got
         }
         return buffer

@@ -119,7 +119,7 @@ package enum SecureFile {
             // and a home shared with a container or over NFS holds other writers' files too.
             var info = stat()
             guard lstat("\(directory)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG,
-                time(nil) - info.st_mtim.tv_sec > abandonedAfter
+                info.st_mtim.tv_sec < time(nil).subtractingSaturating(abandonedAfter)
             else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 unlink("\(directory)/\(name)")

@@ -140,7 +140,17 @@ final class KeyAgentServer: Sendable {
             }
             if store.storedKind == .tpm {
                 let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
-                return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
+                do throws(KeyAuthError) {
+                    return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
+                } catch {
+                    guard error.code == .wrongPIN || error.code == .lockedOut else { throw error }
+                    // `keyauth pin change` re-wrapped the key under another PIN: each signature
+                    // tried with the one held would cost a try of the TPM's dictionary-attack
+                    // counter, which every keyauth key on the machine shares, until lockout.
+                    clear()
+                    throw KeyAuthError(
+                        error.code, "the agent's PIN no longer opens the TPM key (was it changed?); the agent is locked")
+                }
             }
             var pem = secret.withUnsafeBytes { Array($0) }
             defer { CryptoPrimitives.wipe(&pem) }
@@ -354,7 +364,7 @@ final class KeyAgentServer: Sendable {
                 response.signature = Base64URL.encode(try sign(input))
                 return response
             } catch {
-                return .failure(error.code.rawValue, error.message)
+                return .failure(error)
             }
         case "unlock":
             guard !request.hadInlinePIN else {
@@ -372,7 +382,7 @@ final class KeyAgentServer: Sendable {
                 response.expiresAt = expiresAt?.timeIntervalSince1970
                 return response
             } catch {
-                return .failure(error.code.rawValue, error.message)
+                return .failure(error)
             }
         case "lock":
             clear()

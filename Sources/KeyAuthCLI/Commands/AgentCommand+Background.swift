@@ -144,7 +144,8 @@ extension AgentCommand {
         posix_spawnattr_setsigdefault(&attributes, &stopSignals)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
-        let arguments = [executable, "agent", "--serve-locked", "--account", account]
+        // One argument: an account may be named `--x`, which as a separate word reads as an option.
+        let arguments = [executable, "agent", "--serve-locked", "--account=\(account)"]
         let variables = environment.map { "\($0.key)=\($0.value)" }
         var argv = arguments.map { strdup($0) } + [nil]
         var envp = variables.map { strdup($0) } + [nil]

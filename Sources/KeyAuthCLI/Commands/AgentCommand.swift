@@ -195,6 +195,6 @@ struct AgentCommand {
     static func error(from response: KeyAgentResponse) -> KeyAuthError {
         KeyAuthError(
             KeyAuthError.Code(rawValue: response.error ?? KeyAuthError.Code.presenceUnavailable.rawValue),
-            response.message ?? "the agent refused")
+            response.message ?? "the agent refused", retryAfter: response.retryAfter)
     }
 }
