@@ -178,9 +178,11 @@ struct AgentTests {
         }
     }
 
-    @Test("a TPM key: the agent holds its PIN and the TPM signs a login that asks nothing")
-    func tpmKey() throws {
-        let tpmPIN = "2468"
+    static let tpmPIN = "2468"
+
+    /// A machine registered with a TPM key (PIN ``tpmPIN``) on a software TPM, and an agent
+    /// unlocked for it.
+    static func withTPMAgent(_ body: (Machine, RunningAgent) throws -> Void) throws {
         let tpm = try SoftwareTPM()
         defer { withExtendedLifetime(tpm) {} }
         try withServer { server in
@@ -192,6 +194,13 @@ struct AgentTests {
             let agent = try RunningAgent(machine, pin: tpmPIN)
             defer { agent.stop() }
             #expect(agent.status()?.locked == false)
+            try body(machine, agent)
+        }
+    }
+
+    @Test("a TPM key: the agent holds its PIN and the TPM signs a login that asks nothing")
+    func tpmKey() throws {
+        try Self.withTPMAgent { machine, agent in
             let login = try machine.run(["login"], extraEnvironment: agent.environment)
             #expect(login.status == 0, "\(login.standardError)")
             #expect(try machine.run(["agent", "--lock"], extraEnvironment: agent.environment).status == 0)
@@ -201,23 +210,12 @@ struct AgentTests {
 
     @Test("after `pin change` of a TPM key, the agent's first refused signature locks it: no more TPM tries")
     func tpmPINChanged() throws {
-        let tpmPIN = "2468"
-        let tpm = try SoftwareTPM()
-        defer { withExtendedLifetime(tpm) {} }
-        try withServer { server in
-            let machine = Machine(tpm: tpm)
-            defer { machine.home.remove() }
-            let registered = try machine.register(server, user: "alice", extra: ["--key-store", "tpm"], pin: tpmPIN)
-            try #require(registered.status == 0, "\(registered.standardError)")
-            let agent = try RunningAgent(machine, pin: tpmPIN)
-            defer { agent.stop() }
-            #expect(agent.status()?.locked == false)
-            let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(tpmPIN)\n97531\n")
+        try Self.withTPMAgent { machine, agent in
+            let change = try machine.run(["pin", "change", "--pin-stdin"], standardInput: "\(Self.tpmPIN)\n97531\n")
             try #require(change.status == 0, "\(change.standardError)")
-            #expect(try machine.run(["logout"]).status == 0)
             let refused = try machine.run(["login"], extraEnvironment: agent.environment)
             #expect(refused.status != 0)
-            #expect(refused.standardError.contains("the agent is locked"), "\(refused.standardError)")
+            #expect(refused.standardError.contains("no longer opens the TPM key"), "\(refused.standardError)")
             // Locked, the agent asks the TPM nothing more; the new PIN still logs in.
             #expect(agent.status()?.locked == true)
             let login = try machine.run(["login", "--pin-stdin"], standardInput: "97531\n")

@@ -149,7 +149,8 @@ final class KeyAgentServer: Sendable {
                     // counter, which every keyauth key on the machine shares, until lockout.
                     clear()
                     throw KeyAuthError(
-                        error.code, "the agent's PIN no longer opens the TPM key (was it changed?); the agent is locked")
+                        error.code, "the agent's PIN no longer opens the TPM key (was it changed?); the agent is locked"
+                    )
                 }
             }
             var pem = secret.withUnsafeBytes { Array($0) }
