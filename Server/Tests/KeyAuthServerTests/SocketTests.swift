@@ -110,6 +110,30 @@ struct SocketTests {
         #expect(try SocketTransport(port: runner.port).send(HTTPRequest(method: "GET", path: "/healthz")).status == 200)
     }
 
+    @Test(
+        "ambiguous framing is refused with 400 before the body is read, and the connection closed: nothing is smuggled",
+        arguments: [
+            "Content-Length: 39\r\nTransfer-Encoding: chunked", "Content-Length: 5\r\nContent-Length: 39",
+            "Transfer-Encoding: gzip, chunked", "Content-Length : 39",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+        ])
+    func ambiguousFraming(_ fields: String) throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer()
+        defer { runner.stop() }
+        let connection = try RawHTTPConnection(port: runner.port)
+        // A body of 39 bytes by one reading; by the other, an empty chunked body (or 5 bytes)
+        // and then a second request.
+        let body = "0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        #expect(body.utf8.count == 39)
+        try connection.send("POST /oauth/token HTTP/1.1\r\nHost: x\r\n\(fields)\r\n\r\n" + body)
+        let response = try connection.readResponse()
+        #expect(response.status == 400)
+        #expect(response.errorCode == "invalid_request")
+        #expect(connection.isClosedByServer(waitingMilliseconds: 5000))
+        #expect(try SocketTransport(port: runner.port).send(HTTPRequest(method: "GET", path: "/healthz")).status == 200)
+    }
+
     @Test("a chunked body over 64 KiB gets 413 while reading, and the connection stays usable")
     func chunkedTooLarge() throws {
         let environment = TestEnvironment()

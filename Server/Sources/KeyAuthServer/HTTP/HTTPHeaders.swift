@@ -44,7 +44,7 @@ package struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionar
     /// building lowered copies: every request looks up several fields. Native strings are
     /// compared byte by byte in their storage; iterating two `UTF8View`s in step cost several
     /// times as much.
-    private static func sameName(_ lhs: String, _ rhs: String) -> Bool {
+    static func sameName(_ lhs: String, _ rhs: String) -> Bool {
         guard lhs.utf8.count == rhs.utf8.count else { return false }
         let compared = lhs.utf8.withContiguousStorageIfAvailable { left in
             rhs.utf8.withContiguousStorageIfAvailable { right in

@@ -45,8 +45,12 @@ func httpServerAccessHandler(
         }
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         server.inFlight.add(1, ordering: .relaxed)
-        // A declared length over the limit is refused before reading any of the body;
-        // libmicrohttpd then discards the rest and closes the connection after the answer.
+        // Ambiguous framing, and a declared length over the limit, are refused before reading any
+        // of the body; libmicrohttpd then discards the rest and closes the connection after the
+        // answer, so no byte of it is read as a next request.
+        if state.request.headers.framingProblem != nil {
+            return httpServerAnswer(state, server: server, on: connection)
+        }
         if let declared = state.request.headers["Content-Length"], let length = Int(declared),
             length > server.maximumBodySize
         {

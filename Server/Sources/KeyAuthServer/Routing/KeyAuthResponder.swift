@@ -297,6 +297,8 @@ package final class KeyAuthResponder: HTTPResponder {
     private func dispatch(_ request: HTTPRequest, route: RouteTable<Endpoint>.Match, caller: inout Caller) throws
         -> HTTPResponse
     {
+        // The transport answers this before reading the body, and closes the connection after.
+        if let problem = request.headers.framingProblem { throw ServiceError(.invalidRequest, problem) }
         // The transport enforces the limit while reading; this check keeps the rule true for
         // any other caller of the responder.
         if request.bodyTooLarge || request.body.count > maximumBodySize {
