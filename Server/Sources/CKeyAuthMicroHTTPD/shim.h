@@ -12,7 +12,9 @@
 /// (the varargs list reads them by exact type; a wrong width would be read as garbage).
 /// The port argument is 0 because MHD_OPTION_SOCK_ADDR carries the address and port.
 /// A per-address limit of 0 means none (libmicrohttpd's default). The accept policy decides,
-/// for each connection accepted, whether it is served or closed at once.
+/// for each connection accepted, whether it is served or closed at once. `raw_target` sees each
+/// request's target before libmicrohttpd decodes it, and must return NULL (its result would
+/// become the request's context).
 static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
     unsigned int flags,
     const struct sockaddr *address,
@@ -28,7 +30,9 @@ static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
     MHD_RequestCompletedCallback completed,
     void *completed_context,
     MHD_NotifyConnectionCallback connection_notice,
-    void *connection_notice_context)
+    void *connection_notice_context,
+    void *(*raw_target)(void *context, const char *uri, struct MHD_Connection *connection),
+    void *raw_target_context)
 {
     return MHD_start_daemon(
         flags, 0, accept_policy, accept_policy_context, handler, handler_context,
@@ -40,6 +44,7 @@ static inline struct MHD_Daemon *ckeyauth_mhd_start_daemon(
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
         MHD_OPTION_NOTIFY_CONNECTION, connection_notice, connection_notice_context,
+        MHD_OPTION_URI_LOG_CALLBACK, raw_target, raw_target_context,
         MHD_OPTION_END);
 }
 

@@ -134,6 +134,26 @@ struct SocketTests {
         #expect(try SocketTransport(port: runner.port).send(HTTPRequest(method: "GET", path: "/healthz")).status == 200)
     }
 
+    @Test("a path escaping a zero byte or bytes that are not UTF-8 is refused; the connection's next request is not")
+    func malformedPaths() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer()
+        defer { runner.stop() }
+        let connection = try RawHTTPConnection(port: runner.port)
+        // Read as a C string, the first would be served as /healthz; the second repaired to U+FFFD.
+        for (path, fault) in [
+            ("/healthz%00.css", "a NUL character (%00)"), ("/v1/devices/%FF", "bytes that are not UTF-8"),
+        ] {
+            try connection.send(RawHTTPConnection.requestBytes(method: "GET", path: path))
+            let refused = try connection.readResponse()
+            #expect(refused.status == 400, "\(path)")
+            #expect(refused.errorCode == "invalid_request")
+            #expect(refused.errorDescription == "the path holds \(fault)")
+            try connection.send(RawHTTPConnection.requestBytes(method: "GET", path: "/healthz"))
+            #expect(try connection.readResponse().status == 200, "the mark is the refused request's alone")
+        }
+    }
+
     @Test("a chunked body over 64 KiB gets 413 while reading, and the connection stays usable")
     func chunkedTooLarge() throws {
         let environment = TestEnvironment()

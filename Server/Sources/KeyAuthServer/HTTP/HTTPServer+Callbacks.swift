@@ -33,11 +33,18 @@ func httpServerAccessHandler(
     guard let statePointer = requestContext.pointee else {
         // First call: the headers are complete and no body byte has been read yet.
         let tracked = trackedConnection(of: connection)
+        // Decoded: a path that is not UTF-8 is kept repaired for the log and refused.
+        let validPath = url.flatMap { String(validatingCString: $0) }
         let state = RequestState(
             request: HTTPRequest(
                 method: method.map { String(cString: $0) } ?? "",
-                path: url.map { String(cString: $0) } ?? "/",
+                path: validPath ?? url.map { String(cString: $0) } ?? "/",
                 clientAddress: tracked?.clientAddress ?? clientAddress(of: connection)))
+        if tracked?.takeRawPathHoldsNUL() == true {
+            state.request.pathFault = "a NUL character (%00)"
+        } else if url != nil, validPath == nil {
+            state.request.pathFault = "bytes that are not UTF-8"
+        }
         withExtendedLifetime(state) {
             let pointer = Unmanaged.passUnretained(state).toOpaque()
             MHD_get_connection_values(connection, .HEADER_KIND, httpServerCollectHeader, pointer)
@@ -201,6 +208,32 @@ private func trackedConnection(of connection: OpaquePointer) -> TrackedConnectio
 /// The peer's address of `connection` as text, or "" for a family without one.
 private func clientAddress(of connection: OpaquePointer) -> String {
     ckeyauth_mhd_client_address(connection).flatMap(ListenAddress.text(of:)) ?? ""
+}
+
+/// libmicrohttpd's URI callback: sees each request's target as sent, before the path is decoded
+/// in place for the access handler, which then reads it as a C string that a `%00` ends. So
+/// `/bc-authorize%00x` would be served as `/bc-authorize`, and a proxy's rule for the raw path
+/// would judge another path than the server serves. Notes a `%00` in the path on the connection
+/// (``TrackedConnection/noteRawTarget(pathHoldsNUL:)``); returns nil, which leaves the request's
+/// context empty for the access handler's first call.
+func httpServerRawTarget(
+    _ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let uri, let connection else { return nil }
+    var escapesNUL = false
+    var cursor = uri
+    // Up to the query, which the query iterator checks with its decoded lengths.
+    while cursor.pointee != 0, cursor.pointee != CChar(UInt8(ascii: "?")) {
+        if cursor.pointee == CChar(UInt8(ascii: "%")), cursor[1] == CChar(UInt8(ascii: "0")),
+            cursor[2] == CChar(UInt8(ascii: "0"))
+        {
+            escapesNUL = true
+            break
+        }
+        cursor += 1
+    }
+    trackedConnection(of: connection)?.noteRawTarget(pathHoldsNUL: escapesNUL)
+    return nil
 }
 
 /// Header iterator: appends each field to the request (called synchronously, so the state is

@@ -114,7 +114,7 @@ package final class HTTPServer: Sendable {
                 // Per-connection buffer for headers and body chunks; the body is copied out in
                 // chunks, so this bounds memory per connection, not the body size.
                 32 * 1024, httpServerAccessHandler, contextPointer, httpServerRequestCompleted, contextPointer,
-                httpServerConnectionNotice, contextPointer)
+                httpServerConnectionNotice, contextPointer, httpServerRawTarget, contextPointer)
         }
         guard let started else {
             context.deadlines.cancel()

@@ -25,6 +25,10 @@ final class TrackedConnection: Sendable {
     private static let shutDownMark = UInt64.max
     /// Whether its next response closes the connection (``closeAfterResponse()``).
     private let closing = Atomic<Bool>(false)
+    /// Whether the raw target of the request being received escapes a zero byte in its path
+    /// (``noteRawTarget(pathHoldsNUL:)``); libmicrohttpd hands the access handler the path
+    /// decoded, where a `%00` ends it as a C string.
+    private let rawPathHoldsNUL = Atomic<Bool>(false)
 
     init(descriptor: Int32, clientAddress: String, peer: RateLimitKey?, now: UInt64) {
         self.descriptor = descriptor
@@ -38,6 +42,17 @@ final class TrackedConnection: Sendable {
     /// connection gives its slot back once its request is answered (``RequestDeadlines``).
     func closeAfterResponse() {
         closing.store(true, ordering: .relaxed)
+    }
+
+    /// Notes what libmicrohttpd's URI callback found in the raw target of the request that
+    /// the connection is receiving; the access handler takes it with ``takeRawPathHoldsNUL()``.
+    func noteRawTarget(pathHoldsNUL: Bool) {
+        rawPathHoldsNUL.store(pathHoldsNUL, ordering: .relaxed)
+    }
+
+    /// Whether the raw path of the request now received held `%00`; resets it for the next one.
+    func takeRawPathHoldsNUL() -> Bool {
+        rawPathHoldsNUL.exchange(false, ordering: .relaxed)
     }
 
     /// Whether a response on this connection closes it.
