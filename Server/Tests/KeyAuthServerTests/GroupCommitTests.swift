@@ -152,6 +152,71 @@ struct GroupCommitTests {
         #expect(try !reopened.claimJTI(keyID: "k", jti: "after", expiresAt: 1000))
     }
 
+    @Test("a read that makes SQLite end the open batch's transaction fails that batch; the next write opens its own")
+    func readLosesTheBatch() throws {
+        let environment = TestEnvironment()
+        let (storage, database) = try Self.open(environment)
+        database.disk.hold()
+        _ = try DurabilityScope.run { try database.sqlite.write { _ in () } }
+        try #require(database.disk.waitUntilStalled(), "the group commit did not reach the fsync")
+        // A request claims in the next batch, then reads on the writer connection, and the read
+        // ends the transaction as SQLite does after an I/O error.
+        let (first, firstScope) = try DurabilityScope.run { () throws(StorageError) -> Bool in
+            let claimed = try storage.claimJTI(keyID: "k", jti: "r1", expiresAt: 1000)
+            _ = try? database.sqlite.read { connection throws(StorageError) in try connection.execute("ROLLBACK") }
+            return claimed
+        }
+        #expect(first)
+        let (second, secondScope) = try DurabilityScope.run { () throws(StorageError) -> Bool in
+            try storage.claimJTI(keyID: "k", jti: "r2", expiresAt: 1000)
+        }
+        #expect(second)
+        database.disk.release()
+        let outcomes = Mutex<[Int: StorageError?]>([:])
+        let settled = DispatchGroup()
+        for (index, scope) in [firstScope, secondScope].enumerated() {
+            settled.enter()
+            scope.whenDurable { failure in
+                outcomes.withLock { $0[index] = failure }
+                settled.leave()
+            }
+        }
+        #expect(settled.wait(timeout: .now() + 60) == .success)
+        // The first request is told its claim failed, and it is not stored; the second's is
+        // answered as durable, and it is.
+        #expect(outcomes.withLock { $0[0] ?? nil }?.message == "SQLite rolled back a batch of writes")
+        #expect(outcomes.withLock { $0[1] ?? nil } == nil)
+        storage.close()
+        let reopened = try SQLiteStorage(path: environment.databasePath)
+        defer { reopened.close() }
+        #expect(try reopened.claimJTI(keyID: "k", jti: "r1", expiresAt: 1000))
+        #expect(try !reopened.claimJTI(keyID: "k", jti: "r2", expiresAt: 1000))
+    }
+
+    @Test("a read of a batch whose fsync failed is answered with that failure, not as durable")
+    func readAfterFailedSync() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        disk.failing.store(true, ordering: .releasing)
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('b', 2)")
+            }
+        }
+        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+            try database.read { connection throws(StorageError) in
+                try connection.query("SELECT v FROM t WHERE k = 'b'", []) { row throws(StorageError) in row.integer(0) }
+            }
+        }
+        // Committed, so a reader sees the row its writer was told failed; the answer must fail too.
+        #expect(rows == [2])
+        guard case .failed = scope.outcome else {
+            Issue.record("the read's scope is \(scope.outcome), not failed")
+            return
+        }
+    }
+
     @Test("a write is in the file when it returns: a connection opened right after sees it")
     func visibleWhenReturned() throws {
         let environment = TestEnvironment()

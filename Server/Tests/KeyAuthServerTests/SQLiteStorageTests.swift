@@ -14,6 +14,32 @@ struct SQLiteStorageTests {
         DeviceRecord(kid: kid, user: user, name: "n", publicKeyPEM: "pem", status: status, createdAt: 100)
     }
 
+    @Test("a server alone on its file syncs after COMMIT; an admin command or a server sharing it, inside COMMIT")
+    func syncInCommitWhenShared() throws {
+        let environment = TestEnvironment()
+        let path = environment.directory.path + "/shared.db"
+        // PRAGMA synchronous: 1 is NORMAL (the commit is visible before its fsync), 2 is FULL.
+        func synchronous(_ storage: any ServerStorage) throws -> Int64? {
+            let sqlite = try #require((storage as? SQLStorage)?.database as? SQLiteDatabase)
+            return try sqlite.committer.read { connection throws(StorageError) in
+                try connection.execute("PRAGMA synchronous").firstRow?.integer(0)
+            }
+        }
+        do {
+            let (alone, lock) = try StorageFactory.openForServing(path, alone: true)
+            defer { alone.close() }
+            #expect(try synchronous(alone) == 1)
+            withExtendedLifetime(lock) {}
+        }
+        let admin = try StorageFactory.open(path, creatingIfMissing: false, migrating: false)
+        #expect(try synchronous(admin) == 2)
+        admin.close()
+        let (shared, lock) = try StorageFactory.openForServing(path, alone: false)
+        defer { shared.close() }
+        #expect(try synchronous(shared) == 2)
+        withExtendedLifetime(lock) {}
+    }
+
     @Test("a new file gets the latest schema, in WAL mode, every version recorded in schema_migrations")
     func migrations() throws {
         let environment = TestEnvironment()

@@ -25,7 +25,7 @@ package enum StorageFactory {
             return try PostgresStorage(url: location, migrating: migrating)
         }
         try checkSQLiteFile(location, creatingIfMissing: creatingIfMissing)
-        return try openChecked(location, migrating: migrating)
+        return try openChecked(location, migrating: migrating, syncingInCommit: true)
     }
 
     /// The checks of a SQLite file before it is opened or created, the same for `serve`, the
@@ -45,8 +45,15 @@ package enum StorageFactory {
 
     /// Opens a SQLite file that passed ``checkSQLiteFile(_:creatingIfMissing:)``, and
     /// makes its companion files private.
-    private static func openChecked(_ location: String, migrating: Bool) throws(StorageError) -> SQLiteStorage {
-        let storage = try SQLiteStorage(path: location, migrating: migrating)
+    ///
+    /// `syncingInCommit` (see ``SQLiteStorage/init(path:readerCount:busyTimeoutMilliseconds:now:migrating:syncingInCommit:)``)
+    /// is for every process that may share the file with a server: the admin commands, and a
+    /// server that shares it with others. Only a server alone on its file commits ahead of the
+    /// fsync, since nobody else reads what it committed before the fsync returns.
+    private static func openChecked(_ location: String, migrating: Bool, syncingInCommit: Bool) throws(StorageError)
+        -> SQLiteStorage
+    {
+        let storage = try SQLiteStorage(path: location, migrating: migrating, syncingInCommit: syncingInCommit)
         do {
             try SQLiteFilePermissions.restrict(location)
         } catch {
@@ -73,7 +80,7 @@ package enum StorageFactory {
         try checkSQLiteFile(location, creatingIfMissing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {
-            return (try openChecked(location, migrating: true), lock)
+            return (try openChecked(location, migrating: true, syncingInCommit: !alone), lock)
         } catch {
             lock.removeCreatedDatabase()
             throw error

@@ -35,10 +35,11 @@ final class SQLiteDatabase: SQLDatabase {
     ///   - log: what makes commits durable; by default `fdatasync` of the file's WAL.
     ///   - restartBytes: the log file's size past which the committer rewinds the log (tests use
     ///     less).
+    ///   - syncingInCommit: see ``SQLiteGroupCommitter``.
     /// - Throws: ``StorageError`` when the file cannot be opened or switched to WAL.
     init(
         path: String, readerCount: Int, busyTimeoutMilliseconds: Int32, log: (any SQLiteWALSync)? = nil,
-        restartBytes: Int = SQLiteGroupCommitter.defaultRestartBytes
+        restartBytes: Int = SQLiteGroupCommitter.defaultRestartBytes, syncingInCommit: Bool = false
     ) throws(StorageError) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         let deviceChanges = try SQLiteDeviceChanges(databasePath: path)
@@ -56,7 +57,8 @@ final class SQLiteDatabase: SQLDatabase {
         committer = try SQLiteGroupCommitter(
             writerConnection,
             checkpointer: SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
-            log: log ?? SQLiteWALFile(databasePath: path), logPath: path + "-wal", restartBytes: restartBytes)
+            log: log ?? SQLiteWALFile(databasePath: path), logPath: path + "-wal", restartBytes: restartBytes,
+            syncingInCommit: syncingInCommit)
         var readers: [SQLiteConnectionBox] = []
         for _ in 0..<max(readerCount, 1) {
             let connection = try SQLiteConnection(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)

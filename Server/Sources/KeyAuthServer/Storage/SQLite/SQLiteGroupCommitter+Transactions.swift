@@ -6,12 +6,22 @@ extension SQLiteGroupCommitter {
     static func openBatch(
         _ writer: inout Writer, on connection: SQLiteConnection, committer: ObjectIdentifier
     ) throws(StorageError) -> SQLiteCommitBatch {
+        settleIfTransactionLost(&writer, on: connection)
         if let open = writer.open { return open }
         try connection.execute("BEGIN IMMEDIATE")
         let batch = SQLiteCommitBatch(sequence: writer.nextSequence, committer: committer)
         writer.nextSequence += 1
         writer.open = batch
         return batch
+    }
+
+    /// Fails the open batch when its transaction has ended without a `COMMIT` (SQLite rolls
+    /// back on its own after an I/O error or a full disk): its writes are gone, and a write
+    /// joining it would run outside any transaction.
+    static func settleIfTransactionLost(_ writer: inout Writer, on connection: SQLiteConnection) {
+        guard let open = writer.open, !connection.isInTransaction else { return }
+        writer.open = nil
+        open.settle(StorageError(.queryFailed, "SQLite rolled back a batch of writes"))
     }
 
     /// Runs one write in its own savepoint of the open batch.
@@ -36,10 +46,8 @@ extension SQLiteGroupCommitter {
             guard connection.isInTransaction else {
                 // SQLite ended the transaction on its own (an I/O error, a full disk, or a body
                 // that ended it): the batch's earlier writes are gone with it.
-                let lost = StorageError(.queryFailed, "SQLite rolled back a batch of writes")
-                writer.open = nil
-                batch.settle(lost)
-                throw lost
+                settleIfTransactionLost(&writer, on: connection)
+                throw StorageError(.queryFailed, "SQLite rolled back a batch of writes")
             }
             throw error
         }

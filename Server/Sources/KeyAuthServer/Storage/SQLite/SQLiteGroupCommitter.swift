@@ -12,9 +12,10 @@ import Synchronization
 /// opens one with `BEGIN IMMEDIATE`), in a savepoint of its own. A committer on a serial queue
 /// commits the open batch and then makes it durable (``SQLiteWALSync``) outside the lock, so the
 /// next batch fills while the fsync of the last one runs: batches grow with load, and an idle
-/// server still commits a lone write at once (no timer delays it). The writer connection runs
-/// with `synchronous=NORMAL`, so `COMMIT` itself does not wait for the disk; the sync that
-/// `FULL` would run inside it runs right after, outside the lock (see ``SQLiteWALFile``).
+/// server still commits a lone write at once (no timer delays it). The writer connection of a
+/// server alone on its file runs with `synchronous=NORMAL`, so `COMMIT` itself does not wait for
+/// the disk; the sync that `FULL` would run inside it runs right after, outside the lock (see
+/// ``SQLiteWALFile``). A process that shares the file syncs inside `COMMIT` (see `init`).
 ///
 /// A caller learns its write's result at once and the batch's outcome later:
 /// - inside a ``DurabilityScope`` (the HTTP transport), ``write(_:)`` returns the result and
@@ -107,11 +108,17 @@ final class SQLiteGroupCommitter: Sendable {
     ///   - log: what makes committed batches durable.
     ///   - logPath: the log file (`PATH-wal`), whose size decides a rewind.
     ///   - restartBytes: the log file's size past which the log is rewound.
+    ///   - syncingInCommit: whether `COMMIT` itself syncs the log (`synchronous=FULL`), before it
+    ///     makes the transaction visible. Another process on the file (a server beside this one,
+    ///     or beside an admin command) sees a commit at once, and knows nothing of this
+    ///     process's fsync: it could answer from an approval that a power loss then takes back.
+    ///     A server alone on its file leaves it off, and syncs outside the lock.
     init(
         _ connection: consuming sending SQLiteConnection, checkpointer: consuming sending SQLiteConnection,
-        log: any SQLiteWALSync, logPath: String? = nil, restartBytes: Int = defaultRestartBytes
+        log: any SQLiteWALSync, logPath: String? = nil, restartBytes: Int = defaultRestartBytes,
+        syncingInCommit: Bool = false
     ) throws(StorageError) {
-        try connection.execute("PRAGMA synchronous = NORMAL")
+        try connection.execute(syncingInCommit ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         try connection.execute("PRAGMA wal_autocheckpoint = 0")
         try connection.execute("PRAGMA journal_size_limit = \(Self.journalSizeLimit)")
         self.logPath = logPath
@@ -171,6 +178,14 @@ final class SQLiteGroupCommitter: Sendable {
 
     /// Runs a read on the write connection, which sees the open batch's changes: for a request
     /// that wrote in a batch not yet committed.
+    ///
+    /// The batch open now may be a later one than the request wrote in (its own committed
+    /// between the caller's check and this lock), holding other requests' writes: the scope
+    /// notes it, since the read may see them. A read that made SQLite end the transaction (an
+    /// I/O error, a full disk for a sort) ends the open batch as a write that did would: failed,
+    /// and the next write opens a new one. Left open, later writes joined a batch with no
+    /// transaction, each committed alone before its fsync, and the batch's COMMIT then failed
+    /// every write in it, those stored included.
     func read<Value: Sendable>(
         _ body: (SQLiteConnection) throws(StorageError) -> Value
     ) throws(StorageError) -> Value {
@@ -178,6 +193,8 @@ final class SQLiteGroupCommitter: Sendable {
             guard !writer.isClosed, let connection = writer.connection else {
                 throw StorageError(.closed, "the storage is closed")
             }
+            if let open = writer.open { DurabilityScope.current?.require(open) }
+            defer { Self.settleIfTransactionLost(&writer, on: connection) }
             return try body(connection)
         }
     }
@@ -189,11 +206,12 @@ final class SQLiteGroupCommitter: Sendable {
     }
 
     /// Notes in the current ``DurabilityScope`` that a read may have seen the newest committed
-    /// batch, when that batch is not yet durable. Call it after the read.
+    /// batch, when that batch is not yet durable, or failed: a batch whose fsync failed was
+    /// committed, and a reader sees what its writers were told did not happen. Call it after
+    /// the read.
     func noteRead() {
-        guard let scope = DurabilityScope.current,
-            let batch = newestCommitting.withLock({ $0 }), !batch.isSettled
-        else { return }
+        guard let scope = DurabilityScope.current, let batch = newestCommitting.withLock({ $0 }) else { return }
+        if case .durable = batch.outcome { return }
         scope.require(batch)
     }
 

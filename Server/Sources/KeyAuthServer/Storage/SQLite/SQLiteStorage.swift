@@ -16,10 +16,12 @@ extension SQLStorage {
     ///   - busyTimeoutMilliseconds: how long a statement waits for another process's lock.
     ///   - now: the clock, for the migration record.
     ///   - migrating: false for admin commands, which require the latest schema instead.
+    ///   - syncingInCommit: whether each `COMMIT` makes the log durable before another process can
+    ///     see the transaction (``SQLiteGroupCommitter``): for a process that shares the file.
     /// - Throws: ``StorageError`` when the file cannot be opened or migrated.
     package convenience init(
         path: String, readerCount: Int = 2, busyTimeoutMilliseconds: Int32 = 5000,
-        now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true
+        now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true, syncingInCommit: Bool = false
     ) throws(StorageError) {
         // Before the database is opened as keyauth's (WAL, the device-changes file): a file that
         // is not keyauth's (or, for an admin command, not yet at this schema) is left exactly as
@@ -40,7 +42,8 @@ extension SQLStorage {
         }
         try self.init(
             database: SQLiteDatabase(
-                path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+                path: path, readerCount: readerCount, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
+                syncingInCommit: syncingInCommit),
             location: path, now: now, migrating: migrating)
     }
 
