@@ -223,6 +223,29 @@ struct AgentTests {
         }
     }
 
+    @Test("while another agent holds the agent lock, an agent does not start, and touches no socket")
+    func lockHeld() throws {
+        try withServer { server in
+            let machine = try Self.registeredMachine(server)
+            defer { machine.home.remove() }
+            let runtime = TemporaryDirectory("keyauth-run")
+            defer { runtime.remove() }
+            try #require(mkdir(runtime.path + "/keyauth", 0o700) == 0)
+            // What an agent holds from before it binds its sockets until it has removed them.
+            let lock = open(runtime.path + "/keyauth/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            try #require(lock >= 0 && flock(lock, LOCK_EX) == 0)
+            defer { close(lock) }
+            let refused = try machine.run(
+                ["agent", "--pin-stdin"], standardInput: Self.pin + "\n",
+                extraEnvironment: ["XDG_RUNTIME_DIR": runtime.path], timeout: 20)
+            #expect(refused.status != 0)
+            #expect(
+                refused.standardError.contains("another keyauth agent is starting or running"),
+                "\(refused.standardError)")
+            #expect(access(runtime.path + "/keyauth/agent.sock", F_OK) != 0)
+        }
+    }
+
     @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
     func timeoutClears() throws {
         try Self.withUnlockedAgent(extra: ["--timeout", "2s"]) { machine, agent in

@@ -39,8 +39,9 @@ extension AgentCommand {
             if started != nil { _ = try? KeyAgentSocket.exchange(KeyAgentRequest(op: "stop"), at: path) }
             throw error
         }
-        var pid: pid_t = started ?? 0
-        if started == nil { pid = try KeyAgentSocket.agentProcessID(at: path) ?? 0 }
+        // The agent that answers, which is not the one started here when another agent took the
+        // socket first (that one then ended without serving).
+        let pid: pid_t = try KeyAgentSocket.agentProcessID(at: path) ?? started ?? 0
         let expiry = try KeyAgentSocket.exchange(KeyAgentRequest(op: "status"), at: path)?.expiresAt
         context.io.printError(
             "keyauth agent: holding the key of \(name) "
@@ -94,6 +95,12 @@ extension AgentCommand {
             if try runningAgent(at: path, for: account) { return }
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
+                // Another agent started at the same moment holds the lock, and answers a moment
+                // later: that one serves.
+                for _ in 0..<20 {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    if try runningAgent(at: path, for: account) { return }
+                }
                 throw KeyAuthError(
                     .agentStartFailed,
                     "the background agent ended before it served (wait status \(status)); "

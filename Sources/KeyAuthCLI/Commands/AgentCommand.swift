@@ -126,6 +126,9 @@ struct AgentCommand {
     func listenAndServe(
         _ server: KeyAgentServer, for session: AccountSession, at path: String, listening: () -> Void
     ) async throws(KeyAuthError) {
+        // Held until the sockets are gone again (the server removes them as it ends).
+        let lock = try AgentLock(besideSocket: path)
+        defer { withExtendedLifetime(lock) {} }
         unlink(path)
         unlink(server.sshSocketPath)
         let listener: Int32
