@@ -36,7 +36,8 @@ final class AgentLock {
                 throw KeyAuthError(.storageFailed, "cannot lock \(path): \(String(cString: strerror(reason)))")
             }
             throw KeyAuthError(
-                .agentStartFailed, "another keyauth agent is starting or running in \(directory); "
+                .agentStartFailed,
+                "another keyauth agent is starting or running in \(directory); "
                     + "`keyauth agent --stop` ends it")
         }
         self.descriptor = descriptor
