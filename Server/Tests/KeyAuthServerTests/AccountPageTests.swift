@@ -293,6 +293,46 @@ struct AccountPageTests {
         }
     }
 
+    @Test("a device request ends when its device is approved another way, and answers expired_token once it expired")
+    func deviceRequestAfterOtherApproval() throws {
+        let environment = TestEnvironment()
+        let api = try environment.directAPI {
+            $0.failureLimit = 1000
+            $0.pendingLifetime = 100
+        }
+        let laptop = try ServerTestKeys.key("alice-1")
+        let token = try api.activeDevice(user: "alice", key: laptop)
+        var (browser, _) = try Self.signIn(api, laptop: laptop, token: token)
+        let csrf = try Self.csrf(try browser.send("GET", "/account").text)
+        var ids: [String: String] = [:]
+        for (name, key) in [("phone", "alice-2"), ("desk", "alice-3")] {
+            let device = try ServerTestKeys.key(key)
+            #expect(try api.register(user: "alice", key: device, name: name).status == 202)
+            let kid = device.publicKey.fingerprint
+            #expect(try browser.send("POST", "/account/devices/\(kid)/approve", form: [("csrf", csrf)]).status == 303)
+            let open = try api.storage.openSignInRequests(user: "alice", now: environment.clock.now)
+            ids[name] = try #require(open.first { $0.kind == .device && $0.subject == kid }).id
+        }
+        // The phone is approved through the device API while its request waits: that ends the
+        // request, whose answer then changes nothing.
+        let phone = try ServerTestKeys.key("alice-2").publicKey.fingerprint
+        #expect(try api.approveDevice(phone, approver: laptop, token: token).status == 200)
+        let phoneID = try #require(ids["phone"])
+        let ended = try api.answer(
+            phoneID, decision: "approve", assertion: try api.approvalAssertion(laptop, id: phoneID), token: token)
+        #expect(ended.errorCode == "expired_token", "\(ended.text)")
+        #expect(try api.storage.device(kid: phone)?.status == .active)
+        // The desk's registration expires before its request is answered.
+        let deskID = try #require(ids["desk"])
+        let desk = try ServerTestKeys.key("alice-3").publicKey.fingerprint
+        #expect(try api.storage.device(kid: desk)?.status == .pending)
+        environment.clock.advance(by: 101)
+        let late = try api.answer(
+            deskID, decision: "approve", assertion: try api.approvalAssertion(laptop, id: deskID),
+            token: try api.accessToken(laptop))
+        #expect(late.errorCode == "expired_token", "\(late.text)")
+    }
+
     @Test("a device approval whose session idled out does not hold the user's one open request")
     func idledOutApprovalGivesWay() throws {
         let environment = TestEnvironment()

@@ -110,11 +110,24 @@ extension KeyAuthService {
         }
     }
 
-    /// The pending device a `device` request approves, still pending and the user's.
+    /// The device a `device` request approves: the user's, still pending, or approved another
+    /// way meanwhile (the answer then stands, and activates nothing: the user asked for it to be
+    /// active, and it is).
+    ///
+    /// - Throws: ``ServiceError`` `.expiredToken` when its registration expired before this
+    ///   approval; `.invalidRequest` when it was denied, revoked or deleted.
     func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
-        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user,
-            device.status == .pending, !isExpiredPending(device)
+        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user
         else { throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval") }
-        return device
+        switch device.status {
+        case .active:
+            return device
+        case .pending where isExpiredPending(device):
+            throw ServiceError(.expiredToken, "the registration expired before it was approved")
+        case .pending:
+            return device
+        default:
+            throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval")
+        }
     }
 }
