@@ -583,6 +583,26 @@ struct OpenIDProviderTests {
         #expect(audited.count == issued)
     }
 
+    @Test("a code whose redemption cannot be audited is not used up: the client's retry gets the tokens")
+    func failedRedemptionAuditKeepsTheCode() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let pkce = try PKCE()
+        var browser = OpenIDBrowser(api: setup.api)
+        let done = try setup.signIn(&browser, OpenIDTestAPI.authorization(setup.client, pkce: pkce))
+        let code = try #require(try OpenIDTestAPI.redirect(done).parameters["code"])
+        try setup.api.executeSQL(
+            "CREATE TRIGGER refuse_write BEFORE INSERT ON audit_events WHEN NEW.action = 'redeem-code' "
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END")
+        let failed = try OpenIDTestAPI.redeem(setup.api, setup.client, code: code, verifier: pkce.verifier)
+        #expect(failed.status == 503, "\(failed.text)")
+        try setup.api.executeSQL("DROP TRIGGER refuse_write")
+        let retried = try OpenIDTestAPI.redeem(setup.api, setup.client, code: code, verifier: pkce.verifier)
+        #expect(retried.status == 200, "\(retried.text)")
+        let audited = try setup.api.storage.auditEvents(since: 0).filter { $0.action == .redeemCode }
+        #expect(audited.count == 1)
+    }
+
     @Test("auth_time is when the device approved, not when the browser collected the approval")
     func authTimeIsTheApproval() throws {
         let setup = try Setup()

@@ -118,9 +118,12 @@ extension OpenIDProvider {
                 user: record.user, clientID: client.id, nonce: record.nonce, authTime: record.authTime, acr: acr,
                 methods: record.methods, sessionID: record.sessionID, accessToken: accessToken))
         let time = now()
+        let audit = AuditEvent(
+            time: time, action: .redeemCode, actor: AuditActor.client(id: client.id).description, user: record.user,
+            subject: device.kid, detail: nil)
         switch try storage.redeemAuthorizationCode(
             codeHash: codeHash, at: time, accessTokenJTI: jti,
-            accessTokenExpiresAt: time + service.settings.accessTokenLifetime
+            accessTokenExpiresAt: time + service.settings.accessTokenLifetime, audit: audit
         )
         {
         case .redeemed:
@@ -134,8 +137,6 @@ extension OpenIDProvider {
             // Revoked between the check above and the redemption.
             throw ServiceError(.invalidGrant, "the device that approved the sign-in was revoked")
         }
-        try AuditTrail(storage: storage, now: now).record(
-            .redeemCode, by: .client(id: client.id), user: record.user, subject: device.kid)
         return AuthorizationGrant(
             accessToken: accessToken, idToken: idToken, expiresIn: service.settings.accessTokenLifetime,
             tokenType: proof != nil ? TokenResponse.dpop : TokenResponse.bearer, scope: record.scope,

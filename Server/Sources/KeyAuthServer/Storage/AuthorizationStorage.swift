@@ -17,8 +17,12 @@ package protocol AuthorizationStorage: Sendable {
     /// approved the sign-in is still the user's and active: its row is locked until the commit
     /// (as for ``SignInStorage/markSignInRequestIssued(id:expiringAfter:)``), so a revocation
     /// either comes before and refuses the code, or waits until its token is recorded.
+    ///
+    /// A redemption records `audit` in the same transaction: an audit write that failed after the
+    /// code was used up answered 503, and the client's retry was refused as a second use, so the
+    /// user had to sign in again.
     func redeemAuthorizationCode(
-        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
+        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64, audit: AuditEvent?
     ) throws(StorageError) -> AuthorizationCodeRedemption
 
     /// Refuses the access token `jti` from now until `expiresAt` (its expiry).
@@ -32,4 +36,15 @@ package protocol AuthorizationStorage: Sendable {
     /// returns how many rows.
     @discardableResult
     func purgeAuthorizations(now: Int64) throws(StorageError) -> Int
+}
+
+extension AuthorizationStorage {
+    /// A redemption without an audit entry, for tests of the storage.
+    package func redeemAuthorizationCode(
+        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
+    ) throws(StorageError) -> AuthorizationCodeRedemption {
+        try redeemAuthorizationCode(
+            codeHash: codeHash, at: time, accessTokenJTI: accessTokenJTI, accessTokenExpiresAt: accessTokenExpiresAt,
+            audit: nil)
+    }
 }

@@ -34,7 +34,7 @@ extension SQLStorage {
     /// The conditional update decides; the read after it, in the same transaction, says what
     /// the winner recorded.
     package func redeemAuthorizationCode(
-        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64
+        codeHash: [UInt8], at time: Int64, accessTokenJTI: String, accessTokenExpiresAt: Int64, audit: AuditEvent?
     ) throws(StorageError) -> AuthorizationCodeRedemption {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> AuthorizationCodeRedemption in
@@ -51,7 +51,10 @@ extension SQLStorage {
                     """,
                     [.blob(codeHash), .integer(time), .text(accessTokenJTI), .integer(accessTokenExpiresAt)]
                 ).affectedRowCount
-                if updated == 1, let before { return .redeemed(before) }
+                if updated == 1, let before {
+                    if let audit { try Self.insertAuditRow(audit, in: connection) }
+                    return .redeemed(before)
+                }
                 guard let current = try Self.authorizationCode(codeHash: codeHash, on: connection),
                     current.redeemedAt != nil
                 else { return .unknown }
