@@ -42,7 +42,9 @@ struct HostClientTests {
         #expect(try api.backchannelAuthorize(open, user: "bob").status == 200)
     }
 
-    @Test("an approved push login is audited as host-login by the approving device; the device sees the host")
+    @Test(
+        "an approved push login is audited as host-login by the approving device, in its collection; the device sees the host"
+    )
     func auditedLogin() throws {
         let (environment, api, laptop, token) = try aliceServer()
         defer { withExtendedLifetime(environment) {} }
@@ -54,6 +56,14 @@ struct HostClientTests {
         let approved = try api.answer(
             id, decision: "approve", assertion: try api.approvalAssertion(laptop, id: id), token: token)
         #expect(approved.status == 200, "\(approved.text)")
+        api.clock.advance(by: 5)
+        // A collection whose audit line cannot be written collects nothing: the host's next poll
+        // gets the token, instead of finding the login collected.
+        try api.executeSQL(
+            "CREATE TRIGGER refuse_write BEFORE INSERT ON audit_events WHEN NEW.action = 'host-login' "
+                + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END")
+        #expect(try api.poll(host, id: id).status == 503)
+        try api.executeSQL("DROP TRIGGER refuse_write")
         api.clock.advance(by: 5)
         let collected = try api.poll(host, id: id)
         #expect(collected.status == 200, "\(collected.text)")

@@ -300,20 +300,6 @@ extension KeyAuthService {
             else {
                 throw ServiceError(.deviceDenied, "the device that approved does not meet the requested acr_values")
             }
-            // The grace is checked again in the collection, against the clock read for it.
-            let collectedAt = now()
-            guard
-                try storage.markSignInRequestIssued(
-                    id: id, expiringAfter: SignInRequests.collectionCutoff(at: collectedAt))
-            else {
-                // Collected by another poll, its grace over, or its device revoked since the
-                // checks above.
-                if try storage.signInRequest(id: id)?.status == .issued {
-                    throw ServiceError(.invalidGrant, "the sign-in was already collected")
-                }
-                if !SignInRequests.isCollectable(request, at: collectedAt) { throw Self.expiredSignIn }
-                throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked")
-            }
             var claims = JWTClaims()
             claims.set("aud", string: client.id)
             claims.set("client_id", string: client.id)
@@ -324,13 +310,27 @@ extension KeyAuthService {
             // The approving device, named without `cnf`: the client holds no device key, and a
             // `cnf.jkt` would make the token DPoP-bound to a key it cannot prove.
             claims.set("device_jkt", string: device.kid)
+            // Signed before the request is collected: a signature that failed after would leave
+            // the client a request its retry finds collected.
             let token = try tokens.issue(user: request.user, deviceKID: device.kid, bound: false, extra: claims)
-            try HostClients.recordLogin(
-                of: request, by: device.kid, client: client, in: AuditTrail(storage: storage, now: now))
+            let idToken = try openID.backchannelIDToken(for: request, client: client, accessToken: token, acr: acr)
+            // The grace is checked again in the collection, against the clock read for it.
+            let collectedAt = now()
+            guard
+                try storage.markSignInRequestIssued(
+                    id: id, expiringAfter: SignInRequests.collectionCutoff(at: collectedAt),
+                    audit: HostClients.loginEvent(of: request, by: device.kid, client: client, at: collectedAt))
+            else {
+                // Collected by another poll, its grace over, or its device revoked since the
+                // checks above.
+                if try storage.signInRequest(id: id)?.status == .issued {
+                    throw ServiceError(.invalidGrant, "the sign-in was already collected")
+                }
+                if !SignInRequests.isCollectable(request, at: collectedAt) { throw Self.expiredSignIn }
+                throw ServiceError(.deviceDenied, "the device that approved the sign-in was revoked")
+            }
             return SignInGrant(
-                accessToken: token, expiresIn: settings.accessTokenLifetime,
-                idToken: try openID.backchannelIDToken(for: request, client: client, accessToken: token, acr: acr),
-                scope: request.scope,
+                accessToken: token, expiresIn: settings.accessTokenLifetime, idToken: idToken, scope: request.scope,
                 user: request.user, deviceKID: device.kid)
         }
     }

@@ -37,13 +37,13 @@ enum HostClients {
     /// The audit trail's record of a push login collected by a host: the approving device as the
     /// actor, the host as the subject (nothing for an application's sign-in, which
     /// `approve-sign-in` already records).
-    static func recordLogin(
-        of request: SignInRequestRecord, by deviceKID: String, client: ClientRecord, in trail: AuditTrail
-    ) throws(StorageError) {
-        guard client.kind == .host else { return }
-        try trail.record(
-            .hostLogin, by: .device(kid: deviceKID), user: request.user, subject: client.name,
-            detail: "push, host client \(client.id)")
+    static func loginEvent(
+        of request: SignInRequestRecord, by deviceKID: String, client: ClientRecord, at time: Int64
+    ) -> AuditEvent? {
+        guard client.kind == .host else { return nil }
+        return AuditEvent(
+            time: time, action: .hostLogin, actor: AuditActor.device(kid: deviceKID).description, user: request.user,
+            subject: client.name, detail: "push, host client \(client.id)")
     }
 
     /// Checks the user list given to `clients add --allow-user`.

@@ -98,10 +98,14 @@ package protocol SignInStorage: Sendable {
     /// statement that collects, so a collection whose earlier check passed cannot hand out an
     /// approval after the grace is over.
     ///
+    /// The collection records `audit` in its transaction, if given: an entry written after it,
+    /// failing, left the client a 503 and a request its retry finds collected.
+    ///
     /// - Returns: false when it is not approved (already issued, or never approved), its
     ///   approving device is no longer active or no longer the request's user's, or its grace
     ///   is over.
-    func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError) -> Bool
+    func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64, audit: AuditEvent?)
+        throws(StorageError) -> Bool
 
     /// Ends a pending, unexpired request at `time` (its expiry set to `time`), for a browser that
     /// stopped waiting for it: the user's devices no longer list it, and none can answer it.
@@ -162,5 +166,14 @@ extension SignInStorage {
     ) throws(StorageError) -> Bool {
         try answerSignInRequest(
             id: id, status: status, answeringKID: answeringKID, methods: methods, at: time, askingSession: nil)
+    }
+}
+
+extension SignInStorage {
+    /// A collection with no audit entry of its own.
+    package func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError)
+        -> Bool
+    {
+        try markSignInRequestIssued(id: id, expiringAfter: oldestCollectable, audit: nil)
     }
 }

@@ -242,8 +242,8 @@ extension SQLStorage {
         return nil
     }
 
-    package func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64) throws(StorageError)
-        -> Bool
+    package func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64, audit: AuditEvent?)
+        throws(StorageError) -> Bool
     {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
@@ -259,13 +259,17 @@ extension SQLStorage {
                 if let kid = request.text(0) {
                     guard try Self.isActive(kid, of: request.text(1), in: connection) else { return false }
                 }
-                return try connection.execute(
-                    """
-                    UPDATE sign_in_requests SET status = 'issued'
-                    WHERE id = $1 AND status = 'approved' AND expires_at > $2
-                    """,
-                    [.text(id), .integer(oldestCollectable)]
-                ).affectedRowCount == 1
+                guard
+                    try connection.execute(
+                        """
+                        UPDATE sign_in_requests SET status = 'issued'
+                        WHERE id = $1 AND status = 'approved' AND expires_at > $2
+                        """,
+                        [.text(id), .integer(oldestCollectable)]
+                    ).affectedRowCount == 1
+                else { return false }
+                if let audit { try Self.insertAuditRow(audit, in: connection) }
+                return true
             }
         }
     }
