@@ -89,6 +89,26 @@ struct InterruptedResetTests {
         #expect(server.status(of: newKeyID) == "revoked")
     }
 
+    @Test("registering again after the key was lost drops the old registration's token")
+    func registerAgainDropsOldToken() async throws {
+        let server = try InProcessKeyAuthServer()
+        let harness = CommandHarness()
+        defer {
+            server.stop()
+            harness.home.remove()
+        }
+        try #require(await harness.registerUnattended(server.url).status == 0)
+        let name = try #require(harness.accounts.accountNames().first)
+        let old = try #require(try harness.accounts.credentials.loadToken(account: name))
+        try FileManager.default.removeItem(atPath: try harness.accounts.keyPairStore(for: name).privateKeyPath)
+        // The user has an active device, so the new one waits for approval.
+        let again = await harness.registerUnattended(server.url, extra: ["--no-wait"])
+        #expect(again.status == 75, "\(again.standardError)")
+        #expect(try harness.accounts.credentials.loadToken(account: name) == nil)
+        let token = await harness.run(["token"])
+        #expect(!token.standardOutput.contains(old.value))
+    }
+
     @Test("status says when the private key of an account is missing")
     func missingKeyShown() async throws {
         let (harness, name) = try homeWithAccount()

@@ -244,6 +244,23 @@ struct AuthenticatorTests {
         #expect(!KeyPairStore(directory: temporary.path).hasKey)
     }
 
+    @Test("reset keeps a key whose public half cannot be read to revoke it, unless forced")
+    func resetNeedsThePublicKey() async throws {
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let recorder = HookRecorder()
+        let flow = authenticator(recorder, directory: temporary.path)
+        _ = try await flow.login()
+        let store = KeyPairStore(directory: temporary.path)
+        // Left readable by others: refused as unprotected, so nothing can be revoked with it.
+        try #require(chmod(store.publicKeyPath, 0o644) == 0)
+        await #expect(throws: KeyAuthError.self) { try await flow.reset() }
+        #expect(store.hasKey, "deleted unrevoked, the device would stay active on the server")
+        #expect(recorder.calls.withLock { $0.revoked }.isEmpty)
+        try await flow.reset(force: true)
+        #expect(!store.hasKey)
+    }
+
     @Test("the callback API delivers the same result as the async one")
     func callbackAPI() async throws {
         let temporary = TemporaryDirectory()

@@ -140,11 +140,15 @@ public final class Authenticator<Session: Sendable>: Sendable {
 
     /// Revokes the key through the `revoke` hook, then deletes it locally.
     ///
-    /// - Parameter force: delete the key even when revocation fails (the server is gone).
+    /// - Parameter force: delete the key even when revocation fails (the server is gone), or when
+    ///   its public key cannot be read to ask for it (a file left too open, a corrupt one).
+    /// - Throws: without `force`, the `revoke` hook's error, or the error reading the public key:
+    ///   deleted without revocation, the device would stay active on the server, and nothing
+    ///   here could revoke it any more.
     public func reset(force: Bool = false) async throws(KeyAuthError) {
-        if let revoke = hooks.revoke, let publicKey = try? store.loadPublicKey() {
+        if let revoke = hooks.revoke, store.hasKey {
             do {
-                try await revoke(publicKey)
+                try await revoke(try store.loadPublicKey())
             } catch {
                 if !force { throw Self.wrap(error, hook: "revoke") }
             }

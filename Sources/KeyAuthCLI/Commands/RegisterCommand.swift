@@ -87,6 +87,9 @@ struct RegisterCommand {
                 presence: options.presence, keyStore: choice.kind,
                 pamService: options.presence == .pam ? options.pamService : nil,
                 insecureHTTP: options.insecureHTTP)
+        // A new registration's account drops the token of the one it replaces (whose key was
+        // lost): kept, `keyauth token` would print it, and `devices` send it, to this server.
+        if resumed == nil { try accounts.credentials.deleteToken(account: name) }
         try accounts.save(initial)
         let record = Mutex(initial)
         // The key ID the server answered with, even when the account could not record it.
