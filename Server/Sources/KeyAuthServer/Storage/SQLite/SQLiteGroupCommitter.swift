@@ -177,15 +177,10 @@ final class SQLiteGroupCommitter: Sendable {
     }
 
     /// Runs a read on the write connection, which sees the open batch's changes: for a request
-    /// that wrote in a batch not yet committed.
-    ///
-    /// The batch open now may be a later one than the request wrote in (its own committed
-    /// between the caller's check and this lock), holding other requests' writes: the scope
-    /// notes it, since the read may see them. A read that made SQLite end the transaction (an
-    /// I/O error, a full disk for a sort) ends the open batch as a write that did would: failed,
-    /// and the next write opens a new one. Left open, later writes joined a batch with no
-    /// transaction, each committed alone before its fsync, and the batch's COMMIT then failed
-    /// every write in it, those stored included.
+    /// that wrote in a batch not yet committed. The scope notes the batch open now, which may be
+    /// a later one than its own, with other requests' writes. A read after which SQLite ended the
+    /// transaction (an I/O error) fails the batch, as a write would: left open, later writes
+    /// would join a batch with no transaction, each committed alone before any fsync.
     func read<Value: Sendable>(
         _ body: (SQLiteConnection) throws(StorageError) -> Value
     ) throws(StorageError) -> Value {
@@ -206,9 +201,8 @@ final class SQLiteGroupCommitter: Sendable {
     }
 
     /// Notes in the current ``DurabilityScope`` that a read may have seen the newest committed
-    /// batch, when that batch is not yet durable, or failed: a batch whose fsync failed was
-    /// committed, and a reader sees what its writers were told did not happen. Call it after
-    /// the read.
+    /// batch, when that batch is not yet durable or failed (committed, its fsync failed: its
+    /// writers were told it did not happen). Call it after the read.
     func noteRead() {
         guard let scope = DurabilityScope.current, let batch = newestCommitting.withLock({ $0 }) else { return }
         if case .durable = batch.outcome { return }
