@@ -3,9 +3,15 @@ import KeyAuth
 import KeyAuthTestSupport
 import Testing
 
+/// A made-up key ID: a fingerprint's shape (43 base64url characters of 32 bytes), as the client
+/// requires of every `kid` it reads.
+private func kid(_ index: Int) -> String {
+    Base64URL.encode([UInt8](repeating: UInt8(index), count: 32))
+}
+
 /// A device entry as the server writes it, with a made-up kid.
 private func entry(_ index: Int, registeredFrom: String = "\"192.0.2.7\"") -> String {
-    "{\"kid\":\"kid-\(index)\",\"name\":\"device \(index)\",\"status\":\"active\","
+    "{\"kid\":\"\(kid(index))\",\"name\":\"device \(index)\",\"status\":\"active\","
         + "\"created_at\":\"2025-01-0\(index % 9 + 1)T00:00:00Z\",\"last_login_at\":null,"
         + "\"registered_from\":\(registeredFrom)}"
 }
@@ -33,7 +39,7 @@ struct DeviceListTests {
         }
         defer { responder.stop() }
         let list = try await KeyAuthClient(serverURL: responder.url).listDevices(accessToken: token)
-        #expect(list.devices.map(\.keyID) == ["kid-1", "kid-2", "kid-3", "kid-4", "kid-5"])
+        #expect(list.devices.map(\.keyID) == (1...5).map(kid))
         #expect(!list.isTruncated)
         #expect(list.devices.first?.registeredFrom == "192.0.2.7")
         #expect(list.devices.last?.registeredFrom == nil)

@@ -53,6 +53,8 @@ extension Device {
         guard let keyID = entry["kid"]?.stringValue, let status = entry["status"]?.stringValue else {
             throw WireFormatError("has no kid or status")
         }
+        // A fingerprint, as every key ID is: printed, and typed back into URL paths.
+        guard InputRules.isValidKeyID(keyID) else { throw WireFormatError("has a kid that is not a key fingerprint") }
         let registeredFrom: String?
         switch entry["registered_from"] {
         case nil, .null?: registeredFrom = nil

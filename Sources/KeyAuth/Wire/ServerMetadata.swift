@@ -116,14 +116,19 @@ extension ServerMetadata {
         return .object(members)
     }
 
-    /// Reads a discovery document as a client: a non-empty `issuer` is required, the rest is
-    /// optional and members of the wrong type count as absent.
+    /// Reads a discovery document as a client: an `issuer` that is an http(s) URL of printable
+    /// ASCII is required (RFC 8414 section 2; it is stored, and printed by `keyauth status`, so
+    /// escape sequences in it would reach the user's terminal), the rest is optional and members
+    /// of the wrong type count as absent.
     ///
-    /// - Throws: ``WireFormatError`` when the issuer is missing.
+    /// - Throws: ``WireFormatError`` when the issuer is missing or not such a URL.
     package init(jsonValue object: JSONValue) throws(WireFormatError) {
         guard let issuer = object["issuer"]?.stringValue, !issuer.isEmpty else {
             throw WireFormatError("has no issuer")
         }
+        guard issuer.hasPrefix("https://") || issuer.hasPrefix("http://"),
+            issuer.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+        else { throw WireFormatError("has an issuer that is not an http(s) URL of printable ASCII") }
         self.init(
             issuer: issuer, tokenEndpoint: object["token_endpoint"]?.stringValue,
             jwksURI: object["jwks_uri"]?.stringValue,

@@ -44,12 +44,17 @@ package struct TokenResponse: Sendable, Equatable {
         return body
     }
 
-    /// Reads an answer as a client: a non-empty `access_token` is required.
+    /// Reads an answer as a client: a non-empty `access_token` of printable ASCII is required
+    /// (RFC 6750's `b64token` is narrower still): `keyauth token` prints it and every request
+    /// sends it in a header, where a control character or a line break does harm.
     ///
-    /// - Throws: ``WireFormatError`` when it is missing or empty.
+    /// - Throws: ``WireFormatError`` when it is missing, empty or holds anything else.
     package init(jsonValue object: JSONValue) throws(WireFormatError) {
         guard let token = object["access_token"]?.stringValue, !token.isEmpty else {
             throw WireFormatError("has no access_token")
+        }
+        guard token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw WireFormatError("has an access_token with characters other than printable ASCII")
         }
         let expiresIn = object["expires_in"]?.integerValue
         self.init(
