@@ -34,6 +34,14 @@ extension StorageContractTests {
             #expect(
                 DescriptorBudget.plan(soft: 256, hard: 321, connections: 1000, metricsConnections: 64)
                     == .shrink(from: 256, to: 321, connections: 1))
+            // Past 32 worker threads, 3 descriptors more for each: 1000 + 64 + 256 + 3 x 224.
+            #expect(
+                DescriptorBudget.plan(
+                    soft: 1024, hard: 524_288, connections: 1000, metricsConnections: 64, threads: 256)
+                    == .raise(from: 1024, to: 1992))
+            #expect(
+                DescriptorBudget.plan(soft: 1320, hard: 1320, connections: 1000, metricsConnections: 64, threads: 256)
+                    == .shrink(from: 1320, to: 1320, connections: 328))
         }
 
         /// The descriptors `pid` has open.

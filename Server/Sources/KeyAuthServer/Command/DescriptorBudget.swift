@@ -21,6 +21,14 @@ struct DescriptorBudget {
     /// short is fatal and a spare descriptor costs nothing.
     static let reserve = 256
 
+    /// The descriptors kept beside the connections for `threads` worker threads (`--threads`):
+    /// ``reserve``, which counts 32, and 3 for each one beyond (its epoll and wake-up descriptors,
+    /// and a PostgreSQL pool connection). `--threads 256` with the default 1000 connections needed
+    /// some 1,650 descriptors against the 1,320 the limit was raised to.
+    static func reserve(threads: Int) -> Int {
+        reserve + 3 * max(0, threads - 32)
+    }
+
     /// What the start does about the limit.
     enum Plan: Equatable {
         /// The soft limit already covers the connections and the reserve.
@@ -36,25 +44,27 @@ struct DescriptorBudget {
     }
 
     /// The plan for a process whose limit is `soft` (hard: `hard`) serving `connections` on the
-    /// public listener and `metricsConnections` on the metrics listener.
-    static func plan(soft: Int, hard: Int, connections: Int, metricsConnections: Int) -> Plan {
-        let needed = connections + metricsConnections + reserve
+    /// public listener and `metricsConnections` on the metrics listener with `threads` workers.
+    static func plan(soft: Int, hard: Int, connections: Int, metricsConnections: Int, threads: Int = 2) -> Plan {
+        let kept = reserve(threads: threads)
+        let needed = connections + metricsConnections + kept
         if soft >= needed { return .enough }
         if hard >= needed { return .raise(from: soft, to: needed) }
-        let fitting = hard - metricsConnections - reserve
+        let fitting = hard - metricsConnections - kept
         guard fitting >= 1 else { return .refuse(hard: hard) }
         return .shrink(from: soft, to: hard, connections: fitting)
     }
 
-    /// Reads this process's limit and applies ``plan(soft:hard:connections:metricsConnections:)``
+    /// Reads this process's limit and applies ``plan(soft:hard:connections:metricsConnections:threads:)``
     /// to it; returns the plan carried out (a soft limit that cannot be raised after all is
     /// planned for as the hard one).
-    static func apply(connections: Int, metricsConnections: Int) -> Plan {
+    static func apply(connections: Int, metricsConnections: Int, threads: Int) -> Plan {
         var limit = rlimit()
         guard getrlimit(Self.resource, &limit) == 0 else { return .enough }
         let soft = Int(clamping: limit.rlim_cur)
         let hard = Int(clamping: limit.rlim_max)
-        let planned = plan(soft: soft, hard: hard, connections: connections, metricsConnections: metricsConnections)
+        let planned = plan(
+            soft: soft, hard: hard, connections: connections, metricsConnections: metricsConnections, threads: threads)
         let target: Int
         switch planned {
         case .enough, .refuse: return planned
@@ -62,15 +72,20 @@ struct DescriptorBudget {
         }
         limit.rlim_cur = rlim_t(target)
         guard setrlimit(Self.resource, &limit) == 0 else {
-            return plan(soft: soft, hard: soft, connections: connections, metricsConnections: metricsConnections)
+            return plan(
+                soft: soft, hard: soft, connections: connections, metricsConnections: metricsConnections,
+                threads: threads)
         }
         return planned
     }
 
     /// The line `serve` writes about `plan` (with the level it has), or nil when there is
     /// nothing to say.
-    static func message(for plan: Plan, connections: Int, metricsConnections: Int) -> (text: String, level: String)? {
+    static func message(for plan: Plan, connections: Int, metricsConnections: Int, threads: Int = 2) -> (
+        text: String, level: String
+    )? {
         let metrics = metricsConnections > 0 ? ", \(metricsConnections) for metrics" : ""
+        let reserve = reserve(threads: threads)
         switch plan {
         case .enough:
             return nil

@@ -53,10 +53,13 @@ extension ServerCommand {
         var configuration = configuration
         let metricsConnections =
             configuration.metricsAddress == nil ? 0 : ServerRunner.Listeners.metricsConnectionLimit
+        let threads = configuration.workerThreads(
+            writesBlockUntilDurable: StorageFactory.isPostgresURL(configuration.database))
         let descriptors = DescriptorBudget.apply(
-            connections: configuration.connectionLimit, metricsConnections: metricsConnections)
+            connections: configuration.connectionLimit, metricsConnections: metricsConnections, threads: threads)
         let descriptorLine = DescriptorBudget.message(
-            for: descriptors, connections: configuration.connectionLimit, metricsConnections: metricsConnections)
+            for: descriptors, connections: configuration.connectionLimit, metricsConnections: metricsConnections,
+            threads: threads)
         switch descriptors {
         case .refuse:
             say(descriptorLine?.text ?? "", "error")
