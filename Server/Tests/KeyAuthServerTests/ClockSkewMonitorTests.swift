@@ -101,4 +101,34 @@ struct ClockSkewMonitorTests {
         _ = monitor.record(server: 1000, database: 1001)
         #expect(responder.respond(to: HTTPRequest(method: "GET", path: "/healthz")).status == 200)
     }
+
+    @Test("a cleanup on a host whose clock runs ahead purges sign-in requests and devices by the database's time")
+    func cleanupByTheDatabasesTime() throws {
+        let environment = TestEnvironment()
+        let (responder, storage) = try environment.makeResponder()
+        let now = environment.clock.now
+        // A request that expired a minute ago, and a device denied a minute ago: both kept for
+        // their retention (an hour, a day) by the database's time.
+        let request = SignInRequestRecord(
+            id: Base64URL.encode([UInt8](repeating: 7, count: 32)), kind: .backchannel, clientID: nil, user: "alice",
+            bindingMessage: "42", scope: nil, requestedFrom: "192.0.2.9", createdAt: now - 360, expiresAt: now - 60)
+        guard
+            case .inserted = try storage.insertSignInRequest(request, limits: StorageContract.threeOpen, now: now - 360)
+        else {
+            Issue.record("the request was not stored")
+            return
+        }
+        let key = try ServerTestKeys.key("alice-2")
+        let device = DeviceRecord(
+            kid: key.publicKey.fingerprint, user: "alice", name: "desk", publicKeyPEM: key.publicKey.pemRepresentation,
+            status: .pending, createdAt: now - 120)
+        #expect(try storage.insertDevice(device))
+        #expect(try storage.updateStatus(kid: device.kid, from: .pending, to: .denied, at: now - 60))
+        // This host's clock is two days ahead of the database's, which the last comparison found.
+        environment.clock.advance(by: 2 * 86_400)
+        _ = responder.service.clockSkew.record(server: environment.clock.now, database: now)
+        responder.purgeExpired()
+        #expect(try storage.signInRequest(id: request.id) != nil)
+        #expect(try storage.device(kid: device.kid) != nil)
+    }
 }

@@ -189,10 +189,13 @@ struct DeviceRegistry: Sendable {
     ///
     /// Until then their clients still learn what happened (`expired_token`, `access_denied`);
     /// after, the records would only fill the user's list. Revoked devices stay as history.
+    ///
+    /// - Parameter time: the database's time (the cleanup's), so that an instance whose clock
+    ///   ran ahead deletes nothing the others still need.
     @discardableResult
-    func purgeStale() throws(StorageError) -> Int {
-        let time = now()
+    func purgeStale(now time: Int64) throws(StorageError) -> Int {
+        let deniedBefore = time.subtractingSaturating(deviceRetention)
         return try storage.purgeDevices(
-            pendingCreatedBefore: time - pendingLifetime - deviceRetention, deniedBefore: time - deviceRetention)
+            pendingCreatedBefore: deniedBefore.subtractingSaturating(pendingLifetime), deniedBefore: deniedBefore)
     }
 }

@@ -37,10 +37,10 @@ extension KeyAuthService {
         try storage.purgeSSHRevokedKeys(now: time)
         // Kept as long as the revocation list may name them.
         try storage.purgeSSHCertificates(validUntil: SSHCertificateIssuer.listedAfter(time))
-        try registry.purgeStale()
+        try registry.purgeStale(now: time)
         try tokens.keys.retireExpired(
             now: time, tokenLifetime: settings.accessTokenLifetime, leeway: DeviceAssertionVerifier.leeway)
-        try signIn.purgeExpired()
+        try signIn.purgeExpired(now: time)
         try storage.purgeBrowserSessions(now: time)
         try storage.purgeAuthorizations(now: skewedHorizon)
     }

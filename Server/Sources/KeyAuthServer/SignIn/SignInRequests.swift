@@ -331,9 +331,10 @@ struct SignInRequests: Sendable {
         time.subtractingSaturating(answerGrace)
     }
 
-    /// Deletes requests past their retention.
-    func purgeExpired() throws(StorageError) {
-        try storage.purgeSignInRequests(expiredBefore: now() - settings.retention)
+    /// Deletes requests past their retention, by `time`: the database's (the cleanup's), so that
+    /// an instance whose clock ran ahead deletes no request another instance still serves.
+    func purgeExpired(now time: Int64) throws(StorageError) {
+        try storage.purgeSignInRequests(expiredBefore: time.subtractingSaturating(settings.retention))
     }
 
     /// A number from 10 to 99, drawn uniformly: short enough to type, and a user who types what
