@@ -83,11 +83,14 @@ struct ScriptsAndStatesTests {
         #expect(login.standardError.contains("try again in 42 s"))
     }
 
-    @Test("register at a URL that is not a keyauth server names the URL and stores nothing")
-    func notKeyAuth() throws {
+    @Test(
+        "register at a URL that is not a keyauth server names the URL, exits 1 and stores nothing",
+        arguments: [404, 401, 403])
+    func notKeyAuth(_ status: Int) throws {
+        // A 401 or 403 (a site behind a login) is no login refused: not 77.
         let responder = try LoopbackHTTPResponder { _ in
             LoopbackHTTPResponder.Response(
-                status: 404, headers: ["Content-Type": "text/html"], body: Array("<h1>Not Found</h1>".utf8))
+                status: status, headers: ["Content-Type": "text/html"], body: Array("<h1>No</h1>".utf8))
         }
         defer { responder.stop() }
         let machine = Machine()

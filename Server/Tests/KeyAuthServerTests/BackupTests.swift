@@ -39,6 +39,9 @@ struct BackupTests {
         #expect(result.error.hasPrefix("keyauth-server: backed up \(environment.databasePath) to \(backup) ("))
         #expect(fileMode(backup) == 0o600)
         #expect(!FileManager.default.fileExists(atPath: backup + "-wal"))
+        // Made under a name of its own and linked once whole: nothing else is left beside it.
+        let beside = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("backup.db") }
+        #expect(beside == ["backup.db"])
         // Registered after the backup: not in it.
         #expect(try before.register(user: "bob", key: lost).status == 201)
         // The server still serves after the backup.
@@ -151,5 +154,20 @@ struct BackupTests {
             ["backup", target, "--db", environment.directory.path + "/none.db", "--config", "/dev/null"])
         #expect(missing.status == 69)
         #expect(!FileManager.default.fileExists(atPath: target))
+    }
+
+    @Test("a finished copy is linked into place, never over a file made there meanwhile")
+    func publishNeverReplaces() throws {
+        let environment = TestEnvironment()
+        let partial = environment.directory.path + "/copy.db.partial-1"
+        let destination = environment.directory.path + "/copy.db"
+        FileManager.default.createFile(atPath: partial, contents: Data("copy".utf8))
+        FileManager.default.createFile(atPath: destination, contents: Data("keep".utf8))
+        #expect(throws: StorageError.self) { try ServerCommand.publish(partial, as: destination) }
+        #expect(try String(contentsOfFile: destination, encoding: .utf8) == "keep")
+        unlink(destination)
+        try ServerCommand.publish(partial, as: destination)
+        #expect(try String(contentsOfFile: destination, encoding: .utf8) == "copy")
+        #expect(!FileManager.default.fileExists(atPath: partial))
     }
 }

@@ -179,6 +179,26 @@ struct HostClientTests {
         #expect(wrong.error.contains("--kind: expected application or host"), "\(wrong.error)")
     }
 
+    @Test("clients add whose audit entry cannot be written still shows the secret, and says the client stands")
+    func addCommandAuditFails() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        let database = environment.databasePath
+        let storage = try StorageFactory.open(database)
+        try #require(storage as? SQLStorage).database.write { connection throws(StorageError) in
+            _ = try connection.execute(
+                "CREATE TRIGGER refuse_write BEFORE INSERT ON audit_events WHEN NEW.action = 'add-client' "
+                    + "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END", [])
+        }
+        storage.close()
+        let add = CapturedOutput()
+        let status = ServerCommand.main(
+            arguments: ["clients", "add", "web1", "--db", database], environment: [:], output: add.output)
+        #expect(status == 1)
+        #expect(add.standard.contains("client_secret="), "the only time the secret can be shown")
+        #expect(add.error.contains("added client"), "\(add.error)")
+        #expect(add.error.contains("the change stands"), "\(add.error)")
+    }
+
     @Test("a device key login on a host that names its host client obeys the client's user list")
     func onlineLoginObeysTheList() throws {
         let (environment, api, laptop, _) = try aliceServer()

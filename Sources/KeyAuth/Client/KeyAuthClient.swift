@@ -137,11 +137,15 @@ public struct KeyAuthClient: Sendable {
         } catch {
             guard error.code == .serverRejected else { throw error }
             let hint = Self.origin(ofPathURL: serverURL).map { "; did you mean \($0)?" } ?? ""
+            // The document is public: a 401 or 403 for it (a site behind a login) says this is
+            // not a keyauth server, not that a login was refused; a 429 or 503 stays what it is.
+            let refusals: [OAuthError.Code] = [.invalidGrant, .accessDenied, .expiredToken, .invalidToken]
+            let refusedLogin = error.oauthError.map { refusals.contains($0.error) } ?? false
             throw KeyAuthError(
                 .serverRejected,
                 "\(serverURL) does not look like a keyauth server: GET \(serverURL + path) failed (\(error.message))"
                     + hint,
-                underlying: error.underlying ?? error)
+                underlying: refusedLogin ? nil : error.underlying ?? error)
         }
     }
 

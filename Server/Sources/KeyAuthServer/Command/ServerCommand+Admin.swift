@@ -124,9 +124,10 @@ extension ServerCommand {
             case .rotate(let requested, let delay):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
                 let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
-                try AuditTrail(storage: storage).record(
-                    .rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)
                 output.standard("\(kid)\n")
+                try recordDone("stored signing key \(kid)", in: storage) { (trail) throws(StorageError) in
+                    try trail.record(.rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)
+                }
                 // Running servers read the keys again at their periodic cleanup: the key is stored
                 // now, but a JWK set shows it only after that.
                 output.error(
@@ -150,9 +151,6 @@ extension ServerCommand {
                     name: name, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
                     isPublic: isPublic, kind: kind, allowedUsers: allowedUsers)
                 let hostDetail = kind == .host ? ["host, users:"] + (allowedUsers.isEmpty ? ["all"] : allowedUsers) : []
-                try AuditTrail(storage: storage).record(
-                    .addClient, by: .administrator, subject: client.id,
-                    detail: ([name] + redirectURIs + hostDetail).joined(separator: " "))
                 if let secret {
                     output.error(
                         "keyauth-server: client \(name) added; the secret is shown only now, store it with the client:\n"
@@ -162,14 +160,23 @@ extension ServerCommand {
                     output.error("keyauth-server: public client \(name) added; it has no secret and must use PKCE\n")
                     output.standard("client_id=\(client.id)\n")
                 }
+                // After the secret is shown: the client exists now, and a secret not shown then
+                // could never be shown again.
+                try recordDone("added client \(client.id)", in: storage) { (trail) throws(StorageError) in
+                    try trail.record(
+                        .addClient, by: .administrator, subject: client.id,
+                        detail: ([name] + redirectURIs + hostDetail).joined(separator: " "))
+                }
             case .list(let json):
                 try listClients(registry, json: json, output: output)
             case .remove(let id):
                 guard try registry.remove(id: id) else {
                     throw ServerConfigurationError.nothingMatched("no client \(id)")
                 }
-                try AuditTrail(storage: storage).record(.removeClient, by: .administrator, subject: id)
                 output.standard("removed client \(id)\n")
+                try recordDone("removed client \(id)", in: storage) { (trail) throws(StorageError) in
+                    try trail.record(.removeClient, by: .administrator, subject: id)
+                }
             }
         }
     }
@@ -224,8 +231,26 @@ extension ServerCommand {
             guard count > 0 else {
                 throw ServerConfigurationError.nothingMatched("no unused enrollment codes for a user named \(user)")
             }
-            try AuditTrail(storage: storage).record(.revokeCodes, by: .administrator, user: user, detail: "\(count)")
             output.standard("revoked \(count) enrollment codes of \(user)\n")
+            try recordDone("revoked the codes", in: storage) { (trail) throws(StorageError) in
+                try trail.record(.revokeCodes, by: .administrator, user: user, detail: "\(count)")
+            }
+        }
+    }
+
+    /// Writes the audit entry of a change already made (`done`, for the message): a failure says
+    /// the change stands, so that the operator neither takes it for a failed change and runs it
+    /// again (a second key, a second client) nor misses the entry a restore's list of what to
+    /// redo is built from. Exit 1.
+    static func recordDone(
+        _ done: String, in storage: any ServerStorage, _ body: (AuditTrail) throws(StorageError) -> Void
+    ) throws(ServerConfigurationError) {
+        do {
+            try body(AuditTrail(storage: storage))
+        } catch {
+            throw ServerConfigurationError(
+                "\(done), but its audit entry could not be written (\(error.description)); "
+                    + "the change stands: note it by hand", status: ExitStatus.failure)
         }
     }
 

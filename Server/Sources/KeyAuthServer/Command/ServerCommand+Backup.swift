@@ -9,6 +9,11 @@ extension ServerCommand {
     /// Refuses a PostgreSQL database (`pg_dump` backs those up) and an existing `destination`,
     /// so that a slip cannot overwrite the database or an older backup. After the copy, SQLite's
     /// `quick_check` must pass on it.
+    ///
+    /// The copy is made under a name of its own beside `destination` and linked to it only once
+    /// it is whole, checked and on disk: a backup killed halfway (Ctrl-C, the OOM killer) left a
+    /// torn file under the backup's name, which a restore would take for a backup, and which
+    /// refused the retry as existing.
     static func backup(database: String, to destination: String, output: Output) -> Int32 {
         guard !StorageFactory.isPostgresURL(database) else {
             output.error(
@@ -27,19 +32,26 @@ extension ServerCommand {
             output.error("keyauth-server: \(error.description)\n")
             return exitStatus(for: error)
         }
-        let descriptor = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        var existing = stat()
+        guard lstat(destination, &existing) != 0 else {
+            output.error("keyauth-server: cannot create the backup \(destination): it exists; choose a new name\n")
+            return ExitStatus.failure
+        }
+        let partial = destination + ".partial-\(getpid())"
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            let reason = errno == EEXIST ? "it exists; choose a new name" : String(cString: strerror(errno))
-            output.error("keyauth-server: cannot create the backup \(destination): \(reason)\n")
+            output.error(
+                "keyauth-server: cannot create the backup \(partial): \(String(cString: strerror(errno)))\n")
             return ExitStatus.failure
         }
         // The mode is explicit, whatever the umask.
         fchmod(descriptor, 0o600)
         close(descriptor)
         do {
-            try copy(source, into: destination)
+            try copy(source, into: partial)
+            try publish(partial, as: destination)
         } catch {
-            unlink(destination)
+            unlink(partial)
             output.error("keyauth-server: \(error.description)\n")
             return ExitStatus.failure
         }
@@ -49,7 +61,36 @@ extension ServerCommand {
         return ExitStatus.success
     }
 
-    /// The copy itself.
+    /// Makes the finished copy `partial` the backup `destination`: synced, then linked (which,
+    /// unlike a rename, fails rather than replace a file made there meanwhile), the link made
+    /// durable by syncing the directory, and the partial name removed.
+    static func publish(_ partial: String, as destination: String) throws(StorageError) {
+        let file = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard file >= 0, fsync(file) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if file >= 0 { close(file) }
+            throw StorageError(.queryFailed, "cannot sync the backup: \(reason)")
+        }
+        close(file)
+        guard link(partial, destination) == 0 else {
+            let reason = errno == EEXIST ? "it exists; choose a new name" : String(cString: strerror(errno))
+            throw StorageError(.queryFailed, "cannot create the backup \(destination): \(reason)")
+        }
+        unlink(partial)
+        let slash = destination.lastIndex(of: "/")
+        let directory = slash.map { $0 == destination.startIndex ? "/" : String(destination[..<$0]) } ?? "."
+        let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard handle >= 0, fsync(handle) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if handle >= 0 { close(handle) }
+            throw StorageError(
+                .queryFailed, "the backup \(destination) is written, but its directory cannot be synced: \(reason)")
+        }
+        close(handle)
+    }
+
+    /// The copy itself; the connection to it is closed on return (SQLite then removes its
+    /// `-wal` and `-shm` files), before the copy is published.
     private static func copy(_ source: SQLiteConnection, into destination: String) throws(StorageError) {
         let target = try SQLiteConnection(path: destination, busyTimeoutMilliseconds: 5000)
         try source.backup(into: target)
