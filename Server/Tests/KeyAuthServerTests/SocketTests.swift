@@ -112,12 +112,14 @@ struct SocketTests {
 
     @Test(
         "ambiguous framing is refused with 400 before the body is read, and the connection closed: nothing is smuggled",
-        arguments: [
+        arguments: ["POST /oauth/token", "GET /healthz"],
+        [
             "Content-Length: 39\r\nTransfer-Encoding: chunked", "Content-Length: 5\r\nContent-Length: 39",
             "Transfer-Encoding: gzip, chunked", "Content-Length : 39",
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+            "Content-Length: 0\r\nContent-Length: 0",
         ])
-    func ambiguousFraming(_ fields: String) throws {
+    func ambiguousFraming(_ target: String, _ fields: String) throws {
         let environment = TestEnvironment()
         let runner = try environment.startServer()
         defer { runner.stop() }
@@ -126,12 +128,28 @@ struct SocketTests {
         // and then a second request.
         let body = "0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         #expect(body.utf8.count == 39)
-        try connection.send("POST /oauth/token HTTP/1.1\r\nHost: x\r\n\(fields)\r\n\r\n" + body)
+        try connection.send("\(target) HTTP/1.1\r\nHost: x\r\n\(fields)\r\n\r\n" + body)
         let response = try connection.readResponse()
         #expect(response.status == 400)
         #expect(response.errorCode == "invalid_request")
         #expect(connection.isClosedByServer(waitingMilliseconds: 5000))
         #expect(try SocketTransport(port: runner.port).send(HTTPRequest(method: "GET", path: "/healthz")).status == 200)
+    }
+
+    @Test("one Content-Length, or a chunked body, frames a request as before, on HTTP/1.1 and 1.0")
+    func plainFraming() throws {
+        let environment = TestEnvironment()
+        let runner = try environment.startServer()
+        defer { runner.stop() }
+        for request in [
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "GET /healthz HTTP/1.0\r\ncontent-length: 0\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+        ] {
+            let connection = try RawHTTPConnection(port: runner.port)
+            try connection.send(request)
+            #expect(try connection.readResponse().status == 200, "\(request)")
+        }
     }
 
     @Test("a path escaping a zero byte or bytes that are not UTF-8 is refused; the connection's next request is not")

@@ -104,7 +104,7 @@ extension KeyAgentSocket {
     }
 
     /// The directory part of `path` (`/run/user/1000/keyauth` of `.../keyauth/agent.sock`).
-    static func directoryPath(of path: String) -> String {
+    package static func directoryPath(of path: String) -> String {
         String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
     }
 }

@@ -22,8 +22,7 @@ final class AgentLock {
     /// - Throws: `.agentStartFailed` when another agent holds it, `.storageFailed` when the file
     ///   cannot be opened.
     init(besideSocket socketPath: String) throws(KeyAuthError) {
-        let directory = socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-            .joined(separator: "/")
+        let directory = KeyAgentSocket.directoryPath(of: socketPath)
         let path = directory + "/agent.lock"
         let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {

@@ -143,14 +143,15 @@ final class KeyAgentServer: Sendable {
                 do throws(KeyAuthError) {
                     return try store.loadTPMKey(pin: pin).sshSignature(for: message, digest: digest)
                 } catch {
-                    guard error.code == .wrongPIN || error.code == .lockedOut else { throw error }
-                    // `keyauth pin change` re-wrapped the key under another PIN: each signature
-                    // tried with the one held would cost a try of the TPM's dictionary-attack
-                    // counter, which every keyauth key on the machine shares, until lockout.
+                    // After `keyauth pin change`, each signature tried with the PIN held would cost a
+                    // try of the TPM's dictionary-attack counter, which every key shares. (A
+                    // lockout may come from another key's PINs: this one may still be right.)
+                    guard error.code == .wrongPIN else { throw error }
                     clear()
                     throw KeyAuthError(
-                        error.code, "the agent's PIN no longer opens the TPM key (was it changed?); the agent is locked"
-                    )
+                        error.code,
+                        "the agent's PIN no longer opens the TPM key (was it changed?), so the agent is locked: "
+                            + error.message, retryAfter: error.retryAfter)
                 }
             }
             var pem = secret.withUnsafeBytes { Array($0) }

@@ -127,7 +127,13 @@ struct AgentCommand {
         _ server: KeyAgentServer, for session: AccountSession, at path: String, listening: () -> Void
     ) async throws(KeyAuthError) {
         // Held until the sockets are gone again (the server removes them as it ends).
-        let lock = try AgentLock(besideSocket: path)
+        let lock: AgentLock
+        do throws(KeyAuthError) {
+            lock = try AgentLock(besideSocket: path)
+        } catch {
+            server.clear()
+            throw error
+        }
         defer { withExtendedLifetime(lock) {} }
         unlink(path)
         unlink(server.sshSocketPath)

@@ -26,8 +26,9 @@ extension ServerCommand {
         dates; id-tokens is a previous RS256 key that still signs ID tokens). keys rotate makes a
         new key (--alg, default KEYAUTH_SERVER_TOKEN_ALG, else the current key's algorithm) that
         every server publishes at its next cleanup (within a minute) and that signs after --delay
-        (default 10m, so that caches of the JWK set see it first); it prints the new KID. The old key stays published until its
-        last token expires (--token-lifetime, as the servers use), then the servers retire it.
+        (default 10m, so that caches of the JWK set see it first); it prints the new KID. The old
+        key stays published until its last token expires (--token-lifetime, as the servers use),
+        then the servers retire it.
         With --signing-key-file there is nothing to rotate.
 
         ssh-ca rotate puts a new SSH CA key in --ssh-ca-key-file and keeps the old CA published

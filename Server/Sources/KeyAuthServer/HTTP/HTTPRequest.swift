@@ -23,6 +23,10 @@ package struct HTTPRequest: Sendable {
     /// (`%FF`), refused like a zero byte: read as text they would change (each bad byte becomes
     /// U+FFFD), and `state` or `nonce` would come back other than the client sent them.
     package var queryIsNotUTF8 = false
+    /// Set by the transport when the headers frame the body ambiguously
+    /// (``HTTPHeaders/framingProblem``): why, for the responder's 400. The transport answers
+    /// before reading the body, and closes the connection after.
+    package var framingProblem: String?
     /// Set by the transport when the path escaped a zero byte (`%00`, which would end it early) or
     /// decoded to bytes that are not UTF-8 (which ``path`` holds repaired): what it held, for the
     /// responder's 400. Read either way, the server would serve another path than the one sent.

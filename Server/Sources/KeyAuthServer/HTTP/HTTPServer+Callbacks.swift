@@ -55,7 +55,11 @@ func httpServerAccessHandler(
         // Ambiguous framing, and a declared length over the limit, are refused before reading any
         // of the body; libmicrohttpd then discards the rest and closes the connection after the
         // answer, so no byte of it is read as a next request.
-        if state.request.headers.framingProblem != nil {
+        if let problem = state.request.headers.framingProblem {
+            state.request.framingProblem = problem
+            // Said, not left to libmicrohttpd's version: a body read by another framing than the
+            // sender's must not be read as a next request.
+            tracked?.closeAfterResponse()
             return httpServerAnswer(state, server: server, on: connection)
         }
         if let declared = state.request.headers["Content-Length"], let length = Int(declared),

@@ -298,7 +298,7 @@ package final class KeyAuthResponder: HTTPResponder {
         -> HTTPResponse
     {
         // The transport answers this before reading the body, and closes the connection after.
-        if let problem = request.headers.framingProblem { throw ServiceError(.invalidRequest, problem) }
+        if let problem = request.framingProblem { throw ServiceError(.invalidRequest, problem) }
         if let fault = request.pathFault { throw ServiceError(.invalidRequest, "the path holds \(fault)") }
         // The transport enforces the limit while reading; this check keeps the rule true for
         // any other caller of the responder.

@@ -101,33 +101,29 @@ extension KeyAuthService {
             throw try answeredMeanwhile(request, by: actor, approving: true)
         case .deviceNotPending:
             // Still pending, it was not denied: its pending lifetime ended since the check.
-            if try storage.device(kid: device.kid)?.status == .pending {
-                throw ServiceError(.expiredToken, "the registration expired before it was approved")
-            }
-            throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval")
+            if try storage.device(kid: device.kid)?.status == .pending { throw Self.registrationExpired }
+            throw Self.deviceNoLongerPending
         case .approverNotActive:
             throw ServiceError(.accessDenied, "the approving device is no longer active")
         }
     }
 
-    /// The device a `device` request approves: the user's, still pending, or approved another
-    /// way meanwhile (the answer then stands, and activates nothing: the user asked for it to be
-    /// active, and it is).
+    /// The pending device a `device` request approves, still pending and the user's. (An
+    /// approval given another way ends the request; one given while this approval runs is the
+    /// storage's `.alreadyActive`, and the answer stands.)
     ///
     /// - Throws: ``ServiceError`` `.expiredToken` when its registration expired before this
-    ///   approval; `.invalidRequest` when it was denied, revoked or deleted.
+    ///   approval; `.invalidRequest` when it is no longer pending.
     func pendingSubject(of request: SignInRequestRecord) throws -> DeviceRecord {
-        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user
-        else { throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval") }
-        switch device.status {
-        case .active:
-            return device
-        case .pending where isExpiredPending(device):
-            throw ServiceError(.expiredToken, "the registration expired before it was approved")
-        case .pending:
-            return device
-        default:
-            throw ServiceError(.invalidRequest, "the device to approve is no longer waiting for approval")
-        }
+        guard let kid = request.subject, let device = try storage.device(kid: kid), device.user == request.user,
+            device.status == .pending
+        else { throw Self.deviceNoLongerPending }
+        guard !isExpiredPending(device) else { throw Self.registrationExpired }
+        return device
     }
+
+    private static let deviceNoLongerPending = ServiceError(
+        .invalidRequest, "the device to approve is no longer waiting for approval")
+    private static let registrationExpired = ServiceError(
+        .expiredToken, "the registration expired before it was approved")
 }

@@ -21,8 +21,11 @@ extension SQLiteGroupCommitter {
     static func settleIfTransactionLost(_ writer: inout Writer, on connection: SQLiteConnection) {
         guard let open = writer.open, !connection.isInTransaction else { return }
         writer.open = nil
-        open.settle(StorageError(.queryFailed, "SQLite rolled back a batch of writes"))
+        open.settle(lostBatch)
     }
+
+    /// The error of every write in a batch whose transaction SQLite rolled back on its own.
+    static let lostBatch = StorageError(.queryFailed, "SQLite rolled back a batch of writes")
 
     /// Runs one write in its own savepoint of the open batch.
     static func runInSavepoint<Value>(
@@ -47,7 +50,7 @@ extension SQLiteGroupCommitter {
                 // SQLite ended the transaction on its own (an I/O error, a full disk, or a body
                 // that ended it): the batch's earlier writes are gone with it.
                 settleIfTransactionLost(&writer, on: connection)
-                throw StorageError(.queryFailed, "SQLite rolled back a batch of writes")
+                throw lostBatch
             }
             throw error
         }

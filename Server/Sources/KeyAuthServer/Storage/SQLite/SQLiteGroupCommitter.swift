@@ -82,13 +82,14 @@ final class SQLiteGroupCommitter: Sendable {
         var isClosed = false
     }
 
-    private let writer: Mutex<Writer>
+    /// The write connection and its open batch; only this type and its extensions take it.
+    let writer: Mutex<Writer>
     private let deferred = Mutex(DeferredWrites())
     /// The newest batch whose commit has begun: what a reader connection may see.
-    private let newestCommitting = Mutex<SQLiteCommitBatch?>(nil)
+    let newestCommitting = Mutex<SQLiteCommitBatch?>(nil)
     /// Runs commits and syncs, one at a time.
     private let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
-    private let log: any SQLiteWALSync
+    let log: any SQLiteWALSync
     /// The connection that checkpoints, used only on ``checkpointQueue``.
     private let checkpointer: SQLiteConnectionBox
     private let checkpointQueue = DispatchQueue(label: "keyauth.sqlite.checkpoint")
@@ -128,7 +129,7 @@ final class SQLiteGroupCommitter: Sendable {
         self.log = log
     }
 
-    private var identity: ObjectIdentifier { ObjectIdentifier(self) }
+    var identity: ObjectIdentifier { ObjectIdentifier(self) }
 
     /// Runs `body` on the write connection in the open batch, and returns its result together
     /// with the batch, which settles once the batch is durable or failed.
@@ -174,39 +175,6 @@ final class SQLiteGroupCommitter: Sendable {
             try batch.wait()
         }
         return value
-    }
-
-    /// Runs a read on the write connection, which sees the open batch's changes: for a request
-    /// that wrote in a batch not yet committed. The scope notes the batch open now, which may be
-    /// a later one than its own, with other requests' writes. A read after which SQLite ended the
-    /// transaction (an I/O error) fails the batch, as a write would: left open, later writes
-    /// would join a batch with no transaction, each committed alone before any fsync.
-    func read<Value: Sendable>(
-        _ body: (SQLiteConnection) throws(StorageError) -> Value
-    ) throws(StorageError) -> Value {
-        try writer.withLock { (writer: inout Writer) throws(StorageError) -> Value in
-            guard !writer.isClosed, let connection = writer.connection else {
-                throw StorageError(.closed, "the storage is closed")
-            }
-            if let open = writer.open { DurabilityScope.current?.require(open) }
-            defer { Self.settleIfTransactionLost(&writer, on: connection) }
-            return try body(connection)
-        }
-    }
-
-    /// Whether the current ``DurabilityScope`` wrote in a batch of this committer that is not yet
-    /// committed.
-    var scopeHasOpenBatch: Bool {
-        DurabilityScope.current?.hasOpenBatch(on: identity) ?? false
-    }
-
-    /// Notes in the current ``DurabilityScope`` that a read may have seen the newest committed
-    /// batch, when that batch is not yet durable or failed (committed, its fsync failed: its
-    /// writers were told it did not happen). Call it after the read.
-    func noteRead() {
-        guard let scope = DurabilityScope.current, let batch = newestCommitting.withLock({ $0 }) else { return }
-        if case .durable = batch.outcome { return }
-        scope.require(batch)
     }
 
     /// Notes a deferred write; written with the next batch or within ``deferredFlushDelay``.
