@@ -128,3 +128,30 @@ struct CredentialsStoreTests {
         #expect(try await provider.login().value == "fresh2")
     }
 }
+
+extension CredentialsStoreTests {
+    @Test("the provider's reset deletes the stored token before the key, so it is never handed out again")
+    func providerResetDropsToken() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let keys = KeyPairStore(directory: directory.path + "/key")
+        try keys.store(TestKeys.first)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let hooks = AuthenticatorHooks<AccessToken>(
+            registerPublicKey: { _, _ in .active },
+            authenticate: { _ in AccessToken(value: "fresh", expiresAt: now.addingTimeInterval(900)) },
+            revoke: { _ in throw KeyAuthError(.transportFailed, "the server is down") })
+        let authenticator = Authenticator(
+            store: keys, presence: NoPresence(), configuration: .init(audience: "http://issuer"), hooks: hooks)
+        let credentials = InMemoryCredentialsStore()
+        let provider = AccessTokenProvider(
+            account: "a", credentials: credentials, authenticator: authenticator, clock: .fixed(now))
+        #expect(try await provider.accessToken().value == "fresh")
+        // The server is down: without force the key stays, and the token is gone all the same.
+        await #expect(throws: KeyAuthError.self) { try await provider.reset() }
+        #expect(try credentials.loadToken(account: "a") == nil)
+        #expect(keys.hasKey)
+        try await provider.reset(force: true)
+        #expect(!keys.hasKey)
+    }
+}

@@ -71,6 +71,20 @@ public struct AccessTokenProvider: Sendable {
         try await inFlight.join(logIn(unlessStored: false))
     }
 
+    /// Forgets this device here: deletes the stored token, then resets the ``authenticator``
+    /// (revoking the key through its hook, then deleting it).
+    ///
+    /// The token goes first and always: a reset after the server refused the device left the
+    /// token to be handed out by ``accessToken()`` for the rest of its lifetime, and a forced
+    /// reset with the server down left one that the server still accepts on this machine.
+    ///
+    /// - Parameter force: as ``Authenticator/reset(force:)``.
+    /// - Throws: the store's errors, and ``Authenticator/reset(force:)``'s.
+    public func reset(force: Bool = false) async throws(KeyAuthError) {
+        try credentials.deleteToken(account: account)
+        try await authenticator.reset(force: force)
+    }
+
     /// The login a ``LoginInFlight`` runs; with `unlessStored`, it first takes a token that a
     /// login finished just before it stored, so a caller that arrives a moment late does not
     /// log in again.

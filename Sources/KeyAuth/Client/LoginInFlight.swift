@@ -45,7 +45,12 @@ final class LoginInFlight: Sendable {
             let nobodyWaits = state.withLock { state in
                 guard state.generation == generation else { return false }
                 state.waiters -= 1
-                return state.waiters == 0
+                guard state.waiters == 0 else { return false }
+                // Cancelled, the login may still be running (a PIN prompt cannot be interrupted):
+                // a caller that comes now starts a login of its own instead of joining this one
+                // and getting its cancellation.
+                state.task = nil
+                return true
             }
             if nobodyWaits { task.cancel() }
         }

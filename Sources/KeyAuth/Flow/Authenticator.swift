@@ -91,23 +91,26 @@ public final class Authenticator<Session: Sendable>: Sendable {
     public func stateUpdates() -> AsyncStream<AuthenticatorState> {
         let (stream, continuation) = AsyncStream<AuthenticatorState>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
-        let current = observers.withLock { observers in
+        // Yielded under the lock, as transitions are: a transition between registering and
+        // yielding would otherwise reach the stream before the older state, which the observer
+        // would then take for the current one. The stream is unbounded, so yielding never blocks.
+        observers.withLock { observers in
             observers.continuations[id] = continuation
-            return observers.state
+            continuation.yield(observers.state)
         }
-        continuation.yield(current)
         continuation.onTermination = { [weak self] _ in
             _ = self?.observers.withLock { $0.continuations.removeValue(forKey: id) }
         }
         return stream
     }
 
+    /// Sets the state and tells every observer, under the lock, so that two transitions reach
+    /// every stream in the order they were made.
     private func transition(to state: AuthenticatorState) {
-        let continuations = observers.withLock { observers in
+        observers.withLock { observers in
             observers.state = state
-            return Array(observers.continuations.values)
+            for continuation in observers.continuations.values { continuation.yield(state) }
         }
-        for continuation in continuations { continuation.yield(state) }
     }
 
     /// Runs the whole flow and returns the session from the `authenticate` hook.

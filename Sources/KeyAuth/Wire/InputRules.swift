@@ -29,6 +29,13 @@ package enum InputRules {
     /// What the user rule says, for error messages.
     package static let userRule = "1 to 64 characters of A-Z a-z 0-9 . _ @ -, starting with a letter or digit"
 
+    /// Whether `text` is non-empty printable ASCII, without spaces (0x21 to 0x7E): what a token
+    /// or a URL the client stores, prints and sends on may hold. A control character there would
+    /// reach the user's terminal, a line break a request's header.
+    package static func isPrintableASCIIWord(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
     /// A key fingerprint: 43 characters of canonical base64url that decode to the 32 bytes of a
     /// SHA-256 thumbprint (RFC 7638). A kid goes into URL paths, so nothing else is accepted.
     package static func isValidKeyID(_ keyID: String) -> Bool {

@@ -126,8 +126,7 @@ extension ServerMetadata {
         guard let issuer = object["issuer"]?.stringValue, !issuer.isEmpty else {
             throw WireFormatError("has no issuer")
         }
-        guard issuer.hasPrefix("https://") || issuer.hasPrefix("http://"),
-            issuer.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+        guard issuer.hasPrefix("https://") || issuer.hasPrefix("http://"), InputRules.isPrintableASCIIWord(issuer)
         else { throw WireFormatError("has an issuer that is not an http(s) URL of printable ASCII") }
         self.init(
             issuer: issuer, tokenEndpoint: object["token_endpoint"]?.stringValue,

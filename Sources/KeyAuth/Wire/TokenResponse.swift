@@ -53,7 +53,7 @@ package struct TokenResponse: Sendable, Equatable {
         guard let token = object["access_token"]?.stringValue, !token.isEmpty else {
             throw WireFormatError("has no access_token")
         }
-        guard token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+        guard InputRules.isPrintableASCIIWord(token) else {
             throw WireFormatError("has an access_token with characters other than printable ASCII")
         }
         let expiresIn = object["expires_in"]?.integerValue
