@@ -37,7 +37,7 @@ package enum ExitCode: Int32, Sendable {
             self = .noPermission
         case .serverRejected:
             switch error.oauthError?.error {
-            case .invalidGrant?, .accessDenied?, .expiredToken?, .invalidToken?: self = .noPermission
+            case let code? where OAuthError.Code.loginRefusals.contains(code): self = .noPermission
             case .temporarilyUnavailable?: self = .unavailable
             case .slowDown?: self = .temporaryFailure
             default: self = .failure

@@ -39,7 +39,8 @@ struct LoginInFlightTests {
         }
     }
 
-    @Test("a caller that comes after every waiter was cancelled starts a login of its own, not the cancelled one")
+    @Test(
+        "a caller that comes after every waiter was cancelled starts a login of its own once the cancelled one ends")
     func cancelledLoginIsNotJoined() async throws {
         let flight = LoginInFlight()
         let logins = Logins()
@@ -49,8 +50,10 @@ struct LoginInFlightTests {
         }
         first.cancel()
         let second = Task { try await flight.join { () async throws(KeyAuthError) in try await logins.login() } }
-        // Long enough for the second caller to join the first login, if it would.
+        // Long enough for the second caller to join the first login, or start its own, if it
+        // would: neither, while the first still prompts.
         try await Task.sleep(for: .milliseconds(200))
+        #expect(logins.started.load(ordering: .sequentiallyConsistent) == 1)
         logins.release()
         #expect(try await second.value.value == "token-2")
         #expect(logins.started.load(ordering: .sequentiallyConsistent) == 2)

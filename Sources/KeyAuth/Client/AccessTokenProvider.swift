@@ -74,15 +74,26 @@ public struct AccessTokenProvider: Sendable {
     /// Forgets this device here: deletes the stored token, then resets the ``authenticator``
     /// (revoking the key through its hook, then deleting it).
     ///
-    /// The token goes first and always: a reset after the server refused the device left the
-    /// token to be handed out by ``accessToken()`` for the rest of its lifetime, and a forced
-    /// reset with the server down left one that the server still accepts on this machine.
+    /// The token goes first, and again after the key: a reset after the server refused the
+    /// device left the token to be handed out by ``accessToken()`` for the rest of its
+    /// lifetime, a forced reset with the server down left one that the server still accepts,
+    /// and a login that was running meanwhile (its PIN prompt open) stores its token late.
     ///
-    /// - Parameter force: as ``Authenticator/reset(force:)``.
-    /// - Throws: the store's errors, and ``Authenticator/reset(force:)``'s.
+    /// - Parameter force: as ``Authenticator/reset(force:)``; the key goes even when the token
+    ///   cannot be deleted.
+    /// - Throws: the store's errors (unless `force`), and ``Authenticator/reset(force:)``'s.
     public func reset(force: Bool = false) async throws(KeyAuthError) {
-        try credentials.deleteToken(account: account)
+        do {
+            try credentials.deleteToken(account: account)
+        } catch {
+            if !force { throw error }
+        }
         try await authenticator.reset(force: force)
+        do {
+            try credentials.deleteToken(account: account)
+        } catch {
+            if !force { throw error }
+        }
     }
 
     /// The login a ``LoginInFlight`` runs; with `unlessStored`, it first takes a token that a

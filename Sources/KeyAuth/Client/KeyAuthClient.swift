@@ -127,7 +127,9 @@ public struct KeyAuthClient: Sendable {
     /// A wrong `--server` (a web site, a typo in the port, another OAuth server) is the usual
     /// cause of a failed discovery, so its error names the URL tried and says so.
     /// - Throws: `.transportFailed`; `.serverRejected` for an error answer or a document without
-    ///   an `issuer`.
+    ///   an `issuer`. Its ``KeyAuthError/oauthError`` is the answer's, except for a refusal
+    ///   (`invalid_grant`, `access_denied`: a 401 or 403 for the public document): none then, as
+    ///   no login was refused.
     public func discover() async throws(KeyAuthError) -> ServerMetadata {
         let path = "/.well-known/openid-configuration"
         do {
@@ -139,8 +141,7 @@ public struct KeyAuthClient: Sendable {
             let hint = Self.origin(ofPathURL: serverURL).map { "; did you mean \($0)?" } ?? ""
             // The document is public: a 401 or 403 for it (a site behind a login) says this is
             // not a keyauth server, not that a login was refused; a 429 or 503 stays what it is.
-            let refusals: [OAuthError.Code] = [.invalidGrant, .accessDenied, .expiredToken, .invalidToken]
-            let refusedLogin = error.oauthError.map { refusals.contains($0.error) } ?? false
+            let refusedLogin = error.oauthError.map { OAuthError.Code.loginRefusals.contains($0.error) } ?? false
             throw KeyAuthError(
                 .serverRejected,
                 "\(serverURL) does not look like a keyauth server: GET \(serverURL + path) failed (\(error.message))"

@@ -12,6 +12,9 @@ import Synchronization
 final class LoginInFlight: Sendable {
     private struct State {
         var task: Task<AccessToken, any Error>?
+        /// A login every waiter gave up on that may still run (a PIN prompt cannot be
+        /// interrupted): the next login waits for it to end, so that two never prompt at once.
+        var draining: Task<AccessToken, any Error>?
         /// Which login `task` is, so that a late caller never clears or cancels a newer one.
         var generation = 0
         var waiters = 0
@@ -26,6 +29,10 @@ final class LoginInFlight: Sendable {
     func join(
         _ login: @escaping @Sendable () async throws(KeyAuthError) -> AccessToken
     ) async throws(KeyAuthError) -> AccessToken {
+        while let draining = state.withLock({ $0.task == nil ? $0.draining : nil }) {
+            _ = await draining.result
+            state.withLock { if $0.draining == draining { $0.draining = nil } }
+        }
         let (task, generation) = state.withLock { state in
             let task: Task<AccessToken, any Error>
             if let running = state.task {
@@ -47,8 +54,9 @@ final class LoginInFlight: Sendable {
                 state.waiters -= 1
                 guard state.waiters == 0 else { return false }
                 // Cancelled, the login may still be running (a PIN prompt cannot be interrupted):
-                // a caller that comes now starts a login of its own instead of joining this one
-                // and getting its cancellation.
+                // a caller that comes now starts a login of its own once it ends, instead of
+                // joining this one and getting its cancellation.
+                state.draining = state.task
                 state.task = nil
                 return true
             }
@@ -57,6 +65,7 @@ final class LoginInFlight: Sendable {
         // The login has ended: the next caller that needs a token starts a new one.
         state.withLock { state in
             if state.generation == generation { state.task = nil }
+            if state.draining == task { state.draining = nil }
         }
         switch result {
         case .success(let token):

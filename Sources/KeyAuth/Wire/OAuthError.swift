@@ -12,6 +12,10 @@ public struct OAuthError: Error, Sendable, Hashable, CustomStringConvertible {
         public init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
+        /// The codes that refuse a login or its token (the client exits 77 for them): a
+        /// refusal means something only where a login was asked for.
+        package static let loginRefusals: [Code] = [.invalidGrant, .accessDenied, .expiredToken, .invalidToken]
+
         /// A malformed request, a missing field, a bad user or key format.
         public static let invalidRequest = Code(rawValue: "invalid_request")
         /// The grant type is not the JWT bearer grant.

@@ -1,4 +1,5 @@
 import Glibc
+import KeyAuth
 
 /// `keyauth-server backup FILE`: a consistent copy of a SQLite database, even of a live one.
 extension ServerCommand {
@@ -37,16 +38,13 @@ extension ServerCommand {
             output.error("keyauth-server: cannot create the backup \(destination): it exists; choose a new name\n")
             return ExitStatus.failure
         }
-        let partial = destination + ".partial-\(getpid())"
-        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            output.error(
-                "keyauth-server: cannot create the backup \(partial): \(String(cString: strerror(errno)))\n")
+        let partial: String
+        do {
+            partial = try createPartial(beside: destination)
+        } catch {
+            output.error("keyauth-server: \(error.description)\n")
             return ExitStatus.failure
         }
-        // The mode is explicit, whatever the umask.
-        fchmod(descriptor, 0o600)
-        close(descriptor)
         do {
             try copy(source, into: partial)
             try publish(partial, as: destination)
@@ -61,9 +59,37 @@ extension ServerCommand {
         return ExitStatus.success
     }
 
+    /// Creates the empty file the copy is made in, beside `destination` (so that it can be linked
+    /// there), mode 0600, under a random name: a fixed one (the PID, which is 1 in a container)
+    /// left by a killed run would refuse every retry.
+    private static func createPartial(beside destination: String) throws(StorageError) -> String {
+        for _ in 0..<5 {
+            let suffix: String
+            do {
+                suffix = Base64URL.encode(try CryptoPrimitives.randomBytes(count: 6))
+            } catch {
+                throw StorageError(.queryFailed, "cannot name the backup's partial file: \(error.message)")
+            }
+            let partial = destination + ".partial-" + suffix
+            let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor < 0 && errno == EEXIST { continue }
+            guard descriptor >= 0 else {
+                throw StorageError(
+                    .queryFailed, "cannot create the backup \(partial): \(String(cString: strerror(errno)))")
+            }
+            // The mode is explicit, whatever the umask.
+            fchmod(descriptor, 0o600)
+            close(descriptor)
+            return partial
+        }
+        throw StorageError(.queryFailed, "cannot create a partial file beside \(destination): the names are taken")
+    }
+
     /// Makes the finished copy `partial` the backup `destination`: synced, then linked (which,
     /// unlike a rename, fails rather than replace a file made there meanwhile), the link made
-    /// durable by syncing the directory, and the partial name removed.
+    /// durable by syncing the directory, and the partial name removed. On a file system without
+    /// hard links (vfat, exFAT, some network and FUSE mounts), renamed after checking again that
+    /// nothing is there.
     static func publish(_ partial: String, as destination: String) throws(StorageError) {
         let file = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard file >= 0, fsync(file) == 0 else {
@@ -72,11 +98,22 @@ extension ServerCommand {
             throw StorageError(.queryFailed, "cannot sync the backup: \(reason)")
         }
         close(file)
-        guard link(partial, destination) == 0 else {
-            let reason = errno == EEXIST ? "it exists; choose a new name" : String(cString: strerror(errno))
-            throw StorageError(.queryFailed, "cannot create the backup \(destination): \(reason)")
+        func refusal(_ reason: String) -> StorageError {
+            StorageError(.queryFailed, "cannot create the backup \(destination): \(reason)")
         }
-        unlink(partial)
+        if link(partial, destination) == 0 {
+            unlink(partial)
+        } else {
+            let linkError = errno
+            var existing = stat()
+            if linkError == EEXIST || lstat(destination, &existing) == 0 {
+                throw refusal("it exists; choose a new name")
+            }
+            guard [EPERM, EOPNOTSUPP, ENOSYS].contains(linkError) else {
+                throw refusal(String(cString: strerror(linkError)))
+            }
+            guard rename(partial, destination) == 0 else { throw refusal(String(cString: strerror(errno))) }
+        }
         let slash = destination.lastIndex(of: "/")
         let directory = slash.map { $0 == destination.startIndex ? "/" : String(destination[..<$0]) } ?? "."
         let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

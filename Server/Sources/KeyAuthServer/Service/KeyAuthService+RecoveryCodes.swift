@@ -22,14 +22,14 @@ extension KeyAuthService {
         return try recoveryCodes.issue(for: actor.user, by: .device(kid: actor.kid), whileActive: actor.kid)
     }
 
-    /// Refuses `action` to a device that a recovery code enrolled while the notice of that
-    /// enrolment is open (a day, ``SignInRequests/Settings/noticeLifetime``).
+    /// Refuses `action` to a device that a recovery code enrolled while the notice of that enrolment is
+    /// open (a day, ``SignInRequests/Settings/noticeLifetime``).
     ///
-    /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of
-    /// codes (which would also end the user's own), an approval of another device, or an SSH
-    /// certificate or an offline host grant would keep whoever used a stolen code in the
-    /// account, or on its hosts, after the user said "this was not me". Nor may it revoke, deny
-    /// or rename the user's other devices, which could say so. A user with no other device gets no notice, and so no wait.
+    /// Denying the notice revokes the device, and nothing it made may outlive that: a new set of codes
+    /// (which would also end the user's own), an approval of another device, or an SSH certificate or
+    /// an offline host grant would keep whoever used a stolen code in the account, or on its hosts,
+    /// after the user said "this was not me". Nor may it revoke, deny or rename the user's other
+    /// devices, which could say so. A user with no other device gets no notice, and so no wait.
     ///
     /// - Throws: ``ServiceError`` `.accessDenied` while such a notice names `actor`.
     func refuseWhileAnnounced(_ actor: DeviceRecord, approving request: SignInRequestRecord) throws {

@@ -46,9 +46,10 @@ package enum StorageFactory {
     /// Opens a SQLite file that passed ``checkSQLiteFile(_:creatingIfMissing:)``, and
     /// makes its companion files private.
     ///
-    /// `syncingInCommit` (see ``SQLiteGroupCommitter``) is for every process that may share the
-    /// file with a server: the admin commands, and a server that shares it with others. Only a server alone on its file commits ahead of the
-    /// fsync, since nobody else reads what it committed before the fsync returns.
+    /// `syncingInCommit` (see ``SQLiteGroupCommitter``) is for every process that may share the file
+    /// with a server: the admin commands, and a server that shares it with others. Only a server alone
+    /// on its file commits ahead of the fsync, since nobody else reads what it committed before the
+    /// fsync returns.
     private static func openChecked(_ location: String, migrating: Bool, syncingInCommit: Bool) throws(StorageError)
         -> SQLiteStorage
     {
