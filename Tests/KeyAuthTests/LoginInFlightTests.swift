@@ -5,7 +5,7 @@ import Testing
 @testable import KeyAuth
 
 /// The login an `AccessTokenProvider` shares between the callers that need a token at once.
-@Suite("One login in flight, shared", .timeLimit(.minutes(1)))
+@Suite("One login in flight, shared", .timeLimit(.minutes(5)))
 struct LoginInFlightTests {
     /// A login that, the first time, waits for ``release()`` whatever cancellation says, as a PIN
     /// prompt does; each login's token names its number.
