@@ -55,8 +55,10 @@ struct InterruptedResetTests {
         #expect(!FileManager.default.fileExists(atPath: harness.home.path + "/default"))
     }
 
-    @Test("register after a reset killed halfway finishes that removal, and the next reset revokes the new key")
-    func registerAfterInterruptedReset() async throws {
+    /// Runs `body` with a home registered (unattended) at a fresh server, and its account's name.
+    private func withRegisteredHome(
+        _ body: (InProcessKeyAuthServer, CommandHarness, String) async throws -> Void
+    ) async throws {
         let server = try InProcessKeyAuthServer()
         let harness = CommandHarness()
         defer {
@@ -64,49 +66,49 @@ struct InterruptedResetTests {
             harness.home.remove()
         }
         try #require(await harness.registerUnattended(server.url).status == 0)
-        let name = try #require(harness.accounts.accountNames().first)
-        let oldKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
-        // What a reset killed after deleting the key leaves: the device revoked, the marker, the
-        // account file.
-        try server.setStatus("revoked", of: oldKeyID)
-        let directory = try harness.accounts.directory(for: name)
-        #expect(FileManager.default.createFile(atPath: directory + "/.removing", contents: nil))
-        try harness.accounts.keyPairStore(for: name).reset()
-        #expect(harness.accounts.isBeingRemoved(name))
+        try await body(server, harness, try #require(harness.accounts.accountNames().first))
+    }
 
-        let code = try server.enrollmentCode(for: "alice")
-        let registered = await harness.registerUnattended(server.url, extra: ["--enrollment-code", code])
-        #expect(registered.status == 0, "\(registered.standardError)")
-        #expect(registered.standardOutput.contains("Finished deleting account \(name) here"))
-        #expect(!harness.accounts.isBeingRemoved(name))
-        let newKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
-        #expect(newKeyID != oldKeyID)
-        #expect(server.status(of: newKeyID) == "active")
+    @Test("register after a reset killed halfway finishes that removal, and the next reset revokes the new key")
+    func registerAfterInterruptedReset() async throws {
+        try await withRegisteredHome { server, harness, name in
+            let oldKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+            // What a reset killed after deleting the key leaves: the device revoked, the marker, the
+            // account file.
+            try server.setStatus("revoked", of: oldKeyID)
+            let directory = try harness.accounts.directory(for: name)
+            #expect(FileManager.default.createFile(atPath: directory + "/.removing", contents: nil))
+            try harness.accounts.keyPairStore(for: name).reset()
+            #expect(harness.accounts.isBeingRemoved(name))
 
-        let reset = await harness.run(["reset", "--yes"])
-        #expect(reset.status == 0, "\(reset.standardError)")
-        #expect(reset.standardOutput.contains("Revoked device \(newKeyID)"), "\(reset.standardOutput)")
-        #expect(server.status(of: newKeyID) == "revoked")
+            let code = try server.enrollmentCode(for: "alice")
+            let registered = await harness.registerUnattended(server.url, extra: ["--enrollment-code", code])
+            #expect(registered.status == 0, "\(registered.standardError)")
+            #expect(registered.standardOutput.contains("Finished deleting account \(name) here"))
+            #expect(!harness.accounts.isBeingRemoved(name))
+            let newKeyID = try harness.accounts.keyPairStore(for: name).loadPublicKey().fingerprint
+            #expect(newKeyID != oldKeyID)
+            #expect(server.status(of: newKeyID) == "active")
+
+            let reset = await harness.run(["reset", "--yes"])
+            #expect(reset.status == 0, "\(reset.standardError)")
+            #expect(reset.standardOutput.contains("Revoked device \(newKeyID)"), "\(reset.standardOutput)")
+            #expect(server.status(of: newKeyID) == "revoked")
+        }
     }
 
     @Test("registering again after the key was lost drops the old registration's token")
     func registerAgainDropsOldToken() async throws {
-        let server = try InProcessKeyAuthServer()
-        let harness = CommandHarness()
-        defer {
-            server.stop()
-            harness.home.remove()
+        try await withRegisteredHome { server, harness, name in
+            let old = try #require(try harness.accounts.credentials.loadToken(account: name))
+            try FileManager.default.removeItem(atPath: try harness.accounts.keyPairStore(for: name).privateKeyPath)
+            // The user has an active device, so the new one waits for approval.
+            let again = await harness.registerUnattended(server.url, extra: ["--no-wait"])
+            #expect(again.status == 75, "\(again.standardError)")
+            #expect(try harness.accounts.credentials.loadToken(account: name) == nil)
+            let token = await harness.run(["token"])
+            #expect(!token.standardOutput.contains(old.value))
         }
-        try #require(await harness.registerUnattended(server.url).status == 0)
-        let name = try #require(harness.accounts.accountNames().first)
-        let old = try #require(try harness.accounts.credentials.loadToken(account: name))
-        try FileManager.default.removeItem(atPath: try harness.accounts.keyPairStore(for: name).privateKeyPath)
-        // The user has an active device, so the new one waits for approval.
-        let again = await harness.registerUnattended(server.url, extra: ["--no-wait"])
-        #expect(again.status == 75, "\(again.standardError)")
-        #expect(try harness.accounts.credentials.loadToken(account: name) == nil)
-        let token = await harness.run(["token"])
-        #expect(!token.standardOutput.contains(old.value))
     }
 
     @Test("status says when the private key of an account is missing")

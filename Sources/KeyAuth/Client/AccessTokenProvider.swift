@@ -83,17 +83,16 @@ public struct AccessTokenProvider: Sendable {
     ///   cannot be deleted.
     /// - Throws: the store's errors (unless `force`), and ``Authenticator/reset(force:)``'s.
     public func reset(force: Bool = false) async throws(KeyAuthError) {
-        do {
-            try credentials.deleteToken(account: account)
-        } catch {
-            if !force { throw error }
+        func deleteToken() throws(KeyAuthError) {
+            do {
+                try credentials.deleteToken(account: account)
+            } catch {
+                if !force { throw error }
+            }
         }
+        try deleteToken()
         try await authenticator.reset(force: force)
-        do {
-            try credentials.deleteToken(account: account)
-        } catch {
-            if !force { throw error }
-        }
+        try deleteToken()
     }
 
     /// The login a ``LoginInFlight`` runs; with `unlessStored`, it first takes a token that a

@@ -114,8 +114,7 @@ extension ServerCommand {
             }
             guard rename(partial, destination) == 0 else { throw refusal(String(cString: strerror(errno))) }
         }
-        let slash = destination.lastIndex(of: "/")
-        let directory = slash.map { $0 == destination.startIndex ? "/" : String(destination[..<$0]) } ?? "."
+        let directory = SecureFile.parentDirectory(of: destination)
         let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard handle >= 0, fsync(handle) == 0 else {
             let reason = String(cString: strerror(errno))
