@@ -349,6 +349,38 @@ struct AuthenticatorTests {
         #expect(!FileManager.default.fileExists(atPath: attempts))
     }
 
+    @Test("a resumed registration of a TPM key asks again for a PIN the TPM refused, as a login does")
+    func tpmKeyWrongPINOnResumedRegistration() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        let temporary = TemporaryDirectory()
+        defer { temporary.remove() }
+        let attempts = temporary.path + "/pin-attempts"
+        let keyStore = KeyStore.tpm(try tpm.connection)
+        let lost = HookRecorder(registrationFailure: KeyAuthError(.transportFailed, "no answer"))
+        let making = PINPresence(reader: FixedSecretReader(answers: ["2468", "2468"]), attemptsFile: attempts)
+        await #expect {
+            try await authenticator(lost, directory: temporary.path, presence: making, keyStore: keyStore).login()
+        } throws: { ($0 as? KeyAuthError)?.code == .transportFailed }
+        let sent = try #require(lost.calls.withLock { $0.registered.first })
+
+        // The registration's signature is the TPM's first use of the PIN: a wrong one there was
+        // the command's end (exit 77) where a login asks again.
+        let working = HookRecorder()
+        let reader = FixedSecretReader(answers: ["1357", "2468"])
+        var configuration = Authenticator<String>.Configuration(audience: "https://auth.example.test", keyBits: 2048)
+        configuration.registerStoredKey = true
+        let resumed = Authenticator(
+            store: KeyPairStore(directory: temporary.path, keyStore: keyStore),
+            presence: PINPresence(reader: reader, attemptsFile: attempts), configuration: configuration,
+            hooks: working.hooks)
+        #expect(try await resumed.login() == "session-token")
+        #expect(reader.requests.count == 2)
+        #expect(reader.messages.contains("wrong PIN; the TPM locks out after 2 more wrong PINs"), "\(reader.messages)")
+        #expect(try tpm.connection.info().lockoutCounter == 1)
+        #expect(working.calls.withLock { $0.registered } == [sent])
+    }
+
     @Test("a hook's own error is kept underneath as hookFailed, not reported as a server refusal")
     func hookErrorKept() async throws {
         struct NetworkDown: Error, Equatable {}

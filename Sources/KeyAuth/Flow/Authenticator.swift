@@ -166,28 +166,31 @@ public final class Authenticator<Session: Sendable>: Sendable {
         // Whether the presence check opened the key in this run (not the agent, not a new key):
         // a TPM refuses a wrong PIN only at the first signature, and the check may ask again.
         var openedWithPresence = false
+        // Wrong PINs the TPM refused in this run, whether at the registration or the login.
+        var refusals = 0
         if store.hasKey {
             (key, openedWithPresence) = try await loadKey()
             // A key made by an earlier run stays whatever the answer: that run's registration
             // may have been stored, and a refusal now (a rate limit, say) does not undo it.
-            if configuration.registerStoredKey { try await register(key, forgettingRefusedKey: false) }
+            // Its registration signs first, so that is where a TPM refuses a wrong PIN.
+            while configuration.registerStoredKey {
+                do {
+                    try await register(key, forgettingRefusedKey: false)
+                    break
+                } catch {
+                    try await reopen(&key, after: error, openedWithPresence: openedWithPresence, refusals: &refusals)
+                }
+            }
         } else {
             key = try await createAndRegisterKey()
         }
-        var refusals = 0
         while true {
             transition(to: .signing)
             let assertion: String
             do {
                 assertion = try await sign(with: key)
             } catch {
-                refusals += 1
-                guard key.kind == .tpm, openedWithPresence,
-                    presence.asksAgain(afterHardwareRefusal: error, refusals: refusals)
-                else { throw error }
-                transition(to: .checkingPresence)
-                // The presence check again, not a key holder that may have appeared since.
-                key = try await presence.unlockDeviceKey(in: store, reason: configuration.reason, after: error)
+                try await reopen(&key, after: error, openedWithPresence: openedWithPresence, refusals: &refusals)
                 continue
             }
             transition(to: .authenticating)
@@ -209,6 +212,22 @@ public final class Authenticator<Session: Sendable>: Sendable {
                 }
             }
         }
+    }
+
+    /// Opens `key` again with the presence check after the TPM refused its PIN at a signature,
+    /// or rethrows `error`: only a key this run opened with the presence check is asked for
+    /// again, and only as often as ``PresenceCheck/asksAgain(afterHardwareRefusal:refusals:)``
+    /// allows.
+    private func reopen(
+        _ key: inout DeviceKey, after error: KeyAuthError, openedWithPresence: Bool, refusals: inout Int
+    ) async throws(KeyAuthError) {
+        refusals += 1
+        guard key.kind == .tpm, openedWithPresence,
+            presence.asksAgain(afterHardwareRefusal: error, refusals: refusals)
+        else { throw error }
+        transition(to: .checkingPresence)
+        // The presence check again, not a key holder that may have appeared since.
+        key = try await presence.unlockDeviceKey(in: store, reason: configuration.reason, after: error)
     }
 
     /// The stored key: the one a holder such as `keyauth agent` lends, or the one the presence
