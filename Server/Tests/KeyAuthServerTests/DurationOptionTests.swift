@@ -48,7 +48,7 @@ struct DurationOptionTests {
     @Test("keys rotate --delay, keys --token-lifetime and audit --since take the same syntax")
     func commandDurations() throws {
         guard
-            case .keys(.rotate(_, let delay), let options) = try parse(
+            case .keys(.rotate(_, let delay, _), let options) = try parse(
                 ["keys", "rotate", "--delay", "1h30m", "--token-lifetime", "30m"])
         else { throw TestFailure("not keys rotate") }
         #expect(delay == 5400)

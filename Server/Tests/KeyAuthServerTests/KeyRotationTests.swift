@@ -276,6 +276,41 @@ struct KeyRotationTests {
         #expect(Self.run(["keys", "list", "--db", environment.directory.path + "/none.db"]).status == 69)
     }
 
+    @Test("keys rotate makes an RSA key of --signing-key-bits, and then keeps the newest RSA key's size")
+    func rotationKeepsKeySize() throws {
+        let environment = TestEnvironment(clockStart: ServerClock.now())
+        try environment.openStorage().close()
+        let database = environment.databasePath
+        chmod(database, 0o600)
+        func rotate(_ extra: [String]) -> String {
+            let rotated = Self.run(["keys", "rotate", "--delay", "0", "--db", database] + extra)
+            #expect(rotated.status == 0, "\(extra): \(rotated.error)")
+            return rotated.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let chosen = rotate(["--signing-key-bits", "3072"])
+        // An ES256 key in between, then RS256 again without the option: still 3072 bits (was 2048).
+        _ = rotate(["--alg", "ES256"])
+        let kept = rotate(["--alg", "RS256"])
+        let fromVariable = Self.run(
+            ["keys", "rotate", "--alg", "RS256", "--delay", "0", "--db", database],
+            environment: ["KEYAUTH_SERVER_SIGNING_KEY_BITS": "4096"])
+        #expect(fromVariable.status == 0, "\(fromVariable.error)")
+        let storage = try environment.openStorage()
+        defer { storage.close() }
+        var sizes: [String: Int] = [:]
+        for record in try storage.signingKeys() {
+            if case .rsa(let key) = try JWSPrivateKey(pemRepresentation: record.privatePEM) {
+                sizes[record.kid] = key.publicKey.bits
+            }
+        }
+        #expect(sizes[chosen] == 3072)
+        #expect(sizes[kept] == 3072)
+        #expect(sizes[fromVariable.output.trimmingCharacters(in: .whitespacesAndNewlines)] == 4096)
+        let refused = Self.run(["keys", "rotate", "--signing-key-bits", "1024", "--db", database])
+        #expect(refused.status == 64)
+        #expect(refused.error.contains("expected 2048, 3072 or 4096, got 1024"), "\(refused.error)")
+    }
+
     @Test("--signing-key-file takes an EC P-256 or Ed25519 key, which then signs ES256 or EdDSA")
     func curveKeyFiles() throws {
         let environment = TestEnvironment()

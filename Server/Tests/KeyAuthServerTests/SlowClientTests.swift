@@ -105,6 +105,41 @@ struct SlowClientTests {
         #expect(try connection.readResponse().status == 200)
     }
 
+    @Test("a client taking a large answer a few bytes at a time is shut down at the deadline, and its slot comes back")
+    func slowReader() throws {
+        var options = HTTPServerOptions(address: .loopback(port: 0))
+        options.requestTimeoutSeconds = 2
+        // libmicrohttpd's idle timeout restarts at every byte sent: it never closes a slow reader.
+        options.connectionTimeoutSeconds = 600
+        options.connectionsPerAddressLimit = 1
+        let server = try HTTPServer(responder: LargeAnswer(), options: options)
+        defer { server.stop() }
+        let reader = try RawHTTPConnection(port: server.port, sourceAddress: Self.attacker, receiveBufferBytes: 4096)
+        try reader.send(RawHTTPConnection.requestBytes(method: "GET", path: "/large"))
+        var received = 0
+        var closed = false
+        // Up to 20 s of reading 4 KiB every quarter second, ten times the deadline: 320 KiB of
+        // the 16 MiB, which no socket buffer holds.
+        for _ in 0..<80 where !closed {
+            guard let count = reader.receiveSome(upTo: 4096, waitingMilliseconds: 250) else {
+                closed = true
+                break
+            }
+            received += count
+            usleep(250_000)
+        }
+        #expect(closed, "still open after \(received) bytes")
+        #expect(received > 0 && received < LargeAnswer.size)
+        #expect(eventually { server.openConnections == 0 })
+        #expect(server.connectionFigures.shutDownResponseUntaken == 1)
+        // The address's one slot is free again, and a reader that keeps up gets the whole answer.
+        let next = try RawHTTPConnection(port: server.port, sourceAddress: Self.attacker)
+        try next.send(RawHTTPConnection.requestBytes(method: "GET", path: "/large"))
+        let answer = try next.readResponse()
+        #expect(answer.status == 200)
+        #expect(answer.body.count == LargeAnswer.size)
+    }
+
     /// A server whose request deadline is 2 s and whose idle timeout is too long to matter.
     static func startWithTwoSecondDeadline(_ environment: TestEnvironment) throws -> ServerRunner {
         try environment.startServer {
@@ -135,6 +170,16 @@ struct SlowClientTests {
         for bad in [["--max-connections-per-address", "-1"], ["--request-timeout", "0"], ["--request-timeout", "x"]] {
             #expect(throws: ServerConfigurationError.self) { _ = try serveConfiguration(bad) }
         }
+    }
+}
+
+/// 16 MiB for every request: more than the kernel's socket buffers hold, so a client that
+/// reads slowly keeps the response in libmicrohttpd's hands.
+private struct LargeAnswer: HTTPResponder {
+    static let size = 16 << 20
+
+    func respond(to request: HTTPRequest) -> HTTPResponse {
+        HTTPResponse(status: 200, body: [UInt8](repeating: 0x61, count: Self.size))
     }
 }
 

@@ -145,7 +145,7 @@ extension StorageContract {
             // The approval came first and stands, or the revocation did and withdrew the request.
             let stored = try #require(try first.signInRequest(id: id))
             #expect(stored.status == (approved ? .approved : .pending))
-            #expect(stored.expiresAt == (approved ? 1_300 : 1_020))
+            #expect(stored.expiresAt == (approved ? 1_300 : 1_020 - ClockSkewCheck.purgeMargin))
             #expect(try first.browserSession(idHash: session.idHash) == nil)
         }
     }
@@ -214,7 +214,7 @@ extension StorageContract {
             try storage.answerSignInRequest(id: "w2", status: .approved, answeringKID: "kid-1", methods: [], at: 1_010))
         #expect(try storage.withdrawSignInRequest(id: "w1", at: 1_020))
         #expect(try !storage.withdrawSignInRequest(id: "w1", at: 1_021))
-        #expect(try storage.signInRequest(id: "w1")?.expiresAt == 1_020)
+        #expect(try storage.signInRequest(id: "w1")?.expiresAt == 1_020 - ClockSkewCheck.purgeMargin)
         // An answered request keeps its answer and its expiry; an expired or unknown one is left.
         #expect(try !storage.withdrawSignInRequest(id: "w2", at: 1_020))
         #expect(try storage.signInRequest(id: "w2")?.expiresAt == 1_300)
@@ -223,6 +223,23 @@ extension StorageContract {
         #expect(try storage.openSignInRequests(user: "alice", now: 1_020).map(\.id) == ["w3"])
         #expect(
             try !storage.answerSignInRequest(id: "w1", status: .approved, answeringKID: "kid-1", methods: [], at: 1_030)
+        )
+        // An instance whose clock is behind the withdrawing one's (as far as `serve` lets one
+        // start) neither lists nor approves it: the expiry is not the withdrawing clock's moment.
+        let behind = 1_020 - 2 * ClockSkewCheck.refusalBound
+        #expect(try storage.openSignInRequests(user: "alice", now: behind).map(\.id) == ["w3"])
+        #expect(
+            try !storage.answerSignInRequest(
+                id: "w1", status: .approved, answeringKID: "kid-1", methods: [], at: behind)
+        )
+        // So is every request of a session's tag.
+        var tagged = signInRequest("w4")
+        tagged.requestedBy = "session-tag"
+        #expect(try storage.insertSignInRequest(tagged, limits: limits, now: 1_000) == .inserted)
+        try storage.withdrawSignInRequests(requestedBy: "session-tag", at: 1_020)
+        #expect(
+            try !storage.answerSignInRequest(
+                id: "w4", status: .approved, answeringKID: "kid-1", methods: [], at: behind)
         )
     }
 

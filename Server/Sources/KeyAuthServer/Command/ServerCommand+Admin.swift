@@ -121,9 +121,10 @@ extension ServerCommand {
             switch action {
             case .list(let json):
                 try listKeys(rotation, json: json, output: output)
-            case .rotate(let requested, let delay):
+            case .rotate(let requested, let delay, let requestedBits):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
-                let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay)
+                let bits = try requestedBits ?? rotation.newestRSABits() ?? 2048
+                let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay, rsaBits: bits)
                 output.standard("\(kid)\n")
                 try recordDone("stored signing key \(kid)", in: storage) { (trail) throws(StorageError) in
                     try trail.record(.rotateKey, by: .administrator, subject: kid, detail: algorithm.rawValue)

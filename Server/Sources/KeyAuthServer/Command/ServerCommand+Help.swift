@@ -9,6 +9,7 @@ extension ServerCommand {
                keyauth-server revoke KID [--db PATH]
                keyauth-server keys [list] [--json] [--db PATH]
                keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION] [--db PATH]
+                                          [--signing-key-bits N]
                keyauth-server clients add NAME [--redirect-uri URI]... [--post-logout-redirect-uri URI]...
                               [--public] | list [--json] | remove ID [--db PATH]
                keyauth-server users [--json] [--db PATH]
@@ -157,7 +158,8 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --request-timeout DURATION
                                     time a connection has to send each whole request, from its
-                                    start or the previous response, default 10s
+                                    start or the previous response, and to take each response,
+                                    default 10s
                                     [KEYAUTH_SERVER_REQUEST_TIMEOUT]
           --connection-timeout DURATION
                                     idle time before a connection closes, default 10s

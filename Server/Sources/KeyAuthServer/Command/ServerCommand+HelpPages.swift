@@ -104,7 +104,8 @@ extension ServerCommand {
                 """)
         case "keys":
             return page(
-                "keys [list] [--json]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]",
+                "keys [list] [--json]\n       keyauth-server keys rotate [--alg RS256|ES256|EdDSA] [--delay DURATION]"
+                    + " [--signing-key-bits N]",
                 """
                 keys lists the signing keys (KID, ALG, STATE next|current|previous|id-tokens|retired,
                 dates; id-tokens is a previous RS256 key that still signs ID tokens). keys rotate
@@ -118,6 +119,8 @@ extension ServerCommand {
                                             else the current key's
                   --delay DURATION          how long before the new key signs (90, 90s, 5m, 1h30m),
                                             default 10m, so that caches of the JWK set see it first
+                  --signing-key-bits N      a new RSA key's size, 2048, 3072 or 4096, default the
+                                            newest RSA key's [KEYAUTH_SERVER_SIGNING_KEY_BITS]
                   --token-lifetime DURATION the servers' access token lifetime, which decides when
                                             previous keys retire, default 15m
                                             [KEYAUTH_SERVER_TOKEN_LIFETIME]

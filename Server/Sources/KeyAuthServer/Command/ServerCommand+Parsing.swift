@@ -270,6 +270,7 @@ extension ServerCommand {
         let rotateAlgorithm = settings.option("--alg")
         let delay = settings.option("--delay")
         let configuredAlgorithm = settings.value("--token-alg")
+        let configuredBits = settings.value("--signing-key-bits")
         let json = settings.commandFlag("--json") ?? false
         let given = try settings.finish(allowingPositionals: 1, checkingFile: false)
         switch given.first {
@@ -293,7 +294,14 @@ extension ServerCommand {
             if let delay {
                 seconds = try ServerSettings.Setting(value: delay, origin: .flag("--delay")).duration(0...86_400)
             }
-            return .keys(.rotate(algorithm: algorithm, delay: seconds), options)
+            var bits: Int?
+            if let configuredBits {
+                guard let value = Int(configuredBits.value), [2048, 3072, 4096].contains(value) else {
+                    throw configuredBits.error("expected 2048, 3072 or 4096, got \(configuredBits.value)")
+                }
+                bits = value
+            }
+            return .keys(.rotate(algorithm: algorithm, delay: seconds, rsaBits: bits), options)
         case let other?:
             throw ServerConfigurationError(
                 "keys: unknown action \(other); expected list or rotate\(suggestion(other, ["list", "rotate"]))")

@@ -79,8 +79,9 @@ package enum ServerCommand {
         /// `keys list [--json]`: every key with its state and dates.
         case list(json: Bool = false)
         /// `keys rotate`: a new key of `algorithm` (nil: `KEYAUTH_SERVER_TOKEN_ALG`, else the
-        /// current key's) that signs after `delay` seconds.
-        case rotate(algorithm: JWSAlgorithm?, delay: Int64)
+        /// current key's) that signs after `delay` seconds; an RSA key of `rsaBits` (nil:
+        /// `--signing-key-bits` was not set, so the size of the newest RSA key, else 2048).
+        case rotate(algorithm: JWSAlgorithm?, delay: Int64, rsaBits: Int? = nil)
     }
 
     /// The settings `keyauth-server keys` shares with `serve`.

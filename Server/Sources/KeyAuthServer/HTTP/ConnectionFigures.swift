@@ -18,4 +18,6 @@ package struct ConnectionFigures: Sendable, Equatable {
     package var shutDownOverShare = 0
     /// Shut down at the limit to make room for a newcomer within its share.
     package var shutDownToMakeRoom = 0
+    /// Shut down because their client had not taken a response within the request timeout.
+    package var shutDownResponseUntaken = 0
 }

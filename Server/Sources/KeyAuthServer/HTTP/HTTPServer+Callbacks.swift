@@ -315,5 +315,7 @@ func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer, ser
     if !server.accepting.load(ordering: .relaxed) || trackedConnection(of: connection)?.closesAfterResponse == true {
         _ = MHD_add_response_header(created, "Connection", "close")
     }
-    return MHD_queue_response(connection, UInt32(response.status), created)
+    let queued = MHD_queue_response(connection, UInt32(response.status), created)
+    if queued == .YES { trackedConnection(of: connection)?.responseQueued(now: ServerClock.monotonicNanoseconds()) }
+    return queued
 }

@@ -5,7 +5,10 @@ import Synchronization
 /// connections each address holds (``ConnectionShares``).
 ///
 /// A connection must deliver each complete request within the timeout of its start or of the
-/// previous response, however it trickles its bytes.
+/// previous response, however it trickles its bytes, and take each response within the timeout
+/// of its queueing, however slowly it reads: libmicrohttpd's timeout restarts at every `send`
+/// that moves a byte, so a client reading a large answer a few bytes at a time kept its slot
+/// for as long as it liked.
 ///
 /// libmicrohttpd's own timeout counts idle time only, so a client that sends one header line
 /// every few seconds keeps a connection (and with many of them, every connection slot) forever.
@@ -243,6 +246,21 @@ final class RequestDeadlines: Sendable {
                     && connection.peer.map {
                         shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
                     } == true
+                if let sending = connection.sendingSince {
+                    // A response not taken in time: linger 0 has the close drop what is still
+                    // queued for the client rather than keep it for a reader that never comes.
+                    guard ServerClock.nanoseconds(from: sending, to: now) > timeoutNanoseconds,
+                        connection.claimShutdown(sendingSince: sending)
+                    else { continue }
+                    var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                    _ = setsockopt(
+                        connection.descriptor, SOL_SOCKET, SO_LINGER, &linger,
+                        socklen_t(MemoryLayout<Glibc.linger>.size))
+                    shutdown(connection.descriptor, Int32(SHUT_RDWR))
+                    registry.figures.shutDownResponseUntaken += 1
+                    shut += 1
+                    continue
+                }
                 guard let since = connection.owesRequestSince else { continue }
                 let owed = ServerClock.nanoseconds(from: since, to: now)
                 let pastDeadline = owed > timeoutNanoseconds

@@ -2,7 +2,7 @@ import Synchronization
 
 /// An open connection as the server tracks it: its socket, its peer's address (as text and as
 /// the key the connection counts are kept by), and when it began to owe the server a complete
-/// request.
+/// request, or to owe its client the reading of a response.
 ///
 /// Created when libmicrohttpd accepts the connection and kept in its socket context until the
 /// connection's close notice, which libmicrohttpd sends before it closes the socket, so the
@@ -17,12 +17,16 @@ final class TrackedConnection: Sendable {
     /// Monotonic nanoseconds at the connection's start.
     let startedAt: UInt64
     /// Monotonic nanoseconds since the connection owes a complete request (its start, or the end
-    /// of the previous response), 0 while a received request is being answered, or
+    /// of the previous response), 0 while a received request is being answered, the moment its
+    /// response was queued with ``sendingTag`` set while the client takes it, or
     /// ``shutDownMark`` once the registry has shut the socket down. The registry claims a
     /// connection and the worker claims its request by exchanging this one value, so exactly one
     /// of them wins (``requestReceived()``, ``claimShutdown(owedSince:)``).
     private let owedSince: Atomic<UInt64>
     private static let shutDownMark = UInt64.max
+    /// Marks a value of ``owedSince`` as the moment a response was queued: monotonic nanoseconds
+    /// stay below 2^63 for centuries of uptime.
+    private static let sendingTag: UInt64 = 1 << 63
     /// Whether its next response closes the connection (``closeAfterResponse()``).
     private let closing = Atomic<Bool>(false)
     /// Whether the raw target of the request being received escapes a zero byte in its path
@@ -70,6 +74,13 @@ final class TrackedConnection: Sendable {
         storeUnlessShutDown(0)
     }
 
+    /// The response was handed to libmicrohttpd at `now`: from then on its client has the
+    /// request timeout to take it (``RequestDeadlines``), however slowly it reads. A connection
+    /// already shut down stays so.
+    func responseQueued(now: UInt64) {
+        storeUnlessShutDown(now | Self.sendingTag)
+    }
+
     /// The response went out (or the request ended otherwise): the next request is owed from
     /// `now`, idle keep-alive time included. A connection already shut down stays so.
     func requestEnded(now: UInt64) {
@@ -94,16 +105,31 @@ final class TrackedConnection: Sendable {
     /// `since` (a value ``owesRequestSince`` returned): false when its request came in meanwhile
     /// or it was claimed already. The caller shuts the socket down only after a true answer.
     func claimShutdown(owedSince since: UInt64) -> Bool {
-        guard since != 0, since != Self.shutDownMark else { return false }
+        guard since != 0, since & Self.sendingTag == 0 else { return false }
         return owedSince.compareExchange(expected: since, desired: Self.shutDownMark, ordering: .acquiringAndReleasing)
             .exchanged
     }
 
+    /// Claims the connection for a shutdown if its client is still taking the response queued
+    /// at `since` (a value ``sendingSince`` returned): false once that response went out.
+    func claimShutdown(sendingSince since: UInt64) -> Bool {
+        guard since & Self.sendingTag == 0 else { return false }
+        return owedSince.compareExchange(
+            expected: since | Self.sendingTag, desired: Self.shutDownMark, ordering: .acquiringAndReleasing
+        ).exchanged
+    }
+
     /// Monotonic nanoseconds since the connection owes a complete request, or nil while one is
-    /// being answered or once the connection is shut down.
+    /// being answered or sent, or once the connection is shut down.
     var owesRequestSince: UInt64? {
         let since = owedSince.load(ordering: .relaxed)
-        return since == 0 || since == Self.shutDownMark ? nil : since
+        return since == 0 || since & Self.sendingTag != 0 ? nil : since
+    }
+
+    /// Monotonic nanoseconds since the response being sent was queued, or nil when none is.
+    var sendingSince: UInt64? {
+        let since = owedSince.load(ordering: .relaxed)
+        return since != Self.shutDownMark && since & Self.sendingTag != 0 ? since & ~Self.sendingTag : nil
     }
 
     /// Whether the connection owes a request for longer than `timeout` nanoseconds at `now`.

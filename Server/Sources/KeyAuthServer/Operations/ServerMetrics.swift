@@ -148,6 +148,7 @@ final class ServerMetrics: Sendable {
             "# TYPE keyauth_connections_shut_down_total counter",
             "keyauth_connections_shut_down_total{reason=\"request_deadline\"} \(figures.shutDownPastDeadline)",
             "keyauth_connections_shut_down_total{reason=\"share\"} \(figures.shutDownOverShare)",
+            "keyauth_connections_shut_down_total{reason=\"response_deadline\"} \(figures.shutDownResponseUntaken)",
             "keyauth_connections_shut_down_total{reason=\"make_room\"} \(figures.shutDownToMakeRoom)",
         ]
     }

@@ -70,6 +70,18 @@ struct SigningKeyRotation: Sendable {
         try list().first { $0.state == .current }?.algorithm
     }
 
+    /// The size of the newest RSA key not retired, or nil when there is none: a rotation keeps
+    /// the size `--signing-key-bits` gave the first key, where a fixed 2048 would quietly shrink
+    /// a 4096-bit deployment's key at its first rotation.
+    func newestRSABits() throws -> Int? {
+        var records = try storage.signingKeys(includingRetired: false)
+        defer { for index in records.indices { CryptoPrimitives.wipe(&records[index].privatePEM) } }
+        guard let newest = records.filter({ $0.algorithm == .rs256 }).max(by: { $0.activeFrom < $1.activeFrom }),
+            case .rsa(let key) = try JWSPrivateKey(pemRepresentation: newest.privatePEM)
+        else { return nil }
+        return key.publicKey.bits
+    }
+
     /// Generates a key for `algorithm` and stores it to sign from `now + delay`, or from a second
     /// after the latest key's `active_from` when that is later (two rotations in one second), so
     /// that no two keys ever share an `active_from` and the newer always takes over.

@@ -107,8 +107,10 @@ package protocol SignInStorage: Sendable {
     func markSignInRequestIssued(id: String, expiringAfter oldestCollectable: Int64, audit: AuditEvent?)
         throws(StorageError) -> Bool
 
-    /// Ends a pending, unexpired request at `time` (its expiry set to `time`), for a browser that
-    /// stopped waiting for it: the user's devices no longer list it, and none can answer it.
+    /// Ends a pending, unexpired request at `time` (its expiry set to
+    /// ``ClockSkewCheck/purgeMargin`` before `time`, so that it is expired on every instance's
+    /// clock), for a browser that stopped waiting for it: the user's devices no longer list it,
+    /// and none can answer it.
     ///
     /// - Returns: whether a request was ended (false when it was answered or expired already).
     @discardableResult

@@ -24,7 +24,11 @@ final class RawHTTPConnection {
     ///
     /// - Parameter sourceAddress: a loopback address (`127.0.0.77`) to connect from, so that a
     ///   test can be several clients; the kernel's choice (127.0.0.1) when nil.
-    init(port: UInt16, timeoutSeconds: Int = 10, sourceAddress: String? = nil) throws {
+    /// - Parameter receiveBufferBytes: the socket's receive buffer, set before the connection so
+    ///   that it bounds the window the server may fill (a slow reader); the kernel's when nil.
+    init(port: UInt16, timeoutSeconds: Int = 10, sourceAddress: String? = nil, receiveBufferBytes: Int32? = nil)
+        throws
+    {
         // A local until connected: once `descriptor` is set, a throw runs deinit, which would
         // close it a second time, and by then the number may be another thread's socket (seen in
         // CI: a libmicrohttpd daemon's descriptor closed under it, which aborts the process).
@@ -33,6 +37,9 @@ final class RawHTTPConnection {
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if var receiveBufferBytes {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &receiveBufferBytes, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let sourceAddress {
             guard Self.withIPv4Address(sourceAddress, port: 0, { bind(descriptor, $0, $1) }) == 0 else {
                 Glibc.close(descriptor)
@@ -129,6 +136,17 @@ final class RawHTTPConnection {
 
     /// Whether the server closed (or reset) the connection within `milliseconds`, without
     /// waiting for the receive timeout when it did not.
+    /// Reads what has arrived, up to `count` bytes, waiting at most `milliseconds` for it: how
+    /// many bytes it read (0 when none came), or nil once the server closed or reset the
+    /// connection.
+    func receiveSome(upTo count: Int, waitingMilliseconds milliseconds: Int32) -> Int? {
+        var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&request, 1, milliseconds) > 0 else { return 0 }
+        var bytes = [UInt8](repeating: 0, count: count)
+        let received = recv(descriptor, &bytes, count, 0)
+        return received > 0 ? received : nil
+    }
+
     func isClosedByServer(waitingMilliseconds milliseconds: Int32) -> Bool {
         var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&request, 1, milliseconds) == 1 else { return false }

@@ -277,8 +277,8 @@ extension SQLStorage {
     package func withdrawSignInRequest(id: String, at time: Int64) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.execute(
-                "UPDATE sign_in_requests SET expires_at = $2 WHERE id = $1 AND status = 'pending' AND expires_at > $2",
-                [.text(id), .integer(time)]
+                "UPDATE sign_in_requests SET expires_at = $3 WHERE id = $1 AND status = 'pending' AND expires_at > $2",
+                [.text(id), .integer(time), .integer(Self.withdrawnExpiry(at: time))]
             ).affectedRowCount == 1
         }
     }
@@ -295,10 +295,18 @@ extension SQLStorage {
     ) throws(StorageError) {
         try connection.execute(
             """
-            UPDATE sign_in_requests SET expires_at = $2
+            UPDATE sign_in_requests SET expires_at = $3
             WHERE requested_by = $1 AND status = 'pending' AND expires_at > $2
             """,
-            [.text(tag), .integer(time)])
+            [.text(tag), .integer(time), .integer(withdrawnExpiry(at: time))])
+    }
+
+    /// The expiry of a request withdrawn at `time`: ``ClockSkewCheck/purgeMargin`` before it. Each
+    /// instance judges expiry by its own clock, and an expiry of `time` left the request open to
+    /// approval on an instance whose clock was behind the withdrawing one's; every instance that
+    /// `serve` lets start is within that margin of every other.
+    static func withdrawnExpiry(at time: Int64) -> Int64 {
+        time.subtractingSaturating(ClockSkewCheck.purgeMargin)
     }
 
     package func purgeSignInRequests(expiredBefore: Int64) throws(StorageError) -> Int {
