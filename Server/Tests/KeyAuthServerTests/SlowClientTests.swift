@@ -112,6 +112,8 @@ struct SlowClientTests {
         // libmicrohttpd's idle timeout restarts at every byte sent: it never closes a slow reader.
         options.connectionTimeoutSeconds = 600
         options.connectionsPerAddressLimit = 1
+        // A second for the 16 MiB on top of the timeout (the default rate would allow 17 min).
+        options.slowestReadingBytesPerSecond = LargeAnswer.size
         let server = try HTTPServer(responder: LargeAnswer(), options: options)
         defer { server.stop() }
         let reader = try RawHTTPConnection(port: server.port, sourceAddress: Self.attacker, receiveBufferBytes: 4096)
@@ -132,12 +134,34 @@ struct SlowClientTests {
         #expect(received > 0 && received < LargeAnswer.size)
         #expect(eventually { server.openConnections == 0 })
         #expect(server.connectionFigures.shutDownResponseUntaken == 1)
-        // The address's one slot is free again, and a reader that keeps up gets the whole answer.
+        // The address's one slot is free again.
         let next = try RawHTTPConnection(port: server.port, sourceAddress: Self.attacker)
-        try next.send(RawHTTPConnection.requestBytes(method: "GET", path: "/large"))
+        try next.send(RawHTTPConnection.requestBytes(method: "GET", path: "/small"))
         let answer = try next.readResponse()
         #expect(answer.status == 200)
-        #expect(answer.body.count == LargeAnswer.size)
+        #expect(answer.body == Array("small".utf8))
+    }
+
+    @Test("a response's deadline starts after the time its size needs at the slowest reading rate")
+    func responseAllowance() throws {
+        // The default rate, 16 KiB/s: 160 KiB are allowed 10 s before the 10 s timeout counts.
+        let registry = RequestDeadlines(timeoutSeconds: 10, shares: ConnectionShares(limit: 100, perAddressLimit: 0))
+        defer { registry.cancel() }
+        var pair: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { for descriptor in pair { close(descriptor) } }
+        let connection = registry.connectionStarted(descriptor: pair[0], clientAddress: "", peer: nil)
+        defer { registry.connectionClosed(connection) }
+        let now = ServerClock.monotonicNanoseconds()
+        #expect(connection.requestReceived())
+        registry.responseQueued(on: connection, bytes: 160 * 1024, now: now)
+        #expect(connection.owesRequestSince == nil)
+        #expect(registry.sweep(now: now + 19_000_000_000) == 0)
+        #expect(registry.sweep(now: now + 21_000_000_000) == 1)
+        #expect(registry.figures.shutDownResponseUntaken == 1)
+        // Shut down: the response's end does not bring it back.
+        connection.requestEnded(now: now + 22_000_000_000)
+        #expect(connection.owesRequestSince == nil && connection.sendingSince == nil)
     }
 
     /// A server whose request deadline is 2 s and whose idle timeout is too long to matter.
@@ -173,13 +197,14 @@ struct SlowClientTests {
     }
 }
 
-/// 16 MiB for every request: more than the kernel's socket buffers hold, so a client that
-/// reads slowly keeps the response in libmicrohttpd's hands.
+/// 16 MiB for every request but `/small`: more than the kernel's socket buffers hold, so a
+/// client that reads slowly keeps the response in libmicrohttpd's hands.
 private struct LargeAnswer: HTTPResponder {
     static let size = 16 << 20
 
     func respond(to request: HTTPRequest) -> HTTPResponse {
-        HTTPResponse(status: 200, body: [UInt8](repeating: 0x61, count: Self.size))
+        if request.path == "/small" { return HTTPResponse(status: 200, body: Array("small".utf8)) }
+        return HTTPResponse(status: 200, body: [UInt8](repeating: 0x61, count: Self.size))
     }
 }
 

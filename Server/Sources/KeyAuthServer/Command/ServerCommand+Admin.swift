@@ -123,7 +123,7 @@ extension ServerCommand {
                 try listKeys(rotation, json: json, output: output)
             case .rotate(let requested, let delay, let requestedBits):
                 let algorithm = try requested ?? rotation.currentAlgorithm() ?? .rs256
-                let bits = try requestedBits ?? rotation.newestRSABits() ?? 2048
+                let bits = algorithm == .rs256 ? try requestedBits ?? rotation.newestRSABits() ?? 2048 : 2048
                 let (kid, activeFrom) = try rotation.rotate(to: algorithm, delay: delay, rsaBits: bits)
                 output.standard("\(kid)\n")
                 try recordDone("stored signing key \(kid)", in: storage) { (trail) throws(StorageError) in

@@ -158,14 +158,15 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_MAX_CONNECTIONS_PER_ADDRESS]
           --request-timeout DURATION
                                     time a connection has to send each whole request, from its
-                                    start or the previous response, and to take each response,
-                                    default 10s
+                                    start or the previous response, and to take each response
+                                    (after the time its size needs at 16 KiB/s), default 10s
                                     [KEYAUTH_SERVER_REQUEST_TIMEOUT]
           --connection-timeout DURATION
                                     idle time before a connection closes, default 10s
                                     [KEYAUTH_SERVER_CONNECTION_TIMEOUT]
-          --signing-key-bits N      size of the signing key made on first start, 2048 (default),
-                                    3072 or 4096 [KEYAUTH_SERVER_SIGNING_KEY_BITS]
+          --signing-key-bits N      size of the RSA signing key made on first start (and by keys
+                                    rotate), 2048 (default), 3072 or 4096
+                                    [KEYAUTH_SERVER_SIGNING_KEY_BITS]
           --token-alg RS256|ES256|EdDSA
                                     algorithm of the signing key made on first start, default
                                     RS256 (every JWT library has it); ES256 signs far faster; also

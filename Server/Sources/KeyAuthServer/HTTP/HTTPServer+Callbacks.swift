@@ -316,6 +316,9 @@ func httpServerQueue(_ response: HTTPResponse, on connection: OpaquePointer, ser
         _ = MHD_add_response_header(created, "Connection", "close")
     }
     let queued = MHD_queue_response(connection, UInt32(response.status), created)
-    if queued == .YES { trackedConnection(of: connection)?.responseQueued(now: ServerClock.monotonicNanoseconds()) }
+    if queued == .YES, let tracked = trackedConnection(of: connection) {
+        server.deadlines.responseQueued(
+            on: tracked, bytes: response.body.count, now: ServerClock.monotonicNanoseconds())
+    }
     return queued
 }

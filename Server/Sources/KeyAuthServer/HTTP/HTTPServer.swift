@@ -54,6 +54,13 @@ package struct HTTPServerOptions: Sendable {
     package var requestTimeoutSeconds: Int = defaultRequestTimeoutSeconds
     /// 10: a login or registration is a few kilobytes, sent in milliseconds even on a poor link.
     package static let defaultRequestTimeoutSeconds = 10
+    /// The slowest a client may read a response and keep its connection: the request timeout
+    /// for taking a response starts after the time its size needs at this rate.
+    package var slowestReadingBytesPerSecond: Int = defaultSlowestReadingBytesPerSecond
+    /// 16 KiB/s, a poor mobile link: a large answer (the SSH revocation list of a big
+    /// deployment, 2 MB at 20,000 revoked devices) still reaches a host on it, where a reset
+    /// would leave the host trusting revoked keys.
+    package static let defaultSlowestReadingBytesPerSecond = 16 * 1024
     /// The largest request body accepted (PROTOCOL.md section 4: 64 KiB, else 413).
     package var maximumBodySize: Int = 64 * 1024
     /// Bytes of a too-large chunked body the transport reads and drops before it gives up on the
@@ -95,7 +102,9 @@ package final class HTTPServer: Sendable {
         let context = HTTPServerContext(
             responder: responder, maximumBodySize: options.maximumBodySize,
             maximumDiscardedBytes: options.maximumDiscardedBytes,
-            deadlines: RequestDeadlines(timeoutSeconds: options.requestTimeoutSeconds, shares: shares))
+            deadlines: RequestDeadlines(
+                timeoutSeconds: options.requestTimeoutSeconds, shares: shares,
+                slowestReadingBytesPerSecond: options.slowestReadingBytesPerSecond))
         // Retained for the daemon's lifetime: its threads may call back until MHD_stop_daemon
         // returns; released in `stop`/`deinit` after that.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()

@@ -6,9 +6,10 @@ import Synchronization
 ///
 /// A connection must deliver each complete request within the timeout of its start or of the
 /// previous response, however it trickles its bytes, and take each response within the timeout
-/// of its queueing, however slowly it reads: libmicrohttpd's timeout restarts at every `send`
-/// that moves a byte, so a client reading a large answer a few bytes at a time kept its slot
-/// for as long as it liked.
+/// of its queueing (plus the time its size needs at
+/// ``HTTPServerOptions/slowestReadingBytesPerSecond``), however it spreads its reads:
+/// libmicrohttpd's timeout restarts at every `send` that moves a byte, so a client reading a
+/// large answer a few bytes at a time kept its slot for as long as it liked.
 ///
 /// libmicrohttpd's own timeout counts idle time only, so a client that sends one header line
 /// every few seconds keeps a connection (and with many of them, every connection slot) forever.
@@ -134,13 +135,19 @@ final class RequestDeadlines: Sendable {
     }
 
     private let timeoutNanoseconds: UInt64
+    /// Nanoseconds a response's client is allowed per byte on top of the timeout.
+    private let allowedNanosecondsPerByte: UInt64
     private let shares: ConnectionShares
     private let registry = Mutex(Registry())
     private let sweeper = Mutex<RepeatingTimer?>(nil)
 
     /// Starts the sweep, once a second.
-    init(timeoutSeconds: Int, shares: ConnectionShares) {
+    init(
+        timeoutSeconds: Int, shares: ConnectionShares,
+        slowestReadingBytesPerSecond: Int = HTTPServerOptions.defaultSlowestReadingBytesPerSecond
+    ) {
         timeoutNanoseconds = UInt64(max(timeoutSeconds, 1)) * 1_000_000_000
+        allowedNanosecondsPerByte = 1_000_000_000 / UInt64(min(max(slowestReadingBytesPerSecond, 1), 1_000_000_000))
         self.shares = shares
         let timer = RepeatingTimer(intervalSeconds: 1, leewayMilliseconds: 100) { [weak self] in
             self?.sweep(now: ServerClock.monotonicNanoseconds())
@@ -181,6 +188,14 @@ final class RequestDeadlines: Sendable {
                 return false
             }
         }
+    }
+
+    /// Starts the deadline of a response of `bytes` bytes just queued on `connection` at `now`:
+    /// the timeout, after the time its size needs at the slowest reading rate allowed.
+    func responseQueued(on connection: TrackedConnection, bytes: Int, now: UInt64) {
+        let allowance = UInt64(max(bytes, 0)).multipliedReportingOverflow(by: allowedNanosecondsPerByte)
+        let start = now.addingReportingOverflow(allowance.partialValue)
+        connection.responseQueued(countingFrom: allowance.overflow || start.overflow ? .max : start.partialValue)
     }
 
     /// Registers a connection that libmicrohttpd just accepted.

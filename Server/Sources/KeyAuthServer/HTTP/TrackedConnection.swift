@@ -74,11 +74,13 @@ final class TrackedConnection: Sendable {
         storeUnlessShutDown(0)
     }
 
-    /// The response was handed to libmicrohttpd at `now`: from then on its client has the
-    /// request timeout to take it (``RequestDeadlines``), however slowly it reads. A connection
-    /// already shut down stays so.
-    func responseQueued(now: UInt64) {
-        storeUnlessShutDown(now | Self.sendingTag)
+    /// A response was handed to libmicrohttpd: its client has the request timeout counted from
+    /// `start` (monotonic nanoseconds, its queueing plus what its size is allowed) to take it
+    /// (``RequestDeadlines/responseQueued(on:bytes:now:)``), however it spreads its reads. A
+    /// connection already shut down stays so.
+    func responseQueued(countingFrom start: UInt64) {
+        // Kept below the tag: a start past it would read as another state.
+        storeUnlessShutDown(min(start, Self.sendingTag - 1) | Self.sendingTag)
     }
 
     /// The response went out (or the request ended otherwise): the next request is owed from
@@ -126,7 +128,8 @@ final class TrackedConnection: Sendable {
         return since == 0 || since & Self.sendingTag != 0 ? nil : since
     }
 
-    /// Monotonic nanoseconds since the response being sent was queued, or nil when none is.
+    /// Monotonic nanoseconds from which the request timeout counts for the response being sent
+    /// (its queueing, plus the time its size is allowed), or nil when none is being sent.
     var sendingSince: UInt64? {
         let since = owedSince.load(ordering: .relaxed)
         return since != Self.shutDownMark && since & Self.sendingTag != 0 ? since & ~Self.sendingTag : nil

@@ -134,8 +134,6 @@ final class RawHTTPConnection {
         return recv(descriptor, &byte, 1, 0) == 0
     }
 
-    /// Whether the server closed (or reset) the connection within `milliseconds`, without
-    /// waiting for the receive timeout when it did not.
     /// Reads what has arrived, up to `count` bytes, waiting at most `milliseconds` for it: how
     /// many bytes it read (0 when none came), or nil once the server closed or reset the
     /// connection.
@@ -147,6 +145,8 @@ final class RawHTTPConnection {
         return received > 0 ? received : nil
     }
 
+    /// Whether the server closed (or reset) the connection within `milliseconds`, without
+    /// waiting for the receive timeout when it did not.
     func isClosedByServer(waitingMilliseconds milliseconds: Int32) -> Bool {
         var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&request, 1, milliseconds) == 1 else { return false }

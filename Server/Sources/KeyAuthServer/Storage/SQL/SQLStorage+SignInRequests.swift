@@ -85,13 +85,14 @@ extension SQLStorage {
                     return .tooManyOpen(earliestExpiry: earliest)
                 }
                 // Only once the request is allowed: a refused one replaces nothing.
+                // Ended as a withdrawal is, so that no instance's clock finds it open.
                 for row in replaced {
                     try connection.execute(
                         """
-                        UPDATE sign_in_requests SET expires_at = $2
+                        UPDATE sign_in_requests SET expires_at = $3
                         WHERE id = $1 AND status = 'pending' AND expires_at > $2
                         """,
-                        [.text(row.id), .integer(now)])
+                        [.text(row.id), .integer(now), .integer(Self.withdrawnExpiry(at: now))])
                 }
                 try Self.insertSignInRequestRow(request, in: connection)
                 return .inserted
