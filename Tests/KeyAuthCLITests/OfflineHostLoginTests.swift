@@ -241,12 +241,18 @@ struct OfflineHostLoginTests {
         }
     }
 
-    /// With `refusedWithOfflineOff`, the refusal comes through a service with `offline=no`
-    /// (sshd's, say), while the grant was stored by one that has offline logins.
+    /// How the refusal of a revoked device reaches the host: through the service that stored
+    /// the grant, through one with `offline=no` (sshd's, say), or through one with `offline=no`
+    /// called by a setuid program whose real uid is the user's (`su`).
+    enum Refusal: CaseIterable, Sendable {
+        case sameService, offlineOff, offlineOffFromUser
+    }
+
     @Test(
         "a revoked device is refused online, its grant is emptied, and it no longer logs in offline",
-        .timeLimit(.minutes(5)), arguments: [false, true])
-    func revokedDevice(refusedWithOfflineOff: Bool) async throws {
+        .timeLimit(.minutes(5)), arguments: Refusal.allCases)
+    func revokedDevice(refusal: Refusal) async throws {
+        let refusedWithOfflineOff = refusal != .sameService
         try await withOfflineMachine { machine, _ in
             _ = try loginOnline(machine)
             let revoked = try KeyAuthServerProcess.runCommand([
@@ -254,7 +260,10 @@ struct OfflineHostLoginTests {
             ])
             try #require(revoked.status == 0, "\(revoked.error)")
             if refusedWithOfflineOff { try machine.writeService(server: machine.server.url, extra: " offline=no") }
-            let refused = try machine.pamtester(pin: HostLoginMachine.pin)
+            let refused =
+                refusal == .offlineOffFromUser
+                ? try machine.pamtesterFromUser(pin: HostLoginMachine.pin)
+                : try machine.pamtester(pin: HostLoginMachine.pin)
             #expect(refused.status != 0)
             var status = stat()
             #expect(stat(machine.grantPath, &status) == 0 && status.st_size == 0, "the grant was not emptied")

@@ -33,8 +33,10 @@ extension PAMHelper {
     ) -> OfflineAccess {
         guard request.allowsOffline else {
             let path = directory + "/" + request.user + ".grant"
+            // By the effective uid: `su` and polkit's agent helper call PAM, and so start this
+            // helper, with the caller's real uid, which cannot see into root's directory.
             let existing =
-                geteuid() == 0 && access(path, F_OK) == 0
+                geteuid() == 0 && faccessat(AT_FDCWD, path, F_OK, AT_EACCESS) == 0
                 ? try? OfflineGrantStore.open(linuxUser: request.user, directory: directory) : nil
             return OfflineAccess(store: existing, reason: "offline login is off (offline=no)", logsIn: false)
         }
