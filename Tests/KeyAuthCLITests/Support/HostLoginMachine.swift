@@ -168,7 +168,9 @@ final class HostLoginMachine: @unchecked Sendable {
     /// `su` and polkit's agent helper call PAM: real uid the user's, effective uid root.
     func pamtesterFromUser(pin: String) throws -> CommandResult {
         guard let entry = getpwnam(user) else { throw TestFailure("no passwd entry for \(user)") }
-        let switchUID = "import os, sys; os.setresuid(\(entry.pointee.pw_uid), 0, 0); os.execv(sys.argv[1], sys.argv[1:])"
+        let switchUID =
+            "import os, sys; os.setresuid(\(entry.pointee.pw_uid), 0, 0); "
+            + "os.execv(sys.argv[1], sys.argv[1:])"
         return try runProcess(
             "/usr/bin/python3", ["-c", switchUID, Self.pamtester, "-v", service, user, "authenticate"],
             environment: ["PATH": "/usr/bin:/bin", "LANG": "C"], standardInput: pin + "\n", timeout: 90)
