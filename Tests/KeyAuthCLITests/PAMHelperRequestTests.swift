@@ -162,9 +162,9 @@ struct PAMHelperAccountTests {
 
 @Suite("pam_keyauth and a TPM's lockout")
 struct PAMHelperTPMLockoutTests {
-    private func info(counter: Int, locked: Bool = false, interval: Int = 1000) -> TPMInfo {
+    private func info(counter: Int, locked: Bool = false, interval: Int = 1000, tries: Int = 3) -> TPMInfo {
         TPMInfo(
-            manufacturer: "IBM", vendor: "SW   TPM", lockoutCounter: counter, maximumTries: 3,
+            manufacturer: "IBM", vendor: "SW   TPM", lockoutCounter: counter, maximumTries: tries,
             lockoutInterval: interval, lockoutRecovery: 1000, isLockedOut: locked, rsaKeySizes: [2048])
     }
 
@@ -182,5 +182,19 @@ struct PAMHelperTPMLockoutTests {
                 == .locked(
                     "the TPM is locked after too many wrong PINs and refuses its keys until its owner resets the lockout"
                 ))
+    }
+
+    @Test("host logins leave a TPM's last quarter of tries to the keyauth command, so a stranger cannot lock it")
+    func reserve() {
+        #expect(
+            PAMHelper.tpmLockoutState(info(counter: 23, tries: 32))
+                == .ask(note: " (the TPM locks after 9 more wrong PINs)"))
+        #expect(
+            PAMHelper.tpmLockoutState(info(counter: 24, tries: 32))
+                == .locked(
+                    "the TPM takes only 8 more wrong PINs before it locks every key on this machine; "
+                        + "host logins leave those to keyauth login, so that no one at a login prompt can lock it"))
+        #expect(PAMHelper.reservedTries(info(counter: 0, tries: 32)) == 8)
+        #expect(PAMHelper.reservedTries(info(counter: 0, tries: 3)) == 0)
     }
 }

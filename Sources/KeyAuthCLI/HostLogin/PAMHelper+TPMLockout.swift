@@ -14,6 +14,11 @@ extension PAMHelper {
 
     /// The state `info` describes; nil (the TPM did not answer) asks the PIN, and the login
     /// then fails with the TPM's own error.
+    ///
+    /// Host logins stop short of the lockout, leaving the TPM's last quarter of tries
+    /// (``reservedTries(_:)``) to the `keyauth` command: anyone who reaches a login prompt (an
+    /// ssh client from anywhere, with `mode=local`) may type PINs, and a locked TPM refuses every
+    /// key on the machine, every user's, and whatever else it holds (a disk's key).
     static func tpmLockoutState(_ info: TPMInfo?) -> TPMLockoutState {
         guard let info else { return .ask(note: "") }
         if info.isLockedOut || info.attemptsLeft == 0 {
@@ -23,8 +28,20 @@ extension PAMHelper {
                 : "until its owner resets the lockout"
             return .locked("the TPM is locked after too many wrong PINs and refuses its keys \(wait)")
         }
+        let reserved = reservedTries(info)
+        if reserved > 0, info.attemptsLeft <= reserved {
+            return .locked(
+                "the TPM takes only \(info.attemptsLeft) more wrong PINs before it locks every key on this machine; "
+                    + "host logins leave those to keyauth login, so that no one at a login prompt can lock it")
+        }
         guard info.lockoutCounter > 0 else { return .ask(note: "") }
         let attempts = info.attemptsLeft == 1 ? "1 more wrong PIN" : "\(info.attemptsLeft) more wrong PINs"
         return .ask(note: " (the TPM locks after \(attempts))")
+    }
+
+    /// The tries host logins leave to the `keyauth` command: a quarter of the TPM's (8 of the
+    /// usual 32), none for a TPM with fewer than 4.
+    static func reservedTries(_ info: TPMInfo) -> Int {
+        info.maximumTries / 4
     }
 }
