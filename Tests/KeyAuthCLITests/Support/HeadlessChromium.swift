@@ -16,13 +16,13 @@ enum HeadlessChromium {
             && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
     }
 
-    /// What the steps find defined: `driver`, `wait` (60 s, ignoring elements that a reload made
-    /// stale), `seen`, `button(text, scope)` and `run_keyauth(binary, home, arguments, input)`.
+    /// What the steps find defined: `driver`, `wait` (60 s, looking again while a reload
+    /// replaces the page), `seen`, `button(text, scope)` and `run_keyauth(binary, home, arguments, input)`.
     private static let preamble = #"""
         import json, subprocess, sys, tempfile, time, urllib.request
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
-        from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
@@ -33,8 +33,11 @@ enum HeadlessChromium {
                      "--window-size=1280,900", "--user-data-dir=" + tempfile.mkdtemp(prefix="keyauth-chromium-")]:
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
-        # A form's answer reloads the page: an element found before it goes stale, so look again.
-        wait = WebDriverWait(driver, 60, ignored_exceptions=[NoSuchElementException, StaleElementReferenceException])
+        # A form's answer reloads the page: an element found before it goes stale, and a look
+        # while the page is replaced can fail with a bare WebDriverException (seen in CI on a
+        # loaded machine, just after a 303), so look again; a page that never comes still
+        # ends the wait with its timeout.
+        wait = WebDriverWait(driver, 60, ignored_exceptions=[WebDriverException])
 
         def button(text, scope=None):
             for candidate in (scope or driver).find_elements(By.TAG_NAME, "button"):
