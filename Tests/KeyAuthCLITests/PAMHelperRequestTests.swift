@@ -184,7 +184,7 @@ struct PAMHelperTPMLockoutTests {
                 ))
     }
 
-    @Test("host logins leave a TPM's last quarter of tries to the keyauth command, so a stranger cannot lock it")
+    @Test("host logins leave a TPM's last quarter of tries to the keyauth command, stopping a stranger's PINs")
     func reserve() {
         #expect(
             PAMHelper.tpmLockoutState(info(counter: 23, tries: 32))
@@ -192,8 +192,15 @@ struct PAMHelperTPMLockoutTests {
         #expect(
             PAMHelper.tpmLockoutState(info(counter: 24, tries: 32))
                 == .locked(
-                    "the TPM takes only 8 more wrong PINs before it locks every key on this machine; "
-                        + "host logins leave those to keyauth login, so that no one at a login prompt can lock it"))
+                    "the TPM takes only 8 more wrong PINs before it locks every key on this machine, and host logins "
+                        + "leave those to keyauth login so that no one at a login prompt can lock it; it forgets one "
+                        + "wrong PIN every 1000 seconds"))
+        #expect(
+            PAMHelper.tpmLockoutState(info(counter: 31, interval: 0, tries: 32))
+                == .locked(
+                    "the TPM takes only 1 more wrong PIN before it locks every key on this machine, and host logins "
+                        + "leave those to keyauth login so that no one at a login prompt can lock it; it forgets none "
+                        + "until its owner resets the lockout"))
         #expect(PAMHelper.reservedTries(info(counter: 0, tries: 32)) == 8)
         #expect(PAMHelper.reservedTries(info(counter: 0, tries: 3)) == 0)
     }

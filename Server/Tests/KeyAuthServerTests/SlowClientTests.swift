@@ -162,6 +162,15 @@ struct SlowClientTests {
         // Shut down: the response's end does not bring it back.
         connection.requestEnded(now: now + 22_000_000_000)
         #expect(connection.owesRequestSince == nil && connection.sendingSince == nil)
+
+        // A size past any allowance is capped at 2 minutes, and stays a response being sent.
+        let large = registry.connectionStarted(descriptor: pair[1], clientAddress: "", peer: nil)
+        defer { registry.connectionClosed(large) }
+        #expect(large.requestReceived())
+        registry.responseQueued(on: large, bytes: .max, now: now)
+        #expect(large.sendingSince == now + RequestDeadlines.longestSizeAllowanceNanoseconds)
+        #expect(registry.sweep(now: now + 129_000_000_000) == 0)
+        #expect(registry.sweep(now: now + 131_000_000_000) == 1)
     }
 
     /// A server whose request deadline is 2 s and whose idle timeout is too long to matter.

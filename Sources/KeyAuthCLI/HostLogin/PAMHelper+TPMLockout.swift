@@ -18,7 +18,10 @@ extension PAMHelper {
     /// Host logins stop short of the lockout, leaving the TPM's last quarter of tries
     /// (``reservedTries(_:)``) to the `keyauth` command: anyone who reaches a login prompt (an
     /// ssh client from anywhere, with `mode=local`) may type PINs, and a locked TPM refuses every
-    /// key on the machine, every user's, and whatever else it holds (a disk's key).
+    /// key on the machine, every user's, and whatever else it holds (a disk's key). The state is
+    /// read before the PIN is asked, so prompts open at the same moment each pass this check
+    /// before any of their PINs counts: the reserve holds against PINs typed one prompt after
+    /// another, and only as many concurrent prompts as it has tries (sshd's `MaxStartups`).
     static func tpmLockoutState(_ info: TPMInfo?) -> TPMLockoutState {
         guard let info else { return .ask(note: "") }
         if info.isLockedOut || info.attemptsLeft == 0 {
@@ -28,14 +31,18 @@ extension PAMHelper {
                 : "until its owner resets the lockout"
             return .locked("the TPM is locked after too many wrong PINs and refuses its keys \(wait)")
         }
+        let attempts = info.attemptsLeft == 1 ? "1 more wrong PIN" : "\(info.attemptsLeft) more wrong PINs"
         let reserved = reservedTries(info)
         if reserved > 0, info.attemptsLeft <= reserved {
+            let recovery =
+                info.lockoutInterval > 0
+                ? "it forgets one wrong PIN every \(info.lockoutInterval) seconds"
+                : "it forgets none until its owner resets the lockout"
             return .locked(
-                "the TPM takes only \(info.attemptsLeft) more wrong PINs before it locks every key on this machine; "
-                    + "host logins leave those to keyauth login, so that no one at a login prompt can lock it")
+                "the TPM takes only \(attempts) before it locks every key on this machine, and host logins leave "
+                    + "those to keyauth login so that no one at a login prompt can lock it; \(recovery)")
         }
         guard info.lockoutCounter > 0 else { return .ask(note: "") }
-        let attempts = info.attemptsLeft == 1 ? "1 more wrong PIN" : "\(info.attemptsLeft) more wrong PINs"
         return .ask(note: " (the TPM locks after \(attempts))")
     }
 

@@ -165,12 +165,13 @@ final class HostLoginMachine: @unchecked Sendable {
     }
 
     /// ``pamtester(user:pin:)`` run as a setuid-root program run by the test user runs it, as
-    /// `su` and polkit's agent helper call PAM: real uid the user's, effective uid root.
+    /// `su` and polkit's agent helper call PAM: real uid and gid the user's, no supplementary
+    /// group, effective uid and gid root.
     func pamtesterFromUser(pin: String) throws -> CommandResult {
         guard let entry = getpwnam(user) else { throw TestFailure("no passwd entry for \(user)") }
         let switchUID =
-            "import os, sys; os.setresuid(\(entry.pointee.pw_uid), 0, 0); "
-            + "os.execv(sys.argv[1], sys.argv[1:])"
+            "import os, sys; os.setgroups([]); os.setresgid(\(entry.pointee.pw_gid), 0, 0); "
+            + "os.setresuid(\(entry.pointee.pw_uid), 0, 0); os.execv(sys.argv[1], sys.argv[1:])"
         return try runProcess(
             "/usr/bin/python3", ["-c", switchUID, Self.pamtester, "-v", service, user, "authenticate"],
             environment: ["PATH": "/usr/bin:/bin", "LANG": "C"], standardInput: pin + "\n", timeout: 90)

@@ -191,12 +191,19 @@ final class RequestDeadlines: Sendable {
     }
 
     /// Starts the deadline of a response of `bytes` bytes just queued on `connection` at `now`:
-    /// the timeout, after the time its size needs at the slowest reading rate allowed.
+    /// the timeout, after the time its size needs at the slowest reading rate allowed, at most
+    /// ``longestSizeAllowanceNanoseconds``.
     func responseQueued(on connection: TrackedConnection, bytes: Int, now: UInt64) {
         let allowance = UInt64(max(bytes, 0)).multipliedReportingOverflow(by: allowedNanosecondsPerByte)
-        let start = now.addingReportingOverflow(allowance.partialValue)
-        connection.responseQueued(countingFrom: allowance.overflow || start.overflow ? .max : start.partialValue)
+        let longest = Self.longestSizeAllowanceNanoseconds
+        let capped = allowance.overflow ? longest : min(allowance.partialValue, longest)
+        connection.responseQueued(countingFrom: now.addingReportingOverflow(capped).partialValue)
     }
+
+    /// Two minutes: the most a response's size adds to its deadline, so that a client taking
+    /// nothing holds its slot for at most that and the timeout (2 MB at 16 KiB/s: the SSH
+    /// revocation list of 20,000 revoked devices).
+    static let longestSizeAllowanceNanoseconds: UInt64 = 120 * 1_000_000_000
 
     /// Registers a connection that libmicrohttpd just accepted.
     func connectionStarted(descriptor: Int32, clientAddress: String, peer: RateLimitKey?) -> TrackedConnection {

@@ -79,8 +79,8 @@ final class TrackedConnection: Sendable {
     /// (``RequestDeadlines/responseQueued(on:bytes:now:)``), however it spreads its reads. A
     /// connection already shut down stays so.
     func responseQueued(countingFrom start: UInt64) {
-        // Kept below the tag: a start past it would read as another state.
-        storeUnlessShutDown(min(start, Self.sendingTag - 1) | Self.sendingTag)
+        // Kept below the tag, and tagged below ``shutDownMark`` (all ones), which it would read as.
+        storeUnlessShutDown(min(start, Self.sendingTag - 2) | Self.sendingTag)
     }
 
     /// The response went out (or the request ended otherwise): the next request is owed from
