@@ -294,13 +294,7 @@ extension ServerCommand {
             if let delay {
                 seconds = try ServerSettings.Setting(value: delay, origin: .flag("--delay")).duration(0...86_400)
             }
-            var bits: Int?
-            if let configuredBits {
-                guard let value = Int(configuredBits.value), [2048, 3072, 4096].contains(value) else {
-                    throw configuredBits.error("expected 2048, 3072 or 4096, got \(configuredBits.value)")
-                }
-                bits = value
-            }
+            let bits = try configuredBits?.signingKeyBits()
             return .keys(.rotate(algorithm: algorithm, delay: seconds, rsaBits: bits), options)
         case let other?:
             throw ServerConfigurationError(

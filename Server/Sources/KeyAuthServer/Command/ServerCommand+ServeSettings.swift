@@ -98,10 +98,7 @@ extension ServerCommand {
             key: "signing-key-bits",
             read: { settings, configuration throws(ServerConfigurationError) in
                 guard let bits = settings.value("--signing-key-bits") else { return }
-                guard let value = Int(bits.value), [2048, 3072, 4096].contains(value) else {
-                    throw bits.error("expected 2048, 3072 or 4096, got \(bits.value)")
-                }
-                configuration.signingKeyBits = value
+                configuration.signingKeyBits = try bits.signingKeyBits()
             }, show: { String($0.signingKeyBits) }),
         choice("token-alg", \.tokenAlgorithm, JWSAlgorithm.init(rawValue:), "RS256, ES256 or EdDSA"),
         ServeSetting(

@@ -54,6 +54,15 @@ struct ServerSettings {
             }
             return seconds
         }
+
+        /// The value as an RSA signing key size: 2048, 3072 or 4096 (`--signing-key-bits`, for
+        /// `serve`'s first key and for `keys rotate`).
+        func signingKeyBits() throws(ServerConfigurationError) -> Int {
+            guard let bits = Int(value), [2048, 3072, 4096].contains(bits) else {
+                throw error("expected 2048, 3072 or 4096, got \(value)")
+            }
+            return bits
+        }
     }
 
     private var flags: FlagParser

@@ -263,11 +263,6 @@ final class RequestDeadlines: Sendable {
                 if underPressure, ServerClock.nanoseconds(from: connection.startedAt, to: now) > timeoutNanoseconds {
                     connection.closeAfterResponse()
                 }
-                let reclaimed =
-                    underPressure
-                    && connection.peer.map {
-                        shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
-                    } == true
                 if let sending = connection.sendingSince {
                     // A response not taken in time: linger 0 has the close drop what is still
                     // queued for the client rather than keep it for a reader that never comes.
@@ -284,6 +279,11 @@ final class RequestDeadlines: Sendable {
                     continue
                 }
                 guard let since = connection.owesRequestSince else { continue }
+                let reclaimed =
+                    underPressure
+                    && connection.peer.map {
+                        shares.reclaims(held: registry.heldByPeer[$0, default: 0], addresses: registry.heldByPeer.count)
+                    } == true
                 let owed = ServerClock.nanoseconds(from: since, to: now)
                 let pastDeadline = owed > timeoutNanoseconds
                 // Claimed before the shutdown, so that a request coming in at this instant is
