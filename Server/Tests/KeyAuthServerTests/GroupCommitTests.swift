@@ -206,6 +206,9 @@ struct GroupCommitTests {
                 try connection.execute("INSERT INTO t (k, v) VALUES ('b', 2)")
             }
         }
+        // Every sync since the failed write has failed too, so a sync counted from here on
+        // succeeded after the disk recovered.
+        let successfulBefore = disk.successfulSyncs.load(ordering: .acquiring)
         // The failed sync says whether it was for good, as SQLiteWALFile's does once it returns;
         // a passing failure is over by the next sync.
         disk.failsForGood.store(forGood, ordering: .releasing)
@@ -217,9 +220,12 @@ struct GroupCommitTests {
         }
         // Committed, so a reader sees the row its writer was told failed. Lost for good, no sync
         // will make it durable: the answer must fail too. For now, the committer syncs again
-        // on its own (no other write comes), and the answer waits for that, then goes out.
+        // on its own (no other write comes), and the answer waits for that, then goes out. That
+        // sync may already have run while the read did, and then the answer is durable at once.
         #expect(rows == [2])
-        if !forGood, case .durable = scope.outcome {
+        if !forGood, case .durable = scope.outcome,
+            disk.successfulSyncs.load(ordering: .acquiring) == successfulBefore
+        {
             Issue.record("answered before any sync succeeded")
         }
         let outcome = Mutex<StorageError??>(nil)
@@ -231,6 +237,60 @@ struct GroupCommitTests {
         #expect(settled.wait(timeout: .now() + 30) == .success, "the read waited for ever")
         let failure = outcome.withLock { $0 } ?? nil
         #expect((failure != nil) == forGood, "\(String(describing: failure))")
+    }
+
+    @Test("a writer told its sync failed for now, reading its row at once, waits for a sync that succeeds")
+    func readAsFailureIsHeard() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        disk.failing.store(true, ordering: .releasing)
+        disk.holdsFailure.store(true, ordering: .releasing)
+        let (_, writeScope) = try DurabilityScope.run { () throws(StorageError) -> SQLResult in
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('c', 3)")
+            }
+        }
+        try #require(disk.reachedFailure.wait(timeout: .now() + 30) == .success, "the batch never reached its fsync")
+        // The write's waiter runs as its batch settles, on the committer's thread, as a server's
+        // answer to the write goes out; the client's next request reads the row straight away.
+        let readScope = Mutex<DurabilityScope?>(nil)
+        let heard = DispatchSemaphore(value: 0)
+        writeScope.whenDurable { failure in
+            do {
+                let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+                    try database.read { connection throws(StorageError) in
+                        try connection.query("SELECT v FROM t WHERE k = 'c'", []) { row throws(StorageError) in
+                            row.integer(0)
+                        }
+                    }
+                }
+                #expect(rows == [3], "the committed row is visible")
+                readScope.withLock { $0 = scope }
+            } catch {
+                Issue.record("the read failed: \(error)")
+            }
+            #expect(failure != nil, "the write's sync failed")
+            heard.signal()
+        }
+        disk.proceed.signal()
+        try #require(heard.wait(timeout: .now() + 30) == .success, "the write's waiter never ran")
+        let scope = try #require(readScope.withLock { $0 })
+        if case .durable = scope.outcome {
+            Issue.record("the read was answered from a row no sync had made durable")
+        }
+        // The next sync succeeds, a resync already holding included.
+        disk.holdsFailure.store(false, ordering: .releasing)
+        disk.failing.store(false, ordering: .releasing)
+        disk.proceed.signal()
+        let settled = DispatchSemaphore(value: 0)
+        let failure = Mutex<StorageError?>(nil)
+        scope.whenDurable { outcome in
+            failure.withLock { $0 = outcome }
+            settled.signal()
+        }
+        #expect(settled.wait(timeout: .now() + 30) == .success, "the read waited for ever")
+        #expect(failure.withLock { $0 } == nil)
     }
 
     @Test("a write is in the file when it returns: a connection opened right after sees it")
@@ -521,6 +581,12 @@ final class FailingDisk: SQLiteWALSync {
     /// Whether a failure is for good, as a writeback error is (``SQLiteWALSync/lostDurability``).
     let failsForGood = Atomic<Bool>(false)
     let syncs = Atomic<Int>(0)
+    /// How many syncs returned without failing.
+    let successfulSyncs = Atomic<Int>(0)
+    /// While set, a sync about to fail signals ``reachedFailure`` and waits for ``proceed``.
+    let holdsFailure = Atomic<Bool>(false)
+    let reachedFailure = DispatchSemaphore(value: 0)
+    let proceed = DispatchSemaphore(value: 0)
 
     var lostDurability: StorageError? {
         failing.load(ordering: .acquiring) && failsForGood.load(ordering: .acquiring)
@@ -536,7 +602,12 @@ final class FailingDisk: SQLiteWALSync {
 
     func sync() throws(StorageError) {
         syncs.add(1, ordering: .releasing)
+        if failing.load(ordering: .acquiring), holdsFailure.load(ordering: .acquiring) {
+            reachedFailure.signal()
+            _ = proceed.wait(timeout: .now() + 30)
+        }
         if failing.load(ordering: .acquiring) { throw StorageError(.queryFailed, "the test's disk fails") }
+        successfulSyncs.add(1, ordering: .releasing)
     }
 }
 

@@ -88,7 +88,7 @@ final class SQLiteGroupCommitter: Sendable {
     /// The newest batch whose commit has begun: what a reader connection may see.
     let newestCommitting = Mutex<SQLiteCommitBatch?>(nil)
     /// Runs commits and syncs, one at a time.
-    private let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
+    let queue = DispatchQueue(label: "keyauth.sqlite.group-commit")
     /// What makes committed batches durable.
     let log: any SQLiteWALSync
     /// The connection that checkpoints, used only on ``checkpointQueue``.
@@ -305,42 +305,16 @@ final class SQLiteGroupCommitter: Sendable {
                 failure = error
             }
         }
+        // Committed and not durable, the sync failing for now: a marker takes the batch's place
+        // before its writers hear of the failure (see ``installResyncMarker()``).
+        let marker =
+            commitFailure == nil && failure != nil && log.lostDurability == nil ? installResyncMarker() : nil
         restoreDeferred(committed, failed: failure != nil)
         batch.settle(failure)
         if failure == nil { checkpointIfDue() }
-        // Committed and not durable, the sync failing for now: see ``resyncSoon()``.
-        if commitFailure == nil, failure != nil, log.lostDurability == nil { resyncSoon() }
+        if let marker { resync(after: marker) }
         return failure == nil
     }
-
-    /// After a sync that failed for now, the committed batch's data is visible and not durable:
-    /// until a sync succeeds, reads must wait rather than answer from it, and an idle server
-    /// might have no other batch to sync for a long time. So a marker, a batch with no writes,
-    /// becomes what reads note (``noteRead()``), and a sync on the queue a moment later settles
-    /// it: durable, or failed and tried again, until a sync succeeds or fails for good.
-    private func resyncSoon() {
-        let marker = writer.withLock { writer -> SQLiteCommitBatch? in
-            guard !writer.isClosed else { return nil }
-            defer { writer.nextSequence += 1 }
-            return SQLiteCommitBatch(sequence: writer.nextSequence, committer: identity)
-        }
-        guard let marker else { return }
-        marker.markCommitted()
-        newestCommitting.withLock { $0 = marker }
-        queue.asyncAfter(deadline: .now() + Self.resyncDelay) {
-            do throws(StorageError) {
-                try self.log.sync()
-                marker.settle(nil)
-            } catch {
-                marker.settle(error)
-                if self.log.lostDurability == nil { self.resyncSoon() }
-            }
-        }
-    }
-
-    /// The pause before a sync tried again after one that failed for now: a disk that keeps
-    /// failing gets one more sync a second, as the deferred writes' flush gives it.
-    static let resyncDelay = DispatchTimeInterval.seconds(1)
 
     /// Log rewinds so far.
     var logRestarts: Int { restarts.load(ordering: .relaxed) }
