@@ -228,14 +228,9 @@ struct GroupCommitTests {
         {
             Issue.record("answered before any sync succeeded")
         }
-        let outcome = Mutex<StorageError??>(nil)
-        let settled = DispatchSemaphore(value: 0)
-        scope.whenDurable { failure in
-            outcome.withLock { $0 = .some(failure) }
-            settled.signal()
-        }
-        #expect(settled.wait(timeout: .now() + 30) == .success, "the read waited for ever")
-        let failure = outcome.withLock { $0 } ?? nil
+        let outcome = scope.settledOutcome()
+        #expect(outcome != nil, "the read waited for ever")
+        let failure = outcome ?? nil
         #expect((failure != nil) == forGood, "\(String(describing: failure))")
     }
 
@@ -283,14 +278,46 @@ struct GroupCommitTests {
         disk.holdsFailure.store(false, ordering: .releasing)
         disk.failing.store(false, ordering: .releasing)
         disk.proceed.signal()
-        let settled = DispatchSemaphore(value: 0)
-        let failure = Mutex<StorageError?>(nil)
-        scope.whenDurable { outcome in
-            failure.withLock { $0 = outcome }
-            settled.signal()
+        let outcome = scope.settledOutcome()
+        #expect(outcome != nil, "the read waited for ever")
+        #expect(outcome ?? nil == nil)
+    }
+
+    @Test("a COMMIT that fails while a sync is failing for now leaves reads held for the resync")
+    func failedCommitKeepsTheMarker() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        try database.migrate { connection throws(StorageError) in
+            try connection.execute(
+                "CREATE TABLE child (k TEXT REFERENCES t (k) DEFERRABLE INITIALLY DEFERRED)")
         }
-        #expect(settled.wait(timeout: .now() + 30) == .success, "the read waited for ever")
-        #expect(failure.withLock { $0 } == nil)
+        disk.failing.store(true, ordering: .releasing)
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('d', 4)")
+            }
+        }
+        // The next batch's COMMIT fails (a deferred foreign key, as a full disk would) and rolls
+        // back: it showed readers nothing, and the row above is still not durable.
+        #expect(throws: StorageError.self) {
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO child (k) VALUES ('nowhere')")
+            }
+        }
+        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+            try database.read { connection throws(StorageError) in
+                try connection.query("SELECT v FROM t WHERE k = 'd'", []) { row throws(StorageError) in row.integer(0) }
+            }
+        }
+        #expect(rows == [4])
+        // Every sync has failed: nothing the read saw can be durable.
+        if case .durable = scope.outcome {
+            Issue.record("the read was answered from a row no sync had made durable")
+        }
+        // Settled once a resync runs: durable if it came after the disk was back, else failed.
+        disk.failing.store(false, ordering: .releasing)
+        #expect(scope.settledOutcome() != nil, "the read waited for ever")
     }
 
     @Test("a write is in the file when it returns: a connection opened right after sees it")
@@ -323,16 +350,44 @@ struct GroupCommitTests {
                 try connection.execute("INSERT INTO t (k, v) VALUES ('b', 2)")
             }
         }
-        let before = disk.syncs.load(ordering: .acquiring)
-        let started = ServerClock.monotonicNanoseconds()
-        Thread.sleep(forTimeInterval: 1.5)
         // Before the fix the failed deferred write opened a batch of its own on every turn of
         // the commit run: hundreds of thousands of syncs a second. Now: one flush a second, and
         // one sync a second tried again for the data committed without one, so a few more than
-        // twice the seconds that passed (a loaded machine may oversleep).
-        let during = disk.syncs.load(ordering: .acquiring) - before
-        let seconds = Int((ServerClock.monotonicNanoseconds() - started) / 1_000_000_000)
+        // twice the seconds that passed.
+        let (during, seconds) = disk.syncs(sleeping: 1.5)
         #expect(during <= 2 * seconds + 3, "\(during) syncs in \(seconds) s while the disk failed")
+    }
+
+    @Test("many writes failing for now keep one sync a second going, not one for each of them")
+    func oneResyncForManyFailures() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        disk.failing.store(true, ordering: .releasing)
+        for index in 0..<8 {
+            #expect(throws: StorageError.self) {
+                try database.write { connection throws(StorageError) in
+                    try connection.execute("INSERT INTO t (k, v) VALUES ('w\(index)', \(index))")
+                }
+            }
+        }
+        // Before the fix each failed write started its own sync a second, each tried again
+        // every second: eight here, sixteen syncs or more in two seconds.
+        let (during, seconds) = disk.syncs(sleeping: 2.5)
+        #expect(during <= seconds + 2, "\(during) syncs in \(seconds) s while the disk failed")
+        // Once the disk is back, a read of what was committed waits for one sync, which succeeds.
+        disk.failing.store(false, ordering: .releasing)
+        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+            try database.read { connection throws(StorageError) in
+                try connection.query("SELECT COUNT(*) FROM t WHERE k LIKE 'w%'", []) { row throws(StorageError) in
+                    row.integer(0)
+                }
+            }
+        }
+        #expect(rows == [8])
+        let outcome = scope.settledOutcome()
+        #expect(outcome != nil, "the read waited for ever")
+        #expect(outcome ?? nil == nil)
     }
 
     @Test("under writes that never pause, the log is rewound instead of growing without end")
@@ -575,6 +630,21 @@ final class QueueWatchingDatabase: SQLDatabase {
     }
 }
 
+extension DurabilityScope {
+    /// Waits up to 30 s for what the scope noted to settle: nil when it did not, else the
+    /// failure it settled with, if any.
+    func settledOutcome() -> StorageError?? {
+        let outcome = Mutex<StorageError??>(nil)
+        let settled = DispatchSemaphore(value: 0)
+        whenDurable { failure in
+            outcome.withLock { $0 = .some(failure) }
+            settled.signal()
+        }
+        guard settled.wait(timeout: .now() + 30) == .success else { return nil }
+        return outcome.withLock { $0 }
+    }
+}
+
 /// A disk whose fsync fails while ``failing`` is set, counting every attempt.
 final class FailingDisk: SQLiteWALSync {
     let failing = Atomic<Bool>(false)
@@ -591,6 +661,16 @@ final class FailingDisk: SQLiteWALSync {
     var lostDurability: StorageError? {
         failing.load(ordering: .acquiring) && failsForGood.load(ordering: .acquiring)
             ? StorageError(.queryFailed, "the test's disk fails for good") : nil
+    }
+
+    /// Sleeps `interval` seconds, and returns the syncs tried meanwhile and the whole seconds
+    /// that passed (a loaded machine may oversleep).
+    func syncs(sleeping interval: Double) -> (count: Int, seconds: Int) {
+        let before = syncs.load(ordering: .acquiring)
+        let started = ServerClock.monotonicNanoseconds()
+        Thread.sleep(forTimeInterval: interval)
+        let count = syncs.load(ordering: .acquiring) - before
+        return (count, Int((ServerClock.monotonicNanoseconds() - started) / 1_000_000_000))
     }
 
     /// A database on the environment's file synced by a new failing disk, with one table

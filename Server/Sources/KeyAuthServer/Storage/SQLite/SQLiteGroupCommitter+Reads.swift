@@ -39,13 +39,20 @@ extension SQLiteGroupCommitter {
     /// will make it durable. A `COMMIT` that failed rolled back, leaving nothing to see, and a
     /// sync that failed for now leaves the batch to the next one's sync; holding reads on either
     /// answered every read-only request 503 until some other write committed.
+    ///
+    /// The batch and its outcome are read under one lock: read apart, a batch seen pending could
+    /// fail for now and be replaced by its resync marker in between, and the read, finding it
+    /// failed, would note neither.
     func noteRead() {
-        guard let scope = DurabilityScope.current, let batch = newestCommitting.withLock({ $0 }) else { return }
-        switch batch.outcome {
-        case .durable: return
-        case .failed: if log.lostDurability == nil { return }
-        case .pending: break
+        guard let scope = DurabilityScope.current else { return }
+        let holding = newestCommitting.withLock { newest -> SQLiteCommitBatch? in
+            guard let batch = newest else { return nil }
+            switch batch.outcome {
+            case .durable: return nil
+            case .failed: return log.lostDurability == nil ? nil : batch
+            case .pending: return batch
+            }
         }
-        scope.require(batch)
+        if let holding { scope.require(holding) }
     }
 }

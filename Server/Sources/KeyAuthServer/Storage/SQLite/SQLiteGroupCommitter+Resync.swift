@@ -10,31 +10,54 @@ extension SQLiteGroupCommitter {
     /// The marker goes in before the failed batch (or marker) settles. A read noting the
     /// failed one instead lets its answer go (a failure for now does not hold reads), and its
     /// writer, woken by the settling, could read its own undurable row in that moment.
-    func installResyncMarker() -> SQLiteCommitBatch? {
-        let marker = writer.withLock { writer -> SQLiteCommitBatch? in
+    ///
+    /// While a marker is pending, a later failure puts the same one back rather than a new one:
+    /// its sync, still to come on the queue, covers every batch committed before it. A marker
+    /// and a timer for each failed batch grew by one every second per failing batch, each
+    /// syncing again, on the queue the commits need.
+    ///
+    /// - Parameter finished: the marker whose sync just failed, which is no longer pending.
+    /// - Returns: the marker to call ``resync(after:)`` for, when a new one was made.
+    func installResyncMarker(replacing finished: SQLiteCommitBatch? = nil) -> SQLiteCommitBatch? {
+        let installed = writer.withLock { writer -> (marker: SQLiteCommitBatch, isNew: Bool)? in
+            if let finished, writer.resyncMarker === finished { writer.resyncMarker = nil }
             guard !writer.isClosed else { return nil }
+            if let pending = writer.resyncMarker { return (pending, false) }
             defer { writer.nextSequence += 1 }
-            return SQLiteCommitBatch(sequence: writer.nextSequence, committer: identity)
+            let marker = SQLiteCommitBatch(sequence: writer.nextSequence, committer: identity)
+            writer.resyncMarker = marker
+            return (marker, true)
         }
-        guard let marker else { return nil }
-        marker.markCommitted()
-        newestCommitting.withLock { $0 = marker }
-        return marker
+        guard let installed else { return nil }
+        installed.marker.markCommitted()
+        newestCommitting.withLock { $0 = installed.marker }
+        return installed.isNew ? installed.marker : nil
     }
 
     /// Syncs on the queue a moment later and settles `marker`: durable, or failed and tried
     /// again under a new marker, until a sync succeeds or fails for good.
     func resync(after marker: SQLiteCommitBatch) {
         queue.asyncAfter(deadline: .now() + Self.resyncDelay) {
+            guard case .pending = marker.outcome else { return }
             do throws(StorageError) {
                 try self.log.sync()
-                marker.settle(nil)
+                self.settleResyncMarker()
             } catch {
-                let next = self.log.lostDurability == nil ? self.installResyncMarker() : nil
+                let next = self.log.lostDurability == nil ? self.installResyncMarker(replacing: marker) : nil
                 marker.settle(error)
                 if let next { self.resync(after: next) }
             }
         }
+    }
+
+    /// Settles the pending marker as durable, after a sync that succeeded: it covers every batch
+    /// committed before it, and so the batches the marker stood for. On the queue only.
+    func settleResyncMarker() {
+        let marker = writer.withLock { writer -> SQLiteCommitBatch? in
+            defer { writer.resyncMarker = nil }
+            return writer.resyncMarker
+        }
+        marker?.settle(nil)
     }
 
     /// The pause before a sync tried again after one that failed for now: a disk that keeps

@@ -69,6 +69,9 @@ final class SQLiteGroupCommitter: Sendable {
         /// Whether a commit is scheduled or running on the queue.
         var committing = false
         var isClosed = false
+        /// The marker holding reads since a sync failed for now, until its resync settles it
+        /// (`SQLiteGroupCommitter+Resync.swift`): one at a time, however many syncs fail.
+        var resyncMarker: SQLiteCommitBatch?
     }
 
     /// Deferred values by statement, then by key, under a lock of their own: every login reads
@@ -281,7 +284,10 @@ final class SQLiteGroupCommitter: Sendable {
                 return nil
             }
             writer.open = nil
-            newestCommitting.withLock { $0 = batch }
+            let previous = newestCommitting.withLock { newest in
+                defer { newest = batch }
+                return newest
+            }
             // A batch open when a sync failed for good is rolled back, not committed for readers.
             if let lost = log.lostDurability {
                 if connection.isInTransaction { _ = try? connection.execute("ROLLBACK") }
@@ -289,6 +295,9 @@ final class SQLiteGroupCommitter: Sendable {
                 return (batch, lost)
             }
             let failure = Self.commitTransaction(deferred: committed, on: connection)
+            // A COMMIT that failed rolled back and showed readers nothing: what they may have
+            // seen before it (a marker still holding reads, say) is what they note still.
+            if failure != nil { newestCommitting.withLock { $0 = previous } }
             batch.markCommitted()
             if failure == nil { rewindLogIfLong(on: connection) }
             return (batch, failure)
@@ -311,7 +320,10 @@ final class SQLiteGroupCommitter: Sendable {
             commitFailure == nil && failure != nil && log.lostDurability == nil ? installResyncMarker() : nil
         restoreDeferred(committed, failed: failure != nil)
         batch.settle(failure)
-        if failure == nil { checkpointIfDue() }
+        if failure == nil {
+            settleResyncMarker()
+            checkpointIfDue()
+        }
         if let marker { resync(after: marker) }
         return failure == nil
     }
