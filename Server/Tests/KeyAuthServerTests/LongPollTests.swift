@@ -96,27 +96,10 @@ struct LongPollTests {
         "a request made here wakes its user's waiting poll once its write is durable, without the periodic check"
     )
     func requestWakesPollOnceDurable() throws {
-        let environment = TestEnvironment()
-        let database = try QueueWatchingDatabase(path: environment.databasePath)
-        let storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
-        defer { storage.close() }
-        let laptop = DeviceRecord(
-            kid: "k1", user: "alice", name: "laptop", publicKeyPEM: "pem", status: .active, createdAt: 1)
-        #expect(try storage.insertDevice(laptop))
         // No periodic check while the test runs: only the request's own wake-up answers the poll.
-        let signIn = SignInRequests(
-            storage: storage, settings: .init(),
-            watchers: SignInRequestWatchers(maximumWaiters: 1, checkInterval: .seconds(3600)), now: { 1_000 })
-        let answered = DispatchSemaphore(value: 0)
-        let listed = Mutex<[String]?>(nil)
-        let watch = try signIn.open(for: "alice", after: .start, waiting: 600) { result in
-            listed.withLock { $0 = (try? result.get())?.map(\.id) }
-            answered.signal()
-        }
-        guard case .later = watch else {
-            Issue.record("the poll did not wait")
-            return
-        }
+        let poll = try WaitingPoll(TestEnvironment(), checkInterval: .seconds(3600))
+        defer { poll.storage.close() }
+        let (database, signIn, answered) = (poll.database, poll.signIn, poll.answered)
 
         // The request's write joins a batch that cannot commit yet, the one before it being
         // stalled in its fsync: a check made when the request was written would read nothing.
@@ -135,7 +118,33 @@ struct LongPollTests {
         }
         database.disk.release()
         #expect(answered.wait(timeout: .now() + 20) == .success, "the waiting poll was not woken")
-        #expect(listed.withLock { $0 } == [request.id])
+        #expect(poll.listed.withLock { $0 } == [request.id])
+    }
+
+    @Test("a poll's periodic check that reads a request not yet durable answers only once it is")
+    func checkWaitsForDurability() throws {
+        let poll = try WaitingPoll(TestEnvironment(), checkInterval: .milliseconds(50))
+        defer { poll.storage.close() }
+        let (database, signIn, answered) = (poll.database, poll.signIn, poll.answered)
+        // The request's batch commits and stalls in its fsync: readers see the row, and a crash
+        // now would take it back.
+        database.disk.hold()
+        defer { database.disk.release() }
+        let (request, scope) = try DurabilityScope.run {
+            try signIn.start(
+                kind: .account, clientID: nil, user: "alice", bindingMessage: nil, scope: nil, requestedExpiry: nil,
+                from: nil)
+        }
+        try #require(database.disk.waitUntilStalled(), "the group commit did not reach the fsync")
+        // Some twenty periodic checks read the row meanwhile.
+        #expect(answered.wait(timeout: .now() + 1) == .timedOut, "the poll was answered before the request was durable")
+        guard case .pending = scope.outcome else {
+            Issue.record("the request's batch was durable while the disk was held")
+            return
+        }
+        database.disk.release()
+        #expect(answered.wait(timeout: .now() + 20) == .success, "the poll was not answered once it was durable")
+        #expect(poll.listed.withLock { $0 } == [request.id])
     }
 
     @Test(
@@ -209,5 +218,35 @@ struct LongPollTests {
         #expect(wait("alice"), "another user's poll found no place")
         #expect(watchers.waiting == 3)
         #expect(answers.withLock { $0 } == 0)
+    }
+}
+
+/// Alice's active laptop, and a long poll of hers waiting, on SQLite storage whose disk the test
+/// can stall; what the poll lists once answered is in ``listed``.
+private final class WaitingPoll: Sendable {
+    /// Kept for as long as the poll: its files go with it.
+    let environment: TestEnvironment
+    let database: QueueWatchingDatabase
+    let storage: SQLStorage
+    let signIn: SignInRequests
+    let answered = DispatchSemaphore(value: 0)
+    let listed = Mutex<[String]?>(nil)
+
+    /// - Parameter checkInterval: how often the watchers check the poll on their own.
+    init(_ environment: TestEnvironment, checkInterval: DispatchTimeInterval) throws {
+        self.environment = environment
+        database = try QueueWatchingDatabase(path: environment.databasePath)
+        storage = try SQLStorage(database: database, location: environment.databasePath, now: { 1_000 })
+        let laptop = DeviceRecord(
+            kid: "k1", user: "alice", name: "laptop", publicKeyPEM: "pem", status: .active, createdAt: 1)
+        #expect(try storage.insertDevice(laptop))
+        signIn = SignInRequests(
+            storage: storage, settings: .init(),
+            watchers: SignInRequestWatchers(maximumWaiters: 1, checkInterval: checkInterval), now: { 1_000 })
+        let watch = try signIn.open(for: "alice", after: .start, waiting: 600) { [weak self] result in
+            self?.listed.withLock { $0 = (try? result.get())?.map(\.id) }
+            self?.answered.signal()
+        }
+        guard case .later = watch else { throw StorageError(.queryFailed, "the poll did not wait") }
     }
 }

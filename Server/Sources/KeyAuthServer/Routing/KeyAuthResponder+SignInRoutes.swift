@@ -71,16 +71,23 @@ extension KeyAuthResponder {
         let actor = try authenticate(request, identifying: &caller)
         let query = try request.signInRequestQuery()
         let later = DeferredResponse()
+        let path = request.path
         let watch = try service.signIn.open(for: actor.user, after: query.after, waiting: query.wait) {
             [self] result in
-            later.complete(
-                with: Self.response {
+            // Off the request's thread, so in a scope of its own: the device's status read here
+            // is answered from once it is durable, as the request's own reads are.
+            let (response, scope) = DurabilityScope.run {
+                Self.response {
                     // A device revoked while its poll waited sees its user's requests no more.
                     guard let current = try service.storage.device(kid: actor.kid), current.status == .active else {
                         throw ServiceError(.invalidToken, "the access token is not valid")
                     }
                     return .json(try signInRequestList(try result.get(), after: query.after).jsonValue)
-                })
+                }
+            }
+            scope.whenDurable { failure in
+                later.complete(with: failure.map { self.failure($0, at: path) } ?? response)
+            }
         }
         switch watch {
         case .now(let requests): return .json(try signInRequestList(requests, after: query.after).jsonValue)

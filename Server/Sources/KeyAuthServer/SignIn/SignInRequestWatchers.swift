@@ -106,16 +106,21 @@ final class SignInRequestWatchers: Sendable {
 
     /// Checks the waiters `selected` picks, answering those whose check found something, failed,
     /// or whose deadline passed; stops the timer when none waits. Runs on ``queue``.
+    ///
+    /// A check reads in a ``DurabilityScope`` of its own, and its answer waits until what the
+    /// read may have seen is durable (a 503 if that fails): a request committed and not yet
+    /// synced, or whose sync failed, is not shown to a device before it could survive a crash.
     private func checkWaiters(_ selected: (Waiter) -> Bool) {
         let now = ServerClock.monotonicNanoseconds()
         let candidates = state.withLock { state in state.waiters.filter { selected($0.value) } }
         for (id, waiter) in candidates {
-            let result: Result<[SignInRequestRecord], any Error>?
-            do {
-                let requests = try waiter.load()
-                result = waiter.isNew(requests) || now >= waiter.deadline ? .success(requests) : nil
-            } catch {
-                result = .failure(error)
+            let (result, scope) = DurabilityScope.run { () -> Result<[SignInRequestRecord], any Error>? in
+                do {
+                    let requests = try waiter.load()
+                    return waiter.isNew(requests) || now >= waiter.deadline ? .success(requests) : nil
+                } catch {
+                    return .failure(error)
+                }
             }
             guard let result else { continue }
             let removed = state.withLock { state in
@@ -126,7 +131,15 @@ final class SignInRequestWatchers: Sendable {
                 }
                 return removed
             }
-            if removed { waiter.answer(result) }
+            guard removed else { continue }
+            if case .durable = scope.outcome {
+                waiter.answer(result)
+                continue
+            }
+            // The group commit's queue settles the scope; the answer goes back to this one.
+            scope.whenDurable { [queue] failure in
+                queue.async { waiter.answer(failure.map { .failure($0) } ?? result) }
+            }
         }
     }
 }

@@ -203,7 +203,8 @@ struct SignInRequests: Sendable {
     func wakeWatchers(of user: String) {
         let watchers = watchers
         if let scope = DurabilityScope.current {
-            scope.whenDurable { _ in watchers.notify(user: user) }
+            // A request whose write failed is not one to show: its creator was told so.
+            scope.whenDurable { failure in if failure == nil { watchers.notify(user: user) } }
         } else {
             watchers.notify(user: user)
         }
