@@ -37,6 +37,9 @@ extension StorageContractTests {
                 "postgres://u@h/db?password=a&bc&sslmode=require": "postgres://u@h/db?password=***&***&sslmode=require",
                 "postgres://h:5432/db?application_name=a@b": "postgres://h:5432/db?application_name=a@b",
                 "postgres://h/db?password=se@cret": "postgres://h/db?password=***",
+                // The client key's passphrase, and a keyword libpq decodes to "password".
+                "postgres://h/db?sslkey=/k.pem&sslpassword=hunter2": "postgres://h/db?sslkey=/k.pem&sslpassword=***",
+                "postgres://h/db?pass%77ord=hunter2&sslmode=require": "postgres://h/db?pass%77ord=***&sslmode=require",
             ]
             for (url, expected) in masked {
                 #expect(PostgresStorage.redacted(url) == expected, "\(url)")
@@ -114,6 +117,31 @@ extension StorageContractTests {
                 #expect((storage as? SQLStorage)?.dialect == .postgres)
                 try storage.healthCheck()
             }
+        }
+
+        @Test(
+            "a transaction is READ COMMITTED whatever the database's default, so a check after a lock sees what committed meanwhile",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func readCommittedWhateverTheDefault() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let schemaURL = try #require(database.url)
+            #expect(schemaURL.contains("options="))
+            let serializable = schemaURL.replacingOccurrences(
+                of: "options=", with: "options=-cdefault_transaction_isolation%3Dserializable%20")
+            let storage = try #require(try StorageFactory.open(serializable) as? SQLStorage)
+            defer { storage.close() }
+            let outside = try storage.database.read { connection throws(StorageError) in
+                try connection.query("SHOW transaction_isolation", []) { $0.text(0) }
+            }
+            #expect(outside == ["serializable"], "the URL's default reached the connection")
+            let inside = try storage.database.write { connection throws(StorageError) in
+                try connection.transaction { () throws(StorageError) in
+                    try connection.query("SHOW transaction_isolation", []) { $0.text(0) }
+                }
+            }
+            #expect(inside == ["read committed"])
         }
 
         @Test(

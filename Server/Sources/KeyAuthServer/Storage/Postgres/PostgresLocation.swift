@@ -101,7 +101,9 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
     /// a repeated keyword): a short `connect_timeout` so that a request fails over to 503 in
     /// seconds rather than minutes when the database host is unreachable, and TCP keepalives
     /// and a user timeout so that a connection to a host that vanished mid-query breaks instead
-    /// of hanging a request thread; server-side limits on a statement (30 s) and on a wait for a
+    /// of hanging a request thread; `target_session_attrs=read-write`, so that of a URL's
+    /// several hosts, or after a failover, the server connects to the primary rather than keep a
+    /// standby on which every write fails; server-side limits on a statement (30 s) and on a wait for a
     /// lock (10 s), so that a table another session holds locked, or a runaway query, costs a
     /// request a 503 instead of a request thread for as long as it lasts. Those go after the URL
     /// with the URL's own `options` behind them (libpq keeps one `options`, the last; the server
@@ -117,6 +119,7 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
             ("keepalives_interval", "5"),
             ("keepalives_count", "3"),
             ("tcp_user_timeout", "15000"),
+            ("target_session_attrs", "read-write"),
             ("dbname", url),
             ("options", "-c statement_timeout=30s -c lock_timeout=10s" + (urlOptions.map { " " + $0 } ?? "")),
             ("client_encoding", "UTF8"),
@@ -144,7 +147,7 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
     }
 
     /// `text` with `%XX` escapes decoded, or nil when that does not give UTF-8.
-    private static func percentDecoded(_ text: String) -> String? {
+    fileprivate static func percentDecoded(_ text: String) -> String? {
         var bytes: [UInt8] = []
         var iterator = Array(text.utf8).makeIterator()
         while let byte = iterator.next() {
@@ -200,8 +203,12 @@ private struct URLParts {
         return ranges
     }
 
+    /// Query parameters whose values are secrets: the password, and the client key's.
+    static let secretKeywords: Set<String> = ["password", "sslpassword"]
+
     /// The byte ranges that may hold a password, in order: the user information's after its
-    /// first `:`, the values of `password` query parameters, and query parameters without `=`.
+    /// first `:`, the values of `password` and `sslpassword` query parameters (their keywords
+    /// percent-decoded, as libpq reads them), and query parameters without `=`.
     ///
     /// The user information is taken to end at the last `@` before the query, not libpq's first:
     /// a password that holds an `@` or a `/` is refused (``PostgresLocation/problem(in:)``), but
@@ -220,7 +227,9 @@ private struct URLParts {
                 ranges.append(parameter)
                 continue
             }
-            if String(decoding: bytes[parameter.lowerBound..<equals], as: UTF8.self).lowercased() == "password" {
+            // libpq decodes a keyword's escapes too: `pass%77ord` is the password.
+            let keyword = String(decoding: bytes[parameter.lowerBound..<equals], as: UTF8.self)
+            if Self.secretKeywords.contains((PostgresLocation.percentDecoded(keyword) ?? keyword).lowercased()) {
                 ranges.append((equals + 1)..<parameter.upperBound)
             }
         }

@@ -85,7 +85,8 @@ struct SQLDialect: Sendable, Hashable {
     static let postgres = SQLDialect(
         name: "PostgreSQL", integer: "BIGINT", bytes: "BYTEA", orderedText: #"TEXT COLLATE "C""#,
         serialPrimaryKey: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", keyOnlyTable: "",
-        originalUserColumn: "user_name", beginTransaction: "BEGIN", rowShareLock: " FOR SHARE",
+        originalUserColumn: "user_name", beginTransaction: "BEGIN ISOLATION LEVEL READ COMMITTED",
+        rowShareLock: " FOR SHARE",
         tableExists:
             "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
         anyTableExists: "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() LIMIT 1",
