@@ -46,6 +46,14 @@ extension StorageContractTests {
             }
         }
 
+        @Test("a URL's options follow the server's own, under a keyword percent-encoded too")
+        func urlOptionsFollowOurs() {
+            for url in ["postgres://h/db?options=-csearch_path%3Dk", "postgres://h/db?opt%69ons=-csearch_path%3Dk"] {
+                let options = PostgresLocation(url).connectionParameters.last { $0.keyword == "options" }?.value
+                #expect(options == "-c statement_timeout=30s -c lock_timeout=10s -csearch_path=k", "\(url)")
+            }
+        }
+
         @Test("refuses a URL that libpq would cut inside the password, and a keyword/value string, quoting neither")
         func refusesAmbiguousLocations() throws {
             for url in [

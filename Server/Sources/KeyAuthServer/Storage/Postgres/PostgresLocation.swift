@@ -131,8 +131,11 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
         guard let parts = URLParts(Array(url.utf8)) else { return nil }
         for range in parts.queryParameters {
             let parameter = String(decoding: parts.bytes[range], as: UTF8.self)
-            guard parameter.hasPrefix("options=") else { continue }
-            return Self.percentDecoded(String(parameter.dropFirst("options=".count)))
+            // libpq decodes the keyword as well: `opt%69ons` is `options` too.
+            guard let equals = parameter.firstIndex(of: "="),
+                Self.percentDecoded(String(parameter[..<equals])) == "options"
+            else { continue }
+            return Self.percentDecoded(String(parameter[parameter.index(after: equals)...]))
         }
         return nil
     }
