@@ -213,11 +213,7 @@ struct GroupCommitTests {
         // a passing failure is over by the next sync.
         disk.failsForGood.store(forGood, ordering: .releasing)
         if !forGood { disk.failing.store(false, ordering: .releasing) }
-        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
-            try database.read { connection throws(StorageError) in
-                try connection.query("SELECT v FROM t WHERE k = 'b'", []) { row throws(StorageError) in row.integer(0) }
-            }
-        }
+        let (rows, scope) = try database.scopedIntegers("SELECT v FROM t WHERE k = 'b'")
         // Committed, so a reader sees the row its writer was told failed. Lost for good, no sync
         // will make it durable: the answer must fail too. For now, the committer syncs again
         // on its own (no other write comes), and the answer waits for that, then goes out. That
@@ -253,13 +249,7 @@ struct GroupCommitTests {
         let heard = DispatchSemaphore(value: 0)
         writeScope.whenDurable { failure in
             do {
-                let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
-                    try database.read { connection throws(StorageError) in
-                        try connection.query("SELECT v FROM t WHERE k = 'c'", []) { row throws(StorageError) in
-                            row.integer(0)
-                        }
-                    }
-                }
+                let (rows, scope) = try database.scopedIntegers("SELECT v FROM t WHERE k = 'c'")
                 #expect(rows == [3], "the committed row is visible")
                 readScope.withLock { $0 = scope }
             } catch {
@@ -305,11 +295,7 @@ struct GroupCommitTests {
                 try connection.execute("INSERT INTO child (k) VALUES ('nowhere')")
             }
         }
-        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
-            try database.read { connection throws(StorageError) in
-                try connection.query("SELECT v FROM t WHERE k = 'd'", []) { row throws(StorageError) in row.integer(0) }
-            }
-        }
+        let (rows, scope) = try database.scopedIntegers("SELECT v FROM t WHERE k = 'd'")
         #expect(rows == [4])
         // Every sync has failed: nothing the read saw can be durable.
         if case .durable = scope.outcome {
@@ -377,13 +363,7 @@ struct GroupCommitTests {
         #expect(during <= seconds + 2, "\(during) syncs in \(seconds) s while the disk failed")
         // Once the disk is back, a read of what was committed waits for one sync, which succeeds.
         disk.failing.store(false, ordering: .releasing)
-        let (rows, scope) = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
-            try database.read { connection throws(StorageError) in
-                try connection.query("SELECT COUNT(*) FROM t WHERE k LIKE 'w%'", []) { row throws(StorageError) in
-                    row.integer(0)
-                }
-            }
-        }
+        let (rows, scope) = try database.scopedIntegers("SELECT COUNT(*) FROM t WHERE k LIKE 'w%'")
         #expect(rows == [8])
         let outcome = scope.settledOutcome()
         #expect(outcome != nil, "the read waited for ever")
@@ -627,6 +607,18 @@ final class QueueWatchingDatabase: SQLDatabase {
 
     func close() {
         sqlite.close()
+    }
+}
+
+extension SQLiteDatabase {
+    /// The first column of `sql`'s rows as integers, read in a ``DurabilityScope`` of its own,
+    /// with the scope: what the answer of a request that read them would wait for.
+    func scopedIntegers(_ sql: String) throws(StorageError) -> ([Int64?], DurabilityScope) {
+        try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+            try read { connection throws(StorageError) in
+                try connection.query(sql, []) { row throws(StorageError) in row.integer(0) }
+            }
+        }
     }
 }
 

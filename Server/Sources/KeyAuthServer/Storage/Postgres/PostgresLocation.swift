@@ -130,12 +130,8 @@ struct PostgresLocation: Sendable, CustomStringConvertible, CustomReflectable {
     private var urlOptions: String? {
         guard let parts = URLParts(Array(url.utf8)) else { return nil }
         for range in parts.queryParameters {
-            let parameter = String(decoding: parts.bytes[range], as: UTF8.self)
-            // libpq decodes the keyword as well: `opt%69ons` is `options` too.
-            guard let equals = parameter.firstIndex(of: "="),
-                Self.percentDecoded(String(parameter[..<equals])) == "options"
-            else { continue }
-            return Self.percentDecoded(String(parameter[parameter.index(after: equals)...]))
+            guard let (keyword, value) = parts.keywordAndValue(range), keyword == "options" else { continue }
+            return Self.percentDecoded(String(decoding: parts.bytes[value], as: UTF8.self))
         }
         return nil
     }
@@ -206,6 +202,14 @@ private struct URLParts {
         return ranges
     }
 
+    /// A query parameter's keyword, percent-decoded as libpq decodes it (`pass%77ord` is
+    /// `password`), and its value's byte range; nil for a parameter without `=`.
+    func keywordAndValue(_ parameter: Range<Int>) -> (keyword: String, value: Range<Int>)? {
+        guard let equals = bytes[parameter].firstIndex(of: UInt8(ascii: "=")) else { return nil }
+        let keyword = String(decoding: bytes[parameter.lowerBound..<equals], as: UTF8.self)
+        return (PostgresLocation.percentDecoded(keyword) ?? keyword, (equals + 1)..<parameter.upperBound)
+    }
+
     /// Query parameters whose values are secrets: the password, and the client key's.
     static let secretKeywords: Set<String> = ["password", "sslpassword"]
 
@@ -226,15 +230,11 @@ private struct URLParts {
             ranges.append((colon + 1)..<userInfoEnd)
         }
         for parameter in queryParameters where !parameter.isEmpty {
-            guard let equals = bytes[parameter].firstIndex(of: UInt8(ascii: "=")) else {
+            guard let (keyword, value) = keywordAndValue(parameter) else {
                 ranges.append(parameter)
                 continue
             }
-            // libpq decodes a keyword's escapes too: `pass%77ord` is the password.
-            let keyword = String(decoding: bytes[parameter.lowerBound..<equals], as: UTF8.self)
-            if Self.secretKeywords.contains((PostgresLocation.percentDecoded(keyword) ?? keyword).lowercased()) {
-                ranges.append((equals + 1)..<parameter.upperBound)
-            }
+            if Self.secretKeywords.contains(keyword.lowercased()) { ranges.append(value) }
         }
         return ranges.filter { !$0.isEmpty }
     }
