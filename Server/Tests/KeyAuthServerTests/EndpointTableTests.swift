@@ -60,7 +60,8 @@ struct EndpointTableTests {
         for (method, path, allowed) in [
             ("GET", "/account/sign-in", "POST"), ("POST", "/account", "GET, HEAD"),
             ("GET", "/account/devices/k1/revoke", "POST"), ("GET", "/authorize/consent", "POST"),
-            ("PUT", "/authorize", "GET, HEAD, POST"), ("DELETE", "/userinfo", "GET, HEAD, POST"),
+            ("PUT", "/authorize", "GET, POST"), ("HEAD", "/authorize", "GET, POST"),
+            ("DELETE", "/userinfo", "GET, HEAD, POST"),
         ] {
             let response = try api.send(method, path)
             #expect(response.status == 405, "\(method) \(path)")

@@ -2,8 +2,11 @@
 /// sign-in and consent forms that carry it sealed.
 extension AuthorizationEndpoint {
     static let routes = RouteTable<Endpoint>([
+        // No HEAD: a GET from a signed-in browser issues an authorization code, and a HEAD
+        // would issue one too and send its Location with no page to show for it. The request
+        // is a navigation, which browsers and relying parties make with GET or POST only.
         RouteDeclaration(
-            [.get, .head, .post], root,
+            [.get, .post], root,
             .openID { responder, request, _, caller in
                 try responder.authorization.authorizationRequest(request, caller: &caller)
             }),
