@@ -261,16 +261,62 @@ struct GroupCommitTests {
         disk.proceed.signal()
         try #require(heard.wait(timeout: .now() + 30) == .success, "the write's waiter never ran")
         let scope = try #require(readScope.withLock { $0 })
-        if case .durable = scope.outcome {
-            Issue.record("the read was answered from a row no sync had made durable")
+        disk.expectHeldThenAnswered(scope)
+    }
+
+    @Test("a read already running as the storage closes is held when a sync fails for now")
+    func closingKeepsReadsHeld() throws {
+        let environment = TestEnvironment()
+        let (database, disk) = try FailingDisk.database(in: environment)
+        defer { database.close() }
+        disk.failing.store(true, ordering: .releasing)
+        disk.holdsFailure.store(true, ordering: .releasing)
+        // A request's read, on the one reader, is past the storage's closed check before it
+        // closes, and runs its query after the close's last sync failed.
+        let inRead = DispatchSemaphore(value: 0)
+        let query = DispatchSemaphore(value: 0)
+        let readDone = DispatchSemaphore(value: 0)
+        let read = Mutex<([Int64?], DurabilityScope)?>(nil)
+        Thread.detachNewThread {
+            defer { readDone.signal() }
+            do {
+                let result = try DurabilityScope.run { () throws(StorageError) -> [Int64?] in
+                    try database.read { connection throws(StorageError) in
+                        inRead.signal()
+                        _ = query.wait(timeout: .now() + 30)
+                        return try connection.query("SELECT v FROM t WHERE k = 'e'", []) { row throws(StorageError) in
+                            row.integer(0)
+                        }
+                    }
+                }
+                read.withLock { $0 = result }
+            } catch {
+                Issue.record("the read failed: \(error)")
+            }
         }
-        // The next sync succeeds, a resync already holding included.
-        disk.holdsFailure.store(false, ordering: .releasing)
-        disk.failing.store(false, ordering: .releasing)
+        try #require(inRead.wait(timeout: .now() + 30) == .success, "the read never started")
+        let (_, writeScope) = try DurabilityScope.run { () throws(StorageError) -> SQLResult in
+            try database.write { connection throws(StorageError) in
+                try connection.execute("INSERT INTO t (k, v) VALUES ('e', 5)")
+            }
+        }
+        try #require(disk.reachedFailure.wait(timeout: .now() + 30) == .success, "the batch never reached its fsync")
+        let closed = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            database.close()
+            closed.signal()
+        }
+        // close() marks the storage closed at once, then waits for the batch's sync.
+        Thread.sleep(forTimeInterval: 0.2)
         disk.proceed.signal()
-        let outcome = scope.settledOutcome()
-        #expect(outcome != nil, "the read waited for ever")
-        #expect(outcome ?? nil == nil)
+        let written = writeScope.settledOutcome()
+        #expect(written ?? nil != nil, "the write's sync failed")
+        query.signal()
+        try #require(readDone.wait(timeout: .now() + 30) == .success, "the read never finished")
+        let (rows, scope) = try #require(read.withLock { $0 })
+        #expect(rows == [5], "the committed row is visible")
+        disk.expectHeldThenAnswered(scope)
+        #expect(closed.wait(timeout: .now() + 30) == .success, "close() never returned")
     }
 
     @Test("a COMMIT that fails while a sync is failing for now leaves reads held for the resync")
@@ -670,6 +716,21 @@ final class FailingDisk: SQLiteWALSync {
     static func database(in environment: TestEnvironment) throws -> (SQLiteDatabase, FailingDisk) {
         let disk = FailingDisk()
         return (try tableDatabase(in: environment, log: disk), disk)
+    }
+
+    /// Expects `scope`, a read's, not to be answered yet, with the disk failing and holding its
+    /// next sync; then lets the disk work and expects the resync, a sync already held
+    /// included, to answer the read.
+    func expectHeldThenAnswered(_ scope: DurabilityScope, sourceLocation: SourceLocation = #_sourceLocation) {
+        if case .durable = scope.outcome {
+            Issue.record("the read was answered from a row no sync had made durable", sourceLocation: sourceLocation)
+        }
+        holdsFailure.store(false, ordering: .releasing)
+        failing.store(false, ordering: .releasing)
+        proceed.signal()
+        let outcome = scope.settledOutcome()
+        #expect(outcome != nil, "the read waited for ever", sourceLocation: sourceLocation)
+        #expect(outcome ?? nil == nil, sourceLocation: sourceLocation)
     }
 
     func sync() throws(StorageError) {

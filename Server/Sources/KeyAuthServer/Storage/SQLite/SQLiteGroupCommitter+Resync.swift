@@ -16,13 +16,17 @@ extension SQLiteGroupCommitter {
     /// and a timer for each failed batch grew by one every second per failing batch, each
     /// syncing again, on the queue the commits need.
     ///
+    /// A batch whose sync failed as the committer closed still gets its marker: reads already
+    /// past the storage's closed check would otherwise answer from its rows. Closed, a marker
+    /// whose own sync fails ends the resyncs, and its reads get that failure.
+    ///
     /// - Parameter finished: the marker whose sync just failed, which is no longer pending.
     /// - Returns: the marker to call ``resync(after:)`` for, when a new one was made.
     func installResyncMarker(replacing finished: SQLiteCommitBatch? = nil) -> SQLiteCommitBatch? {
         let installed = writer.withLock { writer -> (marker: SQLiteCommitBatch, isNew: Bool)? in
             if let finished, writer.resyncMarker === finished { writer.resyncMarker = nil }
-            guard !writer.isClosed else { return nil }
             if let pending = writer.resyncMarker { return (pending, false) }
+            guard !writer.isClosed || finished == nil else { return nil }
             defer { writer.nextSequence += 1 }
             let marker = SQLiteCommitBatch(sequence: writer.nextSequence, committer: identity)
             writer.resyncMarker = marker
