@@ -153,6 +153,54 @@ extension StorageContractTests {
         }
 
         @Test(
+            "a migration's statements outlast the client's statement deadline, which other statements keep",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"),
+            .timeLimit(.minutes(2)))
+        func migrationHasNoStatementDeadline() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let schemaURL = try #require(database.url)
+            try StorageFactory.open(schemaURL).close()
+            // Another session holds the migrations' table for 3 s, as a long statement of a
+            // migration would keep the next one waiting.
+            let blocked = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                defer { blocked.signal() }
+                do {
+                    let blocker = try PostgresConnection(PostgresLocation(schemaURL))
+                    try blocker.execute(
+                        "DO $$ BEGIN LOCK TABLE schema_migrations IN ACCESS EXCLUSIVE MODE; PERFORM pg_sleep(3); END $$"
+                    )
+                } catch {
+                    Issue.record("the blocking session failed: \(error)")
+                }
+            }
+            let connection = try PostgresConnection(PostgresLocation(schemaURL), statementDeadlineSeconds: 1)
+            let held = """
+                SELECT count(*) FROM pg_locks WHERE relation = 'schema_migrations'::regclass
+                AND mode = 'AccessExclusiveLock' AND granted
+                """
+            var waited = 0
+            while try connection.execute(held).firstRow?.integer(0) != 1, waited < 200 {
+                Thread.sleep(forTimeInterval: 0.01)
+                waited += 1
+            }
+            #expect(waited < 200, "the other session never took its lock")
+            try SQLSchema.migrate(connection, now: 1_800_000_000)
+            #expect(
+                try connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").firstRow?.integer(0)
+                    == SQLSchema.latestVersion)
+            #expect(blocked.wait(timeout: .now() + 30) == .success)
+            // Outside a migration the deadline holds.
+            #expect {
+                try connection.execute("SELECT pg_sleep(2)")
+            } throws: { error in
+                (error as? StorageError)?.code == .unavailable
+            }
+        }
+
+        @Test(
             "retries a broken read on a fresh connection, never a broken write",
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
         func retriesOnlyReads() throws {

@@ -69,6 +69,10 @@ final class PostgresConnection: SQLConnection {
     private let location: PostgresLocation
     /// See ``defaultStatementDeadlineSeconds``.
     private let statementDeadlineNanoseconds: UInt64
+    /// Whether ``withoutStatementDeadline(_:)`` is running: statements then wait for their
+    /// answer as long as the server works on them. TCP keepalives and `tcp_user_timeout` still
+    /// break the connection to a host that is gone.
+    private var statementDeadlineLifted = false
 
     var dialect: SQLDialect { .postgres }
 
@@ -200,6 +204,13 @@ final class PostgresConnection: SQLConnection {
                 text: location.redact(state.isEmpty ? text : "SQLSTATE \(state): \(text)")))
     }
 
+    func withoutStatementDeadline<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result {
+        let wasLifted = statementDeadlineLifted
+        statementDeadlineLifted = true
+        defer { statementDeadlineLifted = wasLifted }
+        return try body()
+    }
+
     /// The statement's result, as `PQexecParams` would return it (the last of its results), or
     /// nil when the connection broke; waits on the socket for at most the statement deadline.
     ///
@@ -216,7 +227,10 @@ final class PostgresConnection: SQLConnection {
             }
             let remaining = ServerClock.nanoseconds(from: ServerClock.monotonicNanoseconds(), to: deadline)
             var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
-            let ready = remaining == 0 ? 0 : poll(&descriptor, 1, Int32(clamping: (remaining + 999_999) / 1_000_000))
+            let ready =
+                statementDeadlineLifted
+                ? poll(&descriptor, 1, -1)
+                : remaining == 0 ? 0 : poll(&descriptor, 1, Int32(clamping: (remaining + 999_999) / 1_000_000))
             if ready < 0, errno == EINTR { continue }
             if ready <= 0 {
                 if let last { PQclear(last) }

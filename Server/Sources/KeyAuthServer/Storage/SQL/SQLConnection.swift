@@ -26,9 +26,20 @@ protocol SQLConnection: AnyObject {
     ///   database cannot be reached.
     @discardableResult
     func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> SQLResult
+
+    /// Runs `body` with no limit of the client's own on how long a statement may go unanswered
+    /// (a driver that has one), for a migration: the server runs its statements without a
+    /// `statement_timeout`, and one that outlasted the client's limit would be abandoned while
+    /// it still held its locks, and the next attempt would wait for them.
+    func withoutStatementDeadline<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result
 }
 
 extension SQLConnection {
+    /// No limit to lift: SQLite's statements run in the process, with no server to wait for.
+    func withoutStatementDeadline<Result>(_ body: () throws(StorageError) -> Result) throws(StorageError) -> Result {
+        try body()
+    }
+
     /// Runs one statement without parameters.
     @discardableResult
     func execute(_ sql: String) throws(StorageError) -> SQLResult {
