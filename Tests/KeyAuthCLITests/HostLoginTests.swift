@@ -2,6 +2,7 @@ import Foundation
 import KeyAuth
 import KeyAuthCLI
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -76,6 +77,45 @@ struct HostLoginTests {
             if machine.syslog.isCapturing {
                 #expect(machine.syslog.text.contains("locked after too many wrong PINs"), "\(machine.syslog.text)")
             }
+        }
+    }
+
+    @Test(
+        "wrong PINs typed at once at several prompts stop at the TPM's reserve, as when typed in turn",
+        .timeLimit(.minutes(5)))
+    func concurrentPromptsKeepTheReserve() async throws {
+        let tpm = try SoftwareTPM()
+        defer { withExtendedLifetime(tpm) {} }
+        // 5 tries, of which host logins leave 1 to the keyauth command.
+        let setup = try runProcess(
+            "/usr/bin/tpm2_dictionarylockout",
+            [
+                "-T", tpm.tcti, "--setup-parameters", "--max-tries=5", "--recovery-time=1000",
+                "--lockout-recovery-time=1000",
+            ],
+            environment: ["PATH": "/usr/bin:/bin", "LANG": "C"], timeout: 60)
+        try #require(setup.status == 0, "\(setup.standardError)")
+        try #require(try tpm.connection.info().maximumTries == 5)
+        try await withHostLogin(tpm: tpm) { machine in
+            // Six prompts at once, each answered with a wrong PIN: every one of them sees 5
+            // tries left before asking.
+            let (service, user) = (machine.service, machine.user)
+            let statuses = Mutex<[Int32]>([])
+            let finished = DispatchSemaphore(value: 0)
+            for _ in 0..<6 {
+                Thread.detachNewThread {
+                    defer { finished.signal() }
+                    let result = try? runProcess(
+                        HostLoginMachine.pamtester, ["-v", service, user, "authenticate"],
+                        environment: ["PATH": "/usr/bin:/bin", "LANG": "C"], standardInput: "000000\n", timeout: 90)
+                    statuses.withLock { $0.append(result?.status ?? -1) }
+                }
+            }
+            for _ in 0..<6 { #expect(finished.wait(timeout: .now() + 120) == .success) }
+            #expect(statuses.withLock { $0 }.allSatisfy { $0 != 0 && $0 != -1 }, "\(statuses.withLock { $0 })")
+            let info = try tpm.connection.info()
+            #expect(info.lockoutCounter == 4, "4 wrong PINs counted, the reserve's 1 left: \(info.lockoutCounter)")
+            #expect(!info.isLockedOut)
         }
     }
 

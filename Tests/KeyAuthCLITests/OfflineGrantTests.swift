@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthCLI
@@ -165,6 +166,28 @@ struct OfflineGrantTests {
         reader.startNewRound()
         // The socket has ended: the PIN comes from the reader's own copy.
         #expect(try reader.readSecret(prompt: "PIN").withUnsafeBytes { Array($0) } == Array("4711".utf8))
+    }
+
+    @Test("a PIN its check refuses is not held: every later round gets the check's error, and the check runs once")
+    func heldPINChecked() throws {
+        var pipeEnds: [Int32] = [0, 0]
+        try #require(pipe(&pipeEnds) == 0)
+        defer { close(pipeEnds[0]) }
+        let reader = HeldPINReader(fileDescriptor: pipeEnds[0])
+        let checks = Mutex(0)
+        reader.checkEachPIN { pin throws(KeyAuthError) in
+            checks.withLock { $0 += 1 }
+            #expect(pin.withUnsafeBytes { Array($0) } == Array("0000".utf8))
+            throw KeyAuthError(.wrongPIN, "wrong PIN")
+        }
+        #expect(DescriptorIO.writeAll(pipeEnds[1], "0000\n"))
+        close(pipeEnds[1])
+        for _ in 0..<2 {
+            let refused = try #require(throws: KeyAuthError.self) { try reader.readSecret(prompt: "PIN") }
+            #expect(refused.code == .wrongPIN)
+            reader.startNewRound()
+        }
+        #expect(checks.withLock { $0 } == 1)
     }
 
     @Test("a PIN the reader waited for counts from its arrival, one waiting from the ask, or the read when unnoted")

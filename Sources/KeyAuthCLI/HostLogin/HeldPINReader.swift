@@ -14,11 +14,17 @@ import Synchronization
 /// after a wrong PIN stops with the wrong PIN as its outcome, exactly as with standard input. The
 /// held copy lives in ``SecretBytes``, overwritten when the reader goes.
 final class HeldPINReader: SecretReader {
+    /// A check of the PIN as it comes from the socket, before anything uses it.
+    typealias PINCheck = @Sendable (SecretBytes) throws(KeyAuthError) -> Void
+
     private struct State {
         var pin: SecretBytes?
         var handedOut = false
         var askedAt: ContinuousClock.Instant?
         var arrivedAt: ContinuousClock.Instant?
+        var check: PINCheck?
+        /// What the check threw: every later round throws it too, with no PIN held.
+        var checkFailure: KeyAuthError?
     }
 
     private let descriptor: Int32
@@ -40,6 +46,12 @@ final class HeldPINReader: SecretReader {
         source = StandardInputSecretReader(fileDescriptor: descriptor)
     }
 
+    /// Runs `check` on the PIN when it is read from the socket, before it is handed out; a PIN
+    /// the check refuses is not held (``PAMHelper/spendPINTry(_:key:on:lock:)``).
+    func checkEachPIN(with check: @escaping PINCheck) {
+        state.withLock { $0.check = check }
+    }
+
     /// Notes that the module was just asked for the PIN (the `pin` line written).
     func noteAsked(at time: ContinuousClock.Instant = .now) {
         state.withLock { $0.askedAt = time }
@@ -51,6 +63,7 @@ final class HeldPINReader: SecretReader {
     func readLine(prompt: String, echo: Bool) throws(KeyAuthError) -> SecretBytes {
         let held = state.withLock { state -> Result<SecretBytes?, KeyAuthError> in
             guard !state.handedOut else { return .failure(KeyAuthError(.cancelled, "the PIN was already used")) }
+            if let failure = state.checkFailure { return .failure(failure) }
             state.handedOut = true
             return .success(state.pin)
         }
@@ -58,10 +71,17 @@ final class HeldPINReader: SecretReader {
         let waitingAlready = hasInput()
         let pin = try source.readLine(prompt: prompt, echo: echo)
         let now = ContinuousClock.now
-        state.withLock {
-            $0.pin = pin
-            $0.arrivedAt = Self.arrival(waitingAlready: waitingAlready, askedAt: $0.askedAt, readAt: now)
+        let check = state.withLock { state -> PINCheck? in
+            state.arrivedAt = Self.arrival(waitingAlready: waitingAlready, askedAt: state.askedAt, readAt: now)
+            return state.check
         }
+        do throws(KeyAuthError) {
+            try check?(pin)
+        } catch {
+            state.withLock { $0.checkFailure = error }
+            throw error
+        }
+        state.withLock { $0.pin = pin }
         return pin.withUnsafeBytes { SecretBytes($0) }
     }
 

@@ -1,5 +1,9 @@
 import KeyAuth
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension PAMHelper {
     /// What the TPM's dictionary-attack state means for a host login by a TPM-held key, decided
     /// before the PIN is asked: a locked TPM refuses even the right PIN, so the user is told so,
@@ -19,9 +23,9 @@ extension PAMHelper {
     /// (``reservedTries(_:)``) to the `keyauth` command: anyone who reaches a login prompt (an
     /// ssh client from anywhere, with `mode=local`) may type PINs, and a locked TPM refuses every
     /// key on the machine, every user's, and whatever else it holds (a disk's key). The state is
-    /// read before the PIN is asked, so prompts open at the same moment each pass this check
-    /// before any of their PINs counts: the reserve holds against PINs typed one prompt after
-    /// another, and only as many concurrent prompts as it has tries (sshd's `MaxStartups`).
+    /// read before the PIN is asked, and again when the PIN has come, as one step with the TPM's
+    /// check of it (``spendPINTry(_:key:on:lock:)``): prompts open at the same moment each pass
+    /// the first look, and the second sees the tries spent by the PINs typed before.
     static func tpmLockoutState(_ info: TPMInfo?) -> TPMLockoutState {
         guard let info else { return .ask(note: "") }
         if info.isLockedOut || info.attemptsLeft == 0 {
@@ -44,6 +48,48 @@ extension PAMHelper {
         }
         guard info.lockoutCounter > 0 else { return .ask(note: "") }
         return .ask(note: " (the TPM locks after \(attempts))")
+    }
+
+    /// The lock that makes a host login's look at the TPM's tries and its spending of one a single
+    /// step across every helper of the machine. In `/run`, where only root creates files, so
+    /// that no user can hold it (or plant it); the helper opens it as root, before it becomes
+    /// the user.
+    static let tpmTryLockPath = "/run/keyauth-tpm-tries.lock"
+
+    /// How long a PIN waits for the helpers before it to have the TPM check theirs.
+    static let tpmTryLockWait = Duration.seconds(10)
+
+    /// The descriptor of ``tpmTryLockPath``, or nil when the helper does not run as root (a
+    /// screen locker's, for the user's own session) or cannot open it.
+    static func openTPMTryLock(path: String = tpmTryLockPath) -> Int32? {
+        guard geteuid() == 0 else { return nil }
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        return descriptor >= 0 ? descriptor : nil
+    }
+
+    /// Spends one of the TPM's tries on `pin`, in one step with a fresh look at how many are
+    /// left: under `lock`, the lockout state is read again (``tpmLockoutState(_:)``) and the TPM
+    /// checks the PIN (one signature, discarded). Prompts opened at once otherwise each passed the
+    /// look before any of their PINs counted, and as many wrong PINs as prompts went through
+    /// the reserve, up to the lockout. The login's own signature then uses a PIN the TPM took.
+    ///
+    /// - Throws: `.lockedOut` when the tries left are the reserve's (or none); `.wrongPIN` from
+    ///   the TPM; `.tpmUnavailable` when the lock stays taken for ``tpmTryLockWait``.
+    static func spendPINTry(
+        _ pin: SecretBytes, key: TPMKey, on tpm: TPMConnection, lock: Int32?
+    ) throws(KeyAuthError) {
+        if let lock {
+            let deadline = ContinuousClock.now + tpmTryLockWait
+            while flock(lock, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+                    throw KeyAuthError(.tpmUnavailable, "other host logins kept the TPM busy checking their PINs")
+                }
+                usleep(10_000)
+            }
+        }
+        defer { if let lock { flock(lock, LOCK_UN) } }
+        if case .locked(let reason) = tpmLockoutState(try? tpm.info()) { throw KeyAuthError(.lockedOut, reason) }
+        try key.checkPIN(pin, on: tpm)
     }
 
     /// The tries host logins leave to the `keyauth` command: a quarter of the TPM's (8 of the

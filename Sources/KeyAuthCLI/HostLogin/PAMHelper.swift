@@ -118,6 +118,9 @@ package struct PAMHelper: Sendable {
         }
         // Root's part of offline grants, before root is given up (PAMHelper+Offline.swift).
         let offline = openOfflineGrants(request)
+        // Root's lock on the TPM's tries, before root is given up (PAMHelper+TPMLockout.swift).
+        let tpmTryLock = Self.openTPMTryLock()
+        defer { if let tpmTryLock { close(tpmTryLock) } }
         if let refusal = person.becomeUser() { return .refused(refusal) }
         if request.mode == .push {
             return await push(request, hostClient: hostClient, keyauthUser: mapping.keyauthUser)
@@ -170,6 +173,14 @@ package struct PAMHelper: Sendable {
             switch Self.tpmLockoutState(try? context.tpmConnection().info()) {
             case .locked(let reason): return .refused(reason)
             case .ask(let note): lockoutNote = note
+            }
+            // Opening the session says what is wrong with a key or TPM that fails here.
+            if let key = try? AccountStore(home: home).keyPairStore(for: account.name).loadTPMKey().key,
+                let tpm = try? context.tpmConnection()
+            {
+                pinReader.checkEachPIN { pin throws(KeyAuthError) in
+                    try Self.spendPINTry(pin, key: key, on: tpm, lock: tpmTryLock)
+                }
             }
         }
         DescriptorIO.writeAll(output, "pin keyauth PIN for \(account.user) (\(account.name))\(lockoutNote): \n")
