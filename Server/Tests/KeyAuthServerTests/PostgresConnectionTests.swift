@@ -201,6 +201,33 @@ extension StorageContractTests {
         }
 
         @Test(
+            "a write refused by a read-only server is unavailable, and the pool connects afresh for the next",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func reconnectsAfterReadOnlyServer() throws {
+            let url = try #require(PostgresTestServer.url)
+            let pool = PostgresConnectionPool(location: PostgresLocation(url), size: 1, checkoutTimeoutSeconds: 5)
+            defer { pool.close() }
+            let write = "CREATE TEMPORARY TABLE written (k INTEGER)"
+            // The session turns read-only, as a connection to a primary demoted to a standby
+            // finds every write refused with SQLSTATE 25006.
+            do {
+                try pool.withConnection(retryingIfBroken: false) { connection throws(StorageError) in
+                    try connection.execute("SET default_transaction_read_only = on")
+                    try connection.execute(write)
+                }
+                Issue.record("a read-only session took a write")
+            } catch {
+                #expect(error.code == .unavailable)
+                #expect(error.description.contains("25006"), "\(error.description)")
+            }
+            let after = try pool.withConnection(retryingIfBroken: false) { connection throws(StorageError) in
+                try connection.execute(write)
+                return try connection.execute("SHOW default_transaction_read_only").firstRow?.text(0)
+            }
+            #expect(after == "off", "the next caller got the read-only session")
+        }
+
+        @Test(
             "retries a broken read on a fresh connection, never a broken write",
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
         func retriesOnlyReads() throws {

@@ -73,6 +73,11 @@ final class PostgresConnection: SQLConnection {
     /// answer as long as the server works on them. TCP keepalives and `tcp_user_timeout` still
     /// break the connection to a host that is gone.
     private var statementDeadlineLifted = false
+    /// Whether a statement was refused as a write on a read-only server (SQLSTATE 25006): a
+    /// standby, or a primary demoted since the connection opened. The pool then reconnects,
+    /// and `target_session_attrs=read-write` finds the primary; kept, the connection failed
+    /// every write until the server restarted.
+    private(set) var foundServerReadOnly = false
 
     var dialect: SQLDialect { .postgres }
 
@@ -135,6 +140,7 @@ final class PostgresConnection: SQLConnection {
     /// Closes and reopens the connection with the same parameters; true when it is open again.
     @discardableResult
     func reset() -> Bool {
+        foundServerReadOnly = false
         PQreset(handle)
         return isOpen
     }
@@ -154,7 +160,7 @@ final class PostgresConnection: SQLConnection {
     /// hold the request, and the pooled connection, until it resumed.
     ///
     /// - Throws: `.unavailable` when the connection is broken, the server refuses service
-    ///   (SQLSTATE classes 08, 53 and 57P) or does not answer by the deadline (the connection is
+    ///   (SQLSTATE classes 08, 53 and 57P, and 25006, a write on a read-only server) or does not answer by the deadline (the connection is
     ///   then closed, so that the pool reconnects), `.queryFailed` for any other failure,
     ///   carrying the SQLSTATE and the primary message (never the detail, which may quote row
     ///   values).
@@ -196,7 +202,10 @@ final class PostgresConnection: SQLConnection {
         }
         let state = result.errorField(Self.sqlStateField) ?? ""
         let text = result.errorField(Self.primaryMessageField) ?? Self.trimmed(String(cString: PQerrorMessage(handle)))
-        let refused = state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P")
+        if state == Self.readOnlyTransactionState { foundServerReadOnly = true }
+        let refused =
+            state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P")
+            || state == Self.readOnlyTransactionState
         throw StorageError(
             !isOpen || refused ? .unavailable : .queryFailed, "a PostgreSQL statement failed",
             underlying: NativeError(
@@ -256,6 +265,9 @@ final class PostgresConnection: SQLConnection {
         if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
         PQconsumeInput(handle)
     }
+
+    /// SQLSTATE `read_only_sql_transaction`: a write on a server that takes none.
+    static let readOnlyTransactionState = "25006"
 
     /// `resultFormat` 1: every result column in binary.
     private static let binaryFormat: Int32 = 1

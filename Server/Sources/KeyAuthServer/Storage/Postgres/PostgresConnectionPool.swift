@@ -106,8 +106,9 @@ final class PostgresConnectionSlot: Sendable {
             }
             defer {
                 // Never hand the next caller a connection stuck inside a transaction (a failed
-                // ROLLBACK): resetting it makes the server roll back.
-                if connection.isOpen, !connection.isIdle { connection.reset() }
+                // ROLLBACK): resetting it makes the server roll back. Nor one to a server that
+                // refused a write as read-only: reconnecting finds the primary.
+                if connection.isOpen, !connection.isIdle || connection.foundServerReadOnly { connection.reset() }
             }
             do throws(StorageError) {
                 return try body(connection)
