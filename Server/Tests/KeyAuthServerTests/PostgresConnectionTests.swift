@@ -228,6 +228,24 @@ extension StorageContractTests {
         }
 
         @Test(
+            "serve's storage keeps the connections --db-connections asks for",
+            .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
+        func servingPoolSize() throws {
+            let url = try #require(PostgresTestServer.url)
+            let database = try PostgresTestServer.makeDatabase(url: url)
+            defer { database.destroy() }
+            let schemaURL = try #require(database.url)
+            for size in [PostgresStorage.defaultPoolSize, 9] {
+                let (storage, lock) = try StorageFactory.openForServing(
+                    schemaURL, alone: false, postgresConnections: size)
+                defer { storage.close() }
+                #expect(lock == nil)
+                let pool = (storage as? SQLStorage)?.database as? PostgresConnectionPool
+                #expect(pool?.size == size)
+            }
+        }
+
+        @Test(
             "retries a broken read on a fresh connection, never a broken write",
             .enabled(if: PostgresTestServer.url != nil, "KEYAUTH_TEST_POSTGRES_URL is not set"))
         func retriesOnlyReads() throws {

@@ -33,6 +33,7 @@ struct ServerCommandTests {
             "KEYAUTH_SERVER_LISTEN": "0.0.0.0:9000", "KEYAUTH_SERVER_ISSUER": "https://login.example",
             "KEYAUTH_SERVER_DB": "/var/lib/keyauth/db", "KEYAUTH_SERVER_ENROLLMENT": "code",
             "KEYAUTH_SERVER_TRUST_PROXY": "1", "KEYAUTH_SERVER_RATE_LIMIT": "5", "KEYAUTH_SERVER_THREADS": "8",
+            "KEYAUTH_SERVER_DB_CONNECTIONS": "12",
         ]
         let fromEnvironment = try serve([], environment)
         #expect(fromEnvironment.listen.description == "0.0.0.0:9000")
@@ -42,6 +43,8 @@ struct ServerCommandTests {
         #expect(fromEnvironment.trustProxy)
         #expect(fromEnvironment.failureLimit == 5)
         #expect(fromEnvironment.threads == 8)
+        #expect(fromEnvironment.databaseConnections == 12)
+        #expect(try serve([], [:]).databaseConnections == PostgresStorage.defaultPoolSize)
 
         let overridden = try serve(
             [
@@ -65,7 +68,8 @@ struct ServerCommandTests {
             ["--listen", "nowhere"], ["--listen", "127.0.0.1"], ["--listen", "example.com:80"],
             ["--enrollment", "maybe"],
             ["--issuer", "ftp://x"], ["--rate-limit", "0"], ["--frobnicate"], ["serve", "extra"], ["--db"], ["launch"],
-            ["enroll"], ["enroll", "bad user"], ["revoke"], ["--threads", "many"], ["--signing-key-bits", "3000"],
+            ["enroll"], ["enroll", "bad user"], ["revoke"], ["--threads", "many"], ["--db-connections", "0"],
+            ["--signing-key-bits", "3000"],
             ["--db", "a", "--db", "b"], ["clients", "add"], ["clients", "remove"], ["clients", "rename", "x"],
             ["clients", "add", "a", "b"], ["approve", "abc"], ["revoke", "abcdefg"],
         ])

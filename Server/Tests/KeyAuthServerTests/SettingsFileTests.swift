@@ -135,6 +135,7 @@ struct SettingsFileTests {
         #expect(line("listen").hasPrefix("listen = 127.0.0.1:8088 "))
         #expect(line("listen").hasSuffix("# default"))
         #expect(line("threads").hasPrefix("threads = 32 "))
+        #expect(line("db-connections").hasPrefix("db-connections = 4 "))
         #expect(line("signing-key-file").hasSuffix("# not set"))
         #expect(lines.contains("# settings file: \(path)"))
         // Every option of --help but --config, --help and --version has a line.

@@ -55,6 +55,7 @@ complete -c keyauth-server -n $serving -l rate-limit -x -d 'Failed logins and re
 complete -c keyauth-server -n $serving -l registration-limit -x -d 'Registrations per address and minute'
 complete -c keyauth-server -n $serving -l token-lifetime -x -d 'Access token lifetime in seconds'
 complete -c keyauth-server -n $serving -l threads -x -d 'HTTP worker threads'
+complete -c keyauth-server -n $serving -l db-connections -x -d 'connections to PostgreSQL'
 complete -c keyauth-server -n $serving -l max-connections -x -d 'Simultaneous connections'
 complete -c keyauth-server -n $serving -l max-connections-per-address -x -d 'Simultaneous connections from one address'
 complete -c keyauth-server -n $serving -l request-timeout -x -d 'Seconds to send each whole request'

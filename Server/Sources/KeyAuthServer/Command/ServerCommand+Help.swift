@@ -146,6 +146,8 @@ extension ServerCommand {
                                     [KEYAUTH_SERVER_OFFLINE_GRANT_LIFETIME]
           --threads N               HTTP worker threads, default one per core (at least 2) with
                                     SQLite, 32 with PostgreSQL [KEYAUTH_SERVER_THREADS]
+          --db-connections N        connections to PostgreSQL, each held by one storage call at
+                                    a time, 1 to 256, default 4 [KEYAUTH_SERVER_DB_CONNECTIONS]
           --cleanup-interval DURATION
                                     time between purges of expired entries, which also reload
                                     the signing keys and retire old ones, default 1m

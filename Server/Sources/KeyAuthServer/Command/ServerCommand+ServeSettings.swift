@@ -80,6 +80,7 @@ extension ServerCommand {
             read: { settings, configuration throws(ServerConfigurationError) in
                 if let value = try settings.number("--threads", 1...256) { configuration.threads = value }
             }, show: { String($0.workerThreads(writesBlockUntilDurable: StorageFactory.isPostgresURL($0.database))) }),
+        number("db-connections", \.databaseConnections, 1...256),
         duration("cleanup-interval", \.cleanupIntervalSeconds, 1...3600),
         number("max-connections", \.connectionLimit, 1...1_000_000),
         ServeSetting(

@@ -93,7 +93,9 @@ package final class ServerRunner: Sendable {
             try Self.stopIfInterrupted(interrupted)
             let (opened, lock) =
                 try storage.map { ($0, nil) }
-                ?? StorageFactory.openForServing(configuration.database, alone: replayMode == .memory)
+                ?? StorageFactory.openForServing(
+                    configuration.database, alone: replayMode == .memory,
+                    postgresConnections: configuration.databaseConnections)
             undo.storage = opened
             undo.lock = lock
             // The host's clock, not `now`: tests inject clocks of their own.

@@ -126,6 +126,10 @@ package struct ServerConfiguration: Sendable {
     package var signInLifetime: Int64 = 300
     /// Certificates without `permit-port-forwarding` (`--ssh-no-port-forwarding`).
     package var sshNoPortForwarding = false
+    /// Connections to PostgreSQL the server keeps (`--db-connections`); each call to storage
+    /// holds one, and a call that finds none free waits up to 10 s, then answers 503. SQLite
+    /// has a writer and readers of its own.
+    package var databaseConnections = PostgresStorage.defaultPoolSize
     /// libmicrohttpd worker threads (`--threads`); nil for the default of the storage, see
     /// ``HTTPServerOptions/defaultThreadPoolSize(writesBlockUntilDurable:)``.
     package var threads: Int?

@@ -69,14 +69,18 @@ package enum StorageFactory {
     /// checks it), then locked, which creates it when missing (``SQLiteServeLock``): a file this
     /// call created is removed again when opening it fails.
     ///
-    /// - Parameter alone: whether the server must be alone on a SQLite file (its replay cache is
-    ///   in memory): an exclusive lock rather than a shared one.
+    /// - Parameters:
+    ///   - alone: whether the server must be alone on a SQLite file (its replay cache is in
+    ///     memory): an exclusive lock rather than a shared one.
+    ///   - postgresConnections: the connections a PostgreSQL pool keeps (`--db-connections`).
     /// - Throws: ``StorageError`` as ``open(_:creatingIfMissing:migrating:)``, and `.unavailable`
     ///   when another server holds a conflicting lock.
-    static func openForServing(_ location: String, alone: Bool) throws(StorageError) -> (
-        storage: any ServerStorage, lock: SQLiteServeLock?
-    ) {
-        guard !isPostgresURL(location) else { return (try open(location), nil) }
+    static func openForServing(
+        _ location: String, alone: Bool, postgresConnections: Int = PostgresStorage.defaultPoolSize
+    ) throws(StorageError) -> (storage: any ServerStorage, lock: SQLiteServeLock?) {
+        guard !isPostgresURL(location) else {
+            return (try PostgresStorage(url: location, poolSize: postgresConnections), nil)
+        }
         try checkSQLiteFile(location, creatingIfMissing: true)
         let lock = try SQLiteServeLock(path: location, exclusive: alone)
         do {

@@ -25,6 +25,9 @@ final class PostgresConnectionPool: Sendable {
     private let checkoutTimeoutSeconds: Int
     let location: PostgresLocation
 
+    /// The connections the pool keeps.
+    var size: Int { slots.count }
+
     /// Creates `size` slots; nothing connects until the first checkout.
     init(location: PostgresLocation, size: Int, checkoutTimeoutSeconds: Int) {
         let size = max(size, 1)

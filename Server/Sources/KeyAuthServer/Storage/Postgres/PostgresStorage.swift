@@ -24,7 +24,7 @@ extension SQLStorage {
     ///   than written (it is not tried), `.unavailable` when the database cannot be reached,
     ///   `.schemaTooNew` when a newer server migrated it, `.queryFailed` when migrating fails.
     package convenience init(
-        url: String, poolSize: Int = 4, checkoutTimeoutSeconds: Int = 10,
+        url: String, poolSize: Int = defaultPoolSize, checkoutTimeoutSeconds: Int = 10,
         now: @Sendable () -> Int64 = { ServerClock.now() }, migrating: Bool = true
     ) throws(StorageError) {
         if let problem = PostgresLocation.problem(in: url) { throw StorageError(.invalidLocation, problem) }
@@ -34,6 +34,11 @@ extension SQLStorage {
                 location: location, size: poolSize, checkoutTimeoutSeconds: checkoutTimeoutSeconds),
             location: location.redacted, now: now, migrating: migrating)
     }
+
+    /// The connections a server keeps open unless `--db-connections` says otherwise: enough to
+    /// keep two cores' worth of statements in flight, few enough that several instances stay
+    /// well inside PostgreSQL's default `max_connections` of 100.
+    package static let defaultPoolSize = 4
 
     /// `url` with its password masked, for logging a `--db` value before connecting.
     package static func redacted(_ url: String) -> String {
