@@ -81,7 +81,7 @@ struct HostLoginTests {
     }
 
     @Test(
-        "wrong PINs typed at once at several prompts stop at the TPM's reserve, as when typed in turn",
+        "an empty PIN costs the TPM no try; wrong PINs typed at once at several prompts stop at its reserve",
         .timeLimit(.minutes(5)))
     func concurrentPromptsKeepTheReserve() async throws {
         let tpm = try SoftwareTPM()
@@ -97,6 +97,18 @@ struct HostLoginTests {
         try #require(setup.status == 0, "\(setup.standardError)")
         try #require(try tpm.connection.info().maximumTries == 5)
         try await withHostLogin(tpm: tpm) { machine in
+            // Enter alone, to go on to the next module, is refused before the TPM sees it.
+            let empty = try machine.pamtester(pin: "")
+            #expect(empty.status != 0)
+            #expect(try tpm.connection.info().lockoutCounter == 0, "an empty PIN counted as a wrong one")
+            // A helper holding the lock for long (its user can stop it there) delays the others
+            // by the wait, then they go on without it: no TPM login of the machine is refused.
+            let lock = open("/run/keyauth-tpm-tries.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0o600)
+            try #require(lock >= 0)
+            try #require(flock(lock, LOCK_EX) == 0)
+            let waited = try machine.pamtester(pin: HostLoginMachine.pin)
+            close(lock)
+            #expect(waited.status == 0, "\(waited.standardError) \(machine.syslog.text)")
             // Six prompts at once, each answered with a wrong PIN: every one of them sees 5
             // tries left before asking.
             let (service, user) = (machine.service, machine.user)

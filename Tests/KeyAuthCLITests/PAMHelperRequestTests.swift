@@ -203,5 +203,9 @@ struct PAMHelperTPMLockoutTests {
                         + "until its owner resets the lockout"))
         #expect(PAMHelper.reservedTries(info(counter: 0, tries: 32)) == 8)
         #expect(PAMHelper.reservedTries(info(counter: 0, tries: 3)) == 0)
+        // The wait for the lock on the TPM's tries leaves half the module's timeout to the rest.
+        #expect(PAMHelper.tpmTryLockWait(answerTimeoutSeconds: 10) == .seconds(5))
+        #expect(PAMHelper.tpmTryLockWait(answerTimeoutSeconds: 120) == .seconds(5))
+        #expect(PAMHelper.tpmTryLockWait(answerTimeoutSeconds: 3) == .milliseconds(1500))
     }
 }

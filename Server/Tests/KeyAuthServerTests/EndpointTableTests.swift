@@ -61,7 +61,7 @@ struct EndpointTableTests {
             ("GET", "/account/sign-in", "POST"), ("POST", "/account", "GET, HEAD"),
             ("GET", "/account/devices/k1/revoke", "POST"), ("GET", "/authorize/consent", "POST"),
             ("PUT", "/authorize", "GET, POST"), ("HEAD", "/authorize", "GET, POST"),
-            ("DELETE", "/userinfo", "GET, HEAD, POST"),
+            ("DELETE", "/userinfo", "GET, HEAD, POST"), ("HEAD", "/end-session", "GET, POST"),
         ] {
             let response = try api.send(method, path)
             #expect(response.status == 405, "\(method) \(path)")

@@ -306,8 +306,13 @@ struct GroupCommitTests {
             database.close()
             closed.signal()
         }
-        // close() marks the storage closed at once, then waits for the batch's sync.
-        Thread.sleep(forTimeInterval: 0.2)
+        // close() marks the committer closed at once, then waits for the batch's sync.
+        var polls = 0
+        while polls < 30_000, !database.committer.writer.withLock({ $0.isClosed }) {
+            Thread.sleep(forTimeInterval: 0.001)
+            polls += 1
+        }
+        #expect(polls < 30_000, "close() never marked the committer closed")
         disk.proceed.signal()
         let written = writeScope.settledOutcome()
         #expect(written ?? nil != nil, "the write's sync failed")

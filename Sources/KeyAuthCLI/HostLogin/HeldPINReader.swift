@@ -47,7 +47,7 @@ final class HeldPINReader: SecretReader {
     }
 
     /// Runs `check` on the PIN when it is read from the socket, before it is handed out; a PIN
-    /// the check refuses is not held (``PAMHelper/spendPINTry(_:key:on:lock:)``).
+    /// the check refuses is not held (``PAMHelper/spendPINTry(_:key:on:lock:lockWait:)``).
     func checkEachPIN(with check: @escaping PINCheck) {
         state.withLock { $0.check = check }
     }

@@ -24,7 +24,7 @@ extension PAMHelper {
     /// ssh client from anywhere, with `mode=local`) may type PINs, and a locked TPM refuses every
     /// key on the machine, every user's, and whatever else it holds (a disk's key). The state is
     /// read before the PIN is asked, and again when the PIN has come, as one step with the TPM's
-    /// check of it (``spendPINTry(_:key:on:lock:)``): prompts open at the same moment each pass
+    /// check of it (``spendPINTry(_:key:on:lock:lockWait:)``): prompts open at the same moment each pass
     /// the first look, and the second sees the tries spent by the PINs typed before.
     static func tpmLockoutState(_ info: TPMInfo?) -> TPMLockoutState {
         guard let info else { return .ask(note: "") }
@@ -51,19 +51,25 @@ extension PAMHelper {
     }
 
     /// The lock that makes a host login's look at the TPM's tries and its spending of one a single
-    /// step across every helper of the machine. In `/run`, where only root creates files, so
-    /// that no user can hold it (or plant it); the helper opens it as root, before it becomes
-    /// the user.
+    /// step across the helpers of the machine. In `/run`, where only root creates files, so that
+    /// no user can plant it or open it; the helper opens it as root, before it becomes the user,
+    /// and holds it only while the TPM checks a PIN.
     static let tpmTryLockPath = "/run/keyauth-tpm-tries.lock"
 
-    /// How long a PIN waits for the helpers before it to have the TPM check theirs.
-    static let tpmTryLockWait = Duration.seconds(10)
+    /// How long a PIN waits for the helpers before it to have the TPM check theirs: 5 s, or half
+    /// the module's `timeout` when that is shorter, so that the login still has time for the
+    /// server. A helper runs as its user once it holds the lock, and its user can stop it there;
+    /// the others then go on without the lock after the wait, as before it existed, rather than
+    /// refuse every TPM login of the machine.
+    static func tpmTryLockWait(answerTimeoutSeconds: Int) -> Duration {
+        min(.seconds(5), .milliseconds(max(answerTimeoutSeconds, 0) * 500))
+    }
 
     /// The descriptor of ``tpmTryLockPath``, or nil when the helper does not run as root (a
     /// screen locker's, for the user's own session) or cannot open it.
     static func openTPMTryLock(path: String = tpmTryLockPath) -> Int32? {
         guard geteuid() == 0 else { return nil }
-        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let descriptor = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         return descriptor >= 0 ? descriptor : nil
     }
 
@@ -72,24 +78,31 @@ extension PAMHelper {
     /// checks the PIN (one signature, discarded). Prompts opened at once otherwise each passed the
     /// look before any of their PINs counted, and as many wrong PINs as prompts went through
     /// the reserve, up to the lockout. The login's own signature then uses a PIN the TPM took.
+    /// An empty answer (Enter, to go on to the next PAM module) is left to the PIN check, which
+    /// refuses it without the TPM: signing with it would count a wrong PIN.
     ///
+    /// - Parameter lockWait: how long to wait for the lock (``tpmTryLockWait(answerTimeoutSeconds:)``)
+    ///   before looking without it.
     /// - Throws: `.lockedOut` when the tries left are the reserve's (or none); `.wrongPIN` from
-    ///   the TPM; `.tpmUnavailable` when the lock stays taken for ``tpmTryLockWait``.
+    ///   the TPM.
     static func spendPINTry(
-        _ pin: SecretBytes, key: TPMKey, on tpm: TPMConnection, lock: Int32?
+        _ pin: SecretBytes, key: TPMKey, on tpm: TPMConnection, lock: Int32?, lockWait: Duration
     ) throws(KeyAuthError) {
-        if let lock {
-            let deadline = ContinuousClock.now + tpmTryLockWait
-            while flock(lock, LOCK_EX | LOCK_NB) != 0 {
-                guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
-                    throw KeyAuthError(.tpmUnavailable, "other host logins kept the TPM busy checking their PINs")
-                }
-                usleep(10_000)
-            }
-        }
-        defer { if let lock { flock(lock, LOCK_UN) } }
+        guard pin.count > 0 else { return }
+        let locked = lock.map { takeLock($0, waiting: lockWait) } ?? false
+        defer { if locked, let lock { flock(lock, LOCK_UN) } }
         if case .locked(let reason) = tpmLockoutState(try? tpm.info()) { throw KeyAuthError(.lockedOut, reason) }
         try key.checkPIN(pin, on: tpm)
+    }
+
+    /// Takes `lock` exclusively within `waiting`; false when it stayed taken.
+    private static func takeLock(_ lock: Int32, waiting: Duration) -> Bool {
+        let deadline = ContinuousClock.now + waiting
+        while flock(lock, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else { return false }
+            usleep(10_000)
+        }
+        return true
     }
 
     /// The tries host logins leave to the `keyauth` command: a quarter of the TPM's (8 of the

@@ -178,8 +178,9 @@ package struct PAMHelper: Sendable {
             if let key = try? AccountStore(home: home).keyPairStore(for: account.name).loadTPMKey().key,
                 let tpm = try? context.tpmConnection()
             {
+                let lockWait = Self.tpmTryLockWait(answerTimeoutSeconds: request.answerTimeout)
                 pinReader.checkEachPIN { pin throws(KeyAuthError) in
-                    try Self.spendPINTry(pin, key: key, on: tpm, lock: tpmTryLock)
+                    try Self.spendPINTry(pin, key: key, on: tpm, lock: tpmTryLock, lockWait: lockWait)
                 }
             }
         }

@@ -45,8 +45,9 @@ extension KeyAuthResponder {
             .api { responder, request, _, caller in
                 try responder.userInfo.respond(to: request, caller: &caller)
             }),
+        // No HEAD, as for `/authorize`: a GET with a hint proving the session ends it.
         RouteDeclaration(
-            [.get, .head, .post], EndSessionEndpoint.path,
+            [.get, .post], EndSessionEndpoint.path,
             .openID { responder, request, _, caller in
                 try responder.endSession.respond(to: request, caller: &caller)
             }),
