@@ -383,6 +383,16 @@ struct AccountPageTests {
             "POST", "/account/devices/\(kid)/rename", form: [("name", "Cafe\u{301}"), ("csrf", csrf)])
         #expect(renamed.status == 303)
         #expect(try api.storage.device(kid: kid).map { Array($0.name.unicodeScalars) } == ["C", "a", "f", "\u{E9}"])
+        // A pending device keeps its name: the approving device shows it beside the code's
+        // prompt, and a session that pressed Approve could rename it to read as the code.
+        let phone = try ServerTestKeys.key("alice-2")
+        #expect(try api.register(user: "alice", key: phone, name: "phone").status == 202)
+        let pendingKID = phone.publicKey.fingerprint
+        let pending = try browser.send(
+            "POST", "/account/devices/\(pendingKID)/rename", form: [("name", "phone (code 57)"), ("csrf", csrf)])
+        #expect(pending.status == 400)
+        #expect(pending.text.contains("waiting for approval keeps the name"), "\(pending.text)")
+        #expect(try api.storage.device(kid: pendingKID)?.name == "phone")
     }
 
     @Test(

@@ -124,6 +124,20 @@ struct SignInRequestTests {
         #expect(try api.login(setup.laptop).status == 200)
     }
 
+    @Test("a code the server makes never appears in the text shown beside its prompt")
+    func codeAvoidsTheShownText() throws {
+        let allButOne = (10...99).filter { $0 != 57 }.map(String.init).joined(separator: " ")
+        for _ in 0..<20 {
+            #expect(try SignInRequests.makeBindingCode(avoiding: "phone " + allButOne) == "57")
+        }
+        #expect(throws: ServiceError.self) {
+            try SignInRequests.makeBindingCode(avoiding: allButOne + " 57")
+        }
+        var seen = Set<String>()
+        for _ in 0..<2000 { seen.insert(try SignInRequests.makeBindingCode()) }
+        #expect(seen.count == 90, "every 2-digit code is drawn when nothing is shown")
+    }
+
     @Test("bc-authorize refuses as CIBA section 13 says: unknown user, bad binding message, bad expiry, no hint")
     func requestErrors() throws {
         let setup = try Setup()
@@ -143,11 +157,19 @@ struct SignInRequestTests {
             ([("login_hint", "alice"), ("binding_message", "yes")], 400, "invalid_binding_message"),
             ([("login_hint", "alice"), ("binding_message", "OK")], 400, "invalid_binding_message"),
             ([("login_hint", "alice"), ("binding_message", "approve")], 400, "invalid_binding_message"),
+            // With no digit, a word typed to refuse could match it.
+            ([("login_hint", "alice"), ("binding_message", "stop")], 400, "invalid_binding_message"),
+            ([("login_hint", "alice"), ("binding_message", "not me")], 400, "invalid_binding_message"),
             ([("login_hint", "alice"), ("requested_expiry", "0")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("requested_expiry", "soon")], 400, "invalid_request"),
             ([("login_hint", "alice"), ("id_token_hint", "x")], 400, "invalid_request"),
             // The device shows the scope beside the code prompt: only RFC 6749 scope tokens.
             ([("login_hint", "alice"), ("scope", "openid  your code is 57")], 400, "invalid_scope"),
+            // Nor may it spell out the code typed beside it.
+            (
+                [("login_hint", "alice"), ("binding_message", "57"), ("scope", "openid enter 57 to approve")], 400,
+                "invalid_scope"
+            ),
             ([("login_hint", "alice"), ("scope", "openid \"57\"")], 400, "invalid_scope"),
             ([("login_hint", "alice"), ("scope", "r\u{E9}sum\u{E9}")], 400, "invalid_scope"),
             ([("login_hint", "alice"), ("scope", "openid\tprofile")], 400, "invalid_scope"),

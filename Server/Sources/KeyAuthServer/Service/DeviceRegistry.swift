@@ -145,8 +145,12 @@ struct DeviceRegistry: Sendable {
     /// Gives a device of `owner` a new name, checked with the registration's rule and stored in
     /// the NFC form that rule returns.
     ///
+    /// A device waiting for approval keeps the name it registered with: the approving device
+    /// shows that name beside the prompt for the code, and a session that pressed Approve could
+    /// otherwise rename the device to read as the code it was shown ("phone (code 57)").
+    ///
     /// - Throws: ``ServiceError`` `.unknownDevice`, `.invalidRequest` for a name the rule
-    ///   refuses; ``StorageError``.
+    ///   refuses or a pending device; ``StorageError``.
     func rename(kid: String, ownedBy owner: String, to newName: String) throws {
         let name: String
         do {
@@ -154,7 +158,10 @@ struct DeviceRegistry: Sendable {
         } catch {
             throw ServiceError(.invalidRequest, "the device name \(error)")
         }
-        _ = try device(kid: kid, ownedBy: owner)
+        guard try device(kid: kid, ownedBy: owner).status != .pending else {
+            throw ServiceError(
+                .invalidRequest, "a device waiting for approval keeps the name it registered with; approve it first")
+        }
         guard try storage.renameDevice(kid: kid, name: name) else {
             throw ServiceError(.unknownDevice, "no such device")
         }

@@ -139,6 +139,9 @@ struct SignInRequests: Sendable {
                 .invalidBindingMessage,
                 "binding_message may not be a word typed out of habit to agree (yes, ok, approve, ...)")
         }
+        if let normalizedMessage {
+            try Self.checkTyped(normalizedMessage, shownWith: scope)
+        }
         guard InputRules.isValidUser(user), try storage.hasActiveDevice(user: user) else {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
         }
@@ -151,9 +154,14 @@ struct SignInRequests: Sendable {
                 if try !isAskingSessionLive(open) { try storage.withdrawSignInRequest(id: open.id, at: time) }
             }
         }
+        let code =
+            try normalizedMessage
+            ?? Self.makeBindingCode(
+                avoiding: shownText(
+                    clientID: clientID, scope: scope, address: address, redirectURI: redirectURI, subject: subject))
         let request = SignInRequestRecord(
             id: Base64URL.encode(try CryptoPrimitives.randomBytes(count: 32)), kind: kind, clientID: clientID,
-            user: user, bindingMessage: try normalizedMessage ?? Self.makeBindingCode(), scope: scope,
+            user: user, bindingMessage: code, scope: scope,
             requestedFrom: address, createdAt: time, expiresAt: time + lifetime, pollInterval: settings.pollInterval,
             redirectURI: redirectURI, subject: subject, acrValues: acrValues, requestedBy: requestedBy)
         let limits = settings.limits(for: kind.origin)
@@ -340,11 +348,47 @@ struct SignInRequests: Sendable {
 
     /// A number from 10 to 99, drawn uniformly: short enough to type, and a user who types what
     /// they see cannot approve someone else's request by chance more often than one time in 90.
-    static func makeBindingCode() throws(KeyAuthError) -> String {
+    static func makeBindingCode(avoiding shown: String = "") throws -> String {
+        let codes = (10...99).map(String.init).filter { !shown.contains($0) }
+        guard !codes.isEmpty else {
+            throw ServiceError(
+                .invalidRequest, "the request's details hold every 2-digit code, so none could be told apart from them")
+        }
+        // The largest multiple of the count under 256: no code is more likely than another.
+        let limit = 256 - 256 % codes.count
         while true {
-            let byte = try CryptoPrimitives.randomBytes(count: 1)[0]
-            // 180 is the largest multiple of 90 under 256: no value is more likely than another.
-            if byte < 180 { return String(10 + Int(byte) % 90) }
+            let byte = Int(try CryptoPrimitives.randomBytes(count: 1)[0])
+            if byte < limit { return codes[byte % codes.count] }
+        }
+    }
+
+    /// What the approving device shows beside the prompt for a server-made code, which the code
+    /// must not appear in: whoever asked chose much of it (a pending device's name, key id and
+    /// address, the address asking, the scope, a redirect URI's port), and a code drawn into it
+    /// would read as the answer. The client's name is the administrator's, and shown too.
+    private func shownText(
+        clientID: String?, scope: String?, address: String?, redirectURI: String?, subject: String?
+    ) throws -> String {
+        var parts = [scope, address, redirectURI, subject].compactMap { $0 }
+        if let clientID, let client = try storage.client(id: clientID) { parts.append(client.name) }
+        if let subject, let device = try storage.device(kid: subject) {
+            parts += [device.name, device.registeredFrom ?? ""]
+        }
+        return parts.joined(separator: " ")
+    }
+
+    /// Refuses a client's binding message that the user could type without reading it off the
+    /// client's screen: one with no digit, which a word typed to refuse ("stop", "not me") could
+    /// match, and one that the request's scope, shown beside the prompt, spells out.
+    static func checkTyped(_ message: String, shownWith scope: String?) throws(ServiceError) {
+        guard message.unicodeScalars.contains(where: { ("0"..."9").contains($0) }) else {
+            throw ServiceError(
+                .invalidBindingMessage,
+                "binding_message must hold a digit (0-9), so that no word typed to refuse at the device can match it")
+        }
+        if let scope, scope.lowercased().contains(normalizedCode(message)) {
+            throw ServiceError(
+                .invalidScope, "scope may not hold the binding_message, which the device shows beside it")
         }
     }
 }
