@@ -310,9 +310,17 @@ struct TokenConfusionTests {
             stranger.cookies["keyauth-session"] = value
             #expect(try !stranger.get("/account").text.contains("Sign out"))
         }
+        // The session is an application's (its approval was a sign-in to the relying party): the
+        // account page knows it, and asks for a sign-in of its own.
         var signedIn = OpenIDBrowser(api: api)
         signedIn.cookies["keyauth-session"] = session
-        #expect(try signedIn.get("/account").text.contains("Sign out"))
+        let page = try signedIn.get("/account").text
+        #expect(page.contains("signed in to an application") && !page.contains("Sign out"), "\(page)")
+        let record = try #require(try api.storage.browserSession(idHash: try BrowserSessions.hash(session)))
+        let laptopKID = deployment.laptop.publicKey.fingerprint
+        let revoked = try signedIn.post("/account/devices/\(laptopKID)/revoke", form: [("csrf", record.csrfToken)])
+        #expect(revoked.status == 403, "\(revoked.text)")
+        #expect(try api.storage.device(kid: laptopKID)?.status == .active)
         // Each still works as what it is.
         #expect(try register("bob", bobsKey, "enrollment_code", bobsCode).status == 201)
         #expect(try register("alice", newKey, "recovery_code", recoveryCode).status == 201)

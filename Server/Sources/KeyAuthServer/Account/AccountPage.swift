@@ -40,12 +40,17 @@ struct AccountPage: Sendable {
     /// `GET /account`: the signed-in page, the waiting page, or the sign-in form.
     func page(_ request: HTTPRequest) throws -> HTTPResponse {
         if let session = try signIn.session(of: request) {
-            if session.record.isSignedIn { return try signedInPage(session, message: nil) }
+            if session.record.isSignedInToAccountPage { return try signedInPage(session, message: nil) }
+            if session.record.isSignedIn { return try signInForm(request, message: Self.applicationSessionNote) }
             return browser.html(
                 WaitingPage(basePath: basePath, session: session.record, message: nil, forms: accountForms).html)
         }
         return try signInForm(request, message: nil)
     }
+
+    /// Why a browser signed in to an application sees the sign-in form here.
+    static let applicationSessionNote =
+        "This browser is signed in to an application. To manage your devices, sign in to the account page."
 
     /// The sign-in form, setting a fresh double-submit cookie when the browser has none.
     private func signInForm(_ request: HTTPRequest, message: String?, status: Int = 200) throws -> HTTPResponse {
@@ -83,6 +88,8 @@ struct AccountPage: Sendable {
         var state = BrowserSessions.SignInState.expired
         if let session = try signIn.session(of: request) {
             state = session.record.isSignedIn ? .approved : try sessions.state(of: session.record)
+            // An application's session is no sign-in here: the page shows the form.
+            if session.record.isSignedIn && !session.record.isSignedInToAccountPage { state = .expired }
         }
         return browser.json(.object(["status": .string(state.rawValue)]))
     }
@@ -118,6 +125,9 @@ struct AccountPage: Sendable {
         }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         if session.record.isSignedIn { return redirect() }
+        if try sessions.isApplicationSignIn(session.record) {
+            return try signInForm(request, message: Self.applicationSessionNote)
+        }
         switch try sessions.state(of: session.record) {
         case .pending:
             return browser.html(
@@ -171,7 +181,7 @@ struct AccountPage: Sendable {
         _ body: (BrowserSessions.Presented) throws -> HTTPResponse
     ) throws -> HTTPResponse {
         guard let session = try signIn.session(of: request),
-            session.record.isSignedIn
+            session.record.isSignedInToAccountPage
         else { return try signInForm(request, message: "Your session ended; sign in again.", status: 403) }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
         return try body(session)

@@ -171,6 +171,8 @@ struct BrowserSessions: Sendable {
         // When the user approved on the device, not when this browser collected it: `auth_time`
         // and `max_age` speak of the authentication, and a collection may come minutes later.
         record.signedInAt = min(request.answeredAt ?? time, time)
+        // Whichever page collects it, an application's approval signs in to applications only.
+        record.signedInFor = request.kind == .authorization ? request.clientID ?? "" : nil
         record.expiresAt = time + Self.idleLifetime
         guard try storage.replaceBrowserSession(idHash: session.record.idHash, with: record) else { return nil }
         try AuditTrail(storage: storage, now: service.now).record(
@@ -178,6 +180,13 @@ struct BrowserSessions: Sendable {
             subject: request.clientID.map { "client:" + $0 } ?? "account-page",
             detail: "from \(request.requestedFrom ?? "an unknown address")")
         return Presented(record: record, cookie: cookie)
+    }
+
+    /// Whether a waiting session waits for an application's sign-in (`/authorize`), which the
+    /// account page does not complete: its approval said "Sign in to" that application.
+    func isApplicationSignIn(_ session: BrowserSessionRecord) throws(StorageError) -> Bool {
+        guard let id = session.signInRequestID else { return false }
+        return try storage.signInRequest(id: id)?.kind == .authorization
     }
 
     /// Whether the sign-in request of a waiting session was collected: by another tab of the

@@ -313,12 +313,16 @@ package struct BrowserSessionRecord: Sendable, Hashable {
     package var expiresAt: Int64
     /// When the sign-in completed; nil while waiting.
     package var signedInAt: Int64?
+    /// The client whose sign-in the approval was for (`/authorize`); nil for the account page's.
+    /// Such a session signs the browser in to applications, not to the account page: the user
+    /// approved "Sign in to Team wiki", not the management of their devices.
+    package var signedInFor: String?
 
     /// Creates a record.
     package init(
         idHash: [UInt8], csrfToken: String, user: String, signInRequestID: String?, bindingCode: String,
         approvingKID: String? = nil, methods: [String] = [], createdAt: Int64, expiresAt: Int64,
-        signedInAt: Int64? = nil
+        signedInAt: Int64? = nil, signedInFor: String? = nil
     ) {
         self.idHash = idHash
         self.csrfToken = csrfToken
@@ -330,10 +334,14 @@ package struct BrowserSessionRecord: Sendable, Hashable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.signedInAt = signedInAt
+        self.signedInFor = signedInFor
     }
 
     /// Whether the sign-in completed.
     package var isSignedIn: Bool { signedInAt != nil && approvingKID != nil }
+
+    /// Whether the sign-in completed with an approval for the account page itself.
+    package var isSignedInToAccountPage: Bool { isSignedIn && signedInFor == nil }
 
     /// What names this session in the sign-in requests it makes (`requested_by`): base64url of
     /// its id's SHA-256, never the id, so that the table of requests holds nothing a cookie is made

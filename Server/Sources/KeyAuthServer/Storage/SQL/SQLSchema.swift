@@ -348,5 +348,12 @@ enum SQLSchema {
                 "CREATE INDEX ssh_certificates_by_time ON ssh_certificates (valid_before)",
             ]
         },
+        Migration(version: 18) { _ in
+            [
+                // The client whose sign-in a browser session's approval was for; NULL for the
+                // account page's (and for every session made before), which alone opens it.
+                "ALTER TABLE browser_sessions ADD COLUMN signed_in_for TEXT"
+            ]
+        },
     ]
 }

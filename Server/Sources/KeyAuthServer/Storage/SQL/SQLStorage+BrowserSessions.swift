@@ -2,13 +2,13 @@
 extension SQLStorage {
     static let browserSessionColumns = """
         id_hash, csrf_token, user_name, sign_in_request_id, binding_code, approving_kid, methods, created_at, \
-        expires_at, signed_in_at
+        expires_at, signed_in_at, signed_in_for
         """
 
     package func insertBrowserSession(_ session: BrowserSessionRecord) throws(StorageError) {
         try database.write { connection throws(StorageError) in
             try connection.execute(
-                "INSERT INTO browser_sessions (\(Self.browserSessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                "INSERT INTO browser_sessions (\(Self.browserSessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 session.columnValues)
             return ()
         }
@@ -33,7 +33,7 @@ extension SQLStorage {
                 ).affectedRowCount
                 guard deleted == 1 else { return false }
                 try connection.execute(
-                    "INSERT INTO browser_sessions (\(Self.browserSessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    "INSERT INTO browser_sessions (\(Self.browserSessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                     session.columnValues)
                 return true
             }
@@ -83,7 +83,7 @@ extension BrowserSessionRecord {
         self.init(
             idHash: idHash, csrfToken: csrf, user: user, signInRequestID: row.text(3), bindingCode: code,
             approvingKID: row.text(5), methods: methods.split(separator: " ").map(String.init), createdAt: createdAt,
-            expiresAt: expiresAt, signedInAt: row.integer(9))
+            expiresAt: expiresAt, signedInAt: row.integer(9), signedInFor: row.text(10))
     }
 
     /// The values of ``SQLStorage/browserSessionColumns``, in order.
@@ -91,7 +91,7 @@ extension BrowserSessionRecord {
         [
             .blob(idHash), .text(csrfToken), .text(user), SQLValue(signInRequestID), .text(bindingCode),
             SQLValue(approvingKID), .text(methods.joined(separator: " ")), .integer(createdAt), .integer(expiresAt),
-            SQLValue(signedInAt),
+            SQLValue(signedInAt), SQLValue(signedInFor),
         ]
     }
 }
