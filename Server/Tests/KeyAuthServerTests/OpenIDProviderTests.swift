@@ -81,6 +81,32 @@ struct OpenIDProviderTests {
         return (.object(jws.header), .object(try jws.claims()))
     }
 
+    @Test(
+        "the account page answers a browser signing in to an application alike, whether the name has a device or not, and never as its own"
+    )
+    func applicationSignInIsNotTheAccountPages() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        var answers: [String: [String]] = [:]
+        let note = "To manage your devices, sign in to the account page"
+        for user in ["alice", "nobody"] {
+            var browser = OpenIDBrowser(api: setup.api)
+            let parameters = OpenIDTestAPI.authorization(setup.client, pkce: try PKCE())
+            let waiting = try OpenIDTestAPI.startSignIn(&browser, parameters, user: user)
+            let csrf = try #require(waiting.first { $0.0 == "csrf" }?.1)
+            let page = try browser.get("/account")
+            let status = try browser.get("/account/sign-in/status")
+            let continued = try browser.post("/account/sign-in/continue", form: [("csrf", csrf)])
+            answers[user] = [
+                "\(page.status) \(page.text.contains(note))", status.text,
+                "\(continued.status) \(continued.text.contains(note))",
+            ]
+        }
+        #expect(answers["alice"] == answers["nobody"], "\(answers)")
+        let alice = try #require(answers["alice"])
+        #expect(alice[0] == "200 true" && alice[1].contains("pending") && alice[2] == "200 true", "\(alice)")
+    }
+
     @Test("the code flow: sign-in page, approval naming client and redirect host, code, tokens, ID token, userinfo")
     func codeFlow() throws {
         let setup = try Setup()

@@ -315,7 +315,8 @@ struct TokenConfusionTests {
         var signedIn = OpenIDBrowser(api: api)
         signedIn.cookies["keyauth-session"] = session
         let page = try signedIn.get("/account").text
-        #expect(page.contains("signed in to an application") && !page.contains("Sign out"), "\(page)")
+        let note = "To manage your devices, sign in to the account page"
+        #expect(page.contains(note) && !page.contains("Sign out"), "\(page)")
         let record = try #require(try api.storage.browserSession(idHash: try BrowserSessions.hash(session)))
         let laptopKID = deployment.laptop.publicKey.fingerprint
         let revoked = try signedIn.post("/account/devices/\(laptopKID)/revoke", form: [("csrf", record.csrfToken)])

@@ -40,8 +40,10 @@ struct AccountPage: Sendable {
     /// `GET /account`: the signed-in page, the waiting page, or the sign-in form.
     func page(_ request: HTTPRequest) throws -> HTTPResponse {
         if let session = try signIn.session(of: request) {
-            if session.record.isSignedInToAccountPage { return try signedInPage(session, message: nil) }
-            if session.record.isSignedIn { return try signInForm(request, message: Self.applicationSessionNote) }
+            if session.record.isApplicationSession {
+                return try signInForm(request, message: Self.applicationSessionNote)
+            }
+            if session.record.isSignedIn { return try signedInPage(session, message: nil) }
             return browser.html(
                 WaitingPage(basePath: basePath, session: session.record, message: nil, forms: accountForms).html)
         }
@@ -50,7 +52,7 @@ struct AccountPage: Sendable {
 
     /// Why a browser signed in to an application sees the sign-in form here.
     static let applicationSessionNote =
-        "This browser is signed in to an application. To manage your devices, sign in to the account page."
+        "This browser's sign-in is an application's. To manage your devices, sign in to the account page."
 
     /// The sign-in form, setting a fresh double-submit cookie when the browser has none.
     private func signInForm(_ request: HTTPRequest, message: String?, status: Int = 200) throws -> HTTPResponse {
@@ -87,9 +89,8 @@ struct AccountPage: Sendable {
     func signInStatus(_ request: HTTPRequest) throws -> HTTPResponse {
         var state = BrowserSessions.SignInState.expired
         if let session = try signIn.session(of: request) {
+            // `/authorize`'s waiting page asks here too: an application's session has its state.
             state = session.record.isSignedIn ? .approved : try sessions.state(of: session.record)
-            // An application's session is no sign-in here: the page shows the form.
-            if session.record.isSignedIn && !session.record.isSignedInToAccountPage { state = .expired }
         }
         return browser.json(.object(["status": .string(state.rawValue)]))
     }
@@ -124,10 +125,8 @@ struct AccountPage: Sendable {
             return redirect()
         }
         guard BrowserRequests.tokensMatch(form["csrf"], session.record.csrfToken) else { return browser.refusedCSRF() }
+        if session.record.isApplicationSession { return try signInForm(request, message: Self.applicationSessionNote) }
         if session.record.isSignedIn { return redirect() }
-        if try sessions.isApplicationSignIn(session.record) {
-            return try signInForm(request, message: Self.applicationSessionNote)
-        }
         switch try sessions.state(of: session.record) {
         case .pending:
             return browser.html(

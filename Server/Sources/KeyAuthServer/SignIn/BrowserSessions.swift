@@ -60,11 +60,19 @@ struct BrowserSessions: Sendable {
             }
         }
         let cookie = try Self.randomToken()
+        // A name with nobody to ask shows a code drawn as a real request's is, from the same
+        // text: one drawn otherwise would tell the two apart.
+        let code =
+            try request?.bindingMessage
+            ?? SignInRequests.makeBindingCode(
+                avoiding: service.signIn.shownText(
+                    clientID: client, scope: nil, address: address, redirectURI: redirectURI, subject: nil))
         let record = BrowserSessionRecord(
             idHash: try Self.hash(cookie), csrfToken: try Self.randomToken(), user: user, signInRequestID: request?.id,
-            bindingCode: try request?.bindingMessage ?? SignInRequests.makeBindingCode(), createdAt: time,
+            bindingCode: code, createdAt: time,
             expiresAt: (request?.expiresAt ?? time.addingSaturating(service.signIn.settings.maximumLifetime))
-                .addingSaturating(SignInRequests.answerGrace))
+                .addingSaturating(SignInRequests.answerGrace),
+            signedInFor: client)
         try storage.insertBrowserSession(record)
         return Presented(record: record, cookie: cookie)
     }
@@ -171,8 +179,9 @@ struct BrowserSessions: Sendable {
         // When the user approved on the device, not when this browser collected it: `auth_time`
         // and `max_age` speak of the authentication, and a collection may come minutes later.
         record.signedInAt = min(request.answeredAt ?? time, time)
-        // Whichever page collects it, an application's approval signs in to applications only.
-        record.signedInFor = request.kind == .authorization ? request.clientID ?? "" : nil
+        // Whichever page collects it, an application's approval signs in to applications only
+        // (a waiting session says so from its start; one made before schema version 18 does not).
+        if request.kind == .authorization { record.signedInFor = request.clientID ?? "" }
         record.expiresAt = time + Self.idleLifetime
         guard try storage.replaceBrowserSession(idHash: session.record.idHash, with: record) else { return nil }
         try AuditTrail(storage: storage, now: service.now).record(
@@ -180,13 +189,6 @@ struct BrowserSessions: Sendable {
             subject: request.clientID.map { "client:" + $0 } ?? "account-page",
             detail: "from \(request.requestedFrom ?? "an unknown address")")
         return Presented(record: record, cookie: cookie)
-    }
-
-    /// Whether a waiting session waits for an application's sign-in (`/authorize`), which the
-    /// account page does not complete: its approval said "Sign in to" that application.
-    func isApplicationSignIn(_ session: BrowserSessionRecord) throws(StorageError) -> Bool {
-        guard let id = session.signInRequestID else { return false }
-        return try storage.signInRequest(id: id)?.kind == .authorization
     }
 
     /// Whether the sign-in request of a waiting session was collected: by another tab of the

@@ -283,7 +283,7 @@ struct SignInRequests: Sendable {
     /// still be typed into one of the user's devices to finish what it started.
     func isAskingSessionLive(_ request: SignInRequestRecord) throws(StorageError) -> Bool {
         guard let idHash = request.askingSessionHash, let session = try storage.browserSession(idHash: idHash),
-            session.user == request.user, now() < session.expiresAt
+            session.user == request.user, now() < session.expiresAt, !session.isApplicationSession
         else { return false }
         return try BrowserSessions.isSignedInByActiveDevice(session, in: storage)
     }
@@ -344,51 +344,5 @@ struct SignInRequests: Sendable {
     /// an instance whose clock ran ahead deletes no request another instance still serves.
     func purgeExpired(now time: Int64) throws(StorageError) {
         try storage.purgeSignInRequests(expiredBefore: time.subtractingSaturating(settings.retention))
-    }
-
-    /// A number from 10 to 99, drawn uniformly: short enough to type, and a user who types what
-    /// they see cannot approve someone else's request by chance more often than one time in 90.
-    static func makeBindingCode(avoiding shown: String = "") throws -> String {
-        let codes = (10...99).map(String.init).filter { !shown.contains($0) }
-        guard !codes.isEmpty else {
-            throw ServiceError(
-                .invalidRequest, "the request's details hold every 2-digit code, so none could be told apart from them")
-        }
-        // The largest multiple of the count under 256: no code is more likely than another.
-        let limit = 256 - 256 % codes.count
-        while true {
-            let byte = Int(try CryptoPrimitives.randomBytes(count: 1)[0])
-            if byte < limit { return codes[byte % codes.count] }
-        }
-    }
-
-    /// What the approving device shows beside the prompt for a server-made code, which the code
-    /// must not appear in: whoever asked chose much of it (a pending device's name, key id and
-    /// address, the address asking, the scope, a redirect URI's port), and a code drawn into it
-    /// would read as the answer. The client's name is the administrator's, and shown too.
-    private func shownText(
-        clientID: String?, scope: String?, address: String?, redirectURI: String?, subject: String?
-    ) throws -> String {
-        var parts = [scope, address, redirectURI, subject].compactMap { $0 }
-        if let clientID, let client = try storage.client(id: clientID) { parts.append(client.name) }
-        if let subject, let device = try storage.device(kid: subject) {
-            parts += [device.name, device.registeredFrom ?? ""]
-        }
-        return parts.joined(separator: " ")
-    }
-
-    /// Refuses a client's binding message that the user could type without reading it off the
-    /// client's screen: one with no digit, which a word typed to refuse ("stop", "not me") could
-    /// match, and one that the request's scope, shown beside the prompt, spells out.
-    static func checkTyped(_ message: String, shownWith scope: String?) throws(ServiceError) {
-        guard message.unicodeScalars.contains(where: { ("0"..."9").contains($0) }) else {
-            throw ServiceError(
-                .invalidBindingMessage,
-                "binding_message must hold a digit (0-9), so that no word typed to refuse at the device can match it")
-        }
-        if let scope, scope.lowercased().contains(normalizedCode(message)) {
-            throw ServiceError(
-                .invalidScope, "scope may not hold the binding_message, which the device shows beside it")
-        }
     }
 }

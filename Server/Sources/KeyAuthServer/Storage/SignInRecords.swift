@@ -313,9 +313,11 @@ package struct BrowserSessionRecord: Sendable, Hashable {
     package var expiresAt: Int64
     /// When the sign-in completed; nil while waiting.
     package var signedInAt: Int64?
-    /// The client whose sign-in the approval was for (`/authorize`); nil for the account page's.
-    /// Such a session signs the browser in to applications, not to the account page: the user
-    /// approved "Sign in to Team wiki", not the management of their devices.
+    /// The client whose sign-in (`/authorize`) the session waits for or was approved for; nil
+    /// for the account page's. Such a session signs the browser in to applications, not to the
+    /// account page: the user approved "Sign in to Team wiki", not the management of their
+    /// devices. Set when the session starts, so that the account page answers a waiting one the
+    /// same whether the name has a device to ask or not.
     package var signedInFor: String?
 
     /// Creates a record.
@@ -342,6 +344,9 @@ package struct BrowserSessionRecord: Sendable, Hashable {
 
     /// Whether the sign-in completed with an approval for the account page itself.
     package var isSignedInToAccountPage: Bool { isSignedIn && signedInFor == nil }
+
+    /// Whether the session is an application's, waiting or signed in.
+    package var isApplicationSession: Bool { signedInFor != nil }
 
     /// What names this session in the sign-in requests it makes (`requested_by`): base64url of
     /// its id's SHA-256, never the id, so that the table of requests holds nothing a cookie is made

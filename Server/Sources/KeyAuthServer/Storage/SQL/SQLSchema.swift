@@ -350,9 +350,12 @@ enum SQLSchema {
         },
         Migration(version: 18) { _ in
             [
-                // The client whose sign-in a browser session's approval was for; NULL for the
-                // account page's (and for every session made before), which alone opens it.
-                "ALTER TABLE browser_sessions ADD COLUMN signed_in_for TEXT"
+                // The client whose sign-in a browser session waits for or was approved for; NULL
+                // for the account page's, which alone opens it.
+                "ALTER TABLE browser_sessions ADD COLUMN signed_in_for TEXT",
+                // Which kind a session signed in before this version was is not known: it keeps
+                // serving applications, and the account page asks for a sign-in of its own.
+                "UPDATE browser_sessions SET signed_in_for = '' WHERE signed_in_at IS NOT NULL",
             ]
         },
     ]

@@ -89,10 +89,13 @@ extension SQLStorage {
     ) throws(StorageError) -> Bool {
         var sessionUser: String?
         if let askingSession {
-            let columns = "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
+            // Only the account page's own sessions ask for device approvals and recovery codes.
+            let columns =
+                "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
+                + " WHERE signed_in_for IS NULL AND"
             let lock = connection.dialect.rowShareLock
             guard
-                let seen = try connection.execute(columns + " WHERE id_hash = $1", [.blob(askingSession)])
+                let seen = try connection.execute(columns + " id_hash = $1", [.blob(askingSession)])
                     .firstRow,
                 let user = seen.text(0), let kid = seen.text(1),
                 try Self.isActive(kid, of: user, in: connection),
@@ -100,7 +103,7 @@ extension SQLStorage {
                 // transaction already holds the whole database, and the first read stands.
                 let session = lock.isEmpty
                     ? seen
-                    : try connection.execute(columns + " WHERE id_hash = $1" + lock, [.blob(askingSession)])
+                    : try connection.execute(columns + " id_hash = $1" + lock, [.blob(askingSession)])
                         .firstRow,
                 session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
                 let expiresAt = session.integer(2), time < expiresAt
