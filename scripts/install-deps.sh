@@ -26,6 +26,9 @@ packages=(pkg-config openssl curl libssl-dev libpam0g-dev libmicrohttpd-dev libs
 packages+=(openssh-server openssh-client)
 # libfaketime, which runs a second server instance with its clock off for the clock-skew tests.
 packages+=(faketime)
+# notify-send, whose option parsing the desktop notification test checks `keyauth requests
+# --watch` against.
+packages+=(libnotify-bin)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -122,10 +122,36 @@ enum DesktopNotification {
         else { return }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--app-name=keyauth", title, body]
+        process.arguments = arguments(title: title, body: body)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try? process.run()
+    }
+
+    /// `notify-send`'s arguments. The body holds names the requester chose (an application's
+    /// name), so it is escaped for the notification body's markup (a daemon would otherwise
+    /// render `<a href=…>` or `<img src=…>` from them), and `--` ends the options, so a name
+    /// that starts with `-` is text, never an option such as `--action`.
+    static func arguments(title: String, body: String) -> [String] {
+        ["--app-name=keyauth", "--", title, markupEscaped(body)]
+    }
+
+    /// `text` with the characters the notification body's markup reads (`&`, `<`, `>`, and the
+    /// quotes) written as entities.
+    static func markupEscaped(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&apos;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
     }
 
     /// The first executable `name` in `path`'s directories.
