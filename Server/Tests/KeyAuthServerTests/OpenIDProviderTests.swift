@@ -796,6 +796,35 @@ struct OpenIDProviderTests {
         #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
     }
 
+    @Test("end-session: an ID token of another of the user's sessions asks before signing out")
+    func endSessionHintOfAnotherSession() throws {
+        let setup = try Setup()
+        defer { setup.runner.stop() }
+        let (_, _, _, earlierTokens) = try setup.redeemedCode()
+        let earlierHint = try #require(earlierTokens.json?["id_token"]?.stringValue)
+        var (browser, _, pkce, tokens) = try setup.redeemedCode()
+        let ownHint = try #require(tokens.json?["id_token"]?.stringValue)
+        // The same user and client, another browser session (sid): a leaked old ID token.
+        let asked = try browser.get(
+            "/end-session",
+            query: [
+                ("id_token_hint", earlierHint), ("post_logout_redirect_uri", "https://wiki.example.org/signed-out"),
+            ])
+        #expect(asked.status == 200 && asked.text.contains("action=\"/end-session\""), "\(asked.status)")
+        #expect(!asked.headers.values(for: "Set-Cookie").contains { $0.hasPrefix("keyauth-session=;") })
+        let still = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(still).parameters["code"] != nil)
+        // This session's own ID token ends it at once.
+        let out = try browser.get(
+            "/end-session",
+            query: [("id_token_hint", ownHint), ("post_logout_redirect_uri", "https://wiki.example.org/signed-out")])
+        #expect(try OpenIDTestAPI.redirect(out).base == "https://wiki.example.org/signed-out")
+        let after = try browser.get(
+            "/authorize", query: OpenIDTestAPI.authorization(setup.client, pkce: pkce, changes: ["prompt": "none"]))
+        #expect(try OpenIDTestAPI.redirect(after).parameters["error"] == "login_required")
+    }
+
     @Test("the longest state and nonce /authorize accepts, all control characters, still sign in")
     func longestStateAndNonce() throws {
         let setup = try Setup()

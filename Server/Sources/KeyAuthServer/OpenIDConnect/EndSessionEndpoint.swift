@@ -40,7 +40,7 @@ struct EndSessionEndpoint: Sendable {
             }
             parameters = form
         }
-        var hinted: (clientID: String, user: String)?
+        var hinted: IDTokens.LogoutHint?
         if let hint = parameters["id_token_hint"], !hint.isEmpty {
             guard let token = try provider.logoutHint(hint) else {
                 return errorPage("The id_token_hint is not an ID token of this server.")
@@ -62,7 +62,13 @@ struct EndSessionEndpoint: Sendable {
         }
         let session = try signIn.session(of: request)
         if let session {
-            let proven = hinted?.user == session.record.user && session.record.isSignedIn
+            // Only an ID token of this very session proves it: any ID token the user was ever
+            // issued (any age, any client, a CIBA one without `sid`) would otherwise sign them
+            // out unasked for whoever found one in a log or a browser's history.
+            let currentSessionID = try BrowserSessions.sessionID(of: session.record)
+            let proven =
+                session.record.isSignedIn && hinted?.user == session.record.user
+                && hinted?.sessionID?.isSameBytes(as: currentSessionID) == true
             if !proven && !confirmed {
                 return confirmationPage(
                     session.record, parameters: parameters, clientID: clientID ?? hinted?.clientID,

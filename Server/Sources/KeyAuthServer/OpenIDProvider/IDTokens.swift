@@ -67,7 +67,8 @@ struct IDTokens: Sendable {
         Base64URL.encode(Array(try CryptoPrimitives.sha256(Array(accessToken.utf8)).prefix(16)))
     }
 
-    /// The client (`aud`) and user (`sub`) of an ID token this server signed, whatever its age:
+    /// The client (`aud`), user (`sub`) and session (`sid`) of an ID token this server signed,
+    /// whatever its age:
     /// RP-Initiated Logout 1.0 section 2 accepts an expired `id_token_hint`.
     ///
     /// Only an ID token: access tokens are signed with the same keys and reach resource servers,
@@ -80,7 +81,7 @@ struct IDTokens: Sendable {
     /// - Throws: ``ServiceError`` `.invalidRequest` when the token does not parse, is not
     ///   signed by one of our published keys, names another issuer, or is not shaped as an ID
     ///   token.
-    func hint(_ token: String) throws(ServiceError) -> (clientID: String, user: String) {
+    func hint(_ token: String) throws(ServiceError) -> LogoutHint {
         guard let jws = try? CompactJWS(parsing: token, algorithms: [.rs256]),
             jws.headerValue("typ") == .string(Self.type),
             let kid = jws.keyID, let key = keys.publicKey(forKeyID: kid, now: clock.seconds),
@@ -88,6 +89,14 @@ struct IDTokens: Sendable {
             let user = claims["sub"]?.stringValue, let audience = claims["aud"]?.stringValue, audience != issuer,
             claims["azp"]?.stringValue == audience, claims["scope"] == nil, claims["client_id"] == nil
         else { throw ServiceError(.invalidRequest, "the id_token_hint is not an ID token of this server") }
-        return (audience, user)
+        return LogoutHint(clientID: audience, user: user, sessionID: claims["sid"]?.stringValue)
+    }
+
+    /// What an `id_token_hint` says: the client (`aud`), the user (`sub`), and the browser
+    /// session whose sign-in issued it (`sid`; nil for a CIBA sign-in, which has none).
+    struct LogoutHint: Sendable {
+        let clientID: String
+        let user: String
+        let sessionID: String?
     }
 }

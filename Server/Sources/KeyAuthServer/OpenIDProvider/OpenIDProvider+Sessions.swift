@@ -23,7 +23,7 @@ extension OpenIDProvider {
     /// The client and user of an `id_token_hint`: an ID token of ours (never an access token,
     /// ``IDTokens/hint(_:)``) issued to a client that is still registered; nil for anything
     /// else.
-    func logoutHint(_ hint: String) throws -> (clientID: String, user: String)? {
+    func logoutHint(_ hint: String) throws -> IDTokens.LogoutHint? {
         guard let token = try? idTokens.hint(hint), try client(id: token.clientID) != nil else { return nil }
         return token
     }
