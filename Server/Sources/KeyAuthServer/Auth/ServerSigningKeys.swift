@@ -80,14 +80,16 @@ final class ServerSigningKeys: Sendable {
 
     /// Keys that do not come from storage (the key file): `key` signs from the beginning of time.
     ///
-    /// - Throws: `KeyAuthError` when the nonce secret cannot be derived.
+    /// - Throws: `KeyAuthError` when the nonce secret cannot be derived, or the key cannot be
+    ///   written out to derive it from: the secret comes from the private key only, never from
+    ///   anything public such as its `kid`.
     init(fixed key: JWSPrivateKey) throws(KeyAuthError) {
         storage = nil
         let signer = ServerSigner(key)
         let entry = SigningKeySchedule.Entry(
             kid: signer.keyID, algorithm: key.algorithm, createdAt: 0, activeFrom: 0, retiredAt: nil)
         var state = Loaded()
-        var pem = (try? key.pkcs8PEM()) ?? Array(signer.keyID.utf8)
+        var pem = try key.pkcs8PEM()
         defer { CryptoPrimitives.wipe(&pem) }
         state.publish([
             signer.keyID: LoadedKey(
