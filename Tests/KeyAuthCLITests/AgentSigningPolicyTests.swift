@@ -45,6 +45,15 @@ struct AgentSigningPolicyTests {
                     .object(["approve_kid": .string("kid"), "amr": .array([.string("swk"), .string("pin")])])),
                 Self.input(rs256, .object(["amr": .array([.string("hwk"), .string("user")])])),
                 Self.input(rs256, .object(["amr": .string("pin")])),
+                // A host login's statement, which only pam_keyauth's helper makes, after the PIN.
+                Self.input(
+                    rs256,
+                    .object([
+                        "sub": .string(publicKey.fingerprint), "amr": .array([.string("swk")]),
+                        "host_login": .object([
+                            "host": .string("db1"), "service": .string("sshd"), "linux_user": .string("alice"),
+                        ]),
+                    ])),
                 Self.input(.object(["alg": .string("none")]), login),
                 Self.input(.object(["alg": .string("RS512")]), login),
                 Array("session data".utf8), Array("a.b".utf8), Self.input(rs256, login) + Array(".x".utf8),

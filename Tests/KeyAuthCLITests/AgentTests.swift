@@ -246,6 +246,46 @@ struct AgentTests {
         }
     }
 
+    @Test("after `keyauth reset` the agent signs no more, and a new registration does not reopen it")
+    func resetLocksTheAgent() throws {
+        try withServer { server in
+            let machine = try Self.registeredMachine(server)
+            defer { machine.home.remove() }
+            let agent = try RunningAgent(machine)
+            defer { agent.stop() }
+            let accountName = try machine.accounts.resolve(nil)
+            let fingerprint = try machine.accounts.keyPairStore(for: accountName).loadPublicKey().fingerprint
+            let input = Base64URL.encode(
+                AgentSigningPolicyTests.input(
+                    .object(["alg": .string("RS256"), "typ": .string("JWT")]),
+                    .object(["sub": .string(fingerprint), "amr": .array([.string("swk")])])))
+            let before = try #require(
+                try KeyAgentSocket.exchange(KeyAgentRequest(op: "sign", input: input), at: agent.socketPath))
+            #expect(before.ok, "\(before.message ?? "")")
+            // The device revoked on the server too: its user may register anew.
+            let reset = try machine.run(["reset"], extraEnvironment: agent.environment)
+            #expect(reset.status == 0, "\(reset.standardError)")
+            let after = try #require(
+                try KeyAgentSocket.exchange(KeyAgentRequest(op: "sign", input: input), at: agent.socketPath))
+            #expect(!after.ok && after.error == "key_not_found", "\(after.message ?? "")")
+            #expect(agent.status()?.locked == true)
+            // The same account name registered again (a first device of another user: alice's
+            // next would need an enrollment code), with the same PIN: the agent neither signs with
+            // the new key under its old identity nor opens it.
+            let registered = try machine.register(
+                server, user: "bob", extra: ["--account", accountName], pin: Self.pin)
+            #expect(registered.status == 0, "\(registered.standardError)")
+            let unlock = try #require(
+                try KeyAgentSocket.exchange(
+                    KeyAgentRequest(op: "unlock", pinFrame: false, timeout: 60), at: agent.socketPath))
+            #expect(!unlock.ok && unlock.error == "key_not_found", "\(unlock.message ?? "")")
+            let again = try #require(
+                try KeyAgentSocket.exchange(KeyAgentRequest(op: "sign", input: input), at: agent.socketPath))
+            #expect(!again.ok, "\(again.message ?? "")")
+            #expect(agent.status()?.locked == true)
+        }
+    }
+
     @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
     func timeoutClears() throws {
         try Self.withUnlockedAgent(extra: ["--timeout", "2s"]) { machine, agent in

@@ -89,6 +89,8 @@ final class KeyAgentServer: Sendable {
                 "the unlock timeout must be between \(Int(AgentOptions.timeoutRange.lowerBound)) and "
                     + "\(Int(AgentOptions.timeoutRange.upperBound)) seconds")
         }
+        // A key that replaced the agent's (reset, then registered again) is not the one asked for.
+        try checkKeyUnchanged()
         let secret: SecretBytes
         if store.storedKind == .tpm {
             try signing.withLock { _ throws(KeyAuthError) in
@@ -121,11 +123,6 @@ final class KeyAgentServer: Sendable {
         held.withLock { $0 = nil }
     }
 
-    /// Signs with the held key (RS256), or fails with `.presenceUnavailable` while locked.
-    func sign(_ message: [UInt8]) throws(KeyAuthError) -> [UInt8] {
-        try sshSign(message, digest: .sha256)
-    }
-
     /// Signs for an ssh-agent request with SHA-256 or SHA-512, a file key here and a TPM key in
     /// its TPM; SHA-256 is also the RS256 of keyauth's own logins.
     ///
@@ -138,6 +135,7 @@ final class KeyAgentServer: Sendable {
             guard !stopRequested.load(ordering: .acquiring), let secret = held.withLock({ $0?.secret }) else {
                 throw KeyAuthError(.presenceUnavailable, "the agent is locked")
             }
+            try checkKeyUnchanged()
             if store.storedKind == .tpm {
                 let pin = secret.count == 0 ? nil : secret.withUnsafeBytes { SecretBytes($0) }
                 do throws(KeyAuthError) {

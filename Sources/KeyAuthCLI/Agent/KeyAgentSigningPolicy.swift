@@ -8,7 +8,8 @@ import KeyAuth
 /// or `hwk` alone) and DPoP proofs, as PROTOCOL.md section 7.1 says; an assertion stating `pin`
 /// or `user` would tell the server a person was asked when nobody was, and the server takes
 /// that statement for approving a device or making recovery codes. Bytes that are not a JWS
-/// signing input are refused too, so that the socket is no signing oracle for another protocol.
+/// signing input are refused too, so that the socket is no signing oracle for another protocol,
+/// and so is a host login's statement (`host_login`).
 enum KeyAgentSigningPolicy {
     /// Why the agent refuses to sign `input`, or nil when it may.
     static func refusal(_ input: [UInt8]) -> String? {
@@ -24,6 +25,11 @@ enum KeyAgentSigningPolicy {
                 return "the agent checked no presence, so it signs no token that states one (amr \(methods)); "
                     + "sign without the agent, after the PIN"
             }
+        }
+        // pam_keyauth's helper never asks the agent: a host login checks the PIN. One the agent
+        // signed would put a login the user never made into the server's audit trail.
+        if payload["host_login"] != nil {
+            return "the agent signs no host login: pam_keyauth asks for the PIN itself"
         }
         return nil
     }
