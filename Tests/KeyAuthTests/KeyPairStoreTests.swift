@@ -287,6 +287,39 @@ struct KeyPairStoreTests {
         #expect(!PINKeyEncryption(.pbkdf2HMACSHA256(iterations: 10_000_001)).isAffordable)
     }
 
+    @Test("a key file whose scrypt N OpenSSL cannot use is damaged, never a wrong PIN")
+    func unusableParametersAreDamage() throws {
+        let pin = SecretBytes(utf8: "246802")
+        let cheap = PINKeyEncryption(.scrypt(n: 1024, r: 8, p: 2))
+        let pemText = String(decoding: try TestKeys.first.pkcs8PEM(pin: pin, encryption: cheap), as: UTF8.self)
+        let body = pemText.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let der = try #require(Data(base64Encoded: body).map { Array($0) })
+        // N = 1024, r = 8, p = 2 as DER INTEGERs.
+        let parameters: [UInt8] = [0x02, 0x02, 0x04, 0x00, 0x02, 0x01, 0x08, 0x02, 0x01, 0x02]
+        func patched(_ replacement: [UInt8]) throws -> [UInt8] {
+            let start = try #require(
+                (0...(der.count - parameters.count)).first { Array(der[$0..<($0 + parameters.count)]) == parameters })
+            var bytes = der
+            bytes.replaceSubrange(start..<(start + replacement.count), with: replacement)
+            let encoded = Data(bytes).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+            return Array(
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\n\(encoded)\n-----END ENCRYPTED PRIVATE KEY-----\n".utf8)
+        }
+        // One bit off in N: 1023 is no power of two.
+        let oddN = try patched([0x02, 0x02, 0x03, 0xFF])
+        #expect(RSAPrivateKey.pinEncryption(ofPEM: oddN) == PINKeyEncryption(.scrypt(n: 1023, r: 8, p: 2)))
+        do {
+            _ = try RSAPrivateKey(pemRepresentation: oddN, pin: pin)
+            Issue.record("a key file with scrypt N=1023 was read")
+        } catch {
+            #expect(error.code == .keyCorrupt, "\(error.message)")
+        }
+        // The file as written opens.
+        #expect(
+            try RSAPrivateKey(pemRepresentation: try patched(parameters), pin: pin).publicKey
+                == TestKeys.first.publicKey)
+    }
+
     @Test("a key file encrypted in a scheme keyauth does not write is refused as damaged, whatever it costs")
     func foreignEncryptionRefused() throws {
         let scratch = TemporaryDirectory("keyauth-foreign-pkcs8")

@@ -137,6 +137,31 @@ struct PresencePINTests {
         #expect(PINPresence.retryAfter(state, now: 1030) == nil)
     }
 
+    @Test("wrong PINs recorded before the clock was set back delay the next one by one delay, not by the step back")
+    func clockSetBackAfterFailures() async throws {
+        await failTimes(5)
+        let counter = PINAttemptCounter(attemptsFile: attemptsFile, clock: clock.clock)
+        #expect(throws: KeyAuthError.self) { try counter.checkLockout() }
+        // The clock steps back a day; the lockout counts its 30 s from the first look after.
+        clock.advance(by: -86_400)
+        do {
+            try counter.checkLockout()
+            Issue.record("no lockout right after the step back")
+        } catch {
+            #expect(error.code == .lockedOut && error.retryAfter == 30, "\(error.message)")
+        }
+        clock.advance(by: 20)
+        do {
+            _ = try counter.counting { () throws(KeyAuthError) in 1 }
+            Issue.record("a PIN was tried within the delay")
+        } catch {
+            #expect(error.code == .lockedOut && error.retryAfter == 10, "\(error.message)")
+        }
+        clock.advance(by: 11)
+        try counter.checkLockout()
+        #expect(try counter.counting { () throws(KeyAuthError) in 42 } == 42)
+    }
+
     @Test("the attempts file has mode 0600 and no temporary file is left behind")
     func stateFileMode() async throws {
         await failTimes(1)

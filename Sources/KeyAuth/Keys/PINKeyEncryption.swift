@@ -55,7 +55,11 @@ public struct PINKeyEncryption: Sendable, Hashable, CustomStringConvertible {
             let memoryLimit = standardN * standardR
             let timeLimit = 2 * memoryLimit * standardP
             // Each factor bounded first (2^17, 2^17, 2^22), so that no product below overflows.
-            guard n > 1, r > 0, p > 0, n <= memoryLimit, r <= memoryLimit, p <= timeLimit else { return false }
+            // scrypt's N is a power of two (RFC 7914 section 2); OpenSSL refuses any other, and
+            // that refusal would look like a wrong PIN, counted against the right one.
+            guard n > 1, n & (n - 1) == 0, r > 0, p > 0, n <= memoryLimit, r <= memoryLimit, p <= timeLimit else {
+                return false
+            }
             // OpenSSL needs 128 * r * (p + n + 2) bytes within its 32 MiB: p's blocks count too.
             return n * r <= memoryLimit && n * r * p <= timeLimit && 128 * r * (p + n + 2) <= 32 << 20
         case .pbkdf2HMACSHA256(let iterations):

@@ -103,7 +103,8 @@ private struct PBES2Parameters {
             guard let scrypt = Self.decode(parameters, d2i_SCRYPT_PARAMS) else { return nil }
             defer { SCRYPT_PARAMS_free(scrypt) }
             guard let n = Self.unsigned(scrypt.pointee.costParameter), let r = Self.unsigned(scrypt.pointee.blockSize),
-                let p = Self.unsigned(scrypt.pointee.parallelizationParameter)
+                let p = Self.unsigned(scrypt.pointee.parallelizationParameter),
+                Self.isAES256KeyLength(scrypt.pointee.keyLength)
             else { return nil }
             return .scrypt(n: n, r: r, p: p)
         }
@@ -115,7 +116,7 @@ private struct PBES2Parameters {
             guard let algorithm = pbkdf2.pointee.prf else { return nil }
             X509_ALGOR_get0(&prf, nil, nil, algorithm)
             guard OBJ_obj2nid(prf) == NID_hmacWithSHA256, let rounds = Self.unsigned(pbkdf2.pointee.iter),
-                rounds <= UInt64(Int32.max)
+                rounds <= UInt64(Int32.max), Self.isAES256KeyLength(pbkdf2.pointee.keylength)
             else { return nil }
             return .pbkdf2HMACSHA256(iterations: Int(rounds))
         }
@@ -144,6 +145,13 @@ private struct PBES2Parameters {
     ) -> UnsafeMutablePointer<Decoded>? {
         var bytes = ASN1_STRING_get0_data(string)
         return decoder(nil, &bytes, Int(ASN1_STRING_length(string)))
+    }
+
+    /// Whether a derivation's optional `keyLength` is absent or AES-256's 32 bytes: with any
+    /// other, OpenSSL cannot decrypt, and its failure would look like a wrong PIN.
+    private static func isAES256KeyLength(_ integer: UnsafeMutablePointer<ASN1_INTEGER>?) -> Bool {
+        guard let integer else { return true }
+        return unsigned(integer) == 32
     }
 
     private static func unsigned(_ integer: UnsafeMutablePointer<ASN1_INTEGER>?) -> UInt64? {

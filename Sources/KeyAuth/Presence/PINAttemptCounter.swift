@@ -32,7 +32,23 @@ package struct PINAttemptCounter: Sendable {
     /// - Throws: ``KeyAuthError/Code-swift.struct/lockedOut`` with `retryAfter`;
     ///   ``KeyAuthError/Code-swift.struct/storageFailed`` when the attempts file cannot be read.
     package func checkLockout() throws(KeyAuthError) {
-        try checkLockout(AttemptStore(path: attemptsFile).load())
+        let store = AttemptStore(path: attemptsFile, durability: durability)
+        var state = try store.load()
+        if state.lastFailure > clock.seconds {
+            // Written back, so that the wait counts from now and not again from each look.
+            try? store.update { clampToNow(&$0) }
+            clampToNow(&state)
+        }
+        try checkLockout(state)
+    }
+
+    /// Moves a failure recorded in the future to now. The clock was set back since (NTP after a
+    /// hardware clock in local time, say): measured from that time, the delay would last as
+    /// long as the step back on top of itself while each message said "try again in 30
+    /// seconds". At most one full delay then, as ``PINPresence/retryAfter(_:now:)`` promises.
+    private func clampToNow(_ state: inout AttemptState) {
+        let now = clock.seconds
+        if state.lastFailure > now { state.lastFailure = now }
     }
 
     /// Runs `body`, which tries a PIN on the key, as one counted attempt.
@@ -57,13 +73,22 @@ package struct PINAttemptCounter: Sendable {
         _ body: () throws(KeyAuthError) -> Value
     ) throws(KeyAuthError) -> Value {
         let store = AttemptStore(path: attemptsFile, durability: durability)
+        var lockout: KeyAuthError?
         try store.update { (state) throws(KeyAuthError) in
-            // Another process may have failed since the caller last looked.
-            try checkLockout(state)
+            clampToNow(&state)
+            // Another process may have failed since the caller last looked. A lockout still
+            // writes the clamped time (an error thrown here would discard it).
+            do throws(KeyAuthError) {
+                try checkLockout(state)
+            } catch {
+                lockout = error
+                return
+            }
             // Saturating: the count comes from a file, and a damaged one must not make this trap.
             state.failures = state.failures.addingSaturating(1)
             state.lastFailure = clock.seconds
         }
+        if let lockout { throw lockout }
         let result: Value
         do {
             result = try body()
