@@ -161,7 +161,11 @@ package struct PAMHelper: Sendable {
         default:
             return .refused("account \(account.name) has no PIN, so anyone at the session could use it")
         }
-        if let refusal = Self.keyWithoutPINRefusal(account, in: AccountStore(home: home)) { return .refused(refusal) }
+        let tpmKey: TPMKey?
+        switch Self.keyProtection(account, in: AccountStore(home: home)) {
+        case .refused(let refusal): return .refused(refusal)
+        case .needsPIN(let key): tpmKey = key
+        }
         // A refused pam.conf refuses: without it the server could not apply the host's user list.
         let hostClientID: String?
         switch hostClient {
@@ -170,14 +174,13 @@ package struct PAMHelper: Sendable {
         }
         var lockoutNote = ""
         if account.keyStore == .tpm {
-            switch Self.tpmLockoutState(try? context.tpmConnection().info()) {
+            let tpm = try? context.tpmConnection()
+            switch Self.tpmLockoutState(try? tpm?.info()) {
             case .locked(let reason): return .refused(reason)
             case .ask(let note): lockoutNote = note
             }
             // Opening the session says what is wrong with a key or TPM that fails here.
-            if let key = try? AccountStore(home: home).keyPairStore(for: account.name).loadTPMKey().key,
-                let tpm = try? context.tpmConnection()
-            {
+            if let key = tpmKey, let tpm {
                 let lockWait = Self.tpmTryLockWait(answerTimeoutSeconds: request.answerTimeout)
                 pinReader.checkEachPIN { pin throws(KeyAuthError) in
                     try Self.spendPINTry(pin, key: key, on: tpm, lock: tpmTryLock, lockWait: lockWait)
@@ -219,20 +222,38 @@ package struct PAMHelper: Sendable {
     /// falsely cannot sign). A key that does need its PIN cannot be replaced by one that does not
     /// without its plaintext, which only the PIN gives.
     static func keyWithoutPINRefusal(_ account: KeyAuthAccount, in accounts: AccountStore) -> String? {
+        guard case .refused(let refusal) = keyProtection(account, in: accounts) else { return nil }
+        return refusal
+    }
+
+    /// What ``keyWithoutPINRefusal(_:in:)`` finds, with the TPM key it read (nil for a key file
+    /// or no key), so that the login reads the key once.
+    enum KeyProtection {
+        case refused(String)
+        case needsPIN(TPMKey?)
+    }
+
+    static func keyProtection(_ account: KeyAuthAccount, in accounts: AccountStore) -> KeyProtection {
         let needsPIN: Bool
+        var tpmKey: TPMKey?
         do throws(KeyAuthError) {
             let keys = try accounts.keyPairStore(for: account.name)
             switch keys.storedKind {
-            case .tpm?: needsPIN = try keys.loadTPMKey().key.requiresPIN
+            case .tpm?:
+                let key = try keys.loadTPMKey().key
+                needsPIN = key.requiresPIN
+                tpmKey = key
             case .file?: needsPIN = try keys.isEncrypted()
             // No key at all: opening the session says what is missing.
-            case nil: return nil
+            case nil: return .needsPIN(nil)
             }
         } catch {
-            return error.message
+            return .refused(error.message)
         }
         return needsPIN
-            ? nil : "account \(account.name)'s device key opens without a PIN, so anyone at the session could use it"
+            ? .needsPIN(tpmKey)
+            : .refused(
+                "account \(account.name)'s device key opens without a PIN, so anyone at the session could use it")
     }
 
     /// The refusal of a user name that the password database spells otherwise, byte for byte,
