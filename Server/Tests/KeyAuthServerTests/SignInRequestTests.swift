@@ -195,6 +195,23 @@ struct SignInRequestTests {
         let longest = Array(repeating: "abcdefg", count: 32).joined(separator: " ") + "h"
         #expect(longest.utf8.count == SignInRequests.maximumScopeLength)
         #expect(try api.backchannelAuthorize(setup.client, user: "alice", extra: [("scope", longest)]).status == 200)
+        // Nor may what the device shows beside the prompt spell it out: the client's name.
+        let kiosk = try api.addClient("Kiosk 42")
+        for message in ["42", "kiosk 42"] {
+            let spelled = try api.clientPost(
+                "/bc-authorize", client: kiosk, form: [("login_hint", "alice"), ("binding_message", message)])
+            #expect(spelled.status == 400 && spelled.errorCode == "invalid_binding_message", "\(message)")
+        }
+        let apart = try api.clientPost(
+            "/bc-authorize", client: kiosk, form: [("login_hint", "alice"), ("binding_message", "57")])
+        #expect(apart.status == 200)
+        // The address the request came from, digits of any script, text compared as typed.
+        #expect(throws: ServiceError.self) { try SignInRequests.checkApart("57", from: "Desk 10.0.0.57") }
+        #expect(throws: ServiceError.self) { try SignInRequests.checkApart("57", from: "Desk \u{665}\u{667}") }
+        #expect(throws: ServiceError.self) { try SignInRequests.checkApart("AB12", from: "Lab ab12") }
+        try SignInRequests.checkApart("57", from: "Desk 10.0.5.7")
+        try SignInRequests.checkApart("AB12", from: "Desk 127.0.0.1")
+        try SignInRequests.checkApart("12", from: "Desk")
     }
 
     @Test("a fourth open request for a user gets 429 slow_down until one closes (push-fatigue limit)")

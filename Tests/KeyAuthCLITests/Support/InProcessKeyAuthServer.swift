@@ -191,6 +191,12 @@ final class InProcessKeyAuthServer: Sendable {
         }
     }
 
+    /// Registers a client application named `name` (confidential) and returns its credentials.
+    func addClient(name: String) throws -> (id: String, secret: String) {
+        let (client, secret) = try ClientRegistry(storage: storage).add(name: name)
+        return (client.id, try #require(secret))
+    }
+
     /// Starts a sign-in request for `user` as a client application named `application` does
     /// (`POST /bc-authorize`, registering the client first), and returns its `auth_req_id`.
     func startSignInRequest(

@@ -68,6 +68,22 @@ extension SignInRequests {
         return parts.joined(separator: " ")
     }
 
+    /// Refuses a client's binding message that the text shown beside it at the device spells
+    /// out (``shownText(clientID:scope:address:redirectURI:subject:)``: the client's name, the
+    /// address the request came from): a user could type it from the prompt without reading the
+    /// client's screen, which is what number matching asks. A message of ASCII digits alone is
+    /// compared as digits (`57` is in `10.0.0.57` and in `٥٧`), any other as the text typed.
+    static func checkApart(_ message: String, from shown: String) throws(ServiceError) {
+        let code = normalizedCode(message)
+        guard !code.isEmpty else { return }
+        let isNumber = code.unicodeScalars.allSatisfy { ("0"..."9").contains($0) }
+        guard isNumber ? digitSkeleton(shown).contains(code) : shown.lowercased().contains(code) else { return }
+        throw ServiceError(
+            .invalidBindingMessage,
+            "binding_message appears in what the device shows beside it (the client's name, the address "
+                + "the request came from), so it could be typed without reading it; send another")
+    }
+
     /// Refuses a client's binding message that the user could type without reading it off the
     /// client's screen: one with no digit, which a word typed to refuse ("stop", "not me") could
     /// match, and one that the request's scope, shown beside the prompt, spells out.

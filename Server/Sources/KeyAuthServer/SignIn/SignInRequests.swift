@@ -141,6 +141,10 @@ struct SignInRequests: Sendable {
         }
         if let normalizedMessage {
             try Self.checkTyped(normalizedMessage, shownWith: scope)
+            try Self.checkApart(
+                normalizedMessage,
+                from: shownText(
+                    clientID: clientID, scope: nil, address: address, redirectURI: redirectURI, subject: subject))
         }
         guard InputRules.isValidUser(user), try storage.hasActiveDevice(user: user) else {
             throw ServiceError(.unknownUserID, "the user has no device that can approve a sign-in")
