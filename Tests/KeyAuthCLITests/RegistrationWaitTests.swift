@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 @testable import KeyAuthCLI
@@ -106,13 +107,15 @@ struct RegistrationWaitTests {
         let harness = CommandHarness()
         defer { harness.home.remove() }
         // The server's own refusals (KeyAuthService+Registration.swift), after a valid discovery.
+        let issuer = Mutex("")
         let responder = try LoopbackHTTPResponder { request in
             if request.path == "/.well-known/openid-configuration" {
-                return .json(200, #"{"issuer":"http://127.0.0.1"}"#)
+                return .json(200, #"{"issuer":"\#(issuer.withLock { $0 })"}"#)
             }
             return .oauthError(403, "access_denied", "an enrollment code is required to register a first device")
         }
         defer { responder.stop() }
+        issuer.withLock { $0 = responder.url }
         let result = await harness.registerUnattended(responder.url, extra: extra)
         #expect(result.status == 77)
         expectOneErrorLine(result)

@@ -1,6 +1,7 @@
 import Foundation
 import KeyAuth
 import KeyAuthTestSupport
+import Synchronization
 import Testing
 
 /// What a server sends that the client stores, prints or sends on: an issuer, a device's key ID,
@@ -19,6 +20,34 @@ struct HostileServerTextTests {
             try await KeyAuthClient(serverURL: responder.url, timeout: 5).discover()
         }
         #expect(error?.message.contains("issuer") == true, "\(error?.message ?? "")")
+    }
+
+    @Test("an issuer of another server is refused: the device would sign for it through this one")
+    func issuerOfAnotherServer() async throws {
+        let issuer = Mutex("")
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(200, JSONValue.object(["issuer": .string(issuer.withLock { $0 })]).serialized())
+        }
+        defer { responder.stop() }
+        let port = try #require(URLComponents(string: responder.url)?.port)
+        let client = try KeyAuthClient(serverURL: responder.url, timeout: 5)
+        for other in [
+            "https://auth.example.com", "https://127.0.0.1:\(port)", "http://127.0.0.1:\(port + 1)",
+            "http://auth.example.com:\(port)",
+        ] {
+            issuer.withLock { $0 = other }
+            let error = await #expect(throws: KeyAuthError.self, "\(other)") { try await client.discover() }
+            #expect(error?.message.contains("names another server as its issuer (\(other))") == true)
+        }
+        // The same server: the same origin under a path, or another loopback name of the port.
+        for same in [responder.url, responder.url + "/keyauth", "http://localhost:\(port)", "http://[::1]:\(port)/"] {
+            issuer.withLock { $0 = same }
+            #expect(try await client.discover().issuer == same)
+        }
+        #expect(
+            KeyAuthClient.isSameServer(issuer: "https://Auth.Example.com/", serverURL: "https://auth.example.com:443"))
+        #expect(!KeyAuthClient.isSameServer(issuer: "https://auth.example.com", serverURL: "http://auth.example.com"))
+        #expect(!KeyAuthClient.isSameServer(issuer: "https://", serverURL: "https://auth.example.com"))
     }
 
     @Test("a device whose kid is not a key fingerprint")

@@ -388,10 +388,14 @@ struct KeyAuthClientTests {
 
     @Test("discovery reads the issuer")
     func discovery() async throws {
-        let responder = try LoopbackHTTPResponder { _ in .json(200, "{\"issuer\":\"https://auth.example\"}") }
+        let issuer = Mutex("")
+        let responder = try LoopbackHTTPResponder { _ in
+            .json(200, "{\"issuer\":\"\(issuer.withLock { $0 })/keyauth\"}")
+        }
         defer { responder.stop() }
+        issuer.withLock { $0 = responder.url }
         let metadata = try await KeyAuthClient(serverURL: responder.url).discover()
-        #expect(metadata.issuer == "https://auth.example")
+        #expect(metadata.issuer == responder.url + "/keyauth")
     }
 
     @Test(

@@ -122,15 +122,51 @@ public struct KeyAuthClient: Sendable {
         return withUnsafeBytes(of: &ipv6) { bytes in bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1 }
     }
 
-    /// Reads `/.well-known/openid-configuration` for the issuer and endpoints.
+    /// Reads `/.well-known/openid-configuration` for the issuer and endpoints, and checks that the
+    /// issuer is the server at ``serverURL`` (``isSameServer(issuer:serverURL:)``).
     ///
     /// A wrong `--server` (a web site, a typo in the port, another OAuth server) is the usual
     /// cause of a failed discovery, so its error names the URL tried and says so.
-    /// - Throws: `.transportFailed`; `.serverRejected` for an error answer or a document without
-    ///   an `issuer`. Its ``KeyAuthError/oauthError`` is the answer's, except for a refusal
-    ///   (`invalid_grant`, `access_denied`: a 401 or 403 for the public document): none then, as
-    ///   no login was refused.
+    /// - Throws: `.transportFailed`; `.serverRejected` for an error answer, a document without
+    ///   an `issuer`, or one that names another server. Its ``KeyAuthError/oauthError`` is the
+    ///   answer's, except for a refusal (`invalid_grant`, `access_denied`: a 401 or 403 for the
+    ///   public document): none then, as no login was refused.
     public func discover() async throws(KeyAuthError) -> ServerMetadata {
+        let metadata = try await discoveryDocument()
+        // The issuer is the audience of everything the device key signs for this server: one of
+        // another server would have this device sign assertions that whoever answers here (a
+        // mistyped host name) passes on to that server within their lifetime.
+        guard Self.isSameServer(issuer: metadata.issuer, serverURL: serverURL) else {
+            throw KeyAuthError(
+                .serverRejected,
+                "\(serverURL) names another server as its issuer (\(metadata.issuer)): what this device signs "
+                    + "would be addressed to that server, so whoever answers here could pass it on. Use the "
+                    + "server's own address (--server \(metadata.issuer)), or correct the server's --issuer")
+        }
+        return metadata
+    }
+
+    /// Whether `issuer` names the server reached at `serverURL`: the same scheme, host (ignoring
+    /// case) and port (the scheme's default filled in); two loopback names (`localhost`,
+    /// `127.0.0.1`, `[::1]`) with the same scheme and port are one machine's server. The paths
+    /// may differ (a server under a prefix of its proxy).
+    package static func isSameServer(issuer: String, serverURL: String) -> Bool {
+        func origin(_ url: String) -> (scheme: String, host: String, port: Int)? {
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                let host = components.host?.lowercased(), !host.isEmpty
+            else { return nil }
+            let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
+            guard let port = components.port ?? defaultPort else { return nil }
+            return (scheme, host, port)
+        }
+        guard let named = origin(issuer), let reached = origin(serverURL), named.scheme == reached.scheme,
+            named.port == reached.port
+        else { return false }
+        return named.host == reached.host || (isLoopbackHost(named.host) && isLoopbackHost(reached.host))
+    }
+
+    /// The discovery document as the server answers it, its issuer not yet compared.
+    private func discoveryDocument() async throws(KeyAuthError) -> ServerMetadata {
         let path = "/.well-known/openid-configuration"
         do {
             let reply = try await send("GET", path)
