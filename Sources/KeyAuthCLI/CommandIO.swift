@@ -63,9 +63,24 @@ public struct CommandIO: Sendable {
         writeOutput(line + "\n")
     }
 
-    /// Writes one line to standard error.
+    /// Writes one line to standard error, with what a terminal would take for a command (escape
+    /// and other control characters, C1 controls, bidirectional overrides and other format
+    /// characters) as spaces: such lines carry servers' text (an error's message, a renewal's
+    /// log line in the agent), and a message built from a server's field must not reach the
+    /// terminal as escapes. Line breaks and tabs stay.
     func printError(_ line: String) {
-        writeError(line + "\n")
+        writeError(Self.terminalSafe(line) + "\n")
+    }
+
+    /// `text` with every scalar ``OAuthError/isUnprintable(_:)`` finds, but line breaks and tabs,
+    /// replaced by a space.
+    static func terminalSafe(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { OAuthError.isUnprintable($0) && $0 != "\n" && $0 != "\t" }) else {
+            return text
+        }
+        return String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { OAuthError.isUnprintable($0) && $0 != "\n" && $0 != "\t" ? " " : $0 }))
     }
 
     private static func currentHostName() -> String {

@@ -5,6 +5,14 @@ import Testing
 
 @Suite("Formatting")
 struct FormattingTests {
+    @Test("a line on standard error keeps its breaks and tabs and loses every escape a terminal would obey")
+    func errorLinesAreTerminalSafe() {
+        #expect(CommandIO.terminalSafe("plain\ttext\nnext") == "plain\ttext\nnext")
+        #expect(
+            CommandIO.terminalSafe("token_type \u{1B}]52;c;aGk=\u{7}\u{9B}2J\u{202E}x")
+                == "token_type  ]52;c;aGk=  2J x")
+    }
+
     @Test("timestamps are RFC 3339 UTC with zero padding, as the server writes them")
     func timestamps() {
         #expect(Formatting.timestamp(Date(timeIntervalSince1970: 1_800_000_000)) == "2027-01-15T08:00:00Z")

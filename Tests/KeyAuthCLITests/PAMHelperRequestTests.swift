@@ -92,6 +92,8 @@ struct PAMHelperRequestTests {
     func answersAreOneLine() {
         let line = PAMHelper.Answer.refused("bad\nline\u{1B}[31m").line
         #expect(line == "refused bad line [31m")
+        // C1 CSI, DEL and a right-to-left override: sudo's and login's terminals filter nothing.
+        #expect(PAMHelper.Answer.refused("a\u{9B}2J\u{7F}\u{202E}b").line == "refused a 2J  b")
         #expect(PAMHelper.Answer.ok("account a").line == "ok account a")
         // The module counts bytes (1023 at most): 900 characters of another script are not 900.
         let long = PAMHelper.Answer.refused(String(repeating: "\u{1F512}", count: 600)).line

@@ -56,4 +56,17 @@ struct JSONValueTests {
         #expect(value.serialized() == "\"a\\\"b\\\\c\\n\\u0001é\"")
         #expect(try JSONValue(parsing: value.serialized()) == value)
     }
+
+    @Test("what a terminal would obey is escaped: DEL, C1, line separators, bidi and other format characters")
+    func terminalSafeEscaping() throws {
+        // C1 CSI clearing the screen, a right-to-left override, a line separator, DEL, a language
+        // tag (a format character beyond the BMP, as a surrogate pair), beside plain letters.
+        let value: JSONValue = .string("x\u{9B}2J\u{202E}gpj.exe\u{2028}\u{7F}\u{E0001}é\u{1F512}")
+        let text = value.serialized()
+        #expect(text == "\"x\\u009b2J\\u202egpj.exe\\u2028\\u007f\\udb40\\udc01é\u{1F512}\"")
+        #expect(try JSONValue(parsing: text) == value)
+        #expect(!text.unicodeScalars.contains { OAuthError.isUnprintable($0) })
+        // ASCII stays on the fast path, as written.
+        #expect(JSONValue.string("plain-ASCII_0.9~").serialized() == "\"plain-ASCII_0.9~\"")
+    }
 }

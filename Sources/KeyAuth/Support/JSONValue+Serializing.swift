@@ -52,11 +52,16 @@ extension JSONValue {
 /// as it is; escaping character by character was a tenth of a login's CPU after RSA.
 package enum JSONText {
     /// Appends `value` as a JSON string literal, quotes included: quotes, backslashes and
-    /// control characters escaped, everything else (non-ASCII included) as UTF-8.
+    /// control characters escaped, and so are DEL, the C1 controls, the line and paragraph
+    /// separators and the format characters (bidirectional overrides among them) as `\uXXXX`:
+    /// JSON written here reaches terminals (`keyauth devices --json`, a server's answer read with
+    /// curl) with names that others chose, and a terminal takes C1 `CSI` for a command. Everything
+    /// else (non-ASCII included) is UTF-8.
     package static func appendString(_ value: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
+        // Any non-ASCII byte sends the string to the slow path, which looks at its scalars.
         func needsEscape(_ byte: UInt8) -> Bool {
-            byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+            byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
         }
         // A native string's bytes are scanned and copied in place, much faster than through its
         // UTF8View.
@@ -74,20 +79,34 @@ package enum JSONText {
             output.append(UInt8(ascii: "\""))
             return
         }
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): appendRaw("\\\"", to: &output)
-            case UInt8(ascii: "\\"): appendRaw("\\\\", to: &output)
-            case 0x0A: appendRaw("\\n", to: &output)
-            case 0x0D: appendRaw("\\r", to: &output)
-            case 0x09: appendRaw("\\t", to: &output)
-            case 0x08: appendRaw("\\b", to: &output)
-            case 0x0C: appendRaw("\\f", to: &output)
-            case 0x00..<0x20: appendRaw("\\u00" + Hex.encode([byte]), to: &output)
-            default: output.append(byte)
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": appendRaw("\\\"", to: &output)
+            case "\\": appendRaw("\\\\", to: &output)
+            case "\n": appendRaw("\\n", to: &output)
+            case "\r": appendRaw("\\r", to: &output)
+            case "\t": appendRaw("\\t", to: &output)
+            case "\u{8}": appendRaw("\\b", to: &output)
+            case "\u{C}": appendRaw("\\f", to: &output)
+            default:
+                guard isEscapedAsCode(scalar) else {
+                    UTF8.encode(scalar) { output.append($0) }
+                    continue
+                }
+                // Beyond the BMP, as a surrogate pair (RFC 8259 section 7).
+                UTF16.encode(scalar) { unit in
+                    appendRaw("\\u" + Hex.encode([UInt8(unit >> 8), UInt8(unit & 0xFF)]), to: &output)
+                }
             }
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether `scalar` is written as `\uXXXX`: a control character (C0, DEL, C1), a line or
+    /// paragraph separator, or a format character.
+    static func isEscapedAsCode(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
+            || scalar.value == 0x2029 || scalar.properties.generalCategory == .format
     }
 
     /// Appends `text` as it is: JSON punctuation and member names.

@@ -54,7 +54,8 @@ package struct PAMHelper: Sendable {
         case unknown(String)
         case unavailable(String)
 
-        /// The answer's line, without control characters (they would forge lines in the journal),
+        /// The answer's line, without control or format characters (they would forge lines in the
+        /// journal, or reach a terminal as escapes),
         /// and at most ``maximumLineBytes`` bytes of UTF-8, cut between characters: the module
         /// refuses a line over 1023 bytes, and 900 characters of other scripts can be 3,600.
         package var line: String {
@@ -65,7 +66,10 @@ package struct PAMHelper: Sendable {
                 case .unknown(let reason): ("unknown", reason)
                 case .unavailable(let reason): ("unavailable", reason)
                 }
-            let clean = String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 ? " " : $0 }))
+            // C1 controls and bidirectional overrides too: pam_error shows the line on the
+            // terminal of sudo, su or login, which filter nothing.
+            let clean = String(
+                String.UnicodeScalarView(text.unicodeScalars.map { OAuthError.isUnprintable($0) ? " " : $0 }))
             var line = ""
             var bytes = 0
             for character in word + " " + clean {
