@@ -20,6 +20,9 @@ extension StorageContract {
             "recovery codes keep the key protection of the device that made them",
             StorageContract.recoveryCodesKeepMakersProtection),
         StorageCheck(
+            "recovery codes asked by an account page session are stored only while it is signed in",
+            StorageContract.recoveryCodesNeedTheAskingSession),
+        StorageCheck(
             "approves a page's device request and activates its device together, or changes neither",
             StorageContract.approvesDeviceRequestsWhole),
     ]
@@ -115,6 +118,34 @@ extension StorageContract {
             let stored = try storage.unusedRecoveryCodes(user: "alice")
             #expect(stored.count == 2 && stored.allSatisfy { $0.keyProtection == expected }, "\(maker ?? "none")")
         }
+    }
+
+    static func recoveryCodesNeedTheAskingSession(_ database: StorageContractDatabase) throws {
+        let storage = try database.open()
+        defer { storage.close() }
+        for kid in ["kid-laptop", "kid-phone"] { #expect(try storage.insertDevice(device(kid, status: .active))) }
+        #expect(try storage.insertDevice(device("kid-bob", user: "bob", status: .active)))
+        let session = pageSession(2, kid: "kid-laptop")
+        let bobs = pageSession(3, user: "bob", kid: "kid-bob")
+        for record in [session, bobs] { try storage.insertBrowserSession(record) }
+        let code = RecoveryCodeRecord(user: "alice", salt: [1], hash: [2], iterations: 1000, createdAt: 1_000)
+        func replace(askedBy idHash: [UInt8], at time: Int64, count: Int) throws -> Bool {
+            try storage.replaceRecoveryCodes(
+                user: "alice", with: Array(repeating: code, count: count), whileActive: "kid-phone",
+                askedBy: (idHash, time), audit: nil)
+        }
+        #expect(try replace(askedBy: session.idHash, at: 1_010, count: 3))
+        // Past the session's expiry, another user's session, no session at all: nothing changes.
+        #expect(try !replace(askedBy: session.idHash, at: 1_200, count: 4))
+        #expect(try !replace(askedBy: bobs.idHash, at: 1_010, count: 4))
+        #expect(try !replace(askedBy: [UInt8](repeating: 9, count: 32), at: 1_010, count: 4))
+        // The device that signed the session in is revoked (which ends the session) while the
+        // codes are hashed: the set made for that session is not stored.
+        #expect(
+            try storage.revokeOrDeny(
+                kid: "kid-laptop", from: .active, to: .revoked, at: 1_020, audit: audit("kid-laptop", user: "alice")))
+        #expect(try !replace(askedBy: session.idHash, at: 1_030, count: 4))
+        #expect(try storage.unusedRecoveryCodes(user: "alice").count == 3)
     }
 
     static func approvalCapsKeyProtection(_ database: StorageContractDatabase) throws {

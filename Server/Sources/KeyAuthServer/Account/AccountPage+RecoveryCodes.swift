@@ -78,9 +78,11 @@ extension AccountPage {
                 return try signedInPage(session, message: message, status: 400)
             }
             do {
-                try service.recoveryCodes.store(set, by: .accountPage(approvedBy: kid), whileActive: kid)
+                try service.recoveryCodes.store(
+                    set, by: .accountPage(approvedBy: kid), whileActive: kid, askedBy: session.record.idHash)
             } catch let error as ServiceError where error.kind == .accessDenied {
-                // The approving device was revoked while the codes were made.
+                // The approving device was revoked while the codes were made, or this session
+                // ended (its device revoked, a sign-out).
                 return try signedInPage(session, message: unusable, status: 400)
             }
             return try signedInPage(session, message: nil, newRecoveryCodes: set.codes)

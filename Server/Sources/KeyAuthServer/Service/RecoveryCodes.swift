@@ -92,14 +92,24 @@ package struct RecoveryCodes: Sendable {
     /// - Parameter activeDevice: the set is stored only while this device is still active.
     /// - Throws: ``ServiceError`` `.accessDenied` when `activeDevice` is no longer active;
     ///   ``StorageError``.
-    func store(_ set: RecoveryCodeSet, by actor: AuditActor, whileActive activeDevice: String?) throws {
+    func store(
+        _ set: RecoveryCodeSet, by actor: AuditActor, whileActive activeDevice: String?,
+        askedBy askingSession: [UInt8]? = nil
+    ) throws {
+        let time = now()
         let audit = AuditEvent(
-            time: now(), action: .recoveryCodes, actor: actor.description, user: set.user,
+            time: time, action: .recoveryCodes, actor: actor.description, user: set.user,
             detail: "\(Self.count) new codes")
         guard
             try storage.replaceRecoveryCodes(
-                user: set.user, with: set.records, whileActive: activeDevice, audit: audit)
-        else { throw ServiceError(.accessDenied, "the device is no longer active") }
+                user: set.user, with: set.records, whileActive: activeDevice,
+                askedBy: askingSession.map { ($0, time) }, audit: audit)
+        else {
+            throw ServiceError(
+                .accessDenied,
+                askingSession == nil
+                    ? "the device is no longer active" : "the device or the session is no longer active")
+        }
     }
 
     /// How many of `user`'s codes are left.

@@ -155,9 +155,14 @@ package protocol ServerStorage: ReplayStorage, SignInStorage, AuthorizationStora
     /// `audit`, when given, is stored in the same transaction: a failure after the old set was
     /// gone but before the new one was recorded would leave the user with printed codes that no
     /// longer work and new ones never shown.
+    ///
+    /// With `askingSession` (the account page's session that asked, and the time), only if that
+    /// session is still signed in by an active device: the user who revoked the device that
+    /// signed it in, while the codes were hashed, was told the session ended.
     @discardableResult
     func replaceRecoveryCodes(
-        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?, audit: AuditEvent?
+        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?,
+        askedBy askingSession: (idHash: [UInt8], at: Int64)?, audit: AuditEvent?
     ) throws(StorageError) -> Bool
 
     /// `user`'s recovery codes not used yet, oldest first, with the ids storage gave them.
@@ -275,10 +280,18 @@ package protocol ServerStorage: ReplayStorage, SignInStorage, AuthorizationStora
 }
 
 extension ServerStorage {
-    /// ``replaceRecoveryCodes(user:with:whileActive:audit:)`` with no device to check and no
-    /// audit entry (tests).
+    /// ``replaceRecoveryCodes(user:with:whileActive:askedBy:audit:)`` with no device to check and
+    /// no audit entry (tests).
     func replaceRecoveryCodes(user: String, with codes: [RecoveryCodeRecord]) throws(StorageError) {
-        try replaceRecoveryCodes(user: user, with: codes, whileActive: nil, audit: nil)
+        try replaceRecoveryCodes(user: user, with: codes, whileActive: nil, askedBy: nil, audit: nil)
+    }
+
+    /// ``replaceRecoveryCodes(user:with:whileActive:askedBy:audit:)`` without a session to check.
+    @discardableResult
+    func replaceRecoveryCodes(
+        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?, audit: AuditEvent?
+    ) throws(StorageError) -> Bool {
+        try replaceRecoveryCodes(user: user, with: codes, whileActive: activeDevice, askedBy: nil, audit: audit)
     }
 
     /// The published (not retired) signing keys, in the order they took over signing.

@@ -10,7 +10,8 @@ extension SQLStorage {
     /// and both sets would stay. The lock comes first, as in the registrations that use a code.
     @discardableResult
     package func replaceRecoveryCodes(
-        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?, audit: AuditEvent?
+        user: String, with codes: [RecoveryCodeRecord], whileActive activeDevice: String?,
+        askedBy askingSession: (idHash: [UInt8], at: Int64)?, audit: AuditEvent?
     ) throws(StorageError) -> Bool {
         try database.write { connection throws(StorageError) in
             try connection.transaction { () throws(StorageError) -> Bool in
@@ -21,6 +22,11 @@ extension SQLStorage {
                 if let activeDevice {
                     guard try Self.isActive(activeDevice, of: user, in: connection) else { return false }
                     protection = try Self.keyProtection(of: activeDevice, in: connection)
+                }
+                if let askingSession {
+                    let sessionUser = try Self.liveAccountSessionUser(
+                        askingSession.idHash, at: askingSession.at, on: connection)
+                    guard sessionUser == user else { return false }
                 }
                 try connection.execute("DELETE FROM recovery_codes WHERE user_name = $1", [.text(user)])
                 for code in codes {

@@ -83,31 +83,41 @@ extension SQLStorage {
     /// before (nothing is approved) or waits for the approval; the update then also matches only
     /// the session's user's request. The device comes first because a revocation takes the
     /// device's row and then the session's: in the other order the two could deadlock.
+    /// The user of the account page's own session `idHash` (`signed_in_for` null) when it is
+    /// signed in at `time` by a device that is active, else nil. The device's row and then the
+    /// session's are read under share locks, so that a sign-out or revocation deleting the
+    /// session either commits before or waits for the caller's transaction. The device comes
+    /// first because a revocation takes the device's row and then the session's: in the other
+    /// order the two could deadlock.
+    static func liveAccountSessionUser(
+        _ idHash: [UInt8], at time: Int64, on connection: any SQLConnection
+    ) throws(StorageError) -> String? {
+        // Only the account page's own sessions ask for device approvals and recovery codes.
+        let columns =
+            "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
+            + " WHERE signed_in_for IS NULL AND"
+        let lock = connection.dialect.rowShareLock
+        guard
+            let seen = try connection.execute(columns + " id_hash = $1", [.blob(idHash)]).firstRow,
+            let user = seen.text(0), let kid = seen.text(1),
+            try Self.isActive(kid, of: user, in: connection),
+            // Read again under the lock; without row locks (SQLite) the write
+            // transaction already holds the whole database, and the first read stands.
+            let session = lock.isEmpty
+                ? seen : try connection.execute(columns + " id_hash = $1" + lock, [.blob(idHash)]).firstRow,
+            session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
+            let expiresAt = session.integer(2), time < expiresAt
+        else { return nil }
+        return user
+    }
+
     static func answer(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
         askingSession: [UInt8]?, on connection: any SQLConnection
     ) throws(StorageError) -> Bool {
         var sessionUser: String?
         if let askingSession {
-            // Only the account page's own sessions ask for device approvals and recovery codes.
-            let columns =
-                "SELECT user_name, approving_kid, expires_at, signed_in_at FROM browser_sessions"
-                + " WHERE signed_in_for IS NULL AND"
-            let lock = connection.dialect.rowShareLock
-            guard
-                let seen = try connection.execute(columns + " id_hash = $1", [.blob(askingSession)])
-                    .firstRow,
-                let user = seen.text(0), let kid = seen.text(1),
-                try Self.isActive(kid, of: user, in: connection),
-                // Read again under the lock; without row locks (SQLite) the write
-                // transaction already holds the whole database, and the first read stands.
-                let session = lock.isEmpty
-                    ? seen
-                    : try connection.execute(columns + " id_hash = $1" + lock, [.blob(askingSession)])
-                        .firstRow,
-                session.text(0) == user, session.text(1) == kid, session.integer(3) != nil,
-                let expiresAt = session.integer(2), time < expiresAt
-            else { return false }
+            guard let user = try liveAccountSessionUser(askingSession, at: time, on: connection) else { return false }
             sessionUser = user
         }
         // The session must be the one that made the request; without one, an approval of a
