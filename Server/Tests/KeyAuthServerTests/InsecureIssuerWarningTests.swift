@@ -29,6 +29,25 @@ struct InsecureIssuerWarningTests {
         #expect(report.contains("is plain http") == warns)
     }
 
+    @Test("an SSH CA key handed over as a systemd credential warns: rotation and retirement never reach it")
+    func sshCACredential() throws {
+        guard
+            case .serve(let configuration) = try ServerCommand.parse(
+                arguments: ["serve", "--ssh-ca-key-file", "/run/credentials/keyauth-server.service/ssh-ca"],
+                environment: [:])
+        else { throw TestFailure("not serve") }
+        let warning = try #require(
+            configuration.sshCACredentialWarning(credentialsDirectory: "/run/credentials/keyauth-server.service"))
+        #expect(warning.contains("stays out of the revocation list"))
+        #expect(configuration.sshCACredentialWarning(credentialsDirectory: "/run/credentials/other.service") == nil)
+        #expect(configuration.sshCACredentialWarning(credentialsDirectory: nil) == nil)
+        guard
+            case .serve(let ownPath) = try ServerCommand.parse(
+                arguments: ["serve", "--ssh-ca-key-file", "/var/lib/keyauth/ssh-ca.pem"], environment: [:])
+        else { throw TestFailure("not serve") }
+        #expect(ownPath.sshCACredentialWarning(credentialsDirectory: "/run/credentials/keyauth-server.service") == nil)
+    }
+
     @Test("the warning names a section of SERVER.md that exists")
     func pointsToSection() throws {
         guard

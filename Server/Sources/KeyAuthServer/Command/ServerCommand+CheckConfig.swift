@@ -13,7 +13,11 @@ extension ServerCommand {
             "# settings file: \(settingsFile ?? "none")",
         ]
         // Valid, but what serve would warn about at start is said here too.
-        for warning in [configuration.openEnrollmentWarning, configuration.insecureIssuerWarning].compactMap({ $0 }) {
+        let warnings = [
+            configuration.openEnrollmentWarning, configuration.insecureIssuerWarning,
+            configuration.sshCACredentialWarning(credentialsDirectory: ServeFiles.credentialsDirectory),
+        ]
+        for warning in warnings.compactMap({ $0 }) {
             lines.append("# " + warning)
         }
         for (key, value) in rows {

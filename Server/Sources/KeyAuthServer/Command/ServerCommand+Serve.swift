@@ -98,6 +98,9 @@ extension ServerCommand {
         if let descriptorLine { say(descriptorLine.text, descriptorLine.level) }
         if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
         if let warning = configuration.insecureIssuerWarning { say(warning, "warning") }
+        if let warning = configuration.sshCACredentialWarning(credentialsDirectory: ServeFiles.credentialsDirectory) {
+            say(warning, "warning")
+        }
         if let warning = runner.clockSkewWarning { say(warning, "warning") }
         if configuration.signingKeyFile != nil, runner.tokenAlgorithm != .rs256 {
             say(

@@ -14,6 +14,21 @@ extension ServerConfiguration {
             + "(docs/SERVER.md, \"\(Self.tlsSection)\")"
     }
 
+    /// The warning for an SSH CA key handed over by systemd's `LoadCredential=`: the copy is
+    /// made once at the service's start, and `ssh-ca rotate` and `ssh-ca retire` keep what they
+    /// change beside the original (`FILE.previous`, `FILE.retired`), where this server does not
+    /// look; a retired CA would be missing from the revocation list, and hosts that still trust
+    /// it would take its certificates. Nil without a CA key, a credentials directory, or when the
+    /// key is elsewhere.
+    package func sshCACredentialWarning(credentialsDirectory: String?) -> String? {
+        guard let file = sshCAKeyFile, let directory = credentialsDirectory, !directory.isEmpty else { return nil }
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+        guard file.hasPrefix(prefix) else { return nil }
+        return "warning: --ssh-ca-key-file is a systemd credential (\(file)): ssh-ca rotate and retire change "
+            + "the original file and write beside it, which this server never sees, so a retired CA stays "
+            + "out of the revocation list; pass the key file's own path instead (docs/SERVER.md)"
+    }
+
     /// The title of SERVER.md's section on TLS, which the warning names.
     package static let tlsSection = "Deployment behind a TLS reverse proxy"
 }
