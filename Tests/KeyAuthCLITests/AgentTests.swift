@@ -19,11 +19,21 @@ struct AgentTests {
         var socketPath: String { runtime.path + "/keyauth/agent.sock" }
         var environment: [String: String] { ["XDG_RUNTIME_DIR": runtime.path] }
 
-        init(_ machine: Machine, extra: [String] = [], pin: String = AgentTests.pin) throws {
+        init(
+            _ machine: Machine, extra: [String] = [], pin: String = AgentTests.pin,
+            extraEnvironment: [String: String] = [:]
+        ) throws {
             try Data((pin + "\n").utf8).write(to: URL(fileURLWithPath: scratch.path + "/pin"))
+            let environment = machine.environment.merging(["XDG_RUNTIME_DIR": runtime.path]) { $1 }
+                .merging(extraEnvironment) { $1 }
+            // A preloaded libfaketime leaves a posix_spawned Swift program without its arguments;
+            // started through a program that execs it, it has them.
+            let (executable, arguments) =
+                extraEnvironment["LD_PRELOAD"] == nil
+                ? (Binaries.keyauth, ["agent", "--pin-stdin"] + extra)
+                : ("/usr/bin/env", [Binaries.keyauth, "agent", "--pin-stdin"] + extra)
             process = try ChildProcess(
-                Binaries.keyauth, ["agent", "--pin-stdin"] + extra,
-                environment: machine.environment.merging(["XDG_RUNTIME_DIR": runtime.path]) { $1 },
+                executable, arguments, environment: environment,
                 standardInput: .file(scratch.path + "/pin"), standardError: .file(scratch.path + "/stderr"))
             // Started once the socket answers; the bound only stops a broken agent hanging the test.
             for _ in 0..<300 where status() == nil && process.isRunning { Thread.sleep(forTimeInterval: 0.1) }
@@ -285,6 +295,33 @@ struct AgentTests {
             #expect(agent.status()?.locked == true)
         }
     }
+
+    @Test(
+        "a wall clock set back does not hold the key past --timeout",
+        .enabled(if: FileManager.default.fileExists(atPath: AgentTests.libfaketime)))
+    func timeoutIgnoresTheWallClock() throws {
+        try withServer { server in
+            let machine = try Self.registeredMachine(server)
+            defer { machine.home.remove() }
+            let offset = machine.home.path + "/clock-offset"
+            try "+0s\n".write(toFile: offset, atomically: true, encoding: .utf8)
+            let agent = try RunningAgent(
+                machine, extra: ["--timeout", "3s"],
+                extraEnvironment: [
+                    "LD_PRELOAD": Self.libfaketime, "FAKETIME_TIMESTAMP_FILE": offset, "FAKETIME_NO_CACHE": "1",
+                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                ])
+            defer { agent.stop() }
+            #expect(agent.status()?.locked == false, "\(agent.standardError())")
+            // The wall clock steps back a day (NTP after a hardware clock in local time).
+            try "-86400s\n".write(toFile: offset, atomically: true, encoding: .utf8)
+            for _ in 0..<100 where agent.status()?.locked == false { Thread.sleep(forTimeInterval: 0.1) }
+            #expect(agent.status()?.locked == true)
+        }
+    }
+
+    /// libfaketime as Debian's `faketime` package installs it.
+    static let libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
     @Test("when --timeout passes, the agent clears the key and login asks for the PIN again")
     func timeoutClears() throws {

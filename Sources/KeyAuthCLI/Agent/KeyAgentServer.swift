@@ -25,6 +25,8 @@ final class KeyAgentServer: Sendable {
     private struct Held {
         let secret: SecretBytes
         let expiresAt: Date
+        /// When the key is dropped, on a clock that a wall clock set back does not move.
+        let deadline: ContinuousClock.Instant
     }
 
     let account: String
@@ -38,7 +40,7 @@ final class KeyAgentServer: Sendable {
     /// A pipe whose write end wakes the loop from `poll`: a stop request from a signal handler.
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private let errorOutput: @Sendable (String) -> Void
+    let errorOutput: @Sendable (String) -> Void
     /// The ssh connections being served on their threads, shut down when the agent ends.
     private let sshConnections = Mutex<Set<Int32>>([])
     /// One signature at a time: a TPM key is used through a provider context that is not safe
@@ -115,7 +117,10 @@ final class KeyAgentServer: Sendable {
             defer { CryptoPrimitives.wipe(&pem) }
             secret = try SecretBytes(lockedCopyOf: pem)
         }
-        held.withLock { $0 = Held(secret: secret, expiresAt: Date().addingTimeInterval(timeout)) }
+        let held = Held(
+            secret: secret, expiresAt: Date().addingTimeInterval(timeout),
+            deadline: .now + .milliseconds(Int64(timeout * 1000)))
+        self.held.withLock { $0 = held }
     }
 
     /// Drops what the agent holds; `SecretBytes` zeroes and unlocks its memory.
@@ -161,7 +166,7 @@ final class KeyAgentServer: Sendable {
     /// Clears the held key once its timeout has passed.
     func clearIfExpired() {
         held.withLock { held in
-            if let expiresAt = held?.expiresAt, expiresAt <= Date() { held = nil }
+            if let deadline = held?.deadline, deadline <= .now { held = nil }
         }
     }
 
@@ -201,9 +206,12 @@ final class KeyAgentServer: Sendable {
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: sshWatched ?? -1, events: Int16(POLLIN), revents: 0),
             ]
-            let wait =
-                expiresAt.map { Int32(Int(clampingSeconds: $0.timeIntervalSinceNow * 1000 + 1, to: 0...3_600_000)) }
-                ?? -1
+            let deadline = held.withLock { $0?.deadline }
+            let wait: Int32 =
+                deadline.map { deadline -> Int32 in
+                    let left = ContinuousClock.now.duration(to: deadline) / .milliseconds(1)
+                    return Int32(Int(clampingSeconds: left + 1, to: 0...3_600_000))
+                } ?? -1
             // poll ignores a negative descriptor: without an ssh socket, the third entry waits on nothing.
             let ready = poll(&descriptors, 3, wait)
             guard ready > 0 else { continue }
@@ -216,20 +224,6 @@ final class KeyAgentServer: Sendable {
                 serveOnItsThread(connection)
             }
         }
-    }
-
-    /// Accepts one connection on `listener`, with the socket timeout set, when its peer is the
-    /// user; closes it and returns nil otherwise.
-    private func acceptOwnUser(_ listener: Int32) -> Int32? {
-        let connection = accept(listener, nil, nil)
-        guard connection >= 0 else { return nil }
-        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-        guard isOwnUser(connection) else {
-            close(connection)
-            return nil
-        }
-        KeyAgentSocket.setTimeout(connection, seconds: 5)
-        return connection
     }
 
     /// Serves an ssh connection on a thread of its own, which then ends it. Without a thread (at
@@ -300,18 +294,6 @@ final class KeyAgentServer: Sendable {
                 return
             }
         }
-    }
-
-    private func isOwnUser(_ connection: Int32) -> Bool {
-        let peer = KeyAgentSocket.peerCredentials(connection)
-        guard let peer, peer.uid == KeyAgentSocket.ownUID else {
-            let who = peer.map { "uid \($0.uid) in process \($0.pid)" } ?? "an unknown uid"
-            errorOutput(
-                "keyauth agent: refused a connection from \(who) (only uid \(KeyAgentSocket.ownUID) may use this agent)"
-            )
-            return false
-        }
-        return true
     }
 
     private func handle(_ connection: Int32) {
