@@ -123,7 +123,8 @@ public struct KeyAuthClient: Sendable {
     }
 
     /// Reads `/.well-known/openid-configuration` for the issuer and endpoints, and checks that the
-    /// issuer is the server at ``serverURL`` (``isSameServer(issuer:serverURL:)``).
+    /// issuer is the server at ``serverURL``: the same scheme, host and port (loopback names of
+    /// one port count as one server), since the issuer is the audience of what the device signs.
     ///
     /// A wrong `--server` (a web site, a typo in the port, another OAuth server) is the usual
     /// cause of a failed discovery, so its error names the URL tried and says so.

@@ -77,12 +77,6 @@ extension SQLStorage {
     private static let approvalRefused = StorageError(
         StorageError.Code(rawValue: "approval_refused"), "the device approval was refused")
 
-    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing. With
-    /// an asking session, its approving device's row and then the session's are read first
-    /// under share locks, so that a sign-out or revocation deleting the session either commits
-    /// before (nothing is approved) or waits for the approval; the update then also matches only
-    /// the session's user's request. The device comes first because a revocation takes the
-    /// device's row and then the session's: in the other order the two could deadlock.
     /// The user of the account page's own session `idHash` (`signed_in_for` null) when it is
     /// signed in at `time` by a device that is active, else nil. The device's row and then the
     /// session's are read under share locks, so that a sign-out or revocation deleting the
@@ -111,6 +105,12 @@ extension SQLStorage {
         return user
     }
 
+    /// One conditional `UPDATE` from `pending`: the loser of two answers matches nothing. With
+    /// an asking session, its approving device's row and then the session's are read first
+    /// under share locks, so that a sign-out or revocation deleting the session either commits
+    /// before (nothing is approved) or waits for the approval; the update then also matches only
+    /// the session's user's request. The device comes first because a revocation takes the
+    /// device's row and then the session's: in the other order the two could deadlock.
     static func answer(
         id: String, status: SignInRequestStatus, answeringKID: String, methods: [String], at time: Int64,
         askingSession: [UInt8]?, on connection: any SQLConnection
