@@ -7,7 +7,7 @@ import Testing
 
 /// The push login's code against the real responder: a code that what the device shows beside
 /// its prompt spells out is refused by the server, and the helper tries another.
-@Suite("Push login codes", .timeLimit(.minutes(2)))
+@Suite("Push login codes", .timeLimit(.minutes(10)))
 struct PushLoginCodeTests {
     /// A push login of alice through `server` as the host client `name`, with `codes` in turn.
     static func pushLogin(
