@@ -13,11 +13,7 @@ extension ServerCommand {
             "# settings file: \(settingsFile ?? "none")",
         ]
         // Valid, but what serve would warn about at start is said here too.
-        let warnings = [
-            configuration.openEnrollmentWarning, configuration.insecureIssuerWarning,
-            configuration.sshCACredentialWarning(credentialsDirectory: ServeFiles.credentialsDirectory),
-        ]
-        for warning in warnings.compactMap({ $0 }) {
+        for warning in configuration.startWarnings(credentialsDirectory: ServeFiles.credentialsDirectory) {
             lines.append("# " + warning)
         }
         for (key, value) in rows {

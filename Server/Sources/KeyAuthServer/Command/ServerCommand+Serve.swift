@@ -96,9 +96,7 @@ extension ServerCommand {
                 + (metrics ?? "metrics off"), "info")
         // After the banner, which is what a reader of the log waits for.
         if let descriptorLine { say(descriptorLine.text, descriptorLine.level) }
-        if let warning = configuration.openEnrollmentWarning { say(warning, "warning") }
-        if let warning = configuration.insecureIssuerWarning { say(warning, "warning") }
-        if let warning = configuration.sshCACredentialWarning(credentialsDirectory: ServeFiles.credentialsDirectory) {
+        for warning in configuration.startWarnings(credentialsDirectory: ServeFiles.credentialsDirectory) {
             say(warning, "warning")
         }
         if let warning = runner.clockSkewWarning { say(warning, "warning") }

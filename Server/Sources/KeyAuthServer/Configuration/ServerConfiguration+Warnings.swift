@@ -1,6 +1,15 @@
 /// The warnings `serve` prints at start for settings that work but are unsafe outside
 /// development.
 extension ServerConfiguration {
+    /// What `serve` says at start and `check-config` in its report about this configuration, in
+    /// that order: one list, so that the two cannot drift apart.
+    package func startWarnings(credentialsDirectory: String?) -> [String] {
+        [
+            openEnrollmentWarning, insecureIssuerWarning,
+            sshCACredentialWarning(credentialsDirectory: credentialsDirectory),
+        ].compactMap { $0 }
+    }
+
     /// The warning for a plain `http` issuer that other machines can use: tokens cross the
     /// network in clear, and browser cookies lose `Secure` and the `__Host-` prefix (PROTOCOL.md
     /// section 9). Nil for an `https` issuer, and for `http` to a loopback host on a loopback
